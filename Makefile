@@ -1,0 +1,45 @@
+# calibprob — every command does its own set-up (virtual environment + install) on a fresh machine.
+#   make run        the main job: quickstart comparison on bundled data
+#   make test       the default test suite (what CI runs)
+#   make test-slow  the long statistical tests (they assert too; not in CI's default run)
+#   make docs       build the documentation (warnings are errors)
+#   make bench      print the benchmark ratios
+
+SHELL := /bin/bash
+VENV ?= .venv
+# .python-version selects 3.12 under pyenv; otherwise any python3.12 on PATH.
+PYTHON ?= $(shell command -v python3.12 2>/dev/null || command -v python3 2>/dev/null)
+STAMP := $(VENV)/.calibprob-installed
+BIN := $(VENV)/bin
+
+.PHONY: run test test-slow test-all docs bench clean venv
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else "calibprob needs Python >= 3.12 (PyMC 6); found " + sys.version.split()[0] + ". Install 3.12 or set PYTHON=/path/to/python3.12")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/calibprob compare models/quickstart.toml --out results/quickstart.nc
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m slow
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -m "slow or not slow"
+
+docs: $(STAMP)
+	$(BIN)/python -m sphinx -W --keep-going -b html docs docs/_build/html
+
+bench: $(STAMP)
+	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) docs/_build results .pytest_cache

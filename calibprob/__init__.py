@@ -1,0 +1,61 @@
+"""calibprob: calibrated and sharp regression uncertainty for the PyMC / ArviZ world.
+
+Every predictor and calibrator returns a predictive distribution in one data
+contract (an ``xarray.Dataset`` with ``quantile(obs, level)``, evaluated through
+the ``.calib`` accessor); :func:`calibprob.evaluate` scores any of them the same
+way. Heavy submodules (PyMC models) are imported lazily.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+
+from calibprob.predictive import (
+    DEFAULT_LEVELS,
+    CalibprobWarning,
+    from_cdf_grid,
+    from_draws,
+    from_quantiles,
+    normal,
+    validate,
+)
+
+try:
+    __version__ = version("calibprob")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0+unknown"
+
+# name -> module that defines it; imported on first access (keeps `import calibprob` light)
+_LAZY = {
+    "evaluate": "calibprob.metrics",
+    "load_dataset": "calibprob.datasets",
+    "list_datasets": "calibprob.datasets",
+    "load_csv": "calibprob.datasets",
+    "GaussianProcessRegressor": "calibprob.gp",
+    "SparseGaussianProcessRegressor": "calibprob.gp",
+    "LinearRegression": "calibprob.linear",
+    "BayesianRidge": "calibprob.linear",
+}
+
+__all__ = [
+    "DEFAULT_LEVELS",
+    "CalibprobWarning",
+    "normal",
+    "from_quantiles",
+    "from_draws",
+    "from_cdf_grid",
+    "validate",
+    "__version__",
+    *_LAZY,
+]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'calibprob' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

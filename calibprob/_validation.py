@@ -1,0 +1,190 @@
+"""Input validation shared by every public entry point.
+
+Every check raises ``ValueError`` (or ``TypeError`` for wrong types) with a
+message that names the parameter, the allowed range, the value received and
+the fix, e.g. ``"confidence_level must be in (0, 1); got 1.5. Pass a
+probability such as 0.9."``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+__all__ = [
+    "check_array",
+    "check_finite",
+    "check_same_length",
+    "check_positive",
+    "check_probability",
+    "check_levels",
+    "check_confidence_levels",
+    "check_choice",
+    "check_int",
+]
+
+
+def _short(value, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def check_array(
+    value,
+    name: str,
+    *,
+    ndim: int | tuple[int, ...] | None = None,
+    finite: bool = True,
+    dtype=np.float64,
+    min_length: int = 1,
+) -> np.ndarray:
+    """Convert ``value`` to an array and check its dimensions and values.
+
+    Parameters
+    ----------
+    value : array_like
+        The input.
+    name : str
+        The parameter name used in error messages.
+    ndim : int or tuple of int, optional
+        Allowed numbers of dimensions. A 1-D input is *not* silently reshaped.
+    finite : bool, default True
+        Reject NaN and infinite entries.
+    dtype : numpy dtype, default float64
+    min_length : int, default 1
+        Minimum size of the first axis.
+
+    Returns
+    -------
+    numpy.ndarray
+    """
+    try:
+        arr = np.asarray(value, dtype=dtype)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"{name} must be a numeric array; got {type(value).__name__} {_short(value)}. "
+            "Pass a NumPy array, list of numbers or xarray.DataArray."
+        ) from err
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if arr.ndim not in allowed:
+            shapes = " or ".join(f"{k}-D" for k in allowed)
+            hint = ""
+            if 2 in allowed and arr.ndim == 1:
+                hint = " For a single feature pass X.reshape(-1, 1)."
+            raise ValueError(
+                f"{name} must be {shapes}; got an array of shape {arr.shape}.{hint}"
+            )
+    if arr.ndim >= 1 and arr.shape[0] < min_length:
+        raise ValueError(
+            f"{name} needs at least {min_length} entries along its first axis; got {arr.shape[0]}."
+        )
+    if finite:
+        check_finite(arr, name)
+    return arr
+
+
+def check_finite(arr: np.ndarray, name: str) -> np.ndarray:
+    """Raise if ``arr`` holds NaN or infinite values, saying where."""
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        idx = np.argwhere(bad)[0]
+        where = tuple(int(i) for i in idx) if arr.ndim > 1 else int(idx[0]) if arr.ndim else ()
+        kind = "NaN" if np.isnan(arr[tuple(idx)]) else "inf"
+        raise ValueError(
+            f"{name} must be finite; got {int(bad.sum())} non-finite value(s), the first "
+            f"({kind}) at index {where}. Drop or impute missing values before calling."
+        )
+    return arr
+
+
+def check_same_length(**arrays) -> int:
+    """Check that all arrays share the length of their first axis; return it."""
+    lengths = {name: np.shape(a)[0] for name, a in arrays.items() if a is not None}
+    if len(set(lengths.values())) > 1:
+        desc = ", ".join(f"{k} has {v}" for k, v in lengths.items())
+        raise ValueError(
+            f"mismatched lengths: {desc} rows. Pass arrays with one entry per observation."
+        )
+    return next(iter(lengths.values()))
+
+
+def check_positive(arr, name: str, *, strict: bool = True) -> np.ndarray:
+    """Raise unless every entry is > 0 (or >= 0 when ``strict=False``)."""
+    arr = np.asarray(arr, dtype=float)
+    check_finite(arr, name)
+    bad = arr <= 0 if strict else arr < 0
+    if bad.any():
+        first = arr[bad].ravel()[0]
+        rel = "> 0" if strict else ">= 0"
+        raise ValueError(
+            f"{name} must be {rel} everywhere; got {int(bad.sum())} value(s) violating it "
+            f"(e.g. {first!r}). A predictive standard deviation must be strictly positive: "
+            "check the base model or add a small floor."
+        )
+    return arr
+
+
+def check_probability(value, name: str) -> float:
+    """A scalar strictly inside (0, 1)."""
+    try:
+        p = float(value)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{name} must be a number in (0, 1); got {_short(value)}.") from err
+    if not (0.0 < p < 1.0) or not np.isfinite(p):
+        raise ValueError(
+            f"{name} must be in (0, 1); got {p if np.isfinite(p) else value!r}. Pass a probability such as 0.9 "
+            "(not a percentage, not alpha = 1 - level)."
+        )
+    return p
+
+
+def check_levels(levels, name: str = "levels", *, increasing: bool = True) -> np.ndarray:
+    """Quantile levels: 1-D, finite, strictly inside (0, 1), strictly increasing."""
+    arr = np.atleast_1d(np.asarray(levels, dtype=float))
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D sequence; got shape {arr.shape}.")
+    check_finite(arr, name)
+    out = (arr <= 0) | (arr >= 1)
+    if out.any():
+        raise ValueError(
+            f"{name} must lie strictly inside (0, 1); got {arr[out][0]!r}. "
+            "Levels 0 and 1 are infinite for unbounded distributions; use e.g. 0.005 and 0.995."
+        )
+    if increasing and arr.size > 1 and np.any(np.diff(arr) <= 0):
+        i = int(np.argmax(np.diff(arr) <= 0))
+        raise ValueError(
+            f"{name} must be strictly increasing; got {arr[i]!r} followed by {arr[i + 1]!r} "
+            f"at position {i}. Sort them and drop duplicates (numpy.unique)."
+        )
+    return arr
+
+
+def check_confidence_levels(values, name: str = "confidence_level") -> np.ndarray:
+    """One or several confidence levels in (0, 1), returned as a 1-D array."""
+    arr = np.atleast_1d(np.asarray(values, dtype=float))
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a number or a 1-D sequence; got shape {arr.shape}.")
+    for v in arr:
+        check_probability(v, name)
+    return arr
+
+
+def check_choice(value, name: str, choices: Iterable[str]) -> str:
+    """A string among ``choices``; the message lists them."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise ValueError(
+            f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}."
+        )
+    return value
+
+
+def check_int(value, name: str, *, minimum: int | None = None) -> int:
+    """An integer, optionally at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer; got {_short(value)}.")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}; got {value}.")
+    return int(value)
