@@ -1,0 +1,132 @@
+"""The ``calibprob`` command.
+
+::
+
+    calibprob datasets                          list the bundled data sets
+    calibprob compare models/quickstart.toml    run a comparison spec, print the table
+        [--out results/quickstart.nc] [--workers N | --scheduler ADDRESS] [--no-progress]
+    calibprob report results/quickstart.nc      print the table again and write plots
+        [--plots DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["main"]
+
+
+def _cmd_datasets(args) -> int:
+    from calibprob.datasets import list_datasets
+
+    table = list_datasets()
+    print(table if isinstance(table, str) else _render(table))
+    return 0
+
+
+def _render(rows) -> str:
+    """Render a list of dicts (or a pandas-like table) as aligned text."""
+    if hasattr(rows, "to_string"):
+        return rows.to_string()
+    rows = list(rows)
+    if not rows:
+        return "(none)"
+    cols = list(rows[0])
+    cells = [cols] + [[str(r[c]) for c in cols] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
+    lines = ["  ".join(t.ljust(w) for t, w in zip(row, widths)) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _cmd_compare(args) -> int:
+    from calibprob.compare import format_table, load_spec, run_comparison
+
+    spec = load_spec(args.spec)
+    out = Path(args.out) if args.out else Path("results") / f"{Path(args.spec).stem}.nc"
+    where = (f"Dask cluster at {args.scheduler}" if args.scheduler
+             else f"LocalCluster with {args.workers} workers" if args.workers else "serially")
+    n_tasks = len(spec.datasets) * spec.repetitions
+    print(f"calibprob compare: {spec.name}: {len(spec.datasets)} data set(s) × {spec.repetitions} "
+          f"repetition(s) = {n_tasks} tasks, {len(spec.methods)} calibrator(s), running {where}",
+          file=sys.stderr)
+    t0 = time.perf_counter()
+    tree = run_comparison(spec, out, workers=args.workers, scheduler=args.scheduler,
+                          progress=not args.no_progress)
+    elapsed = time.perf_counter() - t0
+    results = tree.to_dataset()
+    print(format_table(results, list(spec.metrics)))
+    failed = [str(e) for e in results["task_error"].values.ravel() if str(e)] if "task_error" in results else []
+    if failed:
+        print(f"{len(failed)} task(s) failed; first: {failed[0]}", file=sys.stderr)
+    print(f"wrote {out} in {elapsed:.1f} s", file=sys.stderr)
+    return 0
+
+
+def _cmd_report(args) -> int:
+    from calibprob.compare import format_table, load_results, write_plots
+
+    results = load_results(args.results)
+    metrics = None
+    spec_text = results.attrs.get("spec")
+    if spec_text:
+        import tomllib
+
+        try:
+            metrics = tomllib.loads(spec_text).get("metrics")
+        except tomllib.TOMLDecodeError:
+            metrics = None
+    print(format_table(results, metrics or ["ece", "nll", "crps", "std", "rmse", "coverage", "width"]))
+    outdir = Path(args.plots) if args.plots else Path(args.results).with_suffix("").with_name(
+        Path(args.results).stem + "_plots")
+    for p in write_plots(results, outdir):
+        print(f"wrote {p}", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="calibprob",
+        description="Calibrated and sharp regression uncertainty: compare calibrators on data.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("datasets", help="list the bundled data sets")
+    p.set_defaults(func=_cmd_datasets)
+
+    p = sub.add_parser("compare", help="run a comparison spec (TOML) and print the table")
+    p.add_argument("spec", help="path to a spec, e.g. models/quickstart.toml")
+    p.add_argument("--out", help="results netCDF file (default results/<spec>.nc)")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--workers", type=int, help="run on a Dask LocalCluster with N worker processes")
+    group.add_argument("--scheduler", help="address of an existing Dask scheduler, e.g. tcp://127.0.0.1:8786")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=_cmd_compare)
+
+    p = sub.add_parser("report", help="print the table of a results file and write plots")
+    p.add_argument("results", help="a results file written by `calibprob compare`")
+    p.add_argument("--plots", help="folder for the PNG plots (default <results>_plots/)")
+    p.set_defaults(func=_cmd_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``calibprob`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "workers", None) is not None and args.workers < 1:
+        parser.error(f"--workers must be >= 1; got {args.workers}")
+    from calibprob.compare.spec import SpecError
+
+    try:
+        return args.func(args)
+    except (SpecError, FileNotFoundError) as err:
+        print(f"calibprob: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

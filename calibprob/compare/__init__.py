@@ -1,0 +1,20 @@
+"""Scripted model comparison: specs in ``models/``, a resumable runner (serial or Dask), reports."""
+
+from calibprob.compare.report import format_table, load_results, summary, write_plots
+from calibprob.compare.runner import combine_parts, run_comparison, run_task, task_keys
+from calibprob.compare.spec import Spec, SpecError, load_spec, parse_spec
+
+__all__ = [
+    "Spec",
+    "SpecError",
+    "load_spec",
+    "parse_spec",
+    "run_comparison",
+    "run_task",
+    "task_keys",
+    "combine_parts",
+    "format_table",
+    "summary",
+    "write_plots",
+    "load_results",
+]

@@ -1,0 +1,203 @@
+"""Comparison tables (mean ± standard error, best marked) and report plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["summary", "format_table", "write_plots", "load_results", "LOWER_IS_BETTER"]
+
+#: Metrics where smaller is better. Coverage is judged by its distance to the nominal level.
+LOWER_IS_BETTER = {"ece", "iae", "nll", "crps", "pinball", "mse", "rmse", "std", "width",
+                   "ueb_violation", "ueb_width"}
+
+
+def load_results(path: str | Path) -> xr.Dataset:
+    """Load the metrics Dataset (root group) of a results file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"results file {str(path)!r} does not exist. Produce one with `calibprob compare SPEC.toml --out FILE`."
+        )
+    tree = xr.open_datatree(path, engine="h5netcdf")
+    ds = tree.to_dataset().load()
+    if "timing" in tree.children:
+        for name, var in tree["timing"].to_dataset().load().data_vars.items():
+            ds[name] = var
+    tree.close()
+    return ds
+
+
+def _rows(results: xr.Dataset, metrics) -> list[tuple[str, str, float | None]]:
+    """(row label, variable, confidence level or None) for every metric row."""
+    rows = []
+    for m in metrics:
+        if m not in results:
+            continue
+        if "confidence_level" in results[m].dims:
+            for c in results["confidence_level"].values:
+                rows.append((f"{m}@{c:g}", m, float(c)))
+        else:
+            rows.append((m, m, None))
+    return rows
+
+
+def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
+    """Mean and standard error over repetitions of every metric row.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``mean(dataset, row, calibrator)``, ``se(...)``, ``n(...)`` and
+        ``best(dataset, row, calibrator)`` (bool).
+    """
+    metrics = metrics or results.attrs.get("metrics") or [
+        v for v in results.data_vars if results[v].dtype.kind == "f" and "calibrator" in results[v].dims
+    ]
+    rows = _rows(results, metrics)
+    means, ses, ns, bests = [], [], [], []
+    for _, var, c in rows:
+        da = results[var]
+        if c is not None:
+            da = da.sel(confidence_level=c)
+        extra = [d for d in da.dims if d not in ("dataset", "calibrator", "repetition")]
+        if extra:  # curves are not table rows
+            continue
+        n = da.count("repetition")
+        mean = da.mean("repetition", skipna=True)
+        se = da.std("repetition", ddof=1, skipna=True) / np.sqrt(n.where(n > 0))
+        if var == "coverage":
+            key = np.abs(mean - c)
+        elif var in LOWER_IS_BETTER:
+            key = mean
+        else:
+            key = -mean
+        best = key == key.min("calibrator", skipna=True)
+        means.append(mean)
+        ses.append(se)
+        ns.append(n)
+        bests.append(best)
+    labels = [r[0] for r in rows if not [d for d in results[r[1]].dims
+                                          if d not in ("dataset", "calibrator", "repetition", "confidence_level")]]
+    cat = lambda xs: xr.concat(xs, dim=xr.DataArray(labels, dims="row"), coords="minimal",  # noqa: E731
+                               compat="override")
+    return xr.Dataset({"mean": cat(means), "se": cat(ses), "n": cat(ns), "best": cat(bests)})
+
+
+def _fmt(x: float) -> str:
+    if not np.isfinite(x):
+        return "nan"
+    a = abs(x)
+    if a != 0 and (a < 1e-3 or a >= 1e4):
+        return f"{x:.2e}"
+    return f"{x:.4f}" if a < 1 else f"{x:.3f}"
+
+
+def format_table(results: xr.Dataset, metrics=None) -> str:
+    """The comparison table as text: one block per data set, mean ± s.e., best marked ``*``."""
+    s = summary(results, metrics)
+    cal = [str(c) for c in s["calibrator"].values]
+    lines = []
+    reps = results.sizes.get("repetition", 1)
+    for d in s["dataset"].values:
+        block = s.sel(dataset=d)
+        cells = [[""] + cal]
+        for r in block["row"].values:
+            row = [str(r)]
+            for c in cal:
+                cell = block.sel(row=r, calibrator=c)
+                m, e = float(cell["mean"]), float(cell["se"])
+                txt = _fmt(m) + ("" if not np.isfinite(e) else f" ± {_fmt(e)}")
+                row.append(("*" if bool(cell["best"]) else " ") + txt)
+            cells.append(row)
+        widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+        lines.append(f"== {d}  (mean ± s.e. over {reps} repetitions; * = best)")
+        for k, row in enumerate(cells):
+            lines.append("  ".join(txt.ljust(w) if i == 0 else txt.rjust(w) for i, (txt, w) in enumerate(zip(row, widths))))
+            if k == 0:
+                lines.append("  ".join("-" * w for w in widths))
+        lines.append("")
+    if "error" in results:
+        errs = results["error"].values
+        failed = [(str(d), int(r), str(c), str(errs[i, j, k]).splitlines()[0])
+                  for i, d in enumerate(results["dataset"].values)
+                  for j, r in enumerate(results["repetition"].values)
+                  for k, c in enumerate(results["calibrator"].values)
+                  if str(errs[i, j, k])] if errs.ndim == 3 else []
+        if failed:
+            lines.append(f"{len(failed)} failed (dataset, repetition, calibrator) runs:")
+            for d, r, c, msg in failed[:20]:
+                lines.append(f"  {d} rep {r} {c}: {msg}")
+    return "\n".join(lines)
+
+
+def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
+    """Reliability diagrams, coverage curves and a sharpness-vs-calibration scatter as PNG files.
+
+    Returns the written paths (one file per data set and plot kind).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    written = []
+    cals = [str(c) for c in results["calibrator"].values]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for d in results["dataset"].values:
+        r = results.sel(dataset=d)
+        if "observed_fraction" in r:
+            fig, ax = plt.subplots(figsize=(5, 5))
+            lvl_dim = [x for x in r["observed_fraction"].dims if x not in ("calibrator", "repetition")][0]
+            lv = r[lvl_dim].values
+            ax.plot([0, 1], [0, 1], color="0.6", ls="--", lw=1, label="ideal")
+            for i, c in enumerate(cals):
+                of = r["observed_fraction"].sel(calibrator=c)
+                m = of.mean("repetition")
+                ax.plot(lv, m, marker="o", ms=3, color=colors[i % len(colors)], label=c)
+                if of.sizes["repetition"] > 1:
+                    se = of.std("repetition", ddof=1) / np.sqrt(of.sizes["repetition"])
+                    ax.fill_between(lv, m - 2 * se, m + 2 * se, color=colors[i % len(colors)], alpha=0.15)
+            ax.set(xlabel="quantile level p", ylabel="observed fraction of y ≤ Q(p)",
+                   title=f"Reliability diagram — {d}", xlim=(0, 1), ylim=(0, 1))
+            ax.legend(fontsize=8)
+            p = outdir / f"{d}_reliability.png"
+            fig.savefig(p, dpi=110, bbox_inches="tight")
+            plt.close(fig)
+            written.append(p)
+        if "iae_coverage" in r:
+            fig, ax = plt.subplots(figsize=(5, 5))
+            lvl_dim = [x for x in r["iae_coverage"].dims if x not in ("calibrator", "repetition")][0]
+            lv = r[lvl_dim].values
+            ax.plot([0, 1], [0, 1], color="0.6", ls="--", lw=1, label="ideal")
+            for i, c in enumerate(cals):
+                ax.plot(lv, r["iae_coverage"].sel(calibrator=c).mean("repetition"), marker="o", ms=3,
+                        color=colors[i % len(colors)], label=c)
+            ax.set(xlabel="nominal confidence level", ylabel="empirical coverage",
+                   title=f"Coverage of central intervals — {d}", xlim=(0, 1), ylim=(0, 1))
+            ax.legend(fontsize=8)
+            p = outdir / f"{d}_coverage.png"
+            fig.savefig(p, dpi=110, bbox_inches="tight")
+            plt.close(fig)
+            written.append(p)
+        if "ece" in r and "std" in r:
+            fig, ax = plt.subplots(figsize=(5.5, 4.5))
+            for i, c in enumerate(cals):
+                x = r["ece"].sel(calibrator=c)
+                y = r["std"].sel(calibrator=c)
+                ax.scatter(x, y, s=12, alpha=0.35, color=colors[i % len(colors)])
+                ax.scatter(x.mean(), y.mean(), s=90, marker="D", edgecolor="k",
+                           color=colors[i % len(colors)], label=c)
+            ax.set(xlabel="ECE (lower = better calibrated)", ylabel="mean predictive STD (lower = sharper)",
+                   title=f"Sharpness vs calibration — {d}")
+            ax.set_xscale("symlog", linthresh=1e-4)
+            ax.legend(fontsize=8)
+            p = outdir / f"{d}_sharpness_calibration.png"
+            fig.savefig(p, dpi=110, bbox_inches="tight")
+            plt.close(fig)
+            written.append(p)
+    return written

@@ -1,0 +1,38 @@
+"""Sphinx configuration for the calibprob documentation (built with -W: warnings are errors)."""
+
+import calibprob
+
+project = "calibprob"
+author = "the calibprob developers"
+copyright = "2026, the calibprob developers"
+release = calibprob.__version__
+version = release
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.intersphinx",
+    "numpydoc",
+]
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
+myst_heading_anchors = 3
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
+
+autosummary_generate = True
+autodoc_typehints = "none"
+autodoc_member_order = "bysource"
+numpydoc_show_class_members = False
+numpydoc_xref_param_type = False
+numpydoc_class_members_toctree = False
+
+# no network on the build machines: no intersphinx inventories are fetched
+intersphinx_mapping = {}
+
+html_theme = "pydata_sphinx_theme"
+html_title = "calibprob"
+html_static_path = ["_static"]
+html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
+nitpicky = False

@@ -1,0 +1,87 @@
+"""Spec validation: every mistake gets its own message naming the key and the fix."""
+
+from pathlib import Path
+
+import pytest
+
+from calibprob.compare import SpecError, load_spec, parse_spec
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def minimal(**overrides):
+    spec = {
+        "name": "t",
+        "datasets": ["boston"],
+        "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2},
+        "base": {"kind": "ols"},
+        "methods": {"b": {"kind": "base"}},
+    }
+    spec.update(overrides)
+    return spec
+
+
+def test_every_shipped_spec_is_valid():
+    specs = sorted((REPO / "models").glob("*.toml"))
+    assert specs, "models/ holds no spec"
+    for path in specs:
+        spec = load_spec(path)
+        assert spec.methods and spec.datasets
+
+
+def test_minimal_spec_parses_and_round_trips():
+    spec = parse_spec(minimal())
+    assert spec.dataset_names == ["boston"]
+    assert parse_spec(spec.to_dict()).fingerprint == spec.fingerprint
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        ({"repetition": 3}, r"unknown key 'repetition' in the spec's top level\. Did you mean 'repetitions'\?"),
+        ({"methods": {"b": {"kind": "isotonik"}}}, r"methods\.b\.kind = 'isotonik' is unknown.*Valid kinds: .*base"),
+        ({"methods": {"b": {"kind": "base", "foo": 1}}}, r"unknown key 'foo' in methods\.b"),
+        ({"split": {"train": 0.6, "calibrate": 0.3, "test": 0.2}}, r"split fractions must sum to 1; got .* = 1\.1"),
+        ({"split": {"train": 0.6, "test": 0.4, "valid": 0.1}}, r"unknown key 'valid' in split"),
+        ({"split": {"train": 1.2, "test": -0.2}}, r"split\.train must be a fraction in \(0, 1\)"),
+        ({"datasets": ["bostn"]}, r"'bostn' is not a bundled data set\. Valid names: .*boston"),
+        ({"datasets": [{"name": "x", "path": "nope.csv", "target": "y"}]}, r"datasets\[0\]\.path: file .*nope\.csv.* does not exist"),
+        ({"base": {"kind": "svm"}}, r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge; got 'svm'"),
+        ({"repetitions": 0}, r"repetitions must be a positive integer; got 0"),
+        ({"confidence_levels": [90]}, r"confidence_levels must be in \(0, 1\); got 90"),
+        ({"metrics": ["ecee"]}, r"metrics: 'ecee' is not a metric\. Did you mean 'ece'\?"),
+        ({"levels": [0.5, 0.1]}, r"levels must be strictly increasing"),
+    ],
+)
+def test_bad_specs_are_rejected(overrides, match):
+    with pytest.raises(SpecError, match=match):
+        parse_spec(minimal(**overrides), root=REPO)
+
+
+def test_missing_required_key():
+    spec = minimal()
+    del spec["methods"]
+    with pytest.raises(SpecError, match="the spec needs a 'methods' key"):
+        parse_spec(spec)
+
+
+def test_csv_target_must_exist(tmp_path):
+    csv = tmp_path / "d.csv"
+    csv.write_text("a,b,y\n1,2,3\n4,5,6\n")
+    spec = minimal(datasets=[{"name": "mine", "path": "d.csv", "target": "z"}])
+    with pytest.raises(SpecError, match=r"target = 'z' is not a column of d\.csv; columns: a, b, y"):
+        parse_spec(spec, root=tmp_path)
+    ok = parse_spec(minimal(datasets=[{"name": "mine", "path": "d.csv", "target": "y"}]), root=tmp_path)
+    assert Path(ok.datasets[0].path).is_absolute()
+
+
+def test_missing_spec_file():
+    with pytest.raises(SpecError, match=r"spec file 'models/nope\.toml' does not exist"):
+        load_spec("models/nope.toml")
+
+
+def test_invalid_toml(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text("name = \n")
+    with pytest.raises(SpecError, match="invalid TOML"):
+        load_spec(p)
