@@ -120,7 +120,7 @@ def check_positive(arr, name: str, *, strict: bool = True) -> np.ndarray:
         rel = "> 0" if strict else ">= 0"
         raise ValueError(
             f"{name} must be {rel} everywhere; got {int(bad.sum())} value(s) violating it "
-            f"(e.g. {first!r}). A predictive standard deviation must be strictly positive: "
+            f"(e.g. {float(first)!r}). A predictive standard deviation must be strictly positive: "
             "check the base model or add a small floor."
         )
     return arr
@@ -149,13 +149,13 @@ def check_levels(levels, name: str = "levels", *, increasing: bool = True) -> np
     out = (arr <= 0) | (arr >= 1)
     if out.any():
         raise ValueError(
-            f"{name} must lie strictly inside (0, 1); got {arr[out][0]!r}. "
+            f"{name} must lie strictly inside (0, 1); got {float(arr[out][0])!r}. "
             "Levels 0 and 1 are infinite for unbounded distributions; use e.g. 0.005 and 0.995."
         )
     if increasing and arr.size > 1 and np.any(np.diff(arr) <= 0):
         i = int(np.argmax(np.diff(arr) <= 0))
         raise ValueError(
-            f"{name} must be strictly increasing; got {arr[i]!r} followed by {arr[i + 1]!r} "
+            f"{name} must be strictly increasing; got {float(arr[i])!r} followed by {float(arr[i + 1])!r} "
             f"at position {i}. Sort them and drop duplicates (numpy.unique)."
         )
     return arr

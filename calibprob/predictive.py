@@ -83,6 +83,7 @@ __all__ = [
 DEFAULT_LEVELS = np.round(np.linspace(0.01, 0.99, 99), 10)
 
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
+_CHUNK = 4096  # rows per block where temporaries are (rows x L)
 
 
 class CalibprobWarning(UserWarning):
@@ -209,6 +210,10 @@ def quantile_moments(q, levels) -> tuple[np.ndarray, np.ndarray]:
     mean, std : ndarray, shape (...)
     """
     q = np.asarray(q, float)
+    if q.ndim == 2 and q.shape[0] > _CHUNK:
+        # blocks of rows keep the (rows x L) temporaries small (memory O(_CHUNK x L))
+        parts = [quantile_moments(q[i : i + _CHUNK], levels) for i in range(0, q.shape[0], _CHUNK)]
+        return np.concatenate([m for m, _ in parts]), np.concatenate([s for _, s in parts])
     a, b, lo, hi = _pieces(q, levels)
     d_cdf = special.ndtr(hi) - special.ndtr(lo)
     phi_lo = np.exp(-0.5 * lo * lo) / np.sqrt(2 * np.pi)

@@ -1,0 +1,170 @@
+"""Plots on the predictive-distribution contract (matplotlib).
+
+Each function takes one prediction or a ``{name: prediction}`` dict plus the
+observed ``y``, draws on ``ax`` (a new figure when omitted) and returns the
+Axes. The curve-drawing helpers (``draw_*``) take precomputed curves so that
+``calibprob report`` redraws them from a results file without the predictions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "plot_reliability",
+    "plot_pit_histogram",
+    "plot_intervals",
+    "plot_coverage",
+    "draw_reliability",
+    "draw_coverage",
+]
+
+
+def _axes(ax, figsize=(5, 5)):
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+def _named(preds) -> dict:
+    import xarray as xr
+
+    if isinstance(preds, xr.Dataset):
+        return {preds.attrs.get("method", "prediction"): preds}
+    return dict(preds)
+
+
+def _colors():
+    import matplotlib.pyplot as plt
+
+    return plt.rcParams["axes.prop_cycle"].by_key()["color"]
+
+
+def draw_reliability(ax, levels, curves: dict, bands: dict | None = None, title: str | None = None):
+    """Reliability lines: observed fraction below Q(p) against p, with optional ±bands.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    levels : array, shape (m,)
+    curves : dict of name -> array (m,)
+    bands : dict of name -> (lower (m,), upper (m,)), optional
+    """
+    ax.plot([0, 1], [0, 1], color="0.6", ls="--", lw=1, label="ideal")
+    for i, (name, frac) in enumerate(curves.items()):
+        c = _colors()[i % len(_colors())]
+        ax.plot(levels, frac, marker="o", ms=3, color=c, label=str(name))
+        if bands and name in bands:
+            ax.fill_between(levels, *bands[name], color=c, alpha=0.15, lw=0)
+    ax.set(xlabel="quantile level p", ylabel="observed fraction of y ≤ Q(p)", xlim=(0, 1), ylim=(0, 1))
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def draw_coverage(ax, nominal, curves: dict, title: str | None = None):
+    """Empirical coverage of central intervals against their nominal level."""
+    ax.plot([0, 1], [0, 1], color="0.6", ls="--", lw=1, label="ideal")
+    for i, (name, cov) in enumerate(curves.items()):
+        ax.plot(nominal, cov, marker="o", ms=3, color=_colors()[i % len(_colors())], label=str(name))
+    ax.set(xlabel="nominal confidence level", ylabel="empirical coverage", xlim=(0, 1), ylim=(0, 1))
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_reliability(preds, y, *, levels=None, ax=None):
+    """Reliability diagram (Kuleshov et al. 2018): fraction of ``y ≤ Q(p)`` against ``p``.
+
+    Parameters
+    ----------
+    preds : Dataset or dict of name -> Dataset
+        Predictive distributions in the calibprob contract.
+    y : array_like, shape (n,)
+    levels : array_like, optional
+        Levels p; default 0.05, 0.10, ..., 0.95.
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.plots import plot_reliability
+    >>> ax = plot_reliability(calibprob.normal(np.zeros(50), np.ones(50)), np.linspace(-2, 2, 50))
+    """
+    levels = np.linspace(0.05, 0.95, 19) if levels is None else np.asarray(levels, float)
+    curves = {}
+    for name, pred in _named(preds).items():
+        pit = pred.calib.pit(y).values
+        curves[name] = (pit[:, None] <= levels[None, :]).mean(axis=0)
+    return draw_reliability(_axes(ax), levels, curves, title="Reliability diagram")
+
+
+def plot_pit_histogram(pred, y, *, bins: int = 20, ax=None):
+    """Histogram of PIT values ``F_i(y_i)``; flat for a calibrated forecast.
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    ax = _axes(ax, (5, 3.5))
+    pit = pred.calib.pit(y).values
+    ax.hist(pit, bins=bins, range=(0, 1), density=True, color=_colors()[0], alpha=0.7, edgecolor="white")
+    ax.axhline(1.0, color="0.3", ls="--", lw=1)
+    ax.set(xlabel="PIT value", ylabel="density", title="PIT histogram", xlim=(0, 1))
+    return ax
+
+
+def plot_intervals(x, pred, y=None, *, confidence_levels=(0.5, 0.9), ax=None, label=None):
+    """Central predictive intervals as bands over a 1-D input (sorted by ``x``).
+
+    Parameters
+    ----------
+    x : array_like, shape (n,)
+        The input coordinate to plot against.
+    pred : Dataset
+    y : array_like, optional
+        Observations drawn as points.
+    confidence_levels : sequence of float
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    ax = _axes(ax, (7, 4))
+    x = np.asarray(x, float).ravel()
+    order = np.argsort(x)
+    c = _colors()[0]
+    for k, cl in enumerate(sorted(confidence_levels, reverse=True)):
+        iv = pred.calib.interval(cl)
+        ax.fill_between(x[order], iv["lower"].values[order], iv["upper"].values[order], color=c,
+                        alpha=0.15 + 0.15 * k, lw=0, label=f"{cl:.0%} interval")
+    ax.plot(x[order], pred.calib.median().values[order], color=c, lw=1.5, label=label or "median")
+    if y is not None:
+        ax.scatter(x, np.asarray(y), s=8, color="k", alpha=0.6, label="observed")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_coverage(preds, y, *, confidence_levels=None, ax=None):
+    """Empirical coverage of central intervals against the nominal level.
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    nominal = np.linspace(0.02, 0.98, 25) if confidence_levels is None else np.asarray(confidence_levels)
+    y = np.asarray(y, float)
+    curves = {}
+    for name, pred in _named(preds).items():
+        iv = pred.calib.interval(nominal)
+        inside = (y[:, None] >= iv["lower"].values) & (y[:, None] <= iv["upper"].values)
+        curves[name] = inside.mean(axis=0)
+    return draw_coverage(_axes(ax), nominal, curves, title="Coverage of central intervals")
