@@ -1,0 +1,630 @@
+r"""Synthetic test functions with their textbook definitions, domains and global minima.
+
+Every function is a :class:`TestFunction`: vectorised over the rows of
+``X (n, d)``, with its box domain ``bounds (d, 2)``, its global minimum value on
+that box and the minimiser(s). Definitions follow Surjanovic & Bingham's
+*Virtual Library of Simulation Experiments* (the "textbook" versions), not the
+variants found in some BO packages (GPyOpt's ``beale`` is a negated Rosenbrock,
+its ``dropwave`` is sign-flipped and its Alpine has no absolute value).
+All functions are to be **minimised**.
+
+======================= ===== ============================== ==================== ==============================
+name                    d     domain                         global minimum       minimiser(s)
+======================= ===== ============================== ==================== ==============================
+branin                  2     [-5, 10] x [0, 15]             0.397887357729738    (-pi, 12.275), (pi, 2.275),
+                                                                                  (3 pi, 2.475)
+goldstein_price         2     [-2, 2]^2                      3                    (0, -1)
+hartmann4               4     [0, 1]^4                       -3.134494141222      (0.18740, 0.19415, 0.55792,
+                                                                                  0.26478)
+hartmann6               6     [0, 1]^6                       -3.322368011415      (0.20169, 0.15001, 0.47687,
+                                                                                  0.27533, 0.31165, 0.65730)
+park                    4     [0, 1]^4                       2/3                  (0, 0, 0, t), any t in [0, 1]
+forrester               1     [0, 1]                         -6.020740055767      0.757248757
+ackley                  any   [-32.768, 32.768]^d            0                    0
+alpine                  any   [-10, 10]^d                    0                    0 (and others)
+six_hump_camel          2     [-2, 2] x [-1, 1]              -1.031628453490      (0.0898, -0.7127), (-0.0898,
+                                                                                  0.7127)
+cosines                 2     [0, 1]^2                       -1.6                 (0.3125, 0.3125)
+beale                   2     [-4.5, 4.5]^2                  0                    (3, 0.5)
+mccormick               2     [-1.5, 4] x [-3, 4]            -sqrt(3)/2 - pi/3    (1/2 - pi/3, -1/2 - pi/3)
+powers                  any   [-1, 1]^d                      0                    0
+cross_in_tray           2     [-10, 10]^2                    -2.062611870823      (+-1.349407, +-1.349407)
+dropwave                2     [-5.12, 5.12]^2                -1                   (0, 0)
+rosenbrock              any   [-5, 10]^d                     0                    (1, ..., 1)
+======================= ===== ============================== ==================== ==============================
+
+Conventions where sources differ:
+
+- **cosines** is written for minimisation, :math:`f = \sum_i (u_i^2 - 0.3\cos 3\pi u_i) - 1`,
+  the negative of the maximisation form :math:`1 - \sum_i (g(u_i) - r(u_i))`
+  (GPyOpt also returns the negative; Deshpande et al. report minima near −1.598).
+  The minimum −1.6 is at :math:`u = 0`, i.e. :math:`x_i = 0.3125`.
+- **hartmann4** is Picheny et al.'s rescaled version used by Pion & Vazquez,
+  :math:`(1.1 - \sum)/0.839` with the first four columns of the Hartmann-6
+  constants and :math:`\alpha = (1, 1.2, 3, 3.2)` (some sources write 0.8387).
+  The raw sum reaches 3.7298406 at the minimiser.
+- **six_hump_camel** uses the box [−2, 2] × [−1, 1] of GPyOpt and Deshpande
+  et al.; the library's wider box [−3, 3] × [−2, 2] has the same minimum and
+  minimisers (use ``dataclasses.replace(fn, bounds=...)`` for it).
+- **park** (park91b) attains its minimum 2/3 on the whole segment
+  :math:`x_1 = x_2 = x_3 = 0`, since :math:`\partial f/\partial x_3 = 1 - x_4 \cos x_3 \ge 0`.
+
+The minima without a closed form (Hartmann 4 and 6, six-hump camel,
+Forrester, cross-in-tray) were computed by multi-start L-BFGS-B polished with
+Nelder–Mead; ``tests/test_functions.py`` checks that a seeded random search
+plus multi-start local optimisation never goes below them.
+
+References
+----------
+Surjanovic, S. and Bingham, D. Virtual Library of Simulation Experiments: Test
+Functions and Datasets. https://www.sfu.ca/~ssurjano (retrieved 2022).
+
+Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+prediction: methods and comparative analysis (Branin, Goldstein-Price,
+Hartmann 4 and 6, Park).
+
+Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and
+conformal prediction improves Bayesian optimization. AISTATS (Forrester,
+Ackley, Alpine, six-hump camel, cosines, Beale, McCormick, powers,
+cross-in-tray, dropwave).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import xarray as xr
+
+from calibprob._validation import check_choice, check_int
+
+__all__ = [
+    "TestFunction",
+    "get_function",
+    "available_functions",
+    "list_functions",
+    "sample_design",
+    "make_synthetic",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class TestFunction:
+    """A synthetic function to minimise on a box, with its known global minimum.
+
+    Parameters
+    ----------
+    name : str
+        Canonical name (a key of :func:`get_function`).
+    dim : int
+        Input dimension d.
+    bounds : ndarray, shape (d, 2)
+        Lower and upper bound of each coordinate.
+    f : callable
+        Vectorised implementation, ``(n, d) -> (n,)``.
+    minimum : float
+        Global minimum value on ``bounds``.
+    minimizers : ndarray, shape (k, d)
+        Known global minimiser(s) (a representative when there is a continuum).
+    formula : str
+        The definition, as LaTeX.
+    reference : str
+        Where the definition comes from.
+
+    Notes
+    -----
+    Calling the object validates the input: ``fn(X)`` with ``X`` of shape
+    ``(n, d)`` returns shape ``(n,)``; with shape ``(d,)`` it returns a float.
+    """
+
+    __test__ = False  # not a pytest test class, despite its name
+
+    name: str
+    dim: int
+    bounds: np.ndarray
+    f: Callable[[np.ndarray], np.ndarray] = field(repr=False)
+    minimum: float
+    minimizers: np.ndarray = field(repr=False)
+    formula: str = field(default="", repr=False)
+    reference: str = field(default="", repr=False)
+
+    def __call__(self, X) -> np.ndarray | float:
+        X = np.asarray(X, dtype=float)
+        single = X.ndim == 1
+        if single:
+            X = X[None, :]
+        if X.ndim != 2 or X.shape[1] != self.dim:
+            raise ValueError(
+                f"X must have shape (n, {self.dim}) or ({self.dim},) for {self.name} (d={self.dim}); "
+                f"got shape {np.shape(X) if not single else X.shape[1:]}."
+            )
+        out = np.asarray(self.f(X), dtype=float)
+        return float(out[0]) if single else out
+
+    @property
+    def lower(self) -> np.ndarray:
+        """Lower bounds, shape (d,)."""
+        return self.bounds[:, 0]
+
+    @property
+    def upper(self) -> np.ndarray:
+        """Upper bounds, shape (d,)."""
+        return self.bounds[:, 1]
+
+
+# ----------------------------------------------------------------- definitions
+def _branin(X):
+    x1, x2 = X[:, 0], X[:, 1]
+    b, c, r, s, t = 5.1 / (4 * np.pi**2), 5 / np.pi, 6.0, 10.0, 1 / (8 * np.pi)
+    return (x2 - b * x1**2 + c * x1 - r) ** 2 + s * (1 - t) * np.cos(x1) + s
+
+
+def _goldstein_price(X):
+    x1, x2 = X[:, 0], X[:, 1]
+    a = 1 + (x1 + x2 + 1) ** 2 * (19 - 14 * x1 + 3 * x1**2 - 14 * x2 + 6 * x1 * x2 + 3 * x2**2)
+    b = 30 + (2 * x1 - 3 * x2) ** 2 * (18 - 32 * x1 + 12 * x1**2 + 48 * x2 - 36 * x1 * x2 + 27 * x2**2)
+    return a * b
+
+
+_HART_ALPHA = np.array([1.0, 1.2, 3.0, 3.2])
+_HART_A = np.array(
+    [
+        [10.0, 3.0, 17.0, 3.5, 1.7, 8.0],
+        [0.05, 10.0, 17.0, 0.1, 8.0, 14.0],
+        [3.0, 3.5, 1.7, 10.0, 17.0, 8.0],
+        [17.0, 8.0, 0.05, 10.0, 0.1, 14.0],
+    ]
+)
+_HART_P = 1e-4 * np.array(
+    [
+        [1312, 1696, 5569, 124, 8283, 5886],
+        [2329, 4135, 8307, 3736, 1004, 9991],
+        [2348, 1451, 3522, 2883, 3047, 6650],
+        [4047, 8828, 8732, 5743, 1091, 381],
+    ],
+    dtype=float,
+)
+
+
+def _hartmann_sum(X):
+    d = X.shape[1]
+    A, P = _HART_A[:, :d], _HART_P[:, :d]
+    sq = (X[:, None, :] - P[None, :, :]) ** 2  # (n, 4, d)
+    return np.exp(-(sq * A[None]).sum(axis=2)) @ _HART_ALPHA
+
+
+def _hartmann4(X):
+    return (1.1 - _hartmann_sum(X)) / 0.839
+
+
+def _hartmann6(X):
+    return -_hartmann_sum(X)
+
+
+def _park(X):
+    x1, x2, x3, x4 = X.T
+    return 2.0 / 3.0 * np.exp(x1 + x2) - x4 * np.sin(x3) + x3
+
+
+def _forrester(X):
+    x = X[:, 0]
+    return (6 * x - 2) ** 2 * np.sin(12 * x - 4)
+
+
+def _ackley(X, a=20.0, b=0.2, c=2 * np.pi):
+    d = X.shape[1]
+    r = np.sqrt((X**2).sum(axis=1) / d)
+    # Same value as -a e^{-b r} - e^{mean cos(c x)} + a + e, written with expm1 and
+    # 1 - cos t = 2 sin^2(t/2) so that it is exactly 0 at the origin (no a + e - a - e rounding)
+    m = (2 * np.sin(c * X / 2) ** 2).sum(axis=1) / d
+    return -a * np.expm1(-b * r) - np.e * np.expm1(-m)
+
+
+def _alpine(X):
+    return np.abs(X * np.sin(X) + 0.1 * X).sum(axis=1)
+
+
+def _six_hump_camel(X):
+    x1, x2 = X[:, 0], X[:, 1]
+    return (4 - 2.1 * x1**2 + x1**4 / 3) * x1**2 + x1 * x2 + (-4 + 4 * x2**2) * x2**2
+
+
+def _cosines(X):
+    u = 1.6 * X - 0.5
+    return (u**2 - 0.3 * np.cos(3 * np.pi * u)).sum(axis=1) - 1.0
+
+
+def _beale(X):
+    x1, x2 = X[:, 0], X[:, 1]
+    return (
+        (1.5 - x1 + x1 * x2) ** 2
+        + (2.25 - x1 + x1 * x2**2) ** 2
+        + (2.625 - x1 + x1 * x2**3) ** 2
+    )
+
+
+def _mccormick(X):
+    x1, x2 = X[:, 0], X[:, 1]
+    return np.sin(x1 + x2) + (x1 - x2) ** 2 - 1.5 * x1 + 2.5 * x2 + 1
+
+
+def _powers(X):
+    exps = np.arange(2, X.shape[1] + 2)
+    return (np.abs(X) ** exps).sum(axis=1)
+
+
+def _cross_in_tray(X):
+    x1, x2 = X[:, 0], X[:, 1]
+    inner = np.abs(np.sin(x1) * np.sin(x2) * np.exp(np.abs(100 - np.sqrt(x1**2 + x2**2) / np.pi)))
+    return -1e-4 * (inner + 1) ** 0.1
+
+
+def _dropwave(X):
+    r2 = X[:, 0] ** 2 + X[:, 1] ** 2
+    return -(1 + np.cos(12 * np.sqrt(r2))) / (0.5 * r2 + 2)
+
+
+def _rosenbrock(X):
+    return (100 * (X[:, 1:] - X[:, :-1] ** 2) ** 2 + (X[:, :-1] - 1) ** 2).sum(axis=1)
+
+
+_SFU = "Surjanovic & Bingham, Virtual Library of Simulation Experiments (sfu.ca/~ssurjano)"
+_CIT = 1.3494066086020836  # cross-in-tray minimiser coordinate (polished numerically)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    name: str
+    f: Callable
+    dim: int | None  # None: any dimension
+    box: tuple  # (lo, hi) per coordinate for fixed dim; one (lo, hi) repeated otherwise
+    minimum: float | Callable[[int], float]
+    minimizers: Callable[[int], np.ndarray]
+    formula: str
+    aliases: tuple[str, ...] = ()
+    min_dim: int = 1
+
+
+def _const(points):
+    arr = np.atleast_2d(np.asarray(points, dtype=float))
+    return lambda d: arr
+
+
+_SPECS: dict[str, _Spec] = {
+    s.name: s
+    for s in (
+        _Spec(
+            "branin", _branin, 2, ((-5.0, 10.0), (0.0, 15.0)), 5 / (4 * np.pi),
+            _const([[-np.pi, 12.275], [np.pi, 2.275], [3 * np.pi, 2.475]]),
+            r"(x_2 - \tfrac{5.1}{4\pi^2}x_1^2 + \tfrac{5}{\pi}x_1 - 6)^2 + 10(1 - \tfrac{1}{8\pi})\cos x_1 + 10",
+            aliases=("branin_hoo",),
+        ),
+        _Spec(
+            "goldstein_price", _goldstein_price, 2, ((-2.0, 2.0), (-2.0, 2.0)), 3.0,
+            _const([[0.0, -1.0]]),
+            r"[1 + (x_1+x_2+1)^2(19 - 14x_1 + 3x_1^2 - 14x_2 + 6x_1x_2 + 3x_2^2)]"
+            r"[30 + (2x_1 - 3x_2)^2(18 - 32x_1 + 12x_1^2 + 48x_2 - 36x_1x_2 + 27x_2^2)]",
+            aliases=("goldstein", "goldsteinprice"),
+        ),
+        _Spec(
+            "hartmann4", _hartmann4, 4, ((0.0, 1.0),) * 4, -3.1344941412224,
+            _const([[0.18739527350596863, 0.19415153024283222, 0.5579177805255784, 0.2647796243284079]]),
+            r"\frac{1}{0.839}\Big(1.1 - \sum_{i=1}^4 \alpha_i \exp\big(-\sum_{j=1}^4 A_{ij}(x_j - P_{ij})^2\big)\Big)",
+            aliases=("hartmann_4", "hart4"),
+        ),
+        _Spec(
+            "hartmann6", _hartmann6, 6, ((0.0, 1.0),) * 6, -3.322368011415515,
+            _const([[0.20168951165743917, 0.15001069588230606, 0.47687397444804136,
+                     0.2753324310749464, 0.3116516165405256, 0.6573005315483755]]),
+            r"-\sum_{i=1}^4 \alpha_i \exp\big(-\sum_{j=1}^6 A_{ij}(x_j - P_{ij})^2\big)",
+            aliases=("hartmann_6", "hart6"),
+        ),
+        _Spec(
+            "park", _park, 4, ((0.0, 1.0),) * 4, 2.0 / 3.0,
+            _const([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]]),
+            r"\tfrac{2}{3} e^{x_1 + x_2} - x_4 \sin x_3 + x_3",
+            aliases=("park91b", "park2"),
+        ),
+        _Spec(
+            "forrester", _forrester, 1, ((0.0, 1.0),), -6.020740055767083,
+            _const([[0.7572487573190114]]),
+            r"(6x - 2)^2 \sin(12x - 4)",
+        ),
+        _Spec(
+            "ackley", _ackley, None, (-32.768, 32.768), 0.0, lambda d: np.zeros((1, d)),
+            r"-20\exp\big(-0.2\sqrt{\tfrac{1}{d}\sum_i x_i^2}\big) - \exp\big(\tfrac{1}{d}\sum_i \cos 2\pi x_i\big) + 20 + e",
+        ),
+        _Spec(
+            "alpine", _alpine, None, (-10.0, 10.0), 0.0, lambda d: np.zeros((1, d)),
+            r"\sum_i |x_i \sin x_i + 0.1 x_i|",
+            aliases=("alpine1", "alpine_n1"),
+        ),
+        _Spec(
+            "six_hump_camel", _six_hump_camel, 2, ((-2.0, 2.0), (-1.0, 1.0)), -1.0316284534898774,
+            _const([[0.08984201164977734, -0.7126564041106396], [-0.08984201164977734, 0.7126564041106396]]),
+            r"(4 - 2.1x_1^2 + x_1^4/3)x_1^2 + x_1x_2 + (-4 + 4x_2^2)x_2^2",
+            aliases=("camel", "sixhumpcamel", "camel6"),
+        ),
+        _Spec(
+            "cosines", _cosines, 2, ((0.0, 1.0), (0.0, 1.0)), -1.6,
+            _const([[0.3125, 0.3125]]),
+            r"\sum_{i=1}^2 \big(u_i^2 - 0.3\cos(3\pi u_i)\big) - 1,\ u_i = 1.6x_i - 0.5",
+        ),
+        _Spec(
+            "beale", _beale, 2, ((-4.5, 4.5), (-4.5, 4.5)), 0.0, _const([[3.0, 0.5]]),
+            r"(1.5 - x_1 + x_1x_2)^2 + (2.25 - x_1 + x_1x_2^2)^2 + (2.625 - x_1 + x_1x_2^3)^2",
+        ),
+        _Spec(
+            "mccormick", _mccormick, 2, ((-1.5, 4.0), (-3.0, 4.0)), -np.sqrt(3) / 2 - np.pi / 3,
+            _const([[0.5 - np.pi / 3, -0.5 - np.pi / 3]]),
+            r"\sin(x_1 + x_2) + (x_1 - x_2)^2 - 1.5x_1 + 2.5x_2 + 1",
+        ),
+        _Spec(
+            "powers", _powers, None, (-1.0, 1.0), 0.0, lambda d: np.zeros((1, d)),
+            r"\sum_{i=1}^d |x_i|^{i+1}",
+            aliases=("sum_of_different_powers", "sumpow"),
+        ),
+        _Spec(
+            "cross_in_tray", _cross_in_tray, 2, ((-10.0, 10.0), (-10.0, 10.0)), -2.0626118708227397,
+            _const([[_CIT, _CIT], [_CIT, -_CIT], [-_CIT, _CIT], [-_CIT, -_CIT]]),
+            r"-10^{-4}\Big(\big|\sin x_1 \sin x_2 \exp\big|100 - \tfrac{\sqrt{x_1^2 + x_2^2}}{\pi}\big|\big| + 1\Big)^{0.1}",
+            aliases=("crossintray", "crossit"),
+        ),
+        _Spec(
+            "dropwave", _dropwave, 2, ((-5.12, 5.12), (-5.12, 5.12)), -1.0, _const([[0.0, 0.0]]),
+            r"-\frac{1 + \cos(12\sqrt{x_1^2 + x_2^2})}{0.5(x_1^2 + x_2^2) + 2}",
+            aliases=("drop_wave",),
+        ),
+        _Spec(
+            "rosenbrock", _rosenbrock, None, (-5.0, 10.0), 0.0, lambda d: np.ones((1, d)),
+            r"\sum_{i=1}^{d-1} 100(x_{i+1} - x_i^2)^2 + (x_i - 1)^2",
+            aliases=("rosen",), min_dim=2,
+        ),
+    )
+}
+
+
+def _key(name: str) -> str:
+    # "Six-hump camel", "six_hump_camel" and "SixHumpCamel" all name the same function
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+_LOOKUP: dict[str, str] = {}
+for _s in _SPECS.values():
+    for _n in (_s.name, *_s.aliases):
+        _LOOKUP[_key(_n)] = _s.name
+
+
+def available_functions() -> tuple[str, ...]:
+    """Every name :func:`get_function` lists (canonical names and aliases), sorted.
+
+    Spelling is lenient: case, spaces, hyphens and underscores are ignored.
+    """
+    return tuple(sorted({n for s in _SPECS.values() for n in (s.name, *s.aliases)}))
+
+
+def list_functions():
+    """A table of the test functions.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``name``, ``dim`` ("any" for d-dimensional ones), ``bounds``,
+        ``minimum``, ``aliases``.
+    """
+    import pandas as pd
+
+    rows = []
+    for s in _SPECS.values():
+        fn = get_function(s.name)
+        rows.append(
+            {
+                "name": s.name,
+                "dim": "any" if s.dim is None else s.dim,
+                "bounds": "x".join(f"[{lo:g}, {hi:g}]" for lo, hi in fn.bounds)
+                if s.dim is not None
+                else f"[{s.box[0]:g}, {s.box[1]:g}]^d",
+                "minimum": fn.minimum,
+                "aliases": ", ".join(s.aliases),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def get_function(name: str, dim: int | None = None) -> TestFunction:
+    """Look up a test function by name.
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`available_functions` (case, spaces, hyphens and
+        underscores ignored), e.g. ``"branin"``, ``"Six-hump camel"``.
+    dim : int, optional
+        Input dimension of the d-dimensional functions (ackley, alpine, powers,
+        rosenbrock; default 2). For fixed-dimension functions it must be None
+        or equal to their dimension.
+
+    Returns
+    -------
+    TestFunction
+
+    Raises
+    ------
+    ValueError
+        If the name is unknown (the message lists the valid names) or ``dim``
+        does not fit the function.
+
+    Examples
+    --------
+    >>> fn = get_function("branin")
+    >>> round(float(fn(fn.minimizers)[0]), 6)
+    0.397887
+    """
+    key = _key(name) if isinstance(name, str) else None
+    if key not in _LOOKUP:
+        raise ValueError(
+            f"name must be a known test function; got {name!r}. Valid names: "
+            f"{', '.join(_SPECS)} (aliases: "
+            f"{', '.join(a for s in _SPECS.values() for a in s.aliases)})."
+        )
+    spec = _SPECS[_LOOKUP[key]]
+    if spec.dim is None:
+        d = 2 if dim is None else check_int(dim, "dim", minimum=spec.min_dim)
+        bounds = np.tile(np.asarray(spec.box, dtype=float), (d, 1))
+        f = spec.f
+    else:
+        if dim is not None and check_int(dim, "dim") != spec.dim:
+            raise ValueError(
+                f"dim must be {spec.dim} (or None) for {spec.name}, which is "
+                f"{spec.dim}-dimensional; got {dim}. Only ackley, alpine, powers and "
+                "rosenbrock take any dimension."
+            )
+        d = spec.dim
+        bounds = np.asarray(spec.box, dtype=float)
+        f = spec.f
+    minimum = spec.minimum(d) if callable(spec.minimum) else spec.minimum
+    bounds.setflags(write=False)
+    minimizers = np.asarray(spec.minimizers(d), dtype=float)
+    minimizers.setflags(write=False)
+    return TestFunction(
+        name=spec.name,
+        dim=d,
+        bounds=bounds,
+        f=f,
+        minimum=float(minimum),
+        minimizers=minimizers,
+        formula=spec.formula,
+        reference=_SFU,
+    )
+
+
+def _as_function(fn, dim=None) -> TestFunction:
+    if isinstance(fn, TestFunction):
+        if dim is not None and dim != fn.dim:
+            raise ValueError(f"dim must be None or {fn.dim} for this TestFunction; got {dim}.")
+        return fn
+    return get_function(fn, dim)
+
+
+def sample_design(fn, n: int, *, seed, method: str = "uniform", dim: int | None = None) -> np.ndarray:
+    """Sample n input points in the box domain of a test function.
+
+    Parameters
+    ----------
+    fn : TestFunction or str
+        The function (or its name, looked up with :func:`get_function`).
+    n : int
+        Number of points, at least 1.
+    seed : int, numpy.random.SeedSequence or numpy.random.Generator
+        Seed, so designs are reproducible.
+    method : {"uniform", "lhs", "sobol"}, default "uniform"
+        Independent uniform draws, a Latin hypercube, or a scrambled Sobol'
+        sequence (scipy.stats.qmc), each mapped linearly onto the box.
+    dim : int, optional
+        Dimension, when ``fn`` is the name of a d-dimensional function.
+
+    Returns
+    -------
+    ndarray, shape (n, d)
+    """
+    fn = _as_function(fn, dim)
+    n = check_int(n, "n", minimum=1)
+    check_choice(method, "method", ("uniform", "lhs", "sobol"))
+    rng = np.random.default_rng(seed)
+    if method == "uniform":
+        U = rng.random((n, fn.dim))
+    else:
+        from scipy.stats import qmc
+
+        engine = (
+            qmc.LatinHypercube(d=fn.dim, rng=rng)
+            if method == "lhs"
+            else qmc.Sobol(d=fn.dim, scramble=True, rng=rng)
+        )
+        if method == "sobol":
+            import warnings
+
+            with warnings.catch_warnings():
+                # Sobol' balance needs powers of two; any n is still a valid design
+                warnings.filterwarnings("ignore", message=".*balance properties.*")
+                U = engine.random(n)
+        else:
+            U = engine.random(n)
+    return fn.lower + U * (fn.upper - fn.lower)
+
+
+def make_synthetic(
+    fn_name,
+    n: int,
+    *,
+    noise: float = 0.0,
+    seed,
+    dim: int | None = None,
+    design: str = "uniform",
+) -> xr.Dataset:
+    r"""A regression data set from a test function: :math:`y_i = f(x_i) + \varepsilon_i`.
+
+    Parameters
+    ----------
+    fn_name : str or TestFunction
+        The test function (see :func:`available_functions`).
+    n : int
+        Number of observations.
+    noise : float, default 0.0
+        Standard deviation of the Gaussian noise :math:`\varepsilon_i \sim N(0, \text{noise}^2)`.
+    seed : int, numpy.random.SeedSequence or numpy.random.Generator
+        One seed for both the design and the noise.
+    dim : int, optional
+        Dimension of the d-dimensional functions.
+    design : {"uniform", "lhs", "sobol"}, default "uniform"
+        How the inputs are sampled (see :func:`sample_design`).
+
+    Returns
+    -------
+    xarray.Dataset
+        The layout of :func:`~calibprob.datasets.load_dataset`: ``X(obs, feature)``
+        (features ``x1..xd``), ``y(obs)``, plus ``f(obs)``, the noise-free values;
+        attributes ``name``, ``description``, ``target``, ``source``, ``license``,
+        ``function``, ``noise``, ``minimum``, ``design``.
+    """
+    fn = _as_function(fn_name, dim)
+    noise = float(noise)
+    if not np.isfinite(noise) or noise < 0:
+        raise ValueError(
+            f"noise must be >= 0 (a noise standard deviation); got {noise}. Pass 0 for noise-free data."
+        )
+    ss = np.random.SeedSequence(seed) if not isinstance(seed, np.random.Generator) else None
+    if ss is not None:
+        design_seed, noise_seed = ss.spawn(2)
+        noise_rng = np.random.default_rng(noise_seed)
+    else:
+        design_seed, noise_rng = seed, seed
+    X = sample_design(fn, n, seed=design_seed, method=design)
+    f = fn(X)
+    y = f + noise * noise_rng.standard_normal(X.shape[0]) if noise > 0 else f.copy()
+    source = f"synthetic: {fn.name} (d={fn.dim}), {fn.reference}"
+    return xr.Dataset(
+        {
+            "X": (("obs", "feature"), X, {"long_name": "features"}),
+            "y": (("obs",), y, {"long_name": "y", "target": "y", "source": source, "license": "n/a (synthetic)"}),
+            "f": (("obs",), f, {"long_name": f"noise-free {fn.name}"}),
+        },
+        coords={"obs": np.arange(X.shape[0]), "feature": np.array([f"x{j + 1}" for j in range(fn.dim)], dtype=object)},
+        attrs={
+            "name": fn.name,
+            "description": (
+                f"{fn.name} test function (d={fn.dim}) on {n} {design} design points with "
+                f"Gaussian noise sd {noise:g}; global minimum {fn.minimum:.10g}. f(x) = {fn.formula}"
+            ),
+            "target": "y",
+            "source": source,
+            "origin": "calibprob.datasets.make_synthetic",
+            "license": "n/a (synthetic)",
+            "function": fn.name,
+            "noise": noise,
+            "minimum": fn.minimum,
+            "design": design,
+        },
+    )
