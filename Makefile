@@ -11,6 +11,11 @@ VENV ?= .venv
 PYTHON ?= $(shell command -v python3.12 2>/dev/null || command -v python3 2>/dev/null)
 STAMP := $(VENV)/.calibprob-installed
 BIN := $(VENV)/bin
+# One BLAS thread per process: the GP code parallelises over tasks (Dask workers),
+# and nested BLAS threads on a shared 2-core machine only oversubscribe.
+export OPENBLAS_NUM_THREADS ?= 1
+export OMP_NUM_THREADS ?= 1
+export MKL_NUM_THREADS ?= 1
 
 .PHONY: run test test-slow test-all docs bench clean venv
 

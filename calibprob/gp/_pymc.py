@@ -1,0 +1,366 @@
+r"""PyMC models of the GP hyperparameters, compiled once, and their MAP fit.
+
+The hyperparameters are free variables in log space — ``log_lengthscale``
+(dims ``feature``), ``log_variance`` and, when noise is estimated,
+``log_noise`` — and the (restricted) log marginal likelihood or the VFE bound
+enters as a ``pm.Potential``. The training data are ``pm.Data`` containers, so
+a single compiled ``logp``/``dlogp`` function serves every data size and
+every restart: it is compiled once per configuration (kernel, p, mean, noise,
+objective, input dimension, nugget/jitter, compile mode) and cached for the
+life of the process.
+
+**Priors.** ``priors="flat"`` (used by ``fit``): ``pm.Flat`` on every log-parameter, so the
+MAP *is* the maximum (restricted) likelihood estimate; the optimiser's box
+bounds keep it proper. ``priors="weak"`` (default of ``build_model``, meant for
+``pm.sample``): independent ``Normal(centre, 2)`` on each log-parameter, the
+centre being the data-based initial value of the fit (a factor e² ≈ 7.4 per
+standard deviation), which makes the posterior proper without moving it
+noticeably when the data are informative.
+
+**Compile mode.** PyTensor's default Numba backend JIT-compiles the GP graph
+in ~100 s on an empty cache on this class of machine (2 cores, measured with
+``benchmarks/bench_gp.py``: first fit at n = 300 took 98 s cold, 14 s in a new
+process with a warm disk cache), and the C backend (``"CVM"``) ~55–60 s cold.
+The default here is therefore ``"FAST_COMPILE"`` (Python VM whose ops call
+NumPy/SciPy): the first fit at n = 300 takes ~2–4 s including compilation,
+with no on-disk cache needed. Warm, Numba evaluates the kernel's
+elementwise gradient faster (a fit at n = 1000: 4.5 s against 10 s), so long
+sessions with large n may prefer ``"NUMBA"``. The dominant O(n³) work is
+done in NumPy/SciPy either way: the Gaussian objective is one Op
+(:class:`calibprob.gp._objective.GaussianObjective`) with a closed-form
+gradient. Change the mode for the process with :func:`set_compile_mode`, the
+environment variable ``CALIBPROB_COMPILE_MODE``, or per estimator with
+``compile_mode=``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import optimize
+
+from calibprob.gp import _objective, kernels
+
+__all__ = [
+    "get_compile_mode",
+    "set_compile_mode",
+    "get_blas_threads",
+    "set_blas_threads",
+    "clear_cache",
+]
+
+_COMPILE_MODE = os.environ.get("CALIBPROB_COMPILE_MODE", "FAST_COMPILE")
+_BLAS_THREADS: int | str | None = "auto"
+_AUTO_SINGLE_THREAD_MAX_N = 2000
+_CACHE: dict = {}
+_CACHE_LOCK = threading.Lock()
+
+# returned to L-BFGS-B when the Cholesky fails (NaN logp): a large finite value
+# makes the line search backtrack instead of aborting
+_PENALTY = 1e25
+
+
+def get_compile_mode():
+    """The PyTensor mode used to compile GP objectives when ``compile_mode=None``."""
+    return _COMPILE_MODE
+
+
+def set_compile_mode(mode) -> None:
+    """Set the process-wide PyTensor compile mode for GP objectives.
+
+    Parameters
+    ----------
+    mode : str or pytensor Mode or None
+        ``"FAST_COMPILE"`` (default; fast cold start), ``"NUMBA"`` or ``None``
+        (PyTensor's default, Numba: slow cold JIT, cached on disk), ``"CVM"``
+        (C, ~40 s cold). Already compiled functions stay cached under their own
+        mode.
+    """
+    global _COMPILE_MODE
+    _COMPILE_MODE = mode
+
+
+def get_blas_threads():
+    """BLAS thread policy during hyperparameter optimisation (see :func:`set_blas_threads`)."""
+    return _BLAS_THREADS
+
+
+def set_blas_threads(value) -> None:
+    """BLAS threads used while optimising GP hyperparameters.
+
+    Parameters
+    ----------
+    value : "auto", int or None
+        ``"auto"`` (default): one thread when the training set has at most
+        2000 rows, the process setting otherwise. ``None``: never change the
+        process setting. An int: that many threads.
+
+    Notes
+    -----
+    Matrices of a few hundred rows gain little from threaded BLAS, and
+    OpenBLAS threads that busy-wait on an oversubscribed machine (parallel
+    test runs, Dask workers, several jobs on 2 cores) made a 300-point fit
+    20x slower in measurements (44 s against 2.1 s). The limit is applied with
+    ``threadpoolctl`` for the duration of ``fit`` only (not prediction).
+    """
+    global _BLAS_THREADS
+    if not (value is None or value == "auto" or (isinstance(value, int) and value >= 1)):
+        raise ValueError(f"blas_threads must be 'auto', None or a positive int; got {value!r}.")
+    _BLAS_THREADS = value
+
+
+def _blas_limit(n_rows: int):
+    import contextlib
+
+    limit = _BLAS_THREADS
+    if limit == "auto":
+        limit = 1 if n_rows <= _AUTO_SINGLE_THREAD_MAX_N else None
+    if limit is None:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl ships with PyMC
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=int(limit), user_api="blas")
+
+
+def clear_cache() -> None:
+    """Forget every compiled objective (they are rebuilt on next use)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Everything that changes the symbolic graph (the cache key)."""
+
+    kind: str  # "exact" or "vfe"
+    kernel: str
+    p: int
+    mean: str
+    noise: bool
+    objective: str
+    d: int
+    nugget: float  # exact, noise=False: nugget * variance on the diagonal
+    jitter: float  # vfe: jitter * variance on the diagonal of K_mm
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        base = ("log_lengthscale", "log_variance")
+        return (*base, "log_noise") if self.noise else base
+
+    @property
+    def size(self) -> int:
+        return self.d + 1 + int(self.noise)
+
+
+def unpack(spec: Spec, x: np.ndarray) -> dict:
+    """Log-space vector ``[log ℓ (d), log σ², (log σ_n²)]`` → positive θ dict."""
+    x = np.asarray(x, dtype=float)
+    theta = {"lengthscale": np.exp(x[: spec.d]), "variance": float(np.exp(x[spec.d]))}
+    if spec.noise:
+        theta["noise"] = float(np.exp(x[spec.d + 1]))
+    return theta
+
+
+def pack(spec: Spec, theta: dict) -> np.ndarray:
+    """Inverse of :func:`unpack`."""
+    parts = [np.log(np.broadcast_to(theta["lengthscale"], (spec.d,))), [np.log(theta["variance"])]]
+    if spec.noise:
+        parts.append([np.log(theta["noise"])])
+    return np.concatenate(parts).astype(float)
+
+
+def build_model(spec: Spec, data: dict, *, priors: str = "flat", centre=None):
+    """The PyMC model of the hyperparameters (see module docstring).
+
+    Parameters
+    ----------
+    spec : Spec
+    data : dict
+        ``{"X": (n, d), "y": (n,)}`` plus ``"Z": (m, d)`` for VFE.
+    priors : {"flat", "weak"}
+    centre : ndarray, shape (spec.size,), optional
+        Prior centres (log space) for ``priors="weak"``.
+
+    Returns
+    -------
+    pymc.Model
+    """
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    with pm.Model(coords={"feature": np.arange(spec.d)}) as model:
+        X = pm.Data("X", data["X"])
+        y = pm.Data("y", data["y"])
+        Z = pm.Data("Z", data["Z"]) if spec.kind == "vfe" else None
+        if priors == "flat":
+            log_ls = pm.Flat("log_lengthscale", dims="feature")
+            log_var = pm.Flat("log_variance")
+            log_noise = pm.Flat("log_noise") if spec.noise else None
+        else:
+            c = np.zeros(spec.size) if centre is None else np.asarray(centre, float)
+            log_ls = pm.Normal("log_lengthscale", c[: spec.d], 2.0, dims="feature")
+            log_var = pm.Normal("log_variance", c[spec.d], 2.0)
+            log_noise = pm.Normal("log_noise", c[spec.d + 1], 2.0) if spec.noise else None
+        ls = pm.Deterministic("lengthscale", pt.exp(log_ls), dims="feature")
+        var = pm.Deterministic("variance", pt.exp(log_var))
+        if spec.noise:
+            noise = pm.Deterministic("noise", pt.exp(log_noise))
+        else:
+            noise = spec.nugget * var
+        if spec.kind == "exact":
+            K = kernels.kernel(spec.kernel, X, None, ls, var, p=spec.p, xp=pt)
+            K = K + noise * pt.eye(X.shape[0])
+            obj = _objective.exact_objective(
+                K, y, mean=spec.mean, objective=spec.objective, xp=pt
+            )
+            name = "log_marginal_likelihood" if spec.objective == "ml" else "log_restricted_likelihood"
+        else:
+            Kmm = kernels.kernel(spec.kernel, Z, None, ls, var, p=spec.p, xp=pt)
+            Kmm = Kmm + spec.jitter * var * pt.eye(Z.shape[0])
+            Kmn = kernels.kernel(spec.kernel, Z, X, ls, var, p=spec.p, xp=pt)
+            obj = _objective.vfe_objective(
+                Kmm, Kmn, var, noise, y, mean=spec.mean, objective=spec.objective, xp=pt
+            )
+            name = "vfe_bound"
+        pm.Potential(name, obj)
+    return model
+
+
+@dataclass
+class Compiled:
+    """A cached model with its compiled ``(logp, dlogp)`` function."""
+
+    spec: Spec
+    model: object
+    fn: object
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def value_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        d = self.spec.d
+        args = [x[:d], np.asarray(x[d])]
+        if self.spec.noise:
+            args.append(np.asarray(x[d + 1]))
+        lp, grad = self.fn(*args)
+        return float(lp), np.asarray(grad, dtype=float)
+
+
+def _placeholder(spec: Spec) -> dict:
+    data = {"X": np.zeros((2, spec.d)), "y": np.zeros(2)}
+    if spec.kind == "vfe":
+        data["Z"] = np.zeros((1, spec.d))
+    return data
+
+
+def compiled(spec: Spec, mode) -> Compiled:
+    """The compiled objective for ``spec`` (built and compiled on first use)."""
+    key = (spec, mode if isinstance(mode, (str, type(None))) else id(mode))
+    with _CACHE_LOCK:
+        entry = _CACHE.get(key)
+        if entry is None:
+            import pytensor
+            import pytensor.tensor as pt
+
+            model = build_model(spec, _placeholder(spec), priors="flat")
+            value_vars = model.value_vars
+            logp = model.logp()
+            grad = pt.concatenate([pt.atleast_1d(g).ravel() for g in pytensor.grad(logp, value_vars)])
+            fn = pytensor.function(value_vars, [logp, grad], mode=mode)
+            entry = _CACHE[key] = Compiled(spec, model, fn)
+    return entry
+
+
+def maximize(entry: Compiled, data: dict, starts, bounds, *, maxiter: int = 300):
+    """Maximise the compiled objective from several starts with L-BFGS-B.
+
+    Parameters
+    ----------
+    entry : Compiled
+    data : dict
+        Values for the ``pm.Data`` containers.
+    starts : list of ndarray, shape (size,)
+    bounds : list of (low, high)
+        Box in log space.
+    maxiter : int
+
+    Returns
+    -------
+    best_x : ndarray
+    best_value : float
+        The objective (log-likelihood scale, larger is better).
+    runs : list of scipy.optimize.OptimizeResult
+    """
+    import pymc as pm
+
+    def negative(x):
+        lp, grad = entry.value_and_grad(x)
+        if not (np.isfinite(lp) and np.all(np.isfinite(grad))):
+            return _PENALTY, np.zeros_like(x)
+        return -lp, -grad
+
+    runs = []
+    with entry.lock, _blas_limit(len(data["y"])):
+        pm.set_data(data, model=entry.model)
+        try:
+            for x0 in starts:
+                res = optimize.minimize(
+                    negative, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+                    options={"maxiter": maxiter},
+                )
+                runs.append(res)
+        finally:
+            # drop the reference to the training data held by the shared variables
+            pm.set_data(_placeholder(entry.spec), model=entry.model)
+    ok = [r for r in runs if np.isfinite(r.fun) and r.fun < _PENALTY]
+    if not ok:
+        raise RuntimeError(
+            "GP hyperparameter optimisation failed from every start (the covariance "
+            "matrix was never positive definite). Standardise X and y, use noise=True, "
+            "or pass theta with optimize=False."
+        )
+    best = min(ok, key=lambda r: r.fun)
+    return np.asarray(best.x, float), float(-best.fun), runs
+
+
+def heuristics(spec: Spec, X: np.ndarray, y: np.ndarray, nugget: float):
+    """Data-based initial point, box bounds (log space) and scales.
+
+    Lengthscale ℓ_j: start at std(X_j)·√d, box [1e-3, 1e3]·std(X_j).
+    Variance: start at s_y = mean(y²) (zero mean) or var(y) (constant mean),
+    box [1e-4, 1e4]·s_y. Noise: start at 0.1·s_y, box [max(nugget, 1e-10), 10]·s_y.
+    """
+    sx = X.std(axis=0)
+    sx = np.where(sx > 0, sx, 1.0)
+    sy = float(np.mean(y**2)) if spec.mean == "zero" else float(np.var(y))
+    if not sy > 0:
+        sy = 1.0
+    x0 = [np.log(sx * np.sqrt(spec.d)), [np.log(sy)]]
+    bounds = [(float(np.log(1e-3 * s)), float(np.log(1e3 * s))) for s in sx]
+    bounds.append((float(np.log(1e-4 * sy)), float(np.log(1e4 * sy))))
+    if spec.noise:
+        x0.append([np.log(0.1 * sy)])
+        bounds.append((float(np.log(max(nugget, 1e-10) * sy)), float(np.log(10.0 * sy))))
+    return np.concatenate(x0), bounds, sy
+
+
+def starts(x0: np.ndarray, bounds, n: int, rng: np.random.Generator, spec: Spec):
+    """``x0`` plus ``n - 1`` seeded random starts around it (clipped to the box).
+
+    Lengthscales and variance are perturbed log-uniformly by up to a factor 10
+    and 4; the noise start is log-uniform in [1e-4, 0.5] times the data scale.
+    """
+    out = [np.clip(x0, [b[0] for b in bounds], [b[1] for b in bounds])]
+    lo = np.array([b[0] for b in bounds])
+    hi = np.array([b[1] for b in bounds])
+    for _ in range(max(n, 1) - 1):
+        x = x0.copy()
+        x[: spec.d] += rng.uniform(-np.log(10.0), np.log(10.0), size=spec.d)
+        x[spec.d] += rng.uniform(-np.log(4.0), np.log(4.0))
+        if spec.noise:
+            x[spec.d + 1] = x0[spec.d] + rng.uniform(np.log(1e-4), np.log(0.5))
+        out.append(np.clip(x, lo, hi))
+    return out

@@ -1,0 +1,569 @@
+r"""Exact Gaussian-process regression: hyperparameters by MAP of a PyMC model.
+
+**Model.**
+
+.. math::
+
+    y_i = m + f(x_i) + \varepsilon_i,\qquad f \sim \mathcal{GP}(0, k_\theta),\qquad
+    \varepsilon_i \sim \mathcal N(0, \sigma_n^2),
+
+with ``k`` an ARD squared-exponential or half-integer Matérn kernel
+(:mod:`calibprob.gp.kernels`), :math:`m = 0` (``mean="zero"``) or an unknown
+constant (``mean="constant"``), and either an estimated noise variance
+(``noise=True``) or interpolation with a fixed nugget
+:math:`\sigma_n^2 = \texttt{nugget}\cdot\sigma_f^2` (``noise=False``).
+
+**Fitting.** :math:`\theta = (\log\ell_{1..d}, \log\sigma_f^2, \log\sigma_n^2)` maximises the
+log marginal likelihood (``objective="ml"``; with a constant mean, profiled
+over :math:`m`) or the restricted likelihood (``objective="reml"``,
+constant mean only) — see :mod:`calibprob.gp._objective`. The objective is a
+``pm.Potential`` in a PyMC model with flat priors, compiled once per
+configuration (:mod:`calibprob.gp._pymc`), and maximised by L-BFGS-B from
+``n_restarts`` seeded starts in a data-scaled box. The constant mean is then
+its GLS estimate :math:`\hat m = 1^\top K^{-1} y / 1^\top K^{-1} 1`.
+
+**Prediction** (NumPy/SciPy, for the fitted or any other θ):
+
+.. math::
+
+    \mu(x) = \hat m + k_x^\top K^{-1}(y - \hat m 1),\qquad
+    \sigma^2(x) = k(x, x) - k_x^\top K^{-1} k_x
+       + \frac{(1 - 1^\top K^{-1} k_x)^2}{1^\top K^{-1} 1}
+       \;[+\,\sigma_n^2],
+
+the third term (``mean="constant"`` only) being the variance due to
+estimating the constant (universal kriging); the noise term is added when
+``include_noise=True``.
+
+References
+----------
+Rasmussen, C. E. and Williams, C. K. I. (2006). *Gaussian Processes for
+Machine Learning*, MIT Press, ch. 2 and 5.
+Stein, M. L. (1999). *Interpolation of Spatial Data*, Springer (REML, kriging).
+Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+prediction (constant mean, Matérn ν = p + 1/2, REML).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+from calibprob._base import BaseEstimator, check_is_fitted
+from calibprob._validation import (
+    check_array,
+    check_choice,
+    check_int,
+    check_same_length,
+)
+from calibprob.gp import _objective, _pymc, kernels
+from calibprob.gp.loo import loo_from_kernel
+
+__all__ = ["GaussianProcessRegressor"]
+
+_THETA_KEYS = ("lengthscale", "variance", "noise", "mean_", "mean")
+_CHUNK = 2048  # test rows per block in prediction (bounds memory to CHUNK x n)
+
+
+class _GPBase(BaseEstimator):
+    """Shared validation, θ handling, MAP fitting and the base-model protocol."""
+
+    _kind = "exact"
+
+    # -- parameters ---------------------------------------------------------------
+    def _check_params(self) -> None:
+        check_choice(self.kernel, "kernel", kernels.KERNELS)
+        kernels._check_p(self.p)
+        check_choice(self.mean, "mean", _objective.MEANS)
+        check_choice(self.objective, "objective", _objective.OBJECTIVES)
+        if self.objective == "reml" and self.mean != "constant":
+            raise ValueError(
+                "objective='reml' needs mean='constant' (REML restricts the likelihood to "
+                "contrasts free of the unknown mean); got mean='zero'. Use objective='ml' "
+                "or mean='constant'."
+            )
+        if not isinstance(self.noise, (bool, np.bool_)):
+            raise TypeError(f"noise must be True or False; got {self.noise!r}.")
+        if not (np.isfinite(self.nugget) and 0 < self.nugget < 1):
+            raise ValueError(
+                f"nugget must be in (0, 1) (relative to the kernel variance); got "
+                f"{self.nugget!r}. The default 1e-8 suits interpolation."
+            )
+        check_int(self.n_restarts, "n_restarts", minimum=1)
+        if not isinstance(self.optimize, (bool, np.bool_)):
+            raise TypeError(f"optimize must be True or False; got {self.optimize!r}.")
+        if not self.optimize and self.theta is None:
+            raise ValueError(
+                "optimize=False needs fixed hyperparameters: pass theta={'lengthscale': ..., "
+                "'variance': ..., 'noise': ...} or set optimize=True."
+            )
+
+    def _spec(self, d: int) -> _pymc.Spec:
+        return _pymc.Spec(
+            kind=self._kind,
+            kernel=self.kernel,
+            p=int(self.p) if self.kernel == "matern" else 0,
+            mean=self.mean,
+            noise=bool(self.noise),
+            objective=self.objective,
+            d=int(d),
+            nugget=float(self.nugget) if not self.noise else 0.0,
+            jitter=float(getattr(self, "jitter", 0.0)) if self._kind == "vfe" else 0.0,
+        )
+
+    def _compile_mode(self):
+        return _pymc.get_compile_mode() if self.compile_mode is None else self.compile_mode
+
+    # -- θ --------------------------------------------------------------------------
+    def _complete_theta(self, theta, d: int, base: dict | None) -> dict:
+        """Validate a (partial) θ dict, filling missing entries from ``base``."""
+        if not isinstance(theta, dict):
+            raise TypeError(
+                "theta must be a dict with keys 'lengthscale', 'variance' and 'noise'; got "
+                f"{type(theta).__name__}."
+            )
+        unknown = set(theta) - set(_THETA_KEYS)
+        if unknown:
+            raise ValueError(
+                f"theta has unknown key(s) {sorted(unknown)}; allowed: {list(_THETA_KEYS)}."
+            )
+        out = {}
+        for key in ("lengthscale", "variance", "noise"):
+            if key == "noise" and not self.noise:
+                continue
+            if key in theta:
+                value = theta[key]
+            elif base is not None and key in base:
+                value = base[key]
+            else:
+                raise ValueError(
+                    f"theta is missing {key!r} and there is no fitted value to fill it in; "
+                    f"pass theta={{'lengthscale': ..., 'variance': ..., 'noise': ...}}."
+                )
+            arr = np.asarray(value, dtype=float)
+            if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+                raise ValueError(f"theta[{key!r}] must be finite and > 0; got {value!r}.")
+            if key == "lengthscale":
+                if arr.ndim > 1 or (arr.ndim == 1 and arr.size not in (1, d)):
+                    raise ValueError(
+                        f"theta['lengthscale'] must be a scalar or have one entry per feature "
+                        f"({d}); got shape {arr.shape}."
+                    )
+                out[key] = np.broadcast_to(arr.ravel() if arr.ndim else arr, (d,)).astype(float)
+            else:
+                if arr.ndim:
+                    raise ValueError(f"theta[{key!r}] must be a scalar; got shape {arr.shape}.")
+                out[key] = float(arr)
+        if not self.noise:
+            out["noise"] = self.nugget * out["variance"]
+        return out
+
+    def _theta_for(self, theta) -> dict:
+        check_is_fitted(self, "theta_", method="fit")
+        if theta is None:
+            return self._state["theta"]
+        return self._complete_theta(theta, self.n_features_in_, self.theta_)
+
+    # -- fit ------------------------------------------------------------------------
+    def _validate_Xy(self, X, y):
+        X = check_array(X, "X", ndim=2)
+        y = check_array(y, "y", ndim=1)
+        check_same_length(X=X, y=y)
+        need = 3 if self.mean == "constant" else 2
+        if X.shape[0] < need:
+            raise ValueError(f"fit needs at least {need} observations; got {X.shape[0]}.")
+        return X, y
+
+    def _check_X(self, X):
+        check_is_fitted(self, "theta_", method="fit")
+        X = check_array(X, "X", ndim=2)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features but the model was fitted with "
+                f"{self.n_features_in_}. Pass the same columns as in fit."
+            )
+        return X
+
+    def _prepare(self, X, y, rng) -> None:
+        """Hook: extra training state needed before optimisation (inducing points)."""
+
+    def _data(self) -> dict:
+        return {"X": self.X_train_, "y": self.y_train_}
+
+    def fit(self, X, y):
+        """Fit the hyperparameters (MAP / maximum likelihood) and factorise.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+            Inputs; a single feature must be passed as ``X.reshape(-1, 1)``.
+        y : array_like, shape (n,)
+            Observations.
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        X, y = self._validate_Xy(X, y)
+        rng = np.random.default_rng(self.random_state)
+        self.X_train_, self.y_train_ = X, y
+        self.n_features_in_ = X.shape[1]
+        for attr in ("theta_", "_state"):
+            self.__dict__.pop(attr, None)
+        self._prepare(X, y, rng)
+        spec = self._spec(X.shape[1])
+        x0, bounds, _ = _pymc.heuristics(spec, X, y, float(self.nugget))
+        given = (
+            None
+            if self.theta is None
+            else self._complete_theta(self.theta, spec.d, None)
+        )
+        if self.optimize:
+            first = x0 if given is None else _pymc.pack(spec, given)
+            x_starts = _pymc.starts(first, bounds, int(self.n_restarts), rng, spec)
+            entry = _pymc.compiled(spec, self._compile_mode())
+            x_best, value, runs = _pymc.maximize(entry, self._data(), x_starts, bounds)
+            theta = self._complete_theta(_pymc.unpack(spec, x_best), spec.d, None)
+            lo = np.array([b[0] for b in bounds])
+            hi = np.array([b[1] for b in bounds])
+            self.fit_info_ = {
+                "objective_values": [float(-r.fun) for r in runs],
+                "converged": [bool(r.success) for r in runs],
+                "n_iter": [int(r.nit) for r in runs],
+                "best_objective": value,
+                "at_bounds": [
+                    name
+                    for name, xi, a, b in zip(_param_labels(spec), x_best, lo, hi)
+                    if np.isclose(xi, a) or np.isclose(xi, b)
+                ],
+                "compile_mode": str(self._compile_mode()),
+            }
+        else:
+            theta = given
+            self.fit_info_ = {"objective_values": [], "converged": [], "n_iter": []}
+        try:
+            with _pymc._blas_limit(len(y)):
+                self._state = self._factorize(theta)
+        except np.linalg.LinAlgError as err:
+            raise ValueError(
+                f"the covariance matrix is not positive definite at theta={theta}. Increase "
+                "the noise (or nugget), check for duplicated inputs, or standardise X."
+            ) from err
+        self.theta_ = dict(theta)
+        if self.mean == "constant":
+            self.theta_["mean_"] = self._state["m"]
+            self.mean_ = self._state["m"]
+        else:
+            self.mean_ = 0.0
+        self.log_marginal_likelihood_value_ = self._state["objective"]
+        self._last_state = None
+        return self
+
+    # -- prediction (protocol) ---------------------------------------------------------
+    def _state_for(self, theta) -> dict:
+        """Factorisation for θ (the stored one, or recomputed — last one cached)."""
+        check_is_fitted(self, "theta_", method="fit")
+        if theta is None:
+            return self._state
+        th = self._theta_for(theta)
+        key = _pymc.pack(self._spec(self.n_features_in_), th).tobytes()
+        if self._last_state is not None and self._last_state[0] == key:
+            return self._last_state[1]
+        state = self._factorize(th)
+        self._last_state = (key, state)
+        return state
+
+    def predict_mean_std(self, X, *, theta=None, include_noise: bool = True):
+        """Predictive mean and standard deviation (base-model protocol).
+
+        Parameters
+        ----------
+        X : array_like, shape (n_test, d)
+        theta : dict, optional
+            Hyperparameters to predict with (``lengthscale``, ``variance``,
+            ``noise``; missing keys are taken from ``theta_``; a ``mean_`` (or
+            ``mean``) key is ignored because the constant is re-estimated by GLS
+            for this θ).
+            Default: the fitted ``theta_`` (stored factorisation reused).
+        include_noise : bool, default True
+            Add the noise variance (the predictive distribution of a new
+            observation); ``False`` gives the latent function's posterior.
+
+        Returns
+        -------
+        mu : ndarray, shape (n_test,)
+        sigma : ndarray, shape (n_test,)
+        """
+        X = self._check_X(X)
+        state = self._state_for(theta)
+        mu = np.empty(X.shape[0])
+        var = np.empty(X.shape[0])
+        for start in range(0, X.shape[0], _CHUNK):
+            sl = slice(start, start + _CHUNK)
+            mu[sl], var[sl] = self._predict_block(state, X[sl])
+        if include_noise:
+            var = var + state["theta"]["noise"]
+        return mu, np.sqrt(np.maximum(var, np.finfo(float).tiny))
+
+    def predict(self, X, *, levels=None, theta=None, include_noise: bool = True):
+        """Gaussian predictive distribution in the calibprob data contract.
+
+        Parameters
+        ----------
+        X : array_like, shape (n_test, d)
+        levels : array_like, optional
+            Quantile levels; default :data:`calibprob.predictive.DEFAULT_LEVELS`.
+        theta : dict, optional
+            As in :meth:`predict_mean_std`.
+        include_noise : bool, default True
+
+        Returns
+        -------
+        xarray.Dataset
+            ``calibprob.normal(mu, sigma, levels)``.
+        """
+        from calibprob.predictive import normal
+
+        mu, sigma = self.predict_mean_std(X, theta=theta, include_noise=include_noise)
+        return normal(mu, sigma, levels, method=type(self).__name__)
+
+    def kernel_matrix(self, X1, X2=None, *, theta=None):
+        """Kernel matrix ``k_θ(X1, X2)`` (no noise term).
+
+        Parameters
+        ----------
+        X1 : array_like, shape (n1, d)
+        X2 : array_like, shape (n2, d), optional
+            Default ``X1`` (symmetric, exact zero self-distance).
+        theta : dict, optional
+            Default ``theta_``.
+
+        Returns
+        -------
+        ndarray, shape (n1, n2)
+        """
+        th = self._theta_for(theta)
+        X1 = self._check_X(X1)
+        X2 = None if X2 is None else self._check_X(X2)
+        return self._k(X1, X2, th)
+
+    def _k(self, X1, X2, th):
+        return kernels.kernel(
+            self.kernel, X1, X2, th["lengthscale"], th["variance"], p=int(self.p), xp=np
+        )
+
+    def log_marginal_likelihood(self, theta=None) -> float:
+        """The fitted objective (ML, REML or VFE bound) at θ.
+
+        Parameters
+        ----------
+        theta : dict, optional
+            Default ``theta_``.
+
+        Returns
+        -------
+        float
+            ``-inf`` when the covariance is not positive definite at θ.
+        """
+        try:
+            return float(self._state_for(theta)["objective"])
+        except np.linalg.LinAlgError:
+            return -np.inf
+
+    # -- PyMC model ---------------------------------------------------------------------
+    def build_model(self, X=None, y=None, *, priors: str = "weak"):
+        """The PyMC model of the hyperparameters, e.g. for ``pm.sample`` (full NUTS).
+
+        Parameters
+        ----------
+        X, y : array_like, optional
+            Data; default the training data of :meth:`fit`.
+        priors : {"weak", "flat"}, default "weak"
+            ``"flat"`` reproduces the MAP objective exactly (improper for
+            sampling); ``"weak"`` puts ``Normal(centre, 2)`` on each
+            log-parameter, centred at the data-based starting values.
+
+        Returns
+        -------
+        pymc.Model
+            Free variables ``log_lengthscale`` (dims ``feature``),
+            ``log_variance``, ``log_noise`` (if ``noise=True``); deterministics
+            ``lengthscale``, ``variance``, ``noise``; the objective as a Potential.
+            With a constant mean the (REML-type) potential integrates the constant
+            out under a flat prior when ``objective="reml"``.
+        """
+        check_choice(priors, "priors", ("weak", "flat"))
+        self._check_params()
+        if X is None and y is None:
+            check_is_fitted(self, "theta_", method="fit")
+            X, y = self.X_train_, self.y_train_
+        else:
+            X, y = self._validate_Xy(X, y)
+            if self._kind == "vfe":
+                check_is_fitted(self, "theta_", method="fit")
+        spec = self._spec(X.shape[1])
+        x0, _, _ = _pymc.heuristics(spec, X, y, float(self.nugget))
+        data = {"X": X, "y": y}
+        if self._kind == "vfe":
+            data["Z"] = self.inducing_points_
+        return _pymc.build_model(spec, data, priors=priors, centre=x0)
+
+
+def _param_labels(spec):
+    labels = [f"log_lengthscale[{j}]" for j in range(spec.d)] + ["log_variance"]
+    return labels + (["log_noise"] if spec.noise else [])
+
+
+class GaussianProcessRegressor(_GPBase):
+    r"""Exact GP regression with ML/REML hyperparameters (MAP of a PyMC model).
+
+    Parameters
+    ----------
+    kernel : {"se", "matern"}, default "se"
+        ARD squared exponential or ARD Matérn with :math:`\nu = p + 1/2`.
+    p : int, default 2
+        Matérn smoothness (``p >= 0``; ignored for ``"se"``).
+    mean : {"zero", "constant"}, default "zero"
+        ``"constant"``: unknown constant mean, GLS-estimated (profiled in ML,
+        integrated out in REML) and accounted for in the predictive variance.
+    noise : bool, default True
+        Estimate a noise variance; ``False`` interpolates with a fixed nugget.
+    nugget : float, default 1e-8
+        Nugget relative to the kernel variance (``noise=False``), also the
+        lower bound of the noise variance relative to the data scale.
+    objective : {"ml", "reml"}, default "ml"
+        Maximum likelihood or restricted ML (REML needs ``mean="constant"``).
+    theta : dict, optional
+        ``{"lengthscale": (d,) or scalar, "variance": float, "noise": float}``:
+        fixed hyperparameters with ``optimize=False``, else the first start.
+    optimize : bool, default True
+    n_restarts : int, default 3
+        Total number of L-BFGS-B starts (the data-based one plus seeded random ones).
+    random_state : int, numpy Generator or None
+    compile_mode : str, pytensor Mode or None
+        PyTensor mode of the compiled objective; ``None`` uses
+        :func:`calibprob.gp.get_compile_mode` (default ``"FAST_COMPILE"``).
+
+    Attributes
+    ----------
+    theta_ : dict
+        ``lengthscale`` (d,), ``variance``, ``noise`` (a variance; the nugget
+        times the variance when ``noise=False``), and ``mean_`` (the GLS
+        constant) when ``mean="constant"``. Passing it back as ``theta=`` is allowed
+        (``mean_`` is then ignored and re-estimated).
+    mean_ : float
+        GLS estimate of the constant mean (0 for ``mean="zero"``).
+    log_marginal_likelihood_value_ : float
+        The objective (ML or REML) at ``theta_``.
+    fit_info_ : dict
+        Objective value, convergence flag and iterations of every start, and
+        the parameters that ended at a bound.
+    X_train_, y_train_ : ndarray
+    n_features_in_ : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.gp import GaussianProcessRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(40, 1)); y = np.sin(6 * X[:, 0]) + 0.1 * rng.normal(size=40)
+    >>> gp = GaussianProcessRegressor(kernel="matern", p=2, random_state=0).fit(X, y)
+    >>> mu, sigma = gp.predict_mean_std(X[:3])
+    """
+
+    _kind = "exact"
+
+    def __init__(
+        self,
+        *,
+        kernel: str = "se",
+        p: int = 2,
+        mean: str = "zero",
+        noise: bool = True,
+        nugget: float = 1e-8,
+        objective: str = "ml",
+        theta: dict | None = None,
+        optimize: bool = True,
+        n_restarts: int = 3,
+        random_state=None,
+        compile_mode=None,
+    ):
+        self.kernel = kernel
+        self.p = p
+        self.mean = mean
+        self.noise = noise
+        self.nugget = nugget
+        self.objective = objective
+        self.theta = theta
+        self.optimize = optimize
+        self.n_restarts = n_restarts
+        self.random_state = random_state
+        self.compile_mode = compile_mode
+
+    def _factorize(self, theta: dict) -> dict:
+        X, y = self.X_train_, self.y_train_
+        n = y.shape[0]
+        K = self._k(X, None, theta)
+        K[np.diag_indices(n)] += theta["noise"]
+        factor = scipy.linalg.cho_factor(K, lower=True, check_finite=False)
+        L = factor[0]
+        a = scipy.linalg.solve_triangular(L, y, lower=True, check_finite=False)
+        logdet = 2.0 * np.sum(np.log(np.diag(L)))
+        if self.mean == "constant":
+            b = scipy.linalg.solve_triangular(L, np.ones(n), lower=True, check_finite=False)
+            s = float(b @ b)
+            m = float(a @ b) / s
+            obj = _objective.assemble(
+                a @ a, a @ b, s, logdet, n, mean=self.mean, objective=self.objective, xp=np
+            )
+        else:
+            b, s, m = None, None, 0.0
+            obj = _objective.assemble(
+                a @ a, None, None, logdet, n, mean=self.mean, objective=self.objective, xp=np
+            )
+        alpha = scipy.linalg.cho_solve(factor, y - m, check_finite=False)
+        return {
+            "theta": theta, "factor": factor, "alpha": alpha, "m": m, "b": b, "s": s,
+            "objective": float(obj),
+        }
+
+    def _predict_block(self, state, Xs):
+        th = state["theta"]
+        Ks = self._k(Xs, self.X_train_, th)
+        mu = state["m"] + Ks @ state["alpha"]
+        V = scipy.linalg.solve_triangular(state["factor"][0], Ks.T, lower=True, check_finite=False)
+        var = th["variance"] - np.einsum("ij,ij->j", V, V)
+        if self.mean == "constant":
+            u = 1.0 - state["b"] @ V
+            var = var + u * u / state["s"]
+        return mu, var
+
+    def loo(self, *, include_noise: bool = True, theta=None):
+        """Closed-form leave-one-out predictions on the training data.
+
+        Parameters
+        ----------
+        include_noise : bool, default True
+            ``False``: standard deviation of the latent function (the noise /
+            nugget variance subtracted).
+        theta : dict, optional
+            Hyperparameters (not re-estimated per fold); default ``theta_``.
+
+        Returns
+        -------
+        mu_loo : ndarray, shape (n,)
+        sigma_loo : ndarray, shape (n,)
+
+        See Also
+        --------
+        calibprob.gp.loo_from_kernel : the formula (Dubrule 1983; Q⁻¹ for a
+            constant mean re-estimated in each fold).
+        """
+        th = self._theta_for(theta)
+        K = self._k(self.X_train_, None, th)
+        K[np.diag_indices_from(K)] += th["noise"]
+        mu, sd = loo_from_kernel(K, self.y_train_, mean=self.mean)
+        if not include_noise:
+            sd = np.sqrt(np.maximum(sd**2 - th["noise"], np.finfo(float).tiny))
+        return mu, sd

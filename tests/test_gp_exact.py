@@ -1,0 +1,319 @@
+"""Exact GP: MAP recovery, σ(θ, x) for any θ, objectives against closed forms, the PyMC model."""
+
+import numpy as np
+import pytest
+import xarray as xr
+from scipy import stats
+
+from calibprob._base import NotFittedError, clone
+from calibprob.gp import (
+    GaussianProcessRegressor,
+    _pymc,
+    get_compile_mode,
+    set_compile_mode,
+)
+from calibprob.gp.kernels import kernel
+
+
+def draw_prior(seed, n, ls, var, noise, kern="se", p=2, mean=0.0):
+    """One draw of y = mean + f(X) + ε with f from the GP prior (X uniform on [0, 1]^d)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, len(ls)))
+    K = kernel(kern, X, None, np.asarray(ls), var, p=p) + noise * np.eye(n)
+    return X, mean + np.linalg.cholesky(K) @ rng.normal(size=n)
+
+
+TRUE_SE = {"lengthscale": np.array([0.25, 0.6]), "variance": 2.0, "noise": 0.05}
+TRUE_M52 = {"lengthscale": np.array([0.3, 0.5]), "variance": 1.5, "noise": 0.02, "mean": 5.0}
+
+
+@pytest.fixture(scope="module")
+def se_data():
+    return draw_prior(0, 300, TRUE_SE["lengthscale"], TRUE_SE["variance"], TRUE_SE["noise"])
+
+
+@pytest.fixture(scope="module")
+def se_fit(se_data):
+    return GaussianProcessRegressor(kernel="se", random_state=0).fit(*se_data)
+
+
+@pytest.fixture(scope="module")
+def m52_data():
+    t = TRUE_M52
+    return draw_prior(1, 300, t["lengthscale"], t["variance"], t["noise"], "matern", 2, t["mean"])
+
+
+@pytest.fixture(scope="module")
+def m52_fit(m52_data):
+    gp = GaussianProcessRegressor(kernel="matern", p=2, mean="constant", objective="reml", random_state=0)
+    return gp.fit(*m52_data)
+
+
+# --------------------------------------------------------------------------- MAP recovery
+def test_map_recovers_se_hyperparameters(se_fit):
+    """n = 300 draw from the prior (seed 0): measured ℓ = (0.244, 0.758) for (0.25, 0.6),
+    σ² = 2.23 for 2.0, σ_n² = 0.0435 for 0.05. Tolerances: ℓ ±30 %, σ² within a factor 2
+    (the variance is only weakly identified on a bounded domain), σ_n² ±25 %."""
+    th = se_fit.theta_
+    np.testing.assert_allclose(th["lengthscale"], TRUE_SE["lengthscale"], rtol=0.30)
+    assert 0.5 < th["variance"] / TRUE_SE["variance"] < 2.0
+    np.testing.assert_allclose(th["noise"], TRUE_SE["noise"], rtol=0.25)
+    assert all(se_fit.fit_info_["converged"])
+    assert se_fit.fit_info_["compile_mode"] == str(get_compile_mode())
+
+
+def test_reml_recovers_matern_hyperparameters_and_mean(m52_fit):
+    """Matérn-5/2, constant mean 5, REML (seed 1): measured ℓ = (0.314, 0.486),
+    σ² = 1.86, σ_n² = 0.0227, m̂ = 3.71; m̂ must lie within 3 GLS standard errors."""
+    th = m52_fit.theta_
+    np.testing.assert_allclose(th["lengthscale"], TRUE_M52["lengthscale"], rtol=0.30)
+    assert 0.5 < th["variance"] / TRUE_M52["variance"] < 2.0
+    np.testing.assert_allclose(th["noise"], TRUE_M52["noise"], rtol=0.25)
+    se_mean = np.sqrt(1.0 / m52_fit._state["s"])  # Var(m̂) = 1 / (1ᵀK⁻¹1)
+    assert abs(th["mean_"] - TRUE_M52["mean"]) < 3 * se_mean
+    assert m52_fit.mean_ == th["mean_"]
+
+
+@pytest.mark.parametrize("which", ["se", "m52"])
+def test_fitted_theta_is_a_local_maximum(which, se_fit, m52_fit):
+    gp = se_fit if which == "se" else m52_fit
+    best = gp.log_marginal_likelihood()
+    assert best == pytest.approx(gp.log_marginal_likelihood_value_)
+    assert best == pytest.approx(gp.fit_info_["best_objective"], abs=1e-8)
+    th = gp.theta_
+    for key, factor in [("variance", 1.05), ("variance", 0.95), ("noise", 1.05), ("noise", 0.95)]:
+        assert gp.log_marginal_likelihood({key: th[key] * factor}) < best
+    for j in range(2):
+        for f in (0.97, 1.03):
+            ls = th["lengthscale"].copy()
+            ls[j] *= f
+            assert gp.log_marginal_likelihood({"lengthscale": ls}) < best
+
+
+def test_fit_is_deterministic_under_seed(se_data, se_fit):
+    again = GaussianProcessRegressor(kernel="se", random_state=0).fit(*se_data)
+    np.testing.assert_allclose(again.theta_["lengthscale"], se_fit.theta_["lengthscale"], rtol=1e-10)
+    assert clone(se_fit).get_params() == se_fit.get_params()
+    assert not hasattr(clone(se_fit), "theta_")
+
+
+# ------------------------------------------------------------------ objectives (NumPy)
+def test_ml_equals_multivariate_normal_logpdf(se_fit):
+    th = {"lengthscale": np.array([0.4, 0.3]), "variance": 1.2, "noise": 0.1}
+    X, y = se_fit.X_train_, se_fit.y_train_
+    K = kernel("se", X, None, th["lengthscale"], th["variance"]) + th["noise"] * np.eye(len(y))
+    ref = stats.multivariate_normal(np.zeros(len(y)), K).logpdf(y)
+    assert se_fit.log_marginal_likelihood(th) == pytest.approx(ref, rel=1e-10)
+
+
+def test_reml_and_profile_ml_closed_forms(m52_data):
+    X, y = m52_data
+    X, y = X[:80], y[:80]
+    th = {"lengthscale": np.array([0.4, 0.3]), "variance": 1.2, "noise": 0.1}
+    K = kernel("matern", X, None, th["lengthscale"], th["variance"], p=2) + 0.1 * np.eye(80)
+    Ki = np.linalg.inv(K)
+    one = np.ones(80)
+    Qi = Ki - np.outer(Ki @ one, one @ Ki) / (one @ Ki @ one)
+    logdet = np.linalg.slogdet(K)[1]
+    reml = -0.5 * (y @ Qi @ y + logdet + np.log(one @ Ki @ one) + 79 * np.log(2 * np.pi))
+    mhat = (one @ Ki @ y) / (one @ Ki @ one)
+    ml = stats.multivariate_normal(mhat * one, K).logpdf(y)
+    for objective, ref in [("reml", reml), ("ml", ml)]:
+        gp = GaussianProcessRegressor(
+            kernel="matern", p=2, mean="constant", objective=objective, theta=th, optimize=False
+        ).fit(X, y)
+        assert gp.log_marginal_likelihood() == pytest.approx(ref, rel=1e-10)
+        assert gp.mean_ == pytest.approx(mhat, rel=1e-10)
+
+
+# ------------------------------------------------------------------ σ(θ, x) for any θ
+def _kriging_reference(X, y, Xs, th, kern, p, constant):
+    """Direct solve of the (universal) kriging system, from scratch."""
+    n = len(y)
+    K = kernel(kern, X, None, th["lengthscale"], th["variance"], p=p) + th["noise"] * np.eye(n)
+    ks = kernel(kern, X, Xs, th["lengthscale"], th["variance"], p=p)
+    if not constant:
+        w = np.linalg.solve(K, ks)
+        return w.T @ y, th["variance"] - np.sum(w * ks, axis=0)
+    A = np.block([[K, np.ones((n, 1))], [np.ones((1, n)), np.zeros((1, 1))]])
+    sol = np.linalg.solve(A, np.vstack([ks, np.ones((1, ks.shape[1]))]))
+    w, nu = sol[:n], sol[n]
+    return w.T @ y, th["variance"] - np.sum(w * ks, axis=0) - nu
+
+
+@pytest.mark.parametrize("which", ["se", "m52"])
+def test_sigma_for_new_theta_equals_recomputation(which, se_fit, m52_fit):
+    gp = se_fit if which == "se" else m52_fit
+    rng = np.random.default_rng(5)
+    Xs = rng.uniform(-0.2, 1.2, size=(50, 2))
+    new = {"lengthscale": np.array([0.17, 0.9]), "variance": 0.7, "noise": 0.3}
+    for th in (new, None):
+        mu, sd = gp.predict_mean_std(Xs, theta=th, include_noise=False)
+        th_full = gp.theta_ if th is None else th
+        ref_mu, ref_var = _kriging_reference(
+            gp.X_train_, gp.y_train_, Xs, th_full, gp.kernel, gp.p, gp.mean == "constant"
+        )
+        np.testing.assert_allclose(mu, ref_mu, rtol=1e-8, atol=1e-8)
+        np.testing.assert_allclose(sd, np.sqrt(ref_var), rtol=1e-7)
+        mu2, sd2 = gp.predict_mean_std(Xs, theta=th, include_noise=True)
+        np.testing.assert_allclose(sd2**2, sd**2 + th_full["noise"], rtol=1e-12)
+        np.testing.assert_allclose(mu2, mu)
+    # the fitted factorisation is untouched by predictions at another θ
+    np.testing.assert_allclose(gp.predict_mean_std(Xs)[0], gp.predict_mean_std(Xs, theta=gp.theta_)[0])
+
+
+def test_partial_theta_fills_in_fitted_values(se_fit):
+    Xs = se_fit.X_train_[:7]
+    ls = np.array([0.3, 0.3])
+    a = se_fit.predict_mean_std(Xs, theta={"lengthscale": 0.3})
+    b = se_fit.predict_mean_std(Xs, theta={**se_fit.theta_, "lengthscale": ls})
+    np.testing.assert_allclose(a, b)
+    np.testing.assert_allclose(se_fit.kernel_matrix(Xs, theta={"lengthscale": ls}),
+                               kernel("se", Xs, None, ls, se_fit.theta_["variance"]))
+
+
+def test_predict_returns_normal_contract(se_fit):
+    from scipy.special import ndtri
+
+    Xs = se_fit.X_train_[:4]
+    levels = np.array([0.1, 0.5, 0.9])
+    pred = se_fit.predict(Xs, levels=levels)
+    assert isinstance(pred, xr.Dataset) and pred.attrs["family"] == "normal"
+    mu, sd = se_fit.predict_mean_std(Xs)
+    np.testing.assert_allclose(pred["quantile"].values, mu[:, None] + sd[:, None] * ndtri(levels))
+
+
+def test_interpolation_reproduces_training_data():
+    X, y = draw_prior(2, 40, [0.3], 1.0, 0.0 + 1e-10)
+    gp = GaussianProcessRegressor(
+        kernel="matern", p=1, noise=False, theta={"lengthscale": 0.3, "variance": 1.0}, optimize=False
+    ).fit(X, y)
+    mu, sd = gp.predict_mean_std(X, include_noise=False)
+    np.testing.assert_allclose(mu, y, atol=1e-6)
+    assert sd.max() < 1e-3
+    assert gp.theta_["noise"] == pytest.approx(1e-8)
+
+
+# ------------------------------------------------------------------------ the PyMC model
+@pytest.mark.parametrize("which", ["se", "m52"])
+def test_pymc_model_logp_equals_numpy_objective(which, se_fit, m52_fit):
+    gp = se_fit if which == "se" else m52_fit
+    th = {"lengthscale": np.array([0.4, 0.35]), "variance": 1.3, "noise": 0.07}
+    point = {
+        "log_lengthscale": np.log(th["lengthscale"]),
+        "log_variance": np.log(th["variance"]),
+        "log_noise": np.log(th["noise"]),
+    }
+    flat = gp.build_model(priors="flat")
+    lp = flat.compile_logp(mode="FAST_COMPILE")(point)
+    assert lp == pytest.approx(gp.log_marginal_likelihood(th), rel=1e-10)
+    weak = gp.build_model(priors="weak")
+    centre, _, _ = _pymc.heuristics(gp._spec(2), gp.X_train_, gp.y_train_, gp.nugget)
+    values = np.concatenate([point["log_lengthscale"], [point["log_variance"], point["log_noise"]]])
+    prior = stats.norm(centre, 2.0).logpdf(values).sum()
+    assert weak.compile_logp(mode="FAST_COMPILE")(point) == pytest.approx(lp + prior, abs=1e-7)
+
+
+def test_compiled_gradient_matches_finite_differences(se_fit):
+    spec = se_fit._spec(2)
+    entry = _pymc.compiled(spec, get_compile_mode())
+    import pymc as pm
+
+    pm.set_data({"X": se_fit.X_train_[:60], "y": se_fit.y_train_[:60]}, model=entry.model)
+    x = np.log([0.3, 0.5, 1.5, 0.1])
+    _, grad = entry.value_and_grad(x)
+    fd = np.array([
+        (entry.value_and_grad(x + h)[0] - entry.value_and_grad(x - h)[0]) / 2e-6
+        for h in np.eye(4) * 1e-6
+    ])
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-6)
+
+
+def test_compile_mode_is_configurable(se_data):
+    X, y = se_data
+    old = get_compile_mode()
+    try:
+        set_compile_mode("FAST_COMPILE")
+        assert get_compile_mode() == "FAST_COMPILE"
+    finally:
+        set_compile_mode(old)
+    gp = GaussianProcessRegressor(compile_mode="FAST_COMPILE", n_restarts=1, random_state=0)
+    gp.fit(X[:50], y[:50])
+    assert gp.fit_info_["compile_mode"] == "FAST_COMPILE"
+
+
+@pytest.mark.slow
+def test_build_model_samples_with_nuts():
+    """Full NUTS on a tiny problem (12–35 s): the MAP lies inside the posterior's 96 % range."""
+    import pymc as pm
+    from threadpoolctl import threadpool_limits
+
+    X, y = draw_prior(0, 20, [0.3], 1.0, 0.01)
+    gp = GaussianProcessRegressor(random_state=0).fit(X, y)
+    # 20 x 20 matrices: threaded BLAS only adds overhead (minutes on a busy 2-core box)
+    with gp.build_model(), threadpool_limits(limits=1, user_api="blas"):
+        idata = pm.sample(
+            200, tune=200, chains=2, cores=1, random_seed=1, progressbar=False,
+            compile_kwargs={"mode": "FAST_COMPILE"}, nuts_sampler="pymc",
+            compute_convergence_checks=False,
+        )
+    post = idata.posterior["lengthscale"].values.ravel()
+    assert np.quantile(post, 0.02) < gp.theta_["lengthscale"][0] < np.quantile(post, 0.98)
+
+
+# ------------------------------------------------------------------------------ bad input
+def test_bad_input_messages(se_data):
+    X, y = se_data
+    gp = GaussianProcessRegressor(theta=TRUE_SE, optimize=False)
+    Xn = X.copy()
+    Xn[3, 1] = np.nan
+    with pytest.raises(ValueError, match=r"X must be finite.*NaN\) at index \(3, 1\)"):
+        gp.fit(Xn, y)
+    yi = y.copy()
+    yi[7] = np.inf
+    with pytest.raises(ValueError, match=r"y must be finite.*inf\) at index 7"):
+        gp.fit(X, yi)
+    with pytest.raises(ValueError, match="mismatched lengths: X has 300, y has 299"):
+        gp.fit(X, y[:-1])
+    with pytest.raises(ValueError, match=r"X must be 2-D.*reshape\(-1, 1\)"):
+        gp.fit(X[:, 0], y)
+    with pytest.raises(ValueError, match="kernel must be one of 'se', 'matern'; got 'rbf'"):
+        GaussianProcessRegressor(kernel="rbf").fit(X, y)
+    with pytest.raises(ValueError, match=r"p must be >= 0.*got -1"):
+        GaussianProcessRegressor(kernel="matern", p=-1).fit(X, y)
+    with pytest.raises(ValueError, match="objective='reml' needs mean='constant'"):
+        GaussianProcessRegressor(objective="reml").fit(X, y)
+    with pytest.raises(ValueError, match="optimize=False needs fixed hyperparameters"):
+        GaussianProcessRegressor(optimize=False).fit(X, y)
+    with pytest.raises(ValueError, match="n_restarts must be >= 1; got 0"):
+        GaussianProcessRegressor(n_restarts=0).fit(X, y)
+    with pytest.raises(ValueError, match=r"theta has unknown key\(s\) \['ls'\]"):
+        GaussianProcessRegressor(theta={"ls": 1.0}, optimize=False).fit(X, y)
+    with pytest.raises(ValueError, match=r"theta\['variance'\] must be finite and > 0; got -1"):
+        GaussianProcessRegressor(theta={**TRUE_SE, "variance": -1}, optimize=False).fit(X, y)
+
+
+def test_lifecycle_and_shape_errors(se_fit):
+    gp = GaussianProcessRegressor()
+    for call in (lambda: gp.predict_mean_std(np.zeros((2, 2))), lambda: gp.predict(np.zeros((2, 2))),
+                 gp.loo, lambda: gp.kernel_matrix(np.zeros((2, 2)))):
+        with pytest.raises(NotFittedError, match=r"not fitted yet\. Call fit\(\.\.\.\)"):
+            call()
+    with pytest.raises(ValueError, match="X has 3 features but the model was fitted with 2"):
+        se_fit.predict_mean_std(np.zeros((4, 3)))
+    with pytest.raises(ValueError, match=r"theta\['lengthscale'\] must be a scalar or have one entry per feature \(2\)"):
+        se_fit.predict_mean_std(np.zeros((4, 2)), theta={"lengthscale": [1.0, 2.0, 3.0]})
+
+
+def test_blas_thread_policy_is_validated_and_restored(se_data):
+    from threadpoolctl import threadpool_info
+
+    from calibprob.gp import get_blas_threads, set_blas_threads
+
+    with pytest.raises(ValueError, match="blas_threads must be 'auto', None or a positive int; got 0"):
+        set_blas_threads(0)
+    before = [i["num_threads"] for i in threadpool_info()]
+    X, y = se_data
+    GaussianProcessRegressor(theta=TRUE_SE, optimize=False).fit(X[:50], y[:50])
+    assert [i["num_threads"] for i in threadpool_info()] == before
+    assert get_blas_threads() == "auto"
