@@ -66,6 +66,7 @@ __all__ = [
     # array layer
     "ece_levels",
     "iae_confidence_levels",
+    "interval_levels",
     "fraction_below",
     "calibration_curve_from_pit",
     "calibration_error",
@@ -98,6 +99,7 @@ __all__ = [
     "ueb_width",
     # public entry point
     "evaluate",
+    "evaluate_intervals",
     "METRIC_NAMES",
 ]
 
@@ -1176,4 +1178,117 @@ def evaluate(
         point=point,
         description="calibprob.evaluate: calibration, sharpness and scoring metrics of one prediction",
     )
+    return out
+
+
+def interval_levels(confidence_levels=DEFAULT_CONFIDENCE_LEVELS) -> np.ndarray:
+    """The confidence levels an interval-only method must provide for :func:`evaluate_intervals`.
+
+    The union of ``confidence_levels`` and the IAE grid :func:`iae_confidence_levels`.
+
+    Returns
+    -------
+    ndarray, sorted
+    """
+    c = check_confidence_levels(confidence_levels, "confidence_levels")
+    return np.unique(np.round(np.concatenate([c, iae_confidence_levels()]), 12))
+
+
+def evaluate_intervals(intervals: xr.Dataset, y, confidence_levels=DEFAULT_CONFIDENCE_LEVELS) -> xr.Dataset:
+    r"""The interval metrics of a method that gives intervals but no quantile function.
+
+    Jackknife+, CV+, J+GP, asymJ+GP and the full-conformal GP define central
+    intervals at each confidence level, not a predictive distribution, so only
+    ``coverage``, ``width`` and the IAE (Pion & Vazquez 2024) are defined for
+    them; :func:`evaluate` gives the rest for methods with a quantile function.
+
+    Parameters
+    ----------
+    intervals : xarray.Dataset
+        ``lower`` and ``upper`` over (``obs``, ``confidence_level``), at least at
+        :func:`interval_levels` ``(confidence_levels)``. An unbounded interval
+        (``-inf``/``inf``, the honest conformal answer when too few points
+        resolve a level) counts as covering with infinite width.
+    y : array_like, shape (n_obs,)
+    confidence_levels : sequence of float
+        Levels of the reported ``coverage`` and ``width``.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``iae`` (scalar), ``coverage`` and ``width`` over ``confidence_level``,
+        ``iae_coverage`` over ``iae_level`` — the same names, dims and
+        attributes as in :func:`evaluate`.
+
+    Raises
+    ------
+    ValueError
+        Missing ``lower``/``upper``, a level not provided, non-finite ``y`` or a
+        length mismatch.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr, calibprob
+    >>> from calibprob.metrics import evaluate_intervals, interval_levels
+    >>> c = interval_levels([0.9]); z = calibprob.normal(np.zeros(500), np.ones(500)).calib.interval(c)
+    >>> y = np.random.default_rng(0).normal(size=500)
+    >>> m = evaluate_intervals(z, y, [0.9])
+    >>> 0.85 < float(m["coverage"].sel(confidence_level=0.9)) < 0.95
+    True
+
+    References
+    ----------
+    Pion, A., Vazquez, E. (2024), Table 1 (IAE, coverage, width).
+    """
+    if not isinstance(intervals, xr.Dataset) or not {"lower", "upper"} <= set(intervals.data_vars):
+        raise ValueError(
+            "intervals must be an xarray.Dataset with 'lower' and 'upper' variables over "
+            "(obs, confidence_level), e.g. from predict_interval(X, confidence_level=[...])."
+        )
+    lo_all = intervals["lower"].transpose("obs", "confidence_level")
+    hi_all = intervals["upper"].transpose("obs", "confidence_level")
+    yv = np.asarray(y, dtype=float).ravel()
+    if not np.all(np.isfinite(yv)):
+        raise ValueError("y contains NaN or infinite values; drop or impute them before scoring.")
+    if yv.size != lo_all.sizes["obs"]:
+        raise ValueError(f"y has {yv.size} values but the intervals have {lo_all.sizes['obs']} observations.")
+    c = check_confidence_levels(confidence_levels, "confidence_levels")
+    c_iae = iae_confidence_levels()
+    have = np.round(np.asarray(intervals["confidence_level"].values, float), 12)
+
+    def at(levels):
+        idx = []
+        for lv in np.round(levels, 12):
+            hit = np.flatnonzero(np.isclose(have, lv, rtol=0, atol=1e-9))
+            if hit.size == 0:
+                raise ValueError(
+                    f"intervals lack confidence_level={lv:g}; predict them at "
+                    "calibprob.metrics.interval_levels(confidence_levels)."
+                )
+            idx.append(hit[0])
+        return lo_all.values[:, idx], hi_all.values[:, idx]
+
+    lo, hi = at(c)
+    lo_i, hi_i = at(c_iae)
+    iae_cov = interval_coverage(yv, lo_i, hi_i)
+    with np.errstate(invalid="ignore"):
+        widths = mean_interval_width(lo, hi)
+    out = xr.Dataset(
+        {
+            "iae": _scalar(integrated_absolute_error(iae_cov, c_iae), "iae", dict(_ATTRS["iae"])),
+            "coverage": xr.DataArray(interval_coverage(yv, lo, hi), dims=("confidence_level",),
+                                     attrs=dict(_ATTRS["coverage"])),
+            "width": xr.DataArray(widths, dims=("confidence_level",), attrs=dict(_ATTRS["width"])),
+            "iae_coverage": xr.DataArray(iae_cov, dims=("iae_level",), attrs=dict(_ATTRS["iae_coverage"])),
+        },
+        coords={
+            "confidence_level": ("confidence_level", c,
+                                 {"description": "confidence level of the central interval"}),
+            "iae_level": ("iae_level", c_iae,
+                          {"description": "confidence level 1 - alpha of the central interval"}),
+        },
+    )
+    out.attrs.update(method=str(intervals.attrs.get("method", "unknown")), family="intervals",
+                     n_obs=int(yv.size),
+                     description="calibprob.evaluate_intervals: interval metrics of an interval-only method")
     return out

@@ -85,3 +85,24 @@ def test_invalid_toml(tmp_path):
     p.write_text("name = \n")
     with pytest.raises(SpecError, match="invalid TOML"):
         load_spec(p)
+
+
+def test_base_options_table_matches_the_constructors():
+    import inspect
+
+    from calibprob.compare.methods import make_base
+    from calibprob.compare.spec import BASE_OPTIONS
+
+    for kind, names in BASE_OPTIONS.items():
+        params = set(inspect.signature(type(make_base({"kind": kind}))).parameters) - {"random_state"}
+        assert set(names) == params, kind
+
+
+def test_unknown_base_option_is_rejected_with_the_valid_ones():
+    from calibprob.compare import parse_spec
+    from calibprob.compare.spec import SpecError
+
+    spec = {"name": "x", "datasets": ["diabetes"], "split": {"train": 0.5, "test": 0.5},
+            "base": {"kind": "gp", "kernel": "matern", "nu": 2.5}, "methods": {"b": {"kind": "base"}}}
+    with pytest.raises(SpecError, match="unknown key 'nu' in \\[base\\].*Valid keys: .*kernel"):
+        parse_spec(spec)

@@ -136,68 +136,70 @@ def format_table(results: xr.Dataset, metrics=None) -> str:
 def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
     """Reliability diagrams, coverage curves and a sharpness-vs-calibration scatter as PNG files.
 
-    Returns the written paths (one file per data set and plot kind).
+    The curves are the per-repetition ones stored in the results file
+    (``observed_fraction`` over the ECE levels, ``iae_coverage`` over the IAE
+    levels), averaged over repetitions with ±2 s.e. bands.
+
+    Returns
+    -------
+    list of Path
+        One file per data set and plot kind.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from calibprob.plots import draw_coverage, draw_reliability
+
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
     cals = [str(c) for c in results["calibrator"].values]
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+
+    def curve_dim(da):
+        return next(x for x in da.dims if x not in ("dataset", "calibrator", "repetition"))
+
+    def save(fig, name):
+        path = outdir / name
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        written.append(path)
+
     for d in results["dataset"].values:
         r = results.sel(dataset=d)
+        nrep = r.sizes.get("repetition", 1)
         if "observed_fraction" in r:
+            of = r["observed_fraction"]
+            lv = of[curve_dim(of)].values
+            curves, bands = {}, {}
+            for c in cals:
+                x = of.sel(calibrator=c)
+                m = x.mean("repetition").values
+                curves[c] = m
+                if nrep > 1:
+                    se = (x.std("repetition", ddof=1) / np.sqrt(nrep)).values
+                    bands[c] = (m - 2 * se, m + 2 * se)
             fig, ax = plt.subplots(figsize=(5, 5))
-            lvl_dim = [x for x in r["observed_fraction"].dims if x not in ("calibrator", "repetition")][0]
-            lv = r[lvl_dim].values
-            ax.plot([0, 1], [0, 1], color="0.6", ls="--", lw=1, label="ideal")
-            for i, c in enumerate(cals):
-                of = r["observed_fraction"].sel(calibrator=c)
-                m = of.mean("repetition")
-                ax.plot(lv, m, marker="o", ms=3, color=colors[i % len(colors)], label=c)
-                if of.sizes["repetition"] > 1:
-                    se = of.std("repetition", ddof=1) / np.sqrt(of.sizes["repetition"])
-                    ax.fill_between(lv, m - 2 * se, m + 2 * se, color=colors[i % len(colors)], alpha=0.15)
-            ax.set(xlabel="quantile level p", ylabel="observed fraction of y ≤ Q(p)",
-                   title=f"Reliability diagram — {d}", xlim=(0, 1), ylim=(0, 1))
-            ax.legend(fontsize=8)
-            p = outdir / f"{d}_reliability.png"
-            fig.savefig(p, dpi=110, bbox_inches="tight")
-            plt.close(fig)
-            written.append(p)
+            draw_reliability(ax, lv, curves, bands, title=f"Reliability diagram — {d}")
+            save(fig, f"{d}_reliability.png")
         if "iae_coverage" in r:
+            cov = r["iae_coverage"]
+            nominal = cov[curve_dim(cov)].values
             fig, ax = plt.subplots(figsize=(5, 5))
-            lvl_dim = [x for x in r["iae_coverage"].dims if x not in ("calibrator", "repetition")][0]
-            lv = r[lvl_dim].values
-            ax.plot([0, 1], [0, 1], color="0.6", ls="--", lw=1, label="ideal")
-            for i, c in enumerate(cals):
-                ax.plot(lv, r["iae_coverage"].sel(calibrator=c).mean("repetition"), marker="o", ms=3,
-                        color=colors[i % len(colors)], label=c)
-            ax.set(xlabel="nominal confidence level", ylabel="empirical coverage",
-                   title=f"Coverage of central intervals — {d}", xlim=(0, 1), ylim=(0, 1))
-            ax.legend(fontsize=8)
-            p = outdir / f"{d}_coverage.png"
-            fig.savefig(p, dpi=110, bbox_inches="tight")
-            plt.close(fig)
-            written.append(p)
+            draw_coverage(ax, nominal, {c: cov.sel(calibrator=c).mean("repetition").values for c in cals},
+                          title=f"Coverage of central intervals — {d}")
+            save(fig, f"{d}_coverage.png")
         if "ece" in r and "std" in r:
+            colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
             fig, ax = plt.subplots(figsize=(5.5, 4.5))
             for i, c in enumerate(cals):
-                x = r["ece"].sel(calibrator=c)
-                y = r["std"].sel(calibrator=c)
-                ax.scatter(x, y, s=12, alpha=0.35, color=colors[i % len(colors)])
-                ax.scatter(x.mean(), y.mean(), s=90, marker="D", edgecolor="k",
-                           color=colors[i % len(colors)], label=c)
+                x, y = r["ece"].sel(calibrator=c), r["std"].sel(calibrator=c)
+                col = colors[i % len(colors)]
+                ax.scatter(x, y, s=12, alpha=0.35, color=col)
+                ax.scatter(x.mean(), y.mean(), s=90, marker="D", edgecolor="k", color=col, label=c)
             ax.set(xlabel="ECE (lower = better calibrated)", ylabel="mean predictive STD (lower = sharper)",
                    title=f"Sharpness vs calibration — {d}")
-            ax.set_xscale("symlog", linthresh=1e-4)
             ax.legend(fontsize=8)
-            p = outdir / f"{d}_sharpness_calibration.png"
-            fig.savefig(p, dpi=110, bbox_inches="tight")
-            plt.close(fig)
-            written.append(p)
+            save(fig, f"{d}_sharpness_calibration.png")
     return written

@@ -80,7 +80,7 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
         plus ``fit_time(calibrator)``, ``base_fit_time`` and ``error(calibrator)``.
     """
     from calibprob.compare.methods import METHOD_KINDS, TaskContext, make_base
-    from calibprob.metrics import evaluate
+    from calibprob.metrics import evaluate, evaluate_intervals
 
     spec = parse_spec(spec_dict)
     seed, arrays = _prepare(spec, dataset, repetition)
@@ -93,14 +93,18 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
     t0 = time.perf_counter()
     base.fit(X_train, y_train)
     base_time = time.perf_counter() - t0
-    ctx = TaskContext(X_train, y_train, X_cal, y_cal, X_test, base, spec.base, levels, seed)
+    ctx = TaskContext(X_train, y_train, X_cal, y_cal, X_test, base, spec.base, levels, seed,
+                      tuple(spec.confidence_levels))
 
     scores, times, errors = [], [], []
     for m in spec.methods:
         t0 = time.perf_counter()
         try:
             pred = METHOD_KINDS[m.kind].func(ctx, **m.options)
-            score = evaluate(pred, y_test, confidence_levels=spec.confidence_levels)
+            if "quantile" in pred or "loc" in pred:
+                score = evaluate(pred, y_test, confidence_levels=spec.confidence_levels)
+            else:  # interval-only methods (jackknife+, J+GP, FCP-GP): coverage, width, IAE
+                score = evaluate_intervals(pred, y_test, confidence_levels=spec.confidence_levels)
             errors.append("")
             scores.append(score.expand_dims(calibrator=[m.name]))
         except Exception as err:  # recorded, never fatal for the other methods
@@ -108,7 +112,9 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
         times.append(time.perf_counter() - t0)
     names = spec.method_names
     if scores:
-        out = xr.concat(scores, dim="calibrator", join="outer").reindex(calibrator=names)
+        # merge, not concat: interval-only methods lack the density metrics (NaN there)
+        out = xr.merge(scores, join="outer", compat="no_conflicts", combine_attrs="drop_conflicts")
+        out = out.reindex(calibrator=names)
     else:
         out = xr.Dataset(coords={"calibrator": names})
     out["fit_time"] = ("calibrator", np.asarray(times))
@@ -181,6 +187,10 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
     ds = xr.combine_by_coords(pieces, combine_attrs="drop", join="outer")
     ds = ds.reindex(dataset=spec.dataset_names, repetition=np.arange(spec.repetitions),
                     calibrator=spec.method_names)
+    # Encodings come from whichever part file was read first (e.g. a fixed-width
+    # string of that part's data set name); reused on write they truncate longer names.
+    for var in ds.variables.values():
+        var.encoding = {}
     for name in ("error", "task_error"):
         if name in ds:
             ds[name] = ds[name].fillna("").astype(str)

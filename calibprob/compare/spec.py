@@ -50,6 +50,16 @@ TOP_KEYS = {
     "levels": "quantile levels stored in each prediction (default 0.01..0.99)",
 }
 BASE_KINDS = ("gp", "sparse-gp", "ols", "bayesian-ridge")
+# Constructor options of each base (random_state comes from the task seed). Kept here, not
+# read from the classes, so validating a spec does not import PyMC; a test checks they agree.
+_GP_OPTIONS = ("kernel", "p", "mean", "noise", "nugget", "objective", "theta", "optimize", "n_restarts",
+               "compile_mode")
+BASE_OPTIONS = {
+    "gp": _GP_OPTIONS,
+    "sparse-gp": _GP_OPTIONS + ("n_inducing", "jitter", "inducing_points"),
+    "ols": ("fit_intercept",),
+    "bayesian-ridge": ("fit_intercept", "max_iter", "tol", "alpha_init", "lambda_init"),
+}
 SPLIT_KEYS = ("train", "calibrate", "test")
 DATASET_KEYS = {"name", "path", "target", "function", "n", "dim", "noise", "design"}
 DEFAULT_METRICS = ("ece", "nll", "crps", "std", "rmse", "coverage", "width")
@@ -298,6 +308,7 @@ def parse_spec(data: dict, *, source: str = "", root: str | Path = ".") -> Spec:
     if not isinstance(base, dict) or base.get("kind") not in BASE_KINDS:
         got = base.get("kind") if isinstance(base, dict) else base
         raise SpecError(f"base.kind must be one of {', '.join(BASE_KINDS)}; got {got!r}.")
+    _check_keys(base, ("kind",) + BASE_OPTIONS[base["kind"]], f"[base] (kind {base['kind']!r})")
     reps = data.get("repetitions", 1)
     if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
         raise SpecError(f"repetitions must be a positive integer; got {reps!r}.")

@@ -1,0 +1,44 @@
+"""Calibrators: post-processors that map a base model's predictive distribution to a calibrated one.
+
+Submodules (imported lazily, on first access of one of their names, so that
+``import calibprob.calibrators`` stays light and no PyMC model is built):
+
+* :mod:`calibprob.calibrators.recalibration` — the recalibration baselines:
+  isotonic (Kuleshov et al. 2018, RK), Vovk's randomized calibrator (Vovk et
+  al. 2020, RV), constant offsets around the mean (Marx et al. 2022, RM) and
+  variance scaling.
+* :mod:`calibprob.calibrators.gp_beta` — GP-Beta distribution calibration (Song et
+  al. 2019) as a PyMC model: ``GPBetaCalibrator.fit(mu, sigma, y)`` on the base's
+  Gaussian outputs.
+
+Every calibrator follows the scikit-learn contract of :mod:`calibprob._base`:
+``fit(pred_cal, y_cal)`` on the base's prediction for calibration data and
+``predict(pred)`` returning the predictive-distribution contract of
+:mod:`calibprob.predictive`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# name -> submodule defining it; sibling modules add their public names here
+_LAZY = {
+    "IsotonicRecalibrator": "calibprob.calibrators.recalibration",
+    "VovkRecalibrator": "calibprob.calibrators.recalibration",
+    "MarxRecalibrator": "calibprob.calibrators.recalibration",
+    "VarianceScalingRecalibrator": "calibprob.calibrators.recalibration",
+    "GPBetaCalibrator": "calibprob.calibrators.gp_beta",
+    "SharpCalibratedGP": "calibprob.calibrators.sharp_gp",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'calibprob.calibrators' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

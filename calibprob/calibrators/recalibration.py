@@ -1,0 +1,835 @@
+r"""Recalibration baselines: isotonic (RK), Vovk's randomized (RV), Marx's constant offsets (RM), variance scaling.
+
+Each calibrator post-processes the predictive distribution of *any* base
+model (Gaussian family or quantile family, see :mod:`calibprob.predictive`):
+``fit(pred_cal, y_cal)`` takes the base's prediction on held-out calibration
+data and the observed values, ``predict(pred)`` maps the base's prediction on
+new inputs to the recalibrated predictive Dataset (a full, non-crossing
+quantile function on the prediction's levels).
+
+Scores
+------
+The three distribution-free calibrators work with one scalar *score* per
+calibration point and the empirical quantile function of the scores:
+
+* RK and RV score a point by its probability integral transform
+  :math:`u_i = F_i(y_i)`, kept on the probit scale
+  :math:`w_i = \Phi^{-1}(u_i)` (for a Gaussian base this is the z-score
+  :math:`(y_i - \mu_i)/\sigma_i`, with no rounding of :math:`u` to 0 or 1);
+  the recalibrated quantile maps a score back through the base:
+  :math:`Q_i(p) = F_i^{-1}(\Phi(w(p)))`.
+* RM scores by the raw residual :math:`r_i = y_i - \mu_i` and returns
+  :math:`Q_i(p) = \mu_i + r(p)` (constant width, the base's σ is ignored).
+
+With sorted scores :math:`s_{(1)} \le \dots \le s_{(n)}`, the score quantile
+function passes through the knots :math:`(k/(n+1),\ s_{(k)})` (the
+:math:`n + 1` convention of conformal prediction and of Marx et al. 2022,
+Thm. 1: for exchangeable data :math:`P(S \le s_{(k)}) = k/(n+1)` exactly).
+Between knots it is interpolated like every quantile function in calibprob,
+linearly in :math:`\Phi^{-1}(p)` (exact when the scores are Gaussian, i.e.
+when the base was already calibrated up to an affine map).
+
+Levels outside the calibration range
+------------------------------------
+The data determine the score quantile only for
+:math:`1/(n+1) \le p \le n/(n+1)`, so a level :math:`p` needs
+:math:`n \ge \max(1/p,\ 1/(1-p)) - 1` calibration points (99 for the default
+levels 0.01, ..., 0.99; see :func:`min_calibration_points`). By default
+``predict`` raises when a requested level is outside that range. With
+``extrapolate=True`` the score quantile function continues beyond the outer
+knots with the contract's Gaussian tail rule (a Gaussian tail matched to the
+two outermost knots), which keeps every quantile finite.
+
+Guarantees (tested in ``tests/test_recalibration.py``)
+-------------------------------------------------------
+For exchangeable calibration and test data with continuous scores, at a
+level :math:`p` inside the calibration range,
+
+* RK and RM: :math:`\lfloor p(n+1)\rfloor/(n+1) \le P(Y \le Q(p)) \le
+  \lceil p(n+1)\rceil/(n+1)`, so coverage is within :math:`1/(n+1)` of the
+  level (Marx et al. 2022, Thm. 1; Capone et al. 2023, Lemma 8.1);
+* RV: :math:`P(Y \le Q(p)) = p` exactly (Vovk et al. 2020), thanks to the
+  randomisation.
+
+Variance scaling has no such guarantee (it is a one-parameter parametric
+fix) but is the maximum-likelihood σ multiplier.
+
+References
+----------
+Kuleshov, V., Fenner, N. and Ermon, S. (2018). Accurate uncertainties for
+deep learning using calibrated regression. ICML, PMLR 80, 2796–2804 (RK).
+Vovk, V., Petej, I., Toccaceli, P., Gammerman, A., Ahlberg, E. and Carlsson,
+L. (2020). Conformal calibrators. COPA, PMLR 128, 84–99 (RV).
+Marx, C., Zhao, S., Neiswanger, W. and Ermon, S. (2022). Modular conformal
+calibration. ICML, PMLR 162, 15180–15195 (RM).
+Capone, A., Hirche, S. and Pleiss, G. (2023). Sharp calibrated Gaussian
+processes. NeurIPS, §7 and Table 1 (RK, RV, RM as baselines).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import xarray as xr
+from scipy import optimize, special
+
+from calibprob._base import BaseEstimator, check_is_fitted
+from calibprob._validation import check_array, check_choice, check_levels, check_same_length
+from calibprob.predictive import (
+    _locate,
+    _slopes,
+    from_quantiles,
+    normal,
+    quantile_cdf,
+    quantile_logpdf,
+    quantile_ppf,
+    validate,
+)
+
+__all__ = [
+    # NumPy layer
+    "min_calibration_points",
+    "levels_in_range",
+    "knot_levels",
+    "score_quantiles",
+    "isotonic_calibration_knots",
+    "vovk_ranks",
+    "variance_scale_factor",
+    # estimators
+    "IsotonicRecalibrator",
+    "VovkRecalibrator",
+    "MarxRecalibrator",
+    "VarianceScalingRecalibrator",
+    # comparison-runner kinds
+    "run_isotonic",
+    "run_vovk",
+    "run_marx",
+    "run_variance_scaling",
+]
+
+# k = p (n + 1) computed in floating point: 0.07 * 100 = 7.000000000000001 must
+# count as rank 7; levels are never meaningful to 1e-9.
+_RANK_TOL = 1e-9
+# rows per block where temporaries are (rows x L)
+_CHUNK = 4096
+# grid points of the variance-scaling likelihood search for quantile-family bases
+_SCALE_GRID = 241
+
+
+# ===========================================================================
+# NumPy layer
+# ===========================================================================
+
+
+def levels_in_range(levels, n: int) -> np.ndarray:
+    r"""Which levels lie in the calibration range :math:`[1/(n+1),\ n/(n+1)]`.
+
+    Parameters
+    ----------
+    levels : ndarray, shape (L,)
+    n : int
+        Number of calibration points.
+
+    Returns
+    -------
+    ndarray of bool, shape (L,)
+    """
+    h = np.asarray(levels, float) * (n + 1)
+    return (h >= 1.0 - _RANK_TOL) & (h <= n + _RANK_TOL)
+
+
+def min_calibration_points(levels) -> int:
+    r"""Smallest number of calibration points whose range covers every level.
+
+    .. math::
+
+        n_{\min} = \Bigl\lceil \max\Bigl(\frac{1}{p_{\min}},\ \frac{1}{1 - p_{\max}}\Bigr) - 1 \Bigr\rceil
+
+    so that :math:`1/(n+1) \le p_{\min}` and :math:`p_{\max} \le n/(n+1)`
+    (at least 2: two knots define the score quantile function).
+
+    Parameters
+    ----------
+    levels : array_like, shape (L,)
+        Levels in (0, 1).
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> min_calibration_points([0.01, 0.5, 0.99])
+    99
+    >>> min_calibration_points([0.05, 0.95])
+    19
+    """
+    p = check_levels(levels, "levels", increasing=False)
+    lo, hi = float(p.min()), float(p.max())
+    n = max(int(math.ceil(max(1.0 / lo, 1.0 / (1.0 - hi)) - 1.0 - 1e-6)), 2)
+    while not levels_in_range(np.array([lo, hi]), n).all():  # guard the float rounding
+        n += 1
+    while n > 2 and levels_in_range(np.array([lo, hi]), n - 1).all():
+        n -= 1
+    return n
+
+
+def knot_levels(n: int) -> np.ndarray:
+    r"""The knot levels :math:`k/(n+1)`, :math:`k = 1, \dots, n`; shape (n,)."""
+    return np.arange(1, n + 1) / (n + 1.0)
+
+
+def score_quantiles(sorted_scores, levels) -> np.ndarray:
+    r"""Empirical quantile function of calibration scores at ``levels``.
+
+    The piecewise-Gaussian quantile function of :mod:`calibprob.predictive`
+    through the knots :math:`(k/(n+1),\ s_{(k)})`: linear in
+    :math:`\Phi^{-1}(p)` between knots, Gaussian tails beyond them.
+
+    Parameters
+    ----------
+    sorted_scores : ndarray, shape (n,)
+        Non-decreasing scores, ``n >= 2``.
+    levels : ndarray, shape (L,)
+
+    Returns
+    -------
+    ndarray, shape (L,)
+    """
+    s = np.asarray(sorted_scores, float)
+    return quantile_ppf(s, knot_levels(s.size), np.asarray(levels, float))
+
+
+def isotonic_calibration_knots(pit_scores) -> tuple[np.ndarray, np.ndarray]:
+    r"""Kuleshov et al.'s isotonic calibration map :math:`R` as knots.
+
+    Kuleshov et al. (2018, Alg. 1) regress the observed frequency
+    :math:`\hat P(u_t) = \#\{s : u_s \le u_t\}/(n+1)` on the PIT values
+    :math:`u_t` with isotonic regression; the recalibrated CDF is
+    :math:`R \circ F`. Here the PITs are on the probit scale
+    :math:`w = \Phi^{-1}(u)` (a monotone reparametrisation: the fit is the
+    same), tied values are pooled with their counts as weights, and the fit
+    uses :func:`scipy.optimize.isotonic_regression`. (Because :math:`\hat P`
+    is itself non-decreasing in :math:`u`, the isotonic fit interpolates the
+    targets; it is kept so that the map is monotone by construction.)
+
+    The returned knots define :math:`R^{-1}`: for a level :math:`p` the
+    recalibrated quantile is :math:`F^{-1}(\Phi(w(p)))` with
+    :math:`w(p)` = :func:`calibprob.predictive.quantile_ppf` through
+    ``(levels, scores)``. Flat parts of :math:`R` (equal fitted values over
+    several scores, where :math:`R^{-1}` is set-valued) are collapsed to one
+    knot at the midpoint of the scores involved. When the smallest scores are
+    tied, a knot ``(1/(n+1), w_min)`` is prepended so that the knots always
+    span :math:`[1/(n+1), n/(n+1)]` and :math:`R^{-1}` is flat over the tied
+    mass.
+
+    Parameters
+    ----------
+    pit_scores : ndarray, shape (n,)
+        Probit PIT values :math:`w_t` of the calibration points.
+
+    Returns
+    -------
+    levels : ndarray, shape (J,)
+        Fitted values :math:`R(w_j)`, strictly increasing in (0, 1).
+    scores : ndarray, shape (J,)
+        The corresponding scores :math:`w_j`, non-decreasing.
+    """
+    w = np.sort(np.asarray(pit_scores, float))
+    n = w.size
+    x, first, counts = np.unique(w, return_index=True, return_counts=True)
+    # P-hat(u_t) = #{s: u_s <= u_t} / (n + 1): the same for all members of a tie
+    targets = (first + counts) / (n + 1.0)
+    R = optimize.isotonic_regression(targets, weights=counts.astype(float), increasing=True).x
+    # collapse flat parts of R (set-valued inverse) to their midpoint
+    levels, start = np.unique(R, return_index=True)
+    stop = np.r_[start[1:], R.size] - 1
+    scores = 0.5 * (x[start] + x[stop])
+    lowest = 1.0 / (n + 1.0)
+    if levels[0] > lowest + _RANK_TOL:
+        levels = np.r_[lowest, levels]
+        scores = np.r_[x[0], scores]
+    return levels, scores
+
+
+def vovk_ranks(levels, n: int, tau) -> np.ndarray:
+    r"""Ranks of the order statistics picked by Vovk's randomized calibrator.
+
+    The split conformal calibrator's CDF at a test point whose score is
+    :math:`a` is :math:`C(a, \tau) = (\#\{i: s_i < a\} + \tau\,(\#\{i: s_i = a\} + 1))/(n+1)`;
+    its generalised inverse at level :math:`p` is the order statistic
+    :math:`s_{(k)}` with
+
+    .. math::
+
+        k = \lceil p\,(n+1) - \tau \rceil
+          \;(= \lfloor p\,(n+1) - \tau \rfloor + 1 \text{ for almost every } \tau),
+
+    i.e. :math:`s_{(\lfloor h \rfloor + 1)}` with probability
+    :math:`h - \lfloor h \rfloor` and :math:`s_{(\lfloor h \rfloor)}`
+    otherwise (:math:`h = p(n+1)`, :math:`\tau \sim U(0,1)`): a randomised
+    interpolation between adjacent order statistics whose expected rank is
+    exactly :math:`h`. Rank 0 means :math:`-\infty`, rank :math:`n+1`
+    :math:`+\infty`.
+
+    Parameters
+    ----------
+    levels : ndarray, shape (L,)
+    n : int
+    tau : ndarray, shape (m,)
+        One tie-breaking variable in [0, 1) per test point (shared by all
+        levels, so the quantile function of a test point never crosses).
+
+    Returns
+    -------
+    ndarray of int, shape (m, L)
+        Ranks in ``0 .. n + 1``.
+    """
+    h = np.asarray(levels, float)[None, :] * (n + 1)
+    t = np.asarray(tau, float)[:, None]
+    # ceil, not floor + 1: at tau = 0 and an exact rank h the generalised inverse is s_(h);
+    # the tolerance keeps 0.07 * 100 = 7.000000000000001 at rank 7
+    k = np.ceil(h - t - _RANK_TOL).astype(int)
+    return np.clip(k, 0, n + 1)
+
+
+def variance_scale_factor(z) -> float:
+    r"""Maximum-likelihood σ multiplier of Gaussian predictions.
+
+    With z-scores :math:`z_i = (y_i - \mu_i)/\sigma_i` the Gaussian
+    log-likelihood of :math:`N(\mu_i, s^2\sigma_i^2)` is maximised by
+
+    .. math::
+
+        s^2 = \frac1n \sum_{i=1}^n z_i^2 .
+
+    Parameters
+    ----------
+    z : ndarray, shape (n,)
+
+    Returns
+    -------
+    float
+        :math:`s`.
+    """
+    z = np.asarray(z, float)
+    return float(np.sqrt(np.mean(z * z)))
+
+
+# ---------------------------------------------------------------------------
+# base prediction on the probit scale
+# ---------------------------------------------------------------------------
+
+
+def _probit_pit(pred: xr.Dataset, y: np.ndarray) -> np.ndarray:
+    r""":math:`\Phi^{-1}(F_i(y_i))` without ever rounding :math:`F` to 0 or 1."""
+    if pred.calib.is_normal:
+        return (y - pred["loc"].values) / pred["scale"].values
+    q = pred.calib.quantiles
+    z = special.ndtri(pred.calib.levels)
+    out = np.empty(y.size)
+    for i in range(0, y.size, _CHUNK):
+        out[i : i + _CHUNK] = _locate(q[i : i + _CHUNK], y[i : i + _CHUNK], z)[0]
+    return out
+
+
+def _ppf_probit(pred: xr.Dataset, w: np.ndarray) -> np.ndarray:
+    r"""Base quantiles :math:`F_i^{-1}(\Phi(w_{ij}))`, ``w`` of shape (n, L) or (L,).
+
+    Evaluated directly on the probit scale (the contract's quantile function
+    is linear in :math:`\Phi^{-1}(p)` between stored levels), so scores far
+    in the tails do not saturate.
+    """
+    n = pred.sizes["obs"]
+    w = np.broadcast_to(np.asarray(w, float), (n,) + np.shape(w)[-1:])
+    if pred.calib.is_normal:
+        return pred["loc"].values[:, None] + pred["scale"].values[:, None] * w
+    q = pred.calib.quantiles
+    z = special.ndtri(pred.calib.levels)
+    out = np.empty(w.shape)
+    for i in range(0, n, _CHUNK):
+        qc, wc = q[i : i + _CHUNK], w[i : i + _CHUNK]
+        S = _slopes(qc, z)
+        idx = np.searchsorted(z, wc, side="right")
+        anchor = np.maximum(idx - 1, 0)
+        out[i : i + _CHUNK] = (
+            np.take_along_axis(qc, anchor, axis=1)
+            + np.take_along_axis(S, idx, axis=1) * (wc - z[anchor])
+        )
+    return out
+
+
+def _center(pred: xr.Dataset, center: str) -> np.ndarray:
+    if center == "mean":
+        return np.asarray(pred.calib.mean().values, float)
+    return np.asarray(pred.calib.median().values, float)
+
+
+# ===========================================================================
+# Estimators
+# ===========================================================================
+
+
+class _Recalibrator(BaseEstimator):
+    """Shared fit/predict plumbing: validation, levels, output Dataset."""
+
+    _method = "recalibrated"
+    _min_points = 2
+
+    def _check_fit_input(self, pred_cal, y_cal) -> tuple[xr.Dataset, np.ndarray]:
+        pred_cal = validate(pred_cal)
+        y = check_array(y_cal, "y_cal", ndim=1)
+        check_same_length(pred_cal=np.empty(pred_cal.sizes["obs"]), y_cal=y)
+        if y.size < self._min_points:
+            raise ValueError(
+                f"{type(self).__name__} needs at least {self._min_points} calibration points; "
+                f"got {y.size}. Hold out more data for calibration."
+            )
+        return pred_cal, y
+
+    def _levels(self, pred: xr.Dataset, levels) -> np.ndarray:
+        out = pred.calib.levels if levels is None else check_levels(levels, "levels")
+        if out.size < 2:
+            raise ValueError(
+                f"levels must hold at least 2 levels to define a quantile function; got {out.size}."
+            )
+        return out
+
+    def _check_range(self, levels: np.ndarray, n: int) -> np.ndarray:
+        """Which levels need extrapolation; raise unless ``extrapolate`` allows it."""
+        inside = levels_in_range(levels, n)
+        if not inside.all() and not self.extrapolate:
+            need = min_calibration_points(levels)
+            raise ValueError(
+                f"too few calibration points for levels in [{levels.min():.4g}, {levels.max():.4g}]: "
+                f"{type(self).__name__} determines the quantile at level p from the n calibration "
+                f"points only for 1/(n+1) <= p <= n/(n+1), so these levels need at least {need} "
+                f"calibration points; got n={n} (range [{1 / (n + 1):.4g}, {n / (n + 1):.4g}]). "
+                "Use more calibration points, request levels inside that range, or pass "
+                "extrapolate=True (Gaussian tails beyond the outermost calibration scores)."
+            )
+        return ~inside
+
+    def _output(self, pred: xr.Dataset, q: np.ndarray, levels: np.ndarray) -> xr.Dataset:
+        # piecewise-linear maps of monotone inputs are monotone; the running
+        # maximum only removes rounding-level (1 ulp) decreases
+        q = np.maximum.accumulate(q, axis=1)
+        ds = from_quantiles(q, levels, obs=pred["obs"].values, method=self._method)
+        ds.attrs["n_calibration"] = int(self.n_calibration_)
+        ds.attrs["base_method"] = str(pred.attrs.get("method", ""))
+        return ds
+
+    def transform(self, pred, *, levels=None) -> xr.Dataset:
+        """Alias of :meth:`predict`."""
+        return self.predict(pred, levels=levels)
+
+
+class IsotonicRecalibrator(_Recalibrator):
+    r"""Kuleshov et al. (2018) isotonic recalibration of PIT values (RK).
+
+    ``fit`` computes the calibration points' PIT values
+    :math:`u_t = F_t(y_t)` under the base prediction and fits the isotonic
+    calibration map :math:`R` (:func:`isotonic_calibration_knots`);
+    ``predict`` returns the recalibrated quantiles
+
+    .. math::
+
+        Q_i(p) = F_i^{-1}\bigl(R^{-1}(p)\bigr),
+
+    for a Gaussian base :math:`\mu_i + \sigma_i\,w(p)` with :math:`w(p)` the
+    empirical quantile function of the calibration z-scores (what Capone et
+    al. 2023 run as their RK baseline). :math:`R^{-1}` interpolates its knots
+    linearly in :math:`\Phi^{-1}(p)` (exact for an affinely miscalibrated
+    Gaussian base) and is flat where :math:`R` jumps (tied PITs); beyond the
+    calibration range :math:`[1/(n+1), n/(n+1)]` see ``extrapolate``.
+
+    Parameters
+    ----------
+    extrapolate : bool, default False
+        Levels outside :math:`[1/(n+1), n/(n+1)]` raise ``ValueError``
+        (saying how many calibration points they need) unless True, in which
+        case :math:`R^{-1}` continues with Gaussian tails matched to its two
+        outermost knots.
+
+    Attributes
+    ----------
+    pit_scores_ : ndarray, shape (n,)
+        Sorted calibration PITs on the probit scale :math:`\Phi^{-1}(u_t)`.
+    knot_levels_, knot_scores_ : ndarray, shape (J,)
+        Knots of :math:`R^{-1}` (levels in (0, 1), probit scores).
+    n_calibration_ : int
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> rng = np.random.default_rng(0)
+    >>> mu = rng.normal(size=300); y = mu + 2.0 * rng.normal(size=300)
+    >>> base = calibprob.normal(mu[:200], np.ones(200))          # overconfident: true sd is 2
+    >>> rk = IsotonicRecalibrator().fit(base, y[:200])
+    >>> pred = rk.predict(calibprob.normal(mu[200:], np.ones(100), levels=[0.1, 0.5, 0.9]))
+    >>> bool(pred.calib.quantiles[0, 2] - pred.calib.quantiles[0, 0] > 3.5)  # ~ 2 * 2.56
+    True
+
+    References
+    ----------
+    Kuleshov, Fenner & Ermon (2018), Alg. 1; Capone, Hirche & Pleiss (2023), §7.
+    """
+
+    _method = "isotonic-recalibration"
+
+    def __init__(self, *, extrapolate: bool = False):
+        self.extrapolate = extrapolate
+
+    def fit(self, pred_cal, y_cal) -> IsotonicRecalibrator:
+        """Fit :math:`R` on the base prediction ``pred_cal`` (n obs) and ``y_cal`` (n,)."""
+        pred_cal, y = self._check_fit_input(pred_cal, y_cal)
+        w = np.sort(_probit_pit(pred_cal, y))
+        if w[0] == w[-1]:
+            raise ValueError(
+                f"all {w.size} calibration PIT values are equal ({special.ndtr(w[0]):.4g}); the "
+                "isotonic calibration map needs at least 2 distinct values. Check the base prediction "
+                "and y_cal."
+            )
+        self.knot_levels_, self.knot_scores_ = isotonic_calibration_knots(w)
+        self.pit_scores_ = w
+        self.n_calibration_ = int(y.size)
+        return self
+
+    def _score_quantiles(self, levels: np.ndarray) -> np.ndarray:
+        return quantile_ppf(self.knot_scores_, self.knot_levels_, levels)
+
+    def inverse_map(self, levels) -> np.ndarray:
+        r""":math:`R^{-1}(p)` on the PIT scale: the base level whose quantile is returned at level ``p``."""
+        check_is_fitted(self, "knot_levels_", method="fit")
+        return special.ndtr(self._score_quantiles(check_levels(levels, "levels", increasing=False)))
+
+    def calibration_map(self, pit) -> np.ndarray:
+        r""":math:`R(u)`: the observed frequency of base PIT values at or below ``u`` (reliability curve)."""
+        check_is_fitted(self, "knot_levels_", method="fit")
+        u = np.asarray(pit, float)
+        return quantile_cdf(self.knot_scores_, self.knot_levels_, special.ndtri(np.clip(u, 0.0, 1.0)))
+
+    def predict(self, pred, *, levels=None) -> xr.Dataset:
+        """Recalibrated predictive Dataset for the base prediction ``pred``.
+
+        Parameters
+        ----------
+        pred : xarray.Dataset
+            The base's prediction on new inputs (the contract).
+        levels : array_like, optional
+            Output levels; default: ``pred``'s levels.
+
+        Returns
+        -------
+        xarray.Dataset
+            ``quantile(obs, level)``, ``attrs["method"] = "isotonic-recalibration"``.
+        """
+        check_is_fitted(self, "knot_levels_", method="fit")
+        pred = validate(pred)
+        levels = self._levels(pred, levels)
+        self._check_range(levels, self.n_calibration_)
+        return self._output(pred, _ppf_probit(pred, self._score_quantiles(levels)), levels)
+
+
+class VovkRecalibrator(_Recalibrator):
+    r"""Vovk et al. (2020) randomized split conformal calibrator (RV).
+
+    The conformity score of a point is its base PIT :math:`u = F(y)` (kept on
+    the probit scale); with sorted calibration scores
+    :math:`w_{(1)} \le \dots \le w_{(n)}` the calibrated predictive CDF of a
+    test point is the split conformal predictive distribution
+
+    .. math::
+
+        C(y, \tau) = \frac{\#\{i : w_i < w(y)\} + \tau\,\bigl(\#\{i : w_i = w(y)\} + 1\bigr)}{n + 1},
+        \qquad \tau \sim U(0, 1),
+
+    whose quantile at level :math:`p` is
+    :math:`Q(p) = F^{-1}(\Phi(w_{(k)}))`, :math:`k = \lceil p(n+1) - \tau\rceil`
+    (:func:`vovk_ranks`): a random choice between the two order statistics
+    adjacent to the continuous rank :math:`p(n+1)`, with probabilities given
+    by its fractional part. One :math:`\tau` is drawn per test point and
+    shared by all its levels, so quantiles never cross, and for exchangeable
+    data :math:`P(Y \le Q(p)) = p` exactly (calibrated in probability, Vovk
+    et al. 2020). The stored quantile function is this step function sampled
+    at the requested levels (the contract interpolates between them).
+
+    Capone et al.'s public code draws, per level and test point, a uniform
+    point *between* the two order statistics independently across levels
+    (which can cross); calibprob follows Vovk's definition instead.
+
+    Parameters
+    ----------
+    extrapolate : bool, default False
+        Outside :math:`[1/(n+1), n/(n+1)]` a rank 0 or :math:`n+1` (an
+        infinite quantile) can be drawn: raise ``ValueError`` (default) or,
+        when True, replace those infinite quantiles by RK's Gaussian tail of
+        the score quantile function (below :math:`w_{(1)}` / above
+        :math:`w_{(n)}`, so monotonicity is kept).
+    random_state : int, numpy.random.Generator or None
+        Seeds the :math:`\tau` draws; with an int, every ``predict`` call on
+        the same data returns the same result.
+
+    Attributes
+    ----------
+    scores_ : ndarray, shape (n,)
+        Sorted calibration PITs on the probit scale.
+    n_calibration_ : int
+
+    References
+    ----------
+    Vovk, Petej, Toccaceli, Gammerman, Ahlberg & Carlsson (2020), Conformal
+    calibrators, PMLR 128; Capone, Hirche & Pleiss (2023), §7 (RV).
+    """
+
+    _method = "vovk-recalibration"
+
+    def __init__(self, *, extrapolate: bool = False, random_state=None):
+        self.extrapolate = extrapolate
+        self.random_state = random_state
+
+    def fit(self, pred_cal, y_cal) -> VovkRecalibrator:
+        """Store the sorted calibration scores of ``pred_cal`` (n obs) and ``y_cal`` (n,)."""
+        pred_cal, y = self._check_fit_input(pred_cal, y_cal)
+        self.scores_ = np.sort(_probit_pit(pred_cal, y))
+        self.n_calibration_ = int(y.size)
+        return self
+
+    def predict(self, pred, *, levels=None, tau=None) -> xr.Dataset:
+        """Recalibrated (randomised) predictive Dataset for the base prediction ``pred``.
+
+        Parameters
+        ----------
+        pred : xarray.Dataset
+        levels : array_like, optional
+            Default: ``pred``'s levels.
+        tau : float or array_like of shape (n_obs,), optional
+            Tie-breaking variables in [0, 1); default: drawn from
+            ``random_state``.
+
+        Returns
+        -------
+        xarray.Dataset
+        """
+        check_is_fitted(self, "scores_", method="fit")
+        pred = validate(pred)
+        levels = self._levels(pred, levels)
+        n, m = self.n_calibration_, pred.sizes["obs"]
+        self._check_range(levels, n)
+        if tau is None:
+            tau = np.random.default_rng(self.random_state).random(m)
+        else:
+            tau = np.broadcast_to(check_array(tau, "tau", ndim=(0, 1)), (m,))
+            if np.any((tau < 0) | (tau >= 1)):
+                raise ValueError("tau must lie in [0, 1); pass U(0, 1) draws or leave it None.")
+        k = vovk_ranks(levels, n, tau)
+        w = self.scores_[np.clip(k, 1, n) - 1]
+        if self.extrapolate:
+            tail = score_quantiles(self.scores_, levels)
+            w = np.where((k == 0) | (k == n + 1), tail[None, :], w)
+        return self._output(pred, _ppf_probit(pred, w), levels)
+
+
+class MarxRecalibrator(_Recalibrator):
+    r"""Marx et al. (2022) variance-free calibration: constant offsets around the mean (RM).
+
+    The score is the raw residual :math:`r_i = y_i - \mu_i` (μ the base's
+    predictive mean, or median); the recalibrated quantile is
+
+    .. math::
+
+        Q_i(p) = \mu_i + r(p),
+
+    :math:`r(p)` the empirical quantile function of the calibration residuals
+    (:func:`score_quantiles`). The base's spread is discarded: every interval
+    has the same width at every input, as in Capone et al. 2023's RM
+    baseline.
+
+    Parameters
+    ----------
+    center : {"mean", "median"}, default "mean"
+        The point prediction :math:`\mu` taken from the base's predictive
+        distribution.
+    extrapolate : bool, default False
+        As in :class:`IsotonicRecalibrator` (Gaussian tails of the residual
+        quantile function beyond its outermost knots).
+
+    Attributes
+    ----------
+    residuals_ : ndarray, shape (n,)
+        Sorted calibration residuals.
+    n_calibration_ : int
+
+    References
+    ----------
+    Marx, Zhao, Neiswanger & Ermon (2022), Modular conformal calibration;
+    Capone, Hirche & Pleiss (2023), §7 (RM).
+    """
+
+    _method = "marx-recalibration"
+
+    def __init__(self, *, center: str = "mean", extrapolate: bool = False):
+        self.center = center
+        self.extrapolate = extrapolate
+
+    def fit(self, pred_cal, y_cal) -> MarxRecalibrator:
+        """Store the sorted residuals ``y_cal - mu(pred_cal)``."""
+        check_choice(self.center, "center", ("mean", "median"))
+        pred_cal, y = self._check_fit_input(pred_cal, y_cal)
+        self.residuals_ = np.sort(y - _center(pred_cal, self.center))
+        self.n_calibration_ = int(y.size)
+        return self
+
+    def predict(self, pred, *, levels=None) -> xr.Dataset:
+        """Recalibrated predictive Dataset ``mu(pred) + r(level)``; same shapes as :meth:`IsotonicRecalibrator.predict`."""
+        check_is_fitted(self, "residuals_", method="fit")
+        pred = validate(pred)
+        levels = self._levels(pred, levels)
+        self._check_range(levels, self.n_calibration_)
+        q = _center(pred, self.center)[:, None] + score_quantiles(self.residuals_, levels)[None, :]
+        return self._output(pred, q, levels)
+
+
+class VarianceScalingRecalibrator(_Recalibrator):
+    r"""One σ multiplier fitted by maximum likelihood on the calibration data.
+
+    For a Gaussian base :math:`N(\mu_i, \sigma_i^2)` the recalibrated
+    prediction is :math:`N(\mu_i, s^2\sigma_i^2)` with the closed-form MLE
+    (:func:`variance_scale_factor`)
+
+    .. math::
+
+        s^2 = \frac1n\sum_{i=1}^n \Bigl(\frac{y_i - \mu_i}{\sigma_i}\Bigr)^2 .
+
+    For a quantile-family base the whole quantile function is scaled about
+    the predictive mean, :math:`Q_i'(p) = m_i + s\,(Q_i(p) - m_i)`, and
+    :math:`s` maximises the exact log-likelihood
+    :math:`\sum_i \log f_i(m_i + (y_i - m_i)/s) - \log s` of that family.
+    That likelihood is not smooth (the piecewise-Gaussian density jumps at the
+    stored levels), so :math:`\log s` is searched on a grid of 241 points
+    over :math:`\pm 3` around the Gaussian estimate and refined by bounded
+    Brent in the best cell; for a base that is exactly Gaussian it reproduces
+    the closed form. Variance scaling corrects over-
+    or under-confidence but not bias or shape: it is the parametric baseline.
+
+    Attributes
+    ----------
+    scale_factor_ : float
+        :math:`s`.
+    n_calibration_ : int
+
+    References
+    ----------
+    Kuleshov, Fenner & Ermon (2018) and Song et al. (2019) list σ scaling as
+    the simplest recalibration (a one-parameter temperature scaling).
+    """
+
+    _method = "variance-scaling"
+    _min_points = 1
+
+    def __init__(self):
+        pass
+
+    def fit(self, pred_cal, y_cal) -> VarianceScalingRecalibrator:
+        """Fit :math:`s` on the base prediction ``pred_cal`` (n obs) and ``y_cal`` (n,)."""
+        pred_cal, y = self._check_fit_input(pred_cal, y_cal)
+        if pred_cal.calib.is_normal:
+            s = variance_scale_factor((y - pred_cal["loc"].values) / pred_cal["scale"].values)
+        else:
+            s = _quantile_family_scale(pred_cal, y)
+        if not s > 0:
+            raise ValueError(
+                "every calibration point sits exactly at its predicted mean, so the ML scale factor "
+                "is 0; variance scaling is undefined. Check the calibration data."
+            )
+        self.scale_factor_ = float(s)
+        self.n_calibration_ = int(y.size)
+        return self
+
+    def predict(self, pred, *, levels=None) -> xr.Dataset:
+        """The base prediction with its spread multiplied by ``scale_factor_``.
+
+        A Gaussian-family input gives a Gaussian-family output (exact); a
+        quantile-family input a quantile-family output with ``mean`` and
+        ``std`` (= ``s`` × the base's).
+        """
+        check_is_fitted(self, "scale_factor_", method="fit")
+        pred = validate(pred)
+        levels = self._levels(pred, levels)
+        s = self.scale_factor_
+        if pred.calib.is_normal:
+            ds = normal(pred["loc"].values, s * pred["scale"].values, levels,
+                        obs=pred["obs"].values, method=self._method)
+            ds.attrs["n_calibration"] = int(self.n_calibration_)
+            ds.attrs["base_method"] = str(pred.attrs.get("method", ""))
+            ds.attrs["scale_factor"] = s
+            return ds
+        m = np.asarray(pred.calib.mean().values, float)
+        sd = np.asarray(pred.calib.std().values, float)
+        base_q = quantile_ppf(pred.calib.quantiles, pred.calib.levels, levels)
+        ds = self._output(pred, m[:, None] + s * (base_q - m[:, None]), levels)
+        ds["mean"] = ("obs", m)
+        ds["std"] = ("obs", s * sd)
+        ds.attrs["scale_factor"] = s
+        return ds
+
+
+def _quantile_family_scale(pred: xr.Dataset, y: np.ndarray) -> float:
+    """ML scale factor about the mean for a quantile-family prediction."""
+    q, lv = pred.calib.quantiles, pred.calib.levels
+    m = np.asarray(pred.calib.mean().values, float)
+    sd = np.asarray(pred.calib.std().values, float)
+    # Gaussian quasi-likelihood start: exact for a Gaussian-shaped quantile function
+    s0 = variance_scale_factor((y - m) / sd)
+    if not s0 > 0:
+        return 0.0
+
+    def nll(log_s):
+        s = np.exp(log_s)
+        return -(np.sum(quantile_logpdf(q, lv, m + (y - m) / s)) - y.size * log_s)
+
+    # The piecewise-Gaussian density jumps at the stored levels, so the likelihood
+    # is bumpy in s: a grid over a factor e^(+-3) around the start finds the best
+    # basin, bounded Brent refines it.
+    grid = np.log(s0) + np.linspace(-3.0, 3.0, _SCALE_GRID)
+    values = np.array([nll(g) for g in grid])
+    j = int(np.argmin(values))
+    step = grid[1] - grid[0]
+    res = optimize.minimize_scalar(
+        nll, bounds=(grid[j] - step, grid[j] + step), method="bounded", options={"xatol": 1e-10}
+    )
+    best = res.x if res.fun <= values[j] else grid[j]
+    return float(np.exp(best))
+
+
+# ===========================================================================
+# Comparison-runner kinds: (ctx, **options) -> predictive Dataset on ctx.X_test
+# ===========================================================================
+
+
+def _fit_predict(ctx, calibrator: _Recalibrator) -> xr.Dataset:
+    X_cal, y_cal = ctx.calibration
+    calibrator.fit(ctx.base.predict(X_cal, levels=ctx.levels), y_cal)
+    return calibrator.predict(ctx.base.predict(ctx.X_test, levels=ctx.levels))
+
+
+def run_isotonic(ctx, *, extrapolate: bool = False) -> xr.Dataset:
+    """RK (Kuleshov et al. 2018) on the task's base and calibration split."""
+    return _fit_predict(ctx, IsotonicRecalibrator(extrapolate=extrapolate))
+
+
+def run_vovk(ctx, *, extrapolate: bool = False, random_state=None) -> xr.Dataset:
+    """RV (Vovk et al. 2020); ``random_state`` defaults to the task's seed."""
+    rs = ctx.seed if random_state is None else random_state
+    return _fit_predict(ctx, VovkRecalibrator(extrapolate=extrapolate, random_state=rs))
+
+
+def run_marx(ctx, *, center: str = "mean", extrapolate: bool = False) -> xr.Dataset:
+    """RM (Marx et al. 2022): constant offsets around the base's mean (or median)."""
+    return _fit_predict(ctx, MarxRecalibrator(center=center, extrapolate=extrapolate))
+
+
+def run_variance_scaling(ctx) -> xr.Dataset:
+    """Variance scaling: the base's σ times the ML factor fitted on the calibration split."""
+    return _fit_predict(ctx, VarianceScalingRecalibrator())

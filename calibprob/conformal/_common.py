@@ -1,0 +1,392 @@
+r"""Shared plumbing of the conformal post-processors.
+
+* finite-sample ranks of conformal quantiles (the :math:`N + 1` convention)
+  and the error that says how many calibration points a level needs;
+* the base-regressor adapter (estimators following the base protocol, plain
+  callables, estimators with only a ``predict``);
+* chunked prediction, so that nothing of size ``n_cal x n_test x levels`` is
+  ever allocated;
+* the interval Dataset returned by every ``predict_interval``.
+
+Rank conventions
+----------------
+With :math:`n` exchangeable calibration scores and a miscoverage
+:math:`\alpha = 1 - c`, the upper conformal quantile is the
+:math:`\lceil (1-\alpha)(n+1) \rceil`-th smallest score and the lower one the
+:math:`\lfloor \alpha (n+1) \rfloor`-th smallest (Vovk et al. 2005; Barber et
+al. 2021, eq. 3). Both exist iff
+:math:`n \ge 1/\alpha - 1 = c/(1-c)`; otherwise the conformal set is the whole
+real line and calibprob raises instead of returning infinite ends.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import xarray as xr
+
+from calibprob._base import BaseEstimator, check_is_fitted
+from calibprob._validation import check_array, check_confidence_levels, check_int
+
+__all__ = [
+    "upper_rank",
+    "lower_rank",
+    "min_points",
+    "check_enough_points",
+    "order_statistic",
+    "CallableRegressor",
+    "as_regressor",
+    "predict_mean_std_chunked",
+    "iter_chunks",
+    "default_chunk_size",
+    "interval_dataset",
+]
+
+# ceil/floor of c * (n + 1) computed in floating point: 0.7 * 10 = 7.000000000000001
+# must give rank 7, not 8. Levels are never meaningful to 1e-9.
+_RANK_TOL = 1e-9
+
+#: Elements (float64) allowed for one temporary (n_cal or n_train) x chunk array: 32 MB.
+CHUNK_ELEMENTS = 1 << 22
+
+
+def upper_rank(confidence_level: float, n: int) -> int:
+    r""":math:`\lceil c\,(n+1) \rceil` (1-based rank of the upper conformal quantile)."""
+    return int(math.ceil(confidence_level * (n + 1) - _RANK_TOL))
+
+
+def lower_rank(miscoverage: float, n: int) -> int:
+    r""":math:`\lfloor \alpha\,(n+1) \rfloor` (1-based rank of the lower conformal quantile)."""
+    return int(math.floor(miscoverage * (n + 1) + _RANK_TOL))
+
+
+def min_points(confidence_level: float) -> int:
+    r"""Smallest :math:`n` with :math:`\lceil c (n+1) \rceil \le n`, i.e. :math:`n \ge c/(1-c)`."""
+    n = max(int(math.floor(confidence_level / (1.0 - confidence_level))) - 1, 1)
+    while upper_rank(confidence_level, n) > n:
+        n += 1
+    return n
+
+
+def check_enough_points(
+    confidence_level: float, n: int, *, what: str = "calibration points", sides: int = 1
+) -> None:
+    """Raise ``ValueError`` unless ``n`` points give a finite conformal quantile.
+
+    Parameters
+    ----------
+    confidence_level : float
+        The per-side level whose rank must exist: ``c`` for a symmetric score,
+        ``1 - (1 - c)/2`` for the two ends of a signed score (``sides=2``).
+    n : int
+        Number of scores.
+    what : str
+        Names the scores in the message ("calibration points", "training points").
+    sides : int
+        1 or 2; only used to word the message.
+    """
+    c_side = confidence_level if sides == 1 else 1.0 - (1.0 - confidence_level) / 2.0
+    if upper_rank(c_side, n) > n:
+        need = min_points(c_side)
+        rule = "n >= c/(1-c) = 1/(1-c) - 1" if sides == 1 else "n >= 2/(1-c) - 1 (each tail gets (1-c)/2)"
+        raise ValueError(
+            f"too few {what} for confidence_level={confidence_level:g}: the conformal quantile "
+            f"needs at least {need} {what} ({rule}); got n={n}. Lower confidence_level or use "
+            f"more {what}."
+        )
+
+
+def order_statistic(values: np.ndarray, ranks, axis: int = 0) -> np.ndarray:
+    """The ``ranks``-th smallest entries (1-based) along ``axis``, by partial sorting.
+
+    Parameters
+    ----------
+    values : ndarray
+    ranks : int or sequence of int
+        1-based ranks, each in ``[1, values.shape[axis]]``.
+    axis : int
+
+    Returns
+    -------
+    ndarray
+        ``values`` with ``axis`` replaced by one entry per rank (kept even for
+        a single rank).
+    """
+    ranks = np.atleast_1d(np.asarray(ranks, dtype=int))
+    idx = np.unique(ranks - 1)
+    part = np.partition(values, idx, axis=axis)
+    return np.take(part, ranks - 1, axis=axis)
+
+
+# ---------------------------------------------------------------------------
+# Base regressors
+# ---------------------------------------------------------------------------
+
+
+class CallableRegressor(BaseEstimator):
+    """Wrap a plain function as a refittable base regressor.
+
+    Parameters
+    ----------
+    fit_predict : callable
+        ``fit_predict(X_train, y_train, X_new)`` returning either ``mu`` of
+        shape ``(n_new,)`` or a tuple ``(mu, sigma)``. It is called afresh for
+        every prediction, with the training data stored by :meth:`fit`, so a
+        jackknife "refit" costs nothing until predictions are requested.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> def ols(Xt, yt, Xn):
+    ...     A = np.c_[np.ones(len(Xt)), Xt]
+    ...     coef = np.linalg.lstsq(A, yt, rcond=None)[0]
+    ...     return np.c_[np.ones(len(Xn)), Xn] @ coef
+    >>> reg = CallableRegressor(fit_predict=ols).fit(np.arange(5.0)[:, None], np.arange(5.0))
+    >>> reg.predict_mean_std(np.array([[7.0]]))[0]
+    array([7.])
+    """
+
+    def __init__(self, *, fit_predict: Callable):
+        self.fit_predict = fit_predict
+
+    def fit(self, X, y):
+        """Store the training data; returns ``self``."""
+        if not callable(self.fit_predict):
+            raise TypeError(f"fit_predict must be callable; got {type(self.fit_predict).__name__}.")
+        self.X_train_ = X
+        self.y_train_ = np.asarray(y, dtype=float)
+        return self
+
+    def predict_mean_std(self, X, *, include_noise: bool = True):
+        """``(mu, sigma)``; ``sigma`` is ``None`` when the function returns only ``mu``."""
+        check_is_fitted(self, "X_train_", method="fit")
+        out = self.fit_predict(self.X_train_, self.y_train_, X)
+        if isinstance(out, tuple):
+            mu, sigma = out
+            return np.asarray(mu, dtype=float), np.asarray(sigma, dtype=float)
+        return np.asarray(out, dtype=float), None
+
+
+def as_regressor(estimator, name: str = "estimator"):
+    """Return ``estimator`` if it can be fitted, else wrap a callable in :class:`CallableRegressor`."""
+    if estimator is None:
+        raise ValueError(
+            f"{name} is required: pass a base regressor with fit/predict_mean_std "
+            "(e.g. calibprob.GaussianProcessRegressor()) or a callable fit_predict(X_train, y_train, X_new)."
+        )
+    if hasattr(estimator, "fit"):
+        if not (hasattr(estimator, "predict_mean_std") or hasattr(estimator, "predict")):
+            raise TypeError(
+                f"{name} {type(estimator).__name__} has fit but neither predict_mean_std nor predict."
+            )
+        return estimator
+    if callable(estimator):
+        return CallableRegressor(fit_predict=estimator)
+    raise TypeError(
+        f"{name} must be a base regressor (fit + predict_mean_std) or a callable "
+        f"fit_predict(X_train, y_train, X_new); got {type(estimator).__name__}."
+    )
+
+
+def _predict_once(estimator, X, need_sigma: bool):
+    if hasattr(estimator, "predict_mean_std"):
+        mu, sigma = estimator.predict_mean_std(X)
+    else:
+        # scikit-learn-like base: predict returns the mean only
+        mu, sigma = estimator.predict(X), None
+        if hasattr(mu, "calib"):  # a predictive Dataset: take its mean/std
+            ds = mu
+            mu, sigma = ds.calib.mean().values, ds.calib.std().values
+    mu = np.asarray(mu, dtype=float).reshape(-1)
+    if need_sigma:
+        if sigma is None:
+            raise ValueError(
+                f"a normalised score needs the base's predictive standard deviation, but "
+                f"{type(estimator).__name__} gives only a mean (no sigma). Use score='absolute', "
+                "or a base whose predict_mean_std returns (mu, sigma)."
+            )
+        sigma = np.asarray(sigma, dtype=float).reshape(-1)
+        if sigma.shape != mu.shape:
+            raise ValueError(f"the base returned sigma of shape {sigma.shape} for mu of shape {mu.shape}.")
+    return mu, (sigma if need_sigma else None)
+
+
+def default_chunk_size(n_rows_per_point: int, chunk_size: int | None = None) -> int:
+    """Test points per chunk so that an ``n_rows_per_point x chunk`` float array stays ~32 MB."""
+    if chunk_size is not None:
+        return check_int(chunk_size, "chunk_size", minimum=1)
+    return int(max(64, CHUNK_ELEMENTS // max(int(n_rows_per_point), 1)))
+
+
+def iter_chunks(n: int, chunk: int) -> Iterator[slice]:
+    """Consecutive slices of at most ``chunk`` rows covering ``range(n)``."""
+    for start in range(0, n, chunk):
+        yield slice(start, min(start + chunk, n))
+
+
+def predict_mean_std_chunked(estimator, X, *, need_sigma: bool, chunk_size: int | None = None):
+    """Call the base's ``predict_mean_std`` on row chunks of ``X``.
+
+    A GP predicting 100 000 points at once builds an ``n_train x 100 000``
+    cross-covariance; chunking bounds that temporary whatever the base is.
+
+    Returns
+    -------
+    mu : ndarray, shape (n,)
+    sigma : ndarray, shape (n,) or None
+    """
+    n = len(X)
+    n_train = getattr(estimator, "n_train_", None) or 1000
+    chunk = default_chunk_size(n_train, chunk_size)
+    if n <= chunk:
+        return _predict_once(estimator, X, need_sigma)
+    mu = np.empty(n)
+    sigma = np.empty(n) if need_sigma else None
+    for sl in iter_chunks(n, chunk):
+        m, s = _predict_once(estimator, X[sl], need_sigma)
+        mu[sl] = m
+        if need_sigma:
+            sigma[sl] = s
+    return mu, sigma
+
+
+def check_Xy(X, y, *, X_name: str = "X", y_name: str = "y", min_length: int = 1):
+    """Validate a design matrix (2-D) and a target vector (1-D, finite) of equal length."""
+    X = check_array(X, X_name, ndim=2, min_length=min_length)
+    y = check_array(y, y_name, ndim=1, min_length=min_length)
+    if X.shape[0] != y.shape[0]:
+        raise ValueError(
+            f"mismatched lengths: {X_name} has {X.shape[0]} rows, {y_name} has {y.shape[0]} entries. "
+            "Pass one target per row."
+        )
+    return X, y
+
+
+def resolve_levels(confidence_level):
+    """``(levels ndarray, scalar?)`` from one level or a sequence, validated in (0, 1)."""
+    scalar = np.ndim(confidence_level) == 0
+    return check_confidence_levels(confidence_level, "confidence_level"), scalar
+
+
+def interval_dataset(lower, upper, levels, scalar: bool, *, method: str, attrs=None) -> xr.Dataset:
+    """The interval result: ``lower``/``upper`` over (obs, confidence_level).
+
+    Follows the ``calib.interval`` convention: a scalar ``confidence_level``
+    drops that dimension (kept as a scalar coordinate).
+    """
+    n = lower.shape[0]
+    ds = xr.Dataset(
+        {
+            "lower": (("obs", "confidence_level"), lower),
+            "upper": (("obs", "confidence_level"), upper),
+        },
+        coords={"obs": np.arange(n), "confidence_level": levels},
+    )
+    ds.attrs["method"] = method
+    ds.attrs.update(attrs or {})
+    return ds.isel(confidence_level=0) if scalar else ds
+
+
+# ---------------------------------------------------------------------------
+# Conformal quantile functions (rank interpolation)
+# ---------------------------------------------------------------------------
+
+
+def _needed_for_level(p: float, symmetric: bool) -> int:
+    """Smallest n whose rank interpolation reaches level ``p``."""
+    if symmetric:
+        c = abs(2.0 * p - 1.0)
+        return 0 if c == 0 else int(math.ceil(c / (1.0 - c) - _RANK_TOL))
+    return int(math.ceil(max(1.0 / p - 1.0, p / (1.0 - p)) - _RANK_TOL))
+
+
+def valid_levels(levels, n: int, *, symmetric: bool) -> np.ndarray:
+    r"""Quantile levels that ``n`` scores can resolve by rank interpolation.
+
+    A signed score reaches levels :math:`p \in [1/(n+1), n/(n+1)]`; a
+    symmetric score, mirrored around :math:`\mu`, reaches
+    :math:`|2p - 1| \le n/(n+1)`.
+
+    Parameters
+    ----------
+    levels : array_like or None
+        ``None``: :data:`calibprob.predictive.DEFAULT_LEVELS` restricted to the
+        reachable range (the contract's Gaussian tail rule covers the rest).
+    n : int
+        Number of calibration scores.
+    symmetric : bool
+
+    Returns
+    -------
+    ndarray, shape (L,)
+
+    Raises
+    ------
+    ValueError
+        An explicit level out of reach (the message says how many points it
+        needs), or fewer than 2 default levels reachable.
+    """
+    from calibprob._validation import check_levels
+    from calibprob.predictive import DEFAULT_LEVELS
+
+    if levels is None:
+        ok = np.array([_needed_for_level(p, symmetric) <= n for p in DEFAULT_LEVELS])
+        if ok.sum() < 2:
+            need = sorted(_needed_for_level(p, symmetric) for p in DEFAULT_LEVELS)[1]
+            raise ValueError(
+                f"too few calibration points for a quantile function: {n} scores resolve fewer than "
+                f"2 of the default levels; at least {need} calibration points are needed."
+            )
+        return DEFAULT_LEVELS[ok]
+    levels = check_levels(levels)
+    for p in levels:
+        need = _needed_for_level(float(p), symmetric)
+        if need > n:
+            raise ValueError(
+                f"too few calibration points for level {p:g}: rank interpolation of the scores "
+                f"needs at least {need} calibration points; got n={n}. Drop the extreme levels "
+                "(levels=None keeps the reachable ones) or add calibration data."
+            )
+    return levels
+
+
+def score_quantiles(sorted_scores, levels, *, symmetric: bool) -> np.ndarray:
+    r"""Score at the continuous rank of each level (linear between order statistics).
+
+    Signed: :math:`r(p) = R_{(t)}` at :math:`t = p(n+1) \in [1, n]`.
+    Symmetric: :math:`r(p) = \operatorname{sign}(2p-1)\, R_{(t)}` at
+    :math:`t = |2p-1|(n+1) \in [0, n]`, with :math:`R_{(0)} = 0`.
+
+    Returns
+    -------
+    ndarray, shape (L,)
+    """
+    R = np.asarray(sorted_scores, float)
+    n = R.size
+    levels = np.asarray(levels, float)
+    if symmetric:
+        t = np.abs(2.0 * levels - 1.0) * (n + 1)
+        r = np.interp(t, np.arange(n + 1), np.concatenate([[0.0], R]))
+        return np.sign(2.0 * levels - 1.0) * r
+    return np.interp(levels * (n + 1), np.arange(1, n + 1), R)
+
+
+def conformal_quantile_function(mu, scale, sorted_scores, levels, *, symmetric: bool) -> np.ndarray:
+    r"""Quantiles :math:`\mu(x) + s(x)\, r(p)` of the conformal predictive distribution.
+
+    Parameters
+    ----------
+    mu, scale : ndarray, shape (m,)
+    sorted_scores : ndarray, shape (n,)
+    levels : ndarray, shape (L,)
+    symmetric : bool
+
+    Returns
+    -------
+    ndarray, shape (m, L)
+        Non-decreasing along the level axis (``scale > 0``).
+    """
+    r = score_quantiles(sorted_scores, levels, symmetric=symmetric)
+    return np.asarray(mu, float)[:, None] + np.asarray(scale, float)[:, None] * r[None, :]

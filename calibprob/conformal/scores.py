@@ -1,0 +1,218 @@
+r"""Non-conformity scores as small pluggable pieces, each with its inverse.
+
+A score maps an observation :math:`y` and a base prediction :math:`(\mu, \sigma)`
+to a number; its inverse maps a score threshold back to interval ends. All
+three scores here are affine in :math:`y` given the prediction,
+
+.. math::
+
+    R(y) = \frac{y - \mu}{s(\sigma)} \quad\text{(signed)}, \qquad
+    R(y) = \frac{|y - \mu|}{s(\sigma)} \quad\text{(symmetric)},
+
+with the scale :math:`s(\sigma) = 1` (absolute residual) or
+:math:`s(\sigma) = \max(\epsilon, \sigma^\beta)` (σ-normalised, Pion &
+Vazquez 2024, eq. 9 and eq. 13). Because of that, the inverse of a symmetric
+score is :math:`[\mu - r\,s(\sigma),\ \mu + r\,s(\sigma)]` and the inverse of
+the signed score is :math:`\mu + r\,s(\sigma)`.
+
+Scores are looked up by name with :func:`get_score` (``"absolute"``,
+``"normalized"``, ``"signed"``) or passed as instances.
+
+References
+----------
+Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+prediction: methods and comparative analysis. LOD 2024. Eq. (9), (13).
+Lei, J., G'Sell, M., Rinaldo, A., Tibshirani, R. J. and Wasserman, L. (2018).
+Distribution-free predictive inference for regression. JASA 113(523).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calibprob._validation import check_finite
+
+__all__ = [
+    "Score",
+    "AbsoluteScore",
+    "NormalizedScore",
+    "SignedNormalizedScore",
+    "SignedAbsoluteScore",
+    "get_score",
+    "SCORES",
+]
+
+
+class Score:
+    """Base class of a non-conformity score.
+
+    Attributes
+    ----------
+    name : str
+    needs_sigma : bool
+        Whether the base must provide a predictive standard deviation.
+    symmetric : bool
+        ``True`` for ``|y - mu|``-type scores (one threshold gives both ends),
+        ``False`` for signed scores (the two ends come from two ranks).
+    """
+
+    name = "score"
+    needs_sigma = False
+    symmetric = True
+
+    def scale(self, sigma) -> np.ndarray | float:
+        """The normaliser :math:`s(\\sigma)` (1 for the absolute residual)."""
+        return 1.0
+
+    def score(self, y, mu, sigma=None) -> np.ndarray:
+        """Score of observations ``y`` under predictions ``(mu, sigma)``; shapes broadcast."""
+        r = (np.asarray(y, float) - np.asarray(mu, float)) / self.scale(sigma)
+        return np.abs(r) if self.symmetric else r
+
+    def inverse(self, r, mu, sigma=None):
+        """Interval ends from score thresholds.
+
+        Symmetric scores: ``(mu - r s, mu + r s)`` for a threshold ``r >= 0``.
+        Signed scores: ``mu + r s`` (call once per end).
+        """
+        s = self.scale(sigma)
+        mu = np.asarray(mu, float)
+        r = np.asarray(r, float)
+        if self.symmetric:
+            return mu - r * s, mu + r * s
+        return mu + r * s
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class AbsoluteScore(Score):
+    r"""Absolute residual :math:`R = |y - \mu|` (no σ needed).
+
+    Examples
+    --------
+    >>> AbsoluteScore().score([1.0, -2.0], [0.0, 0.0])
+    array([1., 2.])
+    """
+
+    name = "absolute"
+
+
+class NormalizedScore(Score):
+    r"""σ-normalised residual, Pion & Vazquez (2024) eq. (9).
+
+    .. math::
+
+        R = \frac{|y - \mu|}{\max(\epsilon, \sigma^\beta)}
+
+    Parameters
+    ----------
+    beta : float, default 1.0
+        Exponent :math:`\beta > 0`; ``beta = 1`` makes the score a standard
+        normal modulus under a well-specified Gaussian base.
+    eps : float, default 0.0
+        Floor :math:`\epsilon \ge 0` of the normaliser. With ``eps = 0`` every
+        σ must be strictly positive; with ``eps > 0`` a σ of exactly 0 (an
+        interpolating GP at a design point) is allowed. Negative or
+        non-finite σ is always an error.
+    """
+
+    name = "normalized"
+    needs_sigma = True
+
+    def __init__(self, beta: float = 1.0, eps: float = 0.0):
+        beta, eps = float(beta), float(eps)
+        if not (np.isfinite(beta) and beta > 0):
+            raise ValueError(f"beta must be > 0 (the exponent of sigma in Pion eq. 9); got {beta}.")
+        if not (np.isfinite(eps) and eps >= 0):
+            raise ValueError(f"eps must be >= 0 (the floor of sigma**beta); got {eps}.")
+        self.beta = beta
+        self.eps = eps
+
+    def scale(self, sigma) -> np.ndarray:
+        r""":math:`\max(\epsilon, \sigma^\beta)`, after checking :math:`\sigma`."""
+        if sigma is None:
+            raise ValueError(
+                f"score={self.name!r} needs the base's predictive standard deviation sigma; got None. "
+                "Use score='absolute' or a base whose predict_mean_std returns (mu, sigma)."
+            )
+        sigma = np.asarray(sigma, dtype=float)
+        check_finite(sigma, "sigma")
+        bad = sigma < 0 if self.eps > 0 else sigma <= 0
+        if np.any(bad):
+            rel = ">= 0" if self.eps > 0 else "> 0"
+            raise ValueError(
+                f"sigma must be {rel} for a normalised score (eps={self.eps:g}); got "
+                f"{int(np.sum(bad))} value(s) violating it (e.g. {sigma[bad].ravel()[0]!r}). Check the base "
+                "model's predictive std, or pass eps > 0 to floor sigma**beta."
+            )
+        return np.maximum(self.eps, sigma**self.beta)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(beta={self.beta:g}, eps={self.eps:g})"
+
+
+class SignedNormalizedScore(NormalizedScore):
+    r"""Signed σ-normalised residual, Pion & Vazquez (2024) eq. (13).
+
+    .. math::
+
+        R = \frac{y - \mu}{\max(\epsilon, \sigma^\beta)}
+
+    (the paper writes :math:`\beta = 1`). Signed scores let the two interval
+    ends move independently, which suits skewed errors (Barber et al. 2021,
+    App. A). Parameters as in :class:`NormalizedScore`.
+    """
+
+    name = "signed"
+    symmetric = False
+
+
+class SignedAbsoluteScore(Score):
+    r"""Signed residual :math:`R = y - \mu` (no σ needed; Barber et al. 2021, App. A).
+
+    Examples
+    --------
+    >>> SignedAbsoluteScore().score([1.0, -2.0], [0.0, 0.0])
+    array([ 1., -2.])
+    """
+
+    name = "signed-absolute"
+    symmetric = False
+
+
+SCORES = {
+    "absolute": AbsoluteScore,
+    "normalized": NormalizedScore,
+    "signed": SignedNormalizedScore,
+    "signed-absolute": SignedAbsoluteScore,
+}
+
+
+def get_score(score, *, beta: float = 1.0, eps: float = 0.0) -> Score:
+    """A :class:`Score` from a name or an instance.
+
+    Parameters
+    ----------
+    score : {"absolute", "normalized", "signed", "signed-absolute"} or Score
+    beta, eps : float
+        Passed to the normalised scores (ignored for ``"absolute"``).
+
+    Returns
+    -------
+    Score
+    """
+    if isinstance(score, Score):
+        return score
+    if score == "absolute":
+        return AbsoluteScore()
+    if score in ("normalized", "normalised"):
+        return NormalizedScore(beta=beta, eps=eps)
+    if score == "signed":
+        return SignedNormalizedScore(beta=beta, eps=eps)
+    if score == "signed-absolute":
+        return SignedAbsoluteScore()
+    raise ValueError(
+        "score must be one of 'absolute', 'normalized', 'signed', 'signed-absolute' or a Score "
+        f"instance; got {score!r}."
+    )
