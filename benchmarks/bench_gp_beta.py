@@ -1,0 +1,230 @@
+"""GP-Beta (Song et al. 2019) benchmarks: compile times, ADVI speed, held-out NLL, minibatch memory.
+
+Prints, each part in its own subprocess (so that cache state and peak memory are clean):
+
+* **compile** — the first fit of a process with an *empty* PyTensor cache
+  (``base_compiledir`` pointed at a new temporary folder), the first fit of a
+  new process with that cache now warm, and a refit in the same process (the
+  module-level graph cache: no compilation at all). For the default C backend
+  (``"CVM"``) and, with ``--numba``, PyTensor's default Numba backend.
+* **n1000** — ADVI with 16 inducing points on n = 1000 points of the paper's
+  Fig. 1 data (OLS base): fit and predict wall time (warm), held-out NLL of the
+  base, isotonic recalibration (RK) and GP-Beta on 2000 test points. The arrays
+  are saved to ``--save`` (``.npz``: mu, sigma, y, mu_test, sigma_test, y_test)
+  so that another implementation (netcal's ``GPBeta``, in a separate Python 3.11
+  environment with PyTorch, never in calibprob's) can be scored on identical data.
+* **minibatch** — minibatch ADVI (batch 256) on n = 20 000: wall time and peak
+  memory (tracemalloc peak of Python/NumPy allocations, and the process's max RSS).
+
+BLAS runs single-threaded (GP-Beta sets this itself for fits and predictions).
+
+With ``--netcal PYTHON`` the same n = 1000 arrays go to ``netcal_gpbeta.py``
+under that interpreter (see its docstring for building the environment), and
+the wall-time ratio and both held-out NLLs are printed (TARGETS.md P4).
+
+Run::
+
+    .venv/bin/python benchmarks/bench_gp_beta.py [--quick] [--numba] [--save /tmp/gpbeta_n1000.npz]
+        [--netcal /tmp/netcal-venv/bin/python]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def fig1_sample(n, rng):
+    """Song et al. (2019), Fig. 1: x ~ U[-10, 40]; y = 0.5x + e or y = e (equal mixture), e ~ N(0, 2)."""
+    x = rng.uniform(-10, 40, n)
+    comp = rng.integers(0, 2, n)
+    return x, np.where(comp == 1, 0.5 * x, 0.0) + rng.normal(0.0, np.sqrt(2.0), n)
+
+
+def ols_base(n, n_test, seed):
+    rng = np.random.default_rng(seed)
+    x, y = fig1_sample(n, rng)
+    xt, yt = fig1_sample(n_test, rng)
+    A = np.c_[np.ones_like(x), x]
+    beta = np.linalg.lstsq(A, y, rcond=None)[0]
+    s = np.sqrt(np.sum((y - A @ beta) ** 2) / (n - 2))
+    mu, sd = A @ beta, np.full(n, s)
+    mut, sdt = np.c_[np.ones_like(xt), xt] @ beta, np.full(n_test, s)
+    return mu, sd, y, mut, sdt, yt
+
+
+# ---------------------------------------------------------------------------
+# parts (run in child processes)
+# ---------------------------------------------------------------------------
+
+
+def part_compile(mode: str, n_iter: int) -> dict:
+    from calibprob.calibrators.gp_beta import GPBetaCalibrator
+
+    mu, sd, y, *_ = ols_base(1000, 10, 0)
+    cal = GPBetaCalibrator(n_inducing=16, n_iter=n_iter, compile_mode=mode, random_state=0)
+    t = time.perf_counter()
+    cal.fit(mu, sd, y)
+    first = time.perf_counter() - t
+    t = time.perf_counter()
+    cal.fit(mu, sd, y)
+    refit = time.perf_counter() - t
+    return {"first_fit_s": first, "refit_s": refit}
+
+
+def part_n1000(n_iter: int, save: str | None) -> dict:
+    from scipy import stats
+
+    import calibprob
+    from calibprob.calibrators import IsotonicRecalibrator
+    from calibprob.calibrators.gp_beta import GPBetaCalibrator
+
+    mu, sd, y, mut, sdt, yt = ols_base(1000, 2000, 1)
+    if save:
+        np.savez(save, mu=mu, sigma=sd, y=y, mu_test=mut, sigma_test=sdt, y_test=yt)
+    cal = GPBetaCalibrator(n_inducing=16, n_iter=n_iter, random_state=0)
+    cal.fit(mu, sd, y)  # compile (or load) once; the timed fit below is warm
+    t = time.perf_counter()
+    cal.fit(mu, sd, y)
+    fit = time.perf_counter() - t
+    t = time.perf_counter()
+    pred = cal.predict(mut, sdt)
+    predict = time.perf_counter() - t
+    iso = IsotonicRecalibrator().fit(calibprob.normal(mu, sd), y)
+    if save:
+        np.save(save.replace(".npz", "") + "_calibprob_logpdf.npy", cal.logpdf(mut, sdt, yt))
+    return {
+        "fit_s": fit, "predict_s": predict, "n_iter": n_iter,
+        "nll_base": float(-np.mean(stats.norm.logpdf(yt, mut, sdt))),
+        "nll_isotonic": float(calibprob.evaluate(iso.predict(calibprob.normal(mut, sdt)), yt)["nll"]),
+        "nll_gp_beta": float(calibprob.evaluate(pred, yt)["nll"]),
+        "nll_gp_beta_exact": float(-np.mean(cal.logpdf(mut, sdt, yt))),
+    }
+
+
+def part_minibatch(n: int, n_iter: int) -> dict:
+    import resource
+    import tracemalloc
+
+    from scipy import stats
+
+    from calibprob.calibrators.gp_beta import GPBetaCalibrator
+
+    mu, sd, y, mut, sdt, yt = ols_base(n, 2000, 2)
+    cal = GPBetaCalibrator(n_inducing=16, n_iter=n_iter, batch_size=256, random_state=0)
+    t = time.perf_counter()
+    cal.fit(mu, sd, y)  # includes the compile of the minibatch graph (cached on disk after the first run)
+    first = time.perf_counter() - t
+    tracemalloc.start()
+    t = time.perf_counter()
+    cal.fit(mu, sd, y)
+    fit = time.perf_counter() - t
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {
+        "n": n, "batch_size": 256, "n_iter": n_iter, "first_fit_s": first, "fit_s": fit,
+        "tracemalloc_peak_mb": peak / 2**20,
+        "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "nll_base": float(-np.mean(stats.norm.logpdf(yt, mut, sdt))),
+        "nll_gp_beta": float(-np.mean(cal.logpdf(mut, sdt, yt))),
+    }
+
+
+def _child(args) -> None:
+    if args.part == "compile":
+        out = part_compile(args.mode, args.n_iter)
+    elif args.part == "n1000":
+        out = part_n1000(args.n_iter, args.save)
+    else:
+        out = part_minibatch(args.n, args.n_iter)
+    print("RESULT " + json.dumps(out))
+
+
+def _run(part: str, *extra, env=None) -> dict:
+    cmd = [sys.executable, __file__, "--part", part, *map(str, extra)]
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            res = json.loads(line[7:])
+            res["process_wall_s"] = wall
+            return res
+    raise RuntimeError(f"part {part} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--part", choices=("compile", "n1000", "minibatch"), help=argparse.SUPPRESS)
+    ap.add_argument("--mode", default="CVM", help=argparse.SUPPRESS)
+    ap.add_argument("--n", type=int, default=20_000, help=argparse.SUPPRESS)
+    ap.add_argument("--n-iter", type=int, default=4000)
+    ap.add_argument("--save", default=None, help="save the n = 1000 arrays to this .npz")
+    ap.add_argument("--quick", action="store_true", help="fewer iterations, n = 5000 for minibatch")
+    ap.add_argument("--numba", action="store_true", help="also time the Numba backend's cold compile (~2 min)")
+    ap.add_argument("--netcal", default=None, metavar="PYTHON",
+                    help="python of a separate env with torch + netcal 1.4: compare on the n = 1000 arrays")
+    args = ap.parse_args()
+    if args.part:
+        _child(args)
+        return
+    n_iter = 1000 if args.quick else args.n_iter
+    env_base = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+
+    print("GP-Beta benchmarks (Song et al. 2019); 16 inducing points, rank 1, mean-field ADVI\n")
+    modes = ["CVM"] + (["NUMBA"] if args.numba else [])
+    print("compile (n = 1000, first fit includes compilation):")
+    for mode in modes:
+        with tempfile.TemporaryDirectory(prefix="gpbeta-cache-") as cache:
+            env = dict(env_base, PYTENSOR_FLAGS=f"base_compiledir={cache}")
+            cold = _run("compile", "--mode", mode, "--n-iter", n_iter, env=env)
+            warm = _run("compile", "--mode", mode, "--n-iter", n_iter, env=env)
+        print(f"  {mode:6s} empty cache: first fit {cold['first_fit_s']:7.1f} s | warm disk cache: first fit "
+              f"{warm['first_fit_s']:5.1f} s | same process refit {warm['refit_s']:5.2f} s "
+              f"(process wall {cold['process_wall_s']:.0f} s / {warm['process_wall_s']:.0f} s)")
+
+    if args.netcal and not args.save:
+        args.save = os.path.join(tempfile.gettempdir(), "gpbeta_n1000.npz")
+    r = _run("n1000", "--n-iter", n_iter, *(["--save", args.save] if args.save else []), env=env_base)
+    print(f"\nADVI, n = 1000 (Fig. 1 data, OLS base), {r['n_iter']} iterations, warm:")
+    print(f"  fit {r['fit_s']:.2f} s, predict 2000 test points {r['predict_s']:.2f} s")
+    print(f"  held-out NLL: base {r['nll_base']:.4f} | isotonic {r['nll_isotonic']:.4f} | "
+          f"GP-Beta {r['nll_gp_beta']:.4f} (exact density {r['nll_gp_beta_exact']:.4f})")
+    if args.save:
+        print(f"  arrays saved to {args.save}")
+    if args.netcal:
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netcal_gpbeta.py")
+        nc_out = args.save.replace(".npz", "") + "_netcal_logpdf.npy"
+        proc = subprocess.run([args.netcal, script, args.save, "16", nc_out], capture_output=True, text=True,
+                              env=env_base)
+        line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+        if not line:
+            print(f"  netcal run failed:\n{proc.stderr[-3000:]}")
+        else:
+            nc = json.loads(line[0][7:])
+            print(f"  netcal {nc.get('torch', '')} GPBeta (16 inducing, 200 epochs): fit {nc['fit_s']:.2f} s, "
+                  f"predict {nc['predict_s']:.2f} s, held-out NLL {nc['nll']:.4f}")
+            print(f"  wall-time ratio netcal / calibprob: fit {nc['fit_s'] / r['fit_s']:.2f}x, "
+                  f"fit + predict {(nc['fit_s'] + nc['predict_s']) / (r['fit_s'] + r['predict_s']):.2f}x; "
+                  f"NLL calibprob - netcal {r['nll_gp_beta'] - nc['nll']:+.4f}")
+            diff = -(np.load(args.save.replace(".npz", "") + "_calibprob_logpdf.npy") - np.load(nc_out))
+            print(f"  paired per-point NLL difference (exact densities): {diff.mean():+.4f} "
+                  f"± {diff.std(ddof=1) / np.sqrt(diff.size):.4f} (s.e.)")
+
+    n = 5000 if args.quick else 20_000
+    m = _run("minibatch", "--n", n, "--n-iter", n_iter, env=env_base)
+    print(f"\nminibatch ADVI, n = {m['n']}, batch {m['batch_size']}, {m['n_iter']} iterations:")
+    print(f"  fit {m['fit_s']:.2f} s warm (first fit in process {m['first_fit_s']:.1f} s)")
+    print(f"  peak memory: tracemalloc {m['tracemalloc_peak_mb']:.1f} MB, process max RSS {m['max_rss_mb']:.0f} MB")
+    print(f"  held-out NLL: base {m['nll_base']:.4f} | GP-Beta {m['nll_gp_beta']:.4f}")
+
+
+if __name__ == "__main__":
+    main()
