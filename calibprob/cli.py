@@ -30,7 +30,7 @@ def _cmd_datasets(args) -> int:
 def _render(rows) -> str:
     """Render a list of dicts (or a pandas-like table) as aligned text."""
     if hasattr(rows, "to_string"):
-        return rows.to_string()
+        return rows.to_string(index=False)
     rows = list(rows)
     if not rows:
         return "(none)"
@@ -110,6 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("results", help="a results file written by `calibprob compare`")
     p.add_argument("--plots", help="folder for the PNG plots (default <results>_plots/)")
     p.set_defaults(func=_cmd_report)
+
+    from calibprob.bo.cli import add_bo_parser
+
+    add_bo_parser(sub)
     return parser
 
 

@@ -1,0 +1,429 @@
+r"""Many-seed Bayesian-optimisation experiments, serial or on Dask, and the paper's Table 1.
+
+:func:`run_experiment` runs every (function, acquisition, method, seed) task
+of a grid with :func:`calibprob.bo.minimize` — serially, on a new Dask
+``LocalCluster`` (``workers=N``) or on an existing cluster
+(``scheduler="tcp://..."``), like ``calibprob compare``. Each finished task is
+written at once to ``<out>.parts/`` (atomically), so a killed run restarted
+with the same command recomputes only the missing tasks. :func:`bo_table`
+prints the comparison of Deshpande et al. (2024), Table 1.
+
+Methods
+-------
+``calibrated``   recalibrated GP, calibration set by closed-form LOO (Algorithm 3 + 4)
+``time-series``  recalibrated GP, time-series splits (one-step-ahead forecasts)
+``online``       recalibrated GP, the issued forecasts themselves (Algorithm 3, eq. 7)
+``uncalibrated`` the same GP and acquisition without recalibration
+``sharp``        Capone et al.'s sharp-GP confidence bound (eq. 18); only for
+                 the confidence-bound acquisitions (``ucb``/``lcb``)
+
+Table 1 metrics (per function and acquisition, over seeds)
+---------------------------------------------------------
+* **min found**: final best value, mean ± standard error over seeds.
+* **win fraction** (column ``f``): fraction of seeds in which the reference
+  method (``calibrated``) beats the row's method — the paper's §A.1: the
+  baseline is worse if it does not find a lower minimum, or finds the same
+  minimum (within ``tol``, default 0.1 % of the figure's y-range) in more
+  steps, or its curve is entirely above the reference's.
+* **normalised area** (column ``a``): :func:`calibprob.metrics.normalized_auc`
+  of the seed-averaged best-so-far curve from the end of the initial design to
+  the last step, with the rectangle shared by the methods of the row group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import traceback
+from pathlib import Path
+
+import numpy as np
+import xarray as xr
+
+from calibprob.metrics import normalized_auc
+
+__all__ = ["METHODS", "run_task", "run_experiment", "bo_table", "format_bo_table", "win_fraction"]
+
+_ENGINE = "h5netcdf"
+
+#: Method name -> options of :func:`calibprob.bo.minimize` (``acquisition`` is the task's own
+#: unless the method fixes it).
+METHODS = {
+    "calibrated": {"calibration": "loo"},
+    "time-series": {"calibration": "time-series"},
+    "online": {"calibration": "online"},
+    "uncalibrated": {"calibration": "none"},
+    "sharp": {"calibration": "none", "acquisition": "sharp-ucb"},
+}
+_UCB = ("ucb", "lcb")
+
+
+def _applicable(method: str, acquisition: str) -> bool:
+    return method != "sharp" or acquisition in _UCB
+
+
+def _fingerprint(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def run_task(config: dict, function: str, acquisition: str, method: str, seed: int) -> xr.Dataset:
+    """Run one BO task; a pure function of its arguments (ships to Dask workers).
+
+    Parameters
+    ----------
+    config : dict
+        Options of :func:`calibprob.bo.minimize` shared by all tasks, plus
+        optionally ``n_init_per_function`` (dict function -> n_init).
+    function, acquisition, method : str
+    seed : int
+
+    Returns
+    -------
+    xarray.Dataset
+        Over (function, acquisition, method, seed, evaluation / step): ``y``,
+        ``best_so_far``, ``x``, ``calibration_error``, ``calibration_error_base``,
+        ``pit``, ``run_time``, ``n_init``, ``optimum``, ``error`` ("" if fine).
+    """
+    import time
+
+    from calibprob.bo.loop import minimize
+
+    opts = {k: v for k, v in config.items() if k not in ("n_init_per_function",)}
+    per_fn = config.get("n_init_per_function") or {}
+    if function in per_fn:
+        opts["n_init"] = int(per_fn[function])
+    opts.update(METHODS[method])
+    opts.setdefault("acquisition", acquisition)
+    if "acquisition" not in METHODS[method]:
+        opts["acquisition"] = acquisition
+    t0 = time.perf_counter()
+    res = minimize(function, seed=int(seed), **opts)
+    run_time = time.perf_counter() - t0
+    ev, st = res["evaluations"].to_dataset(), res["steps"].to_dataset()
+    ds = xr.Dataset(
+        {
+            "y": ev["y"], "best_so_far": ev["best_so_far"],
+            "x": ev["x"].rename(feature="feature"),
+            "calibration_error": st["calibration_error"],
+            "calibration_error_base": st["calibration_error_base"],
+            "pit": st["pit"],
+            "run_time": run_time,
+            "n_init": int(res.attrs["n_init"]),
+            "n_evaluations": int(ev.sizes["evaluation"]),
+            "optimum": float(res.attrs["optimum"]),
+            "error": "",
+        }
+    )
+    d = ds.sizes["feature"]
+    ds = ds.assign_coords(feature=[f"x{j + 1}" for j in range(d)])
+    return ds.expand_dims(function=[function], acquisition=[acquisition], method=[method], seed=[int(seed)])
+
+
+def _failed(key, err) -> xr.Dataset:
+    function, acquisition, method, seed = key
+    msg = f"{type(err).__name__}: {err}"
+    return xr.Dataset({"error": msg}).expand_dims(function=[function], acquisition=[acquisition],
+                                                   method=[method], seed=[int(seed)])
+
+
+def _part(parts: Path, key) -> Path:
+    safe = "__".join("".join(c if c.isalnum() or c in "-_" else "_" for c in str(k)) for k in key[:3])
+    return parts / f"{safe}__seed{int(key[3]):04d}.nc"
+
+
+def _write_atomic(ds: xr.Dataset, path: Path) -> None:
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    ds.to_netcdf(tmp, engine=_ENGINE)
+    os.replace(tmp, path)
+
+
+def _done(path: Path, fp: str) -> bool:
+    if not path.is_file():
+        return False
+    try:
+        with xr.open_dataset(path, engine=_ENGINE) as ds:
+            return ds.attrs.get("config_fingerprint") == fp and not str(ds["error"].values.ravel()[0])
+    except Exception:
+        return False
+
+
+def run_experiment(
+    functions,
+    acquisitions=("ucb", "ei"),
+    methods=("calibrated", "uncalibrated"),
+    seeds=20,
+    *,
+    out=None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = True,
+    **config,
+) -> xr.Dataset:
+    """Run a grid of BO tasks (function × acquisition × method × seed) and combine the results.
+
+    Parameters
+    ----------
+    functions : sequence of str
+        Test-function names (:func:`calibprob.datasets.get_function`).
+    acquisitions : sequence of str
+        Among ``"ucb"``, ``"lcb"``, ``"ei"``, ``"pi"``.
+    methods : sequence of str
+        Keys of :data:`METHODS`; ``"sharp"`` runs only with ``ucb``/``lcb``.
+    seeds : int or sequence of int
+        ``20`` means seeds 0..19. The same seed gives every method the same
+        initial design.
+    out : path, optional
+        Results netCDF file; finished tasks go to ``<out>.parts/`` and are not
+        recomputed on a rerun with the same settings. Without ``out`` nothing
+        is written.
+    workers : int, optional
+        Dask ``LocalCluster`` with this many single-threaded worker processes.
+    scheduler : str, optional
+        Address of an existing Dask scheduler.
+    progress : bool
+        Progress bar on stderr.
+    **config
+        Options of :func:`calibprob.bo.minimize` (``n_init``, ``n_steps``,
+        ``eta``, ``refit_every``, ...) and ``n_init_per_function``.
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims ``function``, ``acquisition``, ``method``, ``seed``, ``evaluation``,
+        ``step``, ``feature``; non-applicable tasks (sharp with EI) are NaN.
+    """
+    from tqdm.auto import tqdm
+
+    from calibprob.datasets.functions import get_function
+
+    if workers is not None and scheduler is not None:
+        raise ValueError("pass either workers (a new LocalCluster) or scheduler (an existing cluster), not both.")
+    functions = [get_function(f).name for f in functions]
+    for m in methods:
+        if m not in METHODS:
+            raise ValueError(f"methods must be among {', '.join(METHODS)}; got {m!r}.")
+    for a in acquisitions:
+        if a not in ("ucb", "lcb", "ei", "pi"):
+            raise ValueError(f"acquisitions must be among 'ucb', 'lcb', 'ei', 'pi'; got {a!r}.")
+    seeds = list(range(int(seeds))) if np.ndim(seeds) == 0 else [int(s) for s in seeds]
+    keys = [(f, a, m, s) for f in functions for a in acquisitions for m in methods for s in seeds
+            if _applicable(m, a)]
+    fp = _fingerprint(config)
+    parts = None
+    if out is not None:
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        parts = out.with_name(out.name + ".parts")
+        parts.mkdir(exist_ok=True)
+    results: dict = {}
+    todo = []
+    for k in keys:
+        if parts is not None and _done(_part(parts, k), fp):
+            results[k] = xr.load_dataset(_part(parts, k), engine=_ENGINE)
+        else:
+            todo.append(k)
+    bar = tqdm(total=len(keys), initial=len(keys) - len(todo), disable=not progress, desc="bo",
+               unit="run", dynamic_ncols=True)
+
+    def store(key, ds):
+        ds.attrs["config_fingerprint"] = fp
+        if parts is not None:
+            _write_atomic(ds, _part(parts, key))
+        results[key] = ds
+        bar.update(1)
+
+    try:
+        if workers is None and scheduler is None:
+            for k in todo:
+                try:
+                    ds = run_task(config, *k)
+                except Exception as err:  # recorded, never fatal for the other runs
+                    ds = _failed(k, err)
+                    ds["error"] = ds["error"].astype(str) + "\n" + traceback.format_exc(limit=3)
+                store(k, ds)
+        elif todo:
+            _run_dask(config, todo, store, workers=workers, scheduler=scheduler)
+    finally:
+        bar.close()
+    combined = _combine([results[k] for k in keys]).reindex(
+        {"function": functions, "acquisition": list(acquisitions), "method": list(methods), "seed": seeds})
+    combined.attrs.update({"config": json.dumps(config, sort_keys=True, default=str),
+                           "config_fingerprint": fp, "reference_method": "calibrated",
+                           "title": "calibprob Bayesian-optimisation experiment"})
+    if out is not None:
+        tmp = out.with_name(out.name + ".tmp")
+        combined.to_netcdf(tmp, engine=_ENGINE)
+        os.replace(tmp, out)
+    return combined
+
+
+def _combine(pieces) -> xr.Dataset:
+    clean = []
+    for p in pieces:
+        p = p.copy()
+        p.attrs = {}
+        clean.append(p)
+    # merge, not concat: concatenating along `feature` (1-D and 2-D functions together)
+    # would broadcast every variable over it
+    ds = xr.merge(clean, join="outer", compat="no_conflicts", combine_attrs="drop")
+    if "error" in ds:
+        ds["error"] = ds["error"].fillna("").astype(str)
+    return ds
+
+
+def _run_dask(config, todo, store, *, workers, scheduler) -> None:
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed
+    except ImportError as err:  # pragma: no cover - depends on the install
+        raise ImportError("parallel runs need Dask: pip install 'calibprob[dask]'.") from err
+    cluster = None
+    if scheduler is None:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+    else:
+        client = Client(scheduler)
+    try:
+        futures = {client.submit(run_task, config, *k, pure=False): k for k in todo}
+        for fut in as_completed(futures):
+            k = futures[fut]
+            try:
+                ds = fut.result()
+            except Exception as err:
+                ds = _failed(k, err)
+            store(k, ds)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+# ---------------------------------------------------------------------------- table
+def _curves(ds: xr.Dataset, function, acquisition, method) -> np.ndarray:
+    """Best-so-far over BO steps (end of the initial design .. last step), shape (seeds, T+1)."""
+    sub = ds.sel({"function": function, "acquisition": acquisition, "method": method})
+    n0 = sub["n_init"].values
+    n0 = int(np.nanmax(n0)) if np.isfinite(n0).any() else 1
+    n_ev = sub["n_evaluations"].values
+    n_ev = int(np.nanmax(n_ev)) if np.isfinite(n_ev).any() else sub.sizes["evaluation"]
+    bsf = sub["best_so_far"].transpose("seed", "evaluation").values
+    return bsf[:, n0 - 1:n_ev]
+
+
+def win_fraction(reference: np.ndarray, baseline: np.ndarray, tol: float) -> float:
+    """Fraction of seeds where ``reference`` beats ``baseline`` (Deshpande et al. 2024, §A.1).
+
+    Parameters
+    ----------
+    reference, baseline : ndarray, shape (seeds, T)
+        Best-so-far curves (minimisation), same seeds in the same order.
+    tol : float
+        Values within ``tol`` count as the same minimum.
+
+    Returns
+    -------
+    float
+        NaN when no seed has both curves finite.
+    """
+    wins, n = 0, 0
+    for r, b in zip(reference, baseline):
+        if not (np.isfinite(r[-1]) and np.isfinite(b[-1])):
+            continue
+        n += 1
+        if r[-1] < b[-1] - tol:
+            wins += 1
+        elif abs(r[-1] - b[-1]) <= tol:
+            t_r = int(np.argmax(r <= r[-1] + tol))
+            t_b = int(np.argmax(b <= b[-1] + tol))
+            above = np.all(np.nan_to_num(b, nan=np.inf) >= r - tol) and np.any(b > r + tol)
+            if t_r < t_b or above:
+                wins += 1
+    return wins / n if n else np.nan
+
+
+def bo_table(ds: xr.Dataset, *, reference: str = "calibrated", tol_fraction: float = 1e-3) -> xr.Dataset:
+    """Table 1 of Deshpande et al. (2024) from :func:`run_experiment`'s results.
+
+    Returns
+    -------
+    xarray.Dataset
+        Over (function, acquisition, method): ``min_mean``, ``min_se``,
+        ``win_fraction`` (reference beats the row; NaN on the reference row),
+        ``auc`` (normalised area of the mean curve), ``auc_seed_mean``
+        (mean of per-seed areas with the same rectangle), ``n_seeds``,
+        ``final_calibration_error`` (mean over seeds of the last step's running ECE).
+    """
+    fns, acqs, meths = (list(ds[c].values) for c in ("function", "acquisition", "method"))
+    shape = (len(fns), len(acqs), len(meths))
+    out = {k: np.full(shape, np.nan) for k in ("min_mean", "min_se", "win_fraction", "auc",
+                                               "auc_seed_mean", "n_seeds", "final_calibration_error")}
+    for i, f in enumerate(fns):
+        for j, a in enumerate(acqs):
+            curves = {}
+            for m in meths:
+                c = _curves(ds, f, a, m)
+                ok = np.isfinite(c[:, -1])
+                if ok.any():
+                    curves[m] = c
+            if not curves:
+                continue
+            allv = np.concatenate([c[np.isfinite(c[:, -1])].ravel() for c in curves.values()])
+            allv = allv[np.isfinite(allv)]
+            lo_b, hi_b = float(allv.min()), float(allv.max())
+            tol = tol_fraction * max(hi_b - lo_b, 1e-12)
+            means = {m: np.nanmean(c[np.isfinite(c[:, -1])], axis=0) for m, c in curves.items()}
+            mlo = min(float(v.min()) for v in means.values())
+            mhi = max(float(v.max()) for v in means.values())
+            for k, m in enumerate(meths):
+                if m not in curves:
+                    continue
+                c = curves[m]
+                fin = c[np.isfinite(c[:, -1]), -1]
+                out["n_seeds"][i, j, k] = fin.size
+                out["min_mean"][i, j, k] = fin.mean()
+                out["min_se"][i, j, k] = fin.std(ddof=1) / np.sqrt(fin.size) if fin.size > 1 else np.nan
+                if mhi > mlo:
+                    out["auc"][i, j, k] = normalized_auc(means[m], lower=mlo, upper=mhi)
+                if hi_b > lo_b:
+                    good = c[np.isfinite(c).all(axis=1)]
+                    if good.size:
+                        out["auc_seed_mean"][i, j, k] = float(np.mean(
+                            normalized_auc(good, lower=lo_b, upper=hi_b)))
+                if m != reference and reference in curves:
+                    out["win_fraction"][i, j, k] = win_fraction(curves[reference], c, tol)
+                ce = ds["calibration_error"].sel({"function": f, "acquisition": a, "method": m})
+                ce = ce.transpose("seed", "step").values
+                last = np.array([row[np.isfinite(row)][-1] for row in ce if np.isfinite(row).any()])
+                if last.size:
+                    out["final_calibration_error"][i, j, k] = last.mean()
+    dims = ("function", "acquisition", "method")
+    return xr.Dataset({k: (dims, v) for k, v in out.items()},
+                      coords={"function": fns, "acquisition": acqs, "method": meths},
+                      attrs={"reference_method": reference, "tol_fraction": tol_fraction})
+
+
+def format_bo_table(table: xr.Dataset) -> str:
+    """Render :func:`bo_table` as text, one row per (function, acquisition, method)."""
+    ref = table.attrs.get("reference_method", "calibrated")
+    head = ["function", "acq", "method", "min found (± s.e.)", f"f ({ref} wins)", "AUC a", "ECE(last)", "seeds"]
+    rows = []
+    for f in table["function"].values:
+        for a in table["acquisition"].values:
+            for m in table["method"].values:
+                r = table.sel({"function": f, "acquisition": a, "method": m})
+                if not np.isfinite(r["min_mean"]):
+                    continue
+                se = float(r["min_se"])
+                wf = float(r["win_fraction"])
+                rows.append([str(f), str(a), str(m),
+                             f"{float(r['min_mean']):.4g} ({se:.2g})" if np.isfinite(se) else f"{float(r['min_mean']):.4g}",
+                             "—" if not np.isfinite(wf) else f"{wf:.2f}",
+                             "—" if not np.isfinite(r["auc"]) else f"{float(r['auc']):.3f}",
+                             "—" if not np.isfinite(r["final_calibration_error"]) else f"{float(r['final_calibration_error']):.4f}",
+                             f"{int(r['n_seeds'])}"])
+    cells = [head] + rows
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    lines = ["  ".join(t.ljust(w) for t, w in zip(row, widths)) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

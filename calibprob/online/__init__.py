@@ -1,0 +1,34 @@
+"""Online quantile recalibration (Deshpande, Marx & Kuleshov 2024, §4).
+
+- :class:`OnlineQuantileRecalibrator` — ``recalibrate(forecast)`` /
+  ``update(forecast, y)`` on any stream of forecasts in the predictive contract,
+  state saved with ``to_dataset()`` and restored with ``from_dataset()``.
+- NumPy layer: :func:`osd_step`, :func:`osd_path`, :func:`publish`,
+  :func:`coverage_bound`, :func:`theorem2_bound`, :func:`interpolate_map`,
+  :func:`lemma4_counterexample`.
+"""
+
+from calibprob.online._osd import (
+    COUPLINGS,
+    coverage_bound,
+    interpolate_map,
+    lemma4_counterexample,
+    osd_path,
+    osd_step,
+    publish,
+    theorem2_bound,
+)
+from calibprob.online.recalibrator import OnlineQuantileRecalibrator, check_eta
+
+__all__ = [
+    "OnlineQuantileRecalibrator",
+    "check_eta",
+    "COUPLINGS",
+    "osd_step",
+    "osd_path",
+    "publish",
+    "coverage_bound",
+    "theorem2_bound",
+    "interpolate_map",
+    "lemma4_counterexample",
+]
