@@ -36,6 +36,18 @@ _LAZY = {
     "SparseGaussianProcessRegressor": "calibprob.gp",
     "LinearRegression": "calibprob.linear",
     "BayesianRidge": "calibprob.linear",
+    "SplitConformalRegressor": "calibprob.conformal",
+    "CrossConformalRegressor": "calibprob.conformal",
+    "JackknifePlusGP": "calibprob.conformal",
+    "FullConformalGP": "calibprob.conformal",
+    "ConformalPredictiveSystem": "calibprob.conformal",
+    "SharpCalibratedGP": "calibprob.calibrators.sharp_gp",
+    "IsotonicRecalibrator": "calibprob.calibrators",
+    "VovkRecalibrator": "calibprob.calibrators",
+    "MarxRecalibrator": "calibprob.calibrators",
+    "VarianceScalingRecalibrator": "calibprob.calibrators",
+    "GPBetaCalibrator": "calibprob.calibrators",
+    "OnlineQuantileRecalibrator": "calibprob.online",
 }
 
 __all__ = [

@@ -1,0 +1,136 @@
+"""Fit time of the sharp calibrated GP (Capone et al. 2023) on Boston (TARGETS.md, P5).
+
+Measures, in one process, on a 0.6/0.2/0.2 standardised split of Boston
+(304 training, 101 calibration points, 13 features):
+
+* the base GP's own fit (marginal likelihood, for scale);
+* **cold** fit of all levels: the first fit in the process, including building
+  and compiling the PyMC model's logp/dlogp (with ``--mode NUMBA`` the JIT
+  also depends on the on-disk cache in ``~/.pytensor``; run twice to see both);
+* **warm** fits of ``--levels`` and ``--more-levels`` knots (the graph is
+  reused: the data, level and constraints are ``pm.Data``), and the time per
+  extra level, ``(T_more - T_levels) / (K_more - K_levels)`` (target <= 1 s);
+* the cheap ``scaled`` and the ``cross-fitted`` variants (warm);
+* with ``--sparse``: a 5000-point synthetic set (3000 train / 1000 calibrate /
+  1000 test, 8-D Hartmann-type function) on a sparse (VFE) base, θ_δ fitted
+  with the exact posterior of a 500-point training subset (paper §6) and β on
+  all training data.
+
+Run::
+
+    .venv/bin/python benchmarks/bench_sharp_gp.py [--levels 21] [--more-levels 41]
+        [--mode FAST_COMPILE|NUMBA] [--sparse]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from calibprob.calibrators import sharp_gp
+from calibprob.calibrators.sharp_gp import SharpCalibratedGP
+from calibprob.datasets import load_dataset, train_calibrate_test_split
+from calibprob.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor
+
+
+_CPU = {}
+
+
+def _timed(fn):
+    """Wall time (returned) and CPU time (kept in _CPU["last"]; the box is shared)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = fn()
+    _CPU["last"] = time.process_time() - c0
+    return out, time.perf_counter() - t0
+
+
+def _boston(seed: int):
+    parts = train_calibrate_test_split(load_dataset("boston"), seed=seed)
+    arrays = {k: (v["X"].values, v["y"].values) for k, v in parts.items()}
+    Xtr, ytr = arrays["train"]
+    mx, sx = Xtr.mean(0), Xtr.std(0)
+    my, sy = ytr.mean(), ytr.std()
+    return {k: ((X - mx) / sx, (y - my) / sy) for k, (X, y) in arrays.items()}
+
+
+def _summary(name, model, seconds, X_test, y_test):
+    d = model.diagnostics_
+    q = model.quantile(X_test, [0.025, 0.975])
+    cov = np.mean((y_test >= q[:, 0]) & (y_test <= q[:, 1]))
+    width = np.mean(q[:, 1] - q[:, 0])
+    constrained = d["seconds"].values[d["n_eval"].values > 0]
+    print(
+        f"{name:34s} {seconds:7.2f} s wall {_CPU['last']:7.2f} s cpu  knots={d.sizes['knot']:3d}  evals={int(d['n_eval'].sum()):5d}  "
+        f"median s/knot={np.median(constrained):.3f}  converged={int(d['converged'].sum())}/{d.sizes['knot']}  "
+        f"95% width={width:.3f} cov={cov:.3f}"
+    )
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--levels", type=int, default=21, help="knots in the reference fit")
+    parser.add_argument("--more-levels", type=int, default=41, help="knots in the larger fit")
+    parser.add_argument("--mode", default=None, help="PyTensor compile mode (default: calibprob.gp's)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sparse", action="store_true", help="also time the sparse 5000-point case")
+    args = parser.parse_args(argv)
+
+    from threadpoolctl import threadpool_limits
+
+    data = _boston(args.seed)
+    (Xtr, ytr), (Xc, yc), (Xt, yt) = data["train"], data["calibrate"], data["test"]
+    print(f"boston: train {Xtr.shape}, calibrate {Xc.shape}, test {Xt.shape}; mode={args.mode or 'default'}")
+    with threadpool_limits(limits=1, user_api="blas"):
+        gp, t = _timed(lambda: GaussianProcessRegressor(random_state=args.seed).fit(Xtr, ytr))
+    print(f"{'base GP fit (ML, 3 starts)':34s} {t:7.2f} s wall {_CPU['last']:7.2f} s cpu")
+
+    def make(levels, variant="full"):
+        return SharpCalibratedGP(base=gp, variant=variant, n_levels=levels, compile_mode=args.mode,
+                                 random_state=args.seed)
+
+    sharp_gp.clear_cache()
+    m, t_cold = _timed(lambda: make(args.levels).fit(Xc, yc))
+    _summary(f"full, {args.levels} levels, COLD", m, t_cold, Xt, yt)
+    m, t_warm = _timed(lambda: make(args.levels).fit(Xc, yc))
+    c_warm = _CPU["last"]
+    _summary(f"full, {args.levels} levels, warm", m, t_warm, Xt, yt)
+    k1 = m.diagnostics_.sizes["knot"]
+    m2, t_more = _timed(lambda: make(args.more_levels).fit(Xc, yc))
+    _summary(f"full, {args.more_levels} levels, warm", m2, t_more, Xt, yt)
+    k2 = m2.diagnostics_.sizes["knot"]
+    per = (t_more - t_warm) / max(k2 - k1, 1)
+    per_cpu = (_CPU["last"] - c_warm) / max(k2 - k1, 1)
+    print(f"{'time per extra level (warm)':34s} {per:7.3f} s wall {per_cpu:7.3f} s cpu   "
+          f"(target <= 1 s; {k2 - k1} extra knots)")
+    for variant in ("scaled", "cross-fitted"):
+        mv, tv = _timed(lambda: make(args.levels, variant).fit(Xc, yc))
+        _summary(f"{variant}, {args.levels} levels, warm", mv, tv, Xt, yt)
+    mu, sd = gp.predict_mean_std(Xt)
+    cov = np.mean(np.abs(yt - mu) <= 1.959964 * sd)
+    print(f"{'base GP 95% interval':34s}          width={np.mean(2 * 1.959964 * sd):.3f} cov={cov:.3f}")
+
+    if args.sparse:
+        rng = np.random.default_rng(args.seed)
+        X = rng.uniform(0, 1, size=(5000, 8))
+        y = np.sin(2 * np.pi * X[:, 0]) * X[:, 1] + np.exp(-((X[:, 2:5] - 0.5) ** 2).sum(1) * 4) \
+            + (0.05 + 0.2 * X[:, 5]) * rng.normal(size=5000)
+        X = (X - 0.5) / 0.29
+        y = (y - y[:3000].mean()) / y[:3000].std()
+        Xtr, ytr, Xc, yc, Xt, yt = X[:3000], y[:3000], X[3000:4000], y[3000:4000], X[4000:], y[4000:]
+        with threadpool_limits(limits=1, user_api="blas"):
+            sgp, t = _timed(lambda: SparseGaussianProcessRegressor(
+                n_inducing=300, n_restarts=1, random_state=args.seed).fit(Xtr, ytr))
+        print(f"\nsparse: train 3000, calibrate 1000, 8-D; VFE base with 300 inducing points")
+        print(f"{'sparse base GP fit (VFE, 1 start)':34s} {t:7.2f} s wall {_CPU['last']:7.2f} s cpu")
+        ms, ts = _timed(lambda: SharpCalibratedGP(
+            base=sgp, n_levels=args.levels, compile_mode=args.mode, random_state=args.seed).fit(Xc, yc))
+        _summary(f"full on sparse, subset 500, {args.levels} lv", ms, ts, Xt, yt)
+        ms, ts = _timed(lambda: SharpCalibratedGP(
+            base=sgp, variant="scaled", n_levels=args.levels, random_state=args.seed).fit(Xc, yc))
+        _summary(f"scaled on sparse, {args.levels} levels", ms, ts, Xt, yt)
+
+
+if __name__ == "__main__":
+    main()
