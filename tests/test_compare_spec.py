@@ -106,3 +106,23 @@ def test_unknown_base_option_is_rejected_with_the_valid_ones():
             "base": {"kind": "gp", "kernel": "matern", "nu": 2.5}, "methods": {"b": {"kind": "base"}}}
     with pytest.raises(SpecError, match="unknown key 'nu' in \\[base\\].*Valid keys: .*kernel"):
         parse_spec(spec)
+
+
+def test_synthetic_dataset_may_carry_its_own_split_in_counts():
+    from calibprob.compare import parse_spec
+    from calibprob.compare.runner import _prepare
+    from calibprob.compare.spec import SpecError
+
+    base = {"name": "x", "split": {"train": 0.5, "test": 0.5}, "base": {"kind": "ols"},
+            "methods": {"b": {"kind": "base"}}}
+    spec = parse_spec(base | {"datasets": [
+        {"name": "b", "function": "branin", "n": 60, "split": {"train": 20, "test": 40}}, "diabetes"]})
+    _, arrays = _prepare(spec, "b", 0)
+    assert (len(arrays["train"][1]), len(arrays["test"][1])) == (20, 40)
+    _, arrays = _prepare(spec, "diabetes", 0)  # the spec's own split
+    assert abs(len(arrays["train"][1]) - len(arrays["test"][1])) <= 1
+    # the spec travels to workers as a dict: the per-dataset split survives the round trip
+    assert parse_spec(spec.to_dict()).datasets[0].split == spec.datasets[0].split
+    with pytest.raises(SpecError, match=r"datasets\[0\].split: counts .* sum to the data set's n = 60"):
+        parse_spec(base | {"datasets": [{"name": "b", "function": "branin", "n": 60,
+                                         "split": {"train": 20, "test": 30}}]})

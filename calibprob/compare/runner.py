@@ -57,7 +57,9 @@ def _prepare(spec: Spec, dataset: str, repetition: int):
 
     seed = _task_seed(spec, dataset, repetition)
     data = _load(spec, dataset, seed)
-    fractions = tuple(spec.split[k] for k in ("train", "calibrate", "test") if k in spec.split)
+    d = next(d for d in spec.datasets if d.name == dataset)
+    split = d.split if d.split is not None else spec.split
+    fractions = tuple(split[k] for k in ("train", "calibrate", "test") if k in split)
     parts = cds.train_calibrate_test_split(data, fractions, seed=seed)
     if spec.standardize:
         scaler = cds.Standardizer().fit(parts["train"])

@@ -61,7 +61,7 @@ BASE_OPTIONS = {
     "bayesian-ridge": ("fit_intercept", "max_iter", "tol", "alpha_init", "lambda_init"),
 }
 SPLIT_KEYS = ("train", "calibrate", "test")
-DATASET_KEYS = {"name", "path", "target", "function", "n", "dim", "noise", "design"}
+DATASET_KEYS = {"name", "path", "target", "function", "n", "dim", "noise", "design", "split"}
 DEFAULT_METRICS = ("ece", "nll", "crps", "std", "rmse", "coverage", "width")
 
 
@@ -81,9 +81,10 @@ class DatasetSpec:
     dim: int | None = None
     noise: float = 0.0
     design: str = "uniform"
+    split: dict | None = None  # this data set's own split fractions (overrides the spec's [split])
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        return {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.__dict__.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,8 @@ def _parse_datasets(value, root: Path) -> tuple[DatasetSpec, ...]:
                     f"datasets[{i}].target = {entry['target']!r} is not a column of {path.name}; "
                     f"columns: {', '.join(header)}."
                 )
-            out.append(DatasetSpec(name=entry["name"], path=str(path), target=entry["target"]))
+            split = None if "split" not in entry else _parse_split(entry["split"], f"datasets[{i}].split")
+            out.append(DatasetSpec(name=entry["name"], path=str(path), target=entry["target"], split=split))
         elif "function" in entry:
             if entry["function"] not in functions:
                 raise SpecError(
@@ -227,10 +229,13 @@ def _parse_datasets(value, root: Path) -> tuple[DatasetSpec, ...]:
             noise = float(entry.get("noise", 0.0))
             if noise < 0:
                 raise SpecError(f"datasets[{i}].noise must be >= 0 (a noise standard deviation); got {noise}.")
+            split = None
+            if "split" in entry:
+                split = _parse_dataset_split(entry["split"], n, f"datasets[{i}].split")
             out.append(
                 DatasetSpec(
                     name=entry["name"], function=entry["function"], n=n, dim=entry.get("dim"),
-                    noise=noise, design=entry.get("design", "uniform"),
+                    noise=noise, design=entry.get("design", "uniform"), split=split,
                 )
             )
         else:
@@ -238,26 +243,41 @@ def _parse_datasets(value, root: Path) -> tuple[DatasetSpec, ...]:
                 raise SpecError(
                     f"datasets[{i}] = {entry['name']!r} is neither bundled nor has 'path' or 'function'."
                 )
-            out.append(DatasetSpec(name=entry["name"]))
+            split = None if "split" not in entry else _parse_split(entry["split"], f"datasets[{i}].split")
+            out.append(DatasetSpec(name=entry["name"], split=split))
     names = [d.name for d in out]
     if len(set(names)) != len(names):
         raise SpecError(f"dataset names must be unique; got {names}.")
     return tuple(out)
 
 
-def _parse_split(value) -> dict:
+def _parse_dataset_split(value, n: int, where: str) -> dict:
+    """A synthetic data set's own split: fractions, or integer counts summing to its ``n``."""
+    if isinstance(value, dict) and value and all(isinstance(v, int) and not isinstance(v, bool)
+                                                 for v in value.values()):
+        _check_keys(value, SPLIT_KEYS, where)
+        if any(v < 1 for v in value.values()) or sum(value.values()) != n:
+            raise SpecError(
+                f"{where}: counts {value} must be positive and sum to the data set's n = {n}; "
+                "adjust n or the counts (or give fractions)."
+            )
+        value = {k: v / n for k, v in value.items()}
+    return _parse_split(value, where)
+
+
+def _parse_split(value, where: str = "split") -> dict:
     if not isinstance(value, dict):
-        raise SpecError("split must be a table, e.g. [split] train = 0.6, calibrate = 0.2, test = 0.2.")
-    _check_keys(value, SPLIT_KEYS, "split")
+        raise SpecError(f"{where} must be a table, e.g. [split] train = 0.6, calibrate = 0.2, test = 0.2.")
+    _check_keys(value, SPLIT_KEYS, where)
     if "train" not in value or "test" not in value:
-        raise SpecError("split needs at least 'train' and 'test' fractions (and optionally 'calibrate').")
+        raise SpecError(f"{where} needs at least 'train' and 'test' fractions (and optionally 'calibrate').")
     for k, v in value.items():
-        if not isinstance(v, (int, float)) or not 0 < v < 1:
-            raise SpecError(f"split.{k} must be a fraction in (0, 1); got {v!r}.")
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v < 1:
+            raise SpecError(f"{where}.{k} must be a fraction in (0, 1); got {v!r}.")
     total = sum(value.values())
     if abs(total - 1.0) > 1e-9:
         raise SpecError(
-            f"split fractions must sum to 1; got {' + '.join(f'{k}={v}' for k, v in value.items())} = "
+            f"{where} fractions must sum to 1; got {' + '.join(f'{k}={v}' for k, v in value.items())} = "
             f"{total:g}. Adjust them."
         )
     return {k: float(value[k]) for k in SPLIT_KEYS if k in value}
