@@ -34,8 +34,13 @@ papers compute NLL for quantile-only methods.
 Tail rule ``"normal"``
 ----------------------
 Below the lowest and above the highest stored level the same formula
-continues with the slope of the outermost segment: a Gaussian tail whose scale
-matches the two extreme quantiles. Quantiles at levels 0 and 1 are therefore
+continues with a Gaussian tail anchored at the extreme quantile. Its scale is
+the larger of the outermost segment's slope and the slope of the chord from the
+extreme level to the stored level about one unit of :math:`z` inwards (0.01 to
+0.09 with the default levels): both are the exact :math:`\sigma` for a Gaussian;
+a heavy tail keeps its outermost slope, while one nearly tied outer segment (as
+level-by-level calibrators can produce) cannot collapse the tail and send the
+log density of an observation just beyond it to minus hundreds. Quantiles at levels 0 and 1 are therefore
 infinite, CDF values are strictly inside (0, 1) and the log density is finite
 everywhere.
 
@@ -105,7 +110,15 @@ def _slopes(q: np.ndarray, z: np.ndarray) -> np.ndarray:
     that the CDF stays invertible and the log density finite.
     """
     s = np.diff(q, axis=-1) / np.diff(z)
-    S = np.concatenate([s[..., :1], s, s[..., -1:]], axis=-1)
+    # Tail slopes: the steeper of the outermost segment and the chord over about one
+    # unit of z from the extreme level (e.g. 0.01 -> 0.09). Equal for a Gaussian; for
+    # a heavy tail the outermost segment wins; a single nearly tied outer segment
+    # (common for calibrators fitted level by level) cannot make the tail collapse.
+    kl = max(int(np.argmin(np.abs(z - (z[0] + 1.0)))), 1)
+    kr = min(int(np.argmin(np.abs(z - (z[-1] - 1.0)))), z.size - 2)
+    left = np.maximum(s[..., 0], (q[..., kl] - q[..., 0]) / (z[kl] - z[0]))
+    right = np.maximum(s[..., -1], (q[..., -1] - q[..., kr]) / (z[-1] - z[kr]))
+    S = np.concatenate([left[..., None], s, right[..., None]], axis=-1)
     span = q[..., -1:] - q[..., :1]
     floor = 1e-12 * np.maximum(np.abs(span), 1e-300)
     return np.maximum(S, floor)

@@ -203,3 +203,36 @@ def test_validate_accepts_contract_and_rejects_others():
 def test_bad_input_is_rejected_with_a_clear_message(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+def test_tail_does_not_collapse_on_a_nearly_tied_outer_segment():
+    from scipy import stats
+
+    from calibprob.predictive import DEFAULT_LEVELS, quantile_logpdf
+
+    z = stats.norm.ppf(DEFAULT_LEVELS)
+    q = z.copy()
+    q[0] = q[1] - 1e-4  # the outermost segment nearly flat: a pair rule gives a tail scale ~ 4e-4
+    y = np.array([q[0] - 1.0])
+    # the chord from 0.01 to 0.09 (about one unit of z) sets the tail scale: here exactly
+    # (q[8] - q[0]) / (z[8] - z[0]), and the log density is that Gaussian tail's
+    k = int(np.argmin(np.abs(z - (z[0] + 1))))
+    s = (q[k] - q[0]) / (z[k] - z[0])
+    expected = stats.norm.logpdf(z[0] + (y - q[0]) / s) - np.log(s)
+    np.testing.assert_allclose(quantile_logpdf(q[None, :], DEFAULT_LEVELS, y), expected, rtol=1e-12)
+    s_pair = (q[1] - q[0]) / (z[1] - z[0])  # the old two-quantile rule: log density ~ -1e7
+    pair = stats.norm.logpdf(z[0] + (y - q[0]) / s_pair) - np.log(s_pair)
+    assert expected[0] > -10 and pair[0] < -1e6
+
+
+def test_heavy_tail_keeps_its_outermost_slope():
+    from scipy import stats
+
+    from calibprob.predictive import DEFAULT_LEVELS, quantile_cdf
+
+    q = stats.t(3).ppf(DEFAULT_LEVELS)
+    z = stats.norm.ppf(DEFAULT_LEVELS)
+    y = np.array([q[-1] + 2.0])
+    s = (q[-1] - q[-2]) / (z[-1] - z[-2])  # steeper than the one-unit chord for Student-t
+    np.testing.assert_allclose(quantile_cdf(q[None, :], DEFAULT_LEVELS, y),
+                               stats.norm.cdf(z[-1] + (y - q[-1]) / s), rtol=1e-12)
