@@ -317,3 +317,22 @@ def test_blas_thread_policy_is_validated_and_restored(se_data):
     GaussianProcessRegressor(theta=TRUE_SE, optimize=False).fit(X[:50], y[:50])
     assert [i["num_threads"] for i in threadpool_info()] == before
     assert get_blas_threads() == "auto"
+
+
+def test_smooth_kernel_on_few_points_does_not_stop_in_the_white_noise_mode():
+    # Branin, n = 40, Matern nu = 9.5, REML: from var(y) the first start used to slide into
+    # lengthscales ~1e-2 (REML -194) while the basin at lengthscales ~(6, 30) has REML -63.
+    # The start's variance scan must land the single data-based start in the best basin
+    # found by 20 random restarts.
+    from calibprob.compare import load_spec
+    from calibprob.compare.runner import _prepare
+    from pathlib import Path
+
+    spec = load_spec(Path(__file__).resolve().parents[1] / "models" / "pion2024-table1-p9.toml")
+    seed, arrays = _prepare(spec, "branin", 14)
+    X, y = arrays["train"]
+    opts = dict(kernel="matern", p=9, mean="constant", objective="reml", noise=False, random_state=seed)
+    one = GaussianProcessRegressor(n_restarts=1, **opts).fit(X, y)
+    many = GaussianProcessRegressor(n_restarts=20, **opts).fit(X, y)
+    assert one.fit_info_["best_objective"] == pytest.approx(many.fit_info_["best_objective"], abs=1e-3)
+    assert np.all(one.theta_["lengthscale"] > 1.0)
