@@ -55,6 +55,8 @@ def draw_reliability(ax, levels, curves: dict, bands: dict | None = None, title:
     """
     ax.plot([0, 1], [0, 1], color="0.6", ls="--", lw=1, label="ideal")
     for i, (name, frac) in enumerate(curves.items()):
+        if np.all(np.isnan(np.asarray(frac, dtype=float))):
+            continue  # interval-only method: no quantile function (the colour slot is kept)
         c = _colors()[i % len(_colors())]
         ax.plot(levels, frac, marker="o", ms=3, color=c, label=str(name))
         if bands and name in bands:

@@ -195,6 +195,8 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
             fig, ax = plt.subplots(figsize=(5.5, 4.5))
             for i, c in enumerate(cals):
                 x, y = r["ece"].sel(calibrator=c), r["std"].sel(calibrator=c)
+                if bool(np.isnan(x).all()):
+                    continue  # interval-only method: no ECE / STD (the colour slot is kept)
                 col = colors[i % len(colors)]
                 ax.scatter(x, y, s=12, alpha=0.35, color=col)
                 ax.scatter(x.mean(), y.mean(), s=90, marker="D", edgecolor="k", color=col, label=c)
