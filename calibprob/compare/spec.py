@@ -53,7 +53,7 @@ BASE_KINDS = ("gp", "sparse-gp", "ols", "bayesian-ridge")
 # Constructor options of each base (random_state comes from the task seed). Kept here, not
 # read from the classes, so validating a spec does not import PyMC; a test checks they agree.
 _GP_OPTIONS = ("kernel", "p", "mean", "noise", "nugget", "objective", "theta", "optimize", "n_restarts",
-               "compile_mode")
+               "optimizer", "adam_steps", "learning_rate", "compile_mode")
 BASE_OPTIONS = {
     "gp": _GP_OPTIONS,
     "sparse-gp": _GP_OPTIONS + ("n_inducing", "jitter", "inducing_points"),

@@ -274,6 +274,47 @@ def compiled(spec: Spec, mode) -> Compiled:
     return entry
 
 
+def adam(entry: Compiled, data: dict, x0, bounds, *, steps: int, learning_rate: float):
+    """A fixed number of Adam steps on the objective (log-space θ, clipped to the box).
+
+    The base-model protocol of Capone et al.'s code (GPyTorch, Adam, lr 0.1, 20
+    steps): a loose fit, kept only to reproduce their tables; use L-BFGS-B
+    (:func:`maximize`) for a fit to convergence.
+
+    Returns
+    -------
+    x : ndarray
+    value : float
+        The objective at ``x``.
+    """
+    import pymc as pm
+
+    lo = np.array([b[0] for b in bounds])
+    hi = np.array([b[1] for b in bounds])
+    x = np.clip(np.asarray(x0, dtype=float), lo, hi)
+    m = np.zeros_like(x)
+    v = np.zeros_like(x)
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    with entry.lock, _blas_limit(len(data["y"])):
+        pm.set_data(data, model=entry.model)
+        try:
+            for t in range(1, int(steps) + 1):
+                lp, grad = entry.value_and_grad(x)
+                if not (np.isfinite(lp) and np.all(np.isfinite(grad))):
+                    raise RuntimeError(
+                        f"Adam step {t}: the objective is not finite at theta={np.exp(x)}; "
+                        "use optimizer='lbfgs' or standardise the data."
+                    )
+                g = -np.asarray(grad) / len(data["y"])  # GPyTorch minimises the mean negative ML
+                m = b1 * m + (1 - b1) * g
+                v = b2 * v + (1 - b2) * g * g
+                x = np.clip(x - learning_rate * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps), lo, hi)
+            value, _ = entry.value_and_grad(x)
+        finally:
+            pm.set_data(_placeholder(entry.spec), model=entry.model)
+    return x, float(value)
+
+
 def maximize(entry: Compiled, data: dict, starts, bounds, *, maxiter: int = 300):
     """Maximise the compiled objective from several starts with L-BFGS-B.
 

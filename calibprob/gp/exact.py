@@ -54,6 +54,7 @@ from calibprob._validation import (
     check_array,
     check_choice,
     check_int,
+    check_positive,
     check_same_length,
 )
 from calibprob.gp import _objective, _pymc, kernels
@@ -90,6 +91,9 @@ class _GPBase(BaseEstimator):
                 f"{self.nugget!r}. The default 1e-8 suits interpolation."
             )
         check_int(self.n_restarts, "n_restarts", minimum=1)
+        check_choice(self.optimizer, "optimizer", ("lbfgs", "adam"))
+        check_int(self.adam_steps, "adam_steps", minimum=1)
+        check_positive(self.learning_rate, "learning_rate")
         if not isinstance(self.optimize, (bool, np.bool_)):
             raise TypeError(f"optimize must be True or False; got {self.optimize!r}.")
         if not self.optimize and self.theta is None:
@@ -219,7 +223,18 @@ class _GPBase(BaseEstimator):
             if self.theta is None
             else self._complete_theta(self.theta, spec.d, None)
         )
-        if self.optimize:
+        if self.optimize and self.optimizer == "adam":
+            # Capone et al.'s base protocol: GPyTorch's initial values softplus(0) = log 2
+            # for every hyperparameter, then a fixed number of Adam steps.
+            start = np.full(x0.shape, np.log(np.log(2.0))) if given is None else _pymc.pack(spec, given)
+            entry = _pymc.compiled(spec, self._compile_mode())
+            x_best, value = _pymc.adam(entry, self._data(), start, bounds, steps=int(self.adam_steps),
+                                       learning_rate=float(self.learning_rate))
+            theta = self._complete_theta(_pymc.unpack(spec, x_best), spec.d, None)
+            self.fit_info_ = {"objective_values": [value], "converged": [False],
+                              "n_iter": [int(self.adam_steps)], "best_objective": value, "at_bounds": [],
+                              "compile_mode": str(self._compile_mode()), "optimizer": "adam"}
+        elif self.optimize:
             first = x0 if given is None else _pymc.pack(spec, given)
             x_starts = _pymc.starts(first, bounds, int(self.n_restarts), rng, spec)
             entry = _pymc.compiled(spec, self._compile_mode())
@@ -440,6 +455,14 @@ class GaussianProcessRegressor(_GPBase):
     optimize : bool, default True
     n_restarts : int, default 3
         Total number of L-BFGS-B starts (the data-based one plus seeded random ones).
+    optimizer : {"lbfgs", "adam"}, default "lbfgs"
+        ``"lbfgs"``: L-BFGS-B to convergence from ``n_restarts`` starts.
+        ``"adam"``: ``adam_steps`` Adam steps from GPyTorch's initial values
+        (every hyperparameter :math:`\log 2`) — the loose base of Capone et
+        al.'s code (lr 0.1, 20 steps), only to reproduce their protocol.
+    adam_steps : int, default 20
+    learning_rate : float, default 0.1
+        Adam's step size (log-space hyperparameters).
     random_state : int, numpy Generator or None
     compile_mode : str, pytensor Mode or None
         PyTensor mode of the compiled objective; ``None`` uses
@@ -486,6 +509,9 @@ class GaussianProcessRegressor(_GPBase):
         theta: dict | None = None,
         optimize: bool = True,
         n_restarts: int = 3,
+        optimizer: str = "lbfgs",
+        adam_steps: int = 20,
+        learning_rate: float = 0.1,
         random_state=None,
         compile_mode=None,
     ):
@@ -498,6 +524,9 @@ class GaussianProcessRegressor(_GPBase):
         self.theta = theta
         self.optimize = optimize
         self.n_restarts = n_restarts
+        self.optimizer = optimizer
+        self.adam_steps = adam_steps
+        self.learning_rate = learning_rate
         self.random_state = random_state
         self.compile_mode = compile_mode
 

@@ -91,7 +91,7 @@ class SparseGaussianProcessRegressor(_GPBase):
     n_inducing : int, default 300
         Number of inducing inputs (k-means centres); all training inputs are
         used when ``n <= n_inducing``.
-    kernel, p, mean, objective, theta, optimize, n_restarts, random_state, compile_mode
+    kernel, p, mean, objective, theta, optimize, n_restarts, optimizer, adam_steps, learning_rate, random_state, compile_mode
         As in :class:`calibprob.gp.GaussianProcessRegressor`.
     noise : bool, default True
         Must be ``True``: the VFE bound needs a noise variance (use the exact
@@ -131,6 +131,9 @@ class SparseGaussianProcessRegressor(_GPBase):
         theta: dict | None = None,
         optimize: bool = True,
         n_restarts: int = 3,
+        optimizer: str = "lbfgs",
+        adam_steps: int = 20,
+        learning_rate: float = 0.1,
         jitter: float = 1e-6,
         inducing_points=None,
         random_state=None,
@@ -146,6 +149,9 @@ class SparseGaussianProcessRegressor(_GPBase):
         self.theta = theta
         self.optimize = optimize
         self.n_restarts = n_restarts
+        self.optimizer = optimizer
+        self.adam_steps = adam_steps
+        self.learning_rate = learning_rate
         self.jitter = jitter
         self.inducing_points = inducing_points
         self.random_state = random_state
