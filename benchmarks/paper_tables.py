@@ -83,7 +83,7 @@ def cell(da) -> str:
 
 
 def pion(paths) -> None:
-    print("| function | p | method | 90% width (ours) | paper | ratio | IAE (ours) | paper | |Δ IAE| |")
+    print("| function | p | method | 90% width (ours) | paper | ratio | IAE (ours) | paper | abs. Δ IAE |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     fails = []
     for path in paths:

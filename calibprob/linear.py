@@ -103,6 +103,18 @@ class LinearRegression(_LinearBase):
     References
     ----------
     Seber, G. A. F. and Lee, A. J. (2003). *Linear Regression Analysis*, §5.3.
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(100, 2)); y = 1.0 + X @ [2.0, -1.0] + 0.5 * rng.normal(size=100)
+    >>> ols = calibprob.LinearRegression().fit(X, y)
+    >>> bool(np.allclose(ols.coef_, [2.0, -1.0], atol=0.2) and abs(ols.intercept_ - 1.0) < 0.2)
+    True
+    >>> pred = ols.predict(X[:3])            # Gaussian predictive Dataset
+    >>> pred.attrs["family"]
+    'normal'
     """
 
     def __init__(self, *, fit_intercept: bool = True):
@@ -231,6 +243,16 @@ class BayesianRidge(_LinearBase):
     ----------
     MacKay, D. J. C. (1992). Bayesian interpolation. Neural Computation 4(3).
     Tipping, M. E. (2001). Sparse Bayesian learning and the relevance vector machine. JMLR 1.
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(100, 2)); y = 1.0 + X @ [2.0, -1.0] + 0.5 * rng.normal(size=100)
+    >>> br = calibprob.BayesianRidge().fit(X, y)
+    >>> mu, sigma = br.predict_mean_std(X[:3])
+    >>> bool(np.all((0.4 < sigma) & (sigma < 0.7)))   # close to the noise sd 0.5
+    True
     """
 
     def __init__(

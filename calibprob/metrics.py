@@ -26,6 +26,10 @@ are exact; for quantile-family predictions they are exact functionals of the
 piecewise-Gaussian quantile function defined in :mod:`calibprob.predictive`
 (CRPS and the moments included — no sampling, no quadrature).
 
+The definitions follow the papers: quantile calibration and the ECE [1]_ [2]_,
+the IAE [3]_, the CRPS and the other proper scoring rules [4]_, the pinball
+loss [5]_, the Bayesian-optimisation metrics [6]_.
+
 References
 ----------
 .. [1] Kuleshov, V., Fenner, N., Ermon, S. (2018). Accurate uncertainties for
@@ -135,9 +139,28 @@ def ece_levels(n_levels: int = 21) -> np.ndarray:
 
     With the default ``m = 21``: 0, 0.05, ..., 1, as in Capone et al. 2023.
 
+    Parameters
+    ----------
+    n_levels : int, default 21
+        Number :math:`m \ge 2` of levels.
+
     Returns
     -------
     ndarray, shape (m,)
+
+    References
+    ----------
+    Capone, A., Hirche, S. and Pleiss, G. (2023). Sharp calibrated Gaussian
+    processes. NeurIPS 36, eq. (8) and Table 1.
+
+    Kuleshov, V., Fenner, N. and Ermon, S. (2018). Accurate uncertainties for deep
+    learning using calibrated regression. ICML.
+
+    Examples
+    --------
+    >>> from calibprob.metrics import ece_levels
+    >>> ece_levels(5).tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
     """
     m = check_int(n_levels, "n_ece_levels", minimum=2)
     return np.linspace(0.0, 1.0, m)
@@ -153,6 +176,18 @@ def iae_confidence_levels() -> np.ndarray:
     Returns
     -------
     ndarray, shape (20,)
+
+    References
+    ----------
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis, §2 (J_IAE) and their public code.
+
+    Examples
+    --------
+    >>> from calibprob.metrics import iae_confidence_levels
+    >>> c = iae_confidence_levels()
+    >>> c.size, float(c[0]), float(c[-1])
+    (20, 0.02, 0.98)
     """
     return np.sort(np.round(1.0 - IAE_MISCOVERAGE, 12))
 
@@ -176,6 +211,21 @@ def fraction_below(y, q) -> np.ndarray:
     Returns
     -------
     ndarray, shape (m,)
+
+    References
+    ----------
+    Kuleshov, V., Fenner, N. and Ermon, S. (2018). Accurate uncertainties for deep
+    learning using calibrated regression. ICML (the calibration curve of the
+    reliability diagram).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import fraction_below
+    >>> y = np.array([0.0, 1.0, 2.0, 3.0])
+    >>> q = np.tile([0.5, 2.5], (4, 1))   # the same two quantiles for every observation
+    >>> fraction_below(y, q).tolist()
+    [0.25, 0.75]
     """
     y = np.asarray(y, float)
     q = np.asarray(q, float)
@@ -202,6 +252,21 @@ def calibration_curve_from_pit(pit_values, levels) -> np.ndarray:
     Returns
     -------
     ndarray, shape (m,)
+
+    References
+    ----------
+    Kuleshov, V., Fenner, N. and Ermon, S. (2018). Accurate uncertainties for deep
+    learning using calibrated regression. ICML.
+
+    Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and conformal
+    prediction improves Bayesian optimization. AISTATS (calibration error per step).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import calibration_curve_from_pit
+    >>> calibration_curve_from_pit(np.array([0.1, 0.4, 0.6, 0.9]), np.array([0.25, 0.5, 0.75])).tolist()
+    [0.25, 0.5, 0.75]
     """
     u = np.asarray(pit_values, float)
     p = np.asarray(levels, float)
@@ -229,6 +294,21 @@ def calibration_error(fraction, levels) -> float:
     Returns
     -------
     float
+
+    References
+    ----------
+    Capone, A., Hirche, S. and Pleiss, G. (2023). Sharp calibrated Gaussian
+    processes. NeurIPS 36, eq. (8).
+
+    Kuleshov, V., Fenner, N. and Ermon, S. (2018). Accurate uncertainties for deep
+    learning using calibrated regression. ICML.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import calibration_error
+    >>> round(calibration_error(np.array([0.1, 0.5, 0.8]), np.array([0.0, 0.5, 1.0])), 6)
+    0.016667
     """
     d = np.asarray(fraction, float) - np.asarray(levels, float)
     return float(np.mean(d * d))
@@ -245,6 +325,19 @@ def interval_coverage(y, lower, upper) -> np.ndarray:
     Returns
     -------
     ndarray, shape () or (k,)
+
+    References
+    ----------
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis, §4 (empirical coverage).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import interval_coverage
+    >>> y = np.array([0.0, 1.0, 2.0, 3.0])
+    >>> float(interval_coverage(y, np.full(4, 0.5), np.full(4, 2.5)))
+    0.5
     """
     y = np.asarray(y, float)
     lower = np.asarray(lower, float)
@@ -254,7 +347,32 @@ def interval_coverage(y, lower, upper) -> np.ndarray:
 
 
 def mean_interval_width(lower, upper) -> np.ndarray:
-    r"""Mean interval length :math:`\frac1n\sum_i (u_{ik} - l_{ik})`; shape () or (k,)."""
+    r"""Mean interval length :math:`\frac1n\sum_i (u_{ik} - l_{ik})`; shape () or (k,).
+
+    Parameters
+    ----------
+    lower, upper : ndarray, shape (n,) or (n, k)
+        Interval ends, ``upper >= lower``; ``k`` confidence levels in columns.
+
+    Returns
+    -------
+    ndarray, shape () or (k,)
+
+    References
+    ----------
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis, Table 1 (90%W).
+
+    Capone, A., Hirche, S. and Pleiss, G. (2023). Sharp calibrated Gaussian
+    processes. NeurIPS 36, Table 1 (95% CI).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import mean_interval_width
+    >>> float(mean_interval_width(np.array([0.0, 1.0]), np.array([1.0, 4.0])))
+    2.0
+    """
     return np.mean(np.asarray(upper, float) - np.asarray(lower, float), axis=0)
 
 
@@ -281,6 +399,22 @@ def integrated_absolute_error(coverage_values, confidence_levels) -> float:
     Returns
     -------
     float
+
+    References
+    ----------
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis, §2 (J_IAE).
+
+    Marrel, A. and Iooss, B. (2024). Probabilistic surrogate modeling by Gaussian
+    process: a review on recent insights in estimation and validation. Reliability
+    Engineering & System Safety 247.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import integrated_absolute_error
+    >>> round(integrated_absolute_error(np.array([0.45, 0.9]), np.array([0.5, 0.9])), 6)
+    0.025
     """
     d = np.asarray(coverage_values, float) - np.asarray(confidence_levels, float)
     return float(np.mean(np.abs(d)))
@@ -301,6 +435,18 @@ def crps_normal(y, loc, scale) -> np.ndarray:
     Returns
     -------
     ndarray, shape (n,)
+
+    References
+    ----------
+    Gneiting, T. and Raftery, A. E. (2007). Strictly proper scoring rules,
+    prediction, and estimation. JASA 102(477), eq. (21).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import crps_normal
+    >>> crps_normal(np.array([0.0]), np.array([0.0]), np.array([1.0])).round(4).tolist()
+    [0.2337]
     """
     y = np.asarray(y, float)
     loc = np.asarray(loc, float)
@@ -380,6 +526,16 @@ def crps_quantile(y, q, levels, *, chunk_size: int = _CHUNK) -> np.ndarray:
     ----------
     Gneiting, T., Raftery, A. E. (2007). Strictly proper scoring rules,
     prediction, and estimation. JASA 102(477), eq. (21) and Section 4.2.
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.metrics import crps_normal, crps_quantile
+    >>> pred = calibprob.normal([0.0, 1.0], [1.0, 2.0])
+    >>> y = np.array([0.3, -1.0])
+    >>> exact = crps_normal(y, np.array([0.0, 1.0]), np.array([1.0, 2.0]))
+    >>> bool(np.allclose(crps_quantile(y, pred["quantile"].values, pred["level"].values), exact))
+    True
     """
     y = np.asarray(y, float)
     q = np.asarray(q, float)
@@ -427,6 +583,20 @@ def pinball_loss(y, q, tau) -> np.ndarray:
     Returns
     -------
     ndarray, shape (n, T)
+
+    References
+    ----------
+    Song, H., Diethe, T., Kull, M. and Flach, P. (2019). Distribution calibration
+    for regression. ICML, §5.
+
+    Koenker, R. and Bassett, G. (1978). Regression quantiles. Econometrica 46(1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import pinball_loss
+    >>> pinball_loss(np.array([1.0]), np.array([[0.0, 2.0]]), np.array([0.1, 0.9])).round(6).tolist()
+    [[0.1, 0.1]]
     """
     r = np.asarray(y, float)[:, None] - np.asarray(q, float)
     tau = np.asarray(tau, float)
@@ -434,7 +604,31 @@ def pinball_loss(y, q, tau) -> np.ndarray:
 
 
 def mean_squared_error(y, point) -> float:
-    r""":math:`\frac1n\sum_i (y_i - \hat y_i)^2`."""
+    r"""Mean squared error of point predictions, :math:`\frac1n\sum_i (y_i - \hat y_i)^2`.
+
+    Parameters
+    ----------
+    y : ndarray, shape (n,)
+        Observed values.
+    point : ndarray, shape (n,)
+        Point predictions :math:`\hat y_i`.
+
+    Returns
+    -------
+    float
+
+    References
+    ----------
+    Song, H., Diethe, T., Kull, M. and Flach, P. (2019). Distribution calibration
+    for regression. ICML, Table 1 (MSE).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import mean_squared_error
+    >>> mean_squared_error(np.array([0.0, 2.0]), np.array([1.0, 1.0]))
+    1.0
+    """
     d = np.asarray(y, float) - np.asarray(point, float)
     return float(np.mean(d * d))
 
@@ -444,6 +638,29 @@ def ueb_violation_rate(y, lower, upper) -> float:
 
     (Capone et al. 2023, appendix Table 2, with :math:`[l_i, u_i]` the "100%"
     interval; see :func:`ueb_violation`.)
+
+    Parameters
+    ----------
+    y : ndarray, shape (n,)
+        Observed values.
+    lower, upper : ndarray, shape (n,)
+        The "100%" interval of each prediction.
+
+    Returns
+    -------
+    float
+
+    References
+    ----------
+    Capone, A., Hirche, S. and Pleiss, G. (2023). Sharp calibrated Gaussian
+    processes. NeurIPS 36, appendix Table 2 (RUEBV).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import ueb_violation_rate
+    >>> ueb_violation_rate(np.array([0.0, 5.0]), np.full(2, -1.0), np.full(2, 1.0))
+    0.5
     """
     y = np.asarray(y, float)
     return float(np.mean((y < np.asarray(lower, float)) | (y > np.asarray(upper, float))))
@@ -465,6 +682,18 @@ def best_so_far(values, *, axis: int = -1, minimize: bool = True) -> np.ndarray:
     Returns
     -------
     ndarray, same shape
+
+    References
+    ----------
+    Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and conformal
+    prediction improves Bayesian optimization. AISTATS, Table 1 and Fig. 3 (optimisation curves).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import best_so_far
+    >>> best_so_far(np.array([3.0, 1.0, 2.0, 0.5])).tolist()
+    [3.0, 1.0, 1.0, 0.5]
     """
     values = np.asarray(values, float)
     op = np.minimum if minimize else np.maximum
@@ -477,9 +706,33 @@ def simple_regret(values, optimum: float, *, axis: int = -1, minimize: bool = Tr
     For maximisation :math:`r_t = f^* - \max_{s\le t} f(x_s)`. The last entry is
     the simple regret of the run.
 
+    Parameters
+    ----------
+    values : ndarray, shape (..., T)
+        Objective values in evaluation order (along ``axis``).
+    optimum : float
+        The global optimum :math:`f^*`.
+    axis : int, default -1
+    minimize : bool, default True
+
     Returns
     -------
     ndarray, same shape as ``values``
+
+    References
+    ----------
+    Capone, A., Hirche, S. and Pleiss, G. (2023). Sharp calibrated Gaussian
+    processes. NeurIPS 36, §BO experiments (simple regret).
+
+    Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and conformal
+    prediction improves Bayesian optimization. AISTATS.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import simple_regret
+    >>> simple_regret(np.array([3.0, 1.0, 2.0]), optimum=0.5).tolist()
+    [2.5, 0.5, 0.5]
     """
     b = best_so_far(values, axis=axis, minimize=minimize)
     return b - optimum if minimize else optimum - b
@@ -490,9 +743,30 @@ def cumulative_regret(values, optimum: float, *, axis: int = -1, minimize: bool 
 
     For maximisation the instantaneous regret is :math:`f^* - f(x_s)`.
 
+    Parameters
+    ----------
+    values : ndarray, shape (..., T)
+        Objective values in evaluation order (along ``axis``).
+    optimum : float
+        The global optimum :math:`f^*`.
+    axis : int, default -1
+    minimize : bool, default True
+
     Returns
     -------
     ndarray, same shape as ``values``
+
+    References
+    ----------
+    Capone, A., Hirche, S. and Pleiss, G. (2023). Sharp calibrated Gaussian
+    processes. NeurIPS 36, §BO experiments (cumulative regret).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import cumulative_regret
+    >>> cumulative_regret(np.array([3.0, 1.0, 2.0]), optimum=0.5).tolist()
+    [2.5, 3.0, 4.5]
     """
     values = np.asarray(values, float)
     inst = values - optimum if minimize else optimum - values
@@ -536,6 +810,18 @@ def normalized_auc(curve, *, lower: float | None = None, upper: float | None = N
     Returns
     -------
     ndarray, shape ``curve.shape`` without ``axis`` (a float for one curve)
+
+    References
+    ----------
+    Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and conformal
+    prediction improves Bayesian optimization. AISTATS, Table 1 and §A.1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import normalized_auc
+    >>> float(normalized_auc(np.array([1.0, 0.0, 0.0]), lower=0.0, upper=1.0))
+    0.25
     """
     b = np.moveaxis(np.asarray(curve, float), axis, -1)
     check_finite(b, "curve")
@@ -648,6 +934,34 @@ def pit(pred: xr.Dataset, y) -> xr.DataArray:
     r"""Probability integral transform values :math:`u_i = F_i(y_i)`, dims ``(obs,)``.
 
     Uniform on (0, 1) for calibrated predictions (Kuleshov et al. 2018).
+
+    Parameters
+    ----------
+    pred : xarray.Dataset
+        Predictive distribution (dims ``obs``, ``level``; the contract of
+        :mod:`calibprob.predictive`).
+    y : array_like, shape (n_obs,)
+        Observed values, one per observation of ``pred``.
+
+    Returns
+    -------
+    xarray.DataArray
+        ``pit``, dims ``(obs,)``.
+
+    References
+    ----------
+    Kuleshov, V., Fenner, N. and Ermon, S. (2018). Accurate uncertainties for deep
+    learning using calibrated regression. ICML.
+
+    Gneiting, T., Balabdaoui, F. and Raftery, A. E. (2007). Probabilistic forecasts,
+    calibration and sharpness. JRSS B 69(2).
+
+    Examples
+    --------
+    >>> import calibprob
+    >>> from calibprob.metrics import pit
+    >>> pit(calibprob.normal([0.0, 0.0], [1.0, 1.0]), [0.0, 1.96]).values.round(3).tolist()
+    [0.5, 0.975]
     """
     yv = _check_y(_check_pred(pred), y)
     out = pred.calib.pit(yv)
@@ -682,6 +996,20 @@ def calibration_curve(pred: xr.Dataset, y, levels=None, *, dim: str = "ece_level
     -------
     xarray.DataArray
         ``observed_fraction``, dims ``(dim,)``.
+
+    References
+    ----------
+    Kuleshov, V., Fenner, N. and Ermon, S. (2018). Accurate uncertainties for deep
+    learning using calibrated regression. ICML (the reliability diagram).
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.metrics import calibration_curve
+    >>> y = np.random.default_rng(0).normal(size=2000)
+    >>> curve = calibration_curve(calibprob.normal(np.zeros(2000), np.ones(2000)), y, levels=[0.1, 0.5, 0.9])
+    >>> bool(np.allclose(curve, [0.1, 0.5, 0.9], atol=0.03))
+    True
     """
     yv = _check_y(_check_pred(pred), y)
     p = ece_levels() if levels is None else _check_unit_grid(levels, "levels")
@@ -711,6 +1039,16 @@ def ece(pred: xr.Dataset, y, *, n_ece_levels: int = 21) -> xr.DataArray:
     Capone et al. 2023, eq. (8), write a sum over the levels; their Table 1
     magnitudes and their code use the mean, as here (sum = m × mean).
 
+    Parameters
+    ----------
+    pred : xarray.Dataset
+        Predictive distribution (dims ``obs``, ``level``; the contract of
+        :mod:`calibprob.predictive`).
+    y : array_like, shape (n_obs,)
+        Observed values, one per observation of ``pred``.
+    n_ece_levels : int, default 21
+        Number :math:`m` of levels.
+
     Returns
     -------
     xarray.DataArray
@@ -719,6 +1057,16 @@ def ece(pred: xr.Dataset, y, *, n_ece_levels: int = 21) -> xr.DataArray:
     References
     ----------
     Capone, Hirche & Pleiss (2023), eq. (8)-(9) and Table 1; Kuleshov et al. (2018).
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.metrics import ece
+    >>> y = np.random.default_rng(0).normal(size=2000)
+    >>> calibrated = float(ece(calibprob.normal(np.zeros(2000), np.ones(2000)), y))
+    >>> overconfident = float(ece(calibprob.normal(np.zeros(2000), np.full(2000, 0.5)), y))
+    >>> calibrated < 0.001 < overconfident
+    True
     """
     p = ece_levels(n_ece_levels)
     curve = calibration_curve(pred, y, p)
@@ -734,10 +1082,36 @@ def coverage(pred: xr.Dataset, y, confidence_level=DEFAULT_CONFIDENCE_LEVELS,
         \delta_c = \frac1n\sum_i \mathbb 1\Bigl\{Q_i\bigl(\tfrac{1-c}{2}\bigr) \le y_i
             \le Q_i\bigl(\tfrac{1+c}{2}\bigr)\Bigr\}
 
+    Parameters
+    ----------
+    pred : xarray.Dataset
+        Predictive distribution (dims ``obs``, ``level``; the contract of
+        :mod:`calibprob.predictive`).
+    y : array_like, shape (n_obs,)
+        Observed values, one per observation of ``pred``.
+    confidence_level : float or sequence of float, default :data:`DEFAULT_CONFIDENCE_LEVELS`
+        Levels :math:`c` in (0, 1).
+    dim : str, default "confidence_level"
+        Name of the level dimension of the result.
+
     Returns
     -------
     xarray.DataArray
         ``coverage``, dims ``(dim,)``.
+
+    References
+    ----------
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis, §4 (coverage at 90 %).
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.metrics import coverage
+    >>> y = np.random.default_rng(0).normal(size=2000)
+    >>> cov = coverage(calibprob.normal(np.zeros(2000), np.ones(2000)), y, [0.5, 0.9])
+    >>> bool(np.allclose(cov, [0.5, 0.9], atol=0.03))
+    True
     """
     yv = _check_y(_check_pred(pred), y)
     c = check_confidence_levels(confidence_level, "confidence_level")
@@ -753,10 +1127,35 @@ def width(pred: xr.Dataset, confidence_level=DEFAULT_CONFIDENCE_LEVELS,
     Capone et al. 2023 report it at c = 0.95 ("95% CI"), Pion & Vazquez 2024
     at c = 0.9 ("90%W").
 
+    Parameters
+    ----------
+    pred : xarray.Dataset
+        Predictive distribution (dims ``obs``, ``level``; the contract of
+        :mod:`calibprob.predictive`).
+    confidence_level : float or sequence of float, default :data:`DEFAULT_CONFIDENCE_LEVELS`
+        Levels :math:`c` in (0, 1).
+    dim : str, default "confidence_level"
+        Name of the level dimension of the result.
+
     Returns
     -------
     xarray.DataArray
         ``width``, dims ``(dim,)``.
+
+    References
+    ----------
+    Capone, A., Hirche, S. and Pleiss, G. (2023). Sharp calibrated Gaussian
+    processes. NeurIPS 36, Table 1 (95% CI).
+
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis, Table 1 (90%W).
+
+    Examples
+    --------
+    >>> import calibprob
+    >>> from calibprob.metrics import width
+    >>> width(calibprob.normal([0.0], [1.0]), [0.95]).values.round(3).tolist()   # 2 x 1.96
+    [3.92]
     """
     _check_pred(pred)
     c = check_confidence_levels(confidence_level, "confidence_level")
@@ -778,6 +1177,14 @@ def iae(pred: xr.Dataset, y) -> xr.DataArray:
     (:func:`coverage`). The coverage curve itself is ``iae_coverage`` in
     :func:`evaluate`.
 
+    Parameters
+    ----------
+    pred : xarray.Dataset
+        Predictive distribution (dims ``obs``, ``level``; the contract of
+        :mod:`calibprob.predictive`).
+    y : array_like, shape (n_obs,)
+        Observed values, one per observation of ``pred``.
+
     Returns
     -------
     xarray.DataArray
@@ -787,6 +1194,16 @@ def iae(pred: xr.Dataset, y) -> xr.DataArray:
     ----------
     Pion, A., Vazquez, E. (2024), Section 2 (J_IAE) and Table 1; Marrel, A.,
     Iooss, B. (2024).
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.metrics import iae
+    >>> y = np.random.default_rng(0).normal(size=2000)
+    >>> calibrated = float(iae(calibprob.normal(np.zeros(2000), np.ones(2000)), y))
+    >>> overconfident = float(iae(calibprob.normal(np.zeros(2000), np.full(2000, 0.5)), y))
+    >>> calibrated < 0.03 < overconfident
+    True
     """
     c = iae_confidence_levels()
     cov = coverage(pred, y, c, dim="iae_level")
@@ -800,9 +1217,29 @@ def nll(pred: xr.Dataset, y) -> xr.DataArray:
     derivative of the CDF of the piecewise-Gaussian quantile function (as the
     papers compute NLL for quantile-only methods).
 
+    Parameters
+    ----------
+    pred : xarray.Dataset
+        Predictive distribution (dims ``obs``, ``level``; the contract of
+        :mod:`calibprob.predictive`).
+    y : array_like, shape (n_obs,)
+        Observed values, one per observation of ``pred``.
+
+    Returns
+    -------
+    xarray.DataArray
+        0-d, ``nll``.
+
     References
     ----------
     Capone et al. (2023), Table 1 (NLL); Song et al. (2019), Table 1 (NLL).
+
+    Examples
+    --------
+    >>> import calibprob
+    >>> from calibprob.metrics import nll
+    >>> round(float(nll(calibprob.normal([0.0], [1.0]), [0.0])), 4)   # log(2 pi) / 2
+    0.9189
     """
     yv = _check_y(_check_pred(pred), y)
     return _scalar(-np.mean(_logpdf(pred, yv)), "nll", dict(_ATTRS["nll"]))
@@ -815,9 +1252,29 @@ def crps(pred: xr.Dataset, y) -> xr.DataArray:
 
         \mathrm{CRPS} = \frac1n\sum_i 2\int_0^1 \rho_\tau\bigl(y_i - Q_i(\tau)\bigr)\,\mathrm d\tau
 
+    Parameters
+    ----------
+    pred : xarray.Dataset
+        Predictive distribution (dims ``obs``, ``level``; the contract of
+        :mod:`calibprob.predictive`).
+    y : array_like, shape (n_obs,)
+        Observed values, one per observation of ``pred``.
+
+    Returns
+    -------
+    xarray.DataArray
+        0-d, ``crps``.
+
     References
     ----------
     Gneiting, T., Raftery, A. E. (2007), JASA 102(477), Section 4.2.
+
+    Examples
+    --------
+    >>> import calibprob
+    >>> from calibprob.metrics import crps
+    >>> round(float(crps(calibprob.normal([0.0], [1.0]), [0.0])), 4)
+    0.2337
     """
     yv = _check_y(_check_pred(pred), y)
     if pred.calib.is_normal:
@@ -837,12 +1294,32 @@ def pinball(pred: xr.Dataset, y, levels=None) -> xr.DataArray:
 
     Parameters
     ----------
+    pred : xarray.Dataset
+        Predictive distribution (dims ``obs``, ``level``; the contract of
+        :mod:`calibprob.predictive`).
+    y : array_like, shape (n_obs,)
+        Observed values, one per observation of ``pred``.
     levels : array_like, optional
         The :math:`\tau_t`, strictly inside (0, 1); default :data:`PINBALL_LEVELS`.
+
+    Returns
+    -------
+    xarray.DataArray
+        0-d, ``pinball``.
 
     References
     ----------
     Song, H., Diethe, T., Kull, M., Flach, P. (2019), Section 5 (PBL) and Table 1.
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.metrics import pinball
+    >>> y = np.random.default_rng(0).normal(size=2000)
+    >>> sharp = float(pinball(calibprob.normal(np.zeros(2000), np.ones(2000)), y))
+    >>> too_wide = float(pinball(calibprob.normal(np.zeros(2000), np.full(2000, 3.0)), y))
+    >>> sharp < too_wide
+    True
     """
     yv = _check_y(_check_pred(pred), y)
     tau = PINBALL_LEVELS if levels is None else check_levels(levels, "pinball_levels")
@@ -883,16 +1360,66 @@ def mse(pred: xr.Dataset, y, *, point: str = "mean") -> xr.DataArray:
 
     Parameters
     ----------
+    pred : xarray.Dataset
+        Predictive distribution (dims ``obs``, ``level``; the contract of
+        :mod:`calibprob.predictive`).
+    y : array_like, shape (n_obs,)
+        Observed values, one per observation of ``pred``.
     point : {"mean", "median"}
         :math:`\hat y_i`: the predictive mean (default, as Song et al. 2019)
         or the median :math:`Q_i(1/2)`.
+
+    Returns
+    -------
+    xarray.DataArray
+        0-d, ``mse``.
+
+    References
+    ----------
+    Song, H., Diethe, T., Kull, M. and Flach, P. (2019). Distribution calibration
+    for regression. ICML, Table 1 (MSE).
+
+    Examples
+    --------
+    >>> import calibprob
+    >>> from calibprob.metrics import mse
+    >>> float(mse(calibprob.normal([0.0, 1.0], [1.0, 1.0]), [1.0, 1.0]))
+    0.5
     """
     yv = _check_y(_check_pred(pred), y)
     return _scalar(mean_squared_error(yv, _point(pred, point)), "mse", _ATTRS["mse"] | {"point": point})
 
 
 def rmse(pred: xr.Dataset, y, *, point: str = "mean") -> xr.DataArray:
-    r"""Root mean squared error :math:`\sqrt{\mathrm{MSE}}` (see :func:`mse`)."""
+    r"""Root mean squared error :math:`\sqrt{\mathrm{MSE}}` (see :func:`mse`).
+
+    Parameters
+    ----------
+    pred : xarray.Dataset
+        Predictive distribution (dims ``obs``, ``level``; the contract of
+        :mod:`calibprob.predictive`).
+    y : array_like, shape (n_obs,)
+        Observed values, one per observation of ``pred``.
+    point : {"mean", "median"}, default "mean"
+        The point prediction, as in :func:`mse`.
+
+    Returns
+    -------
+    xarray.DataArray
+        0-d, ``rmse``.
+
+    References
+    ----------
+    Song, H., Diethe, T., Kull, M. and Flach, P. (2019). Distribution calibration
+    for regression. ICML, Table 1.
+
+    Examples
+    --------
+    >>> import calibprob
+    >>> from calibprob.metrics import rmse
+    >>> float(rmse(calibprob.normal([0.0, 0.0], [1.0, 1.0]), [3.0, -3.0]))
+    3.0
+    """
     m = mse(pred, y, point=point)
     return _scalar(np.sqrt(m.item()), "rmse", _ATTRS["rmse"] | {"point": point})
 
@@ -902,6 +1429,29 @@ def mean_std(pred: xr.Dataset) -> xr.DataArray:
 
     Uses the stored ``std`` when present, else the exact standard deviation of
     the piecewise-Gaussian law.
+
+    Parameters
+    ----------
+    pred : xarray.Dataset
+        Predictive distribution (dims ``obs``, ``level``; the contract of
+        :mod:`calibprob.predictive`).
+
+    Returns
+    -------
+    xarray.DataArray
+        0-d, ``std``.
+
+    References
+    ----------
+    Capone, A., Hirche, S. and Pleiss, G. (2023). Sharp calibrated Gaussian
+    processes. NeurIPS 36, Table 1 (STD).
+
+    Examples
+    --------
+    >>> import calibprob
+    >>> from calibprob.metrics import mean_std
+    >>> float(mean_std(calibprob.normal([0.0, 0.0], [1.0, 3.0])))
+    2.0
     """
     _, s = _moments(_check_pred(pred))
     return _scalar(np.mean(s), "std", dict(_ATTRS["std"]))
@@ -928,10 +1478,31 @@ def ueb_violation(pred: xr.Dataset, y) -> xr.DataArray:
 
     The value therefore depends on the stored levels (recorded in the attrs).
 
+    Parameters
+    ----------
+    pred : xarray.Dataset
+        Predictive distribution (dims ``obs``, ``level``; the contract of
+        :mod:`calibprob.predictive`).
+    y : array_like, shape (n_obs,)
+        Observed values, one per observation of ``pred``.
+
+    Returns
+    -------
+    xarray.DataArray
+        0-d, ``ueb_violation``.
+
     References
     ----------
     Capone, A., Hirche, S., Pleiss, G. (2023), appendix "Comparison with
     Capone et al. (2022)", Table 2 (RUEBV, length of 100% CI).
+
+    Examples
+    --------
+    >>> import calibprob
+    >>> from calibprob.metrics import ueb_violation
+    >>> pred = calibprob.normal([0.0, 0.0], [1.0, 1.0])   # widest stated interval: [Q(0.01), Q(0.99)]
+    >>> float(ueb_violation(pred, [0.0, 5.0]))
+    0.5
     """
     yv = _check_y(_check_pred(pred), y)
     lo, hi = _ueb_bounds(pred)
@@ -945,6 +1516,29 @@ def ueb_width(pred: xr.Dataset) -> xr.DataArray:
 
     See :func:`ueb_violation` for the interval (Capone et al. 2023, Table 2,
     "Length of 100% CI").
+
+    Parameters
+    ----------
+    pred : xarray.Dataset
+        Predictive distribution (dims ``obs``, ``level``; the contract of
+        :mod:`calibprob.predictive`).
+
+    Returns
+    -------
+    xarray.DataArray
+        0-d, ``ueb_width``.
+
+    References
+    ----------
+    Capone, A., Hirche, S. and Pleiss, G. (2023). Sharp calibrated Gaussian
+    processes. NeurIPS 36, appendix Table 2 (length of 100% CI).
+
+    Examples
+    --------
+    >>> import calibprob
+    >>> from calibprob.metrics import ueb_width
+    >>> round(float(ueb_width(calibprob.normal([0.0], [1.0]))), 3)   # Q(0.99) - Q(0.01)
+    4.653
     """
     lo, hi = _ueb_bounds(_check_pred(pred))
     lv = pred.calib.levels
@@ -1186,9 +1780,26 @@ def interval_levels(confidence_levels=DEFAULT_CONFIDENCE_LEVELS) -> np.ndarray:
 
     The union of ``confidence_levels`` and the IAE grid :func:`iae_confidence_levels`.
 
+    Parameters
+    ----------
+    confidence_levels : sequence of float, default :data:`DEFAULT_CONFIDENCE_LEVELS`
+        Levels in (0, 1) whose ``coverage`` and ``width`` are reported.
+
     Returns
     -------
     ndarray, sorted
+
+    References
+    ----------
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis, §2 and Table 1.
+
+    Examples
+    --------
+    >>> from calibprob.metrics import interval_levels
+    >>> levels = interval_levels([0.9])
+    >>> levels.size, bool(0.9 in levels)
+    (21, True)
     """
     c = check_confidence_levels(confidence_levels, "confidence_levels")
     return np.unique(np.round(np.concatenate([c, iae_confidence_levels()]), 12))

@@ -21,6 +21,7 @@ myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 
+templates_path = ["_templates"]
 autosummary_generate = True
 autodoc_typehints = "none"
 autodoc_member_order = "bysource"
@@ -36,3 +37,30 @@ html_title = "calibprob"
 html_static_path = ["_static"]
 html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
 nitpicky = False
+
+
+def _constant_docstring(app, what, name, obj, options, lines):
+    """Describe a re-exported module constant by the ``#:`` comment where it is defined.
+
+    ``autodata`` reads ``#:`` comments only in the module named in the directive, and
+    otherwise shows the docstring of the value's type (``tuple``, ``ndarray``); the public
+    names ``calibprob.DEFAULT_LEVELS``, ``calibprob.online.COUPLINGS``, … are re-exports.
+    """
+    import sys
+
+    from sphinx.pycode import ModuleAnalyzer
+
+    if what != "data" or not name.startswith("calibprob."):
+        return
+    attr = name.rsplit(".", 1)[1]
+    for modname in sorted(m for m in sys.modules if m == "calibprob" or m.startswith("calibprob.")):
+        if vars(sys.modules[modname]).get(attr, None) is not obj:
+            continue
+        comment = ModuleAnalyzer.for_module(modname).find_attr_docs().get(("", attr))
+        if comment:
+            lines[:] = [line for line in comment]
+            return
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _constant_docstring, priority=400)

@@ -80,7 +80,35 @@ CALIBRATIONS = ("loo", "time-series", "online", "none")
 
 
 def check_bounds(bounds, d: int | None = None) -> np.ndarray:
-    """Box bounds of shape (d, 2) with ``lower < upper`` and finite entries in every dimension."""
+    """Box bounds of shape (d, 2) with ``lower < upper`` and finite entries in every dimension.
+
+    Parameters
+    ----------
+    bounds : array_like, shape (d, 2) or (2,)
+        ``[[lower, upper], ...]``; a single pair is one dimension.
+    d : int, optional
+        Expected dimension.
+
+    Returns
+    -------
+    ndarray, shape (d, 2)
+
+    References
+    ----------
+    Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and conformal
+    prediction improves Bayesian optimization. AISTATS, App. A (inputs scaled to the unit box).
+
+    Examples
+    --------
+    >>> from calibprob.bo import check_bounds
+    >>> check_bounds([[0.0, 1.0], [-5.0, 5.0]]).tolist()
+    [[0.0, 1.0], [-5.0, 5.0]]
+    >>> try:
+    ...     check_bounds([[1.0, 0.0]])
+    ... except ValueError:
+    ...     print("lower must be < upper")
+    lower must be < upper
+    """
     arr = check_array(bounds, "bounds", ndim=(1, 2))
     if arr.ndim == 1:
         arr = arr[None, :]
@@ -101,7 +129,25 @@ def check_bounds(bounds, d: int | None = None) -> np.ndarray:
 
 
 def default_gp():
-    """The base GP of the BO loop: ARD squared exponential, zero mean, estimated noise, 3 ML starts."""
+    """The base GP of the BO loop: ARD squared exponential, zero mean, estimated noise, 3 ML starts.
+
+    Returns
+    -------
+    calibprob.GaussianProcessRegressor
+        Unfitted.
+
+    References
+    ----------
+    Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and conformal
+    prediction improves Bayesian optimization. AISTATS, App. A (an RBF GP on normalised outputs).
+
+    Examples
+    --------
+    >>> from calibprob.bo import default_gp
+    >>> gp = default_gp()
+    >>> gp.kernel, gp.mean, gp.n_restarts
+    ('se', 'zero', 3)
+    """
     from calibprob.gp import GaussianProcessRegressor
 
     return GaussianProcessRegressor(kernel="se", mean="zero", noise=True, n_restarts=3)
@@ -260,6 +306,14 @@ def minimize(
     ValueError
         Bounds with lower >= upper, eta <= 0, levels outside (0, 1), unknown
         acquisition/calibration, no finite initial value.
+
+    References
+    ----------
+    Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and conformal
+    prediction improves Bayesian optimization. AISTATS, Algorithms 3–4.
+
+    Capone, A., Hirche, S. and Pleiss, G. (2023). Sharp calibrated Gaussian
+    processes. NeurIPS 36, eq. (18) (``acquisition="sharp-ucb"``).
 
     Examples
     --------

@@ -15,7 +15,41 @@ LOWER_IS_BETTER = {"ece", "iae", "nll", "crps", "pinball", "mse", "rmse", "std",
 
 
 def load_results(path: str | Path) -> xr.Dataset:
-    """Load the metrics Dataset (root group) of a results file."""
+    """Load the metrics Dataset (root group) of a results file.
+
+    Parameters
+    ----------
+    path : str or Path
+        A results file written by :func:`run_comparison`.
+
+    Returns
+    -------
+    xarray.Dataset
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> from calibprob.compare import parse_spec
+    >>> spec = parse_spec({
+    ...     "name": "demo",
+    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
+    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    ...     "repetitions": 2,
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
+    ... })
+    >>> import tempfile, pathlib
+    >>> from calibprob.compare import run_comparison, load_results
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> out = pathlib.Path(tmp.name) / "demo.nc"
+    >>> tree = run_comparison(spec, out, progress=False)
+    >>> sorted(load_results(out).sizes.items())[:3]
+    [('calibrator', 2), ('confidence_level', 4), ('dataset', 1)]
+    >>> tmp.cleanup()
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(
@@ -47,11 +81,44 @@ def _rows(results: xr.Dataset, metrics) -> list[tuple[str, str, float | None]]:
 def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
     """Mean and standard error over repetitions of every metric row.
 
+    Parameters
+    ----------
+    results : xarray.Dataset
+        The metrics of a results file (:func:`load_results`).
+    metrics : sequence of str, optional
+        Rows; default every metric.
+
     Returns
     -------
     xarray.Dataset
         ``mean(dataset, row, calibrator)``, ``se(...)``, ``n(...)`` and
         ``best(dataset, row, calibrator)`` (bool).
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> from calibprob.compare import parse_spec
+    >>> spec = parse_spec({
+    ...     "name": "demo",
+    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
+    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    ...     "repetitions": 2,
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
+    ... })
+    >>> import tempfile, pathlib
+    >>> from calibprob.compare import run_comparison, load_results
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> out = pathlib.Path(tmp.name) / "demo.nc"
+    >>> tree = run_comparison(spec, out, progress=False)
+    >>> from calibprob.compare import summary
+    >>> table = summary(load_results(out))
+    >>> sorted(table.data_vars)
+    ['best', 'mean', 'n', 'se']
+    >>> tmp.cleanup()
     """
     metrics = metrics or results.attrs.get("metrics") or [
         v for v in results.data_vars if results[v].dtype.kind == "f" and "calibrator" in results[v].dims
@@ -96,7 +163,44 @@ def _fmt(x: float) -> str:
 
 
 def format_table(results: xr.Dataset, metrics=None) -> str:
-    """The comparison table as text: one block per data set, mean ± s.e., best marked ``*``."""
+    """The comparison table as text: one block per data set, mean ± s.e., best marked ``*``.
+
+    Parameters
+    ----------
+    results : xarray.Dataset
+        The metrics of a results file (:func:`load_results`).
+    metrics : sequence of str, optional
+        Rows; default the spec's ``metrics``.
+
+    Returns
+    -------
+    str
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> from calibprob.compare import parse_spec
+    >>> spec = parse_spec({
+    ...     "name": "demo",
+    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
+    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    ...     "repetitions": 2,
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
+    ... })
+    >>> import tempfile, pathlib
+    >>> from calibprob.compare import run_comparison, load_results
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> out = pathlib.Path(tmp.name) / "demo.nc"
+    >>> tree = run_comparison(spec, out, progress=False)
+    >>> from calibprob.compare import format_table
+    >>> print(format_table(load_results(out), ["ece", "nll"]).splitlines()[0])
+    == branin  (mean ± s.e. over 2 repetitions; * = best)
+    >>> tmp.cleanup()
+    """
     s = summary(results, metrics)
     cal = [str(c) for c in s["calibrator"].values]
     lines = []
@@ -140,10 +244,45 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
     (``observed_fraction`` over the ECE levels, ``iae_coverage`` over the IAE
     levels), averaged over repetitions with ±2 s.e. bands.
 
+    Parameters
+    ----------
+    results : xarray.Dataset
+        The metrics of a results file (:func:`load_results`).
+    outdir : str or Path
+        Folder for the PNG files (created if missing).
+
     Returns
     -------
     list of Path
         One file per data set and plot kind.
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Kuleshov, V., Fenner, N. and Ermon, S. (2018). Accurate uncertainties for deep
+    learning using calibrated regression. ICML (reliability diagram).
+
+    Examples
+    --------
+    >>> from calibprob.compare import parse_spec
+    >>> spec = parse_spec({
+    ...     "name": "demo",
+    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
+    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    ...     "repetitions": 2,
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
+    ... })
+    >>> import tempfile, pathlib
+    >>> from calibprob.compare import run_comparison, load_results
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> out = pathlib.Path(tmp.name) / "demo.nc"
+    >>> tree = run_comparison(spec, out, progress=False)
+    >>> from calibprob.compare import write_plots
+    >>> [p.name for p in write_plots(load_results(out), tmp.name)]
+    ['branin_reliability.png', 'branin_coverage.png', 'branin_sharpness_calibration.png']
+    >>> tmp.cleanup()
     """
     import matplotlib
 

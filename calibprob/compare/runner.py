@@ -30,7 +30,36 @@ _ENGINE = "h5netcdf"
 
 
 def task_keys(spec: Spec) -> list[tuple[str, int]]:
-    """Every (data set, repetition) pair of the spec, in a fixed order."""
+    """Every (data set, repetition) pair of the spec, in a fixed order.
+
+    Parameters
+    ----------
+    spec : Spec
+
+    Returns
+    -------
+    list of (str, int)
+        ``(dataset, repetition)`` pairs.
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> from calibprob.compare import parse_spec
+    >>> spec = parse_spec({
+    ...     "name": "demo",
+    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
+    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    ...     "repetitions": 2,
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
+    ... })
+    >>> from calibprob.compare import task_keys
+    >>> task_keys(spec)
+    [('branin', 0), ('branin', 1)]
+    """
     return [(d.name, r) for d in spec.datasets for r in range(spec.repetitions)]
 
 
@@ -75,11 +104,40 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
     ship it to any worker. A failing calibrator is recorded in ``error`` and
     does not stop the others; a failing base model fails the task.
 
+    Parameters
+    ----------
+    spec_dict : dict
+        ``Spec.to_dict()`` of the comparison.
+    dataset : str
+        Name of one of its data sets.
+    repetition : int
+        Repetition index (selects the split's seed).
+
     Returns
     -------
     xarray.Dataset
         Metric variables of :func:`calibprob.evaluate` stacked over ``calibrator``,
         plus ``fit_time(calibrator)``, ``base_fit_time`` and ``error(calibrator)``.
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> from calibprob.compare import parse_spec
+    >>> spec = parse_spec({
+    ...     "name": "demo",
+    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
+    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    ...     "repetitions": 2,
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
+    ... })
+    >>> from calibprob.compare import run_task
+    >>> scores = run_task(spec.to_dict(), "branin", 0)
+    >>> scores["calibrator"].values.tolist()
+    ['vanilla', 'scaled']
     """
     from calibprob.compare.methods import METHOD_KINDS, TaskContext, make_base
     from calibprob.metrics import evaluate, evaluate_intervals
@@ -172,6 +230,43 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
     The root Dataset holds the metrics over (dataset, calibrator, repetition[,
     confidence_level, ...]); the ``timing`` group holds per-task fit times,
     which differ between runs and so are kept apart from the scores.
+
+    Parameters
+    ----------
+    spec : Spec
+    parts : Path
+        The ``<out>.parts/`` folder written by :func:`run_comparison`.
+
+    Returns
+    -------
+    xarray.DataTree
+        Root: the scores; group ``timing``: fit times.
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> from calibprob.compare import parse_spec
+    >>> spec = parse_spec({
+    ...     "name": "demo",
+    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
+    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    ...     "repetitions": 2,
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
+    ... })
+    >>> import tempfile, pathlib
+    >>> from calibprob.compare import run_comparison, load_results
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> out = pathlib.Path(tmp.name) / "demo.nc"
+    >>> tree = run_comparison(spec, out, progress=False)
+    >>> from calibprob.compare import combine_parts
+    >>> again = combine_parts(spec, pathlib.Path(str(out) + ".parts"))
+    >>> list(again.children)
+    ['timing']
+    >>> tmp.cleanup()
     """
     pieces = []
     for key in task_keys(spec):
@@ -239,6 +334,31 @@ def run_comparison(
     -------
     xarray.DataTree
         The results, also written to ``out``.
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> from calibprob.compare import parse_spec
+    >>> spec = parse_spec({
+    ...     "name": "demo",
+    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
+    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    ...     "repetitions": 2,
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
+    ... })
+    >>> import tempfile, pathlib
+    >>> from calibprob.compare import run_comparison, load_results
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> out = pathlib.Path(tmp.name) / "demo.nc"
+    >>> tree = run_comparison(spec, out, progress=False)
+    >>> res = load_results(out)
+    >>> res["ece"].dims
+    ('dataset', 'repetition', 'calibrator')
+    >>> tmp.cleanup()
     """
     from tqdm.auto import tqdm
 

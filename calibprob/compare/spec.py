@@ -66,7 +66,22 @@ DEFAULT_METRICS = ("ece", "nll", "crps", "std", "rmse", "coverage", "width")
 
 
 class SpecError(ValueError):
-    """A comparison spec that cannot be run; the message names the key and the fix."""
+    """A comparison spec that cannot be run; the message names the key and the fix.
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> from calibprob.compare import SpecError, parse_spec
+    >>> try:
+    ...     parse_spec({"name": "x", "datasets": ["boston"], "split": {"train": 0.8, "test": 0.2},
+    ...                 "base": {"kind": "gp"}, "methods": {"m": {"kind": "isotonik"}}})
+    ... except SpecError as err:
+    ...     print("isotonic" in str(err))    # the message suggests the valid kind
+    True
+    """
 
 
 @dataclass(frozen=True)
@@ -98,7 +113,55 @@ class MethodSpec:
 
 @dataclass(frozen=True)
 class Spec:
-    """A validated comparison spec (see the module docstring for the TOML layout)."""
+    """A validated comparison spec (see the module docstring for the TOML layout).
+
+    Parameters
+    ----------
+    name : str
+        Short name of the comparison.
+    datasets : tuple of DatasetSpec
+        Bundled, CSV or synthetic data sets.
+    split : dict
+        Fractions ``{train, calibrate, test}`` or ``{train, test}``.
+    base : dict
+        The ``[base]`` table: ``kind`` and the base model's options.
+    methods : tuple of MethodSpec
+        The named calibrators (``kind`` and options).
+    repetitions : int, default 1
+        Random splits per data set.
+    seed : int, default 0
+        Seed of the whole comparison.
+    standardize : bool, default True
+        Standardise X and y with statistics of the training part.
+    metrics : tuple of str
+        Rows of the printed table.
+    confidence_levels : tuple of float
+        Levels of the central intervals scored for coverage and width.
+    levels : tuple of float, optional
+        Quantile levels stored in each prediction (default 0.01, ..., 0.99).
+    description, source, root : str
+        Free text, the TOML text, and the folder relative CSV paths resolve against.
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> from calibprob.compare import parse_spec
+    >>> spec = parse_spec({
+    ...     "name": "demo",
+    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
+    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    ...     "repetitions": 2,
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
+    ... })
+    >>> spec.name, [m.kind for m in spec.methods]
+    ('demo', ['base', 'variance-scaling'])
+    >>> parse_spec(spec.to_dict()) == spec
+    True
+    """
 
     name: str
     datasets: tuple[DatasetSpec, ...]
@@ -310,10 +373,41 @@ def _parse_methods(value) -> tuple[MethodSpec, ...]:
 def parse_spec(data: dict, *, source: str = "", root: str | Path = ".") -> Spec:
     """Validate a spec given as a dict (the parsed TOML).
 
+    Parameters
+    ----------
+    data : dict
+        The parsed TOML (keys as in :doc:`/spec`).
+    source : str, optional
+        The TOML text, kept for the results file.
+    root : str or Path, default "."
+        Folder that relative CSV paths are resolved against.
+
+    Returns
+    -------
+    Spec
+
     Raises
     ------
     SpecError
         Naming the offending key and the fix.
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> from calibprob.compare import parse_spec
+    >>> spec = parse_spec({
+    ...     "name": "demo",
+    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
+    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    ...     "repetitions": 2,
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
+    ... })
+    >>> spec.repetitions, spec.split["calibrate"]
+    (2, 0.25)
     """
     from calibprob.metrics import METRIC_NAMES
 
@@ -381,6 +475,36 @@ def load_spec(path: str | Path) -> Spec:
     ----------
     path : str or Path
         The ``.toml`` file. Relative CSV paths inside it are resolved against its folder.
+
+    Returns
+    -------
+    Spec
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from calibprob.compare import load_spec
+    >>> toml = '''
+    ... name = "ols-on-boston"
+    ... datasets = ["boston"]
+    ... [split]
+    ... train = 0.8
+    ... test = 0.2
+    ... [base]
+    ... kind = "ols"
+    ... [methods.vanilla]
+    ... kind = "base"
+    ... '''
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "spec.toml"
+    ...     _ = path.write_text(toml)
+    ...     spec = load_spec(path)
+    >>> spec.name, spec.split
+    ('ols-on-boston', {'train': 0.8, 'test': 0.2})
     """
     path = Path(path)
     if not path.is_file():

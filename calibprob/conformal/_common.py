@@ -136,6 +136,14 @@ class CallableRegressor(BaseEstimator):
         every prediction, with the training data stored by :meth:`fit`, so a
         jackknife "refit" costs nothing until predictions are requested.
 
+    References
+    ----------
+    Barber, R. F., Candès, E. J., Ramdas, A. and Tibshirani, R. J. (2021).
+    Predictive inference with the jackknife+. Annals of Statistics 49(1) (the jackknife+ refits this wraps).
+
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis, §2.
+
     Examples
     --------
     >>> import numpy as np

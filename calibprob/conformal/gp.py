@@ -606,6 +606,20 @@ class JackknifePlusGP(_GPConformalBase, BaseEstimator):
     References
     ----------
     Pion & Vazquez (2024); Jaber et al. (2024); Barber et al. (2021).
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-3, 3, size=(140, 1)); y = np.sin(2 * X[:, 0]) + 0.2 * rng.normal(size=140)
+    >>> gp = calibprob.GaussianProcessRegressor(random_state=0).fit(X[:40], y[:40])
+    >>> jgp = calibprob.JackknifePlusGP(estimator=gp, prefit=True, confidence_level=[0.5, 0.9]).fit()
+    >>> iv = jgp.predict_interval(X[40:])                 # lower/upper over (obs, confidence_level)
+    >>> dict(iv.sizes)
+    {'obs': 100, 'confidence_level': 2}
+    >>> asym = calibprob.JackknifePlusGP(estimator=gp, prefit=True, score="signed", confidence_level=0.8).fit()
+    >>> bool((asym.predict_interval(X[40:])["upper"] > asym.predict_interval(X[40:])["lower"]).all())
+    True
     """
 
     _rows_per_point = 8
@@ -693,6 +707,18 @@ class FullConformalGP(_GPConformalBase, BaseEstimator):
     References
     ----------
     Papadopoulos (2023); Pion & Vazquez (2024); Nouretdinov et al. (2001).
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-3, 3, size=(140, 1)); y = np.sin(2 * X[:, 0]) + 0.2 * rng.normal(size=140)
+    >>> gp = calibprob.GaussianProcessRegressor(random_state=0).fit(X[:40], y[:40])
+    >>> fcp = calibprob.FullConformalGP(estimator=gp, prefit=True, confidence_level=0.8).fit()
+    >>> jgp = calibprob.JackknifePlusGP(estimator=gp, prefit=True, confidence_level=0.8).fit()
+    >>> a, b = fcp.predict_interval(X[40:]), jgp.predict_interval(X[40:])
+    >>> bool(np.allclose(a["lower"], b["lower"]) and np.allclose(a["upper"], b["upper"]))   # beta = 1: equal
+    True
     """
 
     _rows_per_point = 40

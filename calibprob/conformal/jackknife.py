@@ -183,6 +183,18 @@ class CrossConformalRegressor(BaseEstimator):
     References
     ----------
     Barber et al. (2021), Annals of Statistics 49(1); Pion & Vazquez (2024) §2.4–2.5.
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(200, 1)); y = 2.0 * X[:, 0] + rng.normal(size=200)
+    >>> cvplus = calibprob.CrossConformalRegressor(estimator=calibprob.LinearRegression(), method="plus",
+    ...                                            cv=5, confidence_level=0.9, random_state=0).fit(X[:100], y[:100])
+    >>> iv = cvplus.predict_interval(X[100:])
+    >>> coverage = float(np.mean((iv["lower"] <= y[100:]) & (y[100:] <= iv["upper"])))
+    >>> bool(coverage > 0.75)
+    True
     """
 
     def __init__(

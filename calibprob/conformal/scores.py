@@ -54,6 +54,30 @@ class Score:
     symmetric : bool
         ``True`` for ``|y - mu|``-type scores (one threshold gives both ends),
         ``False`` for signed scores (the two ends come from two ranks).
+
+    References
+    ----------
+    Lei, J., G'Sell, M., Rinaldo, A., Tibshirani, R. J. and Wasserman, L. (2018).
+    Distribution-free predictive inference for regression. JASA 113(523).
+
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis, eq. (9) and (13).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.conformal import Score, get_score
+    >>> isinstance(get_score("normalized"), Score)
+    True
+    >>> class HalfAbsolute(Score):        # a custom score |y - mu| / 2
+    ...     name = "half-absolute"
+    ...     def scale(self, sigma):
+    ...         return 2.0
+    >>> s = HalfAbsolute()
+    >>> s.score([4.0], [0.0]).tolist()
+    [2.0]
+    >>> [end.tolist() for end in s.inverse(1.5, [0.0])]   # interval ends for a threshold of 1.5
+    [[-3.0], [3.0]]
     """
 
     name = "score"
@@ -89,6 +113,14 @@ class Score:
 class AbsoluteScore(Score):
     r"""Absolute residual :math:`R = |y - \mu|` (no σ needed).
 
+    References
+    ----------
+    Lei, J., G'Sell, M., Rinaldo, A., Tibshirani, R. J. and Wasserman, L. (2018).
+    Distribution-free predictive inference for regression. JASA 113(523).
+
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis, §2.3.
+
     Examples
     --------
     >>> AbsoluteScore().score([1.0, -2.0], [0.0, 0.0])
@@ -115,6 +147,22 @@ class NormalizedScore(Score):
         σ must be strictly positive; with ``eps > 0`` a σ of exactly 0 (an
         interpolating GP at a design point) is allowed. Negative or
         non-finite σ is always an error.
+
+    References
+    ----------
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis, eq. (9).
+
+    Lei, J., G'Sell, M., Rinaldo, A., Tibshirani, R. J. and Wasserman, L. (2018).
+    Distribution-free predictive inference for regression. JASA 113(523) (locally weighted residuals).
+
+    Examples
+    --------
+    >>> from calibprob.conformal import NormalizedScore
+    >>> NormalizedScore().score([1.0, -2.0], [0.0, 0.0], [0.5, 4.0]).tolist()
+    [2.0, 0.5]
+    >>> [end.tolist() for end in NormalizedScore().inverse(2.0, [0.0], [0.5])]   # mu -/+ 2 sigma
+    [[-1.0], [1.0]]
     """
 
     name = "normalized"
@@ -162,6 +210,27 @@ class SignedNormalizedScore(NormalizedScore):
     (the paper writes :math:`\beta = 1`). Signed scores let the two interval
     ends move independently, which suits skewed errors (Barber et al. 2021,
     App. A). Parameters as in :class:`NormalizedScore`.
+
+    Parameters
+    ----------
+    beta : float, default 1.0
+        Exponent :math:`\beta > 0` of :math:`\sigma`.
+    eps : float, default 0.0
+        Floor :math:`\epsilon \ge 0` of the normaliser (see :class:`NormalizedScore`).
+
+    References
+    ----------
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis, eq. (13)–(14).
+
+    Barber, R. F., Candès, E. J., Ramdas, A. and Tibshirani, R. J. (2021).
+    Predictive inference with the jackknife+. Annals of Statistics 49(1), App. A.
+
+    Examples
+    --------
+    >>> from calibprob.conformal import SignedNormalizedScore
+    >>> SignedNormalizedScore().score([1.0, -2.0], [0.0, 0.0], [0.5, 4.0]).tolist()
+    [2.0, -0.5]
     """
 
     name = "signed"
@@ -170,6 +239,11 @@ class SignedNormalizedScore(NormalizedScore):
 
 class SignedAbsoluteScore(Score):
     r"""Signed residual :math:`R = y - \mu` (no σ needed; Barber et al. 2021, App. A).
+
+    References
+    ----------
+    Barber, R. F., Candès, E. J., Ramdas, A. and Tibshirani, R. J. (2021).
+    Predictive inference with the jackknife+. Annals of Statistics 49(1), App. A.
 
     Examples
     --------
@@ -201,6 +275,19 @@ def get_score(score, *, beta: float = 1.0, eps: float = 0.0) -> Score:
     Returns
     -------
     Score
+
+    References
+    ----------
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis, eq. (9) and (13).
+
+    Examples
+    --------
+    >>> from calibprob.conformal import get_score
+    >>> get_score("signed", beta=0.5)
+    SignedNormalizedScore(beta=0.5, eps=0)
+    >>> get_score("absolute").symmetric
+    True
     """
     if isinstance(score, Score):
         return score

@@ -117,6 +117,21 @@ class TestFunction:
     -----
     Calling the object validates the input: ``fn(X)`` with ``X`` of shape
     ``(n, d)`` returns shape ``(n,)``; with shape ``(d,)`` it returns a float.
+
+    References
+    ----------
+    Surjanovic, S. and Bingham, D. (2013). Virtual Library of Simulation
+    Experiments: Test Functions and Datasets. https://www.sfu.ca/~ssurjano.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.datasets import get_function
+    >>> fn = get_function("forrester")
+    >>> fn.dim, fn.bounds.tolist(), round(fn.minimum, 4)
+    (1, [[0.0, 1.0]], -6.0207)
+    >>> fn(np.array([[0.0], [1.0]])).round(4).tolist()
+    [3.0272, 15.8297]
     """
 
     __test__ = False  # not a pytest test class, despite its name
@@ -401,6 +416,21 @@ def available_functions() -> tuple[str, ...]:
     """Every name :func:`get_function` lists (canonical names and aliases), sorted.
 
     Spelling is lenient: case, spaces, hyphens and underscores are ignored.
+
+    Returns
+    -------
+    tuple of str
+
+    References
+    ----------
+    Surjanovic, S. and Bingham, D. (2013). Virtual Library of Simulation
+    Experiments: Test Functions and Datasets. https://www.sfu.ca/~ssurjano.
+
+    Examples
+    --------
+    >>> from calibprob.datasets import available_functions
+    >>> {"branin", "forrester", "hartmann6"} <= set(available_functions())
+    True
     """
     return tuple(sorted({n for s in _SPECS.values() for n in (s.name, *s.aliases)}))
 
@@ -413,6 +443,20 @@ def list_functions():
     pandas.DataFrame
         Columns ``name``, ``dim`` ("any" for d-dimensional ones), ``bounds``,
         ``minimum``, ``aliases``.
+
+    References
+    ----------
+    Surjanovic, S. and Bingham, D. (2013). Virtual Library of Simulation
+    Experiments: Test Functions and Datasets. https://www.sfu.ca/~ssurjano.
+
+    Examples
+    --------
+    >>> from calibprob.datasets import list_functions
+    >>> table = list_functions()
+    >>> table.columns.tolist()
+    ['name', 'dim', 'bounds', 'minimum', 'aliases']
+    >>> table.set_index("name").loc["branin", "dim"]
+    2
     """
     import pandas as pd
 
@@ -455,6 +499,11 @@ def get_function(name: str, dim: int | None = None) -> TestFunction:
     ValueError
         If the name is unknown (the message lists the valid names) or ``dim``
         does not fit the function.
+
+    References
+    ----------
+    Surjanovic, S. and Bingham, D. (2013). Virtual Library of Simulation
+    Experiments: Test Functions and Datasets. https://www.sfu.ca/~ssurjano.
 
     Examples
     --------
@@ -528,6 +577,22 @@ def sample_design(fn, n: int, *, seed, method: str = "uniform", dim: int | None 
     Returns
     -------
     ndarray, shape (n, d)
+
+    References
+    ----------
+    Surjanovic, S. and Bingham, D. (2013). Virtual Library of Simulation
+    Experiments: Test Functions and Datasets. https://www.sfu.ca/~ssurjano.
+
+    McKay, M. D., Beckman, R. J. and Conover, W. J. (1979). A comparison of three
+    methods for selecting values of input variables in the analysis of output
+    from a computer code. Technometrics 21(2) (Latin hypercube).
+
+    Examples
+    --------
+    >>> from calibprob.datasets import sample_design
+    >>> X = sample_design("branin", 8, seed=0, method="lhs")
+    >>> X.shape, bool(((X >= [-5.0, 0.0]) & (X <= [10.0, 15.0])).all())
+    ((8, 2), True)
     """
     fn = _as_function(fn, dim)
     n = check_int(n, "n", minimum=1)
@@ -588,6 +653,21 @@ def make_synthetic(
         (features ``x1..xd``), ``y(obs)``, plus ``f(obs)``, the noise-free values;
         attributes ``name``, ``description``, ``target``, ``source``, ``license``,
         ``function``, ``noise``, ``minimum``, ``design``.
+
+    References
+    ----------
+    Surjanovic, S. and Bingham, D. (2013). Virtual Library of Simulation
+    Experiments: Test Functions and Datasets. https://www.sfu.ca/~ssurjano.
+
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis, §4 (noise-free designs on test functions).
+
+    Examples
+    --------
+    >>> from calibprob.datasets import make_synthetic
+    >>> data = make_synthetic("branin", 50, noise=0.1, seed=0)
+    >>> dict(data["X"].sizes), float(data.attrs["noise"])
+    ({'obs': 50, 'feature': 2}, 0.1)
     """
     fn = _as_function(fn_name, dim)
     noise = float(noise)

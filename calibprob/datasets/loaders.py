@@ -133,7 +133,22 @@ _ALIASES: dict[str, str] = {a: b.name for b in _BUNDLED.values() for a in b.alia
 
 
 def available_datasets() -> tuple[str, ...]:
-    """Every name :func:`load_dataset` accepts (canonical names and aliases), sorted."""
+    """Every name :func:`load_dataset` accepts (canonical names and aliases), sorted.
+
+    Returns
+    -------
+    tuple of str
+
+    References
+    ----------
+    Provenance and licences of the bundled data sets: :doc:`/data`.
+
+    Examples
+    --------
+    >>> from calibprob.datasets import available_datasets
+    >>> "boston" in available_datasets(), "concrete" in available_datasets()
+    (True, True)
+    """
     return tuple(sorted([*_BUNDLED, *_ALIASES]))
 
 
@@ -241,7 +256,7 @@ def load_csv(
     name: str | None = None,
     dropna: bool = False,
 ) -> xr.Dataset:
-    """Load any CSV file (header row, numeric columns) in the layout of :func:`load_dataset`.
+    r"""Load any CSV file (header row, numeric columns) in the layout of :func:`load_dataset`.
 
     Parameters
     ----------
@@ -272,6 +287,21 @@ def load_csv(
         If ``target`` (or a requested feature) is not a column (the message
         lists the columns), if a used column is not numeric (the message names
         it), or if values are missing and ``dropna`` is False.
+
+    References
+    ----------
+    Provenance and licences of the bundled data sets: :doc:`/data`.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from calibprob.datasets import load_csv
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "plants.csv"
+    ...     _ = path.write_text("height,light,water\n1.0,0.5,2.0\n2.5,0.9,1.0\n1.7,0.7,1.5\n")
+    ...     data = load_csv(path, target="height")
+    >>> data["X"].shape, data["feature"].values.tolist(), data["y"].values.tolist()
+    ((3, 2), ['light', 'water'], [1.0, 2.5, 1.7])
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -383,6 +413,10 @@ def list_datasets() -> pd.DataFrame:
         aliases) with columns ``name``, ``rows``, ``features``, ``target``,
         ``source``, ``license``, ``aliases``. ``rows`` and ``features`` are read
         from the files, so the table cannot drift from the data.
+
+    References
+    ----------
+    Provenance and licences of the bundled data sets: :doc:`/data`.
 
     Examples
     --------

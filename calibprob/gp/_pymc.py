@@ -64,7 +64,27 @@ _PENALTY = 1e25
 
 
 def get_compile_mode():
-    """The PyTensor mode used to compile GP objectives when ``compile_mode=None``."""
+    """The PyTensor mode used to compile GP objectives when ``compile_mode=None``.
+
+    Returns
+    -------
+    str, pytensor Mode or None
+        The mode set by :func:`set_compile_mode` (default ``"FAST_COMPILE"``).
+
+    References
+    ----------
+    PyTensor compilation modes: https://pytensor.readthedocs.io (``FAST_COMPILE``,
+    ``CVM``, ``NUMBA``).
+
+    Examples
+    --------
+    >>> from calibprob.gp import get_compile_mode, set_compile_mode
+    >>> previous = get_compile_mode()   # "FAST_COMPILE" unless changed
+    >>> set_compile_mode("NUMBA")
+    >>> get_compile_mode()
+    'NUMBA'
+    >>> set_compile_mode(previous)
+    """
     return _COMPILE_MODE
 
 
@@ -78,13 +98,47 @@ def set_compile_mode(mode) -> None:
         (PyTensor's default, Numba: slow cold JIT, cached on disk), ``"CVM"``
         (C, ~40 s cold). Already compiled functions stay cached under their own
         mode.
+
+    References
+    ----------
+    PyTensor compilation modes: https://pytensor.readthedocs.io (``FAST_COMPILE``,
+    ``CVM``, ``NUMBA``).
+
+    Examples
+    --------
+    >>> from calibprob.gp import get_compile_mode, set_compile_mode
+    >>> previous = get_compile_mode()
+    >>> set_compile_mode("FAST_COMPILE")
+    >>> get_compile_mode()
+    'FAST_COMPILE'
+    >>> set_compile_mode(previous)
     """
     global _COMPILE_MODE
     _COMPILE_MODE = mode
 
 
 def get_blas_threads():
-    """BLAS thread policy during hyperparameter optimisation (see :func:`set_blas_threads`)."""
+    """BLAS thread policy during hyperparameter optimisation (see :func:`set_blas_threads`).
+
+    Returns
+    -------
+    "auto", int or None
+        The policy set by :func:`set_blas_threads` (default ``"auto"``).
+
+    References
+    ----------
+    threadpoolctl: https://github.com/joblib/threadpoolctl (the limit is applied
+    with ``threadpool_limits``).
+
+    Examples
+    --------
+    >>> from calibprob.gp import get_blas_threads, set_blas_threads
+    >>> previous = get_blas_threads()   # "auto" unless changed
+    >>> set_blas_threads(None)
+    >>> get_blas_threads() is None
+    True
+    >>> set_blas_threads(previous)
+    """
     return _BLAS_THREADS
 
 
@@ -105,6 +159,19 @@ def set_blas_threads(value) -> None:
     test runs, Dask workers, several jobs on 2 cores) made a 300-point fit
     20x slower in measurements (44 s against 2.1 s). The limit is applied with
     ``threadpoolctl`` for the duration of ``fit`` only (not prediction).
+
+    References
+    ----------
+    threadpoolctl: https://github.com/joblib/threadpoolctl.
+
+    Examples
+    --------
+    >>> from calibprob.gp import get_blas_threads, set_blas_threads
+    >>> previous = get_blas_threads()
+    >>> set_blas_threads(1)
+    >>> get_blas_threads()
+    1
+    >>> set_blas_threads(previous)
     """
     global _BLAS_THREADS
     if not (value is None or value == "auto" or (isinstance(value, int) and value >= 1)):
@@ -128,7 +195,18 @@ def _blas_limit(n_rows: int):
 
 
 def clear_cache() -> None:
-    """Forget every compiled objective (they are rebuilt on next use)."""
+    """Forget every compiled objective (they are rebuilt on next use).
+
+    References
+    ----------
+    PyTensor compilation modes: https://pytensor.readthedocs.io (``FAST_COMPILE``,
+    ``CVM``, ``NUMBA``).
+
+    Examples
+    --------
+    >>> from calibprob.gp import clear_cache
+    >>> clear_cache()   # the next fit recompiles its objective
+    """
     with _CACHE_LOCK:
         _CACHE.clear()
 

@@ -485,6 +485,17 @@ class GaussianProcessRegressor(_GPBase):
     X_train_, y_train_ : ndarray
     n_features_in_ : int
 
+    References
+    ----------
+    Rasmussen, C. E. and Williams, C. K. I. (2006). Gaussian Processes for
+    Machine Learning. MIT Press, ch. 2 and 5.
+
+    Stein, M. L. (1999). Interpolation of Spatial Data: Some Theory for Kriging.
+    Springer (REML, kriging).
+
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis (constant mean, Matérn, REML).
+
     Examples
     --------
     >>> import numpy as np

@@ -115,6 +115,19 @@ def squared_exponential(X1, X2, lengthscale, variance, *, xp=np):
     Returns
     -------
     array, shape (n1, n2)
+
+    References
+    ----------
+    Rasmussen, C. E. and Williams, C. K. I. (2006). Gaussian Processes for
+    Machine Learning. MIT Press, eq. (4.9) (ARD form §5.1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.gp import squared_exponential
+    >>> X = np.array([[0.0], [1.0]])
+    >>> squared_exponential(X, None, np.array([1.0]), 1.0).round(4).tolist()   # exp(-1/2)
+    [[1.0, 0.6065], [0.6065, 1.0]]
     """
     return variance * xp.exp(-0.5 * scaled_sqdist(X1, X2, lengthscale, xp=xp))
 
@@ -136,6 +149,17 @@ def matern_coefficients(p: int) -> np.ndarray:
     -------
     numpy.ndarray, shape (p + 1,)
         ``a[j]`` multiplies ``u**j``.
+
+    References
+    ----------
+    Rasmussen, C. E. and Williams, C. K. I. (2006). Gaussian Processes for
+    Machine Learning. MIT Press, eq. (4.16).
+
+    Examples
+    --------
+    >>> from calibprob.gp import matern_coefficients
+    >>> matern_coefficients(2).round(6).tolist()   # Matérn-5/2: 1 + u + u^2/3
+    [1.0, 1.0, 0.333333]
     """
     p = _check_p(p)
     return np.array(
@@ -167,6 +191,22 @@ def matern(X1, X2, lengthscale, variance, p: int = 2, *, xp=np):
     -------
     array, shape (n1, n2)
         :math:`\sigma^2 e^{-u} \sum_j a_j u^j` with :math:`u = \sqrt{2p + 1}\, r`.
+
+    References
+    ----------
+    Rasmussen, C. E. and Williams, C. K. I. (2006). Gaussian Processes for
+    Machine Learning. MIT Press, eq. (4.16).
+
+    Stein, M. L. (1999). Interpolation of Spatial Data: Some Theory for Kriging.
+    Springer, §2.7.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.gp import matern
+    >>> X = np.array([[0.0], [1.0]])
+    >>> matern(X, None, np.array([1.0]), 1.0, p=0).round(4).tolist()   # p = 0: exponential, exp(-1)
+    [[1.0, 0.3679], [0.3679, 1.0]]
     """
     coef = matern_coefficients(p)
     d2 = scaled_sqdist(X1, X2, lengthscale, xp=xp)
@@ -193,6 +233,19 @@ def kernel(name: str, X1, X2, lengthscale, variance, *, p: int = 2, xp=np):
     Returns
     -------
     array, shape (n1, n2)
+
+    References
+    ----------
+    Rasmussen, C. E. and Williams, C. K. I. (2006). Gaussian Processes for
+    Machine Learning. MIT Press, §4.2.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.gp import kernel
+    >>> X = np.array([[0.0], [1.0]])
+    >>> kernel("matern", X, None, np.array([1.0]), 2.0, p=1).round(4).tolist()   # 2 (1 + sqrt 3) exp(-sqrt 3)
+    [[2.0, 0.9667], [0.9667, 2.0]]
     """
     if name == "se":
         return squared_exponential(X1, X2, lengthscale, variance, xp=xp)

@@ -60,6 +60,14 @@ def loo_from_kernel(K, y, mean: str = "zero") -> tuple[np.ndarray, np.ndarray]:
     sigma_loo : ndarray, shape (n,)
         :math:`\sigma_{-i}`, its predictive standard deviation (noise included).
 
+    References
+    ----------
+    Dubrule, O. (1983). Cross validation of kriging in a unique neighborhood.
+    Mathematical Geology 15, 687–699.
+
+    Pion, A. and Vazquez, E. (2024). Gaussian process interpolation with conformal
+    prediction: methods and comparative analysis, §3 (J+GP scores).
+
     Examples
     --------
     >>> import numpy as np

@@ -68,6 +68,22 @@ def kmeans_inducing_points(X, n_inducing: int, *, random_state=None) -> np.ndarr
     ndarray, shape (m, d)
         Distinct centres in the original units (``m <= n_inducing``; empty
         clusters are dropped).
+
+    References
+    ----------
+    Titsias, M. (2009). Variational learning of inducing variables in sparse
+    Gaussian processes. AISTATS (inducing inputs).
+
+    Arthur, D. and Vassilvitskii, S. (2007). k-means++: the advantages of careful
+    seeding. SODA.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.gp import kmeans_inducing_points
+    >>> X = np.random.default_rng(0).normal(size=(100, 2))
+    >>> kmeans_inducing_points(X, 5, random_state=0).shape
+    (5, 2)
     """
     X = check_array(X, "X", ndim=2)
     n_inducing = check_int(n_inducing, "n_inducing", minimum=1)
@@ -114,6 +130,19 @@ class SparseGaussianProcessRegressor(_GPBase):
     ----------
     Titsias, M. (2009). Variational learning of inducing variables in sparse
     Gaussian processes. AISTATS.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.gp import SparseGaussianProcessRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-3, 3, size=(400, 1)); y = np.sin(2 * X[:, 0]) + 0.2 * rng.normal(size=400)
+    >>> sgp = SparseGaussianProcessRegressor(n_inducing=20, random_state=0).fit(X, y)
+    >>> sgp.inducing_points_.shape
+    (20, 1)
+    >>> mu, sigma = sgp.predict_mean_std(np.array([[0.5]]))
+    >>> bool(abs(mu[0] - np.sin(1.0)) < 0.2)
+    True
     """
 
     _kind = "vfe"

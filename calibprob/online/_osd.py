@@ -84,6 +84,8 @@ __all__ = [
     "lemma4_counterexample",
 ]
 
+#: Level couplings accepted by :func:`publish` and
+#: :class:`~calibprob.online.OnlineQuantileRecalibrator`.
 COUPLINGS = ("isotonic", "independent")
 
 
@@ -103,6 +105,27 @@ def publish(theta, coupling: str = "isotonic") -> np.ndarray:
     ndarray, shape (L,)
         Non-decreasing :math:`R_t(p_j)`; may leave [0, 1] (the paper's
         :math:`Q(q<0) = -\infty`, :math:`Q(q>1) = +\infty`).
+
+    References
+    ----------
+    Barlow, R. E., Bartholomew, D. J., Bremner, J. M. and Brunk, H. D. (1972).
+    Statistical Inference under Order Restrictions. Wiley (pool adjacent violators).
+
+    Chernozhukov, V., Fernández-Val, I. and Galichon, A. (2010). Quantile and
+    probability curves without crossing. Econometrica 78(3).
+
+    Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and conformal
+    prediction improves Bayesian optimization. AISTATS, eq. (11).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.online import publish
+    >>> theta = np.array([0.2, 0.1, 0.9])               # crossed iterates
+    >>> publish(theta).round(6).tolist()                 # isotonic: pool the violators
+    [0.15, 0.15, 0.9]
+    >>> publish(theta, "independent").tolist()           # sorted
+    [0.1, 0.2, 0.9]
     """
     theta = np.asarray(theta, float)
     if theta.size <= 1 or np.all(np.diff(theta) >= 0):
@@ -139,6 +162,22 @@ def osd_step(theta, levels, pit: float, eta: float, coupling: str = "isotonic"):
         The map :math:`R_t` issued before ``pit`` was seen.
     hit : ndarray of bool, shape (L,)
         The indicators :math:`o_t(p)` used in the update.
+
+    References
+    ----------
+    Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and conformal
+    prediction improves Bayesian optimization. AISTATS, eq. (8)–(9).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.online import osd_step
+    >>> levels = np.array([0.1, 0.5, 0.9])
+    >>> theta, issued, hit = osd_step(levels.copy(), levels, pit=0.3, eta=0.5)
+    >>> hit.tolist()                 # the outcome is below the 0.5 and 0.9 quantiles
+    [False, True, True]
+    >>> theta.round(3).tolist()      # theta + eta (p - o)
+    [0.15, 0.25, 0.85]
     """
     theta = np.asarray(theta, float)
     issued = publish(theta, coupling)
@@ -170,6 +209,22 @@ def osd_path(pit, levels, eta: float, *, coupling: str = "isotonic", theta0=None
         for outcome ``t``; the last row is the map for the next forecast).
     hit : ndarray of bool, shape (T, L)
         The indicators :math:`o_t(p)` that drove the updates.
+
+    References
+    ----------
+    Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and conformal
+    prediction improves Bayesian optimization. AISTATS, eq. (9)–(11) and Theorem 2.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.online import osd_path
+    >>> pit = np.random.default_rng(0).uniform(size=200)   # a calibrated stream
+    >>> theta, issued, hit = osd_path(pit, np.array([0.1, 0.5, 0.9]), eta=0.5)
+    >>> theta.shape, issued.shape, hit.shape
+    ((201, 3), (201, 3), (200, 3))
+    >>> bool(np.all(np.abs(hit.mean(axis=0) - [0.1, 0.5, 0.9]) <= (1 + 0.5) / (0.5 * 200)))
+    True
     """
     u = np.asarray(pit, float).ravel()
     levels = np.asarray(levels, float)
@@ -222,6 +277,20 @@ def coverage_bound(levels, eta: float, T, *, coupling: str = "isotonic") -> np.n
     Returns
     -------
     ndarray, shape ``np.shape(T) + (L,)``
+
+    References
+    ----------
+    Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and conformal
+    prediction improves Bayesian optimization. AISTATS, Theorem 2 and Lemma 3.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.online import coverage_bound, theorem2_bound
+    >>> coverage_bound([0.1, 0.5, 0.9], eta=0.5, T=100).round(3).tolist()
+    [0.029, 0.02, 0.029]
+    >>> float(theorem2_bound(0.5, 100))                  # the single-level constant
+    0.03
     """
     p = np.asarray(levels, float)
     L = p.size
@@ -236,7 +305,31 @@ def coverage_bound(levels, eta: float, T, *, coupling: str = "isotonic") -> np.n
 
 
 def theorem2_bound(eta: float, T) -> np.ndarray:
-    r"""Theorem 2's bound :math:`(1 + \eta)/(\eta T)` (Deshpande et al. 2024, eq. 10)."""
+    r"""Theorem 2's bound :math:`(1 + \eta)/(\eta T)` (Deshpande et al. 2024, eq. 10).
+
+    Parameters
+    ----------
+    eta : float
+        Step size :math:`\eta > 0`.
+    T : int or array_like
+        Number of outcomes seen.
+
+    Returns
+    -------
+    ndarray
+        :math:`(1 + \eta)/(\eta T)`, shape of ``T``.
+
+    References
+    ----------
+    Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and conformal
+    prediction improves Bayesian optimization. AISTATS, Theorem 2, eq. (10).
+
+    Examples
+    --------
+    >>> from calibprob.online import theorem2_bound
+    >>> float(theorem2_bound(0.25, 500))
+    0.01
+    """
     return (1.0 + eta) / (eta * np.asarray(T, float))
 
 
@@ -258,6 +351,18 @@ def interpolate_map(levels, issued, p) -> np.ndarray:
     Returns
     -------
     ndarray, shape of ``p``
+
+    References
+    ----------
+    Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and conformal
+    prediction improves Bayesian optimization. AISTATS, §4.2 (after eq. 11).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.online import interpolate_map
+    >>> interpolate_map(np.array([0.1, 0.5, 0.9]), np.array([0.2, 0.5, 0.8]), [0.0, 0.3, 1.0]).round(6).tolist()
+    [0.0, 0.35, 1.0]
     """
     levels = np.asarray(levels, float)
     issued = np.asarray(issued, float)
@@ -277,6 +382,18 @@ def lemma4_counterexample():
     -------
     before, after : ndarray, shape (2,)
         ``(0.5, 0.51)`` and ``(1.0, 0.02)``: the order is reversed.
+
+    References
+    ----------
+    Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and conformal
+    prediction improves Bayesian optimization. AISTATS, Lemma 4 and eq. (9).
+
+    Examples
+    --------
+    >>> from calibprob.online import lemma4_counterexample
+    >>> before, after = lemma4_counterexample()
+    >>> bool(before[0] < before[1]), bool(after[0] > after[1])
+    (True, True)
     """
     levels = np.array([0.5, 0.51])
     after, _, _ = osd_step(levels, levels, 0.505, 1.0, coupling="independent")

@@ -37,7 +37,36 @@ __all__ = ["OnlineQuantileRecalibrator", "check_eta"]
 
 
 def check_eta(eta, name: str = "eta") -> float:
-    """The OSD step size: a finite number > 0."""
+    r"""The OSD step size: a finite number > 0.
+
+    Parameters
+    ----------
+    eta : float
+        Candidate step size.
+    name : str, default "eta"
+        Name used in the error message.
+
+    Returns
+    -------
+    float
+        ``eta`` as a float.
+
+    References
+    ----------
+    Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and conformal
+    prediction improves Bayesian optimization. AISTATS, Theorem 2 (:math:`\eta > 0`).
+
+    Examples
+    --------
+    >>> from calibprob.online import check_eta
+    >>> check_eta(0.25)
+    0.25
+    >>> try:
+    ...     check_eta(0.0)
+    ... except ValueError:
+    ...     print("eta must be > 0")
+    eta must be > 0
+    """
     try:
         value = float(eta)
     except (TypeError, ValueError) as err:
