@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -46,6 +47,13 @@ def _cmd_compare(args) -> int:
     from calibprob.compare import format_table, load_spec, run_comparison
 
     spec = load_spec(args.spec)
+    if args.repetitions is not None:
+        if args.repetitions < 1:
+            raise SystemExit(f"calibprob compare: --repetitions must be a positive integer; got "
+                             f"{args.repetitions}. Give e.g. --repetitions 5, or omit it to use the spec's "
+                             f"{spec.repetitions}.")
+        # the first N repetitions of the spec (same splits); extending later reuses them
+        spec = dataclasses.replace(spec, repetitions=args.repetitions)
     out = Path(args.out) if args.out else Path("results") / f"{Path(args.spec).stem}.nc"
     where = (f"Dask cluster at {args.scheduler}" if args.scheduler
              else f"LocalCluster with {args.workers} workers" if args.workers else "serially")
@@ -104,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--workers", type=int, help="run on a Dask LocalCluster with N worker processes")
     group.add_argument("--scheduler", help="address of an existing Dask scheduler, e.g. tcp://127.0.0.1:8786")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--repetitions", type=int, metavar="N",
+                   help="run the first N repetitions instead of the spec's number (same splits; "
+                        "a later run with more repetitions reuses the finished ones)")
     p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("report", help="print the table of a results file and write plots")

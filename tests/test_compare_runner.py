@@ -140,3 +140,29 @@ def test_killed_run_resumes_without_recomputing(tmp_path):
                     str(clean / "res.nc"), "--no-progress"], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     xr.testing.assert_identical(_metrics(out), _metrics(clean / "res.nc"))
+
+
+def test_repetitions_override_runs_the_first_splits_and_extends_without_recomputing(tmp_path):
+    spec_path = tmp_path / "resume.toml"
+    spec_path.write_text((REPO / "tests" / "data" / "resume.toml").read_text())
+    spec = parse_spec(__import__("tomllib").loads(spec_path.read_text()))
+    assert spec.repetitions >= 2
+    out = tmp_path / "res.nc"
+    cmd = [str(BIN / "calibprob"), "compare", str(spec_path), "--out", str(out), "--no-progress"]
+    subprocess.run(cmd + ["--repetitions", "1"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    short = _metrics(out)
+    assert short.sizes["repetition"] == 1 and short.attrs["repetitions"] == 1
+    parts = results_path_parts(out)
+    first = {p.name: p.stat().st_mtime_ns for p in parts.glob("*.nc")}
+    assert len(first) == len(spec.datasets)
+
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    full = _metrics(out)
+    assert full.sizes["repetition"] == spec.repetitions
+    for name, mtime in first.items():  # the finished repetition was reused, not recomputed
+        assert (parts / name).stat().st_mtime_ns == mtime
+    # the first repetition of the full run is the short run's (same split seeds)
+    xr.testing.assert_equal(full["nll"].isel(repetition=[0]), short["nll"])
+
+    bad = subprocess.run(cmd + ["--repetitions", "0"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--repetitions must be a positive integer; got 0" in bad.stderr

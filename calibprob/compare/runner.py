@@ -301,6 +301,7 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
             "spec_name": spec.name,
             "spec": spec.source or str(spec.to_dict()),
             "spec_fingerprint": spec.fingerprint,
+            "repetitions": spec.repetitions,
             "calibprob_version": __version__,
             "title": f"calibprob comparison: {spec.name}",
         }

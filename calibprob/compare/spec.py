@@ -199,10 +199,16 @@ class Spec:
 
     @property
     def fingerprint(self) -> str:
-        """Hash of everything that changes results; stored in every finished task file."""
+        """Hash of everything that changes a task's results; stored in every finished task file.
+
+        The number of repetitions is left out: a task's split depends only on the
+        seed, the data set and its repetition index, so raising ``repetitions``
+        (or ``calibprob compare --repetitions``) reuses every finished task.
+        """
         payload = self.to_dict()
         payload.pop("description", None)
         payload.pop("metrics", None)  # display only
+        payload.pop("repetitions", None)  # tasks are keyed by their own index
         text = json.dumps(payload, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
