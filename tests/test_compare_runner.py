@@ -166,3 +166,14 @@ def test_repetitions_override_runs_the_first_splits_and_extends_without_recomput
 
     bad = subprocess.run(cmd + ["--repetitions", "0"], capture_output=True, text=True)
     assert bad.returncode != 0 and "--repetitions must be a positive integer; got 0" in bad.stderr
+
+
+def test_local_cluster_workers_keep_glibc_dynamic_mmap_threshold():
+    """Dask's default MALLOC_TRIM_THRESHOLD_=65536 halves GP speed in workers; ours leave it unset."""
+    from dask.distributed import Client
+
+    from calibprob.compare.runner import local_cluster
+
+    with local_cluster(1) as cluster, Client(cluster) as client:
+        env = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+    assert list(env.values()) == [None]

