@@ -177,3 +177,12 @@ def test_local_cluster_workers_keep_glibc_dynamic_mmap_threshold():
     with local_cluster(1) as cluster, Client(cluster) as client:
         env = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
     assert list(env.values()) == [None]
+
+
+@pytest.mark.parametrize("n, err, match", [(0, ValueError, r"n_workers .* must be >= 1; got 0"),
+                                           (1.5, TypeError, r"n_workers .* must be an integer; got 1.5")])
+def test_local_cluster_rejects_bad_worker_counts(n, err, match):
+    from calibprob.compare.runner import local_cluster
+
+    with pytest.raises(err, match=match):
+        local_cluster(n)

@@ -437,6 +437,9 @@ def local_cluster(n_workers: int):
     import dask
     from dask.distributed import LocalCluster
 
+    from calibprob._validation import check_int
+
+    n_workers = check_int(n_workers, "n_workers (worker processes; e.g. 2)", minimum=1)
     with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
         return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
                             dashboard_address=None)
