@@ -4,7 +4,7 @@ Runs in a *separate* Python 3.11 environment with PyTorch and netcal — never i
 calibprob's own. Build it once, e.g.::
 
     python3.11 -m venv /tmp/netcal-venv
-    /tmp/netcal-venv/bin/pip install "torch==2.13.0" --index-url https://download.pytorch.org/whl/cpu
+    /tmp/netcal-venv/bin/pip install "torch==2.13.0"   # the CPU build (from this machine's local file)
     /tmp/netcal-venv/bin/pip install "netcal==1.4.0"
 
 and run (``bench_gp_beta.py --netcal /tmp/netcal-venv/bin/python`` does this for you)::
