@@ -286,31 +286,9 @@ def _combine(pieces) -> xr.Dataset:
 
 
 def _run_dask(config, todo, store, *, workers, scheduler) -> None:
-    try:
-        from dask.distributed import Client, as_completed
-    except ImportError as err:  # pragma: no cover - depends on the install
-        raise ImportError("parallel runs need Dask: pip install 'calibprob[dask]'.") from err
-    cluster = None
-    if scheduler is None:
-        from calibprob.compare.runner import local_cluster  # unsets Dask's MALLOC_TRIM_THRESHOLD_
+    from calibprob.compare.runner import _dask_map
 
-        cluster = local_cluster(workers)
-        client = Client(cluster)
-    else:
-        client = Client(scheduler)
-    try:
-        futures = {client.submit(run_task, config, *k, pure=False): k for k in todo}
-        for fut in as_completed(futures):
-            k = futures[fut]
-            try:
-                ds = fut.result()
-            except Exception as err:
-                ds = _failed(k, err)
-            store(k, ds)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+    _dask_map(run_task, config, todo, store, _failed, workers=workers, scheduler=scheduler)
 
 
 # ---------------------------------------------------------------------------- table

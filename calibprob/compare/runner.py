@@ -445,6 +445,34 @@ def local_cluster(n_workers: int):
                             dashboard_address=None)
 
 def _run_dask(spec_dict, spec, todo, store, *, workers, scheduler) -> None:
+    _dask_map(run_task, spec_dict, todo, store, lambda key, err: _failed_task(key, err, spec),
+             workers=workers, scheduler=scheduler)
+
+
+def _dask_map(task, config, keys, store, on_error, *, workers: int | None, scheduler: str | None) -> None:
+    """Run ``task(config, *key)`` for every key on Dask, storing results as they finish.
+
+    The one submit/collect loop of ``calibprob compare`` and ``calibprob bo``: a task
+    that raises is recorded through ``on_error(key, exception)`` instead of stopping
+    the run, so one failing fit never loses the others.
+
+    Parameters
+    ----------
+    task : callable
+        Pure function of ``(config, *key)``; it travels to the workers.
+    config : dict
+        The (plain-dict) specification every task receives.
+    keys : iterable of tuple
+        One tuple per task.
+    store : callable
+        ``store(key, result)``, called in the client process as each task finishes.
+    on_error : callable
+        ``on_error(key, exception)`` returns the result to store for a failed task.
+    workers : int or None
+        Worker processes of a :func:`local_cluster` (used when ``scheduler`` is None).
+    scheduler : str or None
+        Address of a running Dask scheduler (e.g. ``"tcp://host:8786"``).
+    """
     try:
         from dask.distributed import Client, as_completed
     except ImportError as err:  # pragma: no cover - depends on the install
@@ -458,13 +486,13 @@ def _run_dask(spec_dict, spec, todo, store, *, workers, scheduler) -> None:
     else:
         client = Client(scheduler)
     try:
-        futures = {client.submit(run_task, spec_dict, *key, pure=False): key for key in todo}
+        futures = {client.submit(task, config, *key, pure=False): key for key in keys}
         for fut in as_completed(futures):
             key = futures[fut]
             try:
                 result = fut.result()
             except Exception as err:
-                result = _failed_task(key, err, spec)
+                result = on_error(key, err)
             store(key, result)
     finally:
         client.close()
