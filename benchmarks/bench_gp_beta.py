@@ -10,7 +10,8 @@ Prints, each part in its own subprocess (so that cache state and peak memory are
 * **n1000** — ADVI with 16 inducing points on n = 1000 points of the paper's
   Fig. 1 data (OLS base): fit and predict wall time (warm), held-out NLL of the
   base, isotonic recalibration (RK) and GP-Beta on 2000 test points, and the same
-  for MAP instead of ADVI (the point estimate of the same model). The arrays
+  for MAP (the point estimate of the same model) and SVI (variational inducing
+  values, point hyperparameters: the paper's and netcal's inference). The arrays
   are saved to ``--save`` (``.npz``: mu, sigma, y, mu_test, sigma_test, y_test)
   so that another implementation (netcal's ``GPBeta``, in a separate Python 3.11
   environment with PyTorch, never in calibprob's) can be scored on identical data.
@@ -99,22 +100,26 @@ def part_n1000(n_iter: int, save: str | None) -> dict:
     pred = cal.predict(mut, sdt)
     predict = time.perf_counter() - t
     iso = IsotonicRecalibrator().fit(calibprob.normal(mu, sd), y)
-    # MAP on the same arrays (the point estimate; ADVI's posterior average is the default)
-    cal_map = GPBetaCalibrator(n_inducing=16, inference="map", random_state=0)
-    cal_map.fit(mu, sd, y)
-    t = time.perf_counter()
-    cal_map.fit(mu, sd, y)
-    fit_map = time.perf_counter() - t
-    t = time.perf_counter()
-    pred_map = cal_map.predict(mut, sdt)
-    predict_map = time.perf_counter() - t
+    # MAP (the point estimate) and SVI (variational inducing values, point hyperparameters:
+    # the paper's and netcal's inference) on the same arrays; ADVI is the default
+    others = {}
+    for inference in ("map", "svi"):
+        other = GPBetaCalibrator(n_inducing=16, inference=inference, n_iter=n_iter, random_state=0)
+        other.fit(mu, sd, y)
+        t = time.perf_counter()
+        other.fit(mu, sd, y)
+        fit_o = time.perf_counter() - t
+        t = time.perf_counter()
+        pred_o = other.predict(mut, sdt)
+        others[inference] = {"fit_s": fit_o, "predict_s": time.perf_counter() - t,
+                             "nll": float(calibprob.evaluate(pred_o, yt)["nll"]),
+                             "nll_exact": float(-np.mean(other.logpdf(mut, sdt, yt)))}
+        if save:
+            np.save(save.replace(".npz", "") + f"_calibprob_{inference}_logpdf.npy", other.logpdf(mut, sdt, yt))
     if save:
         np.save(save.replace(".npz", "") + "_calibprob_logpdf.npy", cal.logpdf(mut, sdt, yt))
-        np.save(save.replace(".npz", "") + "_calibprob_map_logpdf.npy", cal_map.logpdf(mut, sdt, yt))
     return {
-        "fit_map_s": fit_map, "predict_map_s": predict_map,
-        "nll_gp_beta_map": float(calibprob.evaluate(pred_map, yt)["nll"]),
-        "nll_gp_beta_map_exact": float(-np.mean(cal_map.logpdf(mut, sdt, yt))),
+        "others": others,
         "fit_s": fit, "predict_s": predict, "n_iter": n_iter,
         "nll_base": float(-np.mean(stats.norm.logpdf(yt, mut, sdt))),
         "nll_isotonic": float(calibprob.evaluate(iso.predict(calibprob.normal(mut, sdt)), yt)["nll"]),
@@ -211,8 +216,9 @@ def main() -> None:
     print(f"  fit {r['fit_s']:.2f} s, predict 2000 test points {r['predict_s']:.2f} s")
     print(f"  held-out NLL: base {r['nll_base']:.4f} | isotonic {r['nll_isotonic']:.4f} | "
           f"GP-Beta {r['nll_gp_beta']:.4f} (exact density {r['nll_gp_beta_exact']:.4f})")
-    print(f"  MAP instead of ADVI: fit {r['fit_map_s']:.2f} s, predict {r['predict_map_s']:.2f} s, held-out NLL "
-          f"{r['nll_gp_beta_map']:.4f} (exact density {r['nll_gp_beta_map_exact']:.4f})")
+    for name, o in r["others"].items():
+        print(f"  {name.upper()} instead of ADVI: fit {o['fit_s']:.2f} s, predict {o['predict_s']:.2f} s, "
+              f"held-out NLL {o['nll']:.4f} (exact density {o['nll_exact']:.4f})")
     if args.save:
         print(f"  arrays saved to {args.save}")
     if args.netcal:
@@ -230,10 +236,12 @@ def main() -> None:
             print(f"  wall-time ratio netcal / calibprob: fit {nc['fit_s'] / r['fit_s']:.2f}x, "
                   f"fit + predict {(nc['fit_s'] + nc['predict_s']) / (r['fit_s'] + r['predict_s']):.2f}x; "
                   f"NLL calibprob - netcal {r['nll_gp_beta'] - nc['nll']:+.4f}")
-            print(f"  MAP: wall-time ratio netcal / calibprob fit {nc['fit_s'] / r['fit_map_s']:.2f}x, "
-                  f"fit + predict {(nc['fit_s'] + nc['predict_s']) / (r['fit_map_s'] + r['predict_map_s']):.2f}x; "
-                  f"NLL calibprob - netcal {r['nll_gp_beta_map'] - nc['nll']:+.4f}")
-            for label, suffix in (("ADVI", "_calibprob_logpdf.npy"), ("MAP", "_calibprob_map_logpdf.npy")):
+            for name, o in r["others"].items():
+                print(f"  {name.upper()}: wall-time ratio netcal / calibprob fit {nc['fit_s'] / o['fit_s']:.2f}x, "
+                      f"fit + predict {(nc['fit_s'] + nc['predict_s']) / (o['fit_s'] + o['predict_s']):.2f}x; "
+                      f"NLL calibprob - netcal {o['nll'] - nc['nll']:+.4f}")
+            for label, suffix in (("ADVI", "_calibprob_logpdf.npy"), ("MAP", "_calibprob_map_logpdf.npy"),
+                                  ("SVI", "_calibprob_svi_logpdf.npy")):
                 diff = -(np.load(args.save.replace(".npz", "") + suffix) - np.load(nc_out))
                 print(f"  paired per-point NLL difference calibprob {label} - netcal (exact densities): "
                       f"{diff.mean():+.4f} ± {diff.std(ddof=1) / np.sqrt(diff.size):.4f} (s.e.)")
