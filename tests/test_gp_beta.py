@@ -203,7 +203,7 @@ MU, SD, Y = np.linspace(0, 1, 40), np.full(40, 0.5), np.linspace(0, 1, 40)
         ({}, (MU, SD[:-3], Y), "mismatched lengths"),
         ({}, (MU[:10], SD[:10], Y[:10]), "too few points for n_inducing=16"),
         ({"n_inducing": 8}, (np.r_[MU[:3], MU[:3]], np.r_[SD[:3], SD[:3]], Y[:6]), "3 distinct"),
-        ({"inference": "vi"}, (MU, SD, Y), "inference must be one of 'advi', 'fullrank_advi', 'map', 'nuts'"),
+        ({"inference": "vi"}, (MU, SD, Y), "inference must be one of 'advi', 'fullrank_advi', 'svi', 'map', 'nuts'"),
         ({"rank": 4}, (MU, SD, Y), "rank must be in 0..3"),
         ({"learning_rate": -1.0}, (MU, SD, Y), "learning_rate must be a positive"),
         ({"batch_size": 0}, (MU, SD, Y), "batch_size must be >= 1"),
