@@ -989,22 +989,17 @@ class GPBetaCalibrator(BaseEstimator):
         seed = int(rng.integers(2**31 - 1))
         extra_groups = {}
         with _blas_single_thread():
-            if self.inference in ("advi", "fullrank_advi"):
-                draws, loss = self._fit_advi(g, Z0, seed)
+            if self.inference in ("advi", "fullrank_advi", "svi"):
+                if self.inference == "svi":
+                    draws, loss = self._fit_svi(g, Z0, seed)
+                    what = "with the inducing values variational and the hyperparameters point estimates"
+                else:
+                    draws, loss = self._fit_advi(g, Z0, seed)
+                    what = "as PyMC reports it (divided by its minibatch normalising constant when minibatched)"
                 post = {k: v[None] for k, v in draws.items()}
                 extra_groups["variational"] = xr.Dataset(
                     {"loss": ("iteration", loss)}, coords={"iteration": np.arange(loss.size)},
-                    attrs={"description": "negative ELBO estimate per Adam step, as PyMC reports it "
-                           "(divided by its minibatch normalising constant when minibatched)"},
-                )
-                sample_stats = None
-            elif self.inference == "svi":
-                draws, loss = self._fit_svi(g, Z0, seed)
-                post = {k: v[None] for k, v in draws.items()}
-                extra_groups["variational"] = xr.Dataset(
-                    {"loss": ("iteration", loss)}, coords={"iteration": np.arange(loss.size)},
-                    attrs={"description": "negative ELBO estimate per Adam step (inducing values "
-                           "variational, hyperparameters point estimates)"},
+                    attrs={"description": f"negative ELBO estimate per Adam step, {what}"},
                 )
                 sample_stats = None
             elif self.inference == "map":
