@@ -128,6 +128,21 @@ def part_n1000(n_iter: int, save: str | None) -> dict:
     }
 
 
+def part_seeds(n_iter: int, seeds: int) -> dict:
+    """Held-out NLL of ADVI, SVI and MAP for random_state = 0 .. seeds - 1 on the n = 1000 arrays."""
+    from calibprob.calibrators.gp_beta import GPBetaCalibrator
+
+    mu, sd, y, mut, sdt, yt = ols_base(1000, 2000, 1)
+    out = {}
+    for inference in ("advi", "svi", "map"):
+        out[inference] = [
+            float(-np.mean(GPBetaCalibrator(n_inducing=16, inference=inference, n_iter=n_iter, random_state=s)
+                           .fit(mu, sd, y).logpdf(mut, sdt, yt)))
+            for s in range(seeds)
+        ]
+    return out
+
+
 def part_minibatch(n: int, n_iter: int) -> dict:
     import resource
     import tracemalloc
@@ -161,6 +176,8 @@ def _child(args) -> None:
         out = part_compile(args.mode, args.n_iter)
     elif args.part == "n1000":
         out = part_n1000(args.n_iter, args.save)
+    elif args.part == "seeds":
+        out = part_seeds(args.n_iter, args.seeds)
     else:
         out = part_minibatch(args.n, args.n_iter)
     print("RESULT " + json.dumps(out))
@@ -181,11 +198,13 @@ def _run(part: str, *extra, env=None) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--part", choices=("compile", "n1000", "minibatch"), help=argparse.SUPPRESS)
+    ap.add_argument("--part", choices=("compile", "n1000", "seeds", "minibatch"), help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="CVM", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=20_000, help=argparse.SUPPRESS)
     ap.add_argument("--n-iter", type=int, default=4000)
     ap.add_argument("--save", default=None, help="save the n = 1000 arrays to this .npz")
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="with --netcal: also repeat every fit (calibprob and netcal) for this many seeds")
     ap.add_argument("--quick", action="store_true", help="fewer iterations, n = 5000 for minibatch")
     ap.add_argument("--numba", action="store_true", help="also time the Numba backend's cold compile (~2 min)")
     ap.add_argument("--netcal", default=None, metavar="PYTHON",
@@ -245,6 +264,21 @@ def main() -> None:
                 diff = -(np.load(args.save.replace(".npz", "") + suffix) - np.load(nc_out))
                 print(f"  paired per-point NLL difference calibprob {label} - netcal (exact densities): "
                       f"{diff.mean():+.4f} ± {diff.std(ddof=1) / np.sqrt(diff.size):.4f} (s.e.)")
+
+    if args.netcal and args.seeds > 1:
+        # seed-to-seed spread of the stochastic fits (ADVI, SVI, netcal's SVGP) on the same arrays
+        ours = _run("seeds", "--n-iter", n_iter, "--seeds", args.seeds, env=env_base)
+        theirs = []
+        for seed in range(args.seeds):
+            seed_out = args.save.replace(".npz", "") + f"_netcal_seed{seed}.npy"
+            proc = subprocess.run([args.netcal, script, args.save, "16", seed_out, str(seed)],
+                                  capture_output=True, text=True, env=env_base)
+            line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+            theirs.append(json.loads(line[0][7:])["nll"] if line else np.nan)
+        print(f"\nheld-out NLL over seeds 0..{args.seeds - 1} (mean ± sd; same arrays):")
+        for name, vals in [("netcal GPBeta", theirs), *((k.upper(), ours[k]) for k in ("advi", "svi", "map"))]:
+            v = np.asarray(vals, float)
+            print(f"  {name:14s} {v.mean():.4f} ± {v.std(ddof=1):.4f}   [{', '.join(f'{x:.4f}' for x in v)}]")
 
     n = 5000 if args.quick else 20_000
     m = _run("minibatch", "--n", n, "--n-iter", n_iter, env=env_base)

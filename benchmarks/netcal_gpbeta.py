@@ -9,7 +9,7 @@ calibprob's own. Build it once, e.g.::
 
 and run (``bench_gp_beta.py --netcal /tmp/netcal-venv/bin/python`` does this for you)::
 
-    /tmp/netcal-venv/bin/python benchmarks/netcal_gpbeta.py /tmp/gpbeta_n1000.npz [16 [logpdf_out.npy]]
+    /tmp/netcal-venv/bin/python benchmarks/netcal_gpbeta.py /tmp/gpbeta_n1000.npz [16 [logpdf_out.npy [seed]]]
 
 netcal's defaults (200 epochs, batch 256, Adam lr 1e-2, 128 MC samples) except
 16 inducing points, as calibprob's run; one PyTorch thread, as calibprob's one
@@ -25,11 +25,11 @@ import numpy as np
 import torch
 
 
-def main(path: str, n_inducing: int = 16, out: str | None = None) -> None:
+def main(path: str, n_inducing: int = 16, out: str | None = None, seed: int = 0) -> None:
     from netcal.regression import GPBeta
 
     torch.set_num_threads(1)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     d = np.load(path)
     gp = GPBeta(n_inducing_points=n_inducing, n_random_samples=128, n_epochs=200, batch_size=256, lr=1e-2)
     t = time.perf_counter()
@@ -49,4 +49,4 @@ def main(path: str, n_inducing: int = 16, out: str | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], *(int(a) for a in sys.argv[2:3]), *sys.argv[3:4])
+    main(sys.argv[1], *(int(a) for a in sys.argv[2:3]), *sys.argv[3:4], *(int(a) for a in sys.argv[4:5]))
