@@ -210,6 +210,8 @@ def main() -> None:
     ap.add_argument("--netcal", default=None, metavar="PYTHON",
                     help="python of a separate env with torch + netcal 1.4: compare on the n = 1000 arrays")
     args = ap.parse_args()
+    if args.seeds < 1:
+        ap.error(f"--seeds must be >= 1; got {args.seeds}.")
     if args.part:
         _child(args)
         return

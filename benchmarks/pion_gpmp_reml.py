@@ -133,6 +133,8 @@ def main():
     ap.add_argument("--seed", type=int, default=2024)
     ap.add_argument("--gpmp-side", nargs=3, metavar=("NPZ", "OUT", "P"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.repetitions < 2:
+        ap.error(f"--repetitions must be >= 2 (the table prints standard errors); got {args.repetitions}.")
     if args.gpmp_side:
         gpmp_side(args.gpmp_side[0], args.gpmp_side[1], int(args.gpmp_side[2]))
         return

@@ -295,6 +295,42 @@ def test_svi_fit_recovers_a_gaussian_target():
     assert fit.loss[-500:].mean() < fit.loss[:100].mean()
 
 
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"x0": np.array([0.0, np.nan])}, ValueError, "x0"),
+        ({"x0": np.zeros((2, 1))}, ValueError, "x0"),
+        ({"variational": np.array([0, 1])}, ValueError, "variational must be a boolean mask with the shape of x0"),
+        ({"variational": np.array([True])}, ValueError, "variational must be a boolean mask"),
+        ({"variational": np.array([False, False])}, ValueError, "variational selects no coordinate"),
+        ({"n_iter": 0}, ValueError, "n_iter must be >= 1"),
+        ({"n_mc": 0}, ValueError, "n_mc must be >= 1"),
+        ({"learning_rate": -0.1}, ValueError, "learning_rate must be a positive finite number; got -0.1"),
+        ({"init_scale": float("nan")}, ValueError, "init_scale must be a positive finite number"),
+        ({"rng": 0}, TypeError, "rng must be a numpy.random.Generator"),
+        ({"logp_dlogp": None}, TypeError, "logp_dlogp must be a callable"),
+    ],
+)
+def test_svi_fit_rejects_bad_input(kwargs, error, match):
+    from calibprob.calibrators.gp_beta import svi_fit
+
+    args = {"logp_dlogp": lambda x: (-0.5 * x @ x, -x), "x0": np.zeros(2),
+            "variational": np.array([False, True]), "n_iter": 5, "learning_rate": 0.01, "n_mc": 1,
+            "rng": np.random.default_rng(0)}
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        svi_fit(**args)
+
+
+def test_svi_result_sample_rejects_bad_count():
+    from calibprob.calibrators.gp_beta import svi_fit
+
+    fit = svi_fit(lambda x: (-0.5 * x @ x, -x), np.zeros(2), np.array([False, True]), n_iter=5,
+                  learning_rate=0.01, n_mc=1, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="n \\(number of draws\\) must be >= 1"):
+        fit.sample(0, np.random.default_rng(0))
+
+
 def _best_beta_link(y, mu, sigma):
     """Population-optimal Beta-link map (a, b, c) for draws y of the true conditional: brute-force MLE."""
     from scipy import optimize

@@ -617,6 +617,7 @@ class SVIResult:
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` flat draws: variational coordinates from q, the others at their point estimate."""
+        n = check_int(n, "n (number of draws)", minimum=1)
         out = np.tile(self.mean, (n, 1))
         eps = rng.standard_normal((n, self.chol.shape[0]))
         out[:, self.variational] += eps @ self.chol.T
@@ -672,15 +673,34 @@ def svi_fit(logp_dlogp, x0, variational, *, n_iter: int, learning_rate: float, n
     >>> np.round(fit.mean, 1), np.round(fit.chol, 1)
     (array([2., 1.]), array([[0.5]]))
     """
-    x0 = np.asarray(x0, float)
-    variational = np.asarray(variational, bool)
-    d = int(variational.sum())
-    h, m = x0[~variational].copy(), x0[variational].copy()
+    from calibprob._optim import Adam
+
+    if not callable(logp_dlogp):
+        raise TypeError(f"logp_dlogp must be a callable x -> (log p, gradient); got {type(logp_dlogp).__name__}.")
+    x0 = check_array(x0, "x0", ndim=1)
+    variational = np.asarray(variational)
+    if variational.dtype != bool or variational.shape != x0.shape:
+        raise ValueError(
+            f"variational must be a boolean mask with the shape of x0 {x0.shape}; got dtype "
+            f"{variational.dtype} and shape {variational.shape}. Pass e.g. np.array([False, True])."
+        )
+    if not variational.any():
+        raise ValueError("variational selects no coordinate; mark at least one True (the MAP of "
+                         "the rest is an optimiser's job, e.g. scipy.optimize.minimize).")
+    n_iter = check_int(n_iter, "n_iter", minimum=1)
+    n_mc = check_int(n_mc, "n_mc", minimum=1)
+    for name, value in (("learning_rate", learning_rate), ("init_scale", init_scale)):
+        if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a positive finite number; got {value!r}. Pass e.g. 0.01.")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator; got {type(rng).__name__}. "
+                        "Pass np.random.default_rng(seed).")
+    h_idx, v_idx = np.flatnonzero(~variational), np.flatnonzero(variational)
+    d = v_idx.size
+    h, m = x0[h_idx].copy(), x0[v_idx].copy()
     strict = np.tril(np.ones((d, d)), -1)
     params = [h, m, np.zeros((d, d)), np.full(d, np.log(init_scale))]
-    first = [np.zeros_like(p) for p in params]
-    second = [np.zeros_like(p) for p in params]
-    beta1, beta2, tiny = 0.9, 0.999, 1e-8
+    optimisers = [Adam(p.shape, learning_rate) for p in params]
     loss = np.empty(n_iter)
     x = np.empty(x0.size)
     tail = max(n_iter // 4, 1)
@@ -690,28 +710,25 @@ def svi_fit(logp_dlogp, x0, variational, *, n_iter: int, learning_rate: float, n
         L = off * strict + np.diag(np.exp(rho))
         eps = rng.standard_normal((n_mc, d))
         g_h, g_v, g_L, total = np.zeros_like(h), np.zeros(d), np.zeros((d, d)), 0.0
+        x[h_idx] = h
         for e in eps:
-            x[~variational], x[variational] = h, m + L @ e
+            x[v_idx] = m + L @ e
             lp, grad = logp_dlogp(x)
             grad = np.asarray(grad, float)
             total += float(lp)
-            g_h += grad[~variational]
-            g_v += grad[variational]
-            g_L += np.outer(grad[variational], e)
+            g_h += grad[h_idx]
+            g_v += grad[v_idx]
+            g_L += np.outer(grad[v_idx], e)
         g_h, g_v, g_L = g_h / n_mc, g_v / n_mc, g_L / n_mc
         loss[t - 1] = -(total / n_mc + rho.sum())
         grads = (g_h, g_v, g_L * strict, np.diag(g_L) * np.exp(rho) + 1.0)
-        for i, g in enumerate(grads):
-            first[i] = beta1 * first[i] + (1 - beta1) * g
-            second[i] = beta2 * second[i] + (1 - beta2) * g * g
-            step = (first[i] / (1 - beta1**t)) / (np.sqrt(second[i] / (1 - beta2**t)) + tiny)
-            params[i] = params[i] + learning_rate * step
+        params = [p + opt.step(g) for p, opt, g in zip(params, optimisers, grads)]  # ascent
         if t > n_iter - tail:
             avg_h += params[0] / tail
             avg_m += params[1] / tail
             avg_L += (params[2] * strict + np.diag(np.exp(params[3]))) / tail
     mean = x0.copy()
-    mean[~variational], mean[variational] = avg_h, avg_m
+    mean[h_idx], mean[v_idx] = avg_h, avg_m
     return SVIResult(mean=mean, chol=avg_L, variational=variational, loss=loss)
 
 

@@ -367,12 +367,12 @@ def adam(entry: Compiled, data: dict, x0, bounds, *, steps: int, learning_rate: 
     """
     import pymc as pm
 
+    from calibprob._optim import Adam
+
     lo = np.array([b[0] for b in bounds])
     hi = np.array([b[1] for b in bounds])
     x = np.clip(np.asarray(x0, dtype=float), lo, hi)
-    m = np.zeros_like(x)
-    v = np.zeros_like(x)
-    b1, b2, eps = 0.9, 0.999, 1e-8
+    opt = Adam(x.shape, learning_rate)
     with entry.lock, _blas_limit(len(data["y"])):
         pm.set_data(data, model=entry.model)
         try:
@@ -384,9 +384,7 @@ def adam(entry: Compiled, data: dict, x0, bounds, *, steps: int, learning_rate: 
                         "use optimizer='lbfgs' or standardise the data."
                     )
                 g = -np.asarray(grad) / len(data["y"])  # GPyTorch minimises the mean negative ML
-                m = b1 * m + (1 - b1) * g
-                v = b2 * v + (1 - b2) * g * g
-                x = np.clip(x - learning_rate * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps), lo, hi)
+                x = np.clip(x - opt.step(g), lo, hi)
             value, _ = entry.value_and_grad(x)
         finally:
             pm.set_data(_placeholder(entry.spec), model=entry.model)
