@@ -2,8 +2,9 @@
 
 calibprob reproduces Table 1 of the paper within the issue's bands except the Branin rows
 at smooth kernels (p = 9: widths 0.39x the paper's). This script asks whether the gap is
-calibprob's: it fits the paper's own library, GPmp 0.9.18 (the release of the paper's
-time; ``gp.kernel.select_parameters_with_reml`` as in the authors' public code
+calibprob's: it fits the paper's own library, GPmp (0.9.18 by default; 0.9.14 and 0.9.15,
+the releases before the paper's submission in July 2024, give the same result;
+``gp.kernel.select_parameters_with_reml`` as in the authors' public code
 ``gpmp-dev/lod2024-conformal``: constant mean, Matérn nu = p + 1/2, one SLSQP run from
 GPmp's initial guess, nugget 10 eps sigma^2), and calibprob's REML GP (the settings of
 ``models/pion2024-table1-p*.toml``) on the *same* uniform designs (n = 20 d training
@@ -27,6 +28,11 @@ and run::
         [--function branin] [--p 5 9] [--repetitions 40]
 
 (the script calls itself under the GPmp interpreter with ``--gpmp-side``).
+
+With ``--nuggets`` it needs no GPmp: calibprob's REML GP and J+GP at each given fixed nugget
+(relative to the kernel variance), to show which of the table's numbers the nugget sets::
+
+    .venv/bin/python benchmarks/pion_gpmp_reml.py --nuggets 1e-12 1e-10 1e-8 1e-6 --p 1 5 9
 """
 
 from __future__ import annotations
@@ -91,6 +97,9 @@ def designs(function, repetitions, seed):
 
 def gpmp_side(npz, out, p):
     """Runs under the GPmp interpreter: REML as in the paper's public code."""
+    import importlib.metadata
+    import importlib.util  # noqa: F401  (GPmp 0.9.14/0.9.15 call importlib.util without importing it)
+
     import gpmp as gp
     import gpmp.num as gnp
 
@@ -112,7 +121,7 @@ def gpmp_side(npz, out, p):
         means.append(np.asarray(zpm, float).ravel())
         variances.append(np.asarray(zpv, float).ravel())
     np.savez(out, covparam=np.array(covparams), mean=np.array(means), var=np.array(variances))
-    print("RESULT " + json.dumps({"gpmp": getattr(gp, "__version__", "?")}))
+    print("RESULT " + json.dumps({"gpmp": importlib.metadata.version("gpmp")}))
 
 
 def gp_at(theta_or_none, p, X, y, seed, nugget=NUGGET):
@@ -124,6 +133,43 @@ def gp_at(theta_or_none, p, X, y, seed, nugget=NUGGET):
     return GaussianProcessRegressor(theta=theta_or_none, optimize=False, **kw).fit(X, y)
 
 
+def interval_scores(model, mean, sd, Xt, yt):
+    """REML 90 % width, REML IAE, J+GP 90 % width, J+GP IAE of a fitted GP (the table's four numbers)."""
+    from calibprob.conformal import JackknifePlusGP
+
+    n = model.X_train_.shape[0]
+    # levels above n/(n+1) have an unbounded jackknife+ interval (coverage 1)
+    ok = LEVELS <= n / (n + 1.0)
+    lower = np.full((LEVELS.size, len(yt)), -np.inf)
+    upper = np.full((LEVELS.size, len(yt)), np.inf)
+    iv = JackknifePlusGP(estimator=model, prefit=True, confidence_level=list(LEVELS[ok])).fit().predict_interval(Xt)
+    lower[ok], upper[ok] = np.asarray(iv["lower"]).T, np.asarray(iv["upper"]).T
+    k90 = int(np.argmin(np.abs(LEVELS - 0.9)))
+    return (2 * norm.ppf(0.95) * float(np.mean(sd)), iae_gaussian(yt, mean, sd),
+            float(np.mean(upper[k90] - lower[k90])), iae_intervals(yt, lower, upper))
+
+
+def nugget_sweep(function, ps, nuggets, repetitions, seed):
+    """calibprob's REML GP and J+GP at several fixed nuggets: how much of each number the nugget sets."""
+    data = list(designs(function, repetitions, seed))
+    print(f"{function}: calibprob REML at fixed nuggets (relative to the kernel variance); "
+          f"{repetitions} uniform designs of {data[0][0].shape[0]} points; mean (s.e.) over repetitions")
+    print(f"{'p':>2} {'nugget':>8s} {'REML W90':>17s} {'REML IAE':>15s} {'J+GP W90':>17s} {'J+GP IAE':>15s}")
+    for p in ps:
+        for nugget in nuggets:
+            v = np.array([interval_scores(m, *m.predict_mean_std(Xt), Xt, yt)
+                          for r, (X, y, Xt, yt) in enumerate(data)
+                          for m in [gp_at(None, p, X, y, r, nugget=nugget)]])
+            m, se = v.mean(axis=0), v.std(axis=0, ddof=1) / np.sqrt(len(v))
+            print(f"{p:>2} {nugget:>8.0e} " + " ".join(f"{a:>9.4g} ({b:.2g})" for a, b in zip(m, se)))
+            if len(v) >= 80:  # the spread of the table's statistic: means over disjoint sets of 40 designs
+                blocks = v[: len(v) // 40 * 40].reshape(-1, 40, 4).mean(axis=1)
+                print(f"   {len(blocks)} disjoint sets of 40 designs: REML W90 {blocks[:, 0].min():.3g}-"
+                      f"{blocks[:, 0].max():.3g}, J+GP W90 {blocks[:, 2].min():.3g}-{blocks[:, 2].max():.3g}")
+        pw = PAPER[(function, p)]
+        print(f"{p:>2} {'paper':>8s} {pw[0]:>17.4g} {pw[1]:>15.4g} {pw[2]:>17.4g} {pw[3]:>15.4g}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpmp", help="python of the GPmp environment")
@@ -131,6 +177,8 @@ def main():
     ap.add_argument("--p", type=int, nargs="+", default=[5, 9], choices=[1, 5, 9])
     ap.add_argument("--repetitions", type=int, default=40)
     ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--nuggets", type=float, nargs="+",
+                    help="calibprob only (no GPmp): the table's numbers at each of these fixed nuggets")
     ap.add_argument("--gpmp-side", nargs=3, metavar=("NPZ", "OUT", "P"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.repetitions < 2:
@@ -138,12 +186,16 @@ def main():
     if args.gpmp_side:
         gpmp_side(args.gpmp_side[0], args.gpmp_side[1], int(args.gpmp_side[2]))
         return
+    if args.nuggets:
+        bad = [v for v in args.nuggets if not 0 < v < 1]
+        if bad:
+            ap.error(f"--nuggets must lie in (0, 1) (relative to the kernel variance); got {bad}.")
+        nugget_sweep(args.function, args.p, args.nuggets, args.repetitions, args.seed)
+        return
     if not args.gpmp:
         print("Pion/GPmp check skipped: GPmp lives in a separate environment; run with --gpmp "
               "/path/to/python (this script's docstring shows how to build it)")
         return
-    from calibprob.conformal import JackknifePlusGP
-
     data = list(designs(args.function, args.repetitions, args.seed))
     print(f"{args.function}: {args.repetitions} uniform designs of {data[0][0].shape[0]} points, "
           f"1100 test points; mean (s.e.) over repetitions")
@@ -162,27 +214,20 @@ def main():
             if proc.returncode != 0:
                 sys.exit(f"GPmp side failed:\n{proc.stderr}")
             g = dict(np.load(out))
-        rows = {"GPmp 0.9.18 REML": [], "calibprob REML": []}
+            version = json.loads(proc.stdout.split("RESULT ", 1)[1])["gpmp"]
+        gname = f"GPmp {version} REML"
+        rows = {gname: [], "calibprob REML": []}
         for r, (X, y, Xt, yt) in enumerate(data):
             cp = g["covparam"][r]
             # GPmp's Matérn scales distances by 2 sqrt(nu) / rho; PyMC's by sqrt(2 nu) / ell
             theta_g = {"lengthscale": np.exp(-cp[1:]) / np.sqrt(2.0), "variance": float(np.exp(cp[0]))}
-            fits = {"GPmp 0.9.18 REML": gp_at(theta_g, p, X, y, r), "calibprob REML": gp_at(None, p, X, y, r)}
+            fits = {gname: gp_at(theta_g, p, X, y, r), "calibprob REML": gp_at(None, p, X, y, r)}
             for name, model in fits.items():
-                if name.startswith("GPmp"):
+                if name == gname:
                     mean, sd = g["mean"][r], np.sqrt(np.maximum(g["var"][r], 0.0))
                 else:
                     mean, sd = model.predict_mean_std(Xt)
-                # levels above n/(n+1) have an unbounded jackknife+ interval (coverage 1)
-                ok = LEVELS <= len(y) / (len(y) + 1.0)
-                lower = np.full((LEVELS.size, len(yt)), -np.inf)
-                upper = np.full((LEVELS.size, len(yt)), np.inf)
-                jp = JackknifePlusGP(estimator=model, prefit=True, confidence_level=list(LEVELS[ok])).fit()
-                iv = jp.predict_interval(Xt)
-                lower[ok], upper[ok] = np.asarray(iv["lower"]).T, np.asarray(iv["upper"]).T
-                k90 = int(np.argmin(np.abs(LEVELS - 0.9)))
-                rows[name].append((2 * norm.ppf(0.95) * sd.mean(), iae_gaussian(yt, mean, sd),
-                                   float(np.mean(upper[k90] - lower[k90])), iae_intervals(yt, lower, upper),
+                rows[name].append((*interval_scores(model, mean, sd, Xt, yt),
                                    float(model.log_marginal_likelihood_value_),
                                    float(gp_at({k: model.theta_[k] for k in ("lengthscale", "variance")},
                                                p, X, y, r, nugget=GPMP_NUGGET).log_marginal_likelihood_value_)))
@@ -192,7 +237,7 @@ def main():
             print(f"{p:>2} {name:24s} " + " ".join(f"{a:>9.4g} ({b:.2g})" for a, b in zip(m, se)))
         pw = PAPER[(args.function, p)]
         print(f"{p:>2} {'paper (Table 1)':24s} {pw[0]:>17.4g} {pw[1]:>15.4g} {pw[2]:>17.4g} {pw[3]:>15.4g}")
-        diff = np.array(rows["calibprob REML"])[:, 4:] - np.array(rows["GPmp 0.9.18 REML"])[:, 4:]
+        diff = np.array(rows["calibprob REML"])[:, 4:] - np.array(rows[gname])[:, 4:]
         for j, nug in enumerate(("1e-12 (calibprob's)", "10 eps (GPmp's)")):
             print(f"   nugget {nug}: calibprob's optimum higher than GPmp's in {np.mean(diff[:, j] > 1e-6):.0%} "
                   f"of the designs (median difference {np.median(diff[:, j]):+.2f} nats)")
