@@ -15,7 +15,7 @@ Prints, each part in its own subprocess (so that cache state and peak memory are
   are saved to ``--save`` (``.npz``: mu, sigma, y, mu_test, sigma_test, y_test)
   so that another implementation (netcal's ``GPBeta``, in a separate Python 3.11
   environment with PyTorch, never in calibprob's) can be scored on identical data.
-* **minibatch** — minibatch ADVI (batch 256) on n = 20 000: wall time and peak
+* **minibatch** — minibatch ADVI and minibatch SVI (batch 256) on n = 20 000: wall time and peak
   memory (tracemalloc peak of Python/NumPy allocations, and the process's max RSS).
 
 BLAS runs single-threaded (GP-Beta sets this itself for fits and predictions).
@@ -143,7 +143,7 @@ def part_seeds(n_iter: int, seeds: int) -> dict:
     return out
 
 
-def part_minibatch(n: int, n_iter: int) -> dict:
+def part_minibatch(n: int, n_iter: int, inference: str) -> dict:
     import resource
     import tracemalloc
 
@@ -152,7 +152,7 @@ def part_minibatch(n: int, n_iter: int) -> dict:
     from calibprob.calibrators.gp_beta import GPBetaCalibrator
 
     mu, sd, y, mut, sdt, yt = ols_base(n, 2000, 2)
-    cal = GPBetaCalibrator(n_inducing=16, n_iter=n_iter, batch_size=256, random_state=0)
+    cal = GPBetaCalibrator(n_inducing=16, inference=inference, n_iter=n_iter, batch_size=256, random_state=0)
     t = time.perf_counter()
     cal.fit(mu, sd, y)  # includes the compile of the minibatch graph (cached on disk after the first run)
     first = time.perf_counter() - t
@@ -163,7 +163,7 @@ def part_minibatch(n: int, n_iter: int) -> dict:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return {
-        "n": n, "batch_size": 256, "n_iter": n_iter, "first_fit_s": first, "fit_s": fit,
+        "n": n, "inference": inference, "batch_size": 256, "n_iter": n_iter, "first_fit_s": first, "fit_s": fit,
         "tracemalloc_peak_mb": peak / 2**20,
         "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "nll_base": float(-np.mean(stats.norm.logpdf(yt, mut, sdt))),
@@ -179,7 +179,7 @@ def _child(args) -> None:
     elif args.part == "seeds":
         out = part_seeds(args.n_iter, args.seeds)
     else:
-        out = part_minibatch(args.n, args.n_iter)
+        out = part_minibatch(args.n, args.n_iter, args.inference)
     print("RESULT " + json.dumps(out))
 
 
@@ -201,6 +201,7 @@ def main() -> None:
     ap.add_argument("--part", choices=("compile", "n1000", "seeds", "minibatch"), help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="CVM", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=20_000, help=argparse.SUPPRESS)
+    ap.add_argument("--inference", default="advi", choices=("advi", "svi"), help=argparse.SUPPRESS)
     ap.add_argument("--n-iter", type=int, default=4000)
     ap.add_argument("--save", default=None, help="save the n = 1000 arrays to this .npz")
     ap.add_argument("--seeds", type=int, default=1,
@@ -283,11 +284,12 @@ def main() -> None:
             print(f"  {name:14s} {v.mean():.4f} ± {v.std(ddof=1):.4f}   [{', '.join(f'{x:.4f}' for x in v)}]")
 
     n = 5000 if args.quick else 20_000
-    m = _run("minibatch", "--n", n, "--n-iter", n_iter, env=env_base)
-    print(f"\nminibatch ADVI, n = {m['n']}, batch {m['batch_size']}, {m['n_iter']} iterations:")
-    print(f"  fit {m['fit_s']:.2f} s warm (first fit in process {m['first_fit_s']:.1f} s)")
-    print(f"  peak memory: tracemalloc {m['tracemalloc_peak_mb']:.1f} MB, process max RSS {m['max_rss_mb']:.0f} MB")
-    print(f"  held-out NLL: base {m['nll_base']:.4f} | GP-Beta {m['nll_gp_beta']:.4f}")
+    for inference in ("advi", "svi"):
+        m = _run("minibatch", "--n", n, "--n-iter", n_iter, "--inference", inference, env=env_base)
+        print(f"\nminibatch {inference.upper()}, n = {m['n']}, batch {m['batch_size']}, {m['n_iter']} iterations:")
+        print(f"  fit {m['fit_s']:.2f} s warm (first fit in process {m['first_fit_s']:.1f} s)")
+        print(f"  peak memory: tracemalloc {m['tracemalloc_peak_mb']:.1f} MB, process max RSS {m['max_rss_mb']:.0f} MB")
+        print(f"  held-out NLL: base {m['nll_base']:.4f} | GP-Beta {m['nll_gp_beta']:.4f}")
 
 
 if __name__ == "__main__":

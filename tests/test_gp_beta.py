@@ -579,6 +579,28 @@ def test_minibatch_advi_on_a_larger_set():
 
 
 @pytest.mark.slow
+def test_minibatch_svi_is_reproducible_and_close_to_full_batch_svi():
+    # minibatch SVI follows unbiased (n / batch)-scaled gradients of the same bound as
+    # full-batch SVI, so its held-out NLL is that of full-batch SVI up to gradient noise;
+    # the batches come from seeded RNGs, so a fit is repeatable
+    rng = np.random.default_rng(11)
+    x, y = fig1_sample(6000, rng)
+    xt, yt = fig1_sample(2000, rng)
+    mu, sd = 0.25 * x, np.full_like(x, 5.5)
+    mut, sdt = 0.25 * xt, np.full_like(xt, 5.5)
+    mini = [GPBetaCalibrator(inference="svi", batch_size=256, random_state=s).fit(mu, sd, y) for s in (2, 2, 3)]
+    assert all(c.idata_.attrs["batch_size"] == 256 for c in mini)
+    v = [c.idata_["posterior"]["V"].values for c in mini]
+    np.testing.assert_array_equal(v[0], v[1])
+    assert not np.array_equal(v[0], v[2])
+    full = GPBetaCalibrator(inference="svi", batch_size=None, random_state=2).fit(mu, sd, y)
+    assert full.idata_.attrs["batch_size"] == 0
+    nll = {name: -np.mean(c.logpdf(mut, sdt, yt)) for name, c in [("mini", mini[0]), ("full", full)]}
+    assert nll["mini"] < -np.mean(stats.norm.logpdf(yt, mut, sdt)) - 0.2
+    assert abs(nll["mini"] - nll["full"]) < 0.01, nll
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("kwargs", [{"inference": "fullrank_advi"}, {"learn_inducing": True}, {"rank": 0}])
 def test_other_configurations_fit_fig1(fig1, kwargs):
     cal = GPBetaCalibrator(random_state=1, **kwargs).fit(fig1["mu"], fig1["sd"], fig1["y"])

@@ -64,7 +64,7 @@ through :func:`pymc.Minibatch` for large ``n``), ``"fullrank_advi"``,
 netcal fit it: a full-covariance Gaussian over the whitened inducing values,
 the hyperparameters — kernel, coregionalisation, link scale and offset —
 as point estimates maximising the same evidence lower bound plus their log
-prior; full batch), ``"map"`` (L-BFGS on the log posterior) or ``"nuts"``
+prior; minibatches for large ``n`` as for ADVI), ``"map"`` (L-BFGS on the log posterior) or ``"nuts"``
 (nutpie when installed, PyMC's NUTS otherwise). The fitted
 calibrator keeps an ArviZ ``DataTree`` (``posterior``, ``sample_stats``,
 ``log_likelihood``, ``observed_data``, ``constant_data``) in ``idata_``.
@@ -151,7 +151,7 @@ PRIORS = {
     "V": (0.0, 1.0),
     "Z": (None, 0.25),  # mean = the k-means initialisation
 }
-#: Full-batch ADVI up to this many points when ``batch_size="auto"``; minibatches above.
+#: Full-batch ADVI / SVI up to this many points when ``batch_size="auto"``; minibatches above.
 AUTO_FULL_BATCH = 4096
 AUTO_BATCH_SIZE = 256
 # Elements per temporary (draws x rows x grid) block in prediction (~80 MB of float64).
@@ -597,6 +597,12 @@ class _Graph:
             self.advi[key] = (inference, step, lr, rngs, state)
         return self.advi[key]
 
+    def reseed_minibatch(self, seed: int) -> None:
+        """Seed the shared RNGs of :func:`pymc.Minibatch` (they pick each evaluation's batch)."""
+        from pymc.pytensorf import find_rng_nodes, reseed_rngs
+
+        reseed_rngs(find_rng_nodes([self.model.logp()]), seed)
+
     def compiled_logp_dlogp(self, mode):
         if str(mode) not in self.logp_dlogp:
             with _quiet_compile():
@@ -643,7 +649,9 @@ def svi_fit(logp_dlogp, x0, variational, *, n_iter: int, learning_rate: float, n
     Parameters
     ----------
     logp_dlogp : callable
-        ``x -> (log p, gradient)`` of the log joint density at a flat vector.
+        ``x -> (log p, gradient)`` of the log joint density at a flat vector; it may
+        be an unbiased stochastic estimate (GP-Beta's minibatch graph draws a fresh
+        batch at every call and scales its log-likelihood by ``n / batch_size``).
     x0 : ndarray, shape (D,)
         Start: point estimates and the variational mean.
     variational : ndarray of bool, shape (D,)
@@ -847,9 +855,11 @@ class GPBetaCalibrator(BaseEstimator):
     obj_n_mc : int, default 4
         Monte Carlo draws per ADVI / SVI gradient.
     batch_size : int, "auto" or None, default "auto"
-        ADVI minibatch size (:func:`pymc.Minibatch`, stochastic variational
-        inference on subsets). ``"auto"``: full batch up to 4096 points, 256
-        above; ``None``: always full batch. SVI, MAP and NUTS use every point.
+        ADVI / SVI minibatch size (:func:`pymc.Minibatch`, stochastic variational
+        inference on subsets: each gradient sees a fresh random batch, its
+        log-likelihood scaled by ``n / batch_size``). ``"auto"``: full batch up
+        to 4096 points, 256 above; ``None``: always full batch. MAP and NUTS use
+        every point.
     learn_inducing : bool, default False
         Give the inducing inputs a prior :math:`N(Z_0, 0.25^2)` and infer them
         (with SVI: a point estimate, as in the sparse variational GP).
@@ -983,7 +993,7 @@ class GPBetaCalibrator(BaseEstimator):
         return DEFAULT_COMPILE_MODE if self.compile_mode is None else self.compile_mode
 
     def _batch(self, n: int) -> int | None:
-        if self.inference not in ("advi", "fullrank_advi") or self.batch_size is None:
+        if self.inference not in ("advi", "fullrank_advi", "svi") or self.batch_size is None:
             return None
         if self.batch_size == "auto":
             return None if n <= AUTO_FULL_BATCH else AUTO_BATCH_SIZE
@@ -1105,6 +1115,10 @@ class GPBetaCalibrator(BaseEstimator):
     def _fit_svi(self, g: _Graph, Z0, seed):
         fn = g.compiled_logp_dlogp(self._mode())
         rng = np.random.default_rng(seed)
+        if g.batch_size is not None:
+            # pm.Minibatch draws each call's batch from shared RNGs in the compiled graph:
+            # seed them so that a minibatched fit is as reproducible as a full-batch one
+            g.reseed_minibatch(int(rng.integers(2**31 - 1)))
         x0 = g.ravel(g.start_point(Z0, rng))
         variational = g.ravel({k: np.full(g.shapes[k], k == "V", float) for k in g.names}).astype(bool)
         fit = svi_fit(fn, x0, variational, n_iter=self.n_iter, learning_rate=self._learning_rate(),
