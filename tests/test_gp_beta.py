@@ -566,28 +566,31 @@ def test_nuts_200_points_converges_and_supports_loo_and_compare():
     assert table.index[0] == "gp-beta"
 
 
-@pytest.mark.slow
-def test_minibatch_advi_on_a_larger_set():
+@pytest.fixture(scope="module")
+def fig1_6000():
+    """6000 Fig. 1 points with a fixed Gaussian base (the population OLS line), 2000 held out."""
     rng = np.random.default_rng(11)
     x, y = fig1_sample(6000, rng)
     xt, yt = fig1_sample(2000, rng)
-    mu, sd = 0.25 * x, np.full_like(x, 5.5)
-    cal = GPBetaCalibrator(batch_size=256, n_iter=4000, random_state=2).fit(mu, sd, y)
-    assert cal.idata_.attrs["batch_size"] == 256
-    nll = -np.mean(cal.logpdf(0.25 * xt, np.full_like(xt, 5.5), yt))
-    assert nll < -np.mean(stats.norm.logpdf(yt, 0.25 * xt, 5.5)) - 0.2
+    return {"mu": 0.25 * x, "sd": np.full_like(x, 5.5), "y": y,
+            "mut": 0.25 * xt, "sdt": np.full_like(xt, 5.5), "yt": yt}
 
 
 @pytest.mark.slow
-def test_minibatch_svi_is_reproducible_and_close_to_full_batch_svi():
+def test_minibatch_advi_on_a_larger_set(fig1_6000):
+    d = fig1_6000
+    cal = GPBetaCalibrator(batch_size=256, n_iter=4000, random_state=2).fit(d["mu"], d["sd"], d["y"])
+    assert cal.idata_.attrs["batch_size"] == 256
+    nll = -np.mean(cal.logpdf(d["mut"], d["sdt"], d["yt"]))
+    assert nll < -np.mean(stats.norm.logpdf(d["yt"], d["mut"], d["sdt"])) - 0.2
+
+
+@pytest.mark.slow
+def test_minibatch_svi_is_reproducible_and_close_to_full_batch_svi(fig1_6000):
     # minibatch SVI follows unbiased (n / batch)-scaled gradients of the same bound as
     # full-batch SVI, so its held-out NLL is that of full-batch SVI up to gradient noise;
     # the batches come from seeded RNGs, so a fit is repeatable
-    rng = np.random.default_rng(11)
-    x, y = fig1_sample(6000, rng)
-    xt, yt = fig1_sample(2000, rng)
-    mu, sd = 0.25 * x, np.full_like(x, 5.5)
-    mut, sdt = 0.25 * xt, np.full_like(xt, 5.5)
+    mu, sd, y, mut, sdt, yt = (fig1_6000[k] for k in ("mu", "sd", "y", "mut", "sdt", "yt"))
     mini = [GPBetaCalibrator(inference="svi", batch_size=256, random_state=s).fit(mu, sd, y) for s in (2, 2, 3)]
     assert all(c.idata_.attrs["batch_size"] == 256 for c in mini)
     v = [c.idata_["posterior"]["V"].values for c in mini]
