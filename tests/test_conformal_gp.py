@@ -5,7 +5,10 @@
 * FCP-GP == grid search over the candidate y with a refit for every candidate and every
   left-out point, to the grid's resolution;
 * coverage guarantees over seeded draws (FCP >= c, J+GP >= 2c - 1);
-both for noisy regression and for interpolation (tiny nugget), zero and constant (GLS) mean.
+both for noisy regression and for interpolation (tiny nugget), zero and constant (GLS) mean;
+* Pion & Vazquez (2024) Table 1 rows from the shipped specs in ``models/`` (all 40 repetitions):
+  Branin p = 1 and Goldstein-Price p = 5 in the default run, Hartmann6 p = 9 and the one row
+  not reproduced (Branin p = 9, pinned as measured) in the slow run.
 """
 
 import math
@@ -347,3 +350,66 @@ def test_jackknife_plus_gp_after_ml_fit():
     b = CrossConformalRegressor(estimator=ref_gp, score="normalized", confidence_level=0.9).fit(X, y)
     b = b.predict_interval(Xt)
     assert float(np.abs(a["upper"] - b["upper"]).max()) < 1e-8
+
+
+# -- Pion & Vazquez (2024), Table 1, from the shipped specs -------------------------------------
+# (function, p) -> method -> (90 % width, IAE) as printed in the paper's Table 1
+PION_TABLE1 = {
+    ("branin", 1): {"REML": (14.0, 0.24), "FCP-GP": (7.6, 0.06), "J+GP": (8.7, 0.06), "asymJ+GP": (9.1, 0.06)},
+    ("goldstein-price", 5): {"REML": (3.3e4, 0.09), "FCP-GP": (4.4e4, 0.08), "J+GP": (4.8e4, 0.08),
+                             "asymJ+GP": (4.9e4, 0.08)},
+    ("hartmann6", 9): {"REML": (0.63, 0.11), "FCP-GP": (0.53, 0.04), "J+GP": (0.56, 0.04), "asymJ+GP": (0.59, 0.04)},
+    ("branin", 9): {"REML": (0.75, 0.08), "FCP-GP": (0.9, 0.09), "J+GP": (0.88, 0.09), "asymJ+GP": (0.91, 0.09)},
+}
+
+
+def _pion_row(function, p):
+    """Mean 90 % width and IAE per method over all repetitions of one shipped Pion spec row."""
+    import tomllib
+    from pathlib import Path
+
+    import xarray as xr
+
+    from calibprob.compare import parse_spec
+    from calibprob.compare.runner import run_task
+
+    path = Path(__file__).resolve().parents[1] / "models" / f"pion2024-table1-p{p}.toml"
+    spec = parse_spec(tomllib.loads(path.read_text())).to_dict()
+    res = xr.concat([run_task(spec, function, r) for r in range(spec["repetitions"])], dim="repetition")
+    return (res["width"].sel(confidence_level=0.9).mean(("repetition", "dataset")),
+            res["iae"].mean(("repetition", "dataset")))
+
+
+@pytest.mark.parametrize("row", [
+    ("branin", 1),
+    ("goldstein-price", 5),
+    pytest.param(("hartmann6", 9), marks=pytest.mark.slow),
+])
+def test_pion_table1_row_from_the_shipped_spec(row):
+    """All 40 repetitions of one Table 1 row, run exactly as ``calibprob compare`` runs them:
+    conformal IAE within +-0.03 of the paper, every 90 % width (REML's too) within +-30 %, and the
+    conformal IAE below REML's where the paper's is. Measured: docs/benchmarks.md."""
+    width, iae = _pion_row(*row)
+    reml_paper = PION_TABLE1[row]["REML"][1]
+    for method, (w_paper, iae_paper) in PION_TABLE1[row].items():
+        w, e = float(width.sel(calibrator=method)), float(iae.sel(calibrator=method))
+        assert 0.7 <= w / w_paper <= 1.3, (method, w, w_paper)
+        if method != "REML":
+            assert abs(e - iae_paper) <= 0.03, (method, e, iae_paper)
+            if iae_paper < reml_paper:
+                assert e < float(iae.sel(calibrator="REML")), (method, e)
+
+
+@pytest.mark.slow
+def test_pion_table1_branin_p9_matches_the_iae_but_not_the_widths():
+    """The one Table 1 row not reproduced, pinned as measured: every conformal IAE within +-0.03 of
+    the paper, but every 90 % width 0.3-0.55x the paper's (measured 0.51x REML, 0.39x the
+    conformal methods). The paper's own library, GPmp, on the same designs gives narrower widths
+    still; the widths follow the numerical nugget (docs/benchmarks.md). If this test starts to fail
+    because the widths moved toward the paper, find out why before changing it."""
+    width, iae = _pion_row("branin", 9)
+    for method, (w_paper, iae_paper) in PION_TABLE1[("branin", 9)].items():
+        w, e = float(width.sel(calibrator=method)), float(iae.sel(calibrator=method))
+        assert 0.3 <= w / w_paper <= 0.55, (method, w, w_paper)
+        if method != "REML":
+            assert abs(e - iae_paper) <= 0.03, (method, e, iae_paper)
