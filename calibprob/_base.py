@@ -1,14 +1,99 @@
-"""scikit-learn-style estimator plumbing: parameters, cloning, lifecycle errors."""
+r"""Estimator plumbing and the calibrator contract.
+
+scikit-learn-style parameters, cloning and lifecycle errors, and the two
+shapes every calibrator in calibprob takes (:class:`DistributionCalibrator`,
+:class:`ModelAwareCalibrator`), written as :class:`typing.Protocol`\ s so that
+``isinstance`` checks and type checkers both read them.
+
+The two families
+----------------
+*Distribution post-processors* map a base model's predictive distribution to a
+calibrated one. They never see inputs ``X`` or the base model, only its
+prediction, so any base works — a Gaussian (:func:`calibprob.normal`), quantiles
+(:func:`calibprob.from_quantiles`), PyMC posterior-predictive draws
+(:func:`calibprob.from_draws`) — and nothing is collapsed to a Gaussian::
+
+    cal = IsotonicRecalibrator().fit(pred_cal, y_cal)      # pred_cal: base prediction on calibration data
+    pred = cal.predict(pred_test)                          # -> predictive Dataset
+
+Isotonic (RK), Vovk (RV), Marx (RM), variance scaling, GP-Beta, the conformal
+predictive system, split conformal on a predictive distribution and the online
+recalibrator are of this family.
+
+*Model-aware calibrators* need the model itself (to refit it on folds, to use
+its kernel, or to change its hyperparameters). They take the model as
+``estimator=`` (``prefit=True``: it is already fitted on training data and is
+used as it is), are fitted on inputs and targets and predict from inputs::
+
+    cal = SharpCalibratedGP(estimator=gp).fit(X_cal, y_cal)
+    pred = cal.predict(X_test)                             # -> predictive Dataset
+
+The sharp calibrated GP, jackknife / jackknife+ / CV+, J+GP, asymmetric J+GP, the
+full-conformal GP and split conformal around a model are of this family. Those
+that define central intervals only (no quantile function) return an *interval*
+Dataset (``lower``/``upper`` over ``obs`` and ``confidence_level``,
+``attrs["family"] == "interval"``) from the same ``predict``; :func:`calibprob.evaluate`
+scores both kinds.
+
+In both families ``predict`` returns a Dataset, never a tree; what was learned
+lives in attributes ending in ``_`` (diagnostics in ``diagnostics_``, a
+posterior in ``idata_``), and every fitted object saves to netCDF.
+"""
 
 from __future__ import annotations
 
 import inspect
+from typing import Protocol, runtime_checkable
 
-__all__ = ["BaseEstimator", "NotFittedError", "clone", "check_is_fitted"]
+__all__ = [
+    "BaseEstimator",
+    "NotFittedError",
+    "ConvergenceWarning",
+    "clone",
+    "check_is_fitted",
+    "DistributionCalibrator",
+    "ModelAwareCalibrator",
+]
 
 
 class NotFittedError(RuntimeError):
     """Raised when ``predict`` (or similar) is called before ``fit``."""
+
+
+class ConvergenceWarning(UserWarning):
+    """An optimiser or sampler did not converge (divergences, r-hat > 1.01, no converged start)."""
+
+
+@runtime_checkable
+class DistributionCalibrator(Protocol):
+    """A post-processor of predictive distributions: ``fit(pred_cal, y_cal)``, ``predict(pred)``.
+
+    ``pred_cal`` and ``pred`` follow the contract of :mod:`calibprob.predictive`;
+    ``y_cal`` is a 1-D array or DataArray (any dim name), one value per observation.
+    """
+
+    def fit(self, pred_cal, y_cal, /):  # pragma: no cover - protocol
+        """Learn the calibration from the base's prediction on calibration data; return ``self``."""
+        ...
+
+    def predict(self, pred, /):  # pragma: no cover - protocol
+        """The calibrated predictive Dataset for a base prediction."""
+        ...
+
+
+@runtime_checkable
+class ModelAwareCalibrator(Protocol):
+    """A calibrator around a model (``estimator=``): ``fit(X, y)``, ``predict(X)``."""
+
+    estimator: object
+
+    def fit(self, X, y, /):  # pragma: no cover - protocol
+        """Fit (or calibrate) on inputs and targets; return ``self``."""
+        ...
+
+    def predict(self, X, /):  # pragma: no cover - protocol
+        """The calibrated predictive (or interval) Dataset at inputs ``X``."""
+        ...
 
 
 class BaseEstimator:

@@ -82,6 +82,8 @@ __all__ = [
     "quantile_ppf",
     "quantile_moments",
     "quantile_sample",
+    "quantile_zscore",
+    "quantile_ppf_zscore",
 ]
 
 #: The default quantile levels: 0.01, 0.02, ..., 0.99.
@@ -273,6 +275,102 @@ def quantile_ppf(q, levels, p) -> np.ndarray:
     anchor = np.maximum(idx - 1, 0)
     out = q[..., anchor] + S[..., idx] * (u - z[anchor])
     return out[..., 0] if p_arr.ndim == 0 else out
+
+
+def quantile_zscore(q, levels, y) -> np.ndarray:
+    r"""Probit-scale PIT :math:`u = \Phi^{-1}(F(y))` of the piecewise-Gaussian law, never rounded.
+
+    Under the contract's interpolation rule :math:`u = z_k + (y - q_k)/s_k` in
+    the segment holding :math:`y`, so it is computed directly, without forming
+    :math:`F(y)`: far in the tails :math:`F` would round to 0 or 1, :math:`u`
+    does not. :math:`\log F(y) = \log\Phi(u)` and :math:`\log(1 - F(y)) =
+    \log\Phi(-u)` are then stable (``scipy.special.log_ndtr``). For a Gaussian
+    law this is the z-score :math:`(y-\mu)/\sigma`.
+
+    Parameters
+    ----------
+    q : ndarray, shape (n, L)
+        Non-decreasing quantiles at ``levels``.
+    levels : ndarray, shape (L,)
+    y : array_like, shape (n,)
+        One value per row.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+
+    References
+    ----------
+    The predictive-distribution contract and its interpolation rule (linear in
+    :math:`\Phi^{-1}(p)`, Gaussian tails): :doc:`/concepts`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy import stats
+    >>> from calibprob.predictive import quantile_zscore
+    >>> levels = np.array([0.1, 0.5, 0.9])
+    >>> q = (2.0 + 3.0 * stats.norm.ppf(levels))[None, :]    # N(2, 3^2)
+    >>> bool(np.isclose(quantile_zscore(q, levels, [50.0])[0], 16.0))   # F(50) rounds to 1
+    True
+    """
+    q = np.asarray(q, float)
+    y = np.asarray(y, float)
+    z = special.ndtri(np.asarray(levels, float))
+    out = np.empty(y.shape)
+    for i in range(0, y.shape[0], _CHUNK):
+        out[i : i + _CHUNK] = _locate(q[i : i + _CHUNK], y[i : i + _CHUNK], z)[0]
+    return out
+
+
+def quantile_ppf_zscore(q, levels, u) -> np.ndarray:
+    r"""Quantiles :math:`Q(\Phi(u))` at probit-scale levels ``u``, per row, never saturating.
+
+    The inverse of :func:`quantile_zscore`: :math:`Q(\Phi(u)) = q_k + s_k(u - z_k)`
+    in the segment holding :math:`u`, evaluated without forming :math:`\Phi(u)`
+    (which rounds to 1 beyond :math:`u \approx 8.3`).
+
+    Parameters
+    ----------
+    q : ndarray, shape (n, L)
+    levels : ndarray, shape (L,)
+    u : array_like, shape (n, P) or (P,)
+        Probit-scale levels; a 1-D ``u`` is shared by every row.
+
+    Returns
+    -------
+    ndarray, shape (n, P)
+
+    References
+    ----------
+    The predictive-distribution contract and its interpolation rule (linear in
+    :math:`\Phi^{-1}(p)`, Gaussian tails): :doc:`/concepts`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy import stats
+    >>> from calibprob.predictive import quantile_ppf_zscore
+    >>> levels = np.array([0.1, 0.5, 0.9])
+    >>> q = (2.0 + 3.0 * stats.norm.ppf(levels))[None, :]
+    >>> quantile_ppf_zscore(q, levels, [-1.0, 16.0]).round(9).tolist()
+    [[-1.0, 50.0]]
+    """
+    q = np.asarray(q, float)
+    n = q.shape[0]
+    u = np.asarray(u, float)
+    u = np.broadcast_to(u, (n,) + u.shape[-1:])
+    z = special.ndtri(np.asarray(levels, float))
+    out = np.empty(u.shape)
+    for i in range(0, n, _CHUNK):
+        qc, uc = q[i : i + _CHUNK], u[i : i + _CHUNK]
+        S = _slopes(qc, z)
+        idx = np.searchsorted(z, uc, side="right")
+        anchor = np.maximum(idx - 1, 0)
+        out[i : i + _CHUNK] = (
+            np.take_along_axis(qc, anchor, axis=1) + np.take_along_axis(S, idx, axis=1) * (uc - z[anchor])
+        )
+    return out
 
 
 def _pieces(q: np.ndarray, levels: np.ndarray):
@@ -836,6 +934,35 @@ class CalibAccessor:
             return quantile_logpdf(q, levels, v)
 
         return self._apply(f, y, out_name="logpdf")
+
+    def zscore(self, y) -> xr.DataArray:
+        r"""Probit-scale PIT :math:`\Phi^{-1}(F_i(y_i))`, never rounded (:func:`quantile_zscore`).
+
+        The z-score :math:`(y_i-\mu_i)/\sigma_i` for the normal family; for any
+        Dataset, :math:`\log F_i(y_i) = \log\Phi(u_i)` from it is exact in the tails.
+        """
+        yv = _as_values(self._ds, y)
+        if yv.ndim != 1:
+            raise ValueError(f"y must have one value per observation (1-D); got dims {yv.dims}.")
+        if self.is_normal:
+            vals = (yv.values - self._ds["loc"].values) / self._ds["scale"].values
+        else:
+            vals = quantile_zscore(self.quantiles, self.levels, yv.values)
+        return xr.DataArray(vals, dims=("obs",), coords={"obs": self._ds["obs"]}, name="zscore")
+
+    def ppf_zscore(self, u) -> np.ndarray:
+        r"""Quantiles :math:`Q_i(\Phi(u_{ij}))` at probit-scale levels, shape (n_obs, P) (:func:`quantile_ppf_zscore`).
+
+        ``u`` has shape (P,) (shared) or (n_obs, P); the inverse of :meth:`zscore`.
+        """
+        u = np.asarray(u, float)
+        n = self._ds.sizes["obs"]
+        if u.ndim not in (1, 2) or (u.ndim == 2 and u.shape[0] != n):
+            raise ValueError(f"u must have shape (P,) or ({n}, P); got {u.shape}.")
+        if self.is_normal:
+            ub = np.broadcast_to(u, (n,) + u.shape[-1:])
+            return self._ds["loc"].values[:, None] + self._ds["scale"].values[:, None] * ub
+        return quantile_ppf_zscore(self.quantiles, self.levels, u)
 
     def pdf(self, y) -> xr.DataArray:
         """Predictive density at ``y``."""

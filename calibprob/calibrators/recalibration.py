@@ -77,8 +77,6 @@ from scipy import optimize, special
 from calibprob._base import BaseEstimator, check_is_fitted
 from calibprob._validation import check_array, check_choice, check_levels, check_same_length
 from calibprob.predictive import (
-    _locate,
-    _slopes,
     from_quantiles,
     normal,
     quantile_cdf,
@@ -324,14 +322,7 @@ def variance_scale_factor(z) -> float:
 
 def _probit_pit(pred: xr.Dataset, y: np.ndarray) -> np.ndarray:
     r""":math:`\Phi^{-1}(F_i(y_i))` without ever rounding :math:`F` to 0 or 1."""
-    if pred.calib.is_normal:
-        return (y - pred["loc"].values) / pred["scale"].values
-    q = pred.calib.quantiles
-    z = special.ndtri(pred.calib.levels)
-    out = np.empty(y.size)
-    for i in range(0, y.size, _CHUNK):
-        out[i : i + _CHUNK] = _locate(q[i : i + _CHUNK], y[i : i + _CHUNK], z)[0]
-    return out
+    return pred.calib.zscore(y).values
 
 
 def _ppf_probit(pred: xr.Dataset, w: np.ndarray) -> np.ndarray:
@@ -341,23 +332,7 @@ def _ppf_probit(pred: xr.Dataset, w: np.ndarray) -> np.ndarray:
     is linear in :math:`\Phi^{-1}(p)` between stored levels), so scores far
     in the tails do not saturate.
     """
-    n = pred.sizes["obs"]
-    w = np.broadcast_to(np.asarray(w, float), (n,) + np.shape(w)[-1:])
-    if pred.calib.is_normal:
-        return pred["loc"].values[:, None] + pred["scale"].values[:, None] * w
-    q = pred.calib.quantiles
-    z = special.ndtri(pred.calib.levels)
-    out = np.empty(w.shape)
-    for i in range(0, n, _CHUNK):
-        qc, wc = q[i : i + _CHUNK], w[i : i + _CHUNK]
-        S = _slopes(qc, z)
-        idx = np.searchsorted(z, wc, side="right")
-        anchor = np.maximum(idx - 1, 0)
-        out[i : i + _CHUNK] = (
-            np.take_along_axis(qc, anchor, axis=1)
-            + np.take_along_axis(S, idx, axis=1) * (wc - z[anchor])
-        )
-    return out
+    return pred.calib.ppf_zscore(w)
 
 
 def _center(pred: xr.Dataset, center: str) -> np.ndarray:
