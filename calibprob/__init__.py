@@ -11,6 +11,12 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import PackageNotFoundError, version
 
+from calibprob._base import (
+    ConvergenceWarning,
+    DistributionCalibrator,
+    ModelAwareCalibrator,
+    NotFittedError,
+)
 from calibprob.predictive import (
     DEFAULT_LEVELS,
     CalibprobWarning,
@@ -41,6 +47,7 @@ _LAZY = {
     "JackknifePlusGP": "calibprob.conformal",
     "FullConformalGP": "calibprob.conformal",
     "ConformalPredictiveSystem": "calibprob.conformal",
+    "SplitConformalCalibrator": "calibprob.conformal",
     "SharpCalibratedGP": "calibprob.calibrators.sharp_gp",
     "IsotonicRecalibrator": "calibprob.calibrators",
     "VovkRecalibrator": "calibprob.calibrators",
@@ -52,6 +59,10 @@ _LAZY = {
 
 __all__ = [
     "DEFAULT_LEVELS",
+    "ConvergenceWarning",
+    "DistributionCalibrator",
+    "ModelAwareCalibrator",
+    "NotFittedError",
     "CalibprobWarning",
     "normal",
     "from_quantiles",

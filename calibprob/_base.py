@@ -144,3 +144,44 @@ def check_is_fitted(estimator, attribute: str, *, method: str = "fit") -> None:
             f"This {type(estimator).__name__} instance is not fitted yet. "
             f"Call {method}(...) before using it."
         )
+
+
+def check_predictive(pred, owner, argument: str = "pred"):
+    """The argument of a distribution post-processor: a predictive Dataset, validated.
+
+    Anything else — inputs ``X``, a NumPy array of means — is refused with a
+    message saying what to pass and which family to use instead, so that a
+    user who reaches for the wrong family learns the fix from the error.
+    """
+    import xarray as xr
+
+    from calibprob.predictive import validate
+
+    name = owner if isinstance(owner, str) else type(owner).__name__
+    if isinstance(pred, xr.Dataset):
+        return validate(pred)
+    what = type(pred).__name__
+    if hasattr(pred, "shape"):
+        what += f" of shape {tuple(pred.shape)}"
+    raise TypeError(
+        f"{name} is a distribution post-processor: {argument} must be the base model's predictive "
+        f"distribution as an xarray.Dataset (base.predict(X), calibprob.from_draws(idata) for PyMC "
+        f"posterior-predictive draws, or calibprob.normal(mu, sigma)); got {what}. If you have inputs X "
+        "and a model, predict with the model first, or use a model-aware calibrator "
+        "(SplitConformalRegressor(estimator=...), SharpCalibratedGP(estimator=...))."
+    )
+
+
+def check_not_predictive(X, owner, argument: str = "X") -> None:
+    """Refuse a predictive Dataset where a model-aware calibrator needs inputs ``X``."""
+    import xarray as xr
+
+    name = owner if isinstance(owner, str) else type(owner).__name__
+    if isinstance(X, (xr.Dataset, xr.DataTree)):
+        raise TypeError(
+            f"{name} is a model-aware calibrator: {argument} must be the model's inputs (an array of shape "
+            "(n, d)); got a predictive xarray object. To calibrate a predictive distribution "
+            "directly, use a distribution post-processor: ConformalPredictiveSystem(), "
+            "SplitConformalCalibrator(), IsotonicRecalibrator() or GPBetaCalibrator() "
+            "(fit(pred_cal, y_cal), predict(pred))."
+        )

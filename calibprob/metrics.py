@@ -104,6 +104,7 @@ __all__ = [
     # public entry point
     "evaluate",
     "evaluate_intervals",
+    "is_interval_family",
     "METRIC_NAMES",
 ]
 
@@ -1642,7 +1643,10 @@ def evaluate(
     ----------
     pred : xarray.Dataset
         A predictive distribution following the contract of
-        :mod:`calibprob.predictive` (dims ``obs``, ``level``).
+        :mod:`calibprob.predictive` (dims ``obs``, ``level``), or the interval
+        family (``lower``/``upper`` over ``obs``, ``confidence_level``, from an
+        intervals-only calibrator's ``predict``), which gets the interval
+        metrics of :func:`evaluate_intervals`.
     y : array_like or xarray.DataArray, shape (n_obs,)
         Observed values, finite, one per observation of ``pred``.
     confidence_levels : sequence of float, default (0.5, 0.8, 0.9, 0.95, 0.99)
@@ -1689,6 +1693,10 @@ def evaluate(
     Table 2), Pion & Vazquez 2024 (IAE, coverage, width), Song et al. 2019
     (NLL, MSE, pinball), Gneiting & Raftery 2007 (CRPS).
     """
+    if is_interval_family(pred):
+        # intervals-only methods (jackknife+, CV+, J+GP, FCP-GP): their predict(X) gives intervals,
+        # not a quantile function, so only the interval metrics exist
+        return evaluate_intervals(pred, y, confidence_levels)
     validate(_check_pred(pred))
     yv = _check_y(pred, y)
     c = check_confidence_levels(confidence_levels, "confidence_levels")
@@ -1803,6 +1811,21 @@ def interval_levels(confidence_levels=DEFAULT_CONFIDENCE_LEVELS) -> np.ndarray:
     """
     c = check_confidence_levels(confidence_levels, "confidence_levels")
     return np.unique(np.round(np.concatenate([c, iae_confidence_levels()]), 12))
+
+
+def is_interval_family(pred) -> bool:
+    """Whether ``pred`` is the contract's interval family (``lower``/``upper``, no quantile function).
+
+    Model-aware intervals-only calibrators mark their output with
+    ``attrs["family"] == "interval"``; a Dataset with ``lower`` and ``upper``
+    but neither ``quantile`` nor ``loc`` is read the same way.
+    """
+    if not isinstance(pred, xr.Dataset):
+        return False
+    if pred.attrs.get("family") == "interval":
+        return True
+    names = set(pred.data_vars)
+    return {"lower", "upper"} <= names and not ({"quantile", "loc"} & names)
 
 
 def evaluate_intervals(intervals: xr.Dataset, y, confidence_levels=DEFAULT_CONFIDENCE_LEVELS) -> xr.Dataset:

@@ -100,10 +100,6 @@ __all__ = [
     "MarxRecalibrator",
     "VarianceScalingRecalibrator",
     # comparison-runner kinds
-    "run_isotonic",
-    "run_vovk",
-    "run_marx",
-    "run_variance_scaling",
 ]
 
 # k = p (n + 1) computed in floating point: 0.07 * 100 = 7.000000000000001 must
@@ -813,35 +809,3 @@ def _quantile_family_scale(pred: xr.Dataset, y: np.ndarray) -> float:
     )
     best = res.x if res.fun <= values[j] else grid[j]
     return float(np.exp(best))
-
-
-# ===========================================================================
-# Comparison-runner kinds: (ctx, **options) -> predictive Dataset on ctx.X_test
-# ===========================================================================
-
-
-def _fit_predict(ctx, calibrator: _Recalibrator) -> xr.Dataset:
-    X_cal, y_cal = ctx.calibration
-    calibrator.fit(ctx.base.predict(X_cal, levels=ctx.levels), y_cal)
-    return calibrator.predict(ctx.base.predict(ctx.X_test, levels=ctx.levels))
-
-
-def run_isotonic(ctx, *, extrapolate: bool = False) -> xr.Dataset:
-    """RK (Kuleshov et al. 2018) on the task's base and calibration split."""
-    return _fit_predict(ctx, IsotonicRecalibrator(extrapolate=extrapolate))
-
-
-def run_vovk(ctx, *, extrapolate: bool = False, random_state=None) -> xr.Dataset:
-    """RV (Vovk et al. 2020); ``random_state`` defaults to the task's seed."""
-    rs = ctx.seed if random_state is None else random_state
-    return _fit_predict(ctx, VovkRecalibrator(extrapolate=extrapolate, random_state=rs))
-
-
-def run_marx(ctx, *, center: str = "mean", extrapolate: bool = False) -> xr.Dataset:
-    """RM (Marx et al. 2022): constant offsets around the base's mean (or median)."""
-    return _fit_predict(ctx, MarxRecalibrator(center=center, extrapolate=extrapolate))
-
-
-def run_variance_scaling(ctx) -> xr.Dataset:
-    """Variance scaling: the base's σ times the ML factor fitted on the calibration split."""
-    return _fit_predict(ctx, VarianceScalingRecalibrator())
