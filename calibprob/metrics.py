@@ -1819,6 +1819,30 @@ def is_interval_family(pred) -> bool:
     Model-aware intervals-only calibrators mark their output with
     ``attrs["family"] == "interval"``; a Dataset with ``lower`` and ``upper``
     but neither ``quantile`` nor ``loc`` is read the same way.
+    :func:`evaluate` gives such a Dataset the interval metrics of
+    :func:`evaluate_intervals`.
+
+    Parameters
+    ----------
+    pred : object
+        Anything; only an ``xarray.Dataset`` can be the interval family.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.metrics import is_interval_family
+    >>> pred = calibprob.normal(np.zeros(3), np.ones(3))
+    >>> is_interval_family(pred), is_interval_family(pred.calib.interval([0.5, 0.9]))
+    (False, True)
+
+    References
+    ----------
+    Pion, A. and Vazquez, E. (2024), §4: intervals-only methods are compared on
+    coverage, width and IAE.
     """
     if not isinstance(pred, xr.Dataset):
         return False

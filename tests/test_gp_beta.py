@@ -216,9 +216,9 @@ def test_bad_input_raises_clear_errors(kwargs, args, match):
 @pytest.mark.parametrize(
     "args, match",
     [
-        ((np.zeros((40, 2)), Y), "takes the base model's predictive distribution .* got ndarray"),
+        ((np.zeros((40, 2)), Y), r"distribution post-processor: pred_cal must be .* got ndarray of shape \(40, 2\)"),
         ((MU, SD, Y, Y), r"takes \(pred_cal, y_cal\)"),
-        (("pred", Y), "takes the base model's predictive distribution .* got str"),
+        (("pred", Y), "pred_cal must be the base model's predictive distribution .* got str"),
     ],
 )
 def test_fit_rejects_what_is_not_a_predictive_distribution(args, match):

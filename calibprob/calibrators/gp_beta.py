@@ -108,7 +108,7 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._base import BaseEstimator, check_is_fitted
+from calibprob._base import BaseEstimator, ConvergenceWarning, check_is_fitted, check_predictive
 from calibprob.predictive import normal, validate
 from calibprob._validation import (
     check_array,
@@ -1073,12 +1073,7 @@ class GPBetaCalibrator(BaseEstimator):
             sigma = check_array(rest[0], "sigma", ndim=1)
             check_positive(sigma, "sigma")
             return normal(mu, sigma), rest[1:]
-        raise TypeError(
-            f"GPBetaCalibrator.{method} takes the base model's predictive distribution (an xarray.Dataset: "
-            f"base.predict(X), calibprob.from_draws(idata), calibprob.normal(mu, sigma)); got "
-            f"{type(pred).__name__}. GP-Beta is a distribution post-processor: predict with the base "
-            "first, then pass the prediction."
-        )
+        return check_predictive(pred, "GPBetaCalibrator", "pred_cal" if method == "fit" else "pred"), rest
 
     @staticmethod
     def _covariates(pred: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:

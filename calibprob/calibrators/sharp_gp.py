@@ -1130,8 +1130,8 @@ class SharpCalibratedGP(BaseEstimator):
     >>> pred = sharp.predict(X[:3])               # the predictive Dataset
     >>> pred.sizes["level"]
     99
-    >>> sorted(sharp.diagnostics_.data_vars)[:2]  # β̂, θ̂ per knot, objective, coverage, ...
-    ['beta', 'coverage']
+    >>> {"beta", "coverage", "objective"} <= set(sharp.diagnostics_.data_vars)  # per knot
+    True
 
     References
     ----------
