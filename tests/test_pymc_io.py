@@ -1,9 +1,10 @@
 """PyMC in, ArviZ out: ``from_draws`` on PyMC/ArviZ trees, ``y`` as PyMC's observed data,
-``to_datatree`` read by ArviZ 1 without glue, and one real PyMC model end to end.
+``to_datatree`` read by ArviZ 1 without glue, and a PyMC Student-t regression end to end
+(a fixed posterior through ``pm.sample_posterior_predictive`` in the default run; the
+NUTS fit is marked slow).
 
-Tolerances are Monte Carlo ones stated where used (CLT / asymptotic quantile sd);
-every random input is seeded. The PyMC model (2 chains x 200 draws, n = 60) takes about
-4 s with a warm PyTensor cache, about 12 s cold.
+Tolerances are Monte Carlo ones stated where used (CLT, DKW, binomial sd); every random
+input is seeded.
 """
 
 from __future__ import annotations
@@ -431,16 +432,21 @@ def test_heldout_elpd_rejects_bad_input(pp):
 # ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def pymc_fit():
-    """Robust Student-t linear regression, 2 chains x 200 draws, n = 60 (+ 30 held out)."""
+def _student_t_regression(sample: bool):
+    """Robust Student-t linear regression on n = 60 points (+ 30 held out), PyMC's own layout.
+
+    ``sample=True``: NUTS, 2 chains x 200 draws (about 4 s with a warm PyTensor cache, 24 s
+    cold under load). ``sample=False``: a fixed posterior (2 x 200 draws near the generating
+    values) through ``pm.sample_posterior_predictive`` only (about 1 s warm, 8 s cold) — the
+    groups, dims and coordinates PyMC writes are the same either way.
+    """
     pm = pytest.importorskip("pymc")
     rng = np.random.default_rng(8)
     x = rng.uniform(-2.0, 2.0, 90)
     y = 1.0 + 0.5 * x + 0.4 * rng.standard_t(3, 90)
     train = np.arange(60)
     test = np.arange(60, 90)
-    with pm.Model(coords={"obs_id": train}) as model:
+    with pm.Model(coords={"obs_id": train}):
         xd = pm.Data("x", x[train], dims="obs_id")
         yd = pm.Data("y_obs", y[train], dims="obs_id")
         a = pm.Normal("a", 0.0, 5.0)
@@ -450,8 +456,19 @@ def pymc_fit():
         pm.StudentT("y", nu=nu, mu=a + b * xd, sigma=sigma, observed=yd, shape=xd.shape, dims="obs_id")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # short-run r-hat / "use 4 chains" notices
-            idata = pm.sample(draws=200, tune=200, chains=2, cores=1, random_seed=1, progressbar=False,
-                              nuts_sampler="pymc", compute_convergence_checks=False)
+            if sample:
+                idata = pm.sample(draws=200, tune=200, chains=2, cores=1, random_seed=1, progressbar=False,
+                                  nuts_sampler="pymc", compute_convergence_checks=False)
+            else:
+                r = np.random.default_rng(9)
+                cd = ("chain", "draw")
+                post = xr.Dataset({
+                    "a": (cd, 1.0 + 0.05 * r.standard_normal((2, 200))),
+                    "b": (cd, 0.5 + 0.05 * r.standard_normal((2, 200))),
+                    "sigma": (cd, 0.4 * np.exp(0.1 * r.standard_normal((2, 200)))),
+                    "nu": (cd, 4.0 * np.exp(0.3 * r.standard_normal((2, 200)))),
+                })
+                idata = xr.DataTree.from_dict({"posterior": post})
             pm.sample_posterior_predictive(idata, extend_inferencedata=True, random_seed=2, progressbar=False)
             pm.set_data({"x": x[test], "y_obs": y[test]}, coords={"obs_id": test})
             pm.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True,
@@ -459,8 +476,18 @@ def pymc_fit():
     return idata, y[train], y[test], test
 
 
-def test_pymc_posterior_predictive_in_and_arviz_out(pymc_fit):
-    idata, y_train, _, _ = pymc_fit
+@pytest.fixture(scope="module")
+def pymc_fit():
+    return _student_t_regression(sample=False)
+
+
+@pytest.fixture(scope="module")
+def pymc_nuts():
+    return _student_t_regression(sample=True)
+
+
+def _check_posterior_predictive_in_and_arviz_out(fit):
+    idata, y_train, _, _ = fit
     pred = calibprob.from_draws(idata, group="posterior_predictive")
     for other in (idata["posterior_predictive"], idata.posterior_predictive["y"]):
         xr.testing.assert_identical(calibprob.from_draws(other), pred)
@@ -474,8 +501,8 @@ def test_pymc_posterior_predictive_in_and_arviz_out(pymc_fit):
     xr.testing.assert_equal(dt.observed_data["y"], idata.observed_data["y"].astype(float))
 
 
-def test_pymc_predictions_group_at_new_data(pymc_fit):
-    idata, _, y_test, test = pymc_fit
+def _check_predictions_group_at_new_data(fit):
+    idata, _, y_test, test = fit
     with pytest.raises(ValueError, match="both a 'posterior_predictive' and a 'predictions' group"):
         calibprob.from_draws(idata)
     pred = calibprob.from_draws(idata, group="predictions")
@@ -486,3 +513,18 @@ def test_pymc_predictions_group_at_new_data(pymc_fit):
     nll = float(calibprob.evaluate(pred, y_test)["nll"])
     dt = calibprob.to_datatree(pred, y_test, n_draws=100, random_state=1)
     assert calibprob.heldout_elpd(dt).elpd == pytest.approx(-test.size * nll, rel=1e-12)
+
+
+def test_pymc_posterior_predictive_in_and_arviz_out(pymc_fit):
+    _check_posterior_predictive_in_and_arviz_out(pymc_fit)
+
+
+def test_pymc_predictions_group_at_new_data(pymc_fit):
+    _check_predictions_group_at_new_data(pymc_fit)
+
+
+@pytest.mark.slow
+def test_pymc_nuts_fit_in_and_arviz_out(pymc_nuts):
+    """The same with a real NUTS fit (2 chains x 200 draws): 24 s with a cold PyTensor cache."""
+    _check_posterior_predictive_in_and_arviz_out(pymc_nuts)
+    _check_predictions_group_at_new_data(pymc_nuts)
