@@ -23,7 +23,9 @@ from calibprob.predictive import (
     from_cdf_grid,
     from_draws,
     from_quantiles,
+    heldout_elpd,
     normal,
+    to_datatree,
     validate,
 )
 
@@ -68,6 +70,8 @@ __all__ = [
     "from_quantiles",
     "from_draws",
     "from_cdf_grid",
+    "to_datatree",
+    "heldout_elpd",
     "validate",
     "__version__",
     *_LAZY,

@@ -53,12 +53,12 @@ import xarray as xr
 from scipy import special
 
 from calibprob._validation import (
-    check_array,
     check_choice,
     check_confidence_levels,
     check_finite,
     check_int,
     check_levels,
+    check_targets,
 )
 from calibprob.predictive import _pieces, quantile_logpdf, quantile_moments, quantile_ppf, validate
 
@@ -862,29 +862,12 @@ def _check_pred(pred) -> xr.Dataset:
 
 
 def _check_y(pred: xr.Dataset, y, name: str = "y") -> np.ndarray:
-    """Observed values as a finite 1-D float array with one entry per obs of ``pred``."""
-    n = pred.sizes["obs"]
-    if isinstance(y, xr.DataArray):
-        if y.dims != ("obs",):
-            raise ValueError(
-                f"{name} as a DataArray must have the single dim 'obs'; got dims {y.dims}. "
-                "Select or stack it to one value per observation."
-            )
-        if "obs" in y.coords and y.sizes["obs"] == n and not np.array_equal(
-            y["obs"].values, pred["obs"].values
-        ):
-            raise ValueError(
-                f"{name}'s 'obs' coordinate differs from the prediction's; align them first "
-                f"({name} = {name}.sel(obs=pred.obs))."
-            )
-        y = y.values
-    arr = check_array(y, name, ndim=1)
-    if arr.shape[0] != n:
-        raise ValueError(
-            f"mismatched lengths: {name} has {arr.shape[0]} entries, the prediction has {n} "
-            f"observations. Pass one observed value per obs of the prediction."
-        )
-    return arr
+    """Observed values as a finite 1-D float array with one entry per obs of ``pred``.
+
+    NumPy, or a 1-D DataArray with any dim name aligned by position
+    (:func:`calibprob._validation.check_targets`, shared with the ``.calib`` accessor).
+    """
+    return check_targets(y, pred.sizes["obs"], name, obs=pred["obs"].values)
 
 
 def _ppf(pred: xr.Dataset, p) -> np.ndarray:
@@ -1905,11 +1888,8 @@ def evaluate_intervals(intervals: xr.Dataset, y, confidence_levels=DEFAULT_CONFI
         )
     lo_all = intervals["lower"].transpose("obs", "confidence_level")
     hi_all = intervals["upper"].transpose("obs", "confidence_level")
-    yv = np.asarray(y, dtype=float).ravel()
-    if not np.all(np.isfinite(yv)):
-        raise ValueError("y contains NaN or infinite values; drop or impute them before scoring.")
-    if yv.size != lo_all.sizes["obs"]:
-        raise ValueError(f"y has {yv.size} values but the intervals have {lo_all.sizes['obs']} observations.")
+    yv = check_targets(y, lo_all.sizes["obs"], "y",
+                       obs=intervals["obs"].values if "obs" in intervals.coords else None)
     c = check_confidence_levels(confidence_levels, "confidence_levels")
     c_iae = iae_confidence_levels()
     have = np.round(np.asarray(intervals["confidence_level"].values, float), 12)
