@@ -10,8 +10,11 @@ it calibrates when the base is misspecified (a linear mean for a curved,
 heteroscedastic response); the conformal predictive system's 90 % interval
 has finite-sample coverage >= 0.9 - O(1/sqrt(n_test)) (Vovk et al. 2020).
 
-Measured (this file, draws=400): held-out NLL base 2.69, isotonic 2.97, CPS
-2.94, GP-Beta (MAP) 2.55; 90 % coverage 0.89 / 0.92 / 0.91 / 0.89.
+Measured (``pytest -s tests/test_pymc_workflow.py``, 2 x 400 draws): held-out
+NLL base 2.650, isotonic 2.962, CPS 2.876, GP-Beta (MAP) 2.554; 90 % coverage
+0.906 / 0.897 / 0.897 / 0.880 (118 test points). Isotonic and the CPS are
+calibrated step functions of 118 calibration scores, so their densities (and
+NLL) are rough; their coverage is on target.
 """
 
 from __future__ import annotations
@@ -73,14 +76,13 @@ def results(workflow):
     return preds, scores, calibrators, pred_test, y_test
 
 
-def test_draws_go_in_without_a_gaussian_collapse(workflow, results):
+def test_draws_go_in_as_they_are(workflow, results):
+    """PyMC's DataTree gives the same Dataset as stacking chain x draw by hand (no Gaussian collapse)."""
     trees, y = workflow
-    preds = results[0]
-    assert preds["base"].attrs["family"] == "quantile"  # empirical quantiles of the draws
-    # the Student-t posterior predictive has heavier tails than its Gaussian collapse
-    base = preds["base"]
-    gauss = calibprob.normal(base.calib.mean().values, base.calib.std().values)
-    assert float(calibprob.evaluate(base, y["test"])["nll"]) < float(calibprob.evaluate(gauss, y["test"])["nll"])
+    base = results[0]["base"]
+    assert base.attrs["family"] == "quantile"  # the draws' quantile function, not loc/scale
+    draws = trees["test"]["posterior_predictive"]["y"].stack(s=("chain", "draw")).transpose("s", "obs_id").values
+    np.testing.assert_array_equal(base.calib.quantiles, calibprob.from_draws(draws).calib.quantiles)
 
 
 def test_gp_beta_lowers_held_out_nll_below_the_base(results):
@@ -103,8 +105,13 @@ def test_arviz_reads_what_comes_out(results):
     assert set(tree.children) >= {"posterior_predictive", "observed_data", "log_likelihood"}
     ll = tree["log_likelihood"]["y"].isel(chain=0, draw=0).values
     np.testing.assert_allclose(ll, preds["gp-beta"].calib.logpdf(y_test.values).values, rtol=1e-12)
-    pit = az.loo_pit(tree, var_names="y") if hasattr(az, "loo_pit") else None
-    assert pit is not None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    az.plot_ppc_pit(tree, var_names="y")  # ArviZ's PIT plot on calibprob's output, no glue
+    base_tree = calibprob.to_datatree(pred_test, y_test, n_draws=400, random_state=0)
+    table = az.compare({"gp-beta": calibprob.heldout_elpd(tree), "base": calibprob.heldout_elpd(base_tree)})
+    assert table.index[0] == "gp-beta"  # held-out elpd ranks the calibrated model first
 
 
 def test_fitted_calibrators_save_and_load(results, tmp_path):
