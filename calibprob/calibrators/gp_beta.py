@@ -859,6 +859,10 @@ def _blas_single_thread():
     return threadpool_limits(1, user_api="blas")
 
 
+#: Posterior variables whose r-hat is meaningful (the coregionalisation factor W is sign-symmetric).
+_IDENTIFIABLE = ("theta", "gamma", "delta", "R", "V")
+
+
 def held_out_elpd(log_lik):
     r"""Held-out expected log predictive density as an ArviZ ``ELPDData`` (for ``arviz.compare``).
 
@@ -1317,6 +1321,10 @@ class GPBetaCalibrator(BaseEstimator):
         from calibprob._base import ConvergenceWarning
 
         post = idata["posterior"].to_dataset()
+        # r-hat on the identifiable quantities only: W (and with it the whitened inducing values)
+        # is sign-symmetric, so its chains may sit in mirror modes of one posterior
+        identifiable = [v for v in _IDENTIFIABLE if v in post.data_vars]
+        post = post[identifiable] if identifiable else post
         n_div = int(idata["sample_stats"]["diverging"].values.sum())
         rhat = az.rhat(post) if post.sizes.get("chain", 1) > 1 else None
         max_rhat = float(max(float(rhat[v].max()) for v in rhat.data_vars)) if rhat is not None else float("nan")
