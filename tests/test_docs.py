@@ -15,6 +15,8 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+
+import numpy as np
 from urllib.parse import unquote, urlsplit
 
 import pytest
@@ -284,3 +286,17 @@ def test_method_pages_examples_run():
     for page in sorted((DOCS / "methods").glob("*.md")):
         for block in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S):
             exec(compile(block, str(page), "exec"), {"__name__": "__main__"})
+
+
+def test_getting_started_prints_what_it_shows(capsys):
+    """The first example of docs/getting-started.md prints the text block shown under it."""
+    page = (DOCS / "getting-started.md").read_text(encoding="utf-8")
+    section = page[page.index("## A first example"):]
+    code = re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
+    shown = re.search(r"```text\n(.*?)```", section, flags=re.S).group(1)
+    exec(compile(code, "getting-started.md", "exec"), {"__name__": "__main__"})
+    printed = capsys.readouterr().out
+    number = r"-?\d+\.\d+"
+    assert re.sub(number, "#", printed).split() == re.sub(number, "#", shown).split()
+    np.testing.assert_allclose([float(v) for v in re.findall(number, printed)],
+                               [float(v) for v in re.findall(number, shown)], rtol=2e-3, atol=6e-3)
