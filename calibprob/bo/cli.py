@@ -91,11 +91,14 @@ def cmd_bo(args) -> int:
         print(f"calibprob: error: {err}", file=sys.stderr)
         return 2
     errors = ds["error"].values.astype(str) if "error" in ds else None
-    failed = [] if errors is None else [
-        (f"{f}/{a}/{m}/seed {int(s)}", str(ds["error"].sel(function=f, acquisition=a, method=m, seed=s).values))
-        for f in ds["function"].values for a in ds["acquisition"].values for m in ds["method"].values
-        for s in ds["seed"].values
-        if str(ds["error"].sel(function=f, acquisition=a, method=m, seed=s).values) not in ("", "nan")]
+    failed = []
+    if errors is not None:
+        err = ds["error"].transpose("function", "acquisition", "method", "seed")
+        for idx in np.ndindex(err.shape):
+            msg = str(err.values[idx])
+            if msg not in ("", "nan"):
+                f, a, m, s = (err[d].values[i] for d, i in zip(err.dims, idx))
+                failed.append((f"{f}/{a}/{m}/seed {int(s)}", msg))
     ran = 0 if errors is None else int(np.sum(errors != "nan"))
     all_failed = "best_so_far" not in ds or not np.isfinite(ds["best_so_far"].values).any()
     if not all_failed:

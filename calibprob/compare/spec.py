@@ -345,11 +345,6 @@ METHOD_OPTION_TYPES = {
 }
 
 
-def _check_options(options: dict, types: dict, where: str) -> dict:
-    _check_keys(options, types, where)
-    return {k: types[k].check(v, f"{where}.{k}") for k, v in options.items()}
-
-
 def file_sha256(path) -> str:
     """SHA-256 of a file's bytes (the content part of the spec fingerprint)."""
     h = hashlib.sha256()
@@ -891,8 +886,10 @@ def _parse_spec(data, *, source, root) -> Spec:
     if not isinstance(base, dict) or not isinstance(base.get("kind"), str) or base.get("kind") not in BASE_KINDS:
         got = base.get("kind") if isinstance(base, dict) else base
         raise SpecError(f"base.kind must be one of {', '.join(BASE_KINDS)}; got {_short(got)}.")
-    _check_options({k: v for k, v in base.items() if k != "kind"}, BASE_OPTION_TYPES[base["kind"]],
-                   f"[base] (kind {base['kind']!r})")
+    base_options = {k: v for k, v in base.items() if k != "kind"}
+    _check_keys(base_options, BASE_OPTION_TYPES[base["kind"]], f"[base] (kind {base['kind']!r})")
+    for k, v in base_options.items():
+        BASE_OPTION_TYPES[base["kind"]][k].check(v, f"base.{k}")
     reps = data.get("repetitions", 1)
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
         raise SpecError(f"repetitions must be a positive integer; got {_short(reps)}.")
