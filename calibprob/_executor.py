@@ -453,6 +453,7 @@ def execute(
                unit=unit, dynamic_ncols=True)
 
     def store(key, ds: xr.Dataset, failed: bool) -> None:
+        failed = bool(failed or int(ds.attrs.get("task_failed", 0)))  # the task may flag a partial failure
         ds.attrs["task_failed"] = int(failed)
         if output is not None:
             store_part(ds, output.part(part_name(key)), fingerprint=fingerprint, key=key, failed=failed)

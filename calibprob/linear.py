@@ -188,7 +188,8 @@ class LinearRegression(_LinearBase):
         resid = ys - (A / col) @ beta_s
         self.dof_ = n - p
         beta = beta_s * y_scale / col
-        noise_variance = float(resid @ resid / self.dof_) * y_scale**2
+        with np.errstate(over="ignore"):
+            noise_variance = float(np.float64(resid @ resid / self.dof_) * np.float64(y_scale) ** 2)
         _check_finite_fit("LinearRegression", coefficients=beta, noise_variance=noise_variance)
         self.noise_variance_ = noise_variance
         self._R, self._col = R, col
@@ -365,17 +366,20 @@ class BayesianRidge(_LinearBase):
         # equivariant under these scalings (alpha_s = alpha sy^2, lambda_s = lambda sy^2 / sx^2,
         # m_s = m sx / sy), so the fit is the same up to rounding, but 1e300-scale data no
         # longer overflow X^T X or the residual sum of squares.
-        sx = float(np.max(np.abs(Xc))) if Xc.size else 1.0
-        sx = sx if sx > 0 else 1.0
-        sy = float(np.sqrt(np.mean(yc**2)))
-        sy = sy if sy > 0 else 1.0
+        sx = np.float64(np.max(np.abs(Xc))) if Xc.size else np.float64(1.0)
+        sx = sx if sx > 0 else np.float64(1.0)
+        sy = np.float64(np.max(np.abs(yc)))  # numpy scalars: overflow gives inf, not OverflowError
+        sy = sy if sy > 0 else np.float64(1.0)
         Xs, ys = Xc / sx, yc / sy
         e, V = np.linalg.eigh(Xs.T @ Xs)
         e = np.maximum(e, 0.0)
         Vty = V.T @ (Xs.T @ ys)
-        var_y = float(np.var(yc)) if np.var(yc) > 0 else 1.0
-        alpha = (float(self.alpha_init) if self.alpha_init is not None else 1.0 / var_y) * sy**2
-        lam = (float(self.lambda_init) if self.lambda_init is not None else 1.0) * sy**2 / sx**2
+        var_ys = float(np.var(ys)) if np.var(ys) > 0 else 1.0
+        # starting values mapped to the scaled units (alpha_init, lambda_init are in the data's units)
+        with np.errstate(over="ignore", under="ignore"):
+            alpha = 1.0 / var_ys if self.alpha_init is None else float(self.alpha_init) * sy**2
+            lam = (1.0 if self.lambda_init is None else float(self.lambda_init)) * (sy / sx) ** 2
+        alpha, lam = (float(np.clip(v, 1e-300, 1e300)) for v in (alpha, lam))
         for it in range(1, int(self.max_iter) + 1):
             m = V @ (alpha * Vty / (lam + alpha * e))
             rss = float(np.sum((ys - Xs @ m) ** 2))
@@ -387,9 +391,10 @@ class BayesianRidge(_LinearBase):
             if done:
                 break
         self.n_iter_ = it
-        coef = (V @ (alpha * Vty / (lam + alpha * e))) * (sy / sx)
-        alpha_, lambda_ = alpha / sy**2, lam * sx**2 / sy**2
-        sigma = ((V / (lam + alpha * e)) @ V.T) * (sy**2 / sx**2)
+        with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+            coef = (V @ (alpha * Vty / (lam + alpha * e))) * (sy / sx)
+            alpha_, lambda_ = alpha / sy**2, lam * (sx / sy) ** 2
+            sigma = ((V / (lam + alpha * e)) @ V.T) * (sy / sx) ** 2
         _check_finite_fit("BayesianRidge", coefficients=coef, noise_variance=1.0 / alpha_ if alpha_ > 0 else np.inf,
                           weight_precision=lambda_, weight_covariance=sigma)
         self.alpha_, self.lambda_ = float(alpha_), float(lambda_)

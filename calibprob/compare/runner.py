@@ -185,7 +185,11 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
     out["n_train"] = len(y_train)
     out["n_calibrate"] = 0 if y_cal is None else len(y_cal)
     out["n_test"] = len(y_test)
-    return out.expand_dims(dataset=[dataset], repetition=[repetition])
+    out = out.expand_dims(dataset=[dataset], repetition=[repetition])
+    # a calibrator that raised makes the task count as failed: it is stored (so the results
+    # say why) and run again by the next run, never served as finished
+    out.attrs["task_failed"] = int(any(errors))
+    return out
 
 
 def _load_table(d):
