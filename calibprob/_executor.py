@@ -58,8 +58,9 @@ __all__ = [
 ]
 
 _ENGINE = "h5netcdf"
-#: Seconds to wait for a Dask scheduler before giving up with a clear message.
-SCHEDULER_TIMEOUT = 10.0
+#: Seconds to wait for a Dask scheduler before giving up with a clear message (a closed port
+#: fails at once: the address is probed with a plain TCP connection first).
+SCHEDULER_TIMEOUT = 8.0
 # The first bytes of the two netCDF flavours: HDF5 (netCDF-4) and classic CDF (netCDF-3).
 _NETCDF_MAGIC = (b"\x89HDF\r\n\x1a\n", b"CDF\x01", b"CDF\x02", b"CDF\x05")
 
@@ -340,8 +341,9 @@ def load_part(path: Path, *, fingerprint: str, key: Sequence, coords: dict) -> t
         return None, "stale (other settings or input files)"
     if attrs.get("task_key") != json.dumps(list(key), default=str):
         return None, "belongs to another task"
-    for dim, value in coords.items():
-        if dim not in ds.coords or ds[dim].values.tolist() != [value]:
+    for dim, value in coords.items():  # a scalar: the task's single value; a list: the whole coordinate
+        want = list(value) if isinstance(value, (list, tuple)) else [value]
+        if dim not in ds.coords or ds[dim].values.tolist() != want:
             return None, "belongs to another task"
     if attrs.get("task_checksum") != content_checksum(ds):
         return None, "checksum mismatch (edited or corrupted)"
@@ -365,10 +367,30 @@ def check_scheduler_address(address) -> str:
     return address.strip()
 
 
+def _probe(address: str) -> None:
+    """Fail at once when nothing listens at a tcp address (Dask itself retries until its timeout)."""
+    import socket
+
+    m = re.fullmatch(r"(?:tcp://)?(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.\-_]+):(\d+)", address)
+    if m is None:
+        return  # tls://, ucx://, ...: left to Dask
+    host = m.group(1).strip("[]")
+    try:
+        with socket.create_connection((host, int(m.group(2))), timeout=SCHEDULER_TIMEOUT / 2):
+            pass
+    except OSError as err:
+        raise ConnectionError(
+            f"could not reach the Dask scheduler at {address} ({err.strerror or type(err).__name__}). Check the "
+            "address, or start a cluster with `dask scheduler` and `dask worker ADDRESS` (or use --workers N "
+            "for a local one)."
+        ) from None
+
+
 def _connect(scheduler: str):
     from dask.distributed import Client
 
     address = check_scheduler_address(scheduler)
+    _probe(address)
     try:
         return Client(address, timeout=SCHEDULER_TIMEOUT)
     except (OSError, TimeoutError) as err:
@@ -416,7 +438,8 @@ def execute(
         ``on_error(key, message)`` returns the Dataset recorded for a task that
         raised (``message`` holds the exception and a short traceback).
     coords : callable
-        ``coords(key)`` -> ``{dim: value}``, the coordinates a task's result must carry.
+        ``coords(key)`` -> ``{dim: value}``, the coordinates a task's result must carry
+        (a list value: the whole coordinate, e.g. every calibrator of a compare task).
     output : RunOutput, optional
         Where parts live (entered by the caller, so the lock spans the whole
         run). Without it nothing is written and nothing is reused.

@@ -452,7 +452,7 @@ def test_scheduler_errors_come_within_ten_seconds(tmp_path, address, capsys):
                  "--scheduler", address])
     elapsed = time.perf_counter() - t0
     err = capsys.readouterr().err
-    assert code == 2 and elapsed < 15.0, (elapsed, err)
+    assert code == 2 and elapsed < 10.0, (elapsed, err)
     assert err.strip().splitlines()[-1].startswith("calibprob: error:")
     assert ("could not reach the Dask scheduler" in err) or ("must be an address" in err)
 

@@ -217,8 +217,9 @@ def _part_name(key) -> str:
     return f"{safe_name(dataset)}__rep{int(repetition):04d}"
 
 
-def _coords(key) -> dict:
-    return {"dataset": key[0], "repetition": int(key[1])}
+def _coords(spec: Spec):
+    """The coordinates a task's part must carry: its data set, its repetition, the spec's calibrators."""
+    return lambda key: {"dataset": key[0], "repetition": int(key[1]), "calibrator": spec.method_names}
 
 
 def _failed_task(key, msg: str, spec: Spec) -> xr.Dataset:
@@ -324,7 +325,7 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
     pieces = []
     for key in task_keys(spec):
         ds, _ = load_part(inside(parts, _part_name(key) + ".nc"), fingerprint=spec.fingerprint, key=key,
-                          coords=_coords(key))
+                          coords=_coords(spec)(key))
         if ds is not None:
             pieces.append(ds)
     return _combine(spec, pieces)
@@ -426,7 +427,7 @@ def run_comparison(
     with RunOutput(out, wait=wait) as output:
         results = execute(
             run_task, spec.to_dict(), keys, fingerprint=spec.fingerprint,
-            on_error=lambda key, msg: _failed_task(key, msg, spec), coords=_coords,
+            on_error=lambda key, msg: _failed_task(key, msg, spec), coords=_coords(spec),
             output=output, part_name=_part_name, workers=workers, scheduler=scheduler,
             progress=progress, desc=spec.name, unit="task",
         )
