@@ -42,6 +42,8 @@ import time
 
 import numpy as np
 
+import calibprob
+
 
 def fig1_sample(n, rng):
     """Song et al. (2019), Fig. 1: x ~ U[-10, 40]; y = 0.5x + e or y = e (equal mixture), e ~ N(0, 2)."""
@@ -73,10 +75,10 @@ def part_compile(mode: str, n_iter: int) -> dict:
     mu, sd, y, *_ = ols_base(1000, 10, 0)
     cal = GPBetaCalibrator(n_inducing=16, n_iter=n_iter, compile_mode=mode, random_state=0)
     t = time.perf_counter()
-    cal.fit(mu, sd, y)
+    cal.fit(calibprob.normal(mu, sd), y)
     first = time.perf_counter() - t
     t = time.perf_counter()
-    cal.fit(mu, sd, y)
+    cal.fit(calibprob.normal(mu, sd), y)
     refit = time.perf_counter() - t
     return {"first_fit_s": first, "refit_s": refit}
 
@@ -92,12 +94,12 @@ def part_n1000(n_iter: int, save: str | None) -> dict:
     if save:
         np.savez(save, mu=mu, sigma=sd, y=y, mu_test=mut, sigma_test=sdt, y_test=yt)
     cal = GPBetaCalibrator(n_inducing=16, n_iter=n_iter, random_state=0)
-    cal.fit(mu, sd, y)  # compile (or load) once; the timed fit below is warm
+    cal.fit(calibprob.normal(mu, sd), y)  # compile (or load) once; the timed fit below is warm
     t = time.perf_counter()
-    cal.fit(mu, sd, y)
+    cal.fit(calibprob.normal(mu, sd), y)
     fit = time.perf_counter() - t
     t = time.perf_counter()
-    pred = cal.predict(mut, sdt)
+    pred = cal.predict(calibprob.normal(mut, sdt))
     predict = time.perf_counter() - t
     iso = IsotonicRecalibrator().fit(calibprob.normal(mu, sd), y)
     # MAP (the point estimate) and SVI (variational inducing values, point hyperparameters:
@@ -105,26 +107,26 @@ def part_n1000(n_iter: int, save: str | None) -> dict:
     others = {}
     for inference in ("map", "svi"):
         other = GPBetaCalibrator(n_inducing=16, inference=inference, n_iter=n_iter, random_state=0)
-        other.fit(mu, sd, y)
+        other.fit(calibprob.normal(mu, sd), y)
         t = time.perf_counter()
-        other.fit(mu, sd, y)
+        other.fit(calibprob.normal(mu, sd), y)
         fit_o = time.perf_counter() - t
         t = time.perf_counter()
-        pred_o = other.predict(mut, sdt)
+        pred_o = other.predict(calibprob.normal(mut, sdt))
         others[inference] = {"fit_s": fit_o, "predict_s": time.perf_counter() - t,
                              "nll": float(calibprob.evaluate(pred_o, yt)["nll"]),
-                             "nll_exact": float(-np.mean(other.logpdf(mut, sdt, yt)))}
+                             "nll_exact": float(-np.mean(other.logpdf(calibprob.normal(mut, sdt), yt)))}
         if save:
-            np.save(save.replace(".npz", "") + f"_calibprob_{inference}_logpdf.npy", other.logpdf(mut, sdt, yt))
+            np.save(save.replace(".npz", "") + f"_calibprob_{inference}_logpdf.npy", other.logpdf(calibprob.normal(mut, sdt), yt))
     if save:
-        np.save(save.replace(".npz", "") + "_calibprob_logpdf.npy", cal.logpdf(mut, sdt, yt))
+        np.save(save.replace(".npz", "") + "_calibprob_logpdf.npy", cal.logpdf(calibprob.normal(mut, sdt), yt))
     return {
         "others": others,
         "fit_s": fit, "predict_s": predict, "n_iter": n_iter,
         "nll_base": float(-np.mean(stats.norm.logpdf(yt, mut, sdt))),
         "nll_isotonic": float(calibprob.evaluate(iso.predict(calibprob.normal(mut, sdt)), yt)["nll"]),
         "nll_gp_beta": float(calibprob.evaluate(pred, yt)["nll"]),
-        "nll_gp_beta_exact": float(-np.mean(cal.logpdf(mut, sdt, yt))),
+        "nll_gp_beta_exact": float(-np.mean(cal.logpdf(calibprob.normal(mut, sdt), yt))),
     }
 
 
@@ -137,7 +139,7 @@ def part_seeds(n_iter: int, seeds: int) -> dict:
     for inference in ("advi", "svi", "map"):
         out[inference] = [
             float(-np.mean(GPBetaCalibrator(n_inducing=16, inference=inference, n_iter=n_iter, random_state=s)
-                           .fit(mu, sd, y).logpdf(mut, sdt, yt)))
+                           .fit(calibprob.normal(mu, sd), y).logpdf(calibprob.normal(mut, sdt), yt)))
             for s in range(seeds)
         ]
     return out
@@ -154,11 +156,11 @@ def part_minibatch(n: int, n_iter: int, inference: str) -> dict:
     mu, sd, y, mut, sdt, yt = ols_base(n, 2000, 2)
     cal = GPBetaCalibrator(n_inducing=16, inference=inference, n_iter=n_iter, batch_size=256, random_state=0)
     t = time.perf_counter()
-    cal.fit(mu, sd, y)  # includes the compile of the minibatch graph (cached on disk after the first run)
+    cal.fit(calibprob.normal(mu, sd), y)  # includes the compile of the minibatch graph (cached on disk after the first run)
     first = time.perf_counter() - t
     tracemalloc.start()
     t = time.perf_counter()
-    cal.fit(mu, sd, y)
+    cal.fit(calibprob.normal(mu, sd), y)
     fit = time.perf_counter() - t
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -167,7 +169,7 @@ def part_minibatch(n: int, n_iter: int, inference: str) -> dict:
         "tracemalloc_peak_mb": peak / 2**20,
         "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "nll_base": float(-np.mean(stats.norm.logpdf(yt, mut, sdt))),
-        "nll_gp_beta": float(-np.mean(cal.logpdf(mut, sdt, yt))),
+        "nll_gp_beta": float(-np.mean(cal.logpdf(calibprob.normal(mut, sdt), yt))),
     }
 
 

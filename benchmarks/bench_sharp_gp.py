@@ -87,7 +87,7 @@ def main(argv=None) -> None:
     print(f"{'base GP fit (ML, 3 starts)':34s} {t:7.2f} s wall {_CPU['last']:7.2f} s cpu")
 
     def make(levels, variant="full"):
-        return SharpCalibratedGP(base=gp, variant=variant, n_levels=levels, compile_mode=args.mode,
+        return SharpCalibratedGP(estimator=gp, variant=variant, n_levels=levels, compile_mode=args.mode,
                                  random_state=args.seed)
 
     sharp_gp.clear_cache()

@@ -52,7 +52,7 @@ def run(seed, grid=None):
     Xc, yc = sample(rng, 300)
     Xt, yt = sample(rng, 4000)
     gp = GaussianProcessRegressor(random_state=0).fit(Xtr, ytr)
-    sharp = SharpCalibratedGP(base=gp, random_state=0).fit(Xc, yc)
+    sharp = SharpCalibratedGP(estimator=gp, random_state=0).fit(Xc, yc)
     recal = {"RK": IsotonicRecalibrator(), "RV": VovkRecalibrator(random_state=0), "RM": MarxRecalibrator()}
     pred_cal = gp.predict(Xc, levels=LEVELS)
     for cal in recal.values():

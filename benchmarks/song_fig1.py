@@ -47,7 +47,7 @@ def best_beta_link(x0, m, s, gpb, noise_sd, n=40_000, seed=7):
     y = np.where(rng.integers(0, 2, n) == 1, 0.5 * x0, 0.0) + rng.normal(0.0, noise_sd, n)
     res = optimize.minimize(lambda p: -np.mean(beta_link_logpdf(y, m, s, *p)), [0.0, 0.0, 0.0],
                             method="Nelder-Mead", options={"xatol": 1e-6, "fatol": 1e-10, "maxiter": 4000})
-    fitted = -np.mean(gpb.logpdf(np.full(n, m), np.full(n, s), y))
+    fitted = -np.mean(gpb.logpdf(calibprob.normal(np.full(n, m), np.full(n, s)), y))
     return res.x, float(res.fun), float(fitted)
 
 
@@ -84,12 +84,12 @@ def main() -> None:
     mu, mut = A @ coef, np.c_[np.ones_like(xt), xt] @ coef
     sd, sdt = np.full_like(mu, s), np.full_like(mut, s)
 
-    gpb = GPBetaCalibrator(n_inducing=32, inference=args.inference, random_state=1).fit(mu, sd, y)
+    gpb = GPBetaCalibrator(n_inducing=32, inference=args.inference, random_state=1).fit(calibprob.normal(mu, sd), y)
     iso = IsotonicRecalibrator().fit(calibprob.normal(mu, sd), y)
     nll = {
         "OLS base": -np.mean(stats.norm.logpdf(yt, mut, sdt)),
         "isotonic": float(calibprob.evaluate(iso.predict(calibprob.normal(mut, sdt)), yt)["nll"]),
-        "GP-Beta": -np.mean(gpb.logpdf(mut, sdt, yt)),
+        "GP-Beta": -np.mean(gpb.logpdf(calibprob.normal(mut, sdt), yt)),
     }
     for k, v in nll.items():
         print(f"held-out NLL {k:10s} {v:.3f}")
@@ -105,7 +105,7 @@ def main() -> None:
         grid = np.linspace(m - 4 * s, m + 4 * s, 600)
         truth = 0.5 * stats.norm.pdf(grid, 0.5 * x0, noise_sd) + 0.5 * stats.norm.pdf(grid, 0.0, noise_sd)
         base = stats.norm.pdf(grid, m, s)
-        g = np.exp(gpb.logpdf(np.full(grid.size, m), np.full(grid.size, s), grid))
+        g = np.exp(gpb.logpdf(calibprob.normal(np.full(grid.size, m), np.full(grid.size, s)), grid))
         iso_pred = iso.predict(calibprob.normal(np.full(grid.size, m), np.full(grid.size, s)))
         iso_d = np.exp(np.asarray(iso_pred.calib.logpdf(grid)))
         modes = grid[1:-1][(g[1:-1] > g[:-2]) & (g[1:-1] > g[2:])]

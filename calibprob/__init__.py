@@ -11,13 +11,21 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import PackageNotFoundError, version
 
+from calibprob._base import (
+    ConvergenceWarning,
+    DistributionCalibrator,
+    ModelAwareCalibrator,
+    NotFittedError,
+)
 from calibprob.predictive import (
     DEFAULT_LEVELS,
     CalibprobWarning,
     from_cdf_grid,
     from_draws,
     from_quantiles,
+    heldout_elpd,
     normal,
+    to_datatree,
     validate,
 )
 
@@ -41,6 +49,7 @@ _LAZY = {
     "JackknifePlusGP": "calibprob.conformal",
     "FullConformalGP": "calibprob.conformal",
     "ConformalPredictiveSystem": "calibprob.conformal",
+    "SplitConformalCalibrator": "calibprob.conformal",
     "SharpCalibratedGP": "calibprob.calibrators.sharp_gp",
     "IsotonicRecalibrator": "calibprob.calibrators",
     "VovkRecalibrator": "calibprob.calibrators",
@@ -52,11 +61,17 @@ _LAZY = {
 
 __all__ = [
     "DEFAULT_LEVELS",
+    "ConvergenceWarning",
+    "DistributionCalibrator",
+    "ModelAwareCalibrator",
+    "NotFittedError",
     "CalibprobWarning",
     "normal",
     "from_quantiles",
     "from_draws",
     "from_cdf_grid",
+    "to_datatree",
+    "heldout_elpd",
     "validate",
     "__version__",
     *_LAZY,

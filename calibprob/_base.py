@@ -57,11 +57,45 @@ __all__ = [
 
 
 class NotFittedError(RuntimeError):
-    """Raised when ``predict`` (or similar) is called before ``fit``."""
+    """Raised when ``predict`` (or similar) is called before ``fit``; the message names the method to call.
+
+    Examples
+    --------
+    >>> import calibprob
+    >>> try:
+    ...     calibprob.IsotonicRecalibrator().predict(calibprob.normal([0.0], [1.0]))
+    ... except calibprob.NotFittedError as err:
+    ...     print(err)
+    This IsotonicRecalibrator instance is not fitted yet. Call fit(...) before using it.
+
+    References
+    ----------
+    The estimator lifecycle of scikit-learn (``sklearn.exceptions.NotFittedError``).
+    """
 
 
 class ConvergenceWarning(UserWarning):
-    """An optimiser or sampler did not converge (divergences, r-hat > 1.01, no converged start)."""
+    """An optimiser or sampler did not converge (divergences, r-hat > 1.01, no converged start).
+
+    GP-Beta's NUTS warns with it and stores the diagnostics in ``idata_``; the GP
+    fits warn when no start of the optimiser converged. Turn it into an error
+    with ``warnings.simplefilter("error", calibprob.ConvergenceWarning)``.
+
+    Examples
+    --------
+    >>> import warnings, calibprob
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warnings.warn("2 divergences", calibprob.ConvergenceWarning)
+    >>> caught[0].category.__name__
+    'ConvergenceWarning'
+
+    References
+    ----------
+    Vehtari, A., Gelman, A., Simpson, D., Carpenter, B. and Bürkner, P.-C. (2021).
+    Rank-normalization, folding, and localization: an improved R-hat. *Bayesian
+    Analysis* 16(2) (the r-hat < 1.01 rule PyMC checks).
+    """
 
 
 @runtime_checkable
@@ -70,6 +104,28 @@ class DistributionCalibrator(Protocol):
 
     ``pred_cal`` and ``pred`` follow the contract of :mod:`calibprob.predictive`;
     ``y_cal`` is a 1-D array or DataArray (any dim name), one value per observation.
+    Isotonic, Vovk, Marx, variance scaling, GP-Beta, the conformal predictive
+    system, split conformal on a predictive distribution and the online
+    recalibrator follow it.
+
+    Parameters
+    ----------
+    pred_cal : xarray.Dataset
+        (of ``fit``) The base's predictive distribution on calibration data.
+    y_cal : array_like or xarray.DataArray
+        (of ``fit``) The calibration targets.
+    pred : xarray.Dataset
+        (of ``predict``) The base's predictive distribution at new inputs.
+
+    Examples
+    --------
+    >>> import calibprob
+    >>> isinstance(calibprob.IsotonicRecalibrator(), calibprob.DistributionCalibrator)
+    True
+
+    References
+    ----------
+    The two families: :doc:`/concepts`.
     """
 
     def fit(self, pred_cal, y_cal, /):  # pragma: no cover - protocol
@@ -83,7 +139,35 @@ class DistributionCalibrator(Protocol):
 
 @runtime_checkable
 class ModelAwareCalibrator(Protocol):
-    """A calibrator around a model (``estimator=``): ``fit(X, y)``, ``predict(X)``."""
+    """A calibrator around a model (``estimator=``): ``fit(X, y)``, ``predict(X)``.
+
+    It needs the model itself (to refit it or re-evaluate it), not only its
+    predictions: the sharp GP, split conformal around a model,
+    jackknife/jackknife+/CV+, J+GP/asymJ+GP and the full-conformal GP.
+    ``prefit=True`` (where offered) means the estimator is already fitted.
+    Intervals-only methods return the interval family from ``predict``.
+
+    Parameters
+    ----------
+    estimator : object
+        The model (a calibprob base, or a callable for the conformal methods).
+    X : array_like, shape (n, d)
+        (of ``fit`` / ``predict``) Inputs.
+    y : array_like or xarray.DataArray, shape (n,)
+        (of ``fit``) Targets.
+
+    Examples
+    --------
+    >>> import calibprob
+    >>> isinstance(calibprob.JackknifePlusGP(), calibprob.ModelAwareCalibrator)
+    True
+    >>> isinstance(calibprob.JackknifePlusGP(), calibprob.DistributionCalibrator)   # same method names
+    True
+
+    References
+    ----------
+    The two families: :doc:`/concepts`.
+    """
 
     estimator: object
 
@@ -143,4 +227,45 @@ def check_is_fitted(estimator, attribute: str, *, method: str = "fit") -> None:
         raise NotFittedError(
             f"This {type(estimator).__name__} instance is not fitted yet. "
             f"Call {method}(...) before using it."
+        )
+
+
+def check_predictive(pred, owner, argument: str = "pred"):
+    """The argument of a distribution post-processor: a predictive Dataset, validated.
+
+    Anything else — inputs ``X``, a NumPy array of means — is refused with a
+    message saying what to pass and which family to use instead, so that a
+    user who reaches for the wrong family learns the fix from the error.
+    """
+    import xarray as xr
+
+    from calibprob.predictive import validate
+
+    name = owner if isinstance(owner, str) else type(owner).__name__
+    if isinstance(pred, xr.Dataset):
+        return validate(pred)
+    what = type(pred).__name__
+    if hasattr(pred, "shape"):
+        what += f" of shape {tuple(pred.shape)}"
+    raise TypeError(
+        f"{name} is a distribution post-processor: {argument} must be the base model's predictive "
+        f"distribution as an xarray.Dataset (base.predict(X), calibprob.from_draws(idata) for PyMC "
+        f"posterior-predictive draws, or calibprob.normal(mu, sigma)); got {what}. If you have inputs X "
+        "and a model, predict with the model first, or use a model-aware calibrator "
+        "(SplitConformalRegressor(estimator=...), SharpCalibratedGP(estimator=...))."
+    )
+
+
+def check_not_predictive(X, owner, argument: str = "X") -> None:
+    """Refuse a predictive Dataset where a model-aware calibrator needs inputs ``X``."""
+    import xarray as xr
+
+    name = owner if isinstance(owner, str) else type(owner).__name__
+    if isinstance(X, (xr.Dataset, xr.DataTree)):
+        raise TypeError(
+            f"{name} is a model-aware calibrator: {argument} must be the model's inputs (an array of shape "
+            "(n, d)); got a predictive xarray object. To calibrate a predictive distribution "
+            "directly, use a distribution post-processor: ConformalPredictiveSystem(), "
+            "SplitConformalCalibrator(), IsotonicRecalibrator() or GPBetaCalibrator() "
+            "(fit(pred_cal, y_cal), predict(pred))."
         )

@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
+import xarray as xr
 
 __all__ = [
     "check_array",
+    "check_targets",
     "check_finite",
     "check_same_length",
     "check_positive",
@@ -110,6 +112,111 @@ def check_same_length(**arrays) -> int:
             f"mismatched lengths: {desc} rows. Pass arrays with one entry per observation."
         )
     return next(iter(lengths.values()))
+
+
+#: Dimension names that index draws in PyMC / ArviZ output; a target carrying one is
+#: almost certainly predictive draws passed where observed values were meant.
+_SAMPLE_DIMS = ("chain", "draw", "sample")
+
+
+def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | None = 1) -> np.ndarray:
+    """Observed targets as a finite float array with ``n`` entries along axis 0.
+
+    The one place where every ``y`` argument (``evaluate``, each metric, the
+    ``.calib`` accessor, :func:`calibprob.to_datatree`) is checked, so they all
+    accept the same things:
+
+    * a NumPy array or sequence, one value per observation (axis 0);
+    * a 1-D ``xarray.DataArray`` with **any** single dimension name, e.g. PyMC's
+      ``idata.observed_data["y"]`` with dim ``obs_id`` (or ``y_dim_0``). It is
+      aligned with the prediction **by position**: the prediction's row ``i``
+      scores ``y[i]``. Only when the dim is literally ``obs`` and both carry
+      ``obs`` labels are these required to agree, since then xarray users
+      expect label alignment and a silent positional match would hide a
+      reordering.
+
+    Parameters
+    ----------
+    y : array_like or xarray.DataArray
+        The targets.
+    n : int
+        Number of observations of the prediction.
+    name : str, default "y"
+        Parameter name used in error messages.
+    obs : array_like, optional
+        The prediction's ``obs`` labels (checked against a DataArray with dim ``obs``).
+    ndim : int or None, default 1
+        Required number of dimensions of a NumPy ``y`` (``None``: any, at least 1).
+        A DataArray must always be 1-D.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``float64``, ``shape[0] == n``.
+
+    Raises
+    ------
+    TypeError
+        ``y`` is a Dataset / DataTree (a group instead of one variable).
+    ValueError
+        Non-finite values, a DataArray that is not 1-D (the message says if it
+        looks like predictive draws), mismatched ``obs`` labels, or a length
+        other than ``n`` (the message names both lengths).
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> from calibprob._validation import check_targets
+    >>> y = xr.DataArray([1.0, 2.0, 3.0], dims=("obs_id",), coords={"obs_id": [10, 11, 12]})
+    >>> check_targets(y, 3).tolist()
+    [1.0, 2.0, 3.0]
+    >>> try:
+    ...     check_targets(y, 4)
+    ... except ValueError as err:
+    ...     print(str(err)[:65])
+    mismatched lengths: y has 3 entries, the prediction has 4 observa
+    """
+    if isinstance(y, (xr.Dataset, xr.DataTree)):
+        names = list(y.data_vars) if isinstance(y, xr.Dataset) else list(y.dataset.data_vars)
+        raise TypeError(
+            f"{name} must be an array or a 1-D DataArray; got a {type(y).__name__} with variables "
+            f"{names}. Pass one variable, e.g. idata.observed_data['y']."
+        )
+    if isinstance(y, xr.DataArray):
+        if y.ndim != 1:
+            draws = [d for d in y.dims if d in _SAMPLE_DIMS]
+            hint = (
+                f" Its dims {draws} index draws: pass the observed values (e.g. "
+                "idata.observed_data['y']) and give draws to calibprob.from_draws."
+                if draws
+                else " Select or stack it to one value per observation."
+            )
+            raise ValueError(
+                f"{name} as a DataArray must be 1-D, one value per observation (any dim name, "
+                f"e.g. PyMC's 'obs_id'); got dims {y.dims}.{hint}"
+            )
+        dim = y.dims[0]
+        if (
+            dim == "obs"
+            and obs is not None
+            and "obs" in y.coords
+            and y.sizes["obs"] == len(obs)
+            and not np.array_equal(y["obs"].values, np.asarray(obs))
+        ):
+            raise ValueError(
+                f"{name}'s 'obs' coordinate differs from the prediction's; align them first "
+                f"({name} = {name}.sel(obs=pred.obs)), or rename the dim to align by position."
+            )
+        y = y.values
+    arr = check_array(y, name, ndim=ndim, min_length=0)
+    if arr.ndim == 0 or arr.shape[0] != n:
+        got = "a scalar" if arr.ndim == 0 else f"{arr.shape[0]} entries"
+        raise ValueError(
+            f"mismatched lengths: {name} has {got}, the prediction has {n} observations. "
+            "Pass one observed value per observation, in the prediction's order (a DataArray "
+            "is aligned by position, whatever its dim name)."
+        )
+    return arr
 
 
 def check_positive(arr, name: str, *, strict: bool = True) -> np.ndarray:

@@ -53,12 +53,12 @@ import xarray as xr
 from scipy import special
 
 from calibprob._validation import (
-    check_array,
     check_choice,
     check_confidence_levels,
     check_finite,
     check_int,
     check_levels,
+    check_targets,
 )
 from calibprob.predictive import _pieces, quantile_logpdf, quantile_moments, quantile_ppf, validate
 
@@ -104,6 +104,7 @@ __all__ = [
     # public entry point
     "evaluate",
     "evaluate_intervals",
+    "is_interval_family",
     "METRIC_NAMES",
 ]
 
@@ -861,29 +862,12 @@ def _check_pred(pred) -> xr.Dataset:
 
 
 def _check_y(pred: xr.Dataset, y, name: str = "y") -> np.ndarray:
-    """Observed values as a finite 1-D float array with one entry per obs of ``pred``."""
-    n = pred.sizes["obs"]
-    if isinstance(y, xr.DataArray):
-        if y.dims != ("obs",):
-            raise ValueError(
-                f"{name} as a DataArray must have the single dim 'obs'; got dims {y.dims}. "
-                "Select or stack it to one value per observation."
-            )
-        if "obs" in y.coords and y.sizes["obs"] == n and not np.array_equal(
-            y["obs"].values, pred["obs"].values
-        ):
-            raise ValueError(
-                f"{name}'s 'obs' coordinate differs from the prediction's; align them first "
-                f"({name} = {name}.sel(obs=pred.obs))."
-            )
-        y = y.values
-    arr = check_array(y, name, ndim=1)
-    if arr.shape[0] != n:
-        raise ValueError(
-            f"mismatched lengths: {name} has {arr.shape[0]} entries, the prediction has {n} "
-            f"observations. Pass one observed value per obs of the prediction."
-        )
-    return arr
+    """Observed values as a finite 1-D float array with one entry per obs of ``pred``.
+
+    NumPy, or a 1-D DataArray with any dim name aligned by position
+    (:func:`calibprob._validation.check_targets`, shared with the ``.calib`` accessor).
+    """
+    return check_targets(y, pred.sizes["obs"], name, obs=pred["obs"].values)
 
 
 def _ppf(pred: xr.Dataset, p) -> np.ndarray:
@@ -1642,7 +1626,10 @@ def evaluate(
     ----------
     pred : xarray.Dataset
         A predictive distribution following the contract of
-        :mod:`calibprob.predictive` (dims ``obs``, ``level``).
+        :mod:`calibprob.predictive` (dims ``obs``, ``level``), or the interval
+        family (``lower``/``upper`` over ``obs``, ``confidence_level``, from an
+        intervals-only calibrator's ``predict``), which gets the interval
+        metrics of :func:`evaluate_intervals`.
     y : array_like or xarray.DataArray, shape (n_obs,)
         Observed values, finite, one per observation of ``pred``.
     confidence_levels : sequence of float, default (0.5, 0.8, 0.9, 0.95, 0.99)
@@ -1689,6 +1676,10 @@ def evaluate(
     Table 2), Pion & Vazquez 2024 (IAE, coverage, width), Song et al. 2019
     (NLL, MSE, pinball), Gneiting & Raftery 2007 (CRPS).
     """
+    if is_interval_family(pred):
+        # intervals-only methods (jackknife+, CV+, J+GP, FCP-GP): their predict(X) gives intervals,
+        # not a quantile function, so only the interval metrics exist
+        return evaluate_intervals(pred, y, confidence_levels)
     validate(_check_pred(pred))
     yv = _check_y(pred, y)
     c = check_confidence_levels(confidence_levels, "confidence_levels")
@@ -1805,6 +1796,45 @@ def interval_levels(confidence_levels=DEFAULT_CONFIDENCE_LEVELS) -> np.ndarray:
     return np.unique(np.round(np.concatenate([c, iae_confidence_levels()]), 12))
 
 
+def is_interval_family(pred) -> bool:
+    """Whether ``pred`` is the contract's interval family (``lower``/``upper``, no quantile function).
+
+    Model-aware intervals-only calibrators mark their output with
+    ``attrs["family"] == "interval"``; a Dataset with ``lower`` and ``upper``
+    but neither ``quantile`` nor ``loc`` is read the same way.
+    :func:`evaluate` gives such a Dataset the interval metrics of
+    :func:`evaluate_intervals`.
+
+    Parameters
+    ----------
+    pred : object
+        Anything; only an ``xarray.Dataset`` can be the interval family.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.metrics import is_interval_family
+    >>> pred = calibprob.normal(np.zeros(3), np.ones(3))
+    >>> is_interval_family(pred), is_interval_family(pred.calib.interval([0.5, 0.9]))
+    (False, True)
+
+    References
+    ----------
+    Pion, A. and Vazquez, E. (2024), §4: intervals-only methods are compared on
+    coverage, width and IAE.
+    """
+    if not isinstance(pred, xr.Dataset):
+        return False
+    if pred.attrs.get("family") == "interval":
+        return True
+    names = set(pred.data_vars)
+    return {"lower", "upper"} <= names and not ({"quantile", "loc"} & names)
+
+
 def evaluate_intervals(intervals: xr.Dataset, y, confidence_levels=DEFAULT_CONFIDENCE_LEVELS) -> xr.Dataset:
     r"""The interval metrics of a method that gives intervals but no quantile function.
 
@@ -1858,11 +1888,8 @@ def evaluate_intervals(intervals: xr.Dataset, y, confidence_levels=DEFAULT_CONFI
         )
     lo_all = intervals["lower"].transpose("obs", "confidence_level")
     hi_all = intervals["upper"].transpose("obs", "confidence_level")
-    yv = np.asarray(y, dtype=float).ravel()
-    if not np.all(np.isfinite(yv)):
-        raise ValueError("y contains NaN or infinite values; drop or impute them before scoring.")
-    if yv.size != lo_all.sizes["obs"]:
-        raise ValueError(f"y has {yv.size} values but the intervals have {lo_all.sizes['obs']} observations.")
+    yv = check_targets(y, lo_all.sizes["obs"], "y",
+                       obs=intervals["obs"].values if "obs" in intervals.coords else None)
     c = check_confidence_levels(confidence_levels, "confidence_levels")
     c_iae = iae_confidence_levels()
     have = np.round(np.asarray(intervals["confidence_level"].values, float), 12)

@@ -65,8 +65,10 @@ from calibprob._validation import (
     check_array,
     check_confidence_levels,
     check_finite,
+    check_int,
     check_levels,
     check_positive,
+    check_targets,
 )
 
 __all__ = [
@@ -76,6 +78,8 @@ __all__ = [
     "from_quantiles",
     "from_draws",
     "from_cdf_grid",
+    "to_datatree",
+    "heldout_elpd",
     "validate",
     "quantile_cdf",
     "quantile_logpdf",
@@ -636,36 +640,138 @@ def from_quantiles(
     return _dataset(q, levels, _obs_coord(n, obs), method, "quantile", {"mean": mean, "std": std})
 
 
+#: Groups of an ArviZ / PyMC DataTree that hold predictive draws, in PyMC's naming:
+#: ``posterior_predictive`` (draws at the data the model was fitted on, or at
+#: data swapped in with ``pm.set_data``) and ``predictions`` (draws at new data,
+#: ``pm.sample_posterior_predictive(..., predictions=True)``).
+_PREDICTIVE_GROUPS = ("posterior_predictive", "predictions")
+
+
+def _tree_groups(obj) -> dict | None:
+    """``{group name: Dataset}`` of a DataTree or a legacy ``az.InferenceData``; else None."""
+    if isinstance(obj, xr.DataTree):
+        return {name: child.dataset for name, child in obj.children.items()}
+    groups = getattr(obj, "groups", None)
+    if callable(groups) and not isinstance(obj, (xr.Dataset, xr.DataArray)):
+        # ArviZ < 1 InferenceData: groups() lists names, each an attribute holding a Dataset
+        return {name: getattr(obj, name) for name in groups()}
+    return None
+
+
+def _predictive_dataset(draws, group):
+    """The Dataset of predictive draws inside a tree, by the rules of :func:`from_draws`."""
+    groups = _tree_groups(draws)
+    if group is not None:
+        if not isinstance(group, str) or group not in groups:
+            raise ValueError(
+                f"group={group!r} is not a group of draws; it has groups {list(groups)}. "
+                f"Pass one of them (usually one of {_PREDICTIVE_GROUPS})."
+            )
+        return groups[group], f"group {group!r}"
+    found = [g for g in _PREDICTIVE_GROUPS if g in groups]
+    if len(found) == 2:
+        raise ValueError(
+            "draws has both a 'posterior_predictive' and a 'predictions' group; pass "
+            "group='posterior_predictive' (draws at the data the model saw) or "
+            "group='predictions' (draws at new data) to say which to use."
+        )
+    if found:
+        return groups[found[0]], f"group {found[0]!r}"
+    if isinstance(draws, xr.DataTree) and draws.data_vars:
+        # a node such as idata["posterior_predictive"]: its own variables are the draws
+        return draws.dataset, f"node {draws.name!r}" if draws.name else "tree"
+    raise ValueError(
+        f"draws is a {type(draws).__name__} with neither a 'posterior_predictive' nor a "
+        f"'predictions' group; it has groups {list(groups)}. Draw them first with "
+        "pm.sample_posterior_predictive(idata, extend_inferencedata=True) (predictions=True "
+        "for new data), pass group= naming the group that holds draws, or pass the "
+        "DataArray itself (e.g. pp.posterior_predictive['y'])."
+    )
+
+
+def _pick_variable(ds, var_name, where: str) -> xr.DataArray:
+    names = list(ds.data_vars)
+    if var_name is not None:
+        if var_name not in names:
+            raise ValueError(
+                f"var_name={var_name!r} is not a variable of the draws' {where}; it has "
+                f"{names}. Pass one of them."
+            )
+        return ds[var_name]
+    if len(names) == 1:
+        return ds[names[0]]
+    if not names:
+        raise ValueError(f"the draws' {where} holds no variables; nothing to build a prediction from.")
+    raise ValueError(
+        f"the draws' {where} holds {len(names)} variables {names}; pass var_name= naming the "
+        "predicted one (e.g. var_name='y')."
+    )
+
+
 def from_draws(
     draws,
     levels=None,
     *,
-    sample_dims=("chain", "draw"),
+    var_name: str | None = None,
+    group: str | None = None,
+    sample_dims=("chain", "draw", "sample"),
     obs_dim: str | None = None,
     method: str = "draws",
 ) -> xr.Dataset:
     r"""A predictive distribution from predictive draws (no Gaussian collapse).
 
+    Accepts PyMC / ArviZ output at any level of nesting, so that
+    ``from_draws(idata)``, ``from_draws(idata["posterior_predictive"])``,
+    ``from_draws(idata.posterior_predictive)`` and
+    ``from_draws(idata.posterior_predictive["y"])`` give the same Dataset.
+
     Parameters
     ----------
-    draws : xarray.DataArray or array_like
-        A DataArray with the ``sample_dims`` (e.g. a PyMC ``posterior_predictive``
-        variable with ``chain``, ``draw``) and one observation dimension; or an
-        array of shape ``(n_draws, n_obs)``.
+    draws : xarray.DataTree, xarray.Dataset, xarray.DataArray or array_like
+        * a DataTree (``az.InferenceData`` in ArviZ 1; a legacy ArviZ 0.x
+          ``InferenceData`` too) with a ``posterior_predictive`` or a
+          ``predictions`` group. The group is the only one of the two present;
+          when both are, ``group=`` must say which. A tree node that holds the
+          variables itself (``idata["posterior_predictive"]``) is used as is;
+        * a Dataset (a group): the variable named ``var_name``, needed only when
+          there is more than one;
+        * a DataArray with the ``sample_dims`` present (``chain`` and ``draw``
+          from PyMC, or the ``sample`` of ``az.extract``) and exactly one other
+          dimension, the observations (PyMC's ``obs_id``, ``y_dim_0``, ...),
+          whose coordinate values become the ``obs`` coordinate;
+        * an array of shape ``(n_draws, n_obs)``.
     levels : array_like, optional
         Levels at which empirical quantiles are taken (linear interpolation
         between order statistics); default :data:`DEFAULT_LEVELS`.
-    sample_dims : tuple of str
-        Dimensions that index draws (DataArray input only).
+    var_name : str, optional
+        The variable to use from a Dataset or tree; required only when there are
+        several.
+    group : str, optional
+        The tree group holding the draws; required only when a tree has both
+        ``posterior_predictive`` and ``predictions``.
+    sample_dims : tuple of str, default ("chain", "draw", "sample")
+        Dimensions that index draws; those present are flattened together into
+        the draws (DataArray / Dataset / tree input).
     obs_dim : str, optional
-        Name of the observation dimension of a DataArray; inferred when there is
-        exactly one non-sample dimension. Renamed to ``obs``.
+        Name of the observation dimension; inferred when there is exactly one
+        non-sample dimension. Renamed to ``obs`` (its name is kept in
+        ``attrs["obs_dim"]``, which :func:`to_datatree` reuses).
     method : str
 
     Returns
     -------
     xarray.Dataset
-        Empirical quantiles plus the draws' exact ``mean`` and ``std``.
+        Empirical quantiles plus the draws' exact ``mean`` and ``std``;
+        ``attrs["n_draws"]``, and for xarray input ``attrs["obs_dim"]`` and
+        (when the variable is named) ``attrs["var_name"]``.
+
+    Raises
+    ------
+    ValueError
+        A tree with neither predictive group (the message lists the groups it
+        has), both groups without ``group=``, several variables without
+        ``var_name`` (listing them), an unknown ``var_name``, no sample
+        dimension, or a variable with more than one non-sample dimension.
 
     References
     ----------
@@ -678,15 +784,43 @@ def from_draws(
 
     Examples
     --------
-    >>> import numpy as np, calibprob
+    >>> import numpy as np, xarray as xr, calibprob
     >>> draws = np.random.default_rng(0).normal(size=(4000, 2))   # (n_draws, n_obs)
     >>> pred = calibprob.from_draws(draws)
     >>> pred.sizes["obs"], pred.attrs["family"]
     (2, 'quantile')
     >>> bool(abs(float(pred.calib.ppf(0.5)[0])) < 0.1)
     True
+    >>> pp = xr.Dataset({"y": (("chain", "draw", "obs_id"), draws.reshape(2, 2000, 2))},
+    ...                 coords={"obs_id": [10, 11]})
+    >>> idata = xr.DataTree.from_dict({"posterior_predictive": pp})
+    >>> calibprob.from_draws(idata)["obs"].values.tolist()
+    [10, 11]
     """
     levels = _levels_or_default(levels)
+    is_tree = _tree_groups(draws) is not None
+    if group is not None and not is_tree:
+        raise ValueError(
+            f"group={group!r} applies to a DataTree / InferenceData; got a {type(draws).__name__}. "
+            "Drop group= (or pass the whole tree)."
+        )
+    if is_tree:
+        ds, where = _predictive_dataset(draws, group)
+        draws = _pick_variable(ds, var_name, where)
+    elif isinstance(draws, xr.Dataset):
+        draws = _pick_variable(draws, var_name, "Dataset")
+    elif var_name is not None:
+        if not isinstance(draws, xr.DataArray):
+            raise ValueError(
+                f"var_name={var_name!r} applies to a Dataset or DataTree; got a "
+                f"{type(draws).__name__}. Drop var_name=."
+            )
+        if draws.name is not None and draws.name != var_name:
+            raise ValueError(
+                f"var_name={var_name!r} but draws is the DataArray {draws.name!r}. "
+                "Pass the matching variable or drop var_name=."
+            )
+    attrs = {}
     if isinstance(draws, xr.DataArray):
         present = [d for d in sample_dims if d in draws.dims]
         if not present:
@@ -695,16 +829,30 @@ def from_draws(
                 "Pass sample_dims naming the draw dimensions."
             )
         others = [d for d in draws.dims if d not in present]
-        if obs_dim is None:
-            if len(others) != 1:
-                raise ValueError(
-                    f"draws must have exactly one observation dimension besides {present}; "
-                    f"got {others}. Pass obs_dim=... or select a single variable slice."
-                )
+        label = f"variable {draws.name!r}" if draws.name is not None else "draws"
+        if obs_dim is None and len(others) == 1:
             obs_dim = others[0]
-        stacked = draws.stack(__sample__=present).transpose("__sample__", obs_dim)
-        arr = check_array(stacked.values, "draws", ndim=2)
+        if obs_dim is None or others != [obs_dim]:
+            if not others:
+                fix = "it has no observation dim; add one (e.g. da.expand_dims(obs=1))."
+            elif obs_dim is not None and obs_dim not in others:
+                fix = f"obs_dim={obs_dim!r} is not among them."
+            else:
+                fix = (
+                    "calibprob needs one value per observation: select the others "
+                    f"(e.g. da.isel({others[0]}=0)) or stack them into one "
+                    f"(da.stack(obs={tuple(others)}))."
+                )
+            raise ValueError(
+                f"{label} must have exactly one dimension besides the sample dims {present}; "
+                f"got {others}: {fix}"
+            )
+        arr = draws.transpose(*present, obs_dim).values.reshape(-1, draws.sizes[obs_dim])
+        arr = check_array(arr, "draws", ndim=2)
         obs = draws[obs_dim].values if obs_dim in draws.coords else None
+        attrs["obs_dim"] = str(obs_dim)
+        if draws.name is not None:
+            attrs["var_name"] = str(draws.name)
     else:
         arr = check_array(draws, "draws", ndim=2)
         obs = None
@@ -716,6 +864,7 @@ def from_draws(
     ds = _dataset(q, levels, _obs_coord(arr.shape[1], obs), method, "quantile",
                   {"mean": mean, "std": std})
     ds.attrs["n_draws"] = int(arr.shape[0])
+    ds.attrs.update(attrs)
     return ds
 
 
@@ -878,28 +1027,249 @@ def _check_normal_agrees(ds: xr.Dataset, q: np.ndarray) -> None:
         )
 
 
+def to_datatree(
+    pred: xr.Dataset,
+    y=None,
+    *,
+    n_draws: int = 1000,
+    n_chains: int = 1,
+    random_state=None,
+    obs_dim: str | None = None,
+    var_name: str = "y",
+) -> xr.DataTree:
+    r"""The prediction as an ArviZ 1 DataTree: predictive draws, observations, log density.
+
+    Every group has ArviZ's layout, so ArviZ reads it without glue: its PPC and
+    PIT plots (``az.plot_ppc_dist``, ``az.plot_ppc_pit``), the PIT / ECDF
+    computations on ``posterior_predictive`` against ``observed_data``, and
+    ``az.compare`` through :func:`heldout_elpd`.
+
+    Parameters
+    ----------
+    pred : xarray.Dataset
+        A predictive distribution (the contract of :mod:`calibprob.predictive`).
+    y : array_like or xarray.DataArray, optional
+        Observed values, one per observation (NumPy, or a 1-D DataArray with any
+        dim name, aligned by position). Without it only ``posterior_predictive``
+        is written.
+    n_draws : int, default 1000
+        Draws per chain.
+    n_chains : int, default 1
+        Chains. The draws are independent, so chains add nothing statistically;
+        more than one only matters to tools that expect several.
+    random_state : int or numpy.random.Generator, optional
+        Seeds the draws (``pred.calib.sample``: exact Gaussian draws for the
+        normal family, else the inverse transform :math:`Q_i(\Phi(U))`,
+        :math:`U \sim N(0, 1)`, of the contract's quantile function).
+    obs_dim : str, optional
+        Name of the observation dimension. Default: ``y``'s dim when ``y`` is a
+        DataArray (PyMC's ``obs_id``), else ``pred.attrs["obs_dim"]`` (set by
+        :func:`from_draws`), else ``"obs"``.
+    var_name : str, default "y"
+        Name of the variable in every group.
+
+    Returns
+    -------
+    xarray.DataTree
+        Groups
+
+        * ``posterior_predictive``: ``var_name(chain, draw, obs_dim)``;
+        * ``observed_data``: ``var_name(obs_dim)`` (only with ``y``);
+        * ``log_likelihood``: ``var_name(chain, draw, obs_dim)`` = :math:`\log
+          f_i(y_i)` from ``pred.calib.logpdf(y)`` (only with ``y``). It is the
+          held-out log predictive density, the same for every draw: ``pred`` is
+          already the posterior predictive, there is no per-draw likelihood to
+          store. Its sum over ``obs_dim`` (any draw) equals ``-n *
+          evaluate(pred, y)["nll"]``. The sample dims keep ArviZ's layout of this
+          group (and PyMC's, for a model scored on test data).
+
+        The ``obs_dim`` coordinate is ``y``'s coordinate when ``y`` is a
+        DataArray that has one (so the tree lines up with the user's own
+        ``idata``), else ``pred["obs"]``.
+
+    Notes
+    -----
+    ``az.loo`` and ``az.loo_pit`` do not apply: PSIS-LOO corrects an in-sample
+    fit for leaving each point out, while here every ``y`` is already held out
+    (the right importance weights are uniform). ArviZ 1.3 refuses the constant
+    log likelihood ("All tail values are the same") and also needs a
+    ``posterior`` group, which a predictive distribution does not have. Use
+    :func:`heldout_elpd` for ``az.compare``, and ``az.plot_ppc_pit`` (the
+    non-LOO PIT) for calibration plots.
+
+    Raises
+    ------
+    ValueError
+        A prediction breaking the contract, a bad ``n_draws`` / ``n_chains``, a
+        ``y`` that is not finite or of the wrong length (both lengths named), or
+        a dim name that clashes with ``chain`` / ``draw``.
+
+    References
+    ----------
+    ArviZ's InferenceData schema (groups ``posterior_predictive``,
+    ``observed_data``, ``log_likelihood``; sample dims ``chain``, ``draw``):
+    https://python.arviz.org/en/stable/schema/schema.html.
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> pred = calibprob.normal([0.0, 1.0, 2.0], [1.0, 1.0, 2.0])
+    >>> dt = calibprob.to_datatree(pred, [0.1, 0.9, 2.5], n_draws=500, random_state=0)
+    >>> sorted(dt.children)
+    ['log_likelihood', 'observed_data', 'posterior_predictive']
+    >>> dt.posterior_predictive["y"].dims, dt.posterior_predictive["y"].shape
+    (('chain', 'draw', 'obs'), (1, 500, 3))
+    >>> nll = float(calibprob.evaluate(pred, [0.1, 0.9, 2.5])["nll"])
+    >>> bool(np.isclose(dt.log_likelihood["y"].isel(chain=0, draw=0).sum(), -3 * nll))
+    True
+    """
+    validate(pred)
+    n_draws = check_int(n_draws, "n_draws", minimum=1)
+    n_chains = check_int(n_chains, "n_chains", minimum=1)
+    if not isinstance(var_name, str) or not var_name:
+        raise ValueError(f"var_name must be a non-empty string; got {var_name!r}.")
+    n = pred.sizes["obs"]
+    coord = pred["obs"].values
+    dim = pred.attrs.get("obs_dim", "obs")
+    yv = None
+    if y is not None:
+        yv = check_targets(y, n, "y", obs=pred["obs"].values)
+        if isinstance(y, xr.DataArray):
+            dim = y.dims[0]
+            if dim in y.coords:
+                coord = y[dim].values
+    if obs_dim is not None:
+        dim = obs_dim
+    if not isinstance(dim, str) or dim in ("chain", "draw"):
+        raise ValueError(
+            f"obs_dim must be a string other than 'chain' and 'draw'; got {dim!r}. "
+            "Pass obs_dim='obs' (or your model's name, e.g. 'obs_id')."
+        )
+    rng = np.random.default_rng(random_state)
+    draws = pred.calib.sample(n_chains * n_draws, rng).values  # (obs, chain * draw)
+    draws = draws.T.reshape(n_chains, n_draws, n)
+    coords = {"chain": np.arange(n_chains), "draw": np.arange(n_draws), dim: coord}
+    sample = ("chain", "draw", dim)
+    attrs = {"created_by": "calibprob.to_datatree", "method": str(pred.attrs.get("method", "unknown"))}
+    groups = {"posterior_predictive": xr.Dataset({var_name: (sample, draws)}, coords=coords, attrs=attrs)}
+    if yv is not None:
+        groups["observed_data"] = xr.Dataset({var_name: ((dim,), yv)}, coords={dim: coord}, attrs=attrs)
+        logpdf = pred.calib.logpdf(yv).values
+        ll = np.broadcast_to(logpdf, (n_chains, n_draws, n)).copy()
+        groups["log_likelihood"] = xr.Dataset({var_name: (sample, ll)}, coords=coords, attrs=attrs)
+    return xr.DataTree.from_dict(groups)
+
+
+def heldout_elpd(data, *, var_name: str | None = None):
+    r"""Held-out expected log predictive density of a DataTree, as ArviZ's ELPD result.
+
+    For observations the model did not see, the elpd needs no leave-one-out
+    correction: :math:`\widehat{\mathrm{elpd}}_i = \log \frac1S \sum_s
+    p(y_i \mid \theta_s)` from the ``log_likelihood`` group (for a tree from
+    :func:`to_datatree` this is :math:`\log f_i(y_i)` exactly; for a PyMC model
+    scored on test data with ``pm.compute_log_likelihood`` it is the usual
+    log pointwise predictive density). The result is ArviZ's k-fold container
+    (its estimator without importance sampling, here one held-out fold), so
+    ``az.compare({"a": heldout_elpd(dt_a), "b": heldout_elpd(dt_b)})`` ranks
+    models on the test set, with the paired ``elpd_diff`` and its ``dse``.
+
+    Parameters
+    ----------
+    data : xarray.DataTree
+        A tree with a ``log_likelihood`` group whose variable has sample dims
+        (``chain``, ``draw``) and one or more observation dims.
+    var_name : str, optional
+        The ``log_likelihood`` variable; required when there are several.
+
+    Returns
+    -------
+    arviz_stats.utils.ELPDDataLOOKFold
+        ``elpd`` (sum of ``elpd_i``), ``se`` = :math:`\sqrt{n\,\mathrm{Var}(\mathrm{elpd}_i)}`,
+        ``elpd_i`` (pointwise, over the observation dims), ``n_folds == 1``;
+        ``p`` is NaN (the effective number of parameters needs the in-sample fit).
+
+    Raises
+    ------
+    ValueError
+        No ``log_likelihood`` group, an ambiguous or unknown ``var_name``, or no
+        ``chain`` / ``draw`` dims.
+
+    References
+    ----------
+    Vehtari, A., Gelman, A. and Gabry, J. (2017). Practical Bayesian model
+    evaluation using leave-one-out cross-validation and WAIC. Statistics and
+    Computing 27, eq. (3)-(5) (lppd, and the se of a sum of pointwise terms).
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> y = np.random.default_rng(0).normal(size=200)
+    >>> dt = calibprob.to_datatree(calibprob.normal(np.zeros(200), np.ones(200)), y, n_draws=10)
+    >>> res = calibprob.heldout_elpd(dt)
+    >>> bool(np.isclose(res.elpd, -200 * float(calibprob.evaluate(calibprob.normal(np.zeros(200), np.ones(200)), y)["nll"])))
+    True
+    """
+    from arviz_stats.utils import ELPDDataLOOKFold  # lazy: ArviZ takes ~1 s to import
+
+    if not isinstance(data, xr.DataTree) or "log_likelihood" not in data.children:
+        groups = list(data.children) if isinstance(data, xr.DataTree) else None
+        raise ValueError(
+            "data must be a DataTree with a 'log_likelihood' group; got "
+            + (f"a tree with groups {groups}" if groups is not None else f"a {type(data).__name__}")
+            + ". Build one with calibprob.to_datatree(pred, y)."
+        )
+    ll = _pick_variable(data["log_likelihood"].dataset, var_name, "log_likelihood group")
+    sample = [d for d in ("chain", "draw") if d in ll.dims]
+    if not sample:
+        raise ValueError(
+            f"log_likelihood variable {ll.name!r} has dims {ll.dims}, without 'chain'/'draw'; "
+            "the ArviZ layout puts the sample dims first."
+        )
+    s = int(np.prod([ll.sizes[d] for d in sample]))
+    elpd_i = (special.logsumexp(ll.transpose(*sample, ...).values.reshape(s, -1), axis=0) - np.log(s))
+    obs_dims = [d for d in ll.dims if d not in sample]
+    elpd_i = xr.DataArray(
+        elpd_i.reshape([ll.sizes[d] for d in obs_dims]), dims=obs_dims,
+        coords={d: ll[d] for d in obs_dims if d in ll.coords}, name=ll.name,
+    )
+    n = int(elpd_i.size)
+    flat = elpd_i.values.ravel()
+    return ELPDDataLOOKFold(
+        elpd=float(flat.sum()),
+        se=float(np.sqrt(n * flat.var())),
+        p=np.nan,
+        n_samples=s,
+        n_data_points=n,
+        scale="log",
+        warning=False,
+        good_k=None,
+        elpd_i=elpd_i,
+        n_folds=1,
+    )
+
+
 # ---------------------------------------------------------------------------
 # The `calib` accessor
 # ---------------------------------------------------------------------------
 
 
 def _as_values(ds: xr.Dataset, y, name: str = "y") -> xr.DataArray:
-    """Observed values as a DataArray whose first dim is obs."""
+    """Observed values as a DataArray whose first dim is obs.
+
+    A scalar is broadcast to every observation; a DataArray that has an ``obs``
+    dim plus others (e.g. several y per observation) keeps xarray semantics;
+    everything else (NumPy of any rank, a 1-D DataArray with any dim name such
+    as PyMC's ``obs_id``) goes through :func:`~calibprob._validation.check_targets`
+    and is aligned by position.
+    """
     n = ds.sizes["obs"]
-    if isinstance(y, xr.DataArray):
-        if "obs" not in y.dims and y.ndim > 0:
-            raise ValueError(f"{name} as a DataArray needs an 'obs' dimension; got dims {y.dims}.")
+    if isinstance(y, xr.DataArray) and y.ndim > 1 and "obs" in y.dims:
         check_finite(np.asarray(y.values, float), name)
-        return y.astype(float)
-    arr = np.asarray(y, dtype=float)
-    check_finite(arr, name)
-    if arr.ndim == 0:
-        return xr.DataArray(np.full(n, float(arr)), dims=("obs",), coords={"obs": ds["obs"]})
-    if arr.shape[0] != n:
-        raise ValueError(
-            f"mismatched lengths: {name} has {arr.shape[0]} entries, the prediction has {n} "
-            "observations. Pass one value per observation (axis 0)."
-        )
+        return y.astype(float).transpose("obs", ...)
+    if not isinstance(y, (xr.DataArray, xr.Dataset, xr.DataTree)) and np.ndim(y) == 0:
+        value = check_array(y, name)
+        return xr.DataArray(np.full(n, float(value)), dims=("obs",), coords={"obs": ds["obs"]})
+    arr = check_targets(y, n, name, obs=ds["obs"].values, ndim=None)
     dims = ("obs",) + tuple(f"{name}_dim_{i}" for i in range(1, arr.ndim))
     return xr.DataArray(arr, dims=dims, coords={"obs": ds["obs"]})
 

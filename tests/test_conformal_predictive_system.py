@@ -13,6 +13,11 @@ def gauss_base(Xt, yt, Xn):
     return 2.0 * Xn[:, 0], 0.3 + Xn[:, 0]
 
 
+def base_pred(X):
+    """The same base as a predictive Dataset (what a post-processor takes)."""
+    return calibprob.normal(2.0 * X[:, 0], 0.3 + X[:, 0])
+
+
 def draw(rng, n, skew=True):
     X = rng.uniform(0, 1, size=(n, 1))
     eps = rng.gamma(2.0, 1.0, size=n) - 2.0 if skew else rng.normal(size=n)
@@ -21,8 +26,8 @@ def draw(rng, n, skew=True):
 
 def run(rng, n_cal, m, skew=True):
     X, y = draw(rng, n_cal + m, skew)
-    cps = ConformalPredictiveSystem(estimator=gauss_base).fit(X[:1], y[:1]).calibrate(X[:n_cal], y[:n_cal])
-    return cps, X[n_cal:], y[n_cal:]
+    cps = ConformalPredictiveSystem().fit(base_pred(X[:n_cal]), y[:n_cal])
+    return cps, base_pred(X[n_cal:]), y[n_cal:]
 
 
 def test_randomized_pit_is_exactly_uniform():
@@ -60,8 +65,10 @@ def test_stored_quantiles_are_calibrated_level_by_level():
 def test_contract_and_scores_match_true_distribution():
     """With many calibration points the CPS recovers the (skewed) truth: NLL near the true NLL."""
     rng = np.random.default_rng(2)
-    cps, X, y = run(rng, 3000, 2000)
-    pred = cps.predict(X)
+    X, y = draw(rng, 5000)
+    cps = ConformalPredictiveSystem().fit(base_pred(X[:3000]), y[:3000])
+    X, y = X[3000:], y[3000:]
+    pred = cps.predict(base_pred(X))
     calibprob.validate(pred)
     assert pred.attrs["method"] == "conformal-predictive-system"
     assert pred.sizes["level"] == 99
@@ -73,34 +80,88 @@ def test_contract_and_scores_match_true_distribution():
     assert nll_cps < nll_gauss
 
 
-def test_intervals_equal_signed_split():
+def test_post_processor_equals_model_aware_split_conformal_bit_for_bit():
+    """On a normal Dataset the post-processor is the model-aware split conformal around the same base."""
     rng = np.random.default_rng(3)
     X, y = draw(rng, 200)
-    a = ConformalPredictiveSystem(estimator=gauss_base, confidence_level=[0.5, 0.9]).fit(X[:1], y[:1])
-    a.calibrate(X[:150], y[:150])
+    a = ConformalPredictiveSystem(confidence_level=[0.5, 0.9]).fit(base_pred(X[:150]), y[:150])
     b = SplitConformalRegressor(estimator=gauss_base, score="signed", confidence_level=[0.5, 0.9]).fit(X[:1], y[:1])
     b.calibrate(X[:150], y[:150])
-    np.testing.assert_array_equal(a.predict_interval(X[150:])["upper"], b.predict_interval(X[150:])["upper"])
+    np.testing.assert_array_equal(a.predict_interval(base_pred(X[150:]))["upper"],
+                                  b.predict_interval(X[150:])["upper"])
+    np.testing.assert_array_equal(a.predict(base_pred(X[150:]))["quantile"].values,
+                                  b.predict(X[150:])["quantile"].values)
 
 
-def test_unnormalized_with_mean_only_base():
+def test_deprecated_model_aware_form_warns_and_gives_the_same_numbers():
+    rng = np.random.default_rng(3)
+    X, y = draw(rng, 200)
+    with pytest.warns(FutureWarning, match="distribution post-processor"):
+        old = ConformalPredictiveSystem(estimator=gauss_base).fit(X[:1], y[:1])
+    with pytest.warns(FutureWarning):
+        old.calibrate(X[:150], y[:150])
+    with pytest.warns(FutureWarning):
+        q_old = old.predict(X[150:])["quantile"].values
+    new = ConformalPredictiveSystem().fit(base_pred(X[:150]), y[:150])
+    np.testing.assert_array_equal(q_old, new.predict(base_pred(X[150:]))["quantile"].values)
+    with pytest.warns(FutureWarning), pytest.raises(ValueError, match=r"gives only a mean"):
+        ConformalPredictiveSystem(estimator=lambda a, b, c: 2.0 * c[:, 0]).fit(X[:1], y[:1]).calibrate(X, y)
+
+
+def test_unnormalized_scores_shift_one_quantile_function():
     rng = np.random.default_rng(4)
     X, y = draw(rng, 300, skew=False)
-    cps = ConformalPredictiveSystem(estimator=lambda a, b, c: 2.0 * c[:, 0], normalize=False)
-    pred = cps.fit(X[:1], y[:1]).calibrate(X[:200], y[:200]).predict(X[200:])
+    cps = ConformalPredictiveSystem(normalize=False)
+    pred = cps.fit(base_pred(X[:200]), y[:200]).predict(base_pred(X[200:]))
     # constant shape: every row is a shift of the same quantile function
     q = pred["quantile"].values
     np.testing.assert_allclose(q - q[:, [49]], np.broadcast_to(q[0] - q[0, 49], q.shape), atol=1e-12)
-    with pytest.raises(ValueError, match=r"gives only a mean"):
-        ConformalPredictiveSystem(estimator=lambda a, b, c: 2.0 * c[:, 0]).fit(X[:1], y[:1]).calibrate(X, y)
+
+
+def test_draws_from_a_non_gaussian_base_go_in_as_they_are():
+    """A Student-t posterior predictive given as draws: scores from the Dataset's own mean and std."""
+    rng = np.random.default_rng(6)
+    n = 300
+    loc = rng.normal(size=n)
+    pred = calibprob.from_draws((loc[:, None] + rng.standard_t(4, size=(n, 2000))).T)
+    y = loc + 1.5 * rng.standard_t(4, size=n)
+    cps = ConformalPredictiveSystem().fit(pred.isel(obs=slice(200)), y[:200])
+    mu, sd = pred.calib.mean().values[:200], pred.calib.std().values[:200]
+    np.testing.assert_allclose(cps.scores_, np.sort((y[:200] - mu) / sd), rtol=1e-12)
+    out = cps.predict(pred.isel(obs=slice(200, None)))
+    np.testing.assert_array_equal(out["obs"].values, np.arange(200, 300))  # the Dataset's own obs
 
 
 def test_too_few_points_for_levels():
     rng = np.random.default_rng(5)
     X, y = draw(rng, 40)
-    cps = ConformalPredictiveSystem(estimator=gauss_base, confidence_level=0.5).fit(X[:1], y[:1])
-    cps.calibrate(X[:9], y[:9])
-    lv = cps.predict(X[9:])["level"].values
+    cps = ConformalPredictiveSystem(confidence_level=0.5).fit(base_pred(X[:9]), y[:9])
+    lv = cps.predict(base_pred(X[9:]))["level"].values
     assert lv.min() >= 0.1 - 1e-12 and lv.max() <= 0.9 + 1e-12  # [1/(n+1), n/(n+1)]
     with pytest.raises(ValueError, match=r"level 0.05: .*needs at least 19 calibration points; got n=9"):
-        cps.predict(X[9:], levels=[0.05, 0.5])
+        cps.predict(base_pred(X[9:]), levels=[0.05, 0.5])
+
+
+@pytest.mark.parametrize(
+    "args, exc, match",
+    [
+        ((np.zeros((10, 1)), np.zeros(10)), TypeError, r"distribution post-processor: pred_cal must be .* got ndarray"),
+        ((None, np.zeros(10)), TypeError, "pred_cal must be the base model's predictive distribution"),
+        (("y", np.zeros(3)), TypeError, "got str"),
+    ],
+)
+def test_post_processor_refuses_inputs_x_with_the_fix(args, exc, match):
+    with pytest.raises(exc, match=match):
+        ConformalPredictiveSystem().fit(*args)
+
+
+def test_bad_targets_and_unfitted():
+    X, y = draw(np.random.default_rng(7), 50)
+    with pytest.raises(ValueError, match="mismatched lengths: y_cal has 49 entries, the prediction has 50"):
+        ConformalPredictiveSystem().fit(base_pred(X), y[:-1])
+    with pytest.raises(ValueError, match="y_cal must be finite"):
+        ConformalPredictiveSystem().fit(base_pred(X), np.r_[y[:-1], np.nan])
+    with pytest.raises(calibprob.NotFittedError, match=r"Call fit\(\.\.\.\)"):
+        ConformalPredictiveSystem().predict(base_pred(X))
+    with pytest.raises(TypeError, match="there is no separate calibrate step"):
+        ConformalPredictiveSystem().calibrate(X, y)

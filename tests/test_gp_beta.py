@@ -65,8 +65,8 @@ def fig1():
     s = np.sqrt(np.sum((y - A @ beta) ** 2) / (y.size - 2))  # OLS: one residual sd for all
     mu, sd = A @ beta, np.full_like(x, s)
     mut, sdt = np.c_[np.ones_like(xt), xt] @ beta, np.full_like(xt, s)
-    cal = GPBetaCalibrator(random_state=1).fit(mu, sd, y)
-    return dict(mu=mu, sd=sd, y=y, mut=mut, sdt=sdt, yt=yt, cal=cal, pred=cal.predict(mut, sdt), ols=beta)
+    cal = GPBetaCalibrator(random_state=1).fit(calibprob.normal(mu, sd), y)
+    return dict(mu=mu, sd=sd, y=y, mut=mut, sdt=sdt, yt=yt, cal=cal, pred=cal.predict(calibprob.normal(mut, sdt)), ols=beta)
 
 
 def calibrated_sample(n, rng):
@@ -82,7 +82,7 @@ def identity_fit():
     rng = np.random.default_rng(100)
     mu, sd, y = calibrated_sample(400, rng)
     mut, sdt, yt = calibrated_sample(2000, rng)
-    cal = GPBetaCalibrator(random_state=0).fit(mu, sd, y)
+    cal = GPBetaCalibrator(random_state=0).fit(calibprob.normal(mu, sd), y)
     return dict(mu=mu, sd=sd, y=y, mut=mut, sdt=sdt, yt=yt, cal=cal)
 
 
@@ -163,7 +163,8 @@ def test_pytensor_likelihood_matches_numpy_and_is_stable_in_the_tails():
     import pytensor.tensor as pt
 
     v, m, s, la, lb, c = (pt.dvector(k) for k in ("v", "m", "s", "la", "lb", "c"))
-    f = _fast(gb.beta_link_logp(v, m, s, la, lb, c), [v, m, s, la, lb, c])
+    # the likelihood takes the base's probit PIT u = (y - m)/s and log Jacobian -log s
+    f = _fast(gb.beta_link_logp((v - m) / s, -pt.log(s), la, lb, c), [v, m, s, la, lb, c])
     rng = np.random.default_rng(4)
     n = 40
     # z from -38 to 38: Phi(z) within 1e-300 of 0 or 1
@@ -196,11 +197,8 @@ MU, SD, Y = np.linspace(0, 1, 40), np.full(40, 0.5), np.linspace(0, 1, 40)
 @pytest.mark.parametrize(
     "kwargs, args, match",
     [
-        ({}, (MU, np.r_[SD[:-1], 0.0], Y), "sigma must be > 0"),
-        ({}, (MU, -SD, Y), "sigma must be > 0"),
-        ({}, (np.r_[MU[:-1], np.nan], SD, Y), "mu must be finite"),
-        ({}, (MU, SD, np.r_[Y[:-1], np.inf]), "y must be finite"),
-        ({}, (MU, SD[:-3], Y), "mismatched lengths"),
+        ({}, (MU, SD, np.r_[Y[:-1], np.inf]), "y_cal must be finite"),
+        ({}, (MU, SD, Y[:-3]), "mismatched lengths: y_cal has 37 entries"),
         ({}, (MU[:10], SD[:10], Y[:10]), "too few points for n_inducing=16"),
         ({"n_inducing": 8}, (np.r_[MU[:3], MU[:3]], np.r_[SD[:3], SD[:3]], Y[:6]), "3 distinct"),
         ({"inference": "vi"}, (MU, SD, Y), "inference must be one of 'advi', 'fullrank_advi', 'svi', 'map', 'nuts'"),
@@ -210,13 +208,74 @@ MU, SD, Y = np.linspace(0, 1, 40), np.full(40, 0.5), np.linspace(0, 1, 40)
     ],
 )
 def test_bad_input_raises_clear_errors(kwargs, args, match):
+    mu, sd, y = args
     with pytest.raises(ValueError, match=match):
-        GPBetaCalibrator(**kwargs).fit(*args)
+        GPBetaCalibrator(**kwargs).fit(calibprob.normal(mu, sd), y)
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((np.zeros((40, 2)), Y), r"distribution post-processor: pred_cal must be .* got ndarray of shape \(40, 2\)"),
+        ((MU, SD, Y, Y), r"takes \(pred_cal, y_cal\)"),
+        (("pred", Y), "pred_cal must be the base model's predictive distribution .* got str"),
+    ],
+)
+def test_fit_rejects_what_is_not_a_predictive_distribution(args, match):
+    """GP-Beta is a post-processor: X, or anything but a predictive Dataset, is refused with the fix."""
+    with pytest.raises(TypeError, match=match):
+        GPBetaCalibrator().fit(*args)
+
+
+def test_legacy_mu_sigma_call_warns_and_equals_the_normal_dataset(fig1):
+    """``fit(mu, sigma, y)`` / ``predict(mu, sigma)`` still work for one release, as ``normal(mu, sigma)``."""
+    d = fig1
+    with pytest.warns(FutureWarning, match=r"calibprob.normal\(mu, sigma\)"):
+        old = GPBetaCalibrator(inference="map", random_state=1).fit(d["mu"], d["sd"], d["y"])
+    new = GPBetaCalibrator(inference="map", random_state=1).fit(calibprob.normal(d["mu"], d["sd"]), d["y"])
+    with pytest.warns(FutureWarning):
+        q_old = old.predict(d["mut"][:20], d["sdt"][:20]).calib.quantiles
+    q_new = new.predict(calibprob.normal(d["mut"][:20], d["sdt"][:20])).calib.quantiles
+    np.testing.assert_array_equal(q_old, q_new)
+    with pytest.raises(ValueError, match="sigma must be > 0|scale must be > 0"):
+        with pytest.warns(FutureWarning):
+            new.predict(d["mut"][:5], np.zeros(5))
+
+
+def test_any_predictive_dataset_goes_in_without_a_gaussian_collapse():
+    """The Beta link needs only the base's F(y) and f(y) (Song et al. 2019, eq. 6).
+
+    On a Student-t base given as draws or as quantiles, the calibrated density at
+    y is f(y) * beta(F(y); a, b, c) with F, f read from the Dataset itself:
+    checked against that closed form with the fitted (a, b, c), and the
+    identity-initialised calibrator's likelihood is not that of the Gaussian
+    collapse of the same Dataset.
+    """
+    rng = np.random.default_rng(11)
+    n = 120
+    loc = rng.normal(size=n)
+    draws = loc[:, None] + 0.8 * rng.standard_t(3, size=(n, 4000))
+    pred = calibprob.from_draws(draws.T)  # (draws, obs), as PyMC stacks them
+    y = loc + 0.8 * 1.4 * rng.standard_t(3, size=n)
+    cal = GPBetaCalibrator(inference="map", n_inducing=8, random_state=0).fit(pred, y)
+    beta = cal.beta_parameters(pred)
+    F = pred.calib.cdf(y).values
+    f = pred.calib.logpdf(y).values
+    assert beta.sizes["chain"] * beta.sizes["draw"] == 1  # MAP: one point
+    a, b, c = (beta[k].values.reshape(n) for k in ("a", "b", "c"))
+    # Song et al. eq. (6): r(F) = 1 / (1 + exp(-c) (1-F)^b / F^a); its density wrt F is
+    # dr/dF = r(1-r) (a/F + b/(1-F)), so log p(y) = log f(y) + log dr/dF.
+    r = 1.0 / (1.0 + np.exp(-c) * (1 - F) ** b / F**a)
+    expect = f + np.log(r * (1 - r) * (a / F + b / (1 - F)))
+    np.testing.assert_allclose(cal.logpdf(pred, y), expect, rtol=1e-6, atol=1e-8)
+    # the calibrated quantile function inverts the calibrated CDF on the same Dataset
+    out = cal.predict(pred, levels=[0.1, 0.5, 0.9])
+    np.testing.assert_allclose(cal.cdf(pred, out.calib.quantiles[:, 1]), 0.5, atol=1e-4)  # grid inversion
 
 
 def test_predict_before_fit_names_the_method():
     with pytest.raises(NotFittedError, match=r"Call fit\(\.\.\.\)"):
-        GPBetaCalibrator().predict(MU, SD)
+        GPBetaCalibrator().predict(calibprob.normal(MU, SD))
 
 
 def test_hyperparameters_are_cloneable():
@@ -225,10 +284,10 @@ def test_hyperparameters_are_cloneable():
 
 
 def test_predict_rejects_bad_new_inputs(fig1):
-    with pytest.raises(ValueError, match="sigma must be > 0"):
-        fig1["cal"].predict(fig1["mut"][:5], np.zeros(5))
+    with pytest.raises(ValueError, match="scale must be > 0"):
+        fig1["cal"].predict(calibprob.normal(fig1["mut"][:5], np.zeros(5)))
     with pytest.raises(ValueError, match="mismatched lengths"):
-        fig1["cal"].predict(fig1["mut"][:5], fig1["sdt"][:4])
+        fig1["cal"].predict(calibprob.normal(fig1["mut"][:5], fig1["sdt"][:4]))
 
 
 # ---------------------------------------------------------------------------
@@ -239,14 +298,14 @@ def test_predict_rejects_bad_new_inputs(fig1):
 def test_identity_map_is_recovered_on_a_calibrated_base(identity_fit):
     d = identity_fit
     cal = d["cal"]
-    cmap = cal.calibration_map(d["mut"][::10], d["sdt"][::10])
+    cmap = cal.calibration_map(calibprob.normal(d["mut"][::10], d["sdt"][::10]))
     # posterior-mean calibration map stays within 0.08 of the identity everywhere (measured 0.042)
     assert float(np.max(np.abs(cmap["mean"] - cmap["p"]))) < 0.08
     # and the calibrated CDF at the held-out targets within 0.08 of the base CDF
-    F = cal.cdf(d["mut"], d["sdt"], d["yt"])
+    F = cal.cdf(calibprob.normal(d["mut"], d["sdt"]), d["yt"])
     assert np.max(np.abs(F - stats.norm.cdf(d["yt"], d["mut"], d["sdt"]))) < 0.08
     nll_base = -np.mean(stats.norm.logpdf(d["yt"], d["mut"], d["sdt"]))
-    nll_gpb = float(calibprob.evaluate(cal.predict(d["mut"], d["sdt"]), d["yt"])["nll"])
+    nll_gpb = float(calibprob.evaluate(cal.predict(calibprob.normal(d["mut"], d["sdt"])), d["yt"])["nll"])
     assert nll_gpb - nll_base < 0.02
 
 
@@ -261,10 +320,10 @@ def test_fig1_gp_beta_beats_ols_and_isotonic(fig1):
     assert nll_gpb < nll_base - 0.2  # measured 2.80 vs 3.09
     assert nll_gpb < nll_iso - 0.2  # isotonic measured 3.20
     # the density of the quantile representation agrees with the exact posterior average
-    nll_exact = -np.mean(fig1["cal"].logpdf(fig1["mut"], fig1["sdt"], yt))
+    nll_exact = -np.mean(fig1["cal"].logpdf(calibprob.normal(fig1["mut"], fig1["sdt"]), yt))
     assert nll_gpb == pytest.approx(nll_exact, abs=0.01)
     # distribution calibration: sharper on the left (a, b > 1), wider on the right (a, b < 1)
-    params = fig1["cal"].beta_parameters(np.array([-2.0, 10.0]), np.full(2, fig1["sd"][0]))
+    params = fig1["cal"].beta_parameters(calibprob.normal(np.array([-2.0, 10.0]), np.full(2, fig1["sd"][0])))
     a = params["a"].mean(("chain", "draw")).values
     assert a[0] > 1.5 and a[1] < 1.0
 
@@ -357,7 +416,7 @@ def test_fig1_fit_approaches_the_best_beta_link_map_which_is_unimodal(fig1):
         y = np.where(rng.integers(0, 2, 40_000) == 1, 0.5 * x0, 0.0) + rng.normal(0, np.sqrt(2.0), 40_000)
         m = float(fig1["ols"] @ [1.0, x0])
         (log_a, log_b, c), best = _best_beta_link(y, m, s)
-        fitted = -np.mean(fig1["cal"].logpdf(np.full(y.size, m), np.full(y.size, s), y))
+        fitted = -np.mean(fig1["cal"].logpdf(calibprob.normal(np.full(y.size, m), np.full(y.size, s)), y))
         assert best <= fitted + 1e-3  # the brute-force optimum is a lower bound ...
         assert fitted - best < 0.06, (x0, fitted, best)  # ... which GP-Beta's posterior average nears
         if x0 == 40.0:
@@ -382,7 +441,7 @@ def test_prediction_follows_the_contract(fig1):
     np.testing.assert_allclose(pred.calib.levels, calibprob.DEFAULT_LEVELS)
     assert np.all(np.diff(pred.calib.quantiles, axis=1) >= 0)
     # quantiles invert the exact posterior-averaged CDF
-    F = fig1["cal"].cdf(fig1["mut"][:200], fig1["sdt"][:200], pred.calib.quantiles[:200])
+    F = fig1["cal"].cdf(calibprob.normal(fig1["mut"][:200], fig1["sdt"][:200]), pred.calib.quantiles[:200])
     np.testing.assert_allclose(F, np.broadcast_to(pred.calib.levels, F.shape), atol=2e-3)
     # stored moments agree with the quantile function's (piecewise-Gaussian) moments
     from calibprob.predictive import quantile_moments
@@ -390,7 +449,7 @@ def test_prediction_follows_the_contract(fig1):
     m, s = quantile_moments(pred.calib.quantiles, pred.calib.levels)
     np.testing.assert_allclose(pred["mean"], m, atol=0.05 * fig1["sd"][0])
     np.testing.assert_allclose(pred["std"], s, rtol=0.05)
-    other = fig1["cal"].predict(fig1["mut"][:10], fig1["sdt"][:10], levels=[0.1, 0.5, 0.9])
+    other = fig1["cal"].predict(calibprob.normal(fig1["mut"][:10], fig1["sdt"][:10]), levels=[0.1, 0.5, 0.9])
     np.testing.assert_allclose(other.calib.quantiles, pred.calib.ppf([0.1, 0.5, 0.9]).values[:10], atol=0.02)
 
 
@@ -399,16 +458,16 @@ def test_grid_resolution_is_converged(fig1):
     fine = clone(cal).set_params(n_grid=4096)
     for k in ("idata_", "loc_", "scale_", "inducing_init_", "rank_", "n_features_in_"):
         setattr(fine, k, getattr(cal, k))
-    q_fine = fine.predict(fig1["mut"][:50], fig1["sdt"][:50]).calib.quantiles
+    q_fine = fine.predict(calibprob.normal(fig1["mut"][:50], fig1["sdt"][:50])).calib.quantiles
     q = fig1["pred"].calib.quantiles[:50]
     assert np.max(np.abs(q - q_fine)) / fig1["sd"][0] < 1e-3
 
 
 def test_same_seed_same_result(identity_fit):
     d = identity_fit
-    again = GPBetaCalibrator(random_state=0).fit(d["mu"], d["sd"], d["y"])
+    again = GPBetaCalibrator(random_state=0).fit(calibprob.normal(d["mu"], d["sd"]), d["y"])
     np.testing.assert_array_equal(again.idata_["posterior"]["V"].values, d["cal"].idata_["posterior"]["V"].values)
-    other = GPBetaCalibrator(random_state=1).fit(d["mu"], d["sd"], d["y"])
+    other = GPBetaCalibrator(random_state=1).fit(calibprob.normal(d["mu"], d["sd"]), d["y"])
     assert not np.array_equal(other.idata_["posterior"]["V"].values, d["cal"].idata_["posterior"]["V"].values)
 
 
@@ -432,7 +491,7 @@ def test_idata_is_an_arviz_datatree(fig1, tmp_path):
     assert np.isfinite(loo.elpd) and loo.pareto_k.shape == (360,)
     # the stored log-likelihood is eq. 6-7 at the posterior draws (independent recomputation)
     cal = fig1["cal"]
-    np.testing.assert_allclose(cal.log_likelihood(fig1["mu"], fig1["sd"], fig1["y"]),
+    np.testing.assert_allclose(cal.log_likelihood(calibprob.normal(fig1["mu"], fig1["sd"]), fig1["y"]),
                                idata["log_likelihood"]["y"].values, rtol=1e-12)
     path = tmp_path / "gpbeta.nc"
     idata.to_netcdf(path)
@@ -445,10 +504,10 @@ def test_compare_ranks_gp_beta_above_the_base_on_held_out_data(fig1):
     import arviz as az
 
     yt, mut, sdt = fig1["yt"], fig1["mut"], fig1["sdt"]
-    e_gpb = fig1["cal"].held_out_elpd(mut, sdt, yt)
+    e_gpb = fig1["cal"].held_out_elpd(calibprob.normal(mut, sdt), yt)
     e_base = held_out_elpd(stats.norm.logpdf(yt, mut, sdt))
     assert e_base.elpd == pytest.approx(stats.norm.logpdf(yt, mut, sdt).sum())
-    assert e_gpb.elpd == pytest.approx(fig1["cal"].logpdf(mut, sdt, yt).sum())
+    assert e_gpb.elpd == pytest.approx(fig1["cal"].logpdf(calibprob.normal(mut, sdt), yt).sum())
     table = az.compare({"gp-beta": e_gpb, "base": e_base})
     assert table.index[0] == "gp-beta"
     assert table.loc["base", "elpd_diff"] < -100
@@ -457,13 +516,13 @@ def test_compare_ranks_gp_beta_above_the_base_on_held_out_data(fig1):
 def test_calibration_map_has_a_credible_band(fig1):
     cal = fig1["cal"]
     p = np.linspace(0.01, 0.99, 25)
-    cm = cal.calibration_map(np.array([-2.0, 4.0, 10.0]), np.full(3, fig1["sd"][0]), p, confidence_level=0.9)
+    cm = cal.calibration_map(calibprob.normal(np.array([-2.0, 4.0, 10.0]), np.full(3, fig1["sd"][0])), p, confidence_level=0.9)
     assert cm["map"].dims == ("chain", "draw", "obs", "p")
     assert np.all(cm["lower"] <= cm["mean"] + 1e-12) and np.all(cm["mean"] <= cm["upper"] + 1e-12)
     assert np.all(np.diff(cm["map"].values, axis=-1) > 0)  # every draw's map is increasing
     assert float((cm["upper"] - cm["lower"]).max()) > 0.01  # a band, not a point
     with pytest.raises(ValueError, match="confidence_level must be in"):
-        cal.calibration_map(np.zeros(1), np.ones(1), confidence_level=90)
+        cal.calibration_map(calibprob.normal(np.zeros(1), np.ones(1)), confidence_level=90)
 
 
 def test_plot_calibration_map(fig1):
@@ -475,7 +534,7 @@ def test_plot_calibration_map(fig1):
     from calibprob.calibrators import IsotonicRecalibrator
 
     iso = IsotonicRecalibrator().fit(calibprob.normal(fig1["mu"], fig1["sd"]), fig1["y"])
-    axes = gb.plot_calibration_map(fig1["cal"], fig1["mu"], fig1["sd"], isotonic=iso.calibration_map)
+    axes = gb.plot_calibration_map(fig1["cal"], calibprob.normal(fig1["mu"], fig1["sd"]), isotonic=iso.calibration_map)
     assert len(axes) == 4 and axes[3].get_title() == "calibration maps"
     plt.close("all")
 
@@ -491,12 +550,14 @@ def test_runner_fits_on_the_calibration_part(fig1):
     x, y = fig1_sample(300, rng)
     xt, yt = fig1_sample(500, rng)
     ctx = TaskContext(x[:, None], y, None, None, xt[:, None], Base(), {"kind": "ols"}, None, 7)
-    pred = gb.run_gp_beta(ctx, n_iter=2000, draws=100)
+    from calibprob.compare.methods import METHOD_KINDS
+
+    pred = METHOD_KINDS["gp-beta"].func(ctx, n_iter=2000, draws=100)
     calibprob.validate(pred)
     assert pred.sizes["obs"] == 500
     assert float(calibprob.evaluate(pred, yt)["nll"]) < -np.mean(stats.norm.logpdf(yt, 0.25 * xt, 5.5)) - 0.1
-    with pytest.raises(ValueError, match="unknown gp-beta option"):
-        gb.run_gp_beta(ctx, inducing=8)
+    with pytest.raises(ValueError, match="calibration_data='loo' needs a base with a loo"):
+        METHOD_KINDS["gp-beta"].func(ctx, calibration_data="loo")
 
 
 # ---------------------------------------------------------------------------
@@ -506,9 +567,9 @@ def test_runner_fits_on_the_calibration_part(fig1):
 
 @pytest.mark.slow
 def test_map_on_fig1(fig1):
-    cal = GPBetaCalibrator(inference="map", random_state=1).fit(fig1["mu"], fig1["sd"], fig1["y"])
+    cal = GPBetaCalibrator(inference="map", random_state=1).fit(calibprob.normal(fig1["mu"], fig1["sd"]), fig1["y"])
     assert cal.idata_["map"].attrs["success"] == 1
-    nll = -np.mean(cal.logpdf(fig1["mut"], fig1["sdt"], fig1["yt"]))
+    nll = -np.mean(cal.logpdf(calibprob.normal(fig1["mut"], fig1["sdt"]), fig1["yt"]))
     assert nll < -np.mean(stats.norm.logpdf(fig1["yt"], fig1["mut"], fig1["sdt"])) - 0.2
     # the MAP map tracks the brute-force best Beta link (measured excess 0.014, 0.012, 0.001,
     # 0.0004 nats at x = 10, 20, 30, 40)
@@ -518,19 +579,19 @@ def test_map_on_fig1(fig1):
         y = np.where(rng.integers(0, 2, 40_000) == 1, 0.5 * x0, 0.0) + rng.normal(0, np.sqrt(2.0), 40_000)
         m = float(fig1["ols"] @ [1.0, x0])
         _, best = _best_beta_link(y, m, s)
-        fitted = -np.mean(cal.logpdf(np.full(y.size, m), np.full(y.size, s), y))
+        fitted = -np.mean(cal.logpdf(calibprob.normal(np.full(y.size, m), np.full(y.size, s)), y))
         assert -1e-3 < fitted - best < 0.02, (x0, fitted, best)
 
 
 @pytest.mark.slow
 def test_svi_on_fig1(fig1):
-    cal = GPBetaCalibrator(inference="svi", random_state=1).fit(fig1["mu"], fig1["sd"], fig1["y"])
+    cal = GPBetaCalibrator(inference="svi", random_state=1).fit(calibprob.normal(fig1["mu"], fig1["sd"]), fig1["y"])
     post = cal.idata_["posterior"]
     assert post.sizes["draw"] == cal.draws and "variational" in cal.idata_
     # hyperparameters are point estimates (equal in every draw); the inducing values vary
     assert float(post["log_gamma"].std(("chain", "draw")).max()) < 1e-12
     assert float(post["V"].std(("chain", "draw")).min()) > 0.0
-    nll = -np.mean(cal.logpdf(fig1["mut"], fig1["sdt"], fig1["yt"]))
+    nll = -np.mean(cal.logpdf(calibprob.normal(fig1["mut"], fig1["sdt"]), fig1["yt"]))
     assert nll < -np.mean(stats.norm.logpdf(fig1["yt"], fig1["mut"], fig1["sdt"])) - 0.2
 
 
@@ -547,7 +608,7 @@ def test_nuts_200_points_converges_and_supports_loo_and_compare():
     mu, sd = A @ beta, np.full_like(x, s)
     mut, sdt = np.c_[np.ones_like(xt), xt] @ beta, np.full_like(xt, s)
     cal = GPBetaCalibrator(inference="nuts", n_inducing=8, draws=1000, tune=1000, chains=2, random_state=3)
-    cal.fit(mu, sd, y)
+    cal.fit(calibprob.normal(mu, sd), y)
     idata = cal.idata_
     # r-hat on the identifiable quantities (W is sign-symmetric; its products are in R)
     summary = az.summary(idata, var_names=["theta", "gamma", "delta", "R", "V"])
@@ -555,13 +616,13 @@ def test_nuts_200_points_converges_and_supports_loo_and_compare():
     divergences = int(idata["sample_stats"]["diverging"].sum())
     assert divergences < 0.01 * 2000  # reported in the closing note
     # log_likelihood came from pm.compute_log_likelihood on the CustomDist; NumPy agrees
-    np.testing.assert_allclose(cal.log_likelihood(mu, sd, y), idata["log_likelihood"]["y"].values,
+    np.testing.assert_allclose(cal.log_likelihood(calibprob.normal(mu, sd), y), idata["log_likelihood"]["y"].values,
                                rtol=1e-9, atol=1e-9)
     loo = az.loo(idata, pointwise=True)
     assert np.isfinite(loo.elpd) and loo.pareto_k.shape == (200,) and np.all(np.isfinite(loo.pareto_k))
     print(f"NUTS[{cal.nuts_sampler_}] max r_hat {summary['r_hat'].max():.4f}, divergences {divergences}, "
           f"elpd_loo {loo.elpd:.2f} (se {loo.se:.2f}), max Pareto k {float(loo.pareto_k.max()):.3f}")
-    table = az.compare({"gp-beta": cal.held_out_elpd(mut, sdt, yt),
+    table = az.compare({"gp-beta": cal.held_out_elpd(calibprob.normal(mut, sdt), yt),
                         "base": held_out_elpd(stats.norm.logpdf(yt, mut, sdt))})
     assert table.index[0] == "gp-beta"
 
@@ -579,9 +640,9 @@ def fig1_6000():
 @pytest.mark.slow
 def test_minibatch_advi_on_a_larger_set(fig1_6000):
     d = fig1_6000
-    cal = GPBetaCalibrator(batch_size=256, n_iter=4000, random_state=2).fit(d["mu"], d["sd"], d["y"])
+    cal = GPBetaCalibrator(batch_size=256, n_iter=4000, random_state=2).fit(calibprob.normal(d["mu"], d["sd"]), d["y"])
     assert cal.idata_.attrs["batch_size"] == 256
-    nll = -np.mean(cal.logpdf(d["mut"], d["sdt"], d["yt"]))
+    nll = -np.mean(cal.logpdf(calibprob.normal(d["mut"], d["sdt"]), d["yt"]))
     assert nll < -np.mean(stats.norm.logpdf(d["yt"], d["mut"], d["sdt"])) - 0.2
 
 
@@ -591,14 +652,14 @@ def test_minibatch_svi_is_reproducible_and_close_to_full_batch_svi(fig1_6000):
     # full-batch SVI, so its held-out NLL is that of full-batch SVI up to gradient noise;
     # the batches come from seeded RNGs, so a fit is repeatable
     mu, sd, y, mut, sdt, yt = (fig1_6000[k] for k in ("mu", "sd", "y", "mut", "sdt", "yt"))
-    mini = [GPBetaCalibrator(inference="svi", batch_size=256, random_state=s).fit(mu, sd, y) for s in (2, 2, 3)]
+    mini = [GPBetaCalibrator(inference="svi", batch_size=256, random_state=s).fit(calibprob.normal(mu, sd), y) for s in (2, 2, 3)]
     assert all(c.idata_.attrs["batch_size"] == 256 for c in mini)
     v = [c.idata_["posterior"]["V"].values for c in mini]
     np.testing.assert_array_equal(v[0], v[1])
     assert not np.array_equal(v[0], v[2])
-    full = GPBetaCalibrator(inference="svi", batch_size=None, random_state=2).fit(mu, sd, y)
+    full = GPBetaCalibrator(inference="svi", batch_size=None, random_state=2).fit(calibprob.normal(mu, sd), y)
     assert full.idata_.attrs["batch_size"] == 0
-    nll = {name: -np.mean(c.logpdf(mut, sdt, yt)) for name, c in [("mini", mini[0]), ("full", full)]}
+    nll = {name: -np.mean(c.logpdf(calibprob.normal(mut, sdt), yt)) for name, c in [("mini", mini[0]), ("full", full)]}
     assert nll["mini"] < -np.mean(stats.norm.logpdf(yt, mut, sdt)) - 0.2
     assert abs(nll["mini"] - nll["full"]) < 0.01, nll
 
@@ -606,10 +667,10 @@ def test_minibatch_svi_is_reproducible_and_close_to_full_batch_svi(fig1_6000):
 @pytest.mark.slow
 @pytest.mark.parametrize("kwargs", [{"inference": "fullrank_advi"}, {"learn_inducing": True}, {"rank": 0}])
 def test_other_configurations_fit_fig1(fig1, kwargs):
-    cal = GPBetaCalibrator(random_state=1, **kwargs).fit(fig1["mu"], fig1["sd"], fig1["y"])
+    cal = GPBetaCalibrator(random_state=1, **kwargs).fit(calibprob.normal(fig1["mu"], fig1["sd"]), fig1["y"])
     if kwargs.get("learn_inducing"):
         assert cal.idata_["posterior"]["Z"].dims == ("chain", "draw", "inducing", "input")
-    nll = -np.mean(cal.logpdf(fig1["mut"], fig1["sdt"], fig1["yt"]))
+    nll = -np.mean(cal.logpdf(calibprob.normal(fig1["mut"], fig1["sdt"]), fig1["yt"]))
     assert nll < -np.mean(stats.norm.logpdf(fig1["yt"], fig1["mut"], fig1["sdt"])) - 0.2
 
 

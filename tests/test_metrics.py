@@ -337,7 +337,8 @@ def test_evaluate_accepts_a_dataarray_and_round_trips_netcdf(skewed, tmp_path):
         ),
         (
             {"y": xr.DataArray(np.zeros((3, 1)), dims=("obs", "x"))},
-            r"y as a DataArray must have the single dim 'obs'; got dims \('obs', 'x'\)",
+            r"y as a DataArray must be 1-D, one value per observation \(any dim name, e\.g\. PyMC's "
+            r"'obs_id'\); got dims \('obs', 'x'\)",
         ),
     ],
 )

@@ -36,10 +36,6 @@ from calibprob.calibrators.recalibration import (
     knot_levels,
     levels_in_range,
     min_calibration_points,
-    run_isotonic,
-    run_marx,
-    run_variance_scaling,
-    run_vovk,
     score_quantiles,
     variance_scale_factor,
     vovk_ranks,
@@ -485,7 +481,7 @@ def test_bad_input(name, small_problem):
         make(0).fit(base_cal, y_nan)
     with pytest.raises(ValueError, match="y_cal must be 1-D"):
         make(0).fit(base_cal, y_cal[:, None])
-    with pytest.raises(TypeError, match="must be an xarray.Dataset"):
+    with pytest.raises(TypeError, match="distribution post-processor: pred_cal must be the base model.s predictive distribution as an xarray.Dataset"):
         make(0).fit(base_cal["quantile"], y_cal)
     with pytest.raises(ValueError, match="levels must lie strictly inside"):
         make(0).fit(base_cal, y_cal).predict(base_te, levels=[0.5, 1.0])
@@ -537,17 +533,20 @@ class _ToyBase:
 
 
 @pytest.mark.parametrize(
-    "func, options",
+    "kind, options",
     [
-        (run_isotonic, {}),
-        (run_isotonic, {"extrapolate": True}),
-        (run_vovk, {}),
-        (run_vovk, {"random_state": 5, "extrapolate": False}),
-        (run_marx, {"center": "median"}),
-        (run_variance_scaling, {}),
+        ("isotonic", {}),
+        ("isotonic", {"extrapolate": True}),
+        ("vovk", {}),
+        ("vovk", {"random_state": 5, "extrapolate": False}),
+        ("marx", {"center": "median"}),
+        ("variance-scaling", {}),
     ],
 )
-def test_runner_kinds(func, options):
+def test_runner_kinds(kind, options):
+    from calibprob.compare.methods import METHOD_KINDS
+
+    func = METHOD_KINDS[kind].func
     rng = np.random.default_rng(12)
 
     def data(n):
@@ -560,7 +559,7 @@ def test_runner_kinds(func, options):
     assert out.sizes == {"obs": 1000, "level": 99}
     base = _ToyBase().predict(Xte)
     assert float(metrics.ece(out, yte)) < float(metrics.ece(base, yte)) / 5
-    if func is run_vovk and not options:  # seeded by the task
+    if kind == "vovk" and not options:  # seeded by the task
         np.testing.assert_array_equal(out["quantile"].values, func(ctx)["quantile"].values)
 
 

@@ -35,7 +35,6 @@ from calibprob.calibrators.sharp_gp import (
     monotone_knots,
     q_lin,
     required_calibration_points,
-    run_sharp_gp,
     sharp_gp_ucb,
 )
 from calibprob.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor, get_compile_mode
@@ -79,7 +78,7 @@ def toy():
 
 @pytest.fixture(scope="module")
 def full_fit(toy):
-    return SharpCalibratedGP(base=toy["gp"], random_state=1).fit(toy["Xc"], toy["yc"])
+    return SharpCalibratedGP(estimator=toy["gp"], random_state=1).fit(toy["Xc"], toy["yc"])
 
 
 def _fixed_gp(X, y, **kw):
@@ -273,12 +272,12 @@ def test_quantiles_never_cross_and_monotone_structure(toy, full_fit):
     assert not full_fit.diagnostics_["repaired"].any()
 
 
-def test_predict_datatree_contract_and_roundtrip(tmp_path, toy, full_fit):
-    tree = full_fit.predict(toy["Xt"][:50], levels=[0.05, 0.25, 0.5, 0.75, 0.95])
-    assert set(tree.children) == {"predictions", "calibration"}
-    pred = tree["predictions"].dataset
+def test_predict_contract_diagnostics_and_roundtrip(tmp_path, toy, full_fit):
+    pred = full_fit.predict(toy["Xt"][:50], levels=[0.05, 0.25, 0.5, 0.75, 0.95])
+    assert isinstance(pred, xr.Dataset)  # the contract; the diagnostics live in diagnostics_
     assert pred["quantile"].dims == ("obs", "level") and pred.sizes["obs"] == 50
     assert pred.attrs["method"] == "sharp-gp/full" and pred.attrs["crossing_repaired"] == 0
+    tree = xr.DataTree.from_dict({"predictions": pred, "calibration": full_fit.diagnostics_})
     cal = tree["calibration"].dataset
     for var in ("beta", "lengthscale", "variance", "objective", "coverage", "converged", "node_log_theta"):
         assert var in cal
@@ -286,11 +285,12 @@ def test_predict_datatree_contract_and_roundtrip(tmp_path, toy, full_fit):
     path = tmp_path / "sharp.nc"
     tree.to_netcdf(path)
     back = xr.open_datatree(path)
-    xr.testing.assert_allclose(back["predictions"].dataset, pred)
+    xr.testing.assert_allclose(back["predictions"].to_dataset(), pred)
     np.testing.assert_array_equal(back["calibration"]["converged"].values, cal["converged"].values)
     back.close()
     # default levels and the accessor work on the output
-    ds = full_fit.predict_distribution(toy["Xt"][:5])
+    ds = full_fit.predict_distribution(toy["Xt"][:5])  # the former name, an alias
+    xr.testing.assert_identical(ds, full_fit.predict(toy["Xt"][:5]))
     assert ds.sizes["level"] == 99
     assert np.all(np.isfinite(ds.calib.logpdf(toy["yt"][:5]).values))
 
@@ -303,7 +303,7 @@ def test_ucb_is_the_calibrated_upper_quantile(toy, full_fit):
 
 
 def test_fit_is_deterministic_under_seed(toy):
-    fits = [SharpCalibratedGP(base=toy["gp"], n_levels=4, n_restarts=3, random_state=5).fit(
+    fits = [SharpCalibratedGP(estimator=toy["gp"], n_levels=4, n_restarts=3, random_state=5).fit(
         toy["Xc"], toy["yc"]) for _ in range(2)]
     np.testing.assert_array_equal(fits[0].nodes_beta_, fits[1].nodes_beta_)
     np.testing.assert_array_equal(fits[0].nodes_log_theta_, fits[1].nodes_log_theta_)
@@ -315,7 +315,7 @@ def test_fit_is_deterministic_under_seed(toy):
 
 
 def test_scaled_variant_is_a_one_factor_family(toy, full_fit):
-    s = SharpCalibratedGP(base=toy["gp"], variant="scaled").fit(toy["Xc"], toy["yc"])
+    s = SharpCalibratedGP(estimator=toy["gp"], variant="scaled").fit(toy["Xc"], toy["yc"])
     th = toy["gp"].theta_
     np.testing.assert_allclose(s.knot_variance_, th["variance"])
     np.testing.assert_allclose(s.knot_noise_, th["noise"])
@@ -328,7 +328,7 @@ def test_scaled_variant_is_a_one_factor_family(toy, full_fit):
 
 
 def test_cross_fitted_variant(toy):
-    s = SharpCalibratedGP(base=toy["gp"], variant="cross-fitted", n_levels=11, random_state=3).fit(
+    s = SharpCalibratedGP(estimator=toy["gp"], variant="cross-fitted", n_levels=11, random_state=3).fit(
         toy["Xc"], toy["yc"])
     assert s.n_calibration_ == 100 and s.diagnostics_.attrs["n_fit"] == 100
     k = s.knot_level_
@@ -341,7 +341,7 @@ def test_cross_fitted_variant(toy):
 
 
 def test_train_subset_recomputes_beta_on_all_training_data(toy):
-    s = SharpCalibratedGP(base=toy["gp"], n_train_subset=30, n_levels=5, random_state=0).fit(
+    s = SharpCalibratedGP(estimator=toy["gp"], n_train_subset=30, n_levels=5, random_state=0).fit(
         toy["Xc"], toy["yc"])
     assert s.diagnostics_.attrs["train_subset"] == 1
     # β is exact for the posterior on all 60 training points at every knot
@@ -356,7 +356,7 @@ def test_sparse_base(toy):
     theta = dict(toy["gp"].theta_)
     sgp = SparseGaussianProcessRegressor(n_inducing=20, theta=theta, optimize=False,
                                          random_state=0).fit(X[:200], y[:200])
-    s = SharpCalibratedGP(base=sgp, n_levels=5, random_state=0).fit(X[200:], y[200:])
+    s = SharpCalibratedGP(estimator=sgp, n_levels=5, random_state=0).fit(X[200:], y[200:])
     assert s.diagnostics_.attrs["train_subset"] == 0  # n <= 500: the VFE graph itself
     np.testing.assert_allclose(s.diagnostics_["coverage"].values, s.knot_level_ * 201 / 200,
                                atol=1.5 / 200)
@@ -369,7 +369,9 @@ def test_run_sharp_gp_task_context(toy):
     ctx = TaskContext(X_train=toy["gp"].X_train_, y_train=toy["gp"].y_train_, X_cal=toy["Xc"],
                       y_cal=toy["yc"], X_test=toy["Xt"][:40], base=toy["gp"], base_spec={"kind": "gp"},
                       levels=np.array([0.05, 0.5, 0.95]), seed=4)
-    ds = run_sharp_gp(ctx, variant="scaled", n_levels=9)
+    from calibprob.compare.methods import METHOD_KINDS
+
+    ds = METHOD_KINDS["sharp-gp"].func(ctx, variant="scaled", n_levels=9)
     assert ds.sizes == {"obs": 40, "level": 3}
     assert ds.attrs["method"] == "sharp-gp/scaled"
 
@@ -393,7 +395,7 @@ def _fig2_widths(seed):
     gp = GaussianProcessRegressor(random_state=0).fit(Xtr, ytr)
     lv = np.array([0.005, 0.995])
     out = {}
-    sharp = SharpCalibratedGP(base=gp, random_state=0).fit(Xc, yc)
+    sharp = SharpCalibratedGP(estimator=gp, random_state=0).fit(Xc, yc)
     out["sharp"] = sharp.quantile(Xt, lv)
     pc, pt_ = gp.predict(Xc, levels=lv), gp.predict(Xt, levels=lv)
     for name, cal in (("RK", IsotonicRecalibrator()), ("RV", VovkRecalibrator(random_state=0)),
@@ -447,7 +449,7 @@ def test_theorem_5_4_marginal_over_repetitions(variant, levels):
         Xc, yc = _toy(rng, n_cal)
         Xt, yt = _toy(rng, n_test)
         gp = _fixed_gp(Xtr, ytr)
-        s = SharpCalibratedGP(base=gp, variant=variant, levels=levels, n_restarts=2,
+        s = SharpCalibratedGP(estimator=gp, variant=variant, levels=levels, n_restarts=2,
                               random_state=rep).fit(Xc, yc)
         covs.append(np.mean(yt[:, None] <= s.quantile(Xt, lv), axis=0))
     covs = np.array(covs)
@@ -464,34 +466,43 @@ def test_theorem_5_4_marginal_over_repetitions(variant, levels):
 def test_bad_input(toy):
     gp, Xc, yc = toy["gp"], toy["Xc"], toy["yc"]
     with pytest.raises(ValueError, match=r"levels must lie strictly inside \(0, 1\)"):
-        SharpCalibratedGP(base=gp, levels=[0.0, 0.5]).fit(Xc, yc)
+        SharpCalibratedGP(estimator=gp, levels=[0.0, 0.5]).fit(Xc, yc)
     with pytest.raises(ValueError, match=r"levels must lie strictly inside \(0, 1\)"):
-        SharpCalibratedGP(base=gp, levels=[0.5, 1.2]).fit(Xc, yc)
+        SharpCalibratedGP(estimator=gp, levels=[0.5, 1.2]).fit(Xc, yc)
     with pytest.raises(ValueError, match=r"need N >= 99 calibration points; got N = 50"):
-        SharpCalibratedGP(base=gp, levels=[0.01, 0.5, 0.99]).fit(Xc[:50], yc[:50])
+        SharpCalibratedGP(estimator=gp, levels=[0.01, 0.5, 0.99]).fit(Xc[:50], yc[:50])
     with pytest.raises(ValueError, match=r"cross-fitted variant sets β with 25"):
-        SharpCalibratedGP(base=gp, variant="cross-fitted", levels=[0.02, 0.98]).fit(Xc[:50], yc[:50])
+        SharpCalibratedGP(estimator=gp, variant="cross-fitted", levels=[0.02, 0.98]).fit(Xc[:50], yc[:50])
     with pytest.raises(NotFittedError, match=r"GaussianProcessRegressor instance is not fitted yet"):
-        SharpCalibratedGP(base=GaussianProcessRegressor()).fit(Xc, yc)
-    with pytest.raises(ValueError, match="base must be a fitted"):
+        SharpCalibratedGP(estimator=GaussianProcessRegressor()).fit(Xc, yc)
+    with pytest.raises(ValueError, match="estimator must be a fitted"):
         SharpCalibratedGP().fit(Xc, yc)
+    # the two families refuse each other's inputs, naming the fix
+    with pytest.raises(TypeError, match="model-aware calibrator: X_cal must be the model's inputs"):
+        SharpCalibratedGP(estimator=gp).fit(gp.predict(Xc), yc)
+    with pytest.raises(TypeError, match="estimator is a predictive Dataset"):
+        SharpCalibratedGP(estimator=gp.predict(Xc)).fit(Xc, yc)
+    with pytest.warns(FutureWarning, match=r"SharpCalibratedGP\(estimator=...\)"):
+        old = SharpCalibratedGP(base=gp, variant="scaled", n_levels=3).fit(Xc, yc)
+    new = SharpCalibratedGP(estimator=gp, variant="scaled", n_levels=3).fit(Xc, yc)
+    np.testing.assert_array_equal(old.knot_beta_, new.knot_beta_)
     y_nan = yc.copy()
     y_nan[3] = np.nan
     with pytest.raises(ValueError, match=r"y_cal must be finite.*index 3"):
-        SharpCalibratedGP(base=gp).fit(Xc, y_nan)
+        SharpCalibratedGP(estimator=gp).fit(Xc, y_nan)
     X_nan = Xc.copy()
     X_nan[5, 0] = np.nan
     with pytest.raises(ValueError, match="X_cal must be finite"):
-        SharpCalibratedGP(base=gp).fit(X_nan, yc)
+        SharpCalibratedGP(estimator=gp).fit(X_nan, yc)
     with pytest.raises(ValueError, match="mismatched lengths"):
-        SharpCalibratedGP(base=gp).fit(Xc, yc[:-1])
+        SharpCalibratedGP(estimator=gp).fit(Xc, yc[:-1])
     with pytest.raises(ValueError, match="X_cal has 2 features but the base GP was fitted with 1"):
-        SharpCalibratedGP(base=gp).fit(np.hstack([Xc, Xc]), yc)
+        SharpCalibratedGP(estimator=gp).fit(np.hstack([Xc, Xc]), yc)
     with pytest.raises(ValueError, match="variant must be one of"):
-        SharpCalibratedGP(base=gp, variant="fast").fit(Xc, yc)
+        SharpCalibratedGP(estimator=gp, variant="fast").fit(Xc, yc)
     with pytest.raises(ValueError, match=r"fit_fraction must be in \(0, 1\)"):
-        SharpCalibratedGP(base=gp, variant="cross-fitted", fit_fraction=1.0).fit(Xc, yc)
+        SharpCalibratedGP(estimator=gp, variant="cross-fitted", fit_fraction=1.0).fit(Xc, yc)
     with pytest.raises(NotFittedError, match=r"Call fit"):
-        SharpCalibratedGP(base=gp).predict(Xc)
+        SharpCalibratedGP(estimator=gp).predict(Xc)
     with pytest.raises(TypeError, match="needs σ"):
-        SharpCalibratedGP(base=object()).fit(Xc, yc)
+        SharpCalibratedGP(estimator=object()).fit(Xc, yc)

@@ -71,7 +71,7 @@ def sharp_lower_bound(model, U, ys, *, level: float = 0.01, seed=None, variant: 
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                sharp = SharpCalibratedGP(base=base, variant=variant, n_levels=2,
+                sharp = SharpCalibratedGP(estimator=base, variant=variant, n_levels=2,
                                           random_state=seed, blas_threads=None).fit(U[~train], ys[~train])
             beta = float(sharp.calibration_beta([level])[0])
             th = sharp.calibration_theta([level])

@@ -8,13 +8,17 @@ Submodules (imported lazily, on first access of one of their names, so that
   al. 2020, RV), constant offsets around the mean (Marx et al. 2022, RM) and
   variance scaling.
 * :mod:`calibprob.calibrators.gp_beta` — GP-Beta distribution calibration (Song et
-  al. 2019) as a PyMC model: ``GPBetaCalibrator.fit(mu, sigma, y)`` on the base's
-  Gaussian outputs.
+  al. 2019) as a PyMC model, on any predictive Dataset of the base (Gaussian,
+  quantiles or draws: the Beta link needs only the base's F(y) and f(y)).
+* :mod:`calibprob.calibrators.sharp_gp` — the sharp calibrated GP (Capone et al.
+  2023), a *model-aware* calibrator around a fitted calibprob GP.
 
-Every calibrator follows the scikit-learn contract of :mod:`calibprob._base`:
+The distribution post-processors follow :class:`calibprob._base.DistributionCalibrator`:
 ``fit(pred_cal, y_cal)`` on the base's prediction for calibration data and
 ``predict(pred)`` returning the predictive-distribution contract of
-:mod:`calibprob.predictive`.
+:mod:`calibprob.predictive`; the sharp GP follows
+:class:`calibprob._base.ModelAwareCalibrator` (``estimator=``, ``fit(X, y)``,
+``predict(X)``).
 """
 
 from __future__ import annotations

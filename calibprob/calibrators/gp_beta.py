@@ -108,14 +108,14 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._base import BaseEstimator, check_is_fitted
+from calibprob._base import BaseEstimator, ConvergenceWarning, check_is_fitted, check_predictive
+from calibprob.predictive import normal, validate
 from calibprob._validation import (
     check_array,
     check_choice,
     check_confidence_levels,
     check_int,
     check_positive,
-    check_same_length,
 )
 
 __all__ = [
@@ -123,10 +123,12 @@ __all__ = [
     "GaussianEmbeddingRBF",
     "gaussian_embedding_kernel",
     "beta_link_logpdf",
+    "beta_link_logpdf_z",
     "beta_link_cdf",
+    "beta_link_cdf_z",
+    "beta_link_ppf_z",
     "beta_calibration_map",
     "plot_calibration_map",
-    "run_gp_beta",
     "held_out_elpd",
     "INFERENCE_METHODS",
     "clear_graph_cache",
@@ -200,16 +202,60 @@ def _beta_t(log_q, log_1mq, log_a, log_b, c):
     return np.exp(log_a) * log_q - np.exp(log_b) * log_1mq + c
 
 
-def beta_link_logpdf(y, mu, sigma, log_a, log_b, c) -> np.ndarray:
-    r"""Log density of the Beta-calibrated Gaussian (Song et al. 2019, eq. 6–7), stable.
+def beta_link_logpdf_z(u, log_jac, log_a, log_b, c) -> np.ndarray:
+    r"""Log density of a Beta-calibrated base law, from the base's probit PIT (stable).
+
+    For any base law with CDF :math:`F` and density :math:`f`, write
+    :math:`u = \Phi^{-1}(F(y))` and :math:`\log J = \log f(y) - \log\varphi(u)`
+    (for a Gaussian base :math:`u = (y-\mu)/\sigma` and :math:`\log J = -\log\sigma`).
+    The Beta-calibrated law :math:`c_\beta(F(y))` has log density (Song et al.
+    2019, eq. 6–7)
 
     .. math::
 
-        \log\hat p(y) = \log\varphi(z) - \log\sigma + \log r_\beta(\Phi(z)),\qquad
+        \log\hat p(y) = \log\varphi(u) + \log J + \log r_\beta(\Phi(u)),\qquad
         \log r_\beta(q) = \log\operatorname{expit}(t) + \log\operatorname{expit}(-t)
             + \log\bigl(a(1-q) + bq\bigr) - \log q - \log(1-q)
 
-    with :math:`t = a\log q - b\log(1-q) + c`, all in log space.
+    with :math:`t = a\log q - b\log(1-q) + c`, all in log space
+    (:math:`\log q = \log\Phi(u)`, :math:`\log(1-q) = \log\Phi(-u)`).
+
+    Parameters
+    ----------
+    u, log_jac : array_like
+        The base's probit PIT at the value and its log Jacobian (broadcast);
+        ``pred.calib.zscore(y)`` and ``pred.calib.logpdf(y) - log phi(u)``.
+    log_a, log_b, c : array_like
+        Beta-map parameters (:math:`\log a`, :math:`\log b`, :math:`c`), broadcast.
+
+    Returns
+    -------
+    ndarray
+        The log density, shape of the broadcast.
+    """
+    u = np.asarray(u, float)
+    lq = special.log_ndtr(u)
+    l1q = special.log_ndtr(-u)
+    t = _beta_t(lq, l1q, log_a, log_b, c)
+    log_r = (
+        -np.logaddexp(0.0, -t)
+        - np.logaddexp(0.0, t)
+        + np.logaddexp(log_a + l1q, log_b + lq)
+        - lq
+        - l1q
+    )
+    return -0.5 * u * u - _LOG_SQRT_2PI + log_jac + log_r
+
+
+def beta_link_logpdf(y, mu, sigma, log_a, log_b, c) -> np.ndarray:
+    r"""Log density of the Beta-calibrated Gaussian (Song et al. 2019, eq. 6–7), stable.
+
+    :func:`beta_link_logpdf_z` with :math:`u = (y-\mu)/\sigma` and
+    :math:`\log J = -\log\sigma`:
+
+    .. math::
+
+        \log\hat p(y) = \log\varphi(z) - \log\sigma + \log r_\beta(\Phi(z)).
 
     Parameters
     ----------
@@ -223,24 +269,51 @@ def beta_link_logpdf(y, mu, sigma, log_a, log_b, c) -> np.ndarray:
     ndarray
         The log density, shape of the broadcast.
     """
-    z = (np.asarray(y, float) - mu) / sigma
-    lq = special.log_ndtr(z)
-    l1q = special.log_ndtr(-z)
-    t = _beta_t(lq, l1q, log_a, log_b, c)
-    log_r = (
-        -np.logaddexp(0.0, -t)
-        - np.logaddexp(0.0, t)
-        + np.logaddexp(log_a + l1q, log_b + lq)
-        - lq
-        - l1q
-    )
-    return -0.5 * z * z - _LOG_SQRT_2PI - np.log(sigma) + log_r
+    return beta_link_logpdf_z((np.asarray(y, float) - mu) / sigma, -np.log(sigma), log_a, log_b, c)
+
+
+def beta_link_cdf_z(u, log_a, log_b, c) -> np.ndarray:
+    r"""CDF of a Beta-calibrated base law from the base's probit PIT: :math:`c_\beta(\Phi(u))` (broadcast)."""
+    u = np.asarray(u, float)
+    return special.expit(_beta_t(special.log_ndtr(u), special.log_ndtr(-u), log_a, log_b, c))
 
 
 def beta_link_cdf(y, mu, sigma, log_a, log_b, c) -> np.ndarray:
     r"""CDF of the Beta-calibrated Gaussian, :math:`c_\beta(\Phi((y-\mu)/\sigma))` (broadcast)."""
-    z = (np.asarray(y, float) - mu) / sigma
-    return special.expit(_beta_t(special.log_ndtr(z), special.log_ndtr(-z), log_a, log_b, c))
+    return beta_link_cdf_z((np.asarray(y, float) - mu) / sigma, log_a, log_b, c)
+
+
+def beta_link_ppf_z(p, log_a, log_b, c, *, n_iter: int = 80) -> np.ndarray:
+    r"""Inverse of :func:`beta_link_cdf_z`: the probit PIT :math:`u` with :math:`c_\beta(\Phi(u)) = p`.
+
+    :math:`c_\beta\circ\Phi` is strictly increasing (``a, b > 0``), so bisection on
+    :math:`u \in [-37, 37]` (where :math:`\Phi` is representable in log space)
+    converges to :math:`74/2^{80}` whatever the map; used to draw from the
+    calibrated law by inverse transform, :math:`y = F^{-1}(\Phi(u))`.
+
+    Parameters
+    ----------
+    p : array_like
+        Probabilities in (0, 1).
+    log_a, log_b, c : array_like
+        Beta-map parameters, broadcast against ``p``.
+    n_iter : int
+        Bisection steps.
+
+    Returns
+    -------
+    ndarray, shape of the broadcast
+    """
+    target = special.logit(np.asarray(p, float))
+    shape = np.broadcast_shapes(np.shape(target), np.shape(log_a), np.shape(log_b), np.shape(c))
+    lo = np.full(shape, -37.0)
+    hi = np.full(shape, 37.0)
+    for _ in range(n_iter):
+        mid = 0.5 * (lo + hi)
+        below = _beta_t(special.log_ndtr(mid), special.log_ndtr(-mid), log_a, log_b, c) < target
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    return 0.5 * (lo + hi)
 
 
 def beta_calibration_map(p, log_a, log_b, c) -> np.ndarray:
@@ -343,15 +416,18 @@ def _latent_numpy(post: dict, X: np.ndarray, Z0: np.ndarray, rank: int, chunk: i
     return out
 
 
-def _pointwise_loglik(post, mu, sigma, y, loc, scale, Z0, rank, chunk: int = 1024) -> np.ndarray:
-    """log p(y_i | w_s) for every draw and point, shape (S, n), in blocks of ``chunk`` points."""
-    X = np.c_[(mu - loc) / scale, sigma / scale]
+def _pointwise_loglik(post, X, u, log_jac, Z0, rank, chunk: int = 1024) -> np.ndarray:
+    """log p(y_i | w_s) for every draw and point, shape (S, n), in blocks of ``chunk`` points.
+
+    ``X`` are the standardised covariates, ``u``/``log_jac`` the base's probit PIT
+    and log Jacobian at the observed values (:func:`beta_link_logpdf_z`).
+    """
     S = post["log_theta"].shape[0]
-    out = np.empty((S, mu.size))
-    for start in range(0, mu.size, chunk):
+    out = np.empty((S, u.size))
+    for start in range(0, u.size, chunk):
         sl = slice(start, start + chunk)
         w = _latent_numpy(post, X[sl], Z0, rank)
-        out[:, sl] = beta_link_logpdf(y[None, sl], mu[None, sl], sigma[None, sl], w[..., 0], w[..., 1], w[..., 2])
+        out[:, sl] = beta_link_logpdf_z(u[None, sl], log_jac[None, sl], w[..., 0], w[..., 1], w[..., 2])
     return out
 
 
@@ -377,19 +453,19 @@ def _log_ndtr_pt(z):
     )
 
 
-def beta_link_logp(value, mu, sigma, log_a, log_b, c):
+def beta_link_logp(value, log_jac, log_a, log_b, c):
     r"""Elementwise log density of eq. 6–7 as a PyTensor graph (the ``pm.CustomDist`` logp).
 
-    Same formula as :func:`beta_link_logpdf`; see the module docstring.
+    ``value`` is the base's probit PIT :math:`u` of the observation and
+    ``log_jac`` its log Jacobian; same formula as :func:`beta_link_logpdf_z`.
     """
     import pytensor.tensor as pt
 
-    z = (value - mu) / sigma
-    lq = _log_ndtr_pt(z)
-    l1q = _log_ndtr_pt(-z)
+    lq = _log_ndtr_pt(value)
+    l1q = _log_ndtr_pt(-value)
     t = pt.exp(log_a) * lq - pt.exp(log_b) * l1q + c
     log_r = -pt.softplus(-t) - pt.softplus(t) + pt.logaddexp(log_a + l1q, log_b + lq) - lq - l1q
-    return -0.5 * z * z - _LOG_SQRT_2PI - pt.log(sigma) + log_r
+    return -0.5 * value * value - _LOG_SQRT_2PI + log_jac + log_r
 
 
 def _gaussian_embedding_rbf_class():
@@ -465,18 +541,22 @@ def _build_model(n_inducing: int, rank: int, learn_inducing: bool, batch_size: i
         coords["obs"] = np.arange(n0)
     obs_dims = "obs" if batch_size is None else None
     with pm.Model(coords=coords) as model:
+        # covariates of the latent GP: the base's predictive mean and standard deviation
         mu_d = pm.Data("base_mu", np.zeros(n0), dims=obs_dims)
         sigma_d = pm.Data("base_sigma", np.ones(n0), dims=obs_dims)
-        y_d = pm.Data("y_data", np.zeros(n0), dims=obs_dims)
+        # the observations enter through the base's probit PIT u = Phi^-1(F(y)) and the log
+        # Jacobian log f(y) - log phi(u): any base law (Gaussian, quantiles, draws) is exact
+        u_d = pm.Data("base_zscore", np.zeros(n0), dims=obs_dims)
+        jac_d = pm.Data("base_log_jacobian", np.zeros(n0), dims=obs_dims)
         loc_d = pm.Data("loc", 0.0)
         scale_d = pm.Data("scale", 1.0)
         z0_d = pm.Data("inducing_init", np.zeros((m, 2)), dims=("inducing", "input"))
 
         if batch_size is None:
-            mu_b, sigma_b, y_b = mu_d, sigma_d, y_d
+            mu_b, sigma_b, u_b, jac_b = mu_d, sigma_d, u_d, jac_d
             total = None
         else:
-            mu_b, sigma_b, y_b = pm.Minibatch(mu_d, sigma_d, y_d, batch_size=batch_size)
+            mu_b, sigma_b, u_b, jac_b = pm.Minibatch(mu_d, sigma_d, u_d, jac_d, batch_size=batch_size)
             total = [mu_d.shape[0]]
 
         log_theta = pm.Normal("log_theta", *PRIORS["log_theta"])
@@ -507,14 +587,13 @@ def _build_model(n_inducing: int, rank: int, learn_inducing: bool, batch_size: i
         w = F * pt.exp(-log_gamma)[None, :] + delta[None, :]
         pm.CustomDist(
             "y",
-            mu_b,
-            sigma_b,
+            jac_b,
             w[:, 0],
             w[:, 1],
             w[:, 2],
             logp=beta_link_logp,
-            signature="(),(),(),(),()->()",
-            observed=y_b,
+            signature="(),(),(),()->()",
+            observed=u_b,
             total_size=total,
             dims=obs_dims,
         )
@@ -539,12 +618,12 @@ class _Graph:
         ip = self.model.initial_point()
         self.shapes = {k: np.shape(v) for k, v in ip.items()}
 
-    def set_data(self, mu, sigma, y, loc, scale, Z0):
+    def set_data(self, mu, sigma, u, log_jac, loc, scale, Z0):
         pm = _pm()
         coords = {"obs": np.arange(mu.size)} if self.batch_size is None else None
         pm.set_data(
-            {"base_mu": mu, "base_sigma": sigma, "y_data": y, "loc": float(loc), "scale": float(scale),
-             "inducing_init": Z0},
+            {"base_mu": mu, "base_sigma": sigma, "base_zscore": u, "base_log_jacobian": log_jac,
+             "loc": float(loc), "scale": float(scale), "inducing_init": Z0},
             model=self.model,
             coords=coords,
         )
@@ -972,17 +1051,73 @@ class GPBetaCalibrator(BaseEstimator):
         if self.batch_size not in ("auto", None):
             check_int(self.batch_size, "batch_size", minimum=1)
 
+    def _prediction(self, method: str, pred, rest: tuple) -> tuple[xr.Dataset, tuple]:
+        """The base's predictive Dataset, and the remaining positional arguments.
+
+        Accepts the deprecated ``(mu, sigma, ...)`` form for one release: two 1-D
+        arrays of equal length become ``calibprob.normal(mu, sigma)``.
+        """
+        if isinstance(pred, xr.Dataset):
+            return validate(pred), rest
+        legacy = (rest and rest[0] is not None and not isinstance(rest[0], xr.Dataset)
+                  and np.ndim(pred) == 1 and np.shape(rest[0]) == np.shape(pred))
+        if legacy:
+            warnings.warn(
+                f"GPBetaCalibrator.{method}(mu, sigma, ...) is deprecated and will be removed in the next "
+                f"release: pass the base's predictive Dataset instead, e.g. "
+                f"{method}(calibprob.normal(mu, sigma), ...).",
+                FutureWarning,
+                stacklevel=3,
+            )
+            mu = check_array(pred, "mu", ndim=1)
+            sigma = check_array(rest[0], "sigma", ndim=1)
+            check_positive(sigma, "sigma")
+            return normal(mu, sigma), rest[1:]
+        return check_predictive(pred, "GPBetaCalibrator", "pred_cal" if method == "fit" else "pred"), rest
+
     @staticmethod
-    def _check_mu_sigma(mu, sigma, y=None):
-        mu = check_array(mu, "mu", ndim=1)
-        sigma = check_array(sigma, "sigma", ndim=1)
-        arrays = {"mu": mu, "sigma": sigma}
-        if y is not None:
-            y = check_array(y, "y", ndim=(1, 2))
-            arrays["y"] = y
-        check_same_length(**arrays)
-        check_positive(sigma, "sigma")
-        return mu, sigma, y
+    def _covariates(pred: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
+        """The latent GP's inputs: the base's predictive mean and standard deviation."""
+        mu = np.asarray(pred.calib.mean().values, float)
+        sigma = np.asarray(pred.calib.std().values, float)
+        if not np.all(np.isfinite(mu)) or not np.all(sigma > 0):
+            raise ValueError(
+                "GP-Beta needs a finite predictive mean and a positive predictive std for every observation "
+                f"(its GP inputs); got min std {np.min(sigma):.3g}. Drop observations whose predictive "
+                "distribution is a point mass."
+            )
+        return mu, sigma
+
+    @staticmethod
+    def _observed_terms(pred: xr.Dataset, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r"""Probit PIT :math:`u = \Phi^{-1}(F(y))` and log Jacobian :math:`\log f(y) - \log\varphi(u)`.
+
+        ``y`` has shape (n,) or (n, k); exact for the normal family
+        (:math:`u = (y-\mu)/\sigma`, :math:`\log J = -\log\sigma`).
+        """
+        cols = y if y.ndim == 2 else y[:, None]
+        if pred.calib.is_normal:
+            loc, scale = pred["loc"].values[:, None], pred["scale"].values[:, None]
+            u = (cols - loc) / scale
+            jac = np.broadcast_to(-np.log(scale), u.shape)
+        else:
+            from calibprob.predictive import quantile_logpdf, quantile_zscore
+
+            q, lv = pred.calib.quantiles, pred.calib.levels
+            u = np.stack([quantile_zscore(q, lv, cols[:, j]) for j in range(cols.shape[1])], axis=1)
+            logf = np.stack([quantile_logpdf(q, lv, cols[:, j]) for j in range(cols.shape[1])], axis=1)
+            jac = logf + 0.5 * u * u + _LOG_SQRT_2PI
+        return (u, jac) if y.ndim == 2 else (u[:, 0], jac[:, 0])
+
+    @staticmethod
+    def _targets(y, n: int, name: str, ndim=1) -> np.ndarray:
+        y = check_array(y.values if isinstance(y, xr.DataArray) else y, name, ndim=ndim)
+        if y.shape[0] != n:
+            raise ValueError(
+                f"mismatched lengths: {name} has {y.shape[0]} entries, the prediction has {n} observations. "
+                "Pass one target per observation of the prediction, in the same order."
+            )
+        return y
 
     def _learning_rate(self) -> float:
         if self.learning_rate is not None:
@@ -1000,17 +1135,20 @@ class GPBetaCalibrator(BaseEstimator):
         return None if self.batch_size >= n else int(self.batch_size)
 
     # --------------------------------------------------------------------- fit
-    def fit(self, mu, sigma, y) -> GPBetaCalibrator:
-        r"""Fit the calibrator on the base's predictions for calibration data.
+    def fit(self, pred_cal, y_cal, *_legacy) -> GPBetaCalibrator:
+        r"""Fit the calibrator on the base's prediction for calibration data.
 
         Parameters
         ----------
-        mu : array_like, shape (n,)
-            Base predictive means :math:`\mu_i`.
-        sigma : array_like, shape (n,)
-            Base predictive standard deviations :math:`\sigma_i > 0`.
-        y : array_like, shape (n,)
-            Observed targets.
+        pred_cal : xarray.Dataset
+            The base model's predictive distribution at the calibration inputs
+            (the contract of :mod:`calibprob.predictive`): Gaussian
+            (:func:`calibprob.normal`), quantiles, or posterior-predictive draws
+            (:func:`calibprob.from_draws`) — used as it is, never collapsed to a
+            Gaussian. Its mean and standard deviation are the latent GP's inputs;
+            its CDF and density at ``y_cal`` enter the Beta-link likelihood.
+        y_cal : array_like or xarray.DataArray, shape (n,)
+            Observed targets, one per observation of ``pred_cal`` (any single dim name).
 
         Returns
         -------
@@ -1018,15 +1156,19 @@ class GPBetaCalibrator(BaseEstimator):
         """
         t_start = time.perf_counter()
         self._check_params()
-        mu, sigma, y = self._check_mu_sigma(mu, sigma, y)
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D with one target per observation; got shape {y.shape}.")
-        n, m = mu.size, self.n_inducing
+        pred_cal, rest = self._prediction("fit", pred_cal, (y_cal, *_legacy))
+        if len(rest) != 1:
+            raise TypeError("GPBetaCalibrator.fit takes (pred_cal, y_cal).")
+        n = pred_cal.sizes["obs"]
+        y = self._targets(rest[0], n, "y_cal")
+        mu, sigma = self._covariates(pred_cal)
+        u, log_jac = self._observed_terms(pred_cal, y)
+        m = self.n_inducing
         distinct = np.unique(np.c_[mu, sigma], axis=0).shape[0]
         if n < m or distinct < m:
             raise ValueError(
                 f"too few points for n_inducing={m}: got {n} calibration points with {distinct} distinct "
-                f"(mu, sigma) pairs; GP-Beta needs at least n_inducing distinct pairs. Pass "
+                f"(mean, std) pairs; GP-Beta needs at least n_inducing distinct pairs. Pass "
                 f"n_inducing <= {distinct} or more calibration data."
             )
         rng = np.random.default_rng(self.random_state)
@@ -1038,7 +1180,7 @@ class GPBetaCalibrator(BaseEstimator):
 
         batch = self._batch(n)
         g = _graph(m, self.rank, self.learn_inducing, batch)
-        g.set_data(mu, sigma, y, loc, scale, Z0)
+        g.set_data(mu, sigma, u, log_jac, loc, scale, Z0)
         seed = int(rng.integers(2**31 - 1))
         extra_groups = {}
         with _blas_single_thread():
@@ -1065,11 +1207,12 @@ class GPBetaCalibrator(BaseEstimator):
                 post = {k: idata["posterior"][k].values for k in g.names}
                 extra_groups["_posterior_attrs"] = dict(idata["posterior"].attrs)
                 sample_stats = idata["sample_stats"].to_dataset()
+                sample_stats.attrs.update(self._convergence(idata))
                 # the CustomDist's own pointwise log-likelihood (pm.compute_log_likelihood)
                 extra_groups["log_likelihood"] = idata["log_likelihood"].to_dataset()
         self.n_features_in_ = 2
         self.rank_ = self.rank
-        self.idata_ = self._make_tree(post, mu, sigma, y, sample_stats, extra_groups, batch)
+        self.idata_ = self._make_tree(post, mu, sigma, u, log_jac, y, sample_stats, extra_groups, batch)
         self.fit_time_ = time.perf_counter() - t_start
         self.idata_.attrs["fit_time"] = self.fit_time_
         return self
@@ -1166,6 +1309,35 @@ class GPBetaCalibrator(BaseEstimator):
         self.nuts_sampler_ = sampler
         return idata
 
+    @staticmethod
+    def _convergence(idata) -> dict:
+        """PyMC's convergence checks on a NUTS fit: warn on divergences and r-hat > 1.01; return them."""
+        import arviz as az
+
+        from calibprob._base import ConvergenceWarning
+
+        post = idata["posterior"].to_dataset()
+        n_div = int(idata["sample_stats"]["diverging"].values.sum())
+        rhat = az.rhat(post) if post.sizes.get("chain", 1) > 1 else None
+        max_rhat = float(max(float(rhat[v].max()) for v in rhat.data_vars)) if rhat is not None else float("nan")
+        ess = az.ess(post, method="bulk")
+        min_ess = float(min(float(ess[v].min()) for v in ess.data_vars))
+        problems = []
+        if n_div:
+            problems.append(f"{n_div} divergent transition(s) after tuning")
+        if np.isfinite(max_rhat) and max_rhat > 1.01:
+            problems.append(f"max r-hat {max_rhat:.3f} > 1.01")
+        if problems:
+            warnings.warn(
+                "GP-Beta NUTS did not converge cleanly: " + "; ".join(problems) + ". The posterior may be "
+                "biased: raise tune/draws or target_accept (now in idata_.sample_stats.attrs), or use "
+                "inference='svi'/'map'. Check az.summary(cal.idata_).",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
+        return {"n_divergences": n_div, "max_rhat": max_rhat, "min_ess_bulk": min_ess,
+                "converged": int(not problems)}
+
     # ------------------------------------------------------------ DataTree
     def _post_flat(self) -> dict:
         post = self.idata_["posterior"]
@@ -1178,7 +1350,7 @@ class GPBetaCalibrator(BaseEstimator):
             out[k] = da.values.reshape((-1,) + da.shape[2:])
         return out
 
-    def _make_tree(self, post, mu, sigma, y, sample_stats, extra_groups, batch) -> xr.DataTree:
+    def _make_tree(self, post, mu, sigma, u, log_jac, y, sample_stats, extra_groups, batch) -> xr.DataTree:
         S = {k: v.shape[:2] for k, v in post.items()}
         chain, draw = next(iter(S.values()))
         dims = {
@@ -1207,7 +1379,7 @@ class GPBetaCalibrator(BaseEstimator):
         posterior.attrs.update({"inference": self.inference, "n_inducing": self.n_inducing, "rank": self.rank})
 
         flat = {k: v.reshape((-1,) + v.shape[2:]) for k, v in post.items()}
-        ll = _pointwise_loglik(flat, mu, sigma, y, self.loc_, self.scale_, self.inducing_init_, self.rank)
+        ll = _pointwise_loglik(flat, self._standardise(mu, sigma), u, log_jac, self.inducing_init_, self.rank)
         ll = ll.reshape(chain, draw, mu.size)
         log_lik = xr.Dataset({"y": (("chain", "draw", "obs"), ll)},
                              coords={"chain": coords["chain"], "draw": coords["draw"], "obs": coords["obs"]})
@@ -1219,7 +1391,8 @@ class GPBetaCalibrator(BaseEstimator):
             )
         observed = xr.Dataset({"y": ("obs", y)}, coords={"obs": coords["obs"]})
         constant = xr.Dataset(
-            {"base_mu": ("obs", mu), "base_sigma": ("obs", sigma), "loc": self.loc_, "scale": self.scale_,
+            {"base_mu": ("obs", mu), "base_sigma": ("obs", sigma), "base_zscore": ("obs", u),
+             "base_log_jacobian": ("obs", log_jac), "loc": self.loc_, "scale": self.scale_,
              "inducing_init": (("inducing", "input"), self.inducing_init_)},
             coords={"obs": coords["obs"], "inducing": coords["inducing"], "input": coords["input"]},
         )
@@ -1235,14 +1408,25 @@ class GPBetaCalibrator(BaseEstimator):
         return tree
 
     # -------------------------------------------------------------- predict
-    def _latent(self, mu, sigma) -> np.ndarray:
-        X = np.c_[(mu - self.loc_) / self.scale_, sigma / self.scale_]
-        with _blas_single_thread():
-            return _latent_numpy(self._post_flat(), X, self.inducing_init_, self.rank_)
+    def _standardise(self, mu, sigma) -> np.ndarray:
+        return np.c_[(mu - self.loc_) / self.scale_, sigma / self.scale_]
 
-    def _check_new(self, mu, sigma, y=None):
+    def _latent(self, mu, sigma) -> np.ndarray:
+        with _blas_single_thread():
+            return _latent_numpy(self._post_flat(), self._standardise(mu, sigma), self.inducing_init_, self.rank_)
+
+    def _check_new(self, method: str, pred, rest: tuple, *, y_ndim=None):
+        """Fitted check, the prediction (new or deprecated form), its covariates and optional targets."""
         check_is_fitted(self, "idata_", method="fit")
-        return self._check_mu_sigma(mu, sigma, y)
+        pred, rest = self._prediction(method, pred, rest)
+        mu, sigma = self._covariates(pred)
+        y = None
+        if y_ndim is not None:
+            if not rest or rest[0] is None:
+                raise TypeError(f"GPBetaCalibrator.{method} needs the observed values y.")
+            y = self._targets(rest[0], pred.sizes["obs"], "y", ndim=y_ndim)
+            rest = rest[1:]
+        return pred, mu, sigma, y, rest
 
     def _cdf_on_grid(self, w: np.ndarray, p_tail: float = 1e-7):
         """Posterior-averaged calibrated CDF on a per-observation z grid: (zgrid (n, G), F (n, G)).
@@ -1283,6 +1467,7 @@ class GPBetaCalibrator(BaseEstimator):
     @staticmethod
     def _moments_from_grid(zg, F):
         # mass between grid points sits at the midpoint; the tails (< 1e-6) at the ends
+        # zg: the grid on the response scale, mapped monotonically from the probit grid
         mass = np.diff(F, axis=1)
         mid = 0.5 * (zg[:, 1:] + zg[:, :-1])
         m0, m1 = F[:, :1], 1.0 - F[:, -1:]
@@ -1293,107 +1478,181 @@ class GPBetaCalibrator(BaseEstimator):
                   + m0 * (zg[:, :1] - mean) ** 2 + m1 * (zg[:, -1:] - mean) ** 2) / total
         return mean[:, 0], np.sqrt(second[:, 0])
 
-    def predict(self, mu, sigma, levels=None) -> xr.Dataset:
-        r"""The calibrated predictive distribution for new base outputs.
+    def predict(self, pred, *_legacy, levels=None) -> xr.Dataset:
+        r"""The calibrated predictive distribution for a new base prediction.
 
         Parameters
         ----------
-        mu, sigma : array_like, shape (n,)
-            Base predictive means and standard deviations.
+        pred : xarray.Dataset
+            The base model's predictive distribution at new inputs (any member
+            of the contract, as in :meth:`fit`).
         levels : array_like, optional
-            Quantile levels; default :data:`calibprob.predictive.DEFAULT_LEVELS`.
+            Quantile levels; default the levels of ``pred``.
 
         Returns
         -------
         xarray.Dataset
             The predictive-distribution contract: ``quantile(obs, level)`` by
             monotone inversion of the posterior-averaged calibrated CDF
-            :math:`\bar F_i(y) = \frac1S\sum_s c_{\beta,s}(\Phi((y-\mu_i)/\sigma_i))`
-            on a grid of ``n_grid`` points per observation (interpolated linearly in
+            :math:`\bar F_i(y) = \frac1S\sum_s c_{\beta,s}(F_i(y))`
+            on a grid of ``n_grid`` points per observation in the base's probit
+            PIT :math:`u = \Phi^{-1}(F_i(y))` (interpolated linearly in
             :math:`\Phi^{-1}(\bar F)`, exact between grid points when the calibrated
-            law is locally Gaussian), plus its ``mean`` and
+            law is locally Gaussian) and mapped back through the base's quantile
+            function, :math:`y = F_i^{-1}(\Phi(u))`; plus its ``mean`` and
             ``std``; ``attrs["method"] == "gp-beta"``.
         """
         from calibprob.predictive import _levels_or_default, from_quantiles
 
-        mu, sigma, _ = self._check_new(mu, sigma)
-        lv = _levels_or_default(levels)
+        pred, mu, sigma, _, rest = self._check_new("predict", pred, _legacy)
+        if rest:
+            raise TypeError("GPBetaCalibrator.predict takes one prediction; pass levels= by keyword.")
+        lv = pred.calib.levels if levels is None else _levels_or_default(levels)
         w = self._latent(mu, sigma)
         zg, F = self._cdf_on_grid(w)
-        zq = self._invert(zg, F, lv)
-        mean_z, std_z = self._moments_from_grid(zg, F)
-        q = mu[:, None] + sigma[:, None] * zq
-        ds = from_quantiles(q, lv, method="gp-beta", mean=mu + sigma * mean_z, std=sigma * std_z)
+        q = pred.calib.ppf_zscore(self._invert(zg, F, lv))
+        mean, std = self._moments_from_grid(pred.calib.ppf_zscore(zg), F)
+        ds = from_quantiles(q, lv, obs=pred["obs"].values, method="gp-beta", mean=mean, std=std)
         ds.attrs.update({"inference": self.inference, "n_inducing": self.n_inducing,
-                         "n_posterior_draws": int(w.shape[0])})
+                         "n_posterior_draws": int(w.shape[0]), "base_method": str(pred.attrs.get("method", ""))})
         return ds
 
-    def cdf(self, mu, sigma, y) -> np.ndarray:
+    def cdf(self, pred, y, *_legacy) -> np.ndarray:
         r"""Posterior-averaged calibrated CDF :math:`\bar F_i(y_i)`, shape (n,) or (n, k) like ``y``."""
-        mu, sigma, y = self._check_new(mu, sigma, y)
+        pred, mu, sigma, y, _ = self._check_new("cdf", pred, (y, *_legacy), y_ndim=(1, 2))
         w = self._latent(mu, sigma)
-        yy = y if y.ndim == 2 else y[:, None]
-        F = beta_link_cdf(yy[None], mu[None, :, None], sigma[None, :, None],
-                          w[..., 0, None], w[..., 1, None], w[..., 2, None]).mean(axis=0)
+        u, _ = self._observed_terms(pred, y)
+        uu = u if y.ndim == 2 else u[:, None]
+        F = beta_link_cdf_z(uu[None], w[..., 0, None], w[..., 1, None], w[..., 2, None]).mean(axis=0)
         return F if y.ndim == 2 else F[:, 0]
 
-    def log_likelihood(self, mu, sigma, y) -> np.ndarray:
+    def log_likelihood(self, pred, y, *_legacy) -> np.ndarray:
         r"""Pointwise log density per posterior draw, :math:`\log p(y_i \mid w_s)`, shape (chain, draw, n)."""
-        mu, sigma, y = self._check_new(mu, sigma, y)
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D with one value per observation; got shape {y.shape}.")
+        pred, mu, sigma, y, _ = self._check_new("log_likelihood", pred, (y, *_legacy), y_ndim=1)
+        u, log_jac = self._observed_terms(pred, y)
         with _blas_single_thread():
-            ll = _pointwise_loglik(self._post_flat(), mu, sigma, y, self.loc_, self.scale_,
+            ll = _pointwise_loglik(self._post_flat(), self._standardise(mu, sigma), u, log_jac,
                                    self.inducing_init_, self.rank_)
         post = self.idata_["posterior"]
         return ll.reshape(post.sizes["chain"], post.sizes["draw"], mu.size)
 
-    def logpdf(self, mu, sigma, y) -> np.ndarray:
+    def logpdf(self, pred, y, *_legacy) -> np.ndarray:
         r"""Log posterior-predictive density :math:`\log\frac1S\sum_s \hat p_s(y_i)`, exact (no grid).
 
         ``y`` has shape (n,) or (n, k) (k values per observation, e.g. a density grid).
         """
-        mu, sigma, y = self._check_new(mu, sigma, y)
+        pred, mu, sigma, y, _ = self._check_new("logpdf", pred, (y, *_legacy), y_ndim=(1, 2))
         w = self._latent(mu, sigma)
-        yy = y if y.ndim == 2 else y[:, None]
-        ll = beta_link_logpdf(yy[None], mu[None, :, None], sigma[None, :, None],
-                              w[..., 0, None], w[..., 1, None], w[..., 2, None])
+        u, log_jac = self._observed_terms(pred, y)
+        uu, jj = (u, log_jac) if y.ndim == 2 else (u[:, None], log_jac[:, None])
+        ll = beta_link_logpdf_z(uu[None], jj[None], w[..., 0, None], w[..., 1, None], w[..., 2, None])
         out = special.logsumexp(ll, axis=0) - np.log(w.shape[0])
         return out if y.ndim == 2 else out[:, 0]
 
-    def held_out_tree(self, mu, sigma, y) -> xr.DataTree:
+    def held_out_tree(self, pred, y, *_legacy) -> xr.DataTree:
         """A DataTree (``posterior``, ``log_likelihood``, ``observed_data``) for held-out data.
 
-        Its ``log_likelihood`` is :meth:`log_likelihood` on ``(mu, sigma, y)``, so
+        Its ``log_likelihood`` is :meth:`log_likelihood` on ``(pred, y)``, so
         ``arviz.loo`` / ``arviz.compare`` score the calibrator on those points.
         """
-        ll = self.log_likelihood(mu, sigma, y)
+        pred, rest = self._prediction("held_out_tree", pred, (y, *_legacy))
+        ll = self.log_likelihood(pred, rest[0])
         c, d, n = ll.shape
         coords = {"chain": np.arange(c), "draw": np.arange(d), "obs": np.arange(n)}
+        y_values = self._targets(rest[0], n, "y")
         return xr.DataTree.from_dict({
             "posterior": self.idata_["posterior"].to_dataset(),
             "log_likelihood": xr.Dataset({"y": (("chain", "draw", "obs"), ll)}, coords=coords),
-            "observed_data": xr.Dataset({"y": ("obs", np.asarray(y, float))}, coords={"obs": coords["obs"]}),
+            "observed_data": xr.Dataset({"y": ("obs", y_values)}, coords={"obs": coords["obs"]}),
         })
 
-    def held_out_elpd(self, mu, sigma, y):
-        """Exact held-out ELPD on ``(mu, sigma, y)`` as ``ELPDData`` (see :func:`held_out_elpd`).
+    def held_out_elpd(self, pred, y, *_legacy):
+        """Exact held-out ELPD on ``(pred, y)`` as ``ELPDData`` (see :func:`held_out_elpd`).
 
-        ``arviz.compare({"gp-beta": cal.held_out_elpd(mu, s, y), "base":
-        held_out_elpd(scipy.stats.norm.logpdf(y, mu, s))})`` ranks GP-Beta against
+        ``arviz.compare({"gp-beta": cal.held_out_elpd(pred, y), "base":
+        held_out_elpd(pred.calib.logpdf(y).values)})`` ranks GP-Beta against
         the uncalibrated base on the same held-out points.
         """
-        return held_out_elpd(self.log_likelihood(mu, sigma, y))
+        pred, rest = self._prediction("held_out_elpd", pred, (y, *_legacy))
+        return held_out_elpd(self.log_likelihood(pred, rest[0]))
 
-    def beta_parameters(self, mu, sigma) -> xr.Dataset:
-        r"""Posterior draws of the Beta-map parameters :math:`a, b, c` at given base outputs.
+    def sample_posterior_predictive(self, pred, y=None, *, random_state=None, var_name: str = "y") -> xr.DataTree:
+        r"""Posterior-predictive draws of the calibrated law, as an ArviZ DataTree.
+
+        For every posterior draw :math:`s` and observation :math:`i` one value is
+        drawn by inverse transform: :math:`p \sim U(0, 1)`,
+        :math:`u = (c_{\beta,s}\circ\Phi)^{-1}(p)` (:func:`beta_link_ppf_z`) and
+        :math:`y = F_i^{-1}(\Phi(u))` through the base's quantile function — a
+        draw from :math:`c_{\beta,s}(F_i(\cdot))`, so the draws carry the posterior
+        uncertainty of the calibration map.
+
+        Parameters
+        ----------
+        pred : xarray.Dataset
+            The base's predictive distribution at the points to simulate.
+        y : array_like or xarray.DataArray, optional
+            Observed values: adds ``observed_data`` and the pointwise
+            ``log_likelihood`` (:meth:`log_likelihood`), so that ``az.plot_ppc_dist``,
+            ``az.plot_ppc_pit`` and held-out ``az.compare`` work as on a PyMC model.
+            A DataArray's dim name and coordinate (e.g. PyMC's ``obs_id``) are kept.
+        random_state : int, numpy Generator or None
+        var_name : str, default "y"
+
+        Returns
+        -------
+        xarray.DataTree
+            ``posterior`` (this calibrator's), ``posterior_predictive`` with
+            ``var_name(chain, draw, <obs dim>)``, and with ``y``: ``observed_data``,
+            ``log_likelihood``.
+        """
+        check_is_fitted(self, "idata_", method="fit")
+        pred, _ = self._prediction("sample_posterior_predictive", pred, ())
+        mu, sigma = self._covariates(pred)
+        n = mu.size
+        obs_dim = str(pred.attrs.get("obs_dim", "obs"))
+        obs_values = pred["obs"].values
+        if isinstance(y, xr.DataArray) and y.ndim == 1:
+            obs_dim = str(y.dims[0])
+            if obs_dim in y.coords and y.sizes[obs_dim] == n:
+                obs_values = y[obs_dim].values
+        rng = np.random.default_rng(random_state)
+        post = self.idata_["posterior"]
+        C, D = post.sizes["chain"], post.sizes["draw"]
+        draws = np.empty((C * D, n))
+        X = self._standardise(mu, sigma)
+        rows = max(1, 2_000_000 // (C * D))
+        with _blas_single_thread():
+            flat = self._post_flat()
+            for start in range(0, n, rows):
+                sl = slice(start, start + rows)
+                w = _latent_numpy(flat, X[sl], self.inducing_init_, self.rank_)  # (S, rows, 3)
+                u = beta_link_ppf_z(rng.uniform(size=w.shape[:2]), w[..., 0], w[..., 1], w[..., 2])
+                draws[:, sl] = pred.isel(obs=sl).calib.ppf_zscore(u.T).T
+        coords = {"chain": post["chain"].values, "draw": post["draw"].values, obs_dim: obs_values}
+        dims = ("chain", "draw", obs_dim)
+        groups = {
+            "posterior": post.to_dataset(),
+            "posterior_predictive": xr.Dataset({var_name: (dims, draws.reshape(C, D, n))}, coords=coords),
+        }
+        if y is not None:
+            yv = self._targets(y, n, "y")
+            ll = self.log_likelihood(pred, yv)
+            groups["log_likelihood"] = xr.Dataset({var_name: (dims, ll)}, coords=coords)
+            groups["observed_data"] = xr.Dataset({var_name: ((obs_dim,), yv)}, coords={obs_dim: obs_values})
+        tree = xr.DataTree.from_dict(groups)
+        tree.attrs.update({"method": "gp-beta", "inference": self.inference})
+        return tree
+
+    def beta_parameters(self, pred, *_legacy) -> xr.Dataset:
+        r"""Posterior draws of the Beta-map parameters :math:`a, b, c` at given base predictions.
 
         Returns
         -------
         xarray.Dataset
-            ``a``, ``b``, ``c`` with dims (chain, draw, obs) — the latent panels of the paper's Fig. 2.
+            ``a``, ``b``, ``c`` with dims (chain, draw, obs) — the latent panels of
+            the paper's Fig. 2 — and the covariates ``base_mu``, ``base_sigma``.
         """
-        mu, sigma, _ = self._check_new(mu, sigma)
+        pred, mu, sigma, _, _ = self._check_new("beta_parameters", pred, _legacy)
         w = self._latent(mu, sigma)
         post = self.idata_["posterior"]
         shape = (post.sizes["chain"], post.sizes["draw"], mu.size)
@@ -1404,15 +1663,18 @@ class GPBetaCalibrator(BaseEstimator):
             coords={"chain": post["chain"].values, "draw": post["draw"].values, "obs": np.arange(mu.size)},
         )
 
-    def calibration_map(self, mu, sigma, p=None, *, confidence_level: float = 0.9) -> xr.Dataset:
-        r"""The calibration map :math:`p \mapsto c_\beta(p)` at given base outputs, with a credible band.
+    def calibration_map(self, pred, *args, confidence_level: float = 0.9) -> xr.Dataset:
+        r"""The calibration map :math:`p \mapsto c_\beta(p)` at given base predictions, with a credible band.
 
         Parameters
         ----------
-        mu, sigma : array_like, shape (n,)
-            Base outputs at which to evaluate the map.
+        pred : xarray.Dataset
+            Base predictions at which to evaluate the map (only their mean and
+            std, the GP's inputs, matter: ``calibprob.normal(mu, sigma)`` for
+            arbitrary points).
         p : array_like, shape (P,), optional
-            Base CDF values in (0, 1); default 199 points from 0.005 to 0.995.
+            Base CDF values in (0, 1) (second positional argument); default 199
+            points from 0.005 to 0.995.
         confidence_level : float, default 0.9
             Probability of the equal-tailed credible band.
 
@@ -1424,7 +1686,8 @@ class GPBetaCalibrator(BaseEstimator):
             ``lower``/``upper(obs, p)`` (the band), ``base_mu``/``base_sigma``.
         """
         c_level = float(check_confidence_levels(confidence_level, "confidence_level")[0])
-        mu, sigma, _ = self._check_new(mu, sigma)
+        pred, mu, sigma, _, rest = self._check_new("calibration_map", pred, args)
+        p = rest[0] if rest else None
         if p is None:
             p = np.linspace(0.005, 0.995, 199)
         p = check_array(p, "p", ndim=1)
@@ -1452,7 +1715,7 @@ class GPBetaCalibrator(BaseEstimator):
 # ===========================================================================
 
 
-def plot_calibration_map(calibrator: GPBetaCalibrator, mu, sigma, *, at=None, isotonic=None,
+def plot_calibration_map(calibrator: GPBetaCalibrator, pred, *_legacy, at=None, isotonic=None,
                          confidence_level: float = 0.68, axes=None):
     r"""The paper's Fig. 2: latent a, b, c along the base mean, and calibration maps at chosen means.
 
@@ -1460,9 +1723,10 @@ def plot_calibration_map(calibrator: GPBetaCalibrator, mu, sigma, *, at=None, is
     ----------
     calibrator : GPBetaCalibrator
         A fitted calibrator.
-    mu, sigma : array_like, shape (n,)
-        Base outputs along which the three left panels are drawn (sorted by ``mu``);
-        e.g. the calibration data, or a grid of means with a constant ``sigma``.
+    pred : xarray.Dataset
+        Base predictions along whose means the three left panels are drawn
+        (sorted by mean); e.g. the calibration data's, or
+        ``calibprob.normal(grid, sigma)`` for a grid of means at a constant std.
     at : sequence of int, optional
         Indices into ``mu`` where the right panel draws the map (default: the
         10th, 50th and 90th percentile of ``mu``).
@@ -1479,14 +1743,17 @@ def plot_calibration_map(calibrator: GPBetaCalibrator, mu, sigma, *, at=None, is
     """
     import matplotlib.pyplot as plt
 
-    mu = check_array(mu, "mu", ndim=1)
-    sigma = check_array(sigma, "sigma", ndim=1)
+    from calibprob.predictive import normal
+
+    pred, _ = calibrator._prediction("plot_calibration_map", pred, _legacy)
+    mu, sigma = calibrator._covariates(pred)
     order = np.argsort(mu)
     mu, sigma = mu[order], sigma[order]
+    pred = normal(mu, sigma)  # only the GP's inputs matter for the maps
     if axes is None:
         _, axes = plt.subplots(1, 4, figsize=(16, 3.6))
     axes = np.asarray(axes).ravel()
-    params = calibrator.beta_parameters(mu, sigma)
+    params = calibrator.beta_parameters(pred)
     lo_q, hi_q = (1 - confidence_level) / 2, (1 + confidence_level) / 2
     Z = calibrator.inducing_init_
     for ax, name in zip(axes[:3], ("a", "b", "c")):
@@ -1500,7 +1767,7 @@ def plot_calibration_map(calibrator: GPBetaCalibrator, mu, sigma, *, at=None, is
         ax.set_xlabel(r"base mean $\mu$")
         ax.set_title(f"latent {name}")
     idx = at if at is not None else [int(np.argmin(np.abs(mu - np.quantile(mu, q)))) for q in (0.1, 0.5, 0.9)]
-    cmap = calibrator.calibration_map(mu[idx], sigma[idx], confidence_level=confidence_level)
+    cmap = calibrator.calibration_map(pred.isel(obs=idx), confidence_level=confidence_level)
     ax = axes[3]
     p = cmap["p"].values
     for j in range(len(idx)):
@@ -1521,56 +1788,6 @@ def plot_calibration_map(calibrator: GPBetaCalibrator, mu, sigma, *, at=None, is
 # ===========================================================================
 
 #: Hyperparameters the ``gp-beta`` kind of a comparison spec passes to :class:`GPBetaCalibrator`
-#: (the kind also accepts ``calibration_data``, see :func:`run_gp_beta`).
+#: (the kind also accepts ``calibration_data``, see :func:`calibprob.compare.methods.calibration_prediction`).
 RUN_OPTIONS = ("n_inducing", "rank", "inference", "draws", "n_iter", "learning_rate", "obj_n_mc",
                "batch_size", "learn_inducing", "tune", "chains", "target_accept", "n_grid", "compile_mode")
-
-
-def run_gp_beta(ctx, *, calibration_data: str = "auto", **options) -> xr.Dataset:
-    """Fit GP-Beta on the base's (mu, sigma) for the calibration data and predict the test part.
-
-    Parameters
-    ----------
-    ctx : calibprob.compare.methods.TaskContext
-        ``ctx.calibration`` gives ``(X_cal, y_cal)`` (the training part under the
-        paper's 75/25 protocol); ``ctx.base.predict_mean_std`` gives ``(mu, sigma)``.
-    calibration_data : {"auto", "in-sample", "loo"}, default "auto"
-        Which base outputs GP-Beta learns from when the spec has no calibration
-        split (calibration on the training part, as Song et al. do). ``"in-sample"``:
-        the base's predictions at its own training points (the paper's protocol
-        taken literally). ``"loo"``: the base's closed-form leave-one-out
-        predictions (``ctx.base.loo()``, GP bases) — in-sample GP predictions are
-        overfitted (residuals shrunk, sigma too small relative to them), so a
-        calibrator learns to sharpen and then hurts on test data. ``"auto"``: LOO
-        when the base offers ``loo`` and there is no calibration split, else in-sample.
-        With a calibration split the calibration part is always used as is.
-    **options
-        Any of :data:`RUN_OPTIONS` (hyperparameters of :class:`GPBetaCalibrator`);
-        ``random_state`` defaults to the task seed.
-
-    Returns
-    -------
-    xarray.Dataset
-        The calibrated predictive distribution on ``ctx.X_test`` at ``ctx.levels``.
-    """
-    unknown = set(options) - set(RUN_OPTIONS)
-    if unknown:
-        raise ValueError(
-            f"unknown gp-beta option(s) {sorted(unknown)}; valid: calibration_data, {', '.join(RUN_OPTIONS)}."
-        )
-    check_choice(calibration_data, "calibration_data", ("auto", "in-sample", "loo"))
-    X_cal, y_cal = ctx.calibration
-    in_sample = ctx.X_cal is None
-    has_loo = callable(getattr(ctx.base, "loo", None))
-    if calibration_data == "loo" and not (in_sample and has_loo):
-        raise ValueError(
-            "calibration_data='loo' needs a base with a loo() method (e.g. kind 'gp') and a spec without a "
-            "calibration split; use 'auto' or 'in-sample'."
-        )
-    if in_sample and has_loo and calibration_data in ("auto", "loo"):
-        mu_c, sd_c = ctx.base.loo()
-    else:
-        mu_c, sd_c = ctx.base.predict_mean_std(X_cal)
-    cal = GPBetaCalibrator(random_state=ctx.seed, **options).fit(mu_c, sd_c, y_cal)
-    mu_t, sd_t = ctx.base.predict_mean_std(ctx.X_test)
-    return cal.predict(mu_t, sd_t, levels=ctx.levels)

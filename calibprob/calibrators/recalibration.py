@@ -74,7 +74,7 @@ import numpy as np
 import xarray as xr
 from scipy import optimize, special
 
-from calibprob._base import BaseEstimator, check_is_fitted
+from calibprob._base import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._validation import check_array, check_choice, check_levels, check_same_length
 from calibprob.predictive import (
     from_quantiles,
@@ -82,7 +82,6 @@ from calibprob.predictive import (
     quantile_cdf,
     quantile_logpdf,
     quantile_ppf,
-    validate,
 )
 
 __all__ = [
@@ -100,10 +99,6 @@ __all__ = [
     "MarxRecalibrator",
     "VarianceScalingRecalibrator",
     # comparison-runner kinds
-    "run_isotonic",
-    "run_vovk",
-    "run_marx",
-    "run_variance_scaling",
 ]
 
 # k = p (n + 1) computed in floating point: 0.07 * 100 = 7.000000000000001 must
@@ -353,7 +348,7 @@ class _Recalibrator(BaseEstimator):
     _min_points = 2
 
     def _check_fit_input(self, pred_cal, y_cal) -> tuple[xr.Dataset, np.ndarray]:
-        pred_cal = validate(pred_cal)
+        pred_cal = check_predictive(pred_cal, self, "pred_cal")
         y = check_array(y_cal, "y_cal", ndim=1)
         check_same_length(pred_cal=np.empty(pred_cal.sizes["obs"]), y_cal=y)
         if y.size < self._min_points:
@@ -501,7 +496,7 @@ class IsotonicRecalibrator(_Recalibrator):
             ``quantile(obs, level)``, ``attrs["method"] = "isotonic-recalibration"``.
         """
         check_is_fitted(self, "knot_levels_", method="fit")
-        pred = validate(pred)
+        pred = check_predictive(pred, self, "pred")
         levels = self._levels(pred, levels)
         self._check_range(levels, self.n_calibration_)
         return self._output(pred, _ppf_probit(pred, self._score_quantiles(levels)), levels)
@@ -601,7 +596,7 @@ class VovkRecalibrator(_Recalibrator):
         xarray.Dataset
         """
         check_is_fitted(self, "scores_", method="fit")
-        pred = validate(pred)
+        pred = check_predictive(pred, self, "pred")
         levels = self._levels(pred, levels)
         n, m = self.n_calibration_, pred.sizes["obs"]
         self._check_range(levels, n)
@@ -685,7 +680,7 @@ class MarxRecalibrator(_Recalibrator):
     def predict(self, pred, *, levels=None) -> xr.Dataset:
         """Recalibrated predictive Dataset ``mu(pred) + r(level)``; same shapes as :meth:`IsotonicRecalibrator.predict`."""
         check_is_fitted(self, "residuals_", method="fit")
-        pred = validate(pred)
+        pred = check_predictive(pred, self, "pred")
         levels = self._levels(pred, levels)
         self._check_range(levels, self.n_calibration_)
         q = _center(pred, self.center)[:, None] + score_quantiles(self.residuals_, levels)[None, :]
@@ -767,7 +762,7 @@ class VarianceScalingRecalibrator(_Recalibrator):
         ``std`` (= ``s`` × the base's).
         """
         check_is_fitted(self, "scale_factor_", method="fit")
-        pred = validate(pred)
+        pred = check_predictive(pred, self, "pred")
         levels = self._levels(pred, levels)
         s = self.scale_factor_
         if pred.calib.is_normal:
@@ -813,35 +808,3 @@ def _quantile_family_scale(pred: xr.Dataset, y: np.ndarray) -> float:
     )
     best = res.x if res.fun <= values[j] else grid[j]
     return float(np.exp(best))
-
-
-# ===========================================================================
-# Comparison-runner kinds: (ctx, **options) -> predictive Dataset on ctx.X_test
-# ===========================================================================
-
-
-def _fit_predict(ctx, calibrator: _Recalibrator) -> xr.Dataset:
-    X_cal, y_cal = ctx.calibration
-    calibrator.fit(ctx.base.predict(X_cal, levels=ctx.levels), y_cal)
-    return calibrator.predict(ctx.base.predict(ctx.X_test, levels=ctx.levels))
-
-
-def run_isotonic(ctx, *, extrapolate: bool = False) -> xr.Dataset:
-    """RK (Kuleshov et al. 2018) on the task's base and calibration split."""
-    return _fit_predict(ctx, IsotonicRecalibrator(extrapolate=extrapolate))
-
-
-def run_vovk(ctx, *, extrapolate: bool = False, random_state=None) -> xr.Dataset:
-    """RV (Vovk et al. 2020); ``random_state`` defaults to the task's seed."""
-    rs = ctx.seed if random_state is None else random_state
-    return _fit_predict(ctx, VovkRecalibrator(extrapolate=extrapolate, random_state=rs))
-
-
-def run_marx(ctx, *, center: str = "mean", extrapolate: bool = False) -> xr.Dataset:
-    """RM (Marx et al. 2022): constant offsets around the base's mean (or median)."""
-    return _fit_predict(ctx, MarxRecalibrator(center=center, extrapolate=extrapolate))
-
-
-def run_variance_scaling(ctx) -> xr.Dataset:
-    """Variance scaling: the base's σ times the ML factor fitted on the calibration split."""
-    return _fit_predict(ctx, VarianceScalingRecalibrator())

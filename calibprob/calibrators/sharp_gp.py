@@ -138,6 +138,8 @@ Gaussian processes. AISTATS.
 
 from __future__ import annotations
 
+import warnings
+
 import contextlib
 import threading
 import time
@@ -147,7 +149,7 @@ import numpy as np
 import xarray as xr
 from scipy import optimize, special
 
-from calibprob._base import BaseEstimator, check_is_fitted
+from calibprob._base import BaseEstimator, check_is_fitted, check_not_predictive
 from calibprob._validation import (
     check_array,
     check_choice,
@@ -169,7 +171,6 @@ __all__ = [
     # estimator and helpers
     "SharpCalibratedGP",
     "sharp_gp_ucb",
-    "run_sharp_gp",
     "VARIANTS",
 ]
 
@@ -1022,11 +1023,18 @@ class SharpCalibratedGP(BaseEstimator):
     on held-out calibration data by Algorithm 1 (see the module docstring
     for the equations, the passes and the interpolation).
 
+    A *model-aware* calibrator (:class:`calibprob.ModelAwareCalibrator`): it
+    needs the GP itself, not only its predictions, because it re-evaluates
+    :math:`\sigma(\theta, x)` for new hyperparameters.
+
     Parameters
     ----------
-    base : GaussianProcessRegressor or SparseGaussianProcessRegressor
+    estimator : GaussianProcessRegressor or SparseGaussianProcessRegressor
         A *fitted* calibprob GP (its training data condition every
-        :math:`\sigma(\theta, \cdot)`; its mean is kept).
+        :math:`\sigma(\theta, \cdot)`; its mean is kept) — always used as
+        fitted, like ``prefit=True`` in :mod:`calibprob.conformal`.
+    base : deprecated
+        The former name of ``estimator``; warns ``FutureWarning``.
     variant : {"full", "scaled", "cross-fitted"}, default "full"
         The paper's method; the one-factor line search of its §6; or θ fitted
         on one part of the calibration data and β on the rest.
@@ -1118,9 +1126,12 @@ class SharpCalibratedGP(BaseEstimator):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-3, 3, size=(150, 1)); y = np.sin(X[:, 0]) + 0.2 * rng.normal(size=150)
     >>> gp = GaussianProcessRegressor(random_state=0).fit(X[:50], y[:50])
-    >>> sharp = SharpCalibratedGP(base=gp, n_levels=5).fit(X[50:], y[50:])
-    >>> tree = sharp.predict(X[:3])               # DataTree: predictions + calibration
-    >>> tree["predictions"].dataset.calib.interval(0.9)  # doctest: +SKIP
+    >>> sharp = SharpCalibratedGP(estimator=gp, n_levels=5).fit(X[50:], y[50:])
+    >>> pred = sharp.predict(X[:3])               # the predictive Dataset
+    >>> pred.sizes["level"]
+    99
+    >>> {"beta", "coverage", "objective"} <= set(sharp.diagnostics_.data_vars)  # per knot
+    True
 
     References
     ----------
@@ -1131,7 +1142,7 @@ class SharpCalibratedGP(BaseEstimator):
     def __init__(
         self,
         *,
-        base=None,
+        estimator=None,
         variant: str = "full",
         levels=None,
         n_levels: int = 21,
@@ -1145,7 +1156,9 @@ class SharpCalibratedGP(BaseEstimator):
         blas_threads: int | None = 1,
         compile_mode=None,
         random_state=None,
+        base=None,
     ):
+        self.estimator = estimator
         self.base = base
         self.variant = variant
         self.levels = levels
@@ -1163,15 +1176,33 @@ class SharpCalibratedGP(BaseEstimator):
 
     # -- validation --------------------------------------------------------------
     def _check_base(self):
-        base = self.base
+        import xarray as _xr
+
+        base = self.estimator
+        if self.base is not None:
+            warnings.warn(
+                "SharpCalibratedGP(base=...) is deprecated and will be removed in the next release; "
+                "write SharpCalibratedGP(estimator=...), the name every model-aware calibrator uses.",
+                FutureWarning,
+                stacklevel=3,
+            )
+            if base is None:
+                base = self.base
         if base is None:
             raise ValueError(
-                "base must be a fitted calibprob GaussianProcessRegressor (or "
-                "SparseGaussianProcessRegressor); got None. Pass base=gp after gp.fit(X_train, y_train)."
+                "estimator must be a fitted calibprob GaussianProcessRegressor (or "
+                "SparseGaussianProcessRegressor); got None. Pass estimator=gp after gp.fit(X_train, y_train)."
+            )
+        if isinstance(base, _xr.Dataset):
+            raise TypeError(
+                "estimator is a predictive Dataset, but SharpCalibratedGP is model-aware: it needs the fitted "
+                "GP itself (it re-evaluates sigma(theta, x) for new theta). Pass estimator=gp; to calibrate a "
+                "predictive Dataset, use a distribution post-processor (IsotonicRecalibrator, "
+                "GPBetaCalibrator, ConformalPredictiveSystem)."
             )
         if not all(hasattr(base, a) for a in ("predict_mean_std", "kernel_matrix", "kernel")):
             raise TypeError(
-                "base must be a calibprob GaussianProcessRegressor or SparseGaussianProcessRegressor "
+                "estimator must be a calibprob GaussianProcessRegressor or SparseGaussianProcessRegressor "
                 f"(the sharp GP needs σ(θ, x) for new θ); got {type(base).__name__}."
             )
         check_is_fitted(base, "theta_", method="fit")
@@ -1235,6 +1266,7 @@ class SharpCalibratedGP(BaseEstimator):
         """
         self._check_params()
         base = self._check_base()
+        check_not_predictive(X_cal, self, "X_cal")
         X = check_array(X_cal, "X_cal", ndim=2)
         y = check_array(y_cal, "y_cal", ndim=1)
         check_same_length(X_cal=X, y_cal=y)
@@ -1483,6 +1515,7 @@ class SharpCalibratedGP(BaseEstimator):
         base = self._check_base()
         scalar = np.ndim(levels) == 0
         lv = check_levels(levels, "levels")
+        check_not_predictive(X, self)
         X = check_array(X, "X", ndim=2)
         beta, phi = interpolate_knots(self.nodes_level_, self.nodes_beta_, self.nodes_log_theta_, lv)
         mu, _ = base.predict_mean_std(X)
@@ -1505,8 +1538,12 @@ class SharpCalibratedGP(BaseEstimator):
             q = np.maximum.accumulate(q, axis=1)
         return q[:, 0] if scalar else q
 
-    def predict_distribution(self, X, *, levels=None) -> xr.Dataset:
+    def predict(self, X, *, levels=None) -> xr.Dataset:
         """The calibrated predictive distribution (the data contract of :mod:`calibprob.predictive`).
+
+        The calibration diagnostics (β̂, θ̂ at the knots and the interpolation
+        nodes, per-level objective, calibration coverage, convergence) are in
+        :attr:`diagnostics_`, set by :meth:`fit`.
 
         Parameters
         ----------
@@ -1530,24 +1567,9 @@ class SharpCalibratedGP(BaseEstimator):
         ds.attrs["outside_knots"] = int(np.sum((lv < self.nodes_level_[0]) | (lv > self.nodes_level_[-1])))
         return ds
 
-    def predict(self, X, *, levels=None) -> xr.DataTree:
-        """Predictions with their calibration diagnostics.
-
-        Parameters
-        ----------
-        X : array_like, shape (n, d)
-        levels : array_like, optional
-            Default :data:`calibprob.predictive.DEFAULT_LEVELS`.
-
-        Returns
-        -------
-        xarray.DataTree
-            ``predictions``: :meth:`predict_distribution`; ``calibration``:
-            :attr:`diagnostics_` (β̂, θ̂ at the knots and the interpolation
-            nodes, per-level objective, calibration coverage, convergence).
-        """
-        pred = self.predict_distribution(X, levels=levels)
-        return xr.DataTree.from_dict({"predictions": pred, "calibration": self.diagnostics_})
+    def predict_distribution(self, X, *, levels=None) -> xr.Dataset:
+        """The same as :meth:`predict` (the name of earlier releases; kept as an alias)."""
+        return self.predict(X, levels=levels)
 
     def ucb(self, X, *, level: float = 0.99) -> np.ndarray:
         r"""Calibrated upper confidence bound :math:`\mu + \hat\beta(\delta)\sigma(\hat\theta(\delta), x)` (eq. 18).
@@ -1581,39 +1603,3 @@ def sharp_gp_ucb(calibrator: SharpCalibratedGP, X, *, level: float = 0.99) -> np
     ndarray, shape (n,)
     """
     return calibrator.ucb(X, level=level)
-
-
-def run_sharp_gp(
-    ctx,
-    *,
-    variant: str = "full",
-    n_levels: int = 21,
-    include_noise: bool = True,
-    fit_noise: bool = False,
-    n_restarts: int = 2,
-    prior_sd: float = 3.0,
-    fit_fraction: float = 0.5,
-    n_train_subset: int | None = None,
-    maxiter: int = 100,
-) -> xr.Dataset:
-    """Comparison-runner kind ``sharp-gp``: fit on ``ctx.calibration``, predict ``ctx.X_test``.
-
-    Parameters
-    ----------
-    ctx : calibprob.compare.methods.TaskContext
-        ``ctx.base`` must be a fitted calibprob GP; the seed is the task's.
-    variant, n_levels, include_noise, fit_noise, n_restarts, prior_sd, fit_fraction, n_train_subset, maxiter
-        As in :class:`SharpCalibratedGP`.
-
-    Returns
-    -------
-    xarray.Dataset
-        The predictive distribution on ``ctx.X_test`` at ``ctx.levels``.
-    """
-    X_cal, y_cal = ctx.calibration
-    model = SharpCalibratedGP(
-        base=ctx.base, variant=variant, n_levels=n_levels, include_noise=include_noise,
-        fit_noise=fit_noise, n_restarts=n_restarts, prior_sd=prior_sd, fit_fraction=fit_fraction,
-        n_train_subset=n_train_subset, maxiter=maxiter, random_state=ctx.seed,
-    ).fit(X_cal, y_cal)
-    return model.predict_distribution(ctx.X_test, levels=ctx.levels)

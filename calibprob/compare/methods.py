@@ -1,7 +1,13 @@
 """The calibrator kinds a comparison spec can name, and the base models.
 
-Each kind is a function ``(ctx, **options) -> predictive Dataset on ctx.X_test``
-registered with its allowed option names. The :class:`TaskContext` carries the
+Each kind is a function ``(ctx, **options) -> Dataset on ctx.X_test``
+registered with its allowed option names. It runs its calibrator through the
+one contract of its family (:mod:`calibprob._base`): a distribution
+post-processor through :func:`post_process` (``fit(pred_cal, y_cal)``,
+``predict(pred)``), a model-aware calibrator with ``estimator=`` the task's
+base, ``fit(X, y)``, ``predict(X)``. The result is a predictive Dataset or,
+for intervals-only methods, the interval family; :func:`calibprob.evaluate`
+scores both. The :class:`TaskContext` carries the
 split data and the base model fitted once per task, shared by every method of
 that task. Calibrator modules are imported lazily so a spec that does not use
 them never pays for them.
@@ -15,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-__all__ = ["TaskContext", "MethodKind", "METHOD_KINDS", "register", "make_base"]
+__all__ = ["TaskContext", "MethodKind", "METHOD_KINDS", "register", "make_base", "base_predictive",
+           "calibration_prediction", "post_process"]
 
 
 @dataclass
@@ -41,12 +48,41 @@ class TaskContext:
         """A fresh, unfitted copy of the base model (for methods that refit it)."""
         return make_base(self.base_spec, seed=self.seed)
 
+    def predict_base(self, X) -> xr.Dataset:
+        """The fitted base's predictive distribution at ``X`` (see :func:`base_predictive`)."""
+        return base_predictive(self.base, X, levels=self.levels)
+
     @property
     def calibration(self) -> tuple[np.ndarray, np.ndarray]:
         """The calibration data, falling back to the training data when there is none."""
         if self.X_cal is None:
             return self.X_train, self.y_train
         return self.X_cal, self.y_cal
+
+
+def base_predictive(base, X, *, levels=None) -> xr.Dataset:
+    """A fitted base model's predictive distribution at ``X``, as the contract's Dataset.
+
+    A base's ``predict(X, levels=...)`` is used when it returns a Dataset (every
+    calibprob base does; so can a user's own model, e.g. a PyMC model wrapped to
+    return :func:`calibprob.from_draws` of its posterior predictive). A base that
+    only follows the minimal Gaussian protocol ``predict_mean_std(X) -> (mu, sigma)``
+    becomes :func:`calibprob.normal`.
+    """
+    from calibprob.predictive import normal
+
+    predict = getattr(base, "predict", None)
+    if predict is not None:
+        out = predict(X, levels=levels) if levels is not None else predict(X)
+        if isinstance(out, xr.Dataset):
+            return out
+    if hasattr(base, "predict_mean_std"):
+        mu, sigma = base.predict_mean_std(X)
+        return normal(mu, sigma, levels=levels)
+    raise TypeError(
+        f"the base model {type(base).__name__} must have predict(X) returning a predictive Dataset, "
+        "or predict_mean_std(X) returning (mu, sigma)."
+    )
 
 
 @dataclass(frozen=True)
@@ -100,7 +136,61 @@ def make_base(base_spec: dict, *, seed: int | None = None):
 @register("base", options=(), doc="The uncalibrated base model's Gaussian predictive distribution.")
 def _base(ctx: TaskContext) -> xr.Dataset:
     """The uncalibrated base model (B in Capone et al. 2023)."""
-    return ctx.base.predict(ctx.X_test, levels=ctx.levels)
+    return ctx.predict_base(ctx.X_test)
+
+
+# ---------------------------------------------------------------------------
+# The two calibrator families, run the one way each (calibprob._base)
+# ---------------------------------------------------------------------------
+
+
+def calibration_prediction(ctx: TaskContext, calibration_data: str = "in-sample") -> tuple[xr.Dataset, np.ndarray]:
+    """The base's predictive Dataset on the calibration data, and the targets.
+
+    With a calibration split, its part as is. Without one (protocols that
+    calibrate on the training part, e.g. Song et al. 2019), ``"in-sample"``
+    uses the base's predictions at its own training points; ``"loo"`` its
+    closed-form leave-one-out predictions (``ctx.base.loo()``, GP bases) — in-sample
+    GP predictions are overfitted (residuals shrunk, σ too small relative to
+    them); ``"auto"`` LOO when the base offers it, else in-sample.
+    """
+    from calibprob._validation import check_choice
+    from calibprob.predictive import normal
+
+    check_choice(calibration_data, "calibration_data", ("auto", "in-sample", "loo"))
+    X_cal, y_cal = ctx.calibration
+    in_sample = ctx.X_cal is None
+    has_loo = callable(getattr(ctx.base, "loo", None))
+    if calibration_data == "loo" and not (in_sample and has_loo):
+        raise ValueError(
+            "calibration_data='loo' needs a base with a loo() method (e.g. kind 'gp') and a spec without a "
+            "calibration split; use 'auto' or 'in-sample'."
+        )
+    if in_sample and has_loo and calibration_data in ("auto", "loo"):
+        return normal(*ctx.base.loo(), levels=ctx.levels), y_cal
+    return ctx.predict_base(X_cal), y_cal
+
+
+def post_process(ctx: TaskContext, calibrator, *, calibration_data: str = "in-sample") -> xr.Dataset:
+    """Run a distribution post-processor: ``fit(pred_cal, y_cal)``, then ``predict(pred_test)``."""
+    pred_cal, y_cal = calibration_prediction(ctx, calibration_data)
+    calibrator.fit(pred_cal, y_cal)
+    pred_test = ctx.predict_base(ctx.X_test)
+    if ctx.levels is None:
+        return calibrator.predict(pred_test)
+    return calibrator.predict(pred_test, levels=ctx.levels)
+
+
+def interval_levels_reachable(ctx: TaskContext, n: int, sides: int) -> tuple[np.ndarray, np.ndarray]:
+    """The spec's interval levels, and those that ``n`` conformal scores resolve (the others come back unbounded)."""
+    from calibprob.conformal._common import reachable_levels
+    from calibprob.metrics import interval_levels
+
+    levels = interval_levels(ctx.confidence_levels)
+    ok = reachable_levels(levels, n, sides=sides)
+    if not ok.any():
+        raise ValueError(f"{n} points resolve none of the confidence levels {levels.tolist()}.")
+    return levels, levels[ok]
 
 
 # ---------------------------------------------------------------------------
@@ -110,38 +200,39 @@ def _base(ctx: TaskContext) -> xr.Dataset:
 
 @register("isotonic", options=("extrapolate",),
           doc="Kuleshov et al. 2018 isotonic recalibration of the base's PIT values (RK).")
-def _isotonic(ctx: TaskContext, **options) -> xr.Dataset:
-    from calibprob.calibrators.recalibration import run_isotonic
+def _isotonic(ctx: TaskContext, *, extrapolate: bool = False) -> xr.Dataset:
+    from calibprob.calibrators import IsotonicRecalibrator
 
-    return run_isotonic(ctx, **options)
+    return post_process(ctx, IsotonicRecalibrator(extrapolate=extrapolate))
 
 
 @register("vovk", options=("extrapolate", "random_state"),
           doc="Vovk's randomized conformal calibrator of the base's PIT values (RV).")
-def _vovk(ctx: TaskContext, **options) -> xr.Dataset:
-    from calibprob.calibrators.recalibration import run_vovk
+def _vovk(ctx: TaskContext, *, extrapolate: bool = False, random_state=None) -> xr.Dataset:
+    from calibprob.calibrators import VovkRecalibrator
 
-    return run_vovk(ctx, **options)
+    rs = ctx.seed if random_state is None else random_state  # seeded by the task
+    return post_process(ctx, VovkRecalibrator(extrapolate=extrapolate, random_state=rs))
 
 
 @register("marx", options=("center", "extrapolate"),
           doc="Marx et al. 2022 constant offsets around the base's mean (RM).")
-def _marx(ctx: TaskContext, **options) -> xr.Dataset:
-    from calibprob.calibrators.recalibration import run_marx
+def _marx(ctx: TaskContext, *, center: str = "mean", extrapolate: bool = False) -> xr.Dataset:
+    from calibprob.calibrators import MarxRecalibrator
 
-    return run_marx(ctx, **options)
+    return post_process(ctx, MarxRecalibrator(center=center, extrapolate=extrapolate))
 
 
 @register("variance-scaling", options=(),
           doc="One factor on the base's standard deviation, fitted by calibration-set NLL.")
 def _variance_scaling(ctx: TaskContext) -> xr.Dataset:
-    from calibprob.calibrators.recalibration import run_variance_scaling
+    from calibprob.calibrators import VarianceScalingRecalibrator
 
-    return run_variance_scaling(ctx)
+    return post_process(ctx, VarianceScalingRecalibrator())
 
 
 # ---------------------------------------------------------------------------
-# Conformal post-processors (Pion & Vazquez 2024 and the methods it builds on)
+# Conformal calibrators (Pion & Vazquez 2024 and the methods it builds on)
 # ---------------------------------------------------------------------------
 
 
@@ -154,50 +245,13 @@ def _need_calibration_split(ctx: TaskContext, kind: str):
     return ctx.X_cal, ctx.y_cal
 
 
-def _reachable(levels: np.ndarray, n: int, sides: int) -> np.ndarray:
-    """Mask of the confidence levels that ``n`` scores resolve (finite conformal ends)."""
-    from calibprob.conformal._common import upper_rank
-
-    per_side = levels if sides == 1 else 1.0 - (1.0 - levels) / 2.0
-    return np.array([upper_rank(float(c), n) <= n for c in per_side])
-
-
-def _interval_predictions(make_model, X_fit, y_fit, X_test, confidence_levels, n: int, sides: int) -> xr.Dataset:
-    """Intervals at :func:`calibprob.metrics.interval_levels`, unbounded where ``n`` is too small.
-
-    A level whose conformal rank exceeds the number of scores has the whole
-    real line as its conformal set; it is reported as such (coverage 1, width
-    inf) rather than dropped, so the IAE grid stays the same for every method.
-    """
-    from calibprob.metrics import interval_levels
-
-    levels = interval_levels(confidence_levels)
-    ok = _reachable(levels, n, sides)
-    if not ok.any():
-        raise ValueError(f"{n} points resolve none of the confidence levels {levels.tolist()}.")
-    model = make_model(levels[ok]).fit(X_fit, y_fit)
-    iv = model.predict_interval(X_test, confidence_level=levels[ok])
-    m = X_test.shape[0]
-    lower = np.full((m, levels.size), -np.inf)
-    upper = np.full((m, levels.size), np.inf)
-    lower[:, ok] = iv["lower"].transpose("obs", "confidence_level").values
-    upper[:, ok] = iv["upper"].transpose("obs", "confidence_level").values
-    return xr.Dataset(
-        {"lower": (("obs", "confidence_level"), lower), "upper": (("obs", "confidence_level"), upper)},
-        coords={"confidence_level": levels},
-        attrs=dict(iv.attrs),
-    )
-
-
 @register("split-conformal", options=("score", "beta", "eps"),
-          doc="Split conformal around the fitted base on the calibration part; a conformal quantile function.")
+          doc="Split conformal around the base's predictive mean on the calibration part; a conformal quantile function.")
 def _split_conformal(ctx: TaskContext, *, score: str = "absolute", beta: float = 1.0, eps: float = 0.0):
-    from calibprob.conformal import SplitConformalRegressor
+    from calibprob.conformal import SplitConformalCalibrator
 
-    X_cal, y_cal = _need_calibration_split(ctx, "split-conformal")
-    model = SplitConformalRegressor(estimator=ctx.base, score=score, beta=beta, eps=eps,
-                                    confidence_level=0.5, prefit=True).calibrate(X_cal, y_cal)
-    return model.predict(ctx.X_test, levels=ctx.levels)
+    _need_calibration_split(ctx, "split-conformal")
+    return post_process(ctx, SplitConformalCalibrator(score=score, beta=beta, eps=eps, confidence_level=0.5))
 
 
 @register("conformal-predictive", options=("normalize", "beta", "eps"),
@@ -205,10 +259,9 @@ def _split_conformal(ctx: TaskContext, *, score: str = "absolute", beta: float =
 def _conformal_predictive(ctx: TaskContext, *, normalize: bool = True, beta: float = 1.0, eps: float = 0.0):
     from calibprob.conformal import ConformalPredictiveSystem
 
-    X_cal, y_cal = _need_calibration_split(ctx, "conformal-predictive")
-    model = ConformalPredictiveSystem(estimator=ctx.base, normalize=normalize, beta=beta, eps=eps,
-                                      confidence_level=0.5, prefit=True).calibrate(X_cal, y_cal)
-    return model.predict(ctx.X_test, levels=ctx.levels)
+    _need_calibration_split(ctx, "conformal-predictive")
+    return post_process(ctx, ConformalPredictiveSystem(normalize=normalize, beta=beta, eps=eps,
+                                                       confidence_level=0.5))
 
 
 def _cross_conformal(ctx: TaskContext, *, method: str, cv, score: str, beta: float, eps: float):
@@ -216,12 +269,10 @@ def _cross_conformal(ctx: TaskContext, *, method: str, cv, score: str, beta: flo
     from calibprob.conformal.scores import get_score
 
     sides = 1 if get_score(score, beta=beta, eps=eps).symmetric else 2
-    n = len(ctx.y_train)
-    return _interval_predictions(
-        lambda lv: CrossConformalRegressor(estimator=ctx.new_base(), method=method, cv=cv, score=score,
-                                           beta=beta, eps=eps, confidence_level=lv, random_state=ctx.seed),
-        ctx.X_train, ctx.y_train, ctx.X_test, ctx.confidence_levels, n, sides,
-    )
+    levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), sides)
+    model = CrossConformalRegressor(estimator=ctx.new_base(), method=method, cv=cv, score=score, beta=beta,
+                                    eps=eps, confidence_level=ok, random_state=ctx.seed)
+    return model.fit(ctx.X_train, ctx.y_train).predict(ctx.X_test, confidence_level=levels)
 
 
 @register("jackknife", options=("score", "beta", "eps"),
@@ -245,12 +296,9 @@ def _cv_plus(ctx: TaskContext, *, folds: int = 10, score: str = "absolute", beta
 def _gp_conformal(ctx: TaskContext, cls_name: str, sides: int, **options):
     from calibprob import conformal
 
-    cls = getattr(conformal, cls_name)
-    n = len(ctx.y_train)
-    return _interval_predictions(
-        lambda lv: cls(estimator=ctx.base, prefit=True, confidence_level=lv, **options),
-        None, None, ctx.X_test, ctx.confidence_levels, n, sides,
-    )
+    levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), sides)
+    model = getattr(conformal, cls_name)(estimator=ctx.base, prefit=True, confidence_level=ok, **options)
+    return model.fit().predict(ctx.X_test, confidence_level=levels)
 
 
 @register("jackknife-plus-gp", options=("beta", "eps", "refit_mean"),
@@ -282,16 +330,18 @@ def _full_conformal_gp(ctx: TaskContext, *, beta: float = 1.0, eps: float = 0.0,
 def _register_gp_beta():
     # The option list lives with the model; importing it is cheap (no PyMC import at module level
     # would be cheaper still, but the spec validator needs the names).
-    options = ("n_inducing", "rank", "inference", "draws", "n_iter", "learning_rate", "obj_n_mc",
-               "batch_size", "learn_inducing", "tune", "chains", "target_accept", "n_grid", "compile_mode",
-               "calibration_data")
+    from calibprob.calibrators.gp_beta import RUN_OPTIONS
+
+    options = (*RUN_OPTIONS, "calibration_data")
 
     @register("gp-beta", options=options,
               doc="GP-Beta distribution calibration (Song et al. 2019), a PyMC model.")
-    def _gp_beta(ctx: TaskContext, **opts) -> xr.Dataset:
-        from calibprob.calibrators.gp_beta import run_gp_beta
+    def _gp_beta(ctx: TaskContext, *, calibration_data: str = "auto", **opts) -> xr.Dataset:
+        """GP-Beta on the base's predictive Dataset; ``calibration_data`` as in :func:`calibration_prediction`."""
+        from calibprob.calibrators import GPBetaCalibrator
 
-        return run_gp_beta(ctx, **opts)
+        opts.setdefault("random_state", ctx.seed)
+        return post_process(ctx, GPBetaCalibrator(**opts), calibration_data=calibration_data)
 
 
 _register_gp_beta()
@@ -301,6 +351,9 @@ _register_gp_beta()
                                 "fit_fraction", "n_train_subset", "maxiter"),
           doc="Sharp calibrated GP (Capone et al. 2023), calibration hyperparameters by MAP per level.")
 def _sharp_gp(ctx: TaskContext, **opts) -> xr.Dataset:
-    from calibprob.calibrators.sharp_gp import run_sharp_gp
+    """The sharp GP around the task's fitted GP base, fitted on the calibration data (model-aware)."""
+    from calibprob.calibrators import SharpCalibratedGP
 
-    return run_sharp_gp(ctx, **opts)
+    X_cal, y_cal = ctx.calibration
+    model = SharpCalibratedGP(estimator=ctx.base, random_state=ctx.seed, **opts).fit(X_cal, y_cal)
+    return model.predict(ctx.X_test, levels=ctx.levels)

@@ -142,7 +142,7 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
     ['vanilla', 'scaled']
     """
     from calibprob.compare.methods import METHOD_KINDS, TaskContext, make_base
-    from calibprob.metrics import evaluate, evaluate_intervals
+    from calibprob.metrics import evaluate
 
     spec = parse_spec(spec_dict)
     seed, arrays = _prepare(spec, dataset, repetition)
@@ -163,10 +163,9 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
         t0 = time.perf_counter()
         try:
             pred = METHOD_KINDS[m.kind].func(ctx, **m.options)
-            if "quantile" in pred or "loc" in pred:
-                score = evaluate(pred, y_test, confidence_levels=spec.confidence_levels)
-            else:  # interval-only methods (jackknife+, J+GP, FCP-GP): coverage, width, IAE
-                score = evaluate_intervals(pred, y_test, confidence_levels=spec.confidence_levels)
+            # one call for both outputs: evaluate scores intervals-only methods (jackknife+, J+GP,
+            # FCP-GP) on coverage, width and IAE
+            score = evaluate(pred, y_test, confidence_levels=spec.confidence_levels)
             errors.append("")
             scores.append(score.expand_dims(calibrator=[m.name]))
         except Exception as err:  # recorded, never fatal for the other methods

@@ -293,8 +293,45 @@ def interval_dataset(lower, upper, levels, scalar: bool, *, method: str, attrs=N
         coords={"obs": np.arange(n), "confidence_level": levels},
     )
     ds.attrs["method"] = method
+    ds.attrs["family"] = "interval"
     ds.attrs.update(attrs or {})
     return ds.isel(confidence_level=0) if scalar else ds
+
+
+def reachable_levels(levels, n: int, *, sides: int) -> np.ndarray:
+    """Mask of the confidence levels that ``n`` scores resolve (finite conformal ends)."""
+    levels = np.asarray(levels, float)
+    per_side = levels if sides == 1 else 1.0 - (1.0 - levels) / 2.0
+    return np.array([upper_rank(float(c), n) <= n for c in per_side], dtype=bool)
+
+
+def interval_prediction(model, X, confidence_level, *, n: int, sides: int) -> xr.Dataset:
+    """``predict`` of an intervals-only model-aware calibrator: the interval family of the contract.
+
+    ``lower``/``upper`` over (obs, confidence_level) at every level asked for
+    (default: the model's ``confidence_level``), ``attrs["family"] ==
+    "interval"``. A level whose conformal rank exceeds the ``n`` scores has the
+    whole real line as its conformal set; it is returned as such (``-inf``,
+    ``inf``: coverage 1, width inf) rather than dropped, so that every method
+    is scored on the same grid of levels.
+    """
+    levels, _ = resolve_levels(model.confidence_level if confidence_level is None else confidence_level)
+    ok = reachable_levels(levels, n, sides=sides)
+    if not ok.any():
+        raise ValueError(
+            f"{n} scores resolve none of the confidence levels {levels.tolist()}; lower the levels or use "
+            "more data."
+        )
+    iv = model.predict_interval(X, confidence_level=levels[ok])
+    m = iv.sizes["obs"]
+    lower = np.full((m, levels.size), -np.inf)
+    upper = np.full((m, levels.size), np.inf)
+    lower[:, ok] = iv["lower"].transpose("obs", "confidence_level").values
+    upper[:, ok] = iv["upper"].transpose("obs", "confidence_level").values
+    out = interval_dataset(lower, upper, levels, False, method=iv.attrs.get("method", ""),
+                           attrs={k: v for k, v in iv.attrs.items() if k not in ("method", "family")})
+    out.attrs["unbounded_levels"] = int((~ok).sum())
+    return out
 
 
 # ---------------------------------------------------------------------------

@@ -510,6 +510,9 @@ class _GPConformalBase:
         else:
             if X is None or y is None:
                 raise ValueError("fit(X, y) needs training data unless prefit=True.")
+            from calibprob._base import check_not_predictive
+
+            check_not_predictive(X, self)
             X, y = check_Xy(X, y, min_length=2)
             gp = clone(as_regressor(self.estimator)).fit(X, y)
         if not hasattr(gp, "kernel_matrix"):
@@ -529,6 +532,29 @@ class _GPConformalBase:
     def _check_options(self):
         pass
 
+    def predict(self, X, *, confidence_level=None):
+        """Intervals at the levels asked for, as the contract's interval family.
+
+        Parameters
+        ----------
+        X : array_like, shape (m, d)
+        confidence_level : float or sequence, optional
+            Default: the constructor's ``confidence_level``. Levels the ``n``
+            training points cannot resolve come back unbounded.
+
+        Returns
+        -------
+        xarray.Dataset
+            ``lower``, ``upper`` over (obs, confidence_level),
+            ``attrs["family"] == "interval"``; :func:`calibprob.evaluate` scores it.
+        """
+        from calibprob._base import check_is_fitted, check_not_predictive
+        from calibprob.conformal._common import interval_prediction
+
+        check_is_fitted(self, "view_", method="fit")
+        check_not_predictive(X, self)
+        return interval_prediction(self, X, confidence_level, n=self.n_train_, sides=self._min_sides)
+
     def predict_interval(self, X, confidence_level=None):
         """Intervals at one or several confidence levels (computed in test-point chunks).
 
@@ -547,6 +573,9 @@ class _GPConformalBase:
         from calibprob.conformal._common import default_chunk_size, interval_dataset, iter_chunks, resolve_levels
 
         check_is_fitted(self, "view_", method="fit")
+        from calibprob._base import check_not_predictive
+
+        check_not_predictive(X, self)
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
         X = check_array(X, "X", ndim=2)
         m, n = X.shape[0], self.n_train_

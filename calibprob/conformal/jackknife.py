@@ -60,7 +60,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from calibprob._base import BaseEstimator, check_is_fitted, clone
+from calibprob._base import BaseEstimator, check_is_fitted, check_not_predictive, clone
 from calibprob._validation import check_array, check_choice, check_int
 from calibprob.conformal._common import (
     as_regressor,
@@ -241,6 +241,7 @@ class CrossConformalRegressor(BaseEstimator):
         check_choice(self.method, "method", ("plus", "base"))
         levels, _ = resolve_levels(self.confidence_level)
         score = get_score(self.score, beta=self.beta, eps=self.eps)
+        check_not_predictive(X, self)
         X, y = check_Xy(X, y, min_length=2)
         n = y.size
         for c in levels:
@@ -281,6 +282,29 @@ class CrossConformalRegressor(BaseEstimator):
                 S[k] = self.score_.scale(sigma)
         return M, S
 
+    def predict(self, X, *, confidence_level=None) -> xr.Dataset:
+        """Intervals at the levels asked for, as the contract's interval family (jackknife+ gives no quantile function).
+
+        Parameters
+        ----------
+        X : array_like, shape (m, d)
+        confidence_level : float or sequence, optional
+            Default: the constructor's ``confidence_level``. Levels the
+            ``n`` training points cannot resolve come back unbounded.
+
+        Returns
+        -------
+        xarray.Dataset
+            ``lower``, ``upper`` over (obs, confidence_level),
+            ``attrs["family"] == "interval"``; :func:`calibprob.evaluate` scores it.
+        """
+        from calibprob.conformal._common import interval_prediction
+
+        check_is_fitted(self, "scores_", method="fit")
+        check_not_predictive(X, self)
+        return interval_prediction(self, X, confidence_level, n=self.n_train_,
+                                   sides=1 if self.score_.symmetric else 2)
+
     def predict_interval(self, X, confidence_level=None) -> xr.Dataset:
         """Intervals at one or several confidence levels, computed in test-point chunks.
 
@@ -295,6 +319,7 @@ class CrossConformalRegressor(BaseEstimator):
             ``lower``, ``upper`` over (obs, confidence_level).
         """
         check_is_fitted(self, "scores_", method="fit")
+        check_not_predictive(X, self)
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
         X = check_array(X, "X", ndim=2)
         m, n = X.shape[0], self.n_train_

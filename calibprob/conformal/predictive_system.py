@@ -41,8 +41,13 @@ distributions based on conformal prediction. PMLR 60.
 
 from __future__ import annotations
 
-import numpy as np
+import warnings
 
+import numpy as np
+import xarray as xr
+
+from calibprob._base import check_is_fitted
+from calibprob.conformal.distribution import SplitConformalCalibrator, _targets
 from calibprob.conformal.scores import SignedAbsoluteScore, SignedNormalizedScore
 from calibprob.conformal.split import SplitConformalRegressor
 
@@ -73,36 +78,45 @@ def cps_cdf(sorted_scores, test_scores, tau=0.5) -> np.ndarray:
     return (below + np.asarray(tau, float) * (ties + 1)) / (R.size + 1)
 
 
-class ConformalPredictiveSystem(SplitConformalRegressor):
-    r"""Split conformal predictive system (Vovk et al. 2020) around any base.
+class ConformalPredictiveSystem(SplitConformalCalibrator):
+    r"""Split conformal predictive system (Vovk et al. 2020): a distribution post-processor.
 
-    The calibration scores are the signed normalised residuals
-    :math:`(y - \mu)/\max(\epsilon, \sigma^\beta)` (or the raw signed
-    residuals with ``normalize=False``, for bases without σ). :meth:`predict`
-    returns the full predictive distribution per test point as the
-    predictive-distribution contract, so NLL, CRPS and ECE are defined for
-    it; :meth:`predict_interval` gives the exact conformal (signed-score)
-    intervals; :meth:`predict_cdf` the exact step CDF :math:`Q(y, \tau)`.
+    ``fit(pred_cal, y_cal)`` on the base's predictive Dataset for calibration
+    data; ``predict(pred)`` the full conformal predictive distribution per test
+    point, as the predictive-distribution contract (so NLL, CRPS and ECE are
+    defined for it). The calibration scores are the signed normalised
+    residuals :math:`(y - \mu)/\max(\epsilon, \sigma^\beta)` with
+    :math:`\mu, \sigma` the Dataset's own mean and standard deviation (or the
+    raw signed residuals with ``normalize=False``). :meth:`predict_interval`
+    gives the exact conformal (signed-score) intervals; :meth:`predict_cdf`
+    the exact step CDF :math:`Q(y, \tau)`. Any Dataset goes in: Gaussian, from
+    quantiles, or a PyMC model's posterior-predictive draws
+    (:func:`calibprob.from_draws`).
 
     Parameters
     ----------
-    estimator : base regressor or callable
     normalize : bool, default True
         Divide residuals by :math:`\max(\epsilon, \sigma^\beta)`.
     beta, eps : float
         Parameters of the normaliser.
     confidence_level : float or sequence, default 0.9
-    prefit : bool, default False
-    chunk_size : int, optional
+        Default level(s) of :meth:`predict_interval`.
+    estimator, prefit, chunk_size : deprecated
+        The model-aware form of earlier releases (``estimator=`` then
+        ``fit(X, y)``/``calibrate(X_cal, y_cal)``/``predict(X)``) still works
+        for one release with a ``FutureWarning``; write
+        ``SplitConformalRegressor(estimator=..., score="signed")`` for a
+        conformal quantile function around a model, or pass the model's
+        predictions to this class.
 
     Examples
     --------
-    >>> import numpy as np
+    >>> import numpy as np, calibprob
     >>> rng = np.random.default_rng(1)
-    >>> X = rng.uniform(size=(400, 1)); y = X[:, 0] + rng.normal(size=400)
-    >>> base = lambda Xt, yt, Xn: (np.full(len(Xn), yt.mean()), np.full(len(Xn), yt.std()))
-    >>> cps = ConformalPredictiveSystem(estimator=base).fit(X[:200], y[:200]).calibrate(X[200:], y[200:])
-    >>> pred = cps.predict(X[:5])
+    >>> mu = rng.normal(size=600); y = mu + rng.standard_t(3, size=600)    # heavy-tailed truth
+    >>> base = calibprob.normal(mu, np.ones(600))
+    >>> cps = ConformalPredictiveSystem().fit(base.isel(obs=slice(400)), y[:400])
+    >>> pred = cps.predict(base.isel(obs=slice(400, None)))
     >>> pred.sizes["level"]
     99
 
@@ -111,51 +125,123 @@ class ConformalPredictiveSystem(SplitConformalRegressor):
     Vovk et al. (2020), Neurocomputing 397; Pion & Vazquez (2024) eq. (13) for the score.
     """
 
+    _method = "conformal-predictive-system"
+
     def __init__(
         self,
         *,
-        estimator=None,
         normalize: bool = True,
         beta: float = 1.0,
         eps: float = 0.0,
         confidence_level=0.9,
+        estimator=None,
         prefit: bool = False,
         chunk_size: int | None = None,
     ):
-        self.estimator = estimator
         self.normalize = normalize
         self.beta = beta
         self.eps = eps
         self.confidence_level = confidence_level
+        self.estimator = estimator
         self.prefit = prefit
         self.chunk_size = chunk_size
 
     def _score(self):
+        if not isinstance(self.normalize, (bool, np.bool_)):
+            raise TypeError(f"normalize must be True or False; got {self.normalize!r}.")
         return SignedNormalizedScore(beta=self.beta, eps=self.eps) if self.normalize else SignedAbsoluteScore()
 
-    def predict(self, X, *, levels=None):
-        """Predictive distribution per test point (see the module docstring)."""
-        ds = super().predict(X, levels=levels)
-        ds.attrs["method"] = "conformal-predictive-system"
-        return ds
+    def _method_name(self) -> str:
+        return self._method
 
-    def predict_cdf(self, X, y, *, tau=0.5) -> np.ndarray:
+    # -- the deprecated model-aware form -------------------------------------
+    def _legacy(self, method: str):
+        """The inner model-aware split conformal of the deprecated ``estimator=`` form."""
+        warnings.warn(
+            f"ConformalPredictiveSystem(estimator=...).{method}(X, ...) is deprecated and will be removed in "
+            "the next release: ConformalPredictiveSystem is a distribution post-processor. Pass the model's "
+            "predictive Dataset: ConformalPredictiveSystem().fit(model.predict(X_cal), y_cal), then "
+            "predict(model.predict(X)).",
+            FutureWarning,
+            stacklevel=3,
+        )
+        inner = getattr(self, "legacy_estimator_", None)
+        if inner is None:
+            inner = SplitConformalRegressor(
+                estimator=self.estimator, score=self._score(), confidence_level=self.confidence_level,
+                prefit=self.prefit, chunk_size=self.chunk_size,
+            )
+            self.legacy_estimator_ = inner
+        return inner
+
+    def _is_legacy(self, first) -> bool:
+        return self.estimator is not None and not isinstance(first, xr.Dataset)
+
+    def fit(self, pred_cal, y_cal) -> ConformalPredictiveSystem:
+        """Score the calibration predictions; returns ``self``.
+
+        Parameters
+        ----------
+        pred_cal : xarray.Dataset
+            The base's predictive distribution on the calibration data.
+        y_cal : array_like or 1-D xarray.DataArray, shape (n_cal,)
+        """
+        if self._is_legacy(pred_cal):
+            self.legacy_estimator_ = None
+            self._legacy("fit").fit(pred_cal, y_cal)
+            self.scores_ = None
+            return self
+        self.legacy_estimator_ = None
+        return super().fit(pred_cal, y_cal)
+
+    def calibrate(self, X_cal, y_cal) -> ConformalPredictiveSystem:
+        """Deprecated model-aware step (``estimator=`` form): score ``(X_cal, y_cal)``."""
+        if self.estimator is None:
+            raise TypeError(
+                "ConformalPredictiveSystem is a distribution post-processor: call "
+                "fit(pred_cal, y_cal) with the base's predictive Dataset on the calibration data "
+                "(there is no separate calibrate step)."
+            )
+        inner = self._legacy("calibrate").calibrate(X_cal, y_cal)
+        self.scores_, self.n_calibration_, self.score_ = inner.scores_, inner.n_calibration_, inner.score_
+        return self
+
+    def predict(self, pred, *, levels=None) -> xr.Dataset:
+        """Predictive distribution per test point (see the module docstring)."""
+        if self._is_legacy(pred):
+            check_is_fitted(self, "scores_", method="calibrate")
+            ds = self._legacy("predict").predict(pred, levels=levels)
+            ds.attrs["method"] = self._method
+            return ds
+        return super().predict(pred, levels=levels)
+
+    def predict_interval(self, pred, confidence_level=None) -> xr.Dataset:
+        """Exact conformal (signed-score) intervals; see :meth:`SplitConformalCalibrator.predict_interval`."""
+        if self._is_legacy(pred):
+            check_is_fitted(self, "scores_", method="calibrate")
+            ds = self._legacy("predict_interval").predict_interval(pred, confidence_level)
+            ds.attrs["method"] = self._method
+            return ds
+        return super().predict_interval(pred, confidence_level)
+
+    def predict_cdf(self, pred, y, *, tau=0.5) -> np.ndarray:
         r"""Exact split-CPS CDF :math:`Q(y_j, \tau)` at the observed ``y``.
 
         Parameters
         ----------
-        X : array_like, shape (m, d)
-        y : array_like, shape (m,)
+        pred : xarray.Dataset
+            The base's predictive distribution at the test points.
+        y : array_like or 1-D xarray.DataArray, shape (m,)
         tau : float or ndarray, shape (m,), default 0.5
 
         Returns
         -------
         ndarray, shape (m,)
         """
-        from calibprob._validation import check_array
-
-        mu, scale = self._mu_scale(X)
-        y = check_array(y, "y", ndim=1)
-        if y.shape != mu.shape:
-            raise ValueError(f"mismatched lengths: X has {mu.size} rows, y has {y.size} entries.")
+        if self._is_legacy(pred):
+            check_is_fitted(self, "scores_", method="calibrate")
+            mu, scale = self._legacy("predict_cdf")._mu_scale(pred)
+        else:
+            pred, mu, scale = self._mu_scale(pred)
+        y = _targets(y, mu.size, "y")
         return cps_cdf(self.scores_, (y - mu) / scale, tau)

@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from calibprob._base import BaseEstimator, check_is_fitted, clone
+from calibprob._base import BaseEstimator, check_is_fitted, check_not_predictive, clone
 from calibprob._validation import check_array
 from calibprob.conformal._common import (
     as_regressor,
@@ -192,6 +192,7 @@ class SplitConformalRegressor(BaseEstimator):
             )
         resolve_levels(self.confidence_level)
         self._score()
+        check_not_predictive(X, self)
         X, y = check_Xy(X, y)
         self.estimator_ = clone(as_regressor(self.estimator)).fit(X, y)
         self.scores_ = None
@@ -217,6 +218,7 @@ class SplitConformalRegressor(BaseEstimator):
             self.estimator_ = as_regressor(self.estimator)
         else:
             check_is_fitted(self, "estimator_", method="fit")
+        check_not_predictive(X_cal, self, "X_cal")
         X_cal, y_cal = check_Xy(X_cal, y_cal, X_name="X_cal", y_name="y_cal")
         mu, sigma = predict_mean_std_chunked(
             self.estimator_, X_cal, need_sigma=score.needs_sigma, chunk_size=self.chunk_size
@@ -231,6 +233,7 @@ class SplitConformalRegressor(BaseEstimator):
     # -- prediction ---------------------------------------------------------
     def _mu_scale(self, X):
         check_is_fitted(self, "scores_", method="calibrate")
+        check_not_predictive(X, self)
         X = check_array(X, "X", ndim=2)
         mu, sigma = predict_mean_std_chunked(
             self.estimator_, X, need_sigma=self.score_.needs_sigma, chunk_size=self.chunk_size

@@ -21,7 +21,7 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._base import BaseEstimator
+from calibprob._base import BaseEstimator, check_predictive
 from calibprob._validation import check_array, check_choice, check_levels, check_probability
 from calibprob.online._osd import (
     COUPLINGS,
@@ -31,7 +31,7 @@ from calibprob.online._osd import (
     publish,
     theorem2_bound,
 )
-from calibprob.predictive import DEFAULT_LEVELS, from_quantiles, quantile_ppf, validate
+from calibprob.predictive import DEFAULT_LEVELS, from_quantiles, quantile_ppf
 
 __all__ = ["OnlineQuantileRecalibrator", "check_eta"]
 
@@ -212,7 +212,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         -------
         self
         """
-        validate(forecast)
+        forecast = check_predictive(forecast, self, "forecast")
         u = np.asarray(forecast.calib.pit(y).values, float).reshape(-1)
         return self.update_pit(u)
 
@@ -300,6 +300,14 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         self._ensure_state()
         return float(theorem2_bound(eta, max(self.n_updates_, 1)))
 
+    def predict(self, pred: xr.Dataset, *, levels=None) -> xr.Dataset:
+        """The recalibrated predictive distribution (the contract's name for :meth:`recalibrate`).
+
+        ``fit(pred_cal, y_cal)`` then ``predict(pred)`` as every distribution
+        post-processor; ``update`` continues the stream.
+        """
+        return self.recalibrate(pred, levels=levels)
+
     def recalibrate(self, forecast: xr.Dataset, levels=None) -> xr.Dataset:
         r"""Issue :math:`Q_t \circ R_t`: the recalibrated predictive distribution.
 
@@ -317,7 +325,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             ``[level_floor, 1 - level_floor]``; ``attrs["family"] == "quantile"``,
             ``attrs["method"]`` the base method + ``"+online-recalibration"``.
         """
-        validate(forecast)
+        forecast = check_predictive(forecast, self, "forecast")
         self._ensure_state()
         out_levels = forecast.calib.levels if levels is None else check_levels(levels)
         p = self.recalibration_map(out_levels, clip=True)

@@ -1,0 +1,284 @@
+"""Every public calibrator through its family's contract (calibprob._base).
+
+Two families, one shape each:
+
+* distribution post-processors — ``fit(pred_cal, y_cal) -> self``,
+  ``predict(pred) -> Dataset`` (the predictive contract), any predictive
+  Dataset accepted (Gaussian, or a Student-t given as draws);
+* model-aware calibrators — ``estimator=``, ``fit(X, y)`` (and
+  ``calibrate(X_cal, y_cal)`` for split conformal), ``predict(X) -> Dataset``
+  (a quantile function, or the interval family for intervals-only methods).
+
+Checks: fit returns self and predict a Dataset of the right family, unfitted
+errors name the method, each family refuses the other's input naming the fix,
+y of the wrong length or with NaN is refused, y as a DataArray with PyMC's
+``obs_id`` dim is accepted, quantiles are non-decreasing / intervals nested,
+the same seed gives the same prediction, and ``clone`` keeps the parameters.
+The independent reference of the coverage checks is each method's guarantee:
+on a base whose standard deviation is halved (90 % coverage below 0.8), every
+batch method covers at least 0.8 of 400 held-out points at 90 %, and the
+online recalibrator's stream coverage is within its proven bound.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import calibprob
+from calibprob._base import DistributionCalibrator, ModelAwareCalibrator, NotFittedError, clone
+from calibprob.metrics import interval_levels, is_interval_family
+
+# ---------------------------------------------------------------------------
+# data: y = sin(2x) + noise whose sd grows with |x|
+# ---------------------------------------------------------------------------
+
+
+def _data(n, rng):
+    X = rng.uniform(-2.0, 2.0, size=(n, 1))
+    y = np.sin(2 * X[:, 0]) + (0.2 + 0.3 * np.abs(X[:, 0])) * rng.standard_normal(n)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(2026)
+    X_tr, y_tr = _data(60, rng)
+    X_cal, y_cal = _data(200, rng)
+    X_te, y_te = _data(400, rng)
+    gp = calibprob.GaussianProcessRegressor(random_state=0).fit(X_tr, y_tr)
+    # an over-confident Gaussian base (sd halved) and the same base as Student-t draws
+    mu_c, sd_c = gp.predict_mean_std(X_cal)
+    mu_t, sd_t = gp.predict_mean_std(X_te)
+    t_rng = np.random.default_rng(7)
+    draws_c = mu_c + 0.5 * sd_c * t_rng.standard_t(5, size=(3000, mu_c.size))
+    draws_t = mu_t + 0.5 * sd_t * t_rng.standard_t(5, size=(3000, mu_t.size))
+    return {
+        "X_tr": X_tr, "y_tr": y_tr, "X_cal": X_cal, "y_cal": y_cal, "X_te": X_te, "y_te": y_te, "gp": gp,
+        "normal": (calibprob.normal(mu_c, 0.5 * sd_c), calibprob.normal(mu_t, 0.5 * sd_t)),
+        "draws": (calibprob.from_draws(draws_c), calibprob.from_draws(draws_t)),
+    }
+
+
+# ---------------------------------------------------------------------------
+# the registry of public calibrators, one factory each (cheapest honest settings)
+# ---------------------------------------------------------------------------
+
+POST_PROCESSORS = {
+    "IsotonicRecalibrator": lambda p: calibprob.IsotonicRecalibrator(extrapolate=True),
+    "VovkRecalibrator": lambda p: calibprob.VovkRecalibrator(extrapolate=True, random_state=0),
+    "MarxRecalibrator": lambda p: calibprob.MarxRecalibrator(extrapolate=True),
+    "VarianceScalingRecalibrator": lambda p: calibprob.VarianceScalingRecalibrator(),
+    "GPBetaCalibrator": lambda p: calibprob.GPBetaCalibrator(inference="map", n_inducing=8, random_state=0),
+    "ConformalPredictiveSystem": lambda p: calibprob.ConformalPredictiveSystem(),
+    "SplitConformalCalibrator": lambda p: calibprob.SplitConformalCalibrator(score="normalized"),
+    "OnlineQuantileRecalibrator": lambda p: calibprob.OnlineQuantileRecalibrator(),
+}
+
+MODEL_AWARE = {
+    "SharpCalibratedGP": lambda p: calibprob.SharpCalibratedGP(
+        estimator=p["gp"], variant="scaled", n_levels=5, random_state=0),
+    "SplitConformalRegressor": lambda p: calibprob.SplitConformalRegressor(
+        estimator=p["gp"], score="normalized", prefit=True),
+    "CrossConformalRegressor": lambda p: calibprob.CrossConformalRegressor(
+        estimator=calibprob.LinearRegression(), cv=5, random_state=0),
+    "JackknifePlusGP": lambda p: calibprob.JackknifePlusGP(estimator=p["gp"], prefit=True),
+    "FullConformalGP": lambda p: calibprob.FullConformalGP(estimator=p["gp"], prefit=True),
+}
+
+
+def _fit_model_aware(name, model, p, X=None, y=None):
+    """The family's lifecycle: split conformal calibrates, the GP conformal methods take the fitted GP."""
+    X_cal = p["X_cal"] if X is None else X
+    y_cal = p["y_cal"] if y is None else y
+    if name == "SplitConformalRegressor":
+        return model.calibrate(X_cal, y_cal)
+    if name in ("JackknifePlusGP", "FullConformalGP"):
+        return model.fit()
+    if name == "CrossConformalRegressor":
+        return model.fit(p["X_tr"] if X is None else X, p["y_tr"] if y is None else y)
+    return model.fit(X_cal, y_cal)
+
+
+def test_the_registry_covers_every_public_calibrator():
+    """A new public calibrator must be added here (and so to every check below)."""
+    from calibprob import calibrators, conformal, online
+
+    public = set()
+    for mod in (calibrators, conformal, online):
+        for name in mod.__all__:
+            obj = getattr(mod, name)
+            if isinstance(obj, type) and hasattr(obj, "fit") and name != "CallableRegressor":
+                public.add(name)
+    assert public == set(POST_PROCESSORS) | set(MODEL_AWARE)
+
+
+# ---------------------------------------------------------------------------
+# distribution post-processors
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fitted_post(problem):
+    out = {}
+    for name, make in POST_PROCESSORS.items():
+        for kind in ("normal", "draws"):
+            pred_cal, _ = problem[kind]
+            cal = make(problem)
+            assert cal.fit(pred_cal, problem["y_cal"]) is cal
+            out[name, kind] = cal
+    return out
+
+
+@pytest.mark.parametrize("kind", ["normal", "draws"])
+@pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
+def test_post_processor_fit_predict_contract(name, kind, problem, fitted_post):
+    cal = fitted_post[name, kind]
+    assert isinstance(cal, DistributionCalibrator)
+    pred = cal.predict(problem[kind][1])
+    assert isinstance(pred, xr.Dataset)
+    calibprob.validate(pred)
+    q = pred.calib.quantiles
+    assert q.shape[0] == problem["y_te"].size
+    assert np.all(np.diff(q, axis=1) >= -1e-12), "quantiles must be non-decreasing"
+    np.testing.assert_array_equal(pred["obs"].values, problem[kind][1]["obs"].values)
+    m = calibprob.evaluate(pred, problem["y_te"])
+    base = calibprob.evaluate(problem[kind][1], problem["y_te"])
+    assert float(base["coverage"].sel(confidence_level=0.9)) < 0.8
+    if name == "OnlineQuantileRecalibrator":
+        # its guarantee is on the stream it has seen (Deshpande et al. 2024, Thm. 2), not held out
+        assert np.all(np.abs(cal.coverage() - cal.levels_) <= cal.coverage_bound() + 1e-12)
+    else:
+        assert float(m["coverage"].sel(confidence_level=0.9)) >= 0.8
+
+
+@pytest.mark.parametrize("name", sorted(set(POST_PROCESSORS) - {"OnlineQuantileRecalibrator"}))
+def test_post_processor_unfitted(name, problem):
+    # (the online recalibrator has no unfitted state: it starts from the identity map R_1(p) = p,
+    # Deshpande et al. 2024, Algorithm 3 — tested in test_online.py)
+    with pytest.raises(NotFittedError, match=r"not fitted yet"):
+        POST_PROCESSORS[name](problem).predict(problem["normal"][1])
+
+
+@pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
+def test_post_processor_refuses_inputs_x_and_bad_targets(name, problem):
+    pred_cal, _ = problem["normal"]
+    y = problem["y_cal"]
+    make = POST_PROCESSORS[name]
+    with pytest.raises(TypeError, match=r"distribution post-processor: .* must be the base model's predictive"):
+        make(problem).fit(problem["X_cal"], y)
+    with pytest.raises(ValueError, match=r"mismatched lengths|length|entries"):
+        make(problem).fit(pred_cal, y[:-3])
+    with pytest.raises(ValueError, match="finite"):
+        make(problem).fit(pred_cal, np.r_[y[:-1], np.nan])
+
+
+@pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
+def test_post_processor_takes_pymc_observed_data(name, problem):
+    """y as PyMC's observed_data DataArray (dim ``obs_id``) fits exactly as the NumPy array."""
+    pred_cal, pred_te = problem["normal"]
+    y = problem["y_cal"]
+    y_da = xr.DataArray(y, dims=("obs_id",), coords={"obs_id": np.arange(1000, 1000 + y.size)}, name="y")
+    a = POST_PROCESSORS[name](problem).fit(pred_cal, y).predict(pred_te)
+    b = POST_PROCESSORS[name](problem).fit(pred_cal, y_da).predict(pred_te)
+    np.testing.assert_array_equal(a.calib.quantiles, b.calib.quantiles)
+
+
+@pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
+def test_post_processor_is_deterministic_and_cloneable(name, problem, fitted_post):
+    pred_cal, pred_te = problem["normal"]
+    cal = fitted_post[name, "normal"]
+    again = clone(cal)
+    assert again.get_params() == cal.get_params()
+    np.testing.assert_array_equal(again.fit(pred_cal, problem["y_cal"]).predict(pred_te).calib.quantiles,
+                                  cal.predict(pred_te).calib.quantiles)
+
+
+# ---------------------------------------------------------------------------
+# model-aware calibrators
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fitted_aware(problem):
+    out = {}
+    for name, make in MODEL_AWARE.items():
+        model = make(problem)
+        assert _fit_model_aware(name, model, problem) is model
+        out[name] = model
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_AWARE))
+def test_model_aware_fit_predict_contract(name, problem, fitted_aware):
+    model = fitted_aware[name]
+    assert isinstance(model, ModelAwareCalibrator)
+    pred = model.predict(problem["X_te"])
+    assert isinstance(pred, xr.Dataset)
+    if is_interval_family(pred):  # evaluate needs the IAE grid of levels: ask predict for it
+        assert list(pred["confidence_level"].values) == [0.9]  # default: the constructor's level
+        pred = model.predict(problem["X_te"], confidence_level=interval_levels([0.5, 0.9]))
+    m = calibprob.evaluate(pred, problem["y_te"], confidence_levels=[0.5, 0.9])
+    if is_interval_family(pred):
+        # non-empty at c >= 1/2 (the k-th order statistic of mu - R is below that of mu + R);
+        # jackknife+/CV+ may invert at low levels (Barber et al. 2021 do not promise more)
+        half = pred.sel(confidence_level=pred["confidence_level"] >= 0.5)
+        assert np.all(half["lower"].values <= half["upper"].values)
+        assert pred.attrs["family"] == "interval"
+        assert "nll" not in m  # intervals only: coverage, width, IAE
+    else:
+        calibprob.validate(pred)
+        assert np.all(np.diff(pred.calib.quantiles, axis=1) >= -1e-12)
+        assert np.isfinite(float(m["nll"]))
+    assert float(m["coverage"].sel(confidence_level=0.9)) >= 0.8
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_AWARE))
+def test_model_aware_intervals_nest_across_levels(name, problem, fitted_aware):
+    model = fitted_aware[name]
+    if is_interval_family(model.predict(problem["X_te"][:3])):
+        iv = model.predict(problem["X_te"], confidence_level=[0.5, 0.8, 0.9])
+    else:
+        iv = model.predict(problem["X_te"]).calib.interval([0.5, 0.8, 0.9])
+    lo = iv["lower"].transpose("obs", "confidence_level").values
+    hi = iv["upper"].transpose("obs", "confidence_level").values
+    assert np.all(np.diff(lo, axis=1) <= 1e-9) and np.all(np.diff(hi, axis=1) >= -1e-9)
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_AWARE))
+def test_model_aware_unfitted(name, problem):
+    model = MODEL_AWARE[name](problem)
+    with pytest.raises(NotFittedError, match=r"not fitted yet"):
+        model.predict(problem["X_te"])
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_AWARE))
+def test_model_aware_refuses_a_predictive_dataset_and_bad_targets(name, problem, fitted_aware):
+    pred_te = problem["normal"][1]
+    with pytest.raises(TypeError, match="model-aware calibrator: X must be the model's inputs"):
+        fitted_aware[name].predict(pred_te)
+    if name in ("JackknifePlusGP", "FullConformalGP"):
+        return  # prefit: fit() takes no data
+    X, y = (problem["X_tr"], problem["y_tr"]) if name == "CrossConformalRegressor" else (
+        problem["X_cal"], problem["y_cal"])
+    with pytest.raises(TypeError, match="model-aware calibrator"):
+        _fit_model_aware(name, MODEL_AWARE[name](problem), problem, X=problem["normal"][0], y=y)
+    with pytest.raises(ValueError, match=r"mismatched lengths|length"):
+        _fit_model_aware(name, MODEL_AWARE[name](problem), problem, X=X, y=y[:-3])
+    with pytest.raises(ValueError, match="finite"):
+        _fit_model_aware(name, MODEL_AWARE[name](problem), problem, X=X, y=np.r_[y[:-1], np.nan])
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_AWARE))
+def test_model_aware_is_deterministic_and_cloneable(name, problem, fitted_aware):
+    model = fitted_aware[name]
+    again = clone(model)
+    assert again.get_params().keys() == model.get_params().keys()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # the current names raise no deprecation
+        _fit_model_aware(name, again, problem)
+    a, b = again.predict(problem["X_te"]), model.predict(problem["X_te"])
+    xr.testing.assert_equal(a, b)
