@@ -24,6 +24,8 @@ __all__ = [
     "check_confidence_levels",
     "check_choice",
     "check_int",
+    "record_feature_names",
+    "check_feature_names",
 ]
 
 
@@ -295,3 +297,62 @@ def check_int(value, name: str, *, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}; got {value}.")
     return int(value)
+
+
+def _column_names(X):
+    """The column names of a pandas DataFrame when they are all strings, else None."""
+    if not (hasattr(X, "columns") and hasattr(X, "iloc")):
+        return None
+    names = list(X.columns)
+    if not names or not all(isinstance(c, str) for c in names):
+        return None
+    return np.asarray(names, dtype=object)
+
+
+def record_feature_names(estimator, X) -> None:
+    """At fit: set ``estimator.feature_names_in_`` from a DataFrame's string columns (or remove it).
+
+    Examples
+    --------
+    >>> import pandas as pd, calibprob
+    >>> X = pd.DataFrame({"a": [0.0, 1.0, 2.0, 3.0], "b": [1.0, 0.0, 1.0, 3.0]})
+    >>> ols = calibprob.LinearRegression().fit(X, [0.1, 1.2, 1.9, 3.1])
+    >>> ols.feature_names_in_.tolist()
+    ['a', 'b']
+    """
+    names = _column_names(X)
+    if names is None:
+        if "feature_names_in_" in vars(estimator):
+            del estimator.feature_names_in_
+    else:
+        estimator.feature_names_in_ = names
+
+
+def check_feature_names(estimator, X, name: str = "X") -> None:
+    """At predict: a DataFrame must have the columns seen in fit, in the same order.
+
+    Plain arrays are accepted as they are (their columns are taken in fit's
+    order); a DataFrame with reordered, missing or extra columns raises, because
+    taking its columns by position would silently give other predictions.
+
+    Raises
+    ------
+    ValueError
+        Naming the missing, unexpected or reordered columns and the fix.
+    """
+    fitted = getattr(estimator, "feature_names_in_", None)
+    names = _column_names(X)
+    if fitted is None or names is None or list(names) == list(fitted):
+        return
+    missing = [c for c in fitted if c not in set(names)]
+    extra = [c for c in names if c not in set(fitted)]
+    fix = f"Pass {name}[model.feature_names_in_] (the fitted columns: {_short(list(fitted))})."
+    if missing or extra:
+        desc = "; ".join(part for part in (
+            f"missing {', '.join(map(repr, missing))}" if missing else "",
+            f"not seen in fit {', '.join(map(repr, extra))}" if extra else "") if part)
+        raise ValueError(f"{name} has other columns than in fit ({desc}). {fix}")
+    raise ValueError(
+        f"{name} has the fitted columns in another order ({_short(list(names))}); taking them by position "
+        f"would give wrong predictions. {fix}"
+    )

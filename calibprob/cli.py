@@ -44,7 +44,10 @@ def _render(rows) -> str:
 
 
 def _cmd_compare(args) -> int:
+    from calibprob._executor import check_output_path, check_scheduler_address, failure_table
     from calibprob.compare import format_table, load_spec, run_comparison
+    from calibprob.compare.runner import failed_tasks
+    from calibprob.compare.spec import SpecError, _capped
 
     spec = load_spec(args.spec)
     if args.repetitions is not None:
@@ -52,9 +55,16 @@ def _cmd_compare(args) -> int:
             raise SystemExit(f"calibprob compare: --repetitions must be a positive integer; got "
                              f"{args.repetitions}. Give e.g. --repetitions 5, or omit it to use the spec's "
                              f"{spec.repetitions}.")
+        _capped("repetitions", args.repetitions, "--repetitions")
         # the first N repetitions of the spec (same splits); extending later reuses them
         spec = dataclasses.replace(spec, repetitions=args.repetitions)
     out = Path(args.out) if args.out else Path("results") / f"{Path(args.spec).stem}.nc"
+    check_output_path(out)  # before any task runs
+    if args.scheduler is not None:
+        try:
+            check_scheduler_address(args.scheduler)
+        except ValueError as err:
+            raise SpecError(f"--scheduler: {err}") from None
     where = (f"Dask cluster at {args.scheduler}" if args.scheduler
              else f"LocalCluster with {args.workers} workers" if args.workers else "serially")
     n_tasks = len(spec.datasets) * spec.repetitions
@@ -66,18 +76,35 @@ def _cmd_compare(args) -> int:
                           progress=not args.no_progress)
     elapsed = time.perf_counter() - t0
     results = tree.to_dataset()
-    print(format_table(results, list(spec.metrics)))
-    failed = [str(e) for e in results["task_error"].values.ravel() if str(e)] if "task_error" in results else []
+    failed = failed_tasks(results)
+    task_failed = results["task_error"].values.astype(str) != "" if "task_error" in results else None
+    all_failed = task_failed is not None and bool(task_failed.all())
+    if not all_failed:
+        scored = results["error"].values.astype(str) == "" if "error" in results else None
+        all_failed = scored is not None and not bool(scored.any())
+    if not all_failed:
+        print(format_table(results, list(spec.metrics)))
     if failed:
-        print(f"{len(failed)} task(s) failed; first: {failed[0]}", file=sys.stderr)
+        n_tasks_failed = int(task_failed.sum()) if task_failed is not None else 0
+        print(f"\n{len(failed)} failure(s) ({n_tasks_failed} of {n_tasks} task(s) failed as a whole; "
+              "a failed task is retried on the next run):", file=sys.stderr)
+        print(failure_table(failed), file=sys.stderr)
     print(f"wrote {out} in {elapsed:.1f} s", file=sys.stderr)
+    if all_failed:
+        print("calibprob: error: every task failed, no scores to show; fix the cause above and run the "
+              "same command again.", file=sys.stderr)
+        return 1
     return 0
 
 
 def _cmd_report(args) -> int:
     from calibprob.compare import format_table, load_results, write_plots
 
-    results = load_results(args.results)
+    try:
+        results = load_results(args.results)
+    except ValueError as err:
+        print(f"calibprob: error: {err}", file=sys.stderr)
+        return 2
     metrics = None
     spec_text = results.attrs.get("spec")
     if spec_text:
@@ -90,7 +117,12 @@ def _cmd_report(args) -> int:
     print(format_table(results, metrics or ["ece", "nll", "crps", "std", "rmse", "coverage", "width"]))
     outdir = Path(args.plots) if args.plots else Path(args.results).with_suffix("").with_name(
         Path(args.results).stem + "_plots")
-    for p in write_plots(results, outdir):
+    try:
+        paths = write_plots(results, outdir)
+    except ValueError as err:
+        print(f"calibprob: error: {err}", file=sys.stderr)
+        return 2
+    for p in paths:
         print(f"wrote {p}", file=sys.stderr)
     return 0
 
@@ -128,19 +160,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(err: BaseException) -> str:
+    """An exception as one line with its fix (OSError, HDF5 and Dask connection errors)."""
+    text = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err, ConnectionError):
+        return text
+    if isinstance(err, OSError):
+        name = getattr(err, "filename", None)
+        reason = err.strerror or text
+        if name is not None:
+            return (f"{name}: {reason}. Check the path and that its folder is writable with free space, "
+                    "or choose another --out.")
+        return f"{text}. Check the paths and free disk space."
+    if type(err).__module__.startswith(("h5py", "h5netcdf")):
+        return (f"HDF5 error: {text}. The file may be damaged or not netCDF, or the disk full; remove it "
+                "or choose another --out.")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``calibprob`` console script."""
+    """Entry point of the ``calibprob`` console script.
+
+    Errors in the user's input or environment (a bad spec or option, an
+    unwritable or unsafe output, a full disk, an unreachable Dask scheduler)
+    end with one line ``calibprob: error: ...`` naming the fix and exit code 2,
+    never with a traceback. ``compare`` and ``bo`` exit 1 when every task failed.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "workers", None) is not None and args.workers < 1:
         parser.error(f"--workers must be >= 1; got {args.workers}")
+    from calibprob._executor import OutputError
     from calibprob.compare.spec import SpecError
 
     try:
         return args.func(args)
-    except (SpecError, FileNotFoundError) as err:
+    except (SpecError, OutputError) as err:
         print(f"calibprob: error: {err}", file=sys.stderr)
         return 2
+    except (OSError, TimeoutError) as err:
+        print(f"calibprob: error: {_one_line(err)}", file=sys.stderr)
+        return 2
+    except Exception as err:
+        if type(err).__module__.startswith(("h5py", "h5netcdf")):
+            print(f"calibprob: error: {_one_line(err)}", file=sys.stderr)
+            return 2
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

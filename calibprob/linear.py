@@ -26,20 +26,45 @@ import numpy as np
 import scipy.linalg
 
 from calibprob._base import BaseEstimator, check_is_fitted
-from calibprob._validation import check_array, check_int, check_same_length
+from calibprob._validation import (
+    check_array,
+    check_feature_names,
+    check_int,
+    check_same_length,
+    record_feature_names,
+)
 
 __all__ = ["LinearRegression", "BayesianRidge"]
 
 
+def _check_not_constant(y: np.ndarray, cls: str) -> None:
+    if y.size and float(np.max(y) - np.min(y)) == 0.0:
+        raise ValueError(
+            f"y is constant (every value {float(y[0])!r}): {cls} would estimate a noise variance of 0 and "
+            "predict point masses. Check the target column, or add the spread you believe in yourself."
+        )
+
+
+def _check_finite_fit(cls: str, **values) -> None:
+    """Raise a clear error instead of returning a fit with overflowed (inf/NaN/0-variance) parameters."""
+    bad = [k for k, v in values.items() if not np.all(np.isfinite(v))]
+    if bad:
+        raise ValueError(
+            f"{cls}: the fitted {', '.join(bad)} overflow float64 at the scale of these data. Rescale X and y "
+            "(divide by a constant, or standardize = true in a comparison spec) and fit again."
+        )
+
+
 class _LinearBase(BaseEstimator):
     def _validate_Xy(self, X, y):
-        X = check_array(X, "X", ndim=2)
+        Xa = check_array(X, "X", ndim=2)
         y = check_array(y, "y", ndim=1)
-        check_same_length(X=X, y=y)
-        return X, y
+        check_same_length(X=Xa, y=y)
+        return Xa, y
 
     def _check_X(self, X):
         check_is_fitted(self, "coef_", method="fit")
+        check_feature_names(self, X)
         X = check_array(X, "X", ndim=2)
         if X.shape[1] != self.n_features_in_:
             raise ValueError(
@@ -135,6 +160,7 @@ class LinearRegression(_LinearBase):
         -------
         self
         """
+        X_in = X
         X, y = self._validate_Xy(X, y)
         A = self._design(X)
         n, p = A.shape
@@ -144,21 +170,33 @@ class LinearRegression(_LinearBase):
                 f"noise variance: n = {n}, coefficients = {p} (features + intercept). Use at "
                 f"least {p + 1} rows, or BayesianRidge."
             )
-        Q, R = np.linalg.qr(A)
+        _check_not_constant(y, "LinearRegression")
+        # Equilibrate: QR of A with unit-max columns and y / max|y|, so the rank test and the
+        # arithmetic do not depend on the data's units (1e300-scale columns are not "deficient").
+        col = np.max(np.abs(A), axis=0)
+        col[col == 0] = 1.0
+        y_scale = float(np.max(np.abs(y)))
+        Q, R = np.linalg.qr(A / col)
         diag = np.abs(np.diag(R))
         if diag.min() <= 1e-10 * diag.max():
             raise ValueError(
                 "X is rank deficient (collinear or constant columns, or a constant column "
                 "together with fit_intercept=True). Drop redundant columns or use BayesianRidge."
             )
-        beta = scipy.linalg.solve_triangular(R, Q.T @ y)
-        resid = y - A @ beta
+        ys = y / y_scale
+        beta_s = scipy.linalg.solve_triangular(R, Q.T @ ys)
+        resid = ys - (A / col) @ beta_s
         self.dof_ = n - p
-        self.noise_variance_ = float(resid @ resid / self.dof_)
-        self._R = R
+        beta = beta_s * y_scale / col
+        with np.errstate(over="ignore"):
+            noise_variance = float(np.float64(resid @ resid / self.dof_) * np.float64(y_scale) ** 2)
+        _check_finite_fit("LinearRegression", coefficients=beta, noise_variance=noise_variance)
+        self.noise_variance_ = noise_variance
+        self._R, self._col = R, col
         self.intercept_ = float(beta[0]) if self.fit_intercept else 0.0
         self.coef_ = beta[1:] if self.fit_intercept else beta
         self.n_features_in_ = X.shape[1]
+        record_feature_names(self, X_in)
         return self
 
     def predict_mean_std(self, X, *, include_noise: bool = True):
@@ -178,8 +216,8 @@ class LinearRegression(_LinearBase):
         X = self._check_X(X)
         A = self._design(X)
         mu = self.intercept_ + X @ self.coef_
-        # a^T (A^T A)^{-1} a = ||R^{-T} a||^2
-        V = scipy.linalg.solve_triangular(self._R, A.T, trans="T")
+        # a^T (A^T A)^{-1} a = ||R^{-T} (a / col)||^2 with R from the equilibrated design A / col
+        V = scipy.linalg.solve_triangular(self._R, (A / self._col).T, trans="T")
         lev = np.sum(V * V, axis=0)
         var = self.noise_variance_ * (lev + 1.0 if include_noise else lev)
         return mu, np.sqrt(np.maximum(var, np.finfo(float).tiny))
@@ -316,21 +354,35 @@ class BayesianRidge(_LinearBase):
         self
         """
         check_int(self.max_iter, "max_iter", minimum=1)
+        X_in = X
         X, y = self._validate_Xy(X, y)
         n, d = X.shape
         n_eff = self._n_eff(n)
         if n_eff < 2:
             raise ValueError(f"BayesianRidge needs at least {3 if self.fit_intercept else 2} observations; got {n}.")
+        _check_not_constant(y, "BayesianRidge")
         Xc, yc, x_off, y_off = self._centred(X, y)
-        e, V = np.linalg.eigh(Xc.T @ Xc)
+        # Work in units where max|X_c| = 1 and sd(y_c) = 1. The evidence maximisation is
+        # equivariant under these scalings (alpha_s = alpha sy^2, lambda_s = lambda sy^2 / sx^2,
+        # m_s = m sx / sy), so the fit is the same up to rounding, but 1e300-scale data no
+        # longer overflow X^T X or the residual sum of squares.
+        sx = np.float64(np.max(np.abs(Xc))) if Xc.size else np.float64(1.0)
+        sx = sx if sx > 0 else np.float64(1.0)
+        sy = np.float64(np.max(np.abs(yc)))  # numpy scalars: overflow gives inf, not OverflowError
+        sy = sy if sy > 0 else np.float64(1.0)
+        Xs, ys = Xc / sx, yc / sy
+        e, V = np.linalg.eigh(Xs.T @ Xs)
         e = np.maximum(e, 0.0)
-        Vty = V.T @ (Xc.T @ yc)
-        var_y = float(np.var(yc)) if np.var(yc) > 0 else 1.0
-        alpha = float(self.alpha_init) if self.alpha_init is not None else 1.0 / var_y
-        lam = float(self.lambda_init) if self.lambda_init is not None else 1.0
+        Vty = V.T @ (Xs.T @ ys)
+        var_ys = float(np.var(ys)) if np.var(ys) > 0 else 1.0
+        # starting values mapped to the scaled units (alpha_init, lambda_init are in the data's units)
+        with np.errstate(over="ignore", under="ignore"):
+            alpha = 1.0 / var_ys if self.alpha_init is None else float(self.alpha_init) * sy**2
+            lam = (1.0 if self.lambda_init is None else float(self.lambda_init)) * (sy / sx) ** 2
+        alpha, lam = (float(np.clip(v, 1e-300, 1e300)) for v in (alpha, lam))
         for it in range(1, int(self.max_iter) + 1):
             m = V @ (alpha * Vty / (lam + alpha * e))
-            rss = float(np.sum((yc - Xc @ m) ** 2))
+            rss = float(np.sum((ys - Xs @ m) ** 2))
             gamma = float(np.sum(alpha * e / (lam + alpha * e)))
             lam_new = gamma / max(float(m @ m), np.finfo(float).tiny)
             alpha_new = (n_eff - gamma) / max(rss, np.finfo(float).tiny)
@@ -339,14 +391,21 @@ class BayesianRidge(_LinearBase):
             if done:
                 break
         self.n_iter_ = it
-        self.alpha_, self.lambda_ = float(alpha), float(lam)
-        self.coef_ = V @ (alpha * Vty / (lam + alpha * e))
-        self.sigma_ = (V / (lam + alpha * e)) @ V.T
+        with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+            coef = (V @ (alpha * Vty / (lam + alpha * e))) * (sy / sx)
+            alpha_, lambda_ = alpha / sy**2, lam * (sx / sy) ** 2
+            sigma = ((V / (lam + alpha * e)) @ V.T) * (sy / sx) ** 2
+        _check_finite_fit("BayesianRidge", coefficients=coef, noise_variance=1.0 / alpha_ if alpha_ > 0 else np.inf,
+                          weight_precision=lambda_, weight_covariance=sigma)
+        self.alpha_, self.lambda_ = float(alpha_), float(lambda_)
+        self.coef_ = coef
+        self.sigma_ = sigma
         self.intercept_ = float(y_off - x_off @ self.coef_)
         self._x_offset, self._n = x_off, n
         self._X, self._y = X, y
-        self.log_evidence_ = _log_evidence(alpha, lam, Xc, yc, e, V, n_eff)
+        self.log_evidence_ = _log_evidence(alpha, lam, Xs, ys, e, V, n_eff) - n_eff * np.log(sy)
         self.n_features_in_ = d
+        record_feature_names(self, X_in)
         return self
 
     def predict_mean_std(self, X, *, include_noise: bool = True):

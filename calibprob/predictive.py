@@ -876,8 +876,9 @@ def from_cdf_grid(grid, cdf, levels=None, *, obs=None, method: str = "cdf-grid")
     grid : array_like, shape (G,) or (n, G)
         Increasing evaluation points (shared by all observations or per row).
     cdf : array_like, shape (n, G)
-        CDF values in [0, 1], non-decreasing along the grid (small violations
-        from numerical noise are repaired by a running maximum).
+        CDF values in [0, 1], non-decreasing along the grid. Decreases are
+        repaired by a running maximum; any beyond rounding noise (1e-9) emit a
+        :class:`CalibprobWarning`, as crossing quantiles do in :func:`from_quantiles`.
     levels : array_like, optional
         Default :data:`DEFAULT_LEVELS`.
 
@@ -918,7 +919,19 @@ def from_cdf_grid(grid, cdf, levels=None, *, obs=None, method: str = "cdf-grid")
         raise ValueError(
             f"cdf values must lie in [0, 1]; got range [{F.min():.3g}, {F.max():.3g}]."
         )
-    F = np.maximum.accumulate(np.clip(F, 0.0, 1.0), axis=1)
+    F = np.clip(F, 0.0, 1.0)
+    F_mono = np.maximum.accumulate(F, axis=1)
+    drop = np.max(F_mono - F, axis=1)
+    repaired = drop > 1e-9  # beyond rounding noise: the input was not a CDF there
+    if repaired.any():
+        warnings.warn(
+            f"cdf decreased along the grid in {int(repaired.sum())} of {n} observations (largest drop "
+            f"{float(drop.max()):.3g}); repaired by a running maximum, which can move quantiles far "
+            "(a spike raises every later value). Check the CDF that was passed.",
+            CalibprobWarning,
+            stacklevel=2,
+        )
+    F = F_mono
     # Vectorised inversion: offset each row by 2*row so one searchsorted serves all rows.
     offset = 2.0 * np.arange(n)[:, None]
     flat = (F + offset).ravel()
@@ -986,7 +999,32 @@ def validate(ds: xr.Dataset) -> xr.Dataset:
     check_finite(q, "quantile")
     if np.any(np.diff(q, axis=1) < 0):
         raise ValueError("'quantile' decreases with level somewhere: quantiles must not cross.")
+    if ds.attrs.get("family") == "normal" and "loc" in ds and "scale" in ds:
+        _check_normal_agrees(ds, q)
     return ds
+
+
+def _check_normal_agrees(ds: xr.Dataset, q: np.ndarray) -> None:
+    """A Gaussian-family Dataset is evaluated through loc/scale: its quantiles must be theirs."""
+    loc = np.asarray(ds["loc"].values, dtype=float)
+    scale = np.asarray(ds["scale"].values, dtype=float)
+    if loc.shape != (q.shape[0],) or scale.shape != (q.shape[0],):
+        raise ValueError(f"'loc' and 'scale' must have dims ('obs',) like 'quantile'; got {loc.shape}, {scale.shape}.")
+    check_finite(loc, "loc")
+    check_positive(scale, "scale")
+    z = special.ndtri(ds["level"].values)
+    expected = loc[:, None] + scale[:, None] * z[None, :]
+    tol = 1e-8 * (np.abs(loc)[:, None] + scale[:, None] * (1.0 + np.abs(z)[None, :]))
+    bad = np.abs(q - expected) > tol
+    if bad.any():
+        i, j = (int(k) for k in np.argwhere(bad)[0])
+        raise ValueError(
+            f"a family='normal' Dataset's 'quantile' disagrees with its loc/scale in {int(bad.any(axis=1).sum())} "
+            f"of {q.shape[0]} observations (first: obs {i}, level {float(ds['level'].values[j]):g}: quantile "
+            f"{q[i, j]:.6g}, loc + scale * Phi^-1(level) = {expected[i, j]:.6g}); evaluate and interval would use "
+            "loc/scale. Rebuild it with calibprob.normal(loc, scale, levels), or drop loc/scale and set "
+            "attrs['family'] = 'quantile' to use the quantiles."
+        )
 
 
 def to_datatree(

@@ -67,9 +67,10 @@ def test_missing_required_key():
 
 def test_csv_target_must_exist(tmp_path):
     csv = tmp_path / "d.csv"
-    csv.write_text("a,b,y\n1,2,3\n4,5,6\n")
+    csv.write_text("a,b,y\n" + "".join(f"{i},{i % 3},{i * i}\n" for i in range(12)))
     spec = minimal(datasets=[{"name": "mine", "path": "d.csv", "target": "z"}])
-    with pytest.raises(SpecError, match=r"target = 'z' is not a column of d\.csv; columns: a, b, y"):
+    with pytest.raises(SpecError, match=r"datasets\[0\] \(d\.csv\): target must be a column of d\.csv; got 'z'\. "
+                                        r"Columns: 'a', 'b', 'y'"):
         parse_spec(spec, root=tmp_path)
     ok = parse_spec(minimal(datasets=[{"name": "mine", "path": "d.csv", "target": "y"}]), root=tmp_path)
     assert Path(ok.datasets[0].path).is_absolute()

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 __all__ = ["add_bo_parser", "cmd_bo"]
 
 
@@ -55,17 +57,24 @@ def add_bo_parser(subparsers):
 
 
 def cmd_bo(args) -> int:
-    """Handler of ``calibprob bo``: run the grid, print the table, optionally write plots."""
+    """Handler of ``calibprob bo``: run the grid, print the table (and failures), optionally write plots."""
+    from calibprob._executor import check_output_path, check_scheduler_address, failure_table
     from calibprob.bo.experiment import bo_table, format_bo_table, run_experiment
 
     try:
         if args.workers is not None and args.workers < 1:
             raise ValueError(f"--workers must be >= 1; got {args.workers}")
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be a positive number of seeds; got {args.seeds}. Give e.g. --seeds 5.")
         n_init = list(args.n_init)
         if len(n_init) not in (1, len(args.functions)):
             raise ValueError(
                 f"--n-init takes one value or one per function ({len(args.functions)}); got {len(n_init)}."
             )
+        if args.scheduler is not None:
+            check_scheduler_address(args.scheduler)
+        if args.out:
+            check_output_path(args.out)  # before any task runs
         config = {"n_init": int(n_init[0]), "n_steps": int(args.n_steps), "eta": float(args.eta),
                   "kappa": float(args.kappa), "refit_every": int(args.refit_every)}
         if len(n_init) > 1:
@@ -78,13 +87,30 @@ def cmd_bo(args) -> int:
         ds = run_experiment(args.functions, args.acquisitions, args.methods, args.seeds, out=args.out,
                             workers=args.workers, scheduler=args.scheduler,
                             progress=not args.no_progress, **config)
-    except ValueError as err:
+    except (ValueError, TypeError) as err:
         print(f"calibprob: error: {err}", file=sys.stderr)
         return 2
-    print(format_bo_table(bo_table(ds)))
-    errors = [str(e) for e in ds["error"].values.ravel() if str(e)] if "error" in ds else []
-    if errors:
-        print(f"{len(errors)} run(s) failed; first: {errors[0]}", file=sys.stderr)
+    errors = ds["error"].values.astype(str) if "error" in ds else None
+    failed = []
+    if errors is not None:
+        err = ds["error"].transpose("function", "acquisition", "method", "seed")
+        for idx in np.ndindex(err.shape):
+            msg = str(err.values[idx])
+            if msg not in ("", "nan"):
+                f, a, m, s = (err[d].values[i] for d, i in zip(err.dims, idx))
+                failed.append((f"{f}/{a}/{m}/seed {int(s)}", msg))
+    ran = 0 if errors is None else int(np.sum(errors != "nan"))
+    all_failed = "best_so_far" not in ds or not np.isfinite(ds["best_so_far"].values).any()
+    if not all_failed:
+        print(format_bo_table(bo_table(ds)))
+    if failed:
+        print(f"\n{len(failed)} of {ran} run(s) failed (failed runs are retried on the next run with --out):",
+              file=sys.stderr)
+        print(failure_table(failed), file=sys.stderr)
+    if all_failed:
+        print("calibprob: error: every run failed, no table to show; fix the cause above and run again.",
+              file=sys.stderr)
+        return 1
     if args.plots:
         for path in _write_plots(ds, Path(args.plots)):
             print(f"wrote {path}", file=sys.stderr)
@@ -101,6 +127,8 @@ def _write_plots(ds, outdir: Path):
 
     from calibprob.bo.plots import plot_best_so_far, plot_calibration_error
 
+    from calibprob._executor import inside, safe_name
+
     outdir.mkdir(parents=True, exist_ok=True)
     paths = []
     for f in ds["function"].values:
@@ -109,7 +137,7 @@ def _write_plots(ds, outdir: Path):
             plot_best_so_far(ds, function=f, acquisition=a, ax=axes[0])
             plot_calibration_error(ds, function=f, acquisition=a, ax=axes[1])
             fig.tight_layout()
-            path = outdir / f"bo_{f}_{a}.png"
+            path = inside(outdir, f"bo_{safe_name(f)}_{safe_name(a)}.png")
             fig.savefig(path, dpi=110)
             plt.close(fig)
             paths.append(path)

@@ -5,7 +5,9 @@ of a grid with :func:`calibprob.bo.minimize` — serially, on a new Dask
 ``LocalCluster`` (``workers=N``) or on an existing cluster
 (``scheduler="tcp://..."``), like ``calibprob compare``. Each finished task is
 written at once to ``<out>.parts/`` (atomically), so a killed run restarted
-with the same command recomputes only the missing tasks. :func:`bo_table`
+with the same command recomputes only the missing tasks. Tasks run through
+:mod:`calibprob._executor`, the executor of ``calibprob compare`` (fingerprint,
+checksum and key checks before reuse, failed tasks retried, a lock per output). :func:`bo_table`
 prints the comparison of Deshpande et al. (2024), Table 1.
 
 Methods
@@ -34,9 +36,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import traceback
-from pathlib import Path
 
 import numpy as np
 import xarray as xr
@@ -44,8 +43,6 @@ import xarray as xr
 from calibprob.metrics import normalized_auc
 
 __all__ = ["METHODS", "run_task", "run_experiment", "bo_table", "format_bo_table", "win_fraction"]
-
-_ENGINE = "h5netcdf"
 
 #: Method name -> options of :func:`calibprob.bo.minimize` (``acquisition`` is the task's own
 #: unless the method fixes it).
@@ -120,32 +117,42 @@ def run_task(config: dict, function: str, acquisition: str, method: str, seed: i
     return ds.expand_dims(function=[function], acquisition=[acquisition], method=[method], seed=[int(seed)])
 
 
-def _failed(key, err) -> xr.Dataset:
+def _failed(key, msg: str) -> xr.Dataset:
     function, acquisition, method, seed = key
-    msg = f"{type(err).__name__}: {err}"
     return xr.Dataset({"error": msg}).expand_dims(function=[function], acquisition=[acquisition],
                                                    method=[method], seed=[int(seed)])
 
 
-def _part(parts: Path, key) -> Path:
-    safe = "__".join("".join(c if c.isalnum() or c in "-_" else "_" for c in str(k)) for k in key[:3])
-    return parts / f"{safe}__seed{int(key[3]):04d}.nc"
+def _part_name(key) -> str:
+    return "__".join(str(k) for k in key[:3]) + f"__seed{int(key[3]):04d}"
 
 
-def _write_atomic(ds: xr.Dataset, path: Path) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    ds.to_netcdf(tmp, engine=_ENGINE)
-    os.replace(tmp, path)
+def _coords(key) -> dict:
+    return {"function": key[0], "acquisition": key[1], "method": key[2], "seed": int(key[3])}
 
 
-def _done(path: Path, fp: str) -> bool:
-    if not path.is_file():
-        return False
-    try:
-        with xr.open_dataset(path, engine=_ENGINE) as ds:
-            return ds.attrs.get("config_fingerprint") == fp and not str(ds["error"].values.ravel()[0])
-    except Exception:
-        return False
+def _check_config(config: dict, acquisitions) -> None:
+    """Reject bad options of :func:`calibprob.bo.minimize` before any task runs."""
+    from calibprob._validation import check_int
+    from calibprob.online.recalibrator import check_eta
+
+    known = {"n_init", "n_steps", "eta", "kappa", "xi", "refit_every", "n_init_per_function", "coupling",
+             "levels", "init_design", "n_candidates", "n_starts", "sharp_level", "blas_threads", "gp", "dim"}
+    for k in config:
+        if k not in known:
+            raise ValueError(f"unknown option {k!r} of run_experiment; valid: {', '.join(sorted(known))}.")
+    # EI and PI need a GP fitted on at least two points (one point has no spread to estimate)
+    min_init = 2 if any(a in ("ei", "pi") for a in acquisitions) else 1
+    n_inits = [config.get("n_init", 3), *(config.get("n_init_per_function") or {}).values()]
+    for v in n_inits:
+        check_int(v, "n_init (initial design size, --n-init)", minimum=min_init)
+    check_int(config.get("n_steps", 25), "n_steps (--n-steps)", minimum=0)
+    check_int(config.get("refit_every", 1), "refit_every (--refit-every)", minimum=1)
+    if "eta" in config:
+        check_eta(config["eta"])
+    kappa = config.get("kappa", 2.0)
+    if isinstance(kappa, bool) or not isinstance(kappa, (int, float)) or not np.isfinite(kappa):
+        raise ValueError(f"kappa (--kappa) must be a finite number; got {kappa!r}.")
 
 
 def run_experiment(
@@ -206,12 +213,13 @@ def run_experiment(
     >>> dict(ds["best_so_far"].sizes)
     {'function': 1, 'acquisition': 1, 'method': 2, 'seed': 2, 'evaluation': 6}
     """
-    from tqdm.auto import tqdm
-
+    from calibprob._executor import RunOutput, execute
     from calibprob.datasets.functions import get_function
 
     if workers is not None and scheduler is not None:
         raise ValueError("pass either workers (a new LocalCluster) or scheduler (an existing cluster), not both.")
+    if isinstance(functions, str) or not len(functions):
+        raise ValueError(f"functions must be a non-empty list of test-function names; got {functions!r}.")
     functions = [get_function(f).name for f in functions]
     for m in methods:
         if m not in METHODS:
@@ -219,55 +227,39 @@ def run_experiment(
     for a in acquisitions:
         if a not in ("ucb", "lcb", "ei", "pi"):
             raise ValueError(f"acquisitions must be among 'ucb', 'lcb', 'ei', 'pi'; got {a!r}.")
-    seeds = list(range(int(seeds))) if np.ndim(seeds) == 0 else [int(s) for s in seeds]
+    if np.ndim(seeds) == 0:
+        if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
+            raise ValueError(f"seeds must be a positive number of seeds (or a list of seeds); got {seeds!r}.")
+        seeds = list(range(int(seeds)))
+    else:
+        seeds = [int(s) for s in seeds]
+        if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+            raise ValueError(f"seeds must be distinct non-negative integers; got {seeds!r}.")
+    _check_config(config, acquisitions)
     keys = [(f, a, m, s) for f in functions for a in acquisitions for m in methods for s in seeds
             if _applicable(m, a)]
+    if not keys:
+        raise ValueError("no task to run: 'sharp' runs only with the ucb/lcb acquisitions; add one of them.")
     fp = _fingerprint(config)
-    parts = None
-    if out is not None:
-        out = Path(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        parts = out.with_name(out.name + ".parts")
-        parts.mkdir(exist_ok=True)
-    results: dict = {}
-    todo = []
-    for k in keys:
-        if parts is not None and _done(_part(parts, k), fp):
-            results[k] = xr.load_dataset(_part(parts, k), engine=_ENGINE)
-        else:
-            todo.append(k)
-    bar = tqdm(total=len(keys), initial=len(keys) - len(todo), disable=not progress, desc="bo",
-               unit="run", dynamic_ncols=True)
 
-    def store(key, ds):
-        ds.attrs["config_fingerprint"] = fp
-        if parts is not None:
-            _write_atomic(ds, _part(parts, key))
-        results[key] = ds
-        bar.update(1)
+    def run(output):
+        return execute(run_task, config, keys, fingerprint=fp, on_error=_failed, coords=_coords,
+                       output=output, part_name=_part_name, workers=workers, scheduler=scheduler,
+                       progress=progress, desc="bo", unit="run")
 
-    try:
-        if workers is None and scheduler is None:
-            for k in todo:
-                try:
-                    ds = run_task(config, *k)
-                except Exception as err:  # recorded, never fatal for the other runs
-                    ds = _failed(k, err)
-                    ds["error"] = ds["error"].astype(str) + "\n" + traceback.format_exc(limit=3)
-                store(k, ds)
-        elif todo:
-            _run_dask(config, todo, store, workers=workers, scheduler=scheduler)
-    finally:
-        bar.close()
-    combined = _combine([results[k] for k in keys]).reindex(
-        {"function": functions, "acquisition": list(acquisitions), "method": list(methods), "seed": seeds})
-    combined.attrs.update({"config": json.dumps(config, sort_keys=True, default=str),
-                           "config_fingerprint": fp, "reference_method": "calibrated",
-                           "title": "calibprob Bayesian-optimisation experiment"})
-    if out is not None:
-        tmp = out.with_name(out.name + ".tmp")
-        combined.to_netcdf(tmp, engine=_ENGINE)
-        os.replace(tmp, out)
+    def combine(results):
+        combined = _combine([results[k] for k in keys]).reindex(
+            {"function": functions, "acquisition": list(acquisitions), "method": list(methods), "seed": seeds})
+        combined.attrs.update({"config": json.dumps(config, sort_keys=True, default=str),
+                               "config_fingerprint": fp, "reference_method": "calibrated",
+                               "title": "calibprob Bayesian-optimisation experiment"})
+        return combined
+
+    if out is None:
+        return combine(run(None))
+    with RunOutput(out) as output:
+        combined = combine(run(output))
+        output.write(combined)
     return combined
 
 
@@ -283,12 +275,6 @@ def _combine(pieces) -> xr.Dataset:
     if "error" in ds:
         ds["error"] = ds["error"].fillna("").astype(str)
     return ds
-
-
-def _run_dask(config, todo, store, *, workers, scheduler) -> None:
-    from calibprob.compare.runner import _dask_map
-
-    _dask_map(run_task, config, todo, store, _failed, workers=workers, scheduler=scheduler)
 
 
 # ---------------------------------------------------------------------------- table

@@ -50,17 +50,34 @@ def load_results(path: str | Path) -> xr.Dataset:
     [('calibrator', 2), ('confidence_level', 4), ('dataset', 1)]
     >>> tmp.cleanup()
     """
+    from calibprob._executor import _is_netcdf
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(
             f"results file {str(path)!r} does not exist. Produce one with `calibprob compare SPEC.toml --out FILE`."
         )
-    tree = xr.open_datatree(path, engine="h5netcdf")
-    ds = tree.to_dataset().load()
-    if "timing" in tree.children:
-        for name, var in tree["timing"].to_dataset().load().data_vars.items():
-            ds[name] = var
-    tree.close()
+    hint = "Give a results file written by `calibprob compare SPEC.toml --out FILE`."
+    if not _is_netcdf(path):
+        raise ValueError(f"{str(path)!r} is not a netCDF file. {hint}")
+    try:
+        tree = xr.open_datatree(path, engine="h5netcdf")
+    except Exception as err:  # damaged HDF5, classic netCDF-3, ...
+        raise ValueError(f"{str(path)!r} could not be read as a netCDF-4 file ({type(err).__name__}: {err}). "
+                         f"{hint}") from None
+    try:
+        ds = tree.to_dataset().load()
+        if "timing" in tree.children:
+            for name, var in tree["timing"].to_dataset().load().data_vars.items():
+                ds[name] = var
+    finally:
+        tree.close()
+    missing = [d for d in ("dataset", "calibrator", "repetition") if d not in ds.dims]
+    if missing or "spec_fingerprint" not in ds.attrs:
+        raise ValueError(
+            f"{str(path)!r} is a netCDF file but not calibprob comparison results (no "
+            f"{'dimension ' + ', '.join(map(repr, missing)) if missing else 'spec_fingerprint attribute'}). {hint}"
+        )
     return ds
 
 
@@ -291,7 +308,22 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
 
     from calibprob.plots import draw_coverage, draw_reliability
 
+    from calibprob._executor import inside, safe_name
+
     outdir = Path(outdir)
+    if outdir.exists() and not outdir.is_dir():
+        raise ValueError(f"outdir {str(outdir)!r} exists and is not a folder; give a folder for the PNG files.")
+    # Data-set names become file names: sanitised ("../x" -> "___x") and kept inside outdir;
+    # two names equal once sanitised would overwrite each other's plots.
+    stems: dict = {}
+    for d in results["dataset"].values:
+        stem = safe_name(d)
+        if stem in stems:
+            raise ValueError(
+                f"data-set names {stems[stem]!r} and {str(d)!r} give the same plot file name {stem!r}; "
+                "rename one in the spec."
+            )
+        stems[stem] = str(d)
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
     cals = [str(c) for c in results["calibrator"].values]
@@ -300,7 +332,7 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
         return next(x for x in da.dims if x not in ("dataset", "calibrator", "repetition"))
 
     def save(fig, name):
-        path = outdir / name
+        path = inside(outdir, name)
         fig.savefig(path, dpi=110, bbox_inches="tight")
         plt.close(fig)
         written.append(path)
@@ -321,14 +353,14 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
                     bands[c] = (m - 2 * se, m + 2 * se)
             fig, ax = plt.subplots(figsize=(5, 5))
             draw_reliability(ax, lv, curves, bands, title=f"Reliability diagram — {d}")
-            save(fig, f"{d}_reliability.png")
+            save(fig, f"{safe_name(d)}_reliability.png")
         if "iae_coverage" in r:
             cov = r["iae_coverage"]
             nominal = cov[curve_dim(cov)].values
             fig, ax = plt.subplots(figsize=(5, 5))
             draw_coverage(ax, nominal, {c: cov.sel(calibrator=c).mean("repetition").values for c in cals},
                           title=f"Coverage of central intervals — {d}")
-            save(fig, f"{d}_coverage.png")
+            save(fig, f"{safe_name(d)}_coverage.png")
         if "ece" in r and "std" in r:
             colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
             fig, ax = plt.subplots(figsize=(5.5, 4.5))
@@ -342,5 +374,5 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
             ax.set(xlabel="ECE (lower = better calibrated)", ylabel="mean predictive STD (lower = sharper)",
                    title=f"Sharpness vs calibration — {d}")
             ax.legend(fontsize=8)
-            save(fig, f"{d}_sharpness_calibration.png")
+            save(fig, f"{safe_name(d)}_sharpness_calibration.png")
     return written

@@ -2,10 +2,13 @@
 
 Each task fits the base model once on its training part and hands it to every
 calibrator of the spec; each calibrator's prediction on the test part is scored
-by :func:`calibprob.evaluate`. A finished task is written at once to its own
-netCDF file in ``<out>.parts/`` (atomically: write then rename), so a killed
-run restarted with the same command recomputes only what is missing. Parts
-carry the spec's fingerprint: a changed spec never reuses stale results.
+by :func:`calibprob.evaluate`. Tasks run through :mod:`calibprob._executor`,
+shared with ``calibprob bo``: a finished task is written at once to its own
+netCDF file in ``<out>.parts/`` (atomically), so a killed run restarted with
+the same command recomputes only what is missing. A part is reused only if its
+fingerprint (the spec and a content hash of every input file), its key,
+coordinates and checksum all match; failed tasks are recorded and retried on
+the next run; ``<out>.lock`` keeps two runs on one output from racing.
 
 Execution is serial by default; ``workers=N`` starts a
 ``dask.distributed.LocalCluster`` with N single-threaded worker processes;
@@ -14,7 +17,6 @@ Execution is serial by default; ``workers=N`` starts a
 
 from __future__ import annotations
 
-import os
 import time
 import traceback
 from pathlib import Path
@@ -22,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from calibprob._executor import RunOutput, execute, failure_table, load_part, local_cluster, safe_name
 from calibprob.compare.spec import Spec, parse_spec
 
-__all__ = ["run_task", "run_comparison", "task_keys", "combine_parts", "results_path_parts"]
-
-_ENGINE = "h5netcdf"
+__all__ = ["run_task", "run_comparison", "task_keys", "combine_parts", "results_path_parts",
+           "failed_tasks", "local_cluster"]
 
 
 def task_keys(spec: Spec) -> list[tuple[str, int]]:
@@ -74,7 +76,7 @@ def _load(spec: Spec, dataset: str, seed: int) -> xr.Dataset:
 
     d = next(d for d in spec.datasets if d.name == dataset)
     if d.path is not None:
-        return cds.load_csv(d.path, d.target)
+        return _load_table(d)
     if d.function is not None:
         return cds.make_synthetic(d.function, d.n, dim=d.dim, noise=d.noise, seed=seed, design=d.design)
     return cds.load_dataset(d.name)
@@ -182,7 +184,25 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
     out["n_train"] = len(y_train)
     out["n_calibrate"] = 0 if y_cal is None else len(y_cal)
     out["n_test"] = len(y_test)
-    return out.expand_dims(dataset=[dataset], repetition=[repetition])
+    out = out.expand_dims(dataset=[dataset], repetition=[repetition])
+    # a calibrator that raised makes the task count as failed: it is stored (so the results
+    # say why) and run again by the next run, never served as finished
+    out.attrs["task_failed"] = int(any(errors))
+    return out
+
+
+def _load_table(d):
+    """A CSV entry's data, after checking the file is the one the spec was loaded with."""
+    from calibprob import datasets as cds
+    from calibprob.compare.spec import file_sha256
+
+    if d.sha256 is not None and file_sha256(d.path) != d.sha256:
+        raise ValueError(
+            f"data file {d.path!r} changed after the spec was loaded (its content hash differs); "
+            "run the command again so the new content is checked and fingerprinted."
+        )
+    return cds.load_csv(d.path, d.target, features=d.features, exclude=d.exclude, one_hot=d.one_hot,
+                        dropna=d.dropna, subsample=d.subsample, seed=d.subsample_seed)
 
 
 def results_path_parts(out: str | Path) -> Path:
@@ -191,31 +211,18 @@ def results_path_parts(out: str | Path) -> Path:
     return out.with_name(out.name + ".parts")
 
 
-def _part_file(parts: Path, dataset: str, repetition: int) -> Path:
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in dataset)
-    return parts / f"{safe}__rep{repetition:04d}.nc"
-
-
-def _write_atomic(ds: xr.Dataset, path: Path) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    ds.to_netcdf(tmp, engine=_ENGINE)
-    os.replace(tmp, path)  # a killed run never leaves a half-written part behind
-
-
-def _finished(parts: Path, spec: Spec, key) -> bool:
-    path = _part_file(parts, *key)
-    if not path.is_file():
-        return False
-    try:
-        with xr.open_dataset(path, engine=_ENGINE) as ds:
-            return ds.attrs.get("spec_fingerprint") == spec.fingerprint
-    except Exception:
-        return False
-
-
-def _failed_task(key, err: BaseException, spec: Spec) -> xr.Dataset:
+def _part_name(key) -> str:
     dataset, repetition = key
-    msg = f"{type(err).__name__}: {err}"
+    return f"{safe_name(dataset)}__rep{int(repetition):04d}"
+
+
+def _coords(spec: Spec):
+    """The coordinates a task's part must carry: its data set, its repetition, the spec's calibrators."""
+    return lambda key: {"dataset": key[0], "repetition": int(key[1]), "calibrator": spec.method_names}
+
+
+def _failed_task(key, msg: str, spec: Spec) -> xr.Dataset:
+    dataset, repetition = key
     ds = xr.Dataset(
         {"task_error": ((), msg), "error": ("calibrator", np.asarray([msg] * len(spec.methods)))},
         coords={"calibrator": spec.method_names},
@@ -223,8 +230,52 @@ def _failed_task(key, err: BaseException, spec: Spec) -> xr.Dataset:
     return ds.expand_dims(dataset=[dataset], repetition=[repetition])
 
 
+def _combine(spec: Spec, pieces) -> xr.DataTree:
+    if not pieces:
+        raise RuntimeError("no finished task to combine")
+    clean = []
+    for p in pieces:
+        p = p.copy()
+        p.attrs = {}
+        if "task_error" not in p:
+            p["task_error"] = (("dataset", "repetition"), np.full((1, 1), "", dtype=object).astype(str))
+        else:
+            p["task_error"] = p["task_error"].broadcast_like(p["repetition"]).broadcast_like(p["dataset"])
+        clean.append(p)
+    ds = xr.combine_by_coords(clean, combine_attrs="drop", join="outer")
+    ds = ds.reindex(dataset=spec.dataset_names, repetition=np.arange(spec.repetitions),
+                    calibrator=spec.method_names)
+    # Encodings come from whichever part file was read first (e.g. a fixed-width
+    # string of that part's data set name); reused on write they truncate longer names.
+    for var in ds.variables.values():
+        var.encoding = {}
+    for name in ("error", "task_error"):
+        if name in ds:
+            ds[name] = ds[name].fillna("").astype(str)
+    timing_vars = [v for v in ("fit_time", "base_fit_time") if v in ds]
+    timing = ds[timing_vars]
+    metrics = ds.drop_vars(timing_vars)
+    from calibprob import __version__
+
+    metrics.attrs.update(
+        {
+            "spec_name": spec.name,
+            "spec": spec.source or str(spec.to_dict()),
+            "spec_fingerprint": spec.fingerprint,
+            "repetitions": spec.repetitions,
+            "calibprob_version": __version__,
+            "title": f"calibprob comparison: {spec.name}",
+        }
+    )
+    return xr.DataTree.from_dict({"/": metrics, "timing": timing})
+
+
 def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
     """Assemble finished task files into the results DataTree.
+
+    Only parts that belong to ``spec`` are used: each is checked for the spec's
+    fingerprint, its own key and coordinates, and its checksum (failed tasks
+    are included, so the results say why they failed).
 
     The root Dataset holds the metrics over (dataset, calibrator, repetition[,
     confidence_level, ...]); the ``timing`` group holds per-task fit times,
@@ -267,45 +318,44 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
     ['timing']
     >>> tmp.cleanup()
     """
+    from calibprob._executor import inside
+
+    parts = Path(parts)
     pieces = []
     for key in task_keys(spec):
-        path = _part_file(parts, *key)
-        if path.is_file():
-            pieces.append(xr.load_dataset(path, engine=_ENGINE))
-    if not pieces:
-        raise RuntimeError("no finished task to combine")
-    for p in pieces:
-        p.attrs = {}
-        if "task_error" not in p:
-            p["task_error"] = (("dataset", "repetition"), np.full((1, 1), "", dtype=object).astype(str))
-        else:
-            p["task_error"] = p["task_error"].broadcast_like(p["repetition"]).broadcast_like(p["dataset"])
-    ds = xr.combine_by_coords(pieces, combine_attrs="drop", join="outer")
-    ds = ds.reindex(dataset=spec.dataset_names, repetition=np.arange(spec.repetitions),
-                    calibrator=spec.method_names)
-    # Encodings come from whichever part file was read first (e.g. a fixed-width
-    # string of that part's data set name); reused on write they truncate longer names.
-    for var in ds.variables.values():
-        var.encoding = {}
-    for name in ("error", "task_error"):
-        if name in ds:
-            ds[name] = ds[name].fillna("").astype(str)
-    timing_vars = [v for v in ("fit_time", "base_fit_time") if v in ds]
-    timing = ds[timing_vars]
-    metrics = ds.drop_vars(timing_vars)
-    from calibprob import __version__
+        ds, _ = load_part(inside(parts, _part_name(key) + ".nc"), fingerprint=spec.fingerprint, key=key,
+                          coords=_coords(spec)(key))
+        if ds is not None:
+            pieces.append(ds)
+    return _combine(spec, pieces)
 
-    metrics.attrs.update(
-        {
-            "spec_name": spec.name,
-            "spec": spec.source or str(spec.to_dict()),
-            "spec_fingerprint": spec.fingerprint,
-            "repetitions": spec.repetitions,
-            "calibprob_version": __version__,
-            "title": f"calibprob comparison: {spec.name}",
-        }
-    )
-    return xr.DataTree.from_dict({"/": metrics, "timing": timing})
+
+def failed_tasks(results: xr.Dataset) -> list[tuple[str, str]]:
+    """``(task, message)`` for every failed task and failed calibrator of a results Dataset.
+
+    Parameters
+    ----------
+    results : xarray.Dataset
+        The root of a results file (:func:`calibprob.compare.load_results`).
+
+    Returns
+    -------
+    list of (str, str)
+        ``task`` is ``"dataset/rep N"`` (a whole task) or ``"dataset/rep N/calibrator"``.
+    """
+    rows = []
+    for d in results["dataset"].values:
+        for r in results["repetition"].values:
+            te = str(results["task_error"].sel(dataset=d, repetition=r).values) if "task_error" in results else ""
+            if te:
+                rows.append((f"{d}/rep {int(r)}", te))
+                continue
+            if "error" in results:
+                for c in results["calibrator"].values:
+                    e = str(results["error"].sel(dataset=d, repetition=r, calibrator=c).values)
+                    if e:
+                        rows.append((f"{d}/rep {int(r)}/{c}", e))
+    return rows
 
 
 def run_comparison(
@@ -315,6 +365,7 @@ def run_comparison(
     workers: int | None = None,
     scheduler: str | None = None,
     progress: bool = True,
+    wait: bool = True,
 ) -> xr.DataTree:
     """Run every task of ``spec`` that is not finished yet and write the results file.
 
@@ -322,18 +373,29 @@ def run_comparison(
     ----------
     spec : Spec
     out : path
-        The results netCDF file; finished tasks go to ``<out>.parts/``.
+        The results netCDF file; finished tasks go to ``<out>.parts/``. It must
+        be a regular-file path in a writable folder (an existing file must be
+        netCDF); this is checked before any task runs.
     workers : int, optional
         Run on a new ``dask.distributed.LocalCluster`` with this many worker processes.
     scheduler : str, optional
-        Address of an existing Dask scheduler (e.g. ``"tcp://127.0.0.1:8786"``).
+        Address of an existing Dask scheduler (e.g. ``"tcp://127.0.0.1:8786"``);
+        unreachable within 10 s is an error.
     progress : bool
         Show a progress bar (tasks done / total, elapsed, ETA) on stderr.
+    wait : bool, default True
+        When another run holds ``out``, wait for it (True) or raise at once.
 
     Returns
     -------
     xarray.DataTree
         The results, also written to ``out``.
+
+    Raises
+    ------
+    calibprob._executor.OutputError
+        If ``out`` is a device, a directory, a non-netCDF file or in an
+        unwritable folder (or is busy and ``wait=False``).
 
     References
     ----------
@@ -360,140 +422,17 @@ def run_comparison(
     ('dataset', 'repetition', 'calibrator')
     >>> tmp.cleanup()
     """
-    from tqdm.auto import tqdm
-
-    if workers is not None and scheduler is not None:
-        raise ValueError("pass either workers (a new LocalCluster) or scheduler (an existing cluster), not both.")
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    parts = results_path_parts(out)
-    parts.mkdir(exist_ok=True)
     keys = task_keys(spec)
-    todo = [k for k in keys if not _finished(parts, spec, k)]
-    spec_dict = spec.to_dict()
-    bar = tqdm(total=len(keys), initial=len(keys) - len(todo), disable=not progress,
-               desc=f"{spec.name}", unit="task", dynamic_ncols=True)
-
-    def store(key, result: xr.Dataset) -> None:
-        result.attrs["spec_fingerprint"] = spec.fingerprint
-        _write_atomic(result, _part_file(parts, *key))
-        bar.update(1)
-
-    try:
-        if not todo:
-            pass
-        elif workers is None and scheduler is None:
-            for key in todo:
-                try:
-                    result = run_task(spec_dict, *key)
-                except Exception as err:
-                    result = _failed_task(key, err, spec)
-                store(key, result)
-        else:
-            _run_dask(spec_dict, spec, todo, store, workers=workers, scheduler=scheduler)
-    finally:
-        bar.close()
-    tree = combine_parts(spec, parts)
-    tmp = out.with_name(out.name + ".tmp")
-    tree.to_netcdf(tmp, engine=_ENGINE)
-    os.replace(tmp, out)
+    with RunOutput(out, wait=wait) as output:
+        results = execute(
+            run_task, spec.to_dict(), keys, fingerprint=spec.fingerprint,
+            on_error=lambda key, msg: _failed_task(key, msg, spec), coords=_coords(spec),
+            output=output, part_name=_part_name, workers=workers, scheduler=scheduler,
+            progress=progress, desc=spec.name, unit="task",
+        )
+        tree = _combine(spec, [results[k] for k in keys])
+        output.write(tree)
     return tree
 
 
-
-def local_cluster(n_workers: int):
-    """A ``dask.distributed.LocalCluster`` of single-threaded worker processes tuned for GP work.
-
-    Dask's nannies start workers with ``MALLOC_TRIM_THRESHOLD_=65536`` (to hand freed
-    memory back to the OS). Setting it disables glibc's dynamic mmap threshold, so every
-    NumPy array above 128 KiB is mmap-ed and zero-filled afresh: measured here, a GP fit
-    on 300 points took 4.0 s in such a worker against 2.1 s in a plain process, and
-    1.9 s with the variable unset. calibprob's tasks allocate many mid-sized matrices,
-    so the variable is left unset for the workers this function starts.
-
-    Parameters
-    ----------
-    n_workers : int
-        Number of worker processes (one thread each: the GP algebra runs one BLAS
-        thread per process).
-
-    Returns
-    -------
-    dask.distributed.LocalCluster
-
-    References
-    ----------
-    Dask documentation, "Worker memory management: automatically trim memory";
-    glibc ``mallopt(3)``, ``M_TRIM_THRESHOLD`` (setting it disables the dynamic mmap threshold).
-
-    Examples
-    --------
-    >>> from calibprob.compare.runner import local_cluster
-    >>> from dask.distributed import Client
-    >>> with local_cluster(1) as cluster, Client(cluster) as client:  # doctest: +SKIP
-    ...     client.run(lambda: __import__("os").environ.get("MALLOC_TRIM_THRESHOLD_"))
-    """
-    import dask
-    from dask.distributed import LocalCluster
-
-    from calibprob._validation import check_int
-
-    n_workers = check_int(n_workers, "n_workers (worker processes; e.g. 2)", minimum=1)
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
-        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                            dashboard_address=None)
-
-def _run_dask(spec_dict, spec, todo, store, *, workers, scheduler) -> None:
-    _dask_map(run_task, spec_dict, todo, store, lambda key, err: _failed_task(key, err, spec),
-             workers=workers, scheduler=scheduler)
-
-
-def _dask_map(task, config, keys, store, on_error, *, workers: int | None, scheduler: str | None) -> None:
-    """Run ``task(config, *key)`` for every key on Dask, storing results as they finish.
-
-    The one submit/collect loop of ``calibprob compare`` and ``calibprob bo``: a task
-    that raises is recorded through ``on_error(key, exception)`` instead of stopping
-    the run, so one failing fit never loses the others.
-
-    Parameters
-    ----------
-    task : callable
-        Pure function of ``(config, *key)``; it travels to the workers.
-    config : dict
-        The (plain-dict) specification every task receives.
-    keys : iterable of tuple
-        One tuple per task.
-    store : callable
-        ``store(key, result)``, called in the client process as each task finishes.
-    on_error : callable
-        ``on_error(key, exception)`` returns the result to store for a failed task.
-    workers : int or None
-        Worker processes of a :func:`local_cluster` (used when ``scheduler`` is None).
-    scheduler : str or None
-        Address of a running Dask scheduler (e.g. ``"tcp://host:8786"``).
-    """
-    try:
-        from dask.distributed import Client, as_completed
-    except ImportError as err:  # pragma: no cover - depends on the install
-        raise ImportError(
-            "parallel runs need Dask: pip install 'calibprob[dask]' (dask[distributed])."
-        ) from err
-    cluster = None
-    if scheduler is None:
-        cluster = local_cluster(workers)
-        client = Client(cluster)
-    else:
-        client = Client(scheduler)
-    try:
-        futures = {client.submit(task, config, *key, pure=False): key for key in keys}
-        for fut in as_completed(futures):
-            key = futures[fut]
-            try:
-                result = fut.result()
-            except Exception as err:
-                result = on_error(key, err)
-            store(key, result)
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+__all__ += ["failure_table"]

@@ -1,9 +1,23 @@
 """Comparison specs: TOML files in ``models/`` parsed into a validated :class:`Spec`.
 
 A spec names data sets, a base model, the calibrators with their options, the
-split, repetitions, seed, metrics and confidence levels. Every key is checked:
-an unknown key, an unknown kind, fractions that do not sum to one, a missing CSV
-or target column each raise :class:`SpecError` naming the key and the fix.
+split, repetitions, seed, metrics and confidence levels. Everything is checked
+when the spec is loaded, before the first task runs:
+
+* every key is known (an unknown key gets a "did you mean");
+* every option has a declared type, range or choice (:data:`BASE_OPTION_TYPES`,
+  :data:`METHOD_OPTION_TYPES`): booleans must be ``true``/``false`` (never the
+  string ``"false"``), integers integers, enums one of their values;
+* sizes are capped (``n`` of a synthetic entry, ``repetitions``; see
+  :data:`LIMITS`), the message saying how to raise a cap;
+* CSV files are read and checked (encoding, byte-order mark, numeric columns,
+  missing values, a non-constant target, enough rows for the split), and their
+  content hash joins the fingerprint, so an edited file is never served from
+  old results;
+* data-set names stay distinct once made file-name safe.
+
+Any problem raises :class:`SpecError` naming the key and the fix; no other
+exception escapes :func:`parse_spec`.
 
 Example (``models/quickstart.toml``)::
 
@@ -29,11 +43,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Spec", "DatasetSpec", "MethodSpec", "SpecError", "load_spec", "parse_spec"]
+__all__ = ["Spec", "DatasetSpec", "MethodSpec", "SpecError", "load_spec", "parse_spec", "LIMITS",
+           "BASE_OPTION_TYPES", "METHOD_OPTION_TYPES", "file_sha256"]
 
 TOP_KEYS = {
     "name": "a short name for the comparison",
@@ -50,19 +67,36 @@ TOP_KEYS = {
     "levels": "quantile levels stored in each prediction (default 0.01..0.99)",
 }
 BASE_KINDS = ("gp", "sparse-gp", "ols", "bayesian-ridge")
-# Constructor options of each base (random_state comes from the task seed). Kept here, not
-# read from the classes, so validating a spec does not import PyMC; a test checks they agree.
-_GP_OPTIONS = ("kernel", "p", "mean", "noise", "nugget", "objective", "theta", "optimize", "n_restarts",
-               "optimizer", "adam_steps", "learning_rate", "compile_mode")
-BASE_OPTIONS = {
-    "gp": _GP_OPTIONS,
-    "sparse-gp": _GP_OPTIONS + ("n_inducing", "jitter", "inducing_points"),
-    "ols": ("fit_intercept",),
-    "bayesian-ridge": ("fit_intercept", "max_iter", "tol", "alpha_init", "lambda_init"),
-}
 SPLIT_KEYS = ("train", "calibrate", "test")
-DATASET_KEYS = {"name", "path", "target", "function", "n", "dim", "noise", "design", "split"}
+_CSV_KEYS = {"path", "target", "features", "exclude", "one_hot", "dropna", "subsample"}
+_FUNCTION_KEYS = {"function", "n", "dim", "noise", "design"}
+DATASET_KEYS = {"name", "split", "sha256"} | _CSV_KEYS | _FUNCTION_KEYS
 DEFAULT_METRICS = ("ece", "nll", "crps", "std", "rmse", "coverage", "width")
+#: Fewest rows any part of a split may get (a score or a calibrator on one point means nothing).
+MIN_PART_ROWS = 2
+
+#: Caps on sizes, each raised by the environment variable named in its message. ``n`` is a
+#: synthetic entry's design size (the data are allocated at once: 10^8 points of a 2-D function
+#: take gigabytes), ``repetitions`` the number of splits per data set, ``gp_train`` the training
+#: rows an exact GP base may get (its n x n covariance is allocated several times).
+LIMITS = {
+    "n": ("CALIBPROB_MAX_N", 1_000_000),
+    "repetitions": ("CALIBPROB_MAX_REPETITIONS", 10_000),
+    "dim": ("CALIBPROB_MAX_DIM", 1_000),
+    "gp_train": ("CALIBPROB_MAX_GP_TRAIN", 20_000),
+}
+
+
+def _limit(name: str) -> int:
+    var, default = LIMITS[name]
+    raw = os.environ.get(var)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SpecError(f"environment variable {var} must be an integer; got {raw!r}.") from None
+    return value
 
 
 class SpecError(ValueError):
@@ -84,9 +118,251 @@ class SpecError(ValueError):
     """
 
 
+# ---------------------------------------------------------------------------- option types
+def _short(value, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _Type:
+    """A declared option type: ``check(value, where)`` returns the value or raises SpecError."""
+
+    def check(self, value, where: str):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def fail(self, value, where: str, extra: str = ""):
+        raise SpecError(f"{where} must be {self.describe()}; got {_short(value)}.{extra}")
+
+
+@dataclass(frozen=True)
+class Bool(_Type):
+    def describe(self) -> str:
+        return "true or false (a TOML boolean, not a string)"
+
+    def check(self, value, where):
+        if not isinstance(value, bool):
+            hint = ""
+            if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "0", "1"):
+                hint = f" Write {where.rsplit('.', 1)[-1]} = {str(value.strip().lower() in ('true', 'yes', '1')).lower()} without quotes."
+            self.fail(value, where, hint)
+        return value
+
+
+@dataclass(frozen=True)
+class Int(_Type):
+    lo: int | None = None
+    hi: int | None = None
+
+    def describe(self) -> str:
+        rng = ("" if self.lo is None and self.hi is None else f" >= {self.lo}" if self.hi is None
+               else f" <= {self.hi}" if self.lo is None else f" in [{self.lo}, {self.hi}]")
+        return "an integer" + rng
+
+    def check(self, value, where):
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(value, where)
+        if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
+            self.fail(value, where)
+        return value
+
+
+@dataclass(frozen=True)
+class Float(_Type):
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def describe(self) -> str:
+        if self.lo is None and self.hi is None:
+            return "a finite number"
+        if self.hi is None:
+            return f"a finite number {'>' if self.lo_open else '>='} {self.lo:g}"
+        if self.lo is None:
+            return f"a finite number {'<' if self.hi_open else '<='} {self.hi:g}"
+        return (f"a number in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}"
+                f"{')' if self.hi_open else ']'}")
+
+    def check(self, value, where):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            self.fail(value, where)
+        if self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo):
+            self.fail(value, where)
+        if self.hi is not None and (value >= self.hi if self.hi_open else value > self.hi):
+            self.fail(value, where)
+        return value
+
+
+@dataclass(frozen=True)
+class Str(_Type):
+    def describe(self) -> str:
+        return "a string"
+
+    def check(self, value, where):
+        if not isinstance(value, str):
+            self.fail(value, where)
+        return value
+
+
+@dataclass(frozen=True)
+class Choice(_Type):
+    values: tuple
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(repr(v) for v in self.values)
+
+    def check(self, value, where):
+        if not isinstance(value, str) or value not in self.values:
+            hint = _suggest(value, self.values) if isinstance(value, str) else ""
+            self.fail(value, where, hint)
+        return value
+
+
+@dataclass(frozen=True)
+class AnyOf(_Type):
+    options: tuple
+
+    def describe(self) -> str:
+        return " or ".join(o.describe() for o in self.options)
+
+    def check(self, value, where):
+        for o in self.options:
+            try:
+                return o.check(value, where)
+            except SpecError:
+                continue
+        self.fail(value, where)
+
+
+@dataclass(frozen=True)
+class ListOf(_Type):
+    item: _Type
+    min_len: int = 1
+
+    def describe(self) -> str:
+        return f"a list (at least {self.min_len}) of {self.item.describe()}"
+
+    def check(self, value, where):
+        if not isinstance(value, list) or len(value) < self.min_len:
+            self.fail(value, where)
+        return [self.item.check(v, f"{where}[{i}]") for i, v in enumerate(value)]
+
+
+@dataclass(frozen=True)
+class Theta(_Type):
+    """GP hyperparameters: a table {lengthscale, variance, noise} of positive numbers (lengthscale may be a list)."""
+
+    def describe(self) -> str:
+        return "a table {lengthscale = ..., variance = ..., noise = ...} of positive numbers"
+
+    def check(self, value, where):
+        if not isinstance(value, dict):
+            self.fail(value, where)
+        _check_keys(value, ("lengthscale", "variance", "noise"), where)
+        pos = Float(0, None, lo_open=True)
+        for k, v in value.items():
+            if k == "lengthscale" and isinstance(v, list):
+                ListOf(pos).check(v, f"{where}.{k}")
+            elif k == "noise":
+                Float(0, None).check(v, f"{where}.{k}")
+            else:
+                pos.check(v, f"{where}.{k}")
+        return value
+
+
+_POS = Float(0, None, lo_open=True)
+_NONNEG = Float(0, None)
+_PROB = Float(0, 1, lo_open=True, hi_open=True)
+_STR = Str()
+_BOOL = Bool()
+
+# Constructor options of each base (random_state comes from the task seed). Kept here, not
+# read from the classes, so validating a spec does not import PyMC; a test checks they agree.
+_GP_TYPES = {
+    "kernel": Choice(("se", "matern")),
+    "p": Int(0, 10),
+    "mean": Choice(("zero", "constant")),
+    "noise": _BOOL,
+    "nugget": Float(0, 1, lo_open=True, hi_open=True),
+    "objective": Choice(("ml", "reml")),
+    "theta": Theta(),
+    "optimize": _BOOL,
+    "n_restarts": Int(1, 1000),
+    "optimizer": Choice(("lbfgs", "adam")),
+    "adam_steps": Int(1, 1_000_000),
+    "learning_rate": _POS,
+    "compile_mode": _STR,
+}
+#: Declared type of every base option, by base kind.
+BASE_OPTION_TYPES = {
+    "gp": _GP_TYPES,
+    "sparse-gp": _GP_TYPES | {
+        "n_inducing": Int(1, 100_000),
+        "jitter": Float(0, 1, lo_open=True, hi_open=True),
+        "inducing_points": ListOf(ListOf(Float())),
+    },
+    "ols": {"fit_intercept": _BOOL},
+    "bayesian-ridge": {"fit_intercept": _BOOL, "max_iter": Int(1, 1_000_000), "tol": _POS,
+                       "alpha_init": _POS, "lambda_init": _POS},
+}
+BASE_OPTIONS = {kind: tuple(types) for kind, types in BASE_OPTION_TYPES.items()}
+
+_SCORE = Choice(("absolute", "normalized", "signed", "signed-absolute"))
+_CONFORMAL = {"beta": _POS, "eps": _NONNEG}
+#: Declared type of every calibrator option, by method kind (a test checks that every option
+#: the methods register has one, and that the choices agree with the calibrators' own lists).
+METHOD_OPTION_TYPES = {
+    "base": {},
+    "isotonic": {"extrapolate": _BOOL},
+    "vovk": {"extrapolate": _BOOL, "random_state": Int(0, 2**63 - 1)},
+    "marx": {"center": Choice(("mean", "median")), "extrapolate": _BOOL},
+    "variance-scaling": {},
+    "split-conformal": {"score": _SCORE, **_CONFORMAL},
+    "conformal-predictive": {"normalize": _BOOL, **_CONFORMAL},
+    "jackknife": {"score": _SCORE, **_CONFORMAL},
+    "jackknife-plus": {"score": _SCORE, **_CONFORMAL},
+    "cv-plus": {"folds": Int(2, 100_000), "score": _SCORE, **_CONFORMAL},
+    "jackknife-plus-gp": {"refit_mean": _BOOL, **_CONFORMAL},
+    "asym-jackknife-plus-gp": {"refit_mean": _BOOL, "convention": Choice(("barber", "pion2024")), **_CONFORMAL},
+    "full-conformal-gp": {"refit_mean": _BOOL, **_CONFORMAL},
+    "gp-beta": {
+        "n_inducing": Int(1, 10_000), "rank": Int(1, 100),
+        "inference": Choice(("advi", "fullrank_advi", "svi", "map", "nuts")),
+        "draws": Int(1, 1_000_000), "n_iter": Int(1, 10_000_000), "learning_rate": _POS,
+        "obj_n_mc": Int(1, 10_000), "batch_size": AnyOf((Int(1, None), Choice(("auto",)))),
+        "learn_inducing": _BOOL, "tune": Int(0, 1_000_000), "chains": Int(1, 64),
+        "target_accept": _PROB, "n_grid": Int(2, 100_000), "compile_mode": _STR,
+        "calibration_data": Choice(("auto", "in-sample", "loo")),
+    },
+    "sharp-gp": {
+        "variant": Choice(("full", "scaled", "cross-fitted")), "n_levels": Int(2, 10_000),
+        "include_noise": _BOOL, "fit_noise": _BOOL, "n_restarts": Int(1, 1000), "prior_sd": _POS,
+        "fit_fraction": _PROB, "n_train_subset": Int(1, None), "maxiter": Int(1, 1_000_000),
+    },
+}
+
+
+def file_sha256(path) -> str:
+    """SHA-256 of a file's bytes (the content part of the spec fingerprint)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 @dataclass(frozen=True)
 class DatasetSpec:
-    """One data set of a spec: bundled (``name``), a CSV (``path``, ``target``) or synthetic (``function``)."""
+    """One data set of a spec: bundled (``name``), a CSV (``path``, ``target``) or synthetic (``function``).
+
+    ``sha256`` is the content hash of the data file (CSV or bundled), part of the
+    spec's fingerprint. CSV entries may select columns (``features`` or
+    ``exclude``), one-hot encode text columns (``one_hot``), drop rows with
+    missing values (``dropna``) and keep a seeded random ``subsample`` of rows.
+    """
 
     name: str
     path: str | None = None
@@ -97,9 +373,23 @@ class DatasetSpec:
     noise: float = 0.0
     design: str = "uniform"
     split: dict | None = None  # this data set's own split fractions (overrides the spec's [split])
+    features: tuple | None = None
+    exclude: tuple | None = None
+    one_hot: bool | tuple | None = None
+    dropna: bool | None = None
+    subsample: int | None = None
+    sha256: str | None = None
+    subsample_seed: int | None = field(default=None, compare=True)
 
     def to_dict(self) -> dict:
-        return {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.__dict__.items() if v is not None}
+        out = {}
+        for k, v in self.__dict__.items():
+            if v is None or k == "subsample_seed":  # the seed is derived from the spec's seed
+                continue
+            if k in ("noise", "design") and self.function is None:
+                continue
+            out[k] = dict(v) if isinstance(v, dict) else list(v) if isinstance(v, tuple) else v
+        return out
 
 
 @dataclass(frozen=True)
@@ -221,10 +511,12 @@ class Spec:
         return [m.name for m in self.methods]
 
 
-def _suggest(key: str, valid) -> str:
+def _suggest(key, valid) -> str:
     import difflib
 
-    close = difflib.get_close_matches(key, list(valid), n=1)
+    if not isinstance(key, str):
+        return ""
+    close = difflib.get_close_matches(key, [str(v) for v in valid], n=1)
     return f" Did you mean {close[0]!r}?" if close else ""
 
 
@@ -233,11 +525,80 @@ def _check_keys(table: dict, valid, where: str) -> None:
         if key not in valid:
             raise SpecError(
                 f"unknown key {key!r} in {where}.{_suggest(key, valid)} Valid keys: "
-                f"{', '.join(sorted(valid))}."
+                f"{', '.join(sorted(map(str, valid))) or '(none)'}."
             )
 
 
-def _parse_datasets(value, root: Path) -> tuple[DatasetSpec, ...]:
+def _check_rows(n: int, split: dict, where: str) -> None:
+    """Every part of the split gets at least MIN_PART_ROWS of the n rows."""
+    import numpy as np
+
+    from calibprob.datasets.splits import _allocate
+
+    names = [k for k in SPLIT_KEYS if k in split]
+    counts = _allocate(n, np.asarray([split[k] for k in names], dtype=float))
+    if counts.min() < MIN_PART_ROWS:
+        needed = int(math.ceil(MIN_PART_ROWS / min(split.values()) - 1e-9))
+        sizes = ", ".join(f"{k} {int(c)}" for k, c in zip(names, counts))
+        raise SpecError(
+            f"{where} has {n} rows, too few for the split ({sizes}): every part needs at least "
+            f"{MIN_PART_ROWS}. Use at least {needed} rows or larger fractions."
+        )
+
+
+def _check_gp_size(n: int, split: dict, base_kind: str, where: str) -> None:
+    if base_kind != "gp":
+        return
+    cap = _limit("gp_train")
+    n_train = int(round(n * split["train"]))
+    if n_train > cap:
+        var = LIMITS["gp_train"][0]
+        raise SpecError(
+            f"{where}: {n_train} training rows for an exact GP base (its {n_train} x {n_train} "
+            f"covariance needs about {3 * 8 * n_train ** 2 / 2 ** 30:.0f} GiB) exceed the cap of {cap}. "
+            f"Use kind = \"sparse-gp\", a subsample = ... of rows, or raise the cap with {var}=N."
+        )
+
+
+def _capped(name: str, value: int, where: str) -> int:
+    cap = _limit(name)
+    if value > cap:
+        var = LIMITS[name][0]
+        raise SpecError(
+            f"{where} = {value} exceeds the cap of {cap} (set to refuse runs that would exhaust "
+            f"memory or time before they start). Raise it with the environment variable {var}, "
+            f"e.g. {var}={value}."
+        )
+    return value
+
+
+def _bundled_sha256(name: str) -> str:
+    from importlib import resources
+
+    from calibprob.datasets.loaders import _resolve
+
+    ref = resources.files("calibprob.datasets").joinpath("data", _resolve(name).file)
+    return hashlib.sha256(ref.read_bytes()).hexdigest()
+
+
+def _check_sha(entry: dict, actual: str, where: str, what: str) -> None:
+    if "sha256" in entry:
+        Str().check(entry["sha256"], f"{where}.sha256")
+        if entry["sha256"] != actual:
+            raise SpecError(
+                f"{where}.sha256 = {entry['sha256']!r} does not match the content hash of {what} "
+                f"({actual}): the file changed. Update the key or remove it."
+            )
+
+
+def _check_name(name, where: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise SpecError(f"{where} must be a non-empty string (used as the dataset coordinate); got {_short(name)}.")
+    return name
+
+
+def _parse_datasets(value, root: Path, split: dict, seed: int, base_kind: str) -> tuple[DatasetSpec, ...]:
+    from calibprob._executor import safe_name
     from calibprob.datasets import available_datasets, available_functions
 
     if isinstance(value, str):
@@ -251,73 +612,152 @@ def _parse_datasets(value, root: Path) -> tuple[DatasetSpec, ...]:
     functions = available_functions()
     out = []
     for i, entry in enumerate(value):
+        where = f"datasets[{i}]"
         if isinstance(entry, str):
             if entry not in bundled:
                 raise SpecError(
-                    f"datasets[{i}] = {entry!r} is not a bundled data set. Valid names: "
+                    f"{where} = {entry!r} is not a bundled data set. Valid names: "
                     f"{', '.join(sorted(bundled))}; for your own data use "
-                    "{name = ..., path = \"file.csv\", target = \"column\"}."
+                    "{name = ..., path = \"file.csv\", target = \"column\"}." + _suggest(entry, bundled)
                 )
-            out.append(DatasetSpec(name=entry))
+            _check_gp_size(_bundled_rows(entry), split, base_kind, where)
+            out.append(DatasetSpec(name=entry, sha256=_bundled_sha256(entry)))
             continue
         if not isinstance(entry, dict):
-            raise SpecError(f"datasets[{i}] must be a name or a table; got {entry!r}.")
-        _check_keys(entry, DATASET_KEYS, f"datasets[{i}]")
+            raise SpecError(f"{where} must be a bundled name or a table; got {_short(entry)}.")
+        _check_keys(entry, DATASET_KEYS, where)
         if "name" not in entry:
-            raise SpecError(f"datasets[{i}] needs a 'name' key (used as the dataset coordinate).")
-        if "path" in entry:
-            path = Path(entry["path"])
-            path = path if path.is_absolute() else root / path
-            if not path.is_file():
+            raise SpecError(f"{where} needs a 'name' key (used as the dataset coordinate).")
+        name = _check_name(entry["name"], f"{where}.name")
+        if "path" in entry and "function" in entry:
+            raise SpecError(f"{where} has both 'path' (a CSV) and 'function' (synthetic); keep one.")
+        kind = "csv" if "path" in entry else "function" if "function" in entry else "bundled"
+        allowed = {"csv": _CSV_KEYS, "function": _FUNCTION_KEYS, "bundled": set()}[kind] | {"name", "split", "sha256"}
+        for key in entry:
+            if key not in allowed:
+                applies = "CSV entries (with 'path')" if key in _CSV_KEYS else "synthetic entries (with 'function')"
+                raise SpecError(f"{where}.{key} applies only to {applies}; this entry is a {kind} entry.")
+        own_split = None
+        if "split" in entry:
+            if kind == "function":
+                n_for_counts = entry.get("n")
+                own_split = (_parse_dataset_split(entry["split"], n_for_counts, f"{where}.split")
+                             if isinstance(n_for_counts, int) and not isinstance(n_for_counts, bool)
+                             else _parse_split(entry["split"], f"{where}.split"))
+            else:
+                own_split = _parse_split(entry["split"], f"{where}.split")
+        eff_split = own_split or split
+        if kind == "csv":
+            out.append(_parse_csv_entry(entry, name, root, own_split, eff_split, seed, base_kind, where))
+        elif kind == "function":
+            fn = entry["function"]
+            if not isinstance(fn, str) or fn not in functions:
                 raise SpecError(
-                    f"datasets[{i}].path: file {str(path)!r} does not exist. Paths are relative to "
-                    "the spec file's folder."
-                )
-            if "target" not in entry:
-                raise SpecError(f"datasets[{i}] reads a CSV and needs 'target' (the column to predict).")
-            import csv
-
-            with open(path, newline="") as fh:
-                header = next(csv.reader(fh), [])
-            if entry["target"] not in header:
-                raise SpecError(
-                    f"datasets[{i}].target = {entry['target']!r} is not a column of {path.name}; "
-                    f"columns: {', '.join(header)}."
-                )
-            split = None if "split" not in entry else _parse_split(entry["split"], f"datasets[{i}].split")
-            out.append(DatasetSpec(name=entry["name"], path=str(path), target=entry["target"], split=split))
-        elif "function" in entry:
-            if entry["function"] not in functions:
-                raise SpecError(
-                    f"datasets[{i}].function = {entry['function']!r} is unknown; valid: "
+                    f"{where}.function = {_short(fn)} is unknown.{_suggest(fn, functions)} Valid: "
                     f"{', '.join(sorted(functions))}."
                 )
-            n = entry.get("n")
-            if not isinstance(n, int) or n < 4:
-                raise SpecError(f"datasets[{i}].n must be an integer >= 4 (the design size); got {n!r}.")
-            noise = float(entry.get("noise", 0.0))
-            if noise < 0:
-                raise SpecError(f"datasets[{i}].noise must be >= 0 (a noise standard deviation); got {noise}.")
-            split = None
-            if "split" in entry:
-                split = _parse_dataset_split(entry["split"], n, f"datasets[{i}].split")
-            out.append(
-                DatasetSpec(
-                    name=entry["name"], function=entry["function"], n=n, dim=entry.get("dim"),
-                    noise=noise, design=entry.get("design", "uniform"), split=split,
-                )
-            )
+            if "n" not in entry:
+                raise SpecError(f"{where} needs 'n' (the design size), e.g. n = 200.")
+            n = Int(4, None).check(entry["n"], f"{where}.n")
+            _capped("n", n, f"{where}.n")
+            dim = entry.get("dim")
+            if dim is not None:
+                Int(1, None).check(dim, f"{where}.dim")
+                _capped("dim", dim, f"{where}.dim")
+            from calibprob.datasets.functions import get_function
+
+            try:
+                get_function(fn, dim)
+            except (ValueError, TypeError) as err:
+                raise SpecError(f"{where}.dim: {err}") from None
+            noise = Float(0, None).check(entry.get("noise", 0.0), f"{where}.noise")
+            design = Choice(("uniform", "lhs", "sobol")).check(entry.get("design", "uniform"), f"{where}.design")
+            _check_rows(n, eff_split, where)
+            _check_gp_size(n, eff_split, base_kind, where)
+            out.append(DatasetSpec(name=name, function=fn, n=n, dim=dim, noise=float(noise), design=design,
+                                   split=own_split))
         else:
-            if entry["name"] not in bundled:
+            if name not in bundled:
                 raise SpecError(
-                    f"datasets[{i}] = {entry['name']!r} is neither bundled nor has 'path' or 'function'."
+                    f"{where} = {name!r} is neither bundled nor has 'path' or 'function'.{_suggest(name, bundled)}"
                 )
-            split = None if "split" not in entry else _parse_split(entry["split"], f"datasets[{i}].split")
-            out.append(DatasetSpec(name=entry["name"], split=split))
+            sha = _bundled_sha256(name)
+            _check_sha(entry, sha, where, f"the bundled file of {name!r}")
+            _check_rows(_bundled_rows(name), eff_split, where)
+            _check_gp_size(_bundled_rows(name), eff_split, base_kind, where)
+            out.append(DatasetSpec(name=name, split=own_split, sha256=sha))
     names = [d.name for d in out]
     if len(set(names)) != len(names):
         raise SpecError(f"dataset names must be unique; got {names}.")
+    safe: dict = {}
+    for n in names:
+        s = safe_name(n)
+        if s in safe:
+            raise SpecError(
+                f"dataset names {safe[s]!r} and {n!r} are the same once made file-name safe ({s!r}, used for "
+                "part and plot files); rename one (letters, digits, '-' and '_' are kept as they are)."
+            )
+        safe[s] = n
     return tuple(out)
+
+
+def _bundled_rows(name: str) -> int:
+    from calibprob.datasets.loaders import _resolve
+
+    return _resolve(name).rows
+
+
+def _parse_csv_entry(entry, name, root, own_split, eff_split, seed, base_kind, where) -> DatasetSpec:
+    from calibprob.datasets import load_csv
+
+    raw = Str().check(entry["path"], f"{where}.path")
+    path = Path(raw)
+    path = path if path.is_absolute() else root / path
+    if not path.is_file():
+        raise SpecError(
+            f"{where}.path: file {str(path)!r} does not exist. Paths are relative to "
+            "the spec file's folder."
+        )
+    if "target" not in entry:
+        raise SpecError(f"{where} reads a CSV and needs 'target' (the column to predict).")
+    target = Str().check(entry["target"], f"{where}.target")
+    cols = ListOf(Str())
+    features = tuple(cols.check(entry["features"], f"{where}.features")) if "features" in entry else None
+    exclude = tuple(cols.check(entry["exclude"], f"{where}.exclude")) if "exclude" in entry else None
+    if features is not None and exclude is not None:
+        raise SpecError(f"{where} has both 'features' (columns to use) and 'exclude' (columns to drop); keep one.")
+    one_hot = None
+    if "one_hot" in entry:
+        one_hot = AnyOf((Bool(), ListOf(Str()))).check(entry["one_hot"], f"{where}.one_hot")
+        one_hot = tuple(one_hot) if isinstance(one_hot, list) else one_hot
+    dropna = Bool().check(entry["dropna"], f"{where}.dropna") if "dropna" in entry else None
+    subsample = None
+    if "subsample" in entry:
+        subsample = Int(1, None).check(entry["subsample"], f"{where}.subsample")
+    try:
+        sha = file_sha256(path)
+    except OSError as err:
+        raise SpecError(f"{where}.path: cannot read {str(path)!r} ({err.strerror or err}).") from None
+    _check_sha(entry, sha, where, path.name)
+    try:
+        data = load_csv(path, target, features=list(features) if features else None,
+                        exclude=list(exclude) if exclude else None,
+                        one_hot=list(one_hot) if isinstance(one_hot, tuple) else bool(one_hot),
+                        dropna=bool(dropna), subsample=subsample, seed=seed)
+    except (ValueError, TypeError, OSError) as err:
+        raise SpecError(f"{where} ({path.name}): {err}") from None
+    n = int(data.sizes["obs"])
+    _check_rows(n, eff_split, where)
+    y = data["y"].values
+    if float(y.max() - y.min()) == 0.0:
+        raise SpecError(
+            f"{where}: the target column {target!r} of {path.name} is constant (every value {float(y[0])!r}); "
+            "there is nothing to predict. Choose another target."
+        )
+    _check_gp_size(n, eff_split, base_kind, where)
+    return DatasetSpec(name=name, path=str(path), target=target, split=own_split, features=features,
+                       exclude=exclude, one_hot=one_hot, dropna=dropna, subsample=subsample, sha256=sha,
+                       subsample_seed=seed if subsample is not None else None)
 
 
 def _parse_dataset_split(value, n: int, where: str) -> dict:
@@ -342,7 +782,7 @@ def _parse_split(value, where: str = "split") -> dict:
         raise SpecError(f"{where} needs at least 'train' and 'test' fractions (and optionally 'calibrate').")
     for k, v in value.items():
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v < 1:
-            raise SpecError(f"{where}.{k} must be a fraction in (0, 1); got {v!r}.")
+            raise SpecError(f"{where}.{k} must be a fraction in (0, 1); got {_short(v)}.")
     total = sum(value.values())
     if abs(total - 1.0) > 1e-9:
         raise SpecError(
@@ -361,17 +801,23 @@ def _parse_methods(value) -> tuple[MethodSpec, ...]:
         )
     out = []
     for name, entry in value.items():
+        if not isinstance(name, str) or not name.strip():
+            raise SpecError(f"method names must be non-empty strings; got {_short(name)}.")
         if not isinstance(entry, dict) or "kind" not in entry:
             raise SpecError(f"methods.{name} must be a table with a 'kind' key.")
         kind = entry["kind"]
-        if kind not in METHOD_KINDS:
+        if not isinstance(kind, str) or kind not in METHOD_KINDS:
             raise SpecError(
-                f"methods.{name}.kind = {kind!r} is unknown.{_suggest(kind, METHOD_KINDS)} Valid kinds: "
+                f"methods.{name}.kind = {_short(kind)} is unknown.{_suggest(kind, METHOD_KINDS)} Valid kinds: "
                 f"{', '.join(sorted(METHOD_KINDS))}."
             )
         options = {k: v for k, v in entry.items() if k != "kind"}
         allowed = METHOD_KINDS[kind].options
         _check_keys(options, allowed, f"methods.{name} (kind {kind!r})")
+        types = METHOD_OPTION_TYPES.get(kind, {})
+        for k, v in options.items():
+            if k in types:
+                types[k].check(v, f"methods.{name}.{k}")
         out.append(MethodSpec(name=name, kind=kind, options=options))
     return tuple(out)
 
@@ -395,7 +841,7 @@ def parse_spec(data: dict, *, source: str = "", root: str | Path = ".") -> Spec:
     Raises
     ------
     SpecError
-        Naming the offending key and the fix.
+        Naming the offending key and the fix; no other exception escapes.
 
     References
     ----------
@@ -415,6 +861,16 @@ def parse_spec(data: dict, *, source: str = "", root: str | Path = ".") -> Spec:
     >>> spec.repetitions, spec.split["calibrate"]
     (2, 0.25)
     """
+    try:
+        return _parse_spec(data, source=source, root=root)
+    except SpecError:
+        raise
+    except (ValueError, TypeError, OverflowError, KeyError, RecursionError) as err:
+        # A check above missed a case: still a spec problem, never a traceback.
+        raise SpecError(f"the spec could not be read: {type(err).__name__}: {err}") from None
+
+
+def _parse_spec(data, *, source, root) -> Spec:
     from calibprob.metrics import METRIC_NAMES
 
     if not isinstance(data, dict):
@@ -424,49 +880,66 @@ def parse_spec(data: dict, *, source: str = "", root: str | Path = ".") -> Spec:
         if key not in data:
             raise SpecError(f"the spec needs a {key!r} key: {TOP_KEYS[key]}.")
     root = Path(root)
+    name = Str().check(data["name"], "name")
+    description = Str().check(data.get("description", ""), "description")
     base = data["base"]
-    if not isinstance(base, dict) or base.get("kind") not in BASE_KINDS:
+    if not isinstance(base, dict) or not isinstance(base.get("kind"), str) or base.get("kind") not in BASE_KINDS:
         got = base.get("kind") if isinstance(base, dict) else base
-        raise SpecError(f"base.kind must be one of {', '.join(BASE_KINDS)}; got {got!r}.")
-    _check_keys(base, ("kind",) + BASE_OPTIONS[base["kind"]], f"[base] (kind {base['kind']!r})")
+        raise SpecError(f"base.kind must be one of {', '.join(BASE_KINDS)}; got {_short(got)}.")
+    base_options = {k: v for k, v in base.items() if k != "kind"}
+    _check_keys(base_options, BASE_OPTION_TYPES[base["kind"]], f"[base] (kind {base['kind']!r})")
+    for k, v in base_options.items():
+        BASE_OPTION_TYPES[base["kind"]][k].check(v, f"base.{k}")
     reps = data.get("repetitions", 1)
-    if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
-        raise SpecError(f"repetitions must be a positive integer; got {reps!r}.")
-    seed = data.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise SpecError(f"seed must be a non-negative integer; got {seed!r}.")
-    metrics = tuple(data.get("metrics", DEFAULT_METRICS))
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
+        raise SpecError(f"repetitions must be a positive integer; got {_short(reps)}.")
+    _capped("repetitions", reps, "repetitions")
+    seed = Int(0, 2**63 - 1).check(data.get("seed", 0), "seed")
+    metrics = data.get("metrics", list(DEFAULT_METRICS))
+    if not isinstance(metrics, list) or not metrics:
+        raise SpecError(f"metrics must be a non-empty list of metric names, e.g. metrics = [\"ece\", \"nll\"]; "
+                        f"got {_short(metrics)}.")
     for m in metrics:
-        if m not in METRIC_NAMES:
+        if not isinstance(m, str) or m not in METRIC_NAMES:
             raise SpecError(
-                f"metrics: {m!r} is not a metric.{_suggest(m, METRIC_NAMES)} Valid: {', '.join(METRIC_NAMES)}."
+                f"metrics: {_short(m)} is not a metric.{_suggest(m, METRIC_NAMES)} Valid: {', '.join(METRIC_NAMES)}."
             )
-    conf = tuple(float(c) for c in data.get("confidence_levels", (0.5, 0.8, 0.9, 0.95)))
+    conf = data.get("confidence_levels", [0.5, 0.8, 0.9, 0.95])
+    if not isinstance(conf, list) or not conf:
+        raise SpecError(f"confidence_levels must be a non-empty list of levels in (0, 1), e.g. [0.5, 0.9]; "
+                        f"got {_short(conf)}.")
     for c in conf:
-        if not 0 < c < 1:
-            raise SpecError(f"confidence_levels must be in (0, 1); got {c}. Use e.g. 0.9, not 90.")
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
+            raise SpecError(f"confidence_levels must be in (0, 1); got {_short(c)}. Use e.g. 0.9, not 90.")
+    if len(set(conf)) != len(conf):
+        raise SpecError(f"confidence_levels must be distinct; got {conf}.")
+    conf = tuple(float(c) for c in conf)
     levels = data.get("levels")
     if levels is not None:
         from calibprob._validation import check_levels
 
+        if not isinstance(levels, list) or any(isinstance(v, bool) or not isinstance(v, (int, float))
+                                               for v in levels):
+            raise SpecError(f"levels must be a list of numbers in (0, 1); got {_short(levels)}.")
         try:
             levels = tuple(float(v) for v in check_levels(levels, "levels"))
-        except ValueError as err:
+        except (ValueError, TypeError) as err:
             raise SpecError(str(err)) from None
-    standardize = data.get("standardize", True)
-    if not isinstance(standardize, bool):
-        raise SpecError(f"standardize must be true or false; got {standardize!r}.")
+        if len(levels) < 2:
+            raise SpecError(f"levels must hold at least two quantile levels; got {list(levels)}.")
+    standardize = Bool().check(data.get("standardize", True), "standardize")
+    split = _parse_split(data["split"])
     return Spec(
-        name=str(data["name"]),
-        description=str(data.get("description", "")),
-        datasets=_parse_datasets(data["datasets"], root),
-        split=_parse_split(data["split"]),
+        name=name,
+        description=description,
+        datasets=_parse_datasets(data["datasets"], root, split, seed, base["kind"]),
+        split=split,
         base=dict(base),
         methods=_parse_methods(data["methods"]),
         repetitions=reps,
         seed=seed,
         standardize=standardize,
-        metrics=metrics,
+        metrics=tuple(metrics),
         confidence_levels=conf,
         levels=levels,
         source=source,
@@ -517,7 +990,12 @@ def load_spec(path: str | Path) -> Spec:
         raise SpecError(
             f"spec file {str(path)!r} does not exist. Specs live in models/, e.g. models/quickstart.toml."
         )
-    text = path.read_text()
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{path}: a spec must be UTF-8 text ({err.reason} at byte {err.start}).") from None
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read the spec ({err.strerror or err}).") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

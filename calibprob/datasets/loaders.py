@@ -253,25 +253,42 @@ def load_csv(
     target: str,
     *,
     features: list[str] | None = None,
+    exclude: list[str] | None = None,
+    one_hot: bool | list[str] = False,
     name: str | None = None,
     dropna: bool = False,
+    subsample: int | None = None,
+    seed=None,
 ) -> xr.Dataset:
     r"""Load any CSV file (header row, numeric columns) in the layout of :func:`load_dataset`.
 
     Parameters
     ----------
     path : str or path-like
-        The CSV file; its first row holds the column names.
+        The CSV file, UTF-8 text (a byte-order mark is ignored); its first row
+        holds the column names.
     target : str
         The column to predict; it becomes ``y(obs)``.
     features : list of str, optional
         Columns to use as ``X``; default every column except ``target``.
+    exclude : list of str, optional
+        Columns to leave out (instead of naming the ones to keep with ``features``).
+    one_hot : bool or list of str, default False
+        One-hot encode text columns: ``True`` for every non-numeric feature
+        column, or the list of columns to encode. Each becomes one 0/1 column
+        per level except the first in sorted order (dropping one level keeps a
+        model with an intercept full rank), named ``"column=level"``.
     name : str, optional
         Dataset attribute ``name``; default the file name without extension.
     dropna : bool, default False
         Drop rows with a missing value in the used columns (the number dropped
         is recorded in the attribute ``rows_dropped``). By default missing
         values raise.
+    subsample : int, optional
+        Keep this many rows drawn at random without replacement (after
+        ``dropna``; all rows if the file has fewer), in file order.
+    seed : int or numpy.random.Generator, optional
+        Seed of the subsample.
 
     Returns
     -------
@@ -284,8 +301,9 @@ def load_csv(
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        If ``target`` (or a requested feature) is not a column (the message
-        lists the columns), if a used column is not numeric (the message names
+        If the file is not UTF-8 text or not a CSV, if ``target`` (or a
+        requested feature) is not a column (the message lists the columns), if
+        a used column is not numeric and not one-hot encoded (the message names
         it), or if values are missing and ``dropna`` is False.
 
     References
@@ -302,6 +320,15 @@ def load_csv(
     ...     data = load_csv(path, target="height")
     >>> data["X"].shape, data["feature"].values.tolist(), data["y"].values.tolist()
     ((3, 2), ['light', 'water'], [1.0, 2.5, 1.7])
+
+    A text column, one-hot encoded (the first level, ``"clay"``, is dropped):
+
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "soil.csv"
+    ...     _ = path.write_text("y,soil\n1,clay\n2,sand\n3,loam\n")
+    ...     data = load_csv(path, target="y", one_hot=True)
+    >>> data["feature"].values.tolist(), data["X"].values.tolist()
+    (['soil=loam', 'soil=sand'], [[0.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -309,40 +336,111 @@ def load_csv(
             f"path must be an existing CSV file; got {path!r} (absolute: "
             f"{os.path.abspath(path)!r}), which does not exist. Check the path."
         )
-    frame = pd.read_csv(path)
+    base = os.path.basename(path)
+    frame = _read_csv(path)
     columns = [str(c) for c in frame.columns]
-    if target not in columns:
+    frame.columns = columns
+    if not isinstance(target, str) or target not in columns:
         raise ValueError(
-            f"target must be a column of {os.path.basename(path)}; got {target!r}. "
+            f"target must be a column of {base}; got {target!r}. "
             f"Columns: {', '.join(repr(c) for c in columns)}."
         )
-    if features is not None:
-        features = [str(f) for f in features]
-        missing = [f for f in features if f not in columns]
+    if features is not None and exclude is not None:
+        raise ValueError("pass either features (columns to use) or exclude (columns to drop), not both.")
+    for label, cols in (("features", features), ("exclude", exclude)):
+        if cols is None:
+            continue
+        missing = [str(f) for f in cols if str(f) not in columns]
         if missing:
             raise ValueError(
-                f"features must be columns of {os.path.basename(path)}; not found: "
+                f"{label} must be columns of {base}; not found: "
                 f"{', '.join(repr(m) for m in missing)}. Columns: {', '.join(repr(c) for c in columns)}."
             )
-        if target in features:
-            raise ValueError(f"features must not contain the target {target!r}; remove it.")
-        frame = frame[[*features, target]]
+        if target in map(str, cols):
+            raise ValueError(f"{label} must not contain the target {target!r}; remove it.")
+    if features is not None:
+        used = [str(f) for f in features]
+    else:
+        dropped = set() if exclude is None else {str(c) for c in exclude}
+        used = [c for c in columns if c != target and c not in dropped]
+    frame = frame[[*used, target]]
     n_before = len(frame)
     if dropna:
         frame = frame.dropna()
+    n_dropped = n_before - len(frame)
+    if subsample is not None:
+        from calibprob._validation import check_int
+
+        k = check_int(subsample, "subsample", minimum=1)
+        if k < len(frame):
+            rows = np.sort(np.random.default_rng(seed).choice(len(frame), size=k, replace=False))
+            frame = frame.iloc[rows]
+    frame = frame.reset_index(drop=True)
+    if one_hot:
+        frame = _one_hot(frame, target, used if one_hot is True else [str(c) for c in one_hot], base,
+                         only_text=one_hot is True)
     ds = _frame_to_dataset(
         frame,
         target=target,
-        name=name if name is not None else os.path.splitext(os.path.basename(path))[0],
+        name=name if name is not None else os.path.splitext(base)[0],
         description=f"Regression data read from {path} (target {target!r}).",
         source=path,
         license="unknown",
         origin=path,
-        where=f"file {os.path.basename(path)}",
+        where=f"file {base}",
     )
     if dropna:
-        ds.attrs["rows_dropped"] = int(n_before - len(frame))
+        ds.attrs["rows_dropped"] = int(n_dropped)
     return ds
+
+
+def _read_csv(path: str) -> pd.DataFrame:
+    """Read a CSV as UTF-8 (a byte-order mark is dropped) with clear errors for anything else."""
+    base = os.path.basename(path)
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if b"\x00" in head:
+        raise ValueError(f"{base} is not a text CSV file (it holds NUL bytes: binary data?). Give a UTF-8 CSV.")
+    try:
+        return pd.read_csv(path, encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{base} is not UTF-8 text ({err.reason} at byte {err.start}). Save it as UTF-8 (e.g. from a "
+            "spreadsheet: CSV UTF-8), or convert it with iconv."
+        ) from None
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{base} is empty: a CSV needs a header row and data rows.") from None
+    except pd.errors.ParserError as err:
+        raise ValueError(f"{base} could not be parsed as CSV: {str(err).strip()}") from None
+
+
+def _one_hot(frame: pd.DataFrame, target: str, columns: list[str], base: str, *, only_text: bool) -> pd.DataFrame:
+    """Replace each listed column by 0/1 indicator columns, dropping its first level (sorted)."""
+    unknown = [c for c in columns if c not in frame.columns or c == target]
+    if unknown:
+        raise ValueError(
+            f"one_hot must name feature columns of {base}; not among them: {', '.join(map(repr, unknown))}."
+        )
+    out = []
+    for c in frame.columns:
+        col = frame[c]
+        encode = c in columns and c != target and (not only_text or not pd.api.types.is_numeric_dtype(col))
+        if not encode:
+            out.append(col)
+            continue
+        if col.isna().any():
+            raise ValueError(
+                f"column {c!r} of {base} has {int(col.isna().sum())} missing value(s); one-hot encoding needs "
+                "every value. Pass dropna=True (in a spec: dropna = true) to drop those rows."
+            )
+        levels = sorted(map(str, col.unique()))
+        if len(levels) < 2:
+            raise ValueError(f"column {c!r} of {base} has a single level {levels[0]!r}: nothing to encode; "
+                             "leave it out (exclude).")
+        text = col.astype(str)
+        for level in levels[1:]:
+            out.append((text == level).astype(np.float64).rename(f"{c}={level}"))
+    return pd.concat(out, axis=1)
 
 
 def _frame_to_dataset(
@@ -364,14 +462,15 @@ def _frame_to_dataset(
         desc = ", ".join(f"{c!r} (e.g. {v!r})" for c, v in examples.items())
         raise ValueError(
             f"every used column of {where} must be numeric; non-numeric: {desc}. "
-            "Encode categories as numbers, or leave those columns out with features=[...]."
+            "One-hot encode them with one_hot=True (in a spec: one_hot = true), or leave them out with "
+            "exclude=[...] / features=[...]."
         )
     if frame.isna().to_numpy().any():
         counts = frame.isna().sum()
         desc = ", ".join(f"{c!r}: {int(k)}" for c, k in counts.items() if k > 0)
         raise ValueError(
-            f"{where} has missing values ({desc}). Pass dropna=True to drop those rows, "
-            "or impute them first."
+            f"{where} has missing values ({desc}). Pass dropna=True (in a spec: dropna = true) to drop "
+            "those rows, or impute them first."
         )
     if len(frame) == 0:
         raise ValueError(f"{where} has no data rows; it needs at least one.")
