@@ -494,29 +494,47 @@ def _check_file(path: Path) -> None:
         )
 
 
+_REFUSE = (
+    "which calibprob never writes — a pickled payload, for instance. calibprob never unpickles; "
+    "the file was not written by calibprob.save or has been tampered with."
+)
+
+
+def _binary_text(text: str) -> bool:
+    """Undecodable bytes (surrogate-escaped), NULs or a pickle header smuggled in as a string."""
+    return bool(re.search("[\udc80-\udcff\x00]", text)) or bool(re.match("\x80[\x01-\x05]", text))
+
+
+def _binary_array(values: np.ndarray) -> bool:
+    kind = values.dtype.kind
+    if kind in "SVa":
+        return True
+    if kind == "O":
+        return any(not isinstance(v, str) or _binary_text(v) for v in values.ravel())
+    if kind == "U":
+        return any(_binary_text(str(v)) for v in values.ravel())
+    if values.dtype.itemsize == 1 and kind in "iu" and values.size >= 2:
+        raw = values.tobytes()  # a pickle stored as bytes-as-numbers: PROTO header ... STOP
+        return bool(_PICKLE_MAGIC.match(raw)) and raw.endswith(b".")
+    return False
+
+
 def _check_no_bytes(groups: dict) -> None:
-    """Refuse raw bytes anywhere: a pickled payload would hide there (and nothing calibprob writes is bytes)."""
+    """Refuse raw bytes anywhere: a pickled payload would hide there (calibprob writes none)."""
     for gpath, ds in groups.items():
         items = [(f"{gpath} attribute {k!r}", v) for k, v in ds.attrs.items()]
         for name, var in ds.variables.items():
             items += [(f"{gpath} variable {name!r} attribute {k!r}", v) for k, v in var.attrs.items()]
-            kind = var.dtype.kind
-            bad = kind in "SVa" or (kind == "O" and any(not isinstance(v, str) for v in np.ravel(var.values)))
-            if bad:
+            if _binary_array(np.asarray(var.values)):
                 raise ValueError(
                     f"refusing to load: {gpath} variable {name!r} holds raw bytes (dtype {var.dtype}), "
-                    "which calibprob never writes — a pickled payload, for instance. calibprob never "
-                    "unpickles; the file was not written by calibprob.save or has been tampered with."
+                    + _REFUSE
                 )
         for where, v in items:
             if isinstance(v, (bytes, np.bytes_, np.void)) or (
-                isinstance(v, np.ndarray) and v.dtype.kind in "SVO"
-            ):
-                raise ValueError(
-                    f"refusing to load: {where} holds raw bytes, which calibprob never writes — a "
-                    "pickled payload, for instance. calibprob never unpickles; the file was not written "
-                    "by calibprob.save or has been tampered with."
-                )
+                isinstance(v, str) and _binary_text(v)
+            ) or (isinstance(v, np.ndarray) and _binary_array(v)):
+                raise ValueError(f"refusing to load: {where} holds raw bytes, " + _REFUSE)
 
 
 def _parse_version(text, path) -> tuple[int, int]:
@@ -790,7 +808,7 @@ def load(path, **objects):
     path = Path(os.fspath(path))
     _check_file(path)
     try:
-        raw = xr.open_groups(path, engine="h5netcdf")
+        raw = xr.open_groups(path, engine="h5netcdf", phony_dims="access")
         groups = {k: v.load() for k, v in raw.items()}
         for v in raw.values():
             v.close()
