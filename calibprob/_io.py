@@ -794,6 +794,13 @@ def load(path, **objects):
     TypeError
         ``objects`` holds a name the file has no user object for.
 
+    References
+    ----------
+    The netCDF-4 format is HDF5 with conventions: Unidata, *NetCDF Users Guide*,
+    "NetCDF-4 format" (https://docs.unidata.ucar.edu/nug/). Why pickle is not
+    used: the Python documentation of :mod:`pickle` ("The pickle module is not
+    secure. Only unpickle data you trust.").
+
     Examples
     --------
     >>> import numpy as np, calibprob, tempfile, os
