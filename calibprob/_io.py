@@ -46,11 +46,9 @@ back by parameter name: ``calibprob.load(path, fit_predict=f)``.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import inspect
 import json
-import math
 import os
 import re
 from pathlib import Path
@@ -451,6 +449,12 @@ def save(obj, path) -> Path:
     from calibprob import __version__
 
     cls_name = _registered_name(obj)
+    if cls_name is None and REGISTRY.get(type(obj).__name__) is not None and type(obj).__module__.startswith(
+            "calibprob."):  # pragma: no cover - guards the table against a moved class
+        raise TypeError(
+            f"calibprob._io.REGISTRY lists {type(obj).__name__} in {REGISTRY[type(obj).__name__]} but it is "
+            f"defined in {type(obj).__module__}; update the registry."
+        )
     if cls_name is None or not hasattr(obj, "get_params"):
         raise TypeError(
             f"save() writes calibprob's own estimators only; got {type(obj).__module__}."
@@ -485,7 +489,11 @@ def _check_file(path: Path) -> None:
         head = fh.read(8)
     if head != HDF5_SIGNATURE:
         hint = ""
-        if _PICKLE_MAGIC.match(head) or head[:1] in (b"(", b"]", b"}", b"c"):
+        if head[:3] == b"CDF":
+            hint = (" It is a netCDF-3 file; calibprob writes netCDF-4. An OnlineQuantileRecalibrator state "
+                    "saved by to_dataset() loads with OnlineQuantileRecalibrator.from_dataset("
+                    "xarray.open_dataset(path)).")
+        elif _PICKLE_MAGIC.match(head) or head[:1] in (b"(", b"]", b"}", b"c"):
             hint = (" It looks like a pickle: calibprob never unpickles (unpickling runs code from the "
                     "file). Refit, then save with estimator.save(path).")
         raise ValueError(
@@ -552,6 +560,7 @@ class _Reader:
         self.used: set[str] = set()
         self.missing: list[tuple[str, str]] = []
         self.by_label: dict[str, object] = {}
+        self.pending_rebuild: list[tuple[str, object]] = []  # derived state rebuilt once all is read
 
     def fail(self, where: str, what: str):
         raise ValueError(
@@ -846,7 +855,6 @@ def load(path, **objects):
     if root.get("calibprob_type") != "estimator":
         raise ValueError(f"'{path}' has no estimator at its root; it was not written by calibprob.save.")
     reader = _Reader(groups, path, objects)
-    reader.pending_rebuild = []
     obj = reader.estimator("/", "")
     if reader.missing:
         paths = [p for p, _ in reader.missing]

@@ -397,6 +397,10 @@ def test_not_hdf5_refused(tmp_path):
     path.write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match=r"does not start with the HDF5/netCDF-4 signature"):
         calibprob.load(path)
+    nc3 = tmp_path / "v3.nc"
+    xr.Dataset({"a": ("x", [1.0])}).to_netcdf(nc3, engine="scipy")
+    with pytest.raises(ValueError, match=r"signature .*It is a netCDF-3 file; calibprob writes netCDF-4"):
+        calibprob.load(nc3)
 
 
 class _Evil:
