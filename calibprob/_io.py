@@ -21,7 +21,7 @@ Inside ``params`` and ``state`` every value is a node whose attribute
 container (``dict``, ``list``, ``tuple``, ``estimator`` — a nested calibprob
 estimator with its own ``params`` and ``state`` —, ``object`` — a calibprob
 helper such as a conformal score —, ``generator``, ``dataset``,
-``dataarray``, ``datatree``). Dict keys are kept in ``calibprob_key``.
+``dataarray``, ``datatree``, ``randomstate``). Dict keys are kept in ``calibprob_key``.
 xarray values are stored as themselves; their attributes are written as they
 are when netCDF can hold them exactly (strings, numbers) and otherwise as one
 JSON string ``calibprob_attrs_json``.
@@ -281,6 +281,11 @@ class _Writer:
         if isinstance(value, np.random.Generator):
             self.remember(value, label)
             return self.generator(path, label, value, extra)
+        if type(value) is np.random.RandomState:
+            self.remember(value, label)
+            self.group(path, {"calibprob_type": "randomstate", **extra})
+            return self.items(_join(path, "state"), label, list(enumerate(value.get_state())), keyed=False,
+                              attrs={"calibprob_type": "tuple"})
         cls_name = _registered_name(value)
         if cls_name is not None and hasattr(value, "get_params"):
             return self.estimator(path, label, value, extra)
@@ -625,6 +630,8 @@ class _Reader:
             return self.obj(path, label)
         if tag == "generator":
             return self.generator(path, label)
+        if tag == "randomstate":
+            return self.randomstate(path, label)
         if tag in ("dataset", "dataarray"):
             return self.dataset(path, tag)
         if tag == "datatree":
@@ -741,6 +748,18 @@ class _Reader:
         gen = np.random.Generator(bg)
         self.by_label[label] = gen
         return gen
+
+    def randomstate(self, path: str, label: str):
+        state = tuple(v for _, v in self.items(_join(path, "state"), label, keyed=False))
+        rs = np.random.RandomState()
+        try:
+            if not state or state[0] != "MT19937":
+                raise ValueError("not an MT19937 state")
+            rs.set_state(state)
+        except (TypeError, ValueError) as err:
+            self.fail(path, f"invalid numpy RandomState state ({err})")
+        self.by_label[label] = rs
+        return rs
 
     def _plain(self, path: str) -> xr.Dataset:
         ds = self.groups[path].copy()

@@ -553,6 +553,7 @@ def test_values_round_trip_exactly(tmp_path, data):
         "tree": xr.DataTree.from_dict({"posterior": xr.Dataset({"mu": (("chain", "draw"), np.ones((2, 3)))}),
                                        "sample_stats": xr.Dataset(attrs={"ok": False})}),
         "gen": np.random.default_rng(11),
+        "legacy_rng": np.random.RandomState(4),
     }
     ols.extra_ = values
     ols.save(tmp_path / "v.nc")
@@ -572,4 +573,5 @@ def test_values_round_trip_exactly(tmp_path, data):
     xr.testing.assert_identical(back["dataarray"], values["dataarray"])
     xr.testing.assert_identical(back["tree"], values["tree"])
     assert back["gen"].random() == values["gen"].random()
+    assert back["legacy_rng"].random_sample() == values["legacy_rng"].random_sample()
 
