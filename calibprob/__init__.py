@@ -37,6 +37,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 # name -> module that defines it; imported on first access (keeps `import calibprob` light)
 _LAZY = {
     "evaluate": "calibprob.metrics",
+    "load": "calibprob._io",
     "load_dataset": "calibprob.datasets",
     "list_datasets": "calibprob.datasets",
     "load_csv": "calibprob.datasets",

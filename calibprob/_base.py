@@ -211,6 +211,26 @@ class BaseEstimator:
             setattr(self, key, value)
         return self
 
+    def save(self, path):
+        """Write this estimator (parameters and fitted state) to netCDF-4, without pickle.
+
+        Restore it with :func:`calibprob.load`; the format is described in
+        :mod:`calibprob._io`. User code it holds (a callable, a non-calibprob
+        model) is not written: ``load`` asks for it back by parameter name.
+
+        Parameters
+        ----------
+        path : str or path-like
+            Destination file (overwritten), conventionally ``*.nc``.
+
+        Returns
+        -------
+        pathlib.Path
+        """
+        from calibprob._io import save
+
+        return save(self, path)
+
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({params})"
