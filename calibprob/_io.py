@@ -85,6 +85,7 @@ REGISTRY: dict[str, str] = {
     "SharpCalibratedGP": "calibprob.calibrators.sharp_gp",
     "SplitConformalRegressor": "calibprob.conformal.split",
     "ConformalPredictiveSystem": "calibprob.conformal.predictive_system",
+    "SplitConformalCalibrator": "calibprob.conformal.distribution",
     "CrossConformalRegressor": "calibprob.conformal.jackknife",
     "JackknifePlusGP": "calibprob.conformal.gp",
     "FullConformalGP": "calibprob.conformal.gp",

@@ -282,3 +282,32 @@ def test_model_aware_is_deterministic_and_cloneable(name, problem, fitted_aware)
         _fit_model_aware(name, again, problem)
     a, b = again.predict(problem["X_te"]), model.predict(problem["X_te"])
     xr.testing.assert_equal(a, b)
+
+
+# ---------------------------------------------------------------------------
+# save / load (netCDF, no pickle; the new-process round trip is in test_io.py)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
+def test_post_processor_save_load_round_trip(name, problem, fitted_post, tmp_path):
+    cal = fitted_post[name, "draws"]
+    path = tmp_path / f"{name}.nc"
+    cal.save(path)
+    assert path.read_bytes()[:8] == b"\x89HDF\r\n\x1a\n"
+    back = calibprob.load(path)
+    assert type(back) is type(cal) and back.get_params().keys() == cal.get_params().keys()
+    pred_te = problem["draws"][1]
+    np.testing.assert_allclose(back.predict(pred_te).calib.quantiles, cal.predict(pred_te).calib.quantiles,
+                               rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_AWARE))
+def test_model_aware_save_load_round_trip(name, problem, fitted_aware, tmp_path):
+    model = fitted_aware[name]
+    path = tmp_path / f"{name}.nc"
+    model.save(path)
+    assert path.read_bytes()[:8] == b"\x89HDF\r\n\x1a\n"
+    back = calibprob.load(path)
+    a, b = back.predict(problem["X_te"]), model.predict(problem["X_te"])
+    xr.testing.assert_allclose(a, b, rtol=0, atol=1e-10)

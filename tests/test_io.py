@@ -85,12 +85,11 @@ class Row:
 
 
 def _gpb_fit(d):
-    mu, sd = d.base.predict_mean_std(d.X_cal)
-    return calibprob.GPBetaCalibrator(inference="map", n_inducing=5, random_state=0).fit(mu, sd, d.y_cal)
+    return calibprob.GPBetaCalibrator(inference="map", n_inducing=5, random_state=0).fit(d.pred(d.X_cal), d.y_cal)
 
 
 def _gpb_predict(e, d):
-    return e.predict(*d.base.predict_mean_std(d.X_test))
+    return e.predict(d.pred(d.X_test))
 
 
 G = calibprob  # short alias in the table
@@ -132,10 +131,10 @@ ROWS = [
     Row("GPBetaCalibrator", "GPBetaCalibrator", _gpb_fit, _gpb_predict),
     Row("OnlineQuantileRecalibrator", "OnlineQuantileRecalibrator",
         lambda d: G.OnlineQuantileRecalibrator(eta=0.5).fit(d.pred(d.X_cal), d.y_cal),
-        lambda e, d: e.recalibrate(d.pred(d.X_test))),
+        lambda e, d: e.predict(d.pred(d.X_test))),
     # model-aware calibrators
     Row("SharpCalibratedGP", "SharpCalibratedGP",
-        lambda d: G.SharpCalibratedGP(base=d.base, n_levels=5, n_restarts=1, maxiter=20,
+        lambda d: G.SharpCalibratedGP(estimator=d.base, n_levels=5, n_restarts=1, maxiter=20,
                                       random_state=0).fit(d.X_cal, d.y_cal),
         lambda e, d: e.predict(d.X_test)),
     Row("SplitConformalRegressor", "SplitConformalRegressor",
@@ -153,12 +152,16 @@ ROWS = [
         lambda e, d: e.predict_interval(d.X_test),
         lambda: {"estimator": UserModel().fit(Data(fit_base=False).X_train, Data(fit_base=False).y_train)}),
     Row("ConformalPredictiveSystem", "ConformalPredictiveSystem",
-        lambda d: G.ConformalPredictiveSystem(estimator=d.base, prefit=True).calibrate(d.X_cal, d.y_cal),
-        lambda e, d: (e.predict(d.X_test), e.predict_cdf(d.X_test, np.zeros(9)))),
+        lambda d: G.ConformalPredictiveSystem().fit(d.pred(d.X_cal), d.y_cal),
+        lambda e, d: (e.predict(d.pred(d.X_test)), e.predict_cdf(d.pred(d.X_test), np.zeros(9)))),
+    Row("SplitConformalCalibrator", "SplitConformalCalibrator",
+        lambda d: G.SplitConformalCalibrator(score="normalized", confidence_level=[0.5, 0.8]).fit(
+            d.pred(d.X_cal), d.y_cal),
+        lambda e, d: (e.predict(d.pred(d.X_test)), e.predict_interval(d.pred(d.X_test)))),
     Row("CrossConformalRegressor", "CrossConformalRegressor",
         lambda d: G.CrossConformalRegressor(estimator=G.LinearRegression(), cv=4, random_state=0,
                                             confidence_level=[0.5, 0.8]).fit(d.X_train, d.y_train),
-        lambda e, d: e.predict_interval(d.X_test)),
+        lambda e, d: e.predict(d.X_test)),
     Row("CrossConformalRegressor-jackknife-callable", "CrossConformalRegressor",
         lambda d: G.CrossConformalRegressor(estimator=ols_fit_predict, method="base", cv="loo",
                                             score="normalized", confidence_level=0.8).fit(d.X_train, d.y_train),
@@ -166,7 +169,7 @@ ROWS = [
     Row("JackknifePlusGP", "JackknifePlusGP",
         lambda d: G.JackknifePlusGP(estimator=d.base, prefit=True, score="signed",
                                     confidence_level=[0.5, 0.8]).fit(),
-        lambda e, d: e.predict_interval(d.X_test)),
+        lambda e, d: e.predict(d.X_test)),
     Row("FullConformalGP", "FullConformalGP",
         lambda d: G.FullConformalGP(estimator=G.GaussianProcessRegressor(mean="constant", random_state=0),
                                     confidence_level=0.8).fit(d.X_train, d.y_train),
