@@ -1209,8 +1209,6 @@ def heldout_elpd(data, *, var_name: str | None = None):
     >>> bool(np.isclose(res.elpd, -200 * float(calibprob.evaluate(calibprob.normal(np.zeros(200), np.ones(200)), y)["nll"])))
     True
     """
-    from arviz_stats.utils import ELPDDataLOOKFold  # lazy: ArviZ takes ~1 s to import
-
     if not isinstance(data, xr.DataTree) or "log_likelihood" not in data.children:
         groups = list(data.children) if isinstance(data, xr.DataTree) else None
         raise ValueError(
@@ -1226,25 +1224,34 @@ def heldout_elpd(data, *, var_name: str | None = None):
             "the ArviZ layout puts the sample dims first."
         )
     s = int(np.prod([ll.sizes[d] for d in sample]))
-    elpd_i = (special.logsumexp(ll.transpose(*sample, ...).values.reshape(s, -1), axis=0) - np.log(s))
     obs_dims = [d for d in ll.dims if d not in sample]
-    elpd_i = xr.DataArray(
-        elpd_i.reshape([ll.sizes[d] for d in obs_dims]), dims=obs_dims,
-        coords={d: ll[d] for d in obs_dims if d in ll.coords}, name=ll.name,
-    )
-    n = int(elpd_i.size)
-    flat = elpd_i.values.ravel()
+    return _heldout_elpd_data(ll.transpose(*sample, ...).values.reshape(s, -1), ll, obs_dims)
+
+
+def _heldout_elpd_data(ll: np.ndarray, like=None, obs_dims=("obs",)):
+    r"""ArviZ's one-fold ELPD result from pointwise held-out log-likelihoods ``ll`` of shape (S, n).
+
+    :math:`\mathrm{elpd}_i = \log\frac1S\sum_s e^{\ell_{si}}` (no importance
+    sampling: the points are held out), :math:`p_i = \mathrm{elpd}_i - \overline{\ell_{\cdot i}}`;
+    ``like`` (a DataArray) lends the observation dims' sizes and coordinates.
+    """
+    from arviz_stats.utils import ELPDDataLOOKFold  # lazy: ArviZ takes ~1 s to import
+
+    S = ll.shape[0]
+    elpd_flat = special.logsumexp(ll, axis=0) - np.log(S)
+    p_flat = elpd_flat - ll.mean(axis=0)
+    if like is None:
+        shape, coords, name = (ll.shape[1],), {"obs": np.arange(ll.shape[1])}, None
+    else:
+        shape = [like.sizes[d] for d in obs_dims]
+        coords, name = {d: like[d] for d in obs_dims if d in like.coords}, like.name
+    elpd_i = xr.DataArray(elpd_flat.reshape(shape), dims=list(obs_dims), coords=coords, name=name)
+    p_i = xr.DataArray(p_flat.reshape(shape), dims=list(obs_dims), coords=coords)
+    n = int(elpd_flat.size)
     return ELPDDataLOOKFold(
-        elpd=float(flat.sum()),
-        se=float(np.sqrt(n * flat.var())),
-        p=np.nan,
-        n_samples=s,
-        n_data_points=n,
-        scale="log",
-        warning=False,
-        good_k=None,
-        elpd_i=elpd_i,
-        n_folds=1,
+        elpd=float(elpd_flat.sum()), se=float(np.sqrt(n * elpd_flat.var())), p=float(p_flat.sum()),
+        n_samples=S, n_data_points=n, scale="log", warning=False, good_k=None,
+        elpd_i=elpd_i, n_folds=1, p_kfold_i=p_i,
     )
 
 

@@ -886,22 +886,13 @@ def held_out_elpd(log_lik):
         ``elpd`` (sum), ``se``, ``p`` (:math:`\sum_i \mathrm{elpd}_i - \overline{\ell_{\cdot i}}`),
         ``elpd_i`` (DataArray over ``obs``).
     """
-    from arviz_stats.utils import ELPDDataLOOKFold
+    from calibprob.predictive import _heldout_elpd_data
 
     ll = np.asarray(log_lik, float)
     n = ll.shape[-1]
     ll = ll.reshape(-1, n)
     check_array(ll, "log_lik", ndim=2)
-    S = ll.shape[0]
-    elpd_i = special.logsumexp(ll, axis=0) - np.log(S)
-    p_i = elpd_i - ll.mean(axis=0)
-    obs = np.arange(n)
-    return ELPDDataLOOKFold(
-        elpd=float(elpd_i.sum()), se=float(np.sqrt(n * np.var(elpd_i))), p=float(p_i.sum()),
-        n_samples=S, n_data_points=n, scale="log", warning=False, good_k=None,
-        elpd_i=xr.DataArray(elpd_i, dims=("obs",), coords={"obs": obs}),
-        n_folds=1, p_kfold_i=xr.DataArray(p_i, dims=("obs",), coords={"obs": obs}),
-    )
+    return _heldout_elpd_data(ll)
 
 
 # ===========================================================================
