@@ -572,8 +572,25 @@ def normal(loc, scale, levels=None, *, obs=None, method: str = "normal") -> xr.D
     return _dataset(q, levels, _obs_coord(loc.size, obs), method, "normal", extra)
 
 
+def _row_blocks(n: int, chunk: int = _CHUNK):
+    """Consecutive row slices of at most ``chunk`` rows (checks on (n, L) arrays in O(chunk x L) memory)."""
+    for start in range(0, n, chunk):
+        yield slice(start, min(start + chunk, n))
+
+
+def _check_finite_rows(q: np.ndarray, name: str) -> None:
+    """:func:`check_finite` in row blocks; on failure the full check builds the usual message."""
+    for sl in _row_blocks(q.shape[0]):
+        if not np.isfinite(q[sl]).all():
+            check_finite(q, name)  # error path only: the whole-array message (first bad index, count)
+
+
 def _repair_crossing(q: np.ndarray, name: str = "quantiles") -> np.ndarray:
-    crossed = np.any(np.diff(q, axis=-1) < 0, axis=-1)
+    # the crossing check runs in row blocks: np.diff of all rows at once would be a
+    # second (n, L) array, as large as the quantiles themselves
+    crossed = np.zeros(q.shape[0], dtype=bool)
+    for sl in _row_blocks(q.shape[0]):
+        crossed[sl] = np.any(np.diff(q[sl], axis=-1) < 0, axis=-1)
     if crossed.any():
         warnings.warn(
             f"{name} crossed (decreased with the level) in {int(crossed.sum())} of "
@@ -625,7 +642,8 @@ def from_quantiles(
     0.0
     """
     levels = _levels_or_default(levels)
-    q = check_array(quantiles, "quantiles", ndim=2)
+    q = check_array(quantiles, "quantiles", ndim=2, finite=False)
+    _check_finite_rows(q, "quantiles")
     if q.shape[1] != levels.size:
         raise ValueError(
             f"quantiles must have one column per level: shape (n, {levels.size}); got {q.shape}."
@@ -996,9 +1014,11 @@ def validate(ds: xr.Dataset) -> xr.Dataset:
         )
     check_levels(ds["level"].values, "level coordinate")
     q = ds["quantile"].values
-    check_finite(q, "quantile")
-    if np.any(np.diff(q, axis=1) < 0):
-        raise ValueError("'quantile' decreases with level somewhere: quantiles must not cross.")
+    # row blocks: the checks' temporaries stay O(_CHUNK x L) whatever the number of observations
+    _check_finite_rows(q, "quantile")
+    for sl in _row_blocks(q.shape[0]):
+        if np.any(np.diff(q[sl], axis=1) < 0):
+            raise ValueError("'quantile' decreases with level somewhere: quantiles must not cross.")
     if ds.attrs.get("family") == "normal" and "loc" in ds and "scale" in ds:
         _check_normal_agrees(ds, q)
     return ds
@@ -1013,18 +1033,25 @@ def _check_normal_agrees(ds: xr.Dataset, q: np.ndarray) -> None:
     check_finite(loc, "loc")
     check_positive(scale, "scale")
     z = special.ndtri(ds["level"].values)
-    expected = loc[:, None] + scale[:, None] * z[None, :]
-    tol = 1e-8 * (np.abs(loc)[:, None] + scale[:, None] * (1.0 + np.abs(z)[None, :]))
-    bad = np.abs(q - expected) > tol
-    if bad.any():
-        i, j = (int(k) for k in np.argwhere(bad)[0])
-        raise ValueError(
-            f"a family='normal' Dataset's 'quantile' disagrees with its loc/scale in {int(bad.any(axis=1).sum())} "
-            f"of {q.shape[0]} observations (first: obs {i}, level {float(ds['level'].values[j]):g}: quantile "
-            f"{q[i, j]:.6g}, loc + scale * Phi^-1(level) = {expected[i, j]:.6g}); evaluate and interval would use "
-            "loc/scale. Rebuild it with calibprob.normal(loc, scale, levels), or drop loc/scale and set "
-            "attrs['family'] = 'quantile' to use the quantiles."
-        )
+
+    def disagree(sl):
+        expected = loc[sl, None] + scale[sl, None] * z[None, :]
+        tol = 1e-8 * (np.abs(loc[sl])[:, None] + scale[sl, None] * (1.0 + np.abs(z)[None, :]))
+        return np.abs(q[sl] - expected) > tol, expected
+
+    # row blocks keep the (rows x L) temporaries bounded; the message needs the whole picture
+    # only when something is wrong
+    if not any(disagree(sl)[0].any() for sl in _row_blocks(q.shape[0])):
+        return
+    bad, expected = disagree(slice(None))
+    i, j = (int(k) for k in np.argwhere(bad)[0])
+    raise ValueError(
+        f"a family='normal' Dataset's 'quantile' disagrees with its loc/scale in {int(bad.any(axis=1).sum())} "
+        f"of {q.shape[0]} observations (first: obs {i}, level {float(ds['level'].values[j]):g}: quantile "
+        f"{q[i, j]:.6g}, loc + scale * Phi^-1(level) = {expected[i, j]:.6g}); evaluate and interval would use "
+        "loc/scale. Rebuild it with calibprob.normal(loc, scale, levels), or drop loc/scale and set "
+        "attrs['family'] = 'quantile' to use the quantiles."
+    )
 
 
 def to_datatree(
