@@ -871,6 +871,22 @@ def _check_y(pred: xr.Dataset, y, name: str = "y") -> np.ndarray:
     return check_targets(y, pred.sizes["obs"], name, obs=pred["obs"].values)
 
 
+def _transform(pred: xr.Dataset):
+    """``(name, transforms module)`` of a back-transformed Dataset, or ``(None, None)``."""
+    from calibprob import transforms
+
+    t = transforms.dataset_transform(pred)
+    return (t, transforms) if t is not None else (None, None)
+
+
+def _ppf_rows(pred: xr.Dataset, q: np.ndarray, lv: np.ndarray, p: np.ndarray, sl: slice) -> np.ndarray:
+    """Quantiles of the rows ``sl`` at probabilities ``p`` (a back-transformed law maps through g^-1)."""
+    t, tr = _transform(pred)
+    if t is None:
+        return quantile_ppf(q[sl], lv, p)
+    return tr.inverse(t, quantile_ppf(tr.forward(t, q[sl]), lv, p))
+
+
 def _ppf(pred: xr.Dataset, p) -> np.ndarray:
     """Quantiles at probabilities ``p`` (1-D, inside (0, 1)) as an (n, P) ndarray."""
     p = np.asarray(p, float)
@@ -880,7 +896,7 @@ def _ppf(pred: xr.Dataset, p) -> np.ndarray:
     out = np.empty((q.shape[0], p.size))
     # row chunks keep the temporaries (slopes, gathers) small and in cache
     for start in range(0, q.shape[0], _CHUNK):
-        out[start:start + _CHUNK] = quantile_ppf(q[start:start + _CHUNK], lv, p)
+        out[start:start + _CHUNK] = _ppf_rows(pred, q, lv, p, slice(start, start + _CHUNK))
     return out
 
 
@@ -890,11 +906,10 @@ def _logpdf(pred: xr.Dataset, y: np.ndarray) -> np.ndarray:
         loc, scale = pred["loc"].values, pred["scale"].values
         z = (y - loc) / scale
         return -0.5 * z * z - 0.5 * np.log(2.0 * np.pi) - np.log(scale)
-    q, lv = pred.calib.quantiles, pred.calib.levels
     out = np.empty(y.size)
     for start in range(0, y.size, _CHUNK):
         sl = slice(start, start + _CHUNK)
-        out[sl] = quantile_logpdf(q[sl], lv, y[sl])
+        out[sl] = _logpdf_rows(pred, sl, y[sl])
     return out
 
 
@@ -904,6 +919,9 @@ def _logpdf_rows(pred: xr.Dataset, sl: slice, y: np.ndarray) -> np.ndarray:
         loc, scale = pred["loc"].values[sl], pred["scale"].values[sl]
         z = (y - loc) / scale
         return -0.5 * z * z - 0.5 * np.log(2.0 * np.pi) - np.log(scale)
+    t, tr = _transform(pred)
+    if t is not None:  # log f_Z(g(y)) + log g'(y): the Jacobian of the transform
+        return tr.logpdf(tr.forward(t, pred.calib.quantiles[sl]), pred.calib.levels, y, t)
     return quantile_logpdf(pred.calib.quantiles[sl], pred.calib.levels, y)
 
 
@@ -911,7 +929,8 @@ def _moments_rows(pred: xr.Dataset, q: np.ndarray, lv: np.ndarray, sl: slice):
     """Mean and std of the rows ``sl``: stored when present, else exact from the quantile function."""
     if "mean" in pred and "std" in pred:
         return np.asarray(pred["mean"].values[sl], float), np.asarray(pred["std"].values[sl], float)
-    mean, std = quantile_moments(q[sl], lv)
+    t, tr = _transform(pred)
+    mean, std = quantile_moments(q[sl], lv) if t is None else tr.moments(tr.forward(t, q[sl]), lv, t)
     if "mean" in pred:
         mean = np.asarray(pred["mean"].values[sl], float)
     if "std" in pred:
@@ -1286,8 +1305,20 @@ def crps(pred: xr.Dataset, y) -> xr.DataArray:
     if pred.calib.is_normal:
         vals = crps_normal(yv, pred["loc"].values, pred["scale"].values)
     else:
-        vals = crps_quantile(yv, pred.calib.quantiles, pred.calib.levels)
+        vals = _crps_rows(pred, yv, pred.calib.quantiles, pred.calib.levels, slice(None), _CHUNK)
     return _scalar(np.mean(vals), "crps", dict(_ATTRS["crps"]))
+
+
+def _crps_rows(pred, y, q, lv, sl, chunk):
+    """Exact CRPS of the rows ``sl`` (quantile family; a back-transformed law by its own closed form)."""
+    t, tr = _transform(pred)
+    if t is None:
+        return crps_quantile(y, q[sl], lv, chunk_size=chunk)
+    out = np.empty(y.size)
+    for start in range(0, y.size, chunk):  # g(q) is a block-sized temporary
+        b = slice(start, start + chunk)
+        out[b] = tr.crps(y[b], tr.forward(t, q[sl][b]), lv, t, chunk_size=chunk)
+    return out
 
 
 def pinball(pred: xr.Dataset, y, levels=None) -> xr.DataArray:
@@ -1346,11 +1377,7 @@ def _moments(pred: xr.Dataset, chunk_size: int = _CHUNK) -> tuple[np.ndarray, np
     mean, std = np.empty(q.shape[0]), np.empty(q.shape[0])
     for start in range(0, q.shape[0], chunk_size):
         sl = slice(start, start + chunk_size)
-        mean[sl], std[sl] = quantile_moments(q[sl], lv)
-    if "mean" in pred:
-        mean = np.asarray(pred["mean"].values, float)
-    if "std" in pred:
-        std = np.asarray(pred["std"].values, float)
+        mean[sl], std[sl] = _moments_rows(pred, q, lv, sl)
     return mean, std
 
 
@@ -1756,7 +1783,7 @@ def evaluate(
         if normal_family:
             Q = loc[sl, None] + scale[sl, None] * special.ndtri(probs)[None, :]
         else:
-            Q = quantile_ppf(q_all[sl], lv_all, probs)
+            Q = _ppf_rows(pred, q_all, lv_all, probs, sl)
         cols, k = {}, 0
         for name, pr in blocks.items():
             cols[name] = Q[:, k:k + pr.size]
@@ -1773,7 +1800,7 @@ def evaluate(
             crps_values[sl] = crps_normal(yc, loc[sl], scale[sl])
         else:
             mean_c, sd[sl] = _moments_rows(pred, q_all, lv_all, sl)
-            crps_values[sl] = crps_quantile(yc, q_all[sl], lv_all, chunk_size=chunk)
+            crps_values[sl] = _crps_rows(pred, yc, q_all, lv_all, sl, chunk)
         point_pred[sl] = mean_c if point == "mean" else cols["median"][:, 0]
         logpdf[sl] = _logpdf_rows(pred, sl, yc)
         del Q, cols
