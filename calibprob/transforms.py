@@ -70,6 +70,7 @@ _CHUNK = 4096
 _SQRT2 = np.sqrt(2.0)
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(16)
+_GL_PANELS = 12
 
 
 def check_transform(transform, name: str = "target_transform") -> str:
@@ -167,6 +168,22 @@ def _dPhi(lo, hi):
     return np.where(lo > 0, special.ndtr(-lo) - special.ndtr(-hi), special.ndtr(hi) - special.ndtr(lo))
 
 
+def _log_dPhi(lo, hi):
+    """:math:`\log(\Phi(hi) - \Phi(lo))`, accurate in both tails (``log_ndtr``), ``-inf`` for an empty piece."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        left = special.log_ndtr(hi) + np.log1p(-np.exp(special.log_ndtr(lo) - special.log_ndtr(hi)))
+        right = special.log_ndtr(-lo) + np.log1p(-np.exp(special.log_ndtr(-hi) - special.log_ndtr(-lo)))
+        mid = np.log(special.ndtr(hi) - special.ndtr(lo))
+    out = np.where(hi <= 0, left, np.where(lo > 0, right, mid))
+    return np.where(hi > lo, out, -np.inf)
+
+
+def _weighted(log_w, log_mass):
+    """:math:`e^{\log w + \log m}` summed over pieces: a huge weight times a tiny mass never overflows first."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.sum(np.exp(log_w + log_mass), axis=-1)
+
+
 def cdf(zq, levels, y, transform):
     """:math:`F_Y(y) = F_Z(g(y))`, 0 below the domain."""
     from calibprob.predictive import quantile_cdf
@@ -215,12 +232,14 @@ def moments(zq, levels, transform):
         sl = slice(i, i + _CHUNK)
         c = np.median(zq[sl], axis=1)
         a, b, lo, hi = _z_pieces(zq[sl] - c[:, None], levels)
-        m1 = np.sum(np.exp(a + 0.5 * b * b) * _dPhi(lo - b, hi - b), axis=-1)
-        m2 = np.sum(np.exp(2.0 * a + 2.0 * b * b) * _dPhi(lo - 2.0 * b, hi - 2.0 * b), axis=-1)
-        with np.errstate(over="ignore"):
+        # in log space: a steep Gaussian tail (large b) has a huge e^{b^2/2} and a tiny mass
+        m1 = _weighted(a + 0.5 * b * b, _log_dPhi(lo - b, hi - b))
+        m2 = _weighted(2.0 * a + 2.0 * b * b, _log_dPhi(lo - 2.0 * b, hi - 2.0 * b))
+        with np.errstate(over="ignore", invalid="ignore"):
             scale = np.exp(c)
             mean[sl] = scale * m1
-            std[sl] = scale * np.sqrt(np.maximum(m2 - m1 * m1, 0.0))
+            var = np.where(np.isfinite(m2), np.maximum(m2 - m1 * m1, 0.0), np.inf)
+            std[sl] = scale * np.sqrt(var)  # inf when E[Y^2] overflows: a law too wide to represent
     if transform == "log1p":
         mean -= 1.0
     return mean, std
@@ -305,25 +324,32 @@ def crps_exp_pieces(y, zq, levels, *, chunk_size: int = _CHUNK) -> np.ndarray:
         c = np.median(zq[sl], axis=1)
         ys = y[sl] * np.exp(-c)
         a, b, lo, hi = _z_pieces(zq[sl] - c[:, None], levels)
-        w = np.exp(a + 0.5 * b * b)  # e^{a + b^2/2} per piece
+        log_w = a + 0.5 * b * b  # log e^{a + b^2/2} per piece
         # int tau Q dtau = sum_j w_j [I_b(h_j) - I_b(l_j)],  I_b(-inf) = 0, I_b(+inf) = Phi(b / sqrt 2)
         hb = b / _SQRT2
         fin_lo, fin_hi = np.isfinite(lo), np.isfinite(hi)
         I_hi = np.where(fin_hi, _bvn_h_pos(hb, np.where(fin_hi, hi, 0.0) - b, rho), special.ndtr(hb))
         I_lo = np.where(fin_lo, _bvn_h_pos(hb, np.where(fin_lo, lo, 0.0) - b, rho), 0.0)
-        contrib = w * (I_hi - I_lo)
-        # A finite piece far left of b (b - h > 4) has a tiny I_hi - I_lo times a huge w: the
+        J = I_hi - I_lo
+        with np.errstate(over="ignore", invalid="ignore"):
+            contrib = np.where(J > 0, np.exp(log_w + np.log(np.where(J > 0, J, 1.0))), 0.0)
+        # A piece far left of b (b - h > 4) has a tiny I_hi - I_lo times a huge w: the
         # difference of two Owen's-T sums would lose digits (absolute error ~1e-17 w). There
-        # the integrand Phi(u) e^{a + b u} phi(u) is smooth on a short interval, and a
-        # 16-point Gauss-Legendre rule evaluated without w is exact to rounding.
-        steep = fin_lo & fin_hi & (b - hi > 4.0)
+        # the integrand Phi(u) e^{a + b u} phi(u) is evaluated without w by a composite
+        # 16-point Gauss-Legendre rule on [max(l, h - 12), h] (12 panels; below h - 12,
+        # Phi(u) phi(u) < e^{-100} relative to the piece, as u < h - 12 < -8 there).
+        steep = fin_hi & (b - hi > 4.0)
         if steep.any():
             r_, j_ = np.nonzero(steep)
-            half = 0.5 * (hi[j_] - lo[j_])
-            u = (lo[j_] + half)[:, None] + half[:, None] * _GL_X[None, :]
+            top = hi[j_]
+            bottom = np.maximum(lo[j_], top - 12.0)
+            width = (top - bottom) / _GL_PANELS
+            half = 0.5 * width
+            mids = bottom[:, None] + width[:, None] * (np.arange(_GL_PANELS) + 0.5)[None, :]
+            u = (mids[:, :, None] + half[:, None, None] * _GL_X[None, None, :]).reshape(len(j_), -1)
             aa, bb = a[r_, j_][:, None], b[r_, j_][:, None]
             f = special.ndtr(u) * np.exp(aa + bb * u - 0.5 * u * u - _LOG_SQRT_2PI)
-            contrib[r_, j_] = half * (f @ _GL_W)
+            contrib[r_, j_] = half * (f @ np.tile(_GL_W, _GL_PANELS))
         m2 = np.sum(contrib, axis=-1)
         # tau* and u* = Phi^{-1}(tau*): the probit PIT of log y (-inf below the support)
         inside = ys > 0
@@ -332,9 +358,11 @@ def crps_exp_pieces(y, zq, levels, *, chunk_size: int = _CHUNK) -> np.ndarray:
         tstar = special.ndtr(ustar)
         # int_{tau*}^1 Q dtau: the part of each piece above u*
         start = np.maximum(lo, ustar[:, None])
-        part = np.where(hi > start, w * _dPhi(start - b, hi - b), 0.0)
-        tail = np.sum(part, axis=-1)
-        out[sl] = np.exp(c) * (ys * (2.0 * tstar - 1.0) - 2.0 * m2 + 2.0 * tail)
+        tail = _weighted(log_w, _log_dPhi(start - b, hi - b))
+        with np.errstate(over="ignore", invalid="ignore"):
+            val = np.exp(c) * (ys * (2.0 * tstar - 1.0) - 2.0 * m2 + 2.0 * tail)
+        # a law whose mean overflows (a log-scale tail slope beyond ~37) has an infinite CRPS here
+        out[sl] = np.where(np.isfinite(m2) & np.isfinite(tail), val, np.inf)
     return np.maximum(out, 0.0)
 
 
