@@ -169,7 +169,7 @@ def _dPhi(lo, hi):
 
 
 def _log_dPhi(lo, hi):
-    """:math:`\log(\Phi(hi) - \Phi(lo))`, accurate in both tails (``log_ndtr``), ``-inf`` for an empty piece."""
+    r""":math:`\log(\Phi(hi) - \Phi(lo))`, accurate in both tails (``log_ndtr``), ``-inf`` for an empty piece."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         left = special.log_ndtr(hi) + np.log1p(-np.exp(special.log_ndtr(lo) - special.log_ndtr(hi)))
         right = special.log_ndtr(-lo) + np.log1p(-np.exp(special.log_ndtr(-hi) - special.log_ndtr(-lo)))
@@ -179,7 +179,7 @@ def _log_dPhi(lo, hi):
 
 
 def _weighted(log_w, log_mass):
-    """:math:`e^{\log w + \log m}` summed over pieces: a huge weight times a tiny mass never overflows first."""
+    r""":math:`e^{\log w + \log m}` summed over pieces: a huge weight times a tiny mass never overflows first."""
     with np.errstate(over="ignore", invalid="ignore"):
         return np.sum(np.exp(log_w + log_mass), axis=-1)
 
