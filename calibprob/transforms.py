@@ -32,9 +32,7 @@ refuses values outside the domain; :class:`TransformedTargetRegressor` wraps a
 base model so that ``fit(X, y)`` fits it on :math:`g(y)` and ``predict(X)``
 returns the original-scale law.
 
-References
-----------
-Baran, S. and Lerch, S. (2015). Log-normal distribution based ensemble model
+Sources: Baran, S. and Lerch, S. (2015). Log-normal distribution based ensemble model
 output statistics models for probabilistic wind-speed forecasting. QJRMS 141
 (the CRPS of the lognormal).
 Gneiting, T. and Raftery, A. E. (2007). Strictly proper scoring rules,

@@ -82,14 +82,12 @@ def _load(spec: Spec, dataset: str, seed: int) -> xr.Dataset:
     return cds.load_dataset(d.name)
 
 
-def _prepare(spec: Spec, dataset: str, repetition: int):
-    """Split (and standardise) one task's data: ``(seed, {part: (X, y)})`` as the models see them."""
-    seed, arrays, _, _ = _prepare_scored(spec, dataset, repetition)
-    return seed, arrays
+def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
+    """Split (and standardise) one task's data: ``(seed, {part: (X, y)})`` as the models see them.
 
-
-def _prepare_scored(spec: Spec, dataset: str, repetition: int):
-    """:func:`_prepare`, plus how to score: the back-transform (or None) and the test targets to score against."""
+    With ``scored=True`` also how to score: the back-transform of a
+    ``target_transform`` spec (or None) and the test targets to score against.
+    """
     from calibprob import datasets as cds
 
     seed = _task_seed(spec, dataset, repetition)
@@ -117,7 +115,7 @@ def _prepare_scored(spec: Spec, dataset: str, repetition: int):
     arrays = {k: (v["X"].values, v["y"].values) for k, v in parts.items()}
     if back is None:
         y_test = arrays["test"][1]
-    return seed, arrays, back, y_test
+    return (seed, arrays, back, y_test) if scored else (seed, arrays)
 
 
 def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
@@ -166,7 +164,7 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
     from calibprob.metrics import evaluate
 
     spec = parse_spec(spec_dict)
-    seed, arrays, back, y_score = _prepare_scored(spec, dataset, repetition)
+    seed, arrays, back, y_score = _prepare(spec, dataset, repetition, True)
     X_train, y_train = arrays["train"]
     X_cal, y_cal = arrays.get("calibrate", (None, None))
     X_test, y_test = arrays["test"]
