@@ -58,6 +58,9 @@ _LAZY = {
     "VarianceScalingRecalibrator": "calibprob.calibrators",
     "GPBetaCalibrator": "calibprob.calibrators",
     "OnlineQuantileRecalibrator": "calibprob.online",
+    "back_transform": "calibprob.transforms",
+    "transform_target": "calibprob.transforms",
+    "TransformedTargetRegressor": "calibprob.transforms",
 }
 
 __all__ = [

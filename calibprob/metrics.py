@@ -557,8 +557,9 @@ def crps_quantile(y, q, levels, *, chunk_size: int = _CHUNK) -> np.ndarray:
         whole = np.where(pieces[None, :] > k[:, None], a * i0 + b * i1, 0.0).sum(axis=-1)
         phi_star = np.exp(-0.5 * ustar * ustar) * _INV_SQRT_2PI
         part = a_k * (Phi_hi[k] - special.ndtr(ustar)) + b_k * (phi_star - phi_hi[k])
-        # int Phi Q phi over the whole line
-        base = a @ j0 + b @ j1
+        # int Phi Q phi over the whole line; a row-wise sum, not a BLAS a @ j0, whose rounding
+        # may depend on how many rows are in the block (the result must not depend on chunk_size)
+        base = (a * j0 + b * j1).sum(axis=-1)
         out[sl] = 2.0 * (whole + part - base)
     # rounding can leave a -1e-17 for a near-degenerate law; the CRPS is >= 0
     return np.maximum(out, 0.0)
@@ -870,6 +871,22 @@ def _check_y(pred: xr.Dataset, y, name: str = "y") -> np.ndarray:
     return check_targets(y, pred.sizes["obs"], name, obs=pred["obs"].values)
 
 
+def _transform(pred: xr.Dataset):
+    """``(name, transforms module)`` of a back-transformed Dataset, or ``(None, None)``."""
+    from calibprob import transforms
+
+    t = transforms.dataset_transform(pred)
+    return (t, transforms) if t is not None else (None, None)
+
+
+def _ppf_rows(pred: xr.Dataset, q: np.ndarray, lv: np.ndarray, p: np.ndarray, sl: slice) -> np.ndarray:
+    """Quantiles of the rows ``sl`` at probabilities ``p`` (a back-transformed law maps through g^-1)."""
+    t, tr = _transform(pred)
+    if t is None:
+        return quantile_ppf(q[sl], lv, p)
+    return tr.inverse(t, quantile_ppf(tr.forward(t, q[sl]), lv, p))
+
+
 def _ppf(pred: xr.Dataset, p) -> np.ndarray:
     """Quantiles at probabilities ``p`` (1-D, inside (0, 1)) as an (n, P) ndarray."""
     p = np.asarray(p, float)
@@ -879,7 +896,7 @@ def _ppf(pred: xr.Dataset, p) -> np.ndarray:
     out = np.empty((q.shape[0], p.size))
     # row chunks keep the temporaries (slopes, gathers) small and in cache
     for start in range(0, q.shape[0], _CHUNK):
-        out[start:start + _CHUNK] = quantile_ppf(q[start:start + _CHUNK], lv, p)
+        out[start:start + _CHUNK] = _ppf_rows(pred, q, lv, p, slice(start, start + _CHUNK))
     return out
 
 
@@ -889,12 +906,36 @@ def _logpdf(pred: xr.Dataset, y: np.ndarray) -> np.ndarray:
         loc, scale = pred["loc"].values, pred["scale"].values
         z = (y - loc) / scale
         return -0.5 * z * z - 0.5 * np.log(2.0 * np.pi) - np.log(scale)
-    q, lv = pred.calib.quantiles, pred.calib.levels
     out = np.empty(y.size)
     for start in range(0, y.size, _CHUNK):
         sl = slice(start, start + _CHUNK)
-        out[sl] = quantile_logpdf(q[sl], lv, y[sl])
+        out[sl] = _logpdf_rows(pred, sl, y[sl])
     return out
+
+
+def _logpdf_rows(pred: xr.Dataset, sl: slice, y: np.ndarray) -> np.ndarray:
+    """Log predictive density of the rows ``sl`` at their ``y`` (one block of :func:`evaluate`)."""
+    if pred.calib.is_normal:
+        loc, scale = pred["loc"].values[sl], pred["scale"].values[sl]
+        z = (y - loc) / scale
+        return -0.5 * z * z - 0.5 * np.log(2.0 * np.pi) - np.log(scale)
+    t, tr = _transform(pred)
+    if t is not None:  # log f_Z(g(y)) + log g'(y): the Jacobian of the transform
+        return tr.logpdf(tr.forward(t, pred.calib.quantiles[sl]), pred.calib.levels, y, t)
+    return quantile_logpdf(pred.calib.quantiles[sl], pred.calib.levels, y)
+
+
+def _moments_rows(pred: xr.Dataset, q: np.ndarray, lv: np.ndarray, sl: slice):
+    """Mean and std of the rows ``sl``: stored when present, else exact from the quantile function."""
+    if "mean" in pred and "std" in pred:
+        return np.asarray(pred["mean"].values[sl], float), np.asarray(pred["std"].values[sl], float)
+    t, tr = _transform(pred)
+    mean, std = quantile_moments(q[sl], lv) if t is None else tr.moments(tr.forward(t, q[sl]), lv, t)
+    if "mean" in pred:
+        mean = np.asarray(pred["mean"].values[sl], float)
+    if "std" in pred:
+        std = np.asarray(pred["std"].values[sl], float)
+    return mean, std
 
 
 def _scalar(value: float, name: str, attrs: dict) -> xr.DataArray:
@@ -1264,8 +1305,20 @@ def crps(pred: xr.Dataset, y) -> xr.DataArray:
     if pred.calib.is_normal:
         vals = crps_normal(yv, pred["loc"].values, pred["scale"].values)
     else:
-        vals = crps_quantile(yv, pred.calib.quantiles, pred.calib.levels)
+        vals = _crps_rows(pred, yv, pred.calib.quantiles, pred.calib.levels, slice(None), _CHUNK)
     return _scalar(np.mean(vals), "crps", dict(_ATTRS["crps"]))
+
+
+def _crps_rows(pred, y, q, lv, sl, chunk):
+    """Exact CRPS of the rows ``sl`` (quantile family; a back-transformed law by its own closed form)."""
+    t, tr = _transform(pred)
+    if t is None:
+        return crps_quantile(y, q[sl], lv, chunk_size=chunk)
+    out = np.empty(y.size)
+    for start in range(0, y.size, chunk):  # g(q) is a block-sized temporary
+        b = slice(start, start + chunk)
+        out[b] = tr.crps(y[b], tr.forward(t, q[sl][b]), lv, t, chunk_size=chunk)
+    return out
 
 
 def pinball(pred: xr.Dataset, y, levels=None) -> xr.DataArray:
@@ -1324,11 +1377,7 @@ def _moments(pred: xr.Dataset, chunk_size: int = _CHUNK) -> tuple[np.ndarray, np
     mean, std = np.empty(q.shape[0]), np.empty(q.shape[0])
     for start in range(0, q.shape[0], chunk_size):
         sl = slice(start, start + chunk_size)
-        mean[sl], std[sl] = quantile_moments(q[sl], lv)
-    if "mean" in pred:
-        mean = np.asarray(pred["mean"].values, float)
-    if "std" in pred:
-        std = np.asarray(pred["std"].values, float)
+        mean[sl], std[sl] = _moments_rows(pred, q, lv, sl)
     return mean, std
 
 
@@ -1619,6 +1668,7 @@ def evaluate(
     n_ece_levels: int = 21,
     point: str = "mean",
     pinball_levels=None,
+    chunk_size: int | None = None,
 ) -> xr.Dataset:
     r"""Every calibration, sharpness and scoring metric of a prediction, in one Dataset.
 
@@ -1641,6 +1691,10 @@ def evaluate(
         Point prediction scored by ``mse`` / ``rmse``.
     pinball_levels : array_like, optional
         Levels of the pinball loss; default 0.05, 0.10, ..., 0.95.
+    chunk_size : int, optional
+        Observations per block (default 4096). Memory beyond ``pred`` itself
+        is O(chunk_size x L) plus a few numbers per observation, whatever the
+        number of observations; the result does not depend on it.
 
     Returns
     -------
@@ -1689,6 +1743,8 @@ def evaluate(
     c_iae = iae_confidence_levels()
     n = yv.size
 
+    chunk = _CHUNK if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)
+
     # One quantile evaluation for every probability any metric needs (the
     # xarray-layer functions would each re-derive the segment slopes).
     inner = (p > 0) & (p < 1)
@@ -1699,25 +1755,59 @@ def evaluate(
         "tau": tau,
         "median": np.array([0.5]) if point == "median" else np.empty(0),
     }
-    Q = _ppf(pred, np.concatenate(list(blocks.values())))
-    cols, start = {}, 0
-    for name, probs in blocks.items():
-        cols[name] = Q[:, start:start + probs.size]
-        start += probs.size
-
-    q_ece = np.empty((n, p.size))
-    q_ece[:, p <= 0] = -np.inf
-    q_ece[:, p >= 1] = np.inf
-    q_ece[:, inner] = cols["ece"]
-    frac = fraction_below(yv, q_ece)
-    iae_cov = interval_coverage(yv, cols["iae_lo"], cols["iae_hi"])
-    mean, sd = _moments(pred)
-    point_pred = mean if point == "mean" else cols["median"][:, 0]
-    mse_value = mean_squared_error(yv, point_pred)
-    if pred.calib.is_normal:
-        crps_values = crps_normal(yv, pred["loc"].values, pred["scale"].values)
+    probs = np.concatenate(list(blocks.values()))
+    normal_family = pred.calib.is_normal
+    if normal_family:
+        loc, scale = pred["loc"].values, pred["scale"].values
     else:
-        crps_values = crps_quantile(yv, pred.calib.quantiles, pred.calib.levels)
+        q_all, lv_all = pred.calib.quantiles, pred.calib.levels
+
+    # Observations are processed in blocks of `chunk` rows: every (rows x levels)
+    # temporary is O(chunk x L), and what outlives a block is O(n) per-observation
+    # values (CRPS, log density, point, sd, pinball row mean, interval widths) or
+    # integer counts (ECE, IAE, coverage). Each per-observation value is a row-wise
+    # computation and the counts are exact, so the result does not depend on the
+    # chunk size (tested bit for bit with chunk sizes that do not divide n).
+    below = np.zeros(p.size, dtype=np.int64)
+    iae_hits = np.zeros(c_iae.size, dtype=np.int64)
+    cov_hits = np.zeros(c.size, dtype=np.int64)
+    widths = np.empty((n, c.size))
+    pin_rows = np.empty(n)
+    point_pred = np.empty(n)
+    sd = np.empty(n)
+    crps_values = np.empty(n)
+    logpdf = np.empty(n)
+    for start in range(0, n, chunk):
+        sl = slice(start, min(start + chunk, n))
+        yc = yv[sl]
+        if normal_family:
+            Q = loc[sl, None] + scale[sl, None] * special.ndtri(probs)[None, :]
+        else:
+            Q = _ppf_rows(pred, q_all, lv_all, probs, sl)
+        cols, k = {}, 0
+        for name, pr in blocks.items():
+            cols[name] = Q[:, k:k + pr.size]
+            k += pr.size
+        # y <= Q(0) = -inf never, y <= Q(1) = +inf always
+        below[p >= 1] += yc.size
+        below[inner] += np.count_nonzero(yc[:, None] <= cols["ece"], axis=0)
+        iae_hits += np.count_nonzero((cols["iae_lo"] <= yc[:, None]) & (yc[:, None] <= cols["iae_hi"]), axis=0)
+        cov_hits += np.count_nonzero((cols["cov_lo"] <= yc[:, None]) & (yc[:, None] <= cols["cov_hi"]), axis=0)
+        widths[sl] = cols["cov_hi"] - cols["cov_lo"]
+        pin_rows[sl] = np.mean(pinball_loss(yc, cols["tau"], tau), axis=1)
+        if normal_family:
+            mean_c, sd[sl] = loc[sl], scale[sl]
+            crps_values[sl] = crps_normal(yc, loc[sl], scale[sl])
+        else:
+            mean_c, sd[sl] = _moments_rows(pred, q_all, lv_all, sl)
+            crps_values[sl] = _crps_rows(pred, yc, q_all, lv_all, sl, chunk)
+        point_pred[sl] = mean_c if point == "mean" else cols["median"][:, 0]
+        logpdf[sl] = _logpdf_rows(pred, sl, yc)
+        del Q, cols
+
+    frac = below / n
+    iae_cov = iae_hits / n
+    mse_value = mean_squared_error(yv, point_pred)
     ueb_lo, ueb_hi = _ueb_bounds(pred)
     lv = pred.calib.levels
     ueb_attrs = {"lower_level": lv[0], "upper_level": lv[-1]}
@@ -1725,21 +1815,14 @@ def evaluate(
     data = {
         "ece": _scalar(calibration_error(frac, p), "ece", _ATTRS["ece"] | {"n_ece_levels": p.size}),
         "iae": _scalar(integrated_absolute_error(iae_cov, c_iae), "iae", dict(_ATTRS["iae"])),
-        "nll": _scalar(-np.mean(_logpdf(pred, yv)), "nll", dict(_ATTRS["nll"])),
+        "nll": _scalar(-np.mean(logpdf), "nll", dict(_ATTRS["nll"])),
         "crps": _scalar(np.mean(crps_values), "crps", dict(_ATTRS["crps"])),
-        "pinball": _scalar(np.mean(pinball_loss(yv, cols["tau"], tau)), "pinball",
-                           _ATTRS["pinball"] | {"pinball_levels": tau}),
+        "pinball": _scalar(np.mean(pin_rows), "pinball", _ATTRS["pinball"] | {"pinball_levels": tau}),
         "mse": _scalar(mse_value, "mse", _ATTRS["mse"] | {"point": point}),
         "rmse": _scalar(np.sqrt(mse_value), "rmse", _ATTRS["rmse"] | {"point": point}),
         "std": _scalar(np.mean(sd), "std", dict(_ATTRS["std"])),
-        "coverage": xr.DataArray(
-            interval_coverage(yv, cols["cov_lo"], cols["cov_hi"]), dims=("confidence_level",),
-            attrs=dict(_ATTRS["coverage"]),
-        ),
-        "width": xr.DataArray(
-            mean_interval_width(cols["cov_lo"], cols["cov_hi"]), dims=("confidence_level",),
-            attrs=dict(_ATTRS["width"]),
-        ),
+        "coverage": xr.DataArray(cov_hits / n, dims=("confidence_level",), attrs=dict(_ATTRS["coverage"])),
+        "width": xr.DataArray(np.mean(widths, axis=0), dims=("confidence_level",), attrs=dict(_ATTRS["width"])),
         "ueb_violation": _scalar(ueb_violation_rate(yv, ueb_lo, ueb_hi), "ueb_violation",
                                  _ATTRS["ueb_violation"] | ueb_attrs),
         "ueb_width": _scalar(np.mean(ueb_hi - ueb_lo), "ueb_width", _ATTRS["ueb_width"] | ueb_attrs),

@@ -572,8 +572,25 @@ def normal(loc, scale, levels=None, *, obs=None, method: str = "normal") -> xr.D
     return _dataset(q, levels, _obs_coord(loc.size, obs), method, "normal", extra)
 
 
+def _row_blocks(n: int, chunk: int = _CHUNK):
+    """Consecutive row slices of at most ``chunk`` rows (checks on (n, L) arrays in O(chunk x L) memory)."""
+    for start in range(0, n, chunk):
+        yield slice(start, min(start + chunk, n))
+
+
+def _check_finite_rows(q: np.ndarray, name: str) -> None:
+    """:func:`check_finite` in row blocks; on failure the full check builds the usual message."""
+    for sl in _row_blocks(q.shape[0]):
+        if not np.isfinite(q[sl]).all():
+            check_finite(q, name)  # error path only: the whole-array message (first bad index, count)
+
+
 def _repair_crossing(q: np.ndarray, name: str = "quantiles") -> np.ndarray:
-    crossed = np.any(np.diff(q, axis=-1) < 0, axis=-1)
+    # the crossing check runs in row blocks: np.diff of all rows at once would be a
+    # second (n, L) array, as large as the quantiles themselves
+    crossed = np.zeros(q.shape[0], dtype=bool)
+    for sl in _row_blocks(q.shape[0]):
+        crossed[sl] = np.any(np.diff(q[sl], axis=-1) < 0, axis=-1)
     if crossed.any():
         warnings.warn(
             f"{name} crossed (decreased with the level) in {int(crossed.sum())} of "
@@ -625,7 +642,8 @@ def from_quantiles(
     0.0
     """
     levels = _levels_or_default(levels)
-    q = check_array(quantiles, "quantiles", ndim=2)
+    q = check_array(quantiles, "quantiles", ndim=2, finite=False)
+    _check_finite_rows(q, "quantiles")
     if q.shape[1] != levels.size:
         raise ValueError(
             f"quantiles must have one column per level: shape (n, {levels.size}); got {q.shape}."
@@ -996,12 +1014,31 @@ def validate(ds: xr.Dataset) -> xr.Dataset:
         )
     check_levels(ds["level"].values, "level coordinate")
     q = ds["quantile"].values
-    check_finite(q, "quantile")
-    if np.any(np.diff(q, axis=1) < 0):
-        raise ValueError("'quantile' decreases with level somewhere: quantiles must not cross.")
+    # row blocks: the checks' temporaries stay O(_CHUNK x L) whatever the number of observations
+    _check_finite_rows(q, "quantile")
+    for sl in _row_blocks(q.shape[0]):
+        if np.any(np.diff(q[sl], axis=1) < 0):
+            raise ValueError("'quantile' decreases with level somewhere: quantiles must not cross.")
     if ds.attrs.get("family") == "normal" and "loc" in ds and "scale" in ds:
         _check_normal_agrees(ds, q)
+    if ds.attrs.get("target_transform") not in (None, "", "none"):
+        _check_transformed(ds, q)
     return ds
+
+
+def _check_transformed(ds: xr.Dataset, q: np.ndarray) -> None:
+    """A back-transformed Dataset (:func:`calibprob.back_transform`): a known transform, quantiles in its domain."""
+    from calibprob.transforms import _DOMAIN, check_transform
+
+    t = check_transform(ds.attrs["target_transform"], "the Dataset's attrs['target_transform']")
+    if ds.attrs.get("family") == "normal":
+        raise ValueError("a back-transformed Dataset cannot have family='normal' (its law is not Gaussian).")
+    for sl in _row_blocks(q.shape[0]):
+        if not (q[sl] > _DOMAIN[t][0]).all():
+            raise ValueError(
+                f"'quantile' of a Dataset with target_transform={t!r} must exceed {_DOMAIN[t][0]:g} "
+                "(the transform's domain); it was not made by calibprob.transforms.back_transform."
+            )
 
 
 def _check_normal_agrees(ds: xr.Dataset, q: np.ndarray) -> None:
@@ -1013,18 +1050,25 @@ def _check_normal_agrees(ds: xr.Dataset, q: np.ndarray) -> None:
     check_finite(loc, "loc")
     check_positive(scale, "scale")
     z = special.ndtri(ds["level"].values)
-    expected = loc[:, None] + scale[:, None] * z[None, :]
-    tol = 1e-8 * (np.abs(loc)[:, None] + scale[:, None] * (1.0 + np.abs(z)[None, :]))
-    bad = np.abs(q - expected) > tol
-    if bad.any():
-        i, j = (int(k) for k in np.argwhere(bad)[0])
-        raise ValueError(
-            f"a family='normal' Dataset's 'quantile' disagrees with its loc/scale in {int(bad.any(axis=1).sum())} "
-            f"of {q.shape[0]} observations (first: obs {i}, level {float(ds['level'].values[j]):g}: quantile "
-            f"{q[i, j]:.6g}, loc + scale * Phi^-1(level) = {expected[i, j]:.6g}); evaluate and interval would use "
-            "loc/scale. Rebuild it with calibprob.normal(loc, scale, levels), or drop loc/scale and set "
-            "attrs['family'] = 'quantile' to use the quantiles."
-        )
+
+    def disagree(sl):
+        expected = loc[sl, None] + scale[sl, None] * z[None, :]
+        tol = 1e-8 * (np.abs(loc[sl])[:, None] + scale[sl, None] * (1.0 + np.abs(z)[None, :]))
+        return np.abs(q[sl] - expected) > tol, expected
+
+    # row blocks keep the (rows x L) temporaries bounded; the message needs the whole picture
+    # only when something is wrong
+    if not any(disagree(sl)[0].any() for sl in _row_blocks(q.shape[0])):
+        return
+    bad, expected = disagree(slice(None))
+    i, j = (int(k) for k in np.argwhere(bad)[0])
+    raise ValueError(
+        f"a family='normal' Dataset's 'quantile' disagrees with its loc/scale in {int(bad.any(axis=1).sum())} "
+        f"of {q.shape[0]} observations (first: obs {i}, level {float(ds['level'].values[j]):g}: quantile "
+        f"{q[i, j]:.6g}, loc + scale * Phi^-1(level) = {expected[i, j]:.6g}); evaluate and interval would use "
+        "loc/scale. Rebuild it with calibprob.normal(loc, scale, levels), or drop loc/scale and set "
+        "attrs['family'] = 'quantile' to use the quantiles."
+    )
 
 
 def to_datatree(
@@ -1309,6 +1353,19 @@ class CalibAccessor:
         """True when the Dataset is an exact Gaussian family."""
         return self._ds.attrs.get("family") == "normal" and "loc" in self._ds and "scale" in self._ds
 
+    @property
+    def transform(self) -> str | None:
+        """The target transform of a back-transformed Dataset (:mod:`calibprob.transforms`), else None."""
+        from calibprob.transforms import dataset_transform
+
+        return dataset_transform(self._ds)
+
+    def _zq(self) -> np.ndarray:
+        """Quantiles on the transformed scale, where the law is piecewise Gaussian."""
+        from calibprob.transforms import forward
+
+        return forward(self.transform, self.quantiles)
+
     def _apply(self, func, y, name="y", out_name=None) -> xr.DataArray:
         yda = _as_values(self._ds, y, name)
         if self.is_normal:
@@ -1328,9 +1385,15 @@ class CalibAccessor:
     def cdf(self, y) -> xr.DataArray:
         """Predictive CDF :math:`F_i(y_i)`; ``y`` has one value per obs (axis 0)."""
 
+        t = self.transform
+
         def f(q, levels, v, loc, scale):
             if q is None:
                 return xr.apply_ufunc(special.ndtr, (v - loc) / scale)
+            if t is not None:
+                from calibprob import transforms
+
+                return transforms.cdf(transforms.forward(t, q), levels, v, t)
             return quantile_cdf(q, levels, v)
 
         return self._apply(f, y, out_name="cdf")
@@ -1342,10 +1405,16 @@ class CalibAccessor:
     def logpdf(self, y) -> xr.DataArray:
         """Log predictive density at ``y`` (exact for the normal family)."""
 
+        t = self.transform
+
         def f(q, levels, v, loc, scale):
             if q is None:
                 zz = (v - loc) / scale
                 return -0.5 * zz * zz - _LOG_SQRT_2PI - np.log(scale)
+            if t is not None:
+                from calibprob import transforms
+
+                return transforms.logpdf(transforms.forward(t, q), levels, v, t)
             return quantile_logpdf(q, levels, v)
 
         return self._apply(f, y, out_name="logpdf")
@@ -1361,6 +1430,10 @@ class CalibAccessor:
             raise ValueError(f"y must have one value per observation (1-D); got dims {yv.dims}.")
         if self.is_normal:
             vals = (yv.values - self._ds["loc"].values) / self._ds["scale"].values
+        elif self.transform is not None:
+            from calibprob import transforms
+
+            vals = transforms.zscore(self._zq(), self.levels, yv.values, self.transform)
         else:
             vals = quantile_zscore(self.quantiles, self.levels, yv.values)
         return xr.DataArray(vals, dims=("obs",), coords={"obs": self._ds["obs"]}, name="zscore")
@@ -1377,6 +1450,10 @@ class CalibAccessor:
         if self.is_normal:
             ub = np.broadcast_to(u, (n,) + u.shape[-1:])
             return self._ds["loc"].values[:, None] + self._ds["scale"].values[:, None] * ub
+        if self.transform is not None:
+            from calibprob.transforms import inverse
+
+            return inverse(self.transform, quantile_ppf_zscore(self._zq(), self.levels, u))
         return quantile_ppf_zscore(self.quantiles, self.levels, u)
 
     def pdf(self, y) -> xr.DataArray:
@@ -1396,6 +1473,10 @@ class CalibAccessor:
             zz = special.ndtri(np.atleast_1d(p_arr))
             vals = self._ds["loc"].values[:, None] + self._ds["scale"].values[:, None] * zz
             vals = vals[:, 0] if p_arr.ndim == 0 else vals
+        elif self.transform is not None:
+            from calibprob.transforms import inverse
+
+            vals = inverse(self.transform, quantile_ppf(self._zq(), self.levels, p_arr))
         else:
             vals = quantile_ppf(self.quantiles, self.levels, p_arr)
         if p_arr.ndim == 0:
@@ -1429,6 +1510,10 @@ class CalibAccessor:
         return ds.isel(confidence_level=0) if scalar else ds
 
     def _moments(self):
+        if self.transform is not None:
+            from calibprob import transforms
+
+            return transforms.moments(self._zq(), self.levels, self.transform)
         return quantile_moments(self.quantiles, self.levels)
 
     def mean(self) -> xr.DataArray:
@@ -1458,6 +1543,10 @@ class CalibAccessor:
             vals = self._ds["loc"].values[:, None] + self._ds["scale"].values[:, None] * rng.standard_normal(
                 (self._ds.sizes["obs"], n)
             )
+        elif self.transform is not None:
+            from calibprob.transforms import inverse
+
+            vals = inverse(self.transform, quantile_sample(self._zq(), self.levels, n, rng))
         else:
             vals = quantile_sample(self.quantiles, self.levels, n, rng)
         return xr.DataArray(vals, dims=("obs", "sample"), coords={"obs": self._ds["obs"]}, name="sample")

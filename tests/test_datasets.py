@@ -41,7 +41,33 @@ BUNDLED = ["boston", "auto_mpg", "concrete", "diabetes", "wine_quality_red"]
 
 
 def test_provenance_lists_every_bundled_set():
-    assert sorted(PROVENANCE) == sorted(BUNDLED)
+    assert sorted(PROVENANCE) == sorted([*BUNDLED, "diamonds"])
+
+
+def test_diamonds_is_shipped_with_its_grades_one_hot_encoded():
+    """The 53 940-row set with text columns, against the standard-library csv reader."""
+    rows, cols, target = PROVENANCE["diamonds"]
+    with DATA.joinpath("diamonds.csv").open("r", encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader)
+        raw = list(reader)
+    assert (len(raw), len(header), header[-1]) == (rows, cols, target) == (53940, 10, "price")
+    ds = load_dataset("diamonds")
+    assert ds["X"].dtype == np.float64 and np.isfinite(ds["X"].values).all()
+    np.testing.assert_array_equal(ds["y"].values, [float(r[-1]) for r in raw])
+    feats = list(ds["feature"].values)
+    for j, col in enumerate(header[:-1]):
+        levels = sorted({r[j] for r in raw})
+        if col in ("cut", "color", "clarity"):  # one 0/1 column per level but the first (sorted)
+            for lv in levels[1:]:
+                k = feats.index(f"{col}={lv}")
+                np.testing.assert_array_equal(ds["X"].values[:, k], [float(r[j] == lv) for r in raw])
+            assert f"{col}={levels[0]}" not in feats
+        else:
+            np.testing.assert_array_equal(ds["X"].values[:, feats.index(col)], [float(r[j]) for r in raw])
+    assert len(feats) == 6 + (5 - 1) + (7 - 1) + (8 - 1)
+    assert ds.attrs["license"].startswith("MIT")
+    assert float(ds["y"].min()) > 0  # the log transform applies
 
 
 @pytest.mark.parametrize("name", BUNDLED)
@@ -77,7 +103,7 @@ def test_aliases_and_case():
     assert mpg.attrs["name"] == "auto_mpg"
     xr.testing.assert_identical(mpg, load_dataset("auto_mpg"))
     assert load_dataset("WINE").attrs["name"] == "wine_quality_red"
-    assert {"mpg", "wine", *BUNDLED} == set(available_datasets())
+    assert {"mpg", "wine", "diamonds", *BUNDLED} == set(available_datasets())
 
 
 def test_unknown_dataset_lists_valid_names():
@@ -98,10 +124,12 @@ def test_boston_carries_the_b_column_note():
 def test_list_datasets_table():
     table = list_datasets()
     assert list(table.columns[:5]) == ["name", "rows", "features", "target", "source"]
-    assert list(table["name"]) == BUNDLED
+    assert list(table["name"]) == [*BUNDLED, "diamonds"]
     for _, row in table.iterrows():
         rows, cols, target = PROVENANCE[row["name"]]
-        assert (row["rows"], row["features"], row["target"]) == (rows, cols - 1, target)
+        # diamonds: 9 raw feature columns, 3 of them text grades one-hot encoded into 17
+        n_features = 23 if row["name"] == "diamonds" else cols - 1
+        assert (row["rows"], row["features"], row["target"]) == (rows, n_features, target)
 
 
 def test_dataset_round_trips_through_netcdf(tmp_path):

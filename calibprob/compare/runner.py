@@ -82,8 +82,12 @@ def _load(spec: Spec, dataset: str, seed: int) -> xr.Dataset:
     return cds.load_dataset(d.name)
 
 
-def _prepare(spec: Spec, dataset: str, repetition: int):
-    """Split (and standardise) one task's data."""
+def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
+    """Split (and standardise) one task's data: ``(seed, {part: (X, y)})`` as the models see them.
+
+    With ``scored=True`` also how to score: the back-transform of a
+    ``target_transform`` spec (or None) and the test targets to score against.
+    """
     from calibprob import datasets as cds
 
     seed = _task_seed(spec, dataset, repetition)
@@ -92,11 +96,26 @@ def _prepare(spec: Spec, dataset: str, repetition: int):
     split = d.split if d.split is not None else spec.split
     fractions = tuple(split[k] for k in ("train", "calibrate", "test") if k in split)
     parts = cds.train_calibrate_test_split(data, fractions, seed=seed)
+    # target_transform: the models see g(y) (standardised if asked); `back` maps their
+    # predictions to the original scale, where every metric is computed against `y_test`
+    y_test = parts["test"]["y"].values
+    back = None
+    if spec.target_transform is not None:
+        from calibprob.transforms import transform_target
+
+        parts = {k: v.assign(y=("obs", transform_target(v["y"].values, spec.target_transform,
+                                                        name=f"{dataset} {k} target")))
+                 for k, v in parts.items()}
+        back = {"transform": spec.target_transform, "shift": 0.0, "scale": 1.0}
     if spec.standardize:
         scaler = cds.Standardizer().fit(parts["train"])
         parts = {k: scaler.transform(v) for k, v in parts.items()}
+        if back is not None:
+            back.update(shift=float(scaler.y_mean_), scale=float(scaler.y_scale_))
     arrays = {k: (v["X"].values, v["y"].values) for k, v in parts.items()}
-    return seed, arrays
+    if back is None:
+        y_test = arrays["test"][1]
+    return (seed, arrays, back, y_test) if scored else (seed, arrays)
 
 
 def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
@@ -145,7 +164,7 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
     from calibprob.metrics import evaluate
 
     spec = parse_spec(spec_dict)
-    seed, arrays = _prepare(spec, dataset, repetition)
+    seed, arrays, back, y_score = _prepare(spec, dataset, repetition, True)
     X_train, y_train = arrays["train"]
     X_cal, y_cal = arrays.get("calibrate", (None, None))
     X_test, y_test = arrays["test"]
@@ -163,9 +182,13 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
         t0 = time.perf_counter()
         try:
             pred = METHOD_KINDS[m.kind].func(ctx, **m.options)
+            if back is not None:  # fitted on g(y): score the law of y, on the original scale
+                from calibprob.transforms import back_transform
+
+                pred = back_transform(pred, **back)
             # one call for both outputs: evaluate scores intervals-only methods (jackknife+, J+GP,
             # FCP-GP) on coverage, width and IAE
-            score = evaluate(pred, y_test, confidence_levels=spec.confidence_levels)
+            score = evaluate(pred, y_score, confidence_levels=spec.confidence_levels)
             errors.append("")
             scores.append(score.expand_dims(calibrator=[m.name]))
         except Exception as err:  # recorded, never fatal for the other methods

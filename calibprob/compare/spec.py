@@ -65,8 +65,11 @@ TOP_KEYS = {
     "metrics": "metric names shown in the printed table",
     "confidence_levels": "levels of the central intervals scored for coverage and width",
     "levels": "quantile levels stored in each prediction (default 0.01..0.99)",
+    "target_transform": "'log' or 'log1p': fit on the transformed target, score on the original scale",
 }
 BASE_KINDS = ("gp", "sparse-gp", "ols", "bayesian-ridge")
+#: Values of the top-level ``target_transform`` key (:mod:`calibprob.transforms`).
+TARGET_TRANSFORMS = ("log", "log1p")
 SPLIT_KEYS = ("train", "calibrate", "test")
 _CSV_KEYS = {"path", "target", "features", "exclude", "one_hot", "dropna", "subsample"}
 _FUNCTION_KEYS = {"function", "n", "dim", "noise", "design"}
@@ -429,6 +432,10 @@ class Spec:
         Levels of the central intervals scored for coverage and width.
     levels : tuple of float, optional
         Quantile levels stored in each prediction (default 0.01, ..., 0.99).
+    target_transform : {"log", "log1p"}, optional
+        Fit the base and the calibrators on ``g(y)``; every prediction is
+        mapped back (:func:`calibprob.back_transform`) and scored on
+        the original scale of ``y``.
     description, source, root : str
         Free text, the TOML text, and the folder relative CSV paths resolve against.
 
@@ -464,6 +471,7 @@ class Spec:
     metrics: tuple[str, ...] = DEFAULT_METRICS
     confidence_levels: tuple[float, ...] = (0.5, 0.8, 0.9, 0.95)
     levels: tuple[float, ...] | None = None
+    target_transform: str | None = None
     description: str = ""
     source: str = ""
     root: str = "."
@@ -485,6 +493,8 @@ class Spec:
         }
         if self.levels is not None:
             out["levels"] = list(self.levels)
+        if self.target_transform is not None:
+            out["target_transform"] = self.target_transform
         return out
 
     @property
@@ -597,7 +607,8 @@ def _check_name(name, where: str) -> str:
     return name
 
 
-def _parse_datasets(value, root: Path, split: dict, seed: int, base_kind: str) -> tuple[DatasetSpec, ...]:
+def _parse_datasets(value, root: Path, split: dict, seed: int, base_kind: str,
+                    target_transform: str | None = None) -> tuple[DatasetSpec, ...]:
     from calibprob._executor import safe_name
     from calibprob.datasets import available_datasets, available_functions
 
@@ -648,7 +659,8 @@ def _parse_datasets(value, root: Path, split: dict, seed: int, base_kind: str) -
                 own_split = _parse_split(entry["split"], f"{where}.split")
         eff_split = own_split or split
         if kind == "csv":
-            out.append(_parse_csv_entry(entry, name, root, own_split, eff_split, seed, base_kind, where))
+            out.append(_parse_csv_entry(entry, name, root, own_split, eff_split, seed, base_kind, where,
+                                        target_transform))
         elif kind == "function":
             fn = entry["function"]
             if not isinstance(fn, str) or fn not in functions:
@@ -707,7 +719,8 @@ def _bundled_rows(name: str) -> int:
     return _resolve(name).rows
 
 
-def _parse_csv_entry(entry, name, root, own_split, eff_split, seed, base_kind, where) -> DatasetSpec:
+def _parse_csv_entry(entry, name, root, own_split, eff_split, seed, base_kind, where,
+                     target_transform=None) -> DatasetSpec:
     from calibprob.datasets import load_csv
 
     raw = Str().check(entry["path"], f"{where}.path")
@@ -754,10 +767,22 @@ def _parse_csv_entry(entry, name, root, own_split, eff_split, seed, base_kind, w
             f"{where}: the target column {target!r} of {path.name} is constant (every value {float(y[0])!r}); "
             "there is nothing to predict. Choose another target."
         )
+    if target_transform is not None:
+        _check_transform_domain(y, target_transform, f"{where} ({path.name}, column {target!r})")
     _check_gp_size(n, eff_split, base_kind, where)
     return DatasetSpec(name=name, path=str(path), target=target, split=own_split, features=features,
                        exclude=exclude, one_hot=one_hot, dropna=dropna, subsample=subsample, sha256=sha,
                        subsample_seed=seed if subsample is not None else None)
+
+
+def _check_transform_domain(y, transform: str, where: str) -> None:
+    """Every target value inside the transform's domain, or a SpecError naming the count and the fix."""
+    from calibprob.transforms import transform_target
+
+    try:
+        transform_target(y, transform, name="y")
+    except ValueError as err:
+        raise SpecError(f"{where}: {err}") from None
 
 
 def _parse_dataset_split(value, n: int, where: str) -> dict:
@@ -928,11 +953,14 @@ def _parse_spec(data, *, source, root) -> Spec:
         if len(levels) < 2:
             raise SpecError(f"levels must hold at least two quantile levels; got {list(levels)}.")
     standardize = Bool().check(data.get("standardize", True), "standardize")
+    target_transform = None
+    if "target_transform" in data:
+        target_transform = Choice(TARGET_TRANSFORMS).check(data["target_transform"], "target_transform")
     split = _parse_split(data["split"])
     return Spec(
         name=name,
         description=description,
-        datasets=_parse_datasets(data["datasets"], root, split, seed, base["kind"]),
+        datasets=_parse_datasets(data["datasets"], root, split, seed, base["kind"], target_transform),
         split=split,
         base=dict(base),
         methods=_parse_methods(data["methods"]),
@@ -942,6 +970,7 @@ def _parse_spec(data, *, source, root) -> Spec:
         metrics=tuple(metrics),
         confidence_levels=conf,
         levels=levels,
+        target_transform=target_transform,
         source=source,
         root=str(root),
     )

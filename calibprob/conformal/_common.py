@@ -48,6 +48,9 @@ __all__ = [
 # must give rank 7, not 8. Levels are never meaningful to 1e-9.
 _RANK_TOL = 1e-9
 
+#: Test points per block where a conformal post-processor builds (points x levels) arrays.
+QUANTILE_CHUNK_ROWS = 4096
+
 #: Elements (float64) allowed for one temporary (n_cal or n_train) x chunk array: 32 MB.
 CHUNK_ELEMENTS = 1 << 22
 
@@ -418,7 +421,8 @@ def score_quantiles(sorted_scores, levels, *, symmetric: bool) -> np.ndarray:
     return np.interp(levels * (n + 1), np.arange(1, n + 1), R)
 
 
-def conformal_quantile_function(mu, scale, sorted_scores, levels, *, symmetric: bool) -> np.ndarray:
+def conformal_quantile_function(mu, scale, sorted_scores, levels, *, symmetric: bool,
+                                chunk_size: int | None = None) -> np.ndarray:
     r"""Quantiles :math:`\mu(x) + s(x)\, r(p)` of the conformal predictive distribution.
 
     Parameters
@@ -427,6 +431,13 @@ def conformal_quantile_function(mu, scale, sorted_scores, levels, *, symmetric: 
     sorted_scores : ndarray, shape (n,)
     levels : ndarray, shape (L,)
     symmetric : bool
+    chunk_size : int, optional
+        Test points per block. The result is written block by block into one
+        ``(m, L)`` array, so the only temporary is ``chunk_size x L`` (default
+        :data:`QUANTILE_CHUNK_ROWS` rows, 3 MB at 99 levels) instead of a
+        second ``(m, L)`` array; every entry is the same elementwise
+        expression, so the result does not depend on the chunk size (tested
+        bit for bit).
 
     Returns
     -------
@@ -434,4 +445,11 @@ def conformal_quantile_function(mu, scale, sorted_scores, levels, *, symmetric: 
         Non-decreasing along the level axis (``scale > 0``).
     """
     r = score_quantiles(sorted_scores, levels, symmetric=symmetric)
-    return np.asarray(mu, float)[:, None] + np.asarray(scale, float)[:, None] * r[None, :]
+    mu = np.asarray(mu, float).reshape(-1)
+    scale = np.broadcast_to(np.asarray(scale, float), mu.shape)
+    chunk = QUANTILE_CHUNK_ROWS if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)
+    out = np.empty((mu.size, r.size))
+    for sl in iter_chunks(mu.size, chunk):
+        np.multiply(scale[sl, None], r[None, :], out=out[sl])
+        out[sl] += mu[sl, None]
+    return out

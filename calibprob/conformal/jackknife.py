@@ -81,7 +81,8 @@ from calibprob.conformal.split import conformal_thresholds
 __all__ = ["CrossConformalRegressor", "jackknife_plus_bounds"]
 
 
-def jackknife_plus_bounds(mu_loo, scale_loo, scores, confidence_levels, *, symmetric: bool = True):
+def jackknife_plus_bounds(mu_loo, scale_loo, scores, confidence_levels, *, symmetric: bool = True,
+                          chunk_size: int | None = None):
     r"""Jackknife+ interval ends from leave-out predictions at test points.
 
     Parameters
@@ -94,32 +95,46 @@ def jackknife_plus_bounds(mu_loo, scale_loo, scores, confidence_levels, *, symme
         Leave-out scores :math:`R_i` (signed for ``symmetric=False``).
     confidence_levels : ndarray, shape (C,)
     symmetric : bool
+    chunk_size : int, optional
+        Test points (columns) per block; default keeps each ``n x chunk``
+        temporary near 32 MB. The order statistics are exact selections, so
+        the ends do not depend on the chunk size (tested bit for bit).
 
     Returns
     -------
     lower, upper : ndarray, shape (m, C)
         Ranks as in the module docstring.
     """
-    n = mu_loo.shape[0]
+    mu_loo = np.asarray(mu_loo, float)
+    n, m = mu_loo.shape
     R = np.asarray(scores, float)[:, None]
-    width = R * scale_loo
     levels = np.asarray(confidence_levels, float)
     if symmetric:
         for c in levels:
             check_enough_points(c, n, what="training points")
-        # upper: ceil(c (n+1))-th smallest of xi+; lower: floor(alpha (n+1))-th smallest of xi-
-        up = order_statistic(mu_loo + width, [upper_rank(c, n) for c in levels], axis=0)
-        lo = order_statistic(mu_loo - width, [lower_rank(1.0 - c, n) for c in levels], axis=0)
+        ranks_hi = [upper_rank(c, n) for c in levels]
+        ranks_lo = [lower_rank(1.0 - c, n) for c in levels]
     else:
         for c in levels:
             check_enough_points(c, n, what="training points", sides=2)
-        xi = mu_loo + width
         a = (1.0 - levels) / 2.0
         ranks_lo = [lower_rank(ai, n) for ai in a]
         ranks_hi = [upper_rank(1.0 - ai, n) for ai in a]
-        both = order_statistic(xi, ranks_lo + ranks_hi, axis=0)
-        lo, up = both[: len(levels)], both[len(levels):]
-    return lo.T, up.T
+    scale_loo = np.broadcast_to(np.asarray(scale_loo, float), mu_loo.shape)
+    lower = np.empty((m, levels.size))
+    upper = np.empty((m, levels.size))
+    # column blocks: the xi sequences and the partition's copies are n x chunk, not n x m
+    for sl in iter_chunks(m, default_chunk_size(4 * n, chunk_size)):
+        width = R * scale_loo[:, sl]
+        if symmetric:
+            # upper: ceil(c (n+1))-th smallest of xi+; lower: floor(alpha (n+1))-th smallest of xi-
+            up = order_statistic(mu_loo[:, sl] + width, ranks_hi, axis=0)
+            lo = order_statistic(mu_loo[:, sl] - width, ranks_lo, axis=0)
+        else:
+            both = order_statistic(mu_loo[:, sl] + width, ranks_lo + ranks_hi, axis=0)
+            lo, up = both[: len(levels)], both[len(levels):]
+        lower[sl], upper[sl] = lo.T, up.T
+    return lower, upper
 
 
 class CrossConformalRegressor(BaseEstimator):
