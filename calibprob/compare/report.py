@@ -109,7 +109,12 @@ def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
     -------
     xarray.Dataset
         ``mean(dataset, row, calibrator)``, ``se(...)``, ``n(...)`` and
-        ``best(dataset, row, calibrator)`` (bool).
+        ``best(dataset, row, calibrator)`` (bool): the lowest mean (the highest
+        for a higher-is-better metric), for ``coverage`` the closest to
+        nominal, and for ``width`` the narrowest among the intervals that do
+        not under-cover (coverage short of nominal by more than 2 standard
+        errors, :func:`calibprob.compare.ranking.undercovers`). The ranking
+        with paired uncertainty is :func:`calibprob.compare.ranking.rank_results`.
 
     References
     ----------
@@ -158,6 +163,13 @@ def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
             key = mean
         else:
             key = -mean
+        if var == "width" and c is not None and "coverage" in results:
+            # never the narrowest interval that under-covers: coverage short of nominal by more
+            # than 2 standard errors (calibprob.compare.ranking.undercovers) rules a width out
+            from calibprob.compare.ranking import undercovers
+
+            n_test = results["n_test"] if "n_test" in results else xr.full_like(da, np.nan)
+            key = key.where(~undercovers(results["coverage"].sel(confidence_level=c), n_test, c))
         best = key == key.min("calibrator", skipna=True)
         means.append(mean)
         ses.append(se)
@@ -215,7 +227,7 @@ def format_table(results: xr.Dataset, metrics=None) -> str:
     >>> tree = run_comparison(spec, out, progress=False)
     >>> from calibprob.compare import format_table
     >>> print(format_table(load_results(out), ["ece", "nll"]).splitlines()[0])
-    == branin  (mean ± s.e. over 2 repetitions; * = best)
+    == branin  (mean ± s.e. over 2 repetitions; * = best; a width only among intervals that do not under-cover)
     >>> tmp.cleanup()
     """
     s = summary(results, metrics)
@@ -234,7 +246,8 @@ def format_table(results: xr.Dataset, metrics=None) -> str:
                 row.append(("*" if bool(cell["best"]) else " ") + txt)
             cells.append(row)
         widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-        lines.append(f"== {d}  (mean ± s.e. over {reps} repetitions; * = best)")
+        lines.append(f"== {d}  (mean ± s.e. over {reps} repetitions; * = best; "
+                     "a width only among intervals that do not under-cover)")
         for k, row in enumerate(cells):
             lines.append("  ".join(txt.ljust(w) if i == 0 else txt.rjust(w) for i, (txt, w) in enumerate(zip(row, widths))))
             if k == 0:
