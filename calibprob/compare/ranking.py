@@ -499,17 +499,20 @@ def format_ranking(rk: xr.Dataset, repetitions: int | None = None) -> str:
     lines = []
     for d in rk["dataset"].values:
         lines.append(f"== {d}: ranking by {by} (lower is better), paired over {reps}repetitions")
-        rows = [["rank", "pipeline", f"{by} ± se", "Δ to best", "dse", ""]]
-        for r in score_rows(rk, d):
-            if r["rank"] == 0:
-                rows.append(["-", r["pipeline"], "", "", "", r["note"]])
-                continue
-            se = "" if np.isnan(r["se"]) else f" ± {_fmt(r['se'])}"
-            best = r["verdict"] == "best"
-            rows.append([str(r["rank"]), r["pipeline"], _fmt(r["mean"]) + se, "—" if best else _fmt(r["diff"]),
-                         "—" if best else _fmt(r["dse"]), r["verdict"]])
-        lines += _table(rows, right={0, 3, 4})
-        lines.append(f"   (tied: Δ ≤ {TIE_SE:g} dse, the paired standard error of Δ over repetitions)")
+        if not int(rk["score_n"].sel(dataset=d).max()):
+            lines.append(f"   no pipeline has {by} scores (intervals-only methods, or every task failed)")
+        else:
+            rows = [["rank", "pipeline", f"{by} ± se", "Δ to best", "dse", ""]]
+            for r in score_rows(rk, d):
+                if r["rank"] == 0:
+                    rows.append(["-", r["pipeline"], "", "", "", r["note"]])
+                    continue
+                se = "" if np.isnan(r["se"]) else f" ± {_fmt(r['se'])}"
+                best = r["verdict"] == "best"
+                rows.append([str(r["rank"]), r["pipeline"], _fmt(r["mean"]) + se, "—" if best else _fmt(r["diff"]),
+                             "—" if best else _fmt(r["dse"]), r["verdict"]])
+            lines += _table(rows, right={0, 3, 4})
+            lines.append(f"   (tied: Δ ≤ {TIE_SE:g} dse, the paired standard error of Δ over repetitions)")
         if "width_rank" in rk:
             lines.append(f"-- intervals at each level: narrowest first among those whose coverage is not short "
                          f"of nominal by > {TIE_SE:g} se")
