@@ -473,22 +473,26 @@ def _ranking_html(rk, d) -> str:
 
     by = rk.attrs.get("rank_by", "nll")
     parts = [f"<h3>{_esc(d)}: ranking by {_esc(by.upper())}</h3>"]
-    rows, classes = [], []
-    for r in score_rows(rk, d):
-        if r["rank"] == 0:
-            rows.append(["–", r["pipeline"], "", "", "", r["note"]])
-            classes.append("off")
-            continue
-        best = r["verdict"] == "best"
-        se = "" if np.isnan(r["se"]) else f" ± {f(r['se'])}"
-        rows.append([str(r["rank"]), r["pipeline"], f(r["mean"]) + se, "—" if best else f(r["diff"]),
-                     "—" if best else f(r["dse"]), r["verdict"]])
-        classes.append({"best": "best", "tied": "tied"}.get(r["verdict"], ""))
-    parts.append(_html_table(["rank", "pipeline", f"{by} ± se", "Δ to best", "dse", ""], rows, classes,
-                             left=(1, 5)))
-    parts.append(f'<p class="note">Lower is better. Δ is the mean over repetitions of the per-repetition '
-                 f"difference to the best (the splits are shared, so differences are paired); dse is its "
-                 f"standard error, sd(differences)/√R. <b>tied</b>: Δ ≤ {TIE_SE:g} dse.</p>")
+    if not int(rk["score_n"].sel(dataset=d).max()):
+        parts.append(f'<p class="note">No pipeline has {_esc(by)} scores (intervals-only methods, or every '
+                     "task failed).</p>")
+    else:
+        rows, classes = [], []
+        for r in score_rows(rk, d):
+            if r["rank"] == 0:
+                rows.append(["–", r["pipeline"], "", "", "", r["note"]])
+                classes.append("off")
+                continue
+            best = r["verdict"] == "best"
+            se = "" if np.isnan(r["se"]) else f" ± {f(r['se'])}"
+            rows.append([str(r["rank"]), r["pipeline"], f(r["mean"]) + se, "—" if best else f(r["diff"]),
+                         "—" if best else f(r["dse"]), r["verdict"]])
+            classes.append({"best": "best", "tied": "tied"}.get(r["verdict"], ""))
+        parts.append(_html_table(["rank", "pipeline", f"{by} ± se", "Δ to best", "dse", ""], rows, classes,
+                                 left=(1, 5)))
+        parts.append(f'<p class="note">Lower is better. Δ is the mean over repetitions of the per-repetition '
+                     f"difference to the best (the splits are shared, so differences are paired); dse is its "
+                     f"standard error, sd(differences)/√R. <b>tied</b>: Δ ≤ {TIE_SE:g} dse.</p>")
     if "width_rank" in rk:
         rows, classes = [], []
         for c in rk["confidence_level"].values:
