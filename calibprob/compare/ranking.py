@@ -484,6 +484,10 @@ def format_ranking(rk: xr.Dataset, repetitions: int | None = None) -> str:
     -------
     str
 
+    References
+    ----------
+    The rules: the module docstring and the comparison-spec reference, :doc:`/spec`.
+
     Examples
     --------
     >>> import xarray as xr
