@@ -5,8 +5,8 @@
     calibprob datasets                          list the bundled data sets
     calibprob compare models/quickstart.toml    run a comparison spec, print the table
         [--out results/quickstart.nc] [--workers N | --scheduler ADDRESS] [--no-progress]
-    calibprob report results/quickstart.nc      print the table again and write plots
-        [--plots DIR]
+    calibprob report results/quickstart.nc      print the table and ranking again and write plots
+        [--plots DIR] [--html report.html] [--rank-by nll|crps]
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ def _cmd_compare(args) -> int:
         _capped("repetitions", args.repetitions, "--repetitions")
         # the first N repetitions of the spec (same splits); extending later reuses them
         spec = dataclasses.replace(spec, repetitions=args.repetitions)
+    if args.rank_by is not None:  # display only: not in the fingerprint, finished tasks are reused
+        spec = dataclasses.replace(spec, rank_by=args.rank_by)
     out = Path(args.out) if args.out else Path("results") / f"{Path(args.spec).stem}.nc"
     check_output_path(out)  # before any task runs
     if args.scheduler is not None:
@@ -83,7 +85,10 @@ def _cmd_compare(args) -> int:
         scored = results["error"].values.astype(str) == "" if "error" in results else None
         all_failed = scored is not None and not bool(scored.any())
     if not all_failed:
+        from calibprob.compare.ranking import format_ranking
+
         print(format_table(results, list(spec.metrics)))
+        print(format_ranking(tree["ranking"].to_dataset(), spec.repetitions))
     if failed:
         n_tasks_failed = int(task_failed.sum()) if task_failed is not None else 0
         print(f"\n{len(failed)} failure(s) ({n_tasks_failed} of {n_tasks} task(s) failed as a whole; "
@@ -98,7 +103,8 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from calibprob.compare import format_table, load_results, write_plots
+    from calibprob.compare import format_table, load_results, write_html, write_plots
+    from calibprob.compare.ranking import format_ranking, rank_results
 
     try:
         results = load_results(args.results)
@@ -115,10 +121,17 @@ def _cmd_report(args) -> int:
         except tomllib.TOMLDecodeError:
             metrics = None
     print(format_table(results, metrics or ["ece", "nll", "crps", "std", "rmse", "coverage", "width"]))
-    outdir = Path(args.plots) if args.plots else Path(args.results).with_suffix("").with_name(
-        Path(args.results).stem + "_plots")
+    rank_by = args.rank_by or _spec_key(results, "rank_by") or "nll"
+    timing = [v for v in ("fit_time", "base_fit_time") if v in results]
+    print(format_ranking(rank_results(results.drop_vars(timing), rank_by), results.sizes.get("repetition")))
+    paths = []
     try:
-        paths = write_plots(results, outdir)
+        if args.html:
+            paths.append(write_html(Path(args.results), args.html, rank_by=rank_by, metrics=metrics))
+        if args.plots or not args.html:  # --html alone writes only the one file
+            outdir = Path(args.plots) if args.plots else Path(args.results).with_suffix("").with_name(
+                Path(args.results).stem + "_plots")
+            paths += write_plots(results, outdir)
     except ValueError as err:
         print(f"calibprob: error: {err}", file=sys.stderr)
         return 2
@@ -127,7 +140,19 @@ def _cmd_report(args) -> int:
     return 0
 
 
+def _spec_key(results, key):
+    """A top-level key of the spec stored in a results file (None if absent or unreadable)."""
+    import tomllib
+
+    try:
+        return tomllib.loads(results.attrs.get("spec", "")).get(key)
+    except tomllib.TOMLDecodeError:
+        return None
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from calibprob.compare.ranking import RANK_SCORES
+
     parser = argparse.ArgumentParser(
         prog="calibprob",
         description="Calibrated and sharp regression uncertainty: compare calibrators on data.",
@@ -147,11 +172,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repetitions", type=int, metavar="N",
                    help="run the first N repetitions instead of the spec's number (same splits; "
                         "a later run with more repetitions reuses the finished ones)")
+    p.add_argument("--rank-by", choices=RANK_SCORES,
+                   help="proper score ranking the calibrators of each data set (default the spec's "
+                        "rank_by, else nll)")
     p.set_defaults(func=_cmd_compare)
 
-    p = sub.add_parser("report", help="print the table of a results file and write plots")
+    p = sub.add_parser("report", help="print the table of a results file and write plots or an HTML report")
     p.add_argument("results", help="a results file written by `calibprob compare`")
-    p.add_argument("--plots", help="folder for the PNG plots (default <results>_plots/)")
+    p.add_argument("--plots", help="folder for the PNG plots (default <results>_plots/, unless --html is given)")
+    p.add_argument("--html", metavar="FILE",
+                   help="write one self-contained HTML report (plots embedded, no external files)")
+    p.add_argument("--rank-by", choices=RANK_SCORES,
+                   help="proper score of the ranking (default the spec's rank_by, else nll)")
     p.set_defaults(func=_cmd_report)
 
     from calibprob.bo.cli import add_bo_parser

@@ -1,6 +1,7 @@
 """Scripted model comparison: specs in ``models/``, a resumable runner (serial or Dask), reports."""
 
-from calibprob.compare.report import format_table, load_results, summary, write_plots
+from calibprob.compare.ranking import format_ranking, rank_results
+from calibprob.compare.report import format_table, load_results, summary, write_html, write_plots
 from calibprob.compare.runner import combine_parts, run_comparison, run_task, task_keys
 from calibprob.compare.spec import Spec, SpecError, load_spec, parse_spec
 
@@ -16,5 +17,8 @@ __all__ = [
     "format_table",
     "summary",
     "write_plots",
+    "write_html",
+    "rank_results",
+    "format_ranking",
     "load_results",
 ]

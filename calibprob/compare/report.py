@@ -109,7 +109,12 @@ def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
     -------
     xarray.Dataset
         ``mean(dataset, row, calibrator)``, ``se(...)``, ``n(...)`` and
-        ``best(dataset, row, calibrator)`` (bool).
+        ``best(dataset, row, calibrator)`` (bool): the lowest mean (the highest
+        for a higher-is-better metric), for ``coverage`` the closest to
+        nominal, and for ``width`` the narrowest among the intervals that do
+        not under-cover (coverage short of nominal by more than 2 standard
+        errors, :func:`calibprob.compare.ranking.undercovers`). The ranking
+        with paired uncertainty is :func:`calibprob.compare.ranking.rank_results`.
 
     References
     ----------
@@ -158,6 +163,13 @@ def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
             key = mean
         else:
             key = -mean
+        if var == "width" and c is not None and "coverage" in results:
+            # never the narrowest interval that under-covers: coverage short of nominal by more
+            # than 2 standard errors (calibprob.compare.ranking.undercovers) rules a width out
+            from calibprob.compare.ranking import undercovers
+
+            n_test = results["n_test"] if "n_test" in results else xr.full_like(da, np.nan)
+            key = key.where(~undercovers(results["coverage"].sel(confidence_level=c), n_test, c))
         best = key == key.min("calibrator", skipna=True)
         means.append(mean)
         ses.append(se)
@@ -215,7 +227,7 @@ def format_table(results: xr.Dataset, metrics=None) -> str:
     >>> tree = run_comparison(spec, out, progress=False)
     >>> from calibprob.compare import format_table
     >>> print(format_table(load_results(out), ["ece", "nll"]).splitlines()[0])
-    == branin  (mean ± s.e. over 2 repetitions; * = best)
+    == branin  (mean ± s.e. over 2 repetitions; * = best; a width only among intervals that do not under-cover)
     >>> tmp.cleanup()
     """
     s = summary(results, metrics)
@@ -234,7 +246,8 @@ def format_table(results: xr.Dataset, metrics=None) -> str:
                 row.append(("*" if bool(cell["best"]) else " ") + txt)
             cells.append(row)
         widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-        lines.append(f"== {d}  (mean ± s.e. over {reps} repetitions; * = best)")
+        lines.append(f"== {d}  (mean ± s.e. over {reps} repetitions; * = best; "
+                     "a width only among intervals that do not under-cover)")
         for k, row in enumerate(cells):
             lines.append("  ".join(txt.ljust(w) if i == 0 else txt.rjust(w) for i, (txt, w) in enumerate(zip(row, widths))))
             if k == 0:
@@ -376,3 +389,522 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
             ax.legend(fontsize=8)
             save(fig, f"{safe_name(d)}_sharpness_calibration.png")
     return written
+
+
+# ----------------------------------------------------------------------------- the HTML report
+#: Root variables of a results file shown in the report's diagnostics section when present
+#: (besides every variable of a ``diagnostics`` group); none is written by today's bases.
+DIAGNOSTIC_NAMES = ("rhat", "r_hat", "ess_bulk", "ess_tail", "divergences", "diverging", "n_divergent")
+#: Section headings of the HTML report, in order (the diagnostics one only when the file has any).
+HTML_SECTIONS = ("Ranking", "Scores", "Reliability diagrams", "PIT histograms",
+                 "Coverage and width", "Fit times", "Diagnostics")
+
+_CSS = """
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#1d232a;
+ background:#fff;margin:0}
+main{max-width:1180px;margin:0 auto;padding:12px 24px 48px}
+h1{font-size:1.55em;margin:.6em 0 .2em}h2{font-size:1.3em;margin:1.6em 0 .4em;padding-top:.4em;
+ border-top:2px solid #d8dee4}h3{font-size:1.05em;margin:1.1em 0 .3em}
+nav{font-size:.92em;margin:.3em 0 1em}nav a{margin-right:1em;color:#0b5cad;text-decoration:none}
+p.note{color:#57606a;font-size:.9em;margin:.2em 0 .6em;max-width:60em}
+.tbl{overflow-x:auto;margin:.3em 0 .8em}
+table{border-collapse:collapse;font-size:.88em;font-variant-numeric:tabular-nums}
+th,td{padding:3px 9px;border-bottom:1px solid #e3e7eb;text-align:right;white-space:nowrap}
+th{background:#f3f5f7;font-weight:600}td.l,th.l{text-align:left}
+tr.best td{font-weight:700;background:#eef7ee}tr.tied td{background:#f6fbf6}
+tr.under td{color:#a40e26;background:#fff3f3}tr.off td{color:#6e7781}
+img{max-width:100%;height:auto;display:block;margin:.3em 0 .8em}
+pre{background:#f6f8fa;padding:10px;overflow-x:auto;font-size:.85em}
+"""
+
+
+def _esc(x) -> str:
+    import html
+
+    return html.escape(str(x), quote=True)
+
+
+def _png(fig) -> str:
+    """A matplotlib figure as an ``<img>`` holding its PNG inline (base64), then closed."""
+    import base64
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=96, bbox_inches="tight")
+    plt.close(fig)
+    alt = fig.axes[0].get_title() if fig.axes else "figure"
+    return (f'<img alt="{_esc(alt)}" src="data:image/png;base64,'
+            f'{base64.b64encode(buf.getvalue()).decode("ascii")}">')
+
+
+def _html_table(header, rows, classes=None, left=(0,)) -> str:
+    head = "".join(f'<th class="l">{_esc(h)}</th>' if i in left else f"<th>{_esc(h)}</th>"
+                   for i, h in enumerate(header))
+    body = []
+    for k, row in enumerate(rows):
+        cls = f' class="{classes[k]}"' if classes and classes[k] else ""
+        cells = "".join(f'<td class="l">{_esc(c)}</td>' if i in left else f"<td>{_esc(c)}</td>"
+                        for i, c in enumerate(row))
+        body.append(f"<tr{cls}>{cells}</tr>")
+    return f'<div class="tbl"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+def _colors(labels) -> dict:
+    import matplotlib.pyplot as plt
+
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    return {p: cycle[i % len(cycle)] for i, p in enumerate(labels)}
+
+
+def _pooled_n(st_d, pipe) -> float:
+    """Test points pooled over the repetitions where ``pipe`` has a coverage or a curve."""
+    if "n_test" not in st_d:
+        return float("nan")
+    var = "observed_fraction" if "observed_fraction" in st_d else "coverage"
+    scored = st_d[var].sel(pipeline=pipe)
+    scored = scored.notnull().any([d for d in scored.dims if d != "repetition"])
+    return float(st_d["n_test"].where(scored).sum())
+
+
+def _ranking_html(rk, d) -> str:
+    from calibprob.compare.ranking import TIE_SE, _fmt as f, interval_rows, score_rows
+
+    by = rk.attrs.get("rank_by", "nll")
+    parts = [f"<h3>{_esc(d)}: ranking by {_esc(by.upper())}</h3>"]
+    if not int(rk["score_n"].sel(dataset=d).max()):
+        parts.append(f'<p class="note">No pipeline has {_esc(by)} scores (intervals-only methods, or every '
+                     "task failed).</p>")
+    else:
+        rows, classes = [], []
+        for r in score_rows(rk, d):
+            if r["rank"] == 0:
+                rows.append(["–", r["pipeline"], "", "", "", r["note"]])
+                classes.append("off")
+                continue
+            best = r["verdict"] == "best"
+            se = "" if np.isnan(r["se"]) else f" ± {f(r['se'])}"
+            rows.append([str(r["rank"]), r["pipeline"], f(r["mean"]) + se, "—" if best else f(r["diff"]),
+                         "—" if best else f(r["dse"]), r["verdict"]])
+            classes.append({"best": "best", "tied": "tied"}.get(r["verdict"], ""))
+        parts.append(_html_table(["rank", "pipeline", f"{by} ± se", "Δ to best", "dse", ""], rows, classes,
+                                 left=(1, 5)))
+        parts.append(f'<p class="note">Lower is better. Δ is the mean over repetitions of the per-repetition '
+                     f"difference to the best (the splits are shared, so differences are paired); dse is its "
+                     f"standard error, sd(differences)/√R. <b>tied</b>: Δ ≤ {TIE_SE:g} dse.</p>")
+    if "width_rank" in rk:
+        rows, classes = [], []
+        for c in rk["confidence_level"].values:
+            first = True
+            for r in interval_rows(rk, d, c):
+                ranked = r["rank"] > 0
+                best = r["verdict"] == "best"
+                rows.append([f"{c:g}" if first else "", str(r["rank"]) if ranked else "–", r["pipeline"],
+                             f"{f(r['coverage'])} ± {f(r['coverage_se'])}", f(r["width"]),
+                             "—" if best or not ranked else f(r["diff"]),
+                             "—" if best or not ranked else f(r["dse"]), r["verdict"]])
+                classes.append({"best": "best", "tied": "tied", "under-covers": "under"}.get(r["verdict"], ""))
+                first = False
+        parts.append(f"<h3>{_esc(d)}: central intervals, narrowest first</h3>")
+        parts.append(_html_table(["level", "rank", "pipeline", "coverage ± se", "width", "Δ to best", "dse", ""],
+                                 rows, classes, left=(2, 7)))
+        parts.append(f'<p class="note">An interval whose mean coverage falls short of the nominal level by '
+                     f"more than {TIE_SE:g} standard errors <b>under-covers</b> and is never ranked by width; "
+                     "se = max(binomial √(α(1−α)/N) over the N test points pooled over repetitions, "
+                     "across-repetition sd/√R).</p>")
+    return "\n".join(parts)
+
+
+def _scores_html(results, metrics) -> str:
+    from calibprob.compare.ranking import stack_pipelines
+
+    st = stack_pipelines(results)
+    st = st.drop_vars([k for k in st.coords if str(k).startswith("pipeline_")]).rename(pipeline="calibrator")
+    s = summary(st, metrics)
+    out = []
+    for d in s["dataset"].values:
+        b = s.sel(dataset=d)
+        pipes = [str(p) for p in b["calibrator"].values]
+        rows = []
+        for r in b["row"].values:
+            row = [str(r)]
+            for p in pipes:
+                cell = b.sel(row=r, calibrator=p)
+                m, e = float(cell["mean"]), float(cell["se"])
+                txt = _fmt(m) + ("" if not np.isfinite(e) else f" ± {_fmt(e)}")
+                row.append(("★ " if bool(cell["best"]) else "") + txt)
+            rows.append(row)
+        out.append(f"<h3>{_esc(d)}</h3>" + _html_table(["metric", *pipes], rows))
+    out.append('<p class="note">Mean ± standard error over repetitions; ★ = best (lowest; coverage: closest '
+               "to nominal; width: narrowest among the intervals that do not under-cover).</p>")
+    return "\n".join(out)
+
+
+def _reliability_fig(st_d, pipes, colors, d):
+    import matplotlib.pyplot as plt
+
+    from calibprob.plots import draw_reliability
+
+    of = st_d["observed_fraction"]
+    lv_dim = next(x for x in of.dims if x not in ("pipeline", "repetition"))
+    lv = of[lv_dim].values
+    curves, bands = {}, {}
+    for p in pipes:
+        x = of.sel(pipeline=p)
+        n = int(x.notnull().all(lv_dim).sum())
+        m = x.mean("repetition").values
+        curves[p] = m
+        if n > 1:
+            se = (x.std("repetition", ddof=1) / np.sqrt(n)).values
+            bands[p] = (m - 2 * se, m + 2 * se)
+    fig, ax = plt.subplots(figsize=(6.2, 5.6))
+    draw_reliability(ax, lv, curves, bands, title=f"Reliability diagram — {d}")
+    for line in ax.get_lines()[1:]:  # keep each pipeline's colour across figures
+        if line.get_label() in colors:
+            line.set_color(colors[line.get_label()])
+    for coll, p in zip(ax.collections, [p for p in pipes if p in bands and not np.all(np.isnan(curves[p]))]):
+        coll.set_color(colors[p])
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _pit_fig(st_d, pipes, colors, d):
+    """PIT histograms from the stored reliability curves (no prediction needed).
+
+    ``observed_fraction`` at level :math:`p_j` is the fraction of test points
+    with PIT value :math:`F_i(y_i) \\le p_j`, so its increments are the PIT
+    histogram's bin masses (averaged over repetitions). Under a calibrated
+    forecast the pooled count in a bin of width :math:`w` is
+    Binomial(:math:`N`, :math:`w`): the band is the density
+    :math:`1 \\pm 2\\sqrt{w(1-w)/N}/w` (pointwise, about 95 %).
+    """
+    import matplotlib.pyplot as plt
+
+    of = st_d["observed_fraction"]
+    lv_dim = next(x for x in of.dims if x not in ("pipeline", "repetition"))
+    edges = np.asarray(of[lv_dim].values, float)
+    w = np.diff(edges)
+    ncol = min(4, len(pipes))
+    nrow = -(-len(pipes) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(2.9 * ncol, 2.3 * nrow), squeeze=False,
+                             sharex=True, sharey=True)
+    top = 1.0
+    for ax, p in zip(axes.flat, pipes):
+        masses = of.sel(pipeline=p).diff(lv_dim).mean("repetition").values
+        dens = masses / w
+        N = _pooled_n(st_d, p)
+        ax.bar(edges[:-1], dens, width=w, align="edge", color=colors[p], alpha=0.75, edgecolor="white", lw=0.5)
+        ax.axhline(1.0, color="0.25", ls="--", lw=1)
+        if np.isfinite(N) and N > 0:
+            half = 2 * np.sqrt(w * (1 - w) / N) / w
+            ax.fill_between(edges, np.r_[1 - half, 1 - half[-1]], np.r_[1 + half, 1 + half[-1]], step="post",
+                            color="0.5", alpha=0.25, lw=0, label="uniform ±2 se")
+            top = max(top, float(np.max(1 + half)))
+        top = max(top, float(np.nanmax(dens)) if np.isfinite(dens).any() else 1.0)
+        ax.set_title(p, fontsize=9)
+        ax.set_xlim(0, 1)
+    for ax in axes.flat[len(pipes):]:
+        ax.axis("off")
+    axes[0, 0].set_ylim(0, 1.08 * top)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("density")
+    for ax in axes[-1, :]:
+        ax.set_xlabel("PIT value")
+    fig.suptitle(f"PIT histograms — {d}", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def _coverage_width_fig(rk, d, colors):
+    import matplotlib.pyplot as plt
+
+    b = rk.sel(dataset=d)
+    levels = b["confidence_level"].values
+    ncol = min(4, levels.size)
+    nrow = -(-levels.size // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(3.3 * ncol, 3.2 * nrow + 0.6), squeeze=False)
+    handles = {}
+    for ax, c in zip(axes.flat, levels):
+        x = b.sel(confidence_level=c)
+        infinite = []
+        for p in x["pipeline"].values:
+            y = x.sel(pipeline=p)
+            cov, wid = float(y["coverage"]), float(y["width"])
+            if np.isnan(cov):
+                continue
+            if not np.isfinite(wid):
+                infinite.append(str(p))
+                continue
+            under = bool(y["undercovers"])
+            best = int(y["width_rank"]) == 1
+            h = ax.errorbar(wid, cov, xerr=2 * float(y["width_se"]) if np.isfinite(float(y["width_se"])) else None,
+                            yerr=2 * float(y["coverage_se"]), fmt="*" if best else "o", ms=12 if best else 6,
+                            color=colors[str(p)], mfc="white" if under else colors[str(p)], capsize=2, lw=1)
+            handles.setdefault(str(p), h)
+        ax.axhline(c, color="0.3", ls="--", lw=1)
+        ax.set_title(f"level {c:g}" + (f" (infinite width: {', '.join(infinite)})" if infinite else ""),
+                     fontsize=9)
+        ax.set_xlabel("mean width")
+        ax.set_ylabel("coverage")
+    for ax in axes.flat[levels.size:]:
+        ax.axis("off")
+    fig.suptitle(f"Coverage vs width — {d} (hollow: under-covers; ★: narrowest adequate; bars ±2 se)",
+                 fontsize=10)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(5, len(handles)),
+                   fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 if handles else 0, 1, 1))
+    return fig
+
+
+def _fit_times_html(st, d, colors) -> str:
+    import matplotlib.pyplot as plt
+
+    parts = []
+    rows, labels, means, errs = [], [], [], []
+    b = st.sel(dataset=d)
+    if "base_fit_time" in b:
+        bt = b["base_fit_time"]
+        for idx in np.ndindex(*[bt.sizes[k] for k in bt.dims if k != "repetition"]):
+            sel = dict(zip([k for k in bt.dims if k != "repetition"], idx))
+            x = bt.isel(sel).values.astype(float)
+            x = x[np.isfinite(x)]
+            if x.size:
+                name = "base model" + ("" if not sel else f" ({', '.join(str(bt[k].values[i]) for k, i in sel.items())})")
+                rows.append([name, _fmt(x.mean()), _fmt(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else "",
+                             _fmt(x.min()), _fmt(x.max()), str(x.size)])
+    if "fit_time" in b:
+        for p in b["pipeline"].values:
+            x = b["fit_time"].sel(pipeline=p).values.astype(float)
+            x = x[np.isfinite(x)]
+            if not x.size:
+                continue
+            se = x.std(ddof=1) / np.sqrt(x.size) if x.size > 1 else np.nan
+            rows.append([str(p), _fmt(x.mean()), "" if np.isnan(se) else _fmt(se), _fmt(x.min()), _fmt(x.max()),
+                         str(x.size)])
+            labels.append(str(p))
+            means.append(x.mean())
+            errs.append(0 if np.isnan(se) else 2 * se)
+    if not rows:
+        return f"<h3>{_esc(d)}</h3><p class=\"note\">No fit times in this file.</p>"
+    parts.append(f"<h3>{_esc(d)}</h3>")
+    parts.append(_html_table(["", "mean (s)", "se (s)", "min (s)", "max (s)", "repetitions"], rows))
+    if labels:
+        fig, ax = plt.subplots(figsize=(7.5, 0.38 * len(labels) + 1.1))
+        yy = np.arange(len(labels))[::-1]
+        ax.barh(yy, means, xerr=errs, color=[colors[p] for p in labels], alpha=0.8, capsize=2)
+        ax.set_yticks(yy, labels, fontsize=8)
+        pos = [m for m in means if m > 0]
+        if pos and max(pos) / min(pos) > 100:
+            ax.set_xscale("log")
+        ax.set_xlabel("calibrator fit + predict time per task (s, mean ± 2 se)")
+        ax.set_title(f"Fit times — {d}", fontsize=10)
+        parts.append(_png(fig))
+    return "\n".join(parts)
+
+
+def _diagnostics_html(diag: xr.Dataset) -> str:
+    parts = []
+    for name, da in diag.data_vars.items():
+        if da.dtype.kind not in "fiub":
+            continue
+        keep = [k for k in da.dims if k != "repetition"]
+        da = da.astype(float)
+        red = {"min": da.min("repetition"), "mean": da.mean("repetition"), "max": da.max("repetition")} \
+            if "repetition" in da.dims else {"value": da}
+        rows, classes = [], []
+        for idx in np.ndindex(*[da.sizes[k] for k in keep]):
+            sel = dict(zip(keep, idx))
+            vals = [float(v.isel(sel)) for v in red.values()]
+            if all(np.isnan(vals)):
+                continue
+            rows.append([str(da[k].values[i]) if k in da.coords else str(i) for k, i in sel.items()]
+                        + [_fmt(v) for v in vals])
+            # r-hat above 1.01 is the usual "not converged" flag (Vehtari et al. 2021)
+            classes.append("under" if "rhat" in name.replace("_", "") and np.nanmax(vals) > 1.01 else "")
+        if rows:
+            parts.append(f"<h3>{_esc(name)}</h3>")
+            if da.attrs.get("long_name"):
+                parts.append(f'<p class="note">{_esc(da.attrs["long_name"])}</p>')
+            parts.append(_html_table([*keep, *red], rows, classes, left=tuple(range(len(keep)))))
+    return "\n".join(parts)
+
+
+def write_html(results, out: str | Path, *, rank_by: str | None = None, diagnostics: xr.Dataset | None = None,
+               metrics=None) -> Path:
+    r"""Write one self-contained HTML report of a comparison.
+
+    Every plot is a PNG embedded in the page (base64 ``data:`` URIs); there are
+    no scripts, style sheets or fonts to fetch, so the file opens offline and
+    can be mailed as is. Sections (:data:`HTML_SECTIONS`): the ranking
+    (:func:`calibprob.compare.ranking.rank_results`), the scores table,
+    reliability diagrams, PIT histograms with their uniform bands, coverage vs
+    width at each confidence level, fit times, and — only when the file holds
+    any — convergence diagnostics (a ``diagnostics`` group, or root variables
+    named in :data:`DIAGNOSTIC_NAMES`).
+
+    The PIT histograms are derived from the stored reliability curves:
+    ``observed_fraction`` at level :math:`p_j` is the fraction of test points
+    whose PIT value :math:`F_i(y_i)` is at most :math:`p_j`, so its increments
+    are the histogram's bin masses. Under calibration the pooled count in a bin
+    of width :math:`w` is Binomial(:math:`N, w`) over the :math:`N` test points
+    of all repetitions; the band is :math:`1 \pm 2\sqrt{w(1-w)/N}/w` in density.
+
+    Parameters
+    ----------
+    results : str, Path or xarray.Dataset
+        A results file written by ``calibprob compare``, or its root Dataset
+        (:func:`load_results`).
+    out : str or Path
+        The HTML file to write (its folder must exist).
+    rank_by : {"nll", "crps"}, optional
+        Score of the ranking; default the spec's ``rank_by`` (stored in the
+        file), else ``"nll"``.
+    diagnostics : xarray.Dataset, optional
+        Diagnostics to show; default the file's ``diagnostics`` group if any.
+    metrics : sequence of str, optional
+        Rows of the scores table; default the spec's ``metrics``.
+
+    Returns
+    -------
+    Path
+        ``out``.
+
+    Raises
+    ------
+    ValueError
+        If ``rank_by`` is not a proper score, ``out``'s folder does not exist,
+        or ``results`` is not a comparison's results.
+
+    References
+    ----------
+    Gneiting, T., Balabdaoui, F. and Raftery, A. E. (2007). Probabilistic forecasts,
+    calibration and sharpness. JRSS B 69(2), 243-268 (PIT histograms).
+
+    Kuleshov, V., Fenner, N. and Ermon, S. (2018). Accurate uncertainties for deep
+    learning using calibrated regression. ICML (reliability diagrams).
+
+    Examples
+    --------
+    >>> from calibprob.compare import parse_spec
+    >>> spec = parse_spec({
+    ...     "name": "demo",
+    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
+    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    ...     "repetitions": 2,
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
+    ... })
+    >>> import tempfile, pathlib
+    >>> from calibprob.compare import run_comparison, write_html
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> out = pathlib.Path(tmp.name) / "demo.nc"
+    >>> tree = run_comparison(spec, out, progress=False)
+    >>> page = write_html(out, pathlib.Path(tmp.name) / "report.html")
+    >>> "<h2 id=\"ranking\">Ranking</h2>" in page.read_text()
+    True
+    >>> tmp.cleanup()
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+
+    from calibprob.compare.ranking import _check_by, rank_results, stack_pipelines
+
+    out = Path(out)
+    if not out.parent.is_dir():
+        raise ValueError(f"out {str(out)!r}: its folder {str(out.parent)!r} does not exist; create it or give "
+                         "another path for the HTML file.")
+    if out.is_dir():
+        raise ValueError(f"out {str(out)!r} is a folder; give a file name such as report.html.")
+    if isinstance(results, (str, Path)):
+        path = Path(results)
+        ds = load_results(path)
+        if diagnostics is None:
+            tree = xr.open_datatree(path, engine="h5netcdf")
+            try:
+                if "diagnostics" in tree.children:
+                    diagnostics = tree["diagnostics"].to_dataset().load()
+            finally:
+                tree.close()
+        results = ds
+    if not isinstance(results, xr.Dataset) or "dataset" not in results.dims:
+        raise ValueError("results must be a results file or its root Dataset (calibprob.compare.load_results); "
+                         f"got {type(results).__name__}.")
+    spec = {}
+    if results.attrs.get("spec"):
+        import tomllib
+
+        try:
+            spec = tomllib.loads(results.attrs["spec"])
+        except tomllib.TOMLDecodeError:
+            spec = {}
+    by = _check_by(rank_by if rank_by is not None else spec.get("rank_by", "nll"))
+    metrics = metrics or spec.get("metrics") or ["ece", "nll", "crps", "std", "rmse", "coverage", "width"]
+    present = [n for n in DIAGNOSTIC_NAMES if n in results]
+    if present:
+        diagnostics = results[present] if diagnostics is None else xr.merge([diagnostics, results[present]])
+
+    metric_vars = results.drop_vars([v for v in ("fit_time", "base_fit_time") if v in results])
+    rk = rank_results(metric_vars, by)
+    st = stack_pipelines(results)
+    pipes = [str(p) for p in st["pipeline"].values]
+    colors = _colors(pipes)
+    name = results.attrs.get("spec_name", "comparison")
+    reps = results.sizes.get("repetition", 1)
+    datasets = [str(d) for d in results["dataset"].values]
+    has_diag = diagnostics is not None and _diagnostics_html(diagnostics).strip() != ""
+    sections = [s for s in HTML_SECTIONS if s != "Diagnostics" or has_diag]
+    ids = {s: s.lower().replace(" ", "-") for s in sections}
+
+    body = [f"<h1>calibprob comparison: {_esc(name)}</h1>",
+            f'<p class="note">{len(datasets)} data set(s): {_esc(", ".join(datasets))}; {reps} repetition(s); '
+            f"{len(pipes)} pipeline(s); calibprob {_esc(results.attrs.get('calibprob_version', '?'))}. "
+            + (_esc(spec.get("description", "")) if spec.get("description") else "") + "</p>",
+            "<nav>" + "".join(f'<a href="#{ids[s]}">{_esc(s)}</a>' for s in sections) + "</nav>"]
+
+    def section(title, html_text):
+        body.append(f'<section><h2 id="{ids[title]}">{_esc(title)}</h2>\n{html_text}</section>')
+
+    section("Ranking", "\n".join(_ranking_html(rk, d) for d in datasets))
+    section("Scores", _scores_html(metric_vars, metrics))
+    rel, pit, cw = [], [], []
+    for d in datasets:
+        st_d = st.sel(dataset=d)
+        curve_pipes = ([p for p in pipes if bool(st_d["observed_fraction"].sel(pipeline=p).notnull().any())]
+                       if "observed_fraction" in st_d else [])
+        if curve_pipes:
+            rel.append(_png(_reliability_fig(st_d, curve_pipes, colors, d)))
+            pit.append(_png(_pit_fig(st_d, curve_pipes, colors, d)))
+        else:
+            msg = f'<p class="note">{_esc(d)}: no pipeline with a predictive distribution was scored.</p>'
+            rel.append(msg)
+            pit.append(msg)
+        if "coverage" in rk:
+            cw.append(_png(_coverage_width_fig(rk, d, colors)))
+    section("Reliability diagrams",
+            '<p class="note">Observed fraction of test points at or below the predicted p-quantile, against p; '
+            "the diagonal is perfect calibration; bands: ±2 se over repetitions.</p>" + "\n".join(rel))
+    section("PIT histograms",
+            '<p class="note">Histogram of PIT values F(y) on the test points, pooled over repetitions (from the '
+            "stored reliability curves); flat at 1 when calibrated; grey band: ±2 binomial se of a uniform "
+            "histogram with the same number of test points.</p>" + "\n".join(pit))
+    section("Coverage and width", ('<p class="note">Per confidence level: empirical coverage against mean '
+                                   "interval width (±2 se); dashed: the nominal level.</p>" + "\n".join(cw))
+            if cw else '<p class="note">No interval was scored.</p>')
+    section("Fit times", '<p class="note">Wall-clock seconds per task: the base model\'s fit, and each '
+            "calibrator's fit and prediction on the test part.</p>"
+            + "\n".join(_fit_times_html(st, d, colors) for d in datasets))
+    if has_diag:
+        section("Diagnostics", '<p class="note">Convergence diagnostics stored in the results file, '
+                "over repetitions; rows with r̂ &gt; 1.01 are marked.</p>" + _diagnostics_html(diagnostics))
+    if results.attrs.get("spec"):
+        body.append(f"<details><summary>The spec</summary><pre>{_esc(results.attrs['spec'])}</pre></details>")
+
+    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>calibprob: {_esc(name)}</title><style>{_CSS}</style></head>\n"
+            "<body><main>\n" + "\n".join(body) + "\n</main></body></html>\n")
+    out.write_text(page, encoding="utf-8")
+    return out

@@ -290,7 +290,12 @@ def _combine(spec: Spec, pieces) -> xr.DataTree:
             "title": f"calibprob comparison: {spec.name}",
         }
     )
-    return xr.DataTree.from_dict({"/": metrics, "timing": timing})
+    from calibprob.compare.ranking import rank_results
+
+    # the ranking is derived from the scores (recomputed by `calibprob report`); stored so the file
+    # answers "which is best" on its own, with the rule in its attributes
+    return xr.DataTree.from_dict({"/": metrics, "timing": timing,
+                                  "ranking": rank_results(metrics, spec.rank_by)})
 
 
 def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
@@ -302,7 +307,9 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
 
     The root Dataset holds the metrics over (dataset, calibrator, repetition[,
     confidence_level, ...]); the ``timing`` group holds per-task fit times,
-    which differ between runs and so are kept apart from the scores.
+    which differ between runs and so are kept apart from the scores; the
+    ``ranking`` group holds :func:`calibprob.compare.ranking.rank_results`
+    by the spec's ``rank_by``.
 
     Parameters
     ----------
@@ -313,7 +320,7 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
     Returns
     -------
     xarray.DataTree
-        Root: the scores; group ``timing``: fit times.
+        Root: the scores; group ``timing``: fit times; group ``ranking``: the ranking.
 
     References
     ----------
@@ -338,7 +345,7 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
     >>> from calibprob.compare import combine_parts
     >>> again = combine_parts(spec, pathlib.Path(str(out) + ".parts"))
     >>> list(again.children)
-    ['timing']
+    ['timing', 'ranking']
     >>> tmp.cleanup()
     """
     from calibprob._executor import inside

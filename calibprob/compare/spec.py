@@ -63,6 +63,7 @@ TOP_KEYS = {
     "base": "table {kind = 'gp'|'sparse-gp'|'ols'|'bayesian-ridge', ...options}",
     "methods": "table of named calibrators, each {kind = ..., ...options}",
     "metrics": "metric names shown in the printed table",
+    "rank_by": "proper score ranking the pipelines of each data set: 'nll' (default) or 'crps'",
     "confidence_levels": "levels of the central intervals scored for coverage and width",
     "levels": "quantile levels stored in each prediction (default 0.01..0.99)",
     "target_transform": "'log' or 'log1p': fit on the transformed target, score on the original scale",
@@ -428,6 +429,9 @@ class Spec:
         Standardise X and y with statistics of the training part.
     metrics : tuple of str
         Rows of the printed table.
+    rank_by : {"nll", "crps"}, default "nll"
+        Proper score of the ranking (:mod:`calibprob.compare.ranking`); display
+        only, so not part of the fingerprint.
     confidence_levels : tuple of float
         Levels of the central intervals scored for coverage and width.
     levels : tuple of float, optional
@@ -469,6 +473,7 @@ class Spec:
     seed: int = 0
     standardize: bool = True
     metrics: tuple[str, ...] = DEFAULT_METRICS
+    rank_by: str = "nll"
     confidence_levels: tuple[float, ...] = (0.5, 0.8, 0.9, 0.95)
     levels: tuple[float, ...] | None = None
     target_transform: str | None = None
@@ -489,6 +494,7 @@ class Spec:
             "base": dict(self.base),
             "methods": {m.name: {"kind": m.kind, **m.options} for m in self.methods},
             "metrics": list(self.metrics),
+            "rank_by": self.rank_by,
             "confidence_levels": list(self.confidence_levels),
         }
         if self.levels is not None:
@@ -508,6 +514,7 @@ class Spec:
         payload = self.to_dict()
         payload.pop("description", None)
         payload.pop("metrics", None)  # display only
+        payload.pop("rank_by", None)  # display only: the ranking is recomputed from the scores
         payload.pop("repetitions", None)  # tasks are keyed by their own index
         text = json.dumps(payload, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -929,6 +936,9 @@ def _parse_spec(data, *, source, root) -> Spec:
             raise SpecError(
                 f"metrics: {_short(m)} is not a metric.{_suggest(m, METRIC_NAMES)} Valid: {', '.join(METRIC_NAMES)}."
             )
+    from calibprob.compare.ranking import RANK_SCORES
+
+    rank_by = Choice(RANK_SCORES).check(data.get("rank_by", "nll"), "rank_by")
     conf = data.get("confidence_levels", [0.5, 0.8, 0.9, 0.95])
     if not isinstance(conf, list) or not conf:
         raise SpecError(f"confidence_levels must be a non-empty list of levels in (0, 1), e.g. [0.5, 0.9]; "
@@ -968,6 +978,7 @@ def _parse_spec(data, *, source, root) -> Spec:
         seed=seed,
         standardize=standardize,
         metrics=tuple(metrics),
+        rank_by=rank_by,
         confidence_levels=conf,
         levels=levels,
         target_transform=target_transform,

@@ -1,0 +1,536 @@
+r"""Ranking pipelines per data set, with the paired uncertainty of every difference.
+
+A *pipeline* is what the comparison table has one column for: today a
+calibrator (the ``calibrator`` dimension of a results file); once a spec holds
+several bases, a (base, calibrator) pair. Every function here stacks whichever
+of the dimensions :data:`PIPELINE_DIMS` a results Dataset has into one
+``pipeline`` dimension with string labels (``"gp/isotonic"``), so the ranking
+works unchanged when a ``base`` dimension appears.
+
+Two rankings are made per data set:
+
+**By a proper score** (NLL by default, CRPS on request; both lower is better).
+Repetitions share their split across pipelines, so differences are *paired*:
+with :math:`s_{p,r}` the score of pipeline :math:`p` on repetition
+:math:`r = 1..R` and :math:`b` the pipeline of lowest mean score,
+
+.. math::
+
+    d_{p,r} = s_{p,r} - s_{b,r}, \qquad
+    \Delta_p = \frac1R \sum_r d_{p,r}, \qquad
+    \mathrm{dse}_p = \frac{\sqrt R\,\operatorname{sd}_r(d_{p,r})}{R}
+                   = \sqrt{\frac{\sum_r (d_{p,r}-\Delta_p)^2}{(R-1)\,R}} .
+
+This is ``az.compare``'s ``dse`` (:math:`\sqrt{n}\,\operatorname{sd}` of the
+pointwise differences of a *sum* over :math:`n` points) divided by :math:`R`,
+because the ranked score is a *mean* over repetitions. A pipeline with
+:math:`\Delta_p \le 2\,\mathrm{dse}_p` is marked **tied** with the best. With
+one repetition dse is undefined (NaN) and nothing but the best is marked.
+Random splits overlap, so repetitions are not independent and this plain paired
+standard error is optimistic (Nadeau & Bengio 2003 inflate its variance by
+:math:`1 + R\,n_\text{test}/n_\text{train}`); it is the one ``az.compare`` and
+most benchmark papers report, and it is stated as such.
+
+Intervals-only methods (jackknife+, J+GP, full conformal) have no NLL or CRPS:
+they are left out of this ranking (``score_rank`` 0) and ranked only in the
+interval one.
+
+**Intervals, per confidence level** :math:`\alpha`. The mean coverage
+:math:`\bar c_p` over repetitions has the standard error
+
+.. math::
+
+    \mathrm{se}_p = \max\Bigl(\sqrt{\alpha(1-\alpha)/N_p},\;
+                             \operatorname{sd}_r(c_{p,r})/\sqrt{R_p}\Bigr),
+
+the larger of the binomial one under exact nominal coverage
+(:math:`N_p = \sum_r n_{\text{test},r}` test points pooled over the
+:math:`R_p` repetitions where :math:`p` was scored) and the across-repetition
+one (which also holds the variation of the fitted interval between splits,
+but rests on few repetitions; NaN, so ignored, when :math:`R_p < 2`). A
+pipeline **under-covers** when :math:`\bar c_p < \alpha - 2\,\mathrm{se}_p`;
+it is never ranked by width (``width_rank`` 0). The others are ranked by mean
+width with the same paired dse and tie rule as above.
+
+References
+----------
+Vehtari, A., Gelman, A. and Gabry, J. (2017). Practical Bayesian model
+evaluation using leave-one-out cross-validation and WAIC. Statistics and
+Computing 27, 1413-1432 (§5.2: the standard error of a paired difference,
+``az.compare``'s ``dse``).
+
+Nadeau, C. and Bengio, Y. (2003). Inference for the generalization error.
+Machine Learning 52, 239-281.
+
+Gneiting, T. and Raftery, A. E. (2007). Strictly proper scoring rules,
+prediction, and estimation. JASA 102(477), 359-378.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["PIPELINE_DIMS", "RANK_SCORES", "TIE_SE", "paired_ranking", "coverage_se", "undercovers",
+           "stack_pipelines", "rank_results", "format_ranking"]
+
+#: Dimensions whose labels together name a pipeline, in label order ("base/calibrator").
+PIPELINE_DIMS = ("base", "calibrator")
+#: Proper scores a ranking may use (both lower is better).
+RANK_SCORES = ("nll", "crps")
+#: A difference within this many paired standard errors of the best is a tie;
+#: coverage short of nominal by more than this many standard errors under-covers.
+TIE_SE = 2.0
+
+
+def _check_by(by) -> str:
+    if not isinstance(by, str) or by not in RANK_SCORES:
+        raise ValueError(f"by must be one of {', '.join(map(repr, RANK_SCORES))} (a proper score, lower is "
+                         f"better); got {by!r}. Rank by width through the interval ranking instead.")
+    return by
+
+
+def paired_ranking(scores, eligible=None) -> dict:
+    r"""Rank the rows of a (pipeline × repetition) score matrix; lower is better.
+
+    Parameters
+    ----------
+    scores : array_like, shape (P, R)
+        ``scores[p, r]``: the score of pipeline ``p`` on repetition ``r``; NaN
+        where it was not scored (a failed task or calibrator), ``inf`` allowed
+        (an infinite interval width ranks last).
+    eligible : array_like of bool, shape (P,), optional
+        Pipelines that may be ranked (default all). Others get rank 0.
+
+    Returns
+    -------
+    dict of ndarray, each shape (P,)
+        ``mean`` and ``se`` (:math:`\operatorname{sd}/\sqrt{R_p}` over the
+        repetitions where the pipeline was scored), ``diff`` (:math:`\Delta_p`,
+        mean difference to the best over the shared repetitions, 0 for the
+        best), ``dse`` (its paired standard error, module docstring; 0 for the
+        best, NaN with fewer than two repetitions), ``rank`` (1 = best, 0 = not
+        ranked), ``tied`` (the best, and those with :math:`\Delta_p \le 2\,
+        \mathrm{dse}_p`), ``n`` (repetitions scored).
+
+    Notes
+    -----
+    The shared repetitions are those where at least one eligible pipeline was
+    scored (a task that failed as a whole is dropped for all). An eligible
+    pipeline missing from any of them is *incomplete* and not ranked: its mean
+    is over different splits, so neither it nor its difference is paired.
+
+    Examples
+    --------
+    >>> from calibprob.compare.ranking import paired_ranking
+    >>> r = paired_ranking([[1.0, 2.0, 3.0], [1.1, 2.2, 3.0]])
+    >>> r["rank"].tolist(), r["diff"].round(3).tolist(), r["tied"].tolist()
+    ([1, 2], [0.0, 0.1], [True, True])
+    """
+    s = np.asarray(scores, dtype=float)
+    if s.ndim != 2:
+        raise ValueError(f"scores must be a 2-D (pipeline, repetition) array; got shape {s.shape}.")
+    P, _ = s.shape
+    elig = np.ones(P, bool) if eligible is None else np.asarray(eligible, bool)
+    if elig.shape != (P,):
+        raise ValueError(f"eligible must have one entry per pipeline ({P}); got shape {elig.shape}.")
+    present = ~np.isnan(s)
+    n = present.sum(axis=1)
+    out = {k: np.full(P, np.nan) for k in ("mean", "se", "diff", "dse")}
+    out["rank"] = np.zeros(P, np.int32)
+    out["tied"] = np.zeros(P, bool)
+    out["n"] = n.astype(np.int32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for p in np.flatnonzero(n > 0):
+            x = s[p, present[p]]
+            out["mean"][p] = x.mean()
+            out["se"][p] = x.std(ddof=1) / np.sqrt(x.size) if x.size > 1 else np.nan
+        shared = (present & elig[:, None]).any(axis=0)
+        complete = elig & shared.any() & present[:, shared].all(axis=1)
+        if not complete.any():
+            return out
+        sub = s[:, shared]
+        mean = sub.mean(axis=1)
+        # lowest mean first; ties in the mean keep the spec's order (stable sort)
+        order = [p for p in np.argsort(np.where(complete, mean, np.inf), kind="stable") if complete[p]]
+        best = order[0]
+        R = sub.shape[1]
+        for k, p in enumerate(order):
+            out["rank"][p] = k + 1
+            out["mean"][p] = mean[p]
+            if p == best:
+                out["diff"][p], out["dse"][p], out["tied"][p] = 0.0, 0.0, True
+                continue
+            d = sub[p] - sub[best]
+            # (mean of d equals mean[p] - mean[best] when both are finite; inf - inf stays NaN)
+            out["diff"][p] = mean[p] - mean[best]
+            out["dse"][p] = np.sqrt(R) * d.std(ddof=1) / R if R > 1 else np.nan
+            out["tied"][p] = bool(out["diff"][p] <= TIE_SE * out["dse"][p])
+    return out
+
+
+def coverage_se(coverage: xr.DataArray, n_test: xr.DataArray, level) -> xr.DataArray:
+    r"""Standard error of the mean coverage over repetitions (module docstring).
+
+    :math:`\max(\sqrt{\alpha(1-\alpha)/N},\ \operatorname{sd}_r(c_r)/\sqrt{R})`,
+    with :math:`N` the test points pooled over the repetitions where the
+    coverage is not NaN.
+
+    Parameters
+    ----------
+    coverage : xarray.DataArray
+        Per-repetition coverage, with a ``repetition`` dimension.
+    n_test : xarray.DataArray
+        Test points per repetition (broadcast against ``coverage``).
+    level : float or xarray.DataArray
+        Nominal level(s) :math:`\alpha`.
+
+    Returns
+    -------
+    xarray.DataArray
+        ``coverage`` without its ``repetition`` dimension.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> from calibprob.compare.ranking import coverage_se
+    >>> cov = xr.DataArray([0.9, 0.9, 0.9, 0.9], dims="repetition")
+    >>> round(float(coverage_se(cov, xr.DataArray([100] * 4, dims="repetition"), 0.9)), 4)  # sqrt(.09/400)
+    0.015
+    """
+    present = coverage.notnull()
+    N = n_test.where(present).sum("repetition")
+    R = present.sum("repetition")
+    binom = np.sqrt(level * (1 - level) / N.where(N > 0))
+    rep = coverage.std("repetition", ddof=1, skipna=True) / np.sqrt(R.where(R > 1))
+    return xr.apply_ufunc(np.fmax, binom, rep)
+
+
+def undercovers(coverage: xr.DataArray, n_test: xr.DataArray, level) -> xr.DataArray:
+    r"""Whether the mean coverage falls short of ``level`` by more than 2 standard errors.
+
+    :math:`\bar c < \alpha - 2\,\mathrm{se}` with :func:`coverage_se`. Never
+    true where the coverage is NaN (not scored).
+
+    Parameters
+    ----------
+    coverage, n_test, level
+        As for :func:`coverage_se`.
+
+    Returns
+    -------
+    xarray.DataArray of bool
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> from calibprob.compare.ranking import undercovers
+    >>> n = xr.DataArray([100, 100], dims="repetition")
+    >>> bool(undercovers(xr.DataArray([0.84, 0.84], dims="repetition"), n, 0.9))   # se 0.0212
+    True
+    >>> bool(undercovers(xr.DataArray([0.86, 0.87], dims="repetition"), n, 0.9))
+    False
+    """
+    mean = coverage.mean("repetition", skipna=True)
+    short = mean < level - TIE_SE * coverage_se(coverage, n_test, level)
+    return short.fillna(False).astype(bool)
+
+
+def _pipeline_dims(ds) -> list[str]:
+    dims = [d for d in PIPELINE_DIMS if d in ds.dims]
+    if not dims:
+        raise ValueError(f"results have none of the pipeline dimensions {PIPELINE_DIMS}; give the root "
+                         "Dataset of a results file (calibprob.compare.load_results).")
+    return dims
+
+
+def stack_pipelines(ds):
+    """Stack the pipeline dimensions of ``ds`` into one ``pipeline`` dimension with string labels.
+
+    Labels are the component labels joined by ``/`` in :data:`PIPELINE_DIMS`
+    order (a single dimension keeps its own labels). Each component is kept as
+    a string coordinate ``pipeline_<dim>`` along ``pipeline``, so the result
+    stays netCDF-safe (no MultiIndex).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset or xarray.DataArray
+
+    Returns
+    -------
+    Same type as ``ds``
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> from calibprob.compare.ranking import stack_pipelines
+    >>> da = xr.DataArray([[1, 2], [3, 4]], dims=("base", "calibrator"),
+    ...                   coords={"base": ["gp", "ols"], "calibrator": ["a", "b"]})
+    >>> stack_pipelines(da)["pipeline"].values.tolist()
+    ['gp/a', 'gp/b', 'ols/a', 'ols/b']
+    """
+    dims = _pipeline_dims(ds)
+    if len(dims) == 1:
+        d = dims[0]
+        out = ds.rename({d: "pipeline"})
+        labels = [str(v) for v in out["pipeline"].values]
+        return out.assign_coords(pipeline=labels, **{f"pipeline_{d}": ("pipeline", labels)})
+    stacked = ds.stack(pipeline=dims)
+    parts = {d: [str(v) for v in stacked[d].values] for d in dims}
+    labels = ["/".join(t) for t in zip(*parts.values())]
+    stacked = stacked.drop_vars(["pipeline", *dims])
+    return stacked.assign_coords(pipeline=labels, **{f"pipeline_{d}": ("pipeline", parts[d]) for d in dims})
+
+
+def rank_results(results: xr.Dataset, by: str = "nll") -> xr.Dataset:
+    """The ranking of every data set's pipelines: by a proper score, and by width per level.
+
+    Parameters
+    ----------
+    results : xarray.Dataset
+        The root of a results file (:func:`calibprob.compare.load_results`):
+        metrics over ``dataset``, ``repetition`` and the pipeline dimensions
+        (``calibrator``; later also ``base``).
+    by : {"nll", "crps"}, default "nll"
+        The proper score of the first ranking.
+
+    Returns
+    -------
+    xarray.Dataset
+        Over (``dataset``, ``pipeline``): ``score_mean``, ``score_se``,
+        ``score_diff``, ``score_dse``, ``score_rank`` (int, 1 = best, 0 = not
+        ranked), ``score_tied`` (bool), ``score_n`` (repetitions scored);
+        over (``dataset``, ``confidence_level``, ``pipeline``): ``coverage``,
+        ``coverage_se``, ``undercovers``, ``width``, ``width_se``,
+        ``width_diff``, ``width_dse``, ``width_rank``, ``width_tied``. Attribute
+        ``rank_by``; strings and integers only, so it writes to netCDF as is.
+        The rules are in the module docstring.
+
+    Raises
+    ------
+    ValueError
+        If ``by`` is not a proper score of :data:`RANK_SCORES`.
+
+    References
+    ----------
+    Vehtari, Gelman & Gabry (2017), §5.2 (paired standard error); see the
+    module docstring.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> from calibprob.compare.ranking import rank_results
+    >>> res = xr.Dataset(
+    ...     {"nll": (("dataset", "repetition", "calibrator"), [[[1.0, 1.5], [2.0, 2.4], [3.0, 3.6]]])},
+    ...     coords={"dataset": ["d"], "repetition": [0, 1, 2], "calibrator": ["a", "b"]})
+    >>> r = rank_results(res)
+    >>> r["score_rank"].sel(dataset="d").values.tolist(), bool(r["score_tied"].sel(dataset="d", pipeline="b"))
+    ([1, 2], False)
+    """
+    by = _check_by(by)
+    st = stack_pipelines(results)
+    datasets = st["dataset"].values
+    pipes = st["pipeline"].values
+    P = pipes.size
+    out = xr.Dataset(coords={"dataset": datasets, "pipeline": pipes,
+                             **{k: st[k] for k in st.coords if str(k).startswith("pipeline_")}})
+    score_keys = ("mean", "se", "diff", "dse", "rank", "tied", "n")
+
+    def empty(shape, key):
+        return (np.zeros(shape, np.int32) if key in ("rank", "n")
+                else np.zeros(shape, bool) if key == "tied" else np.full(shape, np.nan))
+
+    score = {k: empty((datasets.size, P), k) for k in score_keys}
+    if by in st:
+        for i, d in enumerate(datasets):
+            r = paired_ranking(st[by].sel(dataset=d).transpose("pipeline", "repetition").values)
+            for k in score_keys:
+                score[k][i] = r[k]
+    for k in score_keys:
+        out[f"score_{k}"] = (("dataset", "pipeline"), score[k])
+    out["score_mean"].attrs["long_name"] = f"mean {by} over repetitions"
+
+    if "coverage" in st and "confidence_level" in st["coverage"].dims:
+        levels = st["confidence_level"].values
+        cov = st["coverage"]
+        n_test = st["n_test"] if "n_test" in st else xr.full_like(cov.isel(pipeline=0, drop=True), np.nan)
+        lvl = xr.DataArray(levels, dims="confidence_level", coords={"confidence_level": levels})
+        out["coverage"] = cov.mean("repetition", skipna=True).transpose("dataset", "confidence_level", "pipeline")
+        out["coverage_se"] = coverage_se(cov, n_test, lvl).transpose("dataset", "confidence_level", "pipeline")
+        out["undercovers"] = undercovers(cov, n_test, lvl).transpose("dataset", "confidence_level", "pipeline")
+        width_keys = ("mean", "se", "diff", "dse", "rank", "tied")
+        shape = (datasets.size, levels.size, P)
+        width = {k: empty(shape, k) for k in width_keys}
+        if "width" in st:
+            w = st["width"].transpose("dataset", "confidence_level", "pipeline", "repetition").values
+            short = out["undercovers"].values
+            for i in range(datasets.size):
+                for j in range(levels.size):
+                    r = paired_ranking(w[i, j], eligible=~short[i, j])
+                    for k in width_keys:
+                        width[k][i, j] = r[k]
+        out["width"] = (("dataset", "confidence_level", "pipeline"), width.pop("mean"))
+        for k, v in width.items():
+            out[f"width_{k}"] = (("dataset", "confidence_level", "pipeline"), v)
+    out.attrs.update(
+        rank_by=by,
+        tie_rule=f"tied: mean difference to the best <= {TIE_SE:g} paired standard errors (dse) over repetitions",
+        coverage_rule=(f"under-covers: mean coverage < nominal - {TIE_SE:g} se, se = max(binomial "
+                       "sqrt(a(1-a)/N) over pooled test points, across-repetition sd/sqrt(R)); never ranked by width"),
+        pipeline_dims=",".join(_pipeline_dims(results)),
+    )
+    return out
+
+
+def _fmt(x: float) -> str:
+    if np.isnan(x):
+        return "nan"
+    if np.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    a = abs(x)
+    if a != 0 and (a < 1e-3 or a >= 1e4):
+        return f"{x:.2e}"
+    return f"{x:.4f}" if a < 1 else f"{x:.3f}"
+
+
+def _table(rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for k, row in enumerate(rows):
+        lines.append("  ".join(t.rjust(w) if i in right else t.ljust(w)
+                               for i, (t, w) in enumerate(zip(row, widths))).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
+
+
+def score_rows(rk: xr.Dataset, dataset) -> list[dict]:
+    """The score ranking of one data set as rows (ranked first, by rank; then the unranked).
+
+    Parameters
+    ----------
+    rk : xarray.Dataset
+        From :func:`rank_results`.
+    dataset : str
+
+    Returns
+    -------
+    list of dict
+        Keys ``rank``, ``pipeline``, ``mean``, ``se``, ``diff``, ``dse``,
+        ``verdict`` (``"best"``, ``"tied"``, ``""``) or ``note`` for an
+        unranked pipeline.
+    """
+    b = rk.sel(dataset=dataset)
+    rows = []
+    for p in b["pipeline"].values:
+        x = b.sel(pipeline=p)
+        rank = int(x["score_rank"])
+        note = ""
+        if rank == 0:
+            if int(x["score_n"]) == 0:
+                scored = "coverage" in x and bool(x["coverage"].notnull().any())
+                note = "intervals only: ranked by width below" if scored else "not scored (failed)"
+            else:
+                note = f"incomplete: scored on {int(x['score_n'])} repetition(s), not paired with the others"
+        verdict = "best" if rank == 1 else "tied" if bool(x["score_tied"]) else ""
+        rows.append(dict(rank=rank, pipeline=str(p), mean=float(x["score_mean"]), se=float(x["score_se"]),
+                         diff=float(x["score_diff"]), dse=float(x["score_dse"]), verdict=verdict, note=note))
+    return sorted(rows, key=lambda r: (r["rank"] == 0, r["rank"]))
+
+
+def interval_rows(rk: xr.Dataset, dataset, level) -> list[dict]:
+    """The width ranking of one data set at one confidence level as rows.
+
+    Parameters
+    ----------
+    rk : xarray.Dataset
+        From :func:`rank_results`.
+    dataset : str
+    level : float
+
+    Returns
+    -------
+    list of dict
+        Keys ``rank``, ``pipeline``, ``coverage``, ``coverage_se``,
+        ``width``, ``diff``, ``dse``, ``verdict`` (``"best"``, ``"tied"``,
+        ``"under-covers"``, ``""``).
+    """
+    b = rk.sel(dataset=dataset, confidence_level=level)
+    rows = []
+    for p in b["pipeline"].values:
+        x = b.sel(pipeline=p)
+        if np.isnan(float(x["coverage"])):
+            continue  # not scored at this level (failed)
+        rank = int(x["width_rank"])
+        verdict = ("under-covers" if bool(x["undercovers"]) else "best" if rank == 1
+                   else "tied" if bool(x["width_tied"]) else "" if rank else "incomplete")
+        rows.append(dict(rank=rank, pipeline=str(p), coverage=float(x["coverage"]),
+                         coverage_se=float(x["coverage_se"]), width=float(x["width"]),
+                         diff=float(x["width_diff"]), dse=float(x["width_dse"]), verdict=verdict))
+    return sorted(rows, key=lambda r: (r["rank"] == 0, r["rank"]))
+
+
+def format_ranking(rk: xr.Dataset, repetitions: int | None = None) -> str:
+    """The ranking as text: per data set, the score ranking then the width ranking at each level.
+
+    Parameters
+    ----------
+    rk : xarray.Dataset
+        From :func:`rank_results`.
+    repetitions : int, optional
+        Shown in the heading.
+
+    Returns
+    -------
+    str
+
+    References
+    ----------
+    The rules: the module docstring and the comparison-spec reference, :doc:`/spec`.
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> from calibprob.compare.ranking import format_ranking, rank_results
+    >>> res = xr.Dataset(
+    ...     {"nll": (("dataset", "repetition", "calibrator"), [[[1.0, 1.5], [2.0, 2.4], [3.0, 3.6]]])},
+    ...     coords={"dataset": ["d"], "repetition": [0, 1, 2], "calibrator": ["a", "b"]})
+    >>> print(format_ranking(rank_results(res)).splitlines()[0])
+    == d: ranking by nll (lower is better), paired over repetitions
+    """
+    by = rk.attrs.get("rank_by", "nll")
+    reps = f"{repetitions} " if repetitions else ""
+    lines = []
+    for d in rk["dataset"].values:
+        lines.append(f"== {d}: ranking by {by} (lower is better), paired over {reps}repetitions")
+        if not int(rk["score_n"].sel(dataset=d).max()):
+            lines.append(f"   no pipeline has {by} scores (intervals-only methods, or every task failed)")
+        else:
+            rows = [["rank", "pipeline", f"{by} ± se", "Δ to best", "dse", ""]]
+            for r in score_rows(rk, d):
+                if r["rank"] == 0:
+                    rows.append(["-", r["pipeline"], "", "", "", r["note"]])
+                    continue
+                se = "" if np.isnan(r["se"]) else f" ± {_fmt(r['se'])}"
+                best = r["verdict"] == "best"
+                rows.append([str(r["rank"]), r["pipeline"], _fmt(r["mean"]) + se, "—" if best else _fmt(r["diff"]),
+                             "—" if best else _fmt(r["dse"]), r["verdict"]])
+            lines += _table(rows, right={0, 3, 4})
+            lines.append(f"   (tied: Δ ≤ {TIE_SE:g} dse, the paired standard error of Δ over repetitions)")
+        if "width_rank" in rk:
+            lines.append(f"-- intervals at each level: narrowest first among those whose coverage is not short "
+                         f"of nominal by > {TIE_SE:g} se")
+            rows = [["level", "rank", "pipeline", "coverage ± se", "width", "Δ to best", "dse", ""]]
+            for c in rk["confidence_level"].values:
+                first = True
+                for r in interval_rows(rk, d, c):
+                    best = r["verdict"] == "best"
+                    ranked = r["rank"] > 0
+                    rows.append([f"{c:g}" if first else "", str(r["rank"]) if ranked else "-", r["pipeline"],
+                                 f"{_fmt(r['coverage'])} ± {_fmt(r['coverage_se'])}", _fmt(r["width"]),
+                                 "—" if best or not ranked else _fmt(r["diff"]),
+                                 "—" if best or not ranked else _fmt(r["dse"]), r["verdict"]])
+                    first = False
+            lines += _table(rows, right={0, 1, 4, 5, 6})
+        lines.append("")
+    return "\n".join(lines)
