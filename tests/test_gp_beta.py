@@ -633,8 +633,7 @@ def test_nuts_200_points_converges_and_supports_loo_and_compare():
     s = np.sqrt(np.sum((y - A @ beta) ** 2) / (y.size - 2))
     mu, sd = A @ beta, np.full_like(x, s)
     mut, sdt = np.c_[np.ones_like(xt), xt] @ beta, np.full_like(xt, s)
-    cal = GPBetaCalibrator(inference="nuts", n_inducing=8, draws=1000, tune=1000, chains=2, target_accept=0.9,
-                           random_state=3)
+    cal = GPBetaCalibrator(inference="nuts", n_inducing=8, draws=1000, tune=1000, chains=2, random_state=3)
     cal.fit(calibprob.normal(mu, sd), y)
     idata = cal.idata_
     # r-hat on the identifiable quantities (W is sign-symmetric; its products are in R)
