@@ -404,6 +404,8 @@ class ExactObjectiveNumpy:
         self._rhs = np.asfortranarray(np.column_stack(rhs))
         self._Xc = self.X - self.X.mean(axis=0)
         self._Xc2 = self._Xc**2
+        self._ones = np.ones(self.n)
+        self._Xc1 = np.column_stack([self._Xc, self._ones])
         self.n_value = 0
         self.n_grad = 0
 
@@ -428,7 +430,9 @@ class ExactObjectiveNumpy:
         r2.flat[:: self.n + 1] = 0.0  # exact zero self-distance, as in kernels.scaled_sqdist
         np.maximum(r2, 0.0, out=r2)
         if self.kernel == "se":
-            g = np.exp(-0.5 * r2)
+            r2 *= -0.5  # in place: the SE gradient needs g only
+            g = np.exp(r2, out=r2)
+            r2 = None
         else:
             coef = kernels.matern_coefficients(self.p)
             u = np.sqrt(np.maximum(r2, kernels._R2_FLOOR))
@@ -522,7 +526,6 @@ class ExactObjectiveNumpy:
             diagW -= c * c / s
         # <G, S> for a symmetric S with one triangle of K^-1 only:
         # <K^-1, S> = 2 <triu(K^-1), S> - <diag K^-1, diag S>
-        kf = g  # unit-variance kernel; K_f = var * g
         diag_g = np.diagonal(g)
         sum_W_g = 2.0 * float(np.vdot(Wu, g)) - float(np.diagonal(Wu) @ diag_g)
         if reml:
@@ -535,17 +538,24 @@ class ExactObjectiveNumpy:
         if self.noise:
             grad[d + 1] = noise * trG
         # lengthscales: sum_ij G_ij H_ij D^k_ij with H = var g'(r2), D^k the squared
-        # k-th differences (zero on the diagonal). Over all (i, j),
-        # G = 1/2 (a a^T [+ c c^T / s]) - triu(K^-1) counts each off-diagonal pair of
-        # the symmetric K^-1 once per unordered pair, i.e. half of it per ordered
-        # pair, which is what the sum with the symmetric H and D needs.
-        F = np.multiply.outer(0.5 * alpha, alpha)
-        if reml:
-            F += np.multiply.outer(c * (0.5 / s), c)
-        F -= Wu
-        F *= kernel_profile_derivative(self.kernel, self.p, r2, kf)
-        F.flat[:: n + 1] = 0.0
+        # k-th differences (zero on the diagonal), i.e. weighted_sqdiff with the weights
+        # M = H o G, G = 1/2 (a a^T [+ c c^T / s]) - W. The rank-one parts need no n x n
+        # array: for M = H o (u u^T), row sums are u o (H u) and M X = u o (H (u o X)).
+        # The K^-1 part uses the upper triangle only: over ordered pairs, triu(K^-1)
+        # counts each off-diagonal pair once where the symmetric K^-1 counts it twice,
+        # which is the factor 1/2 of G (the diagonal, where D = 0, drops out).
+        H = g if self.kernel == "se" else kernel_profile_derivative(self.kernel, self.p, r2, g)
         Xc, Xc2 = self._Xc, self._Xc2
-        sq = Xc2.T @ F.sum(axis=1) + Xc2.T @ F.sum(axis=0) - 2.0 * np.sum(Xc * (F @ Xc), axis=0)
+        vecs = [(alpha, 0.5)] + ([(c, 0.5 / s)] if reml else [])
+        sq = np.zeros(d)
+        for u, w in vecs:
+            Hu = H @ u
+            HuX = H @ (u[:, None] * Xc)
+            sq += w * (2.0 * Xc2.T @ (u * Hu) - 2.0 * np.sum(Xc * (u[:, None] * HuX), axis=0))
+        F = Wu * H
+        FX1 = F @ self._Xc1  # [F Xc, row sums] in one pass
+        sq -= Xc2.T @ FX1[:, d] + Xc2.T @ (self._ones @ F) - 2.0 * np.sum(Xc * FX1[:, :d], axis=0)
+        if self.kernel == "se":
+            sq *= -0.5  # H was g; g' = -g / 2
         grad[:d] = -2.0 * var * sq / ls**2
         return value, grad

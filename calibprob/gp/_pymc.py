@@ -596,6 +596,7 @@ def maximize(objective, d: int, starts, bounds, *, maxiter: int = 300):
             negative, x0, jac=True, method="L-BFGS-B", bounds=bounds,
             options={"maxiter": maxiter},
         )
+        res.x0 = np.asarray(x0, float)  # the point L-BFGS-B started from (after the scan)
         runs.append(res)
     ok = [r for r in runs if np.isfinite(r.fun) and r.fun < _PENALTY]
     if not ok:

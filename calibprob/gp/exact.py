@@ -211,7 +211,7 @@ class _GPBase(BaseEstimator):
         return _pymc.CompiledObjective(_pymc.compiled(spec, self._compile_mode()), data)
 
     def _objective_offset(self) -> float:
-        """Objective of y minus objective of the scaled targets (log-Jacobian of the scaling).
+        r"""Objective of y minus objective of the scaled targets (log-Jacobian of the scaling).
 
         :math:`-n\log s` for ML (and the VFE bound), :math:`-(n-1)\log s` for REML
         (one contrast fewer).
@@ -334,6 +334,7 @@ class _GPBase(BaseEstimator):
                 "converged": [bool(r.success) for r in runs],
                 "n_iter": [int(r.nit) for r in runs],
                 "n_evaluations": {"value": fun.n_value, "value_and_grad": fun.n_grad},
+                "lbfgs_starts": [r.x0 for r in runs],
                 "best_objective": value,
                 "at_bounds": at_bounds,
                 "bounds": {name: (float(np.exp(a)), float(np.exp(b)))
@@ -617,6 +618,8 @@ class GaussianProcessRegressor(_GPBase):
         objective evaluations (``n_evaluations``: value-only in the start scan,
         value and gradient in L-BFGS-B), the parameters that ended at a bound
         (``at_bounds``) and the box (``bounds``, for the standardised targets),
+        the points L-BFGS-B started from after the start scan (``lbfgs_starts``,
+        log space, standardised targets),
         the centring and scaling of y (``y_shift``, ``y_scale``), the BLAS
         threads used and why (``blas_threads``, ``blas_reason``) and the
         objective's backend (``"numpy"``: NumPy/SciPy value and gradient, equal
