@@ -247,7 +247,9 @@ class _GPBase(BaseEstimator):
         Warns (:class:`calibprob._base.ConvergenceWarning`) when no L-BFGS-B start
         converged, and when the optimum lies on the box of the log-hyperparameters
         (``fit_info_["at_bounds"]`` names them): the optimum is then the box's, not
-        the likelihood's.
+        the likelihood's. Two cases are common and benign, so they are reported in
+        ``at_bounds`` without a warning: a lengthscale at its upper bound (an input
+        the ARD kernel switches off) and the noise at its floor (noise-free data).
 
         Parameters
         ----------
@@ -323,10 +325,17 @@ class _GPBase(BaseEstimator):
                 self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
             lo = np.array([b[0] for b in bounds])
             hi = np.array([b[1] for b in bounds])
-            at_bounds = [
-                name
-                for name, xi, a, b in zip(_param_labels(spec), x_best, lo, hi)
-                if np.isclose(xi, a) or np.isclose(xi, b)
+            at_low = [np.isclose(xi, a) for xi, a in zip(x_best, lo)]
+            at_high = [np.isclose(xi, b) for xi, b in zip(x_best, hi)]
+            labels = _param_labels(spec)
+            at_bounds = [name for name, a, b in zip(labels, at_low, at_high) if a or b]
+            # Benign and common, so reported but not warned about: a lengthscale at its
+            # upper bound (an irrelevant input, ARD switching it off) and the noise at its
+            # floor (noise-free data, interpolation).
+            suspicious = [
+                name for name, a, b in zip(labels, at_low, at_high)
+                if (a or b) and not (name.startswith("log_lengthscale") and b)
+                and not (name == "log_noise" and a)
             ]
             value = value + self._objective_offset()
             self.fit_info_ = {
@@ -349,10 +358,10 @@ class _GPBase(BaseEstimator):
                     ConvergenceWarning,
                     stacklevel=2,
                 )
-            if at_bounds:
+            if suspicious:
                 warnings.warn(
                     f"{type(self).__name__}: the {self.objective.upper()} optimum is on the box "
-                    f"bound of {', '.join(at_bounds)} (box in fit_info_['bounds'], on the scale of "
+                    f"bound of {', '.join(suspicious)} (box in fit_info_['bounds'], on the scale of "
                     "the standardised targets); the likelihood would move further. Often "
                     "harmless (e.g. a very smooth function wanting a larger signal variance), "
                     "but the hyperparameters are the box's choice: consider a different kernel "
