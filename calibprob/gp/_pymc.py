@@ -17,20 +17,19 @@ centre being the data-based initial value of the fit (a factor e² ≈ 7.4 per
 standard deviation), which makes the posterior proper without moving it
 noticeably when the data are informative.
 
-**Compile mode.** PyTensor's default Numba backend JIT-compiles the GP graph
-in ~100 s on an empty cache on this class of machine (2 cores, measured with
-``benchmarks/bench_gp.py``: first fit at n = 300 took 98 s cold, 14 s in a new
-process with a warm disk cache), and the C backend (``"CVM"``) ~55–60 s cold.
-The default here is therefore ``"FAST_COMPILE"`` (Python VM whose ops call
-NumPy/SciPy): the first fit at n = 300 takes ~2–4 s including compilation,
-with no on-disk cache needed. Warm, Numba evaluates the kernel's
-elementwise gradient faster (a fit at n = 1000: 4.5 s against 10 s), so long
-sessions with large n may prefer ``"NUMBA"``. The dominant O(n³) work is
-done in NumPy/SciPy either way: the Gaussian objective is one Op
-(:class:`calibprob.gp._objective.GaussianObjective`) with a closed-form
-gradient. Change the mode for the process with :func:`set_compile_mode`, the
-environment variable ``CALIBPROB_COMPILE_MODE``, or per estimator with
-``compile_mode=``.
+**Compile mode.** The exact GP's fit does not compile anything: it maximises
+the same objective with a NumPy/SciPy value and gradient
+(:class:`calibprob.gp._objective.ExactObjectiveNumpy`, equal to this model's
+compiled ``logp``/``dlogp`` to 1e-9, see ``tests/test_gp_numerics.py``), and
+keeps this model for ``build_model`` (sampling, MAP cross-checks). The sparse
+(VFE) GP's fit compiles its model here, by default in ``"FAST_COMPILE"`` (the
+Python VM calling NumPy/SciPy ops: no C compilation, ~2–4 s for the first fit).
+Measured at n = 1000 for the exact objective before it moved to NumPy, the
+backends were equally fast warm (``FAST_COMPILE`` 11.3 s, ``CVM`` 11.4 s,
+``NUMBA`` 11.9 s) while ``CVM`` and Numba compile for tens of seconds cold, so
+there is no reason to change the default. Change the mode for the process with
+:func:`set_compile_mode`, the environment variable ``CALIBPROB_COMPILE_MODE``,
+or per estimator with ``compile_mode=``.
 """
 
 from __future__ import annotations
