@@ -222,3 +222,31 @@ def test_blas_policy_reports_its_choice(monkeypatch):
 
 def test_thread_measurement_returns_one_or_all_cores():
     assert _pymc._measure_threads(2) in (1, 2)
+
+
+def test_conformal_gp_intervals_are_offset_invariant_and_reuse_the_gp_factor():
+    """J+GP / FCP-GP on y + 1e9 are the intervals on y shifted by 1e9 (they work on y - mean_),
+    and the factor they use is the GP's own (no second Cholesky): equal to a fresh one."""
+    import scipy.linalg
+
+    from calibprob.conformal import FullConformalGP, JackknifePlusGP
+    from calibprob.conformal.gp import full_conformal_gp_bounds, jackknife_plus_gp_bounds, kriging_system
+
+    X, y = _data(9, n=50, d=2)
+    Xt = np.random.default_rng(1).uniform(size=(20, 2))
+    gp0 = GaussianProcessRegressor(mean="constant", objective="reml", random_state=0).fit(X, y)
+    gp1 = GaussianProcessRegressor(mean="constant", objective="reml", random_state=0).fit(X, y + 1e9)
+    for cls, bounds in ((JackknifePlusGP, jackknife_plus_gp_bounds), (FullConformalGP, full_conformal_gp_bounds)):
+        ends = []
+        for gp in (gp0, gp1):
+            view = cls(estimator=gp, prefit=True, confidence_level=0.9).fit().view_
+            lo, hi = bounds(view.system, *view.predict(Xt), [0.9])
+            ends.append(np.c_[lo, hi] + view.offset)
+        np.testing.assert_allclose(ends[1] - 1e9, ends[0], atol=1e-5)
+    view = JackknifePlusGP(estimator=gp0, prefit=True, confidence_level=0.9).fit().view_
+    th = gp0.theta_
+    K = gp0.kernel_matrix(X, X) + th["noise"] * np.eye(len(y))
+    fresh = kriging_system(K, y - th["mean_"], np.ones((len(y), 1)))
+    np.testing.assert_allclose(view.system.L, scipy.linalg.cholesky(K, lower=True), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(view.system.qdiag, fresh.qdiag, rtol=1e-8)
+    np.testing.assert_allclose(view.system.alpha, fresh.alpha, rtol=1e-8, atol=1e-10)
