@@ -343,6 +343,7 @@ class _GPBase(BaseEstimator):
                 "converged": [bool(r.success) for r in runs],
                 "n_iter": [int(r.nit) for r in runs],
                 "n_evaluations": {"value": fun.n_value, "value_and_grad": fun.n_grad},
+                "starts": [np.asarray(x, float) for x in x_starts],
                 "lbfgs_starts": [r.x0 for r in runs],
                 "best_objective": value,
                 "at_bounds": at_bounds,
@@ -627,8 +628,9 @@ class GaussianProcessRegressor(_GPBase):
         objective evaluations (``n_evaluations``: value-only in the start scan,
         value and gradient in L-BFGS-B), the parameters that ended at a bound
         (``at_bounds``) and the box (``bounds``, for the standardised targets),
-        the points L-BFGS-B started from after the start scan (``lbfgs_starts``,
-        log space, standardised targets),
+        the starting points (``starts``) and the points L-BFGS-B started from
+        after the start scan (``lbfgs_starts``; both in log space, standardised
+        targets),
         the centring and scaling of y (``y_shift``, ``y_scale``), the BLAS
         threads used and why (``blas_threads``, ``blas_reason``) and the
         objective's backend (``"numpy"``: NumPy/SciPy value and gradient, equal
