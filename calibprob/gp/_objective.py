@@ -423,27 +423,30 @@ class ExactObjectiveNumpy:
 
         A = self._Xc / ls
         a2 = np.einsum("ij,ij->i", A, A)
+        if self.kernel == "se":
+            # -r2/2 = a_i.a_j - |a_i|^2/2 - |a_j|^2/2, built in place (the SE gradient needs g only)
+            h = A @ A.T
+            h -= 0.5 * a2[:, None]
+            h -= 0.5 * a2[None, :]
+            h.flat[:: self.n + 1] = 0.0  # exact zero self-distance, as in kernels.scaled_sqdist
+            np.minimum(h, 0.0, out=h)
+            return None, np.exp(h, out=h)
         r2 = A @ A.T
         r2 *= -2.0
         r2 += a2[:, None]
         r2 += a2[None, :]
-        r2.flat[:: self.n + 1] = 0.0  # exact zero self-distance, as in kernels.scaled_sqdist
+        r2.flat[:: self.n + 1] = 0.0
         np.maximum(r2, 0.0, out=r2)
-        if self.kernel == "se":
-            r2 *= -0.5  # in place: the SE gradient needs g only
-            g = np.exp(r2, out=r2)
-            r2 = None
-        else:
-            coef = kernels.matern_coefficients(self.p)
-            u = np.sqrt(np.maximum(r2, kernels._R2_FLOOR))
-            u *= np.sqrt(2.0 * self.p + 1.0)
-            poly = np.full_like(u, coef[self.p])
-            for j in range(self.p - 1, -1, -1):
-                poly *= u
-                poly += coef[j]
-            np.negative(u, out=u)
-            np.exp(u, out=u)
-            g = poly * u
+        coef = kernels.matern_coefficients(self.p)
+        u = np.sqrt(np.maximum(r2, kernels._R2_FLOOR))
+        u *= np.sqrt(2.0 * self.p + 1.0)
+        poly = np.full_like(u, coef[self.p])
+        for j in range(self.p - 1, -1, -1):
+            poly *= u
+            poly += coef[j]
+        np.negative(u, out=u)
+        np.exp(u, out=u)
+        g = poly * u
         return r2, g
 
     def _factor(self, g, var, noise):
@@ -527,7 +530,12 @@ class ExactObjectiveNumpy:
         # <G, S> for a symmetric S with one triangle of K^-1 only:
         # <K^-1, S> = 2 <triu(K^-1), S> - <diag K^-1, diag S>
         diag_g = np.diagonal(g)
-        sum_W_g = 2.0 * float(np.vdot(Wu, g)) - float(np.diagonal(Wu) @ diag_g)
+        H = g if self.kernel == "se" else kernel_profile_derivative(self.kernel, self.p, r2, g)
+        F = Wu * H
+        colsum_F = self._ones @ F
+        # SE: F = triu(K^-1) o g already holds the sum that <K^-1, g> needs
+        tri_W_g = float(colsum_F.sum()) if self.kernel == "se" else float(np.vdot(Wu, g))
+        sum_W_g = 2.0 * tri_W_g - float(np.diagonal(Wu) @ diag_g)
         if reml:
             sum_W_g -= float(c @ (g @ c)) / s
         sum_aa_g = float(alpha @ (g @ alpha))
@@ -544,7 +552,6 @@ class ExactObjectiveNumpy:
         # The K^-1 part uses the upper triangle only: over ordered pairs, triu(K^-1)
         # counts each off-diagonal pair once where the symmetric K^-1 counts it twice,
         # which is the factor 1/2 of G (the diagonal, where D = 0, drops out).
-        H = g if self.kernel == "se" else kernel_profile_derivative(self.kernel, self.p, r2, g)
         Xc, Xc2 = self._Xc, self._Xc2
         vecs = [(alpha, 0.5)] + ([(c, 0.5 / s)] if reml else [])
         sq = np.zeros(d)
@@ -552,9 +559,8 @@ class ExactObjectiveNumpy:
             Hu = H @ u
             HuX = H @ (u[:, None] * Xc)
             sq += w * (2.0 * Xc2.T @ (u * Hu) - 2.0 * np.sum(Xc * (u[:, None] * HuX), axis=0))
-        F = Wu * H
         FX1 = F @ self._Xc1  # [F Xc, row sums] in one pass
-        sq -= Xc2.T @ FX1[:, d] + Xc2.T @ (self._ones @ F) - 2.0 * np.sum(Xc * FX1[:, :d], axis=0)
+        sq -= Xc2.T @ FX1[:, d] + Xc2.T @ colsum_F - 2.0 * np.sum(Xc * FX1[:, :d], axis=0)
         if self.kernel == "se":
             sq *= -0.5  # H was g; g' = -g / 2
         grad[:d] = -2.0 * var * sq / ls**2
