@@ -539,12 +539,24 @@ def _make_posterior_variance_op(kernel: str, p: int):
 
     from calibprob.gp import kernels
 
+    from math import sqrt
+
+    def _from_r2(r2, var):
+        # the same operations, in the same order, as kernels.squared_exponential / matern
+        # (bitwise equal), from distances computed once instead of twice per matrix
+        if kernel == "se":
+            return var * np.exp(-0.5 * r2)
+        coef = kernels.matern_coefficients(p)
+        u = sqrt(2.0 * p + 1.0) * np.sqrt(np.maximum(r2, kernels._R2_FLOOR))
+        poly = coef[p] * np.ones_like(u) if p == 0 else coef[p] * u + coef[p - 1]
+        for j in range(p - 2, -1, -1):
+            poly = poly * u + coef[j]
+        return var * poly * np.exp(-u)
+
     def _matrices(X, Xc, ls, var):
         r2 = kernels.scaled_sqdist(X, None, ls, xp=np)
         r2s = kernels.scaled_sqdist(X, Xc, ls, xp=np)
-        Kk = kernels.kernel(kernel, X, None, ls, var, p=p, xp=np)
-        Ks = kernels.kernel(kernel, X, Xc, ls, var, p=p, xp=np)
-        return r2, r2s, Kk, Ks
+        return r2, r2s, _from_r2(r2, var), _from_r2(r2s, var)
 
     class PosteriorVarianceGrad(Op):
         __props__ = ("kernel", "p")
