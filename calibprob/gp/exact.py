@@ -241,8 +241,8 @@ class _GPBase(BaseEstimator):
         offset of :math:`10^9` is the difference between a fit and none. With
         ``mean="zero"`` the zero mean is the declared model, so :math:`c = 0`
         and :math:`s` is the root mean square (scale invariance only); a
-        ``UserWarning`` says so when the mean of ``y`` is more than ten standard
-        deviations from zero.
+        ``UserWarning`` says so when the mean of ``y`` (10 or more points) is more
+        than ten standard deviations from zero.
 
         Warns (:class:`calibprob._base.ConvergenceWarning`) when no L-BFGS-B start
         converged, and when the optimum lies on the box of the log-hyperparameters
@@ -277,7 +277,7 @@ class _GPBase(BaseEstimator):
         if self.mean == "zero":
             offset = abs(float(np.mean(y)))
             spread = float(np.std(y))
-            if offset > 10.0 * spread:
+            if len(y) >= 10 and offset > 10.0 * spread:  # a few points' spread says little
                 warnings.warn(
                     f"{type(self).__name__}(mean='zero'): the targets' mean ({np.mean(y):.6g}) is "
                     f"{offset / max(spread, np.finfo(float).tiny):.3g} standard deviations from "
