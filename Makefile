@@ -24,6 +24,10 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@# Compile once per machine, not on the first run: the quickstart's PyTensor graphs
+	@# (GP-Beta's C-backend ADVI step, ~45 s of C compilation on an empty cache) go into
+	@# PyTensor's disk cache now, so `make run` starts warm.
+	$(BIN)/python -m calibprob._warm models/quickstart.toml || echo "calibprob: cache warming failed (not fatal: the first run compiles instead)"
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -16,10 +16,19 @@ Measures, in one process, on a 0.6/0.2/0.2 standardised split of Boston
   with the exact posterior of a 500-point training subset (paper §6) and β on
   all training data.
 
+* with ``--scaling N ...``: the cost of the two consumers of the exact GP's
+  factorisation at larger n (synthetic 4-D data, 200 calibration / test
+  points): the sharp GP's time **per level** (``full`` variant, a warm fit of
+  9 knots divided by its knots, after a 5-knot warm-up fit; every
+  evaluation is one Cholesky of the n x n training covariance plus solves for
+  the calibration points), and the full-conformal GP's time **per test
+  point** (``FullConformalGP.predict_interval`` on 200 points after ``fit``,
+  which reuses the GP's own Cholesky factor).
+
 Run::
 
     .venv/bin/python benchmarks/bench_sharp_gp.py [--levels 21] [--more-levels 41]
-        [--mode FAST_COMPILE|NUMBA] [--sparse]
+        [--mode FAST_COMPILE|NUMBA] [--sparse] [--scaling 1000 2000] [--no-boston]
 """
 
 from __future__ import annotations
@@ -75,9 +84,17 @@ def main(argv=None) -> None:
     parser.add_argument("--mode", default=None, help="PyTensor compile mode (default: calibprob.gp's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sparse", action="store_true", help="also time the sparse 5000-point case")
+    parser.add_argument("--scaling", type=int, nargs="*", default=[],
+                        help="training sizes for the per-level / per-test-point costs, e.g. 1000 2000")
+    parser.add_argument("--no-boston", action="store_true", help="skip the Boston section")
     args = parser.parse_args(argv)
 
     from threadpoolctl import threadpool_limits
+
+    if args.scaling:
+        _scaling(args)
+    if args.no_boston:
+        return
 
     data = _boston(args.seed)
     (Xtr, ytr), (Xc, yc), (Xt, yt) = data["train"], data["calibrate"], data["test"]
@@ -130,6 +147,39 @@ def main(argv=None) -> None:
         ms, ts = _timed(lambda: SharpCalibratedGP(
             base=sgp, variant="scaled", n_levels=args.levels, random_state=args.seed).fit(Xc, yc))
         _summary(f"scaled on sparse, {args.levels} levels", ms, ts, Xt, yt)
+
+
+def _scaling(args) -> None:
+    """Sharp GP per level and full-conformal GP per test point at training size n."""
+    from threadpoolctl import threadpool_limits
+
+    from calibprob.conformal import FullConformalGP
+
+    print(f"{'n':>5} {'GP fit':>8} | {'sharp, 9 knots':>14} {'s/level':>8} "
+          f"{'evals/level':>11} {'s/eval':>7} | {'FCP fit':>8} {'FCP 200 pts':>11} {'ms/point':>8} | load")
+    for n in args.scaling:
+        rng = np.random.default_rng(args.seed)
+        X = rng.uniform(size=(n + 400, 4))
+        y = np.sin(3 * X[:, 0]) + np.cos(2 * X[:, 1] * X[:, 2]) + 0.5 * X[:, 3] \
+            + (0.05 + 0.1 * X[:, 3]) * rng.normal(size=n + 400)
+        y = y - y[:n].mean()
+        Xtr, ytr, Xc, yc, Xt = X[:n], y[:n], X[n:n + 200], y[n:n + 200], X[n + 200:]
+        load0 = __import__("os").getloadavg()[0]
+        with threadpool_limits(limits=1, user_api="blas"):
+            gp, t_gp = _timed(lambda: GaussianProcessRegressor(n_restarts=1, random_state=0).fit(Xtr, ytr))
+            # warm-up (compilation and the outer, unconstrained knots' code paths), not timed
+            SharpCalibratedGP(base=gp, n_levels=5, compile_mode=args.mode, random_state=0).fit(Xc, yc)
+            m9, t9 = _timed(lambda: SharpCalibratedGP(base=gp, n_levels=9, compile_mode=args.mode,
+                                                      random_state=0).fit(Xc, yc))
+            k9 = m9.diagnostics_.sizes["knot"]
+            e9 = int(m9.diagnostics_["n_eval"].sum())
+            per_level, evals_level, per_eval = t9 / k9, e9 / k9, t9 / max(e9, 1)
+            fcp, t_fit = _timed(lambda: FullConformalGP(estimator=gp, prefit=True,
+                                                        confidence_level=0.9).fit())
+            _, t_pred = _timed(lambda: fcp.predict_interval(Xt))
+        print(f"{n:>5} {t_gp:7.1f}s | {t9:13.1f}s {per_level:8.2f} {evals_level:11.1f} "
+              f"{per_eval:7.3f} | {t_fit:7.2f}s {t_pred:10.2f}s {1e3 * t_pred / len(Xt):8.1f} | "
+              f"{load0:.2f}->{__import__('os').getloadavg()[0]:.2f}", flush=True)
 
 
 if __name__ == "__main__":

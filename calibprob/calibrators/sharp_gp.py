@@ -477,34 +477,22 @@ def _placeholder(kind: str) -> dict:
 def _dg_dr2(kernel: str, p: int, r2: np.ndarray, g: np.ndarray) -> np.ndarray:
     r"""Derivative of the unit-variance kernel profile :math:`g(r^2)` with respect to :math:`r^2`.
 
-    SE: :math:`g = e^{-r^2/2}`, :math:`g' = -g/2`. Half-integer Matérn with
-    :math:`g = e^{-u}\sum_j a_j u^j`, :math:`u = c r`, :math:`c = \sqrt{2p+1}`:
-    :math:`g' = \tfrac{c^2}{2} e^{-u} \sum_{j \ge 1} ((j+1)a_{j+1} - a_j)\,u^{j-1}`
-    for :math:`p \ge 1` (finite at :math:`r = 0` because :math:`a_1 = a_0 = 1`), and
-    :math:`-c\,e^{-u}/(2r)` for :math:`p = 0` (``r`` floored as in the kernels).
+    The GP fit's own (:func:`calibprob.gp._objective.kernel_profile_derivative`), shared so
+    that the sharp GP's analytic pullback and the marginal-likelihood gradient are one code.
     """
-    from calibprob.gp import kernels
+    from calibprob.gp._objective import kernel_profile_derivative
 
-    if kernel == "se":
-        return -0.5 * g
-    c = np.sqrt(2.0 * p + 1.0)
-    r = np.sqrt(np.maximum(r2, kernels._R2_FLOOR))
-    u = c * r
-    if p == 0:
-        return -c * np.exp(-u) / (2.0 * r)
-    a = np.r_[kernels.matern_coefficients(p), 0.0]
-    coef = [(j + 1) * a[j + 1] - a[j] for j in range(1, p + 1)]  # multiplies u^(j-1)
-    poly = np.full_like(u, coef[-1])
-    for cj in coef[-2::-1]:
-        poly = poly * u + cj
-    return 0.5 * c * c * np.exp(-u) * poly
+    return kernel_profile_derivative(kernel, p, r2, g)
 
 
 def _weighted_sqdiff(M: np.ndarray, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
-    r""":math:`\sum_{ij} M_{ij} (X_{ik} - Z_{jk})^2` for every feature k, in O(n m d)."""
-    c = X.mean(axis=0)  # differences are translation invariant; centring limits cancellation
-    Xc, Zc = X - c, Z - c
-    return (Xc**2).T @ M.sum(axis=1) + (Zc**2).T @ M.sum(axis=0) - 2.0 * np.sum(Xc * (M @ Zc), axis=0)
+    r""":math:`\sum_{ij} M_{ij} (X_{ik} - Z_{jk})^2` for every feature k, in O(n m d).
+
+    Shared with the GP fit (:func:`calibprob.gp._objective.weighted_sqdiff`).
+    """
+    from calibprob.gp._objective import weighted_sqdiff
+
+    return weighted_sqdiff(M, X, Z)
 
 
 class _PosteriorVariance:
@@ -552,12 +540,24 @@ def _make_posterior_variance_op(kernel: str, p: int):
 
     from calibprob.gp import kernels
 
+    from math import sqrt
+
+    def _from_r2(r2, var):
+        # the same operations, in the same order, as kernels.squared_exponential / matern
+        # (bitwise equal), from distances computed once instead of twice per matrix
+        if kernel == "se":
+            return var * np.exp(-0.5 * r2)
+        coef = kernels.matern_coefficients(p)
+        u = sqrt(2.0 * p + 1.0) * np.sqrt(np.maximum(r2, kernels._R2_FLOOR))
+        poly = coef[p] * np.ones_like(u) if p == 0 else coef[p] * u + coef[p - 1]
+        for j in range(p - 2, -1, -1):
+            poly = poly * u + coef[j]
+        return var * poly * np.exp(-u)
+
     def _matrices(X, Xc, ls, var):
         r2 = kernels.scaled_sqdist(X, None, ls, xp=np)
         r2s = kernels.scaled_sqdist(X, Xc, ls, xp=np)
-        Kk = kernels.kernel(kernel, X, None, ls, var, p=p, xp=np)
-        Ks = kernels.kernel(kernel, X, Xc, ls, var, p=p, xp=np)
-        return r2, r2s, Kk, Ks
+        return r2, r2s, _from_r2(r2, var), _from_r2(r2s, var)
 
     class PosteriorVarianceGrad(Op):
         __props__ = ("kernel", "p")

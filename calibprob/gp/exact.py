@@ -192,10 +192,64 @@ class _GPBase(BaseEstimator):
         """Hook: extra training state needed before optimisation (inducing points)."""
 
     def _data(self) -> dict:
-        return {"X": self.X_train_, "y": self.y_train_}
+        """Training data of the optimisation: y centred and scaled (see :meth:`fit`)."""
+        return {"X": self.X_train_, "y": (self.y_train_ - self._y_shift) / self._y_scale}
+
+    def _y_centred(self) -> np.ndarray:
+        return self.y_train_ - self._y_shift
+
+    def _objective_for(self, spec: _pymc.Spec):
+        """The objective to maximise on the scaled data (value / value_and_grad)."""
+        import contextlib
+
+        data = self._data()
+        if spec.kind == "exact":
+            return contextlib.nullcontext(_objective.ExactObjectiveNumpy(
+                spec.kernel, spec.p, spec.mean, spec.objective, spec.noise, float(self.nugget),
+                data["X"], data["y"],
+            ))
+        return _pymc.CompiledObjective(_pymc.compiled(spec, self._compile_mode()), data)
+
+    def _objective_offset(self) -> float:
+        r"""Objective of y minus objective of the scaled targets (log-Jacobian of the scaling).
+
+        :math:`-n\log s` for ML (and the VFE bound), :math:`-(n-1)\log s` for REML
+        (one contrast fewer).
+        """
+        n = self.y_train_.shape[0] - (1 if self.objective == "reml" else 0)
+        return -n * float(np.log(self._y_scale))
+
+    def _scale_theta(self, theta: dict, power: float) -> dict:
+        """θ with the variances multiplied by ``scale ** (2 * power)`` (lengthscales kept)."""
+        f = self._y_scale ** (2.0 * power)
+        out = dict(theta)
+        out["variance"] = float(theta["variance"]) * f
+        if "noise" in theta:
+            out["noise"] = float(theta["noise"]) * f
+        return out
 
     def fit(self, X, y):
-        """Fit the hyperparameters (MAP / maximum likelihood) and factorise.
+        r"""Fit the hyperparameters (MAP / maximum likelihood) and factorise.
+
+        The optimisation runs on scaled targets :math:`\tilde y = (y - c)/s`
+        (the box bounds and starts are relative to that scale) and every result
+        is mapped back (variances times :math:`s^2`, the mean plus :math:`c`); the
+        factorisation kept for prediction is that of :math:`y - c`. With
+        ``mean="constant"``, :math:`c = \bar y` and :math:`s = \mathrm{sd}(y)`: the
+        restricted and profiled likelihoods are exactly invariant to the offset
+        and the scale, so this changes nothing but the rounding — which at an
+        offset of :math:`10^9` is the difference between a fit and none. With
+        ``mean="zero"`` the zero mean is the declared model, so :math:`c = 0`
+        and :math:`s` is the root mean square (scale invariance only); a
+        ``UserWarning`` says so when the mean of ``y`` (10 or more points) is more
+        than ten standard deviations from zero.
+
+        Warns (:class:`calibprob._base.ConvergenceWarning`) when no L-BFGS-B start
+        converged, and when the optimum lies on the box of the log-hyperparameters
+        (``fit_info_["at_bounds"]`` names them): the optimum is then the box's, not
+        the likelihood's. Two cases are common and benign, so they are reported in
+        ``at_bounds`` without a warning: a lengthscale at its upper bound (an input
+        the ARD kernel switches off) and the noise at its floor (noise-free data).
 
         Parameters
         ----------
@@ -208,6 +262,10 @@ class _GPBase(BaseEstimator):
         -------
         self
         """
+        import warnings
+
+        from calibprob._base import ConvergenceWarning
+
         self._check_params()
         X, y = self._validate_Xy(X, y)
         rng = np.random.default_rng(self.random_state)
@@ -215,48 +273,113 @@ class _GPBase(BaseEstimator):
         self.n_features_in_ = X.shape[1]
         for attr in ("theta_", "_state"):
             self.__dict__.pop(attr, None)
+        self._y_shift, self._y_scale = _y_transform(y, self.mean)
+        if self.mean == "zero":
+            offset = abs(float(np.mean(y)))
+            spread = float(np.std(y))
+            if len(y) >= 10 and offset > 10.0 * spread:  # a few points' spread says little
+                warnings.warn(
+                    f"{type(self).__name__}(mean='zero'): the targets' mean ({np.mean(y):.6g}) is "
+                    f"{offset / max(spread, np.finfo(float).tiny):.3g} standard deviations from "
+                    "zero; a zero-mean GP must explain that offset with its kernel variance, "
+                    "which is ill-conditioned and miscalibrated. Use mean='constant' (offset "
+                    "invariant) or centre y (standardize = true in a compare spec).",
+                    UserWarning,
+                    stacklevel=2,
+                )
         self._prepare(X, y, rng)
         spec = self._spec(X.shape[1])
-        x0, bounds, _ = _pymc.heuristics(spec, X, y, float(self.nugget))
+        data = self._data()
+        x0, bounds, _ = _pymc.heuristics(spec, X, data["y"], float(self.nugget))
         given = (
             None
             if self.theta is None
             else self._complete_theta(self.theta, spec.d, None)
         )
+        given_s = None if given is None else self._scale_theta(given, -1.0)
+        info: dict = {}
         if self.optimize and self.optimizer == "adam":
             # Capone et al.'s base protocol: GPyTorch's initial values softplus(0) = log 2
-            # for every hyperparameter, then a fixed number of Adam steps.
-            start = np.full(x0.shape, np.log(np.log(2.0))) if given is None else _pymc.pack(spec, given)
-            entry = _pymc.compiled(spec, self._compile_mode())
-            x_best, value = _pymc.adam(entry, self._data(), start, bounds, steps=int(self.adam_steps),
-                                       learning_rate=float(self.learning_rate))
-            theta = self._complete_theta(_pymc.unpack(spec, x_best), spec.d, None)
+            # for every hyperparameter (of the data as given), then a fixed number of Adam
+            # steps. On the log scale the scaling is a shift, so the steps are the same.
+            if given_s is None:
+                raw = np.full(x0.shape, np.log(np.log(2.0)))
+                start = _pymc.pack(spec, self._scale_theta(_pymc.unpack(spec, raw), -1.0))
+            else:
+                start = _pymc.pack(spec, given_s)
+            with _pymc._blas_limit(len(y), info), self._objective_for(spec) as fun:
+                x_best, value = _pymc.adam(fun, start, bounds, steps=int(self.adam_steps),
+                                           learning_rate=float(self.learning_rate), n=len(y))
+            theta = self._complete_theta(
+                self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
+            value = value + self._objective_offset()
             self.fit_info_ = {"objective_values": [value], "converged": [False],
                               "n_iter": [int(self.adam_steps)], "best_objective": value, "at_bounds": [],
-                              "compile_mode": str(self._compile_mode()), "optimizer": "adam"}
+                              "optimizer": "adam"}
         elif self.optimize:
-            first = x0 if given is None else _pymc.pack(spec, given)
+            first = x0 if given_s is None else _pymc.pack(spec, given_s)
             x_starts = _pymc.starts(first, bounds, int(self.n_restarts), rng, spec)
-            entry = _pymc.compiled(spec, self._compile_mode())
-            x_best, value, runs = _pymc.maximize(entry, self._data(), x_starts, bounds)
-            theta = self._complete_theta(_pymc.unpack(spec, x_best), spec.d, None)
+            with _pymc._blas_limit(len(y), info), self._objective_for(spec) as fun:
+                x_best, value, runs = _pymc.maximize(fun, spec.d, x_starts, bounds)
+            theta = self._complete_theta(
+                self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
             lo = np.array([b[0] for b in bounds])
             hi = np.array([b[1] for b in bounds])
+            at_low = [np.isclose(xi, a) for xi, a in zip(x_best, lo)]
+            at_high = [np.isclose(xi, b) for xi, b in zip(x_best, hi)]
+            labels = _param_labels(spec)
+            at_bounds = [name for name, a, b in zip(labels, at_low, at_high) if a or b]
+            # Benign and common, so reported but not warned about: a lengthscale at its
+            # upper bound (an irrelevant input, ARD switching it off) and the noise at its
+            # floor (noise-free data, interpolation).
+            suspicious = [
+                name for name, a, b in zip(labels, at_low, at_high)
+                if (a or b) and not (name.startswith("log_lengthscale") and b)
+                and not (name == "log_noise" and a)
+            ]
+            value = value + self._objective_offset()
             self.fit_info_ = {
-                "objective_values": [float(-r.fun) for r in runs],
+                "objective_values": [float(-r.fun) + self._objective_offset() for r in runs],
                 "converged": [bool(r.success) for r in runs],
                 "n_iter": [int(r.nit) for r in runs],
+                "n_evaluations": {"value": fun.n_value, "value_and_grad": fun.n_grad},
+                "starts": [np.asarray(x, float) for x in x_starts],
+                "lbfgs_starts": [r.x0 for r in runs],
                 "best_objective": value,
-                "at_bounds": [
-                    name
-                    for name, xi, a, b in zip(_param_labels(spec), x_best, lo, hi)
-                    if np.isclose(xi, a) or np.isclose(xi, b)
-                ],
-                "compile_mode": str(self._compile_mode()),
+                "at_bounds": at_bounds,
+                "bounds": {name: (float(np.exp(a)), float(np.exp(b)))
+                           for name, a, b in zip(_param_labels(spec), lo, hi)},
             }
+            if not any(self.fit_info_["converged"]):
+                warnings.warn(
+                    f"{type(self).__name__}: no L-BFGS-B start converged ("
+                    f"{', '.join(str(r.message) for r in runs)}); the hyperparameters are the "
+                    "best point reached. Increase n_restarts, check the data for duplicates or "
+                    "extreme values, or pass theta.",
+                    ConvergenceWarning,
+                    stacklevel=2,
+                )
+            if suspicious:
+                warnings.warn(
+                    f"{type(self).__name__}: the {self.objective.upper()} optimum is on the box "
+                    f"bound of {', '.join(suspicious)} (box in fit_info_['bounds'], on the scale of "
+                    "the standardised targets); the likelihood would move further. Often "
+                    "harmless (e.g. a very smooth function wanting a larger signal variance), "
+                    "but the hyperparameters are the box's choice: consider a different kernel "
+                    "or mean, or pass theta.",
+                    ConvergenceWarning,
+                    stacklevel=2,
+                )
         else:
             theta = given
             self.fit_info_ = {"objective_values": [], "converged": [], "n_iter": []}
+        if self.optimize:
+            self.fit_info_["backend"] = "numpy" if spec.kind == "exact" else "pytensor"
+            if spec.kind != "exact":
+                self.fit_info_["compile_mode"] = str(self._compile_mode())
+        self.fit_info_["y_shift"] = self._y_shift
+        self.fit_info_["y_scale"] = self._y_scale
+        self.fit_info_.update(info)
         try:
             with _pymc._blas_limit(len(y)):
                 self._state = self._factorize(theta)
@@ -266,11 +389,9 @@ class _GPBase(BaseEstimator):
                 "the noise (or nugget), check for duplicated inputs, or standardise X."
             ) from err
         self.theta_ = dict(theta)
+        self.mean_ = self._state["m"]
         if self.mean == "constant":
             self.theta_["mean_"] = self._state["m"]
-            self.mean_ = self._state["m"]
-        else:
-            self.mean_ = 0.0
         self.log_marginal_likelihood_value_ = self._state["objective"]
         self._last_state = None
         return self
@@ -412,17 +533,37 @@ class _GPBase(BaseEstimator):
         self._check_params()
         if X is None and y is None:
             check_is_fitted(self, "theta_", method="fit")
-            X, y = self.X_train_, self.y_train_
+            X, y = self.X_train_, self._y_centred()
         else:
             X, y = self._validate_Xy(X, y)
             if self._kind == "vfe":
                 check_is_fitted(self, "theta_", method="fit")
+            y = y - _y_transform(y, self.mean)[0]  # offset-free, as in fit (REML/ML invariant)
         spec = self._spec(X.shape[1])
         x0, _, _ = _pymc.heuristics(spec, X, y, float(self.nugget))
         data = {"X": X, "y": y}
         if self._kind == "vfe":
             data["Z"] = self.inducing_points_
         return _pymc.build_model(spec, data, priors=priors, centre=x0)
+
+
+def _y_transform(y: np.ndarray, mean: str) -> tuple[float, float]:
+    """Internal offset and scale of the targets (see :meth:`_GPBase.fit`).
+
+    ``mean="constant"``: the sample mean and standard deviation (the restricted and
+    profiled likelihoods are invariant to both). ``mean="zero"``: no offset (the
+    zero mean is part of the declared model) and the root mean square (the
+    likelihood is invariant to a common scale of y and the variances).
+    """
+    if mean == "constant":
+        shift = float(np.mean(y))
+        scale = float(np.std(y))
+    else:
+        shift = 0.0
+        scale = float(np.sqrt(np.mean(y * y)))
+    if not (np.isfinite(scale) and scale > 0):
+        scale = 1.0
+    return shift, scale
 
 
 def _param_labels(spec):
@@ -465,7 +606,10 @@ class GaussianProcessRegressor(_GPBase):
         Adam's step size (log-space hyperparameters).
     random_state : int, numpy Generator or None
     compile_mode : str, pytensor Mode or None
-        PyTensor mode of the compiled objective; ``None`` uses
+        PyTensor mode of the PyMC model's compiled objective, used by the
+        sparse GP's fit; the exact GP fits with the equal NumPy/SciPy value and
+        gradient (:class:`calibprob.gp._objective.ExactObjectiveNumpy`) and
+        keeps the PyMC model for :meth:`build_model`. ``None`` uses
         :func:`calibprob.gp.get_compile_mode` (default ``"FAST_COMPILE"``).
 
     Attributes
@@ -480,8 +624,17 @@ class GaussianProcessRegressor(_GPBase):
     log_marginal_likelihood_value_ : float
         The objective (ML or REML) at ``theta_``.
     fit_info_ : dict
-        Objective value, convergence flag and iterations of every start, and
-        the parameters that ended at a bound.
+        Objective value, convergence flag and iterations of every start,
+        objective evaluations (``n_evaluations``: value-only in the start scan,
+        value and gradient in L-BFGS-B), the parameters that ended at a bound
+        (``at_bounds``) and the box (``bounds``, for the standardised targets),
+        the starting points (``starts``) and the points L-BFGS-B started from
+        after the start scan (``lbfgs_starts``; both in log space, standardised
+        targets),
+        the centring and scaling of y (``y_shift``, ``y_scale``), the BLAS
+        threads used and why (``blas_threads``, ``blas_reason``) and the
+        objective's backend (``"numpy"``: NumPy/SciPy value and gradient, equal
+        to the PyMC model's, see :meth:`build_model`).
     X_train_, y_train_ : ndarray
     n_features_in_ : int
 
@@ -542,7 +695,9 @@ class GaussianProcessRegressor(_GPBase):
         self.compile_mode = compile_mode
 
     def _factorize(self, theta: dict) -> dict:
-        X, y = self.X_train_, self.y_train_
+        # centred targets (see fit): the constant mean is estimated on y - shift, and the
+        # zero mean is the centred data's
+        X, y = self.X_train_, self._y_centred()
         n = y.shape[0]
         K = self._k(X, None, theta)
         K[np.diag_indices(n)] += theta["noise"]
@@ -564,8 +719,8 @@ class GaussianProcessRegressor(_GPBase):
             )
         alpha = scipy.linalg.cho_solve(factor, y - m, check_finite=False)
         return {
-            "theta": theta, "factor": factor, "alpha": alpha, "m": m, "b": b, "s": s,
-            "objective": float(obj),
+            "theta": theta, "factor": factor, "alpha": alpha, "m": self._y_shift + m, "b": b,
+            "s": s, "objective": float(obj),
         }
 
     def _predict_block(self, state, Xs):
@@ -603,7 +758,8 @@ class GaussianProcessRegressor(_GPBase):
         th = self._theta_for(theta)
         K = self._k(self.X_train_, None, th)
         K[np.diag_indices_from(K)] += th["noise"]
-        mu, sd = loo_from_kernel(K, self.y_train_, mean=self.mean)
+        mu, sd = loo_from_kernel(K, self._y_centred(), mean=self.mean)
+        mu = mu + self._y_shift
         if not include_noise:
             sd = np.sqrt(np.maximum(sd**2 - th["noise"], np.finfo(float).tiny))
         return mu, sd

@@ -213,10 +213,11 @@ class SparseGaussianProcessRegressor(_GPBase):
         self.inducing_points_ = Z
 
     def _data(self) -> dict:
-        return {"X": self.X_train_, "y": self.y_train_, "Z": self.inducing_points_}
+        return {"X": self.X_train_, "y": (self.y_train_ - self._y_shift) / self._y_scale,
+                "Z": self.inducing_points_}
 
     def _factorize(self, theta: dict) -> dict:
-        X, y, Z = self.X_train_, self.y_train_, self.inducing_points_
+        X, y, Z = self.X_train_, self._y_centred(), self.inducing_points_
         n, m = y.shape[0], Z.shape[0]
         var, noise = theta["variance"], theta["noise"]
         sn = np.sqrt(noise)
@@ -246,7 +247,8 @@ class SparseGaussianProcessRegressor(_GPBase):
         ) - 0.5 * trace
         c = (ca - mhat * cb) / sn if cb is not None else ca / sn
         return {
-            "theta": theta, "Lm": Lm, "LB": LB, "c": c, "cb": cb, "q11": q11, "m": mhat,
+            "theta": theta, "Lm": Lm, "LB": LB, "c": c, "cb": cb, "q11": q11,
+            "m": self._y_shift + mhat,
             "objective": float(obj),
         }
 
