@@ -155,10 +155,12 @@ def test_gp_is_scale_equivariant(mean, objective):
         a.log_marginal_likelihood_value_ - n * np.log(1e6), rel=1e-7)
 
 
-def test_zero_mean_gp_warns_about_a_large_offset():
+def test_zero_mean_gp_refuses_a_large_offset():
+    """Issue 16, S2: a zero-mean GP on y + 1e9 was silently miscalibrated (coverage 0.033); now refused."""
     X, y = _data(6)
-    with pytest.warns(UserWarning, match=r"mean='zero'.*standard deviations from zero.*Use mean='constant'"):
+    with pytest.raises(ValueError, match=r"mean='zero'.*standard deviations from zero.*Use mean='constant'"):
         GaussianProcessRegressor(mean="zero", n_restarts=1, random_state=0).fit(X, y + 1e3)
+    GaussianProcessRegressor(mean="zero", n_restarts=1, random_state=0).fit(X, y)  # centred: fine
 
 
 # --------------------------------------------------------------------------- warnings
@@ -250,3 +252,25 @@ def test_conformal_gp_intervals_are_offset_invariant_and_reuse_the_gp_factor():
     np.testing.assert_allclose(view.system.L, scipy.linalg.cholesky(K, lower=True), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(view.system.qdiag, fresh.qdiag, rtol=1e-8)
     np.testing.assert_allclose(view.system.alpha, fresh.alpha, rtol=1e-8, atol=1e-10)
+
+
+def test_cli_path_with_standardize_false_and_an_offset_is_a_clear_task_error(tmp_path):
+    """Issue 16, S2 through the runner: ``standardize = false`` and a zero-mean GP on y + 1e9 used to
+    score 90 % coverage 0.033 silently; the task now fails with the fix in its message."""
+    from calibprob.compare import parse_spec
+    from calibprob.compare.runner import run_task
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(80, 2))
+    y = np.sin(4 * X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=80) + 1e9
+    csv = tmp_path / "offset.csv"
+    csv.write_text("a,b,y\n" + "\n".join(f"{u:.17g},{v:.17g},{w:.17g}" for (u, v), w in zip(X, y)))
+    spec = parse_spec({
+        "name": "s2", "datasets": [{"name": "offset", "path": str(csv), "target": "y"}],
+        "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2}, "repetitions": 1, "seed": 0,
+        "standardize": False, "base": {"kind": "gp", "n_restarts": 1},
+        "methods": {"b": {"kind": "base"}}, "confidence_levels": [0.9],
+    })
+    # the base fit fails, so the whole task does; the CLI prints it in its failed-tasks table
+    with pytest.raises(ValueError, match=r"mean='zero'.*standardize = true in a compare spec"):
+        run_task(spec.to_dict(), "offset", 0)
