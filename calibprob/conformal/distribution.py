@@ -37,7 +37,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._base import BaseEstimator, check_is_fitted, check_predictive
-from calibprob._validation import check_array
+from calibprob._validation import check_targets
 from calibprob.conformal._common import (
     conformal_quantile_function,
     interval_dataset,
@@ -58,13 +58,8 @@ def predictive_mean_std(pred: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _targets(y, n: int, name: str) -> np.ndarray:
-    y = check_array(y.values if isinstance(y, xr.DataArray) else y, name, ndim=1)
-    if y.size != n:
-        raise ValueError(
-            f"mismatched lengths: {name} has {y.size} entries, the prediction has {n} observations. "
-            "Pass one target per observation of the prediction, in the same order."
-        )
-    return y
+    """``y`` as NumPy or a 1-D DataArray of any dim name (PyMC's ``obs_id``), by position."""
+    return check_targets(y, n, name)
 
 
 class SplitConformalCalibrator(BaseEstimator):
