@@ -1309,8 +1309,6 @@ class GPBetaCalibrator(BaseEstimator):
         """PyMC's convergence checks on a NUTS fit: warn on divergences and r-hat > 1.01; return them."""
         import arviz as az
 
-        from calibprob._base import ConvergenceWarning
-
         post = idata["posterior"].to_dataset()
         # r-hat on the identifiable quantities only: W (and with it the whitened inducing values)
         # is sign-symmetric, so its chains may sit in mirror modes of one posterior
