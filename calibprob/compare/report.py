@@ -81,6 +81,20 @@ def load_results(path: str | Path) -> xr.Dataset:
     return ds
 
 
+def _flat(results: xr.Dataset) -> xr.Dataset:
+    """Results with a ``base`` dimension as one ``calibrator`` dimension labelled ``base/calibrator``.
+
+    The table and the PNG plots show pipelines side by side; a one-base results file is returned as is.
+    """
+    if "base" not in results.dims:
+        return results
+    from calibprob.compare.ranking import stack_pipelines
+
+    st = stack_pipelines(results)
+    st = st.drop_vars([k for k in st.coords if str(k).startswith("pipeline_")]).rename(pipeline="calibrator")
+    return st.transpose("dataset", "repetition", "calibrator", ...)
+
+
 def _rows(results: xr.Dataset, metrics) -> list[tuple[str, str, float | None]]:
     """(row label, variable, confidence level or None) for every metric row."""
     rows = []
@@ -142,6 +156,7 @@ def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
     ['best', 'mean', 'n', 'se']
     >>> tmp.cleanup()
     """
+    results = _flat(results)
     metrics = metrics or results.attrs.get("metrics") or [
         v for v in results.data_vars if results[v].dtype.kind == "f" and "calibrator" in results[v].dims
     ]
@@ -230,6 +245,7 @@ def format_table(results: xr.Dataset, metrics=None) -> str:
     == branin  (mean ± s.e. over 2 repetitions; * = best; a width only among intervals that do not under-cover)
     >>> tmp.cleanup()
     """
+    results = _flat(results)
     s = summary(results, metrics)
     cal = [str(c) for c in s["calibrator"].values]
     lines = []
@@ -339,6 +355,7 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
         stems[stem] = str(d)
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
+    results = _flat(results)
     cals = [str(c) for c in results["calibrator"].values]
 
     def curve_dim(da):

@@ -160,8 +160,7 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
     >>> scores["calibrator"].values.tolist()
     ['vanilla', 'scaled']
     """
-    from calibprob.compare.methods import METHOD_KINDS, TaskContext, make_base
-    from calibprob.metrics import evaluate
+    from calibprob.compare.methods import TaskContext, make_base
 
     spec = parse_spec(spec_dict)
     seed, arrays, back, y_score = _prepare(spec, dataset, repetition, True)
@@ -170,15 +169,54 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
     X_test, y_test = arrays["test"]
     levels = None if spec.levels is None else np.asarray(spec.levels)
 
-    base = make_base(spec.base, seed=seed)
-    t0 = time.perf_counter()
-    base.fit(X_train, y_train)
-    base_time = time.perf_counter() - t0
-    ctx = TaskContext(X_train, y_train, X_cal, y_cal, X_test, base, spec.base, levels, seed,
-                      tuple(spec.confidence_levels))
+    named = spec.bases is not None
+    pieces = []
+    for base_name, table in spec.base_tables():
+        # every base gets the task's seed and split, so a base of a [bases.*] spec scores exactly as
+        # it would as the [base] of a spec of its own
+        base = make_base(table, seed=seed)
+        t0 = time.perf_counter()
+        base.fit(X_train, y_train)
+        base_time = time.perf_counter() - t0
+        ctx = TaskContext(X_train, y_train, X_cal, y_cal, X_test, base, table, levels, seed,
+                          tuple(spec.confidence_levels))
+        piece = _run_methods(spec, spec.methods_on(base_name) if named else spec.methods, ctx, back, y_score)
+        piece["base_fit_time"] = base_time
+        diag = getattr(base, "diagnostics_", None)
+        if isinstance(diag, xr.Dataset):  # a PyMC base's rhat, ess_bulk, divergences (report's diagnostics)
+            for k, v in diag.data_vars.items():
+                piece[k] = v.astype(float)
+        if named:
+            piece = piece.expand_dims(base=[base_name])
+        pieces.append(piece)
+    if named:
+        # merge, not concat: a method that skips a base (its `bases` list) is NaN there, with no error
+        out = xr.merge(pieces, join="outer", compat="no_conflicts", combine_attrs="drop_conflicts")
+        out = out.reindex(base=spec.base_names, calibrator=spec.method_names)
+        out["error"] = out["error"].fillna("").astype(str)
+        errors = [e for e in out["error"].values.ravel() if e]
+    else:
+        out = pieces[0]
+        errors = [e for e in out["error"].values if e]
+    out["n_train"] = len(y_train)
+    out["n_calibrate"] = 0 if y_cal is None else len(y_cal)
+    out["n_test"] = len(y_test)
+    out = out.expand_dims(dataset=[dataset], repetition=[repetition])
+    if named:
+        out = out.transpose("dataset", "repetition", "base", ...)
+    # a calibrator that raised makes the task count as failed: it is stored (so the results
+    # say why) and run again by the next run, never served as finished
+    out.attrs["task_failed"] = int(any(errors))
+    return out
+
+
+def _run_methods(spec: Spec, methods, ctx, back, y_score) -> xr.Dataset:
+    """Every method of ``methods`` on one fitted base: scores over ``calibrator``, fit times and errors."""
+    from calibprob.compare.methods import METHOD_KINDS
+    from calibprob.metrics import evaluate
 
     scores, times, errors = [], [], []
-    for m in spec.methods:
+    for m in methods:
         t0 = time.perf_counter()
         try:
             pred = METHOD_KINDS[m.kind].func(ctx, **m.options)
@@ -194,7 +232,7 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
         except Exception as err:  # recorded, never fatal for the other methods
             errors.append(f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}")
         times.append(time.perf_counter() - t0)
-    names = spec.method_names
+    names = [m.name for m in methods]
     if scores:
         # merge, not concat: interval-only methods lack the density metrics (NaN there)
         out = xr.merge(scores, join="outer", compat="no_conflicts", combine_attrs="drop_conflicts")
@@ -202,15 +240,7 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
     else:
         out = xr.Dataset(coords={"calibrator": names})
     out["fit_time"] = ("calibrator", np.asarray(times))
-    out["base_fit_time"] = base_time
     out["error"] = ("calibrator", np.asarray(errors, dtype=object).astype(str))
-    out["n_train"] = len(y_train)
-    out["n_calibrate"] = 0 if y_cal is None else len(y_cal)
-    out["n_test"] = len(y_test)
-    out = out.expand_dims(dataset=[dataset], repetition=[repetition])
-    # a calibrator that raised makes the task count as failed: it is stored (so the results
-    # say why) and run again by the next run, never served as finished
-    out.attrs["task_failed"] = int(any(errors))
     return out
 
 
@@ -241,15 +271,21 @@ def _part_name(key) -> str:
 
 def _coords(spec: Spec):
     """The coordinates a task's part must carry: its data set, its repetition, the spec's calibrators."""
-    return lambda key: {"dataset": key[0], "repetition": int(key[1]), "calibrator": spec.method_names}
+    if spec.bases is None:
+        return lambda key: {"dataset": key[0], "repetition": int(key[1]), "calibrator": spec.method_names}
+    return lambda key: {"dataset": key[0], "repetition": int(key[1]), "base": spec.base_names,
+                        "calibrator": spec.method_names}
 
 
 def _failed_task(key, msg: str, spec: Spec) -> xr.Dataset:
     dataset, repetition = key
-    ds = xr.Dataset(
-        {"task_error": ((), msg), "error": ("calibrator", np.asarray([msg] * len(spec.methods)))},
-        coords={"calibrator": spec.method_names},
-    )
+    if spec.bases is None:
+        error = ("calibrator", np.asarray([msg] * len(spec.methods)))
+        coords = {"calibrator": spec.method_names}
+    else:
+        error = (("base", "calibrator"), np.full((len(spec.bases), len(spec.methods)), msg))
+        coords = {"base": spec.base_names, "calibrator": spec.method_names}
+    ds = xr.Dataset({"task_error": ((), msg), "error": error}, coords=coords)
     return ds.expand_dims(dataset=[dataset], repetition=[repetition])
 
 
@@ -267,7 +303,8 @@ def _combine(spec: Spec, pieces) -> xr.DataTree:
         clean.append(p)
     ds = xr.combine_by_coords(clean, combine_attrs="drop", join="outer")
     ds = ds.reindex(dataset=spec.dataset_names, repetition=np.arange(spec.repetitions),
-                    calibrator=spec.method_names)
+                    calibrator=spec.method_names,
+                    **({} if spec.bases is None else {"base": spec.base_names}))
     # Encodings come from whichever part file was read first (e.g. a fixed-width
     # string of that part's data set name); reused on write they truncate longer names.
     for var in ds.variables.values():
@@ -371,7 +408,7 @@ def failed_tasks(results: xr.Dataset) -> list[tuple[str, str]]:
     Returns
     -------
     list of (str, str)
-        ``task`` is ``"dataset/rep N"`` (a whole task) or ``"dataset/rep N/calibrator"``.
+        ``task`` is ``"dataset/rep N"`` (a whole task) or ``"dataset/rep N/calibrator"`` (``"dataset/rep N/base/calibrator"`` with several bases).
     """
     rows = []
     for d in results["dataset"].values:
@@ -381,10 +418,13 @@ def failed_tasks(results: xr.Dataset) -> list[tuple[str, str]]:
                 rows.append((f"{d}/rep {int(r)}", te))
                 continue
             if "error" in results:
-                for c in results["calibrator"].values:
-                    e = str(results["error"].sel(dataset=d, repetition=r, calibrator=c).values)
-                    if e:
-                        rows.append((f"{d}/rep {int(r)}/{c}", e))
+                bases = results["base"].values if "base" in results["error"].dims else [None]
+                for b in bases:
+                    for c in results["calibrator"].values:
+                        sel = {"dataset": d, "repetition": r, "calibrator": c, **({} if b is None else {"base": b})}
+                        e = str(results["error"].sel(sel).values)
+                        if e:
+                            rows.append((f"{d}/rep {int(r)}/{c if b is None else f'{b}/{c}'}", e))
     return rows
 
 

@@ -60,7 +60,8 @@ TOP_KEYS = {
     "standardize": "true to standardise X and y with statistics of the training part",
     "repetitions": "number of random splits",
     "seed": "integer seed of the whole comparison",
-    "base": "table {kind = 'gp'|'sparse-gp'|'ols'|'bayesian-ridge', ...options}",
+    "base": "table {kind = 'gp'|'sparse-gp'|'ols'|'bayesian-ridge', ...options} (one base)",
+    "bases": "tables [bases.NAME] {kind = ..., ...options}: several bases, each run with every method",
     "methods": "table of named calibrators, each {kind = ..., ...options}",
     "metrics": "metric names shown in the printed table",
     "rank_by": "proper score ranking the pipelines of each data set: 'nll' (default) or 'crps'",
@@ -69,6 +70,15 @@ TOP_KEYS = {
     "target_transform": "'log' or 'log1p': fit on the transformed target, score on the original scale",
 }
 BASE_KINDS = ("gp", "sparse-gp", "ols", "bayesian-ridge")
+#: Methods that need a GP base, and the base kinds that serve each: the conformal GP methods
+#: use the exact GP's closed-form leave-one-out (on a sparse GP they would build the full
+#: n x n kernel from its hyperparameters); the sharp GP re-fits a GP posterior (exact or sparse).
+GP_ONLY_METHODS = {
+    "jackknife-plus-gp": ("gp",),
+    "asym-jackknife-plus-gp": ("gp",),
+    "full-conformal-gp": ("gp",),
+    "sharp-gp": ("gp", "sparse-gp"),
+}
 #: Values of the top-level ``target_transform`` key (:mod:`calibprob.transforms`).
 TARGET_TRANSFORMS = ("log", "log1p")
 SPLIT_KEYS = ("train", "calibrate", "test")
@@ -403,6 +413,8 @@ class MethodSpec:
     name: str
     kind: str
     options: dict = field(default_factory=dict)
+    #: names of the ``[bases.*]`` this method runs on; ``None``: every base
+    bases: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -417,8 +429,9 @@ class Spec:
         Bundled, CSV or synthetic data sets.
     split : dict
         Fractions ``{train, calibrate, test}`` or ``{train, test}``.
-    base : dict
-        The ``[base]`` table: ``kind`` and the base model's options.
+    base : dict or None
+        The ``[base]`` table (one base): ``kind`` and the base model's options;
+        ``None`` when the spec names its bases with ``[bases.NAME]`` tables.
     methods : tuple of MethodSpec
         The named calibrators (``kind`` and options).
     repetitions : int, default 1
@@ -442,6 +455,10 @@ class Spec:
         the original scale of ``y``.
     description, source, root : str
         Free text, the TOML text, and the folder relative CSV paths resolve against.
+    bases : tuple of (str, dict), optional
+        The ``[bases.NAME]`` tables, in spec order: each name and its table
+        (``kind`` and options). The results then carry a ``base`` dimension;
+        a ``[base]`` spec keeps the one-base layout (no ``base`` dimension).
 
     References
     ----------
@@ -467,7 +484,7 @@ class Spec:
     name: str
     datasets: tuple[DatasetSpec, ...]
     split: dict
-    base: dict
+    base: dict | None
     methods: tuple[MethodSpec, ...]
     repetitions: int = 1
     seed: int = 0
@@ -480,6 +497,7 @@ class Spec:
     description: str = ""
     source: str = ""
     root: str = "."
+    bases: tuple[tuple[str, dict], ...] | None = None
 
     def to_dict(self) -> dict:
         """A JSON-able dict that rebuilds the spec with :func:`parse_spec` (used to ship it to Dask workers)."""
@@ -491,12 +509,18 @@ class Spec:
             "standardize": self.standardize,
             "repetitions": self.repetitions,
             "seed": self.seed,
-            "base": dict(self.base),
-            "methods": {m.name: {"kind": m.kind, **m.options} for m in self.methods},
+            "methods": {m.name: {"kind": m.kind, **m.options,
+                                 **({} if m.bases is None else {"bases": list(m.bases)})}
+                        for m in self.methods},
             "metrics": list(self.metrics),
             "rank_by": self.rank_by,
             "confidence_levels": list(self.confidence_levels),
         }
+        # a [base] spec's dict (and so its fingerprint) is what it was before [bases.*] existed
+        if self.bases is None:
+            out["base"] = dict(self.base)
+        else:
+            out["bases"] = {n: dict(t) for n, t in self.bases}
         if self.levels is not None:
             out["levels"] = list(self.levels)
         if self.target_transform is not None:
@@ -526,6 +550,19 @@ class Spec:
     @property
     def method_names(self) -> list[str]:
         return [m.name for m in self.methods]
+
+    @property
+    def base_names(self) -> list[str] | None:
+        """Names of the ``[bases.*]`` tables (the ``base`` coordinate), or ``None`` for a ``[base]`` spec."""
+        return None if self.bases is None else [n for n, _ in self.bases]
+
+    def base_tables(self) -> list[tuple[str | None, dict]]:
+        """``(name, table)`` of every base; the name is ``None`` for a ``[base]`` spec."""
+        return [(None, dict(self.base))] if self.bases is None else [(n, dict(t)) for n, t in self.bases]
+
+    def methods_on(self, base_name: str | None) -> list[MethodSpec]:
+        """The methods that run on base ``base_name`` (all of them unless a method lists ``bases``)."""
+        return [m for m in self.methods if m.bases is None or base_name in m.bases]
 
 
 def _suggest(key, valid) -> str:
@@ -824,7 +861,72 @@ def _parse_split(value, where: str = "split") -> dict:
     return {k: float(value[k]) for k in SPLIT_KEYS if k in value}
 
 
-def _parse_methods(value) -> tuple[MethodSpec, ...]:
+def _parse_base_table(table, where: str, label: str) -> dict:
+    """One base table: a known ``kind`` and typed options; returns a copy."""
+    if not isinstance(table, dict):
+        raise SpecError(f"{where} must be a table {{kind = ..., ...options}}; got {_short(table)}.")
+    kind = table.get("kind")
+    if not isinstance(kind, str) or kind not in BASE_KINDS:
+        hint = _suggest(kind, BASE_KINDS) if isinstance(kind, str) else ""
+        raise SpecError(f"{where}.kind must be one of {', '.join(BASE_KINDS)}; got {_short(kind)}.{hint}")
+    options = {k: v for k, v in table.items() if k != "kind"}
+    _check_keys(options, BASE_OPTION_TYPES[kind], f"{label} (kind {kind!r})")
+    for k, v in options.items():
+        BASE_OPTION_TYPES[kind][k].check(v, f"{where}.{k}")
+    return dict(table)
+
+
+def _parse_bases(value) -> tuple[tuple[str, dict], ...]:
+    """The ``[bases.NAME]`` tables: one or more, names distinct (also once lower-cased and made file-name safe)."""
+    from calibprob._executor import safe_name
+
+    if not isinstance(value, dict) or not value:
+        raise SpecError("bases must hold one or more named tables, e.g. [bases.linear] kind = \"ols\" and "
+                        "[bases.gp] kind = \"gp\".")
+    out, seen = [], {}
+    for name, table in value.items():
+        if not isinstance(name, str) or not name.strip() or "/" in name:
+            raise SpecError(f"base names must be non-empty strings without '/' (pipelines are labelled "
+                            f"'base/calibrator'); got {_short(name)}. Rename [bases.{name}].")
+        key = safe_name(name).lower()
+        if key in seen:
+            raise SpecError(f"duplicate base names: [bases.{seen[key]}] and [bases.{name}] are the same name "
+                            "once case and characters outside letters, digits, '-' and '_' are ignored; "
+                            "rename one.")
+        seen[key] = name
+        out.append((name, _parse_base_table(table, f"bases.{name}", f"[bases.{name}]")))
+    return tuple(out)
+
+
+def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
+    """Each method's ``bases`` names existing bases, and no GP-only method lands on a base it cannot serve."""
+    names = [n for n, _ in tables]
+    for m in methods:
+        if m.bases is not None:
+            for b in m.bases:
+                if b not in names:
+                    raise SpecError(
+                        f"methods.{m.name}.bases names {b!r}, which is not a base of this spec.{_suggest(b, names)} "
+                        f"Bases: {', '.join(names)}."
+                    )
+            if len(set(m.bases)) != len(m.bases):
+                raise SpecError(f"methods.{m.name}.bases lists a base twice: {list(m.bases)}; list each once.")
+        serve = GP_ONLY_METHODS.get(m.kind)
+        if serve is None:
+            continue
+        for name, table in tables:
+            if (m.bases is None or name in m.bases) and table["kind"] not in serve:
+                where = "[base]" if name is None else f"[bases.{name}]"
+                fix = ("use a base of kind " + " or ".join(repr(k) for k in serve) if name is None else
+                       f"list the bases it runs on, e.g. bases = [{', '.join(repr(n) for n, t in tables if t['kind'] in serve) or repr('a-gp-base')}]")
+                raise SpecError(
+                    f"methods.{m.name} (kind {m.kind!r}) needs a base of kind {' or '.join(repr(k) for k in serve)}, "
+                    f"but would run on {where} of kind {table['kind']!r}; {fix}."
+                )
+    return methods
+
+
+def _parse_methods(value, named_bases: bool = False) -> tuple[MethodSpec, ...]:
     from calibprob.compare.methods import METHOD_KINDS
 
     if not isinstance(value, dict) or not value:
@@ -843,14 +945,20 @@ def _parse_methods(value) -> tuple[MethodSpec, ...]:
                 f"methods.{name}.kind = {_short(kind)} is unknown.{_suggest(kind, METHOD_KINDS)} Valid kinds: "
                 f"{', '.join(sorted(METHOD_KINDS))}."
             )
-        options = {k: v for k, v in entry.items() if k != "kind"}
+        options = {k: v for k, v in entry.items() if k not in ("kind", "bases")}
+        bases = None
+        if "bases" in entry:
+            if not named_bases:
+                raise SpecError(f"methods.{name}.bases applies only to specs with [bases.NAME] tables; this "
+                                "spec has one [base]. Remove the key or name the bases.")
+            bases = tuple(ListOf(Str()).check(entry["bases"], f"methods.{name}.bases"))
         allowed = METHOD_KINDS[kind].options
         _check_keys(options, allowed, f"methods.{name} (kind {kind!r})")
         types = METHOD_OPTION_TYPES.get(kind, {})
         for k, v in options.items():
             if k in types:
                 types[k].check(v, f"methods.{name}.{k}")
-        out.append(MethodSpec(name=name, kind=kind, options=options))
+        out.append(MethodSpec(name=name, kind=kind, options=options, bases=bases))
     return tuple(out)
 
 
@@ -908,20 +1016,26 @@ def _parse_spec(data, *, source, root) -> Spec:
     if not isinstance(data, dict):
         raise SpecError("a spec must be a TOML table at the top level.")
     _check_keys(data, TOP_KEYS, "the spec's top level")
-    for key in ("name", "datasets", "split", "base", "methods"):
+    for key in ("name", "datasets", "split", "methods"):
         if key not in data:
             raise SpecError(f"the spec needs a {key!r} key: {TOP_KEYS[key]}.")
+    if "base" in data and "bases" in data:
+        raise SpecError("the spec has both [base] (one base) and [bases.NAME] tables (several); keep one: "
+                        "move the [base] table to [bases.NAME].")
+    if "base" not in data and "bases" not in data:
+        raise SpecError(f"the spec needs a 'base' key: {TOP_KEYS['base']}; or several [bases.NAME] tables.")
     root = Path(root)
     name = Str().check(data["name"], "name")
     description = Str().check(data.get("description", ""), "description")
-    base = data["base"]
-    if not isinstance(base, dict) or not isinstance(base.get("kind"), str) or base.get("kind") not in BASE_KINDS:
-        got = base.get("kind") if isinstance(base, dict) else base
-        raise SpecError(f"base.kind must be one of {', '.join(BASE_KINDS)}; got {_short(got)}.")
-    base_options = {k: v for k, v in base.items() if k != "kind"}
-    _check_keys(base_options, BASE_OPTION_TYPES[base["kind"]], f"[base] (kind {base['kind']!r})")
-    for k, v in base_options.items():
-        BASE_OPTION_TYPES[base["kind"]][k].check(v, f"base.{k}")
+    base, bases = None, None
+    if "base" in data:
+        base = _parse_base_table(data["base"], "base", "[base]")
+        tables = [(None, base)]
+    else:
+        bases = _parse_bases(data["bases"])
+        tables = list(bases)
+    # the exact-GP size cap applies when any base is an exact GP
+    base_kind = "gp" if any(t["kind"] == "gp" for _, t in tables) else tables[0][1]["kind"]
     reps = data.get("repetitions", 1)
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
         raise SpecError(f"repetitions must be a positive integer; got {_short(reps)}.")
@@ -970,10 +1084,11 @@ def _parse_spec(data, *, source, root) -> Spec:
     return Spec(
         name=name,
         description=description,
-        datasets=_parse_datasets(data["datasets"], root, split, seed, base["kind"], target_transform),
+        datasets=_parse_datasets(data["datasets"], root, split, seed, base_kind, target_transform),
         split=split,
-        base=dict(base),
-        methods=_parse_methods(data["methods"]),
+        base=base,
+        bases=bases,
+        methods=_check_method_bases(_parse_methods(data["methods"], bases is not None), tables),
         repetitions=reps,
         seed=seed,
         standardize=standardize,
