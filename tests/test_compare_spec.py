@@ -46,7 +46,7 @@ def test_minimal_spec_parses_and_round_trips():
         ({"split": {"train": 1.2, "test": -0.2}}, r"split\.train must be a fraction in \(0, 1\)"),
         ({"datasets": ["bostn"]}, r"'bostn' is not a bundled data set\. Valid names: .*boston"),
         ({"datasets": [{"name": "x", "path": "nope.csv", "target": "y"}]}, r"datasets\[0\]\.path: file .*nope\.csv.* does not exist"),
-        ({"base": {"kind": "svm"}}, r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge; got 'svm'"),
+        ({"base": {"kind": "svm"}}, r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge, pymc-glm; got 'svm'"),
         ({"repetitions": 0}, r"repetitions must be a positive integer; got 0"),
         ({"confidence_levels": [90]}, r"confidence_levels must be in \(0, 1\); got 90"),
         ({"metrics": ["ecee"]}, r"metrics: 'ecee' is not a metric\. Did you mean 'ece'\?"),

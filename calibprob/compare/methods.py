@@ -130,6 +130,11 @@ def make_base(base_spec: dict, *, seed: int | None = None):
         from calibprob.linear import BayesianRidge
 
         return BayesianRidge(**options)
+    if kind == "pymc-glm":
+        from calibprob.pymc_glm import PyMCLinearRegression
+
+        options.setdefault("random_state", seed)
+        return PyMCLinearRegression(**options)
     raise ValueError(f"unknown base kind {kind!r}")
 
 

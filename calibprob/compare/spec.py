@@ -60,7 +60,7 @@ TOP_KEYS = {
     "standardize": "true to standardise X and y with statistics of the training part",
     "repetitions": "number of random splits",
     "seed": "integer seed of the whole comparison",
-    "base": "table {kind = 'gp'|'sparse-gp'|'ols'|'bayesian-ridge', ...options} (one base)",
+    "base": "table {kind = 'gp'|'sparse-gp'|'ols'|'bayesian-ridge'|'pymc-glm', ...options} (one base)",
     "bases": "tables [bases.NAME] {kind = ..., ...options}: several bases, each run with every method",
     "methods": "table of named calibrators, each {kind = ..., ...options}",
     "metrics": "metric names shown in the printed table",
@@ -69,7 +69,7 @@ TOP_KEYS = {
     "levels": "quantile levels stored in each prediction (default 0.01..0.99)",
     "target_transform": "'log' or 'log1p': fit on the transformed target, score on the original scale",
 }
-BASE_KINDS = ("gp", "sparse-gp", "ols", "bayesian-ridge")
+BASE_KINDS = ("gp", "sparse-gp", "ols", "bayesian-ridge", "pymc-glm")
 #: Methods that need a GP base, and the base kinds that serve each: the conformal GP methods
 #: use the exact GP's closed-form leave-one-out (on a sparse GP they would build the full
 #: n x n kernel from its hyperparameters); the sharp GP re-fits a GP posterior (exact or sparse).
@@ -319,6 +319,12 @@ BASE_OPTION_TYPES = {
         "inducing_points": ListOf(ListOf(Float())),
     },
     "ols": {"fit_intercept": _BOOL},
+    "pymc-glm": {
+        "likelihood": Choice(("normal", "student-t")), "standardize": _BOOL,
+        "inference": Choice(("nuts", "advi")), "draws": Int(10, 1_000_000), "tune": Int(0, 1_000_000),
+        "chains": Int(1, 64), "target_accept": _PROB, "n_iter": Int(1, 10_000_000),
+        "nu": AnyOf((Float(0, None, lo_open=True), Choice(("learn",)))),
+    },
     "bayesian-ridge": {"fit_intercept": _BOOL, "max_iter": Int(1, 1_000_000), "tol": _POS,
                        "alpha_init": _POS, "lambda_init": _POS},
 }

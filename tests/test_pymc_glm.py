@@ -1,0 +1,151 @@
+"""The ``pymc-glm`` base: a PyMC linear regression whose predictive is its posterior-predictive draws."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from calibprob import ConvergenceWarning, LinearRegression
+from calibprob.compare import SpecError, parse_spec, run_task
+from calibprob.pymc_glm import PyMCLinearRegression
+
+FAST = {"draws": 300, "tune": 300, "chains": 2}
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(80, 2)) * [1.0, 10.0] + [0.0, 5.0]
+    y = 1.0 + X @ [2.0, -0.1] + 0.5 * rng.normal(size=80)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def fitted(data):
+    X, y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # the diagnostics are checked below
+        return PyMCLinearRegression(random_state=1, **FAST).fit(X, y)
+
+
+def test_predict_is_a_draws_quantile_dataset(fitted, data):
+    X, _ = data
+    pred = fitted.predict(X[:7])
+    assert pred.attrs["family"] == "quantile"
+    assert pred.attrs["n_draws"] == FAST["draws"] * FAST["chains"]
+    assert pred["quantile"].dims == ("obs", "level") and pred.sizes["obs"] == 7
+    assert {"mean", "std"} <= set(pred.data_vars)
+    q = pred["quantile"].values
+    assert np.all(np.diff(q, axis=1) >= 0)
+    levels = np.asarray([0.1, 0.5, 0.9])
+    assert np.allclose(fitted.predict(X[:2], levels=levels)["level"].values, levels)
+
+
+def test_posterior_agrees_with_ols_under_weak_priors(fitted, data):
+    # independent check: with 80 points and weakly informative priors the posterior mean of the
+    # coefficients and the predictive mean/sd are close to the OLS estimates and prediction sd
+    X, y = data
+    ols = LinearRegression().fit(X, y)
+    np.testing.assert_allclose(fitted.coef_, ols.coef_, atol=0.05)
+    assert abs(fitted.intercept_ - ols.intercept_) < 0.3
+    mu, sd = ols.predict_mean_std(X[:10])
+    pred = fitted.predict(X[:10])
+    np.testing.assert_allclose(pred["mean"].values, mu, atol=0.15)
+    np.testing.assert_allclose(pred["std"].values, sd, rtol=0.2)
+
+
+def test_diagnostics_are_stored(fitted):
+    d = fitted.diagnostics_
+    assert set(d.data_vars) == {"rhat", "ess_bulk", "divergences"}
+    assert 1.0 <= float(d["rhat"]) < 1.1
+    assert 50 < float(d["ess_bulk"]) <= 2 * FAST["draws"] * FAST["chains"]
+    assert float(d["divergences"]) >= 0
+
+
+def test_student_t_predictive_is_heavier_tailed_than_its_gaussian(data):
+    # the draws are passed on as draws: with nu = 2.5 fixed, the 1%-99% spread exceeds that of a
+    # Gaussian with the draws' own sd, which a Gaussian collapse would give
+    from scipy.stats import norm
+
+    X, y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = PyMCLinearRegression(likelihood="student-t", nu=2.5, random_state=2, draws=1000, tune=300,
+                                 chains=1).fit(X, y)
+    assert np.isnan(float(m.diagnostics_["rhat"]))  # one chain: r-hat undefined
+    pred = m.predict(X[:20], levels=[0.25, 0.75])
+    iqr = (pred["quantile"].sel(level=0.75) - pred["quantile"].sel(level=0.25)).values
+    gauss_iqr = 2 * norm.ppf(0.75) * pred["std"].values
+    assert np.all(iqr < 0.95 * gauss_iqr)  # heavy tails: most of the sd sits outside the IQR
+
+
+@pytest.mark.parametrize("kw, err, match", [
+    ({"likelihood": "cauchy"}, ValueError, "likelihood"),
+    ({"inference": "smc"}, ValueError, "inference"),
+    ({"draws": 5}, ValueError, "draws"),
+    ({"nu": -1.0}, ValueError, r"nu must be a positive number of degrees of freedom or 'learn'; got -1\.0"),
+    ({"target_accept": 1.5}, ValueError, r"target_accept must be a number in \(0, 1\)"),
+    ({"standardize": "yes"}, TypeError, "standardize must be True or False"),
+])
+def test_bad_parameters(kw, err, match, data):
+    X, y = data
+    with pytest.raises(err, match=match):
+        PyMCLinearRegression(**kw).fit(X, y)
+
+
+def test_predict_checks(fitted, data):
+    X, y = data
+    with pytest.raises(ValueError, match="X has 3 features but the model was fitted with 2"):
+        fitted.predict(np.ones((2, 3)))
+    with pytest.raises(Exception, match="fit"):
+        PyMCLinearRegression().predict(X)
+    with pytest.raises(ValueError, match="y is constant"):
+        PyMCLinearRegression().fit(X, np.ones(len(y)))
+
+
+def test_spec_options_are_typed():
+    base = {"name": "x", "datasets": ["diabetes"], "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2},
+            "methods": {"b": {"kind": "base"}}}
+    with pytest.raises(SpecError, match=r"base\.likelihood must be one of 'normal', 'student-t'; got 'studentt'"):
+        parse_spec({**base, "base": {"kind": "pymc-glm", "likelihood": "studentt"}})
+    with pytest.raises(SpecError, match=r"bases\.g\.draws must be an integer in \[10, 1000000\]"):
+        parse_spec({**base, "bases": {"g": {"kind": "pymc-glm", "draws": 2}}})
+    with pytest.raises(SpecError, match=r"unknown key 'sampler' in \[bases\.g\] \(kind 'pymc-glm'\)"):
+        parse_spec({**base, "bases": {"g": {"kind": "pymc-glm", "sampler": "nutpie"}}})
+    with pytest.raises(SpecError, match=r"methods\.j \(kind 'jackknife-plus-gp'\) needs a base of kind 'gp'.*"
+                                        r"\[bases\.g\] of kind 'pymc-glm'"):
+        parse_spec({**base, "bases": {"g": {"kind": "pymc-glm"}},
+                    "methods": {"j": {"kind": "jackknife-plus-gp"}}})
+
+
+def test_pymc_glm_runs_as_one_of_several_bases():
+    spec = parse_spec({
+        "name": "glm", "datasets": [{"name": "lin", "function": "branin", "n": 100, "noise": 0.5}],
+        "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2}, "seed": 5, "confidence_levels": [0.5, 0.9],
+        "bases": {"ols": {"kind": "ols"},
+                  "glm": {"kind": "pymc-glm", "likelihood": "student-t", "draws": 200, "tune": 200}},
+        "methods": {"b": {"kind": "base"}, "sc": {"kind": "split-conformal"}},
+    })
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        out = run_task(spec.to_dict(), "lin", 0)
+    assert out.attrs["task_failed"] == 0, out["error"].values
+    assert np.isfinite(out["nll"].sel(base="glm")).all()
+    # a linear model on branin: both linear bases score alike (their predictive sds differ only by
+    # the t tails and the posterior spread), and the GLM's convergence diagnostics are stored per base
+    nll = out["nll"].sel(calibrator="b").squeeze()
+    assert abs(float(nll.sel(base="glm")) - float(nll.sel(base="ols"))) < 0.5
+    assert out["rhat"].dims == ("dataset", "repetition", "base")
+    assert np.isfinite(out["rhat"].sel(base="glm")).all() and np.isnan(out["rhat"].sel(base="ols")).all()
+    assert float(out["divergences"].sel(base="glm").squeeze()) >= 0
+
+
+def test_advi_option_approximates_the_posterior(data):
+    # mean-field ADVI: coefficients near OLS, draws still passed on as draws; no NUTS diagnostics
+    X, y = data
+    m = PyMCLinearRegression(inference="advi", random_state=4, draws=250, chains=2).fit(X, y)
+    ols = LinearRegression().fit(X, y)
+    np.testing.assert_allclose(m.coef_, ols.coef_, atol=0.1)
+    pred = m.predict(X[:5])
+    assert pred.attrs["family"] == "quantile" and pred.attrs["n_draws"] == 500
+    assert all(np.isnan(float(m.diagnostics_[k])) for k in ("rhat", "ess_bulk", "divergences"))
