@@ -104,6 +104,11 @@ class PyMCLinearRegression(BaseEstimator):
     calibprob.ConvergenceWarning
         When NUTS diverges after tuning or max r-hat exceeds 1.01.
 
+    References
+    ----------
+    Gelman et al. (2008) for the weakly informative priors; Vehtari et al. (2021) for r-hat
+    and bulk ESS (full entries in the module docstring).
+
     Examples
     --------
     >>> import numpy as np

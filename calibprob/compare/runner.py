@@ -138,7 +138,11 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
     -------
     xarray.Dataset
         Metric variables of :func:`calibprob.evaluate` stacked over ``calibrator``,
-        plus ``fit_time(calibrator)``, ``base_fit_time`` and ``error(calibrator)``.
+        plus ``fit_time(calibrator)``, ``base_fit_time`` and ``error(calibrator)``;
+        with ``[bases.*]`` every one of them also over ``base`` (each base fitted on the
+        same split with the same seed, so it scores as in a spec of its own), and a
+        base's ``diagnostics_`` (``rhat``, ``ess_bulk``, ``divergences`` of ``pymc-glm``)
+        as variables of their own.
 
     References
     ----------

@@ -37,6 +37,10 @@ Example (``models/quickstart.toml``)::
 
     [methods.vanilla]
     kind = "base"
+
+Several bases are ``[bases.NAME]`` tables instead of ``[base]``: every method runs on
+every base unless it lists ``bases = [...]``, the results gain a ``base`` dimension, and
+a GP-only method (:data:`GP_ONLY_METHODS`) on a base that cannot serve it is refused.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["Spec", "DatasetSpec", "MethodSpec", "SpecError", "load_spec", "parse_spec", "LIMITS",
-           "BASE_OPTION_TYPES", "METHOD_OPTION_TYPES", "file_sha256"]
+           "BASE_OPTION_TYPES", "METHOD_OPTION_TYPES", "GP_ONLY_METHODS", "file_sha256"]
 
 TOP_KEYS = {
     "name": "a short name for the comparison",
