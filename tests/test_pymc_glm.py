@@ -118,7 +118,7 @@ def test_spec_options_are_typed():
                     "methods": {"j": {"kind": "jackknife-plus-gp"}}})
 
 
-def test_pymc_glm_runs_as_one_of_several_bases():
+def test_pymc_glm_runs_as_one_of_several_bases(tmp_path):
     spec = parse_spec({
         "name": "glm", "datasets": [{"name": "lin", "function": "branin", "n": 100, "noise": 0.5}],
         "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2}, "seed": 5, "confidence_levels": [0.5, 0.9],
@@ -149,3 +149,15 @@ def test_advi_option_approximates_the_posterior(data):
     pred = m.predict(X[:5])
     assert pred.attrs["family"] == "quantile" and pred.attrs["n_draws"] == 500
     assert all(np.isnan(float(m.diagnostics_[k])) for k in ("rhat", "ess_bulk", "divergences"))
+
+    # through the whole runner: the results file, the table and the HTML report carry the diagnostics
+    from calibprob.compare import format_table, load_results, run_comparison, write_html
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        run_comparison(spec, tmp_path / "r.nc", progress=False)
+    res = load_results(tmp_path / "r.nc")
+    np.testing.assert_allclose(res["nll"].values, out["nll"].values, rtol=1e-12)  # same task, same numbers
+    assert "glm/sc" in format_table(res, ["nll"])
+    html = write_html(res, tmp_path / "r.html").read_text()
+    assert "rhat" in html and "ess_bulk" in html and "glm/b" in html
