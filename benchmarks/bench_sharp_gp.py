@@ -43,7 +43,6 @@ from calibprob.calibrators.sharp_gp import SharpCalibratedGP
 from calibprob.datasets import load_dataset, train_calibrate_test_split
 from calibprob.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor
 
-
 _CPU = {}
 
 
@@ -139,7 +138,7 @@ def main(argv=None) -> None:
         with threadpool_limits(limits=1, user_api="blas"):
             sgp, t = _timed(lambda: SparseGaussianProcessRegressor(
                 n_inducing=300, n_restarts=1, random_state=args.seed).fit(Xtr, ytr))
-        print(f"\nsparse: train 3000, calibrate 1000, 8-D; VFE base with 300 inducing points")
+        print("\nsparse: train 3000, calibrate 1000, 8-D; VFE base with 300 inducing points")
         print(f"{'sparse base GP fit (VFE, 1 start)':34s} {t:7.2f} s wall {_CPU['last']:7.2f} s cpu")
         ms, ts = _timed(lambda: SharpCalibratedGP(
             base=sgp, n_levels=args.levels, compile_mode=args.mode, random_state=args.seed).fit(Xc, yc))

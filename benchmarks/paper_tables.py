@@ -3,8 +3,10 @@
 Prints Markdown tables (ours as mean ± standard error over repetitions, the
 paper's value beside it) and checks the conditions of ``TARGETS.md``::
 
-    .venv/bin/python benchmarks/paper_tables.py pion   results/pion2024-table1-p1.nc results/pion2024-table1-p5.nc results/pion2024-table1-p9.nc
-    .venv/bin/python benchmarks/paper_tables.py song   results/song2019-table1-ols.nc results/song2019-table1-bayesian-ridge.nc results/song2019-table1-gp.nc
+    .venv/bin/python benchmarks/paper_tables.py pion   results/pion2024-table1-p1.nc \
+        results/pion2024-table1-p5.nc results/pion2024-table1-p9.nc
+    .venv/bin/python benchmarks/paper_tables.py song   results/song2019-table1-ols.nc \
+        results/song2019-table1-bayesian-ridge.nc results/song2019-table1-gp.nc
     .venv/bin/python benchmarks/paper_tables.py capone results/capone2023-table1.nc
 
 The results files come from ``calibprob compare models/<spec>.toml --out results/<spec>.nc``.

@@ -27,7 +27,6 @@ import calibprob
 from calibprob.calibrators import GPBetaCalibrator, IsotonicRecalibrator
 from calibprob.calibrators.gp_beta import beta_link_logpdf
 
-
 # The paper writes e ~ N(0, sqrt 2); read as the standard deviation (default) or as the variance.
 NOISE_SD = {"sd": np.sqrt(2.0), "variance": 2.0 ** 0.25}
 

@@ -15,10 +15,9 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
-
-import numpy as np
 from urllib.parse import unquote, urlsplit
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -481,7 +481,8 @@ def test_bad_input(name, small_problem):
         make(0).fit(base_cal, y_nan)
     with pytest.raises(ValueError, match="y_cal must be 1-D"):
         make(0).fit(base_cal, y_cal[:, None])
-    with pytest.raises(TypeError, match="distribution post-processor: pred_cal must be the base model.s predictive distribution as an xarray.Dataset"):
+    with pytest.raises(TypeError, match="distribution post-processor: pred_cal must be the base model.s predictive "
+                                        "distribution as an xarray.Dataset"):
         make(0).fit(base_cal["quantile"], y_cal)
     with pytest.raises(ValueError, match="levels must lie strictly inside"):
         make(0).fit(base_cal, y_cal).predict(base_te, levels=[0.5, 1.0])

@@ -39,7 +39,6 @@ from calibprob.calibrators.sharp_gp import (
 )
 from calibprob.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor, get_compile_mode
 
-
 # ---------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------

@@ -125,9 +125,8 @@ def _write_plots(ds, outdir: Path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from calibprob.bo.plots import plot_best_so_far, plot_calibration_error
-
     from calibprob._executor import inside, safe_name
+    from calibprob.bo.plots import plot_best_so_far, plot_calibration_error
 
     outdir.mkdir(parents=True, exist_ok=True)
     paths = []

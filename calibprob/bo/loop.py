@@ -54,6 +54,7 @@ processes. NeurIPS, App. (eq. 18, the sharp-GP UCB).
 from __future__ import annotations
 
 import time
+
 import numpy as np
 import scipy.linalg
 import xarray as xr

@@ -109,7 +109,6 @@ import xarray as xr
 from scipy import special
 
 from calibprob._base import BaseEstimator, ConvergenceWarning, check_is_fitted, check_predictive
-from calibprob.predictive import normal, validate
 from calibprob._validation import (
     check_array,
     check_choice,
@@ -117,10 +116,11 @@ from calibprob._validation import (
     check_int,
     check_positive,
 )
+from calibprob.predictive import normal, validate
 
 __all__ = [
     "GPBetaCalibrator",
-    "GaussianEmbeddingRBF",
+    "GaussianEmbeddingRBF",  # noqa: F822 - built lazily by the module __getattr__ (PyMC import)
     "gaussian_embedding_kernel",
     "beta_link_logpdf",
     "beta_link_logpdf_z",

@@ -138,11 +138,10 @@ Gaussian processes. AISTATS.
 
 from __future__ import annotations
 
-import warnings
-
 import contextlib
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -533,14 +532,14 @@ def _make_posterior_variance_op(kernel: str, p: int):
     generic ``solve`` gradient, and a graph of a handful of nodes, which is
     what matters in ``FAST_COMPILE`` mode.
     """
+    from math import sqrt
+
     import pytensor.tensor as pt
     import scipy.linalg
     from pytensor.gradient import disconnected_type
     from pytensor.graph import Apply, Op
 
     from calibprob.gp import kernels
-
-    from math import sqrt
 
     def _from_r2(r2, var):
         # the same operations, in the same order, as kernels.squared_exponential / matern

@@ -335,9 +335,8 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from calibprob.plots import draw_coverage, draw_reliability
-
     from calibprob._executor import inside, safe_name
+    from calibprob.plots import draw_coverage, draw_reliability
 
     outdir = Path(outdir)
     if outdir.exists() and not outdir.is_dir():
@@ -486,7 +485,8 @@ def _pooled_n(st_d, pipe) -> float:
 
 
 def _ranking_html(rk, d) -> str:
-    from calibprob.compare.ranking import TIE_SE, _fmt as f, interval_rows, score_rows
+    from calibprob.compare.ranking import TIE_SE, interval_rows, score_rows
+    from calibprob.compare.ranking import _fmt as f
 
     by = rk.attrs.get("rank_by", "nll")
     parts = [f"<h3>{_esc(d)}: ranking by {_esc(by.upper())}</h3>"]

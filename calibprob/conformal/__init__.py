@@ -20,9 +20,9 @@ the submodules.
 """
 
 from calibprob.conformal._common import CallableRegressor
+from calibprob.conformal.distribution import SplitConformalCalibrator
 from calibprob.conformal.gp import FullConformalGP, JackknifePlusGP
 from calibprob.conformal.jackknife import CrossConformalRegressor
-from calibprob.conformal.distribution import SplitConformalCalibrator
 from calibprob.conformal.predictive_system import ConformalPredictiveSystem
 from calibprob.conformal.scores import (
     AbsoluteScore,

@@ -52,13 +52,14 @@ from calibprob.conformal._common import (
     as_regressor,
     check_enough_points,
     check_Xy,
+    conformal_quantile_function,
     interval_dataset,
     lower_rank,
     predict_mean_std_chunked,
     resolve_levels,
     upper_rank,
+    valid_levels,
 )
-from calibprob.conformal._common import conformal_quantile_function, valid_levels
 from calibprob.conformal.scores import Score, get_score
 
 __all__ = ["SplitConformalRegressor", "conformal_thresholds"]

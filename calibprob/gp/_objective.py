@@ -504,7 +504,7 @@ class ExactObjectiveNumpy:
         if out is None:
             return fail
         value, A = out
-        n, d = self.n, self.d
+        d = self.d
         a = A[:, 0]
         if self.mean == "zero":
             rhs = a
