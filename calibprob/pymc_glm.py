@@ -186,7 +186,7 @@ class PyMCLinearRegression(BaseEstimator):
         beta_sd = PRIOR_SCALE * self.x_scale_ / sd  # 2.5 outcome sd per feature sd, on either scale
         seed = None if self.random_state is None else int(self.random_state)
 
-        with pm.Model(coords={"feature": np.arange(Xs.shape[1])}) as model:
+        with pm.Model(coords={"feature": np.arange(Xs.shape[1])}):
             alpha = pm.Normal("alpha", 0.0, PRIOR_SCALE)
             beta = pm.Normal("beta", 0.0, beta_sd, dims="feature")
             sigma = pm.Exponential("sigma", 1.0)

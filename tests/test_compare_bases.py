@@ -1,7 +1,5 @@
 """Several bases in one spec (``[bases.NAME]``): layout, numbers, and the load-time errors."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import xarray as xr

@@ -412,7 +412,8 @@ def failed_tasks(results: xr.Dataset) -> list[tuple[str, str]]:
     Returns
     -------
     list of (str, str)
-        ``task`` is ``"dataset/rep N"`` (a whole task) or ``"dataset/rep N/calibrator"`` (``"dataset/rep N/base/calibrator"`` with several bases).
+        ``task`` is ``"dataset/rep N"`` (a whole task) or ``"dataset/rep N/calibrator"``
+        (``"dataset/rep N/base/calibrator"`` with several bases).
     """
     rows = []
     for d in results["dataset"].values:

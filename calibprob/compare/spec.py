@@ -927,8 +927,9 @@ def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
         for name, table in tables:
             if (m.bases is None or name in m.bases) and table["kind"] not in serve:
                 where = "[base]" if name is None else f"[bases.{name}]"
+                able = ", ".join(repr(n) for n, t in tables if t["kind"] in serve) or repr("a-gp-base")
                 fix = ("use a base of kind " + " or ".join(repr(k) for k in serve) if name is None else
-                       f"list the bases it runs on, e.g. bases = [{', '.join(repr(n) for n, t in tables if t['kind'] in serve) or repr('a-gp-base')}]")
+                       f"list the bases it runs on, e.g. bases = [{able}]")
                 raise SpecError(
                     f"methods.{m.name} (kind {m.kind!r}) needs a base of kind {' or '.join(repr(k) for k in serve)}, "
                     f"but would run on {where} of kind {table['kind']!r}; {fix}."
