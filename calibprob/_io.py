@@ -86,6 +86,7 @@ REGISTRY: dict[str, str] = {
     "SplitConformalRegressor": "calibprob.conformal.split",
     "ConformalPredictiveSystem": "calibprob.conformal.predictive_system",
     "SplitConformalCalibrator": "calibprob.conformal.distribution",
+    "PyMCLinearRegression": "calibprob.pymc_glm",
     "CrossConformalRegressor": "calibprob.conformal.jackknife",
     "JackknifePlusGP": "calibprob.conformal.gp",
     "FullConformalGP": "calibprob.conformal.gp",

@@ -27,6 +27,7 @@ import xarray as xr
 import calibprob
 import calibprob.conformal
 import calibprob.datasets
+import calibprob.pymc_glm
 from calibprob._io import FORMAT_VERSION, HDF5_SIGNATURE, REGISTRY
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -107,6 +108,10 @@ ROWS = [
         lambda e, d: (e.predict(d.X_test), e.loo())),
     Row("SparseGaussianProcessRegressor", "SparseGaussianProcessRegressor",
         lambda d: G.SparseGaussianProcessRegressor(n_inducing=8, random_state=0).fit(d.X_train, d.y_train),
+        lambda e, d: e.predict(d.X_test)),
+    Row("PyMCLinearRegression", "PyMCLinearRegression",  # the pymc-glm base: posterior draws saved
+        lambda d: G.pymc_glm.PyMCLinearRegression(likelihood="student-t", draws=100, tune=100, chains=2,
+                                                  random_state=0).fit(d.X_train, d.y_train),
         lambda e, d: e.predict(d.X_test)),
     Row("CallableRegressor", "CallableRegressor",
         lambda d: G.conformal.CallableRegressor(fit_predict=ols_fit_predict).fit(d.X_train, d.y_train),
