@@ -458,7 +458,8 @@ def test_scheduler_errors_come_within_ten_seconds(tmp_path, address, capsys):
 
 
 # ----------------------------------------------------------------------------------- S11 - S13, linear numerics
-@pytest.mark.parametrize("cls", [calibprob.LinearRegression, calibprob.BayesianRidge])
+@pytest.mark.parametrize("cls", [calibprob.LinearRegression, calibprob.BayesianRidge,
+                                 calibprob.GaussianProcessRegressor, calibprob.SparseGaussianProcessRegressor])
 def test_s11_reordered_or_missing_dataframe_columns_are_refused(cls):
     rng = np.random.default_rng(0)
     X = pd.DataFrame({"a": rng.normal(size=40), "b": 10 * rng.normal(size=40)})

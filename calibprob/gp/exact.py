@@ -53,9 +53,11 @@ from calibprob._base import BaseEstimator, check_is_fitted
 from calibprob._validation import (
     check_array,
     check_choice,
+    check_feature_names,
     check_int,
     check_positive,
     check_same_length,
+    record_feature_names,
 )
 from calibprob.gp import _objective, _pymc, kernels
 from calibprob.gp.loo import loo_from_kernel
@@ -180,6 +182,7 @@ class _GPBase(BaseEstimator):
 
     def _check_X(self, X):
         check_is_fitted(self, "theta_", method="fit")
+        check_feature_names(self, X)
         X = check_array(X, "X", ndim=2)
         if X.shape[1] != self.n_features_in_:
             raise ValueError(
@@ -267,8 +270,10 @@ class _GPBase(BaseEstimator):
         from calibprob._base import ConvergenceWarning
 
         self._check_params()
+        X_in = X
         X, y = self._validate_Xy(X, y)
         rng = np.random.default_rng(self.random_state)
+        record_feature_names(self, X_in)  # a DataFrame's columns are checked again at predict
         self.X_train_, self.y_train_ = X, y
         self.n_features_in_ = X.shape[1]
         for attr in ("theta_", "_state"):
