@@ -92,7 +92,7 @@ def run(n, repeat, ml_folds, rng):
         pit = np.empty(n)
         for i in range(n):
             keep = np.arange(n) != i
-            mu, sd = _fixed(gp).fit(U[keep], ys[keep]).predict_mean_std(U[i:i + 1])
+            mu, sd = _fixed(gp).fit(U[keep], ys[keep]).predict_mean_std(U[i : i + 1])
             pit[i] = special.ndtr((ys[i] - mu[0]) / sd[0])
         return pit, _osd(pit, levels)
 
@@ -100,7 +100,7 @@ def run(n, repeat, ml_folds, rng):
         for i in range(k):
             keep = np.arange(n) != i
             m = default_gp().set_params(random_state=i).fit(U[keep], ys[keep])
-            m.predict_mean_std(U[i:i + 1])
+            m.predict_mean_std(U[i : i + 1])
 
     def ts_closed():
         pit = _time_series_pit(gp, U, ys)[1:]
@@ -109,8 +109,11 @@ def run(n, repeat, ml_folds, rng):
     def ts_refit():
         pit = np.empty(n - 1)
         for i in range(1, n):
-            mu, sd = _fixed(gp).fit(U[:i], ys[:i]).predict_mean_std(U[i:i + 1]) if i >= 2 else (
-                np.array([0.0]), np.sqrt(np.array([gp.theta_["variance"] + gp.theta_["noise"]])))
+            mu, sd = (
+                _fixed(gp).fit(U[:i], ys[:i]).predict_mean_std(U[i : i + 1])
+                if i >= 2
+                else (np.array([0.0]), np.sqrt(np.array([gp.theta_["variance"] + gp.theta_["noise"]])))
+            )
             pit[i - 1] = special.ndtr((ys[i] - mu[0]) / sd[0])
         return pit, _osd(pit, levels)
 
@@ -129,12 +132,20 @@ def run(n, repeat, ml_folds, rng):
         def f(Uc):
             mu, sd = gp.predict_mean_std(Uc)
             return acquisition_loss("ei", mu, sd, law=law, best=float(ys.min()))
+
         return minimize_on_box(f, 2, np.random.default_rng(0))
 
     t_acq, _ = _best_time(acquire, 1)
     return {
-        "n": n, "loo-closed": t_lc, "loo-refit": t_lr, "loo-ml": t_ml, "ts-closed": t_tc, "ts-refit": t_tr,
-        "osd": t_osd, "gp-fit": t_fit, "acquisition": t_acq,
+        "n": n,
+        "loo-closed": t_lc,
+        "loo-refit": t_lr,
+        "loo-ml": t_ml,
+        "ts-closed": t_tc,
+        "ts-refit": t_tr,
+        "osd": t_osd,
+        "gp-fit": t_fit,
+        "acquisition": t_acq,
         "loo-diff": float(np.max(np.abs(p_lc - p_lr))),
         "ts-diff": float(np.max(np.abs(p_tc[1:] - p_tr[1:]))),
     }
@@ -150,22 +161,28 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     default_gp().set_params(random_state=0).fit(rng.random((5, 2)), rng.normal(size=5))  # warm the compile
     print(f"BLAS threads: {os.environ['OPENBLAS_NUM_THREADS']}; best of {args.repeat}; times in ms")
-    head = (f"{'n':>4} {'loo-closed':>11} {'loo-refit':>10} {'ratio':>7} {'~loo-ml':>9} {'ratio':>8} "
-            f"{'ts-closed':>10} {'ts-refit':>9} {'ratio':>7} {'osd':>6} {'gp-fit':>8} {'acq':>7} "
-            f"{'overhead':>9} {'|dPIT| loo':>11} {'ts':>8}")
+    head = (
+        f"{'n':>4} {'loo-closed':>11} {'loo-refit':>10} {'ratio':>7} {'~loo-ml':>9} {'ratio':>8} "
+        f"{'ts-closed':>10} {'ts-refit':>9} {'ratio':>7} {'osd':>6} {'gp-fit':>8} {'acq':>7} "
+        f"{'overhead':>9} {'|dPIT| loo':>11} {'ts':>8}"
+    )
     print(head)
     print("-" * len(head))
     for n in args.sizes:
         r = run(n, args.repeat, args.ml_folds, rng)
         step = r["gp-fit"] + r["acquisition"]
         ms = {k: 1e3 * v for k, v in r.items() if isinstance(v, float)}
-        print(f"{n:>4} {ms['loo-closed']:>11.2f} {ms['loo-refit']:>10.1f} {r['loo-refit'] / r['loo-closed']:>6.0f}x "
-              f"{ms['loo-ml']:>9.0f} {r['loo-ml'] / r['loo-closed']:>7.0f}x "
-              f"{ms['ts-closed']:>10.2f} {ms['ts-refit']:>9.1f} {r['ts-refit'] / r['ts-closed']:>6.0f}x "
-              f"{ms['osd']:>6.2f} {ms['gp-fit']:>8.0f} {ms['acquisition']:>7.0f} "
-              f"{100 * r['loo-closed'] / step:>8.2f}% {r['loo-diff']:>11.1e} {r['ts-diff']:>8.1e}")
-    print("overhead = loo-closed / (gp-fit + acquisition), the rest of a BO step; "
-          "~loo-ml extrapolated from --ml-folds refits with hyperparameter re-estimation.")
+        print(
+            f"{n:>4} {ms['loo-closed']:>11.2f} {ms['loo-refit']:>10.1f} {r['loo-refit'] / r['loo-closed']:>6.0f}x "
+            f"{ms['loo-ml']:>9.0f} {r['loo-ml'] / r['loo-closed']:>7.0f}x "
+            f"{ms['ts-closed']:>10.2f} {ms['ts-refit']:>9.1f} {r['ts-refit'] / r['ts-closed']:>6.0f}x "
+            f"{ms['osd']:>6.2f} {ms['gp-fit']:>8.0f} {ms['acquisition']:>7.0f} "
+            f"{100 * r['loo-closed'] / step:>8.2f}% {r['loo-diff']:>11.1e} {r['ts-diff']:>8.1e}"
+        )
+    print(
+        "overhead = loo-closed / (gp-fit + acquisition), the rest of a BO step; "
+        "~loo-ml extrapolated from --ml-folds refits with hyperparameter re-estimation."
+    )
 
 
 if __name__ == "__main__":

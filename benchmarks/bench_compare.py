@@ -69,8 +69,9 @@ score = "normalized"
 
 def run_cli(args, env=None) -> float:
     t0 = time.perf_counter()
-    subprocess.run([str(CLI), *args], check=True, cwd=REPO, env=env,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [str(CLI), *args], check=True, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     return time.perf_counter() - t0
 
 
@@ -87,8 +88,9 @@ def bench_workers(tmp: Path) -> None:
     same = a.identical(b)
     print(f"40-task spec, serial                 {t_serial:8.1f} s wall")
     print(f"40-task spec, LocalCluster 2 workers {t_dask:8.1f} s wall  (includes cluster start-up)")
-    print(f"speed-up 2 workers / serial          {t_serial / t_dask:8.2f} x   (target >= 1.6)   "
-          f"results identical: {same}")
+    print(
+        f"speed-up 2 workers / serial          {t_serial / t_dask:8.2f} x   (target >= 1.6)   results identical: {same}"
+    )
 
 
 def bench_quickstart(tmp: Path) -> None:
@@ -102,8 +104,10 @@ def bench_quickstart(tmp: Path) -> None:
         t = run_cli(["compare", "models/quickstart.toml", "--out", str(out), "--no-progress"], env)
         times.append(t)
         print(f"quickstart {label:28s} {t:8.1f} s wall")
-    print(f"quickstart targets: cold <= 90 s ({'met' if times[0] <= 90 else 'MISSED'}), "
-          f"warm <= 20 s ({'met' if times[1] <= 20 else 'MISSED'})")
+    print(
+        f"quickstart targets: cold <= 90 s ({'met' if times[0] <= 90 else 'MISSED'}), "
+        f"warm <= 20 s ({'met' if times[1] <= 20 else 'MISSED'})"
+    )
 
 
 def main() -> None:

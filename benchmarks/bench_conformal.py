@@ -154,15 +154,24 @@ def bench_p1_classes(n, m, repeat):
     def gp():
         return GaussianProcessRegressor(kernel="matern", p=2, mean="constant", theta=theta, optimize=False)
 
-    t_cf, a = best(lambda: JackknifePlusGP(estimator=gp(), confidence_level=0.9).fit(X, y).predict_interval(Xt),
-                   repeat)
-    t_rf, b = best(lambda: CrossConformalRegressor(estimator=gp(), score="normalized", confidence_level=0.9)
-                   .fit(X, y).predict_interval(Xt), 1)
+    t_cf, a = best(lambda: JackknifePlusGP(estimator=gp(), confidence_level=0.9).fit(X, y).predict_interval(Xt), repeat)
+    t_rf, b = best(
+        lambda: (
+            CrossConformalRegressor(estimator=gp(), score="normalized", confidence_level=0.9)
+            .fit(X, y)
+            .predict_interval(Xt)
+        ),
+        1,
+    )
     diff = max(float(np.abs(a["lower"] - b["lower"]).max()), float(np.abs(a["upper"] - b["upper"]).max()))
-    print(f"P1  classes: JackknifePlusGP vs CrossConformalRegressor(GaussianProcessRegressor, fixed theta), "
-          f"n={n}, {m} test points")
-    print(f"    JackknifePlusGP {t_cf:.4f} s, {n} GP refits {t_rf:.3f} s: speed-up {t_rf / t_cf:.1f}x, "
-          f"max |interval difference| {diff:.2e}")
+    print(
+        f"P1  classes: JackknifePlusGP vs CrossConformalRegressor(GaussianProcessRegressor, fixed theta), "
+        f"n={n}, {m} test points"
+    )
+    print(
+        f"    JackknifePlusGP {t_cf:.4f} s, {n} GP refits {t_rf:.3f} s: speed-up {t_rf / t_cf:.1f}x, "
+        f"max |interval difference| {diff:.2e}"
+    )
 
 
 def bench_p3(ns, m, repeat):
@@ -191,8 +200,10 @@ def bench_p3_total(n, m):
     lo, hi = full_conformal_gp_bounds(S, lam, mu, v, np.array([0.9]))
     t = time.perf_counter() - t0
     cov = np.mean((yt >= lo[:, 0]) & (yt <= hi[:, 0]))
-    print(f"P3  FCP-GP n={n}, {m} test points, total (factorisation + all points): {t:.2f} s"
-          f"   (coverage at 0.9: {cov:.3f})")
+    print(
+        f"P3  FCP-GP n={n}, {m} test points, total (factorisation + all points): {t:.2f} s"
+        f"   (coverage at 0.9: {cov:.3f})"
+    )
 
 
 def peak(fn):
@@ -225,12 +236,18 @@ def bench_p9(n_train, n_cal, m):
     t = time.perf_counter() - t0
     lo90, hi90 = iv["lower"].values[:, 2], iv["upper"].values[:, 2]
     cov = np.mean((yt >= lo90) & (yt <= hi90))
-    print(f"P9  split conformal (normalised; GaussianProcessRegressor base on {n_train} points, fixed theta), "
-          f"{n_cal} calibration x {m} test points")
-    print(f"    intervals at 3 levels + quantile function at {pred.sizes['level']} levels: {t:.1f} s, "
-          f"coverage at 0.9: {cov:.3f}")
-    print(f"    peak traced memory {pk / 2**30:.3f} GB   (target <= 2 GB; the quantile output alone is "
-          f"{pred['quantile'].nbytes / 2**30:.3f} GB)")
+    print(
+        f"P9  split conformal (normalised; GaussianProcessRegressor base on {n_train} points, fixed theta), "
+        f"{n_cal} calibration x {m} test points"
+    )
+    print(
+        f"    intervals at 3 levels + quantile function at {pred.sizes['level']} levels: {t:.1f} s, "
+        f"coverage at 0.9: {cov:.3f}"
+    )
+    print(
+        f"    peak traced memory {pk / 2**30:.3f} GB   (target <= 2 GB; the quantile output alone is "
+        f"{pred['quantile'].nbytes / 2**30:.3f} GB)"
+    )
     print(f"    process max RSS so far {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.3f} GB")
 
 
@@ -251,8 +268,10 @@ def bench_p9_jgp(n, m):
 
     t0 = time.perf_counter()
     pk, _ = peak(run)
-    print(f"P9  J+GP n={n} training x {m} test points (chunks of 1024): {time.perf_counter() - t0:.1f} s, "
-          f"peak traced memory {pk / 2**30:.3f} GB")
+    print(
+        f"P9  J+GP n={n} training x {m} test points (chunks of 1024): {time.perf_counter() - t0:.1f} s, "
+        f"peak traced memory {pk / 2**30:.3f} GB"
+    )
 
 
 def main(argv=None):
@@ -261,11 +280,14 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="smaller sizes (smoke run)")
     parser.add_argument("--threads", default="1", help="BLAS threads (set before NumPy loads)")
     args = parser.parse_args(argv)
-    print(f"numpy {np.__version__}, BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}; "
-          f"times are best of {args.repeat} unless stated")
+    print(
+        f"numpy {np.__version__}, BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}; "
+        f"times are best of {args.repeat} unless stated"
+    )
     # warm-up: xarray imports its optional duck-array backends on first use (~2 s)
-    SplitConformalRegressor(estimator=lambda a, b, c: np.zeros(len(c))).fit(
-        np.zeros((2, 1)), np.zeros(2)).calibrate(np.zeros((9, 1)), np.arange(9.0)).predict_interval(np.zeros((1, 1)))
+    SplitConformalRegressor(estimator=lambda a, b, c: np.zeros(len(c))).fit(np.zeros((2, 1)), np.zeros(2)).calibrate(
+        np.zeros((9, 1)), np.arange(9.0)
+    ).predict_interval(np.zeros((1, 1)))
     if args.quick:
         bench_p1(100, 100, args.repeat)
         bench_p3([100, 200, 400], 100, args.repeat)

@@ -100,11 +100,10 @@ def _sklearn(X, y, gp, which="starts"):
         x, f, _ = fmin_l_bfgs_b(obj_func, x0, bounds=box, maxiter=300)
         return x, f
 
-    kernel = (ConstantKernel(1.0, tuple(np.exp(box[0])))
-              * RBF(np.ones(d), [tuple(b) for b in np.exp(box[1:d + 1])])
-              + WhiteKernel(1.0, tuple(np.exp(box[d + 1]))))
-    sk = SkGP(kernel, optimizer=optimizer, n_restarts_optimizer=len(starts) - 1,
-              normalize_y=False, random_state=0)
+    kernel = ConstantKernel(1.0, tuple(np.exp(box[0]))) * RBF(
+        np.ones(d), [tuple(b) for b in np.exp(box[1 : d + 1])]
+    ) + WhiteKernel(1.0, tuple(np.exp(box[d + 1])))
+    sk = SkGP(kernel, optimizer=optimizer, n_restarts_optimizer=len(starts) - 1, normalize_y=False, random_state=0)
     t = time.perf_counter()
     sk.fit(X, y)
     return sk, time.perf_counter() - t
@@ -113,14 +112,19 @@ def _sklearn(X, y, gp, which="starts"):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[500, 1000, 2000, 3000])
-    parser.add_argument("--starts", choices=["raw", "scanned"], default="raw",
-                        help="scikit-learn starts from calibprob's starting points ('raw', the default: "
-                             "both optimisers get the same initial points and calibprob's value-only "
-                             "start scan is part of its time) or from the points calibprob's "
-                             "L-BFGS-B starts from after that scan ('scanned': the identical "
-                             "L-BFGS-B problem, so the ratio is the cost per evaluation)")
-    parser.add_argument("--sklearn-max-n", type=int, default=3000,
-                        help="skip scikit-learn above this n (it takes minutes at n = 3000)")
+    parser.add_argument(
+        "--starts",
+        choices=["raw", "scanned"],
+        default="raw",
+        help="scikit-learn starts from calibprob's starting points ('raw', the default: "
+        "both optimisers get the same initial points and calibprob's value-only "
+        "start scan is part of its time) or from the points calibprob's "
+        "L-BFGS-B starts from after that scan ('scanned': the identical "
+        "L-BFGS-B problem, so the ratio is the cost per evaluation)",
+    )
+    parser.add_argument(
+        "--sklearn-max-n", type=int, default=3000, help="skip scikit-learn above this n (it takes minutes at n = 3000)"
+    )
     args = parser.parse_args(argv)
 
     import numpy as np
@@ -131,9 +135,11 @@ def main(argv=None):
     X, y = _data(50)
     GaussianProcessRegressor(random_state=0).fit(X, y)
 
-    header = (f"{'n':>5} | {'calibprob':>9} {'sklearn':>9} {'ratio':>6} | {'LML calibprob':>14} "
-              f"{'LML sklearn':>14} {'rel dLML':>9} | {'evals v/vg':>10} {'chol+solve':>10} "
-              f"{'floor x':>7} | load")
+    header = (
+        f"{'n':>5} | {'calibprob':>9} {'sklearn':>9} {'ratio':>6} | {'LML calibprob':>14} "
+        f"{'LML sklearn':>14} {'rel dLML':>9} | {'evals v/vg':>10} {'chol+solve':>10} "
+        f"{'floor x':>7} | load"
+    )
     print(header)
     print("-" * len(header))
     for n in args.n:
@@ -153,14 +159,19 @@ def main(argv=None):
             rel = f"{abs(lml_cp - lml_sk) / abs(lml_sk):9.1e}"
         else:
             ratio, sk_txt, lml_sk_txt, rel = f"{'-':>6}", f"{'-':>9}", f"{'-':>14}", f"{'-':>9}"
-        print(f"{n:>5} | {t_cp:8.1f}s {sk_txt} {ratio} | {lml_cp:14.6f} {lml_sk_txt} {rel} | "
-              f"{ev['value']:>4}/{ev['value_and_grad']:<5} {floor * 1e3:8.1f}ms "
-              f"{t_cp / (n_eval * floor):7.2f} | {load0:.2f}->{os.getloadavg()[0]:.2f}", flush=True)
-    print(f"\nOPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, cores={os.cpu_count()}; "
-          f"calibprob BLAS policy: {gp.fit_info_.get('blas_threads')} ({gp.fit_info_.get('blas_reason')}); "
-          f"scikit-learn from calibprob's {args.starts} starts; "
-          "'floor x' = calibprob fit / (evaluations x (Cholesky + solve)); numpy "
-          f"{np.__version__}")
+        print(
+            f"{n:>5} | {t_cp:8.1f}s {sk_txt} {ratio} | {lml_cp:14.6f} {lml_sk_txt} {rel} | "
+            f"{ev['value']:>4}/{ev['value_and_grad']:<5} {floor * 1e3:8.1f}ms "
+            f"{t_cp / (n_eval * floor):7.2f} | {load0:.2f}->{os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
+    print(
+        f"\nOPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, cores={os.cpu_count()}; "
+        f"calibprob BLAS policy: {gp.fit_info_.get('blas_threads')} ({gp.fit_info_.get('blas_reason')}); "
+        f"scikit-learn from calibprob's {args.starts} starts; "
+        "'floor x' = calibprob fit / (evaluations x (Cholesky + solve)); numpy "
+        f"{np.__version__}"
+    )
 
 
 if __name__ == "__main__":

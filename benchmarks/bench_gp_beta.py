@@ -113,16 +113,24 @@ def part_n1000(n_iter: int, save: str | None) -> dict:
         fit_o = time.perf_counter() - t
         t = time.perf_counter()
         pred_o = other.predict(calibprob.normal(mut, sdt))
-        others[inference] = {"fit_s": fit_o, "predict_s": time.perf_counter() - t,
-                             "nll": float(calibprob.evaluate(pred_o, yt)["nll"]),
-                             "nll_exact": float(-np.mean(other.logpdf(calibprob.normal(mut, sdt), yt)))}
+        others[inference] = {
+            "fit_s": fit_o,
+            "predict_s": time.perf_counter() - t,
+            "nll": float(calibprob.evaluate(pred_o, yt)["nll"]),
+            "nll_exact": float(-np.mean(other.logpdf(calibprob.normal(mut, sdt), yt))),
+        }
         if save:
-            np.save(save.replace(".npz", "") + f"_calibprob_{inference}_logpdf.npy", other.logpdf(calibprob.normal(mut, sdt), yt))
+            np.save(
+                save.replace(".npz", "") + f"_calibprob_{inference}_logpdf.npy",
+                other.logpdf(calibprob.normal(mut, sdt), yt),
+            )
     if save:
         np.save(save.replace(".npz", "") + "_calibprob_logpdf.npy", cal.logpdf(calibprob.normal(mut, sdt), yt))
     return {
         "others": others,
-        "fit_s": fit, "predict_s": predict, "n_iter": n_iter,
+        "fit_s": fit,
+        "predict_s": predict,
+        "n_iter": n_iter,
         "nll_base": float(-np.mean(stats.norm.logpdf(yt, mut, sdt))),
         "nll_isotonic": float(calibprob.evaluate(iso.predict(calibprob.normal(mut, sdt)), yt)["nll"]),
         "nll_gp_beta": float(calibprob.evaluate(pred, yt)["nll"]),
@@ -138,8 +146,13 @@ def part_seeds(n_iter: int, seeds: int) -> dict:
     out = {}
     for inference in ("advi", "svi", "map"):
         out[inference] = [
-            float(-np.mean(GPBetaCalibrator(n_inducing=16, inference=inference, n_iter=n_iter, random_state=s)
-                           .fit(calibprob.normal(mu, sd), y).logpdf(calibprob.normal(mut, sdt), yt)))
+            float(
+                -np.mean(
+                    GPBetaCalibrator(n_inducing=16, inference=inference, n_iter=n_iter, random_state=s)
+                    .fit(calibprob.normal(mu, sd), y)
+                    .logpdf(calibprob.normal(mut, sdt), yt)
+                )
+            )
             for s in range(seeds)
         ]
     return out
@@ -156,7 +169,9 @@ def part_minibatch(n: int, n_iter: int, inference: str) -> dict:
     mu, sd, y, mut, sdt, yt = ols_base(n, 2000, 2)
     cal = GPBetaCalibrator(n_inducing=16, inference=inference, n_iter=n_iter, batch_size=256, random_state=0)
     t = time.perf_counter()
-    cal.fit(calibprob.normal(mu, sd), y)  # includes the compile of the minibatch graph (cached on disk after the first run)
+    cal.fit(
+        calibprob.normal(mu, sd), y
+    )  # includes the compile of the minibatch graph (cached on disk after the first run)
     first = time.perf_counter() - t
     tracemalloc.start()
     t = time.perf_counter()
@@ -165,7 +180,12 @@ def part_minibatch(n: int, n_iter: int, inference: str) -> dict:
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return {
-        "n": n, "inference": inference, "batch_size": 256, "n_iter": n_iter, "first_fit_s": first, "fit_s": fit,
+        "n": n,
+        "inference": inference,
+        "batch_size": 256,
+        "n_iter": n_iter,
+        "first_fit_s": first,
+        "fit_s": fit,
         "tracemalloc_peak_mb": peak / 2**20,
         "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "nll_base": float(-np.mean(stats.norm.logpdf(yt, mut, sdt))),
@@ -206,12 +226,20 @@ def main() -> None:
     ap.add_argument("--inference", default="advi", choices=("advi", "svi"), help=argparse.SUPPRESS)
     ap.add_argument("--n-iter", type=int, default=4000)
     ap.add_argument("--save", default=None, help="save the n = 1000 arrays to this .npz")
-    ap.add_argument("--seeds", type=int, default=1,
-                    help="with --netcal: also repeat every fit (calibprob and netcal) for this many seeds")
+    ap.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="with --netcal: also repeat every fit (calibprob and netcal) for this many seeds",
+    )
     ap.add_argument("--quick", action="store_true", help="fewer iterations, n = 5000 for minibatch")
     ap.add_argument("--numba", action="store_true", help="also time the Numba backend's cold compile (~2 min)")
-    ap.add_argument("--netcal", default=None, metavar="PYTHON",
-                    help="python of a separate env with torch + netcal 1.4: compare on the n = 1000 arrays")
+    ap.add_argument(
+        "--netcal",
+        default=None,
+        metavar="PYTHON",
+        help="python of a separate env with torch + netcal 1.4: compare on the n = 1000 arrays",
+    )
     args = ap.parse_args()
     if args.seeds < 1:
         ap.error(f"--seeds must be >= 1; got {args.seeds}.")
@@ -229,46 +257,64 @@ def main() -> None:
             env = dict(env_base, PYTENSOR_FLAGS=f"base_compiledir={cache}")
             cold = _run("compile", "--mode", mode, "--n-iter", n_iter, env=env)
             warm = _run("compile", "--mode", mode, "--n-iter", n_iter, env=env)
-        print(f"  {mode:6s} empty cache: first fit {cold['first_fit_s']:7.1f} s | warm disk cache: first fit "
-              f"{warm['first_fit_s']:5.1f} s | same process refit {warm['refit_s']:5.2f} s "
-              f"(process wall {cold['process_wall_s']:.0f} s / {warm['process_wall_s']:.0f} s)")
+        print(
+            f"  {mode:6s} empty cache: first fit {cold['first_fit_s']:7.1f} s | warm disk cache: first fit "
+            f"{warm['first_fit_s']:5.1f} s | same process refit {warm['refit_s']:5.2f} s "
+            f"(process wall {cold['process_wall_s']:.0f} s / {warm['process_wall_s']:.0f} s)"
+        )
 
     if args.netcal and not args.save:
         args.save = os.path.join(tempfile.gettempdir(), "gpbeta_n1000.npz")
     r = _run("n1000", "--n-iter", n_iter, *(["--save", args.save] if args.save else []), env=env_base)
     print(f"\nADVI, n = 1000 (Fig. 1 data, OLS base), {r['n_iter']} iterations, warm:")
     print(f"  fit {r['fit_s']:.2f} s, predict 2000 test points {r['predict_s']:.2f} s")
-    print(f"  held-out NLL: base {r['nll_base']:.4f} | isotonic {r['nll_isotonic']:.4f} | "
-          f"GP-Beta {r['nll_gp_beta']:.4f} (exact density {r['nll_gp_beta_exact']:.4f})")
+    print(
+        f"  held-out NLL: base {r['nll_base']:.4f} | isotonic {r['nll_isotonic']:.4f} | "
+        f"GP-Beta {r['nll_gp_beta']:.4f} (exact density {r['nll_gp_beta_exact']:.4f})"
+    )
     for name, o in r["others"].items():
-        print(f"  {name.upper()} instead of ADVI: fit {o['fit_s']:.2f} s, predict {o['predict_s']:.2f} s, "
-              f"held-out NLL {o['nll']:.4f} (exact density {o['nll_exact']:.4f})")
+        print(
+            f"  {name.upper()} instead of ADVI: fit {o['fit_s']:.2f} s, predict {o['predict_s']:.2f} s, "
+            f"held-out NLL {o['nll']:.4f} (exact density {o['nll_exact']:.4f})"
+        )
     if args.save:
         print(f"  arrays saved to {args.save}")
     if args.netcal:
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netcal_gpbeta.py")
         nc_out = args.save.replace(".npz", "") + "_netcal_logpdf.npy"
-        proc = subprocess.run([args.netcal, script, args.save, "16", nc_out], capture_output=True, text=True,
-                              env=env_base)
+        proc = subprocess.run(
+            [args.netcal, script, args.save, "16", nc_out], capture_output=True, text=True, env=env_base
+        )
         line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
         if not line:
             print(f"  netcal run failed:\n{proc.stderr[-3000:]}")
         else:
             nc = json.loads(line[0][7:])
-            print(f"  netcal {nc.get('torch', '')} GPBeta (16 inducing, 200 epochs): fit {nc['fit_s']:.2f} s, "
-                  f"predict {nc['predict_s']:.2f} s, held-out NLL {nc['nll']:.4f}")
-            print(f"  wall-time ratio netcal / calibprob: fit {nc['fit_s'] / r['fit_s']:.2f}x, "
-                  f"fit + predict {(nc['fit_s'] + nc['predict_s']) / (r['fit_s'] + r['predict_s']):.2f}x; "
-                  f"NLL calibprob - netcal {r['nll_gp_beta'] - nc['nll']:+.4f}")
+            print(
+                f"  netcal {nc.get('torch', '')} GPBeta (16 inducing, 200 epochs): fit {nc['fit_s']:.2f} s, "
+                f"predict {nc['predict_s']:.2f} s, held-out NLL {nc['nll']:.4f}"
+            )
+            print(
+                f"  wall-time ratio netcal / calibprob: fit {nc['fit_s'] / r['fit_s']:.2f}x, "
+                f"fit + predict {(nc['fit_s'] + nc['predict_s']) / (r['fit_s'] + r['predict_s']):.2f}x; "
+                f"NLL calibprob - netcal {r['nll_gp_beta'] - nc['nll']:+.4f}"
+            )
             for name, o in r["others"].items():
-                print(f"  {name.upper()}: wall-time ratio netcal / calibprob fit {nc['fit_s'] / o['fit_s']:.2f}x, "
-                      f"fit + predict {(nc['fit_s'] + nc['predict_s']) / (o['fit_s'] + o['predict_s']):.2f}x; "
-                      f"NLL calibprob - netcal {o['nll'] - nc['nll']:+.4f}")
-            for label, suffix in (("ADVI", "_calibprob_logpdf.npy"), ("MAP", "_calibprob_map_logpdf.npy"),
-                                  ("SVI", "_calibprob_svi_logpdf.npy")):
+                print(
+                    f"  {name.upper()}: wall-time ratio netcal / calibprob fit {nc['fit_s'] / o['fit_s']:.2f}x, "
+                    f"fit + predict {(nc['fit_s'] + nc['predict_s']) / (o['fit_s'] + o['predict_s']):.2f}x; "
+                    f"NLL calibprob - netcal {o['nll'] - nc['nll']:+.4f}"
+                )
+            for label, suffix in (
+                ("ADVI", "_calibprob_logpdf.npy"),
+                ("MAP", "_calibprob_map_logpdf.npy"),
+                ("SVI", "_calibprob_svi_logpdf.npy"),
+            ):
                 diff = -(np.load(args.save.replace(".npz", "") + suffix) - np.load(nc_out))
-                print(f"  paired per-point NLL difference calibprob {label} - netcal (exact densities): "
-                      f"{diff.mean():+.4f} ± {diff.std(ddof=1) / np.sqrt(diff.size):.4f} (s.e.)")
+                print(
+                    f"  paired per-point NLL difference calibprob {label} - netcal (exact densities): "
+                    f"{diff.mean():+.4f} ± {diff.std(ddof=1) / np.sqrt(diff.size):.4f} (s.e.)"
+                )
 
     if args.netcal and args.seeds > 1:
         # seed-to-seed spread of the stochastic fits (ADVI, SVI, netcal's SVGP) on the same arrays
@@ -276,8 +322,12 @@ def main() -> None:
         theirs = []
         for seed in range(args.seeds):
             seed_out = args.save.replace(".npz", "") + f"_netcal_seed{seed}.npy"
-            proc = subprocess.run([args.netcal, script, args.save, "16", seed_out, str(seed)],
-                                  capture_output=True, text=True, env=env_base)
+            proc = subprocess.run(
+                [args.netcal, script, args.save, "16", seed_out, str(seed)],
+                capture_output=True,
+                text=True,
+                env=env_base,
+            )
             line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
             theirs.append(json.loads(line[0][7:])["nll"] if line else np.nan)
         print(f"\nheld-out NLL over seeds 0..{args.seeds - 1} (mean ± sd; same arrays):")

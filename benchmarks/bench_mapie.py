@@ -69,7 +69,8 @@ def mapie_side(npz, out):
 
     d = np.load(npz)
     kernel = ConstantKernel(VARIANCE, constant_value_bounds="fixed") * Matern(
-        LENGTHSCALE, length_scale_bounds="fixed", nu=2.5)
+        LENGTHSCALE, length_scale_bounds="fixed", nu=2.5
+    )
     gp = GaussianProcessRegressor(kernel=kernel, alpha=NOISE, optimizer=None, normalize_y=False)
     t0 = time.perf_counter()
     reg = CrossConformalRegressor(gp, confidence_level=LEVEL, method="plus", cv=LeaveOneOut())
@@ -107,15 +108,21 @@ def main():
         return
     if not args.mapie:
         # `make bench` runs every script without arguments: skip, saying how to run it
-        print("P2  skipped: MAPIE lives in a separate environment; run with --mapie /path/to/python "
-              "(this script's docstring shows how to build it)")
+        print(
+            "P2  skipped: MAPIE lives in a separate environment; run with --mapie /path/to/python "
+            "(this script's docstring shows how to build it)"
+        )
         return
     X, y, Xt, yt = make_data(args.n, args.m)
     with tempfile.TemporaryDirectory() as tmp:
         npz, out = Path(tmp) / "data.npz", Path(tmp) / "mapie.npz"
         np.savez(npz, X=X, y=y, Xt=Xt)
-        proc = subprocess.run([args.mapie, __file__, "--mapie-side", str(npz), str(out)],
-                              capture_output=True, text=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+        proc = subprocess.run(
+            [args.mapie, __file__, "--mapie-side", str(npz), str(out)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+        )
         if proc.returncode != 0:
             sys.exit(f"MAPIE side failed:\n{proc.stderr}")
         info = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
@@ -126,12 +133,16 @@ def main():
     cov_m = float(np.mean((yt >= lo_m) & (yt <= hi_m)))
     diff = float(max(np.abs(lo_c - lo_m).max(), np.abs(hi_c - hi_m).max()))
     print(f"P2  jackknife+ with a fixed-kernel GP, n={args.n}, {args.m} test points, confidence {LEVEL}")
-    print(f"    MAPIE {info['mapie']} CrossConformalRegressor(LeaveOneOut) + scikit-learn {info['sklearn']} GP: "
-          f"{info['seconds']:9.3f} s")
+    print(
+        f"    MAPIE {info['mapie']} CrossConformalRegressor(LeaveOneOut) + scikit-learn {info['sklearn']} GP: "
+        f"{info['seconds']:9.3f} s"
+    )
     print(f"    calibprob JackknifePlusGP(score='absolute'), closed-form LOO (best of {args.repeat}): {t_c:9.4f} s")
     print(f"    speed-up {info['seconds'] / t_c:8.1f}x   (target >= 50x)")
-    print(f"    test coverage: calibprob {cov_c:.3f}, MAPIE {cov_m:.3f}; mean width calibprob "
-          f"{np.mean(hi_c - lo_c):.4f}, MAPIE {np.mean(hi_m - lo_m):.4f}; max |interval difference| {diff:.2e}")
+    print(
+        f"    test coverage: calibprob {cov_c:.3f}, MAPIE {cov_m:.3f}; mean width calibprob "
+        f"{np.mean(hi_c - lo_c):.4f}, MAPIE {np.mean(hi_m - lo_m):.4f}; max |interval difference| {diff:.2e}"
+    )
 
 
 if __name__ == "__main__":

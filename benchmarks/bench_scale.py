@@ -59,8 +59,11 @@ def _variant(n: int, chunk: int | None, queue) -> None:
 
         _, m, s = cps._mu_scale(pred_test)
         lv = valid_levels(None, cps.n_calibration_, symmetric=False)
-        pred = from_quantiles(conformal_quantile_function(m, s, cps.scores_, lv, symmetric=False, chunk_size=chunk),
-                              lv, method="conformal-predictive-system")
+        pred = from_quantiles(
+            conformal_quantile_function(m, s, cps.scores_, lv, symmetric=False, chunk_size=chunk),
+            lv,
+            method="conformal-predictive-system",
+        )
     t["predict"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     if chunk is None:
@@ -74,9 +77,17 @@ def _variant(n: int, chunk: int | None, queue) -> None:
     m = evaluate(pred, y[n:], chunk_size=chunk)
     t["evaluate"] = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    queue.put({"times": t, "peak_mb": peak, "start_mb": base_rss, "crps": c, "nll": float(m["nll"]),
-               "cov90": float(m["coverage"].sel(confidence_level=0.9)),
-               "pred_mb": pred["quantile"].nbytes / 2**20})
+    queue.put(
+        {
+            "times": t,
+            "peak_mb": peak,
+            "start_mb": base_rss,
+            "crps": c,
+            "nll": float(m["nll"]),
+            "cov90": float(m["coverage"].sel(confidence_level=0.9)),
+            "pred_mb": pred["quantile"].nbytes / 2**20,
+        }
+    )
 
 
 def run(n: int, chunk: int | None) -> dict:
@@ -105,11 +116,15 @@ def main() -> None:
     print(f"  time total                {ta:10.2f} s{tb:10.2f} s{tb / ta:8.2f}")
     a, b = blocked["peak_mb"], whole["peak_mb"]
     print(f"  peak RSS                  {a:10.0f} MB{b:9.0f} MB{b / a:8.2f}")
-    print(f"  (the CPS prediction itself holds {blocked['pred_mb']:.0f} MB of quantiles; "
-          f"interpreter + imports at start {blocked['start_mb']:.0f} MB)")
+    print(
+        f"  (the CPS prediction itself holds {blocked['pred_mb']:.0f} MB of quantiles; "
+        f"interpreter + imports at start {blocked['start_mb']:.0f} MB)"
+    )
     same = (blocked["crps"], blocked["nll"], blocked["cov90"]) == (whole["crps"], whole["nll"], whole["cov90"])
-    print(f"  mean CRPS {blocked['crps']:.6f}, NLL {blocked['nll']:.6f}, 90% coverage {blocked['cov90']:.4f} "
-          f"(blocked and one block identical: {same})")
+    print(
+        f"  mean CRPS {blocked['crps']:.6f}, NLL {blocked['nll']:.6f}, 90% coverage {blocked['cov90']:.4f} "
+        f"(blocked and one block identical: {same})"
+    )
     print(f"  an n_test x n_cal CRPS matrix would need {n * n * 8 / 1e9:,.0f} GB (float64); never allocated here")
     print(f"  budget: peak <= 2 GB -> {'met' if a <= 2048 else 'NOT met'}")
 

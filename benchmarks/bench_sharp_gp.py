@@ -83,8 +83,13 @@ def main(argv=None) -> None:
     parser.add_argument("--mode", default=None, help="PyTensor compile mode (default: calibprob.gp's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sparse", action="store_true", help="also time the sparse 5000-point case")
-    parser.add_argument("--scaling", type=int, nargs="*", default=[],
-                        help="training sizes for the per-level / per-test-point costs, e.g. 1000 2000")
+    parser.add_argument(
+        "--scaling",
+        type=int,
+        nargs="*",
+        default=[],
+        help="training sizes for the per-level / per-test-point costs, e.g. 1000 2000",
+    )
     parser.add_argument("--no-boston", action="store_true", help="skip the Boston section")
     args = parser.parse_args(argv)
 
@@ -103,8 +108,9 @@ def main(argv=None) -> None:
     print(f"{'base GP fit (ML, 3 starts)':34s} {t:7.2f} s wall {_CPU['last']:7.2f} s cpu")
 
     def make(levels, variant="full"):
-        return SharpCalibratedGP(estimator=gp, variant=variant, n_levels=levels, compile_mode=args.mode,
-                                 random_state=args.seed)
+        return SharpCalibratedGP(
+            estimator=gp, variant=variant, n_levels=levels, compile_mode=args.mode, random_state=args.seed
+        )
 
     sharp_gp.clear_cache()
     m, t_cold = _timed(lambda: make(args.levels).fit(Xc, yc))
@@ -118,8 +124,10 @@ def main(argv=None) -> None:
     k2 = m2.diagnostics_.sizes["knot"]
     per = (t_more - t_warm) / max(k2 - k1, 1)
     per_cpu = (_CPU["last"] - c_warm) / max(k2 - k1, 1)
-    print(f"{'time per extra level (warm)':34s} {per:7.3f} s wall {per_cpu:7.3f} s cpu   "
-          f"(target <= 1 s; {k2 - k1} extra knots)")
+    print(
+        f"{'time per extra level (warm)':34s} {per:7.3f} s wall {per_cpu:7.3f} s cpu   "
+        f"(target <= 1 s; {k2 - k1} extra knots)"
+    )
     for variant in ("scaled", "cross-fitted"):
         mv, tv = _timed(lambda: make(args.levels, variant).fit(Xc, yc))
         _summary(f"{variant}, {args.levels} levels, warm", mv, tv, Xt, yt)
@@ -130,21 +138,33 @@ def main(argv=None) -> None:
     if args.sparse:
         rng = np.random.default_rng(args.seed)
         X = rng.uniform(0, 1, size=(5000, 8))
-        y = np.sin(2 * np.pi * X[:, 0]) * X[:, 1] + np.exp(-((X[:, 2:5] - 0.5) ** 2).sum(1) * 4) \
+        y = (
+            np.sin(2 * np.pi * X[:, 0]) * X[:, 1]
+            + np.exp(-((X[:, 2:5] - 0.5) ** 2).sum(1) * 4)
             + (0.05 + 0.2 * X[:, 5]) * rng.normal(size=5000)
+        )
         X = (X - 0.5) / 0.29
         y = (y - y[:3000].mean()) / y[:3000].std()
         Xtr, ytr, Xc, yc, Xt, yt = X[:3000], y[:3000], X[3000:4000], y[3000:4000], X[4000:], y[4000:]
         with threadpool_limits(limits=1, user_api="blas"):
-            sgp, t = _timed(lambda: SparseGaussianProcessRegressor(
-                n_inducing=300, n_restarts=1, random_state=args.seed).fit(Xtr, ytr))
+            sgp, t = _timed(
+                lambda: SparseGaussianProcessRegressor(n_inducing=300, n_restarts=1, random_state=args.seed).fit(
+                    Xtr, ytr
+                )
+            )
         print("\nsparse: train 3000, calibrate 1000, 8-D; VFE base with 300 inducing points")
         print(f"{'sparse base GP fit (VFE, 1 start)':34s} {t:7.2f} s wall {_CPU['last']:7.2f} s cpu")
-        ms, ts = _timed(lambda: SharpCalibratedGP(
-            base=sgp, n_levels=args.levels, compile_mode=args.mode, random_state=args.seed).fit(Xc, yc))
+        ms, ts = _timed(
+            lambda: SharpCalibratedGP(
+                base=sgp, n_levels=args.levels, compile_mode=args.mode, random_state=args.seed
+            ).fit(Xc, yc)
+        )
         _summary(f"full on sparse, subset 500, {args.levels} lv", ms, ts, Xt, yt)
-        ms, ts = _timed(lambda: SharpCalibratedGP(
-            base=sgp, variant="scaled", n_levels=args.levels, random_state=args.seed).fit(Xc, yc))
+        ms, ts = _timed(
+            lambda: SharpCalibratedGP(base=sgp, variant="scaled", n_levels=args.levels, random_state=args.seed).fit(
+                Xc, yc
+            )
+        )
         _summary(f"scaled on sparse, {args.levels} levels", ms, ts, Xt, yt)
 
 
@@ -154,31 +174,40 @@ def _scaling(args) -> None:
 
     from calibprob.conformal import FullConformalGP
 
-    print(f"{'n':>5} {'GP fit':>8} | {'sharp, 9 knots':>14} {'s/level':>8} "
-          f"{'evals/level':>11} {'s/eval':>7} | {'FCP fit':>8} {'FCP 200 pts':>11} {'ms/point':>8} | load")
+    print(
+        f"{'n':>5} {'GP fit':>8} | {'sharp, 9 knots':>14} {'s/level':>8} "
+        f"{'evals/level':>11} {'s/eval':>7} | {'FCP fit':>8} {'FCP 200 pts':>11} {'ms/point':>8} | load"
+    )
     for n in args.scaling:
         rng = np.random.default_rng(args.seed)
         X = rng.uniform(size=(n + 400, 4))
-        y = np.sin(3 * X[:, 0]) + np.cos(2 * X[:, 1] * X[:, 2]) + 0.5 * X[:, 3] \
+        y = (
+            np.sin(3 * X[:, 0])
+            + np.cos(2 * X[:, 1] * X[:, 2])
+            + 0.5 * X[:, 3]
             + (0.05 + 0.1 * X[:, 3]) * rng.normal(size=n + 400)
+        )
         y = y - y[:n].mean()
-        Xtr, ytr, Xc, yc, Xt = X[:n], y[:n], X[n:n + 200], y[n:n + 200], X[n + 200:]
+        Xtr, ytr, Xc, yc, Xt = X[:n], y[:n], X[n : n + 200], y[n : n + 200], X[n + 200 :]
         load0 = __import__("os").getloadavg()[0]
         with threadpool_limits(limits=1, user_api="blas"):
             gp, t_gp = _timed(lambda: GaussianProcessRegressor(n_restarts=1, random_state=0).fit(Xtr, ytr))
             # warm-up (compilation and the outer, unconstrained knots' code paths), not timed
             SharpCalibratedGP(base=gp, n_levels=5, compile_mode=args.mode, random_state=0).fit(Xc, yc)
-            m9, t9 = _timed(lambda: SharpCalibratedGP(base=gp, n_levels=9, compile_mode=args.mode,
-                                                      random_state=0).fit(Xc, yc))
+            m9, t9 = _timed(
+                lambda: SharpCalibratedGP(base=gp, n_levels=9, compile_mode=args.mode, random_state=0).fit(Xc, yc)
+            )
             k9 = m9.diagnostics_.sizes["knot"]
             e9 = int(m9.diagnostics_["n_eval"].sum())
             per_level, evals_level, per_eval = t9 / k9, e9 / k9, t9 / max(e9, 1)
-            fcp, t_fit = _timed(lambda: FullConformalGP(estimator=gp, prefit=True,
-                                                        confidence_level=0.9).fit())
+            fcp, t_fit = _timed(lambda: FullConformalGP(estimator=gp, prefit=True, confidence_level=0.9).fit())
             _, t_pred = _timed(lambda: fcp.predict_interval(Xt))
-        print(f"{n:>5} {t_gp:7.1f}s | {t9:13.1f}s {per_level:8.2f} {evals_level:11.1f} "
-              f"{per_eval:7.3f} | {t_fit:7.2f}s {t_pred:10.2f}s {1e3 * t_pred / len(Xt):8.1f} | "
-              f"{load0:.2f}->{__import__('os').getloadavg()[0]:.2f}", flush=True)
+        print(
+            f"{n:>5} {t_gp:7.1f}s | {t9:13.1f}s {per_level:8.2f} {evals_level:11.1f} "
+            f"{per_eval:7.3f} | {t_fit:7.2f}s {t_pred:10.2f}s {1e3 * t_pred / len(Xt):8.1f} | "
+            f"{load0:.2f}->{__import__('os').getloadavg()[0]:.2f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

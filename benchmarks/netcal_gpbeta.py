@@ -41,11 +41,17 @@ def main(path: str, n_inducing: int = 16, out: str | None = None, seed: int = 0)
     pdf = np.asarray(pdf, float).reshape(-1)
     if out:  # per-point log densities, for a paired comparison
         np.save(out, np.log(np.maximum(pdf, 1e-300)))
-    print("RESULT " + json.dumps({
-        "fit_s": fit, "predict_s": predict,
-        "nll": float(-np.mean(np.log(np.maximum(pdf, 1e-300)))),
-        "torch": torch.__version__,
-    }))
+    print(
+        "RESULT "
+        + json.dumps(
+            {
+                "fit_s": fit,
+                "predict_s": predict,
+                "nll": float(-np.mean(np.log(np.maximum(pdf, 1e-300)))),
+                "torch": torch.__version__,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

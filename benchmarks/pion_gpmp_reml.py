@@ -145,27 +145,39 @@ def interval_scores(model, mean, sd, Xt, yt):
     iv = JackknifePlusGP(estimator=model, prefit=True, confidence_level=list(LEVELS[ok])).fit().predict_interval(Xt)
     lower[ok], upper[ok] = np.asarray(iv["lower"]).T, np.asarray(iv["upper"]).T
     k90 = int(np.argmin(np.abs(LEVELS - 0.9)))
-    return (2 * norm.ppf(0.95) * float(np.mean(sd)), iae_gaussian(yt, mean, sd),
-            float(np.mean(upper[k90] - lower[k90])), iae_intervals(yt, lower, upper))
+    return (
+        2 * norm.ppf(0.95) * float(np.mean(sd)),
+        iae_gaussian(yt, mean, sd),
+        float(np.mean(upper[k90] - lower[k90])),
+        iae_intervals(yt, lower, upper),
+    )
 
 
 def nugget_sweep(function, ps, nuggets, repetitions, seed):
     """calibprob's REML GP and J+GP at several fixed nuggets: how much of each number the nugget sets."""
     data = list(designs(function, repetitions, seed))
-    print(f"{function}: calibprob REML at fixed nuggets (relative to the kernel variance); "
-          f"{repetitions} uniform designs of {data[0][0].shape[0]} points; mean (s.e.) over repetitions")
+    print(
+        f"{function}: calibprob REML at fixed nuggets (relative to the kernel variance); "
+        f"{repetitions} uniform designs of {data[0][0].shape[0]} points; mean (s.e.) over repetitions"
+    )
     print(f"{'p':>2} {'nugget':>8s} {'REML W90':>17s} {'REML IAE':>15s} {'J+GP W90':>17s} {'J+GP IAE':>15s}")
     for p in ps:
         for nugget in nuggets:
-            v = np.array([interval_scores(m, *m.predict_mean_std(Xt), Xt, yt)
-                          for r, (X, y, Xt, yt) in enumerate(data)
-                          for m in [gp_at(None, p, X, y, r, nugget=nugget)]])
+            v = np.array(
+                [
+                    interval_scores(m, *m.predict_mean_std(Xt), Xt, yt)
+                    for r, (X, y, Xt, yt) in enumerate(data)
+                    for m in [gp_at(None, p, X, y, r, nugget=nugget)]
+                ]
+            )
             m, se = v.mean(axis=0), v.std(axis=0, ddof=1) / np.sqrt(len(v))
             print(f"{p:>2} {nugget:>8.0e} " + " ".join(f"{a:>9.4g} ({b:.2g})" for a, b in zip(m, se)))
             if len(v) >= 80:  # the spread of the table's statistic: means over disjoint sets of 40 designs
                 blocks = v[: len(v) // 40 * 40].reshape(-1, 40, 4).mean(axis=1)
-                print(f"   {len(blocks)} disjoint sets of 40 designs: REML W90 {blocks[:, 0].min():.3g}-"
-                      f"{blocks[:, 0].max():.3g}, J+GP W90 {blocks[:, 2].min():.3g}-{blocks[:, 2].max():.3g}")
+                print(
+                    f"   {len(blocks)} disjoint sets of 40 designs: REML W90 {blocks[:, 0].min():.3g}-"
+                    f"{blocks[:, 0].max():.3g}, J+GP W90 {blocks[:, 2].min():.3g}-{blocks[:, 2].max():.3g}"
+                )
         pw = PAPER[(function, p)]
         print(f"{p:>2} {'paper':>8s} {pw[0]:>17.4g} {pw[1]:>15.4g} {pw[2]:>17.4g} {pw[3]:>15.4g}")
 
@@ -177,8 +189,12 @@ def main():
     ap.add_argument("--p", type=int, nargs="+", default=[5, 9], choices=[1, 5, 9])
     ap.add_argument("--repetitions", type=int, default=40)
     ap.add_argument("--seed", type=int, default=2024)
-    ap.add_argument("--nuggets", type=float, nargs="+",
-                    help="calibprob only (no GPmp): the table's numbers at each of these fixed nuggets")
+    ap.add_argument(
+        "--nuggets",
+        type=float,
+        nargs="+",
+        help="calibprob only (no GPmp): the table's numbers at each of these fixed nuggets",
+    )
     ap.add_argument("--gpmp-side", nargs=3, metavar=("NPZ", "OUT", "P"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.repetitions < 2:
@@ -193,14 +209,20 @@ def main():
         nugget_sweep(args.function, args.p, args.nuggets, args.repetitions, args.seed)
         return
     if not args.gpmp:
-        print("Pion/GPmp check skipped: GPmp lives in a separate environment; run with --gpmp "
-              "/path/to/python (this script's docstring shows how to build it)")
+        print(
+            "Pion/GPmp check skipped: GPmp lives in a separate environment; run with --gpmp "
+            "/path/to/python (this script's docstring shows how to build it)"
+        )
         return
     data = list(designs(args.function, args.repetitions, args.seed))
-    print(f"{args.function}: {args.repetitions} uniform designs of {data[0][0].shape[0]} points, "
-          f"1100 test points; mean (s.e.) over repetitions")
-    header = (f"{'p':>2} {'fit':24s} {'REML W90':>17s} {'REML IAE':>15s} {'J+GP W90':>17s} "
-              f"{'J+GP IAE':>15s} {'REML loglik 1e-12':>17s} {'at 10 eps':>15s}")
+    print(
+        f"{args.function}: {args.repetitions} uniform designs of {data[0][0].shape[0]} points, "
+        f"1100 test points; mean (s.e.) over repetitions"
+    )
+    header = (
+        f"{'p':>2} {'fit':24s} {'REML W90':>17s} {'REML IAE':>15s} {'J+GP W90':>17s} "
+        f"{'J+GP IAE':>15s} {'REML loglik 1e-12':>17s} {'at 10 eps':>15s}"
+    )
     print(header)
     for p in args.p:
         with tempfile.TemporaryDirectory() as tmp:
@@ -209,8 +231,9 @@ def main():
             for r, (X, y, Xt, _) in enumerate(data):
                 arrays.update({f"X{r}": X, f"y{r}": y, f"Xt{r}": Xt})
             np.savez(npz, **arrays)
-            proc = subprocess.run([args.gpmp, __file__, "--gpmp-side", str(npz), str(out), str(p)],
-                                  capture_output=True, text=True)
+            proc = subprocess.run(
+                [args.gpmp, __file__, "--gpmp-side", str(npz), str(out), str(p)], capture_output=True, text=True
+            )
             if proc.returncode != 0:
                 sys.exit(f"GPmp side failed:\n{proc.stderr}")
             g = dict(np.load(out))
@@ -227,10 +250,22 @@ def main():
                     mean, sd = g["mean"][r], np.sqrt(np.maximum(g["var"][r], 0.0))
                 else:
                     mean, sd = model.predict_mean_std(Xt)
-                rows[name].append((*interval_scores(model, mean, sd, Xt, yt),
-                                   float(model.log_marginal_likelihood_value_),
-                                   float(gp_at({k: model.theta_[k] for k in ("lengthscale", "variance")},
-                                               p, X, y, r, nugget=GPMP_NUGGET).log_marginal_likelihood_value_)))
+                rows[name].append(
+                    (
+                        *interval_scores(model, mean, sd, Xt, yt),
+                        float(model.log_marginal_likelihood_value_),
+                        float(
+                            gp_at(
+                                {k: model.theta_[k] for k in ("lengthscale", "variance")},
+                                p,
+                                X,
+                                y,
+                                r,
+                                nugget=GPMP_NUGGET,
+                            ).log_marginal_likelihood_value_
+                        ),
+                    )
+                )
         for name, vals in rows.items():
             v = np.array(vals)
             m, se = v.mean(axis=0), v.std(axis=0, ddof=1) / np.sqrt(len(v))
@@ -239,8 +274,10 @@ def main():
         print(f"{p:>2} {'paper (Table 1)':24s} {pw[0]:>17.4g} {pw[1]:>15.4g} {pw[2]:>17.4g} {pw[3]:>15.4g}")
         diff = np.array(rows["calibprob REML"])[:, 4:] - np.array(rows[gname])[:, 4:]
         for j, nug in enumerate(("1e-12 (calibprob's)", "10 eps (GPmp's)")):
-            print(f"   nugget {nug}: calibprob's optimum higher than GPmp's in {np.mean(diff[:, j] > 1e-6):.0%} "
-                  f"of the designs (median difference {np.median(diff[:, j]):+.2f} nats)")
+            print(
+                f"   nugget {nug}: calibprob's optimum higher than GPmp's in {np.mean(diff[:, j] > 1e-6):.0%} "
+                f"of the designs (median difference {np.median(diff[:, j]):+.2f} nats)"
+            )
 
 
 if __name__ == "__main__":

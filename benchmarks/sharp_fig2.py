@@ -64,8 +64,10 @@ def run(seed, grid=None):
         out.update({k: cal.predict(pred).calib.quantiles for k, cal in recal.items()})
         return out
 
-    stats = {k: (float(np.mean(q[:, 1] - q[:, 0])), float(np.mean((yt >= q[:, 0]) & (yt <= q[:, 1]))))
-             for k, q in bands(Xt).items()}
+    stats = {
+        k: (float(np.mean(q[:, 1] - q[:, 0])), float(np.mean((yt >= q[:, 0]) & (yt <= q[:, 1]))))
+        for k, q in bands(Xt).items()
+    }
     picture = None if grid is None else (Xtr, ytr, Xc, yc, bands(grid))
     return stats, picture
 

@@ -28,7 +28,7 @@ from calibprob.calibrators import GPBetaCalibrator, IsotonicRecalibrator
 from calibprob.calibrators.gp_beta import beta_link_logpdf
 
 # The paper writes e ~ N(0, sqrt 2); read as the standard deviation (default) or as the variance.
-NOISE_SD = {"sd": np.sqrt(2.0), "variance": 2.0 ** 0.25}
+NOISE_SD = {"sd": np.sqrt(2.0), "variance": 2.0**0.25}
 
 
 def sample(n, rng, noise_sd=NOISE_SD["sd"]):
@@ -44,8 +44,12 @@ def best_beta_link(x0, m, s, gpb, noise_sd, n=40_000, seed=7):
 
     rng = np.random.default_rng(seed)
     y = np.where(rng.integers(0, 2, n) == 1, 0.5 * x0, 0.0) + rng.normal(0.0, noise_sd, n)
-    res = optimize.minimize(lambda p: -np.mean(beta_link_logpdf(y, m, s, *p)), [0.0, 0.0, 0.0],
-                            method="Nelder-Mead", options={"xatol": 1e-6, "fatol": 1e-10, "maxiter": 4000})
+    res = optimize.minimize(
+        lambda p: -np.mean(beta_link_logpdf(y, m, s, *p)),
+        [0.0, 0.0, 0.0],
+        method="Nelder-Mead",
+        options={"xatol": 1e-6, "fatol": 1e-10, "maxiter": 4000},
+    )
     fitted = -np.mean(gpb.logpdf(calibprob.normal(np.full(n, m), np.full(n, s)), y))
     return res.x, float(res.fun), float(fitted)
 
@@ -60,16 +64,20 @@ def dip_ratio(density: np.ndarray) -> float:
     if inner.size < 2:
         return 1.0
     i, j = np.sort(inner[np.argsort(density[inner])[-2:]])
-    return float(density[i:j + 1].min() / min(density[i], density[j]))
+    return float(density[i : j + 1].min() / min(density[i], density[j]))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="docs/_static/song-fig1.png")
     ap.add_argument("--inference", default="advi", choices=("advi", "map", "fullrank_advi", "nuts"))
-    ap.add_argument("--noise-reading", default="sd", choices=tuple(NOISE_SD),
-                    help="read the paper's N(0, sqrt 2) with sqrt 2 as the standard deviation (default) "
-                         "or as the variance (standard deviation 2**0.25)")
+    ap.add_argument(
+        "--noise-reading",
+        default="sd",
+        choices=tuple(NOISE_SD),
+        help="read the paper's N(0, sqrt 2) with sqrt 2 as the standard deviation (default) "
+        "or as the variance (standard deviation 2**0.25)",
+    )
     args = ap.parse_args()
     noise_sd = NOISE_SD[args.noise_reading]
     print(f"noise: sqrt 2 read as the {args.noise_reading} (standard deviation {noise_sd:.4f})")
@@ -111,10 +119,12 @@ def main() -> None:
         (log_a, log_b, c), best_nll, fitted_nll = best_beta_link(x0, m, s, gpb, noise_sd)
         opt = np.exp(beta_link_logpdf(grid, m, s, log_a, log_b, c))
         opt_modes = grid[1:-1][(opt[1:-1] > opt[:-2]) & (opt[1:-1] > opt[2:])]
-        print(f"x = {x0:4.0f}: GP-Beta density modes at {np.round(modes, 2).tolist()} (dip ratio "
-              f"{dip_ratio(g):.3f}); best Beta link a = {np.exp(log_a):.3f}, b = {np.exp(log_b):.3f}, "
-              f"c = {c:+.3f}, modes at {np.round(opt_modes, 2).tolist()} (dip ratio {dip_ratio(opt):.3f}; "
-              f"truth {dip_ratio(truth):.4f}); GP-Beta's expected NLL {fitted_nll - best_nll:+.4f} above it")
+        print(
+            f"x = {x0:4.0f}: GP-Beta density modes at {np.round(modes, 2).tolist()} (dip ratio "
+            f"{dip_ratio(g):.3f}); best Beta link a = {np.exp(log_a):.3f}, b = {np.exp(log_b):.3f}, "
+            f"c = {c:+.3f}, modes at {np.round(opt_modes, 2).tolist()} (dip ratio {dip_ratio(opt):.3f}; "
+            f"truth {dip_ratio(truth):.4f}); GP-Beta's expected NLL {fitted_nll - best_nll:+.4f} above it"
+        )
         ax.plot(grid, opt, color="C2", lw=1.5, ls="--", zorder=5, label="best Beta link")
         ax.plot(grid, truth, color="k", lw=2, label="true conditional")
         ax.plot(grid, base, color="C0", label="OLS base")
@@ -123,8 +133,9 @@ def main() -> None:
         ax.set(title=f"x = {x0:g}", xlabel="y")
     axes[0].set_ylabel("density")
     axes[0].legend(fontsize=8)
-    fig.suptitle("Song et al. 2019, Fig. 1 set: held-out NLL " +
-                 ", ".join(f"{k} {v:.2f}" for k, v in nll.items()), fontsize=10)
+    fig.suptitle(
+        "Song et al. 2019, Fig. 1 set: held-out NLL " + ", ".join(f"{k} {v:.2f}" for k, v in nll.items()), fontsize=10
+    )
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
     print(f"wrote {args.out}")

@@ -205,9 +205,7 @@ class BaseEstimator:
         valid = set(self._param_names())
         for key, value in params.items():
             if key not in valid:
-                raise ValueError(
-                    f"{type(self).__name__} has no parameter {key!r}; valid: {sorted(valid)}."
-                )
+                raise ValueError(f"{type(self).__name__} has no parameter {key!r}; valid: {sorted(valid)}.")
             setattr(self, key, value)
         return self
 
@@ -245,8 +243,7 @@ def check_is_fitted(estimator, attribute: str, *, method: str = "fit") -> None:
     """Raise :class:`NotFittedError` naming the method to call first."""
     if getattr(estimator, attribute, None) is None:
         raise NotFittedError(
-            f"This {type(estimator).__name__} instance is not fitted yet. "
-            f"Call {method}(...) before using it."
+            f"This {type(estimator).__name__} instance is not fitted yet. Call {method}(...) before using it."
         )
 
 

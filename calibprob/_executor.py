@@ -150,9 +150,19 @@ def check_output_path(out, *, what: str = "--out") -> Path:
     if out.exists():
         mode = os.stat(out).st_mode
         if not stat.S_ISREG(mode):
-            kind = ("a directory" if stat.S_ISDIR(mode) else "a character device" if stat.S_ISCHR(mode)
-                    else "a block device" if stat.S_ISBLK(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-                    else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+            kind = (
+                "a directory"
+                if stat.S_ISDIR(mode)
+                else "a character device"
+                if stat.S_ISCHR(mode)
+                else "a block device"
+                if stat.S_ISBLK(mode)
+                else "a FIFO"
+                if stat.S_ISFIFO(mode)
+                else "a socket"
+                if stat.S_ISSOCK(mode)
+                else "not a regular file"
+            )
             raise OutputError(
                 f"{what} = {str(out)!r} is {kind}, not a regular file; refusing to replace it. "
                 f"Give a file path such as {str(out).rstrip('/') if stat.S_ISDIR(mode) else 'results'}/run.nc."
@@ -231,8 +241,11 @@ def content_checksum(ds: xr.Dataset) -> str:
 
 def _write_error(path: Path, err: OSError) -> OSError:
     reason = err.strerror or str(err)
-    fix = ("free some space or choose another --out" if getattr(err, "errno", None) == errno.ENOSPC
-           else "check that the folder is writable and has free space, or choose another --out")
+    fix = (
+        "free some space or choose another --out"
+        if getattr(err, "errno", None) == errno.ENOSPC
+        else "check that the folder is writable and has free space, or choose another --out"
+    )
     return OSError(f"could not write {str(path)!r}: {reason}. {fix[0].upper() + fix[1:]}.")
 
 
@@ -290,8 +303,11 @@ class RunOutput:
                     f"{str(self.out)!r} is being written by another calibprob run ({holder}); wait for it "
                     "to finish or choose another --out."
                 ) from None
-            print(f"calibprob: another run ({holder}) is writing {self.out}; waiting for it to finish "
-                  "(its finished tasks will be reused)…", file=sys.stderr)
+            print(
+                f"calibprob: another run ({holder}) is writing {self.out}; waiting for it to finish "
+                "(its finished tasks will be reused)…",
+                file=sys.stderr,
+            )
             fcntl.flock(self._fh, fcntl.LOCK_EX)
         self._fh.seek(0)
         self._fh.truncate()
@@ -318,8 +334,14 @@ class RunOutput:
 def store_part(ds: xr.Dataset, path: Path, *, fingerprint: str, key: Sequence, failed: bool) -> None:
     """Stamp ``ds`` with its fingerprint, key, failure flag and checksum, and write it atomically."""
     ds = ds.copy()
-    ds.attrs.update({"task_fingerprint": fingerprint, "task_key": json.dumps(list(key), default=str),
-                     "task_failed": int(bool(failed)), "task_checksum": content_checksum(ds)})
+    ds.attrs.update(
+        {
+            "task_fingerprint": fingerprint,
+            "task_key": json.dumps(list(key), default=str),
+            "task_failed": int(bool(failed)),
+            "task_checksum": content_checksum(ds),
+        }
+    )
     write_atomic(ds, path)
 
 
@@ -472,8 +494,9 @@ def execute(
                 results[key] = ds
                 continue
         todo.append(key)
-    bar = tqdm(total=len(keys), initial=len(keys) - len(todo), disable=not progress, desc=desc,
-               unit=unit, dynamic_ncols=True)
+    bar = tqdm(
+        total=len(keys), initial=len(keys) - len(todo), disable=not progress, desc=desc, unit=unit, dynamic_ncols=True
+    )
 
     def store(key, ds: xr.Dataset, failed: bool) -> None:
         failed = bool(failed or int(ds.attrs.get("task_failed", 0)))  # the task may flag a partial failure
@@ -510,9 +533,7 @@ def _dask_map(task, config, keys, store, on_error, *, workers, scheduler) -> Non
     try:
         from dask.distributed import as_completed
     except ImportError as err:  # pragma: no cover - depends on the install
-        raise ImportError(
-            "parallel runs need Dask: pip install 'calibprob[dask]' (dask[distributed])."
-        ) from err
+        raise ImportError("parallel runs need Dask: pip install 'calibprob[dask]' (dask[distributed]).") from err
     cluster = None
     if scheduler is None:
         from dask.distributed import Client
@@ -588,5 +609,4 @@ def local_cluster(n_workers: int):
 
     n_workers = check_int(n_workers, "n_workers (worker processes; e.g. 2)", minimum=1)
     with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
-        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                            dashboard_address=None)
+        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None)

@@ -202,8 +202,7 @@ def _check_dtype(name: str) -> str:
 
 def _pack_attrs(attrs: dict) -> dict:
     """xarray attrs as written: natively when exact, else one JSON string."""
-    if all(isinstance(k, str) and not k.startswith("calibprob_") and _safe_attr_value(v)
-           for k, v in attrs.items()):
+    if all(isinstance(k, str) and not k.startswith("calibprob_") and _safe_attr_value(v) for k, v in attrs.items()):
         return dict(attrs)
     try:
         text = json.dumps(attrs, default=_json_default, allow_nan=True)
@@ -286,16 +285,27 @@ class _Writer:
         if type(value) is np.random.RandomState:
             self.remember(value, label)
             self.group(path, {"calibprob_type": "randomstate", **extra})
-            return self.items(_join(path, "state"), label, list(enumerate(value.get_state())), keyed=False,
-                              attrs={"calibprob_type": "tuple"})
+            return self.items(
+                _join(path, "state"),
+                label,
+                list(enumerate(value.get_state())),
+                keyed=False,
+                attrs={"calibprob_type": "tuple"},
+            )
         cls_name = _registered_name(value)
         if cls_name is not None and hasattr(value, "get_params"):
             return self.estimator(path, label, value, extra)
         if cls_name is not None:
             self.remember(value, label)
             self.group(path, {"calibprob_type": "object", "calibprob_class": cls_name, **extra})
-            return self.items(_join(path, "state"), label, _state_items(value, cls_name, params=()),
-                              keyed=True, attr_labels=True, attrs={"calibprob_type": "dict"})
+            return self.items(
+                _join(path, "state"),
+                label,
+                _state_items(value, cls_name, params=()),
+                keyed=True,
+                attr_labels=True,
+                attrs={"calibprob_type": "dict"},
+            )
         mod = type(value).__module__ or ""
         if mod.split(".")[0] in ("calibprob", "pytensor", "pymc", "xarray", "numpy"):
             raise TypeError(
@@ -327,8 +337,12 @@ class _Writer:
 
     def sequence(self, parent, name, label, value, extra):
         kind = "list" if type(value) is list else "tuple"
-        for scalar_type, elem, dtype in ((float, "float", float), (str, "str", str), (bool, "bool", bool),
-                                         (int, "int", np.int64)):
+        for scalar_type, elem, dtype in (
+            (float, "float", float),
+            (str, "str", str),
+            (bool, "bool", bool),
+            (int, "int", np.int64),
+        ):
             if value and all(type(v) is scalar_type for v in value):
                 if elem == "int" and not all(_INT64[0] <= v <= _INT64[1] for v in value):
                     break
@@ -346,7 +360,9 @@ class _Writer:
             extra = {"calibprob_index": index}
             if keyed:
                 if isinstance(key, bool) or not isinstance(key, (str, int, float)):
-                    raise TypeError(f"cannot save {label or 'the estimator'}: dict key {key!r} is not a str, int or float.")
+                    raise TypeError(
+                        f"cannot save {label or 'the estimator'}: dict key {key!r} is not a str, int or float."
+                    )
                 extra["calibprob_key"] = json.dumps(key)
                 if isinstance(key, str) and _SAFE_NAME.fullmatch(key):
                     base = key
@@ -367,10 +383,22 @@ class _Writer:
         cls_name = _registered_name(est)
         self.group(path, {"calibprob_type": "estimator", "calibprob_class": cls_name, **extra})
         params = est.get_params()
-        self.items(_join(path, "params"), label, list(params.items()), keyed=True, attr_labels=True,
-                   attrs={"calibprob_type": "dict"})
-        self.items(_join(path, "state"), label, _state_items(est, cls_name, params=params),
-                   keyed=True, attr_labels=True, attrs={"calibprob_type": "dict"})
+        self.items(
+            _join(path, "params"),
+            label,
+            list(params.items()),
+            keyed=True,
+            attr_labels=True,
+            attrs={"calibprob_type": "dict"},
+        )
+        self.items(
+            _join(path, "state"),
+            label,
+            _state_items(est, cls_name, params=params),
+            keyed=True,
+            attr_labels=True,
+            attrs={"calibprob_type": "dict"},
+        )
 
     def generator(self, path, label, gen, extra):
         bg = gen.bit_generator
@@ -378,8 +406,7 @@ class _Writer:
         if _BIT_GENERATORS.get(name) is not type(bg):
             raise TypeError(f"cannot save {label}: numpy bit generator {name} is not one of {sorted(_BIT_GENERATORS)}.")
         self.group(path, {"calibprob_type": "generator", "calibprob_class": name, **extra})
-        self.items(_join(path, "state"), label, list(bg.state.items()), keyed=True,
-                   attrs={"calibprob_type": "dict"})
+        self.items(_join(path, "state"), label, list(bg.state.items()), keyed=True, attrs={"calibprob_type": "dict"})
 
     def dataset(self, path, ds: xr.Dataset, tag: str, extra):
         ds = ds.copy(deep=False)
@@ -456,8 +483,11 @@ def save(obj, path) -> Path:
     from calibprob import __version__
 
     cls_name = _registered_name(obj)
-    if cls_name is None and REGISTRY.get(type(obj).__name__) is not None and type(obj).__module__.startswith(
-            "calibprob."):  # pragma: no cover - guards the table against a moved class
+    if (
+        cls_name is None
+        and REGISTRY.get(type(obj).__name__) is not None
+        and type(obj).__module__.startswith("calibprob.")
+    ):  # pragma: no cover - guards the table against a moved class
         raise TypeError(
             f"calibprob._io.REGISTRY lists {type(obj).__name__} in {REGISTRY[type(obj).__name__]} but it is "
             f"defined in {type(obj).__module__}; update the registry."
@@ -473,11 +503,13 @@ def save(obj, path) -> Path:
     w = _Writer()
     w.estimator("/", "", obj, {})
     tree = w.to_tree()
-    tree.attrs.update({
-        "calibprob_format": FORMAT_VERSION,
-        "calibprob_version": str(__version__),
-        "calibprob_externals": json.dumps(w.externals),
-    })
+    tree.attrs.update(
+        {
+            "calibprob_format": FORMAT_VERSION,
+            "calibprob_version": str(__version__),
+            "calibprob_externals": json.dumps(w.externals),
+        }
+    )
     tree.to_netcdf(path, engine="h5netcdf", mode="w")
     return path
 
@@ -497,12 +529,16 @@ def _check_file(path: Path) -> None:
     if head != HDF5_SIGNATURE:
         hint = ""
         if head[:3] == b"CDF":
-            hint = (" It is a netCDF-3 file; calibprob writes netCDF-4. An OnlineQuantileRecalibrator state "
-                    "saved by to_dataset() loads with OnlineQuantileRecalibrator.from_dataset("
-                    "xarray.open_dataset(path)).")
+            hint = (
+                " It is a netCDF-3 file; calibprob writes netCDF-4. An OnlineQuantileRecalibrator state "
+                "saved by to_dataset() loads with OnlineQuantileRecalibrator.from_dataset("
+                "xarray.open_dataset(path))."
+            )
         elif _PICKLE_MAGIC.match(head) or head[:1] in (b"(", b"]", b"}", b"c"):
-            hint = (" It looks like a pickle: calibprob never unpickles (unpickling runs code from the "
-                    "file). Refit, then save with estimator.save(path).")
+            hint = (
+                " It looks like a pickle: calibprob never unpickles (unpickling runs code from the "
+                "file). Refit, then save with estimator.save(path)."
+            )
         raise ValueError(
             f"'{path}' is not a calibprob file: it does not start with the HDF5/netCDF-4 signature "
             f"(first bytes {head!r}).{hint}"
@@ -542,13 +578,14 @@ def _check_no_bytes(groups: dict) -> None:
             items += [(f"{gpath} variable {name!r} attribute {k!r}", v) for k, v in var.attrs.items()]
             if _binary_array(np.asarray(var.values)):
                 raise ValueError(
-                    f"refusing to load: {gpath} variable {name!r} holds raw bytes (dtype {var.dtype}), "
-                    + _REFUSE
+                    f"refusing to load: {gpath} variable {name!r} holds raw bytes (dtype {var.dtype}), " + _REFUSE
                 )
         for where, v in items:
-            if isinstance(v, (bytes, np.bytes_, np.void)) or (
-                isinstance(v, str) and _binary_text(v)
-            ) or (isinstance(v, np.ndarray) and _binary_array(v)):
+            if (
+                isinstance(v, (bytes, np.bytes_, np.void))
+                or (isinstance(v, str) and _binary_text(v))
+                or (isinstance(v, np.ndarray) and _binary_array(v))
+            ):
                 raise ValueError(f"refusing to load: {where} holds raw bytes, " + _REFUSE)
 
 
@@ -578,13 +615,11 @@ class _Reader:
     def children(self, path: str) -> list[tuple[str, object]]:
         """(name, attrs-or-variable) of the direct children (variables and groups) of ``path``."""
         ds = self.groups[path]
-        out = [(name, var) for name, var in ds.data_vars.items()] + [
-            (name, var) for name, var in ds.coords.items()
-        ]
+        out = [(name, var) for name, var in ds.data_vars.items()] + [(name, var) for name, var in ds.coords.items()]
         prefix = "/" if path == "/" else path + "/"
         for gpath in self.groups:
-            if gpath != path and gpath.startswith(prefix) and "/" not in gpath[len(prefix):]:
-                out.append((gpath[len(prefix):], None))
+            if gpath != path and gpath.startswith(prefix) and "/" not in gpath[len(prefix) :]:
+                out.append((gpath[len(prefix) :], None))
         return out
 
     def node_attrs(self, path: str, name: str, var) -> dict:
@@ -787,7 +822,7 @@ class _Reader:
         nodes = {"/": self._plain(path)}
         for gpath in self.groups:
             if gpath.startswith(prefix):
-                nodes["/" + gpath[len(prefix):]] = self._plain(gpath)
+                nodes["/" + gpath[len(prefix) :]] = self._plain(gpath)
         return xr.DataTree.from_dict(nodes)
 
 
@@ -855,7 +890,11 @@ def load(path, **objects):
     root = groups["/"].attrs
     if "calibprob_format" not in root:
         if root.get("estimator") == "OnlineQuantileRecalibrator" and not groups["/"].data_vars.keys() - {
-            "theta", "recalibration", "hits", "n_updates"}:
+            "theta",
+            "recalibration",
+            "hits",
+            "n_updates",
+        }:
             if objects:
                 raise TypeError(f"unexpected keyword(s) {sorted(objects)}: '{path}' holds no user objects.")
             from calibprob.online.recalibrator import OnlineQuantileRecalibrator

@@ -40,8 +40,7 @@ class Adam:
     True
     """
 
-    def __init__(self, shape, learning_rate: float, beta1: float = 0.9, beta2: float = 0.999,
-                 eps: float = 1e-8):
+    def __init__(self, shape, learning_rate: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8):
         self.learning_rate = float(learning_rate)
         self.beta1, self.beta2, self.eps = beta1, beta2, eps
         self.m = np.zeros(shape)

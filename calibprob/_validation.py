@@ -77,13 +77,9 @@ def check_array(
             hint = ""
             if 2 in allowed and arr.ndim == 1:
                 hint = " For a single feature pass X.reshape(-1, 1)."
-            raise ValueError(
-                f"{name} must be {shapes}; got an array of shape {arr.shape}.{hint}"
-            )
+            raise ValueError(f"{name} must be {shapes}; got an array of shape {arr.shape}.{hint}")
     if arr.ndim >= 1 and arr.shape[0] < min_length:
-        raise ValueError(
-            f"{name} needs at least {min_length} entries along its first axis; got {arr.shape[0]}."
-        )
+        raise ValueError(f"{name} needs at least {min_length} entries along its first axis; got {arr.shape[0]}.")
     if finite:
         check_finite(arr, name)
     return arr
@@ -108,9 +104,7 @@ def check_same_length(**arrays) -> int:
     lengths = {name: np.shape(a)[0] for name, a in arrays.items() if a is not None}
     if len(set(lengths.values())) > 1:
         desc = ", ".join(f"{k} has {v}" for k, v in lengths.items())
-        raise ValueError(
-            f"mismatched lengths: {desc} rows. Pass arrays with one entry per observation."
-        )
+        raise ValueError(f"mismatched lengths: {desc} rows. Pass arrays with one entry per observation.")
     return next(iter(lengths.values()))
 
 
@@ -284,9 +278,7 @@ def check_choice(value, name: str, choices: Iterable[str]) -> str:
     """A string among ``choices``; the message lists them."""
     choices = tuple(choices)
     if value not in choices:
-        raise ValueError(
-            f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}."
-        )
+        raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}.")
     return value
 
 
@@ -348,9 +340,14 @@ def check_feature_names(estimator, X, name: str = "X") -> None:
     extra = [c for c in names if c not in set(fitted)]
     fix = f"Pass {name}[model.feature_names_in_] (the fitted columns: {_short(list(fitted))})."
     if missing or extra:
-        desc = "; ".join(part for part in (
-            f"missing {', '.join(map(repr, missing))}" if missing else "",
-            f"not seen in fit {', '.join(map(repr, extra))}" if extra else "") if part)
+        desc = "; ".join(
+            part
+            for part in (
+                f"missing {', '.join(map(repr, missing))}" if missing else "",
+                f"not seen in fit {', '.join(map(repr, extra))}" if extra else "",
+            )
+            if part
+        )
         raise ValueError(f"{name} has other columns than in fit ({desc}). {fix}")
     raise ValueError(
         f"{name} has the fitted columns in another order ({_short(list(names))}); taking them by position "

@@ -48,12 +48,13 @@ def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv) or ["models/quickstart.toml"]
     for path in args:
         if not Path(path).is_file():
-            print(f"calibprob._warm: no spec file {path!r}; pass the path of a TOML spec, e.g. "
-                  "models/quickstart.toml", file=sys.stderr)
+            print(
+                f"calibprob._warm: no spec file {path!r}; pass the path of a TOML spec, e.g. models/quickstart.toml",
+                file=sys.stderr,
+            )
             return 2
         seconds = warm(path)
-        print(f"calibprob: warmed the PyTensor compile cache for {path} in {seconds:.1f} s",
-              file=sys.stderr)
+        print(f"calibprob: warmed the PyTensor compile cache for {path} in {seconds:.1f} s", file=sys.stderr)
     return 0
 
 

@@ -52,9 +52,11 @@ def _cmd_compare(args) -> int:
     spec = load_spec(args.spec)
     if args.repetitions is not None:
         if args.repetitions < 1:
-            raise SystemExit(f"calibprob compare: --repetitions must be a positive integer; got "
-                             f"{args.repetitions}. Give e.g. --repetitions 5, or omit it to use the spec's "
-                             f"{spec.repetitions}.")
+            raise SystemExit(
+                f"calibprob compare: --repetitions must be a positive integer; got "
+                f"{args.repetitions}. Give e.g. --repetitions 5, or omit it to use the spec's "
+                f"{spec.repetitions}."
+            )
         _capped("repetitions", args.repetitions, "--repetitions")
         # the first N repetitions of the spec (same splits); extending later reuses them
         spec = dataclasses.replace(spec, repetitions=args.repetitions)
@@ -67,15 +69,21 @@ def _cmd_compare(args) -> int:
             check_scheduler_address(args.scheduler)
         except ValueError as err:
             raise SpecError(f"--scheduler: {err}") from None
-    where = (f"Dask cluster at {args.scheduler}" if args.scheduler
-             else f"LocalCluster with {args.workers} workers" if args.workers else "serially")
+    where = (
+        f"Dask cluster at {args.scheduler}"
+        if args.scheduler
+        else f"LocalCluster with {args.workers} workers"
+        if args.workers
+        else "serially"
+    )
     n_tasks = len(spec.datasets) * spec.repetitions
-    print(f"calibprob compare: {spec.name}: {len(spec.datasets)} data set(s) × {spec.repetitions} "
-          f"repetition(s) = {n_tasks} tasks, {len(spec.methods)} calibrator(s), running {where}",
-          file=sys.stderr)
+    print(
+        f"calibprob compare: {spec.name}: {len(spec.datasets)} data set(s) × {spec.repetitions} "
+        f"repetition(s) = {n_tasks} tasks, {len(spec.methods)} calibrator(s), running {where}",
+        file=sys.stderr,
+    )
     t0 = time.perf_counter()
-    tree = run_comparison(spec, out, workers=args.workers, scheduler=args.scheduler,
-                          progress=not args.no_progress)
+    tree = run_comparison(spec, out, workers=args.workers, scheduler=args.scheduler, progress=not args.no_progress)
     elapsed = time.perf_counter() - t0
     results = tree.to_dataset()
     failed = failed_tasks(results)
@@ -91,13 +99,19 @@ def _cmd_compare(args) -> int:
         print(format_ranking(tree["ranking"].to_dataset(), spec.repetitions))
     if failed:
         n_tasks_failed = int(task_failed.sum()) if task_failed is not None else 0
-        print(f"\n{len(failed)} failure(s) ({n_tasks_failed} of {n_tasks} task(s) failed as a whole; "
-              "a failed task is retried on the next run):", file=sys.stderr)
+        print(
+            f"\n{len(failed)} failure(s) ({n_tasks_failed} of {n_tasks} task(s) failed as a whole; "
+            "a failed task is retried on the next run):",
+            file=sys.stderr,
+        )
         print(failure_table(failed), file=sys.stderr)
     print(f"wrote {out} in {elapsed:.1f} s", file=sys.stderr)
     if all_failed:
-        print("calibprob: error: every task failed, no scores to show; fix the cause above and run the "
-              "same command again.", file=sys.stderr)
+        print(
+            "calibprob: error: every task failed, no scores to show; fix the cause above and run the "
+            "same command again.",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -129,8 +143,11 @@ def _cmd_report(args) -> int:
         if args.html:
             paths.append(write_html(Path(args.results), args.html, rank_by=rank_by, metrics=metrics))
         if args.plots or not args.html:  # --html alone writes only the one file
-            outdir = Path(args.plots) if args.plots else Path(args.results).with_suffix("").with_name(
-                Path(args.results).stem + "_plots")
+            outdir = (
+                Path(args.plots)
+                if args.plots
+                else Path(args.results).with_suffix("").with_name(Path(args.results).stem + "_plots")
+            )
             paths += write_plots(results, outdir)
     except ValueError as err:
         print(f"calibprob: error: {err}", file=sys.stderr)
@@ -169,21 +186,29 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--workers", type=int, help="run on a Dask LocalCluster with N worker processes")
     group.add_argument("--scheduler", help="address of an existing Dask scheduler, e.g. tcp://127.0.0.1:8786")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.add_argument("--repetitions", type=int, metavar="N",
-                   help="run the first N repetitions instead of the spec's number (same splits; "
-                        "a later run with more repetitions reuses the finished ones)")
-    p.add_argument("--rank-by", choices=RANK_SCORES,
-                   help="proper score ranking the calibrators of each data set (default the spec's "
-                        "rank_by, else nll)")
+    p.add_argument(
+        "--repetitions",
+        type=int,
+        metavar="N",
+        help="run the first N repetitions instead of the spec's number (same splits; "
+        "a later run with more repetitions reuses the finished ones)",
+    )
+    p.add_argument(
+        "--rank-by",
+        choices=RANK_SCORES,
+        help="proper score ranking the calibrators of each data set (default the spec's rank_by, else nll)",
+    )
     p.set_defaults(func=_cmd_compare)
 
     p = sub.add_parser("report", help="print the table of a results file and write plots or an HTML report")
     p.add_argument("results", help="a results file written by `calibprob compare`")
     p.add_argument("--plots", help="folder for the PNG plots (default <results>_plots/, unless --html is given)")
-    p.add_argument("--html", metavar="FILE",
-                   help="write one self-contained HTML report (plots embedded, no external files)")
-    p.add_argument("--rank-by", choices=RANK_SCORES,
-                   help="proper score of the ranking (default the spec's rank_by, else nll)")
+    p.add_argument(
+        "--html", metavar="FILE", help="write one self-contained HTML report (plots embedded, no external files)"
+    )
+    p.add_argument(
+        "--rank-by", choices=RANK_SCORES, help="proper score of the ranking (default the spec's rank_by, else nll)"
+    )
     p.set_defaults(func=_cmd_report)
 
     from calibprob.bo.cli import add_bo_parser
@@ -201,12 +226,16 @@ def _one_line(err: BaseException) -> str:
         name = getattr(err, "filename", None)
         reason = err.strerror or text
         if name is not None:
-            return (f"{name}: {reason}. Check the path and that its folder is writable with free space, "
-                    "or choose another --out.")
+            return (
+                f"{name}: {reason}. Check the path and that its folder is writable with free space, "
+                "or choose another --out."
+            )
         return f"{text}. Check the paths and free disk space."
     if type(err).__module__.startswith(("h5py", "h5netcdf")):
-        return (f"HDF5 error: {text}. The file may be damaged or not netCDF, or the disk full; remove it "
-                "or choose another --out.")
+        return (
+            f"HDF5 error: {text}. The file may be damaged or not netCDF, or the disk full; remove it "
+            "or choose another --out."
+        )
     return text
 
 

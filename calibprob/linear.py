@@ -395,8 +395,13 @@ class BayesianRidge(_LinearBase):
             coef = (V @ (alpha * Vty / (lam + alpha * e))) * (sy / sx)
             alpha_, lambda_ = alpha / sy**2, lam * (sx / sy) ** 2
             sigma = ((V / (lam + alpha * e)) @ V.T) * (sy / sx) ** 2
-        _check_finite_fit("BayesianRidge", coefficients=coef, noise_variance=1.0 / alpha_ if alpha_ > 0 else np.inf,
-                          weight_precision=lambda_, weight_covariance=sigma)
+        _check_finite_fit(
+            "BayesianRidge",
+            coefficients=coef,
+            noise_variance=1.0 / alpha_ if alpha_ > 0 else np.inf,
+            weight_precision=lambda_,
+            weight_covariance=sigma,
+        )
         self.alpha_, self.lambda_ = float(alpha_), float(lambda_)
         self.coef_ = coef
         self.sigma_ = sigma
@@ -438,7 +443,10 @@ def _log_evidence(alpha, lam, Xc, yc, e, V, n_eff):
     m = V @ (alpha * (V.T @ (Xc.T @ yc)) / (lam + alpha * e))
     rss = float(np.sum((yc - Xc @ m) ** 2))
     return float(
-        0.5 * d * np.log(lam) + 0.5 * n_eff * np.log(alpha) - 0.5 * alpha * rss
-        - 0.5 * lam * (m @ m) - 0.5 * np.sum(np.log(lam + alpha * e))
+        0.5 * d * np.log(lam)
+        + 0.5 * n_eff * np.log(alpha)
+        - 0.5 * alpha * rss
+        - 0.5 * lam * (m @ m)
+        - 0.5 * np.sum(np.log(lam + alpha * e))
         - 0.5 * n_eff * np.log(2 * np.pi)
     )

@@ -110,8 +110,20 @@ __all__ = [
 
 #: Scalar or per-confidence-level metric variables returned by :func:`evaluate`
 #: (the names a comparison spec's ``metrics`` may list).
-METRIC_NAMES = ("ece", "iae", "nll", "crps", "pinball", "mse", "rmse", "std", "coverage", "width",
-                "ueb_violation", "ueb_width")
+METRIC_NAMES = (
+    "ece",
+    "iae",
+    "nll",
+    "crps",
+    "pinball",
+    "mse",
+    "rmse",
+    "std",
+    "coverage",
+    "width",
+    "ueb_violation",
+    "ueb_width",
+)
 
 #: Confidence levels of the central intervals reported by :func:`evaluate`.
 DEFAULT_CONFIDENCE_LEVELS = (0.5, 0.8, 0.9, 0.95, 0.99)
@@ -473,9 +485,7 @@ def _piece_integrals(levels: np.ndarray):
     i1 = phi_lo - phi_hi
     # int Phi phi = Phi^2 / 2 ;  int u Phi phi = -phi Phi + Phi(sqrt2 u) / (2 sqrt pi)
     j0 = 0.5 * (Phi_hi - Phi_lo) * (Phi_hi + Phi_lo)
-    j1 = (phi_lo * Phi_lo - phi_hi * Phi_hi) + _INV_2SQRTPI * (
-        special.ndtr(_SQRT2 * hi) - special.ndtr(_SQRT2 * lo)
-    )
+    j1 = (phi_lo * Phi_lo - phi_hi * Phi_hi) + _INV_2SQRTPI * (special.ndtr(_SQRT2 * hi) - special.ndtr(_SQRT2 * lo))
     return lo, hi, Phi_hi, phi_hi, i0, i1, j0, j1
 
 
@@ -775,8 +785,7 @@ def cumulative_regret(values, optimum: float, *, axis: int = -1, minimize: bool 
     return np.cumsum(inst, axis=axis)
 
 
-def normalized_auc(curve, *, lower: float | None = None, upper: float | None = None,
-                   axis: int = -1) -> np.ndarray:
+def normalized_auc(curve, *, lower: float | None = None, upper: float | None = None, axis: int = -1) -> np.ndarray:
     r"""Normalised area under optimisation curves (Deshpande et al. 2024, Table 1 and §A.1).
 
     The paper: "we compute the area under its optimization curve (i.e., its
@@ -896,7 +905,7 @@ def _ppf(pred: xr.Dataset, p) -> np.ndarray:
     out = np.empty((q.shape[0], p.size))
     # row chunks keep the temporaries (slopes, gathers) small and in cache
     for start in range(0, q.shape[0], _CHUNK):
-        out[start:start + _CHUNK] = _ppf_rows(pred, q, lv, p, slice(start, start + _CHUNK))
+        out[start : start + _CHUNK] = _ppf_rows(pred, q, lv, p, slice(start, start + _CHUNK))
     return out
 
 
@@ -1046,7 +1055,10 @@ def calibration_curve(pred: xr.Dataset, y, levels=None, *, dim: str = "ece_level
         q[:, inner] = _ppf(pred, p[inner])
     frac = fraction_below(yv, q)
     return xr.DataArray(
-        frac, dims=(dim,), coords={dim: p}, name="observed_fraction",
+        frac,
+        dims=(dim,),
+        coords={dim: p},
+        name="observed_fraction",
         attrs=dict(_ATTRS["observed_fraction"]),
     )
 
@@ -1098,8 +1110,9 @@ def ece(pred: xr.Dataset, y, *, n_ece_levels: int = 21) -> xr.DataArray:
     return _scalar(calibration_error(curve.values, p), "ece", _ATTRS["ece"] | {"n_ece_levels": p.size})
 
 
-def coverage(pred: xr.Dataset, y, confidence_level=DEFAULT_CONFIDENCE_LEVELS,
-             *, dim: str = "confidence_level") -> xr.DataArray:
+def coverage(
+    pred: xr.Dataset, y, confidence_level=DEFAULT_CONFIDENCE_LEVELS, *, dim: str = "confidence_level"
+) -> xr.DataArray:
     r"""Empirical coverage of the central intervals at each confidence level.
 
     .. math::
@@ -1141,12 +1154,13 @@ def coverage(pred: xr.Dataset, y, confidence_level=DEFAULT_CONFIDENCE_LEVELS,
     yv = _check_y(_check_pred(pred), y)
     c = check_confidence_levels(confidence_level, "confidence_level")
     q = _ppf(pred, np.concatenate([(1 - c) / 2, (1 + c) / 2]))
-    cov = interval_coverage(yv, q[:, : c.size], q[:, c.size:])
+    cov = interval_coverage(yv, q[:, : c.size], q[:, c.size :])
     return xr.DataArray(cov, dims=(dim,), coords={dim: c}, name="coverage", attrs=dict(_ATTRS["coverage"]))
 
 
-def width(pred: xr.Dataset, confidence_level=DEFAULT_CONFIDENCE_LEVELS,
-          *, dim: str = "confidence_level") -> xr.DataArray:
+def width(
+    pred: xr.Dataset, confidence_level=DEFAULT_CONFIDENCE_LEVELS, *, dim: str = "confidence_level"
+) -> xr.DataArray:
     r"""Mean width of the central intervals: :math:`\frac1n\sum_i Q_i(\frac{1+c}2) - Q_i(\frac{1-c}2)`.
 
     Capone et al. 2023 report it at c = 0.95 ("95% CI"), Pion & Vazquez 2024
@@ -1185,7 +1199,7 @@ def width(pred: xr.Dataset, confidence_level=DEFAULT_CONFIDENCE_LEVELS,
     _check_pred(pred)
     c = check_confidence_levels(confidence_level, "confidence_level")
     q = _ppf(pred, np.concatenate([(1 - c) / 2, (1 + c) / 2]))
-    w = mean_interval_width(q[:, : c.size], q[:, c.size:])
+    w = mean_interval_width(q[:, : c.size], q[:, c.size :])
     return xr.DataArray(w, dims=(dim,), coords={dim: c}, name="width", attrs=dict(_ATTRS["width"]))
 
 
@@ -1540,8 +1554,11 @@ def ueb_violation(pred: xr.Dataset, y) -> xr.DataArray:
     yv = _check_y(_check_pred(pred), y)
     lo, hi = _ueb_bounds(pred)
     lv = pred.calib.levels
-    return _scalar(ueb_violation_rate(yv, lo, hi), "ueb_violation",
-                   _ATTRS["ueb_violation"] | {"lower_level": lv[0], "upper_level": lv[-1]})
+    return _scalar(
+        ueb_violation_rate(yv, lo, hi),
+        "ueb_violation",
+        _ATTRS["ueb_violation"] | {"lower_level": lv[0], "upper_level": lv[-1]},
+    )
 
 
 def ueb_width(pred: xr.Dataset) -> xr.DataArray:
@@ -1575,8 +1592,7 @@ def ueb_width(pred: xr.Dataset) -> xr.DataArray:
     """
     lo, hi = _ueb_bounds(_check_pred(pred))
     lv = pred.calib.levels
-    return _scalar(np.mean(hi - lo), "ueb_width",
-                   _ATTRS["ueb_width"] | {"lower_level": lv[0], "upper_level": lv[-1]})
+    return _scalar(np.mean(hi - lo), "ueb_width", _ATTRS["ueb_width"] | {"lower_level": lv[0], "upper_level": lv[-1]})
 
 
 # ===========================================================================
@@ -1587,13 +1603,12 @@ _ATTRS = {
     "ece": {
         "long_name": "expected calibration error",
         "definition": "mean_j (mean_i 1[y_i <= Q_i(p_j)] - p_j)^2, p_j = j/(m-1), j = 0..m-1 "
-                      "(the mean over levels; Capone eq. 8 writes a sum, Table 1 uses the mean)",
+        "(the mean over levels; Capone eq. 8 writes a sum, Table 1 uses the mean)",
         "paper": _PAPER_CAPONE + ", eq. (8)-(9), Table 1; Kuleshov et al. (2018)",
     },
     "iae": {
         "long_name": "integrated absolute error (miscalibration area)",
-        "definition": "mean_k |coverage(1 - a_k) - (1 - a_k)|, a = linspace(0.02, 0.98, 20), "
-                      "central intervals",
+        "definition": "mean_k |coverage(1 - a_k) - (1 - a_k)|, a = linspace(0.02, 0.98, 20), central intervals",
         "paper": _PAPER_PION + ", Table 1; Marrel & Iooss (2024)",
     },
     "nll": {
@@ -1603,8 +1618,7 @@ _ATTRS = {
     },
     "crps": {
         "long_name": "continuous ranked probability score",
-        "definition": "mean_i int (F_i(x) - 1[y_i <= x])^2 dx "
-                      "= mean_i 2 int_0^1 rho_tau(y_i - Q_i(tau)) dtau (exact)",
+        "definition": "mean_i int (F_i(x) - 1[y_i <= x])^2 dx = mean_i 2 int_0^1 rho_tau(y_i - Q_i(tau)) dtau (exact)",
         "paper": _PAPER_GNEITING,
     },
     "pinball": {
@@ -1750,8 +1764,10 @@ def evaluate(
     inner = (p > 0) & (p < 1)
     blocks = {
         "ece": p[inner],
-        "iae_lo": (1 - c_iae) / 2, "iae_hi": (1 + c_iae) / 2,
-        "cov_lo": (1 - c) / 2, "cov_hi": (1 + c) / 2,
+        "iae_lo": (1 - c_iae) / 2,
+        "iae_hi": (1 + c_iae) / 2,
+        "cov_lo": (1 - c) / 2,
+        "cov_hi": (1 + c) / 2,
         "tau": tau,
         "median": np.array([0.5]) if point == "median" else np.empty(0),
     }
@@ -1786,7 +1802,7 @@ def evaluate(
             Q = _ppf_rows(pred, q_all, lv_all, probs, sl)
         cols, k = {}, 0
         for name, pr in blocks.items():
-            cols[name] = Q[:, k:k + pr.size]
+            cols[name] = Q[:, k : k + pr.size]
             k += pr.size
         # y <= Q(0) = -inf never, y <= Q(1) = +inf always
         below[p >= 1] += yc.size
@@ -1823,8 +1839,9 @@ def evaluate(
         "std": _scalar(np.mean(sd), "std", dict(_ATTRS["std"])),
         "coverage": xr.DataArray(cov_hits / n, dims=("confidence_level",), attrs=dict(_ATTRS["coverage"])),
         "width": xr.DataArray(np.mean(widths, axis=0), dims=("confidence_level",), attrs=dict(_ATTRS["width"])),
-        "ueb_violation": _scalar(ueb_violation_rate(yv, ueb_lo, ueb_hi), "ueb_violation",
-                                 _ATTRS["ueb_violation"] | ueb_attrs),
+        "ueb_violation": _scalar(
+            ueb_violation_rate(yv, ueb_lo, ueb_hi), "ueb_violation", _ATTRS["ueb_violation"] | ueb_attrs
+        ),
         "ueb_width": _scalar(np.mean(ueb_hi - ueb_lo), "ueb_width", _ATTRS["ueb_width"] | ueb_attrs),
         "observed_fraction": xr.DataArray(frac, dims=("ece_level",), attrs=dict(_ATTRS["observed_fraction"])),
         "iae_coverage": xr.DataArray(iae_cov, dims=("iae_level",), attrs=dict(_ATTRS["iae_coverage"])),
@@ -1832,11 +1849,9 @@ def evaluate(
     out = xr.Dataset(
         data,
         coords={
-            "confidence_level": ("confidence_level", c,
-                                 {"description": "confidence level of the central interval"}),
+            "confidence_level": ("confidence_level", c, {"description": "confidence level of the central interval"}),
             "ece_level": ("ece_level", p, {"description": "quantile level p_j = j/(m-1)"}),
-            "iae_level": ("iae_level", c_iae,
-                          {"description": "confidence level 1 - alpha of the central interval"}),
+            "iae_level": ("iae_level", c_iae, {"description": "confidence level 1 - alpha of the central interval"}),
         },
     )
     out.attrs.update(
@@ -1971,8 +1986,7 @@ def evaluate_intervals(intervals: xr.Dataset, y, confidence_levels=DEFAULT_CONFI
         )
     lo_all = intervals["lower"].transpose("obs", "confidence_level")
     hi_all = intervals["upper"].transpose("obs", "confidence_level")
-    yv = check_targets(y, lo_all.sizes["obs"], "y",
-                       obs=intervals["obs"].values if "obs" in intervals.coords else None)
+    yv = check_targets(y, lo_all.sizes["obs"], "y", obs=intervals["obs"].values if "obs" in intervals.coords else None)
     c = check_confidence_levels(confidence_levels, "confidence_levels")
     c_iae = iae_confidence_levels()
     have = np.round(np.asarray(intervals["confidence_level"].values, float), 12)
@@ -1997,19 +2011,21 @@ def evaluate_intervals(intervals: xr.Dataset, y, confidence_levels=DEFAULT_CONFI
     out = xr.Dataset(
         {
             "iae": _scalar(integrated_absolute_error(iae_cov, c_iae), "iae", dict(_ATTRS["iae"])),
-            "coverage": xr.DataArray(interval_coverage(yv, lo, hi), dims=("confidence_level",),
-                                     attrs=dict(_ATTRS["coverage"])),
+            "coverage": xr.DataArray(
+                interval_coverage(yv, lo, hi), dims=("confidence_level",), attrs=dict(_ATTRS["coverage"])
+            ),
             "width": xr.DataArray(widths, dims=("confidence_level",), attrs=dict(_ATTRS["width"])),
             "iae_coverage": xr.DataArray(iae_cov, dims=("iae_level",), attrs=dict(_ATTRS["iae_coverage"])),
         },
         coords={
-            "confidence_level": ("confidence_level", c,
-                                 {"description": "confidence level of the central interval"}),
-            "iae_level": ("iae_level", c_iae,
-                          {"description": "confidence level 1 - alpha of the central interval"}),
+            "confidence_level": ("confidence_level", c, {"description": "confidence level of the central interval"}),
+            "iae_level": ("iae_level", c_iae, {"description": "confidence level 1 - alpha of the central interval"}),
         },
     )
-    out.attrs.update(method=str(intervals.attrs.get("method", "unknown")), family="intervals",
-                     n_obs=int(yv.size),
-                     description="calibprob.evaluate_intervals: interval metrics of an interval-only method")
+    out.attrs.update(
+        method=str(intervals.attrs.get("method", "unknown")),
+        family="intervals",
+        n_obs=int(yv.size),
+        description="calibprob.evaluate_intervals: interval metrics of an interval-only method",
+    )
     return out

@@ -234,8 +234,15 @@ def plot_intervals(x, pred, y=None, *, confidence_levels=(0.5, 0.9), ax=None, la
     c = _colors()[0]
     for k, cl in enumerate(sorted(confidence_levels, reverse=True)):
         iv = pred.calib.interval(cl)
-        ax.fill_between(x[order], iv["lower"].values[order], iv["upper"].values[order], color=c,
-                        alpha=0.15 + 0.15 * k, lw=0, label=f"{cl:.0%} interval")
+        ax.fill_between(
+            x[order],
+            iv["lower"].values[order],
+            iv["upper"].values[order],
+            color=c,
+            alpha=0.15 + 0.15 * k,
+            lw=0,
+            label=f"{cl:.0%} interval",
+        )
     ax.plot(x[order], pred.calib.median().values[order], color=c, lw=1.5, label=label or "median")
     if y is not None:
         ax.scatter(x, np.asarray(y), s=8, color="k", alpha=0.6, label="observed")

@@ -371,8 +371,8 @@ def quantile_ppf_zscore(q, levels, u) -> np.ndarray:
         S = _slopes(qc, z)
         idx = np.searchsorted(z, uc, side="right")
         anchor = np.maximum(idx - 1, 0)
-        out[i : i + _CHUNK] = (
-            np.take_along_axis(qc, anchor, axis=1) + np.take_along_axis(S, idx, axis=1) * (uc - z[anchor])
+        out[i : i + _CHUNK] = np.take_along_axis(qc, anchor, axis=1) + np.take_along_axis(S, idx, axis=1) * (
+            uc - z[anchor]
         )
     return out
 
@@ -603,9 +603,7 @@ def _repair_crossing(q: np.ndarray, name: str = "quantiles") -> np.ndarray:
     return q
 
 
-def from_quantiles(
-    quantiles, levels, *, obs=None, method: str = "quantiles", mean=None, std=None
-) -> xr.Dataset:
+def from_quantiles(quantiles, levels, *, obs=None, method: str = "quantiles", mean=None, std=None) -> xr.Dataset:
     r"""A predictive distribution from quantiles at given levels.
 
     Parameters
@@ -645,9 +643,7 @@ def from_quantiles(
     q = check_array(quantiles, "quantiles", ndim=2, finite=False)
     _check_finite_rows(q, "quantiles")
     if q.shape[1] != levels.size:
-        raise ValueError(
-            f"quantiles must have one column per level: shape (n, {levels.size}); got {q.shape}."
-        )
+        raise ValueError(f"quantiles must have one column per level: shape (n, {levels.size}); got {q.shape}.")
     q = _repair_crossing(q)
     n = q.shape[0]
     for name, v in (("mean", mean), ("std", std)):
@@ -712,8 +708,7 @@ def _pick_variable(ds, var_name, where: str) -> xr.DataArray:
     if var_name is not None:
         if var_name not in names:
             raise ValueError(
-                f"var_name={var_name!r} is not a variable of the draws' {where}; it has "
-                f"{names}. Pass one of them."
+                f"var_name={var_name!r} is not a variable of the draws' {where}; it has {names}. Pass one of them."
             )
         return ds[var_name]
     if len(names) == 1:
@@ -830,8 +825,7 @@ def from_draws(
     elif var_name is not None:
         if not isinstance(draws, xr.DataArray):
             raise ValueError(
-                f"var_name={var_name!r} applies to a Dataset or DataTree; got a "
-                f"{type(draws).__name__}. Drop var_name=."
+                f"var_name={var_name!r} applies to a Dataset or DataTree; got a {type(draws).__name__}. Drop var_name=."
             )
         if draws.name is not None and draws.name != var_name:
             raise ValueError(
@@ -862,8 +856,7 @@ def from_draws(
                     f"(da.stack(obs={tuple(others)}))."
                 )
             raise ValueError(
-                f"{label} must have exactly one dimension besides the sample dims {present}; "
-                f"got {others}: {fix}"
+                f"{label} must have exactly one dimension besides the sample dims {present}; got {others}: {fix}"
             )
         arr = draws.transpose(*present, obs_dim).values.reshape(-1, draws.sizes[obs_dim])
         arr = check_array(arr, "draws", ndim=2)
@@ -879,8 +872,7 @@ def from_draws(
     q = np.quantile(arr, levels, axis=0).T
     mean = arr.mean(axis=0)
     std = arr.std(axis=0, ddof=1)
-    ds = _dataset(q, levels, _obs_coord(arr.shape[1], obs), method, "quantile",
-                  {"mean": mean, "std": std})
+    ds = _dataset(q, levels, _obs_coord(arr.shape[1], obs), method, "quantile", {"mean": mean, "std": std})
     ds.attrs["n_draws"] = int(arr.shape[0])
     ds.attrs.update(attrs)
     return ds
@@ -934,9 +926,7 @@ def from_cdf_grid(grid, cdf, levels=None, *, obs=None, method: str = "cdf-grid")
     if np.any(np.diff(g, axis=1) <= 0):
         raise ValueError("grid must be strictly increasing along its last axis; sort it first.")
     if F.min() < -1e-9 or F.max() > 1 + 1e-9:
-        raise ValueError(
-            f"cdf values must lie in [0, 1]; got range [{F.min():.3g}, {F.max():.3g}]."
-        )
+        raise ValueError(f"cdf values must lie in [0, 1]; got range [{F.min():.3g}, {F.max():.3g}].")
     F = np.clip(F, 0.0, 1.0)
     F_mono = np.maximum.accumulate(F, axis=1)
     drop = np.max(F_mono - F, axis=1)
@@ -1009,8 +999,7 @@ def validate(ds: xr.Dataset) -> xr.Dataset:
         raise ValueError(f"predictive Dataset needs a 'quantile' variable; has {list(ds.data_vars)}.")
     if ds["quantile"].dims != ("obs", "level"):
         raise ValueError(
-            f"'quantile' must have dims ('obs', 'level'); got {ds['quantile'].dims}. "
-            "Use .transpose('obs', 'level')."
+            f"'quantile' must have dims ('obs', 'level'); got {ds['quantile'].dims}. Use .transpose('obs', 'level')."
         )
     check_levels(ds["level"].values, "level coordinate")
     q = ds["quantile"].values
@@ -1293,9 +1282,17 @@ def _heldout_elpd_data(ll: np.ndarray, like=None, obs_dims=("obs",)):
     p_i = xr.DataArray(p_flat.reshape(shape), dims=list(obs_dims), coords=coords)
     n = int(elpd_flat.size)
     return ELPDDataLOOKFold(
-        elpd=float(elpd_flat.sum()), se=float(np.sqrt(n * elpd_flat.var())), p=float(p_flat.sum()),
-        n_samples=S, n_data_points=n, scale="log", warning=False, good_k=None,
-        elpd_i=elpd_i, n_folds=1, p_kfold_i=p_i,
+        elpd=float(elpd_flat.sum()),
+        se=float(np.sqrt(n * elpd_flat.var())),
+        p=float(p_flat.sum()),
+        n_samples=S,
+        n_data_points=n,
+        scale="log",
+        warning=False,
+        good_k=None,
+        elpd_i=elpd_i,
+        n_folds=1,
+        p_kfold_i=p_i,
     )
 
 
@@ -1466,8 +1463,7 @@ class CalibAccessor:
         for v in np.atleast_1d(p_arr):
             if not 0.0 < v < 1.0:
                 raise ValueError(
-                    f"p must be in (0, 1); got {v!r}. Quantiles at 0 or 1 are infinite under the "
-                    "normal tail rule."
+                    f"p must be in (0, 1); got {v!r}. Quantiles at 0 or 1 are infinite under the normal tail rule."
                 )
         if self.is_normal:
             zz = special.ndtri(np.atleast_1d(p_arr))

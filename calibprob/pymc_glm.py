@@ -120,9 +120,20 @@ class PyMCLinearRegression(BaseEstimator):
     'quantile'
     """
 
-    def __init__(self, *, likelihood: str = "normal", standardize: bool = True, inference: str = "nuts",
-                 draws: int = 1000, tune: int = 1000, chains: int = 2, target_accept: float = 0.9,
-                 n_iter: int = 20_000, nu="learn", random_state=None):
+    def __init__(
+        self,
+        *,
+        likelihood: str = "normal",
+        standardize: bool = True,
+        inference: str = "nuts",
+        draws: int = 1000,
+        tune: int = 1000,
+        chains: int = 2,
+        target_accept: float = 0.9,
+        n_iter: int = 20_000,
+        nu="learn",
+        random_state=None,
+    ):
         self.likelihood = likelihood
         self.standardize = standardize
         self.inference = inference
@@ -147,8 +158,9 @@ class PyMCLinearRegression(BaseEstimator):
         if isinstance(ta, bool) or not isinstance(ta, (int, float)) or not 0 < ta < 1:
             raise ValueError(f"target_accept must be a number in (0, 1), e.g. 0.9; got {ta!r}.")
         nu = self.nu
-        if not (nu == "learn" or (not isinstance(nu, bool) and isinstance(nu, (int, float))
-                                  and np.isfinite(nu) and nu > 0)):
+        if not (
+            nu == "learn" or (not isinstance(nu, bool) and isinstance(nu, (int, float)) and np.isfinite(nu) and nu > 0)
+        ):
             raise ValueError(f"nu must be a positive number of degrees of freedom or 'learn'; got {nu!r}.")
 
     # ------------------------------------------------------------------ fit
@@ -201,10 +213,18 @@ class PyMCLinearRegression(BaseEstimator):
                 warnings.filterwarnings("ignore", message=".*NumPy C-API based implementation for BLAS.*")
                 warnings.filterwarnings("ignore", message=".*chains.*")
                 if self.inference == "nuts":
-                    idata = pm.sample(draws=self.draws, tune=self.tune, chains=self.chains, cores=1,
-                                      random_seed=seed, target_accept=self.target_accept,
-                                      nuts_sampler="pymc", progressbar=False, quiet=True,
-                                      compute_convergence_checks=False)
+                    idata = pm.sample(
+                        draws=self.draws,
+                        tune=self.tune,
+                        chains=self.chains,
+                        cores=1,
+                        random_seed=seed,
+                        target_accept=self.target_accept,
+                        nuts_sampler="pymc",
+                        progressbar=False,
+                        quiet=True,
+                        compute_convergence_checks=False,
+                    )
                 else:
                     approx = pm.fit(n=self.n_iter, method="advi", random_seed=seed, progressbar=False)
                     idata = approx.sample(self.draws * self.chains, random_seed=seed)
@@ -213,11 +233,18 @@ class PyMCLinearRegression(BaseEstimator):
         self._alpha = post["alpha"].values.reshape(-1)
         self._beta = post["beta"].values.reshape(-1, Xs.shape[1])
         self._sigma = post["sigma"].values.reshape(-1)
-        self._nu = (post["nu"].values.reshape(-1) if "nu" in post else
-                    np.full(self._alpha.shape, float(self.nu)) if self.likelihood == "student-t" else None)
+        self._nu = (
+            post["nu"].values.reshape(-1)
+            if "nu" in post
+            else np.full(self._alpha.shape, float(self.nu))
+            if self.likelihood == "student-t"
+            else None
+        )
         self.coef_ = self._beta.mean(axis=0) / self.x_scale_ * self.y_scale_
-        self.intercept_ = float(self.y_mean_ + self.y_scale_ * (self._alpha.mean() - self.x_mean_
-                                                                 @ (self._beta.mean(axis=0) / self.x_scale_)))
+        self.intercept_ = float(
+            self.y_mean_
+            + self.y_scale_ * (self._alpha.mean() - self.x_mean_ @ (self._beta.mean(axis=0) / self.x_scale_))
+        )
         self.diagnostics_ = self._diagnostics(idata)
         self._warn_convergence()
         return self
@@ -238,12 +265,21 @@ class PyMCLinearRegression(BaseEstimator):
             ess = float(min(float(e[v].min()) for v in e.data_vars))
             div = float(idata["sample_stats"]["diverging"].values.sum())
         attrs = {"inference": self.inference}
-        return xr.Dataset({
-            "rhat": ((), rhat, {"long_name": "max rank-normalised split r-hat over the parameters "
-                                             "(Vehtari et al. 2021); above 1.01: not converged", **attrs}),
-            "ess_bulk": ((), ess, {"long_name": "min bulk effective sample size over the parameters", **attrs}),
-            "divergences": ((), div, {"long_name": "NUTS divergent transitions after tuning", **attrs}),
-        })
+        return xr.Dataset(
+            {
+                "rhat": (
+                    (),
+                    rhat,
+                    {
+                        "long_name": "max rank-normalised split r-hat over the parameters "
+                        "(Vehtari et al. 2021); above 1.01: not converged",
+                        **attrs,
+                    },
+                ),
+                "ess_bulk": ((), ess, {"long_name": "min bulk effective sample size over the parameters", **attrs}),
+                "divergences": ((), div, {"long_name": "NUTS divergent transitions after tuning", **attrs}),
+            }
+        )
 
     def _warn_convergence(self):
         from calibprob._base import ConvergenceWarning
@@ -255,8 +291,13 @@ class PyMCLinearRegression(BaseEstimator):
         if np.isfinite(float(d["rhat"])) and float(d["rhat"]) > RHAT_MAX:
             problems.append(f"max r-hat {float(d['rhat']):.3f} > {RHAT_MAX}")
         if problems:
-            warnings.warn("PyMCLinearRegression NUTS did not converge cleanly: " + "; ".join(problems)
-                          + ". Raise tune/draws or target_accept.", ConvergenceWarning, stacklevel=3)
+            warnings.warn(
+                "PyMCLinearRegression NUTS did not converge cleanly: "
+                + "; ".join(problems)
+                + ". Raise tune/draws or target_accept.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
 
     # ------------------------------------------------------------------ predict
     def sample_predictive(self, X, *, random_state=None) -> np.ndarray:
@@ -265,8 +306,10 @@ class PyMCLinearRegression(BaseEstimator):
         check_feature_names(self, X)
         Xa = check_array(X, "X", ndim=2)
         if Xa.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {Xa.shape[1]} features but the model was fitted with "
-                             f"{self.n_features_in_}. Pass the same columns as in fit.")
+            raise ValueError(
+                f"X has {Xa.shape[1]} features but the model was fitted with "
+                f"{self.n_features_in_}. Pass the same columns as in fit."
+            )
         rng = np.random.default_rng(self.random_state if random_state is None else random_state)
         Xs = (Xa - self.x_mean_) / self.x_scale_
         mu = self._alpha[:, None] + self._beta @ Xs.T

@@ -62,8 +62,10 @@ __all__ = [
 #: The target transforms :math:`g` understood by specs and the API.
 TARGET_TRANSFORMS = ("log", "log1p")
 
-_DOMAIN = {"log": (0.0, "y > 0", "use 'log1p' for y >= 0, or shift the target"),
-           "log1p": (-1.0, "y > -1", "shift the target so that it exceeds -1")}
+_DOMAIN = {
+    "log": (0.0, "y > 0", "use 'log1p' for y >= 0, or shift the target"),
+    "log1p": (-1.0, "y > -1", "shift the target so that it exceeds -1"),
+}
 _CHUNK = 4096
 _SQRT2 = np.sqrt(2.0)
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
@@ -351,8 +353,9 @@ def crps_exp_pieces(y, zq, levels, *, chunk_size: int = _CHUNK) -> np.ndarray:
         m2 = np.sum(contrib, axis=-1)
         # tau* and u* = Phi^{-1}(tau*): the probit PIT of log y (-inf below the support)
         inside = ys > 0
-        ustar = np.where(inside, quantile_zscore(zq[sl] - c[:, None], levels,
-                                                 np.log(np.where(inside, ys, 1.0))), -np.inf)
+        ustar = np.where(
+            inside, quantile_zscore(zq[sl] - c[:, None], levels, np.log(np.where(inside, ys, 1.0))), -np.inf
+        )
         tstar = special.ndtr(ustar)
         # int_{tau*}^1 Q dtau: the part of each piece above u*
         start = np.maximum(lo, ustar[:, None])
@@ -456,10 +459,10 @@ def back_transform(pred: xr.Dataset, transform: str, *, shift: float = 0.0, scal
     q = np.empty(zq.shape)
     with np.errstate(over="ignore"):
         for i in range(0, zq.shape[0], _CHUNK):
-            q[i:i + _CHUNK] = inverse(transform, shift + scale * zq[i:i + _CHUNK])
+            q[i : i + _CHUNK] = inverse(transform, shift + scale * zq[i : i + _CHUNK])
     bound = _DOMAIN[transform][0]
     for i in range(0, q.shape[0], _CHUNK):
-        blk = q[i:i + _CHUNK]
+        blk = q[i : i + _CHUNK]
         if not (np.isfinite(blk).all() and (blk > bound).all()):
             raise ValueError(
                 f"the quantiles overflow or underflow on the original scale under {transform!r} "
@@ -467,8 +470,7 @@ def back_transform(pred: xr.Dataset, transform: str, *, shift: float = 0.0, scal
                 f"shift={shift!r}, scale={scale!r}); check that pred is on the transformed scale and that "
                 "shift/scale undo the standardisation."
             )
-    ds = _dataset(q, pred["level"].values, pred["obs"].values, str(pred.attrs.get("method", "quantiles")),
-                  "quantile")
+    ds = _dataset(q, pred["level"].values, pred["obs"].values, str(pred.attrs.get("method", "quantiles")), "quantile")
     ds.attrs["target_transform"] = transform
     for k, v in pred.attrs.items():
         if k not in ds.attrs and k not in ("family", "tail"):

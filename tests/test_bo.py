@@ -48,13 +48,16 @@ def test_identity_law_gives_gaussian_closed_forms():
     law = StandardizedLaw(DEFAULT_LEVELS)
     assert law.is_identity
     c = (best - mu) / sd
-    np.testing.assert_allclose(expected_improvement(mu, sd, best, law), sd * (c * special.ndtr(c) + stats.norm.pdf(c)),
-                               rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(
+        expected_improvement(mu, sd, best, law), sd * (c * special.ndtr(c) + stats.norm.pdf(c)), rtol=1e-12, atol=1e-14
+    )
     np.testing.assert_allclose(probability_of_improvement(mu, sd, best, law), special.ndtr(c), atol=1e-14)
-    np.testing.assert_allclose(acquisition_loss("lcb", mu, sd, law=law, best=best, kappa=2.0), mu - 2.0 * sd,
-                               atol=1e-12)
-    np.testing.assert_array_equal(acquisition_loss("ucb", mu, sd, law=law, best=best),
-                                  acquisition_loss("lcb", mu, sd, law=law, best=best))
+    np.testing.assert_allclose(
+        acquisition_loss("lcb", mu, sd, law=law, best=best, kappa=2.0), mu - 2.0 * sd, atol=1e-12
+    )
+    np.testing.assert_array_equal(
+        acquisition_loss("ucb", mu, sd, law=law, best=best), acquisition_loss("lcb", mu, sd, law=law, best=best)
+    )
 
 
 def test_recalibrated_ei_pi_match_quadrature():
@@ -70,11 +73,13 @@ def test_recalibrated_ei_pi_match_quadrature():
         return g[k] + slope * (w - w_knots[k])
 
     for c in (-4.0, -1.0, 0.0, 0.7, 3.0):
-        ei, _ = scipy.integrate.quad(lambda w: max(c - gfun(w), 0.0) * stats.norm.pdf(w), -12, 12,
-                                     points=list(w_knots), limit=200)
+        ei, _ = scipy.integrate.quad(
+            lambda w: max(c - gfun(w), 0.0) * stats.norm.pdf(w), -12, 12, points=list(w_knots), limit=200
+        )
         assert law.lower_partial_expectation(c) == pytest.approx(ei, rel=1e-7, abs=1e-8)
-        pi, _ = scipy.integrate.quad(lambda w: float(gfun(w) < c) * stats.norm.pdf(w), -12, 12,
-                                     points=list(w_knots), limit=200)
+        pi, _ = scipy.integrate.quad(
+            lambda w: float(gfun(w) < c) * stats.norm.pdf(w), -12, 12, points=list(w_knots), limit=200
+        )
         assert float(law.cdf(c)) == pytest.approx(pi, abs=1e-7)
     # scale equivariance: EI(mu, sd) = sd * E[(c' - Z)^+]
     assert expected_improvement(1.0, 2.0, 0.0, law) == pytest.approx(2.0 * law.lower_partial_expectation(-0.5))
@@ -99,7 +104,7 @@ def test_time_series_pit_equals_sequential_conditioning():
     theta = {k: v for k, v in gp.theta_.items() if k != "mean"}
     for i in range(2, 8):
         prefix = type(gp)(**{**gp.get_params(), "theta": theta, "optimize": False}).fit(U[:i], ys[:i])
-        mu, sd = prefix.predict_mean_std(U[i:i + 1])
+        mu, sd = prefix.predict_mean_std(U[i : i + 1])
         assert pit[i] == pytest.approx(special.ndtr((ys[i] - mu[0]) / sd[0]), abs=1e-8)
 
 
@@ -114,18 +119,22 @@ def test_loo_calibration_set_equals_refits(loo_run):
     lo, hi = FORRESTER.bounds[:, 0], FORRESTER.bounds[:, 1]
     U = (X - lo) / (hi - lo)
     rec = st.sel(step=step)
-    theta = {"lengthscale": rec["lengthscale"].values / (hi - lo), "variance": float(rec["variance"]) / s**2,
-             "noise": float(rec["noise"]) / s**2}
+    theta = {
+        "lengthscale": rec["lengthscale"].values / (hi - lo),
+        "variance": float(rec["variance"]) / s**2,
+        "noise": float(rec["noise"]) / s**2,
+    }
     pit = []
     for i in range(n):
         keep = np.arange(n) != i
         gp = type(default_gp())(**{**default_gp().get_params(), "theta": theta, "optimize": False})
-        mu, sd = gp.fit(U[keep], ys[keep]).predict_mean_std(U[i:i + 1])
+        mu, sd = gp.fit(U[keep], ys[keep]).predict_mean_std(U[i : i + 1])
         pit.append(special.ndtr((ys[i] - mu[0]) / sd[0]))
     levels = loo_run["recalibrator"]["level"].values
     brute = OnlineQuantileRecalibrator(levels=levels, eta=float(loo_run.attrs["eta"])).update_pit(pit)
-    np.testing.assert_allclose(loo_run["recalibrator"]["recalibration"].sel(step=step).values,
-                               brute.recalibration_, atol=1e-6)
+    np.testing.assert_allclose(
+        loo_run["recalibrator"]["recalibration"].sel(step=step).values, brute.recalibration_, atol=1e-6
+    )
     assert int(loo_run["recalibrator"]["n_calibration"].sel(step=step)) == n
 
 
@@ -165,8 +174,9 @@ def test_seeded_reproducible_and_shared_initial_design(loo_run):
 @pytest.mark.parametrize("calibration", ["time-series", "online"])
 @pytest.mark.parametrize("acquisition", ["ei", "pi"])
 def test_other_calibration_sets_and_acquisitions_run(calibration, acquisition):
-    res = minimize(FORRESTER, n_init=3, n_steps=3, acquisition=acquisition, calibration=calibration,
-                   seed=1, refit_every=2)
+    res = minimize(
+        FORRESTER, n_init=3, n_steps=3, acquisition=acquisition, calibration=calibration, seed=1, refit_every=2
+    )
     st = res["steps"]
     np.testing.assert_array_equal(st["refit"].values, [True, False, True])
     x = res["evaluations"]["x"].values
@@ -179,7 +189,8 @@ def test_online_calibration_obeys_theorem2_inside_bo():
     rec = res["recalibrator"].to_dataset()
     # state stored at step t is before observing y_t; rebuild the final state by one more update
     final = OnlineQuantileRecalibrator.from_dataset(rec.isel(step=-1)).update_pit(
-        [float(res["steps"]["pit_base"].values[-1])])
+        [float(res["steps"]["pit_base"].values[-1])]
+    )
     assert final.n_updates_ == 10
     assert np.all(np.abs(final.coverage() - final.levels_) <= final.coverage_bound() + 1e-12)
 
@@ -208,8 +219,7 @@ def test_non_finite_objective_values_are_recorded_not_fatal():
             out[:] = -np.inf
         return out
 
-    res = minimize(flaky, bounds=FORRESTER.bounds, n_init=3, n_steps=5, acquisition="lcb",
-                   calibration="loo", seed=0)
+    res = minimize(flaky, bounds=FORRESTER.bounds, n_init=3, n_steps=5, acquisition="lcb", calibration="loo", seed=0)
     ev = res["evaluations"]
     y = ev["y"].values
     assert np.isnan(y[1]) and np.isnan(y[4]) and y[5] == -np.inf
@@ -323,9 +333,26 @@ def _parser():
 
 
 def test_cli_bo_command(tmp_path, capsys):
-    args = _parser().parse_args(["bo", "--functions", "forrester", "--acquisitions", "ei", "--seeds", "2",
-                                 "--n-init", "3", "--n-steps", "2", "--no-progress",
-                                 "--out", str(tmp_path / "r.nc"), "--plots", str(tmp_path / "plots")])
+    args = _parser().parse_args(
+        [
+            "bo",
+            "--functions",
+            "forrester",
+            "--acquisitions",
+            "ei",
+            "--seeds",
+            "2",
+            "--n-init",
+            "3",
+            "--n-steps",
+            "2",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "r.nc"),
+            "--plots",
+            str(tmp_path / "plots"),
+        ]
+    )
     assert args.func(args) == 0
     out = capsys.readouterr()
     assert "min found" in out.out and "uncalibrated" in out.out
@@ -359,8 +386,12 @@ def test_figure6_situation_calibrated_escapes_local_minimum():
     overconfident there): uncalibrated UCB stays at the local minimum near 0.14, calibrated UCB
     widens its intervals and finds the global minimum near 0.757."""
     X_init = np.array([[0.2], [0.45], [0.98]])
-    runs = {cal: minimize("forrester", X_init=X_init, n_steps=25, acquisition="ucb", calibration=cal,
-                          seed=0, refit_every=100) for cal in ("none", "loo")}
+    runs = {
+        cal: minimize(
+            "forrester", X_init=X_init, n_steps=25, acquisition="ucb", calibration=cal, seed=0, refit_every=100
+        )
+        for cal in ("none", "loo")
+    }
     assert float(runs["none"]["evaluations"]["best_so_far"][-1]) > -1.0
     assert float(runs["loo"]["evaluations"]["best_so_far"][-1]) < -6.0
     x_loo = runs["loo"]["evaluations"]["x"].values[:, 0]
@@ -370,14 +401,17 @@ def test_figure6_situation_calibrated_escapes_local_minimum():
 
     step = int(np.argmax((x_loo[3:] > 0.6) & (x_loo[3:] < 0.9))) + 1
     snap = snapshot(runs["loo"], step, np.linspace(0.6, 0.9, 31))
-    assert float((snap["upper_recal"] - snap["lower_recal"]).mean()) > 1.1 * float((snap["upper"] - snap["lower"]).mean())
+    assert float((snap["upper_recal"] - snap["lower_recal"]).mean()) > 1.1 * float(
+        (snap["upper"] - snap["lower"]).mean()
+    )
 
 
 @pytest.mark.slow
 def test_dask_local_cluster_matches_serial(tmp_path):
     kw = dict(n_init=3, n_steps=3, progress=False)
     serial = run_experiment(["forrester"], ["ei"], ["calibrated", "uncalibrated"], 2, **kw)
-    dask = run_experiment(["forrester"], ["ei"], ["calibrated", "uncalibrated"], 2, workers=2,
-                          out=tmp_path / "d.nc", **kw)
+    dask = run_experiment(
+        ["forrester"], ["ei"], ["calibrated", "uncalibrated"], 2, workers=2, out=tmp_path / "d.nc", **kw
+    )
     np.testing.assert_allclose(dask["y"].values, serial["y"].values)
     np.testing.assert_allclose(dask["best_so_far"].values, serial["best_so_far"].values)

@@ -69,8 +69,9 @@ def test_evaluate_chunked_counts_equal_brute_force():
     c = res["confidence_level"].values
     lo = quantile_ppf(q, lv, (1 - c) / 2)
     hi = quantile_ppf(q, lv, (1 + c) / 2)
-    np.testing.assert_allclose(res["coverage"].values, ((lo <= y[:, None]) & (y[:, None] <= hi)).mean(axis=0),
-                               rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        res["coverage"].values, ((lo <= y[:, None]) & (y[:, None] <= hi)).mean(axis=0), rtol=0, atol=1e-15
+    )
     np.testing.assert_allclose(res["width"].values, (hi - lo).mean(axis=0), rtol=1e-13)
     p = res["ece_level"].values[1:-1]
     frac = (y[:, None] <= quantile_ppf(q, lv, p)).mean(axis=0)
@@ -127,8 +128,7 @@ def test_jackknife_plus_bounds_chunked_equal_unchunked(symmetric):
     # independent: full sort of the xi sequences
     if symmetric:
         hi_ref = np.sort(mu_loo + R[:, None] * scale_loo, axis=0)[[int(np.ceil(ci * (n + 1))) - 1 for ci in c]].T
-        lo_ref = np.sort(mu_loo - R[:, None] * scale_loo, axis=0)[[int(np.floor((1 - ci) * (n + 1))) - 1
-                                                                   for ci in c]].T
+        lo_ref = np.sort(mu_loo - R[:, None] * scale_loo, axis=0)[[int(np.floor((1 - ci) * (n + 1))) - 1 for ci in c]].T
     else:
         xi = np.sort(mu_loo + R[:, None] * scale_loo, axis=0)
         lo_ref = xi[[int(np.floor((1 - ci) / 2 * (n + 1))) - 1 for ci in c]].T
@@ -204,8 +204,9 @@ def test_extra_memory_does_not_scale_with_the_quantile_array():
     """
     rng = np.random.default_rng(0)
     mu_cal = rng.normal(size=2000)
-    cps = ConformalPredictiveSystem().fit(calibprob.normal(mu_cal, np.ones(2000)),
-                                          mu_cal + rng.standard_t(4, size=2000))
+    cps = ConformalPredictiveSystem().fit(
+        calibprob.normal(mu_cal, np.ones(2000)), mu_cal + rng.standard_t(4, size=2000)
+    )
     extra = {}
     for n in (6_000, 60_000):
         mu = rng.normal(size=n)

@@ -57,7 +57,13 @@ def problem():
     draws_c = mu_c + 0.5 * sd_c * t_rng.standard_t(5, size=(3000, mu_c.size))
     draws_t = mu_t + 0.5 * sd_t * t_rng.standard_t(5, size=(3000, mu_t.size))
     return {
-        "X_tr": X_tr, "y_tr": y_tr, "X_cal": X_cal, "y_cal": y_cal, "X_te": X_te, "y_te": y_te, "gp": gp,
+        "X_tr": X_tr,
+        "y_tr": y_tr,
+        "X_cal": X_cal,
+        "y_cal": y_cal,
+        "X_te": X_te,
+        "y_te": y_te,
+        "gp": gp,
         "normal": (calibprob.normal(mu_c, 0.5 * sd_c), calibprob.normal(mu_t, 0.5 * sd_t)),
         "draws": (calibprob.from_draws(draws_c), calibprob.from_draws(draws_t)),
     }
@@ -80,11 +86,14 @@ POST_PROCESSORS = {
 
 MODEL_AWARE = {
     "SharpCalibratedGP": lambda p: calibprob.SharpCalibratedGP(
-        estimator=p["gp"], variant="scaled", n_levels=5, random_state=0),
+        estimator=p["gp"], variant="scaled", n_levels=5, random_state=0
+    ),
     "SplitConformalRegressor": lambda p: calibprob.SplitConformalRegressor(
-        estimator=p["gp"], score="normalized", prefit=True),
+        estimator=p["gp"], score="normalized", prefit=True
+    ),
     "CrossConformalRegressor": lambda p: calibprob.CrossConformalRegressor(
-        estimator=calibprob.LinearRegression(), cv=5, random_state=0),
+        estimator=calibprob.LinearRegression(), cv=5, random_state=0
+    ),
     "JackknifePlusGP": lambda p: calibprob.JackknifePlusGP(estimator=p["gp"], prefit=True),
     "FullConformalGP": lambda p: calibprob.FullConformalGP(estimator=p["gp"], prefit=True),
 }
@@ -193,8 +202,9 @@ def test_post_processor_is_deterministic_and_cloneable(name, problem, fitted_pos
     cal = fitted_post[name, "normal"]
     again = clone(cal)
     assert again.get_params() == cal.get_params()
-    np.testing.assert_array_equal(again.fit(pred_cal, problem["y_cal"]).predict(pred_te).calib.quantiles,
-                                  cal.predict(pred_te).calib.quantiles)
+    np.testing.assert_array_equal(
+        again.fit(pred_cal, problem["y_cal"]).predict(pred_te).calib.quantiles, cal.predict(pred_te).calib.quantiles
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -262,8 +272,11 @@ def test_model_aware_refuses_a_predictive_dataset_and_bad_targets(name, problem,
         fitted_aware[name].predict(pred_te)
     if name in ("JackknifePlusGP", "FullConformalGP"):
         return  # prefit: fit() takes no data
-    X, y = (problem["X_tr"], problem["y_tr"]) if name == "CrossConformalRegressor" else (
-        problem["X_cal"], problem["y_cal"])
+    X, y = (
+        (problem["X_tr"], problem["y_tr"])
+        if name == "CrossConformalRegressor"
+        else (problem["X_cal"], problem["y_cal"])
+    )
     with pytest.raises(TypeError, match="model-aware calibrator"):
         _fit_model_aware(name, MODEL_AWARE[name](problem), problem, X=problem["normal"][0], y=y)
     with pytest.raises(ValueError, match=r"mismatched lengths|length"):
@@ -298,8 +311,9 @@ def test_post_processor_save_load_round_trip(name, problem, fitted_post, tmp_pat
     back = calibprob.load(path)
     assert type(back) is type(cal) and back.get_params().keys() == cal.get_params().keys()
     pred_te = problem["draws"][1]
-    np.testing.assert_allclose(back.predict(pred_te).calib.quantiles, cal.predict(pred_te).calib.quantiles,
-                               rtol=0, atol=1e-10)
+    np.testing.assert_allclose(
+        back.predict(pred_te).calib.quantiles, cal.predict(pred_te).calib.quantiles, rtol=0, atol=1e-10
+    )
 
 
 @pytest.mark.parametrize("name", sorted(MODEL_AWARE))

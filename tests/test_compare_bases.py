@@ -19,16 +19,25 @@ METHODS = {"b": {"kind": "base"}, "iso": {"kind": "isotonic", "extrapolate": Tru
 
 
 def two_base(**over):
-    spec = {"name": "two", **COMMON,
-            "bases": {"lin": {"kind": "ols"}, "ridge": {"kind": "bayesian-ridge"}},
-            "methods": {**METHODS, "vs": {"kind": "variance-scaling", "bases": ["ridge"]}}}
+    spec = {
+        "name": "two",
+        **COMMON,
+        "bases": {"lin": {"kind": "ols"}, "ridge": {"kind": "bayesian-ridge"}},
+        "methods": {**METHODS, "vs": {"kind": "variance-scaling", "bases": ["ridge"]}},
+    }
     spec.update(over)
     return parse_spec(spec)
 
 
 def one_base(kind):
-    return parse_spec({"name": f"one-{kind}", **COMMON, "base": {"kind": kind},
-                       "methods": {**METHODS, "vs": {"kind": "variance-scaling"}}})
+    return parse_spec(
+        {
+            "name": f"one-{kind}",
+            **COMMON,
+            "base": {"kind": kind},
+            "methods": {**METHODS, "vs": {"kind": "variance-scaling"}},
+        }
+    )
 
 
 def test_two_bases_equal_their_single_base_specs_task_by_task():
@@ -52,8 +61,11 @@ def test_two_bases_equal_their_single_base_specs_task_by_task():
     assert np.isnan(out["nll"].sel(base="lin", calibrator="vs")).all()
     assert str(out["error"].sel(base="lin", calibrator="vs").values.item()) == ""
     ridge_alone = run_task(one_base("bayesian-ridge").to_dict(), "diabetes", 1)
-    np.testing.assert_allclose(out["nll"].sel(base="ridge", calibrator="vs").values.ravel(),
-                               ridge_alone["nll"].sel(calibrator="vs").values.ravel(), rtol=1e-12)
+    np.testing.assert_allclose(
+        out["nll"].sel(base="ridge", calibrator="vs").values.ravel(),
+        ridge_alone["nll"].sel(calibrator="vs").values.ravel(),
+        rtol=1e-12,
+    )
     # ols and bayesian ridge are different models: their base scores differ
     lin_b = out["nll"].sel(base="lin", calibrator="b").values.item()
     assert lin_b != out["nll"].sel(base="ridge", calibrator="b").values.item()
@@ -109,9 +121,14 @@ def _toml(tmp_path, text):
 
 
 def test_bases_from_toml(tmp_path):
-    spec = load_spec(_toml(tmp_path, '[bases.a]\nkind = "ols"\n[bases.b]\nkind = "gp"\n'
-                                      '[methods.j]\nkind = "jackknife-plus-gp"\nbases = ["b"]\n'
-                                      '[methods.m]\nkind = "base"\n'))
+    spec = load_spec(
+        _toml(
+            tmp_path,
+            '[bases.a]\nkind = "ols"\n[bases.b]\nkind = "gp"\n'
+            '[methods.j]\nkind = "jackknife-plus-gp"\nbases = ["b"]\n'
+            '[methods.m]\nkind = "base"\n',
+        )
+    )
     assert spec.base_names == ["a", "b"]
     assert [m.name for m in spec.methods_on("a")] == ["m"]
     assert [m.name for m in spec.methods_on("b")] == ["j", "m"]
@@ -120,32 +137,52 @@ def test_bases_from_toml(tmp_path):
 BASES = {"lin": {"kind": "ols"}, "g": {"kind": "gp"}}
 
 
-@pytest.mark.parametrize("over, match", [
-    ({"bases": {"lin": {"kind": "olss"}}}, r"bases\.lin\.kind must be one of .*Did you mean 'ols'"),
-    ({"base": {"kind": "pymc"}}, r"base\.kind must be one of gp, sparse-gp, ols"),
-    ({"bases": BASES, "methods": {"j": {"kind": "jackknife-plus-gp"}}},
-     r"methods\.j \(kind 'jackknife-plus-gp'\) needs a base of kind 'gp', but would run on \[bases\.lin\] "
-     r"of kind 'ols'; list the bases it runs on, e.g. bases = \['g'\]"),
-    ({"bases": {"s": {"kind": "sparse-gp"}}, "methods": {"f": {"kind": "full-conformal-gp"}}},
-     r"methods\.f \(kind 'full-conformal-gp'\).*\[bases\.s\] of kind 'sparse-gp'"),
-    ({"bases": BASES, "methods": {"s": {"kind": "sharp-gp", "bases": ["lin"]}}},
-     r"methods\.s \(kind 'sharp-gp'\) needs a base of kind 'gp' or 'sparse-gp'.*\[bases\.lin\] of kind 'ols'"),
-    ({"base": {"kind": "sparse-gp"}, "methods": {"j": {"kind": "asym-jackknife-plus-gp"}}},
-     r"methods\.j .*\[base\] of kind 'sparse-gp'; use a base of kind 'gp'"),
-    ({"bases": BASES, "methods": {"m": {"kind": "base", "bases": ["gp"]}}},
-     r"methods\.m\.bases names 'gp', which is not a base of this spec\. Did you mean 'g'\? Bases: lin, g"),
-    ({"bases": BASES, "methods": {"m": {"kind": "base", "bases": ["g", "g"]}}}, r"lists a base twice"),
-    ({"bases": BASES, "methods": {"m": {"kind": "base", "bases": []}}}, r"methods\.m\.bases must be a list"),
-    ({"bases": {"Lin": {"kind": "ols"}, "lin": {"kind": "bayesian-ridge"}}},
-     r"duplicate base names: \[bases\.Lin\] and \[bases\.lin\]"),
-    ({"bases": {"a/b": {"kind": "ols"}}}, r"without '/'"),
-    ({"bases": {}}, r"bases must hold one or more named tables"),
-    ({"bases": BASES, "base": {"kind": "ols"}}, r"both \[base\].*and \[bases\.NAME\]"),
-    ({"base": {"kind": "ols"}, "methods": {"m": {"kind": "base", "bases": ["x"]}}},
-     r"methods\.m\.bases applies only to specs with \[bases\.NAME\]"),
-    ({"bases": {"lin": {"kind": "ols", "alpha": 1}}}, r"unknown key 'alpha' in \[bases\.lin\] \(kind 'ols'\)"),
-    ({"bases": {"lin": {"kind": "ols", "fit_intercept": "no"}}}, r"bases\.lin\.fit_intercept must be true or false"),
-])
+@pytest.mark.parametrize(
+    "over, match",
+    [
+        ({"bases": {"lin": {"kind": "olss"}}}, r"bases\.lin\.kind must be one of .*Did you mean 'ols'"),
+        ({"base": {"kind": "pymc"}}, r"base\.kind must be one of gp, sparse-gp, ols"),
+        (
+            {"bases": BASES, "methods": {"j": {"kind": "jackknife-plus-gp"}}},
+            r"methods\.j \(kind 'jackknife-plus-gp'\) needs a base of kind 'gp', but would run on \[bases\.lin\] "
+            r"of kind 'ols'; list the bases it runs on, e.g. bases = \['g'\]",
+        ),
+        (
+            {"bases": {"s": {"kind": "sparse-gp"}}, "methods": {"f": {"kind": "full-conformal-gp"}}},
+            r"methods\.f \(kind 'full-conformal-gp'\).*\[bases\.s\] of kind 'sparse-gp'",
+        ),
+        (
+            {"bases": BASES, "methods": {"s": {"kind": "sharp-gp", "bases": ["lin"]}}},
+            r"methods\.s \(kind 'sharp-gp'\) needs a base of kind 'gp' or 'sparse-gp'.*\[bases\.lin\] of kind 'ols'",
+        ),
+        (
+            {"base": {"kind": "sparse-gp"}, "methods": {"j": {"kind": "asym-jackknife-plus-gp"}}},
+            r"methods\.j .*\[base\] of kind 'sparse-gp'; use a base of kind 'gp'",
+        ),
+        (
+            {"bases": BASES, "methods": {"m": {"kind": "base", "bases": ["gp"]}}},
+            r"methods\.m\.bases names 'gp', which is not a base of this spec\. Did you mean 'g'\? Bases: lin, g",
+        ),
+        ({"bases": BASES, "methods": {"m": {"kind": "base", "bases": ["g", "g"]}}}, r"lists a base twice"),
+        ({"bases": BASES, "methods": {"m": {"kind": "base", "bases": []}}}, r"methods\.m\.bases must be a list"),
+        (
+            {"bases": {"Lin": {"kind": "ols"}, "lin": {"kind": "bayesian-ridge"}}},
+            r"duplicate base names: \[bases\.Lin\] and \[bases\.lin\]",
+        ),
+        ({"bases": {"a/b": {"kind": "ols"}}}, r"without '/'"),
+        ({"bases": {}}, r"bases must hold one or more named tables"),
+        ({"bases": BASES, "base": {"kind": "ols"}}, r"both \[base\].*and \[bases\.NAME\]"),
+        (
+            {"base": {"kind": "ols"}, "methods": {"m": {"kind": "base", "bases": ["x"]}}},
+            r"methods\.m\.bases applies only to specs with \[bases\.NAME\]",
+        ),
+        ({"bases": {"lin": {"kind": "ols", "alpha": 1}}}, r"unknown key 'alpha' in \[bases\.lin\] \(kind 'ols'\)"),
+        (
+            {"bases": {"lin": {"kind": "ols", "fit_intercept": "no"}}},
+            r"bases\.lin\.fit_intercept must be true or false",
+        ),
+    ],
+)
 def test_bad_bases_are_spec_errors(over, match):
     spec = {"name": "x", **COMMON, "methods": {"b": {"kind": "base"}}}
     spec.pop("base", None)

@@ -10,25 +10,45 @@ from calibprob.compare.spec import SpecError
 from calibprob.metrics import evaluate_intervals, interval_levels
 
 ALL_KINDS = {
-    "base", "isotonic", "vovk", "marx", "variance-scaling", "split-conformal", "jackknife", "jackknife-plus",
-    "cv-plus", "jackknife-plus-gp", "asym-jackknife-plus-gp", "full-conformal-gp", "conformal-predictive",
-    "sharp-gp", "gp-beta",
+    "base",
+    "isotonic",
+    "vovk",
+    "marx",
+    "variance-scaling",
+    "split-conformal",
+    "jackknife",
+    "jackknife-plus",
+    "cv-plus",
+    "jackknife-plus-gp",
+    "asym-jackknife-plus-gp",
+    "full-conformal-gp",
+    "conformal-predictive",
+    "sharp-gp",
+    "gp-beta",
 }
-INTERVAL_KINDS = {"jackknife", "jackknife-plus", "cv-plus", "jackknife-plus-gp", "asym-jackknife-plus-gp",
-                  "full-conformal-gp"}
+INTERVAL_KINDS = {
+    "jackknife",
+    "jackknife-plus",
+    "cv-plus",
+    "jackknife-plus-gp",
+    "asym-jackknife-plus-gp",
+    "full-conformal-gp",
+}
 
 
 def gp_spec(methods, n=90):
-    return parse_spec({
-        "name": "kinds",
-        "datasets": [{"name": "branin", "function": "branin", "n": n, "noise": 0.3}],
-        "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
-        "repetitions": 1,
-        "seed": 3,
-        "base": {"kind": "gp", "kernel": "matern", "p": 2},
-        "methods": methods,
-        "confidence_levels": [0.5, 0.9],
-    })
+    return parse_spec(
+        {
+            "name": "kinds",
+            "datasets": [{"name": "branin", "function": "branin", "n": n, "noise": 0.3}],
+            "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+            "repetitions": 1,
+            "seed": 3,
+            "base": {"kind": "gp", "kernel": "matern", "p": 2},
+            "methods": methods,
+            "confidence_levels": [0.5, 0.9],
+        }
+    )
 
 
 def test_every_kind_of_the_issue_is_registered():
@@ -47,8 +67,18 @@ def test_unknown_option_of_a_kind_is_rejected():
 
 
 def test_cheap_kinds_run_and_interval_kinds_report_interval_metrics():
-    methods = {k: {"kind": k} for k in ("base", "variance-scaling", "split-conformal", "conformal-predictive",
-                                        "jackknife-plus-gp", "asym-jackknife-plus-gp", "full-conformal-gp")}
+    methods = {
+        k: {"kind": k}
+        for k in (
+            "base",
+            "variance-scaling",
+            "split-conformal",
+            "conformal-predictive",
+            "jackknife-plus-gp",
+            "asym-jackknife-plus-gp",
+            "full-conformal-gp",
+        )
+    }
     methods["isotonic"] = {"kind": "isotonic", "extrapolate": True}
     methods["vovk"] = {"kind": "vovk", "extrapolate": True}
     methods["marx"] = {"kind": "marx", "extrapolate": True}
@@ -88,17 +118,27 @@ def test_jplus_gp_kind_scores_equal_the_class_on_the_same_split():
     import xarray as xr
 
     ref = evaluate_intervals(
-        xr.Dataset({"lower": (("obs", "confidence_level"), lo), "upper": (("obs", "confidence_level"), hi)},
-                   coords={"confidence_level": levels}), yte, spec.confidence_levels)
+        xr.Dataset(
+            {"lower": (("obs", "confidence_level"), lo), "upper": (("obs", "confidence_level"), hi)},
+            coords={"confidence_level": levels},
+        ),
+        yte,
+        spec.confidence_levels,
+    )
     np.testing.assert_allclose(out["width"].sel(calibrator="j").values.ravel(), ref["width"].values, rtol=1e-10)
     np.testing.assert_allclose(out["iae"].sel(calibrator="j").item(), float(ref["iae"]), rtol=1e-12)
 
 
 def test_split_conformal_without_calibration_part_names_the_fix():
-    spec = parse_spec({
-        "name": "nocal", "datasets": ["diabetes"], "split": {"train": 0.75, "test": 0.25},
-        "base": {"kind": "ols"}, "methods": {"s": {"kind": "split-conformal"}},
-    })
+    spec = parse_spec(
+        {
+            "name": "nocal",
+            "datasets": ["diabetes"],
+            "split": {"train": 0.75, "test": 0.25},
+            "base": {"kind": "ols"},
+            "methods": {"s": {"kind": "split-conformal"}},
+        }
+    )
     out = run_task(spec.to_dict(), "diabetes", 0)
     assert "calibrate" in str(out["error"].values.ravel()[0])
 
@@ -111,8 +151,10 @@ def test_interval_metrics_count_unbounded_intervals_as_covering():
     lo = np.full((4, levels.size), -1.0)
     hi = np.full((4, levels.size), 1.0)
     lo[:, -1], hi[:, -1] = -np.inf, np.inf
-    ds = xr.Dataset({"lower": (("obs", "confidence_level"), lo), "upper": (("obs", "confidence_level"), hi)},
-                    coords={"confidence_level": levels})
+    ds = xr.Dataset(
+        {"lower": (("obs", "confidence_level"), lo), "upper": (("obs", "confidence_level"), hi)},
+        coords={"confidence_level": levels},
+    )
     m = evaluate_intervals(ds, y, [0.9, float(levels[-1])])
     assert m["coverage"].values.tolist() == [1.0, 1.0]
     assert m["width"].values[0] == 2.0 and np.isinf(m["width"].values[1])
@@ -123,8 +165,13 @@ def test_interval_metrics_count_unbounded_intervals_as_covering():
 def test_evaluate_intervals_rejects_missing_levels():
     import xarray as xr
 
-    ds = xr.Dataset({"lower": (("obs", "confidence_level"), np.zeros((2, 1))),
-                     "upper": (("obs", "confidence_level"), np.ones((2, 1)))}, coords={"confidence_level": [0.9]})
+    ds = xr.Dataset(
+        {
+            "lower": (("obs", "confidence_level"), np.zeros((2, 1))),
+            "upper": (("obs", "confidence_level"), np.ones((2, 1))),
+        },
+        coords={"confidence_level": [0.9]},
+    )
     with pytest.raises(ValueError, match="lack confidence_level"):
         evaluate_intervals(ds, np.zeros(2), [0.9])
     with pytest.raises(ValueError, match="lower"):

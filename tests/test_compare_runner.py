@@ -48,7 +48,8 @@ def test_serial_run_has_the_documented_layout(tmp_path):
     for name in ("ece", "iae", "nll", "crps", "pinball", "mse", "rmse", "std", "coverage", "width"):
         assert name in ds, name
     assert ds["coverage"].dims == ("dataset", "repetition", "calibrator", "confidence_level") or set(
-        ds["coverage"].dims) == {"dataset", "repetition", "calibrator", "confidence_level"}
+        ds["coverage"].dims
+    ) == {"dataset", "repetition", "calibrator", "confidence_level"}
     # the same base twice gives the same scores
     xr.testing.assert_equal(ds["nll"].sel(calibrator="b", drop=True), ds["nll"].sel(calibrator="b2", drop=True))
     assert np.all(tree["timing"]["base_fit_time"].values >= 0)
@@ -59,9 +60,9 @@ def test_serial_run_has_the_documented_layout(tmp_path):
 
 
 def test_failing_calibrator_is_recorded_not_fatal(tmp_path):
-    spec = small_spec(repetitions=1, datasets=["diabetes"],
-                      base={"kind": "bayesian-ridge"},
-                      methods={"ok": {"kind": "base"}})
+    spec = small_spec(
+        repetitions=1, datasets=["diabetes"], base={"kind": "bayesian-ridge"}, methods={"ok": {"kind": "base"}}
+    )
     # a base that cannot be fitted makes the task fail; the run still finishes and says why
     # (optimize = false without theta passes the spec's type checks but fails at fit)
     bad = small_spec(repetitions=1, datasets=["diabetes"], base={"kind": "gp", "optimize": False})
@@ -87,14 +88,24 @@ def test_serial_localcluster_and_external_scheduler_agree(tmp_path):
 
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
-    procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                               "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    procs = [
+        subprocess.Popen(
+            [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
     try:
         time.sleep(2)
         for _ in range(2):
-            procs.append(subprocess.Popen([str(BIN / "dask"), "worker", address, "--nthreads", "1",
-                                           "--no-dashboard"], stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL, cwd=tmp_path))
+            procs.append(
+                subprocess.Popen(
+                    [str(BIN / "dask"), "worker", address, "--nthreads", "1", "--no-dashboard"],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    cwd=tmp_path,
+                )
+            )
         from dask.distributed import Client
 
         with Client(address, timeout=60) as c:
@@ -137,9 +148,19 @@ def test_killed_run_resumes_without_recomputing(tmp_path):
     clean = tmp_path / "clean"
     clean.mkdir()
     shutil.copy(spec_path, clean / "resume.toml")
-    subprocess.run([str(BIN / "calibprob"), "compare", str(clean / "resume.toml"), "--out",
-                    str(clean / "res.nc"), "--no-progress"], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            str(BIN / "calibprob"),
+            "compare",
+            str(clean / "resume.toml"),
+            "--out",
+            str(clean / "res.nc"),
+            "--no-progress",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     xr.testing.assert_identical(_metrics(out), _metrics(clean / "res.nc"))
 
 
@@ -180,8 +201,13 @@ def test_local_cluster_workers_keep_glibc_dynamic_mmap_threshold():
     assert list(env.values()) == [None]
 
 
-@pytest.mark.parametrize("n, err, match", [(0, ValueError, r"n_workers .* must be >= 1; got 0"),
-                                           (1.5, TypeError, r"n_workers .* must be an integer; got 1.5")])
+@pytest.mark.parametrize(
+    "n, err, match",
+    [
+        (0, ValueError, r"n_workers .* must be >= 1; got 0"),
+        (1.5, TypeError, r"n_workers .* must be an integer; got 1.5"),
+    ],
+)
 def test_local_cluster_rejects_bad_worker_counts(n, err, match):
     from calibprob.compare.runner import local_cluster
 

@@ -45,8 +45,14 @@ def test_minimal_spec_parses_and_round_trips():
         ({"split": {"train": 0.6, "test": 0.4, "valid": 0.1}}, r"unknown key 'valid' in split"),
         ({"split": {"train": 1.2, "test": -0.2}}, r"split\.train must be a fraction in \(0, 1\)"),
         ({"datasets": ["bostn"]}, r"'bostn' is not a bundled data set\. Valid names: .*boston"),
-        ({"datasets": [{"name": "x", "path": "nope.csv", "target": "y"}]}, r"datasets\[0\]\.path: file .*nope\.csv.* does not exist"),
-        ({"base": {"kind": "svm"}}, r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge, pymc-glm; got 'svm'"),
+        (
+            {"datasets": [{"name": "x", "path": "nope.csv", "target": "y"}]},
+            r"datasets\[0\]\.path: file .*nope\.csv.* does not exist",
+        ),
+        (
+            {"base": {"kind": "svm"}},
+            r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge, pymc-glm; got 'svm'",
+        ),
         ({"repetitions": 0}, r"repetitions must be a positive integer; got 0"),
         ({"confidence_levels": [90]}, r"confidence_levels must be in \(0, 1\); got 90"),
         ({"metrics": ["ecee"]}, r"metrics: 'ecee' is not a metric\. Did you mean 'ece'\?"),
@@ -69,8 +75,11 @@ def test_csv_target_must_exist(tmp_path):
     csv = tmp_path / "d.csv"
     csv.write_text("a,b,y\n" + "".join(f"{i},{i % 3},{i * i}\n" for i in range(12)))
     spec = minimal(datasets=[{"name": "mine", "path": "d.csv", "target": "z"}])
-    with pytest.raises(SpecError, match=r"datasets\[0\] \(d\.csv\): target must be a column of d\.csv; got 'z'\. "
-                                        r"Columns: 'a', 'b', 'y'"):
+    with pytest.raises(
+        SpecError,
+        match=r"datasets\[0\] \(d\.csv\): target must be a column of d\.csv; got 'z'\. "
+        r"Columns: 'a', 'b', 'y'",
+    ):
         parse_spec(spec, root=tmp_path)
     ok = parse_spec(minimal(datasets=[{"name": "mine", "path": "d.csv", "target": "y"}]), root=tmp_path)
     assert Path(ok.datasets[0].path).is_absolute()
@@ -103,8 +112,13 @@ def test_unknown_base_option_is_rejected_with_the_valid_ones():
     from calibprob.compare import parse_spec
     from calibprob.compare.spec import SpecError
 
-    spec = {"name": "x", "datasets": ["diabetes"], "split": {"train": 0.5, "test": 0.5},
-            "base": {"kind": "gp", "kernel": "matern", "nu": 2.5}, "methods": {"b": {"kind": "base"}}}
+    spec = {
+        "name": "x",
+        "datasets": ["diabetes"],
+        "split": {"train": 0.5, "test": 0.5},
+        "base": {"kind": "gp", "kernel": "matern", "nu": 2.5},
+        "methods": {"b": {"kind": "base"}},
+    }
     with pytest.raises(SpecError, match="unknown key 'nu' in \\[base\\].*Valid keys: .*kernel"):
         parse_spec(spec)
 
@@ -114,10 +128,16 @@ def test_synthetic_dataset_may_carry_its_own_split_in_counts():
     from calibprob.compare.runner import _prepare
     from calibprob.compare.spec import SpecError
 
-    base = {"name": "x", "split": {"train": 0.5, "test": 0.5}, "base": {"kind": "ols"},
-            "methods": {"b": {"kind": "base"}}}
-    spec = parse_spec(base | {"datasets": [
-        {"name": "b", "function": "branin", "n": 60, "split": {"train": 20, "test": 40}}, "diabetes"]})
+    base = {
+        "name": "x",
+        "split": {"train": 0.5, "test": 0.5},
+        "base": {"kind": "ols"},
+        "methods": {"b": {"kind": "base"}},
+    }
+    spec = parse_spec(
+        base
+        | {"datasets": [{"name": "b", "function": "branin", "n": 60, "split": {"train": 20, "test": 40}}, "diabetes"]}
+    )
     _, arrays = _prepare(spec, "b", 0)
     assert (len(arrays["train"][1]), len(arrays["test"][1])) == (20, 40)
     _, arrays = _prepare(spec, "diabetes", 0)  # the spec's own split
@@ -125,5 +145,6 @@ def test_synthetic_dataset_may_carry_its_own_split_in_counts():
     # the spec travels to workers as a dict: the per-dataset split survives the round trip
     assert parse_spec(spec.to_dict()).datasets[0].split == spec.datasets[0].split
     with pytest.raises(SpecError, match=r"datasets\[0\].split: counts .* sum to the data set's n = 60"):
-        parse_spec(base | {"datasets": [{"name": "b", "function": "branin", "n": 60,
-                                         "split": {"train": 20, "test": 30}}]})
+        parse_spec(
+            base | {"datasets": [{"name": "b", "function": "branin", "n": 60, "split": {"train": 20, "test": 30}}]}
+        )

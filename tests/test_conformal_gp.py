@@ -85,7 +85,7 @@ def test_closed_form_loo_equals_refits(case):
     err = 0.0
     for i in range(n):
         keep = np.arange(n) != i
-        m_b, s_b = refit_predict(X[keep], y[keep], np.vstack([X[i:i + 1], Xt]), noise, const)
+        m_b, s_b = refit_predict(X[keep], y[keep], np.vstack([X[i : i + 1], Xt]), noise, const)
         err = max(
             err,
             abs(y[i] - m_b[0] - S.loo_residual[i]),
@@ -136,7 +136,7 @@ def grid_fcp(X, y, x, noise, const, beta, eps, levels, grid):
     for i in range(n + 1):
         keep = np.arange(n + 1) != i
         K = kern(Xa[keep]) + noise * np.eye(n)
-        kc = kern(Xa[keep], Xa[i:i + 1])[:, 0]
+        kc = kern(Xa[keep], Xa[i : i + 1])[:, 0]
         Kk = np.linalg.solve(K, kc)
         var = VAR + noise - kc @ Kk
         Yk = Ya[keep]
@@ -356,8 +356,12 @@ def test_jackknife_plus_gp_after_ml_fit():
 # (function, p) -> method -> (90 % width, IAE) as printed in the paper's Table 1
 PION_TABLE1 = {
     ("branin", 1): {"REML": (14.0, 0.24), "FCP-GP": (7.6, 0.06), "J+GP": (8.7, 0.06), "asymJ+GP": (9.1, 0.06)},
-    ("goldstein-price", 5): {"REML": (3.3e4, 0.09), "FCP-GP": (4.4e4, 0.08), "J+GP": (4.8e4, 0.08),
-                             "asymJ+GP": (4.9e4, 0.08)},
+    ("goldstein-price", 5): {
+        "REML": (3.3e4, 0.09),
+        "FCP-GP": (4.4e4, 0.08),
+        "J+GP": (4.8e4, 0.08),
+        "asymJ+GP": (4.9e4, 0.08),
+    },
     ("hartmann6", 9): {"REML": (0.63, 0.11), "FCP-GP": (0.53, 0.04), "J+GP": (0.56, 0.04), "asymJ+GP": (0.59, 0.04)},
     ("branin", 9): {"REML": (0.75, 0.08), "FCP-GP": (0.9, 0.09), "J+GP": (0.88, 0.09), "asymJ+GP": (0.91, 0.09)},
 }
@@ -376,15 +380,20 @@ def _pion_row(function, p):
     path = Path(__file__).resolve().parents[1] / "models" / f"pion2024-table1-p{p}.toml"
     spec = parse_spec(tomllib.loads(path.read_text())).to_dict()
     res = xr.concat([run_task(spec, function, r) for r in range(spec["repetitions"])], dim="repetition")
-    return (res["width"].sel(confidence_level=0.9).mean(("repetition", "dataset")),
-            res["iae"].mean(("repetition", "dataset")))
+    return (
+        res["width"].sel(confidence_level=0.9).mean(("repetition", "dataset")),
+        res["iae"].mean(("repetition", "dataset")),
+    )
 
 
-@pytest.mark.parametrize("row", [
-    ("branin", 1),
-    ("goldstein-price", 5),
-    pytest.param(("hartmann6", 9), marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "row",
+    [
+        ("branin", 1),
+        ("goldstein-price", 5),
+        pytest.param(("hartmann6", 9), marks=pytest.mark.slow),
+    ],
+)
 def test_pion_table1_row_from_the_shipped_spec(row):
     """All 40 repetitions of one Table 1 row, run exactly as ``calibprob compare`` runs them:
     conformal IAE within +-0.03 of the paper, every 90 % width (REML's too) within +-30 %, and the

@@ -34,10 +34,9 @@ def test_randomized_pit_is_exactly_uniform():
     """Vovk et al. (2020), Thm 1: Q(Y, tau) ~ U(0, 1) for tau ~ U(0, 1)."""
     rng = np.random.default_rng(0)
     n_cal, m, reps = 19, 10, 600
-    pits = np.concatenate([
-        (lambda c, X, y: c.predict_cdf(X, y, tau=rng.uniform(size=len(y))))(*run(rng, n_cal, m))
-        for _ in range(reps)
-    ])
+    pits = np.concatenate(
+        [(lambda c, X, y: c.predict_cdf(X, y, tau=rng.uniform(size=len(y))))(*run(rng, n_cal, m)) for _ in range(reps)]
+    )
     u = np.linspace(0.05, 0.95, 19)
     frac = (pits[:, None] <= u[None, :]).mean(0)
     # per-draw correlation inflates the variance; bound it by the calibration-set effect ~ 1/sqrt(reps)
@@ -87,10 +86,10 @@ def test_post_processor_equals_model_aware_split_conformal_bit_for_bit():
     a = ConformalPredictiveSystem(confidence_level=[0.5, 0.9]).fit(base_pred(X[:150]), y[:150])
     b = SplitConformalRegressor(estimator=gauss_base, score="signed", confidence_level=[0.5, 0.9]).fit(X[:1], y[:1])
     b.calibrate(X[:150], y[:150])
-    np.testing.assert_array_equal(a.predict_interval(base_pred(X[150:]))["upper"],
-                                  b.predict_interval(X[150:])["upper"])
-    np.testing.assert_array_equal(a.predict(base_pred(X[150:]))["quantile"].values,
-                                  b.predict(X[150:])["quantile"].values)
+    np.testing.assert_array_equal(a.predict_interval(base_pred(X[150:]))["upper"], b.predict_interval(X[150:])["upper"])
+    np.testing.assert_array_equal(
+        a.predict(base_pred(X[150:]))["quantile"].values, b.predict(X[150:])["quantile"].values
+    )
 
 
 def test_deprecated_model_aware_form_warns_and_gives_the_same_numbers():

@@ -44,9 +44,9 @@ def coverage_over_draws(score, n_train, n_cal, n_test, level, reps, seed):
     for r in range(reps):
         X, y = draw(rng, n_train + n_cal + n_test)
         scp = SplitConformalRegressor(estimator=HeteroOLS(), score=score, confidence_level=level)
-        scp.fit(X[:n_train], y[:n_train]).calibrate(X[n_train:n_train + n_cal], y[n_train:n_train + n_cal])
-        iv = scp.predict_interval(X[n_train + n_cal:])
-        yt = y[n_train + n_cal:]
+        scp.fit(X[:n_train], y[:n_train]).calibrate(X[n_train : n_train + n_cal], y[n_train : n_train + n_cal])
+        iv = scp.predict_interval(X[n_train + n_cal :])
+        yt = y[n_train + n_cal :]
         cov[r] = np.mean((yt >= iv["lower"].values) & (yt <= iv["upper"].values))
     return cov.mean(), cov.std(ddof=1) / np.sqrt(reps)
 
@@ -84,9 +84,10 @@ def test_interval_is_the_conformal_set():
     scp.fit(X[:40], y[:40]).calibrate(X[40:100], y[40:100])
     iv = scp.predict_interval(X[100:])
     mu, sigma = scp.estimator_.predict_mean_std(X[100:])
-    R_cal = np.abs(y[40:100] - scp.estimator_.predict_mean_std(X[40:100])[0]) / scp.estimator_.predict_mean_std(
-        X[40:100]
-    )[1]
+    R_cal = (
+        np.abs(y[40:100] - scp.estimator_.predict_mean_std(X[40:100])[0])
+        / scp.estimator_.predict_mean_std(X[40:100])[1]
+    )
     cand = mu[:, None] + sigma[:, None] * np.linspace(-6, 6, 2001)[None, :]
     R_new = np.abs(cand - mu[:, None]) / sigma[:, None]
     for j, c in enumerate([0.5, 0.9]):
@@ -129,7 +130,11 @@ def test_callable_base_and_chunking_agree():
         est = HeteroOLS().fit(Xt, yt)
         return est.predict_mean_std(Xn)
 
-    a = SplitConformalRegressor(estimator=fp, score="normalized").fit(X[:100], y[:100]).calibrate(X[100:200], y[100:200])
+    a = (
+        SplitConformalRegressor(estimator=fp, score="normalized")
+        .fit(X[:100], y[:100])
+        .calibrate(X[100:200], y[100:200])
+    )
     b = SplitConformalRegressor(estimator=HeteroOLS(), score="normalized", chunk_size=7)
     b.fit(X[:100], y[:100]).calibrate(X[100:200], y[100:200])
     xr.testing.assert_allclose(a.predict_interval(X[200:]), b.predict_interval(X[200:]))
@@ -141,7 +146,7 @@ def test_predict_quantile_function():
     X, y = draw(rng, 300)
     n_cal = 99
     scp = SplitConformalRegressor(estimator=HeteroOLS(), score="normalized").fit(X[:100], y[:100])
-    scp.calibrate(X[100:100 + n_cal], y[100:100 + n_cal])
+    scp.calibrate(X[100 : 100 + n_cal], y[100 : 100 + n_cal])
     pred = scp.predict(X[200:])
     assert pred.attrs["family"] == "quantile"
     assert np.all(np.diff(pred["quantile"].values, axis=1) >= 0)

@@ -319,8 +319,13 @@ def test_standardizer_predictive_round_trip():
     loc, scale = np.array([0.0, 1.0]), np.array([1.0, 2.0])
     q = loc[:, None] + scale[:, None] * stats.norm.ppf(levels)
     pred = xr.Dataset(
-        {"quantile": (("obs", "level"), q), "loc": ("obs", loc), "scale": ("obs", scale),
-         "mean": ("obs", loc), "std": ("obs", scale)},
+        {
+            "quantile": (("obs", "level"), q),
+            "loc": ("obs", loc),
+            "scale": ("obs", scale),
+            "mean": ("obs", loc),
+            "std": ("obs", scale),
+        },
         coords={"level": levels},
         attrs={"family": "normal"},
     )

@@ -70,8 +70,20 @@ def html(tmp_path_factory):
         pytest.importorskip(module)
     out = tmp_path_factory.mktemp("docs")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-           "-d", str(out / "doctrees"), str(DOCS), str(out / "html")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-W",
+        "--keep-going",
+        "-q",
+        "-b",
+        "html",
+        "-d",
+        str(out / "doctrees"),
+        str(DOCS),
+        str(out / "html"),
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, f"sphinx -W failed:\n{proc.stderr[-6000:]}"
     return out / "html"
@@ -179,9 +191,7 @@ def test_every_public_name_is_in_the_api_reference(html, pages):
     aliases: dict[int, set[str]] = {}
     for modname, name, obj in public_names():
         aliases.setdefault(id(obj), set()).add(f"{modname}.{name}")
-    missing = sorted(
-        f"{modname}.{name}" for modname, name, obj in public_names() if not (aliases[id(obj)] & anchors)
-    )
+    missing = sorted(f"{modname}.{name}" for modname, name, obj in public_names() if not (aliases[id(obj)] & anchors))
     assert not missing, "not in docs/api.md: " + ", ".join(missing)
 
 
@@ -248,8 +258,11 @@ def test_public_constants_are_described():
     for modname, name, obj in public_names():
         if callable(obj) or name == "__version__":
             continue
-        homes = [m for m in sorted(sys.modules) if (m == "calibprob" or m.startswith("calibprob."))
-                 and vars(sys.modules[m]).get(name, None) is obj]
+        homes = [
+            m
+            for m in sorted(sys.modules)
+            if (m == "calibprob" or m.startswith("calibprob.")) and vars(sys.modules[m]).get(name, None) is obj
+        ]
         if not any(("", name) in ModuleAnalyzer.for_module(m).find_attr_docs() for m in homes):
             undocumented.append(f"{modname}.{name}")
     assert not undocumented, "constants without a '#:' comment: " + ", ".join(undocumented)
@@ -290,12 +303,16 @@ def test_method_pages_examples_run():
 def test_getting_started_prints_what_it_shows(capsys):
     """The first example of docs/getting-started.md prints the text block shown under it."""
     page = (DOCS / "getting-started.md").read_text(encoding="utf-8")
-    section = page[page.index("## A first example"):]
+    section = page[page.index("## A first example") :]
     code = re.search(r"```python\n(.*?)```", section, flags=re.S).group(1)
     shown = re.search(r"```text\n(.*?)```", section, flags=re.S).group(1)
     exec(compile(code, "getting-started.md", "exec"), {"__name__": "__main__"})
     printed = capsys.readouterr().out
     number = r"-?\d+\.\d+"
     assert re.sub(number, "#", printed).split() == re.sub(number, "#", shown).split()
-    np.testing.assert_allclose([float(v) for v in re.findall(number, printed)],
-                               [float(v) for v in re.findall(number, shown)], rtol=2e-3, atol=6e-3)
+    np.testing.assert_allclose(
+        [float(v) for v in re.findall(number, printed)],
+        [float(v) for v in re.findall(number, shown)],
+        rtol=2e-3,
+        atol=6e-3,
+    )

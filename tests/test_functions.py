@@ -23,13 +23,25 @@ from calibprob.datasets import (
 )
 
 FIXED = [
-    "branin", "goldstein_price", "hartmann4", "hartmann6", "park", "forrester",
-    "six_hump_camel", "cosines", "beale", "mccormick", "cross_in_tray", "dropwave",
+    "branin",
+    "goldstein_price",
+    "hartmann4",
+    "hartmann6",
+    "park",
+    "forrester",
+    "six_hump_camel",
+    "cosines",
+    "beale",
+    "mccormick",
+    "cross_in_tray",
+    "dropwave",
 ]
 ANY_DIM = ["ackley", "alpine", "powers", "rosenbrock"]
-CASES = [(n, None) for n in FIXED] + [(n, d) for n in ANY_DIM for d in (2, 3)] + [
-    ("ackley", 1), ("alpine", 1), ("powers", 1)
-]
+CASES = (
+    [(n, None) for n in FIXED]
+    + [(n, d) for n in ANY_DIM for d in (2, 3)]
+    + [("ackley", 1), ("alpine", 1), ("powers", 1)]
+)
 
 
 def _id(case):
@@ -55,8 +67,13 @@ def _brute_force_min(fn: TestFunction, seed: int, n_random: int = 20000, n_start
     # local polishing from the best random points plus a few purely random starts
     starts = np.vstack([X[np.argsort(vals)[:n_starts]], X[rng.choice(n_random, 2, replace=False)]])
     for x0 in starts:
-        res = minimize(lambda x: fn(x), x0, method="L-BFGS-B", bounds=fn.bounds,
-                       options={"ftol": 1e-13, "gtol": 1e-9, "maxiter": 300})
+        res = minimize(
+            lambda x: fn(x),
+            x0,
+            method="L-BFGS-B",
+            bounds=fn.bounds,
+            options={"ftol": 1e-13, "gtol": 1e-9, "maxiter": 300},
+        )
         best = min(best, float(res.fun))
     return best
 

@@ -66,7 +66,9 @@ def fig1():
     mu, sd = A @ beta, np.full_like(x, s)
     mut, sdt = np.c_[np.ones_like(xt), xt] @ beta, np.full_like(xt, s)
     cal = GPBetaCalibrator(random_state=1).fit(calibprob.normal(mu, sd), y)
-    return dict(mu=mu, sd=sd, y=y, mut=mut, sdt=sdt, yt=yt, cal=cal, pred=cal.predict(calibprob.normal(mut, sdt)), ols=beta)
+    return dict(
+        mu=mu, sd=sd, y=y, mut=mut, sdt=sdt, yt=yt, cal=cal, pred=cal.predict(calibprob.normal(mut, sdt)), ols=beta
+    )
 
 
 def calibrated_sample(n, rng):
@@ -103,6 +105,7 @@ def test_kernel_is_the_gaussian_embedding_inner_product():
     # (times theta / theta = 1 at s = 0): checked by 2-D quadrature.
     theta = 0.7
     for (m1, s1), (m2, s2) in [((0.0, 0.3), (0.5, 0.8)), ((-1.0, 0.0), (1.0, 0.0)), ((2.0, 1.5), (1.0, 0.2))]:
+
         def integrand(u, v):
             a = m1 + s1 * u
             b = m2 + s2 * v
@@ -120,8 +123,9 @@ def test_pymc_covariance_matches_numpy_and_is_psd():
     X = np.c_[rng.normal(size=12), rng.uniform(0.1, 1.0, 12)]
     Z = np.c_[rng.normal(size=5), rng.uniform(0.1, 1.0, 5)]
     cov = gb.GaussianEmbeddingRBF(pt.as_tensor(0.8))
-    full, cross, diag = _fast([cov(pt.as_tensor(X)), cov(pt.as_tensor(X), pt.as_tensor(Z)),
-                               cov(pt.as_tensor(X), diag=True)])()
+    full, cross, diag = _fast(
+        [cov(pt.as_tensor(X)), cov(pt.as_tensor(X), pt.as_tensor(Z)), cov(pt.as_tensor(X), diag=True)]
+    )()
     np.testing.assert_allclose(full, gaussian_embedding_kernel(X, X, 0.8), rtol=1e-12)
     np.testing.assert_allclose(cross, gaussian_embedding_kernel(X, Z, 0.8), rtol=1e-12)
     np.testing.assert_allclose(diag, np.diag(full), rtol=1e-12)
@@ -147,14 +151,18 @@ def test_beta_link_density_normalises_and_is_the_cdf_derivative(log_a, log_b, c)
     # atol: cancellation in F(y+h) - F(y-h) where F ~ 1 (eps / h ~ 1e-11)
     np.testing.assert_allclose(fd, pdf(y), rtol=1e-6, atol=1e-9)
     # the CDF is the Beta map of the base CDF
-    np.testing.assert_allclose(beta_link_cdf(y, mu, sd, log_a, log_b, c),
-                               beta_calibration_map(stats.norm.cdf(y, mu, sd), log_a, log_b, c), rtol=1e-10)
+    np.testing.assert_allclose(
+        beta_link_cdf(y, mu, sd, log_a, log_b, c),
+        beta_calibration_map(stats.norm.cdf(y, mu, sd), log_a, log_b, c),
+        rtol=1e-10,
+    )
 
 
 def test_identity_parameters_leave_the_base_unchanged():
     y = np.linspace(-30, 30, 61)
-    np.testing.assert_allclose(beta_link_logpdf(y, 0.5, 1.3, 0.0, 0.0, 0.0), stats.norm.logpdf(y, 0.5, 1.3),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        beta_link_logpdf(y, 0.5, 1.3, 0.0, 0.0, 0.0), stats.norm.logpdf(y, 0.5, 1.3), rtol=1e-12, atol=1e-12
+    )
     p = np.linspace(0.001, 0.999, 50)
     np.testing.assert_allclose(beta_calibration_map(p, 0.0, 0.0, 0.0), p, rtol=1e-12)
 
@@ -343,8 +351,15 @@ def test_svi_fit_recovers_a_gaussian_target():
         r = v - m_star
         return -0.5 * (h - 2.0) ** 2 - 0.5 * r @ P @ r, np.concatenate([[-(h - 2.0)], -P @ r])
 
-    fit = svi_fit(logp_dlogp, np.zeros(4), np.array([False, True, True, True]), n_iter=6000,
-                  learning_rate=0.01, n_mc=8, rng=np.random.default_rng(0))
+    fit = svi_fit(
+        logp_dlogp,
+        np.zeros(4),
+        np.array([False, True, True, True]),
+        n_iter=6000,
+        learning_rate=0.01,
+        n_mc=8,
+        rng=np.random.default_rng(0),
+    )
     assert fit.mean[0] == pytest.approx(2.0, abs=0.05)
     np.testing.assert_allclose(fit.mean[1:], m_star, atol=0.05)
     np.testing.assert_allclose(fit.chol @ fit.chol.T, cov, atol=0.06)
@@ -373,9 +388,15 @@ def test_svi_fit_recovers_a_gaussian_target():
 def test_svi_fit_rejects_bad_input(kwargs, error, match):
     from calibprob.calibrators.gp_beta import svi_fit
 
-    args = {"logp_dlogp": lambda x: (-0.5 * x @ x, -x), "x0": np.zeros(2),
-            "variational": np.array([False, True]), "n_iter": 5, "learning_rate": 0.01, "n_mc": 1,
-            "rng": np.random.default_rng(0)}
+    args = {
+        "logp_dlogp": lambda x: (-0.5 * x @ x, -x),
+        "x0": np.zeros(2),
+        "variational": np.array([False, True]),
+        "n_iter": 5,
+        "learning_rate": 0.01,
+        "n_mc": 1,
+        "rng": np.random.default_rng(0),
+    }
     args.update(kwargs)
     with pytest.raises(error, match=match):
         svi_fit(**args)
@@ -384,8 +405,15 @@ def test_svi_fit_rejects_bad_input(kwargs, error, match):
 def test_svi_result_sample_rejects_bad_count():
     from calibprob.calibrators.gp_beta import svi_fit
 
-    fit = svi_fit(lambda x: (-0.5 * x @ x, -x), np.zeros(2), np.array([False, True]), n_iter=5,
-                  learning_rate=0.01, n_mc=1, rng=np.random.default_rng(0))
+    fit = svi_fit(
+        lambda x: (-0.5 * x @ x, -x),
+        np.zeros(2),
+        np.array([False, True]),
+        n_iter=5,
+        learning_rate=0.01,
+        n_mc=1,
+        rng=np.random.default_rng(0),
+    )
     with pytest.raises(ValueError, match="n \\(number of draws\\) must be >= 1"):
         fit.sample(0, np.random.default_rng(0))
 
@@ -397,8 +425,9 @@ def _best_beta_link(y, mu, sigma):
     def nll(p):
         return -np.mean(beta_link_logpdf(y, mu, sigma, p[0], p[1], p[2]))
 
-    res = optimize.minimize(nll, [0.0, 0.0, 0.0], method="Nelder-Mead",
-                            options={"xatol": 1e-6, "fatol": 1e-10, "maxiter": 4000})
+    res = optimize.minimize(
+        nll, [0.0, 0.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-6, "fatol": 1e-10, "maxiter": 4000}
+    )
     return res.x, res.fun
 
 
@@ -491,8 +520,11 @@ def test_idata_is_an_arviz_datatree(fig1, tmp_path):
     assert np.isfinite(loo.elpd) and loo.pareto_k.shape == (360,)
     # the stored log-likelihood is eq. 6-7 at the posterior draws (independent recomputation)
     cal = fig1["cal"]
-    np.testing.assert_allclose(cal.log_likelihood(calibprob.normal(fig1["mu"], fig1["sd"]), fig1["y"]),
-                               idata["log_likelihood"]["y"].values, rtol=1e-12)
+    np.testing.assert_allclose(
+        cal.log_likelihood(calibprob.normal(fig1["mu"], fig1["sd"]), fig1["y"]),
+        idata["log_likelihood"]["y"].values,
+        rtol=1e-12,
+    )
     path = tmp_path / "gpbeta.nc"
     idata.to_netcdf(path)
     back = xr.open_datatree(path)
@@ -516,7 +548,9 @@ def test_compare_ranks_gp_beta_above_the_base_on_held_out_data(fig1):
 def test_calibration_map_has_a_credible_band(fig1):
     cal = fig1["cal"]
     p = np.linspace(0.01, 0.99, 25)
-    cm = cal.calibration_map(calibprob.normal(np.array([-2.0, 4.0, 10.0]), np.full(3, fig1["sd"][0])), p, confidence_level=0.9)
+    cm = cal.calibration_map(
+        calibprob.normal(np.array([-2.0, 4.0, 10.0]), np.full(3, fig1["sd"][0])), p, confidence_level=0.9
+    )
     assert cm["map"].dims == ("chain", "draw", "obs", "p")
     assert np.all(cm["lower"] <= cm["mean"] + 1e-12) and np.all(cm["mean"] <= cm["upper"] + 1e-12)
     assert np.all(np.diff(cm["map"].values, axis=-1) > 0)  # every draw's map is increasing
@@ -599,8 +633,12 @@ def _fake_nuts_tree(shift, diverging):
     rng = np.random.default_rng(0)
     draws = rng.normal(size=(2, 400, 2))
     draws[1] += shift  # the second chain sits elsewhere: r-hat > 1 by construction
-    post = xr.Dataset({"theta": (("chain", "draw", "d"), draws),
-                       "W": (("chain", "draw"), np.r_[[1.0], [-1.0]][:, None] * np.ones((2, 400)))})
+    post = xr.Dataset(
+        {
+            "theta": (("chain", "draw", "d"), draws),
+            "W": (("chain", "draw"), np.r_[[1.0], [-1.0]][:, None] * np.ones((2, 400))),
+        }
+    )
     stats_ = xr.Dataset({"diverging": (("chain", "draw"), np.zeros((2, 400), bool))})
     stats_["diverging"][0, :diverging] = True
     return xr.DataTree.from_dict({"posterior": post, "sample_stats": stats_})
@@ -648,14 +686,21 @@ def test_nuts_200_points_converges_and_supports_loo_and_compare():
     assert stats_attrs["n_divergences"] == divergences
     assert stats_attrs["max_rhat"] == pytest.approx(summary["r_hat"].max(), abs=0.006)
     # log_likelihood came from pm.compute_log_likelihood on the CustomDist; NumPy agrees
-    np.testing.assert_allclose(cal.log_likelihood(calibprob.normal(mu, sd), y), idata["log_likelihood"]["y"].values,
-                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        cal.log_likelihood(calibprob.normal(mu, sd), y), idata["log_likelihood"]["y"].values, rtol=1e-9, atol=1e-9
+    )
     loo = az.loo(idata, pointwise=True)
     assert np.isfinite(loo.elpd) and loo.pareto_k.shape == (200,) and np.all(np.isfinite(loo.pareto_k))
-    print(f"NUTS[{cal.nuts_sampler_}] max r_hat {summary['r_hat'].max():.4f}, divergences {divergences}, "
-          f"elpd_loo {loo.elpd:.2f} (se {loo.se:.2f}), max Pareto k {float(loo.pareto_k.max()):.3f}")
-    table = az.compare({"gp-beta": cal.held_out_elpd(calibprob.normal(mut, sdt), yt),
-                        "base": held_out_elpd(stats.norm.logpdf(yt, mut, sdt))})
+    print(
+        f"NUTS[{cal.nuts_sampler_}] max r_hat {summary['r_hat'].max():.4f}, divergences {divergences}, "
+        f"elpd_loo {loo.elpd:.2f} (se {loo.se:.2f}), max Pareto k {float(loo.pareto_k.max()):.3f}"
+    )
+    table = az.compare(
+        {
+            "gp-beta": cal.held_out_elpd(calibprob.normal(mut, sdt), yt),
+            "base": held_out_elpd(stats.norm.logpdf(yt, mut, sdt)),
+        }
+    )
     assert table.index[0] == "gp-beta"
 
 
@@ -665,8 +710,14 @@ def fig1_6000():
     rng = np.random.default_rng(11)
     x, y = fig1_sample(6000, rng)
     xt, yt = fig1_sample(2000, rng)
-    return {"mu": 0.25 * x, "sd": np.full_like(x, 5.5), "y": y,
-            "mut": 0.25 * xt, "sdt": np.full_like(xt, 5.5), "yt": yt}
+    return {
+        "mu": 0.25 * x,
+        "sd": np.full_like(x, 5.5),
+        "y": y,
+        "mut": 0.25 * xt,
+        "sdt": np.full_like(xt, 5.5),
+        "yt": yt,
+    }
 
 
 @pytest.mark.slow
@@ -684,7 +735,10 @@ def test_minibatch_svi_is_reproducible_and_close_to_full_batch_svi(fig1_6000):
     # full-batch SVI, so its held-out NLL is that of full-batch SVI up to gradient noise;
     # the batches come from seeded RNGs, so a fit is repeatable
     mu, sd, y, mut, sdt, yt = (fig1_6000[k] for k in ("mu", "sd", "y", "mut", "sdt", "yt"))
-    mini = [GPBetaCalibrator(inference="svi", batch_size=256, random_state=s).fit(calibprob.normal(mu, sd), y) for s in (2, 2, 3)]
+    mini = [
+        GPBetaCalibrator(inference="svi", batch_size=256, random_state=s).fit(calibprob.normal(mu, sd), y)
+        for s in (2, 2, 3)
+    ]
     assert all(c.idata_.attrs["batch_size"] == 256 for c in mini)
     v = [c.idata_["posterior"]["V"].values for c in mini]
     np.testing.assert_array_equal(v[0], v[1])

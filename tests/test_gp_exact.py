@@ -168,8 +168,9 @@ def test_partial_theta_fills_in_fitted_values(se_fit):
     a = se_fit.predict_mean_std(Xs, theta={"lengthscale": 0.3})
     b = se_fit.predict_mean_std(Xs, theta={**se_fit.theta_, "lengthscale": ls})
     np.testing.assert_allclose(a, b)
-    np.testing.assert_allclose(se_fit.kernel_matrix(Xs, theta={"lengthscale": ls}),
-                               kernel("se", Xs, None, ls, se_fit.theta_["variance"]))
+    np.testing.assert_allclose(
+        se_fit.kernel_matrix(Xs, theta={"lengthscale": ls}), kernel("se", Xs, None, ls, se_fit.theta_["variance"])
+    )
 
 
 def test_predict_returns_normal_contract(se_fit):
@@ -222,10 +223,7 @@ def test_compiled_gradient_matches_finite_differences(se_fit):
     pm.set_data({"X": se_fit.X_train_[:60], "y": se_fit.y_train_[:60]}, model=entry.model)
     x = np.log([0.3, 0.5, 1.5, 0.1])
     _, grad = entry.value_and_grad(x)
-    fd = np.array([
-        (entry.value_and_grad(x + h)[0] - entry.value_and_grad(x - h)[0]) / 2e-6
-        for h in np.eye(4) * 1e-6
-    ])
+    fd = np.array([(entry.value_and_grad(x + h)[0] - entry.value_and_grad(x - h)[0]) / 2e-6 for h in np.eye(4) * 1e-6])
     np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-6)
 
 
@@ -243,8 +241,9 @@ def test_compile_mode_is_configurable(se_data):
     assert gp.fit_info_["backend"] == "numpy" and "compile_mode" not in gp.fit_info_
     from calibprob.gp import SparseGaussianProcessRegressor
 
-    vfe = SparseGaussianProcessRegressor(n_inducing=10, compile_mode="FAST_COMPILE", n_restarts=1,
-                                         random_state=0).fit(X[:50], y[:50])
+    vfe = SparseGaussianProcessRegressor(n_inducing=10, compile_mode="FAST_COMPILE", n_restarts=1, random_state=0).fit(
+        X[:50], y[:50]
+    )
     assert vfe.fit_info_["compile_mode"] == "FAST_COMPILE" and vfe.fit_info_["backend"] == "pytensor"
 
 
@@ -259,8 +258,14 @@ def test_build_model_samples_with_nuts():
     # 20 x 20 matrices: threaded BLAS only adds overhead (minutes on a busy 2-core box)
     with gp.build_model(), threadpool_limits(limits=1, user_api="blas"):
         idata = pm.sample(
-            200, tune=200, chains=2, cores=1, random_seed=1, progressbar=False,
-            compile_kwargs={"mode": "FAST_COMPILE"}, nuts_sampler="pymc",
+            200,
+            tune=200,
+            chains=2,
+            cores=1,
+            random_seed=1,
+            progressbar=False,
+            compile_kwargs={"mode": "FAST_COMPILE"},
+            nuts_sampler="pymc",
             compute_convergence_checks=False,
         )
     post = idata.posterior["lengthscale"].values.ravel()
@@ -301,13 +306,19 @@ def test_bad_input_messages(se_data):
 
 def test_lifecycle_and_shape_errors(se_fit):
     gp = GaussianProcessRegressor()
-    for call in (lambda: gp.predict_mean_std(np.zeros((2, 2))), lambda: gp.predict(np.zeros((2, 2))),
-                 gp.loo, lambda: gp.kernel_matrix(np.zeros((2, 2)))):
+    for call in (
+        lambda: gp.predict_mean_std(np.zeros((2, 2))),
+        lambda: gp.predict(np.zeros((2, 2))),
+        gp.loo,
+        lambda: gp.kernel_matrix(np.zeros((2, 2))),
+    ):
         with pytest.raises(NotFittedError, match=r"not fitted yet\. Call fit\(\.\.\.\)"):
             call()
     with pytest.raises(ValueError, match="X has 3 features but the model was fitted with 2"):
         se_fit.predict_mean_std(np.zeros((4, 3)))
-    with pytest.raises(ValueError, match=r"theta\['lengthscale'\] must be a scalar or have one entry per feature \(2\)"):
+    with pytest.raises(
+        ValueError, match=r"theta\['lengthscale'\] must be a scalar or have one entry per feature \(2\)"
+    ):
         se_fit.predict_mean_std(np.zeros((4, 2)), theta={"lengthscale": [1.0, 2.0, 3.0]})
 
 

@@ -28,9 +28,7 @@ def data():
     return X1, X2, ls, 1.7
 
 
-@pytest.mark.parametrize(
-    "p, cls", [(0, pm.gp.cov.Matern12), (1, pm.gp.cov.Matern32), (2, pm.gp.cov.Matern52)]
-)
+@pytest.mark.parametrize("p, cls", [(0, pm.gp.cov.Matern12), (1, pm.gp.cov.Matern32), (2, pm.gp.cov.Matern52)])
 def test_matern_equals_pymc(data, p, cls):
     X1, X2, ls, var = data
     with FAST:

@@ -49,8 +49,7 @@ def test_numpy_objective_and_gradient_equal_the_pymc_model(kernel, p, mean, obje
 
     X, y = _data(1, offset=2.0)
     nugget = 1e-4  # noise=False: a nugget that keeps K well conditioned (1e-9 needs it)
-    spec = _pymc.Spec("exact", kernel, p, mean, noise, objective, X.shape[1],
-                      0.0 if noise else nugget, 0.0)
+    spec = _pymc.Spec("exact", kernel, p, mean, noise, objective, X.shape[1], 0.0 if noise else nugget, 0.0)
     entry = _pymc.compiled(spec, "FAST_COMPILE")
     fun = _objective.ExactObjectiveNumpy(kernel, p, mean, objective, noise, nugget, X, y)
     rng = np.random.default_rng(7)
@@ -58,8 +57,11 @@ def test_numpy_objective_and_gradient_equal_the_pymc_model(kernel, p, mean, obje
         pm.set_data({"X": X, "y": y}, model=entry.model)
         try:
             for _ in range(4):
-                x = np.r_[np.log(rng.uniform(0.2, 1.5, 3)), np.log(rng.uniform(0.5, 3.0)),
-                          [np.log(rng.uniform(0.01, 0.3))] if noise else []]
+                x = np.r_[
+                    np.log(rng.uniform(0.2, 1.5, 3)),
+                    np.log(rng.uniform(0.5, 3.0)),
+                    [np.log(rng.uniform(0.01, 0.3))] if noise else [],
+                ]
                 v_pt, g_pt = entry.value_and_grad(x)
                 v_np, g_np = fun.value_and_grad(x)
                 assert v_np == pytest.approx(v_pt, rel=1e-9)
@@ -92,8 +94,7 @@ def test_failed_factorisation_gives_nan_like_the_pytensor_op():
 
 def test_map_of_the_compiled_pymc_model_is_the_fitted_optimum():
     X, y = _data(3, n=80)
-    gp = GaussianProcessRegressor(kernel="matern", p=2, mean="constant", objective="reml",
-                                  random_state=0).fit(X, y)
+    gp = GaussianProcessRegressor(kernel="matern", p=2, mean="constant", objective="reml", random_state=0).fit(X, y)
     spec = gp._spec(X.shape[1])
     starts = [np.asarray(x0) for x0 in gp.fit_info_["lbfgs_starts"]]
     _, bounds, _ = _pymc.heuristics(spec, X, gp._data()["y"], gp.nugget)
@@ -137,8 +138,7 @@ def test_constant_mean_gp_is_offset_invariant():
     np.testing.assert_allclose(shifted.theta_["lengthscale"], base.theta_["lengthscale"], rtol=1e-4)
     assert shifted.mean_ - 1e9 == pytest.approx(base.mean_, abs=1e-4)
     # REML is offset invariant: the same value at the same theta
-    assert shifted.log_marginal_likelihood_value_ == pytest.approx(base.log_marginal_likelihood_value_,
-                                                                   rel=1e-6)
+    assert shifted.log_marginal_likelihood_value_ == pytest.approx(base.log_marginal_likelihood_value_, rel=1e-6)
 
 
 @pytest.mark.parametrize("mean,objective", [("constant", "reml"), ("zero", "ml")])
@@ -152,7 +152,8 @@ def test_gp_is_scale_equivariant(mean, objective):
     # the likelihood of 1e6 y is that of y minus n (REML: n - 1) log 1e6
     n = len(y) - (objective == "reml")
     assert b.log_marginal_likelihood_value_ == pytest.approx(
-        a.log_marginal_likelihood_value_ - n * np.log(1e6), rel=1e-7)
+        a.log_marginal_likelihood_value_ - n * np.log(1e6), rel=1e-7
+    )
 
 
 def test_zero_mean_gp_refuses_a_large_offset():
@@ -186,8 +187,9 @@ def test_optimum_on_the_variance_bound_is_reported():
     seed, arrays = _prepare(spec, "branin", 0)
     X, y = arrays["train"]
     with pytest.warns(ConvergenceWarning, match=r"optimum is on the box bound of log_variance"):
-        gp = GaussianProcessRegressor(kernel="matern", p=5, mean="constant", objective="reml",
-                                      noise=False, nugget=1e-12, random_state=seed).fit(X, y)
+        gp = GaussianProcessRegressor(
+            kernel="matern", p=5, mean="constant", objective="reml", noise=False, nugget=1e-12, random_state=seed
+        ).fit(X, y)
     assert gp.fit_info_["at_bounds"] == ["log_variance"]
     hi = gp.fit_info_["bounds"]["log_variance"][1] * gp.fit_info_["y_scale"] ** 2
     assert gp.theta_["variance"] == pytest.approx(hi, rel=1e-6)
@@ -265,12 +267,19 @@ def test_cli_path_with_standardize_false_and_an_offset_is_a_clear_task_error(tmp
     y = np.sin(4 * X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=80) + 1e9
     csv = tmp_path / "offset.csv"
     csv.write_text("a,b,y\n" + "\n".join(f"{u:.17g},{v:.17g},{w:.17g}" for (u, v), w in zip(X, y)))
-    spec = parse_spec({
-        "name": "s2", "datasets": [{"name": "offset", "path": str(csv), "target": "y"}],
-        "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2}, "repetitions": 1, "seed": 0,
-        "standardize": False, "base": {"kind": "gp", "n_restarts": 1},
-        "methods": {"b": {"kind": "base"}}, "confidence_levels": [0.9],
-    })
+    spec = parse_spec(
+        {
+            "name": "s2",
+            "datasets": [{"name": "offset", "path": str(csv), "target": "y"}],
+            "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2},
+            "repetitions": 1,
+            "seed": 0,
+            "standardize": False,
+            "base": {"kind": "gp", "n_restarts": 1},
+            "methods": {"b": {"kind": "base"}},
+            "confidence_levels": [0.9],
+        }
+    )
     # the base fit fails, so the whole task does; the CLI prints it in its failed-tasks table
     with pytest.raises(ValueError, match=r"mean='zero'.*standardize = true in a compare spec"):
         run_task(spec.to_dict(), "offset", 0)

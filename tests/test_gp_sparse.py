@@ -35,9 +35,9 @@ def test_vfe_close_to_exact_at_n2000_m300(big, mean):
     """
     X, y, Xt = big
     exact = GaussianProcessRegressor(theta=THETA, optimize=False, mean=mean).fit(X, y)
-    vfe = SparseGaussianProcessRegressor(
-        n_inducing=300, theta=THETA, optimize=False, mean=mean, random_state=0
-    ).fit(X, y)
+    vfe = SparseGaussianProcessRegressor(n_inducing=300, theta=THETA, optimize=False, mean=mean, random_state=0).fit(
+        X, y
+    )
     assert vfe.inducing_points_.shape == (300, 2)
     m1, s1 = exact.predict_mean_std(Xt)
     m2, s2 = vfe.predict_mean_std(Xt)
@@ -121,8 +121,7 @@ def test_sparse_bad_input():
     with pytest.raises(ValueError, match="n_inducing must be >= 1; got 0"):
         SparseGaussianProcessRegressor(n_inducing=0).fit(X, y)
     with pytest.raises(ValueError, match="inducing_points has 3 columns but X has 2"):
-        SparseGaussianProcessRegressor(inducing_points=np.zeros((5, 3)), theta=THETA,
-                                       optimize=False).fit(X, y)
+        SparseGaussianProcessRegressor(inducing_points=np.zeros((5, 3)), theta=THETA, optimize=False).fit(X, y)
     with pytest.raises(ValueError, match=r"X must be 2-D.*reshape\(-1, 1\)"):
         SparseGaussianProcessRegressor().fit(X[:, 0], y)
     with pytest.raises(ValueError, match="jitter must be in \\(0, 1\\)"):

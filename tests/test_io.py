@@ -96,93 +96,177 @@ def _gpb_predict(e, d):
 G = calibprob  # short alias in the table
 ROWS = [
     # base regressors
-    Row("LinearRegression", "LinearRegression",
-        lambda d: G.LinearRegression().fit(d.X_train, d.y_train), lambda e, d: e.predict(d.X_test)),
-    Row("BayesianRidge", "BayesianRidge",
-        lambda d: G.BayesianRidge().fit(d.X_train, d.y_train), lambda e, d: e.predict(d.X_test)),
-    Row("GaussianProcessRegressor", "GaussianProcessRegressor",
-        lambda d: d.base, lambda e, d: e.predict(d.X_test)),
-    Row("GaussianProcessRegressor-constant-matern", "GaussianProcessRegressor",
-        lambda d: G.GaussianProcessRegressor(kernel="matern", p=1, mean="constant", objective="reml",
-                                             random_state=np.random.default_rng(1)).fit(d.X_train, d.y_train),
-        lambda e, d: (e.predict(d.X_test), e.loo())),
-    Row("SparseGaussianProcessRegressor", "SparseGaussianProcessRegressor",
+    Row(
+        "LinearRegression",
+        "LinearRegression",
+        lambda d: G.LinearRegression().fit(d.X_train, d.y_train),
+        lambda e, d: e.predict(d.X_test),
+    ),
+    Row(
+        "BayesianRidge",
+        "BayesianRidge",
+        lambda d: G.BayesianRidge().fit(d.X_train, d.y_train),
+        lambda e, d: e.predict(d.X_test),
+    ),
+    Row("GaussianProcessRegressor", "GaussianProcessRegressor", lambda d: d.base, lambda e, d: e.predict(d.X_test)),
+    Row(
+        "GaussianProcessRegressor-constant-matern",
+        "GaussianProcessRegressor",
+        lambda d: G.GaussianProcessRegressor(
+            kernel="matern", p=1, mean="constant", objective="reml", random_state=np.random.default_rng(1)
+        ).fit(d.X_train, d.y_train),
+        lambda e, d: (e.predict(d.X_test), e.loo()),
+    ),
+    Row(
+        "SparseGaussianProcessRegressor",
+        "SparseGaussianProcessRegressor",
         lambda d: G.SparseGaussianProcessRegressor(n_inducing=8, random_state=0).fit(d.X_train, d.y_train),
-        lambda e, d: e.predict(d.X_test)),
-    Row("PyMCLinearRegression", "PyMCLinearRegression",  # the pymc-glm base: posterior draws saved
-        lambda d: G.pymc_glm.PyMCLinearRegression(likelihood="student-t", draws=100, tune=100, chains=2,
-                                                  random_state=0).fit(d.X_train, d.y_train),
-        lambda e, d: e.predict(d.X_test)),
-    Row("CallableRegressor", "CallableRegressor",
+        lambda e, d: e.predict(d.X_test),
+    ),
+    Row(
+        "PyMCLinearRegression",
+        "PyMCLinearRegression",  # the pymc-glm base: posterior draws saved
+        lambda d: G.pymc_glm.PyMCLinearRegression(
+            likelihood="student-t", draws=100, tune=100, chains=2, random_state=0
+        ).fit(d.X_train, d.y_train),
+        lambda e, d: e.predict(d.X_test),
+    ),
+    Row(
+        "CallableRegressor",
+        "CallableRegressor",
         lambda d: G.conformal.CallableRegressor(fit_predict=ols_fit_predict).fit(d.X_train, d.y_train),
-        lambda e, d: e.predict_mean_std(d.X_test), lambda: {"fit_predict": ols_fit_predict}),
+        lambda e, d: e.predict_mean_std(d.X_test),
+        lambda: {"fit_predict": ols_fit_predict},
+    ),
     # distribution post-processors
-    Row("IsotonicRecalibrator", "IsotonicRecalibrator",
+    Row(
+        "IsotonicRecalibrator",
+        "IsotonicRecalibrator",
         lambda d: G.IsotonicRecalibrator(extrapolate=True).fit(d.pred(d.X_cal), d.y_cal),
-        lambda e, d: e.predict(d.pred(d.X_test))),
-    Row("VovkRecalibrator", "VovkRecalibrator",
+        lambda e, d: e.predict(d.pred(d.X_test)),
+    ),
+    Row(
+        "VovkRecalibrator",
+        "VovkRecalibrator",
         lambda d: G.VovkRecalibrator(extrapolate=True, random_state=3).fit(d.pred(d.X_cal), d.y_cal),
-        lambda e, d: e.predict(d.pred(d.X_test))),
-    Row("VovkRecalibrator-generator", "VovkRecalibrator",  # a numpy Generator's state round-trips
+        lambda e, d: e.predict(d.pred(d.X_test)),
+    ),
+    Row(
+        "VovkRecalibrator-generator",
+        "VovkRecalibrator",  # a numpy Generator's state round-trips
         lambda d: G.VovkRecalibrator(extrapolate=True, random_state=np.random.default_rng(5)).fit(
-            d.pred(d.X_cal), d.y_cal),
-        lambda e, d: e.predict(d.pred(d.X_test))),
-    Row("MarxRecalibrator", "MarxRecalibrator",
+            d.pred(d.X_cal), d.y_cal
+        ),
+        lambda e, d: e.predict(d.pred(d.X_test)),
+    ),
+    Row(
+        "MarxRecalibrator",
+        "MarxRecalibrator",
         lambda d: G.MarxRecalibrator(center="median", extrapolate=True).fit(d.pred(d.X_cal), d.y_cal),
-        lambda e, d: e.predict(d.pred(d.X_test))),
-    Row("VarianceScalingRecalibrator", "VarianceScalingRecalibrator",
+        lambda e, d: e.predict(d.pred(d.X_test)),
+    ),
+    Row(
+        "VarianceScalingRecalibrator",
+        "VarianceScalingRecalibrator",
         lambda d: G.VarianceScalingRecalibrator().fit(d.pred(d.X_cal), d.y_cal),
-        lambda e, d: e.predict(d.pred(d.X_test))),
+        lambda e, d: e.predict(d.pred(d.X_test)),
+    ),
     Row("GPBetaCalibrator", "GPBetaCalibrator", _gpb_fit, _gpb_predict),
-    Row("OnlineQuantileRecalibrator", "OnlineQuantileRecalibrator",
+    Row(
+        "OnlineQuantileRecalibrator",
+        "OnlineQuantileRecalibrator",
         lambda d: G.OnlineQuantileRecalibrator(eta=0.5).fit(d.pred(d.X_cal), d.y_cal),
-        lambda e, d: e.predict(d.pred(d.X_test))),
+        lambda e, d: e.predict(d.pred(d.X_test)),
+    ),
     # model-aware calibrators
-    Row("SharpCalibratedGP", "SharpCalibratedGP",
-        lambda d: G.SharpCalibratedGP(estimator=d.base, n_levels=5, n_restarts=1, maxiter=20,
-                                      random_state=0).fit(d.X_cal, d.y_cal),
-        lambda e, d: e.predict(d.X_test)),
-    Row("SplitConformalRegressor", "SplitConformalRegressor",
-        lambda d: G.SplitConformalRegressor(estimator=G.BayesianRidge(), score="normalized",
-                                            confidence_level=[0.5, 0.8]).fit(
-            d.X_train, d.y_train).calibrate(d.X_cal, d.y_cal),
-        lambda e, d: (e.predict_interval(d.X_test), e.predict(d.X_test))),
-    Row("SplitConformalRegressor-callable", "SplitConformalRegressor",
-        lambda d: G.SplitConformalRegressor(estimator=ols_fit_predict).fit(
-            d.X_train, d.y_train).calibrate(d.X_cal, d.y_cal),
-        lambda e, d: e.predict_interval(d.X_test), lambda: {"estimator": ols_fit_predict}),
-    Row("SplitConformalRegressor-user-model", "SplitConformalRegressor",
-        lambda d: G.SplitConformalRegressor(estimator=UserModel().fit(d.X_train, d.y_train), prefit=True,
-                                            score="signed").calibrate(d.X_cal, d.y_cal),
+    Row(
+        "SharpCalibratedGP",
+        "SharpCalibratedGP",
+        lambda d: G.SharpCalibratedGP(estimator=d.base, n_levels=5, n_restarts=1, maxiter=20, random_state=0).fit(
+            d.X_cal, d.y_cal
+        ),
+        lambda e, d: e.predict(d.X_test),
+    ),
+    Row(
+        "SplitConformalRegressor",
+        "SplitConformalRegressor",
+        lambda d: (
+            G.SplitConformalRegressor(estimator=G.BayesianRidge(), score="normalized", confidence_level=[0.5, 0.8])
+            .fit(d.X_train, d.y_train)
+            .calibrate(d.X_cal, d.y_cal)
+        ),
+        lambda e, d: (e.predict_interval(d.X_test), e.predict(d.X_test)),
+    ),
+    Row(
+        "SplitConformalRegressor-callable",
+        "SplitConformalRegressor",
+        lambda d: (
+            G.SplitConformalRegressor(estimator=ols_fit_predict).fit(d.X_train, d.y_train).calibrate(d.X_cal, d.y_cal)
+        ),
         lambda e, d: e.predict_interval(d.X_test),
-        lambda: {"estimator": UserModel().fit(Data(fit_base=False).X_train, Data(fit_base=False).y_train)}),
-    Row("ConformalPredictiveSystem", "ConformalPredictiveSystem",
+        lambda: {"estimator": ols_fit_predict},
+    ),
+    Row(
+        "SplitConformalRegressor-user-model",
+        "SplitConformalRegressor",
+        lambda d: G.SplitConformalRegressor(
+            estimator=UserModel().fit(d.X_train, d.y_train), prefit=True, score="signed"
+        ).calibrate(d.X_cal, d.y_cal),
+        lambda e, d: e.predict_interval(d.X_test),
+        lambda: {"estimator": UserModel().fit(Data(fit_base=False).X_train, Data(fit_base=False).y_train)},
+    ),
+    Row(
+        "ConformalPredictiveSystem",
+        "ConformalPredictiveSystem",
         lambda d: G.ConformalPredictiveSystem().fit(d.pred(d.X_cal), d.y_cal),
-        lambda e, d: (e.predict(d.pred(d.X_test)), e.predict_cdf(d.pred(d.X_test), np.zeros(9)))),
-    Row("SplitConformalCalibrator", "SplitConformalCalibrator",
+        lambda e, d: (e.predict(d.pred(d.X_test)), e.predict_cdf(d.pred(d.X_test), np.zeros(9))),
+    ),
+    Row(
+        "SplitConformalCalibrator",
+        "SplitConformalCalibrator",
         lambda d: G.SplitConformalCalibrator(score="normalized", confidence_level=[0.5, 0.8]).fit(
-            d.pred(d.X_cal), d.y_cal),
-        lambda e, d: (e.predict(d.pred(d.X_test)), e.predict_interval(d.pred(d.X_test)))),
-    Row("CrossConformalRegressor", "CrossConformalRegressor",
-        lambda d: G.CrossConformalRegressor(estimator=G.LinearRegression(), cv=4, random_state=0,
-                                            confidence_level=[0.5, 0.8]).fit(d.X_train, d.y_train),
-        lambda e, d: e.predict(d.X_test)),
-    Row("CrossConformalRegressor-jackknife-callable", "CrossConformalRegressor",
-        lambda d: G.CrossConformalRegressor(estimator=ols_fit_predict, method="base", cv="loo",
-                                            score="normalized", confidence_level=0.8).fit(d.X_train, d.y_train),
-        lambda e, d: e.predict_interval(d.X_test), lambda: {"estimator": ols_fit_predict}),
-    Row("JackknifePlusGP", "JackknifePlusGP",
-        lambda d: G.JackknifePlusGP(estimator=d.base, prefit=True, score="signed",
-                                    confidence_level=[0.5, 0.8]).fit(),
-        lambda e, d: e.predict(d.X_test)),
-    Row("FullConformalGP", "FullConformalGP",
-        lambda d: G.FullConformalGP(estimator=G.GaussianProcessRegressor(mean="constant", random_state=0),
-                                    confidence_level=0.8).fit(d.X_train, d.y_train),
-        lambda e, d: e.predict_interval(d.X_test)),
+            d.pred(d.X_cal), d.y_cal
+        ),
+        lambda e, d: (e.predict(d.pred(d.X_test)), e.predict_interval(d.pred(d.X_test))),
+    ),
+    Row(
+        "CrossConformalRegressor",
+        "CrossConformalRegressor",
+        lambda d: G.CrossConformalRegressor(
+            estimator=G.LinearRegression(), cv=4, random_state=0, confidence_level=[0.5, 0.8]
+        ).fit(d.X_train, d.y_train),
+        lambda e, d: e.predict(d.X_test),
+    ),
+    Row(
+        "CrossConformalRegressor-jackknife-callable",
+        "CrossConformalRegressor",
+        lambda d: G.CrossConformalRegressor(
+            estimator=ols_fit_predict, method="base", cv="loo", score="normalized", confidence_level=0.8
+        ).fit(d.X_train, d.y_train),
+        lambda e, d: e.predict_interval(d.X_test),
+        lambda: {"estimator": ols_fit_predict},
+    ),
+    Row(
+        "JackknifePlusGP",
+        "JackknifePlusGP",
+        lambda d: G.JackknifePlusGP(estimator=d.base, prefit=True, score="signed", confidence_level=[0.5, 0.8]).fit(),
+        lambda e, d: e.predict(d.X_test),
+    ),
+    Row(
+        "FullConformalGP",
+        "FullConformalGP",
+        lambda d: G.FullConformalGP(
+            estimator=G.GaussianProcessRegressor(mean="constant", random_state=0), confidence_level=0.8
+        ).fit(d.X_train, d.y_train),
+        lambda e, d: e.predict_interval(d.X_test),
+    ),
     # helper estimators
-    Row("Standardizer", "Standardizer",
+    Row(
+        "Standardizer",
+        "Standardizer",
         lambda d: G.datasets.Standardizer().fit(d.X_train, d.y_train),
-        lambda e, d: (e.transform_X(d.X_test), e.transform_scale(np.ones(3)))),
+        lambda e, d: (e.transform_X(d.X_test), e.transform_scale(np.ones(3))),
+    ),
 ]
 ROW_BY_NAME = {r.name: r for r in ROWS}
 
@@ -239,11 +323,11 @@ def round_trip(tmp_path_factory):
         except Exception as err:
             fit_errors[row.name] = f"{type(err).__name__}: {err}"
     root = Path(calibprob.__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(TESTS_DIR)]),
-           "OPENBLAS_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(TESTS_DIR)]), "OPENBLAS_NUM_THREADS": "1"}
     code = f"import test_io; test_io.child_main({str(folder)!r})"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=900, cwd=folder)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900, cwd=folder
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     with np.load(folder / "child.npz", allow_pickle=False) as z:
         child = {k: z[k] for k in z.files}
@@ -339,8 +423,12 @@ def test_caches_not_saved_and_refit_after_load(tmp_path, data):
     tree.close()
     back = calibprob.load(tmp_path / "gp.nc")
     assert back._last_state is None
-    np.testing.assert_allclose(back.predict_mean_std(data.X_test, theta={"variance": 2.0})[1],
-                               gp.predict_mean_std(data.X_test, theta={"variance": 2.0})[1], rtol=0, atol=ATOL)
+    np.testing.assert_allclose(
+        back.predict_mean_std(data.X_test, theta={"variance": 2.0})[1],
+        gp.predict_mean_std(data.X_test, theta={"variance": 2.0})[1],
+        rtol=0,
+        atol=ATOL,
+    )
     refit = back.fit(data.X_train, data.y_train)  # compiled objective rebuilt on demand
     np.testing.assert_allclose(refit.theta_["lengthscale"], gp.theta_["lengthscale"], rtol=1e-8)
 
@@ -367,11 +455,17 @@ def test_online_to_dataset_files_load_too(tmp_path, data):
 
 # ----------------------------------------------------------------------------- user code
 def test_user_callable_must_be_passed_again(tmp_path, data):
-    scp = calibprob.SplitConformalRegressor(estimator=ols_fit_predict).fit(
-        data.X_train, data.y_train).calibrate(data.X_cal, data.y_cal)
+    scp = (
+        calibprob.SplitConformalRegressor(estimator=ols_fit_predict)
+        .fit(data.X_train, data.y_train)
+        .calibrate(data.X_cal, data.y_cal)
+    )
     scp.save(tmp_path / "scp.nc")
-    with pytest.raises(ValueError, match=r"estimator \(function test_io\.ols_fit_predict\).*"
-                                         r"pass the object\(s\) again: calibprob\.load\(path, estimator=\.\.\.\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"estimator \(function test_io\.ols_fit_predict\).*"
+        r"pass the object\(s\) again: calibprob\.load\(path, estimator=\.\.\.\)",
+    ):
         calibprob.load(tmp_path / "scp.nc")
     with pytest.raises(TypeError, match=r"unexpected keyword\(s\) \['fit_predict'\].*user objects at \['estimator'\]"):
         calibprob.load(tmp_path / "scp.nc", estimator=ols_fit_predict, fit_predict=ols_fit_predict)
@@ -442,8 +536,7 @@ def _evil_bytes(marker) -> bytes:
     return pickle.dumps(_Evil(marker), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-@pytest.mark.parametrize("how", ["opaque-variable", "bytes-variable", "uint8-variable", "opaque-attr",
-                                 "bytes-attr"])
+@pytest.mark.parametrize("how", ["opaque-variable", "bytes-variable", "uint8-variable", "opaque-attr", "bytes-attr"])
 def test_netcdf_with_pickled_payload_refused(tmp_path, ols_file, how):
     marker = tmp_path / "PWNED"
     payload = _evil_bytes(marker)
@@ -452,8 +545,9 @@ def test_netcdf_with_pickled_payload_refused(tmp_path, ols_file, how):
         g = f["state"]
         index = len(g.keys())
         if how.endswith("variable"):
-            data = {"opaque": np.void(payload), "bytes": np.bytes_(payload),
-                    "uint8": np.frombuffer(payload, np.uint8)}[how.split("-")[0]]
+            data = {"opaque": np.void(payload), "bytes": np.bytes_(payload), "uint8": np.frombuffer(payload, np.uint8)}[
+                how.split("-")[0]
+            ]
             d = g.create_dataset("evil", data=data)
             d.attrs["calibprob_type"] = "ndarray"
             d.attrs["calibprob_index"] = index
@@ -471,8 +565,11 @@ def test_unknown_class_refused(tmp_path, ols_file):
     def root(f):
         f.attrs["calibprob_class"] = "os.system"
 
-    with pytest.raises(ValueError, match=r"unknown class 'os\.system' at /; calibprob\.load restores only "
-                                         r"calibprob's own classes .* never imports code"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown class 'os\.system' at /; calibprob\.load restores only "
+        r"calibprob's own classes .* never imports code",
+    ):
         calibprob.load(_crafted(ols_file, tmp_path / "a.nc", root))
 
     src = tmp_path / "nested.nc"
@@ -489,8 +586,11 @@ def test_newer_format_refused(tmp_path, ols_file):
     def newer(f):
         f.attrs["calibprob_format"] = "2.0"
 
-    with pytest.raises(ValueError, match=r"file format 2\.0 .*newer than this calibprob reads \(1\.x\)\. "
-                                         r"Upgrade calibprob"):
+    with pytest.raises(
+        ValueError,
+        match=r"file format 2\.0 .*newer than this calibprob reads \(1\.x\)\. "
+        r"Upgrade calibprob",
+    ):
         calibprob.load(_crafted(ols_file, tmp_path / "n.nc", newer))
 
     def minor(f):
@@ -502,7 +602,9 @@ def test_newer_format_refused(tmp_path, ols_file):
 def test_foreign_netcdf_and_damaged_file_refused(tmp_path, ols_file):
     path = tmp_path / "data.nc"
     xr.Dataset({"a": ("x", [1.0, 2.0])}).to_netcdf(path, engine="h5netcdf")
-    with pytest.raises(ValueError, match=r"not one written by calibprob's save\(\): its root has no 'calibprob_format'"):
+    with pytest.raises(
+        ValueError, match=r"not one written by calibprob's save\(\): its root has no 'calibprob_format'"
+    ):
         calibprob.load(path)
     bad = tmp_path / "trunc.nc"
     bad.write_bytes(ols_file.read_bytes()[:600])
@@ -527,8 +629,11 @@ def test_renamed_parameter_refused(tmp_path, ols_file):
         f["params"].move("fit_intercept", "intercept")
         f["params/intercept"].attrs["calibprob_key"] = '"intercept"'
 
-    with pytest.raises(ValueError, match=r"LinearRegression parameters \['intercept'\] that this calibprob's "
-                                         r"LinearRegression does not take"):
+    with pytest.raises(
+        ValueError,
+        match=r"LinearRegression parameters \['intercept'\] that this calibprob's "
+        r"LinearRegression does not take",
+    ):
         calibprob.load(_crafted(ols_file, tmp_path / "r.nc", rename))
 
 
@@ -551,15 +656,35 @@ def test_values_round_trip_exactly(tmp_path, data):
     """Every value type of the format, with types preserved (float vs int vs numpy scalar)."""
     ols = calibprob.LinearRegression().fit(data.X_train, data.y_train)
     values = {
-        "none": None, "t": True, "i": -3, "big": 2**100, "f": 0.1, "s": "héllo", "empty": "",
-        "np_f32": np.float32(1.5), "np_i": np.int32(7), "arr0": np.array(2.5), "strs": np.array(["a", "bc"]),
-        "bools": np.array([True, False]), "floats": [0.1, 0.2], "mixed": [1, "a", None, [2.0]],
-        "tup": (1, 2), "empty_list": [], "nested": {"a": {"b": [np.arange(3)]}, 3: "int key", 0.5: "float key"},
-        "dataset": xr.Dataset({"v": ("obs", [1.0, np.nan])}, coords={"obs": [10, 20]},
-                              attrs={"flag": True, "list": [1, 2], "none": None, "name": "x"}),
+        "none": None,
+        "t": True,
+        "i": -3,
+        "big": 2**100,
+        "f": 0.1,
+        "s": "héllo",
+        "empty": "",
+        "np_f32": np.float32(1.5),
+        "np_i": np.int32(7),
+        "arr0": np.array(2.5),
+        "strs": np.array(["a", "bc"]),
+        "bools": np.array([True, False]),
+        "floats": [0.1, 0.2],
+        "mixed": [1, "a", None, [2.0]],
+        "tup": (1, 2),
+        "empty_list": [],
+        "nested": {"a": {"b": [np.arange(3)]}, 3: "int key", 0.5: "float key"},
+        "dataset": xr.Dataset(
+            {"v": ("obs", [1.0, np.nan])},
+            coords={"obs": [10, 20]},
+            attrs={"flag": True, "list": [1, 2], "none": None, "name": "x"},
+        ),
         "dataarray": xr.DataArray([1, 2], dims="k", name="counts", attrs={"units": "m"}),
-        "tree": xr.DataTree.from_dict({"posterior": xr.Dataset({"mu": (("chain", "draw"), np.ones((2, 3)))}),
-                                       "sample_stats": xr.Dataset(attrs={"ok": False})}),
+        "tree": xr.DataTree.from_dict(
+            {
+                "posterior": xr.Dataset({"mu": (("chain", "draw"), np.ones((2, 3)))}),
+                "sample_stats": xr.Dataset(attrs={"ok": False}),
+            }
+        ),
         "gen": np.random.default_rng(11),
         "legacy_rng": np.random.RandomState(4),
     }
@@ -582,4 +707,3 @@ def test_values_round_trip_exactly(tmp_path, data):
     xr.testing.assert_identical(back["tree"], values["tree"])
     assert back["gen"].random() == values["gen"].random()
     assert back["legacy_rng"].random_sample() == values["legacy_rng"].random_sample()
-

@@ -55,8 +55,9 @@ def test_bayesian_ridge_maximises_the_evidence(data, fit_intercept):
     def neg(log_p):
         return -br.log_evidence(np.exp(log_p[0]), np.exp(log_p[1]))
 
-    best = optimize.minimize(neg, x0=[0.0, 0.0], method="Nelder-Mead",
-                             options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 4000})
+    best = optimize.minimize(
+        neg, x0=[0.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 4000}
+    )
     assert np.log(br.alpha_) == pytest.approx(best.x[0], abs=1e-4)
     assert np.log(br.lambda_) == pytest.approx(best.x[1], abs=1e-4)
     assert br.log_evidence_ >= -best.fun - 1e-9

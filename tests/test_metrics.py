@@ -71,12 +71,11 @@ def test_crps_quantile_of_a_gaussian_equals_the_normal_closed_form(gaussian):
     q = calibprob.normal(loc, scale)["quantile"].values
     far = loc + scale * np.linspace(-30, 30, loc.size)
     for yy in (y, far):
-        np.testing.assert_allclose(
-            M.crps_quantile(yy, q, DEFAULT_LEVELS), M.crps_normal(yy, loc, scale), rtol=1e-12
-        )
+        np.testing.assert_allclose(M.crps_quantile(yy, q, DEFAULT_LEVELS), M.crps_normal(yy, loc, scale), rtol=1e-12)
     # chunking does not change the result
     np.testing.assert_allclose(
-        M.crps_quantile(y, q, DEFAULT_LEVELS, chunk_size=7), M.crps_quantile(y, q, DEFAULT_LEVELS),
+        M.crps_quantile(y, q, DEFAULT_LEVELS, chunk_size=7),
+        M.crps_quantile(y, q, DEFAULT_LEVELS),
         rtol=1e-14,
     )
 
@@ -168,8 +167,10 @@ def test_ece_and_iae_separate_calibrated_from_overconfident():
     cal, over = calibprob.normal(mu, s), calibprob.normal(mu, s / 2)
     ece_cal, ece_over = M.ece(cal, y).item(), M.ece(over, y).item()
     iae_cal, iae_over = M.iae(cal, y).item(), M.iae(over, y).item()
-    print(f"ECE calibrated {ece_cal:.3g}, overconfident {ece_over:.4g}; "
-          f"IAE calibrated {iae_cal:.3g}, overconfident {iae_over:.4g}")
+    print(
+        f"ECE calibrated {ece_cal:.3g}, overconfident {ece_over:.4g}; "
+        f"IAE calibrated {iae_cal:.3g}, overconfident {iae_over:.4g}"
+    )
 
     p = M.ece_levels(21)
     c = M.iae_confidence_levels()
@@ -291,17 +292,23 @@ def test_evaluate_schema_and_agreement_with_each_metric(gaussian, skewed, family
 
     # evaluate's fused path equals the one-metric functions
     single = {
-        "ece": M.ece(pred, y), "iae": M.iae(pred, y), "nll": M.nll(pred, y), "crps": M.crps(pred, y),
-        "pinball": M.pinball(pred, y), "mse": M.mse(pred, y), "rmse": M.rmse(pred, y),
-        "std": M.mean_std(pred), "ueb_violation": M.ueb_violation(pred, y), "ueb_width": M.ueb_width(pred),
-        "coverage": M.coverage(pred, y), "width": M.width(pred),
+        "ece": M.ece(pred, y),
+        "iae": M.iae(pred, y),
+        "nll": M.nll(pred, y),
+        "crps": M.crps(pred, y),
+        "pinball": M.pinball(pred, y),
+        "mse": M.mse(pred, y),
+        "rmse": M.rmse(pred, y),
+        "std": M.mean_std(pred),
+        "ueb_violation": M.ueb_violation(pred, y),
+        "ueb_width": M.ueb_width(pred),
+        "coverage": M.coverage(pred, y),
+        "width": M.width(pred),
         "observed_fraction": M.calibration_curve(pred, y),
     }
     for name, da in single.items():
         np.testing.assert_allclose(res[name].values, da.values, rtol=1e-12, err_msg=name)
-    np.testing.assert_allclose(
-        res["iae_coverage"], M.coverage(pred, y, M.iae_confidence_levels(), dim="iae_level")
-    )
+    np.testing.assert_allclose(res["iae_coverage"], M.coverage(pred, y, M.iae_confidence_levels(), dim="iae_level"))
     med = calibprob.evaluate(pred, y, point="median", confidence_levels=[0.9], n_ece_levels=11)
     assert med["mse"].item() == pytest.approx(M.mse(pred, y, point="median").item(), rel=1e-12)
     assert med.sizes["ece_level"] == 11 and med.sizes["confidence_level"] == 1

@@ -200,10 +200,10 @@ def test_overconfident_base_is_widened_to_the_true_quantiles():
     _, issued, _ = osd_path(special.ndtr(y), levels, eta, coupling="isotonic")
     np.testing.assert_allclose(issued[-1], rec.recalibration_)  # class == NumPy layer
     target = special.ndtr(2.0 * special.ndtri(levels))
-    np.testing.assert_allclose(issued[n // 2:].mean(axis=0), target, atol=0.02)  # identity: 0.16 off
+    np.testing.assert_allclose(issued[n // 2 :].mean(axis=0), target, atol=0.02)  # identity: 0.16 off
     np.testing.assert_allclose(rec.coverage(), levels, atol=0.01)
     # the issued 90% interval at the averaged map is about twice as wide as the base's
-    z = special.ndtri(np.clip(issued[n // 2:].mean(axis=0), 1e-3, 1 - 1e-3))
+    z = special.ndtri(np.clip(issued[n // 2 :].mean(axis=0), 1e-3, 1 - 1e-3))
     assert 1.8 < (z[-1] - z[0]) / (2 * 1.6449) < 2.2
 
 

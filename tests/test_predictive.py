@@ -121,9 +121,7 @@ def test_from_draws_matches_sampled_quantiles():
     """4000 draws of a skewed law: quantiles within Monte Carlo error of the truth."""
     rng = np.random.default_rng(3)
     dist = stats.gamma(a=3.0, scale=2.0)
-    draws = xr.DataArray(
-        dist.rvs(size=(4, 1000, 5), random_state=rng), dims=("chain", "draw", "y_dim_0")
-    )
+    draws = xr.DataArray(dist.rvs(size=(4, 1000, 5), random_state=rng), dims=("chain", "draw", "y_dim_0"))
     pred = calibprob.from_draws(draws)
     assert pred.sizes == {"obs": 5, "level": 99}
     p = DEFAULT_LEVELS
@@ -197,7 +195,10 @@ def test_validate_accepts_contract_and_rejects_others():
         (lambda: calibprob.normal([0.0], [1.0]).calib.cdf([1.0, 2.0]), "y has 2 entries.*1 observations"),
         (lambda: calibprob.normal([0.0], [1.0]).calib.cdf([np.nan]), "y must be finite"),
         (lambda: calibprob.from_draws(np.zeros((1, 3))), "at least 2 draws"),
-        (lambda: calibprob.from_cdf_grid(np.linspace(0, 1, 5), np.full((1, 5), 2.0)), r"cdf values must lie in \[0, 1\]"),
+        (
+            lambda: calibprob.from_cdf_grid(np.linspace(0, 1, 5), np.full((1, 5), 2.0)),
+            r"cdf values must lie in \[0, 1\]",
+        ),
     ],
 )
 def test_bad_input_is_rejected_with_a_clear_message(call, match):
@@ -234,5 +235,6 @@ def test_heavy_tail_keeps_its_outermost_slope():
     z = stats.norm.ppf(DEFAULT_LEVELS)
     y = np.array([q[-1] + 2.0])
     s = (q[-1] - q[-2]) / (z[-1] - z[-2])  # steeper than the one-unit chord for Student-t
-    np.testing.assert_allclose(quantile_cdf(q[None, :], DEFAULT_LEVELS, y),
-                               stats.norm.cdf(z[-1] + (y - q[-1]) / s), rtol=1e-12)
+    np.testing.assert_allclose(
+        quantile_cdf(q[None, :], DEFAULT_LEVELS, y), stats.norm.cdf(z[-1] + (y - q[-1]) / s), rtol=1e-12
+    )

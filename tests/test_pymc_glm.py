@@ -70,8 +70,9 @@ def test_student_t_predictive_is_heavier_tailed_than_its_gaussian(data):
     X, y = data
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        m = PyMCLinearRegression(likelihood="student-t", nu=2.5, random_state=2, draws=1000, tune=300,
-                                 chains=1).fit(X, y)
+        m = PyMCLinearRegression(likelihood="student-t", nu=2.5, random_state=2, draws=1000, tune=300, chains=1).fit(
+            X, y
+        )
     assert np.isnan(float(m.diagnostics_["rhat"]))  # one chain: r-hat undefined
     pred = m.predict(X[:20], levels=[0.25, 0.75])
     iqr = (pred["quantile"].sel(level=0.75) - pred["quantile"].sel(level=0.25)).values
@@ -79,14 +80,17 @@ def test_student_t_predictive_is_heavier_tailed_than_its_gaussian(data):
     assert np.all(iqr < 0.95 * gauss_iqr)  # heavy tails: most of the sd sits outside the IQR
 
 
-@pytest.mark.parametrize("kw, err, match", [
-    ({"likelihood": "cauchy"}, ValueError, "likelihood"),
-    ({"inference": "smc"}, ValueError, "inference"),
-    ({"draws": 5}, ValueError, "draws"),
-    ({"nu": -1.0}, ValueError, r"nu must be a positive number of degrees of freedom or 'learn'; got -1\.0"),
-    ({"target_accept": 1.5}, ValueError, r"target_accept must be a number in \(0, 1\)"),
-    ({"standardize": "yes"}, TypeError, "standardize must be True or False"),
-])
+@pytest.mark.parametrize(
+    "kw, err, match",
+    [
+        ({"likelihood": "cauchy"}, ValueError, "likelihood"),
+        ({"inference": "smc"}, ValueError, "inference"),
+        ({"draws": 5}, ValueError, "draws"),
+        ({"nu": -1.0}, ValueError, r"nu must be a positive number of degrees of freedom or 'learn'; got -1\.0"),
+        ({"target_accept": 1.5}, ValueError, r"target_accept must be a number in \(0, 1\)"),
+        ({"standardize": "yes"}, TypeError, "standardize must be True or False"),
+    ],
+)
 def test_bad_parameters(kw, err, match, data):
     X, y = data
     with pytest.raises(err, match=match):
@@ -104,28 +108,41 @@ def test_predict_checks(fitted, data):
 
 
 def test_spec_options_are_typed():
-    base = {"name": "x", "datasets": ["diabetes"], "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2},
-            "methods": {"b": {"kind": "base"}}}
+    base = {
+        "name": "x",
+        "datasets": ["diabetes"],
+        "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2},
+        "methods": {"b": {"kind": "base"}},
+    }
     with pytest.raises(SpecError, match=r"base\.likelihood must be one of 'normal', 'student-t'; got 'studentt'"):
         parse_spec({**base, "base": {"kind": "pymc-glm", "likelihood": "studentt"}})
     with pytest.raises(SpecError, match=r"bases\.g\.draws must be an integer in \[10, 1000000\]"):
         parse_spec({**base, "bases": {"g": {"kind": "pymc-glm", "draws": 2}}})
     with pytest.raises(SpecError, match=r"unknown key 'sampler' in \[bases\.g\] \(kind 'pymc-glm'\)"):
         parse_spec({**base, "bases": {"g": {"kind": "pymc-glm", "sampler": "nutpie"}}})
-    with pytest.raises(SpecError, match=r"methods\.j \(kind 'jackknife-plus-gp'\) needs a base of kind 'gp'.*"
-                                        r"\[bases\.g\] of kind 'pymc-glm'"):
-        parse_spec({**base, "bases": {"g": {"kind": "pymc-glm"}},
-                    "methods": {"j": {"kind": "jackknife-plus-gp"}}})
+    with pytest.raises(
+        SpecError,
+        match=r"methods\.j \(kind 'jackknife-plus-gp'\) needs a base of kind 'gp'.*"
+        r"\[bases\.g\] of kind 'pymc-glm'",
+    ):
+        parse_spec({**base, "bases": {"g": {"kind": "pymc-glm"}}, "methods": {"j": {"kind": "jackknife-plus-gp"}}})
 
 
 def test_pymc_glm_runs_as_one_of_several_bases(tmp_path):
-    spec = parse_spec({
-        "name": "glm", "datasets": [{"name": "lin", "function": "branin", "n": 100, "noise": 0.5}],
-        "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2}, "seed": 5, "confidence_levels": [0.5, 0.9],
-        "bases": {"ols": {"kind": "ols"},
-                  "glm": {"kind": "pymc-glm", "likelihood": "student-t", "draws": 200, "tune": 200}},
-        "methods": {"b": {"kind": "base"}, "sc": {"kind": "split-conformal"}},
-    })
+    spec = parse_spec(
+        {
+            "name": "glm",
+            "datasets": [{"name": "lin", "function": "branin", "n": 100, "noise": 0.5}],
+            "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2},
+            "seed": 5,
+            "confidence_levels": [0.5, 0.9],
+            "bases": {
+                "ols": {"kind": "ols"},
+                "glm": {"kind": "pymc-glm", "likelihood": "student-t", "draws": 200, "tune": 200},
+            },
+            "methods": {"b": {"kind": "base"}, "sc": {"kind": "split-conformal"}},
+        }
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         out = run_task(spec.to_dict(), "lin", 0)
@@ -161,4 +178,3 @@ def test_advi_option_approximates_the_posterior(data):
     pred = m.predict(X[:5])
     assert pred.attrs["family"] == "quantile" and pred.attrs["n_draws"] == 500
     assert all(np.isnan(float(m.diagnostics_[k])) for k in ("rhat", "ess_bulk", "divergences"))
-

@@ -63,12 +63,13 @@ def test_from_draws_same_dataset_from_every_level_of_a_tree(pp, observed):
     ref = calibprob.from_draws(tree)
     # independent check: the empirical quantiles (Hyndman-Fan 7) of the 600 flattened draws
     flat = pp["y"].values.reshape(-1, N)
-    np.testing.assert_allclose(ref["quantile"].values, np.quantile(flat, calibprob.DEFAULT_LEVELS, axis=0).T,
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        ref["quantile"].values, np.quantile(flat, calibprob.DEFAULT_LEVELS, axis=0).T, rtol=0, atol=1e-12
+    )
     np.testing.assert_array_equal(ref["obs"].values, pp["obs_id"].values)  # PyMC's labels kept
     assert ref.attrs["obs_dim"] == "obs_id" and ref.attrs["var_name"] == "y" and ref.attrs["n_draws"] == 600
     for other in (
-        tree["posterior_predictive"],               # a DataTree node holding the variables
+        tree["posterior_predictive"],  # a DataTree node holding the variables
         tree.posterior_predictive,
         tree.posterior_predictive["y"],
         pp,
@@ -85,26 +86,31 @@ def test_from_draws_group_rules(pp):
     got = calibprob.from_draws(only_predictions)
     assert got.sizes["obs"] == 7 and got["obs"].values.tolist() == list(range(500, 507))
     both = xr.DataTree.from_dict({"posterior_predictive": pp, "predictions": new})
-    with pytest.raises(ValueError, match=r"both a 'posterior_predictive' and a 'predictions' group; pass "
-                                         r"group='posterior_predictive' .* or group='predictions'"):
+    with pytest.raises(
+        ValueError,
+        match=r"both a 'posterior_predictive' and a 'predictions' group; pass "
+        r"group='posterior_predictive' .* or group='predictions'",
+    ):
         calibprob.from_draws(both)
     xr.testing.assert_identical(calibprob.from_draws(both, group="predictions"), got)
-    xr.testing.assert_identical(calibprob.from_draws(both, group="posterior_predictive"),
-                                calibprob.from_draws(pp))
-    with pytest.raises(ValueError, match=r"group='prior' is not a group of draws; it has groups "
-                                         r"\['posterior_predictive', 'predictions'\]"):
+    xr.testing.assert_identical(calibprob.from_draws(both, group="posterior_predictive"), calibprob.from_draws(pp))
+    with pytest.raises(
+        ValueError,
+        match=r"group='prior' is not a group of draws; it has groups "
+        r"\['posterior_predictive', 'predictions'\]",
+    ):
         calibprob.from_draws(both, group="prior")
 
 
 @pytest.mark.parametrize(
     "make, match",
     [
-        (   # a tree with neither group: names the groups present and the fix
+        (  # a tree with neither group: names the groups present and the fix
             lambda pp: xr.DataTree.from_dict({"posterior": pp.isel(obs_id=0), "observed_data": pp.isel(chain=0)}),
             r"neither a 'posterior_predictive' nor a 'predictions' group; it has groups "
             r"\['posterior', 'observed_data'\]\. Draw them first with pm\.sample_posterior_predictive",
         ),
-        (   # several variables, no var_name: lists the candidates
+        (  # several variables, no var_name: lists the candidates
             lambda pp: pp.assign(mu=pp["y"] * 2),
             r"the draws' Dataset holds 2 variables \['y', 'mu'\]; pass var_name=",
         ),
@@ -112,7 +118,7 @@ def test_from_draws_group_rules(pp):
             lambda pp: xr.DataTree.from_dict({"posterior_predictive": pp.assign(mu=pp["y"])}),
             r"the draws' group 'posterior_predictive' holds 2 variables \['y', 'mu'\]; pass var_name=",
         ),
-        (   # more than one non-sample dim
+        (  # more than one non-sample dim
             lambda pp: pp["y"].expand_dims(output=2, axis=-1),
             r"variable 'y' must have exactly one dimension besides the sample dims \['chain', 'draw'\]; "
             r"got \['obs_id', 'output'\]",
@@ -136,8 +142,11 @@ def test_from_draws_var_name_errors(pp):
     with pytest.raises(ValueError, match=r"var_name='z' is not a variable of the draws' Dataset; it has \['y'\]"):
         calibprob.from_draws(pp, var_name="z")
     tree = xr.DataTree.from_dict({"posterior_predictive": pp.assign(mu=pp["y"] - 1.0)})
-    with pytest.raises(ValueError, match=r"var_name='z' is not a variable of the draws' group "
-                                         r"'posterior_predictive'; it has \['y', 'mu'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"var_name='z' is not a variable of the draws' group "
+        r"'posterior_predictive'; it has \['y', 'mu'\]",
+    ):
         calibprob.from_draws(tree, var_name="z")
     chosen = calibprob.from_draws(tree, var_name="mu")
     np.testing.assert_allclose(chosen["mean"], (pp["y"] - 1.0).mean(("chain", "draw")), rtol=1e-12)
@@ -179,8 +188,11 @@ def test_y_with_any_dim_name_matches_numpy(pp, observed, name, family):
     want = func(pred, observed.values)
     for y in (observed, observed.rename(obs_id="y_dim_0"), observed.drop_vars("obs_id")):
         np.testing.assert_array_equal(np.asarray(func(pred, y)), np.asarray(want))
-    with pytest.raises(ValueError, match=rf"mismatched lengths: y has {N - 1} entries, the prediction has {N} "
-                                         r"observations"):
+    with pytest.raises(
+        ValueError,
+        match=rf"mismatched lengths: y has {N - 1} entries, the prediction has {N} "
+        r"observations",
+    ):
         func(pred, observed[:-1])
 
 
@@ -193,32 +205,52 @@ def test_evaluate_takes_pymc_observed_data_by_position(pp, observed):
     plain = calibprob.from_draws(pp["y"].values.reshape(-1, N))
     xr.testing.assert_identical(calibprob.evaluate(plain, observed), calibprob.evaluate(plain, observed.values))
     intervals = pred.calib.interval(M.interval_levels([0.9]))
-    xr.testing.assert_identical(M.evaluate_intervals(intervals, observed, [0.9]),
-                                M.evaluate_intervals(intervals, observed.values, [0.9]))
+    xr.testing.assert_identical(
+        M.evaluate_intervals(intervals, observed, [0.9]), M.evaluate_intervals(intervals, observed.values, [0.9])
+    )
 
 
 @pytest.mark.parametrize(
     "y, err, match",
     [
-        (lambda pp, obs: obs[:-3], ValueError,
-         rf"mismatched lengths: y has {N - 3} entries, the prediction has {N} observations"),
-        (lambda pp, obs: pp["y"], ValueError,
-         r"y as a DataArray must be 1-D.*got dims \('chain', 'draw', 'obs_id'\)\. Its dims \['chain', 'draw'\] "
-         r"index draws: pass the observed values"),
-        (lambda pp, obs: obs.to_dataset(), TypeError,
-         r"y must be an array or a 1-D DataArray; got a Dataset with variables \['y'\]\. Pass one variable"),
-        (lambda pp, obs: xr.DataTree.from_dict({"/": obs.to_dataset()}), TypeError,
-         r"got a DataTree with variables \['y'\]\. Pass one variable, e\.g\. idata\.observed_data\['y'\]"),
-        (lambda pp, obs: obs.where(obs.obs_id != 105), ValueError,
-         r"y must be finite; got 1 non-finite value\(s\), the first \(NaN\) at index 5"),
+        (
+            lambda pp, obs: obs[:-3],
+            ValueError,
+            rf"mismatched lengths: y has {N - 3} entries, the prediction has {N} observations",
+        ),
+        (
+            lambda pp, obs: pp["y"],
+            ValueError,
+            r"y as a DataArray must be 1-D.*got dims \('chain', 'draw', 'obs_id'\)\. Its dims \['chain', 'draw'\] "
+            r"index draws: pass the observed values",
+        ),
+        (
+            lambda pp, obs: obs.to_dataset(),
+            TypeError,
+            r"y must be an array or a 1-D DataArray; got a Dataset with variables \['y'\]\. Pass one variable",
+        ),
+        (
+            lambda pp, obs: xr.DataTree.from_dict({"/": obs.to_dataset()}),
+            TypeError,
+            r"got a DataTree with variables \['y'\]\. Pass one variable, e\.g\. idata\.observed_data\['y'\]",
+        ),
+        (
+            lambda pp, obs: obs.where(obs.obs_id != 105),
+            ValueError,
+            r"y must be finite; got 1 non-finite value\(s\), the first \(NaN\) at index 5",
+        ),
     ],
 )
 def test_bad_targets_are_rejected_everywhere(pp, observed, y, err, match):
     pred = calibprob.from_draws(pp)
     bad = y(pp, observed)
-    for call in (lambda: calibprob.evaluate(pred, bad), lambda: M.nll(pred, bad),
-                 lambda: pred.calib.cdf(bad), lambda: pred.calib.zscore(bad),
-                 lambda: calibprob.to_datatree(pred, bad, n_draws=5)):
+    for call in (
+        lambda: calibprob.evaluate(pred, bad),
+        lambda: M.nll(pred, bad),
+        lambda: pred.calib.cdf(bad),
+        lambda: pred.calib.zscore(bad),
+        lambda: calibprob.to_datatree(pred, bad, n_draws=5),
+    ):
         with pytest.raises(err, match=match):
             call()
 
@@ -239,8 +271,11 @@ def test_to_datatree_layout_and_dim_names(pp, observed):
     pred = calibprob.from_draws(pp)
     dt = calibprob.to_datatree(pred, observed, n_draws=50, n_chains=2, random_state=0)
     assert set(dt.children) == {"posterior_predictive", "observed_data", "log_likelihood"}
-    for group, dims in (("posterior_predictive", ("chain", "draw", "obs_id")),
-                        ("observed_data", ("obs_id",)), ("log_likelihood", ("chain", "draw", "obs_id"))):
+    for group, dims in (
+        ("posterior_predictive", ("chain", "draw", "obs_id")),
+        ("observed_data", ("obs_id",)),
+        ("log_likelihood", ("chain", "draw", "obs_id")),
+    ):
         assert dt[group]["y"].dims == dims
         np.testing.assert_array_equal(dt[group]["obs_id"].values, observed["obs_id"].values)
     assert dt.posterior_predictive.sizes == {"chain": 2, "draw": 50, "obs_id": N}
@@ -387,8 +422,10 @@ def test_arviz_compare_ranks_held_out_elpd(heldout):
     import arviz as az
 
     y, good, narrow = heldout
-    trees = {name: calibprob.to_datatree(pred, y, n_draws=50, random_state=6)
-             for name, pred in (("good", good), ("narrow", narrow))}
+    trees = {
+        name: calibprob.to_datatree(pred, y, n_draws=50, random_state=6)
+        for name, pred in (("good", good), ("narrow", narrow))
+    }
     res = az.compare({k: calibprob.heldout_elpd(v) for k, v in trees.items()}, round_to="none")
     assert list(res.index) == ["good", "narrow"]
     # independent: the closed-form normal log densities at the held-out points
@@ -413,9 +450,12 @@ def test_arviz_loo_does_not_apply_to_held_out_predictions(heldout):
 
 
 def test_heldout_elpd_rejects_bad_input(pp):
-    with pytest.raises(ValueError, match=r"data must be a DataTree with a 'log_likelihood' group; got a tree "
-                                         r"with groups \['posterior_predictive'\]\. Build one with "
-                                         r"calibprob\.to_datatree\(pred, y\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"data must be a DataTree with a 'log_likelihood' group; got a tree "
+        r"with groups \['posterior_predictive'\]\. Build one with "
+        r"calibprob\.to_datatree\(pred, y\)",
+    ):
         calibprob.heldout_elpd(xr.DataTree.from_dict({"posterior_predictive": pp}))
     with pytest.raises(ValueError, match="got a Dataset"):
         calibprob.heldout_elpd(pp)
@@ -457,22 +497,33 @@ def _student_t_regression(sample: bool):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # short-run r-hat / "use 4 chains" notices
             if sample:
-                idata = pm.sample(draws=200, tune=200, chains=2, cores=1, random_seed=1, progressbar=False,
-                                  nuts_sampler="pymc", compute_convergence_checks=False)
+                idata = pm.sample(
+                    draws=200,
+                    tune=200,
+                    chains=2,
+                    cores=1,
+                    random_seed=1,
+                    progressbar=False,
+                    nuts_sampler="pymc",
+                    compute_convergence_checks=False,
+                )
             else:
                 r = np.random.default_rng(9)
                 cd = ("chain", "draw")
-                post = xr.Dataset({
-                    "a": (cd, 1.0 + 0.05 * r.standard_normal((2, 200))),
-                    "b": (cd, 0.5 + 0.05 * r.standard_normal((2, 200))),
-                    "sigma": (cd, 0.4 * np.exp(0.1 * r.standard_normal((2, 200)))),
-                    "nu": (cd, 4.0 * np.exp(0.3 * r.standard_normal((2, 200)))),
-                })
+                post = xr.Dataset(
+                    {
+                        "a": (cd, 1.0 + 0.05 * r.standard_normal((2, 200))),
+                        "b": (cd, 0.5 + 0.05 * r.standard_normal((2, 200))),
+                        "sigma": (cd, 0.4 * np.exp(0.1 * r.standard_normal((2, 200)))),
+                        "nu": (cd, 4.0 * np.exp(0.3 * r.standard_normal((2, 200)))),
+                    }
+                )
                 idata = xr.DataTree.from_dict({"posterior": post})
             pm.sample_posterior_predictive(idata, extend_inferencedata=True, random_seed=2, progressbar=False)
             pm.set_data({"x": x[test], "y_obs": y[test]}, coords={"obs_id": test})
-            pm.sample_posterior_predictive(idata, extend_inferencedata=True, predictions=True,
-                                           random_seed=3, progressbar=False)
+            pm.sample_posterior_predictive(
+                idata, extend_inferencedata=True, predictions=True, random_seed=3, progressbar=False
+            )
     return idata, y[train], y[test], test
 
 

@@ -44,25 +44,28 @@ def workflow():
         sigma = pm.HalfNormal("sigma", 5.0)
         nu = pm.Gamma("nu", 2.0, 0.1)
         pm.StudentT("y", nu=nu, mu=a + x @ b, sigma=sigma, observed=y_obs, dims="obs_id")
-        idata = pm.sample(400, tune=400, chains=2, cores=1, random_seed=1, progressbar=False,
-                          compute_convergence_checks=False)
+        idata = pm.sample(
+            400, tune=400, chains=2, cores=1, random_seed=1, progressbar=False, compute_convergence_checks=False
+        )
     trees = {}
     for part in ("calibrate", "test"):
         with model:
             pm.set_data({"x": Z[part], "y_obs": y[part]}, coords={"obs_id": np.arange(len(y[part]))})
-            trees[part] = pm.sample_posterior_predictive(idata, random_seed=2, progressbar=False,
-                                                         extend_inferencedata=False)
+            trees[part] = pm.sample_posterior_predictive(
+                idata, random_seed=2, progressbar=False, extend_inferencedata=False
+            )
             trees[part]["observed_data"] = xr.DataTree(
-                xr.Dataset({"y": ("obs_id", y[part])}, coords={"obs_id": np.arange(len(y[part]))}))
+                xr.Dataset({"y": ("obs_id", y[part])}, coords={"obs_id": np.arange(len(y[part]))})
+            )
     return trees, y
 
 
 @pytest.fixture(scope="module")
 def results(workflow):
     trees, y = workflow
-    pred_cal = calibprob.from_draws(trees["calibrate"])            # PyMC's DataTree, as it is
+    pred_cal = calibprob.from_draws(trees["calibrate"])  # PyMC's DataTree, as it is
     pred_test = calibprob.from_draws(trees["test"])
-    y_cal = trees["calibrate"]["observed_data"]["y"]                  # dim obs_id, as PyMC names it
+    y_cal = trees["calibrate"]["observed_data"]["y"]  # dim obs_id, as PyMC names it
     y_test = trees["test"]["observed_data"]["y"]
     calibrators = {
         "isotonic": calibprob.IsotonicRecalibrator(),
@@ -89,7 +92,12 @@ def test_gp_beta_lowers_held_out_nll_below_the_base(results):
     scores = results[1]
     nll = {k: float(s["nll"]) for k, s in scores.items()}
     cov = {k: float(s["coverage"].sel(confidence_level=0.9)) for k, s in scores.items()}
-    print("held-out NLL", {k: round(v, 3) for k, v in nll.items()}, "90% coverage", {k: round(v, 3) for k, v in cov.items()})
+    print(
+        "held-out NLL",
+        {k: round(v, 3) for k, v in nll.items()},
+        "90% coverage",
+        {k: round(v, 3) for k, v in cov.items()},
+    )
     assert nll["gp-beta"] < nll["base"] - 0.05
     n_test = results[3].sizes["obs"]
     assert cov["cps"] >= 0.9 - 3 * np.sqrt(0.09 / n_test)
@@ -121,5 +129,6 @@ def test_fitted_calibrators_save_and_load(results, tmp_path):
         cal.save(path)
         assert path.read_bytes()[:8] == b"\x89HDF\r\n\x1a\n"
         back = calibprob.load(path)
-        np.testing.assert_allclose(back.predict(pred_test).calib.quantiles, preds[name].calib.quantiles,
-                                   rtol=0, atol=1e-10)
+        np.testing.assert_allclose(
+            back.predict(pred_test).calib.quantiles, preds[name].calib.quantiles, rtol=0, atol=1e-10
+        )

@@ -25,8 +25,7 @@ def results(nll=None, coverage=None, width=None, n_test=100, names=None, levels=
     some = next(x for x in (nll, coverage, width) if x is not None)
     P, R = np.asarray(some, float).shape[:2]
     names = names or [f"m{i}" for i in range(P)]
-    coords = {"dataset": ["d"], "repetition": np.arange(R), "calibrator": names,
-              "confidence_level": list(levels)}
+    coords = {"dataset": ["d"], "repetition": np.arange(R), "calibrator": names, "confidence_level": list(levels)}
     ds = xr.Dataset(coords=coords)
     if nll is not None:
         ds["nll"] = (("dataset", "repetition", "calibrator"), np.asarray(nll, float).T[None])
@@ -96,12 +95,14 @@ def test_identical_pipelines_are_tied():
 
 def test_incomplete_pipeline_is_not_ranked_and_failed_task_is_dropped_for_all():
     nan = np.nan
-    s = np.array([
-        [1.0, 2.0, nan, 1.5],   # a: scored on the tasks that ran
-        [1.2, 2.1, nan, 1.7],   # b: likewise
-        [0.5, nan, nan, 0.6],   # c: failed on repetition 1 alone -> incomplete, not paired
-        [nan, nan, nan, nan],   # d: intervals only
-    ])
+    s = np.array(
+        [
+            [1.0, 2.0, nan, 1.5],  # a: scored on the tasks that ran
+            [1.2, 2.1, nan, 1.7],  # b: likewise
+            [0.5, nan, nan, 0.6],  # c: failed on repetition 1 alone -> incomplete, not paired
+            [nan, nan, nan, nan],  # d: intervals only
+        ]
+    )
     r = paired_ranking(s)
     assert r["rank"].tolist() == [1, 2, 0, 0]
     assert r["n"].tolist() == [3, 3, 2, 0]
@@ -137,11 +138,14 @@ def test_coverage_se_is_the_larger_of_binomial_and_across_repetition():
 
 def test_a_narrower_under_covering_interval_is_not_marked_best():
     # 3 repetitions of 100 test points at level 0.9: binomial se sqrt(.09/300) = 0.0173
-    narrow = dict(cov=[0.84, 0.85, 0.83], width=[1.0, 1.1, 0.9])     # short by 0.06 > 2 se
-    edge = dict(cov=[0.88, 0.87, 0.89], width=[1.3, 1.4, 1.2])       # short by 0.02 < 2 se: admissible
+    narrow = dict(cov=[0.84, 0.85, 0.83], width=[1.0, 1.1, 0.9])  # short by 0.06 > 2 se
+    edge = dict(cov=[0.88, 0.87, 0.89], width=[1.3, 1.4, 1.2])  # short by 0.02 < 2 se: admissible
     wide = dict(cov=[0.91, 0.90, 0.92], width=[1.6, 1.7, 1.5])
-    ds = results(coverage=[narrow["cov"], edge["cov"], wide["cov"]],
-                 width=[narrow["width"], edge["width"], wide["width"]], names=["narrow", "edge", "wide"])
+    ds = results(
+        coverage=[narrow["cov"], edge["cov"], wide["cov"]],
+        width=[narrow["width"], edge["width"], wide["width"]],
+        names=["narrow", "edge", "wide"],
+    )
     se_n = max(math.sqrt(0.09 / 300), sd(narrow["cov"]) / math.sqrt(3))
     assert 0.84 < 0.9 - 2 * se_n  # the hand check of the premise
     rk = rank_results(ds).sel(dataset="d", confidence_level=0.9)
@@ -160,8 +164,12 @@ def test_a_narrower_under_covering_interval_is_not_marked_best():
 
 
 def test_interval_only_method_is_ranked_by_width_only():
-    ds = results(nll=[[1.0, 1.1, 0.9], [np.nan] * 3], coverage=[[0.9, 0.92, 0.91], [0.9, 0.91, 0.9]],
-                 width=[[2.0, 2.1, 1.9], [1.5, 1.6, 1.4]], names=["dist", "jplus"])
+    ds = results(
+        nll=[[1.0, 1.1, 0.9], [np.nan] * 3],
+        coverage=[[0.9, 0.92, 0.91], [0.9, 0.91, 0.9]],
+        width=[[2.0, 2.1, 1.9], [1.5, 1.6, 1.4]],
+        names=["dist", "jplus"],
+    )
     rk = rank_results(ds).sel(dataset="d")
     assert rk["score_rank"].values.tolist() == [1, 0]
     assert rk["width_rank"].sel(confidence_level=0.9).values.tolist() == [2, 1]
@@ -179,19 +187,21 @@ def test_ranking_runs_over_base_calibrator_pairs():
     # a future results file with a `base` dimension: the pairs are ranked together
     rng = np.random.default_rng(4)
     noise = rng.normal(0, 1, size=(1, 5, 1, 1))  # split difficulty, shared by every pair
-    shift = np.array([[0.0, 0.3], [0.1, 0.6]])   # (base, calibrator)
+    shift = np.array([[0.0, 0.3], [0.1, 0.6]])  # (base, calibrator)
     nll = noise + shift[None, None] + rng.normal(0, 1e-3, size=(1, 5, 2, 2))
-    ds = xr.Dataset({"nll": (("dataset", "repetition", "base", "calibrator"), nll)},
-                    coords={"dataset": ["d"], "repetition": np.arange(5), "base": ["gp", "ols"],
-                            "calibrator": ["iso", "none"]})
+    ds = xr.Dataset(
+        {"nll": (("dataset", "repetition", "base", "calibrator"), nll)},
+        coords={"dataset": ["d"], "repetition": np.arange(5), "base": ["gp", "ols"], "calibrator": ["iso", "none"]},
+    )
     rk = rank_results(ds)
     assert rk["pipeline"].values.tolist() == ["gp/iso", "gp/none", "ols/iso", "ols/none"]
     assert rk["pipeline_base"].values.tolist() == ["gp", "gp", "ols", "ols"]
     assert rk["score_rank"].sel(dataset="d").values.tolist() == [1, 3, 2, 4]
     assert rk.attrs["pipeline_dims"] == "base,calibrator"
     st = stack_pipelines(ds)
-    np.testing.assert_array_equal(st["nll"].sel(pipeline="ols/none").values, ds["nll"].sel(base="ols",
-                                                                                            calibrator="none"))
+    np.testing.assert_array_equal(
+        st["nll"].sel(pipeline="ols/none").values, ds["nll"].sel(base="ols", calibrator="none")
+    )
 
 
 def test_ranking_without_pipeline_dimension_is_rejected():
@@ -200,8 +210,12 @@ def test_ranking_without_pipeline_dimension_is_rejected():
 
 
 def test_ranking_round_trips_through_netcdf(tmp_path):
-    ds = results(nll=[[1.0, 1.2, 0.9], [np.nan] * 3], coverage=[[0.8, 0.81, 0.8], [0.9, 0.9, 0.9]],
-                 width=[[1.0, 1.0, 1.0], [2.0, 2.1, 2.2]], names=["a", "b"])
+    ds = results(
+        nll=[[1.0, 1.2, 0.9], [np.nan] * 3],
+        coverage=[[0.8, 0.81, 0.8], [0.9, 0.9, 0.9]],
+        width=[[1.0, 1.0, 1.0], [2.0, 2.1, 2.2]],
+        names=["a", "b"],
+    )
     rk = rank_results(ds)
     rk.to_netcdf(tmp_path / "r.nc", engine="h5netcdf")
     back = xr.open_dataset(tmp_path / "r.nc", engine="h5netcdf").load()
@@ -209,8 +223,13 @@ def test_ranking_round_trips_through_netcdf(tmp_path):
 
 
 def test_rank_by_is_a_typed_spec_key_outside_the_fingerprint():
-    base = {"name": "x", "datasets": [{"name": "b", "function": "branin", "n": 40, "noise": 0.1}],
-            "split": {"train": 0.5, "test": 0.5}, "base": {"kind": "ols"}, "methods": {"m": {"kind": "base"}}}
+    base = {
+        "name": "x",
+        "datasets": [{"name": "b", "function": "branin", "n": 40, "noise": 0.1}],
+        "split": {"train": 0.5, "test": 0.5},
+        "base": {"kind": "ols"},
+        "methods": {"m": {"kind": "base"}},
+    }
     assert parse_spec(base).rank_by == "nll"
     crps = parse_spec({**base, "rank_by": "crps"})
     assert crps.rank_by == "crps" and crps.fingerprint == parse_spec(base).fingerprint

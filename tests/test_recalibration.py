@@ -168,8 +168,10 @@ def test_rk_and_rv_are_invariant_to_affine_miscalibration_of_a_gaussian_base():
     tau = rng.random(50)
     outs = []
     for a, b in [(0.0, 1.0), (1.3, 0.4), (-0.7, 3.0)]:
+
         def shift(p):
             return calibprob.normal(p["loc"].values + a * p["scale"].values, b * p["scale"].values)
+
         rk = IsotonicRecalibrator().fit(shift(base_cal), y_cal).predict(shift(base_te))
         rv = VovkRecalibrator().fit(shift(base_cal), y_cal).predict(shift(base_te), tau=tau)
         outs.append((rk["quantile"].values, rv["quantile"].values))
@@ -481,8 +483,11 @@ def test_bad_input(name, small_problem):
         make(0).fit(base_cal, y_nan)
     with pytest.raises(ValueError, match="y_cal must be 1-D"):
         make(0).fit(base_cal, y_cal[:, None])
-    with pytest.raises(TypeError, match="distribution post-processor: pred_cal must be the base model.s predictive "
-                                        "distribution as an xarray.Dataset"):
+    with pytest.raises(
+        TypeError,
+        match="distribution post-processor: pred_cal must be the base model.s predictive "
+        "distribution as an xarray.Dataset",
+    ):
         make(0).fit(base_cal["quantile"], y_cal)
     with pytest.raises(ValueError, match="levels must lie strictly inside"):
         make(0).fit(base_cal, y_cal).predict(base_te, levels=[0.5, 1.0])

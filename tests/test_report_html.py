@@ -26,8 +26,12 @@ SPEC = {
     "repetitions": 3,
     "seed": 11,
     "base": {"kind": "ols"},
-    "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"},
-                "isotonic": {"kind": "isotonic", "extrapolate": True}, "J+": {"kind": "jackknife-plus"}},
+    "methods": {
+        "vanilla": {"kind": "base"},
+        "scaled": {"kind": "variance-scaling"},
+        "isotonic": {"kind": "isotonic", "extrapolate": True},
+        "J+": {"kind": "jackknife-plus"},
+    },
     "confidence_levels": [0.5, 0.9],
 }
 
@@ -47,8 +51,22 @@ def page(results_file):
 class Page(HTMLParser):
     """Headings, image sources, every URL-bearing attribute, and the CSS text of a page."""
 
-    URL_ATTRS = {"src", "href", "srcset", "poster", "data", "action", "formaction", "background", "cite",
-                 "manifest", "icon", "ping", "longdesc", "xlink:href"}
+    URL_ATTRS = {
+        "src",
+        "href",
+        "srcset",
+        "poster",
+        "data",
+        "action",
+        "formaction",
+        "background",
+        "cite",
+        "manifest",
+        "icon",
+        "ping",
+        "longdesc",
+        "xlink:href",
+    }
 
     def __init__(self):
         super().__init__()
@@ -99,10 +117,17 @@ def network_references(text: str) -> list[str]:
 
 def test_the_network_check_catches_every_kind_of_remote_reference():
     # the checker below must be able to fail, or the next test proves nothing
-    for snippet in ('<img src="https://cdn.example/x.png">', '<a href="http://x">x</a>',
-                    '<img src="//cdn.example/x.png">', '<div style="background:url(http://x/y.png)"></div>',
-                    "<style>@import 'x.css';</style>", '<style>b{background:url("https://x")}</style>',
-                    '<script>1</script>', '<img src="plot.png">', '<img srcset="https://x 2x">'):
+    for snippet in (
+        '<img src="https://cdn.example/x.png">',
+        '<a href="http://x">x</a>',
+        '<img src="//cdn.example/x.png">',
+        '<div style="background:url(http://x/y.png)"></div>',
+        "<style>@import 'x.css';</style>",
+        '<style>b{background:url("https://x")}</style>',
+        "<script>1</script>",
+        '<img src="plot.png">',
+        '<img srcset="https://x 2x">',
+    ):
         assert network_references(f"<html><body>{snippet}</body></html>"), snippet
     assert not network_references('<html><body><a href="#x">x</a><img src="data:image/png;base64,AA=="></body></html>')
 
@@ -148,9 +173,12 @@ def test_diagnostics_section_only_when_the_file_has_diagnostics(results_file, tm
     tree = xr.open_datatree(results_file, engine="h5netcdf").load()
     tree.close()
     root = tree.to_dataset(inherit=False)
-    rhat = xr.DataArray(np.array([[[1.002, 1.004, 1.03, 1.0]] * 3]), dims=("dataset", "repetition", "calibrator"),
-                        coords={k: root[k] for k in ("dataset", "repetition", "calibrator")},
-                        attrs={"long_name": "largest split r-hat of the task's posterior"})
+    rhat = xr.DataArray(
+        np.array([[[1.002, 1.004, 1.03, 1.0]] * 3]),
+        dims=("dataset", "repetition", "calibrator"),
+        coords={k: root[k] for k in ("dataset", "repetition", "calibrator")},
+        attrs={"long_name": "largest split r-hat of the task's posterior"},
+    )
     tree["diagnostics"] = xr.DataTree(xr.Dataset({"rhat": rhat}))
     with_diag = tmp_path / "diag.nc"
     tree.to_netcdf(with_diag, engine="h5netcdf")
@@ -192,18 +220,30 @@ def test_report_renders_in_headless_chromium(page, tmp_path):
     from PIL import Image
 
     browser = _chromium()
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-             "--disable-extensions", "--user-data-dir=" + str(tmp_path / "profile")]
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--no-first-run",
+        "--disable-extensions",
+        "--user-data-dir=" + str(tmp_path / "profile"),
+    ]
     shot = tmp_path / "shot.png"
     # a laptop screen
-    subprocess.run([browser, *flags, f"--screenshot={shot}", "--window-size=1366,768", page.as_uri()],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [browser, *flags, f"--screenshot={shot}", "--window-size=1366,768", page.as_uri()],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     img = np.asarray(Image.open(shot).convert("L"), dtype=float)
     assert img.shape == (768, 1366)
     assert img.std() > 10, "the screenshot is blank"
     assert (img < 128).mean() > 0.01  # there is dark text on it
-    dom = subprocess.run([browser, *flags, "--dump-dom", page.as_uri()], check=True, capture_output=True,
-                         text=True, timeout=120).stdout
+    dom = subprocess.run(
+        [browser, *flags, "--dump-dom", page.as_uri()], check=True, capture_output=True, text=True, timeout=120
+    ).stdout
     p = Page()
     p.feed(dom)
     assert p.h2 == [s for s in HTML_SECTIONS if s != "Diagnostics"]

@@ -70,12 +70,20 @@ def metrics_of(path):
     "over, match",
     [
         # S7, S8: strings where booleans belong
-        ({"methods": {"i": {"kind": "isotonic", "extrapolate": "false"}}},
-         r"methods\.i\.extrapolate must be true or false .*got 'false'\. Write extrapolate = false without quotes"),
+        (
+            {"methods": {"i": {"kind": "isotonic", "extrapolate": "false"}}},
+            r"methods\.i\.extrapolate must be true or false .*got 'false'\. Write extrapolate = false without quotes",
+        ),
         ({"base": {"kind": "ols", "fit_intercept": "no"}}, r"base\.fit_intercept must be true or false .*got 'no'"),
-        ({"base": {"kind": "gp", "n_restarts": "two"}}, r"base\.n_restarts must be an integer in \[1, 1000\]; got 'two'"),
+        (
+            {"base": {"kind": "gp", "n_restarts": "two"}},
+            r"base\.n_restarts must be an integer in \[1, 1000\]; got 'two'",
+        ),
         ({"base": {"kind": "gp", "kernel": "nope"}}, r"base\.kernel must be one of 'se', 'matern'; got 'nope'"),
-        ({"methods": {"m": {"kind": "marx", "center": "middle"}}}, r"methods\.m\.center must be one of 'mean', 'median'"),
+        (
+            {"methods": {"m": {"kind": "marx", "center": "middle"}}},
+            r"methods\.m\.center must be one of 'mean', 'median'",
+        ),
         ({"methods": {"m": {"kind": 3}}}, r"methods\.m\.kind = 3 is unknown\. Valid kinds"),
         ({"base": {"kind": 3}}, r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge, pymc-glm; got 3"),
         ({"confidence_levels": ["x"]}, r"confidence_levels must be in \(0, 1\); got 'x'"),
@@ -87,24 +95,47 @@ def metrics_of(path):
         ({"seed": -1}, r"seed must be an integer in \[0, "),
         ({"name": 5}, r"name must be a string; got 5"),
         # crash 1 and 2: sizes refused before anything is allocated, with the way to raise the cap
-        ({"datasets": [{"name": "b", "function": "branin", "n": 100_000_000}]},
-         r"datasets\[0\]\.n = 100000000 exceeds the cap of 1000000 .*CALIBPROB_MAX_N=100000000"),
+        (
+            {"datasets": [{"name": "b", "function": "branin", "n": 100_000_000}]},
+            r"datasets\[0\]\.n = 100000000 exceeds the cap of 1000000 .*CALIBPROB_MAX_N=100000000",
+        ),
         ({"repetitions": 100_000_000}, r"repetitions = 100000000 exceeds the cap of 10000 .*CALIBPROB_MAX_REPETITIONS"),
-        ({"datasets": [{"name": "b", "function": "ackley", "n": 40, "dim": "two"}]},
-         r"datasets\[0\]\.dim must be an integer >= 1; got 'two'"),
+        (
+            {"datasets": [{"name": "b", "function": "ackley", "n": 40, "dim": "two"}]},
+            r"datasets\[0\]\.dim must be an integer >= 1; got 'two'",
+        ),
         ({"datasets": [{"name": "b", "function": "branin", "n": 40, "dim": 3}]}, r"datasets\[0\]\.dim: "),
-        ({"datasets": [{"name": "b", "function": "branin", "n": 40, "design": "grid"}]},
-         r"datasets\[0\]\.design must be one of 'uniform', 'lhs', 'sobol'"),
-        ({"datasets": [{"name": "b", "function": "branin", "n": 5}]}, r"datasets\[0\] has 5 rows, too few for the split"),
+        (
+            {"datasets": [{"name": "b", "function": "branin", "n": 40, "design": "grid"}]},
+            r"datasets\[0\]\.design must be one of 'uniform', 'lhs', 'sobol'",
+        ),
+        (
+            {"datasets": [{"name": "b", "function": "branin", "n": 5}]},
+            r"datasets\[0\] has 5 rows, too few for the split",
+        ),
         ({"datasets": [{"name": "b", "function": "branin", "n": 40, "path": "x.csv"}]}, r"both 'path'"),
-        ({"datasets": [{"name": "b", "function": "branin", "n": 40, "features": ["a"]}]},
-         r"datasets\[0\]\.features applies only to CSV entries"),
+        (
+            {"datasets": [{"name": "b", "function": "branin", "n": 40, "features": ["a"]}]},
+            r"datasets\[0\]\.features applies only to CSV entries",
+        ),
         # names that collide once made file-name safe
-        ({"datasets": [{"name": "a/b", "function": "branin", "n": 40}, {"name": "a_b", "function": "branin", "n": 40}]},
-         r"dataset names 'a/b' and 'a_b' are the same once made file-name safe \('a_b'"),
-        ({"datasets": [{"name": "", "function": "branin", "n": 40}]}, r"datasets\[0\]\.name must be a non-empty string"),
-        ({"base": {"kind": "gp"}, "datasets": [{"name": "b", "function": "branin", "n": 900_000}]},
-         r"training rows for an exact GP base .* exceed the cap of 20000.*sparse-gp"),
+        (
+            {
+                "datasets": [
+                    {"name": "a/b", "function": "branin", "n": 40},
+                    {"name": "a_b", "function": "branin", "n": 40},
+                ]
+            },
+            r"dataset names 'a/b' and 'a_b' are the same once made file-name safe \('a_b'",
+        ),
+        (
+            {"datasets": [{"name": "", "function": "branin", "n": 40}]},
+            r"datasets\[0\]\.name must be a non-empty string",
+        ),
+        (
+            {"base": {"kind": "gp"}, "datasets": [{"name": "b", "function": "branin", "n": 900_000}]},
+            r"training rows for an exact GP base .* exceed the cap of 20000.*sparse-gp",
+        ),
     ],
 )
 def test_bad_values_are_refused_at_load_naming_the_key(over, match):
@@ -130,24 +161,45 @@ def test_caps_are_raised_by_their_environment_variable(monkeypatch):
     [
         (b"x,y\n1,2\n2,3\n3,5\n", {}, r"datasets\[0\] has 3 rows, too few for the split .*Use at least 8 rows"),
         (b"x,y\n" + b"".join(b"%d,abc\n" % i for i in range(12)), {}, r"non-numeric: 'y'"),
-        (b"x,y\n" + b"".join(b"%d,%s\n" % (i, b"" if i == 3 else b"1.5") for i in range(12)), {},
-         r"missing values \('y': 1\)\. Pass dropna=True \(in a spec: dropna = true\)"),
+        (
+            b"x,y\n" + b"".join(b"%d,%s\n" % (i, b"" if i == 3 else b"1.5") for i in range(12)),
+            {},
+            r"missing values \('y': 1\)\. Pass dropna=True \(in a spec: dropna = true\)",
+        ),
         (b"x,y\n" + b"".join(b"%d,7\n" % i for i in range(12)), {}, r"target column 'y' of d\.csv is constant"),
         (bytes(range(256)) * 4, {}, r"d\.csv is not a text CSV file"),
         (b"x,y\n" + b"".join(b"%d,\xe9\xff%d\n" % (i, i) for i in range(12)), {}, r"d\.csv is not UTF-8 text"),
         (b"", {}, r"d\.csv is empty"),
-        (b"x,soil,y\n" + b"".join(b"%d,%s,%d\n" % (i, [b"a", b"b"][i % 2], i) for i in range(12)), {},
-         r"non-numeric: 'soil' \(e\.g\. 'a'\)\. One-hot encode them with one_hot=True \(in a spec: one_hot = true\)"),
-        (b"x,y\n" + b"".join(b"%d,%d\n" % (i, i * i) for i in range(12)), {"features": ["z"]},
-         r"features must be columns of d\.csv; not found: 'z'"),
-        (b"x,y\n" + b"".join(b"%d,%d\n" % (i, i * i) for i in range(12)), {"features": ["x"], "exclude": ["x"]},
-         r"both 'features' .* and 'exclude'"),
-        (b"x,y\n" + b"".join(b"%d,%d\n" % (i, i * i) for i in range(12)), {"one_hot": "yes"},
-         r"datasets\[0\]\.one_hot must be true or false .* or a list"),
-        (b"x,y\n" + b"".join(b"%d,%d\n" % (i, i * i) for i in range(12)), {"sha256": "0" * 64},
-         r"datasets\[0\]\.sha256 = '0+' does not match the content hash of d\.csv"),
-        (b"x,y\n" + b"".join(b"%d,%d\n" % (i, i * i) for i in range(12)), {"subsample": 0},
-         r"datasets\[0\]\.subsample must be an integer >= 1; got 0"),
+        (
+            b"x,soil,y\n" + b"".join(b"%d,%s,%d\n" % (i, [b"a", b"b"][i % 2], i) for i in range(12)),
+            {},
+            r"non-numeric: 'soil' \(e\.g\. 'a'\)\. One-hot encode them with one_hot=True \(in a spec: one_hot = true\)",
+        ),
+        (
+            b"x,y\n" + b"".join(b"%d,%d\n" % (i, i * i) for i in range(12)),
+            {"features": ["z"]},
+            r"features must be columns of d\.csv; not found: 'z'",
+        ),
+        (
+            b"x,y\n" + b"".join(b"%d,%d\n" % (i, i * i) for i in range(12)),
+            {"features": ["x"], "exclude": ["x"]},
+            r"both 'features' .* and 'exclude'",
+        ),
+        (
+            b"x,y\n" + b"".join(b"%d,%d\n" % (i, i * i) for i in range(12)),
+            {"one_hot": "yes"},
+            r"datasets\[0\]\.one_hot must be true or false .* or a list",
+        ),
+        (
+            b"x,y\n" + b"".join(b"%d,%d\n" % (i, i * i) for i in range(12)),
+            {"sha256": "0" * 64},
+            r"datasets\[0\]\.sha256 = '0+' does not match the content hash of d\.csv",
+        ),
+        (
+            b"x,y\n" + b"".join(b"%d,%d\n" % (i, i * i) for i in range(12)),
+            {"subsample": 0},
+            r"datasets\[0\]\.subsample must be an integer >= 1; got 0",
+        ),
     ],
 )
 def test_csv_problems_are_caught_at_load(tmp_path, content, entry, match):
@@ -159,16 +211,18 @@ def test_csv_problems_are_caught_at_load(tmp_path, content, entry, match):
 def test_utf8_bom_is_not_part_of_the_first_column_name(tmp_path):
     body = "a,y\n" + "".join(f"{i},{i * i % 7}\n" for i in range(12))
     (tmp_path / "d.csv").write_bytes(b"\xef\xbb\xbf" + body.encode())
-    spec = parse_spec(spec_dict(datasets=[{"name": "m", "path": "d.csv", "target": "y", "features": ["a"]}]),
-                      root=tmp_path)
+    spec = parse_spec(
+        spec_dict(datasets=[{"name": "m", "path": "d.csv", "target": "y", "features": ["a"]}]), root=tmp_path
+    )
     data = calibprob.datasets.load_csv(spec.datasets[0].path, "y")
     assert data["feature"].values.tolist() == ["a"]
 
 
 def test_dropna_features_exclude_and_subsample_are_spec_keys(tmp_path):
     rng = np.random.default_rng(1)
-    frame = pd.DataFrame({"a": rng.normal(size=50), "b": rng.normal(size=50), "junk": ["t"] * 50,
-                          "y": rng.normal(size=50)})
+    frame = pd.DataFrame(
+        {"a": rng.normal(size=50), "b": rng.normal(size=50), "junk": ["t"] * 50, "y": rng.normal(size=50)}
+    )
     frame.loc[4, "a"] = np.nan
     frame.to_csv(tmp_path / "d.csv", index=False)
     from calibprob.compare.runner import _prepare
@@ -204,11 +258,14 @@ def test_dev_null_is_refused_without_being_touched():
     assert not Path("/dev/null.parts").exists()
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda p: p.mkdir(), r"is a directory, not a regular file"),
-    (lambda p: p.write_text("my notes"), r"exists and is not a netCDF file; refusing to overwrite it"),
-    (lambda p: (p.parent / "file").write_text("x"), r"its folder .* is not a directory"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda p: p.mkdir(), r"is a directory, not a regular file"),
+        (lambda p: p.write_text("my notes"), r"exists and is not a netCDF file; refusing to overwrite it"),
+        (lambda p: (p.parent / "file").write_text("x"), r"its folder .* is not a directory"),
+    ],
+)
 def test_unsafe_out_is_refused_before_any_task_runs(tmp_path, make, match, monkeypatch):
     out = tmp_path / "out.nc"
     make(out)
@@ -226,12 +283,19 @@ def _spec_file(folder: Path, **over) -> Path:
     import tomllib  # noqa: F401  (the spec is written as TOML)
 
     spec = spec_dict(**over)
-    lines = [f'name = "{spec["name"]}"', f'repetitions = {spec["repetitions"]}', f'seed = {spec["seed"]}',
-             f'confidence_levels = {json.dumps(spec["confidence_levels"])}',
-             "datasets = [" + ", ".join("{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in d.items()) + "}"
-                                        for d in spec["datasets"]) + "]",
-             "[split]", *(f"{k} = {v}" for k, v in spec["split"].items()),
-             "[base]", *(f"{k} = {json.dumps(v)}" for k, v in spec["base"].items())]
+    lines = [
+        f'name = "{spec["name"]}"',
+        f"repetitions = {spec['repetitions']}",
+        f"seed = {spec['seed']}",
+        f"confidence_levels = {json.dumps(spec['confidence_levels'])}",
+        "datasets = ["
+        + ", ".join("{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in d.items()) + "}" for d in spec["datasets"])
+        + "]",
+        "[split]",
+        *(f"{k} = {v}" for k, v in spec["split"].items()),
+        "[base]",
+        *(f"{k} = {json.dumps(v)}" for k, v in spec["base"].items()),
+    ]
     for name, m in spec["methods"].items():
         lines += [f"[methods.{name}]", *(f"{k} = {json.dumps(v)}" for k, v in m.items())]
     path = folder / "spec.toml"
@@ -256,15 +320,23 @@ def test_full_disk_is_one_clear_line(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("name, stem", [("../../x", "______x"), ("/tmp/abs", "_tmp_abs"), ("a b", "a_b")])
 def test_plot_names_stay_inside_their_folder(tmp_path, name, stem):
     """S10: data-set names like "../../x" or absolute paths no longer write outside --plots."""
-    tree = run_comparison(parse_spec(spec_dict(datasets=[{"name": name, "function": "branin", "n": 40}])),
-                          tmp_path / "r.nc", progress=False)
+    tree = run_comparison(
+        parse_spec(spec_dict(datasets=[{"name": name, "function": "branin", "n": 40}])),
+        tmp_path / "r.nc",
+        progress=False,
+    )
     plots = tmp_path / "deep" / "plots"
     written = write_plots(load_results(tmp_path / "r.nc"), plots)
     assert written and all(p.resolve().parent == plots.resolve() for p in written)
-    assert {p.name for p in written} == {f"{stem}_reliability.png", f"{stem}_coverage.png",
-                                         f"{stem}_sharpness_calibration.png"}
+    assert {p.name for p in written} == {
+        f"{stem}_reliability.png",
+        f"{stem}_coverage.png",
+        f"{stem}_sharpness_calibration.png",
+    }
     assert sorted(p.name for p in (tmp_path / "r.nc.parts").iterdir() if p.suffix == ".nc") == [
-        f"{stem}__rep0000.nc", f"{stem}__rep0001.nc"]
+        f"{stem}__rep0000.nc",
+        f"{stem}__rep0001.nc",
+    ]
     assert tree is not None
     assert safe_name(name) == stem
 
@@ -320,8 +392,9 @@ def test_a_failed_calibrator_makes_its_task_retried(tmp_path, monkeypatch):
     out = tmp_path / "r.nc"
     spec = parse_spec(spec_dict())
     real = methods.METHOD_KINDS["isotonic"]
-    monkeypatch.setitem(methods.METHOD_KINDS, "isotonic",
-                        methods.MethodKind("isotonic", lambda ctx, **o: 1 / 0, real.options))
+    monkeypatch.setitem(
+        methods.METHOD_KINDS, "isotonic", methods.MethodKind("isotonic", lambda ctx, **o: 1 / 0, real.options)
+    )
     bad = run_comparison(spec, out, progress=False).to_dataset()
     assert "ZeroDivisionError" in str(bad["error"].sel(calibrator="iso").values.ravel()[0])
     monkeypatch.setitem(methods.METHOD_KINDS, "isotonic", real)
@@ -360,9 +433,12 @@ def test_checksum_survives_the_netcdf_round_trip(tmp_path):
 
 @pytest.mark.timeout(600)
 def test_two_concurrent_runs_on_one_out_give_the_single_run_result(tmp_path):
-    spec_path = _spec_file(tmp_path, repetitions=6, datasets=[{"name": "branin", "function": "branin", "n": 400,
-                                                                "noise": 0.3}],
-                           methods={"b": {"kind": "base"}, "cp": {"kind": "jackknife-plus"}})
+    spec_path = _spec_file(
+        tmp_path,
+        repetitions=6,
+        datasets=[{"name": "branin", "function": "branin", "n": 400, "noise": 0.3}],
+        methods={"b": {"kind": "base"}, "cp": {"kind": "jackknife-plus"}},
+    )
     out = tmp_path / "shared.nc"
     cmd = [str(BIN / "calibprob"), "compare", str(spec_path), "--out", str(out), "--no-progress"]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
@@ -371,8 +447,11 @@ def test_two_concurrent_runs_on_one_out_give_the_single_run_result(tmp_path):
     assert any("waiting for it to finish" in e for _, e in outs)  # the second one waited
     single = tmp_path / "single"
     single.mkdir()
-    subprocess.run([str(BIN / "calibprob"), "compare", str(spec_path), "--out", str(single / "s.nc"),
-                    "--no-progress"], check=True, capture_output=True)
+    subprocess.run(
+        [str(BIN / "calibprob"), "compare", str(spec_path), "--out", str(single / "s.nc"), "--no-progress"],
+        check=True,
+        capture_output=True,
+    )
     xr.testing.assert_identical(metrics_of(out), metrics_of(single / "s.nc"))
     assert not list(tmp_path.glob("**/*.tmp*"))
 
@@ -400,23 +479,27 @@ def test_compare_with_some_failures_prints_the_table_and_the_failures(tmp_path, 
     from calibprob.compare import methods
 
     real = methods.METHOD_KINDS["isotonic"]
-    monkeypatch.setitem(methods.METHOD_KINDS, "isotonic",
-                        methods.MethodKind("isotonic", lambda ctx, **o: 1 / 0, real.options))
+    monkeypatch.setitem(
+        methods.METHOD_KINDS, "isotonic", methods.MethodKind("isotonic", lambda ctx, **o: 1 / 0, real.options)
+    )
     code = main(["compare", str(_spec_file(tmp_path)), "--out", str(tmp_path / "o.nc"), "--no-progress"])
     out, err = capsys.readouterr()
     assert code == 0 and "nll" in out
     assert "branin/rep 1/iso  ZeroDivisionError: division by zero" in err
 
 
-@pytest.mark.parametrize("args, match", [
-    (["--seeds", "0"], r"--seeds must be a positive number of seeds; got 0"),
-    (["--n-steps", "-3"], r"n_steps \(--n-steps\) must be >= 0; got -3"),
-    (["--eta", "nan"], r"eta"),
-    (["--n-init", "1", "--acquisitions", "ei"], r"n_init \(initial design size, --n-init\) must be >= 2; got 1"),
-    (["--refit-every", "0"], r"refit_every \(--refit-every\) must be >= 1; got 0"),
-    (["--kappa", "inf"], r"kappa \(--kappa\) must be a finite number"),
-    (["--scheduler", "not an address"], r"scheduler must be an address such as tcp://HOST:PORT"),
-])
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (["--seeds", "0"], r"--seeds must be a positive number of seeds; got 0"),
+        (["--n-steps", "-3"], r"n_steps \(--n-steps\) must be >= 0; got -3"),
+        (["--eta", "nan"], r"eta"),
+        (["--n-init", "1", "--acquisitions", "ei"], r"n_init \(initial design size, --n-init\) must be >= 2; got 1"),
+        (["--refit-every", "0"], r"refit_every \(--refit-every\) must be >= 1; got 0"),
+        (["--kappa", "inf"], r"kappa \(--kappa\) must be a finite number"),
+        (["--scheduler", "not an address"], r"scheduler must be an address such as tcp://HOST:PORT"),
+    ],
+)
 def test_bo_bad_options_are_one_clear_line(args, match, capsys):
     code = main(["bo", "--functions", "forrester", "--seeds", "1", "--n-steps", "1", "--no-progress", *args])
     err = capsys.readouterr().err
@@ -448,8 +531,9 @@ def test_bo_resume_uses_the_shared_executor_and_checks_parts(tmp_path):
 @pytest.mark.parametrize("address", ["tcp://127.0.0.1:1", "nonsense://x", "127.0.0.1"])
 def test_scheduler_errors_come_within_ten_seconds(tmp_path, address, capsys):
     t0 = time.perf_counter()
-    code = main(["compare", str(_spec_file(tmp_path)), "--out", str(tmp_path / "o.nc"), "--no-progress",
-                 "--scheduler", address])
+    code = main(
+        ["compare", str(_spec_file(tmp_path)), "--out", str(tmp_path / "o.nc"), "--no-progress", "--scheduler", address]
+    )
     elapsed = time.perf_counter() - t0
     err = capsys.readouterr().err
     assert code == 2 and elapsed < 10.0, (elapsed, err)
@@ -458,8 +542,15 @@ def test_scheduler_errors_come_within_ten_seconds(tmp_path, address, capsys):
 
 
 # ----------------------------------------------------------------------------------- S11 - S13, linear numerics
-@pytest.mark.parametrize("cls", [calibprob.LinearRegression, calibprob.BayesianRidge,
-                                 calibprob.GaussianProcessRegressor, calibprob.SparseGaussianProcessRegressor])
+@pytest.mark.parametrize(
+    "cls",
+    [
+        calibprob.LinearRegression,
+        calibprob.BayesianRidge,
+        calibprob.GaussianProcessRegressor,
+        calibprob.SparseGaussianProcessRegressor,
+    ],
+)
 def test_s11_reordered_or_missing_dataframe_columns_are_refused(cls):
     rng = np.random.default_rng(0)
     X = pd.DataFrame({"a": rng.normal(size=40), "b": 10 * rng.normal(size=40)})
@@ -468,8 +559,11 @@ def test_s11_reordered_or_missing_dataframe_columns_are_refused(cls):
     assert model.feature_names_in_.tolist() == ["a", "b"]
     mu, _ = model.predict_mean_std(X)
     np.testing.assert_allclose(model.predict_mean_std(X.to_numpy())[0], mu)  # plain arrays: fit's order
-    with pytest.raises(ValueError, match=r"X has the fitted columns in another order \(\['b', 'a'\]\).*"
-                                         r"X\[model\.feature_names_in_\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"X has the fitted columns in another order \(\['b', 'a'\]\).*"
+        r"X\[model\.feature_names_in_\]",
+    ):
         model.predict_mean_std(X[["b", "a"]])
     with pytest.raises(ValueError, match=r"X has other columns than in fit \(missing 'b'; not seen in fit 'c'\)"):
         model.predict_mean_std(X.rename(columns={"b": "c"}))
@@ -482,8 +576,11 @@ def test_s12_validate_checks_normal_loc_scale_against_quantiles():
     calibprob.validate(pred)
     bad = pred.copy(deep=True)
     bad["quantile"][1] = bad["quantile"][1] + 5.0
-    with pytest.raises(ValueError, match=r"family='normal' Dataset's 'quantile' disagrees with its loc/scale in 1 "
-                                         r"of 2 observations \(first: obs 1, level 0\.1"):
+    with pytest.raises(
+        ValueError,
+        match=r"family='normal' Dataset's 'quantile' disagrees with its loc/scale in 1 "
+        r"of 2 observations \(first: obs 1, level 0\.1",
+    ):
         calibprob.validate(bad)
     with pytest.raises(ValueError, match="disagrees with its loc/scale"):
         calibprob.evaluate(bad, [0.0, 1.0])
@@ -499,8 +596,11 @@ def test_s13_from_cdf_grid_warns_when_it_repairs():
         clean = calibprob.from_cdf_grid(grid, cdf, levels=[0.25, 0.5, 0.75])
     spiked = cdf.copy()
     spiked[0, 20] = 0.9  # a spike far in the left tail
-    with pytest.warns(calibprob.CalibprobWarning, match=r"cdf decreased along the grid in 1 of 1 observations "
-                                                        r"\(largest drop 0\.9"):
+    with pytest.warns(
+        calibprob.CalibprobWarning,
+        match=r"cdf decreased along the grid in 1 of 1 observations "
+        r"\(largest drop 0\.9",
+    ):
         repaired = calibprob.from_cdf_grid(grid, spiked, levels=[0.25, 0.5, 0.75])
     assert abs(float(clean["quantile"][0, 1])) < 0.01
     assert float(repaired["quantile"][0, 1]) < -3.0  # the median moved: exactly why the warning is needed
@@ -513,13 +613,20 @@ def test_constant_y_is_a_clear_error_not_nan(cls):
         cls().fit(X, np.full(20, 3.0))
 
 
-@pytest.mark.parametrize("cls, x_scale, y_scale", [
-    (calibprob.LinearRegression, 1e300, 1.0), (calibprob.LinearRegression, 1e-300, 1.0),
-    (calibprob.LinearRegression, 1.0, 1e100), (calibprob.LinearRegression, 1e-150, 1e-150),
-    # BayesianRidge's weight precision scales as x_scale^2 / y_scale^2: representable up to ~1e150
-    (calibprob.BayesianRidge, 1e100, 1.0), (calibprob.BayesianRidge, 1e-100, 1.0),
-    (calibprob.BayesianRidge, 1.0, 1e100), (calibprob.BayesianRidge, 1e-150, 1e-150),
-])
+@pytest.mark.parametrize(
+    "cls, x_scale, y_scale",
+    [
+        (calibprob.LinearRegression, 1e300, 1.0),
+        (calibprob.LinearRegression, 1e-300, 1.0),
+        (calibprob.LinearRegression, 1.0, 1e100),
+        (calibprob.LinearRegression, 1e-150, 1e-150),
+        # BayesianRidge's weight precision scales as x_scale^2 / y_scale^2: representable up to ~1e150
+        (calibprob.BayesianRidge, 1e100, 1.0),
+        (calibprob.BayesianRidge, 1e-100, 1.0),
+        (calibprob.BayesianRidge, 1.0, 1e100),
+        (calibprob.BayesianRidge, 1e-150, 1e-150),
+    ],
+)
 def test_extreme_scales_fit_like_unit_scale(cls, x_scale, y_scale):
     """1e300-scale X is no longer called rank deficient: predictions equal the unit-scale fit's, rescaled."""
     rng = np.random.default_rng(0)
@@ -534,10 +641,15 @@ def test_extreme_scales_fit_like_unit_scale(cls, x_scale, y_scale):
     np.testing.assert_allclose(s2 / y_scale, s1, rtol=1e-6)
 
 
-@pytest.mark.parametrize("cls, x_scale, y_scale", [
-    (calibprob.LinearRegression, 1.0, 1e300), (calibprob.BayesianRidge, 1.0, 1e300),
-    (calibprob.BayesianRidge, 1e300, 1.0), (calibprob.BayesianRidge, 1e-300, 1.0),
-])
+@pytest.mark.parametrize(
+    "cls, x_scale, y_scale",
+    [
+        (calibprob.LinearRegression, 1.0, 1e300),
+        (calibprob.BayesianRidge, 1.0, 1e300),
+        (calibprob.BayesianRidge, 1e300, 1.0),
+        (calibprob.BayesianRidge, 1e-300, 1.0),
+    ],
+)
 def test_scales_beyond_float64_are_a_clear_error(cls, x_scale, y_scale):
     """Where a fitted parameter (a variance, a precision) is not representable: a clear error, never NaN."""
     rng = np.random.default_rng(0)
@@ -554,15 +666,47 @@ write_csv(_FUZZ_DIR / "text.csv", n=30, text=True)
 (_FUZZ_DIR / "binary.csv").write_bytes(bytes(range(256)))
 (_FUZZ_DIR / "bom.csv").write_bytes(b"\xef\xbb\xbfa,y\n" + b"".join(b"%d,%d\n" % (i, i % 5) for i in range(20)))
 
-_scalars = st.one_of(st.booleans(), st.integers(-10, 10), st.sampled_from([0, 1, 4, 40, 10**8, 2**70]),
-                     st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, 0.25, 0.5, 0.9, 1.0]),
-                     st.text(max_size=8), st.none(),
-                     st.sampled_from(["true", "false", "ece", "gp", "ols", "base", "isotonic", "se", "auto",
-                                      "branin", "boston", "good.csv", "text.csv", "binary.csv", "bom.csv",
-                                      "nope.csv", "y", "a", "x1", "soil", "../../x", "a/b", "a_b"]))
-_values = st.recursive(_scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                         st.dictionaries(st.text(max_size=6), inner, max_size=3)),
-                       max_leaves=8)
+_scalars = st.one_of(
+    st.booleans(),
+    st.integers(-10, 10),
+    st.sampled_from([0, 1, 4, 40, 10**8, 2**70]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, 0.25, 0.5, 0.9, 1.0]),
+    st.text(max_size=8),
+    st.none(),
+    st.sampled_from(
+        [
+            "true",
+            "false",
+            "ece",
+            "gp",
+            "ols",
+            "base",
+            "isotonic",
+            "se",
+            "auto",
+            "branin",
+            "boston",
+            "good.csv",
+            "text.csv",
+            "binary.csv",
+            "bom.csv",
+            "nope.csv",
+            "y",
+            "a",
+            "x1",
+            "soil",
+            "../../x",
+            "a/b",
+            "a_b",
+        ]
+    ),
+)
+_values = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=8,
+)
 
 
 def _table(keys, extra=_values):
@@ -572,15 +716,17 @@ def _table(keys, extra=_values):
 def _dataset_entries():
     from calibprob.compare.spec import DATASET_KEYS
 
-    typed = {"name": st.sampled_from(["b", "../../x", "a/b", "a_b", "", 3]),
-             "path": st.sampled_from(["good.csv", "text.csv", "binary.csv", "bom.csv", "nope.csv", 5]),
-             "target": st.sampled_from(["y", "a", "soil", "zz", 1]),
-             "function": st.sampled_from(["branin", "ackley", "nope", 2]),
-             "n": st.sampled_from([3, 40, 100, 10**8, "40", 4.5, True]),
-             "features": st.sampled_from([["x1"], ["soil"], [], "x1", [1]]),
-             "exclude": st.sampled_from([["x2"], ["y"], ["q"]]),
-             "one_hot": st.sampled_from([True, False, ["soil"], ["x1"], "yes"]),
-             "subsample": st.sampled_from([5, 20, 0, -1, "10"])}
+    typed = {
+        "name": st.sampled_from(["b", "../../x", "a/b", "a_b", "", 3]),
+        "path": st.sampled_from(["good.csv", "text.csv", "binary.csv", "bom.csv", "nope.csv", 5]),
+        "target": st.sampled_from(["y", "a", "soil", "zz", 1]),
+        "function": st.sampled_from(["branin", "ackley", "nope", 2]),
+        "n": st.sampled_from([3, 40, 100, 10**8, "40", 4.5, True]),
+        "features": st.sampled_from([["x1"], ["soil"], [], "x1", [1]]),
+        "exclude": st.sampled_from([["x2"], ["y"], ["q"]]),
+        "one_hot": st.sampled_from([True, False, ["soil"], ["x1"], "yes"]),
+        "subsample": st.sampled_from([5, 20, 0, -1, "10"]),
+    }
     entry = st.fixed_dictionaries({}, optional={k: typed.get(k, _values) for k in DATASET_KEYS})
     return st.one_of(st.sampled_from(["boston", "bostn", "diabetes"]), entry, _values)
 
@@ -593,8 +739,9 @@ def _methods():
     def entry(kind):
         return st.fixed_dictionaries({"kind": st.just(kind)}, optional={k: _values for k in METHOD_OPTION_TYPES[kind]})
 
-    return st.dictionaries(st.text(min_size=0, max_size=5),
-                           st.one_of(st.sampled_from(kinds).flatmap(entry), _values), max_size=3)
+    return st.dictionaries(
+        st.text(min_size=0, max_size=5), st.one_of(st.sampled_from(kinds).flatmap(entry), _values), max_size=3
+    )
 
 
 def _base():
@@ -612,10 +759,14 @@ def _documents():
     fields = {
         "name": st.one_of(st.just("fuzz"), _values),
         "datasets": st.one_of(st.lists(_dataset_entries(), max_size=3), _values),
-        "split": st.one_of(st.just({"train": 0.6, "calibrate": 0.2, "test": 0.2}), _table({"train", "calibrate", "test", "x"})),
+        "split": st.one_of(
+            st.just({"train": 0.6, "calibrate": 0.2, "test": 0.2}), _table({"train", "calibrate", "test", "x"})
+        ),
         "base": _base(),
         "methods": _methods(),
-        "repetitions": _scalars, "seed": _scalars, "standardize": _scalars,
+        "repetitions": _scalars,
+        "seed": _scalars,
+        "standardize": _scalars,
         "metrics": st.one_of(st.lists(st.sampled_from(["ece", "nll", "e", 1]), max_size=3), _values),
         "confidence_levels": st.one_of(st.lists(_scalars, max_size=3), _values),
         "levels": st.one_of(st.lists(_scalars, max_size=3), _values),
@@ -625,32 +776,68 @@ def _documents():
     optional = {k: v for k, v in fields.items() if k not in required}
     doc = st.fixed_dictionaries({k: fields[k] for k in required}, optional=optional)
     junk = st.dictionaries(st.text(max_size=6).filter(lambda k: k not in TOP_KEYS), _values, max_size=2)
-    random_docs = st.builds(lambda d, j, drop: {k: v for k, v in {**d, **j}.items() if k != drop},
-                            doc, junk, st.sampled_from([None, *required]))
+    random_docs = st.builds(
+        lambda d, j, drop: {k: v for k, v in {**d, **j}.items() if k != drop},
+        doc,
+        junk,
+        st.sampled_from([None, *required]),
+    )
     # valid documents with a few keys set to values of the grammar (valid or not) or removed
-    edits = st.lists(st.tuples(st.sampled_from(_EDIT_PATHS), st.one_of(_scalars, _values, st.just(_DELETE))),
-                     max_size=2)
+    edits = st.lists(
+        st.tuples(st.sampled_from(_EDIT_PATHS), st.one_of(_scalars, _values, st.just(_DELETE))), max_size=2
+    )
     return st.one_of(random_docs, _values, st.builds(_edited, st.sampled_from(_VALID_DOCS), edits))
 
 
 _DELETE = object()
 _VALID_DOCS = [
     spec_dict(),
-    spec_dict(datasets=["diabetes", {"name": "m", "path": "good.csv", "target": "y", "subsample": 20}],
-              base={"kind": "bayesian-ridge", "max_iter": 50},
-              methods={"s": {"kind": "split-conformal", "score": "normalized"}, "v": {"kind": "vovk"}}),
-    spec_dict(datasets=[{"name": "t", "path": "text.csv", "target": "y", "one_hot": ["soil"]},
-                        {"name": "bom", "path": "bom.csv", "target": "y"}],
-              base={"kind": "gp", "kernel": "matern", "p": 2}, levels=[0.1, 0.5, 0.9],
-              methods={"g": {"kind": "sharp-gp", "variant": "scaled"}, "j": {"kind": "jackknife-plus-gp"}}),
+    spec_dict(
+        datasets=["diabetes", {"name": "m", "path": "good.csv", "target": "y", "subsample": 20}],
+        base={"kind": "bayesian-ridge", "max_iter": 50},
+        methods={"s": {"kind": "split-conformal", "score": "normalized"}, "v": {"kind": "vovk"}},
+    ),
+    spec_dict(
+        datasets=[
+            {"name": "t", "path": "text.csv", "target": "y", "one_hot": ["soil"]},
+            {"name": "bom", "path": "bom.csv", "target": "y"},
+        ],
+        base={"kind": "gp", "kernel": "matern", "p": 2},
+        levels=[0.1, 0.5, 0.9],
+        methods={"g": {"kind": "sharp-gp", "variant": "scaled"}, "j": {"kind": "jackknife-plus-gp"}},
+    ),
 ]
-_EDIT_PATHS = [("repetitions",), ("seed",), ("standardize",), ("metrics",), ("confidence_levels",), ("levels",),
-               ("split", "train"), ("split", "calibrate"), ("base", "kind"), ("base", "fit_intercept"),
-               ("base", "kernel"), ("base", "n_restarts"), ("base", "theta"), ("methods", "b", "kind"),
-               ("methods", "iso", "extrapolate"), ("methods", "s", "beta"), ("datasets", 0, "n"),
-               ("datasets", 0, "name"), ("datasets", 0, "dim"), ("datasets", 0, "noise"), ("datasets", 1, "path"),
-               ("datasets", 1, "target"), ("datasets", 1, "features"), ("datasets", 1, "exclude"),
-               ("datasets", 1, "subsample"), ("datasets", 0, "split"), ("name",), ("datasets",), ("methods",)]
+_EDIT_PATHS = [
+    ("repetitions",),
+    ("seed",),
+    ("standardize",),
+    ("metrics",),
+    ("confidence_levels",),
+    ("levels",),
+    ("split", "train"),
+    ("split", "calibrate"),
+    ("base", "kind"),
+    ("base", "fit_intercept"),
+    ("base", "kernel"),
+    ("base", "n_restarts"),
+    ("base", "theta"),
+    ("methods", "b", "kind"),
+    ("methods", "iso", "extrapolate"),
+    ("methods", "s", "beta"),
+    ("datasets", 0, "n"),
+    ("datasets", 0, "name"),
+    ("datasets", 0, "dim"),
+    ("datasets", 0, "noise"),
+    ("datasets", 1, "path"),
+    ("datasets", 1, "target"),
+    ("datasets", 1, "features"),
+    ("datasets", 1, "exclude"),
+    ("datasets", 1, "subsample"),
+    ("datasets", 0, "split"),
+    ("name",),
+    ("datasets",),
+    ("methods",),
+]
 
 
 def _edited(doc, edits):

@@ -151,10 +151,17 @@ def _entry(kernel="se", p=0):
     return _compiled(_GraphKey("exact", kernel, p, mode if isinstance(mode, (str, type(None))) else id(mode)))
 
 
-@pytest.mark.parametrize("mean,noise,include_noise,kernel,p", [
-    ("zero", True, True, "se", 2), ("constant", True, False, "se", 2), ("zero", False, True, "se", 2),
-    ("zero", True, True, "matern", 0), ("constant", True, True, "matern", 1),
-    ("zero", True, False, "matern", 2)])
+@pytest.mark.parametrize(
+    "mean,noise,include_noise,kernel,p",
+    [
+        ("zero", True, True, "se", 2),
+        ("constant", True, False, "se", 2),
+        ("zero", False, True, "se", 2),
+        ("zero", True, True, "matern", 0),
+        ("constant", True, True, "matern", 1),
+        ("zero", True, False, "matern", 2),
+    ],
+)
 def test_graph_sigma_matches_gp_and_gradient(mean, noise, include_noise, kernel, p):
     rng = np.random.default_rng(7)
     X, y = rng.normal(size=(25, 2)), rng.normal(size=25)
@@ -166,13 +173,22 @@ def test_graph_sigma_matches_gp_and_gradient(mean, noise, include_noise, kernel,
     entry = _entry(kernel, p if kernel == "matern" else 0)
     tied = 0.0 if noise else gp.nugget
     with entry.lock:
-        entry.set_data({
-            "X_train": X, "X_cal": Xc, "residual": rc, "level": np.asarray(0.8),
-            "phi_ref": phi, "anchor": phi, "free": np.array([1.0, 1.0, 1.0, float(noise)]),
-            "constrained": np.asarray(0.0), "include_noise": np.asarray(float(include_noise)),
-            "noise_tied": np.asarray(tied), "constant_mean": np.asarray(float(mean == "constant")),
-            "prior_sd": np.asarray(3.0),
-        })
+        entry.set_data(
+            {
+                "X_train": X,
+                "X_cal": Xc,
+                "residual": rc,
+                "level": np.asarray(0.8),
+                "phi_ref": phi,
+                "anchor": phi,
+                "free": np.array([1.0, 1.0, 1.0, float(noise)]),
+                "constrained": np.asarray(0.0),
+                "include_noise": np.asarray(float(include_noise)),
+                "noise_tied": np.asarray(tied),
+                "constant_mean": np.asarray(float(mean == "constant")),
+                "prior_sd": np.asarray(3.0),
+            }
+        )
         try:
             lp, g, beta, sharp, sigma, phi_out = entry(phi)
             _, sd = gp.predict_mean_std(Xc, theta=theta, include_noise=include_noise)
@@ -182,8 +198,7 @@ def test_graph_sigma_matches_gp_and_gradient(mean, noise, include_noise, kernel,
             assert sharp == pytest.approx(np.mean((beta * sd) ** 2), rel=1e-8)
             # gradient by central differences (away from a sort switch: small step)
             eps = 1e-6
-            fd = np.array([(entry(phi + eps * e)[0] - entry(phi - eps * e)[0]) / (2 * eps)
-                           for e in np.eye(phi.size)])
+            fd = np.array([(entry(phi + eps * e)[0] - entry(phi - eps * e)[0]) / (2 * eps) for e in np.eye(phi.size)])
             # (the interpolating base is ill-conditioned: FD error ~1e-5 of the gradient's scale)
             np.testing.assert_allclose(g, fd, rtol=1e-4, atol=1e-4 * np.abs(g).max())
             # Remark 5.3's constrained mode: φ = anchor - exp(u)
@@ -199,20 +214,30 @@ def test_graph_sigma_sparse_vfe():
     X, y = rng.uniform(-2, 2, size=(120, 2)), rng.normal(size=120)
     Xc = rng.uniform(-2, 2, size=(10, 2))
     theta = {"lengthscale": np.array([0.9, 1.4]), "variance": 1.1, "noise": 0.1}
-    sgp = SparseGaussianProcessRegressor(n_inducing=15, theta=theta, optimize=False,
-                                         random_state=0).fit(X, y)
+    sgp = SparseGaussianProcessRegressor(n_inducing=15, theta=theta, optimize=False, random_state=0).fit(X, y)
     new = {"lengthscale": np.array([0.4, 3.0]), "variance": 0.6, "noise": 0.05}
     phi = _phi_from_theta(new, 2)
     mode = get_compile_mode()
     entry = _compiled(_GraphKey("vfe", "se", 0, mode if isinstance(mode, (str, type(None))) else id(mode)))
     with entry.lock:
-        entry.set_data({
-            "X_train": X, "X_cal": Xc, "residual": rng.normal(size=10), "level": np.asarray(0.5),
-            "phi_ref": phi, "anchor": phi, "free": np.ones(4), "constrained": np.asarray(0.0),
-            "include_noise": np.asarray(1.0), "noise_tied": np.asarray(0.0),
-            "constant_mean": np.asarray(0.0), "prior_sd": np.asarray(3.0),
-            "Z": sgp.inducing_points_, "jitter": np.asarray(sgp.jitter),
-        })
+        entry.set_data(
+            {
+                "X_train": X,
+                "X_cal": Xc,
+                "residual": rng.normal(size=10),
+                "level": np.asarray(0.5),
+                "phi_ref": phi,
+                "anchor": phi,
+                "free": np.ones(4),
+                "constrained": np.asarray(0.0),
+                "include_noise": np.asarray(1.0),
+                "noise_tied": np.asarray(0.0),
+                "constant_mean": np.asarray(0.0),
+                "prior_sd": np.asarray(3.0),
+                "Z": sgp.inducing_points_,
+                "jitter": np.asarray(sgp.jitter),
+            }
+        )
         try:
             sigma = entry(phi)[4]
         finally:
@@ -237,8 +262,7 @@ def test_theorem_5_4_coverage_knots_and_interpolated(toy, full_fit):
     n_cal = full_fit.n_calibration_
     # knots: exact on the calibration set, within the theorem's band on held-out data
     knots = full_fit.knot_level_
-    np.testing.assert_allclose(full_fit.diagnostics_["coverage"].values, knots * (n_cal + 1) / n_cal,
-                               atol=1.5 / n_cal)
+    np.testing.assert_allclose(full_fit.diagnostics_["coverage"].values, knots * (n_cal + 1) / n_cal, atol=1.5 / n_cal)
     qk = full_fit.quantile(toy["Xt"], knots)
     cov = np.mean(yt[:, None] <= qk, axis=0)
     assert np.all(np.abs(cov - knots) <= _coverage_tolerance(knots, n_cal, yt.size))
@@ -302,8 +326,10 @@ def test_ucb_is_the_calibrated_upper_quantile(toy, full_fit):
 
 
 def test_fit_is_deterministic_under_seed(toy):
-    fits = [SharpCalibratedGP(estimator=toy["gp"], n_levels=4, n_restarts=3, random_state=5).fit(
-        toy["Xc"], toy["yc"]) for _ in range(2)]
+    fits = [
+        SharpCalibratedGP(estimator=toy["gp"], n_levels=4, n_restarts=3, random_state=5).fit(toy["Xc"], toy["yc"])
+        for _ in range(2)
+    ]
     np.testing.assert_array_equal(fits[0].nodes_beta_, fits[1].nodes_beta_)
     np.testing.assert_array_equal(fits[0].nodes_log_theta_, fits[1].nodes_log_theta_)
 
@@ -328,7 +354,8 @@ def test_scaled_variant_is_a_one_factor_family(toy, full_fit):
 
 def test_cross_fitted_variant(toy):
     s = SharpCalibratedGP(estimator=toy["gp"], variant="cross-fitted", n_levels=11, random_state=3).fit(
-        toy["Xc"], toy["yc"])
+        toy["Xc"], toy["yc"]
+    )
     assert s.n_calibration_ == 100 and s.diagnostics_.attrs["n_fit"] == 100
     k = s.knot_level_
     np.testing.assert_allclose(k * 101, np.round(k * 101))  # knots j/(N_B + 1)
@@ -340,34 +367,40 @@ def test_cross_fitted_variant(toy):
 
 
 def test_train_subset_recomputes_beta_on_all_training_data(toy):
-    s = SharpCalibratedGP(estimator=toy["gp"], n_train_subset=30, n_levels=5, random_state=0).fit(
-        toy["Xc"], toy["yc"])
+    s = SharpCalibratedGP(estimator=toy["gp"], n_train_subset=30, n_levels=5, random_state=0).fit(toy["Xc"], toy["yc"])
     assert s.diagnostics_.attrs["train_subset"] == 1
     # β is exact for the posterior on all 60 training points at every knot
     n = 200
-    np.testing.assert_allclose(s.diagnostics_["coverage"].values, s.knot_level_ * (n + 1) / n,
-                               atol=1.5 / n)
+    np.testing.assert_allclose(s.diagnostics_["coverage"].values, s.knot_level_ * (n + 1) / n, atol=1.5 / n)
 
 
 def test_sparse_base(toy):
     rng = np.random.default_rng(11)
     X, y = _toy(rng, 400)
     theta = dict(toy["gp"].theta_)
-    sgp = SparseGaussianProcessRegressor(n_inducing=20, theta=theta, optimize=False,
-                                         random_state=0).fit(X[:200], y[:200])
+    sgp = SparseGaussianProcessRegressor(n_inducing=20, theta=theta, optimize=False, random_state=0).fit(
+        X[:200], y[:200]
+    )
     s = SharpCalibratedGP(estimator=sgp, n_levels=5, random_state=0).fit(X[200:], y[200:])
     assert s.diagnostics_.attrs["train_subset"] == 0  # n <= 500: the VFE graph itself
-    np.testing.assert_allclose(s.diagnostics_["coverage"].values, s.knot_level_ * 201 / 200,
-                               atol=1.5 / 200)
+    np.testing.assert_allclose(s.diagnostics_["coverage"].values, s.knot_level_ * 201 / 200, atol=1.5 / 200)
     assert np.all(np.diff(s.quantile(toy["Xt"][:100], [0.1, 0.5, 0.9]), axis=1) >= 0)
 
 
 def test_run_sharp_gp_task_context(toy):
     from calibprob.compare.methods import TaskContext
 
-    ctx = TaskContext(X_train=toy["gp"].X_train_, y_train=toy["gp"].y_train_, X_cal=toy["Xc"],
-                      y_cal=toy["yc"], X_test=toy["Xt"][:40], base=toy["gp"], base_spec={"kind": "gp"},
-                      levels=np.array([0.05, 0.5, 0.95]), seed=4)
+    ctx = TaskContext(
+        X_train=toy["gp"].X_train_,
+        y_train=toy["gp"].y_train_,
+        X_cal=toy["Xc"],
+        y_cal=toy["yc"],
+        X_test=toy["Xt"][:40],
+        base=toy["gp"],
+        base_spec={"kind": "gp"},
+        levels=np.array([0.05, 0.5, 0.95]),
+        seed=4,
+    )
     from calibprob.compare.methods import METHOD_KINDS
 
     ds = METHOD_KINDS["sharp-gp"].func(ctx, variant="scaled", n_levels=9)
@@ -397,11 +430,16 @@ def _fig2_widths(seed):
     sharp = SharpCalibratedGP(estimator=gp, random_state=0).fit(Xc, yc)
     out["sharp"] = sharp.quantile(Xt, lv)
     pc, pt_ = gp.predict(Xc, levels=lv), gp.predict(Xt, levels=lv)
-    for name, cal in (("RK", IsotonicRecalibrator()), ("RV", VovkRecalibrator(random_state=0)),
-                      ("RM", MarxRecalibrator())):
+    for name, cal in (
+        ("RK", IsotonicRecalibrator()),
+        ("RV", VovkRecalibrator(random_state=0)),
+        ("RM", MarxRecalibrator()),
+    ):
         out[name] = cal.fit(pc, yc).predict(pt_).calib.quantiles
-    return {k: (float(np.mean(q[:, 1] - q[:, 0])), float(np.mean((yt >= q[:, 0]) & (yt <= q[:, 1]))))
-            for k, q in out.items()}
+    return {
+        k: (float(np.mean(q[:, 1] - q[:, 0])), float(np.mean((yt >= q[:, 0]) & (yt <= q[:, 1]))))
+        for k, q in out.items()
+    }
 
 
 def test_fig2_toy_sharper_than_recalibration_baselines():
@@ -448,8 +486,7 @@ def test_theorem_5_4_marginal_over_repetitions(variant, levels):
         Xc, yc = _toy(rng, n_cal)
         Xt, yt = _toy(rng, n_test)
         gp = _fixed_gp(Xtr, ytr)
-        s = SharpCalibratedGP(estimator=gp, variant=variant, levels=levels, n_restarts=2,
-                              random_state=rep).fit(Xc, yc)
+        s = SharpCalibratedGP(estimator=gp, variant=variant, levels=levels, n_restarts=2, random_state=rep).fit(Xc, yc)
         covs.append(np.mean(yt[:, None] <= s.quantile(Xt, lv), axis=0))
     covs = np.array(covs)
     n_b = n_cal if variant == "full" else n_cal // 2

@@ -33,16 +33,20 @@ def skewed_z(rng, n, df=3, s=0.4):
     return calibprob.from_quantiles(q, DEFAULT_LEVELS)
 
 
-@pytest.mark.parametrize("transform, g, log_jac", [
-    ("log", np.log, lambda y: -np.log(y)),
-    ("log1p", np.log1p, lambda y: -np.log1p(y)),
-])
+@pytest.mark.parametrize(
+    "transform, g, log_jac",
+    [
+        ("log", np.log, lambda y: -np.log(y)),
+        ("log1p", np.log1p, lambda y: -np.log1p(y)),
+    ],
+)
 def test_nll_is_the_hand_computed_jacobian_corrected_value(transform, g, log_jac):
     rng = np.random.default_rng(0)
     pz = skewed_z(rng, 300, df=5, s=0.25)
     zq = pz["quantile"].values
-    y = (np.exp if transform == "log" else np.expm1)(zq[np.arange(300), rng.integers(0, 99, 300)]
-                                                     + 0.05 * rng.normal(size=300))
+    y = (np.exp if transform == "log" else np.expm1)(
+        zq[np.arange(300), rng.integers(0, 99, 300)] + 0.05 * rng.normal(size=300)
+    )
     py = back_transform(pz, transform)
     # log f_Y(y) = log f_Z(g(y)) + log g'(y), with f_Z the contract's law of the stored z-quantiles
     by_hand = quantile_logpdf(zq, DEFAULT_LEVELS, g(y)) + log_jac(y)
@@ -65,7 +69,8 @@ def test_gaussian_on_the_log_scale_is_the_lognormal():
     # CRPS of the lognormal, Baran & Lerch (2015), eq. (5)
     z = (np.log(y) - mu) / s
     ref = y * (2 * special.ndtr(z) - 1) - 2 * np.exp(mu + s**2 / 2) * (
-        special.ndtr(z - s) + special.ndtr(s / np.sqrt(2)) - 1)
+        special.ndtr(z - s) + special.ndtr(s / np.sqrt(2)) - 1
+    )
     assert float(crps(py, y)) == pytest.approx(ref.mean(), rel=1e-12)
     m = evaluate(py, y)
     assert float(m["crps"]) == pytest.approx(ref.mean(), rel=1e-12)
@@ -104,8 +109,7 @@ def _crps_by_quadrature(zrow, y):
         qv = np.exp(quantile_ppf_zscore(zrow[None, :], DEFAULT_LEVELS, [u])[0, 0])
         return 2 * ((qv > y) - special.ndtr(u)) * (qv - y) * np.exp(-u * u / 2) / np.sqrt(2 * np.pi)
 
-    return sum(integrate.quad(f, a, b, epsabs=1e-14, epsrel=1e-13, limit=200)[0]
-               for a, b in zip(edges[:-1], edges[1:]))
+    return sum(integrate.quad(f, a, b, epsabs=1e-14, epsrel=1e-13, limit=200)[0] for a, b in zip(edges[:-1], edges[1:]))
 
 
 def test_crps_of_a_skewed_law_equals_quadrature():
@@ -113,7 +117,7 @@ def test_crps_of_a_skewed_law_equals_quadrature():
     zq = skewed_z(rng, 3)["quantile"].values
     for i in range(3):
         for y in (0.5, 2.0, 30.0, -1.0):  # below, in and above the bulk; below the support
-            exact = crps_exp_pieces(np.array([y]), zq[i:i + 1], DEFAULT_LEVELS)[0]
+            exact = crps_exp_pieces(np.array([y]), zq[i : i + 1], DEFAULT_LEVELS)[0]
             assert exact == pytest.approx(_crps_by_quadrature(zq[i], y), rel=1e-11, abs=1e-12), (i, y)
 
 
@@ -123,8 +127,9 @@ def test_moments_of_a_skewed_law_equal_quadrature():
     py = back_transform(pz, "log1p")
     zq = pz["quantile"].values
     for i in range(2):
+
         def q(u, k):
-            return np.expm1(quantile_ppf_zscore(zq[i:i + 1], DEFAULT_LEVELS, [u])[0, 0]) ** k * stats.norm.pdf(u)
+            return np.expm1(quantile_ppf_zscore(zq[i : i + 1], DEFAULT_LEVELS, [u])[0, 0]) ** k * stats.norm.pdf(u)
 
         edges = np.concatenate([[-38.0], special.ndtri(DEFAULT_LEVELS), [38.0]])
         m1 = sum(integrate.quad(q, a, b, args=(1,), epsabs=1e-14)[0] for a, b in zip(edges[:-1], edges[1:]))
@@ -158,16 +163,21 @@ def test_transformed_target_regressor_fits_on_the_log_scale():
     y = np.exp(1.0 + X @ [1.0, -0.5] + 0.2 * rng.normal(size=200))
     model = TransformedTargetRegressor(estimator=calibprob.LinearRegression()).fit(X, y)
     direct = calibprob.LinearRegression().fit(X, np.log(y)).predict(X[:10])
-    np.testing.assert_allclose(model.predict(X[:10])["quantile"].values, np.exp(direct["quantile"].values),
-                               rtol=1e-14)
+    np.testing.assert_allclose(model.predict(X[:10])["quantile"].values, np.exp(direct["quantile"].values), rtol=1e-14)
 
 
 def test_bad_input_is_refused_with_the_fix():
-    with pytest.raises(ValueError, match=r"target_transform='log' needs y > 0; y has 2 value\(s\) <= 0 "
-                                         r"\(the first, y\[1\] = 0\.0\).*'log1p'"):
+    with pytest.raises(
+        ValueError,
+        match=r"target_transform='log' needs y > 0; y has 2 value\(s\) <= 0 "
+        r"\(the first, y\[1\] = 0\.0\).*'log1p'",
+    ):
         transform_target([1.0, 0.0, -2.0], "log")
-    with pytest.raises(ValueError, match=r"target_transform='log1p' needs y > -1; y has 1 value\(s\) <= -1 "
-                                         r"\(the first, y\[0\] = -1\.0\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"target_transform='log1p' needs y > -1; y has 1 value\(s\) <= -1 "
+        r"\(the first, y\[0\] = -1\.0\)",
+    ):
         transform_target([-1.0, 3.0], "log1p")
     with pytest.raises(ValueError, match=r"target_transform must be one of 'log', 'log1p'; got 'sqrt'"):
         transform_target([1.0], "sqrt")
@@ -202,8 +212,10 @@ def test_spec_key_and_the_runner_score_on_the_original_scale(tmp_path):
     path = tmp_path / "d.csv"
     np.savetxt(path, np.c_[X, price], delimiter=",", header="a,b,price", comments="")
     spec_dict = {
-        "name": "t", "datasets": [{"name": "d", "path": str(path), "target": "price"}],
-        "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25}, "base": {"kind": "ols"},
+        "name": "t",
+        "datasets": [{"name": "d", "path": str(path), "target": "price"}],
+        "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+        "base": {"kind": "ols"},
         "methods": {"vanilla": {"kind": "base"}, "cps": {"kind": "conformal-predictive"}},
         "target_transform": "log",
     }

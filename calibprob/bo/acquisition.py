@@ -244,8 +244,9 @@ def probability_of_improvement(mu, sigma, best: float, law: StandardizedLaw, xi:
     return law.cdf((best - xi - mu) / sigma)
 
 
-def acquisition_loss(name: str, mu, sigma, *, law: StandardizedLaw, best: float,
-                     kappa: float = 2.0, xi: float = 0.0) -> np.ndarray:
+def acquisition_loss(
+    name: str, mu, sigma, *, law: StandardizedLaw, best: float, kappa: float = 2.0, xi: float = 0.0
+) -> np.ndarray:
     """The acquisition as a loss to *minimise* over x (``lcb``/``ucb``: the bound; ``ei``/``pi``: minus).
 
     Parameters
@@ -293,8 +294,16 @@ def acquisition_loss(name: str, mu, sigma, *, law: StandardizedLaw, best: float,
     raise ValueError(f"acquisition must be one of 'lcb', 'ucb', 'ei', 'pi'; got {name!r}.")
 
 
-def minimize_on_box(fun, d: int, rng: np.random.Generator, *, n_candidates: int | None = None,
-                    n_starts: int = 5, extra_starts=None, maxiter: int = 200):
+def minimize_on_box(
+    fun,
+    d: int,
+    rng: np.random.Generator,
+    *,
+    n_candidates: int | None = None,
+    n_starts: int = 5,
+    extra_starts=None,
+    maxiter: int = 200,
+):
     r"""Minimise a vectorised function on :math:`[0, 1]^d` by multi-start L-BFGS-B.
 
     ``n_candidates`` seeded uniform points are screened (default
@@ -344,8 +353,7 @@ def minimize_on_box(fun, d: int, rng: np.random.Generator, *, n_candidates: int 
         return v if np.isfinite(v) else 1e300
 
     for x0 in starts:
-        res = optimize.minimize(scalar, x0, method="L-BFGS-B", bounds=[(0.0, 1.0)] * d,
-                                options={"maxiter": maxiter})
+        res = optimize.minimize(scalar, x0, method="L-BFGS-B", bounds=[(0.0, 1.0)] * d, options={"maxiter": maxiter})
         if res.fun < best_v:
             best_x, best_v = np.clip(res.x, 0.0, 1.0), float(res.fun)
     return best_x, best_v

@@ -31,17 +31,32 @@ def add_bo_parser(subparsers):
         "bo",
         help="calibrated vs uncalibrated Bayesian optimisation on test functions (Table 1)",
         description="Run (calibrated) Bayesian optimisation on named test functions over many "
-                    "seeds and print the comparison table of Deshpande et al. (2024).",
+        "seeds and print the comparison table of Deshpande et al. (2024).",
     )
-    p.add_argument("--functions", nargs="+", default=["forrester"],
-                   help="test functions (calibprob.datasets.available_functions()), default forrester")
-    p.add_argument("--acquisitions", nargs="+", default=["ucb", "ei"],
-                   choices=["ucb", "lcb", "ei", "pi"], help="acquisition functions (default ucb ei)")
-    p.add_argument("--methods", nargs="+", default=["calibrated", "uncalibrated"], choices=list(METHODS),
-                   help="methods to compare; 'calibrated' (LOO, Algorithm 4) is the reference")
+    p.add_argument(
+        "--functions",
+        nargs="+",
+        default=["forrester"],
+        help="test functions (calibprob.datasets.available_functions()), default forrester",
+    )
+    p.add_argument(
+        "--acquisitions",
+        nargs="+",
+        default=["ucb", "ei"],
+        choices=["ucb", "lcb", "ei", "pi"],
+        help="acquisition functions (default ucb ei)",
+    )
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        default=["calibrated", "uncalibrated"],
+        choices=list(METHODS),
+        help="methods to compare; 'calibrated' (LOO, Algorithm 4) is the reference",
+    )
     p.add_argument("--seeds", type=int, default=20, help="number of seeds (0..N-1), default 20")
-    p.add_argument("--n-init", type=int, nargs="+", default=[3],
-                   help="initial design size: one value, or one per function")
+    p.add_argument(
+        "--n-init", type=int, nargs="+", default=[3], help="initial design size: one value, or one per function"
+    )
     p.add_argument("--n-steps", type=int, default=25, help="BO steps after the initial design")
     p.add_argument("--eta", type=float, default=0.25, help="OSD step size of the recalibrator (> 0)")
     p.add_argument("--kappa", type=float, default=2.0, help="confidence-bound weight (level Phi(-kappa))")
@@ -75,18 +90,39 @@ def cmd_bo(args) -> int:
             check_scheduler_address(args.scheduler)
         if args.out:
             check_output_path(args.out)  # before any task runs
-        config = {"n_init": int(n_init[0]), "n_steps": int(args.n_steps), "eta": float(args.eta),
-                  "kappa": float(args.kappa), "refit_every": int(args.refit_every)}
+        config = {
+            "n_init": int(n_init[0]),
+            "n_steps": int(args.n_steps),
+            "eta": float(args.eta),
+            "kappa": float(args.kappa),
+            "refit_every": int(args.refit_every),
+        }
         if len(n_init) > 1:
             config["n_init_per_function"] = dict(zip(args.functions, map(int, n_init)))
-        where = (f"Dask cluster at {args.scheduler}" if args.scheduler
-                 else f"LocalCluster with {args.workers} workers" if args.workers else "serially")
-        print(f"calibprob bo: {len(args.functions)} function(s) × {len(args.acquisitions)} acquisition(s) × "
-              f"{len(args.methods)} method(s) × {args.seeds} seeds, running {where}", file=sys.stderr)
+        where = (
+            f"Dask cluster at {args.scheduler}"
+            if args.scheduler
+            else f"LocalCluster with {args.workers} workers"
+            if args.workers
+            else "serially"
+        )
+        print(
+            f"calibprob bo: {len(args.functions)} function(s) × {len(args.acquisitions)} acquisition(s) × "
+            f"{len(args.methods)} method(s) × {args.seeds} seeds, running {where}",
+            file=sys.stderr,
+        )
         t0 = time.perf_counter()
-        ds = run_experiment(args.functions, args.acquisitions, args.methods, args.seeds, out=args.out,
-                            workers=args.workers, scheduler=args.scheduler,
-                            progress=not args.no_progress, **config)
+        ds = run_experiment(
+            args.functions,
+            args.acquisitions,
+            args.methods,
+            args.seeds,
+            out=args.out,
+            workers=args.workers,
+            scheduler=args.scheduler,
+            progress=not args.no_progress,
+            **config,
+        )
     except (ValueError, TypeError) as err:
         print(f"calibprob: error: {err}", file=sys.stderr)
         return 2
@@ -104,12 +140,15 @@ def cmd_bo(args) -> int:
     if not all_failed:
         print(format_bo_table(bo_table(ds)))
     if failed:
-        print(f"\n{len(failed)} of {ran} run(s) failed (failed runs are retried on the next run with --out):",
-              file=sys.stderr)
+        print(
+            f"\n{len(failed)} of {ran} run(s) failed (failed runs are retried on the next run with --out):",
+            file=sys.stderr,
+        )
         print(failure_table(failed), file=sys.stderr)
     if all_failed:
-        print("calibprob: error: every run failed, no table to show; fix the cause above and run again.",
-              file=sys.stderr)
+        print(
+            "calibprob: error: every run failed, no table to show; fix the cause above and run again.", file=sys.stderr
+        )
         return 1
     if args.plots:
         for path in _write_plots(ds, Path(args.plots)):

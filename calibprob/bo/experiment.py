@@ -100,7 +100,8 @@ def run_task(config: dict, function: str, acquisition: str, method: str, seed: i
     ev, st = res["evaluations"].to_dataset(), res["steps"].to_dataset()
     ds = xr.Dataset(
         {
-            "y": ev["y"], "best_so_far": ev["best_so_far"],
+            "y": ev["y"],
+            "best_so_far": ev["best_so_far"],
             "x": ev["x"].rename(feature="feature"),
             "calibration_error": st["calibration_error"],
             "calibration_error_base": st["calibration_error_base"],
@@ -119,8 +120,9 @@ def run_task(config: dict, function: str, acquisition: str, method: str, seed: i
 
 def _failed(key, msg: str) -> xr.Dataset:
     function, acquisition, method, seed = key
-    return xr.Dataset({"error": msg}).expand_dims(function=[function], acquisition=[acquisition],
-                                                   method=[method], seed=[int(seed)])
+    return xr.Dataset({"error": msg}).expand_dims(
+        function=[function], acquisition=[acquisition], method=[method], seed=[int(seed)]
+    )
 
 
 def _part_name(key) -> str:
@@ -136,8 +138,24 @@ def _check_config(config: dict, acquisitions) -> None:
     from calibprob._validation import check_int
     from calibprob.online.recalibrator import check_eta
 
-    known = {"n_init", "n_steps", "eta", "kappa", "xi", "refit_every", "n_init_per_function", "coupling",
-             "levels", "init_design", "n_candidates", "n_starts", "sharp_level", "blas_threads", "gp", "dim"}
+    known = {
+        "n_init",
+        "n_steps",
+        "eta",
+        "kappa",
+        "xi",
+        "refit_every",
+        "n_init_per_function",
+        "coupling",
+        "levels",
+        "init_design",
+        "n_candidates",
+        "n_starts",
+        "sharp_level",
+        "blas_threads",
+        "gp",
+        "dim",
+    }
     for k in config:
         if k not in known:
             raise ValueError(f"unknown option {k!r} of run_experiment; valid: {', '.join(sorted(known))}.")
@@ -236,23 +254,40 @@ def run_experiment(
         if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
             raise ValueError(f"seeds must be distinct non-negative integers; got {seeds!r}.")
     _check_config(config, acquisitions)
-    keys = [(f, a, m, s) for f in functions for a in acquisitions for m in methods for s in seeds
-            if _applicable(m, a)]
+    keys = [(f, a, m, s) for f in functions for a in acquisitions for m in methods for s in seeds if _applicable(m, a)]
     if not keys:
         raise ValueError("no task to run: 'sharp' runs only with the ucb/lcb acquisitions; add one of them.")
     fp = _fingerprint(config)
 
     def run(output):
-        return execute(run_task, config, keys, fingerprint=fp, on_error=_failed, coords=_coords,
-                       output=output, part_name=_part_name, workers=workers, scheduler=scheduler,
-                       progress=progress, desc="bo", unit="run")
+        return execute(
+            run_task,
+            config,
+            keys,
+            fingerprint=fp,
+            on_error=_failed,
+            coords=_coords,
+            output=output,
+            part_name=_part_name,
+            workers=workers,
+            scheduler=scheduler,
+            progress=progress,
+            desc="bo",
+            unit="run",
+        )
 
     def combine(results):
         combined = _combine([results[k] for k in keys]).reindex(
-            {"function": functions, "acquisition": list(acquisitions), "method": list(methods), "seed": seeds})
-        combined.attrs.update({"config": json.dumps(config, sort_keys=True, default=str),
-                               "config_fingerprint": fp, "reference_method": "calibrated",
-                               "title": "calibprob Bayesian-optimisation experiment"})
+            {"function": functions, "acquisition": list(acquisitions), "method": list(methods), "seed": seeds}
+        )
+        combined.attrs.update(
+            {
+                "config": json.dumps(config, sort_keys=True, default=str),
+                "config_fingerprint": fp,
+                "reference_method": "calibrated",
+                "title": "calibprob Bayesian-optimisation experiment",
+            }
+        )
         return combined
 
     if out is None:
@@ -286,7 +321,7 @@ def _curves(ds: xr.Dataset, function, acquisition, method) -> np.ndarray:
     n_ev = sub["n_evaluations"].values
     n_ev = int(np.nanmax(n_ev)) if np.isfinite(n_ev).any() else sub.sizes["evaluation"]
     bsf = sub["best_so_far"].transpose("seed", "evaluation").values
-    return bsf[:, n0 - 1:n_ev]
+    return bsf[:, n0 - 1 : n_ev]
 
 
 def win_fraction(reference: np.ndarray, baseline: np.ndarray, tol: float) -> float:
@@ -372,8 +407,10 @@ def bo_table(ds: xr.Dataset, *, reference: str = "calibrated", tol_fraction: flo
     """
     fns, acqs, meths = (list(ds[c].values) for c in ("function", "acquisition", "method"))
     shape = (len(fns), len(acqs), len(meths))
-    out = {k: np.full(shape, np.nan) for k in ("min_mean", "min_se", "win_fraction", "auc",
-                                               "auc_seed_mean", "n_seeds", "final_calibration_error")}
+    out = {
+        k: np.full(shape, np.nan)
+        for k in ("min_mean", "min_se", "win_fraction", "auc", "auc_seed_mean", "n_seeds", "final_calibration_error")
+    }
     for i, f in enumerate(fns):
         for j, a in enumerate(acqs):
             curves = {}
@@ -404,8 +441,7 @@ def bo_table(ds: xr.Dataset, *, reference: str = "calibrated", tol_fraction: flo
                 if hi_b > lo_b:
                     good = c[np.isfinite(c).all(axis=1)]
                     if good.size:
-                        out["auc_seed_mean"][i, j, k] = float(np.mean(
-                            normalized_auc(good, lower=lo_b, upper=hi_b)))
+                        out["auc_seed_mean"][i, j, k] = float(np.mean(normalized_auc(good, lower=lo_b, upper=hi_b)))
                 if m != reference and reference in curves:
                     out["win_fraction"][i, j, k] = win_fraction(curves[reference], c, tol)
                 ce = ds["calibration_error"].sel({"function": f, "acquisition": a, "method": m})
@@ -414,9 +450,11 @@ def bo_table(ds: xr.Dataset, *, reference: str = "calibrated", tol_fraction: flo
                 if last.size:
                     out["final_calibration_error"][i, j, k] = last.mean()
     dims = ("function", "acquisition", "method")
-    return xr.Dataset({k: (dims, v) for k, v in out.items()},
-                      coords={"function": fns, "acquisition": acqs, "method": meths},
-                      attrs={"reference_method": reference, "tol_fraction": tol_fraction})
+    return xr.Dataset(
+        {k: (dims, v) for k, v in out.items()},
+        coords={"function": fns, "acquisition": acqs, "method": meths},
+        attrs={"reference_method": reference, "tol_fraction": tol_fraction},
+    )
 
 
 def format_bo_table(table: xr.Dataset) -> str:
@@ -454,12 +492,20 @@ def format_bo_table(table: xr.Dataset) -> str:
                     continue
                 se = float(r["min_se"])
                 wf = float(r["win_fraction"])
-                rows.append([str(f), str(a), str(m),
-                             f"{float(r['min_mean']):.4g} ({se:.2g})" if np.isfinite(se) else f"{float(r['min_mean']):.4g}",
-                             "—" if not np.isfinite(wf) else f"{wf:.2f}",
-                             "—" if not np.isfinite(r["auc"]) else f"{float(r['auc']):.3f}",
-                             "—" if not np.isfinite(r["final_calibration_error"]) else f"{float(r['final_calibration_error']):.4f}",
-                             f"{int(r['n_seeds'])}"])
+                rows.append(
+                    [
+                        str(f),
+                        str(a),
+                        str(m),
+                        f"{float(r['min_mean']):.4g} ({se:.2g})" if np.isfinite(se) else f"{float(r['min_mean']):.4g}",
+                        "—" if not np.isfinite(wf) else f"{wf:.2f}",
+                        "—" if not np.isfinite(r["auc"]) else f"{float(r['auc']):.3f}",
+                        "—"
+                        if not np.isfinite(r["final_calibration_error"])
+                        else f"{float(r['final_calibration_error']):.4f}",
+                        f"{int(r['n_seeds'])}",
+                    ]
+                )
     cells = [head] + rows
     widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
     lines = ["  ".join(t.ljust(w) for t, w in zip(row, widths)) for row in cells]

@@ -114,9 +114,7 @@ def check_bounds(bounds, d: int | None = None) -> np.ndarray:
     if arr.ndim == 1:
         arr = arr[None, :]
     if arr.shape[1] != 2:
-        raise ValueError(
-            f"bounds must have shape (d, 2) — one (lower, upper) pair per dimension; got {arr.shape}."
-        )
+        raise ValueError(f"bounds must have shape (d, 2) — one (lower, upper) pair per dimension; got {arr.shape}.")
     if d is not None and arr.shape[0] != d:
         raise ValueError(f"bounds must have {d} rows (one per input dimension); got {arr.shape[0]}.")
     bad = arr[:, 0] >= arr[:, 1]
@@ -326,12 +324,30 @@ def minimize(
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=check_int(blas_threads, "blas_threads", minimum=1), user_api="blas"):
-            return minimize(objective, bounds=bounds, n_init=n_init, n_steps=n_steps,
-                            acquisition=acquisition, calibration=calibration, eta=eta,
-                            coupling=coupling, levels=levels, kappa=kappa, xi=xi, gp=gp,
-                            refit_every=refit_every, X_init=X_init, init_design=init_design,
-                            n_candidates=n_candidates, n_starts=n_starts, sharp_level=sharp_level,
-                            optimum=optimum, dim=dim, seed=seed, blas_threads=None)
+            return minimize(
+                objective,
+                bounds=bounds,
+                n_init=n_init,
+                n_steps=n_steps,
+                acquisition=acquisition,
+                calibration=calibration,
+                eta=eta,
+                coupling=coupling,
+                levels=levels,
+                kappa=kappa,
+                xi=xi,
+                gp=gp,
+                refit_every=refit_every,
+                X_init=X_init,
+                init_design=init_design,
+                n_candidates=n_candidates,
+                n_starts=n_starts,
+                sharp_level=sharp_level,
+                optimum=optimum,
+                dim=dim,
+                seed=seed,
+                blas_threads=None,
+            )
     fn, box, optimum, name = _resolve_objective(objective, bounds, optimum, dim)
     d = box.shape[0]
     n_init = check_int(n_init, "n_init", minimum=1)
@@ -368,8 +384,9 @@ def minimize(
     if X_init is None:
         from calibprob.datasets.functions import TestFunction, sample_design
 
-        tf = TestFunction(name=name, dim=d, bounds=box, f=lambda X: X[:, 0], minimum=np.nan,
-                          minimizers=np.zeros((1, d)))
+        tf = TestFunction(
+            name=name, dim=d, bounds=box, f=lambda X: X[:, 0], minimum=np.nan, minimizers=np.zeros((1, d))
+        )
         X_init = sample_design(tf, n_init, seed=s_design, method=init_design)
     X_init = check_array(X_init, "X_init", ndim=2)
     if X_init.shape[1] != d:
@@ -380,9 +397,7 @@ def minimize(
     def evaluate(X):
         vals = np.asarray(fn(X), dtype=float).reshape(-1)
         if vals.shape[0] != X.shape[0]:
-            raise ValueError(
-                f"objective must return one value per row of X ({X.shape[0]}); got {vals.shape[0]}."
-            )
+            raise ValueError(f"objective must return one value per row of X ({X.shape[0]}); got {vals.shape[0]}.")
         return vals
 
     X = [x for x in X_init]
@@ -394,14 +409,32 @@ def minimize(
             "nothing to model. Check the objective or pass a larger / different initial design."
         )
 
-    rec_persistent = (OnlineQuantileRecalibrator(levels=levels, eta=eta, coupling=coupling).reset()
-                      if calibration == "online" else None)
+    rec_persistent = (
+        OnlineQuantileRecalibrator(levels=levels, eta=eta, coupling=coupling).reset()
+        if calibration == "online"
+        else None
+    )
     identity_law = StandardizedLaw(levels)
     theta = None
-    recs = {k: [] for k in ("forecast_mean", "forecast_std", "pit", "pit_base", "acquisition_value",
-                            "refit", "lengthscale", "variance", "noise", "time_model",
-                            "time_calibration", "time_acquisition", "n_calibration",
-                            "sharp_fitted")}
+    recs = {
+        k: []
+        for k in (
+            "forecast_mean",
+            "forecast_std",
+            "pit",
+            "pit_base",
+            "acquisition_value",
+            "refit",
+            "lengthscale",
+            "variance",
+            "noise",
+            "time_model",
+            "time_calibration",
+            "time_acquisition",
+            "n_calibration",
+            "sharp_fitted",
+        )
+    }
     rec_states = []
     for step in range(1, n_steps + 1):
         Xa = np.asarray(X)
@@ -442,13 +475,15 @@ def minimize(
         if acquisition == "sharp-ucb":
             fun = _sharp_acquisition(model, U, ys, sharp_level, int(gp_seeds[step - 1]))
         else:
+
             def fun(Uc, _model=model, _law=law, _best=best):
                 mu, sd = _model.predict_mean_std(Uc)
                 return acquisition_loss(acquisition, mu, sd, law=_law, best=_best, kappa=kappa, xi=xi)
 
         incumbent = U[finite][np.argmin(ys[finite])]
-        u_next, a_val = minimize_on_box(fun, d, rng_acq, n_candidates=n_candidates,
-                                        n_starts=n_starts, extra_starts=incumbent[None, :])
+        u_next, a_val = minimize_on_box(
+            fun, d, rng_acq, n_candidates=n_candidates, n_starts=n_starts, extra_starts=incumbent[None, :]
+        )
         t3 = time.perf_counter()
         x_next = lo + u_next * span
         mu_n, sd_n = model.predict_mean_std(u_next[None, :])
@@ -464,22 +499,50 @@ def minimize(
             u_base = u_used = np.nan
         X.append(x_next)
         y.append(y_next)
-        for key, val in (("forecast_mean", m + s * mu_n[0]), ("forecast_std", s * sd_n[0]),
-                         ("pit", u_used), ("pit_base", u_base), ("acquisition_value", a_val),
-                         ("refit", refit), ("lengthscale", np.asarray(theta["lengthscale"]) * span),
-                         ("variance", theta["variance"] * s * s), ("noise", theta["noise"] * s * s),
-                         ("time_model", t1 - t0), ("time_calibration", t2 - t1),
-                         ("time_acquisition", t3 - t2), ("n_calibration", n_cal),
-                         ("sharp_fitted", bool(getattr(fun, "fitted", False)))):
+        for key, val in (
+            ("forecast_mean", m + s * mu_n[0]),
+            ("forecast_std", s * sd_n[0]),
+            ("pit", u_used),
+            ("pit_base", u_base),
+            ("acquisition_value", a_val),
+            ("refit", refit),
+            ("lengthscale", np.asarray(theta["lengthscale"]) * span),
+            ("variance", theta["variance"] * s * s),
+            ("noise", theta["noise"] * s * s),
+            ("time_model", t1 - t0),
+            ("time_calibration", t2 - t1),
+            ("time_acquisition", t3 - t2),
+            ("n_calibration", n_cal),
+            ("sharp_fitted", bool(getattr(fun, "fitted", False))),
+        ):
             recs[key].append(val)
 
-    return _results(np.asarray(X), np.asarray(y, float), n0, recs, rec_states, levels, optimum,
-                    settings=dict(function=name, acquisition=acquisition, calibration=calibration,
-                                  eta=eta, coupling=coupling, kappa=kappa, xi=xi, n_init=n0,
-                                  n_steps=n_steps, refit_every=refit_every, sharp_level=sharp_level,
-                                  seed=str(seed), base_model=repr(template),
-                                  bounds=box.ravel().tolist(),
-                                  optimum=np.nan if optimum is None else optimum))
+    return _results(
+        np.asarray(X),
+        np.asarray(y, float),
+        n0,
+        recs,
+        rec_states,
+        levels,
+        optimum,
+        settings=dict(
+            function=name,
+            acquisition=acquisition,
+            calibration=calibration,
+            eta=eta,
+            coupling=coupling,
+            kappa=kappa,
+            xi=xi,
+            n_init=n0,
+            n_steps=n_steps,
+            refit_every=refit_every,
+            sharp_level=sharp_level,
+            seed=str(seed),
+            base_model=repr(template),
+            bounds=box.ravel().tolist(),
+            optimum=np.nan if optimum is None else optimum,
+        ),
+    )
 
 
 def _sharp_acquisition(model, U, ys, level, seed):
@@ -506,8 +569,9 @@ def _results(X, y, n0, recs, rec_states, levels, optimum, settings) -> xr.DataTr
     y_for_best = np.where(finite, y, np.inf)
     bsf = best_so_far(y_for_best)
     bsf = np.where(np.isfinite(bsf), bsf, np.nan)
-    worst_so_far = np.array([np.max(y[: i + 1][finite[: i + 1]]) if finite[: i + 1].any() else np.nan
-                             for i in range(n)])
+    worst_so_far = np.array(
+        [np.max(y[: i + 1][finite[: i + 1]]) if finite[: i + 1].any() else np.nan for i in range(n)]
+    )
     y_model = np.where(finite, y, worst_so_far)
     evals = xr.Dataset(
         {
@@ -515,8 +579,11 @@ def _results(X, y, n0, recs, rec_states, levels, optimum, settings) -> xr.DataTr
             "y": ("evaluation", y, {"long_name": "objective value as returned (NaN/inf kept)"}),
             "finite": ("evaluation", finite),
             "initial": ("evaluation", np.arange(n) < n0),
-            "y_model": ("evaluation", y_model,
-                        {"long_name": "value modelled (non-finite replaced by the worst finite value so far)"}),
+            "y_model": (
+                "evaluation",
+                y_model,
+                {"long_name": "value modelled (non-finite replaced by the worst finite value so far)"},
+            ),
             "best_so_far": ("evaluation", bsf, {"long_name": "smallest finite value so far"}),
         },
         coords={"evaluation": np.arange(n), "feature": [f"x{j + 1}" for j in range(d)]},
@@ -524,8 +591,11 @@ def _results(X, y, n0, recs, rec_states, levels, optimum, settings) -> xr.DataTr
     if optimum is not None and np.isfinite(optimum):
         evals["simple_regret"] = ("evaluation", simple_regret(np.where(finite, y, np.inf), optimum))
         evals["simple_regret"] = evals["simple_regret"].where(np.isfinite(evals["simple_regret"]))
-        evals["cumulative_regret"] = ("evaluation", cumulative_regret(y_model, optimum),
-                                      {"long_name": "cumulative regret of the modelled values"})
+        evals["cumulative_regret"] = (
+            "evaluation",
+            cumulative_regret(y_model, optimum),
+            {"long_name": "cumulative regret of the modelled values"},
+        )
     T = len(recs["pit"])
     pit = np.asarray(recs["pit"], float)
     pit_base = np.asarray(recs["pit_base"], float)
@@ -536,8 +606,11 @@ def _results(X, y, n0, recs, rec_states, levels, optimum, settings) -> xr.DataTr
             "forecast_std": ("step", np.asarray(recs["forecast_std"], float)),
             "pit": ("step", pit, {"long_name": "PIT of y under the forecast used for the decision"}),
             "pit_base": ("step", pit_base, {"long_name": "PIT of y under the base GP forecast"}),
-            "calibration_error": ("step", _running_ece(pit),
-                                  {"long_name": "running ECE (mean over 21 levels) of pit, steps 1..t"}),
+            "calibration_error": (
+                "step",
+                _running_ece(pit),
+                {"long_name": "running ECE (mean over 21 levels) of pit, steps 1..t"},
+            ),
             "calibration_error_base": ("step", _running_ece(pit_base)),
             "acquisition_value": ("step", np.asarray(recs["acquisition_value"], float)),
             "refit": ("step", np.asarray(recs["refit"], bool)),
@@ -551,11 +624,22 @@ def _results(X, y, n0, recs, rec_states, levels, optimum, settings) -> xr.DataTr
         coords={"step": np.arange(1, T + 1), "feature": evals["feature"].values},
     )
     if settings["acquisition"] == "sharp-ucb":
-        steps["sharp_fitted"] = ("step", np.asarray(recs["sharp_fitted"], bool),
-                                 {"long_name": "sharp GP calibrated at this step (else vanilla mu - 2 sigma)"})
-    tree = {"/": xr.Dataset(attrs={**settings, "title": "calibprob Bayesian optimisation run",
-                                   "reference": "Deshpande, Marx & Kuleshov (2024), AISTATS"}),
-            "evaluations": evals, "steps": steps}
+        steps["sharp_fitted"] = (
+            "step",
+            np.asarray(recs["sharp_fitted"], bool),
+            {"long_name": "sharp GP calibrated at this step (else vanilla mu - 2 sigma)"},
+        )
+    tree = {
+        "/": xr.Dataset(
+            attrs={
+                **settings,
+                "title": "calibprob Bayesian optimisation run",
+                "reference": "Deshpande, Marx & Kuleshov (2024), AISTATS",
+            }
+        ),
+        "evaluations": evals,
+        "steps": steps,
+    }
     if rec_states:
         n_upd = [int(r.attrs["n_updates"]) for r in rec_states]
         rs = xr.concat(rec_states, dim="step", combine_attrs="drop_conflicts")

@@ -41,8 +41,9 @@ def _experiment_band(ds, var, function, acquisition, ax, step_dim):
         sub = ds[var].sel(sel)
         if step_dim == "evaluation":
             n0 = int(np.nanmax(ds["n_init"].sel({"function": function, "acquisition": acquisition, "method": m})))
-            n_ev = int(np.nanmax(ds["n_evaluations"].sel({"function": function, "acquisition": acquisition,
-                                                          "method": m})))
+            n_ev = int(
+                np.nanmax(ds["n_evaluations"].sel({"function": function, "acquisition": acquisition, "method": m}))
+            )
             sub = sub.isel(evaluation=slice(n0 - 1, n_ev))
             x = np.arange(sub.sizes["evaluation"])
         else:
@@ -108,8 +109,10 @@ def plot_best_so_far(results, *, function=None, acquisition=None, regret: bool =
                 ax.axvline(n0 - 0.5, color="0.7", lw=0.8, ls="--")
         if regret:
             ax.set_yscale("log")
-        ax.set(xlabel="evaluation (dashed: end of initial design)",
-               ylabel="simple regret" if regret else "best value found")
+        ax.set(
+            xlabel="evaluation (dashed: end of initial design)",
+            ylabel="simple regret" if regret else "best value found",
+        )
     ax.legend(fontsize="small")
     return ax
 
@@ -148,8 +151,13 @@ def plot_calibration_error(results, *, function=None, acquisition=None, base: bo
             st = run["steps"]
             (line,) = ax.plot(st["step"].values, st["calibration_error"].values, marker=".", label=str(label))
             if base:
-                ax.plot(st["step"].values, st["calibration_error_base"].values, ls="--",
-                        color=line.get_color(), label=f"{label} (base GP)")
+                ax.plot(
+                    st["step"].values,
+                    st["calibration_error_base"].values,
+                    ls="--",
+                    color=line.get_color(),
+                    label=f"{label} (base GP)",
+                )
     ax.set(xlabel="BO step", ylabel="calibration error (ECE, steps 1..t)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize="small")
@@ -207,8 +215,11 @@ def snapshot(result: xr.DataTree, step: int, grid, *, gp=None, confidence_level:
     bounds = np.asarray(result.attrs["bounds"], float).reshape(-1, 2)
     span = bounds[:, 1] - bounds[:, 0]
     rec = st.sel(step=step)
-    theta = {"lengthscale": rec["lengthscale"].values / span, "variance": float(rec["variance"]) / s**2,
-             "noise": float(rec["noise"]) / s**2}
+    theta = {
+        "lengthscale": rec["lengthscale"].values / span,
+        "variance": float(rec["variance"]) / s**2,
+        "noise": float(rec["noise"]) / s**2,
+    }
     template = default_gp() if gp is None else gp
     model = type(template)(**{**template.get_params(), "theta": theta, "optimize": False})
     model.fit((X - bounds[:, 0]) / span, (ym - m) / s)
@@ -222,16 +233,21 @@ def snapshot(result: xr.DataTree, step: int, grid, *, gp=None, confidence_level:
         g = special.ndtri(np.clip(R["recalibration"].values, floor, 1 - floor))
         zr = StandardizedLaw(R["level"].values, np.maximum.accumulate(g)).ppf(p)
     out = xr.Dataset(
-        {"mean": ("obs", m + s * mu), "lower": ("obs", m + s * (mu + z[0] * sd)),
-         "upper": ("obs", m + s * (mu + z[1] * sd)), "lower_recal": ("obs", m + s * (mu + zr[0] * sd)),
-         "upper_recal": ("obs", m + s * (mu + zr[1] * sd))},
+        {
+            "mean": ("obs", m + s * mu),
+            "lower": ("obs", m + s * (mu + z[0] * sd)),
+            "upper": ("obs", m + s * (mu + z[1] * sd)),
+            "lower_recal": ("obs", m + s * (mu + zr[0] * sd)),
+            "upper_recal": ("obs", m + s * (mu + zr[1] * sd)),
+        },
         attrs={"chosen_x": ev["x"].values[n].tolist(), "step": step, "confidence_level": confidence_level},
     )
     return out
 
 
-def plot_snapshot_1d(result: xr.DataTree, step: int, *, objective=None, grid=None, gp=None,
-                     confidence_level: float = 0.95, ax=None):
+def plot_snapshot_1d(
+    result: xr.DataTree, step: int, *, objective=None, grid=None, gp=None, confidence_level: float = 0.95, ax=None
+):
     """Deshpande et al. Fig. 6: the model, its interval and the recalibrated interval at one step (1-D).
 
     Parameters
@@ -272,8 +288,7 @@ def plot_snapshot_1d(result: xr.DataTree, step: int, *, objective=None, grid=Non
     if objective is not None:
         ax.plot(g, np.asarray(objective(g[:, None])), color="green", lw=1.5, label="objective")
     ax.plot(g, snap["mean"], color="C0", label="GP mean")
-    ax.fill_between(g, snap["lower"], snap["upper"], color="C0", alpha=0.2,
-                    label=f"GP {confidence_level:.0%} interval")
+    ax.fill_between(g, snap["lower"], snap["upper"], color="C0", alpha=0.2, label=f"GP {confidence_level:.0%} interval")
     if "recalibrator" in result:
         ax.plot(g, snap["lower_recal"], color="C3", ls="--", label="recalibrated interval")
         ax.plot(g, snap["upper_recal"], color="C3", ls="--")
@@ -281,7 +296,10 @@ def plot_snapshot_1d(result: xr.DataTree, step: int, *, objective=None, grid=Non
     ev = result["evaluations"]
     ax.scatter(ev["x"].values[:n, 0], ev["y"].values[:n], color="k", zorder=3, s=15, label="data")
     ax.axvline(snap.attrs["chosen_x"][0], color="C1", lw=1, label="next point")
-    ax.set(title=f"step {step} ({result.attrs.get('calibration')}, {result.attrs.get('acquisition')})",
-           xlabel="x", ylabel="y")
+    ax.set(
+        title=f"step {step} ({result.attrs.get('calibration')}, {result.attrs.get('acquisition')})",
+        xlabel="x",
+        ylabel="y",
+    )
     ax.legend(fontsize="x-small")
     return ax

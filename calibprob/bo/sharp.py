@@ -71,8 +71,9 @@ def sharp_lower_bound(model, U, ys, *, level: float = 0.01, seed=None, variant: 
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                sharp = SharpCalibratedGP(estimator=base, variant=variant, n_levels=2,
-                                          random_state=seed, blas_threads=None).fit(U[~train], ys[~train])
+                sharp = SharpCalibratedGP(
+                    estimator=base, variant=variant, n_levels=2, random_state=seed, blas_threads=None
+                ).fit(U[~train], ys[~train])
             beta = float(sharp.calibration_beta([level])[0])
             th = sharp.calibration_theta([level])
             theta_delta = {"lengthscale": th["lengthscale"][0], "variance": float(th["variance"][0])}
@@ -80,8 +81,12 @@ def sharp_lower_bound(model, U, ys, *, level: float = 0.01, seed=None, variant: 
                 theta_delta["noise"] = float(th["noise"][0])
         except Exception as err:  # noqa: BLE001 - a failed calibration must not stop the BO run
             fitted, beta, theta_delta = False, -2.0, None
-            warnings.warn(f"sharp GP calibration failed ({type(err).__name__}: {err}); this step uses "
-                          "the vanilla bound mu - 2 sigma.", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"sharp GP calibration failed ({type(err).__name__}: {err}); this step uses "
+                "the vanilla bound mu - 2 sigma.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def bound(Uc):
         mu, sd = model.predict_mean_std(Uc)

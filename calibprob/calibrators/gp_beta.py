@@ -237,13 +237,7 @@ def beta_link_logpdf_z(u, log_jac, log_a, log_b, c) -> np.ndarray:
     lq = special.log_ndtr(u)
     l1q = special.log_ndtr(-u)
     t = _beta_t(lq, l1q, log_a, log_b, c)
-    log_r = (
-        -np.logaddexp(0.0, -t)
-        - np.logaddexp(0.0, t)
-        + np.logaddexp(log_a + l1q, log_b + lq)
-        - lq
-        - l1q
-    )
+    log_r = -np.logaddexp(0.0, -t) - np.logaddexp(0.0, t) + np.logaddexp(log_a + l1q, log_b + lq) - lq - l1q
     return -0.5 * u * u - _LOG_SQRT_2PI + log_jac + log_r
 
 
@@ -411,8 +405,8 @@ def _latent_numpy(post: dict, X: np.ndarray, Z0: np.ndarray, rank: int, chunk: i
     delta = post["delta"][:, None, :]
     out = np.empty((S, X.shape[0], 3))
     for start in range(0, X.shape[0], chunk):
-        Kxz = gaussian_embedding_kernel(X[start:start + chunk], Z, theta)  # (S, rows, m)
-        out[:, start:start + chunk] = (Kxz @ U) * amp + delta
+        Kxz = gaussian_embedding_kernel(X[start : start + chunk], Z, theta)  # (S, rows, m)
+        out[:, start : start + chunk] = (Kxz @ U) * amp + delta
     return out
 
 
@@ -622,8 +616,15 @@ class _Graph:
         pm = _pm()
         coords = {"obs": np.arange(mu.size)} if self.batch_size is None else None
         pm.set_data(
-            {"base_mu": mu, "base_sigma": sigma, "base_zscore": u, "base_log_jacobian": log_jac,
-             "loc": float(loc), "scale": float(scale), "inducing_init": Z0},
+            {
+                "base_mu": mu,
+                "base_sigma": sigma,
+                "base_zscore": u,
+                "base_log_jacobian": log_jac,
+                "loc": float(loc),
+                "scale": float(scale),
+                "inducing_init": Z0,
+            },
             model=self.model,
             coords=coords,
         )
@@ -637,7 +638,7 @@ class _Graph:
         out, i = {}, 0
         for k in self.names:
             size = int(np.prod(self.shapes[k], dtype=int))
-            out[k] = flat[..., i:i + size].reshape(flat.shape[:-1] + self.shapes[k])
+            out[k] = flat[..., i : i + size].reshape(flat.shape[:-1] + self.shapes[k])
             i += size
         return out
 
@@ -666,7 +667,9 @@ class _Graph:
             lr = pytensor.shared(np.float64(0.01), name="gpbeta_learning_rate")
             with _quiet_compile():
                 step = inference.objective.step_function(
-                    score=True, obj_n_mc=obj_n_mc, obj_optimizer=pm.adam(learning_rate=lr),
+                    score=True,
+                    obj_n_mc=obj_n_mc,
+                    obj_optimizer=pm.adam(learning_rate=lr),
                     compile_kwargs={"mode": mode},
                 )
             data = {v.name for v in self.model.data_vars}
@@ -709,8 +712,17 @@ class SVIResult:
         return out
 
 
-def svi_fit(logp_dlogp, x0, variational, *, n_iter: int, learning_rate: float, n_mc: int,
-            rng: np.random.Generator, init_scale: float = 0.1) -> SVIResult:
+def svi_fit(
+    logp_dlogp,
+    x0,
+    variational,
+    *,
+    n_iter: int,
+    learning_rate: float,
+    n_mc: int,
+    rng: np.random.Generator,
+    init_scale: float = 0.1,
+) -> SVIResult:
     r"""Maximise an evidence lower bound with a full-rank Gaussian over part of the parameters.
 
     With :math:`x = (h, v)`, point estimates :math:`h` and :math:`q(v) = N(m, LL^\top)`,
@@ -772,16 +784,19 @@ def svi_fit(logp_dlogp, x0, variational, *, n_iter: int, learning_rate: float, n
             f"{variational.dtype} and shape {variational.shape}. Pass e.g. np.array([False, True])."
         )
     if not variational.any():
-        raise ValueError("variational selects no coordinate; mark at least one True (the MAP of "
-                         "the rest is an optimiser's job, e.g. scipy.optimize.minimize).")
+        raise ValueError(
+            "variational selects no coordinate; mark at least one True (the MAP of "
+            "the rest is an optimiser's job, e.g. scipy.optimize.minimize)."
+        )
     n_iter = check_int(n_iter, "n_iter", minimum=1)
     n_mc = check_int(n_mc, "n_mc", minimum=1)
     for name, value in (("learning_rate", learning_rate), ("init_scale", init_scale)):
         if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive finite number; got {value!r}. Pass e.g. 0.01.")
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator; got {type(rng).__name__}. "
-                        "Pass np.random.default_rng(seed).")
+        raise TypeError(
+            f"rng must be a numpy.random.Generator; got {type(rng).__name__}. Pass np.random.default_rng(seed)."
+        )
     h_idx, v_idx = np.flatnonzero(~variational), np.flatnonzero(variational)
     d = v_idx.size
     h, m = x0[h_idx].copy(), x0[v_idx].copy()
@@ -1038,9 +1053,11 @@ class GPBetaCalibrator(BaseEstimator):
         check_int(self.chains, "chains", minimum=1)
         check_int(self.n_grid, "n_grid", minimum=16)
         if self.learning_rate is not None and not (
-                isinstance(self.learning_rate, (int, float)) and self.learning_rate > 0):
-            raise ValueError(f"learning_rate must be a positive number or None (the method's default); "
-                             f"got {self.learning_rate!r}.")
+            isinstance(self.learning_rate, (int, float)) and self.learning_rate > 0
+        ):
+            raise ValueError(
+                f"learning_rate must be a positive number or None (the method's default); got {self.learning_rate!r}."
+            )
         if not 0 < self.target_accept < 1:
             raise ValueError(f"target_accept must be in (0, 1); got {self.target_accept!r}.")
         if self.batch_size not in ("auto", None):
@@ -1054,8 +1071,13 @@ class GPBetaCalibrator(BaseEstimator):
         """
         if isinstance(pred, xr.Dataset):
             return validate(pred), rest
-        legacy = (rest and rest[0] is not None and not isinstance(rest[0], xr.Dataset)
-                  and np.ndim(pred) == 1 and np.shape(rest[0]) == np.shape(pred))
+        legacy = (
+            rest
+            and rest[0] is not None
+            and not isinstance(rest[0], xr.Dataset)
+            and np.ndim(pred) == 1
+            and np.shape(rest[0]) == np.shape(pred)
+        )
         if legacy:
             warnings.warn(
                 f"GPBetaCalibrator.{method}(mu, sigma, ...) is deprecated and will be removed in the next "
@@ -1188,7 +1210,8 @@ class GPBetaCalibrator(BaseEstimator):
                     what = "as PyMC reports it (divided by its minibatch normalising constant when minibatched)"
                 post = {k: v[None] for k, v in draws.items()}
                 extra_groups["variational"] = xr.Dataset(
-                    {"loss": ("iteration", loss)}, coords={"iteration": np.arange(loss.size)},
+                    {"loss": ("iteration", loss)},
+                    coords={"iteration": np.arange(loss.size)},
                     attrs={"description": f"negative ELBO estimate per Adam step, {what}"},
                 )
                 sample_stats = None
@@ -1259,8 +1282,9 @@ class GPBetaCalibrator(BaseEstimator):
             g.reseed_minibatch(int(rng.integers(2**31 - 1)))
         x0 = g.ravel(g.start_point(Z0, rng))
         variational = g.ravel({k: np.full(g.shapes[k], k == "V", float) for k in g.names}).astype(bool)
-        fit = svi_fit(fn, x0, variational, n_iter=self.n_iter, learning_rate=self._learning_rate(),
-                      n_mc=self.obj_n_mc, rng=rng)
+        fit = svi_fit(
+            fn, x0, variational, n_iter=self.n_iter, learning_rate=self._learning_rate(), n_mc=self.obj_n_mc, rng=rng
+        )
         if not np.all(np.isfinite(fit.loss[-50:])):
             raise FloatingPointError(
                 "GP-Beta SVI diverged (non-finite loss). Lower learning_rate or use inference='map'."
@@ -1282,8 +1306,12 @@ class GPBetaCalibrator(BaseEstimator):
             return -float(lp), -np.asarray(grad, float)
 
         res = minimize(objective, x0, jac=True, method="L-BFGS-B", options={"maxiter": 5000})
-        info = {"success": int(res.success), "message": str(res.message), "n_iter": int(res.nit),
-                "log_posterior": float(-res.fun)}
+        info = {
+            "success": int(res.success),
+            "message": str(res.message),
+            "n_iter": int(res.nit),
+            "log_posterior": float(-res.fun),
+        }
         return g.unravel(res.x), info
 
     def _fit_nuts(self, g: _Graph, seed):
@@ -1295,12 +1323,25 @@ class GPBetaCalibrator(BaseEstimator):
         with _quiet_compile(), warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*chains.*")
             idata = pm.sample(
-                draws=self.draws, tune=self.tune, chains=self.chains, cores=1, random_seed=seed,
-                target_accept=self.target_accept, nuts_sampler=sampler, progressbar=False,
-                compute_convergence_checks=False, model=g.model, compile_kwargs=compile_kwargs,
+                draws=self.draws,
+                tune=self.tune,
+                chains=self.chains,
+                cores=1,
+                random_seed=seed,
+                target_accept=self.target_accept,
+                nuts_sampler=sampler,
+                progressbar=False,
+                compute_convergence_checks=False,
+                model=g.model,
+                compile_kwargs=compile_kwargs,
             )
-            pm.compute_log_likelihood(idata, model=g.model, progressbar=False, extend_inferencedata=True,
-                                      compile_kwargs={"mode": self._mode()})
+            pm.compute_log_likelihood(
+                idata,
+                model=g.model,
+                progressbar=False,
+                extend_inferencedata=True,
+                compile_kwargs={"mode": self._mode()},
+            )
         self.nuts_sampler_ = sampler
         return idata
 
@@ -1332,8 +1373,7 @@ class GPBetaCalibrator(BaseEstimator):
                 ConvergenceWarning,
                 stacklevel=4,
             )
-        return {"n_divergences": n_div, "max_rhat": max_rhat, "min_ess_bulk": min_ess,
-                "converged": int(not problems)}
+        return {"n_divergences": n_div, "max_rhat": max_rhat, "min_ess_bulk": min_ess, "converged": int(not problems)}
 
     # ------------------------------------------------------------ DataTree
     def _post_flat(self) -> dict:
@@ -1351,14 +1391,22 @@ class GPBetaCalibrator(BaseEstimator):
         S = {k: v.shape[:2] for k, v in post.items()}
         chain, draw = next(iter(S.values()))
         dims = {
-            "log_theta": (), "W": ("output", "rank"), "log_kappa": ("output",),
-            "log_gamma": ("output",), "delta": ("output",), "V": ("inducing", "output"),
+            "log_theta": (),
+            "W": ("output", "rank"),
+            "log_kappa": ("output",),
+            "log_gamma": ("output",),
+            "delta": ("output",),
+            "V": ("inducing", "output"),
             "Z": ("inducing", "input"),
         }
         coords = {
-            "chain": np.arange(chain), "draw": np.arange(draw), "output": list(OUTPUTS),
-            "inducing": np.arange(self.n_inducing), "input": ["mu", "sigma"],
-            "output2": list(OUTPUTS), "obs": np.arange(mu.size),
+            "chain": np.arange(chain),
+            "draw": np.arange(draw),
+            "output": list(OUTPUTS),
+            "inducing": np.arange(self.n_inducing),
+            "input": ["mu", "sigma"],
+            "output2": list(OUTPUTS),
+            "obs": np.arange(mu.size),
         }
         if self.rank > 0:
             coords["rank"] = np.arange(self.rank)
@@ -1378,8 +1426,10 @@ class GPBetaCalibrator(BaseEstimator):
         flat = {k: v.reshape((-1,) + v.shape[2:]) for k, v in post.items()}
         ll = _pointwise_loglik(flat, self._standardise(mu, sigma), u, log_jac, self.inducing_init_, self.rank)
         ll = ll.reshape(chain, draw, mu.size)
-        log_lik = xr.Dataset({"y": (("chain", "draw", "obs"), ll)},
-                             coords={"chain": coords["chain"], "draw": coords["draw"], "obs": coords["obs"]})
+        log_lik = xr.Dataset(
+            {"y": (("chain", "draw", "obs"), ll)},
+            coords={"chain": coords["chain"], "draw": coords["draw"], "obs": coords["obs"]},
+        )
         if sample_stats is None:
             sample_stats = xr.Dataset(
                 {"log_likelihood": (("chain", "draw"), ll.sum(axis=-1))},
@@ -1388,20 +1438,37 @@ class GPBetaCalibrator(BaseEstimator):
             )
         observed = xr.Dataset({"y": ("obs", y)}, coords={"obs": coords["obs"]})
         constant = xr.Dataset(
-            {"base_mu": ("obs", mu), "base_sigma": ("obs", sigma), "base_zscore": ("obs", u),
-             "base_log_jacobian": ("obs", log_jac), "loc": self.loc_, "scale": self.scale_,
-             "inducing_init": (("inducing", "input"), self.inducing_init_)},
+            {
+                "base_mu": ("obs", mu),
+                "base_sigma": ("obs", sigma),
+                "base_zscore": ("obs", u),
+                "base_log_jacobian": ("obs", log_jac),
+                "loc": self.loc_,
+                "scale": self.scale_,
+                "inducing_init": (("inducing", "input"), self.inducing_init_),
+            },
             coords={"obs": coords["obs"], "inducing": coords["inducing"], "input": coords["input"]},
         )
-        groups = {"posterior": posterior, "sample_stats": sample_stats, "log_likelihood": log_lik,
-                  "observed_data": observed, "constant_data": constant}
+        groups = {
+            "posterior": posterior,
+            "sample_stats": sample_stats,
+            "log_likelihood": log_lik,
+            "observed_data": observed,
+            "constant_data": constant,
+        }
         groups.update(extra_groups)  # NUTS: PyMC's log_likelihood replaces the NumPy one
         tree = xr.DataTree.from_dict(groups)
-        tree.attrs.update({
-            "method": "gp-beta", "inference": self.inference, "n_inducing": self.n_inducing,
-            "rank": self.rank, "learn_inducing": int(bool(self.learn_inducing)),
-            "batch_size": 0 if batch is None else int(batch), "paper": "Song, Diethe, Kull & Flach (2019)",
-        })
+        tree.attrs.update(
+            {
+                "method": "gp-beta",
+                "inference": self.inference,
+                "n_inducing": self.n_inducing,
+                "rank": self.rank,
+                "learn_inducing": int(bool(self.learn_inducing)),
+                "batch_size": 0 if batch is None else int(batch),
+                "paper": "Song, Diethe, Kull & Flach (2019)",
+            }
+        )
         return tree
 
     # -------------------------------------------------------------- predict
@@ -1471,8 +1538,11 @@ class GPBetaCalibrator(BaseEstimator):
         total = mass.sum(axis=1, keepdims=True) + m0 + m1
         mean = (np.sum(mass * mid, axis=1, keepdims=True) + m0 * zg[:, :1] + m1 * zg[:, -1:]) / total
         h2 = np.diff(zg, axis=1) ** 2 / 12.0  # within-bin spread (uniform mass per bin)
-        second = (np.sum(mass * ((mid - mean) ** 2 + h2), axis=1, keepdims=True)
-                  + m0 * (zg[:, :1] - mean) ** 2 + m1 * (zg[:, -1:] - mean) ** 2) / total
+        second = (
+            np.sum(mass * ((mid - mean) ** 2 + h2), axis=1, keepdims=True)
+            + m0 * (zg[:, :1] - mean) ** 2
+            + m1 * (zg[:, -1:] - mean) ** 2
+        ) / total
         return mean[:, 0], np.sqrt(second[:, 0])
 
     def predict(self, pred, *_legacy, levels=None) -> xr.Dataset:
@@ -1510,8 +1580,14 @@ class GPBetaCalibrator(BaseEstimator):
         q = pred.calib.ppf_zscore(self._invert(zg, F, lv))
         mean, std = self._moments_from_grid(pred.calib.ppf_zscore(zg), F)
         ds = from_quantiles(q, lv, obs=pred["obs"].values, method="gp-beta", mean=mean, std=std)
-        ds.attrs.update({"inference": self.inference, "n_inducing": self.n_inducing,
-                         "n_posterior_draws": int(w.shape[0]), "base_method": str(pred.attrs.get("method", ""))})
+        ds.attrs.update(
+            {
+                "inference": self.inference,
+                "n_inducing": self.n_inducing,
+                "n_posterior_draws": int(w.shape[0]),
+                "base_method": str(pred.attrs.get("method", "")),
+            }
+        )
         return ds
 
     def cdf(self, pred, y, *_legacy) -> np.ndarray:
@@ -1528,8 +1604,9 @@ class GPBetaCalibrator(BaseEstimator):
         pred, mu, sigma, y, _ = self._check_new("log_likelihood", pred, (y, *_legacy), y_ndim=1)
         u, log_jac = self._observed_terms(pred, y)
         with _blas_single_thread():
-            ll = _pointwise_loglik(self._post_flat(), self._standardise(mu, sigma), u, log_jac,
-                                   self.inducing_init_, self.rank_)
+            ll = _pointwise_loglik(
+                self._post_flat(), self._standardise(mu, sigma), u, log_jac, self.inducing_init_, self.rank_
+            )
         post = self.idata_["posterior"]
         return ll.reshape(post.sizes["chain"], post.sizes["draw"], mu.size)
 
@@ -1557,11 +1634,13 @@ class GPBetaCalibrator(BaseEstimator):
         c, d, n = ll.shape
         coords = {"chain": np.arange(c), "draw": np.arange(d), "obs": np.arange(n)}
         y_values = self._targets(rest[0], n, "y")
-        return xr.DataTree.from_dict({
-            "posterior": self.idata_["posterior"].to_dataset(),
-            "log_likelihood": xr.Dataset({"y": (("chain", "draw", "obs"), ll)}, coords=coords),
-            "observed_data": xr.Dataset({"y": ("obs", y_values)}, coords={"obs": coords["obs"]}),
-        })
+        return xr.DataTree.from_dict(
+            {
+                "posterior": self.idata_["posterior"].to_dataset(),
+                "log_likelihood": xr.Dataset({"y": (("chain", "draw", "obs"), ll)}, coords=coords),
+                "observed_data": xr.Dataset({"y": ("obs", y_values)}, coords={"obs": coords["obs"]}),
+            }
+        )
 
     def held_out_elpd(self, pred, y, *_legacy):
         """Exact held-out ELPD on ``(pred, y)`` as ``ELPDData`` (see :func:`held_out_elpd`).
@@ -1655,8 +1734,13 @@ class GPBetaCalibrator(BaseEstimator):
         shape = (post.sizes["chain"], post.sizes["draw"], mu.size)
         dims = ("chain", "draw", "obs")
         return xr.Dataset(
-            {"a": (dims, np.exp(w[..., 0]).reshape(shape)), "b": (dims, np.exp(w[..., 1]).reshape(shape)),
-             "c": (dims, w[..., 2].reshape(shape)), "base_mu": ("obs", mu), "base_sigma": ("obs", sigma)},
+            {
+                "a": (dims, np.exp(w[..., 0]).reshape(shape)),
+                "b": (dims, np.exp(w[..., 1]).reshape(shape)),
+                "c": (dims, w[..., 2].reshape(shape)),
+                "base_mu": ("obs", mu),
+                "base_sigma": ("obs", sigma),
+            },
             coords={"chain": post["chain"].values, "draw": post["draw"].values, "obs": np.arange(mu.size)},
         )
 
@@ -1697,13 +1781,19 @@ class GPBetaCalibrator(BaseEstimator):
         lo, hi = np.quantile(maps, [(1 - c_level) / 2, (1 + c_level) / 2], axis=0)
         coords = {"chain": np.arange(C), "draw": np.arange(D), "obs": np.arange(mu.size), "p": p}
         ds = xr.Dataset(
-            {"map": (("chain", "draw", "obs", "p"), maps.reshape(C, D, mu.size, p.size)),
-             "mean": (("obs", "p"), maps.mean(axis=0)), "lower": (("obs", "p"), lo),
-             "upper": (("obs", "p"), hi), "base_mu": ("obs", mu), "base_sigma": ("obs", sigma)},
+            {
+                "map": (("chain", "draw", "obs", "p"), maps.reshape(C, D, mu.size, p.size)),
+                "mean": (("obs", "p"), maps.mean(axis=0)),
+                "lower": (("obs", "p"), lo),
+                "upper": (("obs", "p"), hi),
+                "base_mu": ("obs", mu),
+                "base_sigma": ("obs", sigma),
+            },
             coords=coords,
         )
-        ds.attrs.update({"confidence_level": c_level,
-                         "description": "Beta calibration map c(p) = expit(a log p - b log(1-p) + c)"})
+        ds.attrs.update(
+            {"confidence_level": c_level, "description": "Beta calibration map c(p) = expit(a log p - b log(1-p) + c)"}
+        )
         return ds
 
 
@@ -1712,8 +1802,9 @@ class GPBetaCalibrator(BaseEstimator):
 # ===========================================================================
 
 
-def plot_calibration_map(calibrator: GPBetaCalibrator, pred, *_legacy, at=None, isotonic=None,
-                         confidence_level: float = 0.68, axes=None):
+def plot_calibration_map(
+    calibrator: GPBetaCalibrator, pred, *_legacy, at=None, isotonic=None, confidence_level: float = 0.68, axes=None
+):
     r"""The paper's Fig. 2: latent a, b, c along the base mean, and calibration maps at chosen means.
 
     Parameters
@@ -1759,8 +1850,14 @@ def plot_calibration_map(calibrator: GPBetaCalibrator, pred, *_legacy, at=None, 
         ax.fill_between(mu, da.quantile(lo_q, "sample"), da.quantile(hi_q, "sample"), color="C0", alpha=0.25)
         ref = 0.0 if name == "c" else 1.0
         ax.axhline(ref, color="0.5", ls="--", lw=0.8)
-        ax.plot(Z[:, 0] * calibrator.scale_ + calibrator.loc_, np.full(Z.shape[0], ref), "o", color="C3",
-                ms=4, label="inducing (init)")
+        ax.plot(
+            Z[:, 0] * calibrator.scale_ + calibrator.loc_,
+            np.full(Z.shape[0], ref),
+            "o",
+            color="C3",
+            ms=4,
+            label="inducing (init)",
+        )
         ax.set_xlabel(r"base mean $\mu$")
         ax.set_title(f"latent {name}")
     idx = at if at is not None else [int(np.argmin(np.abs(mu - np.quantile(mu, q)))) for q in (0.1, 0.5, 0.9)]
@@ -1768,7 +1865,7 @@ def plot_calibration_map(calibrator: GPBetaCalibrator, pred, *_legacy, at=None, 
     ax = axes[3]
     p = cmap["p"].values
     for j in range(len(idx)):
-        ax.plot(p, cmap["mean"][j], color=f"C{j}", label=fr"GP-Beta at $\mu$={mu[idx][j]:.3g}")
+        ax.plot(p, cmap["mean"][j], color=f"C{j}", label=rf"GP-Beta at $\mu$={mu[idx][j]:.3g}")
         ax.fill_between(p, cmap["lower"][j], cmap["upper"][j], color=f"C{j}", alpha=0.2)
     if isotonic is not None:
         ax.plot(p, isotonic(p), color="k", ls=":", label="isotonic (global)")
@@ -1786,5 +1883,19 @@ def plot_calibration_map(calibrator: GPBetaCalibrator, pred, *_legacy, at=None, 
 
 #: Hyperparameters the ``gp-beta`` kind of a comparison spec passes to :class:`GPBetaCalibrator`
 #: (the kind also accepts ``calibration_data``, see :func:`calibprob.compare.methods.calibration_prediction`).
-RUN_OPTIONS = ("n_inducing", "rank", "inference", "draws", "n_iter", "learning_rate", "obj_n_mc",
-               "batch_size", "learn_inducing", "tune", "chains", "target_accept", "n_grid", "compile_mode")
+RUN_OPTIONS = (
+    "n_inducing",
+    "rank",
+    "inference",
+    "draws",
+    "n_iter",
+    "learning_rate",
+    "obj_n_mc",
+    "batch_size",
+    "learn_inducing",
+    "tune",
+    "chains",
+    "target_accept",
+    "n_grid",
+    "compile_mode",
+)

@@ -361,9 +361,7 @@ class _Recalibrator(BaseEstimator):
     def _levels(self, pred: xr.Dataset, levels) -> np.ndarray:
         out = pred.calib.levels if levels is None else check_levels(levels, "levels")
         if out.size < 2:
-            raise ValueError(
-                f"levels must hold at least 2 levels to define a quantile function; got {out.size}."
-            )
+            raise ValueError(f"levels must hold at least 2 levels to define a quantile function; got {out.size}.")
         return out
 
     def _check_range(self, levels: np.ndarray, n: int) -> np.ndarray:
@@ -766,8 +764,9 @@ class VarianceScalingRecalibrator(_Recalibrator):
         levels = self._levels(pred, levels)
         s = self.scale_factor_
         if pred.calib.is_normal:
-            ds = normal(pred["loc"].values, s * pred["scale"].values, levels,
-                        obs=pred["obs"].values, method=self._method)
+            ds = normal(
+                pred["loc"].values, s * pred["scale"].values, levels, obs=pred["obs"].values, method=self._method
+            )
             ds.attrs["n_calibration"] = int(self.n_calibration_)
             ds.attrs["base_method"] = str(pred.attrs.get("method", ""))
             ds.attrs["scale_factor"] = s

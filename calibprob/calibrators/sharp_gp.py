@@ -628,8 +628,7 @@ def _make_posterior_variance_op(kernel: str, p: int):
             outputs[1][0] = A
 
         def connection_pattern(self, node):
-            return [[False, False], [False, False], [True, False], [True, False], [True, False],
-                    [False, False]]
+            return [[False, False], [False, False], [True, False], [True, False], [True, False], [False, False]]
 
         def pullback(self, inputs, outputs, cotangents):
             X, Xc, ls, var, noise, cmean = inputs
@@ -851,7 +850,11 @@ class _FullSolver:
             return -lp, -g
 
         res = optimize.minimize(
-            negative, u0, jac=True, method="L-BFGS-B", bounds=bounds,
+            negative,
+            u0,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=bounds,
             options={"maxiter": self.maxiter, "ftol": self.ftol},
         )
         res.n_eval = n_eval[0]
@@ -872,25 +875,23 @@ class _FullSolver:
             # monotone passes inherit this first solution: start L-BFGS-B from the
             # best one-factor line-search solution too, and from perturbations of it
             line = _ScaledSolver(
-                lambda phi: self.evaluate(level, phi)[2], self.data["residual"], self.phi_ref,
+                lambda phi: self.evaluate(level, phi)[2],
+                self.data["residual"],
+                self.phi_ref,
                 p - 2,
             ).solve(level, side, None)
             starts = [line.phi] + ([self.phi_ref.copy()] if self.n_restarts > 1 else [])
             for _ in range(self.n_restarts - 2):
                 starts.append(line.phi + free * self.rng.normal(0.0, 1.0, p))
             bounds = [
-                (float(c - _BOX), float(c + _BOX)) if f else (float(c), float(c))
-                for c, f in zip(self.phi_ref, free)
+                (float(c - _BOX), float(c + _BOX)) if f else (float(c), float(c)) for c, f in zip(self.phi_ref, free)
             ]
             self.entry.set_data({"level": np.asarray(level), "constrained": np.asarray(0.0)})
         else:
             starts = [np.where(free, np.log(0.02), 0.0)]
             bounds = [_DELTA_BOX if f else (0.0, 0.0) for f in free]
-            self.entry.set_data(
-                {"level": np.asarray(level), "constrained": np.asarray(1.0), "anchor": prev.phi}
-            )
-        runs = [self._minimize(np.clip(s, [b[0] for b in bounds], [b[1] for b in bounds]), bounds)
-                for s in starts]
+            self.entry.set_data({"level": np.asarray(level), "constrained": np.asarray(1.0), "anchor": prev.phi})
+        runs = [self._minimize(np.clip(s, [b[0] for b in bounds], [b[1] for b in bounds]), bounds) for s in starts]
         ok = [r for r in runs if r.fun < _PENALTY]
         if not ok:
             raise RuntimeError(
@@ -900,9 +901,15 @@ class _FullSolver:
         best = min(ok, key=lambda r: r.fun)
         _, _, beta, sharp, _, phi = self.entry(best.x)
         knot = _Knot(
-            level=float(level), beta=beta, phi=phi.copy(), sharpness=sharp, side=side,
-            converged=bool(best.success), n_iter=int(sum(r.nit for r in runs)),
-            n_eval=int(sum(r.n_eval for r in runs)), message=str(best.message),
+            level=float(level),
+            beta=beta,
+            phi=phi.copy(),
+            sharpness=sharp,
+            side=side,
+            converged=bool(best.success),
+            n_iter=int(sum(r.nit for r in runs)),
+            n_eval=int(sum(r.n_eval for r in runs)),
+            message=str(best.message),
         )
         if prev is not None and not _inward_ok(side, beta, prev.beta):
             for frac in _BACKTRACK:
@@ -953,14 +960,24 @@ class _ScaledSolver:
             i = int(np.argmin(vals))
             a, b = cs[max(i - 1, 0)], cs[min(i + 1, cs.size - 1)]
             res = optimize.minimize_scalar(
-                lambda c: self._objective(level, c), bounds=(a, b), method="bounded",
+                lambda c: self._objective(level, c),
+                bounds=(a, b),
+                method="bounded",
                 options={"xatol": 1e-4},
             )
             c = float(res.x) if res.fun <= vals[i] else float(cs[i])
         phi = self._phi(c)
         beta, sharp, _ = self.evaluate(level, phi)
-        knot = _Knot(level=float(level), beta=beta, phi=phi, sharpness=sharp, side=side,
-                     n_eval=self.n_eval, n_iter=self.n_eval, message="line search")
+        knot = _Knot(
+            level=float(level),
+            beta=beta,
+            phi=phi,
+            sharpness=sharp,
+            side=side,
+            n_eval=self.n_eval,
+            n_iter=self.n_eval,
+            message="line search",
+        )
         if prev is not None and not _inward_ok(side, beta, prev.beta):
             for frac in _BACKTRACK:
                 phi_t = prev.phi + frac * (knot.phi - prev.phi)
@@ -1219,8 +1236,7 @@ class SharpCalibratedGP(BaseEstimator):
             raise ValueError(f"prior_sd must be > 0 (log-space standard deviation); got {self.prior_sd!r}.")
         if not 0 < self.fit_fraction < 1:
             raise ValueError(
-                f"fit_fraction must be in (0, 1) (share of calibration points that fit θ); "
-                f"got {self.fit_fraction!r}."
+                f"fit_fraction must be in (0, 1) (share of calibration points that fit θ); got {self.fit_fraction!r}."
             )
         if self.n_train_subset is not None:
             check_int(self.n_train_subset, "n_train_subset", minimum=2)
@@ -1239,7 +1255,8 @@ class SharpCalibratedGP(BaseEstimator):
             extra = (
                 f" (the cross-fitted variant sets β with {n_beta} of them; ask for fit_fraction "
                 "smaller or more calibration data)"
-                if self.variant == "cross-fitted" else ""
+                if self.variant == "cross-fitted"
+                else ""
             )
             raise ValueError(
                 f"too few calibration points for levels in [{lv.min():.4g}, {lv.max():.4g}]: a level "
@@ -1315,8 +1332,7 @@ class SharpCalibratedGP(BaseEstimator):
         sparse = hasattr(base, "inducing_points_")
 
         def sigma_all(phi, Xs):
-            return base.predict_mean_std(Xs, theta=_theta_from_phi(phi, d),
-                                         include_noise=self.include_noise)[1]
+            return base.predict_mean_std(Xs, theta=_theta_from_phi(phi, d), include_noise=self.include_noise)[1]
 
         X_fit, r_fit = X[idx_fit], r[idx_fit]
         subset = self.n_train_subset if self.n_train_subset is not None else (500 if sparse else None)
@@ -1342,12 +1358,21 @@ class SharpCalibratedGP(BaseEstimator):
                 from calibprob.gp import get_compile_mode
 
                 mode = get_compile_mode()
-            key = _GraphKey(kind, base.kernel, int(base.p) if base.kernel == "matern" else 0,
-                            mode if isinstance(mode, (str, type(None))) else id(mode))
+            key = _GraphKey(
+                kind,
+                base.kernel,
+                int(base.p) if base.kernel == "matern" else 0,
+                mode if isinstance(mode, (str, type(None))) else id(mode),
+            )
             entry = _compiled(key)
             data = {
-                "X_train": X_tr, "X_cal": X_fit, "residual": r_fit, "level": np.asarray(0.5),
-                "phi_ref": phi_ref, "anchor": phi_ref, "free": free,
+                "X_train": X_tr,
+                "X_cal": X_fit,
+                "residual": r_fit,
+                "level": np.asarray(0.5),
+                "phi_ref": phi_ref,
+                "anchor": phi_ref,
+                "free": free,
                 "constrained": np.asarray(0.0),
                 "include_noise": np.asarray(float(self.include_noise)),
                 "noise_tied": np.asarray(tied),
@@ -1357,8 +1382,9 @@ class SharpCalibratedGP(BaseEstimator):
             if kind == "vfe":
                 data["Z"] = base.inducing_points_
                 data["jitter"] = np.asarray(float(base.jitter))
-            solver = _FullSolver(entry, data, phi_ref, free, n_restarts=int(self.n_restarts),
-                                 maxiter=int(self.maxiter), rng=rng)
+            solver = _FullSolver(
+                entry, data, phi_ref, free, n_restarts=int(self.n_restarts), maxiter=int(self.maxiter), rng=rng
+            )
             entry.lock.acquire()
             entry.set_data(data)
         try:
@@ -1400,18 +1426,28 @@ class SharpCalibratedGP(BaseEstimator):
         self.knot_lengthscale_ = np.array([t["lengthscale"] for t in th])
         self.knot_variance_ = np.array([t["variance"] for t in th])
         # an interpolating base ties the noise to the variance (nugget · σ_f²)
-        self.knot_noise_ = (tied * self.knot_variance_ if tied else
-                            np.array([t["noise"] for t in th]))
+        self.knot_noise_ = tied * self.knot_variance_ if tied else np.array([t["noise"] for t in th])
         self.n_calibration_ = int(r_b.size)
         self.n_features_in_ = d
         self._mu_scale = float(np.sqrt(np.mean(r**2)))
         self.diagnostics_ = self._diagnostics(
-            knots, kl, beta_final, phi_final, coverage, repaired, skipped, r_b, sig_final,
-            theta_R, idx_fit.size, use_subset,
+            knots,
+            kl,
+            beta_final,
+            phi_final,
+            coverage,
+            repaired,
+            skipped,
+            r_b,
+            sig_final,
+            theta_R,
+            idx_fit.size,
+            use_subset,
         )
 
-    def _diagnostics(self, knots, kl, beta, phi, coverage, repaired, skipped, r_b, sig, theta_R,
-                     n_fit, use_subset) -> xr.Dataset:
+    def _diagnostics(
+        self, knots, kl, beta, phi, coverage, repaired, skipped, r_b, sig, theta_R, n_fit, use_subset
+    ) -> xr.Dataset:
         d = self.n_features_in_
         cross = self.variant == "cross-fitted"
         fitted = np.array([k.level for k in knots])
@@ -1427,32 +1463,59 @@ class SharpCalibratedGP(BaseEstimator):
         ds = xr.Dataset(
             {
                 "beta": ("knot", beta, {"long_name": "calibration scale β_δ (q_lin of z-scores, eq. 6)"}),
-                "lengthscale": (("knot", "feature"), self.knot_lengthscale_,
-                                {"long_name": "calibration lengthscales of θ_δ"}),
+                "lengthscale": (
+                    ("knot", "feature"),
+                    self.knot_lengthscale_,
+                    {"long_name": "calibration lengthscales of θ_δ"},
+                ),
                 "variance": ("knot", self.knot_variance_, {"long_name": "calibration signal variance"}),
                 "noise": ("knot", self.knot_noise_, {"long_name": "noise variance used in σ(θ_δ, x)"}),
-                "objective": ("knot", sharp, {
-                    "long_name": "sharpness: mean over calibration points of (β_δ σ(θ_δ, x))², eq. (7)/N"}),
-                "fit_objective": ("knot", col("sharpness", np.nan), {
-                    "long_name": "sharpness on the points that fitted θ (cross-fitted: the other part)"}),
-                "coverage": ("knot", coverage, {
-                    "long_name": "fraction of calibration residuals <= β_δ σ(θ_δ, x) (target ≈ δ(N+1)/N)"}),
-                "converged": ("knot", col("converged", True).astype(bool),
-                              {"long_name": "L-BFGS-B (or line search) reported success"}),
+                "objective": (
+                    "knot",
+                    sharp,
+                    {"long_name": "sharpness: mean over calibration points of (β_δ σ(θ_δ, x))², eq. (7)/N"},
+                ),
+                "fit_objective": (
+                    "knot",
+                    col("sharpness", np.nan),
+                    {"long_name": "sharpness on the points that fitted θ (cross-fitted: the other part)"},
+                ),
+                "coverage": (
+                    "knot",
+                    coverage,
+                    {"long_name": "fraction of calibration residuals <= β_δ σ(θ_δ, x) (target ≈ δ(N+1)/N)"},
+                ),
+                "converged": (
+                    "knot",
+                    col("converged", True).astype(bool),
+                    {"long_name": "L-BFGS-B (or line search) reported success"},
+                ),
                 "message": ("knot", col("message", "").astype(str)),
                 "n_iter": ("knot", col("n_iter", 0).astype(int)),
-                "n_eval": ("knot", col("n_eval", 0).astype(int),
-                           {"long_name": "objective+gradient evaluations, all starts"}),
-                "backtracked": ("knot", col("backtracked", False).astype(bool), {
-                    "long_name": "φ moved back toward the outer level to keep |β| shrinking inward"}),
-                "repaired": ("knot", repaired.astype(int), {
-                    "long_name": "monotone repair after recomputing β: 1 β widened, 2 φ raised, 3 both"}),
+                "n_eval": (
+                    "knot",
+                    col("n_eval", 0).astype(int),
+                    {"long_name": "objective+gradient evaluations, all starts"},
+                ),
+                "backtracked": (
+                    "knot",
+                    col("backtracked", False).astype(bool),
+                    {"long_name": "φ moved back toward the outer level to keep |β| shrinking inward"},
+                ),
+                "repaired": (
+                    "knot",
+                    repaired.astype(int),
+                    {"long_name": "monotone repair after recomputing β: 1 β widened, 2 φ raised, 3 both"},
+                ),
                 "side": ("knot", col("side", "").astype(str)),
                 "seconds": ("knot", col("seconds", 0.0).astype(float)),
                 "node_beta": ("node", self.nodes_beta_),
                 "node_lengthscale": (("node", "feature"), nodes_th),
-                "node_log_theta": (("node", "param"), self.nodes_log_theta_, {
-                    "long_name": "interpolation nodes in σ-increasing coordinates (-log ℓ, log σ_f², log σ_n²)"}),
+                "node_log_theta": (
+                    ("node", "param"),
+                    self.nodes_log_theta_,
+                    {"long_name": "interpolation nodes in σ-increasing coordinates (-log ℓ, log σ_f², log σ_n²)"},
+                ),
                 "base_lengthscale": ("feature", np.broadcast_to(theta_R["lengthscale"], (d,)).astype(float)),
             },
             coords={
@@ -1464,20 +1527,22 @@ class SharpCalibratedGP(BaseEstimator):
                 "param": [f"neg_log_lengthscale[{j}]" for j in range(d)] + ["log_variance", "log_noise"],
             },
         )
-        ds.attrs.update({
-            "method": f"sharp-gp/{self.variant}",
-            "variant": self.variant,
-            "n_calibration": int(r_b.size),
-            "n_fit": int(n_fit),
-            "cross_fitted": int(cross),
-            "include_noise": int(self.include_noise),
-            "fit_noise": int(self.fit_noise),
-            "train_subset": int(use_subset),
-            "base_variance": float(theta_R["variance"]),
-            "base_noise": float(theta_R["noise"]),
-            "skipped_levels": ", ".join(f"{v:.6g}" for v in skipped),
-            "paper": "Capone, Hirche & Pleiss (2023), Sharp calibrated Gaussian processes, NeurIPS",
-        })
+        ds.attrs.update(
+            {
+                "method": f"sharp-gp/{self.variant}",
+                "variant": self.variant,
+                "n_calibration": int(r_b.size),
+                "n_fit": int(n_fit),
+                "cross_fitted": int(cross),
+                "include_noise": int(self.include_noise),
+                "fit_noise": int(self.fit_noise),
+                "train_subset": int(use_subset),
+                "base_variance": float(theta_R["variance"]),
+                "base_noise": float(theta_R["noise"]),
+                "skipped_levels": ", ".join(f"{v:.6g}" for v in skipped),
+                "paper": "Capone, Hirche & Pleiss (2023), Sharp calibrated Gaussian processes, NeurIPS",
+            }
+        )
         return ds
 
     # -- the quantile function ------------------------------------------------------
@@ -1493,8 +1558,7 @@ class SharpCalibratedGP(BaseEstimator):
         lv = check_levels(levels, "levels", increasing=False)
         phi = interpolate_knots(self.nodes_level_, self.nodes_beta_, self.nodes_log_theta_, lv)[1]
         d = self.n_features_in_
-        return {"lengthscale": np.exp(-phi[:, :d]), "variance": np.exp(phi[:, d]),
-                "noise": np.exp(phi[:, d + 1])}
+        return {"lengthscale": np.exp(-phi[:, :d]), "variance": np.exp(phi[:, d]), "noise": np.exp(phi[:, d + 1])}
 
     def quantile(self, X, levels) -> np.ndarray:
         r"""Calibrated quantiles :math:`\mu(x) + \hat\beta(\delta)\sigma(\hat\theta(\delta), x)`.
@@ -1525,7 +1589,8 @@ class SharpCalibratedGP(BaseEstimator):
             key = phi[j].tobytes()
             if key not in cache:
                 cache[key] = base.predict_mean_std(
-                    X, theta=_theta_from_phi(phi[j], d), include_noise=self.include_noise)[1]
+                    X, theta=_theta_from_phi(phi[j], d), include_noise=self.include_noise
+                )[1]
             q[:, j] = mu + beta[j] * cache[key]
         self._last_crossing = 0
         if lv.size > 1:

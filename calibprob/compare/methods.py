@@ -21,8 +21,16 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-__all__ = ["TaskContext", "MethodKind", "METHOD_KINDS", "register", "make_base", "base_predictive",
-           "calibration_prediction", "post_process"]
+__all__ = [
+    "TaskContext",
+    "MethodKind",
+    "METHOD_KINDS",
+    "register",
+    "make_base",
+    "base_predictive",
+    "calibration_prediction",
+    "post_process",
+]
 
 
 @dataclass
@@ -203,16 +211,22 @@ def interval_levels_reachable(ctx: TaskContext, n: int, sides: int) -> tuple[np.
 # ---------------------------------------------------------------------------
 
 
-@register("isotonic", options=("extrapolate",),
-          doc="Kuleshov et al. 2018 isotonic recalibration of the base's PIT values (RK).")
+@register(
+    "isotonic",
+    options=("extrapolate",),
+    doc="Kuleshov et al. 2018 isotonic recalibration of the base's PIT values (RK).",
+)
 def _isotonic(ctx: TaskContext, *, extrapolate: bool = False) -> xr.Dataset:
     from calibprob.calibrators import IsotonicRecalibrator
 
     return post_process(ctx, IsotonicRecalibrator(extrapolate=extrapolate))
 
 
-@register("vovk", options=("extrapolate", "random_state"),
-          doc="Vovk's randomized conformal calibrator of the base's PIT values (RV).")
+@register(
+    "vovk",
+    options=("extrapolate", "random_state"),
+    doc="Vovk's randomized conformal calibrator of the base's PIT values (RV).",
+)
 def _vovk(ctx: TaskContext, *, extrapolate: bool = False, random_state=None) -> xr.Dataset:
     from calibprob.calibrators import VovkRecalibrator
 
@@ -220,16 +234,18 @@ def _vovk(ctx: TaskContext, *, extrapolate: bool = False, random_state=None) -> 
     return post_process(ctx, VovkRecalibrator(extrapolate=extrapolate, random_state=rs))
 
 
-@register("marx", options=("center", "extrapolate"),
-          doc="Marx et al. 2022 constant offsets around the base's mean (RM).")
+@register(
+    "marx", options=("center", "extrapolate"), doc="Marx et al. 2022 constant offsets around the base's mean (RM)."
+)
 def _marx(ctx: TaskContext, *, center: str = "mean", extrapolate: bool = False) -> xr.Dataset:
     from calibprob.calibrators import MarxRecalibrator
 
     return post_process(ctx, MarxRecalibrator(center=center, extrapolate=extrapolate))
 
 
-@register("variance-scaling", options=(),
-          doc="One factor on the base's standard deviation, fitted by calibration-set NLL.")
+@register(
+    "variance-scaling", options=(), doc="One factor on the base's standard deviation, fitted by calibration-set NLL."
+)
 def _variance_scaling(ctx: TaskContext) -> xr.Dataset:
     from calibprob.calibrators import VarianceScalingRecalibrator
 
@@ -250,8 +266,11 @@ def _need_calibration_split(ctx: TaskContext, kind: str):
     return ctx.X_cal, ctx.y_cal
 
 
-@register("split-conformal", options=("score", "beta", "eps"),
-          doc="Split conformal around the base's predictive mean on the calibration part; a conformal quantile function.")
+@register(
+    "split-conformal",
+    options=("score", "beta", "eps"),
+    doc="Split conformal around the base's predictive mean on the calibration part; a conformal quantile function.",
+)
 def _split_conformal(ctx: TaskContext, *, score: str = "absolute", beta: float = 1.0, eps: float = 0.0):
     from calibprob.conformal import SplitConformalCalibrator
 
@@ -259,14 +278,16 @@ def _split_conformal(ctx: TaskContext, *, score: str = "absolute", beta: float =
     return post_process(ctx, SplitConformalCalibrator(score=score, beta=beta, eps=eps, confidence_level=0.5))
 
 
-@register("conformal-predictive", options=("normalize", "beta", "eps"),
-          doc="Split conformal predictive system (Vovk et al. 2020): a full predictive CDF per test point.")
+@register(
+    "conformal-predictive",
+    options=("normalize", "beta", "eps"),
+    doc="Split conformal predictive system (Vovk et al. 2020): a full predictive CDF per test point.",
+)
 def _conformal_predictive(ctx: TaskContext, *, normalize: bool = True, beta: float = 1.0, eps: float = 0.0):
     from calibprob.conformal import ConformalPredictiveSystem
 
     _need_calibration_split(ctx, "conformal-predictive")
-    return post_process(ctx, ConformalPredictiveSystem(normalize=normalize, beta=beta, eps=eps,
-                                                       confidence_level=0.5))
+    return post_process(ctx, ConformalPredictiveSystem(normalize=normalize, beta=beta, eps=eps, confidence_level=0.5))
 
 
 def _cross_conformal(ctx: TaskContext, *, method: str, cv, score: str, beta: float, eps: float):
@@ -275,25 +296,38 @@ def _cross_conformal(ctx: TaskContext, *, method: str, cv, score: str, beta: flo
 
     sides = 1 if get_score(score, beta=beta, eps=eps).symmetric else 2
     levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), sides)
-    model = CrossConformalRegressor(estimator=ctx.new_base(), method=method, cv=cv, score=score, beta=beta,
-                                    eps=eps, confidence_level=ok, random_state=ctx.seed)
+    model = CrossConformalRegressor(
+        estimator=ctx.new_base(),
+        method=method,
+        cv=cv,
+        score=score,
+        beta=beta,
+        eps=eps,
+        confidence_level=ok,
+        random_state=ctx.seed,
+    )
     return model.fit(ctx.X_train, ctx.y_train).predict(ctx.X_test, confidence_level=levels)
 
 
-@register("jackknife", options=("score", "beta", "eps"),
-          doc="Jackknife (Pion eq. 6): leave-one-out residuals around the full-data fit; n refits.")
+@register(
+    "jackknife",
+    options=("score", "beta", "eps"),
+    doc="Jackknife (Pion eq. 6): leave-one-out residuals around the full-data fit; n refits.",
+)
 def _jackknife(ctx: TaskContext, *, score: str = "absolute", beta: float = 1.0, eps: float = 0.0):
     return _cross_conformal(ctx, method="base", cv="loo", score=score, beta=beta, eps=eps)
 
 
-@register("jackknife-plus", options=("score", "beta", "eps"),
-          doc="Jackknife+ (Barber et al. 2021): n refits of the base, coverage >= 2c - 1.")
+@register(
+    "jackknife-plus",
+    options=("score", "beta", "eps"),
+    doc="Jackknife+ (Barber et al. 2021): n refits of the base, coverage >= 2c - 1.",
+)
 def _jackknife_plus(ctx: TaskContext, *, score: str = "absolute", beta: float = 1.0, eps: float = 0.0):
     return _cross_conformal(ctx, method="plus", cv="loo", score=score, beta=beta, eps=eps)
 
 
-@register("cv-plus", options=("folds", "score", "beta", "eps"),
-          doc="CV+ (Barber et al. 2021): K refits of the base.")
+@register("cv-plus", options=("folds", "score", "beta", "eps"), doc="CV+ (Barber et al. 2021): K refits of the base.")
 def _cv_plus(ctx: TaskContext, *, folds: int = 10, score: str = "absolute", beta: float = 1.0, eps: float = 0.0):
     return _cross_conformal(ctx, method="plus", cv=int(folds), score=score, beta=beta, eps=eps)
 
@@ -306,23 +340,33 @@ def _gp_conformal(ctx: TaskContext, cls_name: str, sides: int, **options):
     return model.fit().predict(ctx.X_test, confidence_level=levels)
 
 
-@register("jackknife-plus-gp", options=("beta", "eps", "refit_mean"),
-          doc="J+GP (Pion eq. 11-12): jackknife+ with normalised scores from the GP's closed-form LOO.")
+@register(
+    "jackknife-plus-gp",
+    options=("beta", "eps", "refit_mean"),
+    doc="J+GP (Pion eq. 11-12): jackknife+ with normalised scores from the GP's closed-form LOO.",
+)
 def _jackknife_plus_gp(ctx: TaskContext, *, beta: float = 1.0, eps: float = 0.0, refit_mean: bool = True):
-    return _gp_conformal(ctx, "JackknifePlusGP", 1, score="normalized", beta=beta, eps=eps,
-                         refit_mean=refit_mean)
+    return _gp_conformal(ctx, "JackknifePlusGP", 1, score="normalized", beta=beta, eps=eps, refit_mean=refit_mean)
 
 
-@register("asym-jackknife-plus-gp", options=("beta", "eps", "refit_mean", "convention"),
-          doc="asymJ+GP (Pion eq. 13-14): signed normalised LOO scores, one rank per tail.")
-def _asym_jackknife_plus_gp(ctx: TaskContext, *, beta: float = 1.0, eps: float = 0.0, refit_mean: bool = True,
-                            convention: str = "barber"):
-    return _gp_conformal(ctx, "JackknifePlusGP", 2, score="signed", beta=beta, eps=eps,
-                         refit_mean=refit_mean, convention=convention)
+@register(
+    "asym-jackknife-plus-gp",
+    options=("beta", "eps", "refit_mean", "convention"),
+    doc="asymJ+GP (Pion eq. 13-14): signed normalised LOO scores, one rank per tail.",
+)
+def _asym_jackknife_plus_gp(
+    ctx: TaskContext, *, beta: float = 1.0, eps: float = 0.0, refit_mean: bool = True, convention: str = "barber"
+):
+    return _gp_conformal(
+        ctx, "JackknifePlusGP", 2, score="signed", beta=beta, eps=eps, refit_mean=refit_mean, convention=convention
+    )
 
 
-@register("full-conformal-gp", options=("beta", "eps", "refit_mean"),
-          doc="Full-conformal GP (Papadopoulos 2023; Pion eq. 9-10): exact, no candidate grid.")
+@register(
+    "full-conformal-gp",
+    options=("beta", "eps", "refit_mean"),
+    doc="Full-conformal GP (Papadopoulos 2023; Pion eq. 9-10): exact, no candidate grid.",
+)
 def _full_conformal_gp(ctx: TaskContext, *, beta: float = 1.0, eps: float = 0.0, refit_mean: bool = True):
     return _gp_conformal(ctx, "FullConformalGP", 1, beta=beta, eps=eps, refit_mean=refit_mean)
 
@@ -339,8 +383,7 @@ def _register_gp_beta():
 
     options = (*RUN_OPTIONS, "calibration_data")
 
-    @register("gp-beta", options=options,
-              doc="GP-Beta distribution calibration (Song et al. 2019), a PyMC model.")
+    @register("gp-beta", options=options, doc="GP-Beta distribution calibration (Song et al. 2019), a PyMC model.")
     def _gp_beta(ctx: TaskContext, *, calibration_data: str = "auto", **opts) -> xr.Dataset:
         """GP-Beta on the base's predictive Dataset; ``calibration_data`` as in :func:`calibration_prediction`."""
         from calibprob.calibrators import GPBetaCalibrator
@@ -352,9 +395,21 @@ def _register_gp_beta():
 _register_gp_beta()
 
 
-@register("sharp-gp", options=("variant", "n_levels", "include_noise", "fit_noise", "n_restarts", "prior_sd",
-                                "fit_fraction", "n_train_subset", "maxiter"),
-          doc="Sharp calibrated GP (Capone et al. 2023), calibration hyperparameters by MAP per level.")
+@register(
+    "sharp-gp",
+    options=(
+        "variant",
+        "n_levels",
+        "include_noise",
+        "fit_noise",
+        "n_restarts",
+        "prior_sd",
+        "fit_fraction",
+        "n_train_subset",
+        "maxiter",
+    ),
+    doc="Sharp calibrated GP (Capone et al. 2023), calibration hyperparameters by MAP per level.",
+)
 def _sharp_gp(ctx: TaskContext, **opts) -> xr.Dataset:
     """The sharp GP around the task's fitted GP base, fitted on the calibration data (model-aware)."""
     from calibprob.calibrators import SharpCalibratedGP

@@ -71,8 +71,17 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-__all__ = ["PIPELINE_DIMS", "RANK_SCORES", "TIE_SE", "paired_ranking", "coverage_se", "undercovers",
-           "stack_pipelines", "rank_results", "format_ranking"]
+__all__ = [
+    "PIPELINE_DIMS",
+    "RANK_SCORES",
+    "TIE_SE",
+    "paired_ranking",
+    "coverage_se",
+    "undercovers",
+    "stack_pipelines",
+    "rank_results",
+    "format_ranking",
+]
 
 #: Dimensions whose labels together name a pipeline, in label order ("base/calibrator").
 PIPELINE_DIMS = ("base", "calibrator")
@@ -85,8 +94,10 @@ TIE_SE = 2.0
 
 def _check_by(by) -> str:
     if not isinstance(by, str) or by not in RANK_SCORES:
-        raise ValueError(f"by must be one of {', '.join(map(repr, RANK_SCORES))} (a proper score, lower is "
-                         f"better); got {by!r}. Rank by width through the interval ranking instead.")
+        raise ValueError(
+            f"by must be one of {', '.join(map(repr, RANK_SCORES))} (a proper score, lower is "
+            f"better); got {by!r}. Rank by width through the interval ranking instead."
+        )
     return by
 
 
@@ -239,8 +250,10 @@ def undercovers(coverage: xr.DataArray, n_test: xr.DataArray, level) -> xr.DataA
 def _pipeline_dims(ds) -> list[str]:
     dims = [d for d in PIPELINE_DIMS if d in ds.dims]
     if not dims:
-        raise ValueError(f"results have none of the pipeline dimensions {PIPELINE_DIMS}; give the root "
-                         "Dataset of a results file (calibprob.compare.load_results).")
+        raise ValueError(
+            f"results have none of the pipeline dimensions {PIPELINE_DIMS}; give the root "
+            "Dataset of a results file (calibprob.compare.load_results)."
+        )
     return dims
 
 
@@ -332,13 +345,23 @@ def rank_results(results: xr.Dataset, by: str = "nll") -> xr.Dataset:
     datasets = st["dataset"].values
     pipes = st["pipeline"].values
     P = pipes.size
-    out = xr.Dataset(coords={"dataset": datasets, "pipeline": pipes,
-                             **{k: st[k] for k in st.coords if str(k).startswith("pipeline_")}})
+    out = xr.Dataset(
+        coords={
+            "dataset": datasets,
+            "pipeline": pipes,
+            **{k: st[k] for k in st.coords if str(k).startswith("pipeline_")},
+        }
+    )
     score_keys = ("mean", "se", "diff", "dse", "rank", "tied", "n")
 
     def empty(shape, key):
-        return (np.zeros(shape, np.int32) if key in ("rank", "n")
-                else np.zeros(shape, bool) if key == "tied" else np.full(shape, np.nan))
+        return (
+            np.zeros(shape, np.int32)
+            if key in ("rank", "n")
+            else np.zeros(shape, bool)
+            if key == "tied"
+            else np.full(shape, np.nan)
+        )
 
     score = {k: empty((datasets.size, P), k) for k in score_keys}
     if by in st:
@@ -375,8 +398,10 @@ def rank_results(results: xr.Dataset, by: str = "nll") -> xr.Dataset:
     out.attrs.update(
         rank_by=by,
         tie_rule=f"tied: mean difference to the best <= {TIE_SE:g} paired standard errors (dse) over repetitions",
-        coverage_rule=(f"under-covers: mean coverage < nominal - {TIE_SE:g} se, se = max(binomial "
-                       "sqrt(a(1-a)/N) over pooled test points, across-repetition sd/sqrt(R)); never ranked by width"),
+        coverage_rule=(
+            f"under-covers: mean coverage < nominal - {TIE_SE:g} se, se = max(binomial "
+            "sqrt(a(1-a)/N) over pooled test points, across-repetition sd/sqrt(R)); never ranked by width"
+        ),
         pipeline_dims=",".join(_pipeline_dims(results)),
     )
     return out
@@ -397,8 +422,9 @@ def _table(rows: list[list[str]], right: set[int]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for k, row in enumerate(rows):
-        lines.append("  ".join(t.rjust(w) if i in right else t.ljust(w)
-                               for i, (t, w) in enumerate(zip(row, widths))).rstrip())
+        lines.append(
+            "  ".join(t.rjust(w) if i in right else t.ljust(w) for i, (t, w) in enumerate(zip(row, widths))).rstrip()
+        )
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
     return lines
@@ -433,8 +459,18 @@ def score_rows(rk: xr.Dataset, dataset) -> list[dict]:
             else:
                 note = f"incomplete: scored on {int(x['score_n'])} repetition(s), not paired with the others"
         verdict = "best" if rank == 1 else "tied" if bool(x["score_tied"]) else ""
-        rows.append(dict(rank=rank, pipeline=str(p), mean=float(x["score_mean"]), se=float(x["score_se"]),
-                         diff=float(x["score_diff"]), dse=float(x["score_dse"]), verdict=verdict, note=note))
+        rows.append(
+            dict(
+                rank=rank,
+                pipeline=str(p),
+                mean=float(x["score_mean"]),
+                se=float(x["score_se"]),
+                diff=float(x["score_diff"]),
+                dse=float(x["score_dse"]),
+                verdict=verdict,
+                note=note,
+            )
+        )
     return sorted(rows, key=lambda r: (r["rank"] == 0, r["rank"]))
 
 
@@ -462,11 +498,29 @@ def interval_rows(rk: xr.Dataset, dataset, level) -> list[dict]:
         if np.isnan(float(x["coverage"])):
             continue  # not scored at this level (failed)
         rank = int(x["width_rank"])
-        verdict = ("under-covers" if bool(x["undercovers"]) else "best" if rank == 1
-                   else "tied" if bool(x["width_tied"]) else "" if rank else "incomplete")
-        rows.append(dict(rank=rank, pipeline=str(p), coverage=float(x["coverage"]),
-                         coverage_se=float(x["coverage_se"]), width=float(x["width"]),
-                         diff=float(x["width_diff"]), dse=float(x["width_dse"]), verdict=verdict))
+        verdict = (
+            "under-covers"
+            if bool(x["undercovers"])
+            else "best"
+            if rank == 1
+            else "tied"
+            if bool(x["width_tied"])
+            else ""
+            if rank
+            else "incomplete"
+        )
+        rows.append(
+            dict(
+                rank=rank,
+                pipeline=str(p),
+                coverage=float(x["coverage"]),
+                coverage_se=float(x["coverage_se"]),
+                width=float(x["width"]),
+                diff=float(x["width_diff"]),
+                dse=float(x["width_dse"]),
+                verdict=verdict,
+            )
+        )
     return sorted(rows, key=lambda r: (r["rank"] == 0, r["rank"]))
 
 
@@ -513,23 +567,41 @@ def format_ranking(rk: xr.Dataset, repetitions: int | None = None) -> str:
                     continue
                 se = "" if np.isnan(r["se"]) else f" ± {_fmt(r['se'])}"
                 best = r["verdict"] == "best"
-                rows.append([str(r["rank"]), r["pipeline"], _fmt(r["mean"]) + se, "—" if best else _fmt(r["diff"]),
-                             "—" if best else _fmt(r["dse"]), r["verdict"]])
+                rows.append(
+                    [
+                        str(r["rank"]),
+                        r["pipeline"],
+                        _fmt(r["mean"]) + se,
+                        "—" if best else _fmt(r["diff"]),
+                        "—" if best else _fmt(r["dse"]),
+                        r["verdict"],
+                    ]
+                )
             lines += _table(rows, right={0, 3, 4})
             lines.append(f"   (tied: Δ ≤ {TIE_SE:g} dse, the paired standard error of Δ over repetitions)")
         if "width_rank" in rk:
-            lines.append(f"-- intervals at each level: narrowest first among those whose coverage is not short "
-                         f"of nominal by > {TIE_SE:g} se")
+            lines.append(
+                f"-- intervals at each level: narrowest first among those whose coverage is not short "
+                f"of nominal by > {TIE_SE:g} se"
+            )
             rows = [["level", "rank", "pipeline", "coverage ± se", "width", "Δ to best", "dse", ""]]
             for c in rk["confidence_level"].values:
                 first = True
                 for r in interval_rows(rk, d, c):
                     best = r["verdict"] == "best"
                     ranked = r["rank"] > 0
-                    rows.append([f"{c:g}" if first else "", str(r["rank"]) if ranked else "-", r["pipeline"],
-                                 f"{_fmt(r['coverage'])} ± {_fmt(r['coverage_se'])}", _fmt(r["width"]),
-                                 "—" if best or not ranked else _fmt(r["diff"]),
-                                 "—" if best or not ranked else _fmt(r["dse"]), r["verdict"]])
+                    rows.append(
+                        [
+                            f"{c:g}" if first else "",
+                            str(r["rank"]) if ranked else "-",
+                            r["pipeline"],
+                            f"{_fmt(r['coverage'])} ± {_fmt(r['coverage_se'])}",
+                            _fmt(r["width"]),
+                            "—" if best or not ranked else _fmt(r["diff"]),
+                            "—" if best or not ranked else _fmt(r["dse"]),
+                            r["verdict"],
+                        ]
+                    )
                     first = False
             lines += _table(rows, right={0, 1, 4, 5, 6})
         lines.append("")

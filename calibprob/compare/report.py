@@ -10,8 +10,7 @@ import xarray as xr
 __all__ = ["summary", "format_table", "write_plots", "load_results", "LOWER_IS_BETTER"]
 
 #: Metrics where smaller is better. Coverage is judged by its distance to the nominal level.
-LOWER_IS_BETTER = {"ece", "iae", "nll", "crps", "pinball", "mse", "rmse", "std", "width",
-                   "ueb_violation", "ueb_width"}
+LOWER_IS_BETTER = {"ece", "iae", "nll", "crps", "pinball", "mse", "rmse", "std", "width", "ueb_violation", "ueb_width"}
 
 
 def load_results(path: str | Path) -> xr.Dataset:
@@ -63,8 +62,9 @@ def load_results(path: str | Path) -> xr.Dataset:
     try:
         tree = xr.open_datatree(path, engine="h5netcdf")
     except Exception as err:  # damaged HDF5, classic netCDF-3, ...
-        raise ValueError(f"{str(path)!r} could not be read as a netCDF-4 file ({type(err).__name__}: {err}). "
-                         f"{hint}") from None
+        raise ValueError(
+            f"{str(path)!r} could not be read as a netCDF-4 file ({type(err).__name__}: {err}). {hint}"
+        ) from None
     try:
         ds = tree.to_dataset().load()
         if "timing" in tree.children:
@@ -157,9 +157,11 @@ def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
     >>> tmp.cleanup()
     """
     results = _flat(results)
-    metrics = metrics or results.attrs.get("metrics") or [
-        v for v in results.data_vars if results[v].dtype.kind == "f" and "calibrator" in results[v].dims
-    ]
+    metrics = (
+        metrics
+        or results.attrs.get("metrics")
+        or [v for v in results.data_vars if results[v].dtype.kind == "f" and "calibrator" in results[v].dims]
+    )
     rows = _rows(results, metrics)
     means, ses, ns, bests = [], [], [], []
     for _, var, c in rows:
@@ -190,10 +192,15 @@ def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
         ses.append(se)
         ns.append(n)
         bests.append(best)
-    labels = [r[0] for r in rows if not [d for d in results[r[1]].dims
-                                          if d not in ("dataset", "calibrator", "repetition", "confidence_level")]]
-    cat = lambda xs: xr.concat(xs, dim=xr.DataArray(labels, dims="row"), coords="minimal",  # noqa: E731
-                               compat="override")
+    labels = [
+        r[0]
+        for r in rows
+        if not [d for d in results[r[1]].dims if d not in ("dataset", "calibrator", "repetition", "confidence_level")]
+    ]
+
+    def cat(xs):
+        return xr.concat(xs, dim=xr.DataArray(labels, dims="row"), coords="minimal", compat="override")
+
     return xr.Dataset({"mean": cat(means), "se": cat(ses), "n": cat(ns), "best": cat(bests)})
 
 
@@ -262,20 +269,30 @@ def format_table(results: xr.Dataset, metrics=None) -> str:
                 row.append(("*" if bool(cell["best"]) else " ") + txt)
             cells.append(row)
         widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-        lines.append(f"== {d}  (mean ± s.e. over {reps} repetitions; * = best; "
-                     "a width only among intervals that do not under-cover)")
+        lines.append(
+            f"== {d}  (mean ± s.e. over {reps} repetitions; * = best; "
+            "a width only among intervals that do not under-cover)"
+        )
         for k, row in enumerate(cells):
-            lines.append("  ".join(txt.ljust(w) if i == 0 else txt.rjust(w) for i, (txt, w) in enumerate(zip(row, widths))))
+            lines.append(
+                "  ".join(txt.ljust(w) if i == 0 else txt.rjust(w) for i, (txt, w) in enumerate(zip(row, widths)))
+            )
             if k == 0:
                 lines.append("  ".join("-" * w for w in widths))
         lines.append("")
     if "error" in results:
         errs = results["error"].values
-        failed = [(str(d), int(r), str(c), str(errs[i, j, k]).splitlines()[0])
-                  for i, d in enumerate(results["dataset"].values)
-                  for j, r in enumerate(results["repetition"].values)
-                  for k, c in enumerate(results["calibrator"].values)
-                  if str(errs[i, j, k])] if errs.ndim == 3 else []
+        failed = (
+            [
+                (str(d), int(r), str(c), str(errs[i, j, k]).splitlines()[0])
+                for i, d in enumerate(results["dataset"].values)
+                for j, r in enumerate(results["repetition"].values)
+                for k, c in enumerate(results["calibrator"].values)
+                if str(errs[i, j, k])
+            ]
+            if errs.ndim == 3
+            else []
+        )
         if failed:
             lines.append(f"{len(failed)} failed (dataset, repetition, calibrator) runs:")
             for d, r, c, msg in failed[:20]:
@@ -387,8 +404,12 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
             cov = r["iae_coverage"]
             nominal = cov[curve_dim(cov)].values
             fig, ax = plt.subplots(figsize=(5, 5))
-            draw_coverage(ax, nominal, {c: cov.sel(calibrator=c).mean("repetition").values for c in cals},
-                          title=f"Coverage of central intervals — {d}")
+            draw_coverage(
+                ax,
+                nominal,
+                {c: cov.sel(calibrator=c).mean("repetition").values for c in cals},
+                title=f"Coverage of central intervals — {d}",
+            )
             save(fig, f"{safe_name(d)}_coverage.png")
         if "ece" in r and "std" in r:
             colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -400,8 +421,11 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
                 col = colors[i % len(colors)]
                 ax.scatter(x, y, s=12, alpha=0.35, color=col)
                 ax.scatter(x.mean(), y.mean(), s=90, marker="D", edgecolor="k", color=col, label=c)
-            ax.set(xlabel="ECE (lower = better calibrated)", ylabel="mean predictive STD (lower = sharper)",
-                   title=f"Sharpness vs calibration — {d}")
+            ax.set(
+                xlabel="ECE (lower = better calibrated)",
+                ylabel="mean predictive STD (lower = sharper)",
+                title=f"Sharpness vs calibration — {d}",
+            )
             ax.legend(fontsize=8)
             save(fig, f"{safe_name(d)}_sharpness_calibration.png")
     return written
@@ -412,8 +436,15 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
 #: (besides every variable of a ``diagnostics`` group); none is written by today's bases.
 DIAGNOSTIC_NAMES = ("rhat", "r_hat", "ess_bulk", "ess_tail", "divergences", "diverging", "n_divergent")
 #: Section headings of the HTML report, in order (the diagnostics one only when the file has any).
-HTML_SECTIONS = ("Ranking", "Scores", "Reliability diagrams", "PIT histograms",
-                 "Coverage and width", "Fit times", "Diagnostics")
+HTML_SECTIONS = (
+    "Ranking",
+    "Scores",
+    "Reliability diagrams",
+    "PIT histograms",
+    "Coverage and width",
+    "Fit times",
+    "Diagnostics",
+)
 
 _CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:#1d232a;
@@ -451,18 +482,19 @@ def _png(fig) -> str:
     fig.savefig(buf, format="png", dpi=96, bbox_inches="tight")
     plt.close(fig)
     alt = fig.axes[0].get_title() if fig.axes else "figure"
-    return (f'<img alt="{_esc(alt)}" src="data:image/png;base64,'
-            f'{base64.b64encode(buf.getvalue()).decode("ascii")}">')
+    return f'<img alt="{_esc(alt)}" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode("ascii")}">'
 
 
 def _html_table(header, rows, classes=None, left=(0,)) -> str:
-    head = "".join(f'<th class="l">{_esc(h)}</th>' if i in left else f"<th>{_esc(h)}</th>"
-                   for i, h in enumerate(header))
+    head = "".join(
+        f'<th class="l">{_esc(h)}</th>' if i in left else f"<th>{_esc(h)}</th>" for i, h in enumerate(header)
+    )
     body = []
     for k, row in enumerate(rows):
         cls = f' class="{classes[k]}"' if classes and classes[k] else ""
-        cells = "".join(f'<td class="l">{_esc(c)}</td>' if i in left else f"<td>{_esc(c)}</td>"
-                        for i, c in enumerate(row))
+        cells = "".join(
+            f'<td class="l">{_esc(c)}</td>' if i in left else f"<td>{_esc(c)}</td>" for i, c in enumerate(row)
+        )
         body.append(f"<tr{cls}>{cells}</tr>")
     return f'<div class="tbl"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
@@ -491,8 +523,9 @@ def _ranking_html(rk, d) -> str:
     by = rk.attrs.get("rank_by", "nll")
     parts = [f"<h3>{_esc(d)}: ranking by {_esc(by.upper())}</h3>"]
     if not int(rk["score_n"].sel(dataset=d).max()):
-        parts.append(f'<p class="note">No pipeline has {_esc(by)} scores (intervals-only methods, or every '
-                     "task failed).</p>")
+        parts.append(
+            f'<p class="note">No pipeline has {_esc(by)} scores (intervals-only methods, or every task failed).</p>'
+        )
     else:
         rows, classes = [], []
         for r in score_rows(rk, d):
@@ -502,14 +535,25 @@ def _ranking_html(rk, d) -> str:
                 continue
             best = r["verdict"] == "best"
             se = "" if np.isnan(r["se"]) else f" ± {f(r['se'])}"
-            rows.append([str(r["rank"]), r["pipeline"], f(r["mean"]) + se, "—" if best else f(r["diff"]),
-                         "—" if best else f(r["dse"]), r["verdict"]])
+            rows.append(
+                [
+                    str(r["rank"]),
+                    r["pipeline"],
+                    f(r["mean"]) + se,
+                    "—" if best else f(r["diff"]),
+                    "—" if best else f(r["dse"]),
+                    r["verdict"],
+                ]
+            )
             classes.append({"best": "best", "tied": "tied"}.get(r["verdict"], ""))
-        parts.append(_html_table(["rank", "pipeline", f"{by} ± se", "Δ to best", "dse", ""], rows, classes,
-                                 left=(1, 5)))
-        parts.append(f'<p class="note">Lower is better. Δ is the mean over repetitions of the per-repetition '
-                     f"difference to the best (the splits are shared, so differences are paired); dse is its "
-                     f"standard error, sd(differences)/√R. <b>tied</b>: Δ ≤ {TIE_SE:g} dse.</p>")
+        parts.append(
+            _html_table(["rank", "pipeline", f"{by} ± se", "Δ to best", "dse", ""], rows, classes, left=(1, 5))
+        )
+        parts.append(
+            f'<p class="note">Lower is better. Δ is the mean over repetitions of the per-repetition '
+            f"difference to the best (the splits are shared, so differences are paired); dse is its "
+            f"standard error, sd(differences)/√R. <b>tied</b>: Δ ≤ {TIE_SE:g} dse.</p>"
+        )
     if "width_rank" in rk:
         rows, classes = [], []
         for c in rk["confidence_level"].values:
@@ -517,19 +561,35 @@ def _ranking_html(rk, d) -> str:
             for r in interval_rows(rk, d, c):
                 ranked = r["rank"] > 0
                 best = r["verdict"] == "best"
-                rows.append([f"{c:g}" if first else "", str(r["rank"]) if ranked else "–", r["pipeline"],
-                             f"{f(r['coverage'])} ± {f(r['coverage_se'])}", f(r["width"]),
-                             "—" if best or not ranked else f(r["diff"]),
-                             "—" if best or not ranked else f(r["dse"]), r["verdict"]])
+                rows.append(
+                    [
+                        f"{c:g}" if first else "",
+                        str(r["rank"]) if ranked else "–",
+                        r["pipeline"],
+                        f"{f(r['coverage'])} ± {f(r['coverage_se'])}",
+                        f(r["width"]),
+                        "—" if best or not ranked else f(r["diff"]),
+                        "—" if best or not ranked else f(r["dse"]),
+                        r["verdict"],
+                    ]
+                )
                 classes.append({"best": "best", "tied": "tied", "under-covers": "under"}.get(r["verdict"], ""))
                 first = False
         parts.append(f"<h3>{_esc(d)}: central intervals, narrowest first</h3>")
-        parts.append(_html_table(["level", "rank", "pipeline", "coverage ± se", "width", "Δ to best", "dse", ""],
-                                 rows, classes, left=(2, 7)))
-        parts.append(f'<p class="note">An interval whose mean coverage falls short of the nominal level by '
-                     f"more than {TIE_SE:g} standard errors <b>under-covers</b> and is never ranked by width; "
-                     "se = max(binomial √(α(1−α)/N) over the N test points pooled over repetitions, "
-                     "across-repetition sd/√R).</p>")
+        parts.append(
+            _html_table(
+                ["level", "rank", "pipeline", "coverage ± se", "width", "Δ to best", "dse", ""],
+                rows,
+                classes,
+                left=(2, 7),
+            )
+        )
+        parts.append(
+            f'<p class="note">An interval whose mean coverage falls short of the nominal level by '
+            f"more than {TIE_SE:g} standard errors <b>under-covers</b> and is never ranked by width; "
+            "se = max(binomial √(α(1−α)/N) over the N test points pooled over repetitions, "
+            "across-repetition sd/√R).</p>"
+        )
     return "\n".join(parts)
 
 
@@ -553,8 +613,10 @@ def _scores_html(results, metrics) -> str:
                 row.append(("★ " if bool(cell["best"]) else "") + txt)
             rows.append(row)
         out.append(f"<h3>{_esc(d)}</h3>" + _html_table(["metric", *pipes], rows))
-    out.append('<p class="note">Mean ± standard error over repetitions; ★ = best (lowest; coverage: closest '
-               "to nominal; width: narrowest among the intervals that do not under-cover).</p>")
+    out.append(
+        '<p class="note">Mean ± standard error over repetitions; ★ = best (lowest; coverage: closest '
+        "to nominal; width: narrowest among the intervals that do not under-cover).</p>"
+    )
     return "\n".join(out)
 
 
@@ -604,8 +666,7 @@ def _pit_fig(st_d, pipes, colors, d):
     w = np.diff(edges)
     ncol = min(4, len(pipes))
     nrow = -(-len(pipes) // ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(2.9 * ncol, 2.3 * nrow), squeeze=False,
-                             sharex=True, sharey=True)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(2.9 * ncol, 2.3 * nrow), squeeze=False, sharex=True, sharey=True)
     top = 1.0
     for ax, p in zip(axes.flat, pipes):
         masses = of.sel(pipeline=p).diff(lv_dim).mean("repetition").values
@@ -615,13 +676,21 @@ def _pit_fig(st_d, pipes, colors, d):
         ax.axhline(1.0, color="0.25", ls="--", lw=1)
         if np.isfinite(N) and N > 0:
             half = 2 * np.sqrt(w * (1 - w) / N) / w
-            ax.fill_between(edges, np.r_[1 - half, 1 - half[-1]], np.r_[1 + half, 1 + half[-1]], step="post",
-                            color="0.5", alpha=0.25, lw=0, label="uniform ±2 se")
+            ax.fill_between(
+                edges,
+                np.r_[1 - half, 1 - half[-1]],
+                np.r_[1 + half, 1 + half[-1]],
+                step="post",
+                color="0.5",
+                alpha=0.25,
+                lw=0,
+                label="uniform ±2 se",
+            )
             top = max(top, float(np.max(1 + half)))
         top = max(top, float(np.nanmax(dens)) if np.isfinite(dens).any() else 1.0)
         ax.set_title(p, fontsize=9)
         ax.set_xlim(0, 1)
-    for ax in axes.flat[len(pipes):]:
+    for ax in axes.flat[len(pipes) :]:
         ax.axis("off")
     axes[0, 0].set_ylim(0, 1.08 * top)
     for ax in axes[:, 0]:
@@ -655,22 +724,35 @@ def _coverage_width_fig(rk, d, colors):
                 continue
             under = bool(y["undercovers"])
             best = int(y["width_rank"]) == 1
-            h = ax.errorbar(wid, cov, xerr=2 * float(y["width_se"]) if np.isfinite(float(y["width_se"])) else None,
-                            yerr=2 * float(y["coverage_se"]), fmt="*" if best else "o", ms=12 if best else 6,
-                            color=colors[str(p)], mfc="white" if under else colors[str(p)], capsize=2, lw=1)
+            h = ax.errorbar(
+                wid,
+                cov,
+                xerr=2 * float(y["width_se"]) if np.isfinite(float(y["width_se"])) else None,
+                yerr=2 * float(y["coverage_se"]),
+                fmt="*" if best else "o",
+                ms=12 if best else 6,
+                color=colors[str(p)],
+                mfc="white" if under else colors[str(p)],
+                capsize=2,
+                lw=1,
+            )
             handles.setdefault(str(p), h)
         ax.axhline(c, color="0.3", ls="--", lw=1)
-        ax.set_title(f"level {c:g}" + (f" (infinite width: {', '.join(infinite)})" if infinite else ""),
-                     fontsize=9)
+        ax.set_title(f"level {c:g}" + (f" (infinite width: {', '.join(infinite)})" if infinite else ""), fontsize=9)
         ax.set_xlabel("mean width")
         ax.set_ylabel("coverage")
-    for ax in axes.flat[levels.size:]:
+    for ax in axes.flat[levels.size :]:
         ax.axis("off")
-    fig.suptitle(f"Coverage vs width — {d} (hollow: under-covers; ★: narrowest adequate; bars ±2 se)",
-                 fontsize=10)
+    fig.suptitle(f"Coverage vs width — {d} (hollow: under-covers; ★: narrowest adequate; bars ±2 se)", fontsize=10)
     if handles:
-        fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(5, len(handles)),
-                   fontsize=8, frameon=False)
+        fig.legend(
+            list(handles.values()),
+            list(handles),
+            loc="lower center",
+            ncol=min(5, len(handles)),
+            fontsize=8,
+            frameon=False,
+        )
     fig.tight_layout(rect=(0, 0.06 if handles else 0, 1, 1))
     return fig
 
@@ -688,9 +770,19 @@ def _fit_times_html(st, d, colors) -> str:
             x = bt.isel(sel).values.astype(float)
             x = x[np.isfinite(x)]
             if x.size:
-                name = "base model" + ("" if not sel else f" ({', '.join(str(bt[k].values[i]) for k, i in sel.items())})")
-                rows.append([name, _fmt(x.mean()), _fmt(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else "",
-                             _fmt(x.min()), _fmt(x.max()), str(x.size)])
+                name = "base model" + (
+                    "" if not sel else f" ({', '.join(str(bt[k].values[i]) for k, i in sel.items())})"
+                )
+                rows.append(
+                    [
+                        name,
+                        _fmt(x.mean()),
+                        _fmt(x.std(ddof=1) / np.sqrt(x.size)) if x.size > 1 else "",
+                        _fmt(x.min()),
+                        _fmt(x.max()),
+                        str(x.size),
+                    ]
+                )
     if "fit_time" in b:
         for p in b["pipeline"].values:
             x = b["fit_time"].sel(pipeline=p).values.astype(float)
@@ -698,13 +790,14 @@ def _fit_times_html(st, d, colors) -> str:
             if not x.size:
                 continue
             se = x.std(ddof=1) / np.sqrt(x.size) if x.size > 1 else np.nan
-            rows.append([str(p), _fmt(x.mean()), "" if np.isnan(se) else _fmt(se), _fmt(x.min()), _fmt(x.max()),
-                         str(x.size)])
+            rows.append(
+                [str(p), _fmt(x.mean()), "" if np.isnan(se) else _fmt(se), _fmt(x.min()), _fmt(x.max()), str(x.size)]
+            )
             labels.append(str(p))
             means.append(x.mean())
             errs.append(0 if np.isnan(se) else 2 * se)
     if not rows:
-        return f"<h3>{_esc(d)}</h3><p class=\"note\">No fit times in this file.</p>"
+        return f'<h3>{_esc(d)}</h3><p class="note">No fit times in this file.</p>'
     parts.append(f"<h3>{_esc(d)}</h3>")
     parts.append(_html_table(["", "mean (s)", "se (s)", "min (s)", "max (s)", "repetitions"], rows))
     if labels:
@@ -728,16 +821,20 @@ def _diagnostics_html(diag: xr.Dataset) -> str:
             continue
         keep = [k for k in da.dims if k != "repetition"]
         da = da.astype(float)
-        red = {"min": da.min("repetition"), "mean": da.mean("repetition"), "max": da.max("repetition")} \
-            if "repetition" in da.dims else {"value": da}
+        red = (
+            {"min": da.min("repetition"), "mean": da.mean("repetition"), "max": da.max("repetition")}
+            if "repetition" in da.dims
+            else {"value": da}
+        )
         rows, classes = [], []
         for idx in np.ndindex(*[da.sizes[k] for k in keep]):
             sel = dict(zip(keep, idx))
             vals = [float(v.isel(sel)) for v in red.values()]
             if all(np.isnan(vals)):
                 continue
-            rows.append([str(da[k].values[i]) if k in da.coords else str(i) for k, i in sel.items()]
-                        + [_fmt(v) for v in vals])
+            rows.append(
+                [str(da[k].values[i]) if k in da.coords else str(i) for k, i in sel.items()] + [_fmt(v) for v in vals]
+            )
             # r-hat above 1.01 is the usual "not converged" flag (Vehtari et al. 2021)
             classes.append("under" if "rhat" in name.replace("_", "") and np.nanmax(vals) > 1.01 else "")
         if rows:
@@ -748,8 +845,9 @@ def _diagnostics_html(diag: xr.Dataset) -> str:
     return "\n".join(parts)
 
 
-def write_html(results, out: str | Path, *, rank_by: str | None = None, diagnostics: xr.Dataset | None = None,
-               metrics=None) -> Path:
+def write_html(
+    results, out: str | Path, *, rank_by: str | None = None, diagnostics: xr.Dataset | None = None, metrics=None
+) -> Path:
     r"""Write one self-contained HTML report of a comparison.
 
     Every plot is a PNG embedded in the page (base64 ``data:`` URIs); there are
@@ -831,8 +929,10 @@ def write_html(results, out: str | Path, *, rank_by: str | None = None, diagnost
 
     out = Path(out)
     if not out.parent.is_dir():
-        raise ValueError(f"out {str(out)!r}: its folder {str(out.parent)!r} does not exist; create it or give "
-                         "another path for the HTML file.")
+        raise ValueError(
+            f"out {str(out)!r}: its folder {str(out.parent)!r} does not exist; create it or give "
+            "another path for the HTML file."
+        )
     if out.is_dir():
         raise ValueError(f"out {str(out)!r} is a folder; give a file name such as report.html.")
     if isinstance(results, (str, Path)):
@@ -847,8 +947,10 @@ def write_html(results, out: str | Path, *, rank_by: str | None = None, diagnost
                 tree.close()
         results = ds
     if not isinstance(results, xr.Dataset) or "dataset" not in results.dims:
-        raise ValueError("results must be a results file or its root Dataset (calibprob.compare.load_results); "
-                         f"got {type(results).__name__}.")
+        raise ValueError(
+            "results must be a results file or its root Dataset (calibprob.compare.load_results); "
+            f"got {type(results).__name__}."
+        )
     spec = {}
     if results.attrs.get("spec"):
         import tomllib
@@ -875,11 +977,14 @@ def write_html(results, out: str | Path, *, rank_by: str | None = None, diagnost
     sections = [s for s in HTML_SECTIONS if s != "Diagnostics" or has_diag]
     ids = {s: s.lower().replace(" ", "-") for s in sections}
 
-    body = [f"<h1>calibprob comparison: {_esc(name)}</h1>",
-            f'<p class="note">{len(datasets)} data set(s): {_esc(", ".join(datasets))}; {reps} repetition(s); '
-            f"{len(pipes)} pipeline(s); calibprob {_esc(results.attrs.get('calibprob_version', '?'))}. "
-            + (_esc(spec.get("description", "")) if spec.get("description") else "") + "</p>",
-            "<nav>" + "".join(f'<a href="#{ids[s]}">{_esc(s)}</a>' for s in sections) + "</nav>"]
+    body = [
+        f"<h1>calibprob comparison: {_esc(name)}</h1>",
+        f'<p class="note">{len(datasets)} data set(s): {_esc(", ".join(datasets))}; {reps} repetition(s); '
+        f"{len(pipes)} pipeline(s); calibprob {_esc(results.attrs.get('calibprob_version', '?'))}. "
+        + (_esc(spec.get("description", "")) if spec.get("description") else "")
+        + "</p>",
+        "<nav>" + "".join(f'<a href="#{ids[s]}">{_esc(s)}</a>' for s in sections) + "</nav>",
+    ]
 
     def section(title, html_text):
         body.append(f'<section><h2 id="{ids[title]}">{_esc(title)}</h2>\n{html_text}</section>')
@@ -889,8 +994,11 @@ def write_html(results, out: str | Path, *, rank_by: str | None = None, diagnost
     rel, pit, cw = [], [], []
     for d in datasets:
         st_d = st.sel(dataset=d)
-        curve_pipes = ([p for p in pipes if bool(st_d["observed_fraction"].sel(pipeline=p).notnull().any())]
-                       if "observed_fraction" in st_d else [])
+        curve_pipes = (
+            [p for p in pipes if bool(st_d["observed_fraction"].sel(pipeline=p).notnull().any())]
+            if "observed_fraction" in st_d
+            else []
+        )
         if curve_pipes:
             rel.append(_png(_reliability_fig(st_d, curve_pipes, colors, d)))
             pit.append(_png(_pit_fig(st_d, curve_pipes, colors, d)))
@@ -900,28 +1008,46 @@ def write_html(results, out: str | Path, *, rank_by: str | None = None, diagnost
             pit.append(msg)
         if "coverage" in rk:
             cw.append(_png(_coverage_width_fig(rk, d, colors)))
-    section("Reliability diagrams",
-            '<p class="note">Observed fraction of test points at or below the predicted p-quantile, against p; '
-            "the diagonal is perfect calibration; bands: ±2 se over repetitions.</p>" + "\n".join(rel))
-    section("PIT histograms",
-            '<p class="note">Histogram of PIT values F(y) on the test points, pooled over repetitions (from the '
-            "stored reliability curves); flat at 1 when calibrated; grey band: ±2 binomial se of a uniform "
-            "histogram with the same number of test points.</p>" + "\n".join(pit))
-    section("Coverage and width", ('<p class="note">Per confidence level: empirical coverage against mean '
-                                   "interval width (±2 se); dashed: the nominal level.</p>" + "\n".join(cw))
-            if cw else '<p class="note">No interval was scored.</p>')
-    section("Fit times", '<p class="note">Wall-clock seconds per task: the base model\'s fit, and each '
-            "calibrator's fit and prediction on the test part.</p>"
-            + "\n".join(_fit_times_html(st, d, colors) for d in datasets))
+    section(
+        "Reliability diagrams",
+        '<p class="note">Observed fraction of test points at or below the predicted p-quantile, against p; '
+        "the diagonal is perfect calibration; bands: ±2 se over repetitions.</p>" + "\n".join(rel),
+    )
+    section(
+        "PIT histograms",
+        '<p class="note">Histogram of PIT values F(y) on the test points, pooled over repetitions (from the '
+        "stored reliability curves); flat at 1 when calibrated; grey band: ±2 binomial se of a uniform "
+        "histogram with the same number of test points.</p>" + "\n".join(pit),
+    )
+    section(
+        "Coverage and width",
+        (
+            '<p class="note">Per confidence level: empirical coverage against mean '
+            "interval width (±2 se); dashed: the nominal level.</p>" + "\n".join(cw)
+        )
+        if cw
+        else '<p class="note">No interval was scored.</p>',
+    )
+    section(
+        "Fit times",
+        '<p class="note">Wall-clock seconds per task: the base model\'s fit, and each '
+        "calibrator's fit and prediction on the test part.</p>"
+        + "\n".join(_fit_times_html(st, d, colors) for d in datasets),
+    )
     if has_diag:
-        section("Diagnostics", '<p class="note">Convergence diagnostics stored in the results file, '
-                "over repetitions; rows with r̂ &gt; 1.01 are marked.</p>" + _diagnostics_html(diagnostics))
+        section(
+            "Diagnostics",
+            '<p class="note">Convergence diagnostics stored in the results file, '
+            "over repetitions; rows with r̂ &gt; 1.01 are marked.</p>" + _diagnostics_html(diagnostics),
+        )
     if results.attrs.get("spec"):
         body.append(f"<details><summary>The spec</summary><pre>{_esc(results.attrs['spec'])}</pre></details>")
 
-    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>calibprob: {_esc(name)}</title><style>{_CSS}</style></head>\n"
-            "<body><main>\n" + "\n".join(body) + "\n</main></body></html>\n")
+    page = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>calibprob: {_esc(name)}</title><style>{_CSS}</style></head>\n"
+        "<body><main>\n" + "\n".join(body) + "\n</main></body></html>\n"
+    )
     out.write_text(page, encoding="utf-8")
     return out

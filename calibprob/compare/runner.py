@@ -27,8 +27,15 @@ import xarray as xr
 from calibprob._executor import RunOutput, execute, failure_table, load_part, local_cluster, safe_name
 from calibprob.compare.spec import Spec, parse_spec
 
-__all__ = ["run_task", "run_comparison", "task_keys", "combine_parts", "results_path_parts",
-           "failed_tasks", "local_cluster"]
+__all__ = [
+    "run_task",
+    "run_comparison",
+    "task_keys",
+    "combine_parts",
+    "results_path_parts",
+    "failed_tasks",
+    "local_cluster",
+]
 
 
 def task_keys(spec: Spec) -> list[tuple[str, int]]:
@@ -103,9 +110,10 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
     if spec.target_transform is not None:
         from calibprob.transforms import transform_target
 
-        parts = {k: v.assign(y=("obs", transform_target(v["y"].values, spec.target_transform,
-                                                        name=f"{dataset} {k} target")))
-                 for k, v in parts.items()}
+        parts = {
+            k: v.assign(y=("obs", transform_target(v["y"].values, spec.target_transform, name=f"{dataset} {k} target")))
+            for k, v in parts.items()
+        }
         back = {"transform": spec.target_transform, "shift": 0.0, "scale": 1.0}
     if spec.standardize:
         scaler = cds.Standardizer().fit(parts["train"])
@@ -182,8 +190,9 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
         t0 = time.perf_counter()
         base.fit(X_train, y_train)
         base_time = time.perf_counter() - t0
-        ctx = TaskContext(X_train, y_train, X_cal, y_cal, X_test, base, table, levels, seed,
-                          tuple(spec.confidence_levels))
+        ctx = TaskContext(
+            X_train, y_train, X_cal, y_cal, X_test, base, table, levels, seed, tuple(spec.confidence_levels)
+        )
         piece = _run_methods(spec, spec.methods_on(base_name) if named else spec.methods, ctx, back, y_score)
         piece["base_fit_time"] = base_time
         diag = getattr(base, "diagnostics_", None)
@@ -258,8 +267,16 @@ def _load_table(d):
             f"data file {d.path!r} changed after the spec was loaded (its content hash differs); "
             "run the command again so the new content is checked and fingerprinted."
         )
-    return cds.load_csv(d.path, d.target, features=d.features, exclude=d.exclude, one_hot=d.one_hot,
-                        dropna=d.dropna, subsample=d.subsample, seed=d.subsample_seed)
+    return cds.load_csv(
+        d.path,
+        d.target,
+        features=d.features,
+        exclude=d.exclude,
+        one_hot=d.one_hot,
+        dropna=d.dropna,
+        subsample=d.subsample,
+        seed=d.subsample_seed,
+    )
 
 
 def results_path_parts(out: str | Path) -> Path:
@@ -277,8 +294,12 @@ def _coords(spec: Spec):
     """The coordinates a task's part must carry: its data set, its repetition, the spec's calibrators."""
     if spec.bases is None:
         return lambda key: {"dataset": key[0], "repetition": int(key[1]), "calibrator": spec.method_names}
-    return lambda key: {"dataset": key[0], "repetition": int(key[1]), "base": spec.base_names,
-                        "calibrator": spec.method_names}
+    return lambda key: {
+        "dataset": key[0],
+        "repetition": int(key[1]),
+        "base": spec.base_names,
+        "calibrator": spec.method_names,
+    }
 
 
 def _failed_task(key, msg: str, spec: Spec) -> xr.Dataset:
@@ -306,9 +327,12 @@ def _combine(spec: Spec, pieces) -> xr.DataTree:
             p["task_error"] = p["task_error"].broadcast_like(p["repetition"]).broadcast_like(p["dataset"])
         clean.append(p)
     ds = xr.combine_by_coords(clean, combine_attrs="drop", join="outer")
-    ds = ds.reindex(dataset=spec.dataset_names, repetition=np.arange(spec.repetitions),
-                    calibrator=spec.method_names,
-                    **({} if spec.bases is None else {"base": spec.base_names}))
+    ds = ds.reindex(
+        dataset=spec.dataset_names,
+        repetition=np.arange(spec.repetitions),
+        calibrator=spec.method_names,
+        **({} if spec.bases is None else {"base": spec.base_names}),
+    )
     # Encodings come from whichever part file was read first (e.g. a fixed-width
     # string of that part's data set name); reused on write they truncate longer names.
     for var in ds.variables.values():
@@ -335,8 +359,7 @@ def _combine(spec: Spec, pieces) -> xr.DataTree:
 
     # the ranking is derived from the scores (recomputed by `calibprob report`); stored so the file
     # answers "which is best" on its own, with the rule in its attributes
-    return xr.DataTree.from_dict({"/": metrics, "timing": timing,
-                                  "ranking": rank_results(metrics, spec.rank_by)})
+    return xr.DataTree.from_dict({"/": metrics, "timing": timing, "ranking": rank_results(metrics, spec.rank_by)})
 
 
 def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
@@ -394,8 +417,9 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
     parts = Path(parts)
     pieces = []
     for key in task_keys(spec):
-        ds, _ = load_part(inside(parts, _part_name(key) + ".nc"), fingerprint=spec.fingerprint, key=key,
-                          coords=_coords(spec)(key))
+        ds, _ = load_part(
+            inside(parts, _part_name(key) + ".nc"), fingerprint=spec.fingerprint, key=key, coords=_coords(spec)(key)
+        )
         if ds is not None:
             pieces.append(ds)
     return _combine(spec, pieces)
@@ -500,10 +524,19 @@ def run_comparison(
     keys = task_keys(spec)
     with RunOutput(out, wait=wait) as output:
         results = execute(
-            run_task, spec.to_dict(), keys, fingerprint=spec.fingerprint,
-            on_error=lambda key, msg: _failed_task(key, msg, spec), coords=_coords(spec),
-            output=output, part_name=_part_name, workers=workers, scheduler=scheduler,
-            progress=progress, desc=spec.name, unit="task",
+            run_task,
+            spec.to_dict(),
+            keys,
+            fingerprint=spec.fingerprint,
+            on_error=lambda key, msg: _failed_task(key, msg, spec),
+            coords=_coords(spec),
+            output=output,
+            part_name=_part_name,
+            workers=workers,
+            scheduler=scheduler,
+            progress=progress,
+            desc=spec.name,
+            unit="task",
         )
         tree = _combine(spec, [results[k] for k in keys])
         output.write(tree)

@@ -53,8 +53,19 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Spec", "DatasetSpec", "MethodSpec", "SpecError", "load_spec", "parse_spec", "LIMITS",
-           "BASE_OPTION_TYPES", "METHOD_OPTION_TYPES", "GP_ONLY_METHODS", "file_sha256"]
+__all__ = [
+    "Spec",
+    "DatasetSpec",
+    "MethodSpec",
+    "SpecError",
+    "load_spec",
+    "parse_spec",
+    "LIMITS",
+    "BASE_OPTION_TYPES",
+    "METHOD_OPTION_TYPES",
+    "GP_ONLY_METHODS",
+    "file_sha256",
+]
 
 TOP_KEYS = {
     "name": "a short name for the comparison",
@@ -175,8 +186,15 @@ class Int(_Type):
     hi: int | None = None
 
     def describe(self) -> str:
-        rng = ("" if self.lo is None and self.hi is None else f" >= {self.lo}" if self.hi is None
-               else f" <= {self.hi}" if self.lo is None else f" in [{self.lo}, {self.hi}]")
+        rng = (
+            ""
+            if self.lo is None and self.hi is None
+            else f" >= {self.lo}"
+            if self.hi is None
+            else f" <= {self.hi}"
+            if self.lo is None
+            else f" in [{self.lo}, {self.hi}]"
+        )
         return "an integer" + rng
 
     def check(self, value, where):
@@ -201,8 +219,7 @@ class Float(_Type):
             return f"a finite number {'>' if self.lo_open else '>='} {self.lo:g}"
         if self.lo is None:
             return f"a finite number {'<' if self.hi_open else '<='} {self.hi:g}"
-        return (f"a number in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}"
-                f"{')' if self.hi_open else ']'}")
+        return f"a number in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
 
     def check(self, value, where):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -317,20 +334,31 @@ _GP_TYPES = {
 #: Declared type of every base option, by base kind.
 BASE_OPTION_TYPES = {
     "gp": _GP_TYPES,
-    "sparse-gp": _GP_TYPES | {
+    "sparse-gp": _GP_TYPES
+    | {
         "n_inducing": Int(1, 100_000),
         "jitter": Float(0, 1, lo_open=True, hi_open=True),
         "inducing_points": ListOf(ListOf(Float())),
     },
     "ols": {"fit_intercept": _BOOL},
     "pymc-glm": {
-        "likelihood": Choice(("normal", "student-t")), "standardize": _BOOL,
-        "inference": Choice(("nuts", "advi")), "draws": Int(10, 1_000_000), "tune": Int(0, 1_000_000),
-        "chains": Int(1, 64), "target_accept": _PROB, "n_iter": Int(1, 10_000_000),
+        "likelihood": Choice(("normal", "student-t")),
+        "standardize": _BOOL,
+        "inference": Choice(("nuts", "advi")),
+        "draws": Int(10, 1_000_000),
+        "tune": Int(0, 1_000_000),
+        "chains": Int(1, 64),
+        "target_accept": _PROB,
+        "n_iter": Int(1, 10_000_000),
         "nu": AnyOf((Float(0, None, lo_open=True), Choice(("learn",)))),
     },
-    "bayesian-ridge": {"fit_intercept": _BOOL, "max_iter": Int(1, 1_000_000), "tol": _POS,
-                       "alpha_init": _POS, "lambda_init": _POS},
+    "bayesian-ridge": {
+        "fit_intercept": _BOOL,
+        "max_iter": Int(1, 1_000_000),
+        "tol": _POS,
+        "alpha_init": _POS,
+        "lambda_init": _POS,
+    },
 }
 BASE_OPTIONS = {kind: tuple(types) for kind, types in BASE_OPTION_TYPES.items()}
 
@@ -353,18 +381,32 @@ METHOD_OPTION_TYPES = {
     "asym-jackknife-plus-gp": {"refit_mean": _BOOL, "convention": Choice(("barber", "pion2024")), **_CONFORMAL},
     "full-conformal-gp": {"refit_mean": _BOOL, **_CONFORMAL},
     "gp-beta": {
-        "n_inducing": Int(1, 10_000), "rank": Int(1, 100),
+        "n_inducing": Int(1, 10_000),
+        "rank": Int(1, 100),
         "inference": Choice(("advi", "fullrank_advi", "svi", "map", "nuts")),
-        "draws": Int(1, 1_000_000), "n_iter": Int(1, 10_000_000), "learning_rate": _POS,
-        "obj_n_mc": Int(1, 10_000), "batch_size": AnyOf((Int(1, None), Choice(("auto",)))),
-        "learn_inducing": _BOOL, "tune": Int(0, 1_000_000), "chains": Int(1, 64),
-        "target_accept": _PROB, "n_grid": Int(2, 100_000), "compile_mode": _STR,
+        "draws": Int(1, 1_000_000),
+        "n_iter": Int(1, 10_000_000),
+        "learning_rate": _POS,
+        "obj_n_mc": Int(1, 10_000),
+        "batch_size": AnyOf((Int(1, None), Choice(("auto",)))),
+        "learn_inducing": _BOOL,
+        "tune": Int(0, 1_000_000),
+        "chains": Int(1, 64),
+        "target_accept": _PROB,
+        "n_grid": Int(2, 100_000),
+        "compile_mode": _STR,
         "calibration_data": Choice(("auto", "in-sample", "loo")),
     },
     "sharp-gp": {
-        "variant": Choice(("full", "scaled", "cross-fitted")), "n_levels": Int(2, 10_000),
-        "include_noise": _BOOL, "fit_noise": _BOOL, "n_restarts": Int(1, 1000), "prior_sd": _POS,
-        "fit_fraction": _PROB, "n_train_subset": Int(1, None), "maxiter": Int(1, 1_000_000),
+        "variant": Choice(("full", "scaled", "cross-fitted")),
+        "n_levels": Int(2, 10_000),
+        "include_noise": _BOOL,
+        "fit_noise": _BOOL,
+        "n_restarts": Int(1, 1000),
+        "prior_sd": _POS,
+        "fit_fraction": _PROB,
+        "n_train_subset": Int(1, None),
+        "maxiter": Int(1, 1_000_000),
     },
 }
 
@@ -519,9 +561,10 @@ class Spec:
             "standardize": self.standardize,
             "repetitions": self.repetitions,
             "seed": self.seed,
-            "methods": {m.name: {"kind": m.kind, **m.options,
-                                 **({} if m.bases is None else {"bases": list(m.bases)})}
-                        for m in self.methods},
+            "methods": {
+                m.name: {"kind": m.kind, **m.options, **({} if m.bases is None else {"bases": list(m.bases)})}
+                for m in self.methods
+            },
             "metrics": list(self.metrics),
             "rank_by": self.rank_by,
             "confidence_levels": list(self.confidence_levels),
@@ -619,8 +662,8 @@ def _check_gp_size(n: int, split: dict, base_kind: str, where: str) -> None:
         var = LIMITS["gp_train"][0]
         raise SpecError(
             f"{where}: {n_train} training rows for an exact GP base (its {n_train} x {n_train} "
-            f"covariance needs about {3 * 8 * n_train ** 2 / 2 ** 30:.0f} GiB) exceed the cap of {cap}. "
-            f"Use kind = \"sparse-gp\", a subsample = ... of rows, or raise the cap with {var}=N."
+            f"covariance needs about {3 * 8 * n_train**2 / 2**30:.0f} GiB) exceed the cap of {cap}. "
+            f'Use kind = "sparse-gp", a subsample = ... of rows, or raise the cap with {var}=N.'
         )
 
 
@@ -661,8 +704,9 @@ def _check_name(name, where: str) -> str:
     return name
 
 
-def _parse_datasets(value, root: Path, split: dict, seed: int, base_kind: str,
-                    target_transform: str | None = None) -> tuple[DatasetSpec, ...]:
+def _parse_datasets(
+    value, root: Path, split: dict, seed: int, base_kind: str, target_transform: str | None = None
+) -> tuple[DatasetSpec, ...]:
     from calibprob._executor import safe_name
     from calibprob.datasets import available_datasets, available_functions
 
@@ -670,8 +714,8 @@ def _parse_datasets(value, root: Path, split: dict, seed: int, base_kind: str,
         value = [value]
     if not isinstance(value, list) or not value:
         raise SpecError(
-            "datasets must be a non-empty list, e.g. datasets = [\"boston\"] or "
-            "[{name = \"mine\", path = \"data.csv\", target = \"y\"}]."
+            'datasets must be a non-empty list, e.g. datasets = ["boston"] or '
+            '[{name = "mine", path = "data.csv", target = "y"}].'
         )
     bundled = available_datasets()
     functions = available_functions()
@@ -683,7 +727,7 @@ def _parse_datasets(value, root: Path, split: dict, seed: int, base_kind: str,
                 raise SpecError(
                     f"{where} = {entry!r} is not a bundled data set. Valid names: "
                     f"{', '.join(sorted(bundled))}; for your own data use "
-                    "{name = ..., path = \"file.csv\", target = \"column\"}." + _suggest(entry, bundled)
+                    '{name = ..., path = "file.csv", target = "column"}.' + _suggest(entry, bundled)
                 )
             _check_gp_size(_bundled_rows(entry), split, base_kind, where)
             out.append(DatasetSpec(name=entry, sha256=_bundled_sha256(entry)))
@@ -706,15 +750,18 @@ def _parse_datasets(value, root: Path, split: dict, seed: int, base_kind: str,
         if "split" in entry:
             if kind == "function":
                 n_for_counts = entry.get("n")
-                own_split = (_parse_dataset_split(entry["split"], n_for_counts, f"{where}.split")
-                             if isinstance(n_for_counts, int) and not isinstance(n_for_counts, bool)
-                             else _parse_split(entry["split"], f"{where}.split"))
+                own_split = (
+                    _parse_dataset_split(entry["split"], n_for_counts, f"{where}.split")
+                    if isinstance(n_for_counts, int) and not isinstance(n_for_counts, bool)
+                    else _parse_split(entry["split"], f"{where}.split")
+                )
             else:
                 own_split = _parse_split(entry["split"], f"{where}.split")
         eff_split = own_split or split
         if kind == "csv":
-            out.append(_parse_csv_entry(entry, name, root, own_split, eff_split, seed, base_kind, where,
-                                        target_transform))
+            out.append(
+                _parse_csv_entry(entry, name, root, own_split, eff_split, seed, base_kind, where, target_transform)
+            )
         elif kind == "function":
             fn = entry["function"]
             if not isinstance(fn, str) or fn not in functions:
@@ -740,8 +787,9 @@ def _parse_datasets(value, root: Path, split: dict, seed: int, base_kind: str,
             design = Choice(("uniform", "lhs", "sobol")).check(entry.get("design", "uniform"), f"{where}.design")
             _check_rows(n, eff_split, where)
             _check_gp_size(n, eff_split, base_kind, where)
-            out.append(DatasetSpec(name=name, function=fn, n=n, dim=dim, noise=float(noise), design=design,
-                                   split=own_split))
+            out.append(
+                DatasetSpec(name=name, function=fn, n=n, dim=dim, noise=float(noise), design=design, split=own_split)
+            )
         else:
             if name not in bundled:
                 raise SpecError(
@@ -773,8 +821,9 @@ def _bundled_rows(name: str) -> int:
     return _resolve(name).rows
 
 
-def _parse_csv_entry(entry, name, root, own_split, eff_split, seed, base_kind, where,
-                     target_transform=None) -> DatasetSpec:
+def _parse_csv_entry(
+    entry, name, root, own_split, eff_split, seed, base_kind, where, target_transform=None
+) -> DatasetSpec:
     from calibprob.datasets import load_csv
 
     raw = Str().check(entry["path"], f"{where}.path")
@@ -782,8 +831,7 @@ def _parse_csv_entry(entry, name, root, own_split, eff_split, seed, base_kind, w
     path = path if path.is_absolute() else root / path
     if not path.is_file():
         raise SpecError(
-            f"{where}.path: file {str(path)!r} does not exist. Paths are relative to "
-            "the spec file's folder."
+            f"{where}.path: file {str(path)!r} does not exist. Paths are relative to the spec file's folder."
         )
     if "target" not in entry:
         raise SpecError(f"{where} reads a CSV and needs 'target' (the column to predict).")
@@ -807,10 +855,16 @@ def _parse_csv_entry(entry, name, root, own_split, eff_split, seed, base_kind, w
         raise SpecError(f"{where}.path: cannot read {str(path)!r} ({err.strerror or err}).") from None
     _check_sha(entry, sha, where, path.name)
     try:
-        data = load_csv(path, target, features=list(features) if features else None,
-                        exclude=list(exclude) if exclude else None,
-                        one_hot=list(one_hot) if isinstance(one_hot, tuple) else bool(one_hot),
-                        dropna=bool(dropna), subsample=subsample, seed=seed)
+        data = load_csv(
+            path,
+            target,
+            features=list(features) if features else None,
+            exclude=list(exclude) if exclude else None,
+            one_hot=list(one_hot) if isinstance(one_hot, tuple) else bool(one_hot),
+            dropna=bool(dropna),
+            subsample=subsample,
+            seed=seed,
+        )
     except (ValueError, TypeError, OSError) as err:
         raise SpecError(f"{where} ({path.name}): {err}") from None
     n = int(data.sizes["obs"])
@@ -824,9 +878,19 @@ def _parse_csv_entry(entry, name, root, own_split, eff_split, seed, base_kind, w
     if target_transform is not None:
         _check_transform_domain(y, target_transform, f"{where} ({path.name}, column {target!r})")
     _check_gp_size(n, eff_split, base_kind, where)
-    return DatasetSpec(name=name, path=str(path), target=target, split=own_split, features=features,
-                       exclude=exclude, one_hot=one_hot, dropna=dropna, subsample=subsample, sha256=sha,
-                       subsample_seed=seed if subsample is not None else None)
+    return DatasetSpec(
+        name=name,
+        path=str(path),
+        target=target,
+        split=own_split,
+        features=features,
+        exclude=exclude,
+        one_hot=one_hot,
+        dropna=dropna,
+        subsample=subsample,
+        sha256=sha,
+        subsample_seed=seed if subsample is not None else None,
+    )
 
 
 def _check_transform_domain(y, transform: str, where: str) -> None:
@@ -841,8 +905,11 @@ def _check_transform_domain(y, transform: str, where: str) -> None:
 
 def _parse_dataset_split(value, n: int, where: str) -> dict:
     """A synthetic data set's own split: fractions, or integer counts summing to its ``n``."""
-    if isinstance(value, dict) and value and all(isinstance(v, int) and not isinstance(v, bool)
-                                                 for v in value.values()):
+    if (
+        isinstance(value, dict)
+        and value
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value.values())
+    ):
         _check_keys(value, SPLIT_KEYS, where)
         if any(v < 1 for v in value.values()) or sum(value.values()) != n:
             raise SpecError(
@@ -891,18 +958,23 @@ def _parse_bases(value) -> tuple[tuple[str, dict], ...]:
     from calibprob._executor import safe_name
 
     if not isinstance(value, dict) or not value:
-        raise SpecError("bases must hold one or more named tables, e.g. [bases.linear] kind = \"ols\" and "
-                        "[bases.gp] kind = \"gp\".")
+        raise SpecError(
+            'bases must hold one or more named tables, e.g. [bases.linear] kind = "ols" and [bases.gp] kind = "gp".'
+        )
     out, seen = [], {}
     for name, table in value.items():
         if not isinstance(name, str) or not name.strip() or "/" in name:
-            raise SpecError(f"base names must be non-empty strings without '/' (pipelines are labelled "
-                            f"'base/calibrator'); got {_short(name)}. Rename [bases.{name}].")
+            raise SpecError(
+                f"base names must be non-empty strings without '/' (pipelines are labelled "
+                f"'base/calibrator'); got {_short(name)}. Rename [bases.{name}]."
+            )
         key = safe_name(name).lower()
         if key in seen:
-            raise SpecError(f"duplicate base names: [bases.{seen[key]}] and [bases.{name}] are the same name "
-                            "once case and characters outside letters, digits, '-' and '_' are ignored; "
-                            "rename one.")
+            raise SpecError(
+                f"duplicate base names: [bases.{seen[key]}] and [bases.{name}] are the same name "
+                "once case and characters outside letters, digits, '-' and '_' are ignored; "
+                "rename one."
+            )
         seen[key] = name
         out.append((name, _parse_base_table(table, f"bases.{name}", f"[bases.{name}]")))
     return tuple(out)
@@ -928,8 +1000,11 @@ def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
             if (m.bases is None or name in m.bases) and table["kind"] not in serve:
                 where = "[base]" if name is None else f"[bases.{name}]"
                 able = ", ".join(repr(n) for n, t in tables if t["kind"] in serve) or repr("a-gp-base")
-                fix = ("use a base of kind " + " or ".join(repr(k) for k in serve) if name is None else
-                       f"list the bases it runs on, e.g. bases = [{able}]")
+                fix = (
+                    "use a base of kind " + " or ".join(repr(k) for k in serve)
+                    if name is None
+                    else f"list the bases it runs on, e.g. bases = [{able}]"
+                )
                 raise SpecError(
                     f"methods.{m.name} (kind {m.kind!r}) needs a base of kind {' or '.join(repr(k) for k in serve)}, "
                     f"but would run on {where} of kind {table['kind']!r}; {fix}."
@@ -941,9 +1016,7 @@ def _parse_methods(value, named_bases: bool = False) -> tuple[MethodSpec, ...]:
     from calibprob.compare.methods import METHOD_KINDS
 
     if not isinstance(value, dict) or not value:
-        raise SpecError(
-            "methods must be a table of named entries, e.g. [methods.vanilla] kind = \"base\"."
-        )
+        raise SpecError('methods must be a table of named entries, e.g. [methods.vanilla] kind = "base".')
     out = []
     for name, entry in value.items():
         if not isinstance(name, str) or not name.strip():
@@ -960,8 +1033,10 @@ def _parse_methods(value, named_bases: bool = False) -> tuple[MethodSpec, ...]:
         bases = None
         if "bases" in entry:
             if not named_bases:
-                raise SpecError(f"methods.{name}.bases applies only to specs with [bases.NAME] tables; this "
-                                "spec has one [base]. Remove the key or name the bases.")
+                raise SpecError(
+                    f"methods.{name}.bases applies only to specs with [bases.NAME] tables; this "
+                    "spec has one [base]. Remove the key or name the bases."
+                )
             bases = tuple(ListOf(Str()).check(entry["bases"], f"methods.{name}.bases"))
         allowed = METHOD_KINDS[kind].options
         _check_keys(options, allowed, f"methods.{name} (kind {kind!r})")
@@ -1031,8 +1106,10 @@ def _parse_spec(data, *, source, root) -> Spec:
         if key not in data:
             raise SpecError(f"the spec needs a {key!r} key: {TOP_KEYS[key]}.")
     if "base" in data and "bases" in data:
-        raise SpecError("the spec has both [base] (one base) and [bases.NAME] tables (several); keep one: "
-                        "move the [base] table to [bases.NAME].")
+        raise SpecError(
+            "the spec has both [base] (one base) and [bases.NAME] tables (several); keep one: "
+            "move the [base] table to [bases.NAME]."
+        )
     if "base" not in data and "bases" not in data:
         raise SpecError(f"the spec needs a 'base' key: {TOP_KEYS['base']}; or several [bases.NAME] tables.")
     root = Path(root)
@@ -1054,8 +1131,9 @@ def _parse_spec(data, *, source, root) -> Spec:
     seed = Int(0, 2**63 - 1).check(data.get("seed", 0), "seed")
     metrics = data.get("metrics", list(DEFAULT_METRICS))
     if not isinstance(metrics, list) or not metrics:
-        raise SpecError(f"metrics must be a non-empty list of metric names, e.g. metrics = [\"ece\", \"nll\"]; "
-                        f"got {_short(metrics)}.")
+        raise SpecError(
+            f'metrics must be a non-empty list of metric names, e.g. metrics = ["ece", "nll"]; got {_short(metrics)}.'
+        )
     for m in metrics:
         if not isinstance(m, str) or m not in METRIC_NAMES:
             raise SpecError(
@@ -1066,8 +1144,9 @@ def _parse_spec(data, *, source, root) -> Spec:
     rank_by = Choice(RANK_SCORES).check(data.get("rank_by", "nll"), "rank_by")
     conf = data.get("confidence_levels", [0.5, 0.8, 0.9, 0.95])
     if not isinstance(conf, list) or not conf:
-        raise SpecError(f"confidence_levels must be a non-empty list of levels in (0, 1), e.g. [0.5, 0.9]; "
-                        f"got {_short(conf)}.")
+        raise SpecError(
+            f"confidence_levels must be a non-empty list of levels in (0, 1), e.g. [0.5, 0.9]; got {_short(conf)}."
+        )
     for c in conf:
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
             raise SpecError(f"confidence_levels must be in (0, 1); got {_short(c)}. Use e.g. 0.9, not 90.")
@@ -1078,8 +1157,7 @@ def _parse_spec(data, *, source, root) -> Spec:
     if levels is not None:
         from calibprob._validation import check_levels
 
-        if not isinstance(levels, list) or any(isinstance(v, bool) or not isinstance(v, (int, float))
-                                               for v in levels):
+        if not isinstance(levels, list) or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in levels):
             raise SpecError(f"levels must be a list of numbers in (0, 1); got {_short(levels)}.")
         try:
             levels = tuple(float(v) for v in check_levels(levels, "levels"))
@@ -1153,9 +1231,7 @@ def load_spec(path: str | Path) -> Spec:
     """
     path = Path(path)
     if not path.is_file():
-        raise SpecError(
-            f"spec file {str(path)!r} does not exist. Specs live in models/, e.g. models/quickstart.toml."
-        )
+        raise SpecError(f"spec file {str(path)!r} does not exist. Specs live in models/, e.g. models/quickstart.toml.")
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as err:

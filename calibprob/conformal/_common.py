@@ -73,9 +73,7 @@ def min_points(confidence_level: float) -> int:
     return n
 
 
-def check_enough_points(
-    confidence_level: float, n: int, *, what: str = "calibration points", sides: int = 1
-) -> None:
+def check_enough_points(confidence_level: float, n: int, *, what: str = "calibration points", sides: int = 1) -> None:
     """Raise ``ValueError`` unless ``n`` points give a finite conformal quantile.
 
     Parameters
@@ -189,9 +187,7 @@ def as_regressor(estimator, name: str = "estimator"):
         )
     if hasattr(estimator, "fit"):
         if not (hasattr(estimator, "predict_mean_std") or hasattr(estimator, "predict")):
-            raise TypeError(
-                f"{name} {type(estimator).__name__} has fit but neither predict_mean_std nor predict."
-            )
+            raise TypeError(f"{name} {type(estimator).__name__} has fit but neither predict_mean_std nor predict.")
         return estimator
     if callable(estimator):
         return CallableRegressor(fit_predict=estimator)
@@ -322,8 +318,7 @@ def interval_prediction(model, X, confidence_level, *, n: int, sides: int) -> xr
     ok = reachable_levels(levels, n, sides=sides)
     if not ok.any():
         raise ValueError(
-            f"{n} scores resolve none of the confidence levels {levels.tolist()}; lower the levels or use "
-            "more data."
+            f"{n} scores resolve none of the confidence levels {levels.tolist()}; lower the levels or use more data."
         )
     iv = model.predict_interval(X, confidence_level=levels[ok])
     m = iv.sizes["obs"]
@@ -331,8 +326,14 @@ def interval_prediction(model, X, confidence_level, *, n: int, sides: int) -> xr
     upper = np.full((m, levels.size), np.inf)
     lower[:, ok] = iv["lower"].transpose("obs", "confidence_level").values
     upper[:, ok] = iv["upper"].transpose("obs", "confidence_level").values
-    out = interval_dataset(lower, upper, levels, False, method=iv.attrs.get("method", ""),
-                           attrs={k: v for k, v in iv.attrs.items() if k not in ("method", "family")})
+    out = interval_dataset(
+        lower,
+        upper,
+        levels,
+        False,
+        method=iv.attrs.get("method", ""),
+        attrs={k: v for k, v in iv.attrs.items() if k not in ("method", "family")},
+    )
     out.attrs["unbounded_levels"] = int((~ok).sum())
     return out
 
@@ -421,8 +422,9 @@ def score_quantiles(sorted_scores, levels, *, symmetric: bool) -> np.ndarray:
     return np.interp(levels * (n + 1), np.arange(1, n + 1), R)
 
 
-def conformal_quantile_function(mu, scale, sorted_scores, levels, *, symmetric: bool,
-                                chunk_size: int | None = None) -> np.ndarray:
+def conformal_quantile_function(
+    mu, scale, sorted_scores, levels, *, symmetric: bool, chunk_size: int | None = None
+) -> np.ndarray:
     r"""Quantiles :math:`\mu(x) + s(x)\, r(p)` of the conformal predictive distribution.
 
     Parameters

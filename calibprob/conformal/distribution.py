@@ -202,6 +202,7 @@ class SplitConformalCalibrator(BaseEstimator):
         pred, mu, scale = self._mu_scale(pred)
         lower = mu[:, None] + scale[:, None] * lo[None, :]
         upper = mu[:, None] + scale[:, None] * hi[None, :]
-        ds = interval_dataset(lower, upper, levels, scalar, method=self._method_name(),
-                              attrs={"n_calibration": self.n_calibration_})
+        ds = interval_dataset(
+            lower, upper, levels, scalar, method=self._method_name(), attrs={"n_calibration": self.n_calibration_}
+        )
         return ds.assign_coords(obs=pred["obs"].values)

@@ -362,7 +362,7 @@ def jackknife_plus_gp_bounds(
     a = (1.0 - levels) / 2.0
     ranks = [lower_rank(ai, n) for ai in a] + [max(lower_rank(1.0 - ai, n), 1) for ai in a]
     both = order_statistic(mu_loo + R[:, None] * scale, ranks, axis=0)
-    return both[: levels.size].T, both[levels.size:].T
+    return both[: levels.size].T, both[levels.size :].T
 
 
 def full_conformal_gp_bounds(
@@ -610,8 +610,7 @@ class _GPConformalBase:
         for sl in iter_chunks(m, chunk):
             lam, mu, var = self.view_.predict(X[sl])
             lower[sl], upper[sl] = self._bounds(lam, mu, var, levels)
-        return interval_dataset(lower, upper, levels, scalar, method=self._method_name(),
-                                attrs={"n_train": n})
+        return interval_dataset(lower, upper, levels, scalar, method=self._method_name(), attrs={"n_train": n})
 
 
 class JackknifePlusGP(_GPConformalBase, BaseEstimator):
@@ -721,8 +720,15 @@ class JackknifePlusGP(_GPConformalBase, BaseEstimator):
 
     def _bounds(self, lam, mu, var, levels):
         lo, hi = jackknife_plus_gp_bounds(
-            self.view_.system, lam, mu, var, levels, score=self.score,
-            beta=self.beta, eps=self.eps, convention=self.convention,
+            self.view_.system,
+            lam,
+            mu,
+            var,
+            levels,
+            score=self.score,
+            beta=self.beta,
+            eps=self.eps,
+            convention=self.convention,
         )
         return lo + self.view_.offset, hi + self.view_.offset
 
@@ -801,8 +807,7 @@ class FullConformalGP(_GPConformalBase, BaseEstimator):
 
     def _bounds(self, lam, mu, var, levels):
         off = self.view_.offset
-        lo, hi = full_conformal_gp_bounds(self.view_.system, lam, mu, var, levels,
-                                          beta=self.beta, eps=self.eps)
+        lo, hi = full_conformal_gp_bounds(self.view_.system, lam, mu, var, levels, beta=self.beta, eps=self.eps)
         return lo + off, hi + off
 
     def _method_name(self):

@@ -81,8 +81,9 @@ from calibprob.conformal.split import conformal_thresholds
 __all__ = ["CrossConformalRegressor", "jackknife_plus_bounds"]
 
 
-def jackknife_plus_bounds(mu_loo, scale_loo, scores, confidence_levels, *, symmetric: bool = True,
-                          chunk_size: int | None = None):
+def jackknife_plus_bounds(
+    mu_loo, scale_loo, scores, confidence_levels, *, symmetric: bool = True, chunk_size: int | None = None
+):
     r"""Jackknife+ interval ends from leave-out predictions at test points.
 
     Parameters
@@ -132,7 +133,7 @@ def jackknife_plus_bounds(mu_loo, scale_loo, scores, confidence_levels, *, symme
             lo = order_statistic(mu_loo[:, sl] - width, ranks_lo, axis=0)
         else:
             both = order_statistic(mu_loo[:, sl] + width, ranks_lo + ranks_hi, axis=0)
-            lo, up = both[: len(levels)], both[len(levels):]
+            lo, up = both[: len(levels)], both[len(levels) :]
         lower[sl], upper[sl] = lo.T, up.T
     return lower, upper
 
@@ -271,8 +272,7 @@ class CrossConformalRegressor(BaseEstimator):
             mask[:] = True
             mask[idx] = False
             est = clone(base).fit(X[mask], y[mask])
-            mu, sigma = predict_mean_std_chunked(est, X[idx], need_sigma=score.needs_sigma,
-                                                 chunk_size=self.chunk_size)
+            mu, sigma = predict_mean_std_chunked(est, X[idx], need_sigma=score.needs_sigma, chunk_size=self.chunk_size)
             R[idx] = score.score(y[idx], mu, sigma)
             fold_of[idx] = k
             estimators.append(est)
@@ -317,8 +317,7 @@ class CrossConformalRegressor(BaseEstimator):
 
         check_is_fitted(self, "scores_", method="fit")
         check_not_predictive(X, self)
-        return interval_prediction(self, X, confidence_level, n=self.n_train_,
-                                   sides=1 if self.score_.symmetric else 2)
+        return interval_prediction(self, X, confidence_level, n=self.n_train_, sides=1 if self.score_.symmetric else 2)
 
     def predict_interval(self, X, confidence_level=None) -> xr.Dataset:
         """Intervals at one or several confidence levels, computed in test-point chunks.
@@ -343,8 +342,9 @@ class CrossConformalRegressor(BaseEstimator):
         upper = np.empty((m, levels.size))
         if self.method == "base":
             lo, hi = conformal_thresholds(np.sort(self.scores_), levels, symmetric=symmetric)
-            mu, sigma = predict_mean_std_chunked(self.estimator_, X, need_sigma=self.score_.needs_sigma,
-                                                 chunk_size=self.chunk_size)
+            mu, sigma = predict_mean_std_chunked(
+                self.estimator_, X, need_sigma=self.score_.needs_sigma, chunk_size=self.chunk_size
+            )
             s = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)
             lower[:] = mu[:, None] + s[:, None] * lo
             upper[:] = mu[:, None] + s[:, None] * hi
@@ -362,6 +362,10 @@ class CrossConformalRegressor(BaseEstimator):
             "cv+" if self.method == "plus" else "cv",
         )
         return interval_dataset(
-            lower, upper, levels, scalar, method=f"{name}-{self.score_.name}",
+            lower,
+            upper,
+            levels,
+            scalar,
+            method=f"{name}-{self.score_.name}",
             attrs={"n_train": n, "n_folds": len(self.estimators_)},
         )

@@ -168,8 +168,11 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
         inner = getattr(self, "legacy_estimator_", None)
         if inner is None:
             inner = SplitConformalRegressor(
-                estimator=self.estimator, score=self._score(), confidence_level=self.confidence_level,
-                prefit=self.prefit, chunk_size=self.chunk_size,
+                estimator=self.estimator,
+                score=self._score(),
+                confidence_level=self.confidence_level,
+                prefit=self.prefit,
+                chunk_size=self.chunk_size,
             )
             self.legacy_estimator_ = inner
         return inner

@@ -264,7 +264,11 @@ class SplitConformalRegressor(BaseEstimator):
         lower = mu[:, None] + scale[:, None] * lo[None, :]
         upper = mu[:, None] + scale[:, None] * hi[None, :]
         return interval_dataset(
-            lower, upper, levels, scalar, method=f"split-conformal-{self.score_.name}",
+            lower,
+            upper,
+            levels,
+            scalar,
+            method=f"split-conformal-{self.score_.name}",
             attrs={"n_calibration": self.n_calibration_},
         )
 

@@ -253,11 +253,7 @@ def _cosines(X):
 
 def _beale(X):
     x1, x2 = X[:, 0], X[:, 1]
-    return (
-        (1.5 - x1 + x1 * x2) ** 2
-        + (2.25 - x1 + x1 * x2**2) ** 2
-        + (2.625 - x1 + x1 * x2**3) ** 2
-    )
+    return (1.5 - x1 + x1 * x2) ** 2 + (2.25 - x1 + x1 * x2**2) ** 2 + (2.625 - x1 + x1 * x2**3) ** 2
 
 
 def _mccormick(X):
@@ -311,91 +307,172 @@ _SPECS: dict[str, _Spec] = {
     s.name: s
     for s in (
         _Spec(
-            "branin", _branin, 2, ((-5.0, 10.0), (0.0, 15.0)), 5 / (4 * np.pi),
+            "branin",
+            _branin,
+            2,
+            ((-5.0, 10.0), (0.0, 15.0)),
+            5 / (4 * np.pi),
             _const([[-np.pi, 12.275], [np.pi, 2.275], [3 * np.pi, 2.475]]),
             r"(x_2 - \tfrac{5.1}{4\pi^2}x_1^2 + \tfrac{5}{\pi}x_1 - 6)^2 + 10(1 - \tfrac{1}{8\pi})\cos x_1 + 10",
             aliases=("branin_hoo",),
         ),
         _Spec(
-            "goldstein_price", _goldstein_price, 2, ((-2.0, 2.0), (-2.0, 2.0)), 3.0,
+            "goldstein_price",
+            _goldstein_price,
+            2,
+            ((-2.0, 2.0), (-2.0, 2.0)),
+            3.0,
             _const([[0.0, -1.0]]),
             r"[1 + (x_1+x_2+1)^2(19 - 14x_1 + 3x_1^2 - 14x_2 + 6x_1x_2 + 3x_2^2)]"
             r"[30 + (2x_1 - 3x_2)^2(18 - 32x_1 + 12x_1^2 + 48x_2 - 36x_1x_2 + 27x_2^2)]",
             aliases=("goldstein", "goldsteinprice"),
         ),
         _Spec(
-            "hartmann4", _hartmann4, 4, ((0.0, 1.0),) * 4, -3.1344941412224,
+            "hartmann4",
+            _hartmann4,
+            4,
+            ((0.0, 1.0),) * 4,
+            -3.1344941412224,
             _const([[0.18739527350596863, 0.19415153024283222, 0.5579177805255784, 0.2647796243284079]]),
             r"\frac{1}{0.839}\Big(1.1 - \sum_{i=1}^4 \alpha_i \exp\big(-\sum_{j=1}^4 A_{ij}(x_j - P_{ij})^2\big)\Big)",
             aliases=("hartmann_4", "hart4"),
         ),
         _Spec(
-            "hartmann6", _hartmann6, 6, ((0.0, 1.0),) * 6, -3.322368011415515,
-            _const([[0.20168951165743917, 0.15001069588230606, 0.47687397444804136,
-                     0.2753324310749464, 0.3116516165405256, 0.6573005315483755]]),
+            "hartmann6",
+            _hartmann6,
+            6,
+            ((0.0, 1.0),) * 6,
+            -3.322368011415515,
+            _const(
+                [
+                    [
+                        0.20168951165743917,
+                        0.15001069588230606,
+                        0.47687397444804136,
+                        0.2753324310749464,
+                        0.3116516165405256,
+                        0.6573005315483755,
+                    ]
+                ]
+            ),
             r"-\sum_{i=1}^4 \alpha_i \exp\big(-\sum_{j=1}^6 A_{ij}(x_j - P_{ij})^2\big)",
             aliases=("hartmann_6", "hart6"),
         ),
         _Spec(
-            "park", _park, 4, ((0.0, 1.0),) * 4, 2.0 / 3.0,
+            "park",
+            _park,
+            4,
+            ((0.0, 1.0),) * 4,
+            2.0 / 3.0,
             _const([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]]),
             r"\tfrac{2}{3} e^{x_1 + x_2} - x_4 \sin x_3 + x_3",
             aliases=("park91b", "park2"),
         ),
         _Spec(
-            "forrester", _forrester, 1, ((0.0, 1.0),), -6.020740055767083,
+            "forrester",
+            _forrester,
+            1,
+            ((0.0, 1.0),),
+            -6.020740055767083,
             _const([[0.7572487573190114]]),
             r"(6x - 2)^2 \sin(12x - 4)",
         ),
         _Spec(
-            "ackley", _ackley, None, (-32.768, 32.768), 0.0, lambda d: np.zeros((1, d)),
+            "ackley",
+            _ackley,
+            None,
+            (-32.768, 32.768),
+            0.0,
+            lambda d: np.zeros((1, d)),
             r"-20\exp\big(-0.2\sqrt{\tfrac{1}{d}\sum_i x_i^2}\big) - \exp\big(\tfrac{1}{d}\sum_i \cos 2\pi x_i\big) + 20 + e",
         ),
         _Spec(
-            "alpine", _alpine, None, (-10.0, 10.0), 0.0, lambda d: np.zeros((1, d)),
+            "alpine",
+            _alpine,
+            None,
+            (-10.0, 10.0),
+            0.0,
+            lambda d: np.zeros((1, d)),
             r"\sum_i |x_i \sin x_i + 0.1 x_i|",
             aliases=("alpine1", "alpine_n1"),
         ),
         _Spec(
-            "six_hump_camel", _six_hump_camel, 2, ((-2.0, 2.0), (-1.0, 1.0)), -1.0316284534898774,
+            "six_hump_camel",
+            _six_hump_camel,
+            2,
+            ((-2.0, 2.0), (-1.0, 1.0)),
+            -1.0316284534898774,
             _const([[0.08984201164977734, -0.7126564041106396], [-0.08984201164977734, 0.7126564041106396]]),
             r"(4 - 2.1x_1^2 + x_1^4/3)x_1^2 + x_1x_2 + (-4 + 4x_2^2)x_2^2",
             aliases=("camel", "sixhumpcamel", "camel6"),
         ),
         _Spec(
-            "cosines", _cosines, 2, ((0.0, 1.0), (0.0, 1.0)), -1.6,
+            "cosines",
+            _cosines,
+            2,
+            ((0.0, 1.0), (0.0, 1.0)),
+            -1.6,
             _const([[0.3125, 0.3125]]),
             r"\sum_{i=1}^2 \big(u_i^2 - 0.3\cos(3\pi u_i)\big) - 1,\ u_i = 1.6x_i - 0.5",
         ),
         _Spec(
-            "beale", _beale, 2, ((-4.5, 4.5), (-4.5, 4.5)), 0.0, _const([[3.0, 0.5]]),
+            "beale",
+            _beale,
+            2,
+            ((-4.5, 4.5), (-4.5, 4.5)),
+            0.0,
+            _const([[3.0, 0.5]]),
             r"(1.5 - x_1 + x_1x_2)^2 + (2.25 - x_1 + x_1x_2^2)^2 + (2.625 - x_1 + x_1x_2^3)^2",
         ),
         _Spec(
-            "mccormick", _mccormick, 2, ((-1.5, 4.0), (-3.0, 4.0)), -np.sqrt(3) / 2 - np.pi / 3,
+            "mccormick",
+            _mccormick,
+            2,
+            ((-1.5, 4.0), (-3.0, 4.0)),
+            -np.sqrt(3) / 2 - np.pi / 3,
             _const([[0.5 - np.pi / 3, -0.5 - np.pi / 3]]),
             r"\sin(x_1 + x_2) + (x_1 - x_2)^2 - 1.5x_1 + 2.5x_2 + 1",
         ),
         _Spec(
-            "powers", _powers, None, (-1.0, 1.0), 0.0, lambda d: np.zeros((1, d)),
+            "powers",
+            _powers,
+            None,
+            (-1.0, 1.0),
+            0.0,
+            lambda d: np.zeros((1, d)),
             r"\sum_{i=1}^d |x_i|^{i+1}",
             aliases=("sum_of_different_powers", "sumpow"),
         ),
         _Spec(
-            "cross_in_tray", _cross_in_tray, 2, ((-10.0, 10.0), (-10.0, 10.0)), -2.0626118708227397,
+            "cross_in_tray",
+            _cross_in_tray,
+            2,
+            ((-10.0, 10.0), (-10.0, 10.0)),
+            -2.0626118708227397,
             _const([[_CIT, _CIT], [_CIT, -_CIT], [-_CIT, _CIT], [-_CIT, -_CIT]]),
             r"-10^{-4}\Big(\big|\sin x_1 \sin x_2 \exp\big|100 - \tfrac{\sqrt{x_1^2 + x_2^2}}{\pi}\big|\big| + 1\Big)^{0.1}",
             aliases=("crossintray", "crossit"),
         ),
         _Spec(
-            "dropwave", _dropwave, 2, ((-5.12, 5.12), (-5.12, 5.12)), -1.0, _const([[0.0, 0.0]]),
+            "dropwave",
+            _dropwave,
+            2,
+            ((-5.12, 5.12), (-5.12, 5.12)),
+            -1.0,
+            _const([[0.0, 0.0]]),
             r"-\frac{1 + \cos(12\sqrt{x_1^2 + x_2^2})}{0.5(x_1^2 + x_2^2) + 2}",
             aliases=("drop_wave",),
         ),
         _Spec(
-            "rosenbrock", _rosenbrock, None, (-5.0, 10.0), 0.0, lambda d: np.ones((1, d)),
+            "rosenbrock",
+            _rosenbrock,
+            None,
+            (-5.0, 10.0),
+            0.0,
+            lambda d: np.ones((1, d)),
             r"\sum_{i=1}^{d-1} 100(x_{i+1} - x_i^2)^2 + (x_i - 1)^2",
-            aliases=("rosen",), min_dim=2,
+            aliases=("rosen",),
+            min_dim=2,
         ),
     )
 }
@@ -604,9 +681,7 @@ def sample_design(fn, n: int, *, seed, method: str = "uniform", dim: int | None 
         from scipy.stats import qmc
 
         engine = (
-            qmc.LatinHypercube(d=fn.dim, rng=rng)
-            if method == "lhs"
-            else qmc.Sobol(d=fn.dim, scramble=True, rng=rng)
+            qmc.LatinHypercube(d=fn.dim, rng=rng) if method == "lhs" else qmc.Sobol(d=fn.dim, scramble=True, rng=rng)
         )
         if method == "sobol":
             import warnings
@@ -672,9 +747,7 @@ def make_synthetic(
     fn = _as_function(fn_name, dim)
     noise = float(noise)
     if not np.isfinite(noise) or noise < 0:
-        raise ValueError(
-            f"noise must be >= 0 (a noise standard deviation); got {noise}. Pass 0 for noise-free data."
-        )
+        raise ValueError(f"noise must be >= 0 (a noise standard deviation); got {noise}. Pass 0 for noise-free data.")
     ss = np.random.SeedSequence(seed) if not isinstance(seed, np.random.Generator) else None
     if ss is not None:
         design_seed, noise_seed = ss.spawn(2)

@@ -372,8 +372,7 @@ def load_csv(
     frame.columns = columns
     if not isinstance(target, str) or target not in columns:
         raise ValueError(
-            f"target must be a column of {base}; got {target!r}. "
-            f"Columns: {', '.join(repr(c) for c in columns)}."
+            f"target must be a column of {base}; got {target!r}. Columns: {', '.join(repr(c) for c in columns)}."
         )
     if features is not None and exclude is not None:
         raise ValueError("pass either features (columns to use) or exclude (columns to drop), not both.")
@@ -407,8 +406,9 @@ def load_csv(
             frame = frame.iloc[rows]
     frame = frame.reset_index(drop=True)
     if one_hot:
-        frame = _one_hot(frame, target, used if one_hot is True else [str(c) for c in one_hot], base,
-                         only_text=one_hot is True)
+        frame = _one_hot(
+            frame, target, used if one_hot is True else [str(c) for c in one_hot], base, only_text=one_hot is True
+        )
     ds = _frame_to_dataset(
         frame,
         target=target,
@@ -465,8 +465,9 @@ def _one_hot(frame: pd.DataFrame, target: str, columns: list[str], base: str, *,
             )
         levels = sorted(map(str, col.unique()))
         if len(levels) < 2:
-            raise ValueError(f"column {c!r} of {base} has a single level {levels[0]!r}: nothing to encode; "
-                             "leave it out (exclude).")
+            raise ValueError(
+                f"column {c!r} of {base} has a single level {levels[0]!r}: nothing to encode; leave it out (exclude)."
+            )
         text = col.astype(str)
         for level in levels[1:]:
             out.append((text == level).astype(np.float64).rename(f"{c}={level}"))

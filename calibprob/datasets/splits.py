@@ -25,9 +25,7 @@ def _check_fractions(fractions) -> np.ndarray:
     try:
         fr = np.asarray(fractions, dtype=float)
     except (TypeError, ValueError) as err:
-        raise TypeError(
-            f"fractions must be a sequence of 2 or 3 numbers; got {fractions!r}."
-        ) from err
+        raise TypeError(f"fractions must be a sequence of 2 or 3 numbers; got {fractions!r}.") from err
     if fr.ndim != 1 or fr.size not in (2, 3):
         raise ValueError(
             f"fractions must have 2 entries (train, test) or 3 (train, calibrate, test); "
@@ -154,9 +152,7 @@ def train_calibrate_test_split(data, fractions: Sequence[float] = (0.6, 0.2, 0.2
         )
     perm = np.random.default_rng(seed).permutation(n)
     bounds = np.concatenate([[0], np.cumsum(counts)])
-    return {
-        name: _take(data, np.sort(perm[bounds[k] : bounds[k + 1]])) for k, name in enumerate(names)
-    }
+    return {name: _take(data, np.sort(perm[bounds[k] : bounds[k + 1]])) for k, name in enumerate(names)}
 
 
 class Standardizer(BaseEstimator):
@@ -253,13 +249,9 @@ class Standardizer(BaseEstimator):
     def _unpack(self, X, y, *, fitted: bool):
         if isinstance(X, xr.Dataset):
             if y is not None:
-                raise ValueError(
-                    "y must be None when X is a Dataset (its 'y' variable is used); got an array."
-                )
+                raise ValueError("y must be None when X is a Dataset (its 'y' variable is used); got an array.")
             if "X" not in X:
-                raise ValueError(
-                    f"X must hold a variable 'X(obs, feature)'; got variables {list(X.data_vars)}."
-                )
+                raise ValueError(f"X must hold a variable 'X(obs, feature)'; got variables {list(X.data_vars)}.")
             X_arr = check_array(X["X"].transpose("obs", ...).values, "X", ndim=2)
             y_arr = check_array(X["y"].values, "y", ndim=1) if "y" in X else None
         else:
@@ -274,9 +266,7 @@ class Standardizer(BaseEstimator):
     def _check_width(self, X_arr):
         check_is_fitted(self, "X_mean_", method="fit")
         if X_arr.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X must have {self.n_features_in_} features (as in fit); got {X_arr.shape[1]}."
-            )
+            raise ValueError(f"X must have {self.n_features_in_} features (as in fit); got {X_arr.shape[1]}.")
 
     # ------------------------------------------------------------ features
     def transform_X(self, X) -> np.ndarray:
@@ -386,9 +376,7 @@ class Standardizer(BaseEstimator):
     def _predictive(self, pred: xr.Dataset, *, inverse: bool) -> xr.Dataset:
         check_is_fitted(self, "y_scale_", method="fit")
         if not isinstance(pred, xr.Dataset):
-            raise TypeError(
-                f"pred must be an xarray.Dataset (a predictive distribution); got {type(pred).__name__}."
-            )
+            raise TypeError(f"pred must be an xarray.Dataset (a predictive distribution); got {type(pred).__name__}.")
         loc_f = self.inverse_transform_y if inverse else self.transform_y
         scale_f = self.inverse_transform_scale if inverse else self.transform_scale
         out = pred.copy()

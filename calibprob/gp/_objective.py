@@ -469,12 +469,10 @@ class ExactObjectiveNumpy:
         logdet = 2.0 * float(np.sum(np.log(np.diagonal(L))))
         a = A[:, 0]
         if self.mean == "zero":
-            value = assemble(a @ a, None, None, logdet, self.n, mean=self.mean,
-                             objective=self.objective, xp=np)
+            value = assemble(a @ a, None, None, logdet, self.n, mean=self.mean, objective=self.objective, xp=np)
         else:
             b = A[:, 1]
-            value = assemble(a @ a, a @ b, b @ b, logdet, self.n, mean=self.mean,
-                             objective=self.objective, xp=np)
+            value = assemble(a @ a, a @ b, b @ b, logdet, self.n, mean=self.mean, objective=self.objective, xp=np)
         return float(value), A
 
     # -- public -----------------------------------------------------------------------

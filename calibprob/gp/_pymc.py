@@ -385,17 +385,13 @@ def build_model(spec: Spec, data: dict, *, priors: str = "flat", centre=None):
         if spec.kind == "exact":
             K = kernels.kernel(spec.kernel, X, None, ls, var, p=spec.p, xp=pt)
             K = K + noise * pt.eye(X.shape[0])
-            obj = _objective.exact_objective(
-                K, y, mean=spec.mean, objective=spec.objective, xp=pt
-            )
+            obj = _objective.exact_objective(K, y, mean=spec.mean, objective=spec.objective, xp=pt)
             name = "log_marginal_likelihood" if spec.objective == "ml" else "log_restricted_likelihood"
         else:
             Kmm = kernels.kernel(spec.kernel, Z, None, ls, var, p=spec.p, xp=pt)
             Kmm = Kmm + spec.jitter * var * pt.eye(Z.shape[0])
             Kmn = kernels.kernel(spec.kernel, Z, X, ls, var, p=spec.p, xp=pt)
-            obj = _objective.vfe_objective(
-                Kmm, Kmn, var, noise, y, mean=spec.mean, objective=spec.objective, xp=pt
-            )
+            obj = _objective.vfe_objective(Kmm, Kmn, var, noise, y, mean=spec.mean, objective=spec.objective, xp=pt)
             name = "vfe_bound"
         pm.Potential(name, obj)
     return model
@@ -592,7 +588,11 @@ def maximize(objective, d: int, starts, bounds, *, maxiter: int = 300):
     for x0 in starts:
         x0 = improve_start(x0)
         res = optimize.minimize(
-            negative, x0, jac=True, method="L-BFGS-B", bounds=bounds,
+            negative,
+            x0,
+            jac=True,
+            method="L-BFGS-B",
+            bounds=bounds,
             options={"maxiter": maxiter},
         )
         res.x0 = np.asarray(x0, float)  # the point L-BFGS-B started from (after the scan)

@@ -125,14 +125,11 @@ class _GPBase(BaseEstimator):
         """Validate a (partial) θ dict, filling missing entries from ``base``."""
         if not isinstance(theta, dict):
             raise TypeError(
-                "theta must be a dict with keys 'lengthscale', 'variance' and 'noise'; got "
-                f"{type(theta).__name__}."
+                f"theta must be a dict with keys 'lengthscale', 'variance' and 'noise'; got {type(theta).__name__}."
             )
         unknown = set(theta) - set(_THETA_KEYS)
         if unknown:
-            raise ValueError(
-                f"theta has unknown key(s) {sorted(unknown)}; allowed: {list(_THETA_KEYS)}."
-            )
+            raise ValueError(f"theta has unknown key(s) {sorted(unknown)}; allowed: {list(_THETA_KEYS)}.")
         out = {}
         for key in ("lengthscale", "variance", "noise"):
             if key == "noise" and not self.noise:
@@ -207,10 +204,18 @@ class _GPBase(BaseEstimator):
 
         data = self._data()
         if spec.kind == "exact":
-            return contextlib.nullcontext(_objective.ExactObjectiveNumpy(
-                spec.kernel, spec.p, spec.mean, spec.objective, spec.noise, float(self.nugget),
-                data["X"], data["y"],
-            ))
+            return contextlib.nullcontext(
+                _objective.ExactObjectiveNumpy(
+                    spec.kernel,
+                    spec.p,
+                    spec.mean,
+                    spec.objective,
+                    spec.noise,
+                    float(self.nugget),
+                    data["X"],
+                    data["y"],
+                )
+            )
         return _pymc.CompiledObjective(_pymc.compiled(spec, self._compile_mode()), data)
 
     def _objective_offset(self) -> float:
@@ -296,11 +301,7 @@ class _GPBase(BaseEstimator):
         spec = self._spec(X.shape[1])
         data = self._data()
         x0, bounds, _ = _pymc.heuristics(spec, X, data["y"], float(self.nugget))
-        given = (
-            None
-            if self.theta is None
-            else self._complete_theta(self.theta, spec.d, None)
-        )
+        given = None if self.theta is None else self._complete_theta(self.theta, spec.d, None)
         given_s = None if given is None else self._scale_theta(given, -1.0)
         info: dict = {}
         if self.optimize and self.optimizer == "adam":
@@ -313,21 +314,25 @@ class _GPBase(BaseEstimator):
             else:
                 start = _pymc.pack(spec, given_s)
             with _pymc._blas_limit(len(y), info), self._objective_for(spec) as fun:
-                x_best, value = _pymc.adam(fun, start, bounds, steps=int(self.adam_steps),
-                                           learning_rate=float(self.learning_rate), n=len(y))
-            theta = self._complete_theta(
-                self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
+                x_best, value = _pymc.adam(
+                    fun, start, bounds, steps=int(self.adam_steps), learning_rate=float(self.learning_rate), n=len(y)
+                )
+            theta = self._complete_theta(self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
             value = value + self._objective_offset()
-            self.fit_info_ = {"objective_values": [value], "converged": [False],
-                              "n_iter": [int(self.adam_steps)], "best_objective": value, "at_bounds": [],
-                              "optimizer": "adam"}
+            self.fit_info_ = {
+                "objective_values": [value],
+                "converged": [False],
+                "n_iter": [int(self.adam_steps)],
+                "best_objective": value,
+                "at_bounds": [],
+                "optimizer": "adam",
+            }
         elif self.optimize:
             first = x0 if given_s is None else _pymc.pack(spec, given_s)
             x_starts = _pymc.starts(first, bounds, int(self.n_restarts), rng, spec)
             with _pymc._blas_limit(len(y), info), self._objective_for(spec) as fun:
                 x_best, value, runs = _pymc.maximize(fun, spec.d, x_starts, bounds)
-            theta = self._complete_theta(
-                self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
+            theta = self._complete_theta(self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
             lo = np.array([b[0] for b in bounds])
             hi = np.array([b[1] for b in bounds])
             at_low = [np.isclose(xi, a) for xi, a in zip(x_best, lo)]
@@ -338,9 +343,9 @@ class _GPBase(BaseEstimator):
             # upper bound (an irrelevant input, ARD switching it off) and the noise at its
             # floor (noise-free data, interpolation).
             suspicious = [
-                name for name, a, b in zip(labels, at_low, at_high)
-                if (a or b) and not (name.startswith("log_lengthscale") and b)
-                and not (name == "log_noise" and a)
+                name
+                for name, a, b in zip(labels, at_low, at_high)
+                if (a or b) and not (name.startswith("log_lengthscale") and b) and not (name == "log_noise" and a)
             ]
             value = value + self._objective_offset()
             self.fit_info_ = {
@@ -352,8 +357,9 @@ class _GPBase(BaseEstimator):
                 "lbfgs_starts": [r.x0 for r in runs],
                 "best_objective": value,
                 "at_bounds": at_bounds,
-                "bounds": {name: (float(np.exp(a)), float(np.exp(b)))
-                           for name, a, b in zip(_param_labels(spec), lo, hi)},
+                "bounds": {
+                    name: (float(np.exp(a)), float(np.exp(b))) for name, a, b in zip(_param_labels(spec), lo, hi)
+                },
             }
             if not any(self.fit_info_["converged"]):
                 warnings.warn(
@@ -490,9 +496,7 @@ class _GPBase(BaseEstimator):
         return self._k(X1, X2, th)
 
     def _k(self, X1, X2, th):
-        return kernels.kernel(
-            self.kernel, X1, X2, th["lengthscale"], th["variance"], p=int(self.p), xp=np
-        )
+        return kernels.kernel(self.kernel, X1, X2, th["lengthscale"], th["variance"], p=int(self.p), xp=np)
 
     def log_marginal_likelihood(self, theta=None) -> float:
         """The fitted objective (ML, REML or VFE bound) at θ.
@@ -714,18 +718,19 @@ class GaussianProcessRegressor(_GPBase):
             b = scipy.linalg.solve_triangular(L, np.ones(n), lower=True, check_finite=False)
             s = float(b @ b)
             m = float(a @ b) / s
-            obj = _objective.assemble(
-                a @ a, a @ b, s, logdet, n, mean=self.mean, objective=self.objective, xp=np
-            )
+            obj = _objective.assemble(a @ a, a @ b, s, logdet, n, mean=self.mean, objective=self.objective, xp=np)
         else:
             b, s, m = None, None, 0.0
-            obj = _objective.assemble(
-                a @ a, None, None, logdet, n, mean=self.mean, objective=self.objective, xp=np
-            )
+            obj = _objective.assemble(a @ a, None, None, logdet, n, mean=self.mean, objective=self.objective, xp=np)
         alpha = scipy.linalg.cho_solve(factor, y - m, check_finite=False)
         return {
-            "theta": theta, "factor": factor, "alpha": alpha, "m": self._y_shift + m, "b": b,
-            "s": s, "objective": float(obj),
+            "theta": theta,
+            "factor": factor,
+            "alpha": alpha,
+            "m": self._y_shift + m,
+            "b": b,
+            "s": s,
+            "objective": float(obj),
         }
 
     def _predict_block(self, state, Xs):

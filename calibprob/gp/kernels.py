@@ -164,10 +164,7 @@ def matern_coefficients(p: int) -> np.ndarray:
     p = _check_p(p)
     return np.array(
         [
-            2.0**j
-            * factorial(p)
-            * factorial(2 * p - j)
-            / (factorial(2 * p) * factorial(p - j) * factorial(j))
+            2.0**j * factorial(p) * factorial(2 * p - j) / (factorial(2 * p) * factorial(p - j) * factorial(j))
             for j in range(p + 1)
         ]
     )
@@ -271,12 +268,7 @@ def kernel_diag(X, variance, *, xp=np):
 
 def _check_p(p) -> int:
     if isinstance(p, bool) or not isinstance(p, (int, np.integer)):
-        raise TypeError(
-            f"p must be a non-negative integer (Matérn smoothness nu = p + 1/2); got {p!r}."
-        )
+        raise TypeError(f"p must be a non-negative integer (Matérn smoothness nu = p + 1/2); got {p!r}.")
     if p < 0:
-        raise ValueError(
-            f"p must be >= 0 (Matérn smoothness nu = p + 1/2, p = 0 is the exponential "
-            f"kernel); got {p}."
-        )
+        raise ValueError(f"p must be >= 0 (Matérn smoothness nu = p + 1/2, p = 0 is the exponential kernel); got {p}.")
     return int(p)

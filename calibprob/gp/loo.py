@@ -85,15 +85,12 @@ def loo_from_kernel(K, y, mean: str = "zero") -> tuple[np.ndarray, np.ndarray]:
     n = y.shape[0]
     if n < (2 if mean == "zero" else 3):
         raise ValueError(
-            f"leave-one-out needs at least {2 if mean == 'zero' else 3} observations with "
-            f"mean={mean!r}; got {n}."
+            f"leave-one-out needs at least {2 if mean == 'zero' else 3} observations with mean={mean!r}; got {n}."
         )
     try:
         factor = scipy.linalg.cho_factor(K, lower=True)
     except np.linalg.LinAlgError as err:
-        raise ValueError(
-            "K is not positive definite; add a nugget (noise variance) to its diagonal."
-        ) from err
+        raise ValueError("K is not positive definite; add a nugget (noise variance) to its diagonal.") from err
     Kinv = scipy.linalg.cho_solve(factor, np.eye(n))
     Kinv_y = Kinv @ y
     diag = np.diag(Kinv).copy()

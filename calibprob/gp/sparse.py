@@ -196,9 +196,7 @@ class SparseGaussianProcessRegressor(_GPBase):
                 "noise=False) to interpolate."
             )
         if not (np.isfinite(self.jitter) and 0 < self.jitter < 1):
-            raise ValueError(
-                f"jitter must be in (0, 1) (relative to the kernel variance); got {self.jitter!r}."
-            )
+            raise ValueError(f"jitter must be in (0, 1) (relative to the kernel variance); got {self.jitter!r}.")
 
     def _prepare(self, X, y, rng) -> None:
         if self.inducing_points is not None:
@@ -213,8 +211,7 @@ class SparseGaussianProcessRegressor(_GPBase):
         self.inducing_points_ = Z
 
     def _data(self) -> dict:
-        return {"X": self.X_train_, "y": (self.y_train_ - self._y_shift) / self._y_scale,
-                "Z": self.inducing_points_}
+        return {"X": self.X_train_, "y": (self.y_train_ - self._y_shift) / self._y_scale, "Z": self.inducing_points_}
 
     def _factorize(self, theta: dict) -> dict:
         X, y, Z = self.X_train_, self._y_centred(), self.inducing_points_
@@ -242,12 +239,17 @@ class SparseGaussianProcessRegressor(_GPBase):
             mhat = float(qy1 / q11)
         else:
             cb, qy1, q11, mhat = None, None, None, 0.0
-        obj = _objective.assemble(
-            qyy, qy1, q11, logdet, n, mean=self.mean, objective=self.objective, xp=np
-        ) - 0.5 * trace
+        obj = (
+            _objective.assemble(qyy, qy1, q11, logdet, n, mean=self.mean, objective=self.objective, xp=np) - 0.5 * trace
+        )
         c = (ca - mhat * cb) / sn if cb is not None else ca / sn
         return {
-            "theta": theta, "Lm": Lm, "LB": LB, "c": c, "cb": cb, "q11": q11,
+            "theta": theta,
+            "Lm": Lm,
+            "LB": LB,
+            "c": c,
+            "cb": cb,
+            "q11": q11,
             "m": self._y_shift + mhat,
             "objective": float(obj),
         }

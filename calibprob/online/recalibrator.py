@@ -163,8 +163,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
     True
     """
 
-    def __init__(self, *, levels=None, eta: float = 0.25, coupling: str = "isotonic",
-                 level_floor: float = 1e-3):
+    def __init__(self, *, levels=None, eta: float = 0.25, coupling: str = "isotonic", level_floor: float = 1e-3):
         self.levels = levels
         self.eta = eta
         self.coupling = coupling
@@ -337,8 +336,13 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         q = np.maximum.accumulate(q, axis=1)
         method = f"{forecast.attrs.get('method', 'forecast')}+online-recalibration"
         out = from_quantiles(q, out_levels, obs=forecast["obs"].values, method=method)
-        out.attrs.update({"recalibration_eta": float(self.eta), "recalibration_coupling": self.coupling,
-                          "recalibration_n_updates": int(self.n_updates_)})
+        out.attrs.update(
+            {
+                "recalibration_eta": float(self.eta),
+                "recalibration_coupling": self.coupling,
+                "recalibration_n_updates": int(self.n_updates_),
+            }
+        )
         return out
 
     # -- persistence -----------------------------------------------------------
@@ -349,21 +353,26 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         ds = xr.Dataset(
             {
                 "theta": ("level", self.theta_, {"long_name": "latent OSD iterates theta_t(p)"}),
-                "recalibration": ("level", self.recalibration_,
-                                  {"long_name": "issued recalibration map R_t(p) (unclipped)"}),
+                "recalibration": (
+                    "level",
+                    self.recalibration_,
+                    {"long_name": "issued recalibration map R_t(p) (unclipped)"},
+                ),
                 "hits": ("level", self.hits_, {"long_name": "outcomes at or below the issued quantile"}),
             },
             coords={"level": self.levels_},
         )
-        ds.attrs.update({
-            "estimator": type(self).__name__,
-            "eta": float(self.eta),
-            "coupling": str(self.coupling),
-            "level_floor": float(self.level_floor),
-            "n_updates": int(self.n_updates_),
-            "reference": "Deshpande, Marx & Kuleshov (2024), Online calibrated and conformal "
-                         "prediction improves Bayesian optimization, AISTATS",
-        })
+        ds.attrs.update(
+            {
+                "estimator": type(self).__name__,
+                "eta": float(self.eta),
+                "coupling": str(self.coupling),
+                "level_floor": float(self.level_floor),
+                "n_updates": int(self.n_updates_),
+                "reference": "Deshpande, Marx & Kuleshov (2024), Online calibrated and conformal "
+                "prediction improves Bayesian optimization, AISTATS",
+            }
+        )
         return ds
 
     @classmethod
@@ -376,8 +385,12 @@ class OnlineQuantileRecalibrator(BaseEstimator):
                 "Pass the Dataset written by to_dataset()."
             )
         levels = np.asarray(ds["level"].values, float)
-        est = cls(levels=levels, eta=float(ds.attrs["eta"]), coupling=str(ds.attrs["coupling"]),
-                  level_floor=float(ds.attrs.get("level_floor", 1e-3)))
+        est = cls(
+            levels=levels,
+            eta=float(ds.attrs["eta"]),
+            coupling=str(ds.attrs["coupling"]),
+            level_floor=float(ds.attrs.get("level_floor", 1e-3)),
+        )
         est._check_params()
         est.levels_ = levels
         est.theta_ = np.asarray(ds["theta"].values, float).copy()
