@@ -204,28 +204,32 @@ def test_blas_policy_reports_its_choice(monkeypatch):
     gp = GaussianProcessRegressor(n_restarts=1, random_state=0).fit(X, y)
     assert gp.fit_info_["blas_threads"] == 1
     assert "threading does not pay" in gp.fit_info_["blas_reason"]
-    monkeypatch.setattr(_pymc, "_in_dask_worker", lambda: True)
-    assert _pymc.blas_policy(5000) == (1, "one thread per Dask worker")
-    monkeypatch.setattr(_pymc, "_in_dask_worker", lambda: False)
-    monkeypatch.setattr(_pymc, "_usable_cores", lambda: 2)
-    monkeypatch.setattr(_pymc.os, "getloadavg", lambda: (1.2, 1.0, 1.0))
-    threads, reason = _pymc.blas_policy(5000)
+    from calibprob import _pytensor
+
+    monkeypatch.setattr(_pytensor, "_in_dask_worker", lambda: True)
+    assert _pytensor.blas_policy(5000) == (1, "one thread per Dask worker")
+    monkeypatch.setattr(_pytensor, "_in_dask_worker", lambda: False)
+    monkeypatch.setattr(_pytensor, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(_pytensor.os, "getloadavg", lambda: (1.2, 1.0, 1.0))
+    threads, reason = _pytensor.blas_policy(5000)
     assert threads == 1 and reason.startswith("machine busy (load 1.2 on 2 cores)")
-    monkeypatch.setattr(_pymc.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
-    monkeypatch.setattr(_pymc, "_MEASURED", {})
-    monkeypatch.setattr(_pymc, "_measure_threads", lambda cores: cores)
-    assert _pymc.blas_policy(5000) == (2, "measured: 2 of 2 cores faster for a 1500-row Cholesky")
+    monkeypatch.setattr(_pytensor.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(_pytensor, "_MEASURED", {})
+    monkeypatch.setattr(_pytensor, "_measure_threads", lambda cores: cores)
+    assert _pytensor.blas_policy(5000) == (2, "measured: 2 of 2 cores faster for a 1500-row Cholesky")
     try:
         set_blas_threads(None)
-        assert _pymc.blas_policy(5000)[0] is None
+        assert _pytensor.blas_policy(5000)[0] is None
         set_blas_threads(3)
-        assert _pymc.blas_policy(10) == (3, "set_blas_threads")
+        assert _pytensor.blas_policy(10) == (3, "set_blas_threads")
     finally:
         set_blas_threads("auto")
 
 
 def test_thread_measurement_returns_one_or_all_cores():
-    assert _pymc._measure_threads(2) in (1, 2)
+    from calibprob import _pytensor
+
+    assert _pytensor._measure_threads(2) in (1, 2)
 
 
 def test_conformal_gp_intervals_are_offset_invariant_and_reuse_the_gp_factor():

@@ -321,9 +321,9 @@ def minimize(
     >>> float(res["evaluations"]["best_so_far"][-1])  # doctest: +SKIP
     """
     if blas_threads is not None:
-        from threadpoolctl import threadpool_limits
+        from calibprob._pytensor import limit_blas_threads
 
-        with threadpool_limits(limits=check_int(blas_threads, "blas_threads", minimum=1), user_api="blas"):
+        with limit_blas_threads(check_int(blas_threads, "blas_threads", minimum=1)):
             return minimize(
                 objective,
                 bounds=bounds,

@@ -109,6 +109,7 @@ import xarray as xr
 from scipy import special
 
 from calibprob._base import BaseEstimator, ConvergenceWarning, check_is_fitted, check_predictive
+from calibprob._pytensor import GraphCache, limit_blas_threads
 from calibprob._validation import (
     check_array,
     check_choice,
@@ -834,14 +835,12 @@ def svi_fit(
     return SVIResult(mean=mean, chol=avg_L, variational=variational, loss=loss)
 
 
-_GRAPHS: dict[tuple, _Graph] = {}
+_GRAPHS = GraphCache("calibprob.calibrators.gp_beta")
 
 
 def _graph(n_inducing: int, rank: int, learn_inducing: bool, batch_size: int | None) -> _Graph:
     key = (n_inducing, rank, bool(learn_inducing), batch_size)
-    if key not in _GRAPHS:
-        _GRAPHS[key] = _Graph(*key)
-    return _GRAPHS[key]
+    return _GRAPHS.get(key, lambda: _Graph(*key))
 
 
 def clear_graph_cache() -> None:
@@ -869,9 +868,7 @@ def _quiet_compile():
 def _blas_single_thread():
     # Small triangular solves are ~20x slower with 2 OpenBLAS threads than with 1
     # (thread start-up dominates); every fit and prediction runs single-threaded.
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(1, user_api="blas")
+    return limit_blas_threads(1)
 
 
 #: Posterior variables whose r-hat is meaningful (the coregionalisation factor W is sign-symmetric).

@@ -68,13 +68,13 @@ processes. NeurIPS, §7 and Table 1 (RK, RV, RM as baselines).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import xarray as xr
 from scipy import optimize, special
 
 from calibprob._base import BaseEstimator, check_is_fitted, check_predictive
+from calibprob._ranks import RANK_TOL as _RANK_TOL
+from calibprob._ranks import knot_levels, levels_in_range, min_calibration_points
 from calibprob._validation import check_array, check_choice, check_levels, check_same_length
 from calibprob.predictive import (
     from_quantiles,
@@ -103,7 +103,6 @@ __all__ = [
 
 # k = p (n + 1) computed in floating point: 0.07 * 100 = 7.000000000000001 must
 # count as rank 7; levels are never meaningful to 1e-9.
-_RANK_TOL = 1e-9
 # rows per block where temporaries are (rows x L)
 _CHUNK = 4096
 # grid points of the variance-scaling likelihood search for quantile-family bases
@@ -113,64 +112,6 @@ _SCALE_GRID = 241
 # ===========================================================================
 # NumPy layer
 # ===========================================================================
-
-
-def levels_in_range(levels, n: int) -> np.ndarray:
-    r"""Which levels lie in the calibration range :math:`[1/(n+1),\ n/(n+1)]`.
-
-    Parameters
-    ----------
-    levels : ndarray, shape (L,)
-    n : int
-        Number of calibration points.
-
-    Returns
-    -------
-    ndarray of bool, shape (L,)
-    """
-    h = np.asarray(levels, float) * (n + 1)
-    return (h >= 1.0 - _RANK_TOL) & (h <= n + _RANK_TOL)
-
-
-def min_calibration_points(levels) -> int:
-    r"""Smallest number of calibration points whose range covers every level.
-
-    .. math::
-
-        n_{\min} = \Bigl\lceil \max\Bigl(\frac{1}{p_{\min}},\ \frac{1}{1 - p_{\max}}\Bigr) - 1 \Bigr\rceil
-
-    so that :math:`1/(n+1) \le p_{\min}` and :math:`p_{\max} \le n/(n+1)`
-    (at least 2: two knots define the score quantile function).
-
-    Parameters
-    ----------
-    levels : array_like, shape (L,)
-        Levels in (0, 1).
-
-    Returns
-    -------
-    int
-
-    Examples
-    --------
-    >>> min_calibration_points([0.01, 0.5, 0.99])
-    99
-    >>> min_calibration_points([0.05, 0.95])
-    19
-    """
-    p = check_levels(levels, "levels", increasing=False)
-    lo, hi = float(p.min()), float(p.max())
-    n = max(int(math.ceil(max(1.0 / lo, 1.0 / (1.0 - hi)) - 1.0 - 1e-6)), 2)
-    while not levels_in_range(np.array([lo, hi]), n).all():  # guard the float rounding
-        n += 1
-    while n > 2 and levels_in_range(np.array([lo, hi]), n - 1).all():
-        n -= 1
-    return n
-
-
-def knot_levels(n: int) -> np.ndarray:
-    r"""The knot levels :math:`k/(n+1)`, :math:`k = 1, \dots, n`; shape (n,)."""
-    return np.arange(1, n + 1) / (n + 1.0)
 
 
 def score_quantiles(sorted_scores, levels) -> np.ndarray:

@@ -138,7 +138,6 @@ Gaussian processes. AISTATS.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import warnings
@@ -149,6 +148,9 @@ import xarray as xr
 from scipy import optimize, special
 
 from calibprob._base import BaseEstimator, check_is_fitted, check_not_predictive
+from calibprob._pytensor import GraphCache, limit_blas_threads
+from calibprob._ranks import RANK_TOL as _RANK_TOL
+from calibprob._ranks import knot_levels, levels_in_range, min_calibration_points
 from calibprob._validation import (
     check_array,
     check_choice,
@@ -177,7 +179,6 @@ __all__ = [
 VARIANTS = ("full", "scaled", "cross-fitted")
 
 # δ(N+1) computed in floating point: 0.07 * 100 must count as rank 7
-_RANK_TOL = 1e-9
 # L-BFGS-B receives this when the covariance is not positive definite (NaN)
 _PENALTY = 1e25
 # box of the free log-hyperparameters around the base's (factor e^7 ≈ 1100)
@@ -240,69 +241,8 @@ def q_lin(levels, scores) -> np.ndarray:
     return out
 
 
-def knot_levels(n: int, n_levels: int | None = None) -> np.ndarray:
-    r"""Knots :math:`j/(N+1)`: all :math:`N` of them, or about ``n_levels`` spread evenly in :math:`\Phi^{-1}`.
-
-    Parameters
-    ----------
-    n : int
-        Number of calibration points that set β.
-    n_levels : int, optional
-        Number of knots; the ranks are :math:`j_k = \operatorname{round}((N+1)\,\Phi(z_k))`
-        for :math:`z_k` evenly spaced from :math:`\Phi^{-1}(1/(N+1))` to
-        :math:`\Phi^{-1}(N/(N+1))` (duplicates dropped), so the extreme ranks 1
-        and :math:`N` are always included and the tails, where the quantile
-        function bends most, get as many knots as the centre. ``None`` gives
-        every rank (Theorem 5.4's setting).
-
-    Returns
-    -------
-    ndarray, shape (K,)
-        Strictly increasing levels :math:`j_k/(N+1)`.
-
-    Examples
-    --------
-    >>> knot_levels(9, 3) * 10
-    array([1., 5., 9.])
-    """
-    n = check_int(n, "n", minimum=2)
-    if n_levels is None:
-        ranks = np.arange(1, n + 1)
-    else:
-        n_levels = check_int(n_levels, "n_levels", minimum=2)
-        z = np.linspace(special.ndtri(1.0 / (n + 1)), special.ndtri(n / (n + 1.0)), n_levels)
-        ranks = np.unique(np.clip(np.round((n + 1) * special.ndtr(z)), 1, n).astype(int))
-    return ranks / (n + 1.0)
-
-
-def required_calibration_points(levels) -> int:
-    r"""Smallest :math:`N` with :math:`1/(N+1) \le \delta \le N/(N+1)` for every level.
-
-    Parameters
-    ----------
-    levels : array_like, shape (L,)
-
-    Returns
-    -------
-    int
-        :math:`\lceil\max(1/\delta_{\min}, 1/(1-\delta_{\max})) - 1\rceil`, at least 2.
-
-    Examples
-    --------
-    >>> required_calibration_points([0.05, 0.95])
-    19
-    """
-    p = check_levels(levels, "levels", increasing=False)
-    need = max(1.0 / p.min(), 1.0 / (1.0 - p.max())) - 1.0
-    n = max(int(np.ceil(need - 1e-6)), 2)
-    while not _in_range(p, n).all():
-        n += 1
-    return n
-
-
-def _in_range(levels, n: int) -> np.ndarray:
-    t = np.asarray(levels, float) * (n + 1)
-    return (t >= 1.0 - _RANK_TOL) & (t <= n + _RANK_TOL)
+#: Smallest calibration set covering every level (:func:`calibprob._ranks.min_calibration_points`).
+required_calibration_points = min_calibration_points
 
 
 def monotone_knots(levels, beta, phi):
@@ -760,33 +700,27 @@ class _Compiled:
         return float(lp), np.asarray(g, float), float(beta), float(sharp), np.asarray(sigma), np.asarray(phi)
 
 
-_CACHE: dict = {}
-_CACHE_LOCK = threading.Lock()
+_CACHE = GraphCache("calibprob.calibrators.sharp_gp")
 
 
 def _compiled(key: _GraphKey) -> _Compiled:
-    with _CACHE_LOCK:
-        entry = _CACHE.get(key)
-        if entry is None:
-            import pytensor
-            import pytensor.tensor as pt
+    def build() -> _Compiled:
+        import pytensor
+        import pytensor.tensor as pt
 
-            model = build_model(key.kind, key.kernel, key.p)
-            u_value = model.rvs_to_values[model["u"]]
-            logp = model.logp()
-            grad = pt.grad(logp, u_value)
-            outs = model.replace_rvs_by_values(
-                [model["beta"], model["sharpness"], model["sigma_cal"], model["log_theta"]]
-            )
-            fn = pytensor.function([u_value], [logp, grad, *outs], mode=key.mode)
-            entry = _CACHE[key] = _Compiled(key, model, fn)
-    return entry
+        model = build_model(key.kind, key.kernel, key.p)
+        u_value = model.rvs_to_values[model["u"]]
+        logp = model.logp()
+        grad = pt.grad(logp, u_value)
+        outs = model.replace_rvs_by_values([model["beta"], model["sharpness"], model["sigma_cal"], model["log_theta"]])
+        return _Compiled(key, model, pytensor.function([u_value], [logp, grad, *outs], mode=key.mode))
+
+    return _CACHE.get(key, build)
 
 
 def clear_cache() -> None:
     """Forget the compiled single-level objectives (rebuilt on next use)."""
-    with _CACHE_LOCK:
-        _CACHE.clear()
+    _CACHE.clear()
 
 
 # ===========================================================================
@@ -1250,7 +1184,7 @@ class SharpCalibratedGP(BaseEstimator):
         if self.levels is None:
             return knot_levels(n_beta, self.n_levels)
         lv = check_levels(self.levels, "levels")
-        if not _in_range(lv, n_beta).all():
+        if not levels_in_range(lv, n_beta).all():
             need = required_calibration_points(lv)
             extra = (
                 f" (the cross-fitted variant sets β with {n_beta} of them; ask for fit_fraction "
@@ -1309,13 +1243,8 @@ class SharpCalibratedGP(BaseEstimator):
             idx_fit = idx_beta = np.arange(n)
         levels = self._knot_levels(idx_beta.size)
 
-        limiter = contextlib.nullcontext()
-        if self.blas_threads is not None:
-            from threadpoolctl import threadpool_limits
-
-            limiter = threadpool_limits(limits=int(self.blas_threads), user_api="blas")
         t_start = time.perf_counter()
-        with limiter:
+        with limit_blas_threads(self.blas_threads):
             self._fit(base, X, y, idx_fit, idx_beta, levels, rng)
         self.fit_seconds_ = time.perf_counter() - t_start
         self.diagnostics_.attrs["fit_seconds"] = float(self.fit_seconds_)

@@ -28,6 +28,9 @@ import numpy as np
 import xarray as xr
 
 from calibprob._base import BaseEstimator, check_is_fitted
+from calibprob._ranks import RANK_TOL as _RANK_TOL
+from calibprob._ranks import lower_rank, upper_rank
+from calibprob._ranks import min_conformal_points as min_points
 from calibprob._validation import check_array, check_confidence_levels, check_int
 
 __all__ = [
@@ -44,33 +47,12 @@ __all__ = [
     "interval_dataset",
 ]
 
-# ceil/floor of c * (n + 1) computed in floating point: 0.7 * 10 = 7.000000000000001
-# must give rank 7, not 8. Levels are never meaningful to 1e-9.
-_RANK_TOL = 1e-9
 
 #: Test points per block where a conformal post-processor builds (points x levels) arrays.
 QUANTILE_CHUNK_ROWS = 4096
 
 #: Elements (float64) allowed for one temporary (n_cal or n_train) x chunk array: 32 MB.
 CHUNK_ELEMENTS = 1 << 22
-
-
-def upper_rank(confidence_level: float, n: int) -> int:
-    r""":math:`\lceil c\,(n+1) \rceil` (1-based rank of the upper conformal quantile)."""
-    return int(math.ceil(confidence_level * (n + 1) - _RANK_TOL))
-
-
-def lower_rank(miscoverage: float, n: int) -> int:
-    r""":math:`\lfloor \alpha\,(n+1) \rfloor` (1-based rank of the lower conformal quantile)."""
-    return int(math.floor(miscoverage * (n + 1) + _RANK_TOL))
-
-
-def min_points(confidence_level: float) -> int:
-    r"""Smallest :math:`n` with :math:`\lceil c (n+1) \rceil \le n`, i.e. :math:`n \ge c/(1-c)`."""
-    n = max(int(math.floor(confidence_level / (1.0 - confidence_level))) - 1, 1)
-    while upper_rank(confidence_level, n) > n:
-        n += 1
-    return n
 
 
 def check_enough_points(confidence_level: float, n: int, *, what: str = "calibration points", sides: int = 1) -> None:

@@ -34,13 +34,21 @@ or per estimator with ``compile_mode=``.
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import optimize
 
+from calibprob._pytensor import (
+    GraphCache,
+    blas_limit,
+    get_blas_threads,
+    get_compile_mode,
+    mode_key,
+    set_blas_threads,
+    set_compile_mode,
+)
 from calibprob.gp import _objective, kernels
 
 __all__ = [
@@ -51,239 +59,13 @@ __all__ = [
     "clear_cache",
 ]
 
-_COMPILE_MODE = os.environ.get("CALIBPROB_COMPILE_MODE", "FAST_COMPILE")
-_BLAS_THREADS: int | str | None = "auto"
-_AUTO_MEASURE_MIN_N = 1500  # below this, one thread (measured: no gain, stalls under load)
-_CACHE: dict = {}
-_CACHE_LOCK = threading.Lock()
+_CACHE = GraphCache("calibprob.gp")
+#: The BLAS limiter of the GP fits (one policy for every module, :mod:`calibprob._pytensor`).
+_blas_limit = blas_limit
 
 # returned to L-BFGS-B when the Cholesky fails (NaN logp): a large finite value
 # makes the line search backtrack instead of aborting
 _PENALTY = 1e25
-
-
-def get_compile_mode():
-    """The PyTensor mode used to compile GP objectives when ``compile_mode=None``.
-
-    Returns
-    -------
-    str, pytensor Mode or None
-        The mode set by :func:`set_compile_mode` (default ``"FAST_COMPILE"``).
-
-    References
-    ----------
-    PyTensor compilation modes: https://pytensor.readthedocs.io (``FAST_COMPILE``,
-    ``CVM``, ``NUMBA``).
-
-    Examples
-    --------
-    >>> from calibprob.gp import get_compile_mode, set_compile_mode
-    >>> previous = get_compile_mode()   # "FAST_COMPILE" unless changed
-    >>> set_compile_mode("NUMBA")
-    >>> get_compile_mode()
-    'NUMBA'
-    >>> set_compile_mode(previous)
-    """
-    return _COMPILE_MODE
-
-
-def set_compile_mode(mode) -> None:
-    """Set the process-wide PyTensor compile mode for GP objectives.
-
-    Parameters
-    ----------
-    mode : str or pytensor Mode or None
-        ``"FAST_COMPILE"`` (default; fast cold start), ``"NUMBA"`` or ``None``
-        (PyTensor's default, Numba: slow cold JIT, cached on disk), ``"CVM"``
-        (C, ~40 s cold). Already compiled functions stay cached under their own
-        mode.
-
-    References
-    ----------
-    PyTensor compilation modes: https://pytensor.readthedocs.io (``FAST_COMPILE``,
-    ``CVM``, ``NUMBA``).
-
-    Examples
-    --------
-    >>> from calibprob.gp import get_compile_mode, set_compile_mode
-    >>> previous = get_compile_mode()
-    >>> set_compile_mode("FAST_COMPILE")
-    >>> get_compile_mode()
-    'FAST_COMPILE'
-    >>> set_compile_mode(previous)
-    """
-    global _COMPILE_MODE
-    _COMPILE_MODE = mode
-
-
-def get_blas_threads():
-    """BLAS thread policy during hyperparameter optimisation (see :func:`set_blas_threads`).
-
-    Returns
-    -------
-    "auto", int or None
-        The policy set by :func:`set_blas_threads` (default ``"auto"``).
-
-    References
-    ----------
-    threadpoolctl: https://github.com/joblib/threadpoolctl (the limit is applied
-    with ``threadpool_limits``).
-
-    Examples
-    --------
-    >>> from calibprob.gp import get_blas_threads, set_blas_threads
-    >>> previous = get_blas_threads()   # "auto" unless changed
-    >>> set_blas_threads(None)
-    >>> get_blas_threads() is None
-    True
-    >>> set_blas_threads(previous)
-    """
-    return _BLAS_THREADS
-
-
-def set_blas_threads(value) -> None:
-    """BLAS threads used while optimising GP hyperparameters.
-
-    Parameters
-    ----------
-    value : "auto", int or None
-        ``"auto"`` (default): one thread inside a Dask worker (the workers
-        already occupy the cores), for training sets below
-        1500 rows, and whenever the machine's one-minute
-        load leaves less than one idle core besides this process; otherwise a
-        *measured* choice, made once per process: a Cholesky factorisation of
-        a 1500 × 1500 covariance is timed with one thread and with every
-        usable core, and the faster setting is kept. ``None``: never change the
-        process setting. An int: that many threads.
-
-    Notes
-    -----
-    The setting never oversubscribes by construction: one thread per Dask
-    worker, and more than one thread in a single process only when the
-    cores are idle *and* the measurement shows a gain. Measured on a shared
-    2-core machine (OpenBLAS 0.3, load ≈ 1.2): two threads made ``dpotrf``
-    2–4.7x and ``dpotri`` up to 3.9x *slower* than one at n = 1000–3000,
-    and a 300-point fit was once 20x slower (44 s against 2.1 s) from
-    OpenBLAS threads busy-waiting. The choice and its reason are recorded
-    in ``fit_info_["blas_threads"]`` / ``fit_info_["blas_reason"]``. The
-    limit is applied with ``threadpoolctl`` for the duration of ``fit``
-    only (not prediction).
-
-    References
-    ----------
-    threadpoolctl: https://github.com/joblib/threadpoolctl.
-
-    Examples
-    --------
-    >>> from calibprob.gp import get_blas_threads, set_blas_threads
-    >>> previous = get_blas_threads()
-    >>> set_blas_threads(1)
-    >>> get_blas_threads()
-    1
-    >>> set_blas_threads(previous)
-    """
-    global _BLAS_THREADS
-    if not (value is None or value == "auto" or (isinstance(value, int) and value >= 1)):
-        raise ValueError(f"blas_threads must be 'auto', None or a positive int; got {value!r}.")
-    _BLAS_THREADS = value
-
-
-_MEASURED: dict = {}
-
-
-def _in_dask_worker() -> bool:
-    try:
-        from distributed import get_worker
-    except ImportError:  # pragma: no cover - distributed is a dependency
-        return False
-    try:
-        get_worker()
-    except ValueError:
-        return False
-    return True
-
-
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def _measure_threads(cores: int) -> int:
-    """Faster of 1 and ``cores`` BLAS threads for a 1500 x 1500 Cholesky (best of 3)."""
-    import time
-
-    import scipy.linalg
-    from threadpoolctl import threadpool_limits
-
-    rng = np.random.default_rng(0)
-    m = 1500
-    A = rng.standard_normal((m, 64))
-    K = A @ A.T / 64.0 + np.eye(m)
-    best = {}
-    for threads in (1, cores):
-        with threadpool_limits(limits=threads, user_api="blas"):
-            scipy.linalg.lapack.dpotrf(K, lower=1)  # warm-up (thread start-up)
-            times = []
-            for _ in range(3):
-                t0 = time.perf_counter()
-                scipy.linalg.lapack.dpotrf(K, lower=1)
-                times.append(time.perf_counter() - t0)
-        best[threads] = min(times)
-    # more threads must win by a margin: under load they lose far more than they gain
-    return cores if best[cores] < 0.8 * best[1] else 1
-
-
-def blas_policy(n_rows: int) -> tuple[int | None, str]:
-    """BLAS threads for a fit on ``n_rows`` rows under the current policy, and why.
-
-    Returns
-    -------
-    threads : int or None
-        ``None`` leaves the process setting alone.
-    reason : str
-    """
-    policy = _BLAS_THREADS
-    if policy is None:
-        return None, "process setting (set_blas_threads(None))"
-    if policy != "auto":
-        return int(policy), "set_blas_threads"
-    if _in_dask_worker():
-        return 1, "one thread per Dask worker"
-    cores = _usable_cores()
-    if cores <= 1:
-        return 1, "one usable core"
-    if n_rows < _AUTO_MEASURE_MIN_N:
-        return 1, f"n < {_AUTO_MEASURE_MIN_N}: threading does not pay"
-    try:
-        load = os.getloadavg()[0]
-    except OSError:  # pragma: no cover - no load average
-        load = 0.0
-    # this process is about to run, so it is part of the load it will see
-    if cores - load < 1.5:
-        return 1, f"machine busy (load {load:.1f} on {cores} cores)"
-    if cores not in _MEASURED:
-        _MEASURED[cores] = _measure_threads(cores)
-    threads = _MEASURED[cores]
-    return threads, f"measured: {threads} of {cores} cores faster for a 1500-row Cholesky"
-
-
-def _blas_limit(n_rows: int, info: dict | None = None):
-    """Context manager applying :func:`blas_policy`; records the choice in ``info``."""
-    import contextlib
-
-    threads, reason = blas_policy(n_rows)
-    if info is not None:
-        info["blas_threads"] = threads
-        info["blas_reason"] = reason
-    if threads is None:
-        return contextlib.nullcontext()
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl ships with PyMC
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=int(threads), user_api="blas")
 
 
 def clear_cache() -> None:
@@ -299,8 +81,7 @@ def clear_cache() -> None:
     >>> from calibprob.gp import clear_cache
     >>> clear_cache()   # the next fit recompiles its objective
     """
-    with _CACHE_LOCK:
-        _CACHE.clear()
+    _CACHE.clear()
 
 
 @dataclass(frozen=True)
@@ -424,20 +205,18 @@ def _placeholder(spec: Spec) -> dict:
 
 def compiled(spec: Spec, mode) -> Compiled:
     """The compiled objective for ``spec`` (built and compiled on first use)."""
-    key = (spec, mode if isinstance(mode, (str, type(None))) else id(mode))
-    with _CACHE_LOCK:
-        entry = _CACHE.get(key)
-        if entry is None:
-            import pytensor
-            import pytensor.tensor as pt
 
-            model = build_model(spec, _placeholder(spec), priors="flat")
-            value_vars = model.value_vars
-            logp = model.logp()
-            grad = pt.concatenate([pt.atleast_1d(g).ravel() for g in pytensor.grad(logp, value_vars)])
-            fn = pytensor.function(value_vars, [logp, grad], mode=mode)
-            entry = _CACHE[key] = Compiled(spec, model, fn)
-    return entry
+    def build() -> Compiled:
+        import pytensor
+        import pytensor.tensor as pt
+
+        model = build_model(spec, _placeholder(spec), priors="flat")
+        value_vars = model.value_vars
+        logp = model.logp()
+        grad = pt.concatenate([pt.atleast_1d(g).ravel() for g in pytensor.grad(logp, value_vars)])
+        return Compiled(spec, model, pytensor.function(value_vars, [logp, grad], mode=mode))
+
+    return _CACHE.get((spec, mode_key(mode)), build)
 
 
 class CompiledObjective:
