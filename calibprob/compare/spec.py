@@ -138,8 +138,9 @@ def _limit(name: str) -> int:
 # are views of it, computed on access so a kind registered later is included.
 _VIEWS = {
     "BASE_KINDS": lambda: tuple(registry.BASES),
-    "BASE_OPTION_TYPES": lambda: {k: dict(e.options) for k, e in registry.BASES.items()},
-    "BASE_OPTIONS": lambda: {k: tuple(e.options) for k, e in registry.BASES.items()},
+    # (the constructor options of the class-backed bases; `python` takes code, not options)
+    "BASE_OPTION_TYPES": lambda: {k: dict(e.options) for k, e in registry.BASES.items() if e.cls is not None},
+    "BASE_OPTIONS": lambda: {k: tuple(e.options) for k, e in registry.BASES.items() if e.cls is not None},
     "METHOD_OPTION_TYPES": lambda: {k: dict(e.options) for k, e in registry.METHODS.items()},
     "GP_ONLY_METHODS": lambda: {k: e.serves for k, e in registry.METHODS.items() if e.serves is not None},
 }
