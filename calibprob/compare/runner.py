@@ -28,6 +28,8 @@ from calibprob._executor import RunOutput, execute, failure_table, load_part, lo
 from calibprob.compare.spec import Spec, parse_spec
 
 __all__ = [
+    "run",
+    "with_bases",
     "run_task",
     "run_comparison",
     "task_keys",
@@ -582,3 +584,144 @@ def run_comparison(
 
 
 __all__ += ["failure_table"]
+
+
+def _spec_data(spec) -> tuple[dict, str, str]:
+    """A spec given as a path, a Spec or a dict: its dict, TOML text and root folder (not yet validated)."""
+    import tomllib
+
+    from calibprob.compare.spec import load_spec
+
+    if isinstance(spec, Spec):
+        return spec.to_dict(), spec.source, spec.root
+    if isinstance(spec, dict):
+        return dict(spec), "", "."
+    if isinstance(spec, (str, Path)):
+        load_spec(spec)  # every check and message of a spec file (then read again below)
+        path = Path(spec)
+        return tomllib.loads(path.read_bytes().decode("utf-8-sig")), "", str(path.parent.resolve())
+    raise TypeError(f"spec must be a path to a TOML spec, a parsed Spec or a dict; got {type(spec).__name__}.")
+
+
+def _add_bases(data: dict, bases: dict) -> dict:
+    """The spec dict with the user's models as ``kind = "python"`` bases (``[base]`` becomes ``[bases.<kind>]``)."""
+    from calibprob._executor import safe_name
+    from calibprob.compare.user_base import check_factory
+
+    if not isinstance(bases, dict) or not bases:
+        raise TypeError(f"bases must be a non-empty dict {{name: factory}}; got {type(bases).__name__}.")
+    data = dict(data)
+    tables = dict(data.pop("bases", None) or {})
+    if "base" in data:
+        base = data.pop("base")
+        tables[base.get("kind", "base") if isinstance(base, dict) else "base"] = base
+    taken = {safe_name(str(n)).lower(): n for n in tables}
+    for name, factory in bases.items():
+        if not isinstance(name, str) or not name.strip() or "/" in name:
+            raise ValueError(f"bases: names must be non-empty strings without '/'; got {name!r}.")
+        if safe_name(name).lower() in taken:
+            raise ValueError(
+                f"bases[{name!r}]: the spec already has a base {taken[safe_name(name).lower()]!r} of that name "
+                "(names are compared ignoring case); rename one."
+            )
+        check_factory(factory, f"bases[{name!r}]")
+        taken[safe_name(name).lower()] = name
+        tables[name] = {"kind": "python", "factory": factory}
+    data["bases"] = tables
+    return data
+
+
+def with_bases(spec, bases: dict) -> Spec:
+    """``spec`` (a path, Spec or dict) with the user's models added as ``kind = "python"`` bases.
+
+    A ``[base]`` spec becomes a ``[bases.*]`` one, its base named after its kind; its methods
+    may then list ``bases = [...]`` naming the user's bases.
+    """
+    data, _, root = _spec_data(spec)
+    return parse_spec(_add_bases(data, bases), root=root)
+
+
+def run(
+    spec,
+    *,
+    bases: dict | None = None,
+    out: str | Path | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = False,
+) -> xr.DataTree:
+    """Run a comparison from Python, with your own models as bases.
+
+    Parameters
+    ----------
+    spec : str, Path, Spec or dict
+        A TOML spec file, a parsed :class:`~calibprob.compare.Spec`, or its dict.
+    bases : dict of str to factory, optional
+        Your models, added to the spec's bases under these names. A factory is a
+        function ``(X_train, y_train) -> predict`` whose ``predict(X)`` returns a
+        predictive Dataset (e.g. a PyMC model builder), or a model with ``fit(X, y)``
+        and ``predict`` (copied per task), whose predictive is, in this order,
+        ``predict(X, return_std=True)`` as a Normal, ``predict(X, quantiles=levels)``
+        as a quantile function, ``predict(X)`` when it returns a Dataset, or else its
+        point predictions with one σ, the RMS of its 5-fold out-of-fold residuals (see
+        :mod:`calibprob.compare.user_base`). Every method runs on every base unless it
+        lists ``bases``; a GP-only method must list the GP bases.
+    out : path, optional
+        The results file (finished tasks kept in ``<out>.parts/`` for resuming, as with
+        ``calibprob compare``). By default a temporary file, removed after loading.
+    workers, scheduler, progress
+        As in :func:`run_comparison`.
+
+    Returns
+    -------
+    xarray.DataTree
+        The results (scores, ``timing`` and ``ranking`` groups), loaded into memory.
+
+    Raises
+    ------
+    SpecError
+        A problem in the spec (e.g. a GP-only method running on your base).
+    TypeError, ValueError
+        A factory that is none of the above, or a name clash with the spec's bases.
+
+    Notes
+    -----
+    A base whose fit or predict raises does not stop the others: its methods record the
+    error (``failed_tasks`` lists them) and the task is retried by the next run on ``out``.
+    The results never name code to run; the stored spec describes a Python base by its
+    ``module:qualname`` only.
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import calibprob
+    >>> from calibprob import compare
+    >>> def mine(X, y):
+    ...     beta, *_ = np.linalg.lstsq(np.c_[np.ones(len(X)), X], y, rcond=None)
+    ...     sd = np.std(y - np.c_[np.ones(len(X)), X] @ beta)
+    ...     return lambda Xn: calibprob.normal(np.c_[np.ones(len(Xn)), Xn] @ beta, np.full(len(Xn), sd))
+    >>> tree = compare.run({
+    ...     "name": "demo", "datasets": ["diabetes"], "repetitions": 2,
+    ...     "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2},
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"b": {"kind": "base"}, "iso": {"kind": "isotonic", "extrapolate": True}},
+    ... }, bases={"mine": mine})
+    >>> tree["base"].values.tolist(), tree["calibrator"].values.tolist()
+    (['ols', 'mine'], ['b', 'iso'])
+    """
+    import tempfile
+
+    if bases:
+        spec = with_bases(spec, bases)
+    else:
+        data, source, root = _spec_data(spec)
+        spec = spec if isinstance(spec, Spec) else parse_spec(data, source=source, root=root)
+    if out is not None:
+        return run_comparison(spec, out, workers=workers, scheduler=scheduler, progress=progress)
+    with tempfile.TemporaryDirectory(prefix="calibprob-run-") as tmp:
+        tree = run_comparison(spec, Path(tmp) / "results.nc", workers=workers, scheduler=scheduler, progress=progress)
+        return tree.load()

@@ -11,12 +11,12 @@ A *factory* is any of
    a class is instantiated without arguments). After ``fit``, its predictive distribution
    is taken from the first that applies:
 
-   a. ``predict(X)`` returns a Dataset: used as it is (a calibprob model, or your wrapper
-      around a PyMC model);
-   b. ``predict`` accepts ``return_std``: ``mean, std = predict(X, return_std=True)`` is a
+   a. ``predict`` accepts ``return_std``: ``mean, std = predict(X, return_std=True)`` is a
       Normal (scikit-learn's ``GaussianProcessRegressor``, ``BayesianRidge``, ``ARDRegression``);
-   c. ``predict`` accepts ``quantiles``: ``predict(X, quantiles=levels)`` (one column per
+   b. ``predict`` accepts ``quantiles``: ``predict(X, quantiles=levels)`` (one column per
       level) is the quantile function (e.g. quantile-forest's regressors);
+   c. ``predict(X)`` returns a Dataset: used as it is (a calibprob model, or your wrapper
+      around a PyMC model; given the spec's ``levels`` when ``predict`` takes ``levels``);
    d. otherwise ``predict(X)`` is a point prediction and the predictive is
       ``Normal(predict(X), sigma)`` with one ``sigma`` for all inputs: the root mean square of
       its 5-fold *out-of-fold* residuals on the training part (5 extra fits; in-sample
@@ -57,7 +57,7 @@ def factory_label(factory) -> str:
     label = f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', type(target).__name__)}"
     if not isinstance(factory, type) and hasattr(factory, "get_params"):
         try:
-            params = factory.get_params(deep=False)
+            params = _params(factory)
         except Exception:  # noqa: BLE001 - a label only; a model whose get_params fails is still usable
             params = {}
         label += "(" + ", ".join(f"{k}={v!r}" for k, v in sorted(params.items())) + ")"
@@ -138,9 +138,17 @@ def _fresh(factory, seed):
     else:
         model = copy.deepcopy(factory)
     if seed is not None and hasattr(model, "get_params") and hasattr(model, "set_params"):
-        if "random_state" in model.get_params(deep=False) and model.get_params(deep=False)["random_state"] is None:
+        if "random_state" in _params(model) and _params(model)["random_state"] is None:
             model.set_params(random_state=int(seed) % 2**32)
     return model
+
+
+def _params(model) -> dict:
+    """``get_params`` of scikit-learn (``deep=False``) or of calibprob (no ``deep``); {} if neither."""
+    try:
+        return dict(model.get_params(deep=False))
+    except TypeError:
+        return dict(model.get_params())
 
 
 def _accepts(func, name: str) -> bool:
@@ -203,15 +211,13 @@ class PythonBase:
         return self
 
     def _mode(self, X) -> str:
+        """Which rule of the module docstring gives this model's predictive (in its order)."""
         predict = self.model_.predict
-        probe = predict(X[:2])
-        if isinstance(probe, xr.Dataset):
-            return "dataset"
         if _accepts(predict, "return_std"):
             return "std"
         if _accepts(predict, "quantiles"):
             return "quantiles"
-        return "point"
+        return "dataset" if isinstance(predict(X[:2]), xr.Dataset) else "point"
 
     def _out_of_fold_sigma(self, X, y) -> float:
         """RMS of 5-fold out-of-fold residuals (rule d of the module docstring)."""
@@ -240,9 +246,12 @@ class PythonBase:
 
         X = np.asarray(X)
         n = len(X)
-        if self.mode_ in ("function", "dataset"):
-            predict = self.predict_ if self.mode_ == "function" else self.model_.predict
-            return self._check_dataset(predict(X), n)
+        if self.mode_ == "function":
+            return self._check_dataset(self.predict_(X), n)
+        if self.mode_ == "dataset":
+            predict = self.model_.predict
+            take_levels = levels is not None and _accepts(predict, "levels")
+            return self._check_dataset(predict(X, levels=levels) if take_levels else predict(X), n)
         if self.mode_ == "std":
             out = self.model_.predict(X, return_std=True)
             if not (isinstance(out, tuple) and len(out) == 2):
