@@ -232,7 +232,7 @@ def _fit_base(spec: Spec, table: dict, arrays: dict, seed: int):
     return ctx, base_time
 
 
-def _failed_base(base_name: str, methods, err: Exception) -> xr.Dataset:
+def _failed_base(base_name: str | None, methods, err: Exception) -> xr.Dataset:
     """The piece of a base whose fit raised: every one of its methods carries the message."""
     msg = f"base {base_name!r} failed: {type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}"
     names = [m.name for m in methods]

@@ -39,6 +39,7 @@ from __future__ import annotations
 import copy
 import importlib
 import inspect
+from collections.abc import Callable
 
 import numpy as np
 import xarray as xr
@@ -191,6 +192,7 @@ class PythonBase:
         self.factory = factory
         self.seed = seed
         self.name = name
+        self.predict_: Callable | None = None  # set by fit (a function factory's predict)
 
     def fit(self, X, y) -> PythonBase:
         X, y = np.asarray(X), np.asarray(y)
@@ -246,7 +248,7 @@ class PythonBase:
 
         X = np.asarray(X)
         n = len(X)
-        if self.mode_ == "function":
+        if self.mode_ == "function" and self.predict_ is not None:
             return self._check_dataset(self.predict_(X), n)
         if self.mode_ == "dataset":
             predict = self.model_.predict
