@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import PackageNotFoundError, version
 
+from calibprob import registry as _registry
 from calibprob._base import (
     ConvergenceWarning,
     DistributionCalibrator,
@@ -34,33 +35,18 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
-# name -> module that defines it; imported on first access (keeps `import calibprob` light)
+# name -> module that defines it; imported on first access (keeps `import calibprob` light).
+# The estimator classes come from the registry (calibprob.registry, the one source).
 _LAZY = {
     "evaluate": "calibprob.metrics",
     "load": "calibprob._io",
     "load_dataset": "calibprob.datasets",
     "list_datasets": "calibprob.datasets",
     "load_csv": "calibprob.datasets",
-    "GaussianProcessRegressor": "calibprob.gp",
-    "SparseGaussianProcessRegressor": "calibprob.gp",
-    "LinearRegression": "calibprob.linear",
-    "BayesianRidge": "calibprob.linear",
-    "SplitConformalRegressor": "calibprob.conformal",
-    "CrossConformalRegressor": "calibprob.conformal",
-    "JackknifePlusGP": "calibprob.conformal",
-    "FullConformalGP": "calibprob.conformal",
-    "ConformalPredictiveSystem": "calibprob.conformal",
-    "SplitConformalCalibrator": "calibprob.conformal",
-    "SharpCalibratedGP": "calibprob.calibrators.sharp_gp",
-    "IsotonicRecalibrator": "calibprob.calibrators",
-    "VovkRecalibrator": "calibprob.calibrators",
-    "MarxRecalibrator": "calibprob.calibrators",
-    "VarianceScalingRecalibrator": "calibprob.calibrators",
-    "GPBetaCalibrator": "calibprob.calibrators",
-    "OnlineQuantileRecalibrator": "calibprob.online",
     "back_transform": "calibprob.transforms",
     "transform_target": "calibprob.transforms",
     "TransformedTargetRegressor": "calibprob.transforms",
+    **_registry.exports("calibprob"),
 }
 
 __all__ = [

@@ -56,6 +56,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from calibprob import registry as _registry
+
 __all__ = ["save", "load", "FORMAT_VERSION", "HDF5_SIGNATURE", "REGISTRY"]
 
 #: Format written by :func:`save` ("major.minor"). A reader refuses a newer major
@@ -65,39 +67,11 @@ FORMAT_VERSION = "1.0"
 #: The first 8 bytes of every HDF5 (and so netCDF-4) file.
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
-#: Classes :func:`load` may construct: name -> defining module. Built in code, never
-#: from a file; a class name read from a file that is not a key here is refused.
-REGISTRY: dict[str, str] = {
-    # base regressors
-    "LinearRegression": "calibprob.linear",
-    "BayesianRidge": "calibprob.linear",
-    "GaussianProcessRegressor": "calibprob.gp.exact",
-    "SparseGaussianProcessRegressor": "calibprob.gp.sparse",
-    "CallableRegressor": "calibprob.conformal._common",
-    # distribution post-processors
-    "IsotonicRecalibrator": "calibprob.calibrators.recalibration",
-    "VovkRecalibrator": "calibprob.calibrators.recalibration",
-    "MarxRecalibrator": "calibprob.calibrators.recalibration",
-    "VarianceScalingRecalibrator": "calibprob.calibrators.recalibration",
-    "GPBetaCalibrator": "calibprob.calibrators.gp_beta",
-    "OnlineQuantileRecalibrator": "calibprob.online.recalibrator",
-    # model-aware calibrators
-    "SharpCalibratedGP": "calibprob.calibrators.sharp_gp",
-    "SplitConformalRegressor": "calibprob.conformal.split",
-    "ConformalPredictiveSystem": "calibprob.conformal.predictive_system",
-    "SplitConformalCalibrator": "calibprob.conformal.distribution",
-    "PyMCLinearRegression": "calibprob.pymc_glm",
-    "CrossConformalRegressor": "calibprob.conformal.jackknife",
-    "JackknifePlusGP": "calibprob.conformal.gp",
-    "FullConformalGP": "calibprob.conformal.gp",
-    # helpers held by the estimators above
-    "Standardizer": "calibprob.datasets.splits",
-    "Score": "calibprob.conformal.scores",
-    "AbsoluteScore": "calibprob.conformal.scores",
-    "NormalizedScore": "calibprob.conformal.scores",
-    "SignedNormalizedScore": "calibprob.conformal.scores",
-    "SignedAbsoluteScore": "calibprob.conformal.scores",
-}
+#: Classes :func:`load` may construct: name -> the module that exports it. Built in code from
+#: calibprob's own entries of :mod:`calibprob.registry` (the one source), never from a file and
+#: never from a class registered outside calibprob; a class name read from a file that is not
+#: a key here is refused.
+REGISTRY: dict[str, str] = _registry.builtin_classes()
 
 # Bit generators a saved numpy Generator may use (random_state=np.random.default_rng(...)).
 _BIT_GENERATORS = {
@@ -153,7 +127,11 @@ class _Unsaved:
 def _registered_name(obj) -> str | None:
     cls = type(obj)
     name = cls.__name__
-    return name if REGISTRY.get(name) == cls.__module__ else None
+    module = REGISTRY.get(name)
+    # the registry names the public module; the class may be defined in one of its submodules
+    if module is not None and (cls.__module__ == module or cls.__module__.startswith(module + ".")):
+        return name
+    return None
 
 
 def _describe(obj) -> str:

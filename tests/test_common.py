@@ -22,6 +22,7 @@ online recalibrator's stream coverage is within its proven bound.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import numpy as np
@@ -29,6 +30,7 @@ import pytest
 import xarray as xr
 
 import calibprob
+from calibprob import registry
 from calibprob._base import DistributionCalibrator, ModelAwareCalibrator, NotFittedError, clone
 from calibprob.metrics import interval_levels, is_interval_family
 
@@ -70,33 +72,47 @@ def problem():
 
 
 # ---------------------------------------------------------------------------
-# the registry of public calibrators, one factory each (cheapest honest settings)
+# every calibrator class of calibprob.registry (the one source), built with the cheapest
+# honest settings: a class without an entry below is built with its defaults (a model-aware
+# one with estimator= the fitted GP), so a newly registered calibrator is checked at once
 # ---------------------------------------------------------------------------
 
-POST_PROCESSORS = {
-    "IsotonicRecalibrator": lambda p: calibprob.IsotonicRecalibrator(extrapolate=True),
-    "VovkRecalibrator": lambda p: calibprob.VovkRecalibrator(extrapolate=True, random_state=0),
-    "MarxRecalibrator": lambda p: calibprob.MarxRecalibrator(extrapolate=True),
-    "VarianceScalingRecalibrator": lambda p: calibprob.VarianceScalingRecalibrator(),
-    "GPBetaCalibrator": lambda p: calibprob.GPBetaCalibrator(inference="map", n_inducing=8, random_state=0),
-    "ConformalPredictiveSystem": lambda p: calibprob.ConformalPredictiveSystem(),
-    "SplitConformalCalibrator": lambda p: calibprob.SplitConformalCalibrator(score="normalized"),
-    "OnlineQuantileRecalibrator": lambda p: calibprob.OnlineQuantileRecalibrator(),
+SETTINGS = {
+    "IsotonicRecalibrator": lambda p: {"extrapolate": True},
+    "VovkRecalibrator": lambda p: {"extrapolate": True, "random_state": 0},
+    "MarxRecalibrator": lambda p: {"extrapolate": True},
+    "GPBetaCalibrator": lambda p: {"inference": "map", "n_inducing": 8, "random_state": 0},
+    "SplitConformalCalibrator": lambda p: {"score": "normalized"},
+    "SharpCalibratedGP": lambda p: {"estimator": p["gp"], "variant": "scaled", "n_levels": 5, "random_state": 0},
+    "SplitConformalRegressor": lambda p: {"estimator": p["gp"], "score": "normalized", "prefit": True},
+    "CrossConformalRegressor": lambda p: {"estimator": calibprob.LinearRegression(), "cv": 5, "random_state": 0},
+    "JackknifePlusGP": lambda p: {"estimator": p["gp"], "prefit": True},
+    "FullConformalGP": lambda p: {"estimator": p["gp"], "prefit": True},
 }
 
-MODEL_AWARE = {
-    "SharpCalibratedGP": lambda p: calibprob.SharpCalibratedGP(
-        estimator=p["gp"], variant="scaled", n_levels=5, random_state=0
-    ),
-    "SplitConformalRegressor": lambda p: calibprob.SplitConformalRegressor(
-        estimator=p["gp"], score="normalized", prefit=True
-    ),
-    "CrossConformalRegressor": lambda p: calibprob.CrossConformalRegressor(
-        estimator=calibprob.LinearRegression(), cv=5, random_state=0
-    ),
-    "JackknifePlusGP": lambda p: calibprob.JackknifePlusGP(estimator=p["gp"], prefit=True),
-    "FullConformalGP": lambda p: calibprob.FullConformalGP(estimator=p["gp"], prefit=True),
-}
+
+def _factory(name):
+    entry = registry.CLASSES[name]
+
+    def make(p):
+        kwargs = SETTINGS.get(name, lambda p: {})(p)
+        if entry.family == "model-aware":
+            kwargs.setdefault("estimator", p["gp"])
+        return entry.load()(**kwargs)
+
+    return make
+
+
+def _calibrators(family):
+    return {
+        name: _factory(name) for name, e in registry.CLASSES.items() if e.role == "calibrator" and e.family == family
+    }
+
+
+POST_PROCESSORS = _calibrators("distribution")
+MODEL_AWARE = _calibrators("model-aware")
+#: calibprob's own classes: calibprob.load restores only these (never code named in a file)
+SAVABLE = set(registry.builtin_classes())
 
 
 def _fit_model_aware(name, model, p, X=None, y=None):
@@ -113,7 +129,7 @@ def _fit_model_aware(name, model, p, X=None, y=None):
 
 
 def test_the_registry_covers_every_public_calibrator():
-    """A new public calibrator must be added here (and so to every check below)."""
+    """Every public calibrator is registered (and so checked below); every registered one is exported."""
     from calibprob import calibrators, conformal, online
 
     public = set()
@@ -122,7 +138,14 @@ def test_the_registry_covers_every_public_calibrator():
             obj = getattr(mod, name)
             if isinstance(obj, type) and hasattr(obj, "fit") and name != "CallableRegressor":
                 public.add(name)
-    assert public == set(POST_PROCESSORS) | set(MODEL_AWARE)
+    builtin = {n for n in set(POST_PROCESSORS) | set(MODEL_AWARE) if n in SAVABLE}
+    assert public == builtin
+    # the registered family is the class's lifecycle: a model-aware fit takes inputs X, a
+    # post-processor's the base's prediction (pred_cal, or the online recalibrator's forecast)
+    for name in public:
+        params = list(inspect.signature(registry.CLASSES[name].load().fit).parameters)
+        family = registry.CLASSES[name].family
+        assert (params[1] in ("X", "X_cal")) == (family == "model-aware"), (name, params)
 
 
 # ---------------------------------------------------------------------------
@@ -302,7 +325,7 @@ def test_model_aware_is_deterministic_and_cloneable(name, problem, fitted_aware)
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
+@pytest.mark.parametrize("name", sorted(set(POST_PROCESSORS) & SAVABLE))
 def test_post_processor_save_load_round_trip(name, problem, fitted_post, tmp_path):
     cal = fitted_post[name, "draws"]
     path = tmp_path / f"{name}.nc"
@@ -316,7 +339,7 @@ def test_post_processor_save_load_round_trip(name, problem, fitted_post, tmp_pat
     )
 
 
-@pytest.mark.parametrize("name", sorted(MODEL_AWARE))
+@pytest.mark.parametrize("name", sorted(set(MODEL_AWARE) & SAVABLE))
 def test_model_aware_save_load_round_trip(name, problem, fitted_aware, tmp_path):
     model = fitted_aware[name]
     path = tmp_path / f"{name}.nc"

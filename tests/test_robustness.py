@@ -85,7 +85,10 @@ def metrics_of(path):
             r"methods\.m\.center must be one of 'mean', 'median'",
         ),
         ({"methods": {"m": {"kind": 3}}}, r"methods\.m\.kind = 3 is unknown\. Valid kinds"),
-        ({"base": {"kind": 3}}, r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge, pymc-glm; got 3"),
+        (
+            {"base": {"kind": 3}},
+            r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge, pymc-glm, python; got 3",
+        ),
         ({"confidence_levels": ["x"]}, r"confidence_levels must be in \(0, 1\); got 'x'"),
         ({"confidence_levels": 0.9}, r"confidence_levels must be a non-empty list"),
         ({"metrics": "ece"}, r"metrics must be a non-empty list of metric names.*got 'ece'"),

@@ -25,15 +25,10 @@ from __future__ import annotations
 
 import importlib
 
-# name -> submodule defining it; sibling modules add their public names here
-_LAZY = {
-    "IsotonicRecalibrator": "calibprob.calibrators.recalibration",
-    "VovkRecalibrator": "calibprob.calibrators.recalibration",
-    "MarxRecalibrator": "calibprob.calibrators.recalibration",
-    "VarianceScalingRecalibrator": "calibprob.calibrators.recalibration",
-    "GPBetaCalibrator": "calibprob.calibrators.gp_beta",
-    "SharpCalibratedGP": "calibprob.calibrators.sharp_gp",
-}
+from calibprob import registry as _registry
+
+# name -> submodule defining it, from the registry (calibprob.registry, the one source)
+_LAZY = _registry.exports("calibprob.calibrators")
 
 __all__ = sorted(_LAZY)
 

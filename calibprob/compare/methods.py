@@ -1,25 +1,29 @@
-"""The calibrator kinds a comparison spec can name, and the base models.
+"""How the comparison runner runs the registered calibrator kinds and builds the bases.
 
-Each kind is a function ``(ctx, **options) -> Dataset on ctx.X_test``
-registered with its allowed option names. It runs its calibrator through the
-one contract of its family (:mod:`calibprob._base`): a distribution
-post-processor through :func:`post_process` (``fit(pred_cal, y_cal)``,
-``predict(pred)``), a model-aware calibrator with ``estimator=`` the task's
-base, ``fit(X, y)``, ``predict(X)``. The result is a predictive Dataset or,
-for intervals-only methods, the interval family; :func:`calibprob.evaluate`
-scores both. The :class:`TaskContext` carries the
-split data and the base model fitted once per task, shared by every method of
-that task. Calibrator modules are imported lazily so a spec that does not use
-them never pays for them.
+Which kinds and bases exist, their classes, options, families and outputs are
+registered in :mod:`calibprob.registry` (the one source). This module runs them:
+:func:`run_kind` gives a kind's calibrator the one lifecycle of its family
+(:mod:`calibprob._base`) — a distribution post-processor through
+:func:`post_process` (``fit(pred_cal, y_cal)``, ``predict(pred)``), a model-aware
+calibrator with ``estimator=`` the task's fitted base, ``fit(X_cal, y_cal)``,
+``predict(X_test)`` — and a kind that needs more (the conformal interval methods:
+the levels its number of scores resolves; the uncalibrated ``base``) registers one
+of the adapters below. :func:`make_base` builds a base from its registered class.
+The :class:`TaskContext` carries the split data and the base model fitted once per
+task, shared by every method of that task. Classes are imported when first run, so a
+spec that does not use them never pays for them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import xarray as xr
+
+from calibprob import registry
 
 __all__ = [
     "TaskContext",
@@ -30,6 +34,11 @@ __all__ = [
     "base_predictive",
     "calibration_prediction",
     "post_process",
+    "run_kind",
+    "run_base",
+    "run_cross_conformal",
+    "run_gp_conformal",
+    "interval_levels_reachable",
 ]
 
 
@@ -95,7 +104,11 @@ def base_predictive(base, X, *, levels=None) -> xr.Dataset:
 
 @dataclass(frozen=True)
 class MethodKind:
-    """A registered calibrator kind: the function and the option names it accepts."""
+    """A calibrator kind as the runner calls it: ``func(ctx, **options)`` and its option names.
+
+    A view of a :data:`calibprob.registry.METHODS` entry (kept for code written against
+    the earlier table; the registry is the one source).
+    """
 
     name: str
     func: Callable[..., xr.Dataset]
@@ -103,52 +116,89 @@ class MethodKind:
     doc: str = ""
 
 
-METHOD_KINDS: dict[str, MethodKind] = {}
+class _MethodKinds(MutableMapping):
+    """``kind -> MethodKind``, read from the registry; an item set here overrides it (tests patch it)."""
+
+    def __init__(self):
+        self._overrides: dict[str, MethodKind] = {}
+
+    def __getitem__(self, kind: str) -> MethodKind:
+        if kind in self._overrides:
+            return self._overrides[kind]
+        entry = registry.METHODS[kind]
+        return MethodKind(kind, partial(run_kind, kind), frozenset(entry.options), entry.doc)
+
+    def __setitem__(self, kind: str, value: MethodKind) -> None:
+        self._overrides[kind] = value
+
+    def __delitem__(self, kind: str) -> None:
+        del self._overrides[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys([*registry.METHODS, *self._overrides]))
+
+    def __len__(self) -> int:
+        return len(set(registry.METHODS) | set(self._overrides))
 
 
-def register(name: str, options=(), doc: str = ""):
-    """Decorator registering a calibrator kind under ``name`` with its allowed options."""
+#: Every calibrator kind a spec can name, as the runner calls it (read from :mod:`calibprob.registry`).
+METHOD_KINDS: MutableMapping[str, MethodKind] = _MethodKinds()
+
+
+def register(name: str, options=(), doc: str = "", output: str = "distribution"):
+    """Decorator registering a function ``(ctx, **options) -> Dataset`` as a calibrator kind.
+
+    .. deprecated::
+        Register a class with :func:`calibprob.registry.register_method` instead (its family
+        and output then decide how it runs); this decorator registers the function there as
+        the kind's adapter, with untyped options, and will be removed in the next release.
+    """
+    import warnings
+
+    from calibprob._options import Anything
+
+    warnings.warn(
+        "calibprob.compare.methods.register is deprecated; use calibprob.registry.register_method "
+        "(a class, its family, output and typed options).",
+        DeprecationWarning,
+        stacklevel=2,
+    )
 
     def deco(func):
-        METHOD_KINDS[name] = MethodKind(name, func, frozenset(options), doc or (func.__doc__ or "").strip())
+        registry.register_method(
+            name,
+            None,
+            family="distribution",
+            output=output,
+            options={o: Anything() for o in options},
+            doc=doc or (func.__doc__ or "").strip(),
+            adapter=lambda ctx, entry, **opts: func(ctx, **opts),
+        )
         return func
 
     return deco
 
 
 def make_base(base_spec: dict, *, seed: int | None = None):
-    """Build an unfitted base model from a spec's ``[base]`` table."""
-    options = {k: v for k, v in base_spec.items() if k != "kind"}
+    """Build an unfitted base model from a spec's base table (its registered kind and options).
+
+    The kind's class is constructed with the table's options; the task's ``seed`` goes to
+    the constructor argument the kind registers for it (``random_state``) unless given.
+    """
     kind = base_spec["kind"]
-    if kind == "gp":
-        from calibprob.gp import GaussianProcessRegressor
-
-        options.setdefault("random_state", seed)
-        return GaussianProcessRegressor(**options)
-    if kind == "sparse-gp":
-        from calibprob.gp import SparseGaussianProcessRegressor
-
-        options.setdefault("random_state", seed)
-        return SparseGaussianProcessRegressor(**options)
-    if kind == "ols":
-        from calibprob.linear import LinearRegression
-
-        return LinearRegression(**options)
-    if kind == "bayesian-ridge":
-        from calibprob.linear import BayesianRidge
-
-        return BayesianRidge(**options)
-    if kind == "pymc-glm":
-        from calibprob.pymc_glm import PyMCLinearRegression
-
-        options.setdefault("random_state", seed)
-        return PyMCLinearRegression(**options)
-    raise ValueError(f"unknown base kind {kind!r}")
+    entry = registry.BASES.get(kind)
+    if entry is None:
+        raise ValueError(f"unknown base kind {kind!r}; registered: {', '.join(registry.BASES)}.")
+    options = {k: v for k, v in base_spec.items() if k != "kind"}
+    if entry.builder is not None:
+        return registry.load_object(entry.builder)(options, seed=seed)
+    if entry.seed is not None:
+        options.setdefault(entry.seed, seed)
+    return entry.load()(**options)
 
 
-@register("base", options=(), doc="The uncalibrated base model's Gaussian predictive distribution.")
-def _base(ctx: TaskContext) -> xr.Dataset:
-    """The uncalibrated base model (B in Capone et al. 2023)."""
+def run_base(ctx: TaskContext, entry=None) -> xr.Dataset:
+    """The uncalibrated base model (B in Capone et al. 2023): its predictive distribution on the test part."""
     return ctx.predict_base(ctx.X_test)
 
 
@@ -207,53 +257,7 @@ def interval_levels_reachable(ctx: TaskContext, n: int, sides: int) -> tuple[np.
 
 
 # ---------------------------------------------------------------------------
-# Recalibration baselines (Capone et al. 2023 §7: RK, RV, RM) and variance scaling
-# ---------------------------------------------------------------------------
-
-
-@register(
-    "isotonic",
-    options=("extrapolate",),
-    doc="Kuleshov et al. 2018 isotonic recalibration of the base's PIT values (RK).",
-)
-def _isotonic(ctx: TaskContext, *, extrapolate: bool = False) -> xr.Dataset:
-    from calibprob.calibrators import IsotonicRecalibrator
-
-    return post_process(ctx, IsotonicRecalibrator(extrapolate=extrapolate))
-
-
-@register(
-    "vovk",
-    options=("extrapolate", "random_state"),
-    doc="Vovk's randomized conformal calibrator of the base's PIT values (RV).",
-)
-def _vovk(ctx: TaskContext, *, extrapolate: bool = False, random_state=None) -> xr.Dataset:
-    from calibprob.calibrators import VovkRecalibrator
-
-    rs = ctx.seed if random_state is None else random_state  # seeded by the task
-    return post_process(ctx, VovkRecalibrator(extrapolate=extrapolate, random_state=rs))
-
-
-@register(
-    "marx", options=("center", "extrapolate"), doc="Marx et al. 2022 constant offsets around the base's mean (RM)."
-)
-def _marx(ctx: TaskContext, *, center: str = "mean", extrapolate: bool = False) -> xr.Dataset:
-    from calibprob.calibrators import MarxRecalibrator
-
-    return post_process(ctx, MarxRecalibrator(center=center, extrapolate=extrapolate))
-
-
-@register(
-    "variance-scaling", options=(), doc="One factor on the base's standard deviation, fitted by calibration-set NLL."
-)
-def _variance_scaling(ctx: TaskContext) -> xr.Dataset:
-    from calibprob.calibrators import VarianceScalingRecalibrator
-
-    return post_process(ctx, VarianceScalingRecalibrator())
-
-
-# ---------------------------------------------------------------------------
-# Conformal calibrators (Pion & Vazquez 2024 and the methods it builds on)
+# Running a registered kind: the family decides the lifecycle
 # ---------------------------------------------------------------------------
 
 
@@ -266,154 +270,70 @@ def _need_calibration_split(ctx: TaskContext, kind: str):
     return ctx.X_cal, ctx.y_cal
 
 
-@register(
-    "split-conformal",
-    options=("score", "beta", "eps"),
-    doc="Split conformal around the base's predictive mean on the calibration part; a conformal quantile function.",
-)
-def _split_conformal(ctx: TaskContext, *, score: str = "absolute", beta: float = 1.0, eps: float = 0.0):
-    from calibprob.conformal import SplitConformalCalibrator
-
-    _need_calibration_split(ctx, "split-conformal")
-    return post_process(ctx, SplitConformalCalibrator(score=score, beta=beta, eps=eps, confidence_level=0.5))
+def _constructor_kwargs(ctx: TaskContext, entry, options: dict) -> dict:
+    """The class's keyword arguments: the kind's fixed ones, the spec's, and the task seed."""
+    kwargs = {**entry.fixed, **entry.constructor_options(options)}
+    if entry.seed is not None and kwargs.get(entry.seed) is None:
+        kwargs[entry.seed] = ctx.seed  # seeded by the task: the same split gives the same result
+    return kwargs
 
 
-@register(
-    "conformal-predictive",
-    options=("normalize", "beta", "eps"),
-    doc="Split conformal predictive system (Vovk et al. 2020): a full predictive CDF per test point.",
-)
-def _conformal_predictive(ctx: TaskContext, *, normalize: bool = True, beta: float = 1.0, eps: float = 0.0):
-    from calibprob.conformal import ConformalPredictiveSystem
+def run_kind(kind: str, ctx: TaskContext, **options) -> xr.Dataset:
+    """Run the registered calibrator ``kind`` with a spec's ``options`` on one task.
 
-    _need_calibration_split(ctx, "conformal-predictive")
-    return post_process(ctx, ConformalPredictiveSystem(normalize=normalize, beta=beta, eps=eps, confidence_level=0.5))
+    Its adapter when it registers one; otherwise its family's one lifecycle
+    (:mod:`calibprob._base`): a distribution post-processor through :func:`post_process`
+    (``fit(pred_cal, y_cal)``, ``predict(pred_test)``), a model-aware calibrator with
+    ``estimator=`` the task's fitted base, ``fit(X_cal, y_cal)``, ``predict(X_test)``.
+    """
+    entry = registry.METHODS[kind]
+    options = {**entry.defaults, **options}
+    if entry.needs_calibration_split:
+        _need_calibration_split(ctx, kind)
+    if entry.adapter is not None:
+        adapter = registry.load_object(entry.adapter) if isinstance(entry.adapter, str) else entry.adapter
+        return adapter(ctx, entry, **options)
+    kwargs = _constructor_kwargs(ctx, entry, options)
+    if entry.family == "distribution":
+        calibration_data = options.get("calibration_data", "in-sample")
+        return post_process(ctx, entry.load()(**kwargs), calibration_data=calibration_data)
+    model = entry.load()(estimator=ctx.base, **kwargs).fit(*ctx.calibration)
+    if ctx.levels is None:
+        return model.predict(ctx.X_test)
+    return model.predict(ctx.X_test, levels=ctx.levels)
 
 
-def _cross_conformal(ctx: TaskContext, *, method: str, cv, score: str, beta: float, eps: float):
-    from calibprob.conformal import CrossConformalRegressor
+# ---------------------------------------------------------------------------
+# Adapters: conformal intervals (Pion & Vazquez 2024 and the methods it builds on)
+# ---------------------------------------------------------------------------
+
+
+def _interval_sides(kwargs: dict) -> int:
+    """1 for a symmetric score (one rank for both tails), 2 for a signed one (one rank per tail)."""
     from calibprob.conformal.scores import get_score
 
-    sides = 1 if get_score(score, beta=beta, eps=eps).symmetric else 2
-    levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), sides)
-    model = CrossConformalRegressor(
-        estimator=ctx.new_base(),
-        method=method,
-        cv=cv,
-        score=score,
-        beta=beta,
-        eps=eps,
-        confidence_level=ok,
-        random_state=ctx.seed,
-    )
+    score = kwargs.get("score")
+    if score is None:
+        return 1
+    return 1 if get_score(score, beta=kwargs.get("beta", 1.0), eps=kwargs.get("eps", 0.0)).symmetric else 2
+
+
+def run_cross_conformal(ctx: TaskContext, entry, **options) -> xr.Dataset:
+    """Jackknife, jackknife+, CV+: refits of a fresh base on the training part, intervals at every level.
+
+    Levels that the training size cannot resolve come back unbounded (the honest conformal answer).
+    """
+    kwargs = _constructor_kwargs(ctx, entry, options)
+    if "folds" in options:
+        kwargs["cv"] = int(options["folds"])
+    levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), _interval_sides(kwargs))
+    model = entry.load()(estimator=ctx.new_base(), confidence_level=ok, **kwargs)
     return model.fit(ctx.X_train, ctx.y_train).predict(ctx.X_test, confidence_level=levels)
 
 
-@register(
-    "jackknife",
-    options=("score", "beta", "eps"),
-    doc="Jackknife (Pion eq. 6): leave-one-out residuals around the full-data fit; n refits.",
-)
-def _jackknife(ctx: TaskContext, *, score: str = "absolute", beta: float = 1.0, eps: float = 0.0):
-    return _cross_conformal(ctx, method="base", cv="loo", score=score, beta=beta, eps=eps)
-
-
-@register(
-    "jackknife-plus",
-    options=("score", "beta", "eps"),
-    doc="Jackknife+ (Barber et al. 2021): n refits of the base, coverage >= 2c - 1.",
-)
-def _jackknife_plus(ctx: TaskContext, *, score: str = "absolute", beta: float = 1.0, eps: float = 0.0):
-    return _cross_conformal(ctx, method="plus", cv="loo", score=score, beta=beta, eps=eps)
-
-
-@register("cv-plus", options=("folds", "score", "beta", "eps"), doc="CV+ (Barber et al. 2021): K refits of the base.")
-def _cv_plus(ctx: TaskContext, *, folds: int = 10, score: str = "absolute", beta: float = 1.0, eps: float = 0.0):
-    return _cross_conformal(ctx, method="plus", cv=int(folds), score=score, beta=beta, eps=eps)
-
-
-def _gp_conformal(ctx: TaskContext, cls_name: str, sides: int, **options):
-    from calibprob import conformal
-
-    levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), sides)
-    model = getattr(conformal, cls_name)(estimator=ctx.base, prefit=True, confidence_level=ok, **options)
+def run_gp_conformal(ctx: TaskContext, entry, **options) -> xr.Dataset:
+    """J+GP, asymJ+GP, full-conformal GP: the task's fitted GP (``prefit``), its closed-form LOO."""
+    kwargs = _constructor_kwargs(ctx, entry, options)
+    levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), _interval_sides(kwargs))
+    model = entry.load()(estimator=ctx.base, prefit=True, confidence_level=ok, **kwargs)
     return model.fit().predict(ctx.X_test, confidence_level=levels)
-
-
-@register(
-    "jackknife-plus-gp",
-    options=("beta", "eps", "refit_mean"),
-    doc="J+GP (Pion eq. 11-12): jackknife+ with normalised scores from the GP's closed-form LOO.",
-)
-def _jackknife_plus_gp(ctx: TaskContext, *, beta: float = 1.0, eps: float = 0.0, refit_mean: bool = True):
-    return _gp_conformal(ctx, "JackknifePlusGP", 1, score="normalized", beta=beta, eps=eps, refit_mean=refit_mean)
-
-
-@register(
-    "asym-jackknife-plus-gp",
-    options=("beta", "eps", "refit_mean", "convention"),
-    doc="asymJ+GP (Pion eq. 13-14): signed normalised LOO scores, one rank per tail.",
-)
-def _asym_jackknife_plus_gp(
-    ctx: TaskContext, *, beta: float = 1.0, eps: float = 0.0, refit_mean: bool = True, convention: str = "barber"
-):
-    return _gp_conformal(
-        ctx, "JackknifePlusGP", 2, score="signed", beta=beta, eps=eps, refit_mean=refit_mean, convention=convention
-    )
-
-
-@register(
-    "full-conformal-gp",
-    options=("beta", "eps", "refit_mean"),
-    doc="Full-conformal GP (Papadopoulos 2023; Pion eq. 9-10): exact, no candidate grid.",
-)
-def _full_conformal_gp(ctx: TaskContext, *, beta: float = 1.0, eps: float = 0.0, refit_mean: bool = True):
-    return _gp_conformal(ctx, "FullConformalGP", 1, beta=beta, eps=eps, refit_mean=refit_mean)
-
-
-# ---------------------------------------------------------------------------
-# Bayesian calibrators
-# ---------------------------------------------------------------------------
-
-
-def _register_gp_beta():
-    # The option list lives with the model; importing it is cheap (no PyMC import at module level
-    # would be cheaper still, but the spec validator needs the names).
-    from calibprob.calibrators.gp_beta import RUN_OPTIONS
-
-    options = (*RUN_OPTIONS, "calibration_data")
-
-    @register("gp-beta", options=options, doc="GP-Beta distribution calibration (Song et al. 2019), a PyMC model.")
-    def _gp_beta(ctx: TaskContext, *, calibration_data: str = "auto", **opts) -> xr.Dataset:
-        """GP-Beta on the base's predictive Dataset; ``calibration_data`` as in :func:`calibration_prediction`."""
-        from calibprob.calibrators import GPBetaCalibrator
-
-        opts.setdefault("random_state", ctx.seed)
-        return post_process(ctx, GPBetaCalibrator(**opts), calibration_data=calibration_data)
-
-
-_register_gp_beta()
-
-
-@register(
-    "sharp-gp",
-    options=(
-        "variant",
-        "n_levels",
-        "include_noise",
-        "fit_noise",
-        "n_restarts",
-        "prior_sd",
-        "fit_fraction",
-        "n_train_subset",
-        "maxiter",
-    ),
-    doc="Sharp calibrated GP (Capone et al. 2023), calibration hyperparameters by MAP per level.",
-)
-def _sharp_gp(ctx: TaskContext, **opts) -> xr.Dataset:
-    """The sharp GP around the task's fitted GP base, fitted on the calibration data (model-aware)."""
-    from calibprob.calibrators import SharpCalibratedGP
-
-    X_cal, y_cal = ctx.calibration
-    model = SharpCalibratedGP(estimator=ctx.base, random_state=ctx.seed, **opts).fit(X_cal, y_cal)
-    return model.predict(ctx.X_test, levels=ctx.levels)

@@ -28,6 +28,8 @@ from calibprob._executor import RunOutput, execute, failure_table, load_part, lo
 from calibprob.compare.spec import Spec, parse_spec
 
 __all__ = [
+    "run",
+    "with_bases",
     "run_task",
     "run_comparison",
     "task_keys",
@@ -131,7 +133,9 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
 
     A pure function of its arguments (the spec travels as a dict), so Dask can
     ship it to any worker. A failing calibrator is recorded in ``error`` and
-    does not stop the others; a failing base model fails the task.
+    does not stop the others. A failing base fails the task of a ``[base]``
+    spec; with ``[bases.*]`` its methods record the error and the other bases
+    are scored (the task still counts as failed, so the next run retries it).
 
     Parameters
     ----------
@@ -172,48 +176,34 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
     >>> scores["calibrator"].values.tolist()
     ['vanilla', 'scaled']
     """
-    from calibprob.compare.methods import TaskContext, make_base
-
     spec = parse_spec(spec_dict)
     seed, arrays, back, y_score = _prepare(spec, dataset, repetition, True)
     X_train, y_train = arrays["train"]
-    X_cal, y_cal = arrays.get("calibrate", (None, None))
-    X_test, y_test = arrays["test"]
-    levels = None if spec.levels is None else np.asarray(spec.levels)
-
+    y_cal = arrays.get("calibrate", (None, None))[1]
     named = spec.bases is not None
     pieces = []
     for base_name, table in spec.base_tables():
-        # every base gets the task's seed and split, so a base of a [bases.*] spec scores exactly as
-        # it would as the [base] of a spec of its own
-        base = make_base(table, seed=seed)
-        t0 = time.perf_counter()
-        base.fit(X_train, y_train)
-        base_time = time.perf_counter() - t0
-        ctx = TaskContext(
-            X_train, y_train, X_cal, y_cal, X_test, base, table, levels, seed, tuple(spec.confidence_levels)
-        )
-        piece = _run_methods(spec, spec.methods_on(base_name) if named else spec.methods, ctx, back, y_score)
+        methods = spec.methods_on(base_name) if named else spec.methods
+        try:
+            ctx, base_time = _fit_base(spec, table, arrays, seed)
+        except Exception as err:
+            if not named:
+                raise  # the one base failed: the task failed (recorded by the executor)
+            # one base of several failed: its methods record why, the other bases' scores stand
+            pieces.append(_failed_base(base_name, methods, err))
+            continue
+        piece = _run_methods(spec, methods, ctx, back, y_score)
         piece["base_fit_time"] = base_time
-        diag = getattr(base, "diagnostics_", None)
+        diag = getattr(ctx.base, "diagnostics_", None)
         if isinstance(diag, xr.Dataset):  # a PyMC base's rhat, ess_bulk, divergences (report's diagnostics)
             for k, v in diag.data_vars.items():
                 piece[k] = v.astype(float)
-        if named:
-            piece = piece.expand_dims(base=[base_name])
-        pieces.append(piece)
-    if named:
-        # merge, not concat: a method that skips a base (its `bases` list) is NaN there, with no error
-        out = xr.merge(pieces, join="outer", compat="no_conflicts", combine_attrs="drop_conflicts")
-        out = out.reindex(base=spec.base_names, calibrator=spec.method_names)
-        out["error"] = out["error"].fillna("").astype(str)
-        errors = [e for e in out["error"].values.ravel() if e]
-    else:
-        out = pieces[0]
-        errors = [e for e in out["error"].values if e]
+        pieces.append(piece.expand_dims(base=[base_name]) if named else piece)
+    out = _merge_bases(spec, pieces) if named else pieces[0]
+    errors = [e for e in out["error"].values.ravel() if e]
     out["n_train"] = len(y_train)
     out["n_calibrate"] = 0 if y_cal is None else len(y_cal)
-    out["n_test"] = len(y_test)
+    out["n_test"] = len(arrays["test"][1])
     out = out.expand_dims(dataset=[dataset], repetition=[repetition])
     if named:
         out = out.transpose("dataset", "repetition", "base", ...)
@@ -223,10 +213,61 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
     return out
 
 
+def _fit_base(spec: Spec, table: dict, arrays: dict, seed: int):
+    """Build and fit one base on the task's training part: its :class:`TaskContext` and fit time."""
+    from calibprob.compare.methods import TaskContext, make_base
+
+    X_train, y_train = arrays["train"]
+    X_cal, y_cal = arrays.get("calibrate", (None, None))
+    levels = None if spec.levels is None else np.asarray(spec.levels)
+    # every base gets the task's seed and split, so a base of a [bases.*] spec scores exactly as
+    # it would as the [base] of a spec of its own
+    base = make_base(table, seed=seed)
+    t0 = time.perf_counter()
+    base.fit(X_train, y_train)
+    base_time = time.perf_counter() - t0
+    ctx = TaskContext(
+        X_train, y_train, X_cal, y_cal, arrays["test"][0], base, table, levels, seed, tuple(spec.confidence_levels)
+    )
+    return ctx, base_time
+
+
+def _failed_base(base_name: str | None, methods, err: Exception) -> xr.Dataset:
+    """The piece of a base whose fit raised: every one of its methods carries the message."""
+    msg = f"base {base_name!r} failed: {type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}"
+    names = [m.name for m in methods]
+    ds = xr.Dataset({"error": ("calibrator", np.asarray([msg] * len(names)))}, coords={"calibrator": names})
+    return ds.expand_dims(base=[base_name])
+
+
+def _merge_bases(spec: Spec, pieces) -> xr.Dataset:
+    # merge, not concat: a method that skips a base (its `bases` list) is NaN there, with no error
+    out = xr.merge(pieces, join="outer", compat="no_conflicts", combine_attrs="drop_conflicts")
+    out = out.reindex(base=spec.base_names, calibrator=spec.method_names)
+    out["error"] = out["error"].fillna("").astype(str)
+    return out
+
+
+def _score(spec: Spec, kind: str, pred, y_score) -> xr.Dataset:
+    """Score one prediction the way its kind's registered output says: every metric, or intervals only."""
+    from calibprob import registry
+    from calibprob.metrics import evaluate, evaluate_intervals, is_interval_family
+
+    output = registry.METHODS[kind].output if kind in registry.METHODS else "distribution"
+    if is_interval_family(pred) != (output == "intervals"):
+        got = "intervals" if is_interval_family(pred) else "a predictive distribution"
+        raise TypeError(
+            f"kind {kind!r} is registered with output {output!r} but returned {got}; fix its registration "
+            "(calibprob.registry.register_method(..., output=...)) or its predict."
+        )
+    if output == "intervals":  # jackknife+, CV+, J+GP, FCP-GP: coverage, width and IAE only
+        return evaluate_intervals(pred, y_score, spec.confidence_levels)
+    return evaluate(pred, y_score, confidence_levels=spec.confidence_levels)
+
+
 def _run_methods(spec: Spec, methods, ctx, back, y_score) -> xr.Dataset:
     """Every method of ``methods`` on one fitted base: scores over ``calibrator``, fit times and errors."""
     from calibprob.compare.methods import METHOD_KINDS
-    from calibprob.metrics import evaluate
 
     scores, times, errors = [], [], []
     for m in methods:
@@ -237,9 +278,7 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score) -> xr.Dataset:
                 from calibprob.transforms import back_transform
 
                 pred = back_transform(pred, **back)
-            # one call for both outputs: evaluate scores intervals-only methods (jackknife+, J+GP,
-            # FCP-GP) on coverage, width and IAE
-            score = evaluate(pred, y_score, confidence_levels=spec.confidence_levels)
+            score = _score(spec, m.kind, pred, y_score)
             errors.append("")
             scores.append(score.expand_dims(calibrator=[m.name]))
         except Exception as err:  # recorded, never fatal for the other methods
@@ -348,7 +387,8 @@ def _combine(spec: Spec, pieces) -> xr.DataTree:
     metrics.attrs.update(
         {
             "spec_name": spec.name,
-            "spec": spec.source or str(spec.to_dict()),
+            # never names code to run: a python base's `entry` is left out (reading the file imports nothing)
+            "spec": spec.results_text(),
             "spec_fingerprint": spec.fingerprint,
             "repetitions": spec.repetitions,
             "calibprob_version": __version__,
@@ -544,3 +584,144 @@ def run_comparison(
 
 
 __all__ += ["failure_table"]
+
+
+def _spec_data(spec) -> tuple[dict, str, str]:
+    """A spec given as a path, a Spec or a dict: its dict, TOML text and root folder (not yet validated)."""
+    import tomllib
+
+    from calibprob.compare.spec import load_spec
+
+    if isinstance(spec, Spec):
+        return spec.to_dict(), spec.source, spec.root
+    if isinstance(spec, dict):
+        return dict(spec), "", "."
+    if isinstance(spec, (str, Path)):
+        load_spec(spec)  # every check and message of a spec file (then read again below)
+        path = Path(spec)
+        return tomllib.loads(path.read_bytes().decode("utf-8-sig")), "", str(path.parent.resolve())
+    raise TypeError(f"spec must be a path to a TOML spec, a parsed Spec or a dict; got {type(spec).__name__}.")
+
+
+def _add_bases(data: dict, bases: dict) -> dict:
+    """The spec dict with the user's models as ``kind = "python"`` bases (``[base]`` becomes ``[bases.<kind>]``)."""
+    from calibprob._executor import safe_name
+    from calibprob.compare.user_base import check_factory
+
+    if not isinstance(bases, dict) or not bases:
+        raise TypeError(f"bases must be a non-empty dict {{name: factory}}; got {type(bases).__name__}.")
+    data = dict(data)
+    tables = dict(data.pop("bases", None) or {})
+    if "base" in data:
+        base = data.pop("base")
+        tables[base.get("kind", "base") if isinstance(base, dict) else "base"] = base
+    taken = {safe_name(str(n)).lower(): n for n in tables}
+    for name, factory in bases.items():
+        if not isinstance(name, str) or not name.strip() or "/" in name:
+            raise ValueError(f"bases: names must be non-empty strings without '/'; got {name!r}.")
+        if safe_name(name).lower() in taken:
+            raise ValueError(
+                f"bases[{name!r}]: the spec already has a base {taken[safe_name(name).lower()]!r} of that name "
+                "(names are compared ignoring case); rename one."
+            )
+        check_factory(factory, f"bases[{name!r}]")
+        taken[safe_name(name).lower()] = name
+        tables[name] = {"kind": "python", "factory": factory}
+    data["bases"] = tables
+    return data
+
+
+def with_bases(spec, bases: dict) -> Spec:
+    """``spec`` (a path, Spec or dict) with the user's models added as ``kind = "python"`` bases.
+
+    A ``[base]`` spec becomes a ``[bases.*]`` one, its base named after its kind; its methods
+    may then list ``bases = [...]`` naming the user's bases.
+    """
+    data, _, root = _spec_data(spec)
+    return parse_spec(_add_bases(data, bases), root=root)
+
+
+def run(
+    spec,
+    *,
+    bases: dict | None = None,
+    out: str | Path | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress: bool = False,
+) -> xr.DataTree:
+    """Run a comparison from Python, with your own models as bases.
+
+    Parameters
+    ----------
+    spec : str, Path, Spec or dict
+        A TOML spec file, a parsed :class:`~calibprob.compare.Spec`, or its dict.
+    bases : dict of str to factory, optional
+        Your models, added to the spec's bases under these names. A factory is a
+        function ``(X_train, y_train) -> predict`` whose ``predict(X)`` returns a
+        predictive Dataset (e.g. a PyMC model builder), or a model with ``fit(X, y)``
+        and ``predict`` (copied per task), whose predictive is, in this order,
+        ``predict(X, return_std=True)`` as a Normal, ``predict(X, quantiles=levels)``
+        as a quantile function, ``predict(X)`` when it returns a Dataset, or else its
+        point predictions with one σ, the RMS of its 5-fold out-of-fold residuals (see
+        :mod:`calibprob.compare.user_base`). Every method runs on every base unless it
+        lists ``bases``; a GP-only method must list the GP bases.
+    out : path, optional
+        The results file (finished tasks kept in ``<out>.parts/`` for resuming, as with
+        ``calibprob compare``). By default a temporary file, removed after loading.
+    workers, scheduler, progress
+        As in :func:`run_comparison`.
+
+    Returns
+    -------
+    xarray.DataTree
+        The results (scores, ``timing`` and ``ranking`` groups), loaded into memory.
+
+    Raises
+    ------
+    SpecError
+        A problem in the spec (e.g. a GP-only method running on your base).
+    TypeError, ValueError
+        A factory that is none of the above, or a name clash with the spec's bases.
+
+    Notes
+    -----
+    A base whose fit or predict raises does not stop the others: its methods record the
+    error (``failed_tasks`` lists them) and the task is retried by the next run on ``out``.
+    The results never name code to run; the stored spec describes a Python base by its
+    ``module:qualname`` only.
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import calibprob
+    >>> from calibprob import compare
+    >>> def mine(X, y):
+    ...     beta, *_ = np.linalg.lstsq(np.c_[np.ones(len(X)), X], y, rcond=None)
+    ...     sd = np.std(y - np.c_[np.ones(len(X)), X] @ beta)
+    ...     return lambda Xn: calibprob.normal(np.c_[np.ones(len(Xn)), Xn] @ beta, np.full(len(Xn), sd))
+    >>> tree = compare.run({
+    ...     "name": "demo", "datasets": ["diabetes"], "repetitions": 2,
+    ...     "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2},
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"b": {"kind": "base"}, "iso": {"kind": "isotonic", "extrapolate": True}},
+    ... }, bases={"mine": mine})
+    >>> tree["base"].values.tolist(), tree["calibrator"].values.tolist()
+    (['ols', 'mine'], ['b', 'iso'])
+    """
+    import tempfile
+
+    if bases:
+        spec = with_bases(spec, bases)
+    else:
+        data, source, root = _spec_data(spec)
+        spec = spec if isinstance(spec, Spec) else parse_spec(data, source=source, root=root)
+    if out is not None:
+        return run_comparison(spec, out, workers=workers, scheduler=scheduler, progress=progress)
+    with tempfile.TemporaryDirectory(prefix="calibprob-run-") as tmp:
+        tree = run_comparison(spec, Path(tmp) / "results.nc", workers=workers, scheduler=scheduler, progress=progress)
+        return tree.load()

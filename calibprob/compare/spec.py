@@ -5,8 +5,8 @@ split, repetitions, seed, metrics and confidence levels. Everything is checked
 when the spec is loaded, before the first task runs:
 
 * every key is known (an unknown key gets a "did you mean");
-* every option has a declared type, range or choice (:data:`BASE_OPTION_TYPES`,
-  :data:`METHOD_OPTION_TYPES`): booleans must be ``true``/``false`` (never the
+* every option has a declared type, range or choice (declared in
+  :mod:`calibprob.registry`): booleans must be ``true``/``false`` (never the
   string ``"false"``), integers integers, enums one of their values;
 * sizes are capped (``n`` of a synthetic entry, ``repetitions``; see
   :data:`LIMITS`), the message saying how to raise a cap;
@@ -40,7 +40,7 @@ Example (``models/quickstart.toml``)::
 
 Several bases are ``[bases.NAME]`` tables instead of ``[base]``: every method runs on
 every base unless it lists ``bases = [...]``, the results gain a ``base`` dimension, and
-a GP-only method (:data:`GP_ONLY_METHODS`) on a base that cannot serve it is refused.
+a GP-only method (one registered with the base kinds it ``serves``) on a base that cannot serve it is refused.
 """
 
 from __future__ import annotations
@@ -53,6 +53,21 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from calibprob import registry
+from calibprob._options import (  # re-exported: spec.py is these names' public home
+    AnyOf,
+    Bool,
+    Choice,
+    Float,
+    Int,
+    ListOf,
+    SpecError,
+    Str,
+    _check_keys,
+    _short,
+    _suggest,
+)
+
 __all__ = [
     "Spec",
     "DatasetSpec",
@@ -61,9 +76,9 @@ __all__ = [
     "load_spec",
     "parse_spec",
     "LIMITS",
-    "BASE_OPTION_TYPES",
-    "METHOD_OPTION_TYPES",
-    "GP_ONLY_METHODS",
+    "BASE_OPTION_TYPES",  # noqa: F822  (a view of calibprob.registry, module __getattr__)
+    "METHOD_OPTION_TYPES",  # noqa: F822
+    "GP_ONLY_METHODS",  # noqa: F822
     "file_sha256",
 ]
 
@@ -75,7 +90,7 @@ TOP_KEYS = {
     "standardize": "true to standardise X and y with statistics of the training part",
     "repetitions": "number of random splits",
     "seed": "integer seed of the whole comparison",
-    "base": "table {kind = 'gp'|'sparse-gp'|'ols'|'bayesian-ridge'|'pymc-glm', ...options} (one base)",
+    "base": "table {kind = ..., ...options} (one base; kinds in calibprob.registry.BASES)",
     "bases": "tables [bases.NAME] {kind = ..., ...options}: several bases, each run with every method",
     "methods": "table of named calibrators, each {kind = ..., ...options}",
     "metrics": "metric names shown in the printed table",
@@ -83,16 +98,6 @@ TOP_KEYS = {
     "confidence_levels": "levels of the central intervals scored for coverage and width",
     "levels": "quantile levels stored in each prediction (default 0.01..0.99)",
     "target_transform": "'log' or 'log1p': fit on the transformed target, score on the original scale",
-}
-BASE_KINDS = ("gp", "sparse-gp", "ols", "bayesian-ridge", "pymc-glm")
-#: Methods that need a GP base, and the base kinds that serve each: the conformal GP methods
-#: use the exact GP's closed-form leave-one-out (on a sparse GP they would build the full
-#: n x n kernel from its hyperparameters); the sharp GP re-fits a GP posterior (exact or sparse).
-GP_ONLY_METHODS = {
-    "jackknife-plus-gp": ("gp",),
-    "asym-jackknife-plus-gp": ("gp",),
-    "full-conformal-gp": ("gp",),
-    "sharp-gp": ("gp", "sparse-gp"),
 }
 #: Values of the top-level ``target_transform`` key (:mod:`calibprob.transforms`).
 TARGET_TRANSFORMS = ("log", "log1p")
@@ -128,287 +133,64 @@ def _limit(name: str) -> int:
     return value
 
 
-class SpecError(ValueError):
-    """A comparison spec that cannot be run; the message names the key and the fix.
+# The option tables of the bases and the method kinds live in calibprob.registry (the one
+# source, declared there so that validating a spec does not import the classes); these names
+# are views of it, computed on access so a kind registered later is included.
+_VIEWS = {
+    "BASE_KINDS": lambda: tuple(registry.BASES),
+    # (the constructor options of the class-backed bases; `python` takes code, not options)
+    "BASE_OPTION_TYPES": lambda: {k: dict(e.options) for k, e in registry.BASES.items() if e.cls is not None},
+    "BASE_OPTIONS": lambda: {k: tuple(e.options) for k, e in registry.BASES.items() if e.cls is not None},
+    "METHOD_OPTION_TYPES": lambda: {k: dict(e.options) for k, e in registry.METHODS.items()},
+    "GP_ONLY_METHODS": lambda: {k: e.serves for k, e in registry.METHODS.items() if e.serves is not None},
+}
 
-    References
-    ----------
-    The comparison-spec reference: :doc:`/spec`.
 
-    Examples
-    --------
-    >>> from calibprob.compare import SpecError, parse_spec
-    >>> try:
-    ...     parse_spec({"name": "x", "datasets": ["boston"], "split": {"train": 0.8, "test": 0.2},
-    ...                 "base": {"kind": "gp"}, "methods": {"m": {"kind": "isotonik"}}})
-    ... except SpecError as err:
-    ...     print("isotonic" in str(err))    # the message suggests the valid kind
-    True
+def _python_label(table: dict) -> dict:
+    """A ``kind = "python"`` table with its code named by a description only (other tables unchanged)."""
+    if table.get("kind") != "python":
+        return table
+    from calibprob.compare.user_base import factory_label
+
+    label = table["entry"] if "entry" in table else factory_label(table.get("factory"))
+    return {"kind": "python", "label": label}
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    return json.dumps(str(v))
+
+
+def to_toml(data: dict) -> str:
+    """TOML text of a spec dict (:meth:`Spec.to_dict`): top-level keys, then one table per entry.
+
+    Enough for what a results file stores (read back with :mod:`tomllib`); not a general writer.
     """
-
-
-# ---------------------------------------------------------------------------- option types
-def _short(value, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-class _Type:
-    """A declared option type: ``check(value, where)`` returns the value or raises SpecError."""
-
-    def check(self, value, where: str):  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def describe(self) -> str:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def fail(self, value, where: str, extra: str = ""):
-        raise SpecError(f"{where} must be {self.describe()}; got {_short(value)}.{extra}")
-
-
-@dataclass(frozen=True)
-class Bool(_Type):
-    def describe(self) -> str:
-        return "true or false (a TOML boolean, not a string)"
-
-    def check(self, value, where):
-        if not isinstance(value, bool):
-            hint = ""
-            if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "0", "1"):
-                hint = f" Write {where.rsplit('.', 1)[-1]} = {str(value.strip().lower() in ('true', 'yes', '1')).lower()} without quotes."
-            self.fail(value, where, hint)
-        return value
-
-
-@dataclass(frozen=True)
-class Int(_Type):
-    lo: int | None = None
-    hi: int | None = None
-
-    def describe(self) -> str:
-        rng = (
-            ""
-            if self.lo is None and self.hi is None
-            else f" >= {self.lo}"
-            if self.hi is None
-            else f" <= {self.hi}"
-            if self.lo is None
-            else f" in [{self.lo}, {self.hi}]"
-        )
-        return "an integer" + rng
-
-    def check(self, value, where):
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.fail(value, where)
-        if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
-            self.fail(value, where)
-        return value
-
-
-@dataclass(frozen=True)
-class Float(_Type):
-    lo: float | None = None
-    hi: float | None = None
-    lo_open: bool = False
-    hi_open: bool = False
-
-    def describe(self) -> str:
-        if self.lo is None and self.hi is None:
-            return "a finite number"
-        if self.hi is None:
-            return f"a finite number {'>' if self.lo_open else '>='} {self.lo:g}"
-        if self.lo is None:
-            return f"a finite number {'<' if self.hi_open else '<='} {self.hi:g}"
-        return f"a number in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
-
-    def check(self, value, where):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            self.fail(value, where)
-        if self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo):
-            self.fail(value, where)
-        if self.hi is not None and (value >= self.hi if self.hi_open else value > self.hi):
-            self.fail(value, where)
-        return value
-
-
-@dataclass(frozen=True)
-class Str(_Type):
-    def describe(self) -> str:
-        return "a string"
-
-    def check(self, value, where):
-        if not isinstance(value, str):
-            self.fail(value, where)
-        return value
-
-
-@dataclass(frozen=True)
-class Choice(_Type):
-    values: tuple
-
-    def describe(self) -> str:
-        return "one of " + ", ".join(repr(v) for v in self.values)
-
-    def check(self, value, where):
-        if not isinstance(value, str) or value not in self.values:
-            hint = _suggest(value, self.values) if isinstance(value, str) else ""
-            self.fail(value, where, hint)
-        return value
-
-
-@dataclass(frozen=True)
-class AnyOf(_Type):
-    options: tuple
-
-    def describe(self) -> str:
-        return " or ".join(o.describe() for o in self.options)
-
-    def check(self, value, where):
-        for o in self.options:
-            try:
-                return o.check(value, where)
-            except SpecError:
-                continue
-        self.fail(value, where)
-
-
-@dataclass(frozen=True)
-class ListOf(_Type):
-    item: _Type
-    min_len: int = 1
-
-    def describe(self) -> str:
-        return f"a list (at least {self.min_len}) of {self.item.describe()}"
-
-    def check(self, value, where):
-        if not isinstance(value, list) or len(value) < self.min_len:
-            self.fail(value, where)
-        return [self.item.check(v, f"{where}[{i}]") for i, v in enumerate(value)]
-
-
-@dataclass(frozen=True)
-class Theta(_Type):
-    """GP hyperparameters: a table {lengthscale, variance, noise} of positive numbers (lengthscale may be a list)."""
-
-    def describe(self) -> str:
-        return "a table {lengthscale = ..., variance = ..., noise = ...} of positive numbers"
-
-    def check(self, value, where):
+    lines = [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in data.items() if not isinstance(v, dict)]
+    for key, value in data.items():
         if not isinstance(value, dict):
-            self.fail(value, where)
-        _check_keys(value, ("lengthscale", "variance", "noise"), where)
-        pos = Float(0, None, lo_open=True)
-        for k, v in value.items():
-            if k == "lengthscale" and isinstance(v, list):
-                ListOf(pos).check(v, f"{where}.{k}")
-            elif k == "noise":
-                Float(0, None).check(v, f"{where}.{k}")
-            else:
-                pos.check(v, f"{where}.{k}")
-        return value
+            continue
+        nested = key in ("bases", "methods")
+        for name, table in value.items() if nested else [(None, value)]:
+            header = f"{json.dumps(key)}.{json.dumps(name)}" if nested else json.dumps(key)
+            lines += ["", f"[{header}]"] + [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
 
 
-_POS = Float(0, None, lo_open=True)
-_NONNEG = Float(0, None)
-_PROB = Float(0, 1, lo_open=True, hi_open=True)
-_STR = Str()
-_BOOL = Bool()
-
-# Constructor options of each base (random_state comes from the task seed). Kept here, not
-# read from the classes, so validating a spec does not import PyMC; a test checks they agree.
-_GP_TYPES = {
-    "kernel": Choice(("se", "matern")),
-    "p": Int(0, 10),
-    "mean": Choice(("zero", "constant")),
-    "noise": _BOOL,
-    "nugget": Float(0, 1, lo_open=True, hi_open=True),
-    "objective": Choice(("ml", "reml")),
-    "theta": Theta(),
-    "optimize": _BOOL,
-    "n_restarts": Int(1, 1000),
-    "optimizer": Choice(("lbfgs", "adam")),
-    "adam_steps": Int(1, 1_000_000),
-    "learning_rate": _POS,
-    "compile_mode": _STR,
-}
-#: Declared type of every base option, by base kind.
-BASE_OPTION_TYPES = {
-    "gp": _GP_TYPES,
-    "sparse-gp": _GP_TYPES
-    | {
-        "n_inducing": Int(1, 100_000),
-        "jitter": Float(0, 1, lo_open=True, hi_open=True),
-        "inducing_points": ListOf(ListOf(Float())),
-    },
-    "ols": {"fit_intercept": _BOOL},
-    "pymc-glm": {
-        "likelihood": Choice(("normal", "student-t")),
-        "standardize": _BOOL,
-        "inference": Choice(("nuts", "advi")),
-        "draws": Int(10, 1_000_000),
-        "tune": Int(0, 1_000_000),
-        "chains": Int(1, 64),
-        "target_accept": _PROB,
-        "n_iter": Int(1, 10_000_000),
-        "nu": AnyOf((Float(0, None, lo_open=True), Choice(("learn",)))),
-    },
-    "bayesian-ridge": {
-        "fit_intercept": _BOOL,
-        "max_iter": Int(1, 1_000_000),
-        "tol": _POS,
-        "alpha_init": _POS,
-        "lambda_init": _POS,
-    },
-}
-BASE_OPTIONS = {kind: tuple(types) for kind, types in BASE_OPTION_TYPES.items()}
-
-_SCORE = Choice(("absolute", "normalized", "signed", "signed-absolute"))
-_CONFORMAL = {"beta": _POS, "eps": _NONNEG}
-#: Declared type of every calibrator option, by method kind (a test checks that every option
-#: the methods register has one, and that the choices agree with the calibrators' own lists).
-METHOD_OPTION_TYPES = {
-    "base": {},
-    "isotonic": {"extrapolate": _BOOL},
-    "vovk": {"extrapolate": _BOOL, "random_state": Int(0, 2**63 - 1)},
-    "marx": {"center": Choice(("mean", "median")), "extrapolate": _BOOL},
-    "variance-scaling": {},
-    "split-conformal": {"score": _SCORE, **_CONFORMAL},
-    "conformal-predictive": {"normalize": _BOOL, **_CONFORMAL},
-    "jackknife": {"score": _SCORE, **_CONFORMAL},
-    "jackknife-plus": {"score": _SCORE, **_CONFORMAL},
-    "cv-plus": {"folds": Int(2, 100_000), "score": _SCORE, **_CONFORMAL},
-    "jackknife-plus-gp": {"refit_mean": _BOOL, **_CONFORMAL},
-    "asym-jackknife-plus-gp": {"refit_mean": _BOOL, "convention": Choice(("barber", "pion2024")), **_CONFORMAL},
-    "full-conformal-gp": {"refit_mean": _BOOL, **_CONFORMAL},
-    "gp-beta": {
-        "n_inducing": Int(1, 10_000),
-        "rank": Int(1, 100),
-        "inference": Choice(("advi", "fullrank_advi", "svi", "map", "nuts")),
-        "draws": Int(1, 1_000_000),
-        "n_iter": Int(1, 10_000_000),
-        "learning_rate": _POS,
-        "obj_n_mc": Int(1, 10_000),
-        "batch_size": AnyOf((Int(1, None), Choice(("auto",)))),
-        "learn_inducing": _BOOL,
-        "tune": Int(0, 1_000_000),
-        "chains": Int(1, 64),
-        "target_accept": _PROB,
-        "n_grid": Int(2, 100_000),
-        "compile_mode": _STR,
-        "calibration_data": Choice(("auto", "in-sample", "loo")),
-    },
-    "sharp-gp": {
-        "variant": Choice(("full", "scaled", "cross-fitted")),
-        "n_levels": Int(2, 10_000),
-        "include_noise": _BOOL,
-        "fit_noise": _BOOL,
-        "n_restarts": Int(1, 1000),
-        "prior_sd": _POS,
-        "fit_fraction": _PROB,
-        "n_train_subset": Int(1, None),
-        "maxiter": Int(1, 1_000_000),
-    },
-}
+def __getattr__(name):
+    """``BASE_KINDS``, ``BASE_OPTION_TYPES``, ``BASE_OPTIONS``, ``METHOD_OPTION_TYPES``, ``GP_ONLY_METHODS``."""
+    if name in _VIEWS:
+        return _VIEWS[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def file_sha256(path) -> str:
@@ -589,12 +371,33 @@ class Spec:
         (or ``calibprob compare --repetitions``) reuses every finished task.
         """
         payload = self.to_dict()
+        # a python base by its label (an object's str would hold its address)
+        if "bases" in payload:
+            payload["bases"] = {n: _python_label(t) for n, t in payload["bases"].items()}
+        elif payload.get("base", {}).get("kind") == "python":
+            payload["base"] = _python_label(payload["base"])
         payload.pop("description", None)
         payload.pop("metrics", None)  # display only
         payload.pop("rank_by", None)  # display only: the ranking is recomputed from the scores
         payload.pop("repetitions", None)  # tasks are keyed by their own index
         text = json.dumps(payload, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def results_text(self) -> str:
+        """The spec as stored in a results file: its TOML text, never naming code to run.
+
+        A spec with a ``kind = "python"`` base is stored as TOML rebuilt from :meth:`to_dict`
+        with the base's ``entry`` (or factory object) replaced by a ``label`` that only
+        describes it, so reading a results file can never lead to importing user code.
+        """
+        if not any(t.get("kind") == "python" for _, t in self.base_tables()):
+            return self.source or str(self.to_dict())
+        data = self.to_dict()
+        if "base" in data:
+            data["base"] = _python_label(data["base"])
+        else:
+            data["bases"] = {n: _python_label(t) for n, t in data["bases"].items()}
+        return to_toml(data)
 
     @property
     def dataset_names(self) -> list[str]:
@@ -616,24 +419,6 @@ class Spec:
     def methods_on(self, base_name: str | None) -> list[MethodSpec]:
         """The methods that run on base ``base_name`` (all of them unless a method lists ``bases``)."""
         return [m for m in self.methods if m.bases is None or base_name in m.bases]
-
-
-def _suggest(key, valid) -> str:
-    import difflib
-
-    if not isinstance(key, str):
-        return ""
-    close = difflib.get_close_matches(key, [str(v) for v in valid], n=1)
-    return f" Did you mean {close[0]!r}?" if close else ""
-
-
-def _check_keys(table: dict, valid, where: str) -> None:
-    for key in table:
-        if key not in valid:
-            raise SpecError(
-                f"unknown key {key!r} in {where}.{_suggest(key, valid)} Valid keys: "
-                f"{', '.join(sorted(map(str, valid))) or '(none)'}."
-            )
 
 
 def _check_rows(n: int, split: dict, where: str) -> None:
@@ -939,17 +724,24 @@ def _parse_split(value, where: str = "split") -> dict:
 
 
 def _parse_base_table(table, where: str, label: str) -> dict:
-    """One base table: a known ``kind`` and typed options; returns a copy."""
+    """One base table: a registered ``kind`` and its typed options; returns a copy."""
     if not isinstance(table, dict):
         raise SpecError(f"{where} must be a table {{kind = ..., ...options}}; got {_short(table)}.")
     kind = table.get("kind")
-    if not isinstance(kind, str) or kind not in BASE_KINDS:
-        hint = _suggest(kind, BASE_KINDS) if isinstance(kind, str) else ""
-        raise SpecError(f"{where}.kind must be one of {', '.join(BASE_KINDS)}; got {_short(kind)}.{hint}")
+    kinds = tuple(registry.BASES)
+    if not isinstance(kind, str) or kind not in kinds:
+        hint = _suggest(kind, kinds) if isinstance(kind, str) else ""
+        raise SpecError(f"{where}.kind must be one of {', '.join(kinds)}; got {_short(kind)}.{hint}")
     options = {k: v for k, v in table.items() if k != "kind"}
-    _check_keys(options, BASE_OPTION_TYPES[kind], f"{label} (kind {kind!r})")
+    if kind == "python":
+        from calibprob.compare.user_base import check_python_table
+
+        check_python_table(options, where)  # imports the user's `entry` (a SpecError if it cannot)
+        return dict(table)
+    types = registry.BASES[kind].options
+    _check_keys(options, types, f"{label} (kind {kind!r})")
     for k, v in options.items():
-        BASE_OPTION_TYPES[kind][k].check(v, f"{where}.{k}")
+        types[k].check(v, f"{where}.{k}")
     return dict(table)
 
 
@@ -993,7 +785,7 @@ def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
                     )
             if len(set(m.bases)) != len(m.bases):
                 raise SpecError(f"methods.{m.name}.bases lists a base twice: {list(m.bases)}; list each once.")
-        serve = GP_ONLY_METHODS.get(m.kind)
+        serve = registry.METHODS[m.kind].serves
         if serve is None:
             continue
         for name, table in tables:
@@ -1012,9 +804,19 @@ def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
     return methods
 
 
-def _parse_methods(value, named_bases: bool = False) -> tuple[MethodSpec, ...]:
-    from calibprob.compare.methods import METHOD_KINDS
+def _parse_method_bases(entry: dict, name: str, named_bases: bool) -> tuple[str, ...] | None:
+    if "bases" not in entry:
+        return None
+    if not named_bases:
+        raise SpecError(
+            f"methods.{name}.bases applies only to specs with [bases.NAME] tables; this "
+            "spec has one [base]. Remove the key or name the bases."
+        )
+    return tuple(ListOf(Str()).check(entry["bases"], f"methods.{name}.bases"))
 
+
+def _parse_methods(value, named_bases: bool = False) -> tuple[MethodSpec, ...]:
+    """The ``[methods.NAME]`` tables: each a registered kind with its typed options."""
     if not isinstance(value, dict) or not value:
         raise SpecError('methods must be a table of named entries, e.g. [methods.vanilla] kind = "base".')
     out = []
@@ -1024,26 +826,17 @@ def _parse_methods(value, named_bases: bool = False) -> tuple[MethodSpec, ...]:
         if not isinstance(entry, dict) or "kind" not in entry:
             raise SpecError(f"methods.{name} must be a table with a 'kind' key.")
         kind = entry["kind"]
-        if not isinstance(kind, str) or kind not in METHOD_KINDS:
+        if not isinstance(kind, str) or kind not in registry.METHODS:
             raise SpecError(
-                f"methods.{name}.kind = {_short(kind)} is unknown.{_suggest(kind, METHOD_KINDS)} Valid kinds: "
-                f"{', '.join(sorted(METHOD_KINDS))}."
+                f"methods.{name}.kind = {_short(kind)} is unknown.{_suggest(kind, registry.METHODS)} Valid kinds: "
+                f"{', '.join(sorted(registry.METHODS))}."
             )
         options = {k: v for k, v in entry.items() if k not in ("kind", "bases")}
-        bases = None
-        if "bases" in entry:
-            if not named_bases:
-                raise SpecError(
-                    f"methods.{name}.bases applies only to specs with [bases.NAME] tables; this "
-                    "spec has one [base]. Remove the key or name the bases."
-                )
-            bases = tuple(ListOf(Str()).check(entry["bases"], f"methods.{name}.bases"))
-        allowed = METHOD_KINDS[kind].options
-        _check_keys(options, allowed, f"methods.{name} (kind {kind!r})")
-        types = METHOD_OPTION_TYPES.get(kind, {})
+        bases = _parse_method_bases(entry, name, named_bases)
+        types = registry.METHODS[kind].options
+        _check_keys(options, types, f"methods.{name} (kind {kind!r})")
         for k, v in options.items():
-            if k in types:
-                types[k].check(v, f"methods.{name}.{k}")
+            types[k].check(v, f"methods.{name}.{k}")
         out.append(MethodSpec(name=name, kind=kind, options=options, bases=bases))
     return tuple(out)
 

@@ -16,36 +16,18 @@ Two families (:mod:`calibprob._base`):
 
 Scores live in :mod:`calibprob.conformal.scores`; the NumPy layer (thresholds,
 jackknife+ bounds, kriging system, closed-form LOO, FCP-GP sweep) is public in
-the submodules.
+the submodules. The classes this package exports are those registered for it in
+:mod:`calibprob.registry` (the one source); the submodules are light (NumPy, SciPy),
+so they are imported at once.
 """
 
-from calibprob.conformal._common import CallableRegressor
-from calibprob.conformal.distribution import SplitConformalCalibrator
-from calibprob.conformal.gp import FullConformalGP, JackknifePlusGP
-from calibprob.conformal.jackknife import CrossConformalRegressor
-from calibprob.conformal.predictive_system import ConformalPredictiveSystem
-from calibprob.conformal.scores import (
-    AbsoluteScore,
-    NormalizedScore,
-    Score,
-    SignedAbsoluteScore,
-    SignedNormalizedScore,
-    get_score,
-)
-from calibprob.conformal.split import SplitConformalRegressor
+import importlib as _importlib
 
-__all__ = [
-    "SplitConformalRegressor",
-    "CrossConformalRegressor",
-    "JackknifePlusGP",
-    "FullConformalGP",
-    "ConformalPredictiveSystem",
-    "SplitConformalCalibrator",
-    "CallableRegressor",
-    "Score",
-    "AbsoluteScore",
-    "NormalizedScore",
-    "SignedNormalizedScore",
-    "SignedAbsoluteScore",
-    "get_score",
-]
+from calibprob import registry as _registry
+from calibprob.conformal import _common, distribution, gp, jackknife, predictive_system, scores, split  # noqa: F401
+from calibprob.conformal.scores import get_score
+
+_CLASSES = _registry.exports("calibprob.conformal")
+globals().update({name: getattr(_importlib.import_module(mod), name) for name, mod in _CLASSES.items()})
+
+__all__ = [*_CLASSES, "get_score"]
