@@ -72,7 +72,7 @@ class TaskContext:
     @property
     def calibration(self) -> tuple[np.ndarray, np.ndarray]:
         """The calibration data, falling back to the training data when there is none."""
-        if self.X_cal is None:
+        if self.X_cal is None or self.y_cal is None:
             return self.X_train, self.y_train
         return self.X_cal, self.y_cal
 
@@ -230,7 +230,8 @@ def calibration_prediction(ctx: TaskContext, calibration_data: str = "in-sample"
             "calibration split; use 'auto' or 'in-sample'."
         )
     if in_sample and has_loo and calibration_data in ("auto", "loo"):
-        return normal(*ctx.base.loo(), levels=ctx.levels), y_cal
+        loo_mean, loo_std = ctx.base.loo()  # type: ignore[attr-defined]  # has_loo checked above
+        return normal(loo_mean, loo_std, levels=ctx.levels), y_cal
     return ctx.predict_base(X_cal), y_cal
 
 

@@ -86,7 +86,7 @@ def _load(spec: Spec, dataset: str, seed: int) -> xr.Dataset:
     d = next(d for d in spec.datasets if d.name == dataset)
     if d.path is not None:
         return _load_table(d)
-    if d.function is not None:
+    if d.function is not None and d.n is not None:  # the validator requires n for synthetic entries
         return cds.make_synthetic(d.function, d.n, dim=d.dim, noise=d.noise, seed=seed, design=d.design)
     return cds.load_dataset(d.name)
 
@@ -343,6 +343,8 @@ def _coords(spec: Spec):
 
 def _failed_task(key, msg: str, spec: Spec) -> xr.Dataset:
     dataset, repetition = key
+    error: tuple
+    coords: dict[str, object]
     if spec.bases is None:
         error = ("calibrator", np.asarray([msg] * len(spec.methods)))
         coords = {"calibrator": spec.method_names}
@@ -366,12 +368,15 @@ def _combine(spec: Spec, pieces) -> xr.DataTree:
             p["task_error"] = p["task_error"].broadcast_like(p["repetition"]).broadcast_like(p["dataset"])
         clean.append(p)
     ds = xr.combine_by_coords(clean, combine_attrs="drop", join="outer")
-    ds = ds.reindex(
-        dataset=spec.dataset_names,
-        repetition=np.arange(spec.repetitions),
-        calibrator=spec.method_names,
-        **({} if spec.bases is None else {"base": spec.base_names}),
-    )
+    assert isinstance(ds, xr.Dataset)  # the parts are Datasets, so is their combination
+    index: dict[str, object] = {
+        "dataset": spec.dataset_names,
+        "repetition": np.arange(spec.repetitions),
+        "calibrator": spec.method_names,
+    }
+    if spec.bases is not None:
+        index["base"] = spec.base_names
+    ds = ds.reindex(index)
     # Encodings come from whichever part file was read first (e.g. a fixed-width
     # string of that part's data set name); reused on write they truncate longer names.
     for var in ds.variables.values():

@@ -353,7 +353,7 @@ class Spec:
         }
         # a [base] spec's dict (and so its fingerprint) is what it was before [bases.*] existed
         if self.bases is None:
-            out["base"] = dict(self.base)
+            out["base"] = dict(self.base or {})
         else:
             out["bases"] = {n: dict(t) for n, t in self.bases}
         if self.levels is not None:
@@ -414,7 +414,7 @@ class Spec:
 
     def base_tables(self) -> list[tuple[str | None, dict]]:
         """``(name, table)`` of every base; the name is ``None`` for a ``[base]`` spec."""
-        return [(None, dict(self.base))] if self.bases is None else [(n, dict(t)) for n, t in self.bases]
+        return [(None, dict(self.base or {}))] if self.bases is None else [(n, dict(t)) for n, t in self.bases]
 
     def methods_on(self, base_name: str | None) -> list[MethodSpec]:
         """The methods that run on base ``base_name`` (all of them unless a method lists ``bases``)."""
@@ -492,8 +492,7 @@ def _check_name(name, where: str) -> str:
 def _parse_datasets(
     value, root: Path, split: dict, seed: int, base_kind: str, target_transform: str | None = None
 ) -> tuple[DatasetSpec, ...]:
-    from calibprob._executor import safe_name
-    from calibprob.datasets import available_datasets, available_functions
+    from calibprob.datasets import available_datasets
 
     if isinstance(value, str):
         value = [value]
@@ -503,89 +502,117 @@ def _parse_datasets(
             '[{name = "mine", path = "data.csv", target = "y"}].'
         )
     bundled = available_datasets()
-    functions = available_functions()
     out = []
     for i, entry in enumerate(value):
         where = f"datasets[{i}]"
         if isinstance(entry, str):
-            if entry not in bundled:
-                raise SpecError(
-                    f"{where} = {entry!r} is not a bundled data set. Valid names: "
-                    f"{', '.join(sorted(bundled))}; for your own data use "
-                    '{name = ..., path = "file.csv", target = "column"}.' + _suggest(entry, bundled)
-                )
-            _check_gp_size(_bundled_rows(entry), split, base_kind, where)
-            out.append(DatasetSpec(name=entry, sha256=_bundled_sha256(entry)))
+            out.append(_parse_bundled_name(entry, bundled, split, base_kind, where))
             continue
         if not isinstance(entry, dict):
             raise SpecError(f"{where} must be a bundled name or a table; got {_short(entry)}.")
-        _check_keys(entry, DATASET_KEYS, where)
-        if "name" not in entry:
-            raise SpecError(f"{where} needs a 'name' key (used as the dataset coordinate).")
-        name = _check_name(entry["name"], f"{where}.name")
-        if "path" in entry and "function" in entry:
-            raise SpecError(f"{where} has both 'path' (a CSV) and 'function' (synthetic); keep one.")
-        kind = "csv" if "path" in entry else "function" if "function" in entry else "bundled"
-        allowed = {"csv": _CSV_KEYS, "function": _FUNCTION_KEYS, "bundled": set()}[kind] | {"name", "split", "sha256"}
-        for key in entry:
-            if key not in allowed:
-                applies = "CSV entries (with 'path')" if key in _CSV_KEYS else "synthetic entries (with 'function')"
-                raise SpecError(f"{where}.{key} applies only to {applies}; this entry is a {kind} entry.")
-        own_split = None
-        if "split" in entry:
-            if kind == "function":
-                n_for_counts = entry.get("n")
-                own_split = (
-                    _parse_dataset_split(entry["split"], n_for_counts, f"{where}.split")
-                    if isinstance(n_for_counts, int) and not isinstance(n_for_counts, bool)
-                    else _parse_split(entry["split"], f"{where}.split")
-                )
-            else:
-                own_split = _parse_split(entry["split"], f"{where}.split")
+        name, kind = _dataset_entry_kind(entry, where)
+        own_split = _dataset_own_split(entry, kind, where)
         eff_split = own_split or split
         if kind == "csv":
             out.append(
                 _parse_csv_entry(entry, name, root, own_split, eff_split, seed, base_kind, where, target_transform)
             )
         elif kind == "function":
-            fn = entry["function"]
-            if not isinstance(fn, str) or fn not in functions:
-                raise SpecError(
-                    f"{where}.function = {_short(fn)} is unknown.{_suggest(fn, functions)} Valid: "
-                    f"{', '.join(sorted(functions))}."
-                )
-            if "n" not in entry:
-                raise SpecError(f"{where} needs 'n' (the design size), e.g. n = 200.")
-            n = Int(4, None).check(entry["n"], f"{where}.n")
-            _capped("n", n, f"{where}.n")
-            dim = entry.get("dim")
-            if dim is not None:
-                Int(1, None).check(dim, f"{where}.dim")
-                _capped("dim", dim, f"{where}.dim")
-            from calibprob.datasets.functions import get_function
-
-            try:
-                get_function(fn, dim)
-            except (ValueError, TypeError) as err:
-                raise SpecError(f"{where}.dim: {err}") from None
-            noise = Float(0, None).check(entry.get("noise", 0.0), f"{where}.noise")
-            design = Choice(("uniform", "lhs", "sobol")).check(entry.get("design", "uniform"), f"{where}.design")
-            _check_rows(n, eff_split, where)
-            _check_gp_size(n, eff_split, base_kind, where)
-            out.append(
-                DatasetSpec(name=name, function=fn, n=n, dim=dim, noise=float(noise), design=design, split=own_split)
-            )
+            out.append(_parse_function_entry(entry, name, own_split, eff_split, base_kind, where))
         else:
-            if name not in bundled:
-                raise SpecError(
-                    f"{where} = {name!r} is neither bundled nor has 'path' or 'function'.{_suggest(name, bundled)}"
-                )
-            sha = _bundled_sha256(name)
-            _check_sha(entry, sha, where, f"the bundled file of {name!r}")
-            _check_rows(_bundled_rows(name), eff_split, where)
-            _check_gp_size(_bundled_rows(name), eff_split, base_kind, where)
-            out.append(DatasetSpec(name=name, split=own_split, sha256=sha))
-    names = [d.name for d in out]
+            out.append(_parse_bundled_entry(entry, name, bundled, own_split, eff_split, base_kind, where))
+    _check_dataset_names([d.name for d in out])
+    return tuple(out)
+
+
+def _parse_bundled_name(entry: str, bundled, split: dict, base_kind: str, where: str) -> DatasetSpec:
+    """A data set given by its bundled name alone (``datasets = ["boston"]``)."""
+    if entry not in bundled:
+        raise SpecError(
+            f"{where} = {entry!r} is not a bundled data set. Valid names: "
+            f"{', '.join(sorted(bundled))}; for your own data use "
+            '{name = ..., path = "file.csv", target = "column"}.' + _suggest(entry, bundled)
+        )
+    _check_gp_size(_bundled_rows(entry), split, base_kind, where)
+    return DatasetSpec(name=entry, sha256=_bundled_sha256(entry))
+
+
+def _dataset_entry_kind(entry: dict, where: str) -> tuple[str, str]:
+    """The entry's name and kind (``"csv"``, ``"function"`` or ``"bundled"``); keys of another kind are refused."""
+    _check_keys(entry, DATASET_KEYS, where)
+    if "name" not in entry:
+        raise SpecError(f"{where} needs a 'name' key (used as the dataset coordinate).")
+    name = _check_name(entry["name"], f"{where}.name")
+    if "path" in entry and "function" in entry:
+        raise SpecError(f"{where} has both 'path' (a CSV) and 'function' (synthetic); keep one.")
+    kind = "csv" if "path" in entry else "function" if "function" in entry else "bundled"
+    allowed = {"csv": _CSV_KEYS, "function": _FUNCTION_KEYS, "bundled": set()}[kind] | {"name", "split", "sha256"}
+    for key in entry:
+        if key not in allowed:
+            applies = "CSV entries (with 'path')" if key in _CSV_KEYS else "synthetic entries (with 'function')"
+            raise SpecError(f"{where}.{key} applies only to {applies}; this entry is a {kind} entry.")
+    return name, kind
+
+
+def _dataset_own_split(entry: dict, kind: str, where: str) -> dict | None:
+    """The entry's own ``split`` (row counts allowed for synthetic entries of known size), or None."""
+    if "split" not in entry:
+        return None
+    n_for_counts = entry.get("n")
+    if kind == "function" and isinstance(n_for_counts, int) and not isinstance(n_for_counts, bool):
+        return _parse_dataset_split(entry["split"], n_for_counts, f"{where}.split")
+    return _parse_split(entry["split"], f"{where}.split")
+
+
+def _parse_function_entry(
+    entry: dict, name: str, own_split, eff_split: dict, base_kind: str, where: str
+) -> DatasetSpec:
+    """A synthetic data set: ``{name, function, n, dim, noise, design}``."""
+    from calibprob.datasets import available_functions
+    from calibprob.datasets.functions import get_function
+
+    functions = available_functions()
+    fn = entry["function"]
+    if not isinstance(fn, str) or fn not in functions:
+        raise SpecError(
+            f"{where}.function = {_short(fn)} is unknown.{_suggest(fn, functions)} Valid: {', '.join(sorted(functions))}."
+        )
+    if "n" not in entry:
+        raise SpecError(f"{where} needs 'n' (the design size), e.g. n = 200.")
+    n = Int(4, None).check(entry["n"], f"{where}.n")
+    _capped("n", n, f"{where}.n")
+    dim = entry.get("dim")
+    if dim is not None:
+        Int(1, None).check(dim, f"{where}.dim")
+        _capped("dim", dim, f"{where}.dim")
+    try:
+        get_function(fn, dim)
+    except (ValueError, TypeError) as err:
+        raise SpecError(f"{where}.dim: {err}") from None
+    noise = Float(0, None).check(entry.get("noise", 0.0), f"{where}.noise")
+    design = Choice(("uniform", "lhs", "sobol")).check(entry.get("design", "uniform"), f"{where}.design")
+    _check_rows(n, eff_split, where)
+    _check_gp_size(n, eff_split, base_kind, where)
+    return DatasetSpec(name=name, function=fn, n=n, dim=dim, noise=float(noise), design=design, split=own_split)
+
+
+def _parse_bundled_entry(
+    entry: dict, name: str, bundled, own_split, eff_split: dict, base_kind: str, where: str
+) -> DatasetSpec:
+    """A bundled data set given as a table (its own split or a pinned ``sha256``)."""
+    if name not in bundled:
+        raise SpecError(f"{where} = {name!r} is neither bundled nor has 'path' or 'function'.{_suggest(name, bundled)}")
+    sha = _bundled_sha256(name)
+    _check_sha(entry, sha, where, f"the bundled file of {name!r}")
+    _check_rows(_bundled_rows(name), eff_split, where)
+    _check_gp_size(_bundled_rows(name), eff_split, base_kind, where)
+    return DatasetSpec(name=name, split=own_split, sha256=sha)
+
+
+def _check_dataset_names(names: list[str]) -> None:
+    """Data set names are unique, also once made file-name safe (they name part and plot files)."""
+    from calibprob._executor import safe_name
+
     if len(set(names)) != len(names):
         raise SpecError(f"dataset names must be unique; got {names}.")
     safe: dict = {}
@@ -597,7 +624,6 @@ def _parse_datasets(
                 "part and plot files); rename one (letters, digits, '-' and '_' are kept as they are)."
             )
         safe[s] = n
-    return tuple(out)
 
 
 def _bundled_rows(name: str) -> int:
@@ -753,7 +779,8 @@ def _parse_bases(value) -> tuple[tuple[str, dict], ...]:
         raise SpecError(
             'bases must hold one or more named tables, e.g. [bases.linear] kind = "ols" and [bases.gp] kind = "gp".'
         )
-    out, seen = [], {}
+    out: list = []
+    seen: dict[str, str] = {}
     for name, table in value.items():
         if not isinstance(name, str) or not name.strip() or "/" in name:
             raise SpecError(
@@ -890,25 +917,12 @@ def parse_spec(data: dict, *, source: str = "", root: str | Path = ".") -> Spec:
 
 
 def _parse_spec(data, *, source, root) -> Spec:
-    from calibprob.metrics import METRIC_NAMES
-
-    if not isinstance(data, dict):
-        raise SpecError("a spec must be a TOML table at the top level.")
-    _check_keys(data, TOP_KEYS, "the spec's top level")
-    for key in ("name", "datasets", "split", "methods"):
-        if key not in data:
-            raise SpecError(f"the spec needs a {key!r} key: {TOP_KEYS[key]}.")
-    if "base" in data and "bases" in data:
-        raise SpecError(
-            "the spec has both [base] (one base) and [bases.NAME] tables (several); keep one: "
-            "move the [base] table to [bases.NAME]."
-        )
-    if "base" not in data and "bases" not in data:
-        raise SpecError(f"the spec needs a 'base' key: {TOP_KEYS['base']}; or several [bases.NAME] tables.")
+    _check_top_level(data)
     root = Path(root)
     name = Str().check(data["name"], "name")
     description = Str().check(data.get("description", ""), "description")
     base, bases = None, None
+    tables: list[tuple[str | None, dict]]
     if "base" in data:
         base = _parse_base_table(data["base"], "base", "[base]")
         tables = [(None, base)]
@@ -922,42 +936,9 @@ def _parse_spec(data, *, source, root) -> Spec:
         raise SpecError(f"repetitions must be a positive integer; got {_short(reps)}.")
     _capped("repetitions", reps, "repetitions")
     seed = Int(0, 2**63 - 1).check(data.get("seed", 0), "seed")
-    metrics = data.get("metrics", list(DEFAULT_METRICS))
-    if not isinstance(metrics, list) or not metrics:
-        raise SpecError(
-            f'metrics must be a non-empty list of metric names, e.g. metrics = ["ece", "nll"]; got {_short(metrics)}.'
-        )
-    for m in metrics:
-        if not isinstance(m, str) or m not in METRIC_NAMES:
-            raise SpecError(
-                f"metrics: {_short(m)} is not a metric.{_suggest(m, METRIC_NAMES)} Valid: {', '.join(METRIC_NAMES)}."
-            )
     from calibprob.compare.ranking import RANK_SCORES
 
     rank_by = Choice(RANK_SCORES).check(data.get("rank_by", "nll"), "rank_by")
-    conf = data.get("confidence_levels", [0.5, 0.8, 0.9, 0.95])
-    if not isinstance(conf, list) or not conf:
-        raise SpecError(
-            f"confidence_levels must be a non-empty list of levels in (0, 1), e.g. [0.5, 0.9]; got {_short(conf)}."
-        )
-    for c in conf:
-        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
-            raise SpecError(f"confidence_levels must be in (0, 1); got {_short(c)}. Use e.g. 0.9, not 90.")
-    if len(set(conf)) != len(conf):
-        raise SpecError(f"confidence_levels must be distinct; got {conf}.")
-    conf = tuple(float(c) for c in conf)
-    levels = data.get("levels")
-    if levels is not None:
-        from calibprob._validation import check_levels
-
-        if not isinstance(levels, list) or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in levels):
-            raise SpecError(f"levels must be a list of numbers in (0, 1); got {_short(levels)}.")
-        try:
-            levels = tuple(float(v) for v in check_levels(levels, "levels"))
-        except (ValueError, TypeError) as err:
-            raise SpecError(str(err)) from None
-        if len(levels) < 2:
-            raise SpecError(f"levels must hold at least two quantile levels; got {list(levels)}.")
     standardize = Bool().check(data.get("standardize", True), "standardize")
     target_transform = None
     if "target_transform" in data:
@@ -974,14 +955,76 @@ def _parse_spec(data, *, source, root) -> Spec:
         repetitions=reps,
         seed=seed,
         standardize=standardize,
-        metrics=tuple(metrics),
+        metrics=_parse_metrics(data.get("metrics", list(DEFAULT_METRICS))),
         rank_by=rank_by,
-        confidence_levels=conf,
-        levels=levels,
+        confidence_levels=_parse_confidence_levels(data.get("confidence_levels", [0.5, 0.8, 0.9, 0.95])),
+        levels=_parse_quantile_levels(data.get("levels")),
         target_transform=target_transform,
         source=source,
         root=str(root),
     )
+
+
+def _check_top_level(data) -> None:
+    """The spec is a table with the required keys, no unknown ones, and one of ``[base]`` / ``[bases.NAME]``."""
+    if not isinstance(data, dict):
+        raise SpecError("a spec must be a TOML table at the top level.")
+    _check_keys(data, TOP_KEYS, "the spec's top level")
+    for key in ("name", "datasets", "split", "methods"):
+        if key not in data:
+            raise SpecError(f"the spec needs a {key!r} key: {TOP_KEYS[key]}.")
+    if "base" in data and "bases" in data:
+        raise SpecError(
+            "the spec has both [base] (one base) and [bases.NAME] tables (several); keep one: "
+            "move the [base] table to [bases.NAME]."
+        )
+    if "base" not in data and "bases" not in data:
+        raise SpecError(f"the spec needs a 'base' key: {TOP_KEYS['base']}; or several [bases.NAME] tables.")
+
+
+def _parse_metrics(metrics) -> tuple[str, ...]:
+    from calibprob.metrics import METRIC_NAMES
+
+    if not isinstance(metrics, list) or not metrics:
+        raise SpecError(
+            f'metrics must be a non-empty list of metric names, e.g. metrics = ["ece", "nll"]; got {_short(metrics)}.'
+        )
+    for m in metrics:
+        if not isinstance(m, str) or m not in METRIC_NAMES:
+            raise SpecError(
+                f"metrics: {_short(m)} is not a metric.{_suggest(m, METRIC_NAMES)} Valid: {', '.join(METRIC_NAMES)}."
+            )
+    return tuple(metrics)
+
+
+def _parse_confidence_levels(conf) -> tuple[float, ...]:
+    if not isinstance(conf, list) or not conf:
+        raise SpecError(
+            f"confidence_levels must be a non-empty list of levels in (0, 1), e.g. [0.5, 0.9]; got {_short(conf)}."
+        )
+    for c in conf:
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
+            raise SpecError(f"confidence_levels must be in (0, 1); got {_short(c)}. Use e.g. 0.9, not 90.")
+    if len(set(conf)) != len(conf):
+        raise SpecError(f"confidence_levels must be distinct; got {conf}.")
+    return tuple(float(c) for c in conf)
+
+
+def _parse_quantile_levels(levels) -> tuple[float, ...] | None:
+    """The spec's ``levels`` (quantile levels of every prediction), or None for the default grid."""
+    if levels is None:
+        return None
+    from calibprob._validation import check_levels
+
+    if not isinstance(levels, list) or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in levels):
+        raise SpecError(f"levels must be a list of numbers in (0, 1); got {_short(levels)}.")
+    try:
+        out = tuple(float(v) for v in check_levels(levels, "levels"))
+    except (ValueError, TypeError) as err:
+        raise SpecError(str(err)) from None
+    if len(out) < 2:
+        raise SpecError(f"levels must hold at least two quantile levels; got {list(out)}.")
+    return out
 
 
 def load_spec(path: str | Path) -> Spec:
