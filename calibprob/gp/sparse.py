@@ -10,11 +10,18 @@ collapsed evidence lower bound
         - \frac{1}{2\sigma_n^2} \operatorname{tr}(K_{nn} - Q_{nn})
 
 (a lower bound on the exact log marginal likelihood, equal to it when
-:math:`Z = X`), in :math:`O(nm^2)` per evaluation. As for the exact GP it is a
-``pm.Potential`` in a PyMC model compiled once (the inducing inputs are
-``pm.Data``) and maximised by L-BFGS-B from several seeded starts. The
-inducing inputs are k-means centres of the (column-standardised) inputs,
-seeded, and kept fixed during the optimisation.
+:math:`Z = X`), in :math:`O(nm^2)` per evaluation. It is the ``pm.Potential`` of a PyMC model
+(:meth:`build_model`; the inducing inputs are ``pm.Data``), maximised by
+L-BFGS-B from several seeded starts; by default the fit evaluates it and its
+gradient from m x m statistics accumulated over blocks of rows
+(:mod:`calibprob.gp._sparse_numerics`), so the fit is linear in :math:`n` in
+time and holds no :math:`n\times m` array beyond one block. The inducing
+inputs are k-means centres of the (column-standardised) inputs — of a seeded
+subset of ``max(10 000, 20 m)`` rows when there are more — and kept fixed
+during the optimisation.
+
+Leave-one-out (:meth:`SparseGaussianProcessRegressor.loo`) is closed-form in
+:math:`O(nm^2)`: see :mod:`calibprob.gp._sparse_loo`.
 
 Prediction (NumPy): with :math:`A = L_m^{-1}K_{mn}/\sigma_n`,
 :math:`B = I + AA^\top = L_B L_B^\top`, :math:`c = L_B^{-1} A (y - \hat m 1)/\sigma_n`,
@@ -46,14 +53,17 @@ import numpy as np
 import scipy.linalg
 from scipy.cluster.vq import kmeans2
 
-from calibprob._validation import check_array, check_int
-from calibprob.gp import _objective
+from calibprob._validation import check_array, check_choice, check_int
+from calibprob.gp import _sparse_numerics
 from calibprob.gp.exact import _GPBase
 
 __all__ = ["SparseGaussianProcessRegressor", "kmeans_inducing_points"]
 
+#: k-means for the inducing inputs runs on at most max(this, 20 m) rows (seeded subset).
+_KMEANS_ROWS = 10_000
 
-def kmeans_inducing_points(X, n_inducing: int, *, random_state=None) -> np.ndarray:
+
+def kmeans_inducing_points(X, n_inducing: int, *, random_state=None, max_rows: int | None = None) -> np.ndarray:
     """Seeded k-means (k-means++ start) centres of column-standardised ``X``.
 
     Parameters
@@ -62,6 +72,9 @@ def kmeans_inducing_points(X, n_inducing: int, *, random_state=None) -> np.ndarr
     n_inducing : int
         Number of centres; all rows of ``X`` are returned if ``n <= n_inducing``.
     random_state : int, numpy Generator or None
+    max_rows : int, optional
+        Run k-means on a seeded random subset of this many rows when ``X`` has
+        more (the cost of k-means is then independent of ``n``).
 
     Returns
     -------
@@ -92,6 +105,8 @@ def kmeans_inducing_points(X, n_inducing: int, *, random_state=None) -> np.ndarr
     scale = X.std(axis=0)
     scale = np.where(scale > 1e-12, scale, 1.0)
     rng = np.random.default_rng(random_state)
+    if max_rows is not None and X.shape[0] > check_int(max_rows, "max_rows", minimum=n_inducing):
+        X = X[np.sort(rng.choice(X.shape[0], int(max_rows), replace=False))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "One of the clusters is empty"
         centres, _ = kmeans2(X / scale, n_inducing, iter=20, minit="++", seed=rng)
@@ -118,6 +133,14 @@ class SparseGaussianProcessRegressor(_GPBase):
         Added to the diagonal of :math:`K_{mm}`, relative to the kernel variance.
     inducing_points : array_like, shape (m, d), optional
         Fixed inducing inputs instead of k-means.
+    backend : {"numpy", "pytensor"} or None, default None
+        Evaluator of the bound during the fit. ``"numpy"``: value and gradient
+        from m x m statistics accumulated over blocks of rows (time linear in
+        n, memory :math:`O(m^2)` plus one block; :mod:`calibprob.gp._sparse_numerics`).
+        ``"pytensor"``: the PyMC model's compiled ``vfe_bound`` (holds
+        :math:`n\times m` arrays and their gradients). ``None``: ``"pytensor"``
+        when ``compile_mode`` is given, else ``"numpy"``. Both maximise the same
+        function (equal to rounding).
 
     Attributes
     ----------
@@ -167,6 +190,7 @@ class SparseGaussianProcessRegressor(_GPBase):
         inducing_points=None,
         random_state=None,
         compile_mode=None,
+        backend: str | None = None,
     ):
         self.n_inducing = n_inducing
         self.kernel = kernel
@@ -185,6 +209,7 @@ class SparseGaussianProcessRegressor(_GPBase):
         self.inducing_points = inducing_points
         self.random_state = random_state
         self.compile_mode = compile_mode
+        self.backend = backend
 
     def _check_params(self) -> None:
         super()._check_params()
@@ -195,6 +220,8 @@ class SparseGaussianProcessRegressor(_GPBase):
                 "the noise variance); got noise=False. Use GaussianProcessRegressor("
                 "noise=False) to interpolate."
             )
+        if self.backend is not None:
+            check_choice(self.backend, "backend", ("numpy", "pytensor"))
         if not (np.isfinite(self.jitter) and 0 < self.jitter < 1):
             raise ValueError(f"jitter must be in (0, 1) (relative to the kernel variance); got {self.jitter!r}.")
 
@@ -207,52 +234,62 @@ class SparseGaussianProcessRegressor(_GPBase):
                     "Pass inducing inputs in the same feature space as X."
                 )
         else:
-            Z = kmeans_inducing_points(X, int(self.n_inducing), random_state=rng)
+            m = int(self.n_inducing)
+            Z = kmeans_inducing_points(X, m, random_state=rng, max_rows=max(_KMEANS_ROWS, 20 * m))
         self.inducing_points_ = Z
 
     def _data(self) -> dict:
         return {"X": self.X_train_, "y": (self.y_train_ - self._y_shift) / self._y_scale, "Z": self.inducing_points_}
 
+    def _objective_for(self, spec):
+        """The bound to maximise: chunked NumPy statistics (linear in n) or the compiled PyMC graph."""
+        import contextlib
+
+        if self._backend() == "pytensor":
+            return super()._objective_for(spec)
+        data = self._data()
+        return contextlib.nullcontext(
+            _sparse_numerics.VFEObjectiveNumpy(
+                spec.kernel, spec.p, spec.mean, spec.objective, self.jitter, data["X"], data["y"], data["Z"]
+            )
+        )
+
+    def _backend(self) -> str:
+        if self.backend is None:
+            return "numpy" if self.compile_mode is None else "pytensor"
+        return self.backend
+
+    def fit(self, X, y):
+        """Fit the hyperparameters (maximise the VFE bound) and factorise; see :meth:`GaussianProcessRegressor.fit`.
+
+        With the NumPy backend (default) every bound evaluation accumulates the
+        m x m statistics over blocks of rows (:mod:`calibprob.gp._sparse_numerics`):
+        time :math:`O(nm^2)` per evaluation, memory :math:`O(m^2)` plus one block.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+        y : array_like, shape (n,)
+
+        Returns
+        -------
+        self
+        """
+        super().fit(X, y)
+        if self.optimize and self._backend() == "numpy":
+            self.fit_info_["backend"] = "numpy"
+            self.fit_info_.pop("compile_mode", None)
+        return self
+
     def _factorize(self, theta: dict) -> dict:
         X, y, Z = self.X_train_, self._y_centred(), self.inducing_points_
-        n, m = y.shape[0], Z.shape[0]
-        var, noise = theta["variance"], theta["noise"]
-        sn = np.sqrt(noise)
-        Kmm = self._k(Z, None, theta)
-        Kmm[np.diag_indices(m)] += self.jitter * var
-        Lm = scipy.linalg.cholesky(Kmm, lower=True, check_finite=False)
-        Kmn = self._k(Z, X, theta)
-        A = scipy.linalg.solve_triangular(Lm, Kmn, lower=True, check_finite=False) / sn
-        AAT = A @ A.T
-        B = AAT.copy()
-        B[np.diag_indices(m)] += 1.0
-        LB = scipy.linalg.cholesky(B, lower=True, check_finite=False)
-        solve = lambda v: scipy.linalg.solve_triangular(LB, v, lower=True, check_finite=False)  # noqa: E731
-        ca = solve(A @ y)
-        qyy = (y @ y - ca @ ca) / noise
-        logdet = n * np.log(noise) + 2.0 * np.sum(np.log(np.diag(LB)))
-        trace = n * var / noise - np.trace(AAT)
-        if self.mean == "constant":
-            cb = solve(A.sum(axis=1))
-            qy1 = (y.sum() - ca @ cb) / noise
-            q11 = (n - cb @ cb) / noise
-            mhat = float(qy1 / q11)
-        else:
-            cb, qy1, q11, mhat = None, None, None, 0.0
-        obj = (
-            _objective.assemble(qyy, qy1, q11, logdet, n, mean=self.mean, objective=self.objective, xp=np) - 0.5 * trace
+        ls, var, noise = theta["lengthscale"], theta["variance"], theta["noise"]
+        stats = _sparse_numerics.accumulate(self.kernel, int(self.p), X, y, Z, ls, var, self.jitter)
+        state = _sparse_numerics.predictive_state(
+            stats, var, noise, self._y_shift, mean=self.mean, objective=self.objective
         )
-        c = (ca - mhat * cb) / sn if cb is not None else ca / sn
-        return {
-            "theta": theta,
-            "Lm": Lm,
-            "LB": LB,
-            "c": c,
-            "cb": cb,
-            "q11": q11,
-            "m": self._y_shift + mhat,
-            "objective": float(obj),
-        }
+        state["theta"] = theta
+        return state
 
     def _predict_block(self, state, Xs):
         th = state["theta"]
