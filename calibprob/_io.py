@@ -87,6 +87,7 @@ REGISTRY: dict[str, str] = {
     "ConformalPredictiveSystem": "calibprob.conformal.predictive_system",
     "SplitConformalCalibrator": "calibprob.conformal.distribution",
     "PyMCLinearRegression": "calibprob.pymc_glm",
+    "PyMCHSGPRegression": "calibprob.pymc_hsgp",
     "CrossConformalRegressor": "calibprob.conformal.jackknife",
     "JackknifePlusGP": "calibprob.conformal.gp",
     "FullConformalGP": "calibprob.conformal.gp",
