@@ -172,13 +172,12 @@ def test_chunked_bound_equals_pymc_graph_and_its_gradient(kernel, p, mean, objec
 def test_numpy_and_pytensor_backends_fit_the_same_theta():
     X, y = make_data(300, seed=5)
     a = SparseGaussianProcessRegressor(n_inducing=20, n_restarts=1, random_state=0).fit(X, y)
-    b = SparseGaussianProcessRegressor(n_inducing=20, n_restarts=1, random_state=0, backend="pytensor").fit(X, y)
+    b = SparseGaussianProcessRegressor(n_inducing=20, n_restarts=1, random_state=0, compile_mode="FAST_COMPILE")
+    b.fit(X, y)
     assert a.fit_info_["backend"] == "numpy" and b.fit_info_["backend"] == "pytensor"
     np.testing.assert_allclose(a.theta_["lengthscale"], b.theta_["lengthscale"], rtol=1e-4)
     assert a.theta_["noise"] == pytest.approx(b.theta_["noise"], rel=1e-4)
     assert a.log_marginal_likelihood_value_ == pytest.approx(b.log_marginal_likelihood_value_, rel=1e-8)
-    with pytest.raises(ValueError, match="backend must be one of 'numpy', 'pytensor'; got 'jax'"):
-        SparseGaussianProcessRegressor(backend="jax").fit(X, y)
 
 
 def test_kmeans_on_a_seeded_subset():

@@ -492,13 +492,17 @@ class _GPView:
     prior_var: float  # k(x, x) of the (stationary) kernel
 
     def predict(self, Xt):
-        """``(lam, mu, var, extra)`` at test points (``extra`` is None: exact GP)."""
+        """``(lam, mu, var)`` at test points (outputs of :func:`kriging_predict`)."""
         Kc = self.kernel(self.X, Xt)
         # stationary kernels: k(x, x) = variance; the candidate observation carries the noise
         kd = np.full(Xt.shape[0], self.prior_var + self.noise)
         P_test = np.ones((Xt.shape[0], 1)) if self.gls_mean else None
         # mu is on the centred scale (y - offset); callers add offset to the ends
-        return (*kriging_predict(self.system, Kc, kd, P_test), None)
+        return kriging_predict(self.system, Kc, kd, P_test)
+
+    def predict_with_extra(self, Xt):
+        """``(lam, mu, var, None)``: an exact GP has no unexplained prior variance."""
+        return (*self.predict(Xt), None)
 
 
 @dataclass(frozen=True)
@@ -514,11 +518,15 @@ class _SparseGPView:
     kernel: object  # callable (Z, X) -> k(Z, X)
     offset: float
 
-    def predict(self, Xt):
+    def predict_with_extra(self, Xt):
         r"""``(lam, mu, var, extra)`` at test points; ``extra`` is :math:`\delta(x)`."""
         from calibprob.gp._sparse_loo import sparse_kriging_predict
 
         return sparse_kriging_predict(self.system, self.kernel(self.Z, Xt))
+
+    def predict(self, Xt):
+        """``(lam, mu, var)`` at test points (``var`` the sparse predictive variance)."""
+        return self.predict_with_extra(Xt)[:3]
 
 
 def _sparse_gp_view(gp, refit_mean: bool) -> _SparseGPView:
@@ -667,7 +675,7 @@ class _GPConformalBase:
         upper = np.empty((m, levels.size))
         chunk = default_chunk_size(self._rows_per_point * n, self.chunk_size)
         for sl in iter_chunks(m, chunk):
-            lam, mu, var, extra = self.view_.predict(X[sl])
+            lam, mu, var, extra = self.view_.predict_with_extra(X[sl])
             lower[sl], upper[sl] = self._bounds(lam, mu, var, levels, extra)
         return interval_dataset(lower, upper, levels, scalar, method=self._method_name(), attrs={"n_train": n})
 

@@ -53,7 +53,7 @@ import numpy as np
 import scipy.linalg
 from scipy.cluster.vq import kmeans2
 
-from calibprob._validation import check_array, check_choice, check_int
+from calibprob._validation import check_array, check_int
 from calibprob.gp import _sparse_numerics
 from calibprob.gp.exact import _GPBase
 
@@ -122,8 +122,16 @@ class SparseGaussianProcessRegressor(_GPBase):
     n_inducing : int, default 300
         Number of inducing inputs (k-means centres); all training inputs are
         used when ``n <= n_inducing``.
-    kernel, p, mean, objective, theta, optimize, n_restarts, optimizer, adam_steps, learning_rate, random_state, compile_mode
+    kernel, p, mean, objective, theta, optimize, n_restarts, optimizer, adam_steps, learning_rate, random_state
         As in :class:`calibprob.gp.GaussianProcessRegressor`.
+    compile_mode : str, pytensor Mode or None
+        ``None`` (default): the fit evaluates the bound and its gradient from m x m
+        statistics accumulated over blocks of rows (NumPy; time linear in n,
+        memory :math:`O(m^2)` plus one block; :mod:`calibprob.gp._sparse_numerics`).
+        A PyTensor mode (e.g. ``"FAST_COMPILE"``): the fit uses the PyMC model's
+        compiled ``vfe_bound`` in that mode instead (it holds :math:`n\times m`
+        arrays and their gradients). Both maximise the same function (equal to
+        rounding); ``fit_info_["backend"]`` says which ran.
     noise : bool, default True
         Must be ``True``: the VFE bound needs a noise variance (use the exact
         GP for interpolation).
@@ -133,14 +141,6 @@ class SparseGaussianProcessRegressor(_GPBase):
         Added to the diagonal of :math:`K_{mm}`, relative to the kernel variance.
     inducing_points : array_like, shape (m, d), optional
         Fixed inducing inputs instead of k-means.
-    backend : {"numpy", "pytensor"} or None, default None
-        Evaluator of the bound during the fit. ``"numpy"``: value and gradient
-        from m x m statistics accumulated over blocks of rows (time linear in
-        n, memory :math:`O(m^2)` plus one block; :mod:`calibprob.gp._sparse_numerics`).
-        ``"pytensor"``: the PyMC model's compiled ``vfe_bound`` (holds
-        :math:`n\times m` arrays and their gradients). ``None``: ``"pytensor"``
-        when ``compile_mode`` is given, else ``"numpy"``. Both maximise the same
-        function (equal to rounding).
 
     Attributes
     ----------
@@ -190,7 +190,6 @@ class SparseGaussianProcessRegressor(_GPBase):
         inducing_points=None,
         random_state=None,
         compile_mode=None,
-        backend: str | None = None,
     ):
         self.n_inducing = n_inducing
         self.kernel = kernel
@@ -209,7 +208,6 @@ class SparseGaussianProcessRegressor(_GPBase):
         self.inducing_points = inducing_points
         self.random_state = random_state
         self.compile_mode = compile_mode
-        self.backend = backend
 
     def _check_params(self) -> None:
         super()._check_params()
@@ -220,8 +218,6 @@ class SparseGaussianProcessRegressor(_GPBase):
                 "the noise variance); got noise=False. Use GaussianProcessRegressor("
                 "noise=False) to interpolate."
             )
-        if self.backend is not None:
-            check_choice(self.backend, "backend", ("numpy", "pytensor"))
         if not (np.isfinite(self.jitter) and 0 < self.jitter < 1):
             raise ValueError(f"jitter must be in (0, 1) (relative to the kernel variance); got {self.jitter!r}.")
 
@@ -255,9 +251,7 @@ class SparseGaussianProcessRegressor(_GPBase):
         )
 
     def _backend(self) -> str:
-        if self.backend is None:
-            return "numpy" if self.compile_mode is None else "pytensor"
-        return self.backend
+        return "numpy" if self.compile_mode is None else "pytensor"
 
     def fit(self, X, y):
         """Fit the hyperparameters (maximise the VFE bound) and factorise; see :meth:`GaussianProcessRegressor.fit`.
