@@ -13,13 +13,22 @@ For reference it also prints what an ``n_test x n_cal`` CRPS matrix (the
 approach the issue reports for crepes' CPS) would need: 80 GB at 100 000 x
 100 000, never allocated here.
 
+Sparse GP (``--part sparse``), each run in a fresh process too:
+
+* **sparse-GP fit** at n = 10 000 / 20 000 / 40 000 (synthetic, d = 4,
+  m = 300 k-means inducing inputs, one L-BFGS-B start): wall time, bound
+  evaluations and time per evaluation, and the fitted growth exponent of the
+  fit time in n (slope of log time on log n; target <= 1.2);
+* **sparse J+GP at 50 000 rows**: the sparse GP fitted on 50 000 rows, then
+  J+GP (closed-form O(nm^2) leave-one-out, no n x n matrix) at 90 % on 2 000
+  test points: time, peak RSS, coverage.
+
 The other parts of the issue's benchmark (exact GP with subset
-hyperparameters, sparse-GP growth, sparse J+GP, 2 workers vs serial) belong
-to the GP-scaling work and are not in this file yet.
+hyperparameters, 2 workers vs serial) belong to other work.
 
 Run::
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_scale.py [--n 100000]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_scale.py [--n 100000] [--part cps|sparse|all]
 """
 
 from __future__ import annotations
@@ -100,10 +109,136 @@ def run(n: int, chunk: int | None) -> dict:
     return out
 
 
+def _synthetic(n: int, seed: int):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n, 4))
+    f = np.sin(2 * X[:, 0]) * np.cos(X[:, 1]) + 0.5 * X[:, 2] ** 2 - 0.3 * X[:, 2] * X[:, 3]
+    return X, f + 0.3 * rng.normal(size=n)
+
+
+def _sparse_fit(n: int, m: int, queue) -> None:
+    from calibprob.gp import SparseGaussianProcessRegressor
+
+    X, y = _synthetic(n, 2026)
+    t0 = time.perf_counter()
+    gp = SparseGaussianProcessRegressor(n_inducing=m, n_restarts=1, random_state=0).fit(X, y)
+    t = time.perf_counter() - t0
+    ev = gp.fit_info_["n_evaluations"]
+    queue.put(
+        {
+            "time": t,
+            "evals": ev["value"] + ev["value_and_grad"],
+            "grads": ev["value_and_grad"],
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }
+    )
+
+
+def _sparse_eval(sizes, m: int, reps: int, queue) -> None:
+    """Best-of-``reps`` time of one bound value + gradient at a fixed θ, sizes interleaved."""
+    import numpy as np
+
+    from calibprob.gp import kmeans_inducing_points
+    from calibprob.gp._sparse_numerics import VFEObjectiveNumpy
+
+    data = {n: _synthetic(n, 2026) for n in sizes}
+    Z = kmeans_inducing_points(data[sizes[0]][0], m, random_state=0)
+    x = np.log([1.0, 1.0, 1.0, 1.0, 1.0, 0.1])
+    best = dict.fromkeys(sizes, np.inf)
+    for _ in range(reps):
+        for n in sizes:
+            X, y = data[n]
+            fun = VFEObjectiveNumpy("se", 2, "zero", "ml", 1e-6, X, y, Z)
+            t0 = time.perf_counter()
+            fun.value_and_grad(x)
+            best[n] = min(best[n], time.perf_counter() - t0)
+    queue.put(best)
+
+
+def _sparse_jgp(n: int, n_test: int, m: int, queue) -> None:
+    import numpy as np
+
+    from calibprob.conformal.gp import JackknifePlusGP
+    from calibprob.gp import SparseGaussianProcessRegressor
+
+    X, y = _synthetic(n + n_test, 7)
+    t0 = time.perf_counter()
+    gp = SparseGaussianProcessRegressor(n_inducing=m, n_restarts=1, random_state=0).fit(X[:n], y[:n])
+    t_base = time.perf_counter() - t0
+    out = {"base": t_base}
+    for score in ("normalized", "signed"):
+        t0 = time.perf_counter()
+        jgp = JackknifePlusGP(estimator=gp, prefit=True, score=score, confidence_level=0.9).fit()
+        t_fit = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        iv = jgp.predict_interval(X[n:])
+        t_pred = time.perf_counter() - t0
+        lo, hi = iv["lower"].values, iv["upper"].values
+        cover = float(np.mean((y[n:] >= lo) & (y[n:] <= hi)))
+        out[score] = {"fit": t_fit, "predict": t_pred, "coverage": cover, "width": float(np.mean(hi - lo))}
+    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    queue.put(out)
+
+
+def _in_process(target, *args) -> dict:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=target, args=(*args, q))
+    p.start()
+    out = q.get()
+    p.join()
+    return out
+
+
+def sparse_main(m: int = 300) -> None:
+    """Sparse-GP fit growth and sparse J+GP at 50 000 rows (see the module docstring)."""
+    import numpy as np
+
+    sizes = (10_000, 20_000, 40_000)
+    fits = [_in_process(_sparse_fit, n, m) for n in sizes]
+    print(f"Sparse GP (VFE) fit, m = {m}, d = 4, one L-BFGS-B start (each n in a fresh process)")
+    print(f"  {'n':>8s}{'fit':>10s}{'evals':>8s}{'s/eval':>9s}{'peak RSS':>11s}")
+    for n, r in zip(sizes, fits):
+        print(f"  {n:8,d}{r['time']:9.1f}s{r['evals']:8d}{r['time'] / r['evals']:8.2f}s{r['peak_mb']:8.0f} MB")
+    ln = np.log(sizes)
+    slope = np.polyfit(ln, np.log([r["time"] for r in fits]), 1)[0]
+    slope_ev = np.polyfit(ln, np.log([r["time"] / r["evals"] for r in fits]), 1)[0]
+    print(
+        f"  growth exponent of the fit time: {slope:.2f} (per evaluation {slope_ev:.2f}); target <= 1.2 -> "
+        f"{'met' if slope <= 1.2 else 'NOT met'}"
+    )
+    print("  (the fit time also grows with the number of L-BFGS-B evaluations, which depends on the data)")
+    best = _in_process(_sparse_eval, sizes, m, 3)
+    slope_one = np.polyfit(ln, np.log([best[n] for n in sizes]), 1)[0]
+    print(
+        "  one bound value + gradient at a fixed theta, best of 3 (interleaved): "
+        + ", ".join(f"{best[n]:.2f} s" for n in sizes)
+        + f"; growth exponent {slope_one:.2f}"
+    )
+    n, n_test = 50_000, 2_000
+    r = _in_process(_sparse_jgp, n, n_test, m)
+    print(f"Sparse J+GP at n = {n:,} training rows, {n_test:,} test points, 90 % (fresh process)")
+    print(f"  sparse-GP base fit (hyperparameters on all rows): {r['base']:.1f} s")
+    for score, name in (("normalized", "J+GP"), ("signed", "asymJ+GP")):
+        s = r[score]
+        print(
+            f"  {name:<9s} fit {s['fit']:6.1f} s  predict {s['predict']:6.1f} s  coverage {s['coverage']:.4f}  "
+            f"mean width {s['width']:.3f}"
+        )
+    print(f"  peak RSS {r['peak_mb']:.0f} MB (an n x n float64 matrix would be {n * n * 8 / 2**30:.1f} GiB)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000, help="n_cal = n_test (default 100 000)")
+    ap.add_argument("--part", choices=("cps", "sparse", "all"), default="all")
     args = ap.parse_args()
+    if args.part in ("sparse", "all"):
+        sparse_main()
+    if args.part == "sparse":
+        return
     n = args.n
     blocked = run(n, None)
     whole = run(n, n)

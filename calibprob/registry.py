@@ -535,6 +535,24 @@ register_base(
     exports=_TOP,
 )
 register_base(
+    "pymc-hsgp",
+    "calibprob.pymc_hsgp:PyMCHSGPRegression",
+    options={
+        "m": AnyOf((Int(2, 4000), ListOf(Int(2, 4000)))),
+        "c": Float(1, None, lo_open=True),
+        "kernel": Choice(("se", "matern52", "matern32")),
+        "inference": Choice(("nuts", "advi")),
+        "draws": Int(10, 1_000_000),
+        "tune": Int(0, 1_000_000),
+        "chains": Int(1, 64),
+        "target_accept": _PROB,
+        "n_iter": Int(1, 10_000_000),
+    },
+    doc="PyMC Hilbert-space approximate GP (pm.gp.HSGP) for tens of thousands of rows; posterior-predictive draws",
+    seed="random_state",
+    exports=_TOP,
+)
+register_base(
     "python",
     None,
     options={"entry": Str()},
@@ -651,7 +669,8 @@ register_method(
 _GP_CONF: dict[str, Any] = dict(
     family="model-aware",
     output="intervals",
-    serves=("gp",),
+    # exact GP: closed-form LOO; sparse GP: its O(n m^2) closed-form LOO (calibprob.gp._sparse_loo)
+    serves=("gp", "sparse-gp"),
     hidden=("chunk_size",),
     adapter="calibprob.compare.methods:run_gp_conformal",
 )

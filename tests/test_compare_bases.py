@@ -144,20 +144,20 @@ BASES = {"lin": {"kind": "ols"}, "g": {"kind": "gp"}}
         ({"base": {"kind": "pymc"}}, r"base\.kind must be one of gp, sparse-gp, ols"),
         (
             {"bases": BASES, "methods": {"j": {"kind": "jackknife-plus-gp"}}},
-            r"methods\.j \(kind 'jackknife-plus-gp'\) needs a base of kind 'gp', but would run on \[bases\.lin\] "
-            r"of kind 'ols'; list the bases it runs on, e.g. bases = \['g'\]",
+            r"methods\.j \(kind 'jackknife-plus-gp'\) needs a base of kind 'gp' or 'sparse-gp', but would run on "
+            r"\[bases\.lin\] of kind 'ols'; list the bases it runs on, e.g. bases = \['g'\]",
         ),
         (
-            {"bases": {"s": {"kind": "sparse-gp"}}, "methods": {"f": {"kind": "full-conformal-gp"}}},
-            r"methods\.f \(kind 'full-conformal-gp'\).*\[bases\.s\] of kind 'sparse-gp'",
+            {"bases": {"s": {"kind": "pymc-glm"}}, "methods": {"f": {"kind": "full-conformal-gp"}}},
+            r"methods\.f \(kind 'full-conformal-gp'\).*\[bases\.s\] of kind 'pymc-glm'",
         ),
         (
             {"bases": BASES, "methods": {"s": {"kind": "sharp-gp", "bases": ["lin"]}}},
             r"methods\.s \(kind 'sharp-gp'\) needs a base of kind 'gp' or 'sparse-gp'.*\[bases\.lin\] of kind 'ols'",
         ),
         (
-            {"base": {"kind": "sparse-gp"}, "methods": {"j": {"kind": "asym-jackknife-plus-gp"}}},
-            r"methods\.j .*\[base\] of kind 'sparse-gp'; use a base of kind 'gp'",
+            {"base": {"kind": "bayesian-ridge"}, "methods": {"j": {"kind": "asym-jackknife-plus-gp"}}},
+            r"methods\.j .*\[base\] of kind 'bayesian-ridge'; use a base of kind 'gp' or 'sparse-gp'",
         ),
         (
             {"bases": BASES, "methods": {"m": {"kind": "base", "bases": ["gp"]}}},

@@ -139,3 +139,88 @@ def test_vfe_fit_at_n2000_matches_exact_fit(big):
     m1, _ = exact.predict_mean_std(Xt)
     m2, _ = vfe.predict_mean_std(Xt)
     assert np.max(np.abs(m1 - m2)) / np.std(y) < 1e-3
+
+
+# -- chunked statistics (fit linear in n) and the closed-form LOO (issue 21) ---------------------
+
+
+@pytest.mark.parametrize("kernel, p", [("se", 2), ("matern", 1)])
+@pytest.mark.parametrize("mean, objective", [("zero", "ml"), ("constant", "ml"), ("constant", "reml")])
+def test_chunked_bound_equals_pymc_graph_and_its_gradient(kernel, p, mean, objective):
+    """The NumPy bound from chunked statistics = the PyMC model's compiled bound (value and
+    gradient), whatever the block size; the gradient also matches central differences."""
+    from calibprob.gp import _pymc
+    from calibprob.gp._sparse_numerics import VFEObjectiveNumpy
+
+    X, y = make_data(150, seed=4)
+    common = dict(kernel=kernel, p=p, mean=mean, objective=objective, theta=THETA, optimize=False)
+    vfe = SparseGaussianProcessRegressor(n_inducing=12, random_state=0, **common).fit(X, y)
+    Z = vfe.inducing_points_
+    x = np.log([0.25, 0.5, 0.8, 0.05])
+    with _pymc.CompiledObjective(_pymc.compiled(vfe._spec(2), "FAST_COMPILE"), {"X": X, "y": y, "Z": Z}) as graph:
+        v_graph, g_graph = graph.value_and_grad(x)
+    for chunk in (7, 64, 150):
+        fun = VFEObjectiveNumpy(kernel, p, mean, objective, vfe.jitter, X, y, Z, chunk=chunk)
+        v, g = fun.value_and_grad(x)
+        assert v == pytest.approx(v_graph, rel=1e-12, abs=1e-9)
+        assert fun.value(x) == pytest.approx(v, rel=1e-13)
+        np.testing.assert_allclose(g, g_graph, rtol=1e-8, atol=1e-8)
+    fd = np.array([(fun.value(x + h) - fun.value(x - h)) / 2e-6 for h in np.eye(4) * 1e-6])
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-5)
+
+
+def test_numpy_and_pytensor_backends_fit_the_same_theta():
+    X, y = make_data(300, seed=5)
+    a = SparseGaussianProcessRegressor(n_inducing=20, n_restarts=1, random_state=0).fit(X, y)
+    b = SparseGaussianProcessRegressor(n_inducing=20, n_restarts=1, random_state=0, compile_mode="FAST_COMPILE")
+    b.fit(X, y)
+    assert a.fit_info_["backend"] == "numpy" and b.fit_info_["backend"] == "pytensor"
+    np.testing.assert_allclose(a.theta_["lengthscale"], b.theta_["lengthscale"], rtol=1e-4)
+    assert a.theta_["noise"] == pytest.approx(b.theta_["noise"], rel=1e-4)
+    assert a.log_marginal_likelihood_value_ == pytest.approx(b.log_marginal_likelihood_value_, rel=1e-8)
+
+
+def test_kmeans_on_a_seeded_subset():
+    X, _ = make_data(3000, seed=6)
+    a = kmeans_inducing_points(X, 20, random_state=1, max_rows=500)
+    np.testing.assert_array_equal(a, kmeans_inducing_points(X, 20, random_state=1, max_rows=500))
+    assert 15 <= a.shape[0] <= 20
+    np.testing.assert_array_equal(
+        kmeans_inducing_points(X, 20, random_state=1, max_rows=5000), kmeans_inducing_points(X, 20, random_state=1)
+    )
+    with pytest.raises(ValueError, match="max_rows must be >= 20; got 5"):
+        kmeans_inducing_points(X, 20, max_rows=5)
+
+
+@pytest.mark.parametrize("mean, objective", [("zero", "ml"), ("constant", "ml"), ("constant", "reml")])
+def test_sparse_loo_equals_refits(mean, objective):
+    """Closed-form LOO = refitting the sparse posterior without each point (same θ, same Z), 1e-8."""
+    X, y = make_data(30, seed=9)
+    y = y + 2.0
+    common = dict(mean=mean, objective=objective, theta=THETA, optimize=False)
+    vfe = SparseGaussianProcessRegressor(n_inducing=8, random_state=0, **common).fit(X, y)
+    other = {"lengthscale": [0.2, 0.6], "variance": 1.5, "noise": 0.03}
+    for theta in (None, other):
+        th = THETA if theta is None else other
+        mu, sd = vfe.loo(theta=theta)
+        _, sd_latent = vfe.loo(theta=theta, include_noise=False)
+        for i in range(len(y)):
+            keep = np.arange(len(y)) != i
+            refit = SparseGaussianProcessRegressor(inducing_points=vfe.inducing_points_, **{**common, "theta": th})
+            refit.fit(X[keep], y[keep])
+            m_i, s_i = refit.predict_mean_std(X[i : i + 1])
+            assert mu[i] == pytest.approx(m_i[0], abs=1e-8)
+            assert sd[i] == pytest.approx(s_i[0], abs=1e-8)
+            assert sd_latent[i] == pytest.approx(
+                refit.predict_mean_std(X[i : i + 1], include_noise=False)[1][0], abs=1e-8
+            )
+
+
+def test_sparse_loo_with_all_points_inducing_is_the_exact_loo():
+    X, y = make_data(40, seed=10)
+    for mean in ("zero", "constant"):
+        exact = GaussianProcessRegressor(mean=mean, theta=THETA, optimize=False).fit(X, y)
+        full = SparseGaussianProcessRegressor(inducing_points=X, jitter=1e-10, mean=mean, theta=THETA, optimize=False)
+        full.fit(X, y)
+        for a, b in zip(exact.loo(), full.loo()):
+            np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)

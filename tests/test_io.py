@@ -28,6 +28,7 @@ import calibprob
 import calibprob.conformal
 import calibprob.datasets
 import calibprob.pymc_glm
+import calibprob.pymc_hsgp
 from calibprob._io import FORMAT_VERSION, HDF5_SIGNATURE, REGISTRY
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -128,6 +129,14 @@ ROWS = [
         "PyMCLinearRegression",  # the pymc-glm base: posterior draws saved
         lambda d: G.pymc_glm.PyMCLinearRegression(
             likelihood="student-t", draws=100, tune=100, chains=2, random_state=0
+        ).fit(d.X_train, d.y_train),
+        lambda e, d: e.predict(d.X_test),
+    ),
+    Row(
+        "PyMCHSGPRegression",
+        "PyMCHSGPRegression",  # the pymc-hsgp base: posterior draws and the HSGP box saved
+        lambda d: G.pymc_hsgp.PyMCHSGPRegression(
+            m=6, inference="advi", n_iter=200, draws=50, chains=1, random_state=0
         ).fit(d.X_train, d.y_train),
         lambda e, d: e.predict(d.X_test),
     ),

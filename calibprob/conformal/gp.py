@@ -366,7 +366,15 @@ def jackknife_plus_gp_bounds(
 
 
 def full_conformal_gp_bounds(
-    system: KrigingSystem, lam, mu, var, confidence_levels, *, beta: float = 1.0, eps: float = 0.0
+    system: KrigingSystem,
+    lam,
+    mu,
+    var,
+    confidence_levels,
+    *,
+    beta: float = 1.0,
+    eps: float = 0.0,
+    extra_x=None,
 ):
     r"""Exact full-conformal GP intervals (Papadopoulos 2023; Pion eq. 9–10).
 
@@ -382,6 +390,14 @@ def full_conformal_gp_bounds(
     confidence_levels : ndarray, shape (C,)
     beta, eps : float
         Score :math:`|e|/\max(\epsilon, \sigma^\beta)`.
+    extra_x : ndarray, shape (m,), optional
+        Sparse GP (:class:`calibprob.gp._sparse_loo.SparseKrigingSystem`, whose
+        ``extra`` holds :math:`\delta_i`): the prior variance
+        :math:`\delta(x) = \sigma_f^2 - Q_{xx}` the inducing inputs leave
+        unexplained at each test point. The candidate enters the training set with
+        variance :math:`v(x) - \delta(x)` (the bordered update uses it), and the
+        augmented leave-one-out variances are :math:`1/d_i + \delta_i` and
+        :math:`v(x)`; see :mod:`calibprob.gp._sparse_loo`.
 
     Returns
     -------
@@ -398,11 +414,17 @@ def full_conformal_gp_bounds(
     m = lam.shape[0]
     mu = np.asarray(mu, float)[:, None]
     v = np.asarray(var, float)[:, None]
-    d = system.qdiag[None, :] + lam * lam / v  # diag of the augmented Q^{-1}
-    scale_i = np.maximum(eps, d ** (-beta / 2.0))  # max(eps, sigma_{n+1,-i}(x_i)^beta)
+    # the candidate as a training point: its variance in the kriging system (sparse: minus delta(x))
+    vb = v if extra_x is None else np.maximum(v - np.asarray(extra_x, float)[:, None], np.finfo(float).tiny)
+    d = system.qdiag[None, :] + lam * lam / vb  # diag of the augmented Q^{-1}
+    if extra_x is None:
+        scale_i = np.maximum(eps, d ** (-beta / 2.0))  # max(eps, sigma_{n+1,-i}(x_i)^beta)
+    else:
+        delta = getattr(system, "extra")  # a SparseKrigingSystem's delta_i
+        scale_i = np.maximum(eps, (1.0 / d + delta[None, :]) ** (beta / 2.0))
     # e_i(z) = a_i + b_i z, divided by the normaliser: R_i(z) = |A_i + B_i z|
-    A = (system.alpha[None, :] + lam * (mu / v)) / (d * scale_i)
-    B = -lam / (v * d * scale_i)
+    A = (system.alpha[None, :] + lam * (mu / vb)) / (d * scale_i)
+    B = -lam / (vb * d * scale_i)
     del d, scale_i
     scale_x = np.maximum(eps, v ** (beta / 2.0))
     A0 = -mu / scale_x  # R_{n+1}(z) = |z - mu| / scale_x
@@ -470,6 +492,7 @@ class _GPView:
     prior_var: float  # k(x, x) of the (stationary) kernel
 
     def predict(self, Xt):
+        """``(lam, mu, var)`` at test points (outputs of :func:`kriging_predict`)."""
         Kc = self.kernel(self.X, Xt)
         # stationary kernels: k(x, x) = variance; the candidate observation carries the noise
         kd = np.full(Xt.shape[0], self.prior_var + self.noise)
@@ -477,12 +500,56 @@ class _GPView:
         # mu is on the centred scale (y - offset); callers add offset to the ends
         return kriging_predict(self.system, Kc, kd, P_test)
 
+    def predict_with_extra(self, Xt):
+        """``(lam, mu, var, None)``: an exact GP has no unexplained prior variance."""
+        return (*self.predict(Xt), None)
+
+
+@dataclass(frozen=True)
+class _SparseGPView:
+    """A fitted sparse (VFE) GP as a kriging system: :math:`O(nm^2)` once, :math:`O(nm)` per test point.
+
+    Never forms an n x n matrix; holds :math:`T` (:math:`nm` numbers). See
+    :mod:`calibprob.gp._sparse_loo`.
+    """
+
+    Z: np.ndarray
+    system: object  # calibprob.gp._sparse_loo.SparseKrigingSystem
+    kernel: object  # callable (Z, X) -> k(Z, X)
+    offset: float
+
+    def predict_with_extra(self, Xt):
+        r"""``(lam, mu, var, extra)`` at test points; ``extra`` is :math:`\delta(x)`."""
+        from calibprob.gp._sparse_loo import sparse_kriging_predict
+
+        return sparse_kriging_predict(self.system, self.kernel(self.Z, Xt))
+
+    def predict(self, Xt):
+        """``(lam, mu, var)`` at test points (``var`` the sparse predictive variance)."""
+        return self.predict_with_extra(Xt)[:3]
+
+
+def _sparse_gp_view(gp, refit_mean: bool) -> _SparseGPView:
+    from calibprob.gp._sparse_loo import sparse_kriging_system
+
+    theta = dict(gp.theta_)
+    constant = getattr(gp, "mean", "zero") == "constant"
+    offset = float(theta.get("mean_", 0.0)) if constant else 0.0
+    system = sparse_kriging_system(gp, offset=offset, gls=constant and refit_mean)
+
+    def kern(A, B):
+        return gp._k(A, B, theta)
+
+    return _SparseGPView(np.asarray(gp.inducing_points_, float), system, kern, offset)
+
 
 def _gp_view(gp, refit_mean: bool) -> _GPView:
     """Extract training data, covariance and mean handling from a fitted GP."""
     from calibprob._base import check_is_fitted
 
     check_is_fitted(gp, "theta_", method="fit")
+    if hasattr(gp, "inducing_points_"):
+        return _sparse_gp_view(gp, refit_mean)  # type: ignore[return-value]
     # noise is a variance (the nugget times the variance for interpolation); kernel_matrix has no noise
     theta = dict(gp.theta_)
     X = np.asarray(gp.X_train_, float)
@@ -501,7 +568,7 @@ def _gp_view(gp, refit_mean: bool) -> _GPView:
     P = np.ones((y.size, 1)) if gls else None
     state = getattr(gp, "_state", None)
     factor = state.get("factor") if isinstance(state, dict) else None
-    if factor is not None and factor[1] and np.array_equal(X, getattr(gp, "X_train_", None)):
+    if factor is not None and factor[1] and np.array_equal(X, np.asarray(gp.X_train_, float)):
         # the GP's own factorisation of the same K (kernel + noise at theta_): no second Cholesky
         system = _system_from_factor(factor[0], y - offset, P)
     else:
@@ -608,8 +675,8 @@ class _GPConformalBase:
         upper = np.empty((m, levels.size))
         chunk = default_chunk_size(self._rows_per_point * n, self.chunk_size)
         for sl in iter_chunks(m, chunk):
-            lam, mu, var = self.view_.predict(X[sl])
-            lower[sl], upper[sl] = self._bounds(lam, mu, var, levels)
+            lam, mu, var, extra = self.view_.predict_with_extra(X[sl])
+            lower[sl], upper[sl] = self._bounds(lam, mu, var, levels, extra)
         return interval_dataset(lower, upper, levels, scalar, method=self._method_name(), attrs={"n_train": n})
 
 
@@ -718,7 +785,8 @@ class JackknifePlusGP(_GPConformalBase, BaseEstimator):
 
     fit.__doc__ = _GPConformalBase.fit.__doc__
 
-    def _bounds(self, lam, mu, var, levels):
+    def _bounds(self, lam, mu, var, levels, extra=None):
+        # extra (sparse base) is already part of var, the test point's predictive variance
         lo, hi = jackknife_plus_gp_bounds(
             self.view_.system,
             lam,
@@ -805,9 +873,11 @@ class FullConformalGP(_GPConformalBase, BaseEstimator):
     def _check_options(self):
         get_score("normalized", beta=self.beta, eps=self.eps)
 
-    def _bounds(self, lam, mu, var, levels):
+    def _bounds(self, lam, mu, var, levels, extra=None):
         off = self.view_.offset
-        lo, hi = full_conformal_gp_bounds(self.view_.system, lam, mu, var, levels, beta=self.beta, eps=self.eps)
+        lo, hi = full_conformal_gp_bounds(
+            self.view_.system, lam, mu, var, levels, beta=self.beta, eps=self.eps, extra_x=extra
+        )
         return lo + off, hi + off
 
     def _method_name(self):

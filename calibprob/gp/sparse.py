@@ -10,11 +10,18 @@ collapsed evidence lower bound
         - \frac{1}{2\sigma_n^2} \operatorname{tr}(K_{nn} - Q_{nn})
 
 (a lower bound on the exact log marginal likelihood, equal to it when
-:math:`Z = X`), in :math:`O(nm^2)` per evaluation. As for the exact GP it is a
-``pm.Potential`` in a PyMC model compiled once (the inducing inputs are
-``pm.Data``) and maximised by L-BFGS-B from several seeded starts. The
-inducing inputs are k-means centres of the (column-standardised) inputs,
-seeded, and kept fixed during the optimisation.
+:math:`Z = X`), in :math:`O(nm^2)` per evaluation. It is the ``pm.Potential`` of a PyMC model
+(:meth:`build_model`; the inducing inputs are ``pm.Data``), maximised by
+L-BFGS-B from several seeded starts; by default the fit evaluates it and its
+gradient from m x m statistics accumulated over blocks of rows
+(:mod:`calibprob.gp._sparse_numerics`), so the fit is linear in :math:`n` in
+time and holds no :math:`n\times m` array beyond one block. The inducing
+inputs are k-means centres of the (column-standardised) inputs — of a seeded
+subset of ``max(10 000, 20 m)`` rows when there are more — and kept fixed
+during the optimisation.
+
+Leave-one-out (:meth:`SparseGaussianProcessRegressor.loo`) is closed-form in
+:math:`O(nm^2)`: see :mod:`calibprob.gp._sparse_loo`.
 
 Prediction (NumPy): with :math:`A = L_m^{-1}K_{mn}/\sigma_n`,
 :math:`B = I + AA^\top = L_B L_B^\top`, :math:`c = L_B^{-1} A (y - \hat m 1)/\sigma_n`,
@@ -47,13 +54,16 @@ import scipy.linalg
 from scipy.cluster.vq import kmeans2
 
 from calibprob._validation import check_array, check_int
-from calibprob.gp import _objective
+from calibprob.gp import _sparse_numerics
 from calibprob.gp.exact import _GPBase
 
 __all__ = ["SparseGaussianProcessRegressor", "kmeans_inducing_points"]
 
+#: k-means for the inducing inputs runs on at most max(this, 20 m) rows (seeded subset).
+_KMEANS_ROWS = 10_000
 
-def kmeans_inducing_points(X, n_inducing: int, *, random_state=None) -> np.ndarray:
+
+def kmeans_inducing_points(X, n_inducing: int, *, random_state=None, max_rows: int | None = None) -> np.ndarray:
     """Seeded k-means (k-means++ start) centres of column-standardised ``X``.
 
     Parameters
@@ -62,6 +72,9 @@ def kmeans_inducing_points(X, n_inducing: int, *, random_state=None) -> np.ndarr
     n_inducing : int
         Number of centres; all rows of ``X`` are returned if ``n <= n_inducing``.
     random_state : int, numpy Generator or None
+    max_rows : int, optional
+        Run k-means on a seeded random subset of this many rows when ``X`` has
+        more (the cost of k-means is then independent of ``n``).
 
     Returns
     -------
@@ -92,6 +105,8 @@ def kmeans_inducing_points(X, n_inducing: int, *, random_state=None) -> np.ndarr
     scale = X.std(axis=0)
     scale = np.where(scale > 1e-12, scale, 1.0)
     rng = np.random.default_rng(random_state)
+    if max_rows is not None and X.shape[0] > check_int(max_rows, "max_rows", minimum=n_inducing):
+        X = X[np.sort(rng.choice(X.shape[0], int(max_rows), replace=False))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "One of the clusters is empty"
         centres, _ = kmeans2(X / scale, n_inducing, iter=20, minit="++", seed=rng)
@@ -107,8 +122,16 @@ class SparseGaussianProcessRegressor(_GPBase):
     n_inducing : int, default 300
         Number of inducing inputs (k-means centres); all training inputs are
         used when ``n <= n_inducing``.
-    kernel, p, mean, objective, theta, optimize, n_restarts, optimizer, adam_steps, learning_rate, random_state, compile_mode
+    kernel, p, mean, objective, theta, optimize, n_restarts, optimizer, adam_steps, learning_rate, random_state
         As in :class:`calibprob.gp.GaussianProcessRegressor`.
+    compile_mode : str, pytensor Mode or None
+        ``None`` (default): the fit evaluates the bound and its gradient from m x m
+        statistics accumulated over blocks of rows (NumPy; time linear in n,
+        memory :math:`O(m^2)` plus one block; :mod:`calibprob.gp._sparse_numerics`).
+        A PyTensor mode (e.g. ``"FAST_COMPILE"``): the fit uses the PyMC model's
+        compiled ``vfe_bound`` in that mode instead (it holds :math:`n\times m`
+        arrays and their gradients). Both maximise the same function (equal to
+        rounding); ``fit_info_["backend"]`` says which ran.
     noise : bool, default True
         Must be ``True``: the VFE bound needs a noise variance (use the exact
         GP for interpolation).
@@ -207,52 +230,60 @@ class SparseGaussianProcessRegressor(_GPBase):
                     "Pass inducing inputs in the same feature space as X."
                 )
         else:
-            Z = kmeans_inducing_points(X, int(self.n_inducing), random_state=rng)
+            m = int(self.n_inducing)
+            Z = kmeans_inducing_points(X, m, random_state=rng, max_rows=max(_KMEANS_ROWS, 20 * m))
         self.inducing_points_ = Z
 
     def _data(self) -> dict:
         return {"X": self.X_train_, "y": (self.y_train_ - self._y_shift) / self._y_scale, "Z": self.inducing_points_}
 
+    def _objective_for(self, spec):
+        """The bound to maximise: chunked NumPy statistics (linear in n) or the compiled PyMC graph."""
+        import contextlib
+
+        if self._backend() == "pytensor":
+            return super()._objective_for(spec)
+        data = self._data()
+        return contextlib.nullcontext(
+            _sparse_numerics.VFEObjectiveNumpy(
+                spec.kernel, spec.p, spec.mean, spec.objective, self.jitter, data["X"], data["y"], data["Z"]
+            )
+        )
+
+    def _backend(self) -> str:
+        return "numpy" if self.compile_mode is None else "pytensor"
+
+    def fit(self, X, y):
+        """Fit the hyperparameters (maximise the VFE bound) and factorise; see :meth:`GaussianProcessRegressor.fit`.
+
+        With the NumPy backend (default) every bound evaluation accumulates the
+        m x m statistics over blocks of rows (:mod:`calibprob.gp._sparse_numerics`):
+        time :math:`O(nm^2)` per evaluation, memory :math:`O(m^2)` plus one block.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+        y : array_like, shape (n,)
+
+        Returns
+        -------
+        self
+        """
+        super().fit(X, y)
+        if self.optimize and self._backend() == "numpy":
+            self.fit_info_["backend"] = "numpy"
+            self.fit_info_.pop("compile_mode", None)
+        return self
+
     def _factorize(self, theta: dict) -> dict:
         X, y, Z = self.X_train_, self._y_centred(), self.inducing_points_
-        n, m = y.shape[0], Z.shape[0]
-        var, noise = theta["variance"], theta["noise"]
-        sn = np.sqrt(noise)
-        Kmm = self._k(Z, None, theta)
-        Kmm[np.diag_indices(m)] += self.jitter * var
-        Lm = scipy.linalg.cholesky(Kmm, lower=True, check_finite=False)
-        Kmn = self._k(Z, X, theta)
-        A = scipy.linalg.solve_triangular(Lm, Kmn, lower=True, check_finite=False) / sn
-        AAT = A @ A.T
-        B = AAT.copy()
-        B[np.diag_indices(m)] += 1.0
-        LB = scipy.linalg.cholesky(B, lower=True, check_finite=False)
-        solve = lambda v: scipy.linalg.solve_triangular(LB, v, lower=True, check_finite=False)  # noqa: E731
-        ca = solve(A @ y)
-        qyy = (y @ y - ca @ ca) / noise
-        logdet = n * np.log(noise) + 2.0 * np.sum(np.log(np.diag(LB)))
-        trace = n * var / noise - np.trace(AAT)
-        if self.mean == "constant":
-            cb = solve(A.sum(axis=1))
-            qy1 = (y.sum() - ca @ cb) / noise
-            q11 = (n - cb @ cb) / noise
-            mhat = float(qy1 / q11)
-        else:
-            cb, qy1, q11, mhat = None, None, None, 0.0
-        obj = (
-            _objective.assemble(qyy, qy1, q11, logdet, n, mean=self.mean, objective=self.objective, xp=np) - 0.5 * trace
+        ls, var, noise = theta["lengthscale"], theta["variance"], theta["noise"]
+        stats = _sparse_numerics.accumulate(self.kernel, int(self.p), X, y, Z, ls, var, self.jitter)
+        state = _sparse_numerics.predictive_state(
+            stats, var, noise, self._y_shift, mean=self.mean, objective=self.objective
         )
-        c = (ca - mhat * cb) / sn if cb is not None else ca / sn
-        return {
-            "theta": theta,
-            "Lm": Lm,
-            "LB": LB,
-            "c": c,
-            "cb": cb,
-            "q11": q11,
-            "m": self._y_shift + mhat,
-            "objective": float(obj),
-        }
+        state["theta"] = theta
+        return state
 
     def _predict_block(self, state, Xs):
         th = state["theta"]
@@ -265,3 +296,53 @@ class SparseGaussianProcessRegressor(_GPBase):
             h = 1.0 - (t2.T @ state["cb"]) / np.sqrt(th["noise"])
             var = var + h * h / state["q11"]
         return mu, var
+
+    def loo(self, *, include_noise: bool = True, theta=None):
+        r"""Closed-form leave-one-out predictions of the sparse posterior, :math:`O(nm^2)`.
+
+        The prediction of :math:`y_i` by the sparse GP refitted without point
+        :math:`i` at the same hyperparameters and inducing inputs (a constant mean
+        re-estimated by GLS in every fold): with :math:`T = L_B^{-1}L_m^{-1}K_{mn}/\sigma`
+        (column :math:`t_i`), :math:`h_i = t_i^\top t_i`, :math:`s = \Sigma^{-1}1`,
+
+        .. math::
+
+            y_i - \mu_{-i} = \frac{(\Sigma^{-1}y)_i - \hat m s_i}{(1 - h_i)/\sigma^2 - s_i^2/q_{11}},
+            \qquad
+            \sigma^2_{-i} = \frac{1}{(1 - h_i)/\sigma^2 - s_i^2/q_{11}} + \sigma_f^2 - Q_{ii}
+
+        (Sherman–Morrison on the m x m system :math:`C - k_ik_i^\top`; derivation in
+        :mod:`calibprob.gp._sparse_loo`). Blocks of rows: no :math:`n\times m` array.
+
+        Parameters
+        ----------
+        include_noise : bool, default True
+            ``False``: standard deviation of the latent function.
+        theta : dict, optional
+            Hyperparameters (not re-estimated per fold); default ``theta_``.
+
+        Returns
+        -------
+        mu_loo : ndarray, shape (n,)
+        sigma_loo : ndarray, shape (n,)
+        """
+        from calibprob.gp._sparse_loo import sparse_kriging_system
+
+        state = self._state_for(theta)
+        view = _StateView(self, state)
+        offset = float(state["m"]) if self.mean == "constant" else 0.0
+        system = sparse_kriging_system(view, offset=offset, gls=self.mean == "constant", keep_T=False)
+        mu = self.y_train_ - system.loo_residual
+        var = 1.0 / system.qdiag + system.extra
+        if not include_noise:
+            var = var - state["theta"]["noise"]
+        return mu, np.sqrt(np.maximum(var, np.finfo(float).tiny))
+
+
+class _StateView:
+    """A fitted sparse GP seen at another θ (its factorisation ``state``)."""
+
+    def __init__(self, gp, state):
+        self.X_train_, self.y_train_, self.inducing_points_ = gp.X_train_, gp.y_train_, gp.inducing_points_
+        self._state = state
+        self._k = gp._k
