@@ -85,6 +85,7 @@ __all__ = [
     "quantile_logpdf",
     "quantile_ppf",
     "quantile_moments",
+    "quantile_pieces",
     "quantile_sample",
     "quantile_zscore",
     "quantile_ppf_zscore",
@@ -377,8 +378,65 @@ def quantile_ppf_zscore(q, levels, u) -> np.ndarray:
     return out
 
 
-def _pieces(q: np.ndarray, levels: np.ndarray):
-    """Linear pieces y = a + b u on u in [lo, hi] (L + 1 of them, tails included)."""
+def quantile_pieces(q, levels) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    r"""The linear pieces of the piecewise-Gaussian quantile function, tails included.
+
+    In the score :math:`u = \Phi^{-1}(p)` the quantile function of the contract is
+    piecewise linear. With :math:`z_k = \Phi^{-1}(p_k)` at the stored levels
+    :math:`p_1 < \dots < p_L` and quantiles :math:`q_1 \le \dots \le q_L`, it has
+    :math:`L + 1` pieces :math:`j = 0, \dots, L`,
+
+    .. math::
+
+        Q(\Phi(u)) = a_j + b_j\,u \quad\text{for } u \in [l_j, h_j),\qquad
+        l_0 = -\infty,\; l_j = z_j,\; h_j = z_{j+1},\; h_L = +\infty,
+
+    with the inner slopes :math:`b_j = (q_{j+1} - q_j)/(z_{j+1} - z_j)`
+    (:math:`1 \le j \le L-1`), the Gaussian tail slopes :math:`b_0, b_L` (the
+    steeper of the outermost segment and the chord over about one unit of
+    :math:`z` from the extreme level, as in :func:`quantile_ppf`; slopes are
+    floored at a tiny positive value so the law stays invertible) and the
+    intercepts :math:`a_j = q_{k} - b_j z_{k}`, :math:`k = \max(j, 1)`, which
+    make :math:`Q` continuous and pass through every stored quantile.
+
+    Every exact functional of the law is a sum over these pieces against the
+    standard normal density: the moments (:func:`quantile_moments`), the CRPS
+    (:func:`calibprob.metrics.crps_quantile`), the CRPS of a back-transformed
+    law (:func:`calibprob.transforms.crps_exp_pieces`) and the closed-form
+    acquisitions of :mod:`calibprob.bo`.
+
+    Parameters
+    ----------
+    q : ndarray, shape (..., L)
+        Non-decreasing quantiles at ``levels``.
+    levels : ndarray, shape (L,)
+        Strictly increasing levels in (0, 1), ``L >= 2``.
+
+    Returns
+    -------
+    a, b : ndarray, shape (..., L + 1)
+        Intercepts and slopes (:math:`b_j > 0`) of the pieces.
+    lo, hi : ndarray, shape (L + 1,)
+        Piece bounds :math:`l_j, h_j` in score space (``-inf`` and ``inf`` at the tails).
+
+    References
+    ----------
+    The predictive-distribution contract and its interpolation rule (linear in
+    :math:`\Phi^{-1}(p)`, Gaussian tails): :doc:`/concepts`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy import stats
+    >>> from calibprob.predictive import quantile_pieces
+    >>> levels = np.array([0.1, 0.5, 0.9])
+    >>> a, b, lo, hi = quantile_pieces(2.0 + 3.0 * stats.norm.ppf(levels), levels)   # N(2, 3^2): one line
+    >>> a.round(9).tolist(), b.round(9).tolist()
+    ([2.0, 2.0, 2.0, 2.0], [3.0, 3.0, 3.0, 3.0])
+    >>> lo.round(4).tolist(), hi.round(4).tolist()
+    ([-inf, -1.2816, 0.0, 1.2816], [-1.2816, 0.0, 1.2816, inf])
+    """
+    q = np.asarray(q, float)
     z = special.ndtri(np.asarray(levels, float))
     S = _slopes(q, z)
     L = z.size
@@ -387,6 +445,10 @@ def _pieces(q: np.ndarray, levels: np.ndarray):
     lo = np.concatenate([[-np.inf], z])
     hi = np.concatenate([z, [np.inf]])
     return a, S, lo, hi
+
+
+# The former private name, for code written against it before quantile_pieces was public.
+_pieces = quantile_pieces
 
 
 def quantile_moments(q, levels) -> tuple[np.ndarray, np.ndarray]:
@@ -431,7 +493,7 @@ def quantile_moments(q, levels) -> tuple[np.ndarray, np.ndarray]:
         # blocks of rows keep the (rows x L) temporaries small (memory O(_CHUNK x L))
         parts = [quantile_moments(q[i : i + _CHUNK], levels) for i in range(0, q.shape[0], _CHUNK)]
         return np.concatenate([m for m, _ in parts]), np.concatenate([s for _, s in parts])
-    a, b, lo, hi = _pieces(q, levels)
+    a, b, lo, hi = quantile_pieces(q, levels)
     d_cdf = special.ndtr(hi) - special.ndtr(lo)
     phi_lo = np.exp(-0.5 * lo * lo) / np.sqrt(2 * np.pi)
     phi_hi = np.exp(-0.5 * hi * hi) / np.sqrt(2 * np.pi)
