@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import xarray as xr
 from scipy import special
@@ -112,110 +114,148 @@ def evaluate(
         return evaluate_intervals(pred, y, confidence_levels)
     validate(_check_pred(pred))
     yv = _check_y(pred, y)
-    c = check_confidence_levels(confidence_levels, "confidence_levels")
-    p = ece_levels(n_ece_levels)
-    check_choice(point, "point", ("mean", "median"))
-    tau = PINBALL_LEVELS if pinball_levels is None else check_levels(pinball_levels, "pinball_levels")
-    c_iae = iae_confidence_levels()
+    plan = _Plan.parse(confidence_levels, n_ece_levels, point, pinball_levels, chunk_size)
+    totals = _accumulate(pred, yv, plan)
+    return _metrics_dataset(pred, yv, plan, totals)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The validated arguments of :func:`evaluate` and every probability its metrics need.
+
+    ``blocks`` names the columns of the one quantile evaluation per row block:
+    the xarray-layer functions would each re-derive the segment slopes.
+    """
+
+    c: np.ndarray  # confidence levels of coverage / width
+    p: np.ndarray  # ECE levels, 0 and 1 included
+    tau: np.ndarray  # pinball levels
+    c_iae: np.ndarray  # confidence levels of the IAE grid
+    point: str
+    chunk: int
+
+    @classmethod
+    def parse(cls, confidence_levels, n_ece_levels, point, pinball_levels, chunk_size) -> _Plan:
+        c = check_confidence_levels(confidence_levels, "confidence_levels")
+        p = ece_levels(n_ece_levels)
+        check_choice(point, "point", ("mean", "median"))
+        tau = PINBALL_LEVELS if pinball_levels is None else check_levels(pinball_levels, "pinball_levels")
+        chunk = _CHUNK if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)
+        return cls(c=c, p=p, tau=tau, c_iae=iae_confidence_levels(), point=point, chunk=chunk)
+
+    @property
+    def inner(self) -> np.ndarray:
+        """ECE levels strictly inside (0, 1): the others need no quantile (Q(0) = -inf, Q(1) = +inf)."""
+        return (self.p > 0) & (self.p < 1)
+
+    @property
+    def blocks(self) -> dict[str, np.ndarray]:
+        return {
+            "ece": self.p[self.inner],
+            "iae_lo": (1 - self.c_iae) / 2,
+            "iae_hi": (1 + self.c_iae) / 2,
+            "cov_lo": (1 - self.c) / 2,
+            "cov_hi": (1 + self.c) / 2,
+            "tau": self.tau,
+            "median": np.array([0.5]) if self.point == "median" else np.empty(0),
+        }
+
+
+class _Totals:
+    """What outlives a row block: integer counts and O(n) per-observation values.
+
+    The counts (ECE, IAE, coverage) are exact and every per-observation value
+    (CRPS, log density, point, sd, pinball row mean, interval widths) is a
+    row-wise computation, so the result does not depend on the chunk size
+    (tested bit for bit with chunk sizes that do not divide n).
+    """
+
+    def __init__(self, n: int, plan: _Plan):
+        self.below = np.zeros(plan.p.size, dtype=np.int64)
+        self.iae_hits = np.zeros(plan.c_iae.size, dtype=np.int64)
+        self.cov_hits = np.zeros(plan.c.size, dtype=np.int64)
+        self.widths = np.empty((n, plan.c.size))
+        self.pin_rows = np.empty(n)
+        self.point_pred = np.empty(n)
+        self.sd = np.empty(n)
+        self.crps_values = np.empty(n)
+        self.logpdf = np.empty(n)
+
+    def count(self, sl: slice, yc: np.ndarray, cols: dict[str, np.ndarray], plan: _Plan) -> None:
+        """Add the block's calibration counts, interval widths and pinball losses."""
+        # y <= Q(0) = -inf never, y <= Q(1) = +inf always
+        self.below[plan.p >= 1] += yc.size
+        self.below[plan.inner] += np.count_nonzero(yc[:, None] <= cols["ece"], axis=0)
+        self.iae_hits += _hits(yc, cols["iae_lo"], cols["iae_hi"])
+        self.cov_hits += _hits(yc, cols["cov_lo"], cols["cov_hi"])
+        self.widths[sl] = cols["cov_hi"] - cols["cov_lo"]
+        self.pin_rows[sl] = np.mean(pinball_loss(yc, cols["tau"], plan.tau), axis=1)
+
+
+def _hits(y: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """How many ``y`` lie in ``[lo, hi]``, per column."""
+    return np.count_nonzero((lo <= y[:, None]) & (y[:, None] <= hi), axis=0)
+
+
+def _accumulate(pred: xr.Dataset, yv: np.ndarray, plan: _Plan) -> _Totals:
+    """One pass over the observations in blocks of ``plan.chunk`` rows (memory O(chunk x L))."""
     n = yv.size
-
-    chunk = _CHUNK if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)
-
-    # One quantile evaluation for every probability any metric needs (the
-    # xarray-layer functions would each re-derive the segment slopes).
-    inner = (p > 0) & (p < 1)
-    blocks = {
-        "ece": p[inner],
-        "iae_lo": (1 - c_iae) / 2,
-        "iae_hi": (1 + c_iae) / 2,
-        "cov_lo": (1 - c) / 2,
-        "cov_hi": (1 + c) / 2,
-        "tau": tau,
-        "median": np.array([0.5]) if point == "median" else np.empty(0),
-    }
+    blocks = plan.blocks
     probs = np.concatenate(list(blocks.values()))
     normal_family = pred.calib.is_normal
     if normal_family:
         loc, scale = pred["loc"].values, pred["scale"].values
     else:
         q_all, lv_all = pred.calib.quantiles, pred.calib.levels
-
-    # Observations are processed in blocks of `chunk` rows: every (rows x levels)
-    # temporary is O(chunk x L), and what outlives a block is O(n) per-observation
-    # values (CRPS, log density, point, sd, pinball row mean, interval widths) or
-    # integer counts (ECE, IAE, coverage). Each per-observation value is a row-wise
-    # computation and the counts are exact, so the result does not depend on the
-    # chunk size (tested bit for bit with chunk sizes that do not divide n).
-    below = np.zeros(p.size, dtype=np.int64)
-    iae_hits = np.zeros(c_iae.size, dtype=np.int64)
-    cov_hits = np.zeros(c.size, dtype=np.int64)
-    widths = np.empty((n, c.size))
-    pin_rows = np.empty(n)
-    point_pred = np.empty(n)
-    sd = np.empty(n)
-    crps_values = np.empty(n)
-    logpdf = np.empty(n)
-    for start in range(0, n, chunk):
-        sl = slice(start, min(start + chunk, n))
+    totals = _Totals(n, plan)
+    for start in range(0, n, plan.chunk):
+        sl = slice(start, min(start + plan.chunk, n))
         yc = yv[sl]
         if normal_family:
             Q = loc[sl, None] + scale[sl, None] * special.ndtri(probs)[None, :]
+            mean_c, totals.sd[sl] = loc[sl], scale[sl]
+            totals.crps_values[sl] = crps_normal(yc, loc[sl], scale[sl])
         else:
             Q = _ppf_rows(pred, q_all, lv_all, probs, sl)
-        cols, k = {}, 0
-        for name, pr in blocks.items():
-            cols[name] = Q[:, k : k + pr.size]
-            k += pr.size
-        # y <= Q(0) = -inf never, y <= Q(1) = +inf always
-        below[p >= 1] += yc.size
-        below[inner] += np.count_nonzero(yc[:, None] <= cols["ece"], axis=0)
-        iae_hits += np.count_nonzero((cols["iae_lo"] <= yc[:, None]) & (yc[:, None] <= cols["iae_hi"]), axis=0)
-        cov_hits += np.count_nonzero((cols["cov_lo"] <= yc[:, None]) & (yc[:, None] <= cols["cov_hi"]), axis=0)
-        widths[sl] = cols["cov_hi"] - cols["cov_lo"]
-        pin_rows[sl] = np.mean(pinball_loss(yc, cols["tau"], tau), axis=1)
-        if normal_family:
-            mean_c, sd[sl] = loc[sl], scale[sl]
-            crps_values[sl] = crps_normal(yc, loc[sl], scale[sl])
-        else:
-            mean_c, sd[sl] = _moments_rows(pred, q_all, lv_all, sl)
-            crps_values[sl] = _crps_rows(pred, yc, q_all, lv_all, sl, chunk)
-        point_pred[sl] = mean_c if point == "mean" else cols["median"][:, 0]
-        logpdf[sl] = _logpdf_rows(pred, sl, yc)
+            mean_c, totals.sd[sl] = _moments_rows(pred, q_all, lv_all, sl)
+            totals.crps_values[sl] = _crps_rows(pred, yc, q_all, lv_all, sl, plan.chunk)
+        cols = dict(zip(blocks, np.split(Q, np.cumsum([b.size for b in blocks.values()])[:-1], axis=1)))
+        totals.count(sl, yc, cols, plan)
+        totals.point_pred[sl] = mean_c if plan.point == "mean" else cols["median"][:, 0]
+        totals.logpdf[sl] = _logpdf_rows(pred, sl, yc)
         del Q, cols
+    return totals
 
-    frac = below / n
-    iae_cov = iae_hits / n
-    mse_value = mean_squared_error(yv, point_pred)
+
+def _metrics_dataset(pred: xr.Dataset, yv: np.ndarray, plan: _Plan, totals: _Totals) -> xr.Dataset:
+    """The Dataset of :func:`evaluate` from the accumulated totals."""
+    n = yv.size
+    frac = totals.below / n
+    iae_cov = totals.iae_hits / n
+    mse_value = mean_squared_error(yv, totals.point_pred)
     ueb_lo, ueb_hi = _ueb_bounds(pred)
     lv = pred.calib.levels
     ueb_attrs = {"lower_level": lv[0], "upper_level": lv[-1]}
-
+    point = plan.point
     data = {
-        "ece": _scalar(calibration_error(frac, p), "ece", _ATTRS["ece"] | {"n_ece_levels": p.size}),
-        "iae": _scalar(integrated_absolute_error(iae_cov, c_iae), "iae", dict(_ATTRS["iae"])),
-        "nll": _scalar(-np.mean(logpdf), "nll", dict(_ATTRS["nll"])),
-        "crps": _scalar(np.mean(crps_values), "crps", dict(_ATTRS["crps"])),
-        "pinball": _scalar(np.mean(pin_rows), "pinball", _ATTRS["pinball"] | {"pinball_levels": tau}),
+        "ece": _scalar(calibration_error(frac, plan.p), "ece", _ATTRS["ece"] | {"n_ece_levels": plan.p.size}),
+        "iae": _scalar(integrated_absolute_error(iae_cov, plan.c_iae), "iae", dict(_ATTRS["iae"])),
+        "nll": _scalar(-np.mean(totals.logpdf), "nll", dict(_ATTRS["nll"])),
+        "crps": _scalar(np.mean(totals.crps_values), "crps", dict(_ATTRS["crps"])),
+        "pinball": _scalar(np.mean(totals.pin_rows), "pinball", _ATTRS["pinball"] | {"pinball_levels": plan.tau}),
         "mse": _scalar(mse_value, "mse", _ATTRS["mse"] | {"point": point}),
         "rmse": _scalar(np.sqrt(mse_value), "rmse", _ATTRS["rmse"] | {"point": point}),
-        "std": _scalar(np.mean(sd), "std", dict(_ATTRS["std"])),
-        "coverage": xr.DataArray(cov_hits / n, dims=("confidence_level",), attrs=dict(_ATTRS["coverage"])),
-        "width": xr.DataArray(np.mean(widths, axis=0), dims=("confidence_level",), attrs=dict(_ATTRS["width"])),
+        "std": _scalar(np.mean(totals.sd), "std", dict(_ATTRS["std"])),
+        "coverage": _along(totals.cov_hits / n, "confidence_level", "coverage"),
+        "width": _along(np.mean(totals.widths, axis=0), "confidence_level", "width"),
         "ueb_violation": _scalar(
             ueb_violation_rate(yv, ueb_lo, ueb_hi), "ueb_violation", _ATTRS["ueb_violation"] | ueb_attrs
         ),
         "ueb_width": _scalar(np.mean(ueb_hi - ueb_lo), "ueb_width", _ATTRS["ueb_width"] | ueb_attrs),
-        "observed_fraction": xr.DataArray(frac, dims=("ece_level",), attrs=dict(_ATTRS["observed_fraction"])),
-        "iae_coverage": xr.DataArray(iae_cov, dims=("iae_level",), attrs=dict(_ATTRS["iae_coverage"])),
+        "observed_fraction": _along(frac, "ece_level", "observed_fraction"),
+        "iae_coverage": _along(iae_cov, "iae_level", "iae_coverage"),
     }
-    out = xr.Dataset(
-        data,
-        coords={
-            "confidence_level": ("confidence_level", c, {"description": "confidence level of the central interval"}),
-            "ece_level": ("ece_level", p, {"description": "quantile level p_j = j/(m-1)"}),
-            "iae_level": ("iae_level", c_iae, {"description": "confidence level 1 - alpha of the central interval"}),
-        },
-    )
+    out = xr.Dataset(data, coords=_coords(confidence_level=plan.c, ece_level=plan.p, iae_level=plan.c_iae))
     out.attrs.update(
         method=str(pred.attrs.get("method", "unknown")),
         family=str(pred.attrs.get("family", "quantile")),
@@ -224,6 +264,23 @@ def evaluate(
         description="calibprob.evaluate: calibration, sharpness and scoring metrics of one prediction",
     )
     return out
+
+
+_COORD_DESCRIPTIONS = {
+    "confidence_level": "confidence level of the central interval",
+    "ece_level": "quantile level p_j = j/(m-1)",
+    "iae_level": "confidence level 1 - alpha of the central interval",
+}
+
+
+def _coords(**values: np.ndarray) -> dict:
+    """The described level coordinates of the metrics Datasets."""
+    return {dim: (dim, v, {"description": _COORD_DESCRIPTIONS[dim]}) for dim, v in values.items()}
+
+
+def _along(values: np.ndarray, dim: str, name: str) -> xr.DataArray:
+    """A metric over one level dimension, with the attributes of ``name``."""
+    return xr.DataArray(values, dims=(dim,), attrs=dict(_ATTRS[name]))
 
 
 def is_interval_family(pred) -> bool:
@@ -322,38 +379,18 @@ def evaluate_intervals(intervals: xr.Dataset, y, confidence_levels=DEFAULT_CONFI
     c = check_confidence_levels(confidence_levels, "confidence_levels")
     c_iae = iae_confidence_levels()
     have = np.round(np.asarray(intervals["confidence_level"].values, float), 12)
-
-    def at(levels):
-        idx = []
-        for lv in np.round(levels, 12):
-            hit = np.flatnonzero(np.isclose(have, lv, rtol=0, atol=1e-9))
-            if hit.size == 0:
-                raise ValueError(
-                    f"intervals lack confidence_level={lv:g}; predict them at "
-                    "calibprob.metrics.interval_levels(confidence_levels)."
-                )
-            idx.append(hit[0])
-        return lo_all.values[:, idx], hi_all.values[:, idx]
-
-    lo, hi = at(c)
-    lo_i, hi_i = at(c_iae)
+    lo, hi = _interval_columns(lo_all.values, hi_all.values, have, c)
+    lo_i, hi_i = _interval_columns(lo_all.values, hi_all.values, have, c_iae)
     iae_cov = interval_coverage(yv, lo_i, hi_i)
     with np.errstate(invalid="ignore"):
         widths = mean_interval_width(lo, hi)
-    out = xr.Dataset(
-        {
-            "iae": _scalar(integrated_absolute_error(iae_cov, c_iae), "iae", dict(_ATTRS["iae"])),
-            "coverage": xr.DataArray(
-                interval_coverage(yv, lo, hi), dims=("confidence_level",), attrs=dict(_ATTRS["coverage"])
-            ),
-            "width": xr.DataArray(widths, dims=("confidence_level",), attrs=dict(_ATTRS["width"])),
-            "iae_coverage": xr.DataArray(iae_cov, dims=("iae_level",), attrs=dict(_ATTRS["iae_coverage"])),
-        },
-        coords={
-            "confidence_level": ("confidence_level", c, {"description": "confidence level of the central interval"}),
-            "iae_level": ("iae_level", c_iae, {"description": "confidence level 1 - alpha of the central interval"}),
-        },
-    )
+    data = {
+        "iae": _scalar(integrated_absolute_error(iae_cov, c_iae), "iae", dict(_ATTRS["iae"])),
+        "coverage": _along(interval_coverage(yv, lo, hi), "confidence_level", "coverage"),
+        "width": _along(widths, "confidence_level", "width"),
+        "iae_coverage": _along(iae_cov, "iae_level", "iae_coverage"),
+    }
+    out = xr.Dataset(data, coords=_coords(confidence_level=c, iae_level=c_iae))
     out.attrs.update(
         method=str(intervals.attrs.get("method", "unknown")),
         family="intervals",
@@ -361,3 +398,17 @@ def evaluate_intervals(intervals: xr.Dataset, y, confidence_levels=DEFAULT_CONFI
         description="calibprob.evaluate_intervals: interval metrics of an interval-only method",
     )
     return out
+
+
+def _interval_columns(lower: np.ndarray, upper: np.ndarray, have: np.ndarray, levels: np.ndarray):
+    """The ``(obs, level)`` columns of ``lower`` / ``upper`` at ``levels`` (``have``: their levels, rounded)."""
+    idx = []
+    for lv in np.round(levels, 12):
+        hit = np.flatnonzero(np.isclose(have, lv, rtol=0, atol=1e-9))
+        if hit.size == 0:
+            raise ValueError(
+                f"intervals lack confidence_level={lv:g}; predict them at "
+                "calibprob.metrics.interval_levels(confidence_levels)."
+            )
+        idx.append(hit[0])
+    return lower[:, idx], upper[:, idx]
