@@ -383,7 +383,7 @@ def valid_levels(levels, n: int, *, symmetric: bool) -> np.ndarray:
     return levels
 
 
-def score_quantiles(sorted_scores, levels, *, symmetric: bool) -> np.ndarray:
+def rank_interpolated_quantiles(sorted_scores, levels, *, symmetric: bool) -> np.ndarray:
     r"""Score at the continuous rank of each level (linear between order statistics).
 
     Signed: :math:`r(p) = R_{(t)}` at :math:`t = p(n+1) \in [1, n]`.
@@ -428,7 +428,7 @@ def conformal_quantile_function(
     ndarray, shape (m, L)
         Non-decreasing along the level axis (``scale > 0``).
     """
-    r = score_quantiles(sorted_scores, levels, symmetric=symmetric)
+    r = rank_interpolated_quantiles(sorted_scores, levels, symmetric=symmetric)
     mu = np.asarray(mu, float).reshape(-1)
     scale = np.broadcast_to(np.asarray(scale, float), mu.shape)
     chunk = QUANTILE_CHUNK_ROWS if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)

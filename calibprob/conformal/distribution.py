@@ -57,11 +57,6 @@ def predictive_mean_std(pred: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
     return mu, sigma
 
 
-def _targets(y, n: int, name: str) -> np.ndarray:
-    """``y`` as NumPy or a 1-D DataArray of any dim name (PyMC's ``obs_id``), by position."""
-    return check_targets(y, n, name)
-
-
 class SplitConformalCalibrator(BaseEstimator):
     r"""Split conformal as a distribution post-processor: ``fit(pred_cal, y_cal)``, ``predict(pred)``.
 
@@ -131,7 +126,7 @@ class SplitConformalCalibrator(BaseEstimator):
         levels, _ = resolve_levels(self.confidence_level)
         score = self._score()
         pred = check_predictive(pred_cal, self, "pred_cal")
-        y = _targets(y_cal, pred.sizes["obs"], "y_cal")
+        y = check_targets(y_cal, pred.sizes["obs"], "y_cal")
         mu, sigma = predictive_mean_std(pred)
         R = np.sort(score.score(y, mu, sigma))
         conformal_thresholds(R, levels, symmetric=score.symmetric)  # early, clear error
