@@ -56,6 +56,8 @@ levels.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Hashable
+from typing import cast
 
 import numpy as np
 import xarray as xr
@@ -576,7 +578,7 @@ def _levels_or_default(levels) -> np.ndarray:
 
 
 def _dataset(quantile, levels, obs, method, family, extra=None) -> xr.Dataset:
-    data = {"quantile": (("obs", "level"), quantile)}
+    data: dict[str, tuple] = {"quantile": (("obs", "level"), quantile)}
     for name, values in (extra or {}).items():
         if values is not None:
             data[name] = ("obs", np.asarray(values, float))
@@ -790,7 +792,7 @@ def from_draws(
     var_name: str | None = None,
     group: str | None = None,
     sample_dims=("chain", "draw", "sample"),
-    obs_dim: str | None = None,
+    obs_dim: Hashable | None = None,
     method: str = "draws",
 ) -> xr.Dataset:
     r"""A predictive distribution from predictive draws (no Gaussian collapse).
@@ -1077,17 +1079,75 @@ def validate(ds: xr.Dataset) -> xr.Dataset:
     return ds
 
 
+def is_interval_family(pred) -> bool:
+    """Whether ``pred`` is the contract's interval family (``lower``/``upper``, no quantile function).
+
+    Model-aware intervals-only calibrators mark their output with
+    ``attrs["family"] == "interval"``; a Dataset with ``lower`` and ``upper``
+    but neither ``quantile`` nor ``loc`` is read the same way.
+    :func:`evaluate` gives such a Dataset the interval metrics of
+    :func:`evaluate_intervals`.
+
+    Parameters
+    ----------
+    pred : object
+        Anything; only an ``xarray.Dataset`` can be the interval family.
+
+    Returns
+    -------
+    bool
+
+    Notes
+    -----
+    Defined with the contract in :mod:`calibprob.predictive` (where
+    :mod:`calibprob.transforms` reads it), documented and exported in
+    :mod:`calibprob.metrics`.
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.metrics import is_interval_family
+    >>> pred = calibprob.normal(np.zeros(3), np.ones(3))
+    >>> is_interval_family(pred), is_interval_family(pred.calib.interval([0.5, 0.9]))
+    (False, True)
+
+    References
+    ----------
+    Pion, A. and Vazquez, E. (2024), §4: intervals-only methods are compared on
+    coverage, width and IAE.
+    """
+    if not isinstance(pred, xr.Dataset):
+        return False
+    if pred.attrs.get("family") == "interval":
+        return True
+    names = set(pred.data_vars)
+    return {"lower", "upper"} <= names and not ({"quantile", "loc"} & names)
+
+
+def _transforms():
+    """:mod:`calibprob.transforms`, imported on first use.
+
+    The transforms build on this module (the law of :math:`g^{-1}(Z)` uses the
+    quantile numerics above, ``back_transform`` returns a Dataset of this
+    contract), so a module-level import here would be a cycle; this is the one
+    place that defers it.
+    """
+    from calibprob import transforms  # deferred: transforms imports this module
+
+    return transforms
+
+
 def _check_transformed(ds: xr.Dataset, q: np.ndarray) -> None:
     """A back-transformed Dataset (:func:`calibprob.back_transform`): a known transform, quantiles in its domain."""
-    from calibprob.transforms import _DOMAIN, check_transform
-
-    t = check_transform(ds.attrs["target_transform"], "the Dataset's attrs['target_transform']")
+    tr = _transforms()
+    t = tr.check_transform(ds.attrs["target_transform"], "the Dataset's attrs['target_transform']")
+    bound = tr.domain_bound(t)
     if ds.attrs.get("family") == "normal":
         raise ValueError("a back-transformed Dataset cannot have family='normal' (its law is not Gaussian).")
     for sl in _row_blocks(q.shape[0]):
-        if not (q[sl] > _DOMAIN[t][0]).all():
+        if not (q[sl] > bound).all():
             raise ValueError(
-                f"'quantile' of a Dataset with target_transform={t!r} must exceed {_DOMAIN[t][0]:g} "
+                f"'quantile' of a Dataset with target_transform={t!r} must exceed {bound:g} "
                 "(the transform's domain); it was not made by calibprob.transforms.back_transform."
             )
 
@@ -1338,7 +1398,7 @@ def _heldout_elpd_data(ll: np.ndarray, like=None, obs_dims=("obs",)):
     if like is None:
         shape, coords, name = (ll.shape[1],), {"obs": np.arange(ll.shape[1])}, None
     else:
-        shape = [like.sizes[d] for d in obs_dims]
+        shape = tuple(like.sizes[d] for d in obs_dims)
         coords, name = {d: like[d] for d in obs_dims if d in like.coords}, like.name
     elpd_i = xr.DataArray(elpd_flat.reshape(shape), dims=list(obs_dims), coords=coords, name=name)
     p_i = xr.DataArray(p_flat.reshape(shape), dims=list(obs_dims), coords=coords)
@@ -1351,7 +1411,7 @@ def _heldout_elpd_data(ll: np.ndarray, like=None, obs_dims=("obs",)):
         n_data_points=n,
         scale="log",
         warning=False,
-        good_k=None,
+        good_k=None,  # type: ignore[arg-type]  # k-fold has no Pareto-k threshold; ArviZ's own k-fold passes None
         elpd_i=elpd_i,
         n_folds=1,
         p_kfold_i=p_i,
@@ -1415,15 +1475,11 @@ class CalibAccessor:
     @property
     def transform(self) -> str | None:
         """The target transform of a back-transformed Dataset (:mod:`calibprob.transforms`), else None."""
-        from calibprob.transforms import dataset_transform
-
-        return dataset_transform(self._ds)
+        return _transforms().dataset_transform(self._ds)
 
     def _zq(self) -> np.ndarray:
         """Quantiles on the transformed scale, where the law is piecewise Gaussian."""
-        from calibprob.transforms import forward
-
-        return forward(self.transform, self.quantiles)
+        return _transforms().forward(self.transform, self.quantiles)
 
     def _apply(self, func, y, name="y", out_name=None) -> xr.DataArray:
         yda = _as_values(self._ds, y, name)
@@ -1450,9 +1506,8 @@ class CalibAccessor:
             if q is None:
                 return xr.apply_ufunc(special.ndtr, (v - loc) / scale)
             if t is not None:
-                from calibprob import transforms
-
-                return transforms.cdf(transforms.forward(t, q), levels, v, t)
+                tr = _transforms()
+                return tr.cdf(tr.forward(t, q), levels, v, t)
             return quantile_cdf(q, levels, v)
 
         return self._apply(f, y, out_name="cdf")
@@ -1471,9 +1526,8 @@ class CalibAccessor:
                 zz = (v - loc) / scale
                 return -0.5 * zz * zz - _LOG_SQRT_2PI - np.log(scale)
             if t is not None:
-                from calibprob import transforms
-
-                return transforms.logpdf(transforms.forward(t, q), levels, v, t)
+                tr = _transforms()
+                return tr.logpdf(tr.forward(t, q), levels, v, t)
             return quantile_logpdf(q, levels, v)
 
         return self._apply(f, y, out_name="logpdf")
@@ -1490,9 +1544,7 @@ class CalibAccessor:
         if self.is_normal:
             vals = (yv.values - self._ds["loc"].values) / self._ds["scale"].values
         elif self.transform is not None:
-            from calibprob import transforms
-
-            vals = transforms.zscore(self._zq(), self.levels, yv.values, self.transform)
+            vals = _transforms().zscore(self._zq(), self.levels, yv.values, self.transform)
         else:
             vals = quantile_zscore(self.quantiles, self.levels, yv.values)
         return xr.DataArray(vals, dims=("obs",), coords={"obs": self._ds["obs"]}, name="zscore")
@@ -1510,14 +1562,12 @@ class CalibAccessor:
             ub = np.broadcast_to(u, (n,) + u.shape[-1:])
             return self._ds["loc"].values[:, None] + self._ds["scale"].values[:, None] * ub
         if self.transform is not None:
-            from calibprob.transforms import inverse
-
-            return inverse(self.transform, quantile_ppf_zscore(self._zq(), self.levels, u))
+            return _transforms().inverse(self.transform, quantile_ppf_zscore(self._zq(), self.levels, u))
         return quantile_ppf_zscore(self.quantiles, self.levels, u)
 
     def pdf(self, y) -> xr.DataArray:
         """Predictive density at ``y``."""
-        return np.exp(self.logpdf(y)).rename("pdf")
+        return cast(xr.DataArray, np.exp(self.logpdf(y))).rename("pdf")  # numpy ufuncs keep a DataArray
 
     def ppf(self, p) -> xr.DataArray:
         """Quantile function at probabilities ``p`` (scalar → dims (obs,), array → (obs, prob))."""
@@ -1532,9 +1582,7 @@ class CalibAccessor:
             vals = self._ds["loc"].values[:, None] + self._ds["scale"].values[:, None] * zz
             vals = vals[:, 0] if p_arr.ndim == 0 else vals
         elif self.transform is not None:
-            from calibprob.transforms import inverse
-
-            vals = inverse(self.transform, quantile_ppf(self._zq(), self.levels, p_arr))
+            vals = _transforms().inverse(self.transform, quantile_ppf(self._zq(), self.levels, p_arr))
         else:
             vals = quantile_ppf(self.quantiles, self.levels, p_arr)
         if p_arr.ndim == 0:
@@ -1569,9 +1617,7 @@ class CalibAccessor:
 
     def _moments(self):
         if self.transform is not None:
-            from calibprob import transforms
-
-            return transforms.moments(self._zq(), self.levels, self.transform)
+            return _transforms().moments(self._zq(), self.levels, self.transform)
         return quantile_moments(self.quantiles, self.levels)
 
     def mean(self) -> xr.DataArray:
@@ -1602,9 +1648,7 @@ class CalibAccessor:
                 (self._ds.sizes["obs"], n)
             )
         elif self.transform is not None:
-            from calibprob.transforms import inverse
-
-            vals = inverse(self.transform, quantile_sample(self._zq(), self.levels, n, rng))
+            vals = _transforms().inverse(self.transform, quantile_sample(self._zq(), self.levels, n, rng))
         else:
             vals = quantile_sample(self.quantiles, self.levels, n, rng)
         return xr.DataArray(vals, dims=("obs", "sample"), coords={"obs": self._ds["obs"]}, name="sample")

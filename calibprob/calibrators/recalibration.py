@@ -69,6 +69,7 @@ processes. NeurIPS, §7 and Table 1 (RK, RV, RM as baselines).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import xarray as xr
@@ -320,6 +321,10 @@ class _Recalibrator(BaseEstimator):
 
     _method = "recalibrated"
     _min_points = 2
+    # set by each subclass's __init__ / fit, and its predict
+    extrapolate: bool
+    n_calibration_: int
+    predict: Callable[..., xr.Dataset]
 
     def _check_fit_input(self, pred_cal, y_cal) -> tuple[xr.Dataset, np.ndarray]:
         pred_cal = check_predictive(pred_cal, self, "pred_cal")

@@ -31,7 +31,8 @@ from calibprob._base import BaseEstimator, check_is_fitted
 from calibprob._ranks import RANK_TOL as _RANK_TOL
 from calibprob._ranks import lower_rank, upper_rank
 from calibprob._ranks import min_conformal_points as min_points
-from calibprob._validation import check_array, check_confidence_levels, check_int
+from calibprob._validation import check_array, check_confidence_levels, check_int, check_levels
+from calibprob.predictive import DEFAULT_LEVELS
 
 __all__ = [
     "upper_rank",
@@ -236,7 +237,7 @@ def predict_mean_std_chunked(estimator, X, *, need_sigma: bool, chunk_size: int 
     for sl in iter_chunks(n, chunk):
         m, s = _predict_once(estimator, X[sl], need_sigma)
         mu[sl] = m
-        if need_sigma:
+        if sigma is not None:
             sigma[sl] = s
     return mu, sigma
 
@@ -359,9 +360,6 @@ def valid_levels(levels, n: int, *, symmetric: bool) -> np.ndarray:
         An explicit level out of reach (the message says how many points it
         needs), or fewer than 2 default levels reachable.
     """
-    from calibprob._validation import check_levels
-    from calibprob.predictive import DEFAULT_LEVELS
-
     if levels is None:
         ok = np.array([_needed_for_level(p, symmetric) <= n for p in DEFAULT_LEVELS])
         if ok.sum() < 2:

@@ -128,6 +128,9 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
 
     _method = "conformal-predictive-system"
 
+    # the inner model-aware split conformal of the deprecated estimator= form, or None
+    legacy_estimator_: SplitConformalRegressor | None
+
     def __init__(
         self,
         *,

@@ -63,7 +63,7 @@ from calibprob.metrics._calibration import (
     mean_interval_width,
     ueb_violation_rate,
 )
-from calibprob.metrics._evaluate import evaluate, evaluate_intervals, is_interval_family
+from calibprob.metrics._evaluate import evaluate, evaluate_intervals
 from calibprob.metrics._levels import (
     DEFAULT_CONFIDENCE_LEVELS,
     IAE_MISCOVERAGE,
@@ -86,6 +86,7 @@ from calibprob.metrics._xr_calibration import (
     width,
 )
 from calibprob.metrics._xr_scores import crps, mean_std, mse, nll, pinball, rmse
+from calibprob.predictive import is_interval_family
 
 __all__ = [
     # constants

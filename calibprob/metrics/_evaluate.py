@@ -35,7 +35,7 @@ from calibprob.metrics._reading import (
     _ueb_bounds,
 )
 from calibprob.metrics._scores import crps_normal, mean_squared_error, pinball_loss
-from calibprob.predictive import validate
+from calibprob.predictive import is_interval_family, validate
 
 
 def evaluate(
@@ -281,45 +281,6 @@ def _coords(**values: np.ndarray) -> dict:
 def _along(values: np.ndarray, dim: str, name: str) -> xr.DataArray:
     """A metric over one level dimension, with the attributes of ``name``."""
     return xr.DataArray(values, dims=(dim,), attrs=dict(_ATTRS[name]))
-
-
-def is_interval_family(pred) -> bool:
-    """Whether ``pred`` is the contract's interval family (``lower``/``upper``, no quantile function).
-
-    Model-aware intervals-only calibrators mark their output with
-    ``attrs["family"] == "interval"``; a Dataset with ``lower`` and ``upper``
-    but neither ``quantile`` nor ``loc`` is read the same way.
-    :func:`evaluate` gives such a Dataset the interval metrics of
-    :func:`evaluate_intervals`.
-
-    Parameters
-    ----------
-    pred : object
-        Anything; only an ``xarray.Dataset`` can be the interval family.
-
-    Returns
-    -------
-    bool
-
-    Examples
-    --------
-    >>> import numpy as np, calibprob
-    >>> from calibprob.metrics import is_interval_family
-    >>> pred = calibprob.normal(np.zeros(3), np.ones(3))
-    >>> is_interval_family(pred), is_interval_family(pred.calib.interval([0.5, 0.9]))
-    (False, True)
-
-    References
-    ----------
-    Pion, A. and Vazquez, E. (2024), §4: intervals-only methods are compared on
-    coverage, width and IAE.
-    """
-    if not isinstance(pred, xr.Dataset):
-        return False
-    if pred.attrs.get("family") == "interval":
-        return True
-    names = set(pred.data_vars)
-    return {"lower", "upper"} <= names and not ({"quantile", "loc"} & names)
 
 
 def evaluate_intervals(intervals: xr.Dataset, y, confidence_levels=DEFAULT_CONFIDENCE_LEVELS) -> xr.Dataset:

@@ -111,7 +111,9 @@ def cumulative_regret(values, optimum: float, *, axis: int = -1, minimize: bool 
     return np.cumsum(inst, axis=axis)
 
 
-def normalized_auc(curve, *, lower: float | None = None, upper: float | None = None, axis: int = -1) -> np.ndarray:
+def normalized_auc(
+    curve, *, lower: float | None = None, upper: float | None = None, axis: int = -1
+) -> np.ndarray | float:
     r"""Normalised area under optimisation curves (Deshpande et al. 2024, Table 1 and §A.1).
 
     The paper: "we compute the area under its optimization curve (i.e., its

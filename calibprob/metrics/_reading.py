@@ -10,6 +10,7 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
+from calibprob import transforms
 from calibprob._validation import check_choice, check_finite, check_targets
 from calibprob.metrics._levels import _CHUNK
 from calibprob.metrics._scores import crps_quantile
@@ -36,8 +37,6 @@ def _check_y(pred: xr.Dataset, y, name: str = "y") -> np.ndarray:
 
 def _transform(pred: xr.Dataset):
     """``(name, transforms module)`` of a back-transformed Dataset, or ``(None, None)``."""
-    from calibprob import transforms
-
     t = transforms.dataset_transform(pred)
     return (t, transforms) if t is not None else (None, None)
 
