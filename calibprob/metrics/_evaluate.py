@@ -233,9 +233,7 @@ def _metrics_dataset(pred: xr.Dataset, yv: np.ndarray, plan: _Plan, totals: _Tot
     frac = totals.below / n
     iae_cov = totals.iae_hits / n
     mse_value = mean_squared_error(yv, totals.point_pred)
-    ueb_lo, ueb_hi = _ueb_bounds(pred)
-    lv = pred.calib.levels
-    ueb_attrs = {"lower_level": lv[0], "upper_level": lv[-1]}
+    ueb_lo, ueb_hi, ueb_attrs = _ueb_bounds(pred)
     point = plan.point
     data = {
         "ece": _scalar(calibration_error(frac, plan.p), "ece", _ATTRS["ece"] | {"n_ece_levels": plan.p.size}),

@@ -65,9 +65,7 @@ def _ppf(pred: xr.Dataset, p) -> np.ndarray:
 def _logpdf(pred: xr.Dataset, y: np.ndarray) -> np.ndarray:
     """Log predictive density at ``y`` (n,): exact for the normal family, else chunked."""
     if pred.calib.is_normal:
-        loc, scale = pred["loc"].values, pred["scale"].values
-        z = (y - loc) / scale
-        return -0.5 * z * z - 0.5 * np.log(2.0 * np.pi) - np.log(scale)
+        return _logpdf_rows(pred, slice(None), y)
     out = np.empty(y.size)
     for start in range(0, y.size, _CHUNK):
         sl = slice(start, start + _CHUNK)
@@ -137,8 +135,15 @@ def _crps_rows(pred, y, q, lv, sl, chunk):
 
 
 def _ueb_bounds(pred: xr.Dataset):
-    q = pred.calib.quantiles
-    return q[:, 0], q[:, -1]
+    """The widest interval the prediction states, ``[Q(p_min), Q(p_max)]``, and its levels as attrs."""
+    q, lv = pred.calib.quantiles, pred.calib.levels
+    return q[:, 0], q[:, -1], {"lower_level": lv[0], "upper_level": lv[-1]}
+
+
+def _central_bounds(pred: xr.Dataset, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ends ``Q((1 - c)/2)``, ``Q((1 + c)/2)`` of the central intervals at confidence levels ``c``, (n, C) each."""
+    q = _ppf(pred, np.concatenate([(1 - c) / 2, (1 + c) / 2]))
+    return q[:, : c.size], q[:, c.size :]
 
 
 def _scalar(value: float, name: str, attrs: dict) -> xr.DataArray:

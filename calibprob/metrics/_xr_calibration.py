@@ -16,7 +16,15 @@ from calibprob.metrics._calibration import (
     ueb_violation_rate,
 )
 from calibprob.metrics._levels import DEFAULT_CONFIDENCE_LEVELS, ece_levels, iae_confidence_levels
-from calibprob.metrics._reading import _check_pred, _check_unit_grid, _check_y, _ppf, _scalar, _ueb_bounds
+from calibprob.metrics._reading import (
+    _central_bounds,
+    _check_pred,
+    _check_unit_grid,
+    _check_y,
+    _ppf,
+    _scalar,
+    _ueb_bounds,
+)
 
 
 def pit(pred: xr.Dataset, y) -> xr.DataArray:
@@ -208,8 +216,7 @@ def coverage(
     """
     yv = _check_y(_check_pred(pred), y)
     c = check_confidence_levels(confidence_level, "confidence_level")
-    q = _ppf(pred, np.concatenate([(1 - c) / 2, (1 + c) / 2]))
-    cov = interval_coverage(yv, q[:, : c.size], q[:, c.size :])
+    cov = interval_coverage(yv, *_central_bounds(pred, c))
     return xr.DataArray(cov, dims=(dim,), coords={dim: c}, name="coverage", attrs=dict(_ATTRS["coverage"]))
 
 
@@ -253,8 +260,7 @@ def width(
     """
     _check_pred(pred)
     c = check_confidence_levels(confidence_level, "confidence_level")
-    q = _ppf(pred, np.concatenate([(1 - c) / 2, (1 + c) / 2]))
-    w = mean_interval_width(q[:, : c.size], q[:, c.size :])
+    w = mean_interval_width(*_central_bounds(pred, c))
     return xr.DataArray(w, dims=(dim,), coords={dim: c}, name="width", attrs=dict(_ATTRS["width"]))
 
 
@@ -347,12 +353,11 @@ def ueb_violation(pred: xr.Dataset, y) -> xr.DataArray:
     0.5
     """
     yv = _check_y(_check_pred(pred), y)
-    lo, hi = _ueb_bounds(pred)
-    lv = pred.calib.levels
+    lo, hi, level_attrs = _ueb_bounds(pred)
     return _scalar(
         ueb_violation_rate(yv, lo, hi),
         "ueb_violation",
-        _ATTRS["ueb_violation"] | {"lower_level": lv[0], "upper_level": lv[-1]},
+        _ATTRS["ueb_violation"] | level_attrs,
     )
 
 
@@ -385,6 +390,5 @@ def ueb_width(pred: xr.Dataset) -> xr.DataArray:
     >>> round(float(ueb_width(calibprob.normal([0.0], [1.0]))), 3)   # Q(0.99) - Q(0.01)
     4.653
     """
-    lo, hi = _ueb_bounds(_check_pred(pred))
-    lv = pred.calib.levels
-    return _scalar(np.mean(hi - lo), "ueb_width", _ATTRS["ueb_width"] | {"lower_level": lv[0], "upper_level": lv[-1]})
+    lo, hi, level_attrs = _ueb_bounds(_check_pred(pred))
+    return _scalar(np.mean(hi - lo), "ueb_width", _ATTRS["ueb_width"] | level_attrs)
