@@ -785,6 +785,68 @@ def _pick_variable(ds, var_name, where: str) -> xr.DataArray:
     )
 
 
+def _select_draws(draws, var_name, group):
+    """The draws variable of a DataTree / InferenceData (``group``), a Dataset or a DataArray (``var_name``)."""
+    is_tree = _tree_groups(draws) is not None
+    if group is not None and not is_tree:
+        raise ValueError(
+            f"group={group!r} applies to a DataTree / InferenceData; got a {type(draws).__name__}. "
+            "Drop group= (or pass the whole tree)."
+        )
+    if is_tree:
+        ds, where = _predictive_dataset(draws, group)
+        draws = _pick_variable(ds, var_name, where)
+    elif isinstance(draws, xr.Dataset):
+        draws = _pick_variable(draws, var_name, "Dataset")
+    elif var_name is not None:
+        if not isinstance(draws, xr.DataArray):
+            raise ValueError(
+                f"var_name={var_name!r} applies to a Dataset or DataTree; got a {type(draws).__name__}. Drop var_name=."
+            )
+        if draws.name is not None and draws.name != var_name:
+            raise ValueError(
+                f"var_name={var_name!r} but draws is the DataArray {draws.name!r}. "
+                "Pass the matching variable or drop var_name=."
+            )
+    return draws
+
+
+def _draws_matrix(draws: xr.DataArray, sample_dims, obs_dim: Hashable | None):
+    """``(draws x obs)`` values of a DataArray, its ``obs`` labels and the attrs recording where they came from."""
+    attrs: dict[str, str] = {}
+    present = [d for d in sample_dims if d in draws.dims]
+    if not present:
+        raise ValueError(
+            f"draws has dims {draws.dims} but none of sample_dims={tuple(sample_dims)}. "
+            "Pass sample_dims naming the draw dimensions."
+        )
+    others = [d for d in draws.dims if d not in present]
+    label = f"variable {draws.name!r}" if draws.name is not None else "draws"
+    if obs_dim is None and len(others) == 1:
+        obs_dim = others[0]
+    if obs_dim is None or others != [obs_dim]:
+        if not others:
+            fix = "it has no observation dim; add one (e.g. da.expand_dims(obs=1))."
+        elif obs_dim is not None and obs_dim not in others:
+            fix = f"obs_dim={obs_dim!r} is not among them."
+        else:
+            fix = (
+                "calibprob needs one value per observation: select the others "
+                f"(e.g. da.isel({others[0]}=0)) or stack them into one "
+                f"(da.stack(obs={tuple(others)}))."
+            )
+        raise ValueError(
+            f"{label} must have exactly one dimension besides the sample dims {present}; got {others}: {fix}"
+        )
+    arr = draws.transpose(*present, obs_dim).values.reshape(-1, draws.sizes[obs_dim])
+    arr = check_array(arr, "draws", ndim=2)
+    obs = draws[obs_dim].values if obs_dim in draws.coords else None
+    attrs["obs_dim"] = str(obs_dim)
+    if draws.name is not None:
+        attrs["var_name"] = str(draws.name)
+    return arr, obs, attrs
+
+
 def from_draws(
     draws,
     levels=None,
@@ -875,62 +937,11 @@ def from_draws(
     [10, 11]
     """
     levels = _levels_or_default(levels)
-    is_tree = _tree_groups(draws) is not None
-    if group is not None and not is_tree:
-        raise ValueError(
-            f"group={group!r} applies to a DataTree / InferenceData; got a {type(draws).__name__}. "
-            "Drop group= (or pass the whole tree)."
-        )
-    if is_tree:
-        ds, where = _predictive_dataset(draws, group)
-        draws = _pick_variable(ds, var_name, where)
-    elif isinstance(draws, xr.Dataset):
-        draws = _pick_variable(draws, var_name, "Dataset")
-    elif var_name is not None:
-        if not isinstance(draws, xr.DataArray):
-            raise ValueError(
-                f"var_name={var_name!r} applies to a Dataset or DataTree; got a {type(draws).__name__}. Drop var_name=."
-            )
-        if draws.name is not None and draws.name != var_name:
-            raise ValueError(
-                f"var_name={var_name!r} but draws is the DataArray {draws.name!r}. "
-                "Pass the matching variable or drop var_name=."
-            )
-    attrs = {}
+    draws = _select_draws(draws, var_name, group)
     if isinstance(draws, xr.DataArray):
-        present = [d for d in sample_dims if d in draws.dims]
-        if not present:
-            raise ValueError(
-                f"draws has dims {draws.dims} but none of sample_dims={tuple(sample_dims)}. "
-                "Pass sample_dims naming the draw dimensions."
-            )
-        others = [d for d in draws.dims if d not in present]
-        label = f"variable {draws.name!r}" if draws.name is not None else "draws"
-        if obs_dim is None and len(others) == 1:
-            obs_dim = others[0]
-        if obs_dim is None or others != [obs_dim]:
-            if not others:
-                fix = "it has no observation dim; add one (e.g. da.expand_dims(obs=1))."
-            elif obs_dim is not None and obs_dim not in others:
-                fix = f"obs_dim={obs_dim!r} is not among them."
-            else:
-                fix = (
-                    "calibprob needs one value per observation: select the others "
-                    f"(e.g. da.isel({others[0]}=0)) or stack them into one "
-                    f"(da.stack(obs={tuple(others)}))."
-                )
-            raise ValueError(
-                f"{label} must have exactly one dimension besides the sample dims {present}; got {others}: {fix}"
-            )
-        arr = draws.transpose(*present, obs_dim).values.reshape(-1, draws.sizes[obs_dim])
-        arr = check_array(arr, "draws", ndim=2)
-        obs = draws[obs_dim].values if obs_dim in draws.coords else None
-        attrs["obs_dim"] = str(obs_dim)
-        if draws.name is not None:
-            attrs["var_name"] = str(draws.name)
+        arr, obs, attrs = _draws_matrix(draws, sample_dims, obs_dim)
     else:
-        arr = check_array(draws, "draws", ndim=2)
-        obs = None
+        arr, obs, attrs = check_array(draws, "draws", ndim=2), None, {}
     if arr.shape[0] < 2:
         raise ValueError(f"draws needs at least 2 draws per observation; got {arr.shape[0]}.")
     q = np.quantile(arr, levels, axis=0).T
