@@ -43,7 +43,11 @@ posterior in ``idata_``), and every fitted object saves to netCDF.
 from __future__ import annotations
 
 import inspect
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
+
+import xarray as xr
+
+from calibprob.predictive import validate
 
 __all__ = [
     "BaseEstimator",
@@ -225,6 +229,8 @@ class BaseEstimator:
         -------
         pathlib.Path
         """
+        # deferred: the serialisation layer reads every estimator module (its class registry),
+        # so the base class does not load it at import
         from calibprob._io import save
 
         return save(self, path)
@@ -234,7 +240,10 @@ class BaseEstimator:
         return f"{type(self).__name__}({params})"
 
 
-def clone(estimator: BaseEstimator) -> BaseEstimator:
+_Estimator = TypeVar("_Estimator", bound=BaseEstimator)
+
+
+def clone(estimator: _Estimator) -> _Estimator:
     """A new unfitted estimator with the same hyperparameters."""
     return type(estimator)(**estimator.get_params())
 
@@ -254,10 +263,6 @@ def check_predictive(pred, owner, argument: str = "pred"):
     message saying what to pass and which family to use instead, so that a
     user who reaches for the wrong family learns the fix from the error.
     """
-    import xarray as xr
-
-    from calibprob.predictive import validate
-
     name = owner if isinstance(owner, str) else type(owner).__name__
     if isinstance(pred, xr.Dataset):
         return validate(pred)
@@ -275,8 +280,6 @@ def check_predictive(pred, owner, argument: str = "pred"):
 
 def check_not_predictive(X, owner, argument: str = "X") -> None:
     """Refuse a predictive Dataset where a model-aware calibrator needs inputs ``X``."""
-    import xarray as xr
-
     name = owner if isinstance(owner, str) else type(owner).__name__
     if isinstance(X, (xr.Dataset, xr.DataTree)):
         raise TypeError(

@@ -56,6 +56,8 @@ levels.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Hashable
+from typing import cast
 
 import numpy as np
 import xarray as xr
@@ -85,6 +87,7 @@ __all__ = [
     "quantile_logpdf",
     "quantile_ppf",
     "quantile_moments",
+    "quantile_pieces",
     "quantile_sample",
     "quantile_zscore",
     "quantile_ppf_zscore",
@@ -377,8 +380,65 @@ def quantile_ppf_zscore(q, levels, u) -> np.ndarray:
     return out
 
 
-def _pieces(q: np.ndarray, levels: np.ndarray):
-    """Linear pieces y = a + b u on u in [lo, hi] (L + 1 of them, tails included)."""
+def quantile_pieces(q, levels) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    r"""The linear pieces of the piecewise-Gaussian quantile function, tails included.
+
+    In the score :math:`u = \Phi^{-1}(p)` the quantile function of the contract is
+    piecewise linear. With :math:`z_k = \Phi^{-1}(p_k)` at the stored levels
+    :math:`p_1 < \dots < p_L` and quantiles :math:`q_1 \le \dots \le q_L`, it has
+    :math:`L + 1` pieces :math:`j = 0, \dots, L`,
+
+    .. math::
+
+        Q(\Phi(u)) = a_j + b_j\,u \quad\text{for } u \in [l_j, h_j),\qquad
+        l_0 = -\infty,\; l_j = z_j,\; h_j = z_{j+1},\; h_L = +\infty,
+
+    with the inner slopes :math:`b_j = (q_{j+1} - q_j)/(z_{j+1} - z_j)`
+    (:math:`1 \le j \le L-1`), the Gaussian tail slopes :math:`b_0, b_L` (the
+    steeper of the outermost segment and the chord over about one unit of
+    :math:`z` from the extreme level, as in :func:`quantile_ppf`; slopes are
+    floored at a tiny positive value so the law stays invertible) and the
+    intercepts :math:`a_j = q_{k} - b_j z_{k}`, :math:`k = \max(j, 1)`, which
+    make :math:`Q` continuous and pass through every stored quantile.
+
+    Every exact functional of the law is a sum over these pieces against the
+    standard normal density: the moments (:func:`quantile_moments`), the CRPS
+    (:func:`calibprob.metrics.crps_quantile`), the CRPS of a back-transformed
+    law (:func:`calibprob.transforms.crps_exp_pieces`) and the closed-form
+    acquisitions of :mod:`calibprob.bo`.
+
+    Parameters
+    ----------
+    q : ndarray, shape (..., L)
+        Non-decreasing quantiles at ``levels``.
+    levels : ndarray, shape (L,)
+        Strictly increasing levels in (0, 1), ``L >= 2``.
+
+    Returns
+    -------
+    a, b : ndarray, shape (..., L + 1)
+        Intercepts and slopes (:math:`b_j > 0`) of the pieces.
+    lo, hi : ndarray, shape (L + 1,)
+        Piece bounds :math:`l_j, h_j` in score space (``-inf`` and ``inf`` at the tails).
+
+    References
+    ----------
+    The predictive-distribution contract and its interpolation rule (linear in
+    :math:`\Phi^{-1}(p)`, Gaussian tails): :doc:`/concepts`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy import stats
+    >>> from calibprob.predictive import quantile_pieces
+    >>> levels = np.array([0.1, 0.5, 0.9])
+    >>> a, b, lo, hi = quantile_pieces(2.0 + 3.0 * stats.norm.ppf(levels), levels)   # N(2, 3^2): one line
+    >>> a.round(9).tolist(), b.round(9).tolist()
+    ([2.0, 2.0, 2.0, 2.0], [3.0, 3.0, 3.0, 3.0])
+    >>> lo.round(4).tolist(), hi.round(4).tolist()
+    ([-inf, -1.2816, 0.0, 1.2816], [-1.2816, 0.0, 1.2816, inf])
+    """
+    q = np.asarray(q, float)
     z = special.ndtri(np.asarray(levels, float))
     S = _slopes(q, z)
     L = z.size
@@ -387,6 +447,10 @@ def _pieces(q: np.ndarray, levels: np.ndarray):
     lo = np.concatenate([[-np.inf], z])
     hi = np.concatenate([z, [np.inf]])
     return a, S, lo, hi
+
+
+# The former private name, for code written against it before quantile_pieces was public.
+_pieces = quantile_pieces
 
 
 def quantile_moments(q, levels) -> tuple[np.ndarray, np.ndarray]:
@@ -431,7 +495,7 @@ def quantile_moments(q, levels) -> tuple[np.ndarray, np.ndarray]:
         # blocks of rows keep the (rows x L) temporaries small (memory O(_CHUNK x L))
         parts = [quantile_moments(q[i : i + _CHUNK], levels) for i in range(0, q.shape[0], _CHUNK)]
         return np.concatenate([m for m, _ in parts]), np.concatenate([s for _, s in parts])
-    a, b, lo, hi = _pieces(q, levels)
+    a, b, lo, hi = quantile_pieces(q, levels)
     d_cdf = special.ndtr(hi) - special.ndtr(lo)
     phi_lo = np.exp(-0.5 * lo * lo) / np.sqrt(2 * np.pi)
     phi_hi = np.exp(-0.5 * hi * hi) / np.sqrt(2 * np.pi)
@@ -514,7 +578,7 @@ def _levels_or_default(levels) -> np.ndarray:
 
 
 def _dataset(quantile, levels, obs, method, family, extra=None) -> xr.Dataset:
-    data = {"quantile": (("obs", "level"), quantile)}
+    data: dict[str, tuple] = {"quantile": (("obs", "level"), quantile)}
     for name, values in (extra or {}).items():
         if values is not None:
             data[name] = ("obs", np.asarray(values, float))
@@ -721,6 +785,68 @@ def _pick_variable(ds, var_name, where: str) -> xr.DataArray:
     )
 
 
+def _select_draws(draws, var_name, group):
+    """The draws variable of a DataTree / InferenceData (``group``), a Dataset or a DataArray (``var_name``)."""
+    is_tree = _tree_groups(draws) is not None
+    if group is not None and not is_tree:
+        raise ValueError(
+            f"group={group!r} applies to a DataTree / InferenceData; got a {type(draws).__name__}. "
+            "Drop group= (or pass the whole tree)."
+        )
+    if is_tree:
+        ds, where = _predictive_dataset(draws, group)
+        draws = _pick_variable(ds, var_name, where)
+    elif isinstance(draws, xr.Dataset):
+        draws = _pick_variable(draws, var_name, "Dataset")
+    elif var_name is not None:
+        if not isinstance(draws, xr.DataArray):
+            raise ValueError(
+                f"var_name={var_name!r} applies to a Dataset or DataTree; got a {type(draws).__name__}. Drop var_name=."
+            )
+        if draws.name is not None and draws.name != var_name:
+            raise ValueError(
+                f"var_name={var_name!r} but draws is the DataArray {draws.name!r}. "
+                "Pass the matching variable or drop var_name=."
+            )
+    return draws
+
+
+def _draws_matrix(draws: xr.DataArray, sample_dims, obs_dim: Hashable | None):
+    """``(draws x obs)`` values of a DataArray, its ``obs`` labels and the attrs recording where they came from."""
+    attrs: dict[str, str] = {}
+    present = [d for d in sample_dims if d in draws.dims]
+    if not present:
+        raise ValueError(
+            f"draws has dims {draws.dims} but none of sample_dims={tuple(sample_dims)}. "
+            "Pass sample_dims naming the draw dimensions."
+        )
+    others = [d for d in draws.dims if d not in present]
+    label = f"variable {draws.name!r}" if draws.name is not None else "draws"
+    if obs_dim is None and len(others) == 1:
+        obs_dim = others[0]
+    if obs_dim is None or others != [obs_dim]:
+        if not others:
+            fix = "it has no observation dim; add one (e.g. da.expand_dims(obs=1))."
+        elif obs_dim is not None and obs_dim not in others:
+            fix = f"obs_dim={obs_dim!r} is not among them."
+        else:
+            fix = (
+                "calibprob needs one value per observation: select the others "
+                f"(e.g. da.isel({others[0]}=0)) or stack them into one "
+                f"(da.stack(obs={tuple(others)}))."
+            )
+        raise ValueError(
+            f"{label} must have exactly one dimension besides the sample dims {present}; got {others}: {fix}"
+        )
+    arr = draws.transpose(*present, obs_dim).values.reshape(-1, draws.sizes[obs_dim])
+    arr = check_array(arr, "draws", ndim=2)
+    obs = draws[obs_dim].values if obs_dim in draws.coords else None
+    attrs["obs_dim"] = str(obs_dim)
+    if draws.name is not None:
+        attrs["var_name"] = str(draws.name)
+    return arr, obs, attrs
+
+
 def from_draws(
     draws,
     levels=None,
@@ -728,7 +854,7 @@ def from_draws(
     var_name: str | None = None,
     group: str | None = None,
     sample_dims=("chain", "draw", "sample"),
-    obs_dim: str | None = None,
+    obs_dim: Hashable | None = None,
     method: str = "draws",
 ) -> xr.Dataset:
     r"""A predictive distribution from predictive draws (no Gaussian collapse).
@@ -811,62 +937,11 @@ def from_draws(
     [10, 11]
     """
     levels = _levels_or_default(levels)
-    is_tree = _tree_groups(draws) is not None
-    if group is not None and not is_tree:
-        raise ValueError(
-            f"group={group!r} applies to a DataTree / InferenceData; got a {type(draws).__name__}. "
-            "Drop group= (or pass the whole tree)."
-        )
-    if is_tree:
-        ds, where = _predictive_dataset(draws, group)
-        draws = _pick_variable(ds, var_name, where)
-    elif isinstance(draws, xr.Dataset):
-        draws = _pick_variable(draws, var_name, "Dataset")
-    elif var_name is not None:
-        if not isinstance(draws, xr.DataArray):
-            raise ValueError(
-                f"var_name={var_name!r} applies to a Dataset or DataTree; got a {type(draws).__name__}. Drop var_name=."
-            )
-        if draws.name is not None and draws.name != var_name:
-            raise ValueError(
-                f"var_name={var_name!r} but draws is the DataArray {draws.name!r}. "
-                "Pass the matching variable or drop var_name=."
-            )
-    attrs = {}
+    draws = _select_draws(draws, var_name, group)
     if isinstance(draws, xr.DataArray):
-        present = [d for d in sample_dims if d in draws.dims]
-        if not present:
-            raise ValueError(
-                f"draws has dims {draws.dims} but none of sample_dims={tuple(sample_dims)}. "
-                "Pass sample_dims naming the draw dimensions."
-            )
-        others = [d for d in draws.dims if d not in present]
-        label = f"variable {draws.name!r}" if draws.name is not None else "draws"
-        if obs_dim is None and len(others) == 1:
-            obs_dim = others[0]
-        if obs_dim is None or others != [obs_dim]:
-            if not others:
-                fix = "it has no observation dim; add one (e.g. da.expand_dims(obs=1))."
-            elif obs_dim is not None and obs_dim not in others:
-                fix = f"obs_dim={obs_dim!r} is not among them."
-            else:
-                fix = (
-                    "calibprob needs one value per observation: select the others "
-                    f"(e.g. da.isel({others[0]}=0)) or stack them into one "
-                    f"(da.stack(obs={tuple(others)}))."
-                )
-            raise ValueError(
-                f"{label} must have exactly one dimension besides the sample dims {present}; got {others}: {fix}"
-            )
-        arr = draws.transpose(*present, obs_dim).values.reshape(-1, draws.sizes[obs_dim])
-        arr = check_array(arr, "draws", ndim=2)
-        obs = draws[obs_dim].values if obs_dim in draws.coords else None
-        attrs["obs_dim"] = str(obs_dim)
-        if draws.name is not None:
-            attrs["var_name"] = str(draws.name)
+        arr, obs, attrs = _draws_matrix(draws, sample_dims, obs_dim)
     else:
-        arr = check_array(draws, "draws", ndim=2)
-        obs = None
+        arr, obs, attrs = check_array(draws, "draws", ndim=2), None, {}
     if arr.shape[0] < 2:
         raise ValueError(f"draws needs at least 2 draws per observation; got {arr.shape[0]}.")
     q = np.quantile(arr, levels, axis=0).T
@@ -1015,17 +1090,75 @@ def validate(ds: xr.Dataset) -> xr.Dataset:
     return ds
 
 
+def is_interval_family(pred) -> bool:
+    """Whether ``pred`` is the contract's interval family (``lower``/``upper``, no quantile function).
+
+    Model-aware intervals-only calibrators mark their output with
+    ``attrs["family"] == "interval"``; a Dataset with ``lower`` and ``upper``
+    but neither ``quantile`` nor ``loc`` is read the same way.
+    :func:`evaluate` gives such a Dataset the interval metrics of
+    :func:`evaluate_intervals`.
+
+    Parameters
+    ----------
+    pred : object
+        Anything; only an ``xarray.Dataset`` can be the interval family.
+
+    Returns
+    -------
+    bool
+
+    Notes
+    -----
+    Defined with the contract in :mod:`calibprob.predictive` (where
+    :mod:`calibprob.transforms` reads it), documented and exported in
+    :mod:`calibprob.metrics`.
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.metrics import is_interval_family
+    >>> pred = calibprob.normal(np.zeros(3), np.ones(3))
+    >>> is_interval_family(pred), is_interval_family(pred.calib.interval([0.5, 0.9]))
+    (False, True)
+
+    References
+    ----------
+    Pion, A. and Vazquez, E. (2024), §4: intervals-only methods are compared on
+    coverage, width and IAE.
+    """
+    if not isinstance(pred, xr.Dataset):
+        return False
+    if pred.attrs.get("family") == "interval":
+        return True
+    names = set(pred.data_vars)
+    return {"lower", "upper"} <= names and not ({"quantile", "loc"} & names)
+
+
+def _transforms():
+    """:mod:`calibprob.transforms`, imported on first use.
+
+    The transforms build on this module (the law of :math:`g^{-1}(Z)` uses the
+    quantile numerics above, ``back_transform`` returns a Dataset of this
+    contract), so a module-level import here would be a cycle; this is the one
+    place that defers it.
+    """
+    from calibprob import transforms  # deferred: transforms imports this module
+
+    return transforms
+
+
 def _check_transformed(ds: xr.Dataset, q: np.ndarray) -> None:
     """A back-transformed Dataset (:func:`calibprob.back_transform`): a known transform, quantiles in its domain."""
-    from calibprob.transforms import _DOMAIN, check_transform
-
-    t = check_transform(ds.attrs["target_transform"], "the Dataset's attrs['target_transform']")
+    tr = _transforms()
+    t = tr.check_transform(ds.attrs["target_transform"], "the Dataset's attrs['target_transform']")
+    bound = tr.domain_bound(t)
     if ds.attrs.get("family") == "normal":
         raise ValueError("a back-transformed Dataset cannot have family='normal' (its law is not Gaussian).")
     for sl in _row_blocks(q.shape[0]):
-        if not (q[sl] > _DOMAIN[t][0]).all():
+        if not (q[sl] > bound).all():
             raise ValueError(
-                f"'quantile' of a Dataset with target_transform={t!r} must exceed {_DOMAIN[t][0]:g} "
+                f"'quantile' of a Dataset with target_transform={t!r} must exceed {bound:g} "
                 "(the transform's domain); it was not made by calibprob.transforms.back_transform."
             )
 
@@ -1276,7 +1409,7 @@ def _heldout_elpd_data(ll: np.ndarray, like=None, obs_dims=("obs",)):
     if like is None:
         shape, coords, name = (ll.shape[1],), {"obs": np.arange(ll.shape[1])}, None
     else:
-        shape = [like.sizes[d] for d in obs_dims]
+        shape = tuple(like.sizes[d] for d in obs_dims)
         coords, name = {d: like[d] for d in obs_dims if d in like.coords}, like.name
     elpd_i = xr.DataArray(elpd_flat.reshape(shape), dims=list(obs_dims), coords=coords, name=name)
     p_i = xr.DataArray(p_flat.reshape(shape), dims=list(obs_dims), coords=coords)
@@ -1289,7 +1422,7 @@ def _heldout_elpd_data(ll: np.ndarray, like=None, obs_dims=("obs",)):
         n_data_points=n,
         scale="log",
         warning=False,
-        good_k=None,
+        good_k=None,  # type: ignore[arg-type]  # k-fold has no Pareto-k threshold; ArviZ's own k-fold passes None
         elpd_i=elpd_i,
         n_folds=1,
         p_kfold_i=p_i,
@@ -1353,15 +1486,11 @@ class CalibAccessor:
     @property
     def transform(self) -> str | None:
         """The target transform of a back-transformed Dataset (:mod:`calibprob.transforms`), else None."""
-        from calibprob.transforms import dataset_transform
-
-        return dataset_transform(self._ds)
+        return _transforms().dataset_transform(self._ds)
 
     def _zq(self) -> np.ndarray:
         """Quantiles on the transformed scale, where the law is piecewise Gaussian."""
-        from calibprob.transforms import forward
-
-        return forward(self.transform, self.quantiles)
+        return _transforms().forward(self.transform, self.quantiles)
 
     def _apply(self, func, y, name="y", out_name=None) -> xr.DataArray:
         yda = _as_values(self._ds, y, name)
@@ -1388,9 +1517,8 @@ class CalibAccessor:
             if q is None:
                 return xr.apply_ufunc(special.ndtr, (v - loc) / scale)
             if t is not None:
-                from calibprob import transforms
-
-                return transforms.cdf(transforms.forward(t, q), levels, v, t)
+                tr = _transforms()
+                return tr.cdf(tr.forward(t, q), levels, v, t)
             return quantile_cdf(q, levels, v)
 
         return self._apply(f, y, out_name="cdf")
@@ -1409,9 +1537,8 @@ class CalibAccessor:
                 zz = (v - loc) / scale
                 return -0.5 * zz * zz - _LOG_SQRT_2PI - np.log(scale)
             if t is not None:
-                from calibprob import transforms
-
-                return transforms.logpdf(transforms.forward(t, q), levels, v, t)
+                tr = _transforms()
+                return tr.logpdf(tr.forward(t, q), levels, v, t)
             return quantile_logpdf(q, levels, v)
 
         return self._apply(f, y, out_name="logpdf")
@@ -1428,9 +1555,7 @@ class CalibAccessor:
         if self.is_normal:
             vals = (yv.values - self._ds["loc"].values) / self._ds["scale"].values
         elif self.transform is not None:
-            from calibprob import transforms
-
-            vals = transforms.zscore(self._zq(), self.levels, yv.values, self.transform)
+            vals = _transforms().zscore(self._zq(), self.levels, yv.values, self.transform)
         else:
             vals = quantile_zscore(self.quantiles, self.levels, yv.values)
         return xr.DataArray(vals, dims=("obs",), coords={"obs": self._ds["obs"]}, name="zscore")
@@ -1448,14 +1573,12 @@ class CalibAccessor:
             ub = np.broadcast_to(u, (n,) + u.shape[-1:])
             return self._ds["loc"].values[:, None] + self._ds["scale"].values[:, None] * ub
         if self.transform is not None:
-            from calibprob.transforms import inverse
-
-            return inverse(self.transform, quantile_ppf_zscore(self._zq(), self.levels, u))
+            return _transforms().inverse(self.transform, quantile_ppf_zscore(self._zq(), self.levels, u))
         return quantile_ppf_zscore(self.quantiles, self.levels, u)
 
     def pdf(self, y) -> xr.DataArray:
         """Predictive density at ``y``."""
-        return np.exp(self.logpdf(y)).rename("pdf")
+        return cast(xr.DataArray, np.exp(self.logpdf(y))).rename("pdf")  # numpy ufuncs keep a DataArray
 
     def ppf(self, p) -> xr.DataArray:
         """Quantile function at probabilities ``p`` (scalar → dims (obs,), array → (obs, prob))."""
@@ -1470,9 +1593,7 @@ class CalibAccessor:
             vals = self._ds["loc"].values[:, None] + self._ds["scale"].values[:, None] * zz
             vals = vals[:, 0] if p_arr.ndim == 0 else vals
         elif self.transform is not None:
-            from calibprob.transforms import inverse
-
-            vals = inverse(self.transform, quantile_ppf(self._zq(), self.levels, p_arr))
+            vals = _transforms().inverse(self.transform, quantile_ppf(self._zq(), self.levels, p_arr))
         else:
             vals = quantile_ppf(self.quantiles, self.levels, p_arr)
         if p_arr.ndim == 0:
@@ -1507,9 +1628,7 @@ class CalibAccessor:
 
     def _moments(self):
         if self.transform is not None:
-            from calibprob import transforms
-
-            return transforms.moments(self._zq(), self.levels, self.transform)
+            return _transforms().moments(self._zq(), self.levels, self.transform)
         return quantile_moments(self.quantiles, self.levels)
 
     def mean(self) -> xr.DataArray:
@@ -1540,9 +1659,7 @@ class CalibAccessor:
                 (self._ds.sizes["obs"], n)
             )
         elif self.transform is not None:
-            from calibprob.transforms import inverse
-
-            vals = inverse(self.transform, quantile_sample(self._zq(), self.levels, n, rng))
+            vals = _transforms().inverse(self.transform, quantile_sample(self._zq(), self.levels, n, rng))
         else:
             vals = quantile_sample(self.quantiles, self.levels, n, rng)
         return xr.DataArray(vals, dims=("obs", "sample"), coords={"obs": self._ds["obs"]}, name="sample")

@@ -47,8 +47,17 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._base import BaseEstimator, check_is_fitted
+from calibprob._base import BaseEstimator, check_is_fitted, clone
 from calibprob._validation import check_array
+from calibprob.predictive import (
+    from_quantiles,
+    is_interval_family,
+    quantile_cdf,
+    quantile_logpdf,
+    quantile_pieces,
+    quantile_zscore,
+    validate,
+)
 
 __all__ = [
     "TARGET_TRANSFORMS",
@@ -98,6 +107,26 @@ def log_jacobian(transform: str, y):
     r""":math:`\log g'(y)`: :math:`-\log y` or :math:`-\log(1+y)`."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return -np.log(y) if transform == "log" else -np.log1p(y)
+
+
+def domain_bound(transform: str) -> float:
+    """The lower end of the domain of ``g``: values must exceed it (0 for ``log``, -1 for ``log1p``).
+
+    Parameters
+    ----------
+    transform : {"log", "log1p"}
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from calibprob.transforms import domain_bound
+    >>> domain_bound("log"), domain_bound("log1p")
+    (0.0, -1.0)
+    """
+    return float(_DOMAIN[check_transform(transform, "transform")][0])
 
 
 def _in_domain(transform: str, y) -> np.ndarray:
@@ -157,12 +186,6 @@ def transform_target(y, transform: str, *, name: str = "y") -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
-def _z_pieces(zq: np.ndarray, levels: np.ndarray):
-    from calibprob.predictive import _pieces
-
-    return _pieces(zq, levels)
-
-
 def _dPhi(lo, hi):
     """:math:`\\Phi(hi) - \\Phi(lo)` without cancellation when both are in the upper tail."""
     return np.where(lo > 0, special.ndtr(-lo) - special.ndtr(-hi), special.ndtr(hi) - special.ndtr(lo))
@@ -186,8 +209,6 @@ def _weighted(log_w, log_mass):
 
 def cdf(zq, levels, y, transform):
     """:math:`F_Y(y) = F_Z(g(y))`, 0 below the domain."""
-    from calibprob.predictive import quantile_cdf
-
     y = np.asarray(y, float)
     inside = _in_domain(transform, y)
     out = quantile_cdf(zq, levels, np.where(inside, forward(transform, np.where(inside, y, 1.0)), 0.0))
@@ -196,8 +217,6 @@ def cdf(zq, levels, y, transform):
 
 def logpdf(zq, levels, y, transform):
     r""":math:`\log f_Z(g(y)) + \log g'(y)`, :math:`-\infty` outside the domain."""
-    from calibprob.predictive import quantile_logpdf
-
     y = np.asarray(y, float)
     inside = _in_domain(transform, y)
     ys = np.where(inside, y, 1.0)
@@ -207,8 +226,6 @@ def logpdf(zq, levels, y, transform):
 
 def zscore(zq, levels, y, transform):
     r""":math:`\Phi^{-1}(F_Y(y))`, :math:`-\infty` outside the domain."""
-    from calibprob.predictive import quantile_zscore
-
     y = np.asarray(y, float)
     inside = _in_domain(transform, y)
     out = quantile_zscore(zq, levels, forward(transform, np.where(inside, y, 1.0)))
@@ -231,7 +248,7 @@ def moments(zq, levels, transform):
     for i in range(0, zq.shape[0], _CHUNK):
         sl = slice(i, i + _CHUNK)
         c = np.median(zq[sl], axis=1)
-        a, b, lo, hi = _z_pieces(zq[sl] - c[:, None], levels)
+        a, b, lo, hi = quantile_pieces(zq[sl] - c[:, None], levels)
         # in log space: a steep Gaussian tail (large b) has a huge e^{b^2/2} and a tiny mass
         m1 = _weighted(a + 0.5 * b * b, _log_dPhi(lo - b, hi - b))
         m2 = _weighted(2.0 * a + 2.0 * b * b, _log_dPhi(lo - 2.0 * b, hi - 2.0 * b))
@@ -313,8 +330,6 @@ def crps_exp_pieces(y, zq, levels, *, chunk_size: int = _CHUNK) -> np.ndarray:
     >>> bool(np.isclose(crps_exp_pieces(np.array([y]), zq, levels)[0], exact, rtol=1e-12))
     True
     """
-    from calibprob.predictive import quantile_zscore
-
     y = np.asarray(y, float)
     zq = np.asarray(zq, float)
     out = np.empty(y.shape[0])
@@ -323,7 +338,7 @@ def crps_exp_pieces(y, zq, levels, *, chunk_size: int = _CHUNK) -> np.ndarray:
         sl = slice(i, i + chunk_size)
         c = np.median(zq[sl], axis=1)
         ys = y[sl] * np.exp(-c)
-        a, b, lo, hi = _z_pieces(zq[sl] - c[:, None], levels)
+        a, b, lo, hi = quantile_pieces(zq[sl] - c[:, None], levels)
         log_w = a + 0.5 * b * b  # log e^{a + b^2/2} per piece
         # int tau Q dtau = sum_j w_j [I_b(h_j) - I_b(l_j)],  I_b(-inf) = 0, I_b(+inf) = Phi(b / sqrt 2)
         hb = b / _SQRT2
@@ -432,9 +447,6 @@ def back_transform(pred: xr.Dataset, transform: str, *, shift: float = 0.0, scal
     >>> bool(np.isclose(pred.calib.logpdf([2.0])[0], stats.norm(0, 0.5).logpdf(np.log(2.0)) - np.log(2.0)))
     True
     """
-    from calibprob.metrics import is_interval_family
-    from calibprob.predictive import _dataset, validate
-
     transform = check_transform(transform, "transform")
     if not isinstance(pred, xr.Dataset):
         raise TypeError(f"pred must be a predictive xarray.Dataset; got {type(pred).__name__}.")
@@ -450,8 +462,8 @@ def back_transform(pred: xr.Dataset, transform: str, *, shift: float = 0.0, scal
         )
     if is_interval_family(pred):
         out = pred.copy()
-        for v in ("lower", "upper"):
-            out[v] = inverse(transform, shift + scale * pred[v])
+        for var in ("lower", "upper"):
+            out[var] = inverse(transform, shift + scale * pred[var])
         out.attrs["target_transform"] = transform
         return out
     validate(pred)
@@ -470,7 +482,9 @@ def back_transform(pred: xr.Dataset, transform: str, *, shift: float = 0.0, scal
                 f"shift={shift!r}, scale={scale!r}); check that pred is on the transformed scale and that "
                 "shift/scale undo the standardisation."
             )
-    ds = _dataset(q, pred["level"].values, pred["obs"].values, str(pred.attrs.get("method", "quantiles")), "quantile")
+    ds = from_quantiles(
+        q, pred["level"].values, obs=pred["obs"].values, method=str(pred.attrs.get("method", "quantiles"))
+    )
     ds.attrs["target_transform"] = transform
     for k, v in pred.attrs.items():
         if k not in ds.attrs and k not in ("family", "tail"):
@@ -515,8 +529,6 @@ class TransformedTargetRegressor(BaseEstimator):
 
     def fit(self, X, y) -> TransformedTargetRegressor:
         """Fit the base on ``g(y)``; returns ``self``."""
-        from calibprob._base import clone
-
         if self.estimator is None or not hasattr(self.estimator, "fit"):
             raise TypeError(
                 "estimator must be a base model with fit(X, y) and predict(X) "

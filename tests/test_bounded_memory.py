@@ -19,7 +19,7 @@ import pytest
 
 import calibprob
 from calibprob.conformal import ConformalPredictiveSystem, CrossConformalRegressor
-from calibprob.conformal._common import conformal_quantile_function, score_quantiles
+from calibprob.conformal._common import conformal_quantile_function, rank_interpolated_quantiles
 from calibprob.conformal.jackknife import jackknife_plus_bounds
 from calibprob.metrics import crps_quantile, evaluate
 from calibprob.predictive import DEFAULT_LEVELS, quantile_ppf
@@ -95,7 +95,7 @@ def test_conformal_quantile_function_chunked_equals_one_shot(symmetric):
     mu, scale = rng.normal(size=m), rng.gamma(2.0, size=m)
     scores = np.sort(np.abs(rng.standard_t(3, size=n)) if symmetric else rng.standard_t(3, size=n))
     levels = DEFAULT_LEVELS[4:-4]
-    r = score_quantiles(scores, levels, symmetric=symmetric)
+    r = rank_interpolated_quantiles(scores, levels, symmetric=symmetric)
     one_shot = mu[:, None] + scale[:, None] * r[None, :]  # the formula, all rows at once
     for chunk in CHUNKS + [m + 5, None]:
         got = conformal_quantile_function(mu, scale, scores, levels, symmetric=symmetric, chunk_size=chunk)
@@ -111,7 +111,7 @@ def test_cps_predict_is_the_one_shot_formula():
     test = base.isel(obs=slice(800, None))  # 4200 rows: more than one default block, not a multiple
     pred = cps.predict(test)
     lv = pred["level"].values
-    r = score_quantiles(cps.scores_, lv, symmetric=False)
+    r = rank_interpolated_quantiles(cps.scores_, lv, symmetric=False)
     expected = mu[800:, None] + np.full(4200, 1.3)[:, None] * r[None, :]
     np.testing.assert_array_equal(pred["quantile"].values, expected)
 

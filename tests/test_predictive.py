@@ -238,3 +238,35 @@ def test_heavy_tail_keeps_its_outermost_slope():
     np.testing.assert_allclose(
         quantile_cdf(q[None, :], DEFAULT_LEVELS, y), stats.norm.cdf(z[-1] + (y - q[-1]) / s), rtol=1e-12
     )
+
+
+def test_quantile_pieces_are_the_quantile_function():
+    """a_j + b_j u on the piece holding u is the quantile function (checked against quantile_ppf_zscore),
+    the pieces pass through every stored quantile and join continuously at the knots."""
+    from calibprob.predictive import quantile_pieces, quantile_ppf_zscore
+
+    rng = np.random.default_rng(7)
+    levels = np.array([0.02, 0.1, 0.3, 0.5, 0.8, 0.97])
+    q = np.sort(rng.gamma(2.0, size=(5, levels.size)), axis=1)
+    a, b, lo, hi = quantile_pieces(q, levels)
+    assert a.shape == b.shape == (5, levels.size + 1) and lo.shape == hi.shape == (levels.size + 1,)
+    assert np.all(b > 0) and lo[0] == -np.inf and hi[-1] == np.inf
+    np.testing.assert_array_equal(lo[1:], hi[:-1])
+    u = rng.normal(scale=2.0, size=(5, 40))
+    j = np.searchsorted(lo, u, side="right") - 1
+    rows = np.arange(5)[:, None]
+    np.testing.assert_allclose(a[rows, j] + b[rows, j] * u, quantile_ppf_zscore(q, levels, u), rtol=1e-12, atol=1e-12)
+    z = stats.norm.ppf(levels)
+    np.testing.assert_allclose(a[:, 1:] + b[:, 1:] * z, q, rtol=1e-12, atol=1e-12)  # left end of pieces 1..L
+    np.testing.assert_allclose(a[:, :-1] + b[:, :-1] * z, q, rtol=1e-12, atol=1e-12)  # right end of pieces 0..L-1
+
+
+def test_is_interval_family_lives_with_the_contract():
+    """One predicate, read by calibprob.metrics and calibprob.transforms alike."""
+    from calibprob import metrics, predictive, transforms
+
+    assert metrics.is_interval_family is predictive.is_interval_family is transforms.is_interval_family
+    pred = calibprob.normal(np.zeros(3), np.ones(3))
+    assert not predictive.is_interval_family(pred)
+    assert predictive.is_interval_family(pred.calib.interval([0.5]))
+    assert not predictive.is_interval_family(np.zeros(3))

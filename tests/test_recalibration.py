@@ -36,7 +36,7 @@ from calibprob.calibrators.recalibration import (
     knot_levels,
     levels_in_range,
     min_calibration_points,
-    score_quantiles,
+    probit_interpolated_quantiles,
     variance_scale_factor,
     vovk_ranks,
 )
@@ -106,12 +106,12 @@ def test_isotonic_knots_are_the_empirical_cdf_with_ties_pooled():
     lv, sc = isotonic_calibration_knots(w)
     np.testing.assert_allclose(lv, np.array([1, 2, 5, 6, 7]) / 8)
     np.testing.assert_allclose(sc, [-1.0, -1.0, 0.3, 2.0, 5.0])
-    # distinct scores: knots are (k/(n+1), w_(k)), i.e. exactly score_quantiles' knots
+    # distinct scores: knots are (k/(n+1), w_(k)), i.e. exactly probit_interpolated_quantiles' knots
     w = np.random.default_rng(0).normal(size=50)
     lv, sc = isotonic_calibration_knots(w)
     np.testing.assert_allclose(lv, knot_levels(50))
     np.testing.assert_allclose(sc, np.sort(w))
-    np.testing.assert_allclose(score_quantiles(np.sort(w), knot_levels(50)), np.sort(w), atol=1e-12)
+    np.testing.assert_allclose(probit_interpolated_quantiles(np.sort(w), knot_levels(50)), np.sort(w), atol=1e-12)
 
 
 def test_variance_scale_factor_is_the_gaussian_mle():
@@ -321,7 +321,9 @@ def test_rm_width_is_constant_and_ignores_sigma():
     wide = calibprob.normal(base_te["loc"].values, 10 * base_te["scale"].values)
     np.testing.assert_allclose(rm.predict(wide)["quantile"].values, q, atol=1e-12)
     w = metrics.width(rm.predict(base_te), [0.9]).values
-    np.testing.assert_allclose(w, score_quantiles(rm.residuals_, [0.95]) - score_quantiles(rm.residuals_, [0.05]))
+    np.testing.assert_allclose(
+        w, probit_interpolated_quantiles(rm.residuals_, [0.95]) - probit_interpolated_quantiles(rm.residuals_, [0.05])
+    )
     med = MarxRecalibrator(center="median").fit(base_cal, y_cal).predict(base_te)
     np.testing.assert_allclose(med["quantile"].values, q, atol=1e-12)  # Gaussian: median = mean
 
@@ -448,7 +450,7 @@ def test_extrapolate_beyond_the_calibration_range(name):
         assert np.all((k[:, inside] >= 1) & (k[:, inside] <= 30))  # in range: never an infinite rank
         assert np.any(k[:, ~inside] == 0) and np.any(k[:, ~inside] == 31)
         # infinite ranks are replaced by the Gaussian tail of the score quantile function
-        tail = base_te["loc"].values[:, None] + base_te["scale"].values[:, None] * score_quantiles(
+        tail = base_te["loc"].values[:, None] + base_te["scale"].values[:, None] * probit_interpolated_quantiles(
             cal.scores_, DEFAULT_LEVELS
         )
         infinite = (k == 0) | (k == 31)
@@ -475,7 +477,9 @@ def test_bad_input(name, small_problem):
     make = ALL[name]
     with pytest.raises(NotFittedError, match=r"not fitted yet\. Call fit\(\.\.\.\)"):
         make(0).predict(base_te)
-    with pytest.raises(ValueError, match="mismatched lengths: pred_cal has 150, y_cal has 149"):
+    with pytest.raises(
+        ValueError, match="mismatched lengths: y_cal has 149 entries, the prediction has 150 observations"
+    ):
         make(0).fit(base_cal, y_cal[:-1])
     y_nan = y_cal.copy()
     y_nan[7] = np.nan
@@ -603,3 +607,24 @@ def test_recalibrated_ece_skewed_noise_many_seeds(name):
         e_base.append(float(metrics.ece(base_te, y_te)))
     floor = ECE_VARIANCE_FACTOR * (1 / n_cal + 1 / n_test)
     assert np.mean(e_rec) < 2.5 * floor and np.mean(e_rec) < np.mean(e_base) / 30, (np.mean(e_rec), floor)
+
+
+def test_score_quantiles_is_a_deprecated_alias():
+    """The old name warns for one release and returns exactly the renamed function's values."""
+    from calibprob.calibrators import recalibration
+
+    w = np.sort(np.random.default_rng(4).normal(size=40))
+    with pytest.warns(FutureWarning, match="score_quantiles is renamed probit_interpolated_quantiles"):
+        old = recalibration.score_quantiles(w, [0.05, 0.5, 0.95])
+    np.testing.assert_array_equal(old, probit_interpolated_quantiles(w, [0.05, 0.5, 0.95]))
+
+
+def test_fit_targets_follow_the_shared_validator(small_problem):
+    """y_cal is checked by calibprob._validation.check_targets: a Dataset is refused with a
+    TypeError naming y_cal, and a DataArray with dim ``obs`` must carry the prediction's labels."""
+    y_cal, base_cal, _ = small_problem
+    with pytest.raises(TypeError, match="y_cal must be an array or a 1-D DataArray"):
+        IsotonicRecalibrator().fit(base_cal, xr.Dataset({"y": ("obs", y_cal)}))
+    shuffled = xr.DataArray(y_cal, dims=("obs",), coords={"obs": base_cal["obs"].values[::-1]})
+    with pytest.raises(ValueError, match="y_cal's 'obs' coordinate differs from the prediction's"):
+        IsotonicRecalibrator().fit(base_cal, shuffled)

@@ -244,3 +244,11 @@ def test_spec_key_and_the_runner_score_on_the_original_scale(tmp_path):
     np.savetxt(neg, np.c_[X, price - 10.0], delimiter=",", header="a,b,price", comments="")
     with pytest.raises(SpecError, match=r"datasets\[0\].*neg.csv.*column 'price'.*needs y > 0"):
         parse_spec({**spec_dict, "datasets": [{"name": "d", "path": str(neg), "target": "price"}]})
+
+
+def test_domain_bound_names_the_domain_and_refuses_unknown_transforms():
+    from calibprob.transforms import domain_bound
+
+    assert domain_bound("log") == 0.0 and domain_bound("log1p") == -1.0
+    with pytest.raises(ValueError, match="transform must be one of 'log', 'log1p'; got 'sqrt'"):
+        domain_bound("sqrt")

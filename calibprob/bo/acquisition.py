@@ -48,7 +48,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize, special
 
-from calibprob.predictive import _pieces, quantile_cdf, quantile_ppf
+from calibprob.predictive import quantile_cdf, quantile_ppf
+from calibprob.predictive import quantile_pieces as _pieces
 
 __all__ = [
     "ACQUISITIONS",

@@ -68,6 +68,9 @@ processes. NeurIPS, §7 and Table 1 (RK, RV, RM as baselines).
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
+
 import numpy as np
 import xarray as xr
 from scipy import optimize, special
@@ -75,7 +78,7 @@ from scipy import optimize, special
 from calibprob._base import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._ranks import RANK_TOL as _RANK_TOL
 from calibprob._ranks import knot_levels, levels_in_range, min_calibration_points
-from calibprob._validation import check_array, check_choice, check_levels, check_same_length
+from calibprob._validation import check_array, check_choice, check_levels, check_targets
 from calibprob.predictive import (
     from_quantiles,
     normal,
@@ -89,6 +92,7 @@ __all__ = [
     "min_calibration_points",
     "levels_in_range",
     "knot_levels",
+    "probit_interpolated_quantiles",
     "score_quantiles",
     "isotonic_calibration_knots",
     "vovk_ranks",
@@ -114,12 +118,14 @@ _SCALE_GRID = 241
 # ===========================================================================
 
 
-def score_quantiles(sorted_scores, levels) -> np.ndarray:
-    r"""Empirical quantile function of calibration scores at ``levels``.
+def probit_interpolated_quantiles(sorted_scores, levels) -> np.ndarray:
+    r"""Empirical quantile function of calibration scores at ``levels``, interpolated in probit space.
 
     The piecewise-Gaussian quantile function of :mod:`calibprob.predictive`
     through the knots :math:`(k/(n+1),\ s_{(k)})`: linear in
-    :math:`\Phi^{-1}(p)` between knots, Gaussian tails beyond them.
+    :math:`\Phi^{-1}(p)` between knots, Gaussian tails beyond them. (The
+    conformal calibrators interpolate the same order statistics linearly in
+    the rank instead: :func:`calibprob.conformal._common.rank_interpolated_quantiles`.)
 
     Parameters
     ----------
@@ -130,9 +136,37 @@ def score_quantiles(sorted_scores, levels) -> np.ndarray:
     Returns
     -------
     ndarray, shape (L,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.calibrators.recalibration import probit_interpolated_quantiles
+    >>> probit_interpolated_quantiles(np.array([1.0, 2.0, 3.0]), [0.25, 0.5, 0.75]).tolist()   # the knots
+    [1.0, 2.0, 3.0]
     """
     s = np.asarray(sorted_scores, float)
     return quantile_ppf(s, knot_levels(s.size), np.asarray(levels, float))
+
+
+def score_quantiles(sorted_scores, levels) -> np.ndarray:
+    """Deprecated name of :func:`probit_interpolated_quantiles` (kept for one release; warns ``FutureWarning``).
+
+    Parameters
+    ----------
+    sorted_scores : ndarray, shape (n,)
+    levels : ndarray, shape (L,)
+
+    Returns
+    -------
+    ndarray, shape (L,)
+    """
+    warnings.warn(
+        "calibprob.calibrators.recalibration.score_quantiles is renamed probit_interpolated_quantiles "
+        "(the old name goes in the next release); call probit_interpolated_quantiles(sorted_scores, levels).",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return probit_interpolated_quantiles(sorted_scores, levels)
 
 
 def isotonic_calibration_knots(pit_scores) -> tuple[np.ndarray, np.ndarray]:
@@ -287,11 +321,14 @@ class _Recalibrator(BaseEstimator):
 
     _method = "recalibrated"
     _min_points = 2
+    # set by each subclass's __init__ / fit, and its predict
+    extrapolate: bool
+    n_calibration_: int
+    predict: Callable[..., xr.Dataset]
 
     def _check_fit_input(self, pred_cal, y_cal) -> tuple[xr.Dataset, np.ndarray]:
         pred_cal = check_predictive(pred_cal, self, "pred_cal")
-        y = check_array(y_cal, "y_cal", ndim=1)
-        check_same_length(pred_cal=np.empty(pred_cal.sizes["obs"]), y_cal=y)
+        y = check_targets(y_cal, pred_cal.sizes["obs"], "y_cal", obs=pred_cal["obs"].values)
         if y.size < self._min_points:
             raise ValueError(
                 f"{type(self).__name__} needs at least {self._min_points} calibration points; "
@@ -548,7 +585,7 @@ class VovkRecalibrator(_Recalibrator):
         k = vovk_ranks(levels, n, tau)
         w = self.scores_[np.clip(k, 1, n) - 1]
         if self.extrapolate:
-            tail = score_quantiles(self.scores_, levels)
+            tail = probit_interpolated_quantiles(self.scores_, levels)
             w = np.where((k == 0) | (k == n + 1), tail[None, :], w)
         return self._output(pred, _ppf_probit(pred, w), levels)
 
@@ -564,7 +601,7 @@ class MarxRecalibrator(_Recalibrator):
         Q_i(p) = \mu_i + r(p),
 
     :math:`r(p)` the empirical quantile function of the calibration residuals
-    (:func:`score_quantiles`). The base's spread is discarded: every interval
+    (:func:`probit_interpolated_quantiles`). The base's spread is discarded: every interval
     has the same width at every input, as in Capone et al. 2023's RM
     baseline.
 
@@ -622,7 +659,7 @@ class MarxRecalibrator(_Recalibrator):
         pred = check_predictive(pred, self, "pred")
         levels = self._levels(pred, levels)
         self._check_range(levels, self.n_calibration_)
-        q = _center(pred, self.center)[:, None] + score_quantiles(self.residuals_, levels)[None, :]
+        q = _center(pred, self.center)[:, None] + probit_interpolated_quantiles(self.residuals_, levels)[None, :]
         return self._output(pred, q, levels)
 
 

@@ -31,7 +31,8 @@ from calibprob._base import BaseEstimator, check_is_fitted
 from calibprob._ranks import RANK_TOL as _RANK_TOL
 from calibprob._ranks import lower_rank, upper_rank
 from calibprob._ranks import min_conformal_points as min_points
-from calibprob._validation import check_array, check_confidence_levels, check_int
+from calibprob._validation import check_array, check_confidence_levels, check_int, check_levels
+from calibprob.predictive import DEFAULT_LEVELS
 
 __all__ = [
     "upper_rank",
@@ -236,7 +237,7 @@ def predict_mean_std_chunked(estimator, X, *, need_sigma: bool, chunk_size: int 
     for sl in iter_chunks(n, chunk):
         m, s = _predict_once(estimator, X[sl], need_sigma)
         mu[sl] = m
-        if need_sigma:
+        if sigma is not None:
             sigma[sl] = s
     return mu, sigma
 
@@ -359,9 +360,6 @@ def valid_levels(levels, n: int, *, symmetric: bool) -> np.ndarray:
         An explicit level out of reach (the message says how many points it
         needs), or fewer than 2 default levels reachable.
     """
-    from calibprob._validation import check_levels
-    from calibprob.predictive import DEFAULT_LEVELS
-
     if levels is None:
         ok = np.array([_needed_for_level(p, symmetric) <= n for p in DEFAULT_LEVELS])
         if ok.sum() < 2:
@@ -383,7 +381,7 @@ def valid_levels(levels, n: int, *, symmetric: bool) -> np.ndarray:
     return levels
 
 
-def score_quantiles(sorted_scores, levels, *, symmetric: bool) -> np.ndarray:
+def rank_interpolated_quantiles(sorted_scores, levels, *, symmetric: bool) -> np.ndarray:
     r"""Score at the continuous rank of each level (linear between order statistics).
 
     Signed: :math:`r(p) = R_{(t)}` at :math:`t = p(n+1) \in [1, n]`.
@@ -428,7 +426,7 @@ def conformal_quantile_function(
     ndarray, shape (m, L)
         Non-decreasing along the level axis (``scale > 0``).
     """
-    r = score_quantiles(sorted_scores, levels, symmetric=symmetric)
+    r = rank_interpolated_quantiles(sorted_scores, levels, symmetric=symmetric)
     mu = np.asarray(mu, float).reshape(-1)
     scale = np.broadcast_to(np.asarray(scale, float), mu.shape)
     chunk = QUANTILE_CHUNK_ROWS if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)

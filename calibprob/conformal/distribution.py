@@ -33,6 +33,8 @@ predictive distributions. Neurocomputing 397 (the signed score as a predictive s
 
 from __future__ import annotations
 
+from typing import Self
+
 import numpy as np
 import xarray as xr
 
@@ -46,6 +48,7 @@ from calibprob.conformal._common import (
 )
 from calibprob.conformal.scores import Score, get_score
 from calibprob.conformal.split import conformal_thresholds
+from calibprob.predictive import from_quantiles
 
 __all__ = ["SplitConformalCalibrator", "predictive_mean_std"]
 
@@ -55,11 +58,6 @@ def predictive_mean_std(pred: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
     mu = np.asarray(pred.calib.mean().values, float)
     sigma = np.asarray(pred.calib.std().values, float)
     return mu, sigma
-
-
-def _targets(y, n: int, name: str) -> np.ndarray:
-    """``y`` as NumPy or a 1-D DataArray of any dim name (PyMC's ``obs_id``), by position."""
-    return check_targets(y, n, name)
 
 
 class SplitConformalCalibrator(BaseEstimator):
@@ -102,6 +100,8 @@ class SplitConformalCalibrator(BaseEstimator):
 
     _method = "split-conformal"
 
+    scores_: np.ndarray | None
+
     def __init__(self, *, score="absolute", beta: float = 1.0, eps: float = 0.0, confidence_level=0.9):
         self.score = score
         self.beta = beta
@@ -111,7 +111,7 @@ class SplitConformalCalibrator(BaseEstimator):
     def _score(self) -> Score:
         return get_score(self.score, beta=self.beta, eps=self.eps)
 
-    def fit(self, pred_cal, y_cal) -> SplitConformalCalibrator:
+    def fit(self, pred_cal, y_cal) -> Self:
         """Score the calibration predictions; returns ``self``.
 
         Parameters
@@ -131,7 +131,7 @@ class SplitConformalCalibrator(BaseEstimator):
         levels, _ = resolve_levels(self.confidence_level)
         score = self._score()
         pred = check_predictive(pred_cal, self, "pred_cal")
-        y = _targets(y_cal, pred.sizes["obs"], "y_cal")
+        y = check_targets(y_cal, pred.sizes["obs"], "y_cal")
         mu, sigma = predictive_mean_std(pred)
         R = np.sort(score.score(y, mu, sigma))
         conformal_thresholds(R, levels, symmetric=score.symmetric)  # early, clear error
@@ -172,8 +172,6 @@ class SplitConformalCalibrator(BaseEstimator):
             The predictive-distribution contract (``family="quantile"``), with
             ``pred``'s ``obs`` coordinate.
         """
-        from calibprob.predictive import from_quantiles
-
         pred, mu, scale = self._mu_scale(pred)
         levels = valid_levels(levels, self.n_calibration_, symmetric=self.score_.symmetric)
         q = conformal_quantile_function(mu, scale, self.scores_, levels, symmetric=self.score_.symmetric)

@@ -68,6 +68,7 @@ from calibprob.conformal._common import (
     check_Xy,
     default_chunk_size,
     interval_dataset,
+    interval_prediction,
     iter_chunks,
     lower_rank,
     order_statistic,
@@ -313,8 +314,6 @@ class CrossConformalRegressor(BaseEstimator):
             ``lower``, ``upper`` over (obs, confidence_level),
             ``attrs["family"] == "interval"``; :func:`calibprob.evaluate` scores it.
         """
-        from calibprob.conformal._common import interval_prediction
-
         check_is_fitted(self, "scores_", method="fit")
         check_not_predictive(X, self)
         return interval_prediction(self, X, confidence_level, n=self.n_train_, sides=1 if self.score_.symmetric else 2)

@@ -47,7 +47,8 @@ import numpy as np
 import xarray as xr
 
 from calibprob._base import check_is_fitted
-from calibprob.conformal.distribution import SplitConformalCalibrator, _targets
+from calibprob._validation import check_targets
+from calibprob.conformal.distribution import SplitConformalCalibrator
 from calibprob.conformal.scores import SignedAbsoluteScore, SignedNormalizedScore
 from calibprob.conformal.split import SplitConformalRegressor
 
@@ -126,6 +127,9 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
     """
 
     _method = "conformal-predictive-system"
+
+    # the inner model-aware split conformal of the deprecated estimator= form, or None
+    legacy_estimator_: SplitConformalRegressor | None
 
     def __init__(
         self,
@@ -246,5 +250,5 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
             mu, scale = self._legacy("predict_cdf")._mu_scale(pred)
         else:
             pred, mu, scale = self._mu_scale(pred)
-        y = _targets(y, mu.size, "y")
+        y = check_targets(y, mu.size, "y")
         return cps_cdf(self.scores_, (y - mu) / scale, tau)

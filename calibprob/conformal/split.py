@@ -61,6 +61,7 @@ from calibprob.conformal._common import (
     valid_levels,
 )
 from calibprob.conformal.scores import Score, get_score
+from calibprob.predictive import from_quantiles
 
 __all__ = ["SplitConformalRegressor", "conformal_thresholds"]
 
@@ -154,6 +155,9 @@ class SplitConformalRegressor(BaseEstimator):
     ----------
     Lei et al. (2018); Pion & Vazquez (2024) §2.3, eq. (9), (13).
     """
+
+    # None between fit (unprefit) and calibrate
+    scores_: np.ndarray | None
 
     def __init__(
         self,
@@ -297,8 +301,6 @@ class SplitConformalRegressor(BaseEstimator):
         xarray.Dataset
             The predictive-distribution contract (``family="quantile"``).
         """
-        from calibprob.predictive import from_quantiles
-
         check_is_fitted(self, "scores_", method="calibrate")
         levels = valid_levels(levels, self.n_calibration_, symmetric=self.score_.symmetric)
         mu, scale = self._mu_scale(X)

@@ -1,0 +1,373 @@
+"""The public entry points: every metric of a prediction in one Dataset, and the interval family."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+from scipy import special
+
+from calibprob._validation import check_choice, check_confidence_levels, check_int, check_levels, check_targets
+from calibprob.metrics._attrs import _ATTRS
+from calibprob.metrics._calibration import (
+    calibration_error,
+    integrated_absolute_error,
+    interval_coverage,
+    mean_interval_width,
+    ueb_violation_rate,
+)
+from calibprob.metrics._levels import (
+    _CHUNK,
+    DEFAULT_CONFIDENCE_LEVELS,
+    PINBALL_LEVELS,
+    ece_levels,
+    iae_confidence_levels,
+)
+from calibprob.metrics._reading import (
+    _check_pred,
+    _check_y,
+    _crps_rows,
+    _logpdf_rows,
+    _moments_rows,
+    _ppf_rows,
+    _scalar,
+    _ueb_bounds,
+)
+from calibprob.metrics._scores import crps_normal, mean_squared_error, pinball_loss
+from calibprob.predictive import is_interval_family, validate
+
+
+def evaluate(
+    pred: xr.Dataset,
+    y,
+    confidence_levels=DEFAULT_CONFIDENCE_LEVELS,
+    *,
+    n_ece_levels: int = 21,
+    point: str = "mean",
+    pinball_levels=None,
+    chunk_size: int | None = None,
+) -> xr.Dataset:
+    r"""Every calibration, sharpness and scoring metric of a prediction, in one Dataset.
+
+    Parameters
+    ----------
+    pred : xarray.Dataset
+        A predictive distribution following the contract of
+        :mod:`calibprob.predictive` (dims ``obs``, ``level``), or the interval
+        family (``lower``/``upper`` over ``obs``, ``confidence_level``, from an
+        intervals-only calibrator's ``predict``), which gets the interval
+        metrics of :func:`evaluate_intervals`.
+    y : array_like or xarray.DataArray, shape (n_obs,)
+        Observed values, finite, one per observation of ``pred``.
+    confidence_levels : sequence of float, default (0.5, 0.8, 0.9, 0.95, 0.99)
+        Confidence levels in (0, 1) of the central intervals whose
+        ``coverage`` and ``width`` are reported.
+    n_ece_levels : int, default 21
+        Number m of evenly spaced ECE levels :math:`p_j = j/(m-1)`.
+    point : {"mean", "median"}, default "mean"
+        Point prediction scored by ``mse`` / ``rmse``.
+    pinball_levels : array_like, optional
+        Levels of the pinball loss; default 0.05, 0.10, ..., 0.95.
+    chunk_size : int, optional
+        Observations per block (default 4096). Memory beyond ``pred`` itself
+        is O(chunk_size x L) plus a few numbers per observation, whatever the
+        number of observations; the result does not depend on it.
+
+    Returns
+    -------
+    xarray.Dataset
+        Scalars (no dims): ``ece``, ``iae``, ``nll``, ``crps``, ``pinball``,
+        ``mse``, ``rmse``, ``std`` (mean predictive standard deviation),
+        ``ueb_violation``, ``ueb_width``; over ``confidence_level``:
+        ``coverage``, ``width``; curves: ``observed_fraction(ece_level)``
+        (reliability diagram, :func:`calibration_curve`) and
+        ``iae_coverage(iae_level)`` (:func:`iae`). Every variable carries
+        ``long_name``, ``definition`` and ``paper`` attributes. Lower is better
+        for all scalars except that ``coverage`` should match its level.
+
+    Raises
+    ------
+    ValueError
+        If ``y`` is not finite or its length differs from the prediction's,
+        if a confidence level is outside (0, 1), or if ``pred`` breaks the
+        contract (:func:`calibprob.validate`).
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.normal(size=1000)
+    >>> m = calibprob.evaluate(calibprob.normal(np.zeros(1000), np.ones(1000)), y)
+    >>> float(m["coverage"].sel(confidence_level=0.9)) > 0.85
+    True
+
+    References
+    ----------
+    See the module docstring: Capone et al. 2023 (ECE, STD, NLL, 95% CI,
+    Table 2), Pion & Vazquez 2024 (IAE, coverage, width), Song et al. 2019
+    (NLL, MSE, pinball), Gneiting & Raftery 2007 (CRPS).
+    """
+    if is_interval_family(pred):
+        # intervals-only methods (jackknife+, CV+, J+GP, FCP-GP): their predict(X) gives intervals,
+        # not a quantile function, so only the interval metrics exist
+        return evaluate_intervals(pred, y, confidence_levels)
+    validate(_check_pred(pred))
+    yv = _check_y(pred, y)
+    plan = _Plan.parse(confidence_levels, n_ece_levels, point, pinball_levels, chunk_size)
+    totals = _accumulate(pred, yv, plan)
+    return _metrics_dataset(pred, yv, plan, totals)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The validated arguments of :func:`evaluate` and every probability its metrics need.
+
+    ``blocks`` names the columns of the one quantile evaluation per row block:
+    the xarray-layer functions would each re-derive the segment slopes.
+    """
+
+    c: np.ndarray  # confidence levels of coverage / width
+    p: np.ndarray  # ECE levels, 0 and 1 included
+    tau: np.ndarray  # pinball levels
+    c_iae: np.ndarray  # confidence levels of the IAE grid
+    point: str
+    chunk: int
+
+    @classmethod
+    def parse(cls, confidence_levels, n_ece_levels, point, pinball_levels, chunk_size) -> _Plan:
+        c = check_confidence_levels(confidence_levels, "confidence_levels")
+        p = ece_levels(n_ece_levels)
+        check_choice(point, "point", ("mean", "median"))
+        tau = PINBALL_LEVELS if pinball_levels is None else check_levels(pinball_levels, "pinball_levels")
+        chunk = _CHUNK if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)
+        return cls(c=c, p=p, tau=tau, c_iae=iae_confidence_levels(), point=point, chunk=chunk)
+
+    @property
+    def inner(self) -> np.ndarray:
+        """ECE levels strictly inside (0, 1): the others need no quantile (Q(0) = -inf, Q(1) = +inf)."""
+        return (self.p > 0) & (self.p < 1)
+
+    @property
+    def blocks(self) -> dict[str, np.ndarray]:
+        return {
+            "ece": self.p[self.inner],
+            "iae_lo": (1 - self.c_iae) / 2,
+            "iae_hi": (1 + self.c_iae) / 2,
+            "cov_lo": (1 - self.c) / 2,
+            "cov_hi": (1 + self.c) / 2,
+            "tau": self.tau,
+            "median": np.array([0.5]) if self.point == "median" else np.empty(0),
+        }
+
+
+class _Totals:
+    """What outlives a row block: integer counts and O(n) per-observation values.
+
+    The counts (ECE, IAE, coverage) are exact and every per-observation value
+    (CRPS, log density, point, sd, pinball row mean, interval widths) is a
+    row-wise computation, so the result does not depend on the chunk size
+    (tested bit for bit with chunk sizes that do not divide n).
+    """
+
+    def __init__(self, n: int, plan: _Plan):
+        self.below = np.zeros(plan.p.size, dtype=np.int64)
+        self.iae_hits = np.zeros(plan.c_iae.size, dtype=np.int64)
+        self.cov_hits = np.zeros(plan.c.size, dtype=np.int64)
+        self.widths = np.empty((n, plan.c.size))
+        self.pin_rows = np.empty(n)
+        self.point_pred = np.empty(n)
+        self.sd = np.empty(n)
+        self.crps_values = np.empty(n)
+        self.logpdf = np.empty(n)
+
+    def count(self, sl: slice, yc: np.ndarray, cols: dict[str, np.ndarray], plan: _Plan) -> None:
+        """Add the block's calibration counts, interval widths and pinball losses."""
+        # y <= Q(0) = -inf never, y <= Q(1) = +inf always
+        self.below[plan.p >= 1] += yc.size
+        self.below[plan.inner] += np.count_nonzero(yc[:, None] <= cols["ece"], axis=0)
+        self.iae_hits += _hits(yc, cols["iae_lo"], cols["iae_hi"])
+        self.cov_hits += _hits(yc, cols["cov_lo"], cols["cov_hi"])
+        self.widths[sl] = cols["cov_hi"] - cols["cov_lo"]
+        self.pin_rows[sl] = np.mean(pinball_loss(yc, cols["tau"], plan.tau), axis=1)
+
+
+def _hits(y: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """How many ``y`` lie in ``[lo, hi]``, per column."""
+    return np.count_nonzero((lo <= y[:, None]) & (y[:, None] <= hi), axis=0)
+
+
+def _accumulate(pred: xr.Dataset, yv: np.ndarray, plan: _Plan) -> _Totals:
+    """One pass over the observations in blocks of ``plan.chunk`` rows (memory O(chunk x L))."""
+    n = yv.size
+    blocks = plan.blocks
+    probs = np.concatenate(list(blocks.values()))
+    normal_family = pred.calib.is_normal
+    if normal_family:
+        loc, scale = pred["loc"].values, pred["scale"].values
+    else:
+        q_all, lv_all = pred.calib.quantiles, pred.calib.levels
+    totals = _Totals(n, plan)
+    for start in range(0, n, plan.chunk):
+        sl = slice(start, min(start + plan.chunk, n))
+        yc = yv[sl]
+        if normal_family:
+            Q = loc[sl, None] + scale[sl, None] * special.ndtri(probs)[None, :]
+            mean_c, totals.sd[sl] = loc[sl], scale[sl]
+            totals.crps_values[sl] = crps_normal(yc, loc[sl], scale[sl])
+        else:
+            Q = _ppf_rows(pred, q_all, lv_all, probs, sl)
+            mean_c, totals.sd[sl] = _moments_rows(pred, q_all, lv_all, sl)
+            totals.crps_values[sl] = _crps_rows(pred, yc, q_all, lv_all, sl, plan.chunk)
+        cols = dict(zip(blocks, np.split(Q, np.cumsum([b.size for b in blocks.values()])[:-1], axis=1)))
+        totals.count(sl, yc, cols, plan)
+        totals.point_pred[sl] = mean_c if plan.point == "mean" else cols["median"][:, 0]
+        totals.logpdf[sl] = _logpdf_rows(pred, sl, yc)
+        del Q, cols
+    return totals
+
+
+def _metrics_dataset(pred: xr.Dataset, yv: np.ndarray, plan: _Plan, totals: _Totals) -> xr.Dataset:
+    """The Dataset of :func:`evaluate` from the accumulated totals."""
+    n = yv.size
+    frac = totals.below / n
+    iae_cov = totals.iae_hits / n
+    mse_value = mean_squared_error(yv, totals.point_pred)
+    ueb_lo, ueb_hi, ueb_attrs = _ueb_bounds(pred)
+    point = plan.point
+    data = {
+        "ece": _scalar(calibration_error(frac, plan.p), "ece", _ATTRS["ece"] | {"n_ece_levels": plan.p.size}),
+        "iae": _scalar(integrated_absolute_error(iae_cov, plan.c_iae), "iae", dict(_ATTRS["iae"])),
+        "nll": _scalar(-np.mean(totals.logpdf), "nll", dict(_ATTRS["nll"])),
+        "crps": _scalar(np.mean(totals.crps_values), "crps", dict(_ATTRS["crps"])),
+        "pinball": _scalar(np.mean(totals.pin_rows), "pinball", _ATTRS["pinball"] | {"pinball_levels": plan.tau}),
+        "mse": _scalar(mse_value, "mse", _ATTRS["mse"] | {"point": point}),
+        "rmse": _scalar(np.sqrt(mse_value), "rmse", _ATTRS["rmse"] | {"point": point}),
+        "std": _scalar(np.mean(totals.sd), "std", dict(_ATTRS["std"])),
+        "coverage": _along(totals.cov_hits / n, "confidence_level", "coverage"),
+        "width": _along(np.mean(totals.widths, axis=0), "confidence_level", "width"),
+        "ueb_violation": _scalar(
+            ueb_violation_rate(yv, ueb_lo, ueb_hi), "ueb_violation", _ATTRS["ueb_violation"] | ueb_attrs
+        ),
+        "ueb_width": _scalar(np.mean(ueb_hi - ueb_lo), "ueb_width", _ATTRS["ueb_width"] | ueb_attrs),
+        "observed_fraction": _along(frac, "ece_level", "observed_fraction"),
+        "iae_coverage": _along(iae_cov, "iae_level", "iae_coverage"),
+    }
+    out = xr.Dataset(data, coords=_coords(confidence_level=plan.c, ece_level=plan.p, iae_level=plan.c_iae))
+    out.attrs.update(
+        method=str(pred.attrs.get("method", "unknown")),
+        family=str(pred.attrs.get("family", "quantile")),
+        n_obs=int(n),
+        point=point,
+        description="calibprob.evaluate: calibration, sharpness and scoring metrics of one prediction",
+    )
+    return out
+
+
+_COORD_DESCRIPTIONS = {
+    "confidence_level": "confidence level of the central interval",
+    "ece_level": "quantile level p_j = j/(m-1)",
+    "iae_level": "confidence level 1 - alpha of the central interval",
+}
+
+
+def _coords(**values: np.ndarray) -> dict:
+    """The described level coordinates of the metrics Datasets."""
+    return {dim: (dim, v, {"description": _COORD_DESCRIPTIONS[dim]}) for dim, v in values.items()}
+
+
+def _along(values: np.ndarray, dim: str, name: str) -> xr.DataArray:
+    """A metric over one level dimension, with the attributes of ``name``."""
+    return xr.DataArray(values, dims=(dim,), attrs=dict(_ATTRS[name]))
+
+
+def evaluate_intervals(intervals: xr.Dataset, y, confidence_levels=DEFAULT_CONFIDENCE_LEVELS) -> xr.Dataset:
+    r"""The interval metrics of a method that gives intervals but no quantile function.
+
+    Jackknife+, CV+, J+GP, asymJ+GP and the full-conformal GP define central
+    intervals at each confidence level, not a predictive distribution, so only
+    ``coverage``, ``width`` and the IAE (Pion & Vazquez 2024) are defined for
+    them; :func:`evaluate` gives the rest for methods with a quantile function.
+
+    Parameters
+    ----------
+    intervals : xarray.Dataset
+        ``lower`` and ``upper`` over (``obs``, ``confidence_level``), at least at
+        :func:`interval_levels` ``(confidence_levels)``. An unbounded interval
+        (``-inf``/``inf``, the honest conformal answer when too few points
+        resolve a level) counts as covering with infinite width.
+    y : array_like, shape (n_obs,)
+    confidence_levels : sequence of float
+        Levels of the reported ``coverage`` and ``width``.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``iae`` (scalar), ``coverage`` and ``width`` over ``confidence_level``,
+        ``iae_coverage`` over ``iae_level`` — the same names, dims and
+        attributes as in :func:`evaluate`.
+
+    Raises
+    ------
+    ValueError
+        Missing ``lower``/``upper``, a level not provided, non-finite ``y`` or a
+        length mismatch.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr, calibprob
+    >>> from calibprob.metrics import evaluate_intervals, interval_levels
+    >>> c = interval_levels([0.9]); z = calibprob.normal(np.zeros(500), np.ones(500)).calib.interval(c)
+    >>> y = np.random.default_rng(0).normal(size=500)
+    >>> m = evaluate_intervals(z, y, [0.9])
+    >>> 0.85 < float(m["coverage"].sel(confidence_level=0.9)) < 0.95
+    True
+
+    References
+    ----------
+    Pion, A., Vazquez, E. (2024), Table 1 (IAE, coverage, width).
+    """
+    if not isinstance(intervals, xr.Dataset) or not {"lower", "upper"} <= set(intervals.data_vars):
+        raise ValueError(
+            "intervals must be an xarray.Dataset with 'lower' and 'upper' variables over "
+            "(obs, confidence_level), e.g. from predict_interval(X, confidence_level=[...])."
+        )
+    lo_all = intervals["lower"].transpose("obs", "confidence_level")
+    hi_all = intervals["upper"].transpose("obs", "confidence_level")
+    yv = check_targets(y, lo_all.sizes["obs"], "y", obs=intervals["obs"].values if "obs" in intervals.coords else None)
+    c = check_confidence_levels(confidence_levels, "confidence_levels")
+    c_iae = iae_confidence_levels()
+    have = np.round(np.asarray(intervals["confidence_level"].values, float), 12)
+    lo, hi = _interval_columns(lo_all.values, hi_all.values, have, c)
+    lo_i, hi_i = _interval_columns(lo_all.values, hi_all.values, have, c_iae)
+    iae_cov = interval_coverage(yv, lo_i, hi_i)
+    with np.errstate(invalid="ignore"):
+        widths = mean_interval_width(lo, hi)
+    data = {
+        "iae": _scalar(integrated_absolute_error(iae_cov, c_iae), "iae", dict(_ATTRS["iae"])),
+        "coverage": _along(interval_coverage(yv, lo, hi), "confidence_level", "coverage"),
+        "width": _along(widths, "confidence_level", "width"),
+        "iae_coverage": _along(iae_cov, "iae_level", "iae_coverage"),
+    }
+    out = xr.Dataset(data, coords=_coords(confidence_level=c, iae_level=c_iae))
+    out.attrs.update(
+        method=str(intervals.attrs.get("method", "unknown")),
+        family="intervals",
+        n_obs=int(yv.size),
+        description="calibprob.evaluate_intervals: interval metrics of an interval-only method",
+    )
+    return out
+
+
+def _interval_columns(lower: np.ndarray, upper: np.ndarray, have: np.ndarray, levels: np.ndarray):
+    """The ``(obs, level)`` columns of ``lower`` / ``upper`` at ``levels`` (``have``: their levels, rounded)."""
+    idx = []
+    for lv in np.round(levels, 12):
+        hit = np.flatnonzero(np.isclose(have, lv, rtol=0, atol=1e-9))
+        if hit.size == 0:
+            raise ValueError(
+                f"intervals lack confidence_level={lv:g}; predict them at "
+                "calibprob.metrics.interval_levels(confidence_levels)."
+            )
+        idx.append(hit[0])
+    return lower[:, idx], upper[:, idx]

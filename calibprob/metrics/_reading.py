@@ -1,0 +1,163 @@
+"""Reading a predictive Dataset for the metrics: checks, quantiles, densities, moments and CRPS by row block.
+
+Shared by the xarray layer and :func:`~calibprob.metrics.evaluate`; every function works on the
+rows ``sl`` of one block so that memory stays O(chunk x L).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+from scipy import special
+
+from calibprob import transforms
+from calibprob._validation import check_choice, check_finite, check_targets
+from calibprob.metrics._levels import _CHUNK
+from calibprob.metrics._scores import crps_quantile
+from calibprob.predictive import quantile_logpdf, quantile_moments, quantile_ppf
+
+
+def _check_pred(pred) -> xr.Dataset:
+    if not isinstance(pred, xr.Dataset):
+        raise TypeError(
+            f"pred must be a predictive xarray.Dataset; got {type(pred).__name__}. "
+            "Build one with calibprob.normal / from_quantiles / from_draws / from_cdf_grid."
+        )
+    return pred
+
+
+def _check_y(pred: xr.Dataset, y, name: str = "y") -> np.ndarray:
+    """Observed values as a finite 1-D float array with one entry per obs of ``pred``.
+
+    NumPy, or a 1-D DataArray with any dim name aligned by position
+    (:func:`calibprob._validation.check_targets`, shared with the ``.calib`` accessor).
+    """
+    return check_targets(y, pred.sizes["obs"], name, obs=pred["obs"].values)
+
+
+def _transform(pred: xr.Dataset):
+    """``(name, transforms module)`` of a back-transformed Dataset, or ``(None, None)``."""
+    t = transforms.dataset_transform(pred)
+    return (t, transforms) if t is not None else (None, None)
+
+
+def _ppf_rows(pred: xr.Dataset, q: np.ndarray, lv: np.ndarray, p: np.ndarray, sl: slice) -> np.ndarray:
+    """Quantiles of the rows ``sl`` at probabilities ``p`` (a back-transformed law maps through g^-1)."""
+    t, tr = _transform(pred)
+    if t is None:
+        return quantile_ppf(q[sl], lv, p)
+    return tr.inverse(t, quantile_ppf(tr.forward(t, q[sl]), lv, p))
+
+
+def _ppf(pred: xr.Dataset, p) -> np.ndarray:
+    """Quantiles at probabilities ``p`` (1-D, inside (0, 1)) as an (n, P) ndarray."""
+    p = np.asarray(p, float)
+    if pred.calib.is_normal:
+        return pred["loc"].values[:, None] + pred["scale"].values[:, None] * special.ndtri(p)[None, :]
+    q, lv = pred.calib.quantiles, pred.calib.levels
+    out = np.empty((q.shape[0], p.size))
+    # row chunks keep the temporaries (slopes, gathers) small and in cache
+    for start in range(0, q.shape[0], _CHUNK):
+        out[start : start + _CHUNK] = _ppf_rows(pred, q, lv, p, slice(start, start + _CHUNK))
+    return out
+
+
+def _logpdf(pred: xr.Dataset, y: np.ndarray) -> np.ndarray:
+    """Log predictive density at ``y`` (n,): exact for the normal family, else chunked."""
+    if pred.calib.is_normal:
+        return _logpdf_rows(pred, slice(None), y)
+    out = np.empty(y.size)
+    for start in range(0, y.size, _CHUNK):
+        sl = slice(start, start + _CHUNK)
+        out[sl] = _logpdf_rows(pred, sl, y[sl])
+    return out
+
+
+def _logpdf_rows(pred: xr.Dataset, sl: slice, y: np.ndarray) -> np.ndarray:
+    """Log predictive density of the rows ``sl`` at their ``y`` (one block of :func:`evaluate`)."""
+    if pred.calib.is_normal:
+        loc, scale = pred["loc"].values[sl], pred["scale"].values[sl]
+        z = (y - loc) / scale
+        return -0.5 * z * z - 0.5 * np.log(2.0 * np.pi) - np.log(scale)
+    t, tr = _transform(pred)
+    if t is not None:  # log f_Z(g(y)) + log g'(y): the Jacobian of the transform
+        return tr.logpdf(tr.forward(t, pred.calib.quantiles[sl]), pred.calib.levels, y, t)
+    return quantile_logpdf(pred.calib.quantiles[sl], pred.calib.levels, y)
+
+
+def _moments_rows(pred: xr.Dataset, q: np.ndarray, lv: np.ndarray, sl: slice):
+    """Mean and std of the rows ``sl``: stored when present, else exact from the quantile function."""
+    if "mean" in pred and "std" in pred:
+        return np.asarray(pred["mean"].values[sl], float), np.asarray(pred["std"].values[sl], float)
+    t, tr = _transform(pred)
+    mean, std = quantile_moments(q[sl], lv) if t is None else tr.moments(tr.forward(t, q[sl]), lv, t)
+    if "mean" in pred:
+        mean = np.asarray(pred["mean"].values[sl], float)
+    if "std" in pred:
+        std = np.asarray(pred["std"].values[sl], float)
+    return mean, std
+
+
+def _moments(pred: xr.Dataset, chunk_size: int = _CHUNK) -> tuple[np.ndarray, np.ndarray]:
+    """Predictive mean and std: stored when present, else exact from the quantile function.
+
+    Both come from one pass of :func:`~calibprob.predictive.quantile_moments`,
+    in row chunks (cache-friendly, O(chunk_size x L) memory), instead of two
+    full-size passes through ``pred.calib.mean()`` and ``pred.calib.std()``.
+    """
+    if "mean" in pred and "std" in pred:
+        return np.asarray(pred["mean"].values, float), np.asarray(pred["std"].values, float)
+    q, lv = pred.calib.quantiles, pred.calib.levels
+    mean, std = np.empty(q.shape[0]), np.empty(q.shape[0])
+    for start in range(0, q.shape[0], chunk_size):
+        sl = slice(start, start + chunk_size)
+        mean[sl], std[sl] = _moments_rows(pred, q, lv, sl)
+    return mean, std
+
+
+def _point(pred: xr.Dataset, point: str) -> np.ndarray:
+    check_choice(point, "point", ("mean", "median"))
+    if point == "mean":
+        return _moments(pred)[0]
+    return _ppf(pred, [0.5])[:, 0]
+
+
+def _crps_rows(pred, y, q, lv, sl, chunk):
+    """Exact CRPS of the rows ``sl`` (quantile family; a back-transformed law by its own closed form)."""
+    t, tr = _transform(pred)
+    if t is None:
+        return crps_quantile(y, q[sl], lv, chunk_size=chunk)
+    out = np.empty(y.size)
+    for start in range(0, y.size, chunk):  # g(q) is a block-sized temporary
+        b = slice(start, start + chunk)
+        out[b] = tr.crps(y[b], tr.forward(t, q[sl][b]), lv, t, chunk_size=chunk)
+    return out
+
+
+def _ueb_bounds(pred: xr.Dataset):
+    """The widest interval the prediction states, ``[Q(p_min), Q(p_max)]``, and its levels as attrs."""
+    q, lv = pred.calib.quantiles, pred.calib.levels
+    return q[:, 0], q[:, -1], {"lower_level": lv[0], "upper_level": lv[-1]}
+
+
+def _central_bounds(pred: xr.Dataset, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ends ``Q((1 - c)/2)``, ``Q((1 + c)/2)`` of the central intervals at confidence levels ``c``, (n, C) each."""
+    q = _ppf(pred, np.concatenate([(1 - c) / 2, (1 + c) / 2]))
+    return q[:, : c.size], q[:, c.size :]
+
+
+def _scalar(value: float, name: str, attrs: dict) -> xr.DataArray:
+    return xr.DataArray(float(value), name=name, attrs=attrs)
+
+
+def _check_unit_grid(levels, name: str) -> np.ndarray:
+    arr = np.atleast_1d(np.asarray(levels, dtype=float))
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D sequence; got shape {arr.shape}.")
+    check_finite(arr, name)
+    bad = (arr < 0) | (arr > 1)
+    if bad.any():
+        raise ValueError(f"{name} must lie in [0, 1]; got {float(arr[bad][0])!r}. Pass probabilities.")
+    if arr.size > 1 and np.any(np.diff(arr) <= 0):
+        raise ValueError(f"{name} must be strictly increasing; sort them and drop duplicates.")
+    return arr
