@@ -234,7 +234,7 @@ def test_spec_views_follow_the_registry(toy):
 
     assert spec.METHOD_OPTION_TYPES["toy-scale"] == {"floor": registry.METHODS["toy-scale"].options["floor"]}
     assert methods.METHOD_KINDS["toy-scale"].options == frozenset({"floor"})
-    assert spec.GP_ONLY_METHODS["jackknife-plus-gp"] == ("gp",)
+    assert spec.GP_ONLY_METHODS["jackknife-plus-gp"] == ("gp", "sparse-gp")
     assert spec.BASE_KINDS == tuple(registry.BASES)
     with pytest.raises(AttributeError, match="no attribute 'NOPE'"):
         spec.NOPE  # noqa: B018
