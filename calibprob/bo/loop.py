@@ -54,7 +54,9 @@ processes. NeurIPS, App. (eq. 18, the sharp-GP UCB).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -320,7 +322,7 @@ def minimize(
 class _Problem:
     """The objective on its box: ``fn`` maps (n, d) to (n,), ``box`` is (d, 2)."""
 
-    fn: object
+    fn: Callable[[np.ndarray], Any]
     box: np.ndarray
     optimum: float | None
     name: str
@@ -339,7 +341,7 @@ class _Problem:
 
     def evaluate(self, X: np.ndarray) -> np.ndarray:
         """Objective values of the rows of ``X``, one float each (NaN/inf kept as returned)."""
-        vals = np.asarray(self.fn(X), dtype=float).reshape(-1)  # type: ignore[operator]  # checked callable
+        vals = np.asarray(self.fn(X), dtype=np.float64).reshape(-1)
         if vals.shape[0] != X.shape[0]:
             raise ValueError(f"objective must return one value per row of X ({X.shape[0]}); got {vals.shape[0]}.")
         return vals

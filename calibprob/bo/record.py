@@ -144,7 +144,7 @@ class StepRecorder:
     def steps_dataset(self, feature, n0: int, sharp: bool) -> xr.Dataset:
         """Group ``steps`` (dim ``step`` = 1..T), with running calibration errors."""
         T = len(self)
-        data = {"evaluation": ("step", n0 + np.arange(T))}
+        data: dict[str, tuple] = {"evaluation": ("step", n0 + np.arange(T))}
         for key in ("forecast_mean", "forecast_std", "pit", "pit_base"):
             data[key] = ("step", self.array(key), STEP_FIELDS[key][1])
         data["calibration_error"] = (
