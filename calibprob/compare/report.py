@@ -97,7 +97,7 @@ def _flat(results: xr.Dataset) -> xr.Dataset:
 
 def _rows(results: xr.Dataset, metrics) -> list[tuple[str, str, float | None]]:
     """(row label, variable, confidence level or None) for every metric row."""
-    rows = []
+    rows: list[tuple[str, str, float | None]] = []
     for m in metrics:
         if m not in results:
             continue
@@ -156,52 +156,52 @@ def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
     ['best', 'mean', 'n', 'se']
     >>> tmp.cleanup()
     """
+    from calibprob.compare.ranking import convergence_flags
+
     results = _flat(results)
     metrics = (
         metrics
         or results.attrs.get("metrics")
         or [v for v in results.data_vars if results[v].dtype.kind == "f" and "calibrator" in results[v].dims]
     )
-    rows = _rows(results, metrics)
-    means, ses, ns, bests = [], [], [], []
-    for _, var, c in rows:
-        da = results[var]
-        if c is not None:
-            da = da.sel(confidence_level=c)
-        extra = [d for d in da.dims if d not in ("dataset", "calibrator", "repetition")]
-        if extra:  # curves are not table rows
-            continue
-        n = da.count("repetition")
-        mean = da.mean("repetition", skipna=True)
-        se = da.std("repetition", ddof=1, skipna=True) / np.sqrt(n.where(n > 0))
-        if var == "coverage":
-            key = np.abs(mean - c)
-        elif var in LOWER_IS_BETTER:
-            key = mean
-        else:
-            key = -mean
-        if var == "width" and c is not None and "coverage" in results:
-            # never the narrowest interval that under-covers: coverage short of nominal by more
-            # than 2 standard errors (calibprob.compare.ranking.undercovers) rules a width out
-            from calibprob.compare.ranking import undercovers
-
-            n_test = results["n_test"] if "n_test" in results else xr.full_like(da, np.nan)
-            key = key.where(~undercovers(results["coverage"].sel(confidence_level=c), n_test, c))
-        best = key == key.min("calibrator", skipna=True)
-        means.append(mean)
-        ses.append(se)
-        ns.append(n)
-        bests.append(best)
-    labels = [
-        r[0]
-        for r in rows
-        if not [d for d in results[r[1]].dims if d not in ("dataset", "calibrator", "repetition", "confidence_level")]
-    ]
+    stats = [_row_stats(results, var, c) for _, var, c in _rows(results, metrics)]
+    labels = [label for (label, _, _), st in zip(_rows(results, metrics), stats) if st is not None]
+    kept = [st for st in stats if st is not None]
 
     def cat(xs):
         return xr.concat(xs, dim=xr.DataArray(labels, dims="row"), coords="minimal", compat="override")
 
-    return xr.Dataset({"mean": cat(means), "se": cat(ses), "n": cat(ns), "best": cat(bests)})
+    out = xr.Dataset({k: cat([st[k] for st in kept]) for k in ("mean", "se", "n", "best")})
+    flags = convergence_flags(results)
+    if flags is not None:
+        out["base_flag"] = flags.rename(pipeline="calibrator")
+    return out
+
+
+def _row_stats(results: xr.Dataset, var: str, c: float | None) -> dict[str, xr.DataArray] | None:
+    """Mean, se, count over repetitions and the best mark of one table row (None for a curve)."""
+    da = results[var]
+    if c is not None:
+        da = da.sel(confidence_level=c)
+    if [d for d in da.dims if d not in ("dataset", "calibrator", "repetition")]:
+        return None  # curves are not table rows
+    n = da.count("repetition")
+    mean = da.mean("repetition", skipna=True)
+    se = da.std("repetition", ddof=1, skipna=True) / np.sqrt(n.where(n > 0))
+    if var == "coverage" and c is not None:
+        key = np.abs(mean - c)
+    elif var in LOWER_IS_BETTER:
+        key = mean
+    else:
+        key = -mean
+    if var == "width" and c is not None and "coverage" in results:
+        # never the narrowest interval that under-covers: coverage short of nominal by more
+        # than 2 standard errors (calibprob.compare.ranking.undercovers) rules a width out
+        from calibprob.compare.ranking import undercovers
+
+        n_test = results["n_test"] if "n_test" in results else xr.full_like(da, np.nan)
+        key = key.where(~undercovers(results["coverage"].sel(confidence_level=c), n_test, c))
+    return {"mean": mean, "se": se, "n": n, "best": key == key.min("calibrator", skipna=True)}
 
 
 def _fmt(x: float) -> str:
@@ -254,50 +254,59 @@ def format_table(results: xr.Dataset, metrics=None) -> str:
     """
     results = _flat(results)
     s = summary(results, metrics)
-    cal = [str(c) for c in s["calibrator"].values]
     lines = []
     reps = results.sizes.get("repetition", 1)
     for d in s["dataset"].values:
-        block = s.sel(dataset=d)
-        cells = [[""] + cal]
-        for r in block["row"].values:
-            row = [str(r)]
-            for c in cal:
-                cell = block.sel(row=r, calibrator=c)
-                m, e = float(cell["mean"]), float(cell["se"])
-                txt = _fmt(m) + ("" if not np.isfinite(e) else f" ± {_fmt(e)}")
-                row.append(("*" if bool(cell["best"]) else " ") + txt)
-            cells.append(row)
-        widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-        lines.append(
-            f"== {d}  (mean ± s.e. over {reps} repetitions; * = best; "
-            "a width only among intervals that do not under-cover)"
-        )
-        for k, row in enumerate(cells):
-            lines.append(
-                "  ".join(txt.ljust(w) if i == 0 else txt.rjust(w) for i, (txt, w) in enumerate(zip(row, widths)))
-            )
-            if k == 0:
-                lines.append("  ".join("-" * w for w in widths))
-        lines.append("")
-    if "error" in results:
-        errs = results["error"].values
-        failed = (
-            [
-                (str(d), int(r), str(c), str(errs[i, j, k]).splitlines()[0])
-                for i, d in enumerate(results["dataset"].values)
-                for j, r in enumerate(results["repetition"].values)
-                for k, c in enumerate(results["calibrator"].values)
-                if str(errs[i, j, k])
-            ]
-            if errs.ndim == 3
-            else []
-        )
-        if failed:
-            lines.append(f"{len(failed)} failed (dataset, repetition, calibrator) runs:")
-            for d, r, c, msg in failed[:20]:
-                lines.append(f"  {d} rep {r} {c}: {msg}")
-    return "\n".join(lines)
+        lines += _table_block(s.sel(dataset=d), d, reps)
+    return "\n".join(lines + _failed_lines(results))
+
+
+def _table_block(block: xr.Dataset, d, reps: int) -> list[str]:
+    """One data set of the table: heading, convergence notes, a row per metric, a blank line."""
+    from calibprob.compare.ranking import flag_notes
+
+    flags = block["base_flag"] if "base_flag" in block else None
+    cal = [str(c) for c in block["calibrator"].values]
+    head = [c + (" !" if flags is not None and str(flags.sel(calibrator=c).item()) else "") for c in cal]
+    cells = [[""] + head]
+    for r in block["row"].values:
+        row = [str(r)]
+        for c in cal:
+            cell = block.sel(row=r, calibrator=c)
+            m, e = float(cell["mean"]), float(cell["se"])
+            txt = _fmt(m) + ("" if not np.isfinite(e) else f" ± {_fmt(e)}")
+            row.append(("*" if bool(cell["best"]) else " ") + txt)
+        cells.append(row)
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    lines = [
+        f"== {d}  (mean ± s.e. over {reps} repetitions; * = best; a width only among intervals that do not under-cover)"
+    ]
+    lines += flag_notes(flags)
+    for k, row in enumerate(cells):
+        lines.append("  ".join(txt.ljust(w) if i == 0 else txt.rjust(w) for i, (txt, w) in enumerate(zip(row, widths))))
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("")
+    return lines
+
+
+def _failed_lines(results: xr.Dataset) -> list[str]:
+    """The (dataset, repetition, calibrator) runs that raised, first line of each message (at most 20)."""
+    if "error" not in results or results["error"].values.ndim != 3:
+        return []
+    errs = results["error"].values
+    failed = [
+        (str(d), int(r), str(c), str(errs[i, j, k]).splitlines()[0])
+        for i, d in enumerate(results["dataset"].values)
+        for j, r in enumerate(results["repetition"].values)
+        for k, c in enumerate(results["calibrator"].values)
+        if str(errs[i, j, k])
+    ]
+    if not failed:
+        return []
+    return [f"{len(failed)} failed (dataset, repetition, calibrator) runs:"] + [
+        f"  {d} rep {r} {c}: {msg}" for d, r, c, msg in failed[:20]
+    ]
 
 
 def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
@@ -353,15 +362,40 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     from calibprob._executor import inside, safe_name
-    from calibprob.plots import draw_coverage, draw_reliability
 
     outdir = Path(outdir)
     if outdir.exists() and not outdir.is_dir():
         raise ValueError(f"outdir {str(outdir)!r} exists and is not a folder; give a folder for the PNG files.")
-    # Data-set names become file names: sanitised ("../x" -> "___x") and kept inside outdir;
-    # two names equal once sanitised would overwrite each other's plots.
-    stems: dict = {}
+    _check_plot_stems(results["dataset"].values)
+    outdir.mkdir(parents=True, exist_ok=True)
+    written = []
+    results = _flat(results)
+    cals = [str(c) for c in results["calibrator"].values]
     for d in results["dataset"].values:
+        r = results.sel(dataset=d)
+        figures = (
+            ("reliability", "observed_fraction" in r, _plot_reliability),
+            ("coverage", "iae_coverage" in r, _plot_coverage),
+            ("sharpness_calibration", "ece" in r and "std" in r, _plot_sharpness),
+        )
+        for kind, stored, plot in figures:
+            if not stored:
+                continue
+            fig = plot(r, cals, d)
+            path = inside(outdir, f"{safe_name(d)}_{kind}.png")
+            fig.savefig(path, dpi=110, bbox_inches="tight")
+            plt.close(fig)
+            written.append(path)
+    return written
+
+
+def _check_plot_stems(datasets) -> None:
+    """Data-set names become file names: sanitised ("../x" -> "___x") and kept inside the folder;
+    two names equal once sanitised would overwrite each other's plots."""
+    from calibprob._executor import safe_name
+
+    stems: dict[str, str] = {}
+    for d in datasets:
         stem = safe_name(d)
         if stem in stems:
             raise ValueError(
@@ -369,66 +403,71 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
                 "rename one in the spec."
             )
         stems[stem] = str(d)
-    outdir.mkdir(parents=True, exist_ok=True)
-    written = []
-    results = _flat(results)
-    cals = [str(c) for c in results["calibrator"].values]
 
-    def curve_dim(da):
-        return next(x for x in da.dims if x not in ("dataset", "calibrator", "repetition"))
 
-    def save(fig, name):
-        path = inside(outdir, name)
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        written.append(path)
+def _curve_dim(da: xr.DataArray):
+    """The level dimension of a stored curve (the one that is not dataset/calibrator/repetition)."""
+    return next(x for x in da.dims if x not in ("dataset", "calibrator", "repetition"))
 
-    for d in results["dataset"].values:
-        r = results.sel(dataset=d)
-        nrep = r.sizes.get("repetition", 1)
-        if "observed_fraction" in r:
-            of = r["observed_fraction"]
-            lv = of[curve_dim(of)].values
-            curves, bands = {}, {}
-            for c in cals:
-                x = of.sel(calibrator=c)
-                m = x.mean("repetition").values
-                curves[c] = m
-                if nrep > 1:
-                    se = (x.std("repetition", ddof=1) / np.sqrt(nrep)).values
-                    bands[c] = (m - 2 * se, m + 2 * se)
-            fig, ax = plt.subplots(figsize=(5, 5))
-            draw_reliability(ax, lv, curves, bands, title=f"Reliability diagram — {d}")
-            save(fig, f"{safe_name(d)}_reliability.png")
-        if "iae_coverage" in r:
-            cov = r["iae_coverage"]
-            nominal = cov[curve_dim(cov)].values
-            fig, ax = plt.subplots(figsize=(5, 5))
-            draw_coverage(
-                ax,
-                nominal,
-                {c: cov.sel(calibrator=c).mean("repetition").values for c in cals},
-                title=f"Coverage of central intervals — {d}",
-            )
-            save(fig, f"{safe_name(d)}_coverage.png")
-        if "ece" in r and "std" in r:
-            colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-            fig, ax = plt.subplots(figsize=(5.5, 4.5))
-            for i, c in enumerate(cals):
-                x, y = r["ece"].sel(calibrator=c), r["std"].sel(calibrator=c)
-                if bool(np.isnan(x).all()):
-                    continue  # interval-only method: no ECE / STD (the colour slot is kept)
-                col = colors[i % len(colors)]
-                ax.scatter(x, y, s=12, alpha=0.35, color=col)
-                ax.scatter(x.mean(), y.mean(), s=90, marker="D", edgecolor="k", color=col, label=c)
-            ax.set(
-                xlabel="ECE (lower = better calibrated)",
-                ylabel="mean predictive STD (lower = sharper)",
-                title=f"Sharpness vs calibration — {d}",
-            )
-            ax.legend(fontsize=8)
-            save(fig, f"{safe_name(d)}_sharpness_calibration.png")
-    return written
+
+def _plot_reliability(r: xr.Dataset, cals: list[str], d):
+    """Reliability diagram of one data set: mean observed fraction over repetitions, ±2 se bands."""
+    import matplotlib.pyplot as plt
+
+    from calibprob.plots import draw_reliability
+
+    nrep = r.sizes.get("repetition", 1)
+    of = r["observed_fraction"]
+    curves, bands = {}, {}
+    for c in cals:
+        x = of.sel(calibrator=c)
+        m = x.mean("repetition").values
+        curves[c] = m
+        if nrep > 1:
+            se = (x.std("repetition", ddof=1) / np.sqrt(nrep)).values
+            bands[c] = (m - 2 * se, m + 2 * se)
+    fig, ax = plt.subplots(figsize=(5, 5))
+    draw_reliability(ax, of[_curve_dim(of)].values, curves, bands, title=f"Reliability diagram — {d}")
+    return fig
+
+
+def _plot_coverage(r: xr.Dataset, cals: list[str], d):
+    """Coverage of central intervals against nominal, mean over repetitions."""
+    import matplotlib.pyplot as plt
+
+    from calibprob.plots import draw_coverage
+
+    cov = r["iae_coverage"]
+    fig, ax = plt.subplots(figsize=(5, 5))
+    draw_coverage(
+        ax,
+        cov[_curve_dim(cov)].values,
+        {c: cov.sel(calibrator=c).mean("repetition").values for c in cals},
+        title=f"Coverage of central intervals — {d}",
+    )
+    return fig
+
+
+def _plot_sharpness(r: xr.Dataset, cals: list[str], d):
+    """Mean predictive STD against ECE, one point per repetition and the mean as a diamond."""
+    import matplotlib.pyplot as plt
+
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    for i, c in enumerate(cals):
+        x, y = r["ece"].sel(calibrator=c), r["std"].sel(calibrator=c)
+        if bool(np.isnan(x).all()):
+            continue  # interval-only method: no ECE / STD (the colour slot is kept)
+        col = colors[i % len(colors)]
+        ax.scatter(x, y, s=12, alpha=0.35, color=col)
+        ax.scatter(x.mean(), y.mean(), s=90, marker="D", edgecolor="k", color=col, label=c)
+    ax.set(
+        xlabel="ECE (lower = better calibrated)",
+        ylabel="mean predictive STD (lower = sharper)",
+        title=f"Sharpness vs calibration — {d}",
+    )
+    ax.legend(fontsize=8)
+    return fig
 
 
 # ----------------------------------------------------------------------------- the HTML report
