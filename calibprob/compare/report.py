@@ -499,6 +499,8 @@ th,td{padding:3px 9px;border-bottom:1px solid #e3e7eb;text-align:right;white-spa
 th{background:#f3f5f7;font-weight:600}td.l,th.l{text-align:left}
 tr.best td{font-weight:700;background:#eef7ee}tr.tied td{background:#f6fbf6}
 tr.under td{color:#a40e26;background:#fff3f3}tr.off td{color:#6e7781}
+tr.flag td{background:#fff8e1}tr.flag td:last-child{color:#8a4b00;font-weight:700}
+p.flag{color:#8a4b00;background:#fff8e1;padding:4px 8px;max-width:60em}
 img{max-width:100%;height:auto;display:block;margin:.3em 0 .8em}
 pre{background:#f6f8fa;padding:10px;overflow-x:auto;font-size:.85em}
 """
@@ -556,11 +558,15 @@ def _pooled_n(st_d, pipe) -> float:
 
 
 def _ranking_html(rk, d) -> str:
-    from calibprob.compare.ranking import TIE_SE, interval_rows, score_rows
+    from calibprob.compare.ranking import TIE_SE, flag_notes, interval_rows, score_rows
     from calibprob.compare.ranking import _fmt as f
+    from calibprob.compare.ranking import _verdict as verdict
 
     by = rk.attrs.get("rank_by", "nll")
     parts = [f"<h3>{_esc(d)}: ranking by {_esc(by.upper())}</h3>"]
+    # a base that did not converge (r-hat > 1.01, divergences) makes its pipelines' scores suspect
+    flags = rk["base_flag"].sel(dataset=d) if "base_flag" in rk else None
+    parts += [f'<p class="flag">{_esc(note)}</p>' for note in flag_notes(flags)]
     if not int(rk["score_n"].sel(dataset=d).max()):
         parts.append(
             f'<p class="note">No pipeline has {_esc(by)} scores (intervals-only methods, or every task failed).</p>'
@@ -581,10 +587,10 @@ def _ranking_html(rk, d) -> str:
                     f(r["mean"]) + se,
                     "—" if best else f(r["diff"]),
                     "—" if best else f(r["dse"]),
-                    r["verdict"],
+                    verdict(r),
                 ]
             )
-            classes.append({"best": "best", "tied": "tied"}.get(r["verdict"], ""))
+            classes.append("flag" if r["flag"] else {"best": "best", "tied": "tied"}.get(r["verdict"], ""))
         parts.append(
             _html_table(["rank", "pipeline", f"{by} ± se", "Δ to best", "dse", ""], rows, classes, left=(1, 5))
         )
@@ -609,10 +615,14 @@ def _ranking_html(rk, d) -> str:
                         f(r["width"]),
                         "—" if best or not ranked else f(r["diff"]),
                         "—" if best or not ranked else f(r["dse"]),
-                        r["verdict"],
+                        verdict(r),
                     ]
                 )
-                classes.append({"best": "best", "tied": "tied", "under-covers": "under"}.get(r["verdict"], ""))
+                classes.append(
+                    {"best": "best", "tied": "tied", "under-covers": "under"}.get(
+                        r["verdict"], "flag" if r["flag"] else ""
+                    )
+                )
                 first = False
         parts.append(f"<h3>{_esc(d)}: central intervals, narrowest first</h3>")
         parts.append(
@@ -853,6 +863,18 @@ def _fit_times_html(st, d, colors) -> str:
     return "\n".join(parts)
 
 
+def _not_converged(name: str, vals: list[float]) -> bool:
+    """r-hat above :data:`~calibprob.compare.ranking.RHAT_MAX` (Vehtari et al. 2021) or any divergence."""
+    from calibprob.compare.ranking import RHAT_MAX
+
+    if all(np.isnan(vals)):
+        return False
+    key = name.replace("_", "")
+    if "rhat" in key:
+        return bool(np.nanmax(vals) > RHAT_MAX)
+    return ("diverg" in key or key == "ndivergent") and bool(np.nanmax(vals) > 0)
+
+
 def _diagnostics_html(diag: xr.Dataset) -> str:
     parts = []
     for name, da in diag.data_vars.items():
@@ -874,8 +896,7 @@ def _diagnostics_html(diag: xr.Dataset) -> str:
             rows.append(
                 [str(da[k].values[i]) if k in da.coords else str(i) for k, i in sel.items()] + [_fmt(v) for v in vals]
             )
-            # r-hat above 1.01 is the usual "not converged" flag (Vehtari et al. 2021)
-            classes.append("under" if "rhat" in name.replace("_", "") and np.nanmax(vals) > 1.01 else "")
+            classes.append("under" if _not_converged(str(name), vals) else "")
         if rows:
             parts.append(f"<h3>{_esc(name)}</h3>")
             if da.attrs.get("long_name"):
@@ -966,6 +987,57 @@ def write_html(
 
     from calibprob.compare.ranking import _check_by, rank_results, stack_pipelines
 
+    out = _check_html_out(out)
+    results, diagnostics = _html_inputs(results, diagnostics)
+    spec = _stored_spec(results)
+    by = _check_by(rank_by if rank_by is not None else spec.get("rank_by", "nll"))
+    metrics = metrics or spec.get("metrics") or ["ece", "nll", "crps", "std", "rmse", "coverage", "width"]
+    metric_vars = results.drop_vars([v for v in ("fit_time", "base_fit_time") if v in results])
+    rk = rank_results(metric_vars, by)
+    st = stack_pipelines(results)
+    pipes = [str(p) for p in st["pipeline"].values]
+    colors = _colors(pipes)
+    name = results.attrs.get("spec_name", "comparison")
+    datasets = [str(d) for d in results["dataset"].values]
+    diag_html = "" if diagnostics is None else _diagnostics_html(diagnostics)
+    sections = [s for s in HTML_SECTIONS if s != "Diagnostics" or diag_html.strip()]
+    ids = {s: s.lower().replace(" ", "-") for s in sections}
+
+    body = [
+        f"<h1>calibprob comparison: {_esc(name)}</h1>",
+        f'<p class="note">{len(datasets)} data set(s): {_esc(", ".join(datasets))}; '
+        f"{results.sizes.get('repetition', 1)} repetition(s); "
+        f"{len(pipes)} pipeline(s); calibprob {_esc(results.attrs.get('calibprob_version', '?'))}. "
+        + (_esc(spec.get("description", "")) if spec.get("description") else "")
+        + "</p>",
+        "<nav>" + "".join(f'<a href="#{ids[s]}">{_esc(s)}</a>' for s in sections) + "</nav>",
+    ]
+    texts = {
+        "Ranking": "\n".join(_ranking_html(rk, d) for d in datasets),
+        "Scores": _scores_html(metric_vars, metrics),
+        **_curve_sections(st, rk, datasets, pipes, colors),
+        "Fit times": '<p class="note">Wall-clock seconds per task: the base model\'s fit, and each '
+        "calibrator's fit and prediction on the test part.</p>"
+        + "\n".join(_fit_times_html(st, d, colors) for d in datasets),
+        "Diagnostics": '<p class="note">Convergence diagnostics stored in the results file, '
+        "over repetitions; rows with r̂ &gt; 1.01 or divergent transitions are marked.</p>" + diag_html,
+    }
+    for title in sections:
+        body.append(f'<section><h2 id="{ids[title]}">{_esc(title)}</h2>\n{texts[title]}</section>')
+    if results.attrs.get("spec"):
+        body.append(f"<details><summary>The spec</summary><pre>{_esc(results.attrs['spec'])}</pre></details>")
+    page = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>calibprob: {_esc(name)}</title><style>{_CSS}</style></head>\n"
+        "<body><main>\n" + "\n".join(body) + "\n</main></body></html>\n"
+    )
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
+def _check_html_out(out: str | Path) -> Path:
+    """The report's path: its folder must exist and it must not be a folder itself."""
     out = Path(out)
     if not out.parent.is_dir():
         raise ValueError(
@@ -974,6 +1046,12 @@ def write_html(
         )
     if out.is_dir():
         raise ValueError(f"out {str(out)!r} is a folder; give a file name such as report.html.")
+    return out
+
+
+def _html_inputs(results, diagnostics: xr.Dataset | None) -> tuple[xr.Dataset, xr.Dataset | None]:
+    """The results root Dataset and the diagnostics to show (a file's ``diagnostics`` group, root
+    variables named in :data:`DIAGNOSTIC_NAMES`, or both)."""
     if isinstance(results, (str, Path)):
         path = Path(results)
         ds = load_results(path)
@@ -990,46 +1068,26 @@ def write_html(
             "results must be a results file or its root Dataset (calibprob.compare.load_results); "
             f"got {type(results).__name__}."
         )
-    spec = {}
-    if results.attrs.get("spec"):
-        import tomllib
-
-        try:
-            spec = tomllib.loads(results.attrs["spec"])
-        except tomllib.TOMLDecodeError:
-            spec = {}
-    by = _check_by(rank_by if rank_by is not None else spec.get("rank_by", "nll"))
-    metrics = metrics or spec.get("metrics") or ["ece", "nll", "crps", "std", "rmse", "coverage", "width"]
     present = [n for n in DIAGNOSTIC_NAMES if n in results]
     if present:
         diagnostics = results[present] if diagnostics is None else xr.merge([diagnostics, results[present]])
+    return results, diagnostics
 
-    metric_vars = results.drop_vars([v for v in ("fit_time", "base_fit_time") if v in results])
-    rk = rank_results(metric_vars, by)
-    st = stack_pipelines(results)
-    pipes = [str(p) for p in st["pipeline"].values]
-    colors = _colors(pipes)
-    name = results.attrs.get("spec_name", "comparison")
-    reps = results.sizes.get("repetition", 1)
-    datasets = [str(d) for d in results["dataset"].values]
-    has_diag = diagnostics is not None and _diagnostics_html(diagnostics).strip() != ""
-    sections = [s for s in HTML_SECTIONS if s != "Diagnostics" or has_diag]
-    ids = {s: s.lower().replace(" ", "-") for s in sections}
 
-    body = [
-        f"<h1>calibprob comparison: {_esc(name)}</h1>",
-        f'<p class="note">{len(datasets)} data set(s): {_esc(", ".join(datasets))}; {reps} repetition(s); '
-        f"{len(pipes)} pipeline(s); calibprob {_esc(results.attrs.get('calibprob_version', '?'))}. "
-        + (_esc(spec.get("description", "")) if spec.get("description") else "")
-        + "</p>",
-        "<nav>" + "".join(f'<a href="#{ids[s]}">{_esc(s)}</a>' for s in sections) + "</nav>",
-    ]
+def _stored_spec(results: xr.Dataset) -> dict:
+    """The spec stored in a results file as a dict (empty when absent or unreadable)."""
+    if not results.attrs.get("spec"):
+        return {}
+    import tomllib
 
-    def section(title, html_text):
-        body.append(f'<section><h2 id="{ids[title]}">{_esc(title)}</h2>\n{html_text}</section>')
+    try:
+        return tomllib.loads(results.attrs["spec"])
+    except tomllib.TOMLDecodeError:
+        return {}
 
-    section("Ranking", "\n".join(_ranking_html(rk, d) for d in datasets))
-    section("Scores", _scores_html(metric_vars, metrics))
+
+def _curve_sections(st: xr.Dataset, rk: xr.Dataset, datasets, pipes, colors) -> dict[str, str]:
+    """The reliability, PIT and coverage-width sections, one figure per data set each."""
     rel, pit, cw = [], [], []
     for d in datasets:
         st_d = st.sel(dataset=d)
@@ -1047,46 +1105,17 @@ def write_html(
             pit.append(msg)
         if "coverage" in rk:
             cw.append(_png(_coverage_width_fig(rk, d, colors)))
-    section(
-        "Reliability diagrams",
-        '<p class="note">Observed fraction of test points at or below the predicted p-quantile, against p; '
-        "the diagonal is perfect calibration; bands: ±2 se over repetitions.</p>" + "\n".join(rel),
-    )
-    section(
-        "PIT histograms",
-        '<p class="note">Histogram of PIT values F(y) on the test points, pooled over repetitions (from the '
-        "stored reliability curves); flat at 1 when calibrated; grey band: ±2 binomial se of a uniform "
-        "histogram with the same number of test points.</p>" + "\n".join(pit),
-    )
-    section(
-        "Coverage and width",
-        (
+    return {
+        "Reliability diagrams": '<p class="note">Observed fraction of test points at or below the predicted '
+        "p-quantile, against p; the diagonal is perfect calibration; bands: ±2 se over repetitions.</p>"
+        + "\n".join(rel),
+        "PIT histograms": '<p class="note">Histogram of PIT values F(y) on the test points, pooled over '
+        "repetitions (from the stored reliability curves); flat at 1 when calibrated; grey band: ±2 binomial "
+        "se of a uniform histogram with the same number of test points.</p>" + "\n".join(pit),
+        "Coverage and width": (
             '<p class="note">Per confidence level: empirical coverage against mean '
             "interval width (±2 se); dashed: the nominal level.</p>" + "\n".join(cw)
         )
         if cw
         else '<p class="note">No interval was scored.</p>',
-    )
-    section(
-        "Fit times",
-        '<p class="note">Wall-clock seconds per task: the base model\'s fit, and each '
-        "calibrator's fit and prediction on the test part.</p>"
-        + "\n".join(_fit_times_html(st, d, colors) for d in datasets),
-    )
-    if has_diag:
-        section(
-            "Diagnostics",
-            '<p class="note">Convergence diagnostics stored in the results file, '
-            "over repetitions; rows with r̂ &gt; 1.01 are marked.</p>" + _diagnostics_html(diagnostics),
-        )
-    if results.attrs.get("spec"):
-        body.append(f"<details><summary>The spec</summary><pre>{_esc(results.attrs['spec'])}</pre></details>")
-
-    page = (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>calibprob: {_esc(name)}</title><style>{_CSS}</style></head>\n"
-        "<body><main>\n" + "\n".join(body) + "\n</main></body></html>\n"
-    )
-    out.write_text(page, encoding="utf-8")
-    return out
+    }
