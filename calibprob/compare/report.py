@@ -188,8 +188,9 @@ def _row_stats(results: xr.Dataset, var: str, c: float | None) -> dict[str, xr.D
     n = da.count("repetition")
     mean = da.mean("repetition", skipna=True)
     se = da.std("repetition", ddof=1, skipna=True) / np.sqrt(n.where(n > 0))
+    key: xr.DataArray
     if var == "coverage" and c is not None:
-        key = np.abs(mean - c)
+        key = abs(mean - c)
     elif var in LOWER_IS_BETTER:
         key = mean
     else:
