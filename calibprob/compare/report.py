@@ -559,88 +559,98 @@ def _pooled_n(st_d, pipe) -> float:
 
 
 def _ranking_html(rk, d) -> str:
-    from calibprob.compare.ranking import TIE_SE, flag_notes, interval_rows, score_rows
-    from calibprob.compare.ranking import _fmt as f
-    from calibprob.compare.ranking import _verdict as verdict
+    """The score ranking and the interval ranking of data set ``d``, with any convergence flag first."""
+    from calibprob.compare.ranking import flag_notes
 
     by = rk.attrs.get("rank_by", "nll")
     parts = [f"<h3>{_esc(d)}: ranking by {_esc(by.upper())}</h3>"]
     # a base that did not converge (r-hat > 1.01, divergences) makes its pipelines' scores suspect
     flags = rk["base_flag"].sel(dataset=d) if "base_flag" in rk else None
     parts += [f'<p class="flag">{_esc(note)}</p>' for note in flag_notes(flags)]
+    parts.append(_score_ranking_html(rk, d, by))
+    if "width_rank" in rk:
+        parts.append(_interval_ranking_html(rk, d))
+    return "\n".join(parts)
+
+
+def _row_class(r: dict) -> str:
+    """CSS class of a ranking row: under-coverage first, then a not-converged base, then best/tied."""
+    if r["verdict"] == "under-covers":
+        return "under"
+    if r["flag"]:
+        return "flag"
+    return {"best": "best", "tied": "tied"}.get(r["verdict"], "")
+
+
+def _score_ranking_html(rk, d, by: str) -> str:
+    from calibprob.compare.ranking import TIE_SE, score_rows
+    from calibprob.compare.ranking import _fmt as f
+    from calibprob.compare.ranking import _verdict as verdict
+
     if not int(rk["score_n"].sel(dataset=d).max()):
-        parts.append(
-            f'<p class="note">No pipeline has {_esc(by)} scores (intervals-only methods, or every task failed).</p>'
+        return f'<p class="note">No pipeline has {_esc(by)} scores (intervals-only methods, or every task failed).</p>'
+    rows, classes = [], []
+    for r in score_rows(rk, d):
+        if r["rank"] == 0:
+            rows.append(["–", r["pipeline"], "", "", "", r["note"]])
+            classes.append("off")
+            continue
+        best = r["verdict"] == "best"
+        se = "" if np.isnan(r["se"]) else f" ± {f(r['se'])}"
+        rows.append(
+            [
+                str(r["rank"]),
+                r["pipeline"],
+                f(r["mean"]) + se,
+                "—" if best else f(r["diff"]),
+                "—" if best else f(r["dse"]),
+                verdict(r),
+            ]
         )
-    else:
-        rows, classes = [], []
-        for r in score_rows(rk, d):
-            if r["rank"] == 0:
-                rows.append(["–", r["pipeline"], "", "", "", r["note"]])
-                classes.append("off")
-                continue
+        classes.append(_row_class(r))
+    table = _html_table(["rank", "pipeline", f"{by} ± se", "Δ to best", "dse", ""], rows, classes, left=(1, 5))
+    return table + (
+        "\n"
+        f'<p class="note">Lower is better. Δ is the mean over repetitions of the per-repetition '
+        f"difference to the best (the splits are shared, so differences are paired); dse is its "
+        f"standard error, sd(differences)/√R. <b>tied</b>: Δ ≤ {TIE_SE:g} dse.</p>"
+    )
+
+
+def _interval_ranking_html(rk, d) -> str:
+    from calibprob.compare.ranking import TIE_SE, interval_rows
+    from calibprob.compare.ranking import _fmt as f
+    from calibprob.compare.ranking import _verdict as verdict
+
+    rows, classes = [], []
+    for c in rk["confidence_level"].values:
+        for k, r in enumerate(interval_rows(rk, d, c)):
+            ranked = r["rank"] > 0
             best = r["verdict"] == "best"
-            se = "" if np.isnan(r["se"]) else f" ± {f(r['se'])}"
             rows.append(
                 [
-                    str(r["rank"]),
+                    f"{c:g}" if k == 0 else "",
+                    str(r["rank"]) if ranked else "–",
                     r["pipeline"],
-                    f(r["mean"]) + se,
-                    "—" if best else f(r["diff"]),
-                    "—" if best else f(r["dse"]),
+                    f"{f(r['coverage'])} ± {f(r['coverage_se'])}",
+                    f(r["width"]),
+                    "—" if best or not ranked else f(r["diff"]),
+                    "—" if best or not ranked else f(r["dse"]),
                     verdict(r),
                 ]
             )
-            classes.append("flag" if r["flag"] else {"best": "best", "tied": "tied"}.get(r["verdict"], ""))
-        parts.append(
-            _html_table(["rank", "pipeline", f"{by} ± se", "Δ to best", "dse", ""], rows, classes, left=(1, 5))
-        )
-        parts.append(
-            f'<p class="note">Lower is better. Δ is the mean over repetitions of the per-repetition '
-            f"difference to the best (the splits are shared, so differences are paired); dse is its "
-            f"standard error, sd(differences)/√R. <b>tied</b>: Δ ≤ {TIE_SE:g} dse.</p>"
-        )
-    if "width_rank" in rk:
-        rows, classes = [], []
-        for c in rk["confidence_level"].values:
-            first = True
-            for r in interval_rows(rk, d, c):
-                ranked = r["rank"] > 0
-                best = r["verdict"] == "best"
-                rows.append(
-                    [
-                        f"{c:g}" if first else "",
-                        str(r["rank"]) if ranked else "–",
-                        r["pipeline"],
-                        f"{f(r['coverage'])} ± {f(r['coverage_se'])}",
-                        f(r["width"]),
-                        "—" if best or not ranked else f(r["diff"]),
-                        "—" if best or not ranked else f(r["dse"]),
-                        verdict(r),
-                    ]
-                )
-                classes.append(
-                    {"best": "best", "tied": "tied", "under-covers": "under"}.get(
-                        r["verdict"], "flag" if r["flag"] else ""
-                    )
-                )
-                first = False
-        parts.append(f"<h3>{_esc(d)}: central intervals, narrowest first</h3>")
-        parts.append(
-            _html_table(
-                ["level", "rank", "pipeline", "coverage ± se", "width", "Δ to best", "dse", ""],
-                rows,
-                classes,
-                left=(2, 7),
-            )
-        )
-        parts.append(
+            classes.append(_row_class(r))
+    header = ["level", "rank", "pipeline", "coverage ± se", "width", "Δ to best", "dse", ""]
+    return "\n".join(
+        [
+            f"<h3>{_esc(d)}: central intervals, narrowest first</h3>",
+            _html_table(header, rows, classes, left=(2, 7)),
             f'<p class="note">An interval whose mean coverage falls short of the nominal level by '
             f"more than {TIE_SE:g} standard errors <b>under-covers</b> and is never ranked by width; "
             "se = max(binomial √(α(1−α)/N) over the N test points pooled over repetitions, "
-            "across-repetition sd/√R).</p>"
-        )
-    return "\n".join(parts)
+            "across-repetition sd/√R).</p>",
+        ]
+    )
 
 
 def _scores_html(results, metrics) -> str:
