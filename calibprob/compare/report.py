@@ -129,6 +129,10 @@ def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
         not under-cover (coverage short of nominal by more than 2 standard
         errors, :func:`calibprob.compare.ranking.undercovers`). The ranking
         with paired uncertainty is :func:`calibprob.compare.ranking.rank_results`.
+        When the file holds a base's convergence diagnostics (``rhat``,
+        ``divergences`` of ``pymc-glm``), also ``base_flag(dataset, calibrator)``:
+        why that column's base did not converge, or ``""``
+        (:func:`calibprob.compare.ranking.convergence_flags`).
 
     References
     ----------
@@ -216,6 +220,10 @@ def _fmt(x: float) -> str:
 
 def format_table(results: xr.Dataset, metrics=None) -> str:
     """The comparison table as text: one block per data set, mean ± s.e., best marked ``*``.
+
+    A column whose base did not converge (r-hat > 1.01 or divergent
+    transitions in any repetition) has ``!`` after its name and a note under
+    the block's heading saying why.
 
     Parameters
     ----------
