@@ -42,6 +42,7 @@ import tempfile
 import traceback
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 import xarray as xr
@@ -286,19 +287,19 @@ class RunOutput:
         self.parts = self.out.with_name(self.out.name + ".parts")
         self.lock_path = self.out.with_name(self.out.name + ".lock")
         self.wait = wait
-        self._fh = None
+        self._fh: TextIO | None = None
 
     def __enter__(self) -> RunOutput:
         import fcntl
 
-        self._fh = open(self.lock_path, "a+")
+        self._fh = fh = open(self.lock_path, "a+")
         try:
-            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            self._fh.seek(0)
-            holder = self._fh.read().strip() or "another process"
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
             if not self.wait:
-                self._fh.close()
+                fh.close()
                 raise OutputError(
                     f"{str(self.out)!r} is being written by another calibprob run ({holder}); wait for it "
                     "to finish or choose another --out."
@@ -308,11 +309,11 @@ class RunOutput:
                 "(its finished tasks will be reused)…",
                 file=sys.stderr,
             )
-            fcntl.flock(self._fh, fcntl.LOCK_EX)
-        self._fh.seek(0)
-        self._fh.truncate()
-        self._fh.write(f"pid {os.getpid()}")
-        self._fh.flush()
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}")
+        fh.flush()
         self.parts.mkdir(exist_ok=True)
         return self
 
@@ -485,15 +486,9 @@ def execute(
         raise ValueError("pass either workers (a new LocalCluster) or scheduler (an existing cluster), not both.")
     if scheduler is not None:
         check_scheduler_address(scheduler)
-    results: dict = {}
-    todo = []
-    for key in keys:
-        if output is not None:
-            ds, _ = load_part(output.part(part_name(key)), fingerprint=fingerprint, key=key, coords=coords(key))
-            if ds is not None and not int(ds.attrs.get("task_failed", 0)):
-                results[key] = ds
-                continue
-        todo.append(key)
+    name_of = part_name or default_part_name
+    results = _finished_parts(keys, output, name_of, fingerprint, coords)
+    todo = [key for key in keys if key not in results]
     bar = tqdm(
         total=len(keys), initial=len(keys) - len(todo), disable=not progress, desc=desc, unit=unit, dynamic_ncols=True
     )
@@ -502,7 +497,7 @@ def execute(
         failed = bool(failed or int(ds.attrs.get("task_failed", 0)))  # the task may flag a partial failure
         ds.attrs["task_failed"] = int(failed)
         if output is not None:
-            store_part(ds, output.part(part_name(key)), fingerprint=fingerprint, key=key, failed=failed)
+            store_part(ds, output.part(name_of(key)), fingerprint=fingerprint, key=key, failed=failed)
         results[key] = ds
         bar.update(1)
 
@@ -510,17 +505,39 @@ def execute(
         if not todo:
             pass
         elif workers is None and scheduler is None:
-            for key in todo:
-                try:
-                    ds, failed = task(config, *key), False
-                except Exception as err:  # recorded, never fatal for the other tasks
-                    ds, failed = on_error(key, _message(err, traceback.format_exc(limit=4))), True
-                store(key, ds, failed)
+            _serial_map(task, config, todo, store, on_error)
         else:
             _dask_map(task, config, todo, store, on_error, workers=workers, scheduler=scheduler)
     finally:
         bar.close()
     return results
+
+
+def default_part_name(key: tuple) -> str:
+    """File-name stem of a task's part when the caller gives none: its key joined by ``-``."""
+    return "-".join(map(str, key))
+
+
+def _finished_parts(keys, output: RunOutput | None, part_name, fingerprint: str, coords) -> dict:
+    """Tasks finished by an earlier run with the same fingerprint (failed ones are run again)."""
+    results: dict = {}
+    if output is None:
+        return results
+    for key in keys:
+        ds, _ = load_part(output.part(part_name(key)), fingerprint=fingerprint, key=key, coords=coords(key))
+        if ds is not None and not int(ds.attrs.get("task_failed", 0)):
+            results[key] = ds
+    return results
+
+
+def _serial_map(task, config, keys, store, on_error) -> None:
+    """Run every key in this process, in order; a task that raises is recorded via ``on_error``."""
+    for key in keys:
+        try:
+            ds, failed = task(config, *key), False
+        except Exception as err:  # recorded, never fatal for the other tasks
+            ds, failed = on_error(key, _message(err, traceback.format_exc(limit=4))), True
+        store(key, ds, failed)
 
 
 def _message(err: BaseException, tb: str = "") -> str:

@@ -224,36 +224,61 @@ class _Writer:
 
     # -- values -------------------------------------------------------------
     def value(self, parent: str, name: str, label: str, value, extra: dict) -> None:
-        """Write ``value`` as variable or group ``name`` of group ``parent``."""
-        path = _join(parent, name)
+        """Write ``value`` as variable or group ``name`` of group ``parent``.
+
+        Tried in order: scalars and arrays (one variable), containers and xarray
+        objects (a group), then objects that may be shared (a reference when
+        already written, else their own group, else an external description).
+        """
+        if self.plain(parent, name, label, value, extra):
+            return
+        if self.container(parent, name, label, value, extra):
+            return
+        self.obj(parent, name, label, value, extra)
+
+    def plain(self, parent: str, name: str, label: str, value, extra: dict) -> bool:
+        """None, bool, NumPy scalar or array, int, float, str as one variable; False for anything else."""
         if value is None:
-            return self.leaf(parent, name, np.int8(0), "none", extra)
-        if isinstance(value, bool):
-            return self.leaf(parent, name, np.asarray(value), "bool", extra)
-        if isinstance(value, (np.generic, np.ndarray)):
-            return self.ndarray(parent, name, label, value, extra)
-        if isinstance(value, int):
+            self.leaf(parent, name, np.int8(0), "none", extra)
+        elif isinstance(value, bool):
+            self.leaf(parent, name, np.asarray(value), "bool", extra)
+        elif isinstance(value, (np.generic, np.ndarray)):
+            self.ndarray(parent, name, label, value, extra)
+        elif isinstance(value, int):
             if _INT64[0] <= value <= _INT64[1]:
-                return self.leaf(parent, name, np.int64(value), "int", extra)
-            return self.leaf(parent, name, np.asarray(str(value), dtype=str), "bigint", extra)
-        if isinstance(value, float):
-            return self.leaf(parent, name, np.float64(value), "float", extra)
-        if isinstance(value, str):
-            return self.leaf(parent, name, np.asarray(value, dtype=str), "str", extra)
+                self.leaf(parent, name, np.int64(value), "int", extra)
+            else:
+                self.leaf(parent, name, np.asarray(str(value), dtype=str), "bigint", extra)
+        elif isinstance(value, float):
+            self.leaf(parent, name, np.float64(value), "float", extra)
+        elif isinstance(value, str):
+            self.leaf(parent, name, np.asarray(value, dtype=str), "str", extra)
+        else:
+            return False
+        return True
+
+    def container(self, parent: str, name: str, label: str, value, extra: dict) -> bool:
+        """list, tuple, dict and xarray objects as a group ``name`` of ``parent``; False for anything else."""
+        path = _join(parent, name)
         if type(value) in (list, tuple):
-            return self.sequence(parent, name, label, value, extra)
-        if type(value) is dict:
+            self.sequence(parent, name, label, value, extra)
+        elif type(value) is dict:
             self.group(path, {"calibprob_type": "dict", **extra})
-            return self.items(path, label, list(value.items()), keyed=True)
-        if isinstance(value, xr.DataTree):
-            return self.datatree(path, value, extra)
-        if isinstance(value, xr.Dataset):
-            return self.dataset(path, value, "dataset", extra)
-        if isinstance(value, xr.DataArray):
+            self.items(path, label, list(value.items()), keyed=True)
+        elif isinstance(value, xr.DataTree):
+            self.datatree(path, value, extra)
+        elif isinstance(value, xr.Dataset):
+            self.dataset(path, value, "dataset", extra)
+        elif isinstance(value, xr.DataArray):
             ds = value.to_dataset(name="values" if value.name is None else value.name)
-            extra = {**extra, "calibprob_dataarray_name": json.dumps(value.name)}
-            return self.dataset(path, ds, "dataarray", extra)
-        # objects that may be shared (the same function twice, estimator_ is estimator)
+            self.dataset(path, ds, "dataarray", {**extra, "calibprob_dataarray_name": json.dumps(value.name)})
+        else:
+            return False
+        return True
+
+    def obj(self, parent: str, name: str, label: str, value, extra: dict) -> None:
+        """Objects that may be shared (the same function twice, ``estimator_ is estimator``)."""
+        path = _join(parent, name)
         key = id(value)
         if key in self.memo:
             return self.leaf(parent, name, np.asarray(self.memo[key], dtype=str), "ref", extra)
@@ -335,7 +360,7 @@ class _Writer:
             self.group(path, attrs)
         used = set()
         for index, (key, value) in enumerate(items):
-            extra = {"calibprob_index": index}
+            extra: dict[str, int | str] = {"calibprob_index": index}
             if keyed:
                 if isinstance(key, bool) or not isinstance(key, (str, int, float)):
                     raise TypeError(
@@ -857,6 +882,23 @@ def load(path, **objects):
     """
     path = Path(os.fspath(path))
     _check_file(path)
+    groups = _read_groups(path)
+    root = groups["/"].attrs
+    if "calibprob_format" not in root:
+        return _load_plain_recalibrator(groups, path, objects)
+    _check_format(root, path)
+    reader = _Reader(groups, path, objects)
+    obj = reader.estimator("/", "")
+    _check_user_objects(reader, obj, root, path, objects)
+    for cls_name, est in reader.pending_rebuild:
+        rebuild = _REBUILD.get(cls_name)
+        if rebuild is not None:
+            rebuild(est)
+    return obj
+
+
+def _read_groups(path: Path) -> dict[str, xr.Dataset]:
+    """Every group of the file, loaded into memory (the file closed), with no raw bytes in it."""
     try:
         raw = xr.open_groups(path, engine="h5netcdf", phony_dims="access")
         groups = {k: v.load() for k, v in raw.items()}
@@ -865,24 +907,32 @@ def load(path, **objects):
     except Exception as err:  # h5py/h5netcdf errors on a damaged file
         raise ValueError(f"'{path}' starts like an HDF5 file but netCDF cannot read it: {err}") from None
     _check_no_bytes(groups)
-    root = groups["/"].attrs
-    if "calibprob_format" not in root:
-        if root.get("estimator") == "OnlineQuantileRecalibrator" and not groups["/"].data_vars.keys() - {
-            "theta",
-            "recalibration",
-            "hits",
-            "n_updates",
-        }:
-            if objects:
-                raise TypeError(f"unexpected keyword(s) {sorted(objects)}: '{path}' holds no user objects.")
-            from calibprob.online.recalibrator import OnlineQuantileRecalibrator
+    return groups
 
-            return OnlineQuantileRecalibrator.from_dataset(groups["/"])
-        raise ValueError(
-            f"'{path}' is a netCDF file but not one written by calibprob's save(): its root has no "
-            "'calibprob_format' attribute. Open data files with xarray.open_dataset/open_datatree."
-        )
-    major, minor = _parse_version(root["calibprob_format"], path)
+
+def _load_plain_recalibrator(groups: dict[str, xr.Dataset], path: Path, objects: dict):
+    """A file without calibprob's format attribute: only ``OnlineQuantileRecalibrator.to_dataset()`` output loads."""
+    root = groups["/"]
+    if root.attrs.get("estimator") == "OnlineQuantileRecalibrator" and not root.data_vars.keys() - {
+        "theta",
+        "recalibration",
+        "hits",
+        "n_updates",
+    }:
+        if objects:
+            raise TypeError(f"unexpected keyword(s) {sorted(objects)}: '{path}' holds no user objects.")
+        from calibprob.online.recalibrator import OnlineQuantileRecalibrator
+
+        return OnlineQuantileRecalibrator.from_dataset(root)
+    raise ValueError(
+        f"'{path}' is a netCDF file but not one written by calibprob's save(): its root has no "
+        "'calibprob_format' attribute. Open data files with xarray.open_dataset/open_datatree."
+    )
+
+
+def _check_format(root, path: Path) -> None:
+    """The file's format major version is one this calibprob reads, and its root is an estimator."""
+    major, _ = _parse_version(root["calibprob_format"], path)
     own_major, _ = _parse_version(FORMAT_VERSION, "")
     if major > own_major:
         raise ValueError(
@@ -892,8 +942,10 @@ def load(path, **objects):
         )
     if root.get("calibprob_type") != "estimator":
         raise ValueError(f"'{path}' has no estimator at its root; it was not written by calibprob.save.")
-    reader = _Reader(groups, path, objects)
-    obj = reader.estimator("/", "")
+
+
+def _check_user_objects(reader: _Reader, obj, root, path: Path, objects: dict) -> None:
+    """Every user object the file needs was passed, and no keyword names one it does not hold."""
     if reader.missing:
         paths = [p for p, _ in reader.missing]
         names = sorted({_attr_name(p) for p in paths})
@@ -911,8 +963,3 @@ def load(path, **objects):
             f"unexpected keyword(s) {unused} for calibprob.load: '{path}' holds user objects at "
             f"{have or 'no path'}; pass each by its parameter name."
         )
-    for cls_name, est in reader.pending_rebuild:
-        rebuild = _REBUILD.get(cls_name)
-        if rebuild is not None:
-            rebuild(est)
-    return obj

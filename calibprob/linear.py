@@ -73,6 +73,10 @@ class _LinearBase(BaseEstimator):
             )
         return X
 
+    def predict_mean_std(self, X, *, include_noise: bool = True):
+        """Predictive mean and standard deviation, shape (n_test,) each (defined by every subclass)."""
+        raise NotImplementedError
+
     def predict(self, X, *, levels=None, include_noise: bool = True):
         """Gaussian predictive distribution in the calibprob data contract.
 

@@ -415,3 +415,89 @@ def test_dask_local_cluster_matches_serial(tmp_path):
     )
     np.testing.assert_allclose(dask["y"].values, serial["y"].values)
     np.testing.assert_allclose(dask["best_so_far"].values, serial["best_so_far"].values)
+
+
+# -- the loop's pieces: settings, calibration strategies, step recorder, BLAS limit -------------
+def test_settings_validate_and_complete_levels():
+    from calibprob.bo.settings import BOSettings
+
+    s = BOSettings(acquisition="lcb", kappa=1.5, n_steps=3)
+    # Phi(-kappa) is added to the default levels: the confidence bound's own level is tracked
+    assert np.isclose(s.recalibrator_levels, special.ndtr(-1.5)).sum() == 1
+    assert s.n_steps == 3 and isinstance(s.kappa, float)
+    with pytest.raises(ValueError, match="kappa must be finite; got inf"):
+        BOSettings(kappa=np.inf)
+    with pytest.raises(ValueError, match="n_steps must be >= 0"):
+        BOSettings(n_steps=-1)
+    with pytest.raises(AttributeError):
+        s.eta = 1.0  # frozen: a run cannot change its settings half-way
+
+
+def test_calibration_strategy_table_covers_every_calibration():
+    from calibprob.bo.calibration import CALIBRATION_STRATEGIES, strategy_for
+    from calibprob.bo.loop import CALIBRATIONS
+    from calibprob.bo.settings import BOSettings
+
+    assert set(CALIBRATION_STRATEGIES) == set(CALIBRATIONS) | {"sharp-gp"}
+    for cal in CALIBRATIONS:
+        assert strategy_for(BOSettings(calibration=cal)).name == cal
+    assert strategy_for(BOSettings(acquisition="sharp-ucb", calibration="none")).name == "sharp-gp"
+
+
+def test_online_strategy_learns_only_from_observed_pits():
+    """The online strategy's law at step t is OSD over the t-1 base PITs seen so far (eq. 7)."""
+    from calibprob.bo.calibration import ModelData, strategy_for
+    from calibprob.bo.settings import BOSettings
+
+    settings = BOSettings(calibration="online", eta=1.0)
+    strat = strategy_for(settings)
+    data = ModelData.from_history([[0.1], [0.5]], [1.0, 2.0], np.zeros(1), np.ones(1))
+    assert strat.recalibrate(None, data).n_calibration == 0
+    pits = [0.05, 0.9, 0.3]
+    for u in pits:
+        strat.observe(u)
+    cal = strat.recalibrate(None, data)
+    brute = OnlineQuantileRecalibrator(levels=settings.recalibrator_levels, eta=1.0).update_pit(pits)
+    np.testing.assert_allclose(cal.state["recalibration"].values, brute.recalibration_)
+    assert cal.n_calibration == 3
+
+
+def test_model_data_replaces_failures_by_worst_finite():
+    from calibprob.bo.calibration import ModelData
+
+    data = ModelData.from_history([[0.0], [2.0], [4.0]], [1.0, np.nan, 3.0], np.zeros(1), np.full(1, 4.0))
+    y_model = np.array([1.0, 3.0, 3.0])
+    np.testing.assert_allclose(data.ys, (y_model - y_model.mean()) / y_model.std())
+    np.testing.assert_allclose(data.U[:, 0], [0.0, 0.5, 1.0])
+    assert data.best == pytest.approx(data.ys[0]) and data.incumbent[0] == 0.0
+
+
+def test_step_recorder_rejects_incomplete_records():
+    from calibprob.bo.record import StepRecorder
+
+    with pytest.raises(ValueError, match=r"missing \['acquisition_value'"):
+        StepRecorder().record(pit=0.5)
+
+
+def test_blas_limit_holds_during_the_run_and_is_restored():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads():
+        return [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+
+    seen = []
+
+    def f(X):
+        seen.extend(blas_threads())
+        return FORRESTER(X)
+
+    # start from 2 threads so that the limit of 1 inside the run is visible
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        if not before or set(before) != {2}:
+            pytest.skip("no BLAS library whose thread count threadpoolctl can set")
+        minimize(f, bounds=FORRESTER.bounds, n_init=3, n_steps=1, calibration="none", blas_threads=1)
+        assert blas_threads() == before
+    assert seen and set(seen) == {1}
+    with pytest.raises(ValueError, match="blas_threads must be >= 1"):
+        minimize(f, bounds=FORRESTER.bounds, n_steps=1, blas_threads=0)

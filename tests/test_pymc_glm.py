@@ -178,3 +178,49 @@ def test_advi_option_approximates_the_posterior(data):
     pred = m.predict(X[:5])
     assert pred.attrs["family"] == "quantile" and pred.attrs["n_draws"] == 500
     assert all(np.isnan(float(m.diagnostics_[k])) for k in ("rhat", "ess_bulk", "divergences"))
+
+
+def test_compare_flags_a_base_whose_sampler_did_not_converge(tmp_path, capsys):
+    """No tuning and 10 draws: NUTS cannot converge, so `calibprob compare` flags the base (issue 20)."""
+    import re
+
+    import xarray as xr
+
+    from calibprob.cli import main
+
+    spec = tmp_path / "s.toml"
+    spec.write_text("""
+name = "tiny-glm"
+datasets = [{ name = "lin", function = "branin", n = 80, noise = 0.5 }]
+repetitions = 1
+seed = 5
+confidence_levels = [0.9]
+[split]
+train = 0.6
+calibrate = 0.2
+test = 0.2
+[base]
+kind = "pymc-glm"
+draws = 10
+tune = 0
+chains = 2
+[methods.b]
+kind = "base"
+""")
+    out = tmp_path / "r.nc"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["compare", str(spec), "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    tree = xr.open_datatree(out, engine="h5netcdf")
+    try:
+        rhat = float(tree.to_dataset()["rhat"].squeeze())
+        flag = str(tree["ranking"].to_dataset()["base_flag"].sel(dataset="lin", pipeline="b").item())
+    finally:
+        tree.close()
+    assert rhat > 1.01  # the stored diagnostic itself says "not converged"
+    assert flag.startswith(f"max r̂ {rhat:.3f} > 1.01 in 1 of 1 repetition(s)")
+    # the scores table and the ranking both say so
+    assert re.search(r"== lin .*\n! base not converged for b: max r̂ \d\.\d{3} > 1\.01 in 1 of 1", printed)
+    assert re.search(r"\n\s+1\s+b\s.*best, ! base not converged\n", printed)
+    assert printed.count("! base not converged for b") == 2

@@ -287,3 +287,68 @@ kind = "jackknife-plus"
     with pytest.raises(SystemExit):
         cli(["report", str(out), "--rank-by", "width"])
     assert "invalid choice: 'width'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ convergence of an MCMC base
+def _two_bases(rhat_pm, div_pm):
+    """nll over (base, calibrator) with the diagnostics a pymc-glm base stores: only base 'pm' has them."""
+    rng = np.random.default_rng(7)
+    R = len(rhat_pm)
+    nan = np.full(R, np.nan)
+    return xr.Dataset(
+        {
+            "nll": (("dataset", "repetition", "base", "calibrator"), rng.normal(size=(1, R, 2, 2))),
+            "rhat": (("dataset", "repetition", "base"), np.stack([rhat_pm, nan], axis=1)[None]),
+            "divergences": (("dataset", "repetition", "base"), np.stack([div_pm, nan], axis=1)[None]),
+        },
+        coords={"dataset": ["d"], "repetition": np.arange(R), "base": ["pm", "ols"], "calibrator": ["b", "iso"]},
+    )
+
+
+def test_a_base_with_high_rhat_or_divergences_is_flagged_in_ranking_and_table():
+    from calibprob.compare.ranking import RHAT_MAX, convergence_flags
+
+    rhat = [1.001, 1.047, 1.0132, 1.004]
+    div = [0.0, 0.0, 5.0, 2.0]
+    ds = _two_bases(rhat, div)
+    # the reason, computed here from its definition: the largest r-hat, how many repetitions exceed
+    # 1.01, the total divergent transitions and in how many repetitions
+    n_high = sum(r > RHAT_MAX for r in rhat)
+    reason = (
+        f"max r̂ {max(rhat):.3f} > 1.01 in {n_high} of 4 repetition(s); "
+        f"{int(sum(div))} divergent transition(s) in {sum(d > 0 for d in div)} of 4 repetition(s)"
+    )
+    assert reason == "max r̂ 1.047 > 1.01 in 2 of 4 repetition(s); 7 divergent transition(s) in 2 of 4 repetition(s)"
+    flags = convergence_flags(ds).sel(dataset="d")
+    assert flags.sel(pipeline="pm/b").item() == reason and flags.sel(pipeline="pm/iso").item() == reason
+    assert flags.sel(pipeline="ols/b").item() == "" and flags.sel(pipeline="ols/iso").item() == ""
+
+    rk = rank_results(ds)
+    assert rk["base_flag"].sel(dataset="d", pipeline="pm/iso").item() == reason
+    printed = format_ranking(rk, 4)
+    note = f"! base not converged for pm/b, pm/iso: {reason}; its scores may not be the model's"
+    assert note in printed
+    # every row of the flagged base carries the marker, no row of the other base does
+    for pipe, flagged in (("pm/b", True), ("pm/iso", True), ("ols/b", False), ("ols/iso", False)):
+        row = next(line for line in printed.splitlines() if f"  {pipe}  " in line)
+        assert row.rstrip().endswith("! base not converged") == flagged, row
+
+    table = format_table(ds, ["nll"])
+    assert note in table
+    header = table.splitlines()[2]
+    assert "pm/b !" in header and "pm/iso !" in header and "ols/b !" not in header
+    assert summary(ds, ["nll"])["base_flag"].sel(dataset="d", calibrator="pm/b").item() == reason
+
+
+def test_a_converged_base_and_a_file_without_diagnostics_are_not_flagged():
+    ds = _two_bases([1.001, 1.009, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0])
+    rk = rank_results(ds)
+    assert (rk["base_flag"].values == "").all()
+    assert "not converged" not in format_ranking(rk) and "not converged" not in format_table(ds, ["nll"])
+    plain = ds.drop_vars(["rhat", "divergences"])
+    assert "base_flag" not in rank_results(plain) and "base_flag" not in summary(plain, ["nll"])
+    # only divergences (ADVI stores NaN r-hat): still flagged
+    only_div = _two_bases([np.nan] * 4, [0.0, 1.0, 0.0, 0.0])
+    assert rank_results(only_div)["base_flag"].sel(dataset="d", pipeline="pm/b").item() == (
+        "1 divergent transition(s) in 1 of 4 repetition(s)"
+    )

@@ -5,6 +5,7 @@ it skips only when no Chromium is on PATH.
 """
 
 import base64
+import html
 import io
 import re
 import shutil
@@ -248,3 +249,45 @@ def test_report_renders_in_headless_chromium(page, tmp_path):
     p.feed(dom)
     assert p.h2 == [s for s in HTML_SECTIONS if s != "Diagnostics"]
     assert len(p.imgs) == 4
+
+
+def test_base_that_did_not_converge_is_flagged_in_printed_tables_and_report(results_file, tmp_path, capsys):
+    """A pymc-glm base stores r-hat and divergences per task; r-hat > 1.01 flags every pipeline on it."""
+    from calibprob.cli import main
+
+    tree = xr.open_datatree(results_file, engine="h5netcdf").load()
+    tree.close()
+    root = tree.to_dataset(inherit=False)
+    coords = {k: root[k] for k in ("dataset", "repetition")}
+    root["rhat"] = xr.DataArray([[1.003, 1.2, 1.004]], dims=("dataset", "repetition"), coords=coords)
+    root["divergences"] = xr.DataArray([[0.0, 0.0, 0.0]], dims=("dataset", "repetition"), coords=coords)
+    tree.dataset = root
+    flagged = tmp_path / "flagged.nc"
+    tree.to_netcdf(flagged, engine="h5netcdf")
+
+    assert main(["report", str(flagged), "--html", str(tmp_path / "f.html")]) == 0
+    printed = capsys.readouterr().out
+    reason = "max r̂ 1.200 > 1.01 in 1 of 3 repetition(s)"
+    note = f"! base not converged for vanilla, scaled, isotonic, J+: {reason}"
+    # once under the scores table's heading and once under the ranking of the data set
+    assert printed.count(note) == 2, printed
+    assert re.search(r"\n\s+1\s+\S+.*best, ! base not converged\n", printed)
+    assert "vanilla !" in printed and "J+ !" in printed
+
+    text = (tmp_path / "f.html").read_text(encoding="utf-8")
+    assert f'<p class="flag">{html.escape(note)}' in text
+    # every ranked row (score and interval rankings) carries the marker; the r-hat row is marked
+    assert len(re.findall(r'<tr class="flag">', text)) >= 3
+    assert text.count("! base not converged</td>") >= 3
+    assert re.search(r'<tr class="under"><td class="l">branin</td><td>1\.003</td>', text)
+    p = Page()
+    p.feed(text)
+    assert p.h2 == list(HTML_SECTIONS)
+
+    # converged: the same file with r-hat <= 1.01 prints no flag
+    root["rhat"] = root["rhat"].clip(max=1.01)
+    tree.dataset = root
+    tree.to_netcdf(tmp_path / "ok.nc", engine="h5netcdf")
+    assert main(["report", str(tmp_path / "ok.nc"), "--html", str(tmp_path / "ok.html")]) == 0
+    assert "not converged" not in capsys.readouterr().out
+    assert "not converged" not in (tmp_path / "ok.html").read_text(encoding="utf-8")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -73,42 +74,13 @@ def add_bo_parser(subparsers):
 
 def cmd_bo(args) -> int:
     """Handler of ``calibprob bo``: run the grid, print the table (and failures), optionally write plots."""
-    from calibprob._executor import check_output_path, check_scheduler_address, failure_table
-    from calibprob.bo.experiment import bo_table, format_bo_table, run_experiment
+    from calibprob.bo.experiment import run_experiment
 
     try:
-        if args.workers is not None and args.workers < 1:
-            raise ValueError(f"--workers must be >= 1; got {args.workers}")
-        if args.seeds < 1:
-            raise ValueError(f"--seeds must be a positive number of seeds; got {args.seeds}. Give e.g. --seeds 5.")
-        n_init = list(args.n_init)
-        if len(n_init) not in (1, len(args.functions)):
-            raise ValueError(
-                f"--n-init takes one value or one per function ({len(args.functions)}); got {len(n_init)}."
-            )
-        if args.scheduler is not None:
-            check_scheduler_address(args.scheduler)
-        if args.out:
-            check_output_path(args.out)  # before any task runs
-        config = {
-            "n_init": int(n_init[0]),
-            "n_steps": int(args.n_steps),
-            "eta": float(args.eta),
-            "kappa": float(args.kappa),
-            "refit_every": int(args.refit_every),
-        }
-        if len(n_init) > 1:
-            config["n_init_per_function"] = dict(zip(args.functions, map(int, n_init)))
-        where = (
-            f"Dask cluster at {args.scheduler}"
-            if args.scheduler
-            else f"LocalCluster with {args.workers} workers"
-            if args.workers
-            else "serially"
-        )
+        config = _check_args(args)
         print(
             f"calibprob bo: {len(args.functions)} function(s) × {len(args.acquisitions)} acquisition(s) × "
-            f"{len(args.methods)} method(s) × {args.seeds} seeds, running {where}",
+            f"{len(args.methods)} method(s) × {args.seeds} seeds, running {_where(args)}",
             file=sys.stderr,
         )
         t0 = time.perf_counter()
@@ -126,16 +98,70 @@ def cmd_bo(args) -> int:
     except (ValueError, TypeError) as err:
         print(f"calibprob: error: {err}", file=sys.stderr)
         return 2
-    errors = ds["error"].values.astype(str) if "error" in ds else None
+    if not _print_outcome(ds):
+        return 1
+    if args.plots:
+        for path in _write_plots(ds, Path(args.plots)):
+            print(f"wrote {path}", file=sys.stderr)
+    msg = f"done in {time.perf_counter() - t0:.1f} s"
+    print(msg + (f"; wrote {args.out}" if args.out else ""), file=sys.stderr)
+    return 0
+
+
+def _check_args(args) -> dict[str, Any]:
+    """Validate the command line before any task runs; the keyword options of :func:`run_experiment`."""
+    from calibprob._executor import check_output_path, check_scheduler_address
+
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be >= 1; got {args.workers}")
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be a positive number of seeds; got {args.seeds}. Give e.g. --seeds 5.")
+    n_init = list(args.n_init)
+    if len(n_init) not in (1, len(args.functions)):
+        raise ValueError(f"--n-init takes one value or one per function ({len(args.functions)}); got {len(n_init)}.")
+    if args.scheduler is not None:
+        check_scheduler_address(args.scheduler)
+    if args.out:
+        check_output_path(args.out)  # before any task runs
+    config: dict[str, Any] = {
+        "n_init": int(n_init[0]),
+        "n_steps": int(args.n_steps),
+        "eta": float(args.eta),
+        "kappa": float(args.kappa),
+        "refit_every": int(args.refit_every),
+    }
+    if len(n_init) > 1:
+        config["n_init_per_function"] = dict(zip(args.functions, map(int, n_init)))
+    return config
+
+
+def _where(args) -> str:
+    """Where the runs execute, for the banner."""
+    if args.scheduler:
+        return f"Dask cluster at {args.scheduler}"
+    return f"LocalCluster with {args.workers} workers" if args.workers else "serially"
+
+
+def _failed_runs(ds) -> tuple[list[tuple[str, str]], int]:
+    """``(label, message)`` of every failed run, and the number of runs that ran at all."""
+    if "error" not in ds:
+        return [], 0
+    errors = ds["error"].transpose("function", "acquisition", "method", "seed")
     failed = []
-    if errors is not None:
-        err = ds["error"].transpose("function", "acquisition", "method", "seed")
-        for idx in np.ndindex(err.shape):
-            msg = str(err.values[idx])
-            if msg not in ("", "nan"):
-                f, a, m, s = (err[d].values[i] for d, i in zip(err.dims, idx))
-                failed.append((f"{f}/{a}/{m}/seed {int(s)}", msg))
-    ran = 0 if errors is None else int(np.sum(errors != "nan"))
+    for idx in np.ndindex(errors.shape):
+        msg = str(errors.values[idx])
+        if msg not in ("", "nan"):
+            f, a, m, s = (errors[d].values[i] for d, i in zip(errors.dims, idx))
+            failed.append((f"{f}/{a}/{m}/seed {int(s)}", msg))
+    return failed, int(np.sum(ds["error"].values.astype(str) != "nan"))
+
+
+def _print_outcome(ds) -> bool:
+    """Print the table (stdout) and the failures (stderr); False when every run failed."""
+    from calibprob._executor import failure_table
+    from calibprob.bo.experiment import bo_table, format_bo_table
+
+    failed, ran = _failed_runs(ds)
     all_failed = "best_so_far" not in ds or not np.isfinite(ds["best_so_far"].values).any()
     if not all_failed:
         print(format_bo_table(bo_table(ds)))
@@ -149,13 +175,7 @@ def cmd_bo(args) -> int:
         print(
             "calibprob: error: every run failed, no table to show; fix the cause above and run again.", file=sys.stderr
         )
-        return 1
-    if args.plots:
-        for path in _write_plots(ds, Path(args.plots)):
-            print(f"wrote {path}", file=sys.stderr)
-    msg = f"done in {time.perf_counter() - t0:.1f} s"
-    print(msg + (f"; wrote {args.out}" if args.out else ""), file=sys.stderr)
-    return 0
+    return not all_failed
 
 
 def _write_plots(ds, outdir: Path):

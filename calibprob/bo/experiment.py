@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
@@ -173,6 +174,37 @@ def _check_config(config: dict, acquisitions) -> None:
         raise ValueError(f"kappa (--kappa) must be a finite number; got {kappa!r}.")
 
 
+def _check_functions(functions) -> list[str]:
+    """Canonical names of a non-empty list of test functions."""
+    from calibprob.datasets.functions import get_function
+
+    if isinstance(functions, str) or not len(functions):
+        raise ValueError(f"functions must be a non-empty list of test-function names; got {functions!r}.")
+    return [get_function(f).name for f in functions]
+
+
+def _check_methods_and_acquisitions(methods, acquisitions) -> None:
+    """Every method a key of :data:`METHODS`; every acquisition one the paper's Table 1 uses."""
+    for m in methods:
+        if m not in METHODS:
+            raise ValueError(f"methods must be among {', '.join(METHODS)}; got {m!r}.")
+    for a in acquisitions:
+        if a not in ("ucb", "lcb", "ei", "pi"):
+            raise ValueError(f"acquisitions must be among 'ucb', 'lcb', 'ei', 'pi'; got {a!r}.")
+
+
+def _check_seeds(seeds) -> list[int]:
+    """``n`` means seeds 0..n-1; a list must hold distinct non-negative integers."""
+    if np.ndim(seeds) == 0:
+        if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
+            raise ValueError(f"seeds must be a positive number of seeds (or a list of seeds); got {seeds!r}.")
+        return list(range(int(seeds)))
+    out = [int(s) for s in seeds]
+    if not out or len(set(out)) != len(out) or min(out) < 0:
+        raise ValueError(f"seeds must be distinct non-negative integers; got {out!r}.")
+    return out
+
+
 def run_experiment(
     functions,
     acquisitions=("ucb", "ei"),
@@ -232,27 +264,12 @@ def run_experiment(
     {'function': 1, 'acquisition': 1, 'method': 2, 'seed': 2, 'evaluation': 6}
     """
     from calibprob._executor import RunOutput, execute
-    from calibprob.datasets.functions import get_function
 
     if workers is not None and scheduler is not None:
         raise ValueError("pass either workers (a new LocalCluster) or scheduler (an existing cluster), not both.")
-    if isinstance(functions, str) or not len(functions):
-        raise ValueError(f"functions must be a non-empty list of test-function names; got {functions!r}.")
-    functions = [get_function(f).name for f in functions]
-    for m in methods:
-        if m not in METHODS:
-            raise ValueError(f"methods must be among {', '.join(METHODS)}; got {m!r}.")
-    for a in acquisitions:
-        if a not in ("ucb", "lcb", "ei", "pi"):
-            raise ValueError(f"acquisitions must be among 'ucb', 'lcb', 'ei', 'pi'; got {a!r}.")
-    if np.ndim(seeds) == 0:
-        if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
-            raise ValueError(f"seeds must be a positive number of seeds (or a list of seeds); got {seeds!r}.")
-        seeds = list(range(int(seeds)))
-    else:
-        seeds = [int(s) for s in seeds]
-        if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-            raise ValueError(f"seeds must be distinct non-negative integers; got {seeds!r}.")
+    functions = _check_functions(functions)
+    _check_methods_and_acquisitions(methods, acquisitions)
+    seeds = _check_seeds(seeds)
     _check_config(config, acquisitions)
     keys = [(f, a, m, s) for f in functions for a in acquisitions for m in methods for s in seeds if _applicable(m, a)]
     if not keys:
@@ -316,10 +333,10 @@ def _combine(pieces) -> xr.Dataset:
 def _curves(ds: xr.Dataset, function, acquisition, method) -> np.ndarray:
     """Best-so-far over BO steps (end of the initial design .. last step), shape (seeds, T+1)."""
     sub = ds.sel({"function": function, "acquisition": acquisition, "method": method})
-    n0 = sub["n_init"].values
-    n0 = int(np.nanmax(n0)) if np.isfinite(n0).any() else 1
-    n_ev = sub["n_evaluations"].values
-    n_ev = int(np.nanmax(n_ev)) if np.isfinite(n_ev).any() else sub.sizes["evaluation"]
+    n_init = sub["n_init"].values
+    n0 = int(np.nanmax(n_init)) if np.isfinite(n_init).any() else 1
+    n_evaluations = sub["n_evaluations"].values
+    n_ev = int(np.nanmax(n_evaluations)) if np.isfinite(n_evaluations).any() else sub.sizes["evaluation"]
     bsf = sub["best_so_far"].transpose("seed", "evaluation").values
     return bsf[:, n0 - 1 : n_ev]
 
@@ -369,6 +386,79 @@ def win_fraction(reference: np.ndarray, baseline: np.ndarray, tol: float) -> flo
     return wins / n if n else np.nan
 
 
+_TABLE_VARS = ("min_mean", "min_se", "win_fraction", "auc", "auc_seed_mean", "n_seeds", "final_calibration_error")
+
+
+def _finished_curves(ds, function, acquisition, methods) -> dict[str, np.ndarray]:
+    """Best-so-far curves (seed, evaluation) of the methods with at least one finished seed."""
+    curves = {}
+    for m in methods:
+        c = _curves(ds, function, acquisition, m)
+        if np.isfinite(c[:, -1]).any():
+            curves[m] = c
+    return curves
+
+
+@dataclass(frozen=True)
+class _CurveScale:
+    """The ranges areas are normalised by, in one (function, acquisition) cell.
+
+    ``lo``/``hi``: range of every finished seed's values (per-seed areas and the
+    tie tolerance ``tol``); ``mean_lo``/``mean_hi``: range of the mean curves
+    (area of the mean curve), as in the paper's §A.1.
+    """
+
+    lo: float
+    hi: float
+    tol: float
+    means: dict
+    mean_lo: float
+    mean_hi: float
+
+    @classmethod
+    def of(cls, curves: dict[str, np.ndarray], tol_fraction: float) -> _CurveScale:
+        allv = np.concatenate([c[np.isfinite(c[:, -1])].ravel() for c in curves.values()])
+        allv = allv[np.isfinite(allv)]
+        lo, hi = float(allv.min()), float(allv.max())
+        means = {m: np.nanmean(c[np.isfinite(c[:, -1])], axis=0) for m, c in curves.items()}
+        return cls(
+            lo=lo,
+            hi=hi,
+            tol=tol_fraction * max(hi - lo, 1e-12),
+            means=means,
+            mean_lo=min(float(v.min()) for v in means.values()),
+            mean_hi=max(float(v.max()) for v in means.values()),
+        )
+
+
+def _method_row(curves: dict[str, np.ndarray], method: str, reference: str, scale: _CurveScale) -> dict[str, float]:
+    """Table 1 entries of one method: final minimum (mean, s.e.), areas and the reference's win fraction."""
+    c = curves[method]
+    fin = c[np.isfinite(c[:, -1]), -1]
+    row = {
+        "n_seeds": float(fin.size),
+        "min_mean": float(fin.mean()),
+        "min_se": float(fin.std(ddof=1) / np.sqrt(fin.size)) if fin.size > 1 else np.nan,
+    }
+    if scale.mean_hi > scale.mean_lo:
+        row["auc"] = float(normalized_auc(scale.means[method], lower=scale.mean_lo, upper=scale.mean_hi))
+    if scale.hi > scale.lo:
+        good = c[np.isfinite(c).all(axis=1)]
+        if good.size:
+            row["auc_seed_mean"] = float(np.mean(normalized_auc(good, lower=scale.lo, upper=scale.hi)))
+    if method != reference and reference in curves:
+        row["win_fraction"] = win_fraction(curves[reference], c, scale.tol)
+    return row
+
+
+def _final_calibration_error(ds, function, acquisition, method) -> float:
+    """Mean over seeds of the last finite running ECE (NaN when no seed has one)."""
+    ce = ds["calibration_error"].sel({"function": function, "acquisition": acquisition, "method": method})
+    ce = ce.transpose("seed", "step").values
+    last = np.array([row[np.isfinite(row)][-1] for row in ce if np.isfinite(row).any()])
+    return float(last.mean()) if last.size else np.nan
+
+
 def bo_table(ds: xr.Dataset, *, reference: str = "calibrated", tol_fraction: float = 1e-3) -> xr.Dataset:
     """Table 1 of Deshpande et al. (2024) from :func:`run_experiment`'s results.
 
@@ -407,48 +497,20 @@ def bo_table(ds: xr.Dataset, *, reference: str = "calibrated", tol_fraction: flo
     """
     fns, acqs, meths = (list(ds[c].values) for c in ("function", "acquisition", "method"))
     shape = (len(fns), len(acqs), len(meths))
-    out = {
-        k: np.full(shape, np.nan)
-        for k in ("min_mean", "min_se", "win_fraction", "auc", "auc_seed_mean", "n_seeds", "final_calibration_error")
-    }
+    out = {k: np.full(shape, np.nan) for k in _TABLE_VARS}
     for i, f in enumerate(fns):
         for j, a in enumerate(acqs):
-            curves = {}
-            for m in meths:
-                c = _curves(ds, f, a, m)
-                ok = np.isfinite(c[:, -1])
-                if ok.any():
-                    curves[m] = c
+            curves = _finished_curves(ds, f, a, meths)
             if not curves:
                 continue
-            allv = np.concatenate([c[np.isfinite(c[:, -1])].ravel() for c in curves.values()])
-            allv = allv[np.isfinite(allv)]
-            lo_b, hi_b = float(allv.min()), float(allv.max())
-            tol = tol_fraction * max(hi_b - lo_b, 1e-12)
-            means = {m: np.nanmean(c[np.isfinite(c[:, -1])], axis=0) for m, c in curves.items()}
-            mlo = min(float(v.min()) for v in means.values())
-            mhi = max(float(v.max()) for v in means.values())
+            scale = _CurveScale.of(curves, tol_fraction)
             for k, m in enumerate(meths):
                 if m not in curves:
                     continue
-                c = curves[m]
-                fin = c[np.isfinite(c[:, -1]), -1]
-                out["n_seeds"][i, j, k] = fin.size
-                out["min_mean"][i, j, k] = fin.mean()
-                out["min_se"][i, j, k] = fin.std(ddof=1) / np.sqrt(fin.size) if fin.size > 1 else np.nan
-                if mhi > mlo:
-                    out["auc"][i, j, k] = normalized_auc(means[m], lower=mlo, upper=mhi)
-                if hi_b > lo_b:
-                    good = c[np.isfinite(c).all(axis=1)]
-                    if good.size:
-                        out["auc_seed_mean"][i, j, k] = float(np.mean(normalized_auc(good, lower=lo_b, upper=hi_b)))
-                if m != reference and reference in curves:
-                    out["win_fraction"][i, j, k] = win_fraction(curves[reference], c, tol)
-                ce = ds["calibration_error"].sel({"function": f, "acquisition": a, "method": m})
-                ce = ce.transpose("seed", "step").values
-                last = np.array([row[np.isfinite(row)][-1] for row in ce if np.isfinite(row).any()])
-                if last.size:
-                    out["final_calibration_error"][i, j, k] = last.mean()
+                row = _method_row(curves, m, reference, scale)
+                row["final_calibration_error"] = _final_calibration_error(ds, f, a, m)
+                for key, value in row.items():
+                    out[key][i, j, k] = value
     dims = ("function", "acquisition", "method")
     return xr.Dataset(
         {k: (dims, v) for k, v in out.items()},

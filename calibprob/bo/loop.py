@@ -54,30 +54,26 @@ processes. NeurIPS, App. (eq. 18, the sharp-GP UCB).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-import scipy.linalg
 import xarray as xr
 from scipy import special
 
 from calibprob._base import clone
-from calibprob._validation import check_array, check_choice, check_int, check_levels, check_probability
-from calibprob.bo.acquisition import ACQUISITIONS, StandardizedLaw, acquisition_loss, minimize_on_box
-from calibprob.metrics import (
-    best_so_far,
-    calibration_curve_from_pit,
-    calibration_error,
-    cumulative_regret,
-    ece_levels,
-    simple_regret,
-)
-from calibprob.online import COUPLINGS, OnlineQuantileRecalibrator, check_eta
-from calibprob.predictive import DEFAULT_LEVELS
+from calibprob._pytensor import limit_blas_threads
+from calibprob._validation import check_array, check_int
+from calibprob.bo.acquisition import minimize_on_box
+from calibprob.bo.calibration import CalibrationStrategy, ModelData, strategy_for, time_series_pit
+from calibprob.bo.record import StepRecorder
+from calibprob.bo.settings import CALIBRATIONS, BOSettings
 
 __all__ = ["minimize", "CALIBRATIONS", "check_bounds", "default_gp"]
 
-#: Calibration-set constructions accepted by :func:`minimize`.
-CALIBRATIONS = ("loo", "time-series", "online", "none")
+# kept for callers of the old private name (tests/test_bo.py)
+_time_series_pit = time_series_pit
 
 
 def check_bounds(bounds, d: int | None = None) -> np.ndarray:
@@ -170,27 +166,6 @@ def _resolve_objective(objective, bounds, optimum, dim):
     if bounds is None:
         raise ValueError("bounds are required for a plain callable objective: pass bounds=[[lo, hi], ...].")
     return objective, check_bounds(bounds), (None if optimum is None else float(optimum)), name
-
-
-def _fit_gp(template, U, ys, theta, seed, refit: bool):
-    params = template.get_params()
-    if refit or theta is None:
-        params.update(random_state=seed, optimize=True)
-        # warm start from the previous optimum: it is the first of the restarts
-        params["theta"] = None if theta is None else {k: v for k, v in theta.items() if k != "mean"}
-    else:
-        params.update(theta={k: v for k, v in theta.items() if k != "mean"}, optimize=False)
-    gp = type(template)(**params)
-    return gp.fit(U, ys)
-
-
-def _time_series_pit(gp, U, ys):
-    th = gp.theta_
-    K = gp.kernel_matrix(U)
-    K[np.diag_indices_from(K)] += th["noise"]
-    L = scipy.linalg.cholesky(K, lower=True)
-    e = scipy.linalg.solve_triangular(L, ys - gp.mean_, lower=True)
-    return special.ndtr(e)
 
 
 def minimize(
@@ -320,331 +295,191 @@ def minimize(
     >>> res = minimize("forrester", n_init=3, n_steps=2, acquisition="lcb", seed=0)  # doctest: +SKIP
     >>> float(res["evaluations"]["best_so_far"][-1])  # doctest: +SKIP
     """
-    if blas_threads is not None:
-        from calibprob._pytensor import limit_blas_threads
-
-        with limit_blas_threads(check_int(blas_threads, "blas_threads", minimum=1)):
-            return minimize(
-                objective,
-                bounds=bounds,
-                n_init=n_init,
-                n_steps=n_steps,
-                acquisition=acquisition,
-                calibration=calibration,
-                eta=eta,
-                coupling=coupling,
-                levels=levels,
-                kappa=kappa,
-                xi=xi,
-                gp=gp,
-                refit_every=refit_every,
-                X_init=X_init,
-                init_design=init_design,
-                n_candidates=n_candidates,
-                n_starts=n_starts,
-                sharp_level=sharp_level,
-                optimum=optimum,
-                dim=dim,
-                seed=seed,
-                blas_threads=None,
-            )
-    fn, box, optimum, name = _resolve_objective(objective, bounds, optimum, dim)
-    d = box.shape[0]
-    n_init = check_int(n_init, "n_init", minimum=1)
-    n_steps = check_int(n_steps, "n_steps", minimum=0)
-    refit_every = check_int(refit_every, "refit_every", minimum=1)
-    n_starts = check_int(n_starts, "n_starts", minimum=1)
-    check_choice(acquisition, "acquisition", ACQUISITIONS)
-    check_choice(calibration, "calibration", CALIBRATIONS)
-    check_choice(coupling, "coupling", COUPLINGS)
-    eta = check_eta(eta)
-    kappa = float(kappa)
-    if not np.isfinite(kappa):
-        raise ValueError(f"kappa must be finite; got {kappa!r}.")
-    xi = float(xi)
-    sharp_level = check_probability(sharp_level, "sharp_level")
-    if acquisition == "sharp-ucb" and calibration != "none":
-        raise ValueError(
-            "acquisition='sharp-ucb' is calibrated by the sharp GP itself; pass calibration='none' "
-            f"(got calibration={calibration!r})."
-        )
-    p_kappa = float(special.ndtr(-kappa))
-    if levels is None:
-        levels = np.unique(np.concatenate([DEFAULT_LEVELS, [p_kappa]]))
-    levels = check_levels(levels, "levels")
-    template = default_gp() if gp is None else clone(gp)
-
-    ss = np.random.SeedSequence(seed)
-    s_design, s_gp, s_acq = ss.spawn(3)
-    rng_acq = np.random.default_rng(s_acq)
-    gp_seeds = np.random.default_rng(s_gp).integers(0, 2**31 - 1, size=n_steps + 1)
-    lo, hi = box[:, 0], box[:, 1]
-    span = hi - lo
-
-    if X_init is None:
-        from calibprob.datasets.functions import TestFunction, sample_design
-
-        tf = TestFunction(
-            name=name, dim=d, bounds=box, f=lambda X: X[:, 0], minimum=np.nan, minimizers=np.zeros((1, d))
-        )
-        X_init = sample_design(tf, n_init, seed=s_design, method=init_design)
-    X_init = check_array(X_init, "X_init", ndim=2)
-    if X_init.shape[1] != d:
-        raise ValueError(f"X_init must have {d} columns (one per dimension); got {X_init.shape[1]}.")
-    if np.any(X_init < lo) or np.any(X_init > hi):
-        raise ValueError("X_init must lie inside bounds; clip or resample the initial design.")
-
-    def evaluate(X):
-        vals = np.asarray(fn(X), dtype=float).reshape(-1)
-        if vals.shape[0] != X.shape[0]:
-            raise ValueError(f"objective must return one value per row of X ({X.shape[0]}); got {vals.shape[0]}.")
-        return vals
-
-    X = [x for x in X_init]
-    y = list(evaluate(X_init))
-    n0 = len(y)
-    if not np.any(np.isfinite(y)):
-        raise ValueError(
-            f"the objective returned no finite value on the {n0} initial points ({y}); "
-            "nothing to model. Check the objective or pass a larger / different initial design."
-        )
-
-    rec_persistent = (
-        OnlineQuantileRecalibrator(levels=levels, eta=eta, coupling=coupling).reset()
-        if calibration == "online"
-        else None
-    )
-    identity_law = StandardizedLaw(levels)
-    theta = None
-    recs = {
-        k: []
-        for k in (
-            "forecast_mean",
-            "forecast_std",
-            "pit",
-            "pit_base",
-            "acquisition_value",
-            "refit",
-            "lengthscale",
-            "variance",
-            "noise",
-            "time_model",
-            "time_calibration",
-            "time_acquisition",
-            "n_calibration",
-            "sharp_fitted",
-        )
-    }
-    rec_states = []
-    for step in range(1, n_steps + 1):
-        Xa = np.asarray(X)
-        ya = np.asarray(y, float)
-        finite = np.isfinite(ya)
-        worst = np.max(ya[finite])
-        y_model = np.where(finite, ya, worst)
-        m, s = float(np.mean(y_model)), float(np.std(y_model))
-        s = s if s > 0 else 1.0
-        ys = (y_model - m) / s
-        U = (Xa - lo) / span
-
-        t0 = time.perf_counter()
-        refit = theta is None or (step - 1) % refit_every == 0
-        model = _fit_gp(template, U, ys, theta, int(gp_seeds[step - 1]), refit)
-        theta = model.theta_
-        t1 = time.perf_counter()
-
-        law, rec, n_cal = identity_law, None, 0
-        if calibration in ("loo", "time-series"):
-            if calibration == "loo":
-                mu_c, sd_c = model.loo(include_noise=True)
-                u_cal = special.ndtr((ys - mu_c) / sd_c)[finite]
-            else:
-                u_cal = _time_series_pit(model, U, ys)[1:][finite[1:]]
-            rec = OnlineQuantileRecalibrator(levels=levels, eta=eta, coupling=coupling).reset()
-            rec.update_pit(np.clip(u_cal, 0.0, 1.0))
-            n_cal = int(u_cal.size)
-        elif calibration == "online":
-            rec = rec_persistent
-            n_cal = rec.n_updates_
-        if rec is not None:
-            law = StandardizedLaw(levels, rec.standardized_quantiles())
-            rec_states.append(rec.to_dataset())
-        t2 = time.perf_counter()
-
-        best = float(np.min(ys[finite]))
-        if acquisition == "sharp-ucb":
-            fun = _sharp_acquisition(model, U, ys, sharp_level, int(gp_seeds[step - 1]))
-        else:
-
-            def fun(Uc, _model=model, _law=law, _best=best):
-                mu, sd = _model.predict_mean_std(Uc)
-                return acquisition_loss(acquisition, mu, sd, law=_law, best=_best, kappa=kappa, xi=xi)
-
-        incumbent = U[finite][np.argmin(ys[finite])]
-        u_next, a_val = minimize_on_box(
-            fun, d, rng_acq, n_candidates=n_candidates, n_starts=n_starts, extra_starts=incumbent[None, :]
-        )
-        t3 = time.perf_counter()
-        x_next = lo + u_next * span
-        mu_n, sd_n = model.predict_mean_std(u_next[None, :])
-        y_next = float(evaluate(x_next[None, :])[0])
-        if np.isfinite(y_next):
-            zs = ((y_next - m) / s - mu_n[0]) / sd_n[0]
-            u_base = float(special.ndtr(zs))
-            # the sharp GP fits only the bound's level, not a full predictive: no PIT for it
-            u_used = float(law.cdf(zs)) if acquisition != "sharp-ucb" else np.nan
-            if rec_persistent is not None:
-                rec_persistent.update_pit([u_base])
-        else:
-            u_base = u_used = np.nan
-        X.append(x_next)
-        y.append(y_next)
-        for key, val in (
-            ("forecast_mean", m + s * mu_n[0]),
-            ("forecast_std", s * sd_n[0]),
-            ("pit", u_used),
-            ("pit_base", u_base),
-            ("acquisition_value", a_val),
-            ("refit", refit),
-            ("lengthscale", np.asarray(theta["lengthscale"]) * span),
-            ("variance", theta["variance"] * s * s),
-            ("noise", theta["noise"] * s * s),
-            ("time_model", t1 - t0),
-            ("time_calibration", t2 - t1),
-            ("time_acquisition", t3 - t2),
-            ("n_calibration", n_cal),
-            ("sharp_fitted", bool(getattr(fun, "fitted", False))),
-        ):
-            recs[key].append(val)
-
-    return _results(
-        np.asarray(X),
-        np.asarray(y, float),
-        n0,
-        recs,
-        rec_states,
-        levels,
-        optimum,
-        settings=dict(
-            function=name,
+    # the BLAS limit wraps the whole run; None leaves the process setting alone
+    threads = None if blas_threads is None else check_int(blas_threads, "blas_threads", minimum=1)
+    with limit_blas_threads(threads):
+        problem = _Problem.resolve(objective, bounds, optimum, dim)
+        settings = BOSettings(
+            n_init=n_init,
+            n_steps=n_steps,
             acquisition=acquisition,
             calibration=calibration,
             eta=eta,
             coupling=coupling,
+            levels=levels,
             kappa=kappa,
             xi=xi,
-            n_init=n0,
-            n_steps=n_steps,
             refit_every=refit_every,
+            init_design=init_design,
+            n_candidates=n_candidates,
+            n_starts=n_starts,
             sharp_level=sharp_level,
-            seed=str(seed),
-            base_model=repr(template),
-            bounds=box.ravel().tolist(),
-            optimum=np.nan if optimum is None else optimum,
-        ),
-    )
-
-
-def _sharp_acquisition(model, U, ys, level, seed):
-    """Capone et al. eq. (18) for minimisation: :math:`\\mu(\\theta_R, x) + \\beta_\\delta\\sigma(\\theta_\\delta, x)`."""
-    from calibprob.bo.sharp import sharp_lower_bound
-
-    return sharp_lower_bound(model, U, ys, level=level, seed=seed)
-
-
-def _running_ece(pit):
-    lv = ece_levels()
-    out = np.full(pit.size, np.nan)
-    for t in range(pit.size):
-        u = pit[: t + 1]
-        u = u[np.isfinite(u)]
-        if u.size:
-            out[t] = calibration_error(calibration_curve_from_pit(u, lv), lv)
-    return out
-
-
-def _results(X, y, n0, recs, rec_states, levels, optimum, settings) -> xr.DataTree:
-    n, d = X.shape
-    finite = np.isfinite(y)
-    y_for_best = np.where(finite, y, np.inf)
-    bsf = best_so_far(y_for_best)
-    bsf = np.where(np.isfinite(bsf), bsf, np.nan)
-    worst_so_far = np.array(
-        [np.max(y[: i + 1][finite[: i + 1]]) if finite[: i + 1].any() else np.nan for i in range(n)]
-    )
-    y_model = np.where(finite, y, worst_so_far)
-    evals = xr.Dataset(
-        {
-            "x": (("evaluation", "feature"), X, {"long_name": "evaluated input"}),
-            "y": ("evaluation", y, {"long_name": "objective value as returned (NaN/inf kept)"}),
-            "finite": ("evaluation", finite),
-            "initial": ("evaluation", np.arange(n) < n0),
-            "y_model": (
-                "evaluation",
-                y_model,
-                {"long_name": "value modelled (non-finite replaced by the worst finite value so far)"},
-            ),
-            "best_so_far": ("evaluation", bsf, {"long_name": "smallest finite value so far"}),
-        },
-        coords={"evaluation": np.arange(n), "feature": [f"x{j + 1}" for j in range(d)]},
-    )
-    if optimum is not None and np.isfinite(optimum):
-        evals["simple_regret"] = ("evaluation", simple_regret(np.where(finite, y, np.inf), optimum))
-        evals["simple_regret"] = evals["simple_regret"].where(np.isfinite(evals["simple_regret"]))
-        evals["cumulative_regret"] = (
-            "evaluation",
-            cumulative_regret(y_model, optimum),
-            {"long_name": "cumulative regret of the modelled values"},
         )
-    T = len(recs["pit"])
-    pit = np.asarray(recs["pit"], float)
-    pit_base = np.asarray(recs["pit_base"], float)
-    steps = xr.Dataset(
-        {
-            "evaluation": ("step", n0 + np.arange(T)),
-            "forecast_mean": ("step", np.asarray(recs["forecast_mean"], float)),
-            "forecast_std": ("step", np.asarray(recs["forecast_std"], float)),
-            "pit": ("step", pit, {"long_name": "PIT of y under the forecast used for the decision"}),
-            "pit_base": ("step", pit_base, {"long_name": "PIT of y under the base GP forecast"}),
-            "calibration_error": (
-                "step",
-                _running_ece(pit),
-                {"long_name": "running ECE (mean over 21 levels) of pit, steps 1..t"},
-            ),
-            "calibration_error_base": ("step", _running_ece(pit_base)),
-            "acquisition_value": ("step", np.asarray(recs["acquisition_value"], float)),
-            "refit": ("step", np.asarray(recs["refit"], bool)),
-            "lengthscale": (("step", "feature"), np.asarray(recs["lengthscale"], float).reshape(T, d)),
-            "variance": ("step", np.asarray(recs["variance"], float)),
-            "noise": ("step", np.asarray(recs["noise"], float)),
-            "time_model": ("step", np.asarray(recs["time_model"], float)),
-            "time_calibration": ("step", np.asarray(recs["time_calibration"], float)),
-            "time_acquisition": ("step", np.asarray(recs["time_acquisition"], float)),
-        },
-        coords={"step": np.arange(1, T + 1), "feature": evals["feature"].values},
-    )
-    if settings["acquisition"] == "sharp-ucb":
-        steps["sharp_fitted"] = (
-            "step",
-            np.asarray(recs["sharp_fitted"], bool),
-            {"long_name": "sharp GP calibrated at this step (else vanilla mu - 2 sigma)"},
+        return _Loop(problem, settings, default_gp() if gp is None else clone(gp), seed).run(X_init)
+
+
+@dataclass(frozen=True, eq=False)
+class _Problem:
+    """The objective on its box: ``fn`` maps (n, d) to (n,), ``box`` is (d, 2)."""
+
+    fn: Callable[[np.ndarray], Any]
+    box: np.ndarray
+    optimum: float | None
+    name: str
+
+    @classmethod
+    def resolve(cls, objective, bounds, optimum, dim) -> _Problem:
+        return cls(*_resolve_objective(objective, bounds, optimum, dim))
+
+    @property
+    def lo(self) -> np.ndarray:
+        return self.box[:, 0]
+
+    @property
+    def span(self) -> np.ndarray:
+        return self.box[:, 1] - self.box[:, 0]
+
+    def evaluate(self, X: np.ndarray) -> np.ndarray:
+        """Objective values of the rows of ``X``, one float each (NaN/inf kept as returned)."""
+        vals = np.asarray(self.fn(X), dtype=np.float64).reshape(-1)
+        if vals.shape[0] != X.shape[0]:
+            raise ValueError(f"objective must return one value per row of X ({X.shape[0]}); got {vals.shape[0]}.")
+        return vals
+
+    def initial_design(self, X_init, n_init: int, method: str, seed) -> np.ndarray:
+        """``X_init`` checked against the box, or ``n_init`` points of ``method`` drawn with ``seed``."""
+        d = self.box.shape[0]
+        if X_init is None:
+            from calibprob.datasets.functions import TestFunction, sample_design
+
+            tf = TestFunction(
+                name=self.name, dim=d, bounds=self.box, f=lambda X: X[:, 0], minimum=np.nan, minimizers=np.zeros((1, d))
+            )
+            X_init = sample_design(tf, n_init, seed=seed, method=method)
+        X_init = check_array(X_init, "X_init", ndim=2)
+        if X_init.shape[1] != d:
+            raise ValueError(f"X_init must have {d} columns (one per dimension); got {X_init.shape[1]}.")
+        if np.any(X_init < self.lo) or np.any(X_init > self.box[:, 1]):
+            raise ValueError("X_init must lie inside bounds; clip or resample the initial design.")
+        return X_init
+
+
+def _fit_gp(template, U, ys, theta, seed, refit: bool):
+    params = template.get_params()
+    if refit or theta is None:
+        params.update(random_state=seed, optimize=True)
+        # warm start from the previous optimum: it is the first of the restarts
+        params["theta"] = None if theta is None else {k: v for k, v in theta.items() if k != "mean"}
+    else:
+        params.update(theta={k: v for k, v in theta.items() if k != "mean"}, optimize=False)
+    gp = type(template)(**params)
+    return gp.fit(U, ys)
+
+
+class _Loop:
+    """One run of Algorithm 3: fit, recalibrate, acquire, evaluate, record — ``n_steps`` times.
+
+    One seed is split into three streams (initial design, GP restarts,
+    acquisition optimiser) so that runs with the same seed and different
+    calibrations start from the same design.
+    """
+
+    def __init__(self, problem: _Problem, settings: BOSettings, template, seed):
+        self.problem, self.settings, self.template, self.seed = problem, settings, template, seed
+        self.strategy: CalibrationStrategy = strategy_for(settings)
+        self.recorder = StepRecorder()
+        s_design, s_gp, s_acq = np.random.SeedSequence(seed).spawn(3)
+        self.s_design = s_design
+        self.rng_acq = np.random.default_rng(s_acq)
+        self.gp_seeds = np.random.default_rng(s_gp).integers(0, 2**31 - 1, size=settings.n_steps + 1)
+        self.theta: dict | None = None
+        self.X: list[np.ndarray] = []
+        self.y: list[float] = []
+
+    def run(self, X_init) -> xr.DataTree:
+        st = self.settings
+        X0 = self.problem.initial_design(X_init, st.n_init, st.init_design, self.s_design)
+        self.X = list(X0)
+        self.y = list(self.problem.evaluate(X0))
+        if not np.any(np.isfinite(self.y)):
+            raise ValueError(
+                f"the objective returned no finite value on the {len(self.y)} initial points ({self.y}); "
+                "nothing to model. Check the objective or pass a larger / different initial design."
+            )
+        n0 = len(self.y)
+        for step in range(1, st.n_steps + 1):
+            self.step(step)
+        return self.recorder.to_datatree(self.X, self.y, n0, self.problem.optimum, self.attrs(n0))
+
+    def step(self, step: int) -> None:
+        """Steps 3-7 of Algorithm 3 for iteration ``step``; appends the evaluation and its record."""
+        st, pb = self.settings, self.problem
+        seed = int(self.gp_seeds[step - 1])
+        data = ModelData.from_history(self.X, self.y, pb.lo, pb.span)
+        t0 = time.perf_counter()
+        refit = self.theta is None or (step - 1) % st.refit_every == 0
+        model = _fit_gp(self.template, data.U, data.ys, self.theta, seed, refit)
+        self.theta = theta = model.theta_
+        t1 = time.perf_counter()
+        cal = self.strategy.recalibrate(model, data)
+        self.recorder.record_state(cal.state)
+        t2 = time.perf_counter()
+        fun = self.strategy.acquisition(model, data, cal.law, seed)
+        u_next, a_val = minimize_on_box(
+            fun,
+            pb.box.shape[0],
+            self.rng_acq,
+            n_candidates=st.n_candidates,
+            n_starts=st.n_starts,
+            extra_starts=data.incumbent[None, :],
         )
-    tree = {
-        "/": xr.Dataset(
-            attrs={
-                **settings,
-                "title": "calibprob Bayesian optimisation run",
-                "reference": "Deshpande, Marx & Kuleshov (2024), AISTATS",
-            }
-        ),
-        "evaluations": evals,
-        "steps": steps,
-    }
-    if rec_states:
-        n_upd = [int(r.attrs["n_updates"]) for r in rec_states]
-        rs = xr.concat(rec_states, dim="step", combine_attrs="drop_conflicts")
-        rs["n_updates"] = ("step", np.asarray(n_upd, int), {"long_name": "outcomes the recalibrator has seen"})
-        rs = rs.assign_coords(step=np.arange(1, T + 1))
-        rs["n_calibration"] = ("step", np.asarray(recs["n_calibration"], int))
-        tree["recalibrator"] = rs
-    return xr.DataTree.from_dict(tree)
+        t3 = time.perf_counter()
+        x_next = pb.lo + u_next * pb.span
+        mu_n, sd_n = model.predict_mean_std(u_next[None, :])
+        y_next = float(pb.evaluate(x_next[None, :])[0])
+        u_used = u_base = np.nan
+        if np.isfinite(y_next):
+            zs = ((y_next - data.m) / data.s - mu_n[0]) / sd_n[0]
+            u_base = float(special.ndtr(zs))
+            u_used = self.strategy.pit(cal.law, zs)
+            self.strategy.observe(u_base)
+        self.X.append(x_next)
+        self.y.append(y_next)
+        s = data.s
+        self.recorder.record(
+            forecast_mean=data.m + s * mu_n[0],
+            forecast_std=s * sd_n[0],
+            pit=u_used,
+            pit_base=u_base,
+            acquisition_value=a_val,
+            refit=refit,
+            lengthscale=np.asarray(theta["lengthscale"]) * pb.span,
+            variance=theta["variance"] * s * s,
+            noise=theta["noise"] * s * s,
+            time_model=t1 - t0,
+            time_calibration=t2 - t1,
+            time_acquisition=t3 - t2,
+            n_calibration=cal.n_calibration,
+            sharp_fitted=bool(getattr(fun, "fitted", False)),
+        )
+
+    def attrs(self, n0: int) -> dict:
+        """Root attributes of the result: every setting, in the documented order."""
+        st, pb = self.settings, self.problem
+        return dict(
+            function=pb.name,
+            acquisition=st.acquisition,
+            calibration=st.calibration,
+            eta=st.eta,
+            coupling=st.coupling,
+            kappa=st.kappa,
+            xi=st.xi,
+            n_init=n0,
+            n_steps=st.n_steps,
+            refit_every=st.refit_every,
+            sharp_level=st.sharp_level,
+            seed=str(self.seed),
+            base_model=repr(self.template),
+            bounds=pb.box.ravel().tolist(),
+            optimum=np.nan if pb.optimum is None else pb.optimum,
+        )

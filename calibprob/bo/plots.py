@@ -293,7 +293,7 @@ def plot_snapshot_1d(
         ax.plot(g, snap["lower_recal"], color="C3", ls="--", label="recalibrated interval")
         ax.plot(g, snap["upper_recal"], color="C3", ls="--")
     n = int(result.attrs["n_init"]) + step - 1
-    ev = result["evaluations"]
+    ev = result["evaluations"].to_dataset()
     ax.scatter(ev["x"].values[:n, 0], ev["y"].values[:n], color="k", zorder=3, s=15, label="data")
     ax.axvline(snap.attrs["chosen_x"][0], color="C1", lw=1, label="next point")
     ax.set(

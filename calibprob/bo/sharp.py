@@ -88,12 +88,17 @@ def sharp_lower_bound(model, U, ys, *, level: float = 0.01, seed=None, variant: 
                 stacklevel=2,
             )
 
-    def bound(Uc):
-        mu, sd = model.predict_mean_std(Uc)
-        if theta_delta is not None:
-            sd = model.predict_mean_std(Uc, theta=theta_delta)[1]
-        return mu + beta * sd
+    return _Bound(model, beta, theta_delta, fitted)
 
-    bound.fitted = fitted
-    bound.beta = beta
-    return bound
+
+class _Bound:
+    """``mu(theta_R, x) + beta * sigma(theta_delta, x)`` on the unit box; ``fitted``: sharp GP calibrated."""
+
+    def __init__(self, model, beta: float, theta_delta: dict | None, fitted: bool):
+        self.model, self.beta, self.theta_delta, self.fitted = model, beta, theta_delta, fitted
+
+    def __call__(self, Uc):
+        mu, sd = self.model.predict_mean_std(Uc)
+        if self.theta_delta is not None:
+            sd = self.model.predict_mean_std(Uc, theta=self.theta_delta)[1]
+        return mu + self.beta * sd

@@ -52,8 +52,21 @@ pipeline **under-covers** when :math:`\bar c_p < \alpha - 2\,\mathrm{se}_p`;
 it is never ranked by width (``width_rank`` 0). The others are ranked by mean
 width with the same paired dse and tie rule as above.
 
+**Convergence of the base.** A base fitted by MCMC (``kind = "pymc-glm"``)
+stores its diagnostics per task (root variables ``rhat``, the largest
+rank-normalised split :math:`\hat R` over the parameters, and ``divergences``,
+the divergent transitions after tuning). Where :math:`\hat R >` :data:`RHAT_MAX`
+(1.01, Vehtari et al. 2021) or a transition diverged in any repetition, every
+pipeline on that base is flagged (``base_flag``, the reason as text): its
+scores come from a posterior that may not be the model's, so its place in the
+ranking is not to be trusted until the sampler is run longer.
+
 References
 ----------
+Vehtari, A., Gelman, A., Simpson, D., Carpenter, B. and Bürkner, P.-C. (2021).
+Rank-normalization, folding, and localization: an improved :math:`\hat R` for
+assessing convergence of MCMC. Bayesian Analysis 16(2), 667-718.
+
 Vehtari, A., Gelman, A. and Gabry, J. (2017). Practical Bayesian model
 evaluation using leave-one-out cross-validation and WAIC. Statistics and
 Computing 27, 1413-1432 (§5.2: the standard error of a paired difference,
@@ -75,7 +88,9 @@ __all__ = [
     "PIPELINE_DIMS",
     "RANK_SCORES",
     "TIE_SE",
+    "RHAT_MAX",
     "paired_ranking",
+    "convergence_flags",
     "coverage_se",
     "undercovers",
     "stack_pipelines",
@@ -90,6 +105,10 @@ RANK_SCORES = ("nll", "crps")
 #: A difference within this many paired standard errors of the best is a tie;
 #: coverage short of nominal by more than this many standard errors under-covers.
 TIE_SE = 2.0
+#: A base whose r-hat exceeds this in any repetition is flagged as not converged (Vehtari et al. 2021).
+RHAT_MAX = 1.01
+#: Root variables of a results file holding a base's convergence diagnostics (written by ``pymc-glm``).
+CONVERGENCE_VARS = ("rhat", "divergences")
 
 
 def _check_by(by) -> str:
@@ -295,6 +314,134 @@ def stack_pipelines(ds):
     return stacked.assign_coords(pipeline=labels, **{f"pipeline_{d}": ("pipeline", parts[d]) for d in dims})
 
 
+def _empty(shape, key: str) -> np.ndarray:
+    """Initial array of a ranking field: 0 for ranks and counts, False for ties, NaN otherwise."""
+    if key in ("rank", "n"):
+        return np.zeros(shape, np.int32)
+    if key == "tied":
+        return np.zeros(shape, bool)
+    return np.full(shape, np.nan)
+
+
+def _add_score_ranking(out: xr.Dataset, st: xr.Dataset, by: str) -> None:
+    """``score_*`` over (dataset, pipeline): the paired ranking by the proper score ``by``."""
+    datasets = st["dataset"].values
+    keys = ("mean", "se", "diff", "dse", "rank", "tied", "n")
+    score = {k: _empty((datasets.size, st.sizes["pipeline"]), k) for k in keys}
+    if by in st:
+        for i, d in enumerate(datasets):
+            r = paired_ranking(st[by].sel(dataset=d).transpose("pipeline", "repetition").values)
+            for k in keys:
+                score[k][i] = r[k]
+    for k in keys:
+        out[f"score_{k}"] = (("dataset", "pipeline"), score[k])
+    out["score_mean"].attrs["long_name"] = f"mean {by} over repetitions"
+
+
+def _add_interval_ranking(out: xr.Dataset, st: xr.Dataset) -> None:
+    """Coverage, its se and under-coverage, and the width ranking among the intervals that do not under-cover."""
+    levels = st["confidence_level"].values
+    cov = st["coverage"]
+    n_test = st["n_test"] if "n_test" in st else xr.full_like(cov.isel(pipeline=0, drop=True), np.nan)
+    lvl = xr.DataArray(levels, dims="confidence_level", coords={"confidence_level": levels})
+    dims = ("dataset", "confidence_level", "pipeline")
+    out["coverage"] = cov.mean("repetition", skipna=True).transpose(*dims)
+    out["coverage_se"] = coverage_se(cov, n_test, lvl).transpose(*dims)
+    out["undercovers"] = undercovers(cov, n_test, lvl).transpose(*dims)
+    keys = ("mean", "se", "diff", "dse", "rank", "tied")
+    n_d = st.sizes["dataset"]
+    width = {k: _empty((n_d, levels.size, st.sizes["pipeline"]), k) for k in keys}
+    if "width" in st:
+        w = st["width"].transpose(*dims, "repetition").values
+        short = out["undercovers"].values
+        for i in range(n_d):
+            for j in range(levels.size):
+                r = paired_ranking(w[i, j], eligible=~short[i, j])
+                for k in keys:
+                    width[k][i, j] = r[k]
+    out["width"] = (dims, width.pop("mean"))
+    for k, v in width.items():
+        out[f"width_{k}"] = (dims, v)
+
+
+def _convergence_problem(rhat: np.ndarray | None, divergences: np.ndarray | None) -> str:
+    """Why one base on one data set is not converged, over its repetitions ('' when it is)."""
+    parts = []
+    if rhat is not None:
+        r = rhat[np.isfinite(rhat)]
+        high = r > RHAT_MAX
+        if high.any():
+            parts.append(f"max r̂ {r.max():.3f} > {RHAT_MAX:g} in {int(high.sum())} of {r.size} repetition(s)")
+    if divergences is not None:
+        dv = divergences[np.isfinite(divergences)]
+        bad = dv > 0
+        if bad.any():
+            parts.append(f"{int(dv.sum())} divergent transition(s) in {int(bad.sum())} of {dv.size} repetition(s)")
+    return "; ".join(parts)
+
+
+def _flags(st: xr.Dataset) -> xr.DataArray | None:
+    """``base_flag`` over (dataset, pipeline) from stacked results; None without diagnostics."""
+    names = [n for n in CONVERGENCE_VARS if n in st]
+    if not names:
+        return None
+    datasets, pipes = st["dataset"].values, st["pipeline"].values
+    flags = np.full((datasets.size, pipes.size), "", dtype=object)
+    for i, d in enumerate(datasets):
+        for k, p in enumerate(pipes):
+            at = {"dataset": d, "pipeline": p}
+            per_rep = {
+                n: np.atleast_1d(st[n].sel({k: v for k, v in at.items() if k in st[n].dims}).values).astype(float)
+                for n in names
+            }
+            flags[i, k] = _convergence_problem(per_rep.get("rhat"), per_rep.get("divergences"))
+    return xr.DataArray(
+        flags.astype(str),
+        dims=("dataset", "pipeline"),
+        coords={"dataset": datasets, "pipeline": pipes},
+        attrs={
+            "long_name": f"why the pipeline's base did not converge (r-hat > {RHAT_MAX:g} or divergences); '' if it did"
+        },
+    )
+
+
+def convergence_flags(results: xr.Dataset) -> xr.DataArray | None:
+    """Per (dataset, pipeline): why the pipeline's MCMC base did not converge, or ``""``.
+
+    A base is flagged on a data set when its stored ``rhat`` exceeds
+    :data:`RHAT_MAX` or its ``divergences`` are positive in any repetition
+    (the diagnostics a ``pymc-glm`` base stores per task).
+
+    Parameters
+    ----------
+    results : xarray.Dataset
+        The root of a results file.
+
+    Returns
+    -------
+    xarray.DataArray of str or None
+        ``None`` when the file holds no convergence diagnostics.
+
+    References
+    ----------
+    Vehtari, A., Gelman, A., Simpson, D., Carpenter, B. and Bürkner, P.-C. (2021).
+    Rank-normalization, folding, and localization: an improved R-hat. Bayesian
+    Analysis 16(2), 667-718.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> from calibprob.compare.ranking import convergence_flags
+    >>> res = xr.Dataset(
+    ...     {"nll": (("dataset", "repetition", "calibrator"), np.zeros((1, 2, 1))),
+    ...      "rhat": (("dataset", "repetition"), [[1.002, 1.08]])},
+    ...     coords={"dataset": ["d"], "repetition": [0, 1], "calibrator": ["base"]})
+    >>> str(convergence_flags(res).sel(dataset="d", pipeline="base").item())
+    'max r̂ 1.080 > 1.01 in 1 of 2 repetition(s)'
+    """
+    return _flags(stack_pipelines(results))
+
+
 def rank_results(results: xr.Dataset, by: str = "nll") -> xr.Dataset:
     """The ranking of every data set's pipelines: by a proper score, and by width per level.
 
@@ -342,59 +489,19 @@ def rank_results(results: xr.Dataset, by: str = "nll") -> xr.Dataset:
     """
     by = _check_by(by)
     st = stack_pipelines(results)
-    datasets = st["dataset"].values
-    pipes = st["pipeline"].values
-    P = pipes.size
     out = xr.Dataset(
         coords={
-            "dataset": datasets,
-            "pipeline": pipes,
+            "dataset": st["dataset"].values,
+            "pipeline": st["pipeline"].values,
             **{k: st[k] for k in st.coords if str(k).startswith("pipeline_")},
         }
     )
-    score_keys = ("mean", "se", "diff", "dse", "rank", "tied", "n")
-
-    def empty(shape, key):
-        return (
-            np.zeros(shape, np.int32)
-            if key in ("rank", "n")
-            else np.zeros(shape, bool)
-            if key == "tied"
-            else np.full(shape, np.nan)
-        )
-
-    score = {k: empty((datasets.size, P), k) for k in score_keys}
-    if by in st:
-        for i, d in enumerate(datasets):
-            r = paired_ranking(st[by].sel(dataset=d).transpose("pipeline", "repetition").values)
-            for k in score_keys:
-                score[k][i] = r[k]
-    for k in score_keys:
-        out[f"score_{k}"] = (("dataset", "pipeline"), score[k])
-    out["score_mean"].attrs["long_name"] = f"mean {by} over repetitions"
-
+    _add_score_ranking(out, st, by)
     if "coverage" in st and "confidence_level" in st["coverage"].dims:
-        levels = st["confidence_level"].values
-        cov = st["coverage"]
-        n_test = st["n_test"] if "n_test" in st else xr.full_like(cov.isel(pipeline=0, drop=True), np.nan)
-        lvl = xr.DataArray(levels, dims="confidence_level", coords={"confidence_level": levels})
-        out["coverage"] = cov.mean("repetition", skipna=True).transpose("dataset", "confidence_level", "pipeline")
-        out["coverage_se"] = coverage_se(cov, n_test, lvl).transpose("dataset", "confidence_level", "pipeline")
-        out["undercovers"] = undercovers(cov, n_test, lvl).transpose("dataset", "confidence_level", "pipeline")
-        width_keys = ("mean", "se", "diff", "dse", "rank", "tied")
-        shape = (datasets.size, levels.size, P)
-        width = {k: empty(shape, k) for k in width_keys}
-        if "width" in st:
-            w = st["width"].transpose("dataset", "confidence_level", "pipeline", "repetition").values
-            short = out["undercovers"].values
-            for i in range(datasets.size):
-                for j in range(levels.size):
-                    r = paired_ranking(w[i, j], eligible=~short[i, j])
-                    for k in width_keys:
-                        width[k][i, j] = r[k]
-        out["width"] = (("dataset", "confidence_level", "pipeline"), width.pop("mean"))
-        for k, v in width.items():
-            out[f"width_{k}"] = (("dataset", "confidence_level", "pipeline"), v)
+        _add_interval_ranking(out, st)
+    flags = _flags(st)
+    if flags is not None:
+        out["base_flag"] = flags
     out.attrs.update(
         rank_by=by,
         tie_rule=f"tied: mean difference to the best <= {TIE_SE:g} paired standard errors (dse) over repetitions",
@@ -430,6 +537,41 @@ def _table(rows: list[list[str]], right: set[int]) -> list[str]:
     return lines
 
 
+def _flag_of(x: xr.Dataset) -> str:
+    """The ``base_flag`` of one (dataset, pipeline) selection ('' without diagnostics)."""
+    return str(x["base_flag"].item()) if "base_flag" in x else ""
+
+
+#: Marker of a pipeline whose base did not converge, in the printed ranking and table.
+NOT_CONVERGED = "! base not converged"
+
+
+def flag_notes(flags: xr.DataArray | None) -> list[str]:
+    """One line per distinct reason a base did not converge, naming the pipelines it affects.
+
+    Parameters
+    ----------
+    flags : xarray.DataArray of str or None
+        One data set's ``base_flag`` over its pipelines (``pipeline`` or ``calibrator``).
+
+    Returns
+    -------
+    list of str
+        Empty when nothing is flagged.
+    """
+    if flags is None:
+        return []
+    by_reason: dict[str, list[str]] = {}
+    for p, f in zip(flags[flags.dims[0]].values, flags.values):
+        if str(f):
+            by_reason.setdefault(str(f), []).append(str(p))
+    return [
+        f"! base not converged for {', '.join(pipes)}: {reason}; its scores may not be the model's "
+        "(rerun with more tune/draws or a higher target_accept)"
+        for reason, pipes in by_reason.items()
+    ]
+
+
 def score_rows(rk: xr.Dataset, dataset) -> list[dict]:
     """The score ranking of one data set as rows (ranked first, by rank; then the unranked).
 
@@ -444,7 +586,7 @@ def score_rows(rk: xr.Dataset, dataset) -> list[dict]:
     list of dict
         Keys ``rank``, ``pipeline``, ``mean``, ``se``, ``diff``, ``dse``,
         ``verdict`` (``"best"``, ``"tied"``, ``""``) or ``note`` for an
-        unranked pipeline.
+        unranked pipeline, ``flag`` (why its base did not converge, or ``""``).
     """
     b = rk.sel(dataset=dataset)
     rows = []
@@ -469,6 +611,7 @@ def score_rows(rk: xr.Dataset, dataset) -> list[dict]:
                 dse=float(x["score_dse"]),
                 verdict=verdict,
                 note=note,
+                flag=_flag_of(x),
             )
         )
     return sorted(rows, key=lambda r: (r["rank"] == 0, r["rank"]))
@@ -489,7 +632,7 @@ def interval_rows(rk: xr.Dataset, dataset, level) -> list[dict]:
     list of dict
         Keys ``rank``, ``pipeline``, ``coverage``, ``coverage_se``,
         ``width``, ``diff``, ``dse``, ``verdict`` (``"best"``, ``"tied"``,
-        ``"under-covers"``, ``""``).
+        ``"under-covers"``, ``""``), ``flag`` (why its base did not converge, or ``""``).
     """
     b = rk.sel(dataset=dataset, confidence_level=level)
     rows = []
@@ -519,6 +662,7 @@ def interval_rows(rk: xr.Dataset, dataset, level) -> list[dict]:
                 diff=float(x["width_diff"]),
                 dse=float(x["width_dse"]),
                 verdict=verdict,
+                flag=_flag_of(x),
             )
         )
     return sorted(rows, key=lambda r: (r["rank"] == 0, r["rank"]))
@@ -557,52 +701,67 @@ def format_ranking(rk: xr.Dataset, repetitions: int | None = None) -> str:
     lines = []
     for d in rk["dataset"].values:
         lines.append(f"== {d}: ranking by {by} (lower is better), paired over {reps}repetitions")
-        if not int(rk["score_n"].sel(dataset=d).max()):
-            lines.append(f"   no pipeline has {by} scores (intervals-only methods, or every task failed)")
-        else:
-            rows = [["rank", "pipeline", f"{by} ± se", "Δ to best", "dse", ""]]
-            for r in score_rows(rk, d):
-                if r["rank"] == 0:
-                    rows.append(["-", r["pipeline"], "", "", "", r["note"]])
-                    continue
-                se = "" if np.isnan(r["se"]) else f" ± {_fmt(r['se'])}"
-                best = r["verdict"] == "best"
-                rows.append(
-                    [
-                        str(r["rank"]),
-                        r["pipeline"],
-                        _fmt(r["mean"]) + se,
-                        "—" if best else _fmt(r["diff"]),
-                        "—" if best else _fmt(r["dse"]),
-                        r["verdict"],
-                    ]
-                )
-            lines += _table(rows, right={0, 3, 4})
-            lines.append(f"   (tied: Δ ≤ {TIE_SE:g} dse, the paired standard error of Δ over repetitions)")
+        lines += _score_lines(rk, d, by)
         if "width_rank" in rk:
-            lines.append(
-                f"-- intervals at each level: narrowest first among those whose coverage is not short "
-                f"of nominal by > {TIE_SE:g} se"
-            )
-            rows = [["level", "rank", "pipeline", "coverage ± se", "width", "Δ to best", "dse", ""]]
-            for c in rk["confidence_level"].values:
-                first = True
-                for r in interval_rows(rk, d, c):
-                    best = r["verdict"] == "best"
-                    ranked = r["rank"] > 0
-                    rows.append(
-                        [
-                            f"{c:g}" if first else "",
-                            str(r["rank"]) if ranked else "-",
-                            r["pipeline"],
-                            f"{_fmt(r['coverage'])} ± {_fmt(r['coverage_se'])}",
-                            _fmt(r["width"]),
-                            "—" if best or not ranked else _fmt(r["diff"]),
-                            "—" if best or not ranked else _fmt(r["dse"]),
-                            r["verdict"],
-                        ]
-                    )
-                    first = False
-            lines += _table(rows, right={0, 1, 4, 5, 6})
+            lines += _interval_lines(rk, d)
+        flags = rk["base_flag"].sel(dataset=d) if "base_flag" in rk else None
+        lines += ["   " + note for note in flag_notes(flags)]
         lines.append("")
     return "\n".join(lines)
+
+
+def _verdict(r: dict) -> str:
+    """The last column: the verdict, and the not-converged marker when the base is flagged."""
+    return ", ".join(t for t in (r["verdict"], NOT_CONVERGED if r["flag"] else "") if t)
+
+
+def _score_lines(rk: xr.Dataset, d, by: str) -> list[str]:
+    """The score ranking of data set ``d`` as text lines."""
+    if not int(rk["score_n"].sel(dataset=d).max()):
+        return [f"   no pipeline has {by} scores (intervals-only methods, or every task failed)"]
+    rows = [["rank", "pipeline", f"{by} ± se", "Δ to best", "dse", ""]]
+    for r in score_rows(rk, d):
+        if r["rank"] == 0:
+            rows.append(["-", r["pipeline"], "", "", "", r["note"]])
+            continue
+        se = "" if np.isnan(r["se"]) else f" ± {_fmt(r['se'])}"
+        best = r["verdict"] == "best"
+        rows.append(
+            [
+                str(r["rank"]),
+                r["pipeline"],
+                _fmt(r["mean"]) + se,
+                "—" if best else _fmt(r["diff"]),
+                "—" if best else _fmt(r["dse"]),
+                _verdict(r),
+            ]
+        )
+    return _table(rows, right={0, 3, 4}) + [
+        f"   (tied: Δ ≤ {TIE_SE:g} dse, the paired standard error of Δ over repetitions)"
+    ]
+
+
+def _interval_lines(rk: xr.Dataset, d) -> list[str]:
+    """The width ranking of data set ``d`` at every confidence level as text lines."""
+    lines = [
+        f"-- intervals at each level: narrowest first among those whose coverage is not short "
+        f"of nominal by > {TIE_SE:g} se"
+    ]
+    rows = [["level", "rank", "pipeline", "coverage ± se", "width", "Δ to best", "dse", ""]]
+    for c in rk["confidence_level"].values:
+        for k, r in enumerate(interval_rows(rk, d, c)):
+            best = r["verdict"] == "best"
+            ranked = r["rank"] > 0
+            rows.append(
+                [
+                    f"{c:g}" if k == 0 else "",
+                    str(r["rank"]) if ranked else "-",
+                    r["pipeline"],
+                    f"{_fmt(r['coverage'])} ± {_fmt(r['coverage_se'])}",
+                    _fmt(r["width"]),
+                    "—" if best or not ranked else _fmt(r["diff"]),
+                    "—" if best or not ranked else _fmt(r["dse"]),
+                    _verdict(r),
+                ]
+            )
+    return lines + _table(rows, right={0, 1, 4, 5, 6})

@@ -97,7 +97,7 @@ def _flat(results: xr.Dataset) -> xr.Dataset:
 
 def _rows(results: xr.Dataset, metrics) -> list[tuple[str, str, float | None]]:
     """(row label, variable, confidence level or None) for every metric row."""
-    rows = []
+    rows: list[tuple[str, str, float | None]] = []
     for m in metrics:
         if m not in results:
             continue
@@ -129,6 +129,10 @@ def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
         not under-cover (coverage short of nominal by more than 2 standard
         errors, :func:`calibprob.compare.ranking.undercovers`). The ranking
         with paired uncertainty is :func:`calibprob.compare.ranking.rank_results`.
+        When the file holds a base's convergence diagnostics (``rhat``,
+        ``divergences`` of ``pymc-glm``), also ``base_flag(dataset, calibrator)``:
+        why that column's base did not converge, or ``""``
+        (:func:`calibprob.compare.ranking.convergence_flags`).
 
     References
     ----------
@@ -156,52 +160,53 @@ def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
     ['best', 'mean', 'n', 'se']
     >>> tmp.cleanup()
     """
+    from calibprob.compare.ranking import convergence_flags
+
     results = _flat(results)
     metrics = (
         metrics
         or results.attrs.get("metrics")
         or [v for v in results.data_vars if results[v].dtype.kind == "f" and "calibrator" in results[v].dims]
     )
-    rows = _rows(results, metrics)
-    means, ses, ns, bests = [], [], [], []
-    for _, var, c in rows:
-        da = results[var]
-        if c is not None:
-            da = da.sel(confidence_level=c)
-        extra = [d for d in da.dims if d not in ("dataset", "calibrator", "repetition")]
-        if extra:  # curves are not table rows
-            continue
-        n = da.count("repetition")
-        mean = da.mean("repetition", skipna=True)
-        se = da.std("repetition", ddof=1, skipna=True) / np.sqrt(n.where(n > 0))
-        if var == "coverage":
-            key = np.abs(mean - c)
-        elif var in LOWER_IS_BETTER:
-            key = mean
-        else:
-            key = -mean
-        if var == "width" and c is not None and "coverage" in results:
-            # never the narrowest interval that under-covers: coverage short of nominal by more
-            # than 2 standard errors (calibprob.compare.ranking.undercovers) rules a width out
-            from calibprob.compare.ranking import undercovers
-
-            n_test = results["n_test"] if "n_test" in results else xr.full_like(da, np.nan)
-            key = key.where(~undercovers(results["coverage"].sel(confidence_level=c), n_test, c))
-        best = key == key.min("calibrator", skipna=True)
-        means.append(mean)
-        ses.append(se)
-        ns.append(n)
-        bests.append(best)
-    labels = [
-        r[0]
-        for r in rows
-        if not [d for d in results[r[1]].dims if d not in ("dataset", "calibrator", "repetition", "confidence_level")]
-    ]
+    stats = [_row_stats(results, var, c) for _, var, c in _rows(results, metrics)]
+    labels = [label for (label, _, _), st in zip(_rows(results, metrics), stats) if st is not None]
+    kept = [st for st in stats if st is not None]
 
     def cat(xs):
         return xr.concat(xs, dim=xr.DataArray(labels, dims="row"), coords="minimal", compat="override")
 
-    return xr.Dataset({"mean": cat(means), "se": cat(ses), "n": cat(ns), "best": cat(bests)})
+    out = xr.Dataset({k: cat([st[k] for st in kept]) for k in ("mean", "se", "n", "best")})
+    flags = convergence_flags(results)
+    if flags is not None:
+        out["base_flag"] = flags.rename(pipeline="calibrator")
+    return out
+
+
+def _row_stats(results: xr.Dataset, var: str, c: float | None) -> dict[str, xr.DataArray] | None:
+    """Mean, se, count over repetitions and the best mark of one table row (None for a curve)."""
+    da = results[var]
+    if c is not None:
+        da = da.sel(confidence_level=c)
+    if [d for d in da.dims if d not in ("dataset", "calibrator", "repetition")]:
+        return None  # curves are not table rows
+    n = da.count("repetition")
+    mean = da.mean("repetition", skipna=True)
+    se = da.std("repetition", ddof=1, skipna=True) / np.sqrt(n.where(n > 0))
+    key: xr.DataArray
+    if var == "coverage" and c is not None:
+        key = abs(mean - c)
+    elif var in LOWER_IS_BETTER:
+        key = mean
+    else:
+        key = -mean
+    if var == "width" and c is not None and "coverage" in results:
+        # never the narrowest interval that under-covers: coverage short of nominal by more
+        # than 2 standard errors (calibprob.compare.ranking.undercovers) rules a width out
+        from calibprob.compare.ranking import undercovers
+
+        n_test = results["n_test"] if "n_test" in results else xr.full_like(da, np.nan)
+        key = key.where(~undercovers(results["coverage"].sel(confidence_level=c), n_test, c))
+    return {"mean": mean, "se": se, "n": n, "best": key == key.min("calibrator", skipna=True)}
 
 
 def _fmt(x: float) -> str:
@@ -215,6 +220,10 @@ def _fmt(x: float) -> str:
 
 def format_table(results: xr.Dataset, metrics=None) -> str:
     """The comparison table as text: one block per data set, mean ± s.e., best marked ``*``.
+
+    A column whose base did not converge (r-hat > 1.01 or divergent
+    transitions in any repetition) has ``!`` after its name and a note under
+    the block's heading saying why.
 
     Parameters
     ----------
@@ -254,50 +263,59 @@ def format_table(results: xr.Dataset, metrics=None) -> str:
     """
     results = _flat(results)
     s = summary(results, metrics)
-    cal = [str(c) for c in s["calibrator"].values]
     lines = []
     reps = results.sizes.get("repetition", 1)
     for d in s["dataset"].values:
-        block = s.sel(dataset=d)
-        cells = [[""] + cal]
-        for r in block["row"].values:
-            row = [str(r)]
-            for c in cal:
-                cell = block.sel(row=r, calibrator=c)
-                m, e = float(cell["mean"]), float(cell["se"])
-                txt = _fmt(m) + ("" if not np.isfinite(e) else f" ± {_fmt(e)}")
-                row.append(("*" if bool(cell["best"]) else " ") + txt)
-            cells.append(row)
-        widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-        lines.append(
-            f"== {d}  (mean ± s.e. over {reps} repetitions; * = best; "
-            "a width only among intervals that do not under-cover)"
-        )
-        for k, row in enumerate(cells):
-            lines.append(
-                "  ".join(txt.ljust(w) if i == 0 else txt.rjust(w) for i, (txt, w) in enumerate(zip(row, widths)))
-            )
-            if k == 0:
-                lines.append("  ".join("-" * w for w in widths))
-        lines.append("")
-    if "error" in results:
-        errs = results["error"].values
-        failed = (
-            [
-                (str(d), int(r), str(c), str(errs[i, j, k]).splitlines()[0])
-                for i, d in enumerate(results["dataset"].values)
-                for j, r in enumerate(results["repetition"].values)
-                for k, c in enumerate(results["calibrator"].values)
-                if str(errs[i, j, k])
-            ]
-            if errs.ndim == 3
-            else []
-        )
-        if failed:
-            lines.append(f"{len(failed)} failed (dataset, repetition, calibrator) runs:")
-            for d, r, c, msg in failed[:20]:
-                lines.append(f"  {d} rep {r} {c}: {msg}")
-    return "\n".join(lines)
+        lines += _table_block(s.sel(dataset=d), d, reps)
+    return "\n".join(lines + _failed_lines(results))
+
+
+def _table_block(block: xr.Dataset, d, reps: int) -> list[str]:
+    """One data set of the table: heading, convergence notes, a row per metric, a blank line."""
+    from calibprob.compare.ranking import flag_notes
+
+    flags = block["base_flag"] if "base_flag" in block else None
+    cal = [str(c) for c in block["calibrator"].values]
+    head = [c + (" !" if flags is not None and str(flags.sel(calibrator=c).item()) else "") for c in cal]
+    cells = [[""] + head]
+    for r in block["row"].values:
+        row = [str(r)]
+        for c in cal:
+            cell = block.sel(row=r, calibrator=c)
+            m, e = float(cell["mean"]), float(cell["se"])
+            txt = _fmt(m) + ("" if not np.isfinite(e) else f" ± {_fmt(e)}")
+            row.append(("*" if bool(cell["best"]) else " ") + txt)
+        cells.append(row)
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    lines = [
+        f"== {d}  (mean ± s.e. over {reps} repetitions; * = best; a width only among intervals that do not under-cover)"
+    ]
+    lines += flag_notes(flags)
+    for k, row in enumerate(cells):
+        lines.append("  ".join(txt.ljust(w) if i == 0 else txt.rjust(w) for i, (txt, w) in enumerate(zip(row, widths))))
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("")
+    return lines
+
+
+def _failed_lines(results: xr.Dataset) -> list[str]:
+    """The (dataset, repetition, calibrator) runs that raised, first line of each message (at most 20)."""
+    if "error" not in results or results["error"].values.ndim != 3:
+        return []
+    errs = results["error"].values
+    failed = [
+        (str(d), int(r), str(c), str(errs[i, j, k]).splitlines()[0])
+        for i, d in enumerate(results["dataset"].values)
+        for j, r in enumerate(results["repetition"].values)
+        for k, c in enumerate(results["calibrator"].values)
+        if str(errs[i, j, k])
+    ]
+    if not failed:
+        return []
+    return [f"{len(failed)} failed (dataset, repetition, calibrator) runs:"] + [
+        f"  {d} rep {r} {c}: {msg}" for d, r, c, msg in failed[:20]
+    ]
 
 
 def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
@@ -353,15 +371,40 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     from calibprob._executor import inside, safe_name
-    from calibprob.plots import draw_coverage, draw_reliability
 
     outdir = Path(outdir)
     if outdir.exists() and not outdir.is_dir():
         raise ValueError(f"outdir {str(outdir)!r} exists and is not a folder; give a folder for the PNG files.")
-    # Data-set names become file names: sanitised ("../x" -> "___x") and kept inside outdir;
-    # two names equal once sanitised would overwrite each other's plots.
-    stems: dict = {}
+    _check_plot_stems(results["dataset"].values)
+    outdir.mkdir(parents=True, exist_ok=True)
+    written = []
+    results = _flat(results)
+    cals = [str(c) for c in results["calibrator"].values]
     for d in results["dataset"].values:
+        r = results.sel(dataset=d)
+        figures = (
+            ("reliability", "observed_fraction" in r, _plot_reliability),
+            ("coverage", "iae_coverage" in r, _plot_coverage),
+            ("sharpness_calibration", "ece" in r and "std" in r, _plot_sharpness),
+        )
+        for kind, stored, plot in figures:
+            if not stored:
+                continue
+            fig = plot(r, cals, d)
+            path = inside(outdir, f"{safe_name(d)}_{kind}.png")
+            fig.savefig(path, dpi=110, bbox_inches="tight")
+            plt.close(fig)
+            written.append(path)
+    return written
+
+
+def _check_plot_stems(datasets) -> None:
+    """Data-set names become file names: sanitised ("../x" -> "___x") and kept inside the folder;
+    two names equal once sanitised would overwrite each other's plots."""
+    from calibprob._executor import safe_name
+
+    stems: dict[str, str] = {}
+    for d in datasets:
         stem = safe_name(d)
         if stem in stems:
             raise ValueError(
@@ -369,66 +412,71 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
                 "rename one in the spec."
             )
         stems[stem] = str(d)
-    outdir.mkdir(parents=True, exist_ok=True)
-    written = []
-    results = _flat(results)
-    cals = [str(c) for c in results["calibrator"].values]
 
-    def curve_dim(da):
-        return next(x for x in da.dims if x not in ("dataset", "calibrator", "repetition"))
 
-    def save(fig, name):
-        path = inside(outdir, name)
-        fig.savefig(path, dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        written.append(path)
+def _curve_dim(da: xr.DataArray):
+    """The level dimension of a stored curve (the one that is not dataset/calibrator/repetition)."""
+    return next(x for x in da.dims if x not in ("dataset", "calibrator", "repetition"))
 
-    for d in results["dataset"].values:
-        r = results.sel(dataset=d)
-        nrep = r.sizes.get("repetition", 1)
-        if "observed_fraction" in r:
-            of = r["observed_fraction"]
-            lv = of[curve_dim(of)].values
-            curves, bands = {}, {}
-            for c in cals:
-                x = of.sel(calibrator=c)
-                m = x.mean("repetition").values
-                curves[c] = m
-                if nrep > 1:
-                    se = (x.std("repetition", ddof=1) / np.sqrt(nrep)).values
-                    bands[c] = (m - 2 * se, m + 2 * se)
-            fig, ax = plt.subplots(figsize=(5, 5))
-            draw_reliability(ax, lv, curves, bands, title=f"Reliability diagram — {d}")
-            save(fig, f"{safe_name(d)}_reliability.png")
-        if "iae_coverage" in r:
-            cov = r["iae_coverage"]
-            nominal = cov[curve_dim(cov)].values
-            fig, ax = plt.subplots(figsize=(5, 5))
-            draw_coverage(
-                ax,
-                nominal,
-                {c: cov.sel(calibrator=c).mean("repetition").values for c in cals},
-                title=f"Coverage of central intervals — {d}",
-            )
-            save(fig, f"{safe_name(d)}_coverage.png")
-        if "ece" in r and "std" in r:
-            colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-            fig, ax = plt.subplots(figsize=(5.5, 4.5))
-            for i, c in enumerate(cals):
-                x, y = r["ece"].sel(calibrator=c), r["std"].sel(calibrator=c)
-                if bool(np.isnan(x).all()):
-                    continue  # interval-only method: no ECE / STD (the colour slot is kept)
-                col = colors[i % len(colors)]
-                ax.scatter(x, y, s=12, alpha=0.35, color=col)
-                ax.scatter(x.mean(), y.mean(), s=90, marker="D", edgecolor="k", color=col, label=c)
-            ax.set(
-                xlabel="ECE (lower = better calibrated)",
-                ylabel="mean predictive STD (lower = sharper)",
-                title=f"Sharpness vs calibration — {d}",
-            )
-            ax.legend(fontsize=8)
-            save(fig, f"{safe_name(d)}_sharpness_calibration.png")
-    return written
+
+def _plot_reliability(r: xr.Dataset, cals: list[str], d):
+    """Reliability diagram of one data set: mean observed fraction over repetitions, ±2 se bands."""
+    import matplotlib.pyplot as plt
+
+    from calibprob.plots import draw_reliability
+
+    nrep = r.sizes.get("repetition", 1)
+    of = r["observed_fraction"]
+    curves, bands = {}, {}
+    for c in cals:
+        x = of.sel(calibrator=c)
+        m = x.mean("repetition").values
+        curves[c] = m
+        if nrep > 1:
+            se = (x.std("repetition", ddof=1) / np.sqrt(nrep)).values
+            bands[c] = (m - 2 * se, m + 2 * se)
+    fig, ax = plt.subplots(figsize=(5, 5))
+    draw_reliability(ax, of[_curve_dim(of)].values, curves, bands, title=f"Reliability diagram — {d}")
+    return fig
+
+
+def _plot_coverage(r: xr.Dataset, cals: list[str], d):
+    """Coverage of central intervals against nominal, mean over repetitions."""
+    import matplotlib.pyplot as plt
+
+    from calibprob.plots import draw_coverage
+
+    cov = r["iae_coverage"]
+    fig, ax = plt.subplots(figsize=(5, 5))
+    draw_coverage(
+        ax,
+        cov[_curve_dim(cov)].values,
+        {c: cov.sel(calibrator=c).mean("repetition").values for c in cals},
+        title=f"Coverage of central intervals — {d}",
+    )
+    return fig
+
+
+def _plot_sharpness(r: xr.Dataset, cals: list[str], d):
+    """Mean predictive STD against ECE, one point per repetition and the mean as a diamond."""
+    import matplotlib.pyplot as plt
+
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    for i, c in enumerate(cals):
+        x, y = r["ece"].sel(calibrator=c), r["std"].sel(calibrator=c)
+        if bool(np.isnan(x).all()):
+            continue  # interval-only method: no ECE / STD (the colour slot is kept)
+        col = colors[i % len(colors)]
+        ax.scatter(x, y, s=12, alpha=0.35, color=col)
+        ax.scatter(x.mean(), y.mean(), s=90, marker="D", edgecolor="k", color=col, label=c)
+    ax.set(
+        xlabel="ECE (lower = better calibrated)",
+        ylabel="mean predictive STD (lower = sharper)",
+        title=f"Sharpness vs calibration — {d}",
+    )
+    ax.legend(fontsize=8)
+    return fig
 
 
 # ----------------------------------------------------------------------------- the HTML report
@@ -460,6 +508,8 @@ th,td{padding:3px 9px;border-bottom:1px solid #e3e7eb;text-align:right;white-spa
 th{background:#f3f5f7;font-weight:600}td.l,th.l{text-align:left}
 tr.best td{font-weight:700;background:#eef7ee}tr.tied td{background:#f6fbf6}
 tr.under td{color:#a40e26;background:#fff3f3}tr.off td{color:#6e7781}
+tr.flag td{background:#fff8e1}tr.flag td:last-child{color:#8a4b00;font-weight:700}
+p.flag{color:#8a4b00;background:#fff8e1;padding:4px 8px;max-width:60em}
 img{max-width:100%;height:auto;display:block;margin:.3em 0 .8em}
 pre{background:#f6f8fa;padding:10px;overflow-x:auto;font-size:.85em}
 """
@@ -517,80 +567,98 @@ def _pooled_n(st_d, pipe) -> float:
 
 
 def _ranking_html(rk, d) -> str:
-    from calibprob.compare.ranking import TIE_SE, interval_rows, score_rows
-    from calibprob.compare.ranking import _fmt as f
+    """The score ranking and the interval ranking of data set ``d``, with any convergence flag first."""
+    from calibprob.compare.ranking import flag_notes
 
     by = rk.attrs.get("rank_by", "nll")
     parts = [f"<h3>{_esc(d)}: ranking by {_esc(by.upper())}</h3>"]
+    # a base that did not converge (r-hat > 1.01, divergences) makes its pipelines' scores suspect
+    flags = rk["base_flag"].sel(dataset=d) if "base_flag" in rk else None
+    parts += [f'<p class="flag">{_esc(note)}</p>' for note in flag_notes(flags)]
+    parts.append(_score_ranking_html(rk, d, by))
+    if "width_rank" in rk:
+        parts.append(_interval_ranking_html(rk, d))
+    return "\n".join(parts)
+
+
+def _row_class(r: dict) -> str:
+    """CSS class of a ranking row: under-coverage first, then a not-converged base, then best/tied."""
+    if r["verdict"] == "under-covers":
+        return "under"
+    if r["flag"]:
+        return "flag"
+    return {"best": "best", "tied": "tied"}.get(r["verdict"], "")
+
+
+def _score_ranking_html(rk, d, by: str) -> str:
+    from calibprob.compare.ranking import TIE_SE, score_rows
+    from calibprob.compare.ranking import _fmt as f
+    from calibprob.compare.ranking import _verdict as verdict
+
     if not int(rk["score_n"].sel(dataset=d).max()):
-        parts.append(
-            f'<p class="note">No pipeline has {_esc(by)} scores (intervals-only methods, or every task failed).</p>'
+        return f'<p class="note">No pipeline has {_esc(by)} scores (intervals-only methods, or every task failed).</p>'
+    rows, classes = [], []
+    for r in score_rows(rk, d):
+        if r["rank"] == 0:
+            rows.append(["–", r["pipeline"], "", "", "", r["note"]])
+            classes.append("off")
+            continue
+        best = r["verdict"] == "best"
+        se = "" if np.isnan(r["se"]) else f" ± {f(r['se'])}"
+        rows.append(
+            [
+                str(r["rank"]),
+                r["pipeline"],
+                f(r["mean"]) + se,
+                "—" if best else f(r["diff"]),
+                "—" if best else f(r["dse"]),
+                verdict(r),
+            ]
         )
-    else:
-        rows, classes = [], []
-        for r in score_rows(rk, d):
-            if r["rank"] == 0:
-                rows.append(["–", r["pipeline"], "", "", "", r["note"]])
-                classes.append("off")
-                continue
+        classes.append(_row_class(r))
+    table = _html_table(["rank", "pipeline", f"{by} ± se", "Δ to best", "dse", ""], rows, classes, left=(1, 5))
+    return table + (
+        "\n"
+        f'<p class="note">Lower is better. Δ is the mean over repetitions of the per-repetition '
+        f"difference to the best (the splits are shared, so differences are paired); dse is its "
+        f"standard error, sd(differences)/√R. <b>tied</b>: Δ ≤ {TIE_SE:g} dse.</p>"
+    )
+
+
+def _interval_ranking_html(rk, d) -> str:
+    from calibprob.compare.ranking import TIE_SE, interval_rows
+    from calibprob.compare.ranking import _fmt as f
+    from calibprob.compare.ranking import _verdict as verdict
+
+    rows, classes = [], []
+    for c in rk["confidence_level"].values:
+        for k, r in enumerate(interval_rows(rk, d, c)):
+            ranked = r["rank"] > 0
             best = r["verdict"] == "best"
-            se = "" if np.isnan(r["se"]) else f" ± {f(r['se'])}"
             rows.append(
                 [
-                    str(r["rank"]),
+                    f"{c:g}" if k == 0 else "",
+                    str(r["rank"]) if ranked else "–",
                     r["pipeline"],
-                    f(r["mean"]) + se,
-                    "—" if best else f(r["diff"]),
-                    "—" if best else f(r["dse"]),
-                    r["verdict"],
+                    f"{f(r['coverage'])} ± {f(r['coverage_se'])}",
+                    f(r["width"]),
+                    "—" if best or not ranked else f(r["diff"]),
+                    "—" if best or not ranked else f(r["dse"]),
+                    verdict(r),
                 ]
             )
-            classes.append({"best": "best", "tied": "tied"}.get(r["verdict"], ""))
-        parts.append(
-            _html_table(["rank", "pipeline", f"{by} ± se", "Δ to best", "dse", ""], rows, classes, left=(1, 5))
-        )
-        parts.append(
-            f'<p class="note">Lower is better. Δ is the mean over repetitions of the per-repetition '
-            f"difference to the best (the splits are shared, so differences are paired); dse is its "
-            f"standard error, sd(differences)/√R. <b>tied</b>: Δ ≤ {TIE_SE:g} dse.</p>"
-        )
-    if "width_rank" in rk:
-        rows, classes = [], []
-        for c in rk["confidence_level"].values:
-            first = True
-            for r in interval_rows(rk, d, c):
-                ranked = r["rank"] > 0
-                best = r["verdict"] == "best"
-                rows.append(
-                    [
-                        f"{c:g}" if first else "",
-                        str(r["rank"]) if ranked else "–",
-                        r["pipeline"],
-                        f"{f(r['coverage'])} ± {f(r['coverage_se'])}",
-                        f(r["width"]),
-                        "—" if best or not ranked else f(r["diff"]),
-                        "—" if best or not ranked else f(r["dse"]),
-                        r["verdict"],
-                    ]
-                )
-                classes.append({"best": "best", "tied": "tied", "under-covers": "under"}.get(r["verdict"], ""))
-                first = False
-        parts.append(f"<h3>{_esc(d)}: central intervals, narrowest first</h3>")
-        parts.append(
-            _html_table(
-                ["level", "rank", "pipeline", "coverage ± se", "width", "Δ to best", "dse", ""],
-                rows,
-                classes,
-                left=(2, 7),
-            )
-        )
-        parts.append(
+            classes.append(_row_class(r))
+    header = ["level", "rank", "pipeline", "coverage ± se", "width", "Δ to best", "dse", ""]
+    return "\n".join(
+        [
+            f"<h3>{_esc(d)}: central intervals, narrowest first</h3>",
+            _html_table(header, rows, classes, left=(2, 7)),
             f'<p class="note">An interval whose mean coverage falls short of the nominal level by '
             f"more than {TIE_SE:g} standard errors <b>under-covers</b> and is never ranked by width; "
             "se = max(binomial √(α(1−α)/N) over the N test points pooled over repetitions, "
-            "across-repetition sd/√R).</p>"
-        )
-    return "\n".join(parts)
+            "across-repetition sd/√R).</p>",
+        ]
+    )
 
 
 def _scores_html(results, metrics) -> str:
@@ -814,6 +882,18 @@ def _fit_times_html(st, d, colors) -> str:
     return "\n".join(parts)
 
 
+def _not_converged(name: str, vals: list[float]) -> bool:
+    """r-hat above :data:`~calibprob.compare.ranking.RHAT_MAX` (Vehtari et al. 2021) or any divergence."""
+    from calibprob.compare.ranking import RHAT_MAX
+
+    if all(np.isnan(vals)):
+        return False
+    key = name.replace("_", "")
+    if "rhat" in key:
+        return bool(np.nanmax(vals) > RHAT_MAX)
+    return ("diverg" in key or key == "ndivergent") and bool(np.nanmax(vals) > 0)
+
+
 def _diagnostics_html(diag: xr.Dataset) -> str:
     parts = []
     for name, da in diag.data_vars.items():
@@ -835,8 +915,7 @@ def _diagnostics_html(diag: xr.Dataset) -> str:
             rows.append(
                 [str(da[k].values[i]) if k in da.coords else str(i) for k, i in sel.items()] + [_fmt(v) for v in vals]
             )
-            # r-hat above 1.01 is the usual "not converged" flag (Vehtari et al. 2021)
-            classes.append("under" if "rhat" in name.replace("_", "") and np.nanmax(vals) > 1.01 else "")
+            classes.append("under" if _not_converged(str(name), vals) else "")
         if rows:
             parts.append(f"<h3>{_esc(name)}</h3>")
             if da.attrs.get("long_name"):
@@ -927,6 +1006,57 @@ def write_html(
 
     from calibprob.compare.ranking import _check_by, rank_results, stack_pipelines
 
+    out = _check_html_out(out)
+    results, diagnostics = _html_inputs(results, diagnostics)
+    spec = _stored_spec(results)
+    by = _check_by(rank_by if rank_by is not None else spec.get("rank_by", "nll"))
+    metrics = metrics or spec.get("metrics") or ["ece", "nll", "crps", "std", "rmse", "coverage", "width"]
+    metric_vars = results.drop_vars([v for v in ("fit_time", "base_fit_time") if v in results])
+    rk = rank_results(metric_vars, by)
+    st = stack_pipelines(results)
+    pipes = [str(p) for p in st["pipeline"].values]
+    colors = _colors(pipes)
+    name = results.attrs.get("spec_name", "comparison")
+    datasets = [str(d) for d in results["dataset"].values]
+    diag_html = "" if diagnostics is None else _diagnostics_html(diagnostics)
+    sections = [s for s in HTML_SECTIONS if s != "Diagnostics" or diag_html.strip()]
+    ids = {s: s.lower().replace(" ", "-") for s in sections}
+
+    body = [
+        f"<h1>calibprob comparison: {_esc(name)}</h1>",
+        f'<p class="note">{len(datasets)} data set(s): {_esc(", ".join(datasets))}; '
+        f"{results.sizes.get('repetition', 1)} repetition(s); "
+        f"{len(pipes)} pipeline(s); calibprob {_esc(results.attrs.get('calibprob_version', '?'))}. "
+        + (_esc(spec.get("description", "")) if spec.get("description") else "")
+        + "</p>",
+        "<nav>" + "".join(f'<a href="#{ids[s]}">{_esc(s)}</a>' for s in sections) + "</nav>",
+    ]
+    texts = {
+        "Ranking": "\n".join(_ranking_html(rk, d) for d in datasets),
+        "Scores": _scores_html(metric_vars, metrics),
+        **_curve_sections(st, rk, datasets, pipes, colors),
+        "Fit times": '<p class="note">Wall-clock seconds per task: the base model\'s fit, and each '
+        "calibrator's fit and prediction on the test part.</p>"
+        + "\n".join(_fit_times_html(st, d, colors) for d in datasets),
+        "Diagnostics": '<p class="note">Convergence diagnostics stored in the results file, '
+        "over repetitions; rows with r̂ &gt; 1.01 or divergent transitions are marked.</p>" + diag_html,
+    }
+    for title in sections:
+        body.append(f'<section><h2 id="{ids[title]}">{_esc(title)}</h2>\n{texts[title]}</section>')
+    if results.attrs.get("spec"):
+        body.append(f"<details><summary>The spec</summary><pre>{_esc(results.attrs['spec'])}</pre></details>")
+    page = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>calibprob: {_esc(name)}</title><style>{_CSS}</style></head>\n"
+        "<body><main>\n" + "\n".join(body) + "\n</main></body></html>\n"
+    )
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
+def _check_html_out(out: str | Path) -> Path:
+    """The report's path: its folder must exist and it must not be a folder itself."""
     out = Path(out)
     if not out.parent.is_dir():
         raise ValueError(
@@ -935,6 +1065,12 @@ def write_html(
         )
     if out.is_dir():
         raise ValueError(f"out {str(out)!r} is a folder; give a file name such as report.html.")
+    return out
+
+
+def _html_inputs(results, diagnostics: xr.Dataset | None) -> tuple[xr.Dataset, xr.Dataset | None]:
+    """The results root Dataset and the diagnostics to show (a file's ``diagnostics`` group, root
+    variables named in :data:`DIAGNOSTIC_NAMES`, or both)."""
     if isinstance(results, (str, Path)):
         path = Path(results)
         ds = load_results(path)
@@ -951,46 +1087,26 @@ def write_html(
             "results must be a results file or its root Dataset (calibprob.compare.load_results); "
             f"got {type(results).__name__}."
         )
-    spec = {}
-    if results.attrs.get("spec"):
-        import tomllib
-
-        try:
-            spec = tomllib.loads(results.attrs["spec"])
-        except tomllib.TOMLDecodeError:
-            spec = {}
-    by = _check_by(rank_by if rank_by is not None else spec.get("rank_by", "nll"))
-    metrics = metrics or spec.get("metrics") or ["ece", "nll", "crps", "std", "rmse", "coverage", "width"]
     present = [n for n in DIAGNOSTIC_NAMES if n in results]
     if present:
         diagnostics = results[present] if diagnostics is None else xr.merge([diagnostics, results[present]])
+    return results, diagnostics
 
-    metric_vars = results.drop_vars([v for v in ("fit_time", "base_fit_time") if v in results])
-    rk = rank_results(metric_vars, by)
-    st = stack_pipelines(results)
-    pipes = [str(p) for p in st["pipeline"].values]
-    colors = _colors(pipes)
-    name = results.attrs.get("spec_name", "comparison")
-    reps = results.sizes.get("repetition", 1)
-    datasets = [str(d) for d in results["dataset"].values]
-    has_diag = diagnostics is not None and _diagnostics_html(diagnostics).strip() != ""
-    sections = [s for s in HTML_SECTIONS if s != "Diagnostics" or has_diag]
-    ids = {s: s.lower().replace(" ", "-") for s in sections}
 
-    body = [
-        f"<h1>calibprob comparison: {_esc(name)}</h1>",
-        f'<p class="note">{len(datasets)} data set(s): {_esc(", ".join(datasets))}; {reps} repetition(s); '
-        f"{len(pipes)} pipeline(s); calibprob {_esc(results.attrs.get('calibprob_version', '?'))}. "
-        + (_esc(spec.get("description", "")) if spec.get("description") else "")
-        + "</p>",
-        "<nav>" + "".join(f'<a href="#{ids[s]}">{_esc(s)}</a>' for s in sections) + "</nav>",
-    ]
+def _stored_spec(results: xr.Dataset) -> dict:
+    """The spec stored in a results file as a dict (empty when absent or unreadable)."""
+    if not results.attrs.get("spec"):
+        return {}
+    import tomllib
 
-    def section(title, html_text):
-        body.append(f'<section><h2 id="{ids[title]}">{_esc(title)}</h2>\n{html_text}</section>')
+    try:
+        return tomllib.loads(results.attrs["spec"])
+    except tomllib.TOMLDecodeError:
+        return {}
 
-    section("Ranking", "\n".join(_ranking_html(rk, d) for d in datasets))
-    section("Scores", _scores_html(metric_vars, metrics))
+
+def _curve_sections(st: xr.Dataset, rk: xr.Dataset, datasets, pipes, colors) -> dict[str, str]:
+    """The reliability, PIT and coverage-width sections, one figure per data set each."""
     rel, pit, cw = [], [], []
     for d in datasets:
         st_d = st.sel(dataset=d)
@@ -1008,46 +1124,17 @@ def write_html(
             pit.append(msg)
         if "coverage" in rk:
             cw.append(_png(_coverage_width_fig(rk, d, colors)))
-    section(
-        "Reliability diagrams",
-        '<p class="note">Observed fraction of test points at or below the predicted p-quantile, against p; '
-        "the diagonal is perfect calibration; bands: ±2 se over repetitions.</p>" + "\n".join(rel),
-    )
-    section(
-        "PIT histograms",
-        '<p class="note">Histogram of PIT values F(y) on the test points, pooled over repetitions (from the '
-        "stored reliability curves); flat at 1 when calibrated; grey band: ±2 binomial se of a uniform "
-        "histogram with the same number of test points.</p>" + "\n".join(pit),
-    )
-    section(
-        "Coverage and width",
-        (
+    return {
+        "Reliability diagrams": '<p class="note">Observed fraction of test points at or below the predicted '
+        "p-quantile, against p; the diagonal is perfect calibration; bands: ±2 se over repetitions.</p>"
+        + "\n".join(rel),
+        "PIT histograms": '<p class="note">Histogram of PIT values F(y) on the test points, pooled over '
+        "repetitions (from the stored reliability curves); flat at 1 when calibrated; grey band: ±2 binomial "
+        "se of a uniform histogram with the same number of test points.</p>" + "\n".join(pit),
+        "Coverage and width": (
             '<p class="note">Per confidence level: empirical coverage against mean '
             "interval width (±2 se); dashed: the nominal level.</p>" + "\n".join(cw)
         )
         if cw
         else '<p class="note">No interval was scored.</p>',
-    )
-    section(
-        "Fit times",
-        '<p class="note">Wall-clock seconds per task: the base model\'s fit, and each '
-        "calibrator's fit and prediction on the test part.</p>"
-        + "\n".join(_fit_times_html(st, d, colors) for d in datasets),
-    )
-    if has_diag:
-        section(
-            "Diagnostics",
-            '<p class="note">Convergence diagnostics stored in the results file, '
-            "over repetitions; rows with r̂ &gt; 1.01 are marked.</p>" + _diagnostics_html(diagnostics),
-        )
-    if results.attrs.get("spec"):
-        body.append(f"<details><summary>The spec</summary><pre>{_esc(results.attrs['spec'])}</pre></details>")
-
-    page = (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>calibprob: {_esc(name)}</title><style>{_CSS}</style></head>\n"
-        "<body><main>\n" + "\n".join(body) + "\n</main></body></html>\n"
-    )
-    out.write_text(page, encoding="utf-8")
-    return out
+    }

@@ -755,7 +755,7 @@ def make_synthetic(
     else:
         design_seed, noise_rng = seed, seed
     X = sample_design(fn, n, seed=design_seed, method=design)
-    f = fn(X)
+    f = np.asarray(fn(X), dtype=float)
     y = f + noise * noise_rng.standard_normal(X.shape[0]) if noise > 0 else f.copy()
     source = f"synthetic: {fn.name} (d={fn.dim}), {fn.reference}"
     return xr.Dataset(

@@ -370,6 +370,34 @@ def load_csv(
     frame = _read_csv(path)
     columns = [str(c) for c in frame.columns]
     frame.columns = columns
+    used = _csv_features(columns, target, features, exclude, base)
+    frame = frame[[*used, target]]
+    n_before = len(frame)
+    if dropna:
+        frame = frame.dropna()
+    n_dropped = n_before - len(frame)
+    frame = _subsample_rows(frame, subsample, seed).reset_index(drop=True)
+    if one_hot:
+        frame = _one_hot(
+            frame, target, used if one_hot is True else [str(c) for c in one_hot], base, only_text=one_hot is True
+        )
+    ds = _frame_to_dataset(
+        frame,
+        target=target,
+        name=name if name is not None else os.path.splitext(base)[0],
+        description=f"Regression data read from {path} (target {target!r}).",
+        source=path,
+        license="unknown",
+        origin=path,
+        where=f"file {base}",
+    )
+    if dropna:
+        ds.attrs["rows_dropped"] = int(n_dropped)
+    return ds
+
+
+def _csv_features(columns: list[str], target, features, exclude, base: str) -> list[str]:
+    """The feature columns of a CSV: ``features`` as given, or every column but the target and ``exclude``."""
     if not isinstance(target, str) or target not in columns:
         raise ValueError(
             f"target must be a column of {base}; got {target!r}. Columns: {', '.join(repr(c) for c in columns)}."
@@ -388,40 +416,22 @@ def load_csv(
         if target in map(str, cols):
             raise ValueError(f"{label} must not contain the target {target!r}; remove it.")
     if features is not None:
-        used = [str(f) for f in features]
-    else:
-        dropped = set() if exclude is None else {str(c) for c in exclude}
-        used = [c for c in columns if c != target and c not in dropped]
-    frame = frame[[*used, target]]
-    n_before = len(frame)
-    if dropna:
-        frame = frame.dropna()
-    n_dropped = n_before - len(frame)
-    if subsample is not None:
-        from calibprob._validation import check_int
+        return [str(f) for f in features]
+    dropped = set() if exclude is None else {str(c) for c in exclude}
+    return [c for c in columns if c != target and c not in dropped]
 
-        k = check_int(subsample, "subsample", minimum=1)
-        if k < len(frame):
-            rows = np.sort(np.random.default_rng(seed).choice(len(frame), size=k, replace=False))
-            frame = frame.iloc[rows]
-    frame = frame.reset_index(drop=True)
-    if one_hot:
-        frame = _one_hot(
-            frame, target, used if one_hot is True else [str(c) for c in one_hot], base, only_text=one_hot is True
-        )
-    ds = _frame_to_dataset(
-        frame,
-        target=target,
-        name=name if name is not None else os.path.splitext(base)[0],
-        description=f"Regression data read from {path} (target {target!r}).",
-        source=path,
-        license="unknown",
-        origin=path,
-        where=f"file {base}",
-    )
-    if dropna:
-        ds.attrs["rows_dropped"] = int(n_dropped)
-    return ds
+
+def _subsample_rows(frame: pd.DataFrame, subsample, seed) -> pd.DataFrame:
+    """``subsample`` rows drawn without replacement with ``seed``, kept in file order (all when fewer)."""
+    if subsample is None:
+        return frame
+    from calibprob._validation import check_int
+
+    k = check_int(subsample, "subsample", minimum=1)
+    if k < len(frame):
+        rows = np.sort(np.random.default_rng(seed).choice(len(frame), size=k, replace=False))
+        frame = frame.iloc[rows]
+    return frame
 
 
 def _read_csv(path: str) -> pd.DataFrame:

@@ -295,6 +295,8 @@ def coverage_bound(levels, eta: float, T, *, coupling: str = "isotonic") -> np.n
     p = np.asarray(levels, float)
     L = p.size
     j = np.arange(L)
+    below: np.ndarray
+    above: np.ndarray
     if coupling == "independent":
         below, above = np.zeros(L), np.zeros(L)
     else:

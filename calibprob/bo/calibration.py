@@ -1,0 +1,266 @@
+r"""How the BO loop recalibrates its surrogate: one strategy per calibration set.
+
+At step :math:`t` the loop has a GP :math:`M_{t-1}` fitted to the data so far
+(:class:`ModelData`). A strategy turns it into the law the acquisition is
+computed under and says how the forecast of the next outcome is scored:
+
+=================  ===========================================================
+``"none"``         the base GP, uncalibrated (identity law).
+``"loo"``          recalibrator rebuilt every step by OSD over the closed-form
+                   leave-one-out PITs (Deshpande et al. 2024, Algorithm 4).
+``"time-series"``  the same over the one-step-ahead PITs, the innovations of
+                   the Cholesky factor of :math:`K + \sigma_n^2 I`.
+``"online"``       one recalibrator kept across steps, updated with the PIT of
+                   each forecast actually issued (Algorithm 3, eq. 7).
+``"sharp-gp"``     Capone et al.'s sharp calibrated GP bound (eq. 18) as the
+                   acquisition itself (``acquisition="sharp-ucb"``).
+=================  ===========================================================
+
+Every strategy has the same small interface (:class:`CalibrationStrategy`):
+``recalibrate(model, data)`` returns a :class:`Recalibration` (law, size of the
+calibration set, recalibrator state to record), ``acquisition(...)`` the loss
+to minimise over the unit box, ``pit(law, z)`` the PIT recorded for the
+decision, ``observe(u)`` hears the base-GP PIT of each new finite outcome.
+:func:`strategy_for` picks the entry of :data:`CALIBRATION_STRATEGIES`.
+
+References
+----------
+Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and
+conformal prediction improves Bayesian optimization. AISTATS, Algorithms 3-4.
+Capone, A., Hirche, S. and Pleiss, G. (2023). Sharp calibrated Gaussian
+processes. NeurIPS 36, appendix eq. (18).
+Dubrule, O. (1983). Cross validation of kriging in a unique neighborhood.
+Mathematical Geology 15, 687-699 (closed-form LOO).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+import xarray as xr
+from scipy import special
+
+from calibprob.bo.acquisition import StandardizedLaw, acquisition_loss
+from calibprob.bo.settings import BOSettings
+from calibprob.online import OnlineQuantileRecalibrator
+
+__all__ = [
+    "ModelData",
+    "Recalibration",
+    "CalibrationStrategy",
+    "CALIBRATION_STRATEGIES",
+    "strategy_for",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class ModelData:
+    """The data the GP sees at one step, in model units.
+
+    Attributes
+    ----------
+    U : ndarray, shape (n, d)
+        Inputs mapped to the unit box.
+    ys : ndarray, shape (n,)
+        Standardised modelled outputs ``(y_model - m) / s``.
+    finite : ndarray of bool, shape (n,)
+        Which objective values were finite.
+    m, s : float
+        Output standardisation (mean, sd; ``s = 1`` for constant outputs).
+    """
+
+    U: np.ndarray
+    ys: np.ndarray
+    finite: np.ndarray
+    m: float
+    s: float
+
+    @classmethod
+    def from_history(cls, X, y, lo: np.ndarray, span: np.ndarray) -> ModelData:
+        """Map the evaluations to the model: non-finite values become the worst finite one so far.
+
+        A failed evaluation kept at the worst finite value makes the acquisition
+        move away from it instead of proposing it again (module docstring of
+        :mod:`calibprob.bo.loop`).
+        """
+        Xa = np.asarray(X)
+        ya = np.asarray(y, float)
+        finite = np.isfinite(ya)
+        y_model = np.where(finite, ya, np.max(ya[finite]))
+        m, s = float(np.mean(y_model)), float(np.std(y_model))
+        s = s if s > 0 else 1.0
+        return cls(U=(Xa - lo) / span, ys=(y_model - m) / s, finite=finite, m=m, s=s)
+
+    @property
+    def best(self) -> float:
+        """Smallest finite standardised value (the incumbent's)."""
+        return float(np.min(self.ys[self.finite]))
+
+    @property
+    def incumbent(self) -> np.ndarray:
+        """Unit-box input of the incumbent, shape (d,)."""
+        return self.U[self.finite][np.argmin(self.ys[self.finite])]
+
+
+@dataclass(frozen=True, eq=False)
+class Recalibration:
+    """What a strategy gives the acquisition at one step.
+
+    Attributes
+    ----------
+    law : StandardizedLaw
+        Standardised law of the recalibrated predictive (identity: uncalibrated).
+    n_calibration : int
+        Size of the calibration set the recalibrator was built from.
+    state : xarray.Dataset or None
+        The recalibrator's state to record (``None``: nothing to record).
+    """
+
+    law: StandardizedLaw
+    n_calibration: int = 0
+    state: xr.Dataset | None = None
+
+
+def _recalibrated(rec: OnlineQuantileRecalibrator, levels, n_calibration: int) -> Recalibration:
+    law = StandardizedLaw(levels, rec.standardized_quantiles())
+    return Recalibration(law, n_calibration, rec.to_dataset())
+
+
+class CalibrationStrategy:
+    """Common interface; this base class is the uncalibrated GP (``"none"``).
+
+    Parameters
+    ----------
+    settings : BOSettings
+        The run's settings (levels, eta, coupling, acquisition, kappa, xi).
+    """
+
+    name = "none"
+
+    def __init__(self, settings: BOSettings):
+        self.settings = settings
+        self.levels = settings.recalibrator_levels
+        self._identity = StandardizedLaw(self.levels)
+
+    def recalibrate(self, model, data: ModelData) -> Recalibration:
+        """The law for this step's acquisition; the identity here."""
+        return Recalibration(self._identity)
+
+    def acquisition(self, model, data: ModelData, law: StandardizedLaw, seed: int) -> Callable:
+        """Loss ``(m, d) -> (m,)`` over the unit box: the acquisition under ``law``."""
+        st = self.settings
+        best = data.best
+
+        def loss(Uc):
+            mu, sd = model.predict_mean_std(Uc)
+            return acquisition_loss(st.acquisition, mu, sd, law=law, best=best, kappa=st.kappa, xi=st.xi)
+
+        return loss
+
+    def pit(self, law: StandardizedLaw, z: float) -> float:
+        """PIT of a standardised outcome ``z`` under the forecast used for the decision."""
+        return float(law.cdf(z))
+
+    def observe(self, u_base: float) -> None:
+        """Hear the base-GP PIT of a new finite outcome (only the online strategy learns from it)."""
+
+
+class _RebuiltCalibration(CalibrationStrategy):
+    """A recalibrator rebuilt from the identity every step by OSD over a calibration set (Algorithm 4)."""
+
+    def calibration_pit(self, model, data: ModelData) -> np.ndarray:
+        """PITs of the calibration set (finite outcomes only)."""
+        raise NotImplementedError
+
+    def recalibrate(self, model, data: ModelData) -> Recalibration:
+        u_cal = self.calibration_pit(model, data)
+        st = self.settings
+        rec = OnlineQuantileRecalibrator(levels=self.levels, eta=st.eta, coupling=st.coupling).reset()
+        rec.update_pit(np.clip(u_cal, 0.0, 1.0))
+        return _recalibrated(rec, self.levels, int(u_cal.size))
+
+
+class LooCalibration(_RebuiltCalibration):
+    """Closed-form leave-one-out forecasts of every observation, same hyperparameters, no refit."""
+
+    name = "loo"
+
+    def calibration_pit(self, model, data: ModelData) -> np.ndarray:
+        mu_c, sd_c = model.loo(include_noise=True)
+        return special.ndtr((data.ys - mu_c) / sd_c)[data.finite]
+
+
+def time_series_pit(model, U: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    r"""One-step-ahead PITs :math:`u_i = \Phi(e_i)`, :math:`e = L^{-1}(y - m)`, all splits from one Cholesky.
+
+    Observation :math:`i` predicted from observations :math:`1..i-1` with the
+    current hyperparameters has standardised innovation :math:`e_i`, where
+    :math:`L L^\top = K + \sigma_n^2 I` (the prediction-error decomposition).
+    """
+    th = model.theta_
+    K = model.kernel_matrix(U)
+    K[np.diag_indices_from(K)] += th["noise"]
+    L = scipy.linalg.cholesky(K, lower=True)
+    e = scipy.linalg.solve_triangular(L, ys - model.mean_, lower=True)
+    return special.ndtr(e)
+
+
+class TimeSeriesCalibration(_RebuiltCalibration):
+    """One-step-ahead forecasts in acquisition order (the first observation has none)."""
+
+    name = "time-series"
+
+    def calibration_pit(self, model, data: ModelData) -> np.ndarray:
+        return time_series_pit(model, data.U, data.ys)[1:][data.finite[1:]]
+
+
+class OnlineCalibration(CalibrationStrategy):
+    """One recalibrator across the run, one OSD step per issued forecast (Algorithm 3, eq. 7)."""
+
+    name = "online"
+
+    def __init__(self, settings: BOSettings):
+        super().__init__(settings)
+        self.recalibrator = OnlineQuantileRecalibrator(
+            levels=self.levels, eta=settings.eta, coupling=settings.coupling
+        ).reset()
+
+    def recalibrate(self, model, data: ModelData) -> Recalibration:
+        return _recalibrated(self.recalibrator, self.levels, self.recalibrator.n_updates_)
+
+    def observe(self, u_base: float) -> None:
+        self.recalibrator.update_pit([u_base])
+
+
+class SharpGPCalibration(CalibrationStrategy):
+    """Capone et al.'s sharp-GP bound is the acquisition; the GP itself is not recalibrated.
+
+    The sharp GP fits only the bound's level, not a whole predictive
+    distribution, so the recorded decision PIT is NaN.
+    """
+
+    name = "sharp-gp"
+
+    def acquisition(self, model, data: ModelData, law: StandardizedLaw, seed: int) -> Callable:
+        from calibprob.bo.sharp import sharp_lower_bound
+
+        return sharp_lower_bound(model, data.U, data.ys, level=self.settings.sharp_level, seed=seed)
+
+    def pit(self, law: StandardizedLaw, z: float) -> float:
+        return np.nan
+
+
+#: The loop's calibration strategies by name; ``"sharp-gp"`` serves ``acquisition="sharp-ucb"``.
+CALIBRATION_STRATEGIES: dict[str, type[CalibrationStrategy]] = {
+    cls.name: cls
+    for cls in (CalibrationStrategy, LooCalibration, TimeSeriesCalibration, OnlineCalibration, SharpGPCalibration)
+}
+
+
+def strategy_for(settings: BOSettings) -> CalibrationStrategy:
+    """A fresh strategy for a run: the sharp GP for ``"sharp-ucb"``, else the ``calibration`` entry."""
+    key = "sharp-gp" if settings.acquisition == "sharp-ucb" else settings.calibration
+    return CALIBRATION_STRATEGIES[key](settings)
