@@ -966,11 +966,12 @@ class GaussianProcessRegressor(_GPBase):
     def _predict_block(self, state, Xs):
         th = state["theta"]
         Ks = self._k(Xs, self.X_train_, th)
-        mu = state["m"] + Ks @ state["alpha"]
+        # row by row (einsum, not GEMV, whose tail rows round differently): the same bits in any block
+        mu = state["m"] + np.einsum("ij,j->i", Ks, state["alpha"])
         V = scipy.linalg.solve_triangular(state["factor"][0], Ks.T, lower=True, check_finite=False)
         var = th["variance"] - np.einsum("ij,ij->j", V, V)
         if self.mean == "constant":
-            u = 1.0 - state["b"] @ V
+            u = 1.0 - np.einsum("i,ij->j", state["b"], V)
             var = var + u * u / state["s"]
         return mu, var
 
