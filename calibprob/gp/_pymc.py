@@ -35,7 +35,9 @@ or per estimator with ``compile_mode=``.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy import optimize
@@ -119,9 +121,12 @@ def unpack(spec: Spec, x: np.ndarray) -> dict:
 
 def pack(spec: Spec, theta: dict) -> np.ndarray:
     """Inverse of :func:`unpack`."""
-    parts = [np.log(np.broadcast_to(theta["lengthscale"], (spec.d,))), [np.log(theta["variance"])]]
+    parts: list[np.ndarray] = [
+        np.log(np.broadcast_to(np.asarray(theta["lengthscale"], float), (spec.d,))),
+        np.log(np.atleast_1d(np.asarray(theta["variance"], float))),
+    ]
     if spec.noise:
-        parts.append([np.log(theta["noise"])])
+        parts.append(np.log(np.atleast_1d(np.asarray(theta["noise"], float))))
     return np.concatenate(parts).astype(float)
 
 
@@ -169,6 +174,7 @@ def build_model(spec: Spec, data: dict, *, priors: str = "flat", centre=None):
             obj = _objective.exact_objective(K, y, mean=spec.mean, objective=spec.objective, xp=pt)
             name = "log_marginal_likelihood" if spec.objective == "ml" else "log_restricted_likelihood"
         else:
+            assert Z is not None  # spec.kind == "vfe"
             Kmm = kernels.kernel(spec.kernel, Z, None, ls, var, p=spec.p, xp=pt)
             Kmm = Kmm + spec.jitter * var * pt.eye(Z.shape[0])
             Kmn = kernels.kernel(spec.kernel, Z, X, ls, var, p=spec.p, xp=pt)
@@ -183,8 +189,8 @@ class Compiled:
     """A cached model with its compiled ``(logp, dlogp)`` function."""
 
     spec: Spec
-    model: object
-    fn: object
+    model: Any
+    fn: Callable[..., Any]
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def value_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
@@ -213,7 +219,8 @@ def compiled(spec: Spec, mode) -> Compiled:
         model = build_model(spec, _placeholder(spec), priors="flat")
         value_vars = model.value_vars
         logp = model.logp()
-        grad = pt.concatenate([pt.atleast_1d(g).ravel() for g in pytensor.grad(logp, value_vars)])
+        grads: Any = pytensor.grad(logp, value_vars)  # a list: one gradient per value variable
+        grad = pt.concatenate([pt.atleast_1d(g).ravel() for g in grads])
         return Compiled(spec, model, pytensor.function(value_vars, [logp, grad], mode=mode))
 
     return _CACHE.get((spec, mode_key(mode)), build)

@@ -47,6 +47,7 @@ prediction (constant mean, Matérn ν = p + 1/2, REML).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -90,6 +91,33 @@ class _GPBase(BaseEstimator):
     """Shared validation, θ handling, MAP fitting and the base-model protocol."""
 
     _kind = "exact"
+    # parameters (set by the subclasses' __init__) and fitted state, declared for type checking
+    kernel: str
+    p: int
+    mean: str
+    noise: bool
+    nugget: float
+    objective: str
+    theta: dict | None
+    optimize: bool
+    n_restarts: int
+    optimizer: str
+    adam_steps: int
+    learning_rate: float
+    random_state: Any
+    compile_mode: Any
+    fit_info_: dict[str, Any]
+    inducing_points_: np.ndarray
+    _state: dict[str, Any]
+    _last_state: tuple[bytes, dict[str, Any]] | None
+
+    def _factorize(self, theta: dict) -> dict:
+        """Factorisation of the training covariance at θ (the prediction state); per subclass."""
+        raise NotImplementedError(f"{type(self).__name__} must define _factorize")
+
+    def _predict_block(self, state: dict, Xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Latent mean and variance of a block of test rows; per subclass."""
+        raise NotImplementedError(f"{type(self).__name__} must define _predict_block")
 
     # -- parameters ---------------------------------------------------------------
     def _check_params(self) -> None:
@@ -148,7 +176,7 @@ class _GPBase(BaseEstimator):
         unknown = set(theta) - set(_THETA_KEYS)
         if unknown:
             raise ValueError(f"theta has unknown key(s) {sorted(unknown)}; allowed: {list(_THETA_KEYS)}.")
-        out = {}
+        out: dict[str, Any] = {}
         for key in ("lengthscale", "variance", "noise"):
             if key == "noise" and not self.noise:
                 continue
@@ -910,7 +938,13 @@ class GaussianProcessRegressor(_GPBase):
             params["random_state"] = rng
         sub = type(self)(**params).fit(X[idx], y[idx])
         theta_sub = {k: v for k, v in sub.theta_.items() if k != "mean_"}
-        record = {"size": m, "indices": idx, "refined": bool(refine), "theta": theta_sub, "fit_info": sub.fit_info_}
+        record: dict[str, Any] = {
+            "size": m,
+            "indices": idx,
+            "refined": bool(refine),
+            "theta": theta_sub,
+            "fit_info": sub.fit_info_,
+        }
         if not refine:
             self.fit_info_ = {k: v for k, v in sub.fit_info_.items() if k not in ("y_shift", "y_scale")}
             self.fit_info_["hyper_subset"] = record
