@@ -4,29 +4,38 @@ Usage::
 
     python benchmarks/bench_gp.py                      # n = 500, 1000, 2000, 3000
     python benchmarks/bench_gp.py --n 500 1000 --sklearn-max-n 2000
+    python benchmarks/bench_gp.py --no-subset          # calibprob's multi-start on every row
 
 Same data, model, starts and box for both (TARGETS.md, P10): a smooth function
 of d = 4 uniform inputs plus noise (y centred, so the zero-mean model suits it);
 ARD squared-exponential kernel with an estimated noise variance, zero mean,
 maximum likelihood, three starts. calibprob runs its own fit
-(``GaussianProcessRegressor(n_restarts=3, random_state=0)``: a start scan over
-the signal variance without gradients, then L-BFGS-B from each start);
+(``GaussianProcessRegressor(n_restarts=3, random_state=0)``). Below 1000 rows
+that is a start scan over the signal variance without gradients, then L-BFGS-B
+from each start, on every row; from 1000 rows (``n_hyper_subset="auto"``) the
+same multi-start runs on a seeded 500-row subset, and its optimum, with the
+subset objective's Hessian (central differences) times n/m as the initial
+curvature, is refined on every row by BFGS under L-BFGS-B's stopping rules.
 scikit-learn's ``GaussianProcessRegressor`` with the kernel
-``C * RBF(ARD) + WhiteKernel`` gets the same three starting points (calibprob's,
-mapped to scikit-learn's parameter order) and the same box through a custom
-``optimizer`` running the same L-BFGS-B. ``--starts raw`` (default) hands it
-calibprob's starting points (the scan is part of calibprob's method and time);
-``--starts scanned`` hands it the points calibprob's L-BFGS-B starts from after
-the scan, so both solve the identical problem and the ratio is the cost per
-evaluation. Either way the optima must agree (``rel dLML``).
+``C * RBF(ARD) + WhiteKernel`` gets calibprob's three starting points (those of
+the subset fit when there is one, mapped to scikit-learn's parameter order and
+y scale), the full data's box, and runs the same L-BFGS-B from each through a
+custom ``optimizer``. ``--starts raw`` (default) hands it calibprob's starting
+points; ``--starts scanned`` the points calibprob's L-BFGS-B starts from after
+the scan. Either way the optima must agree (``rel dLML``).
 
-Columns: fit wall time of each, their ratio, the log marginal likelihood of
-each and their relative difference, calibprob's objective evaluations (value
-only / value and gradient), and ``floor x``: calibprob's fit time divided by
-(number of evaluations x the time of one Cholesky plus one triangular solve at
-that n, best of 5). Fits run one after the other in this process with one BLAS
-thread (``OPENBLAS_NUM_THREADS=1`` is set before NumPy loads unless already set);
-the machine load (``os.getloadavg``) is printed before and after each row.
+Columns: calibprob's first fit at that n (``cp cold``), scikit-learn's fit, and
+calibprob's second fit (``cp warm``), in that order, so both see the same
+machine load; the ratio of the median calibprob time to scikit-learn's;
+scikit-learn's objective evaluations; the log marginal likelihood of each and
+their relative difference; calibprob's evaluations (value only / value and
+gradient, ``+ k@m`` the Hessian's on the subset, ``j@n`` the refinement's on all
+rows) and ``floor x``: calibprob's time divided by the sum over its evaluations
+of one Cholesky + one triangular solve at that evaluation's size (best of 5).
+One BLAS thread (``OPENBLAS_NUM_THREADS=1`` is set before NumPy loads unless
+already set); the machine load (``os.getloadavg``) is printed before and after
+each row. The first line gives the cold-start cost of a new process (import,
+first tiny fit): the exact GP compiles nothing.
 """
 
 from __future__ import annotations

@@ -22,6 +22,14 @@ configuration (:mod:`calibprob.gp._pymc`), and maximised by L-BFGS-B from
 ``n_restarts`` seeded starts in a data-scaled box. The constant mean is then
 its GLS estimate :math:`\hat m = 1^\top K^{-1} y / 1^\top K^{-1} 1`.
 
+**At scale** (``n_hyper_subset``, default ``"auto"``): from 1000 rows the
+multi-start runs on a seeded 500-row subset and its optimum is refined on all
+rows (quasi-Newton from the subset's Hessian, :func:`calibprob.gp._pymc.refine`:
+the same optimum in a fraction of the evaluations); above 4000 rows the
+hyperparameters of a 2000-row subset are used as they are and all rows enter
+one factorisation. Every step that allocates an ``n x n`` matrix first checks
+the available memory (:func:`check_memory`).
+
 **Prediction** (NumPy/SciPy, for the fitted or any other θ):
 
 .. math::
