@@ -55,6 +55,7 @@ prediction (constant mean, Matérn ν = p + 1/2, REML).
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -347,7 +348,9 @@ class _GPBase(BaseEstimator):
         self.fit_info_["y_shift"] = self._y_shift
         self.fit_info_["y_scale"] = self._y_scale
         self.fit_info_.update(info)
+        clock = time.perf_counter()
         self._finish_fit(theta)
+        self.fit_info_["factorize_seconds"] = time.perf_counter() - clock
         return self
 
     def _fit_theta(self, spec: _pymc.Spec, rng, info: dict) -> dict:
@@ -944,9 +947,11 @@ class GaussianProcessRegressor(_GPBase):
         params = {**self.get_params(), "n_hyper_subset": "auto", "refine_hyper": "auto"}
         if isinstance(self.random_state, np.random.Generator):
             params["random_state"] = rng
+        clock = time.perf_counter()
         sub = type(self)(**params).fit(X[idx], y[idx])
         theta_sub = {k: v for k, v in sub.theta_.items() if k != "mean_"}
         record: dict[str, Any] = {
+            "seconds": time.perf_counter() - clock,
             "size": m,
             "indices": idx,
             "refined": bool(refine),
