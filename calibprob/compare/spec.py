@@ -333,7 +333,12 @@ _GP_TYPES = {
 }
 #: Declared type of every base option, by base kind.
 BASE_OPTION_TYPES = {
-    "gp": _GP_TYPES,
+    "gp": _GP_TYPES
+    | {
+        # exact GP at scale (issue 21): hyperparameters on a seeded subset of rows
+        "n_hyper_subset": AnyOf((Choice(("auto",)), Int(3, None))),
+        "refine_hyper": AnyOf((_BOOL, Choice(("auto",)))),
+    },
     "sparse-gp": _GP_TYPES
     | {
         "n_inducing": Int(1, 100_000),
