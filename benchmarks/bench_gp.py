@@ -4,29 +4,38 @@ Usage::
 
     python benchmarks/bench_gp.py                      # n = 500, 1000, 2000, 3000
     python benchmarks/bench_gp.py --n 500 1000 --sklearn-max-n 2000
+    python benchmarks/bench_gp.py --no-subset          # calibprob's multi-start on every row
 
 Same data, model, starts and box for both (TARGETS.md, P10): a smooth function
 of d = 4 uniform inputs plus noise (y centred, so the zero-mean model suits it);
 ARD squared-exponential kernel with an estimated noise variance, zero mean,
 maximum likelihood, three starts. calibprob runs its own fit
-(``GaussianProcessRegressor(n_restarts=3, random_state=0)``: a start scan over
-the signal variance without gradients, then L-BFGS-B from each start);
+(``GaussianProcessRegressor(n_restarts=3, random_state=0)``). Below 1000 rows
+that is a start scan over the signal variance without gradients, then L-BFGS-B
+from each start, on every row; from 1000 rows (``n_hyper_subset="auto"``) the
+same multi-start runs on a seeded 500-row subset, and its optimum, with the
+subset objective's Hessian (central differences) times n/m as the initial
+curvature, is refined on every row by BFGS under L-BFGS-B's stopping rules.
 scikit-learn's ``GaussianProcessRegressor`` with the kernel
-``C * RBF(ARD) + WhiteKernel`` gets the same three starting points (calibprob's,
-mapped to scikit-learn's parameter order) and the same box through a custom
-``optimizer`` running the same L-BFGS-B. ``--starts raw`` (default) hands it
-calibprob's starting points (the scan is part of calibprob's method and time);
-``--starts scanned`` hands it the points calibprob's L-BFGS-B starts from after
-the scan, so both solve the identical problem and the ratio is the cost per
-evaluation. Either way the optima must agree (``rel dLML``).
+``C * RBF(ARD) + WhiteKernel`` gets calibprob's three starting points (those of
+the subset fit when there is one, mapped to scikit-learn's parameter order and
+y scale), the full data's box, and runs the same L-BFGS-B from each through a
+custom ``optimizer``. ``--starts raw`` (default) hands it calibprob's starting
+points; ``--starts scanned`` the points calibprob's L-BFGS-B starts from after
+the scan. Either way the optima must agree (``rel dLML``).
 
-Columns: fit wall time of each, their ratio, the log marginal likelihood of
-each and their relative difference, calibprob's objective evaluations (value
-only / value and gradient), and ``floor x``: calibprob's fit time divided by
-(number of evaluations x the time of one Cholesky plus one triangular solve at
-that n, best of 5). Fits run one after the other in this process with one BLAS
-thread (``OPENBLAS_NUM_THREADS=1`` is set before NumPy loads unless already set);
-the machine load (``os.getloadavg``) is printed before and after each row.
+Columns: calibprob's first fit at that n (``cp cold``), scikit-learn's fit, and
+calibprob's second fit (``cp warm``), in that order, so both see the same
+machine load; the ratio of the median calibprob time to scikit-learn's;
+scikit-learn's objective evaluations; the log marginal likelihood of each and
+their relative difference; calibprob's evaluations (value only / value and
+gradient, ``+ k@m`` the Hessian's on the subset, ``j@n`` the refinement's on all
+rows) and ``floor x``: calibprob's time divided by the sum over its evaluations
+of one Cholesky + one triangular solve at that evaluation's size (best of 5).
+One BLAS thread (``OPENBLAS_NUM_THREADS=1`` is set before NumPy loads unless
+already set); the machine load (``os.getloadavg``) is printed before and after
+each row. The first line gives the cold-start cost of a new process (import,
+first tiny fit): the exact GP compiles nothing.
 """
 
 from __future__ import annotations
@@ -65,12 +74,34 @@ def _floor(n: int) -> float:
     return best
 
 
-def _calibprob(X, y):
+def _calibprob(X, y, subset="auto"):
     from calibprob.gp import GaussianProcessRegressor
 
     t = time.perf_counter()
-    gp = GaussianProcessRegressor(n_restarts=3, random_state=0).fit(X, y)
+    gp = GaussianProcessRegressor(n_restarts=3, random_state=0, n_hyper_subset=subset).fit(X, y)
     return gp, time.perf_counter() - t
+
+
+def _evaluations(gp, floors):
+    """Objective evaluations of a fit and their floor: sum over evaluations of (Cholesky + solve) at their size.
+
+    With a subset (``fit_info_["hyper_subset"]``) the subset fit's evaluations (start
+    scan, L-BFGS-B, the Hessian's central differences) are on ``m`` rows and the
+    refinement's on all rows.
+    """
+    info = gp.fit_info_
+    n = gp.X_train_.shape[0]
+    ev = info["n_evaluations"]
+    sub = info.get("hyper_subset")
+    if sub is None:
+        count = ev["value"] + ev["value_and_grad"]
+        return f"{ev['value']}/{ev['value_and_grad']}", count * floors(n)
+    m = sub["size"]
+    sev = sub["fit_info"]["n_evaluations"]
+    n_sub = sev["value"] + sev["value_and_grad"] + sub.get("hessian_evaluations", 0)
+    n_full = ev["value"] + ev["value_and_grad"]
+    text = f"{sev['value']}/{sev['value_and_grad']}+{sub.get('hessian_evaluations', 0)}@{m} {n_full}@n"
+    return text, n_sub * floors(m) + n_full * floors(n)
 
 
 def _sklearn(X, y, gp, which="starts"):
@@ -83,21 +114,31 @@ def _sklearn(X, y, gp, which="starts"):
     info = gp.fit_info_
     d = X.shape[1]
     shift = 2.0 * np.log(info["y_scale"])  # calibprob's box / starts are for y / y_scale
+    # with a subset, calibprob's starts are the subset fit's (on its own y scale)
+    src = info["hyper_subset"]["fit_info"] if "hyper_subset" in info else info
+    start_shift = 2.0 * np.log(src["y_scale"])
     # calibprob: [log l (d), log var, log noise]; sklearn: [log C, log l (d), log noise]
     perm = [d] + list(range(d)) + [d + 1]
     lo = np.log([b[0] for b in info["bounds"].values()])
     hi = np.log([b[1] for b in info["bounds"].values()])
     lo[d:] += shift
     hi[d:] += shift
-    starts = [np.asarray(x0, float).copy() for x0 in info[which]]
+    starts = [np.asarray(x0, float).copy() for x0 in src[which]]
     for x0 in starts:
-        x0[d:] += shift
+        x0[d:] += start_shift
     box = np.column_stack([lo, hi])[perm]
     queue = [x0[perm] for x0 in starts]
 
+    calls = [0]
+
     def optimizer(obj_func, initial_theta, bounds=None):
         x0 = queue.pop(0)
-        x, f, _ = fmin_l_bfgs_b(obj_func, x0, bounds=box, maxiter=300)
+
+        def counted(theta):
+            calls[0] += 1
+            return obj_func(theta)
+
+        x, f, _ = fmin_l_bfgs_b(counted, x0, bounds=box, maxiter=300)
         return x, f
 
     kernel = ConstantKernel(1.0, tuple(np.exp(box[0]))) * RBF(
@@ -106,7 +147,41 @@ def _sklearn(X, y, gp, which="starts"):
     sk = SkGP(kernel, optimizer=optimizer, n_restarts_optimizer=len(starts) - 1, normalize_y=False, random_state=0)
     t = time.perf_counter()
     sk.fit(X, y)
+    sk.n_evaluations_ = calls[0]
     return sk, time.perf_counter() - t
+
+
+def _row(n, args, floors):
+    """One n: calibprob (first fit at this n), scikit-learn, calibprob again (warm), interleaved."""
+    import numpy as np
+
+    X, y = _data(n)
+    load0 = os.getloadavg()[0]
+    subset = None if args.no_subset else "auto"
+    gp, t_cold = _calibprob(X, y, subset)
+    sk, t_sk = (
+        _sklearn(X, y, gp, "starts" if args.starts == "raw" else "lbfgs_starts")
+        if n <= args.sklearn_max_n
+        else (None, None)
+    )
+    gp2, t_warm = _calibprob(X, y, subset)
+    assert gp2.log_marginal_likelihood_value_ == gp.log_marginal_likelihood_value_
+    t_cp = float(np.median([t_cold, t_warm]))
+    evals, floor_total = _evaluations(gp, floors)
+    lml_cp = gp.log_marginal_likelihood_value_
+    if sk is not None:
+        lml_sk = float(sk.log_marginal_likelihood_value_)
+        sk_txt = f"{t_sk:7.1f}s {t_cp / t_sk:6.3f} {sk.n_evaluations_:>4}"
+        rel = f"{abs(lml_cp - lml_sk) / abs(lml_sk):9.1e}"
+        lml_sk_txt = f"{lml_sk:14.6f}"
+    else:
+        sk_txt, rel, lml_sk_txt = f"{'-':>8} {'-':>6} {'-':>4}", f"{'-':>9}", f"{'-':>14}"
+    print(
+        f"{n:>5} | {t_cold:6.2f}s {t_warm:6.2f}s {sk_txt} | {lml_cp:14.6f} {lml_sk_txt} {rel} | "
+        f"{evals:>24} {floors(n) * 1e3:8.1f}ms {t_cp / floor_total:7.2f} | {load0:.2f}->{os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    return gp
 
 
 def main(argv=None):
@@ -125,52 +200,45 @@ def main(argv=None):
     parser.add_argument(
         "--sklearn-max-n", type=int, default=3000, help="skip scikit-learn above this n (it takes minutes at n = 3000)"
     )
+    parser.add_argument(
+        "--no-subset",
+        action="store_true",
+        help="calibprob fits on every row (n_hyper_subset=None: the multi-start on all rows, as before the subset stage)",
+    )
     args = parser.parse_args(argv)
 
+    import functools
+
+    t0 = time.perf_counter()
     import numpy as np
 
     from calibprob.gp import GaussianProcessRegressor
 
-    # compile nothing, warm the imports and BLAS: a tiny fit first
+    t_import = time.perf_counter() - t0
     X, y = _data(50)
-    GaussianProcessRegressor(random_state=0).fit(X, y)
+    t0 = time.perf_counter()
+    GaussianProcessRegressor(random_state=0).fit(X, y)  # compiles nothing; warms imports and BLAS
+    print(f"cold start: import calibprob.gp {t_import:.2f} s, first (50-row) fit {time.perf_counter() - t0:.2f} s")
 
+    floors = functools.lru_cache(maxsize=None)(_floor)
     header = (
-        f"{'n':>5} | {'calibprob':>9} {'sklearn':>9} {'ratio':>6} | {'LML calibprob':>14} "
-        f"{'LML sklearn':>14} {'rel dLML':>9} | {'evals v/vg':>10} {'chol+solve':>10} "
+        f"{'n':>5} | {'cp cold':>7} {'cp warm':>7} {'sklearn':>8} {'ratio':>6} {'sk ev':>4} | {'LML calibprob':>14} "
+        f"{'LML sklearn':>14} {'rel dLML':>9} | {'evals (v/vg+hess@m full@n)':>24} {'chol+solve':>10} "
         f"{'floor x':>7} | load"
     )
     print(header)
     print("-" * len(header))
+    gp = None
     for n in args.n:
-        load0 = os.getloadavg()[0]
-        X, y = _data(n)
-        gp, t_cp = _calibprob(X, y)
-        ev = gp.fit_info_["n_evaluations"]
-        n_eval = ev["value"] + ev["value_and_grad"]
-        floor = _floor(n)
-        lml_cp = gp.log_marginal_likelihood_value_
-        if n <= args.sklearn_max_n:
-            sk, t_sk = _sklearn(X, y, gp, "starts" if args.starts == "raw" else "lbfgs_starts")
-            lml_sk = float(sk.log_marginal_likelihood_value_)
-            ratio = f"{t_cp / t_sk:6.3f}"
-            sk_txt = f"{t_sk:8.1f}s"
-            lml_sk_txt = f"{lml_sk:14.6f}"
-            rel = f"{abs(lml_cp - lml_sk) / abs(lml_sk):9.1e}"
-        else:
-            ratio, sk_txt, lml_sk_txt, rel = f"{'-':>6}", f"{'-':>9}", f"{'-':>14}", f"{'-':>9}"
-        print(
-            f"{n:>5} | {t_cp:8.1f}s {sk_txt} {ratio} | {lml_cp:14.6f} {lml_sk_txt} {rel} | "
-            f"{ev['value']:>4}/{ev['value_and_grad']:<5} {floor * 1e3:8.1f}ms "
-            f"{t_cp / (n_eval * floor):7.2f} | {load0:.2f}->{os.getloadavg()[0]:.2f}",
-            flush=True,
-        )
+        gp = _row(n, args, floors)
+    assert gp is not None
     print(
         f"\nOPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, cores={os.cpu_count()}; "
         f"calibprob BLAS policy: {gp.fit_info_.get('blas_threads')} ({gp.fit_info_.get('blas_reason')}); "
-        f"scikit-learn from calibprob's {args.starts} starts; "
-        "'floor x' = calibprob fit / (evaluations x (Cholesky + solve)); numpy "
-        f"{np.__version__}"
+        f"calibprob n_hyper_subset={'None' if args.no_subset else 'auto'}; "
+        f"scikit-learn from calibprob's {args.starts} starts (the subset fit's, with a subset); "
+        "ratio = median(cp cold, cp warm) / sklearn; 'floor x' = that time / sum over evaluations of "
+        f"(Cholesky + solve at the evaluation's size); numpy {np.__version__}"
     )
 
 

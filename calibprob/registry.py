@@ -478,7 +478,12 @@ _GP_OPTIONS = {
 register_base(
     "gp",
     "calibprob.gp:GaussianProcessRegressor",
-    options=_GP_OPTIONS,
+    options=_GP_OPTIONS
+    | {
+        # exact GP at scale (issue 21): hyperparameters on a seeded subset of rows, refined on all
+        "n_hyper_subset": AnyOf((Choice(("auto",)), Int(3, None))),
+        "refine_hyper": AnyOf((_BOOL, Choice(("auto",)))),
+    },
     doc="exact Gaussian process (closed-form leave-one-out)",
     seed="random_state",
     exports=_TOP,

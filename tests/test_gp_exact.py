@@ -387,3 +387,123 @@ def test_adam_protocol_is_a_few_steps_of_adam_from_log2():
 def test_optimizer_option_is_validated():
     with pytest.raises(ValueError, match="optimizer must be one of 'lbfgs', 'adam'; got 'sgd'"):
         GaussianProcessRegressor(optimizer="sgd").fit(np.zeros((3, 1)), np.zeros(3))
+
+
+# -- scale: hyperparameters on a subset, memory check, chunked prediction (issue 21) --------
+
+
+def test_subset_hyperparameters_equal_a_manual_fit_on_the_subset(se_data):
+    X, y = se_data
+    gp = GaussianProcessRegressor(random_state=3, n_hyper_subset=120, refine_hyper=False).fit(X, y)
+    rec = gp.fit_info_["hyper_subset"]
+    idx = rec["indices"]
+    assert rec["size"] == 120 and len(np.unique(idx)) == 120 and not rec["refined"]
+    manual = GaussianProcessRegressor(random_state=3).fit(X[idx], y[idx])
+    for key in ("lengthscale", "variance", "noise"):
+        np.testing.assert_array_equal(gp.theta_[key], manual.theta_[key])
+    # ... and the factorisation is on every row: the objective is the full data's at that θ
+    fixed = GaussianProcessRegressor(theta=manual.theta_, optimize=False).fit(X, y)
+    assert gp.log_marginal_likelihood_value_ == pytest.approx(fixed.log_marginal_likelihood_value_, rel=1e-12)
+    assert gp.X_train_.shape[0] == len(y)
+    # the same seed draws the same subset
+    again = GaussianProcessRegressor(random_state=3, n_hyper_subset=120, refine_hyper=False).fit(X, y)
+    np.testing.assert_array_equal(again.fit_info_["hyper_subset"]["indices"], idx)
+
+
+@pytest.mark.parametrize("kern, mean, objective", [("se", "zero", "ml"), ("matern", "constant", "reml")])
+def test_refined_subset_fit_reaches_the_full_fit_optimum(kern, mean, objective):
+    X, y = draw_prior(4, 260, [0.3, 0.5], 1.5, 0.02, kern=kern, mean=2.0 if mean == "constant" else 0.0)
+    kw = dict(kernel=kern, mean=mean, objective=objective, random_state=0)
+    full = GaussianProcessRegressor(n_hyper_subset=None, **kw).fit(X, y)
+    sub = GaussianProcessRegressor(n_hyper_subset=90, refine_hyper=True, **kw).fit(X, y)
+    assert sub.fit_info_["hyper_subset"]["refined"] and all(sub.fit_info_["converged"])
+    assert sub.log_marginal_likelihood_value_ == pytest.approx(full.log_marginal_likelihood_value_, rel=1e-9)
+    np.testing.assert_allclose(sub.theta_["lengthscale"], full.theta_["lengthscale"], rtol=1e-3)
+    # fewer full-data evaluations than the multi-start on every row
+    ev_sub, ev_full = sub.fit_info_["n_evaluations"], full.fit_info_["n_evaluations"]
+    assert ev_sub["value_and_grad"] + ev_sub["value"] < ev_full["value_and_grad"] + ev_full["value"]
+
+
+def test_auto_subset_policy():
+    gp = GaussianProcessRegressor()
+    assert gp._subset_plan(999) == (None, False)
+    assert gp._subset_plan(1000) == (500, True)
+    assert gp._subset_plan(4000) == (500, True)
+    assert gp._subset_plan(4001) == (2000, False)
+    assert GaussianProcessRegressor(n_hyper_subset=None)._subset_plan(10**5) == (None, False)
+    assert GaussianProcessRegressor(n_hyper_subset=300)._subset_plan(200) == (None, False)
+    assert GaussianProcessRegressor(n_hyper_subset=300, refine_hyper=True)._subset_plan(10**4) == (300, True)
+    assert GaussianProcessRegressor(optimize=False, theta={})._subset_plan(10**4) == (None, False)
+    assert GaussianProcessRegressor(optimizer="adam")._subset_plan(10**4) == (None, False)
+
+
+def test_subset_options_are_validated(se_data):
+    X, y = se_data
+    with pytest.raises(ValueError, match="n_hyper_subset"):
+        GaussianProcessRegressor(n_hyper_subset=2).fit(X, y)
+    with pytest.raises(TypeError, match="n_hyper_subset"):
+        GaussianProcessRegressor(n_hyper_subset="half").fit(X, y)
+    with pytest.raises(ValueError, match="refine_hyper must be True, False or 'auto'; got 'yes'"):
+        GaussianProcessRegressor(refine_hyper="yes").fit(X, y)
+
+
+def test_memory_check_refuses_before_allocating(monkeypatch):
+    import tracemalloc
+
+    from calibprob.gp import exact
+
+    rng = np.random.default_rng(0)
+    n = 3000  # one n x n float64 matrix: 72 MB
+    X, y = rng.uniform(size=(n, 2)), rng.normal(size=n)
+    monkeypatch.setattr(exact, "available_memory", lambda: (50e6, "the available memory"))
+    for gp in (GaussianProcessRegressor(n_hyper_subset=None), GaussianProcessRegressor(n_hyper_subset=500)):
+        tracemalloc.start()
+        with pytest.raises(
+            MemoryError, match=r"SparseGaussianProcessRegressor, spec kind 'sparse-gp'.*CALIBPROB_GP_MEMORY_GB"
+        ):
+            gp.fit(X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < 8 * n * n / 4  # refused before a quarter of one n x n matrix existed
+    # a fitted model refuses a factorisation at another θ and the LOO the same way
+    monkeypatch.setattr(exact, "available_memory", lambda: (float("inf"), "unknown"))
+    gp = GaussianProcessRegressor(theta={"lengthscale": 0.3, "variance": 1.0, "noise": 0.1}, optimize=False)
+    gp.fit(X[:200], y[:200])
+    monkeypatch.setattr(exact, "available_memory", lambda: (1e3, "the available memory"))
+    with pytest.raises(MemoryError, match="factorisation of the covariance"):
+        gp.predict_mean_std(X[:5], theta={"noise": 0.2})
+    with pytest.raises(MemoryError, match="leave-one-out"):
+        gp.loo()
+
+
+def test_memory_cap_from_the_environment(monkeypatch, se_data):
+    from calibprob.gp import exact
+
+    X, y = se_data
+    monkeypatch.setenv(exact.MEMORY_ENV, "0.0001")  # 100 kB < one 300 x 300 matrix (720 kB)
+    with pytest.raises(MemoryError, match=r"the cap CALIBPROB_GP_MEMORY_GB=0.0001 is 0.00 GB"):
+        GaussianProcessRegressor().fit(X, y)
+    monkeypatch.setenv(exact.MEMORY_ENV, "lots")
+    with pytest.raises(ValueError, match="CALIBPROB_GP_MEMORY_GB must be a number of GB; got 'lots'"):
+        GaussianProcessRegressor().fit(X, y)
+    monkeypatch.setenv(exact.MEMORY_ENV, "1")
+    assert exact.available_memory() == (1e9, "the cap CALIBPROB_GP_MEMORY_GB=1")
+
+
+@pytest.mark.parametrize("mean", ["zero", "constant"])
+def test_chunked_prediction_equals_unchunked_exactly(monkeypatch, mean):
+    from calibprob.gp import exact
+
+    X, y = draw_prior(5, 200, [0.3, 0.5], 1.0, 0.05, mean=1.0 if mean == "constant" else 0.0)
+    gp = GaussianProcessRegressor(mean=mean, random_state=0).fit(X, y)
+    Xs = np.random.default_rng(1).uniform(size=(301, 2))
+    mu1, sd1 = gp.predict_mean_std(Xs)
+    assert gp._predict_rows() >= Xs.shape[0]  # one block
+    monkeypatch.setattr(exact, "_CHUNK", 7)
+    assert gp._predict_rows() == 7
+    mu2, sd2 = gp.predict_mean_std(Xs)
+    np.testing.assert_array_equal(mu1, mu2)
+    np.testing.assert_array_equal(sd1, sd2)
+    # and the block size bounds the memory: rows x n_train <= 2**23 entries
+    monkeypatch.setattr(exact, "_CHUNK", 10**9)
+    assert gp._predict_rows() * gp.X_train_.shape[0] <= exact._BLOCK_ELEMENTS

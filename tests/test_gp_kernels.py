@@ -134,3 +134,30 @@ def test_bad_kernel_name_and_p(data):
         matern(X1, X2, ls, var, -1)
     with pytest.raises(TypeError, match="p must be a non-negative integer"):
         matern(X1, X2, ls, var, 1.5)
+
+
+def test_numpy_kernels_are_bitwise_the_generic_expressions():
+    """The in-place NumPy path (two n x n arrays at most) rounds exactly as the written formula."""
+    from math import sqrt
+
+    from calibprob.gp.kernels import _R2_FLOOR, kernel, matern_coefficients
+
+    rng = np.random.default_rng(3)
+    X, Z = rng.normal(size=(60, 3)), rng.normal(size=(20, 3))
+    X[4] = X[9]  # a duplicate row: zero distance off the diagonal
+    ls, var = np.array([0.5, 1.3, 2.0]), 1.7
+    for X2 in (None, Z):
+        A = X / ls
+        B = A if X2 is None else X2 / ls
+        d2 = np.sum(A * A, axis=1)[:, None] + np.sum(B * B, axis=1)[None, :] - 2.0 * (A @ B.T)
+        if X2 is None:
+            d2 = d2 * (1.0 - np.eye(len(X)))
+        d2 = np.maximum(d2, 0.0)
+        np.testing.assert_array_equal(kernel("se", X, X2, ls, var), var * np.exp(-0.5 * d2))
+        for p in (0, 1, 2, 3):
+            coef = matern_coefficients(p)
+            u = sqrt(2.0 * p + 1.0) * np.sqrt(np.maximum(d2, _R2_FLOOR))
+            poly = coef[p] * np.ones_like(u) if p == 0 else coef[p] * u + coef[p - 1]
+            for j in range(p - 2, -1, -1):
+                poly = poly * u + coef[j]
+            np.testing.assert_array_equal(kernel("matern", X, X2, ls, var, p=p), var * poly * np.exp(-u))

@@ -287,3 +287,58 @@ def test_cli_path_with_standardize_false_and_an_offset_is_a_clear_task_error(tmp
     # the base fit fails, so the whole task does; the CLI prints it in its failed-tasks table
     with pytest.raises(ValueError, match=r"mean='zero'.*standardize = true in a compare spec"):
         run_task(spec.to_dict(), "offset", 0)
+
+
+class _Smooth:
+    """f(x) = -(x - c)^T A (x - c) - sum((x - c)^4): maximum at c, Hessian -2A at c."""
+
+    A = np.array([[3.0, 1.0, 0.5], [1.0, 2.0, 0.2], [0.5, 0.2, 1.0]])
+    c = np.array([0.3, -0.7, 1.2])
+
+    def __init__(self):
+        self.n_value = self.n_grad = 0
+
+    def value(self, x):
+        self.n_value += 1
+        e = x - self.c
+        return float(-e @ self.A @ e - np.sum(e**4))
+
+    def value_and_grad(self, x):
+        self.n_grad += 1
+        e = np.asarray(x, float) - self.c
+        return float(-e @ self.A @ e - np.sum(e**4)), -2.0 * self.A @ e - 4.0 * e**3
+
+
+def test_refine_from_a_warm_start_reaches_the_maximum():
+    from scipy import optimize
+
+    from calibprob.gp import _pymc
+
+    f = _Smooth()
+    box = [(-5.0, 5.0)] * 3
+    x, value, runs = _pymc.refine(f, f.c + [0.4, -0.3, 0.2], box, -2.5 * f.A)  # a rough Hessian
+    np.testing.assert_allclose(x, f.c, atol=1e-5)
+    assert runs[0].success and "BFGS" in runs[0].message and runs[0].nfev == f.n_grad < 20
+    # the maximum outside the box: handed over to L-BFGS-B, which lands where L-BFGS-B alone does
+    box = [(-5.0, 5.0), (-5.0, 5.0), (-5.0, 0.5)]
+    x, value, runs = _pymc.refine(_Smooth(), f.c + [0.4, -0.3, -1.0], box, -2.0 * f.A)
+    ref = optimize.minimize(
+        lambda z: tuple(-np.asarray(v) for v in f.value_and_grad(z)),
+        f.c + [0.4, -0.3, -1.0],
+        jac=True,
+        method="L-BFGS-B",
+        bounds=box,
+    )
+    np.testing.assert_allclose(x, ref.x, atol=1e-5)
+    assert x[2] == 0.5 and value == pytest.approx(-ref.fun, abs=1e-9)
+    # an unusable Hessian (NaN) also hands over
+    x, _, runs = _pymc.refine(_Smooth(), f.c + 0.1, [(-5.0, 5.0)] * 3, np.full((3, 3), np.nan))
+    np.testing.assert_allclose(x, f.c, atol=1e-4)
+    assert "BFGS" not in str(runs[0].message)
+
+
+def test_fd_hessian_is_the_hessian():
+    from calibprob.gp import _pymc
+
+    f = _Smooth()
+    np.testing.assert_allclose(_pymc.fd_hessian(f, f.c), -2.0 * f.A, atol=1e-6)

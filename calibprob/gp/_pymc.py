@@ -35,7 +35,9 @@ or per estimator with ``compile_mode=``.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy import optimize
@@ -119,9 +121,12 @@ def unpack(spec: Spec, x: np.ndarray) -> dict:
 
 def pack(spec: Spec, theta: dict) -> np.ndarray:
     """Inverse of :func:`unpack`."""
-    parts = [np.log(np.broadcast_to(theta["lengthscale"], (spec.d,))), [np.log(theta["variance"])]]
+    parts: list[np.ndarray] = [
+        np.log(np.broadcast_to(np.asarray(theta["lengthscale"], float), (spec.d,))),
+        np.log(np.atleast_1d(np.asarray(theta["variance"], float))),
+    ]
     if spec.noise:
-        parts.append([np.log(theta["noise"])])
+        parts.append(np.log(np.atleast_1d(np.asarray(theta["noise"], float))))
     return np.concatenate(parts).astype(float)
 
 
@@ -169,6 +174,7 @@ def build_model(spec: Spec, data: dict, *, priors: str = "flat", centre=None):
             obj = _objective.exact_objective(K, y, mean=spec.mean, objective=spec.objective, xp=pt)
             name = "log_marginal_likelihood" if spec.objective == "ml" else "log_restricted_likelihood"
         else:
+            assert Z is not None  # spec.kind == "vfe"
             Kmm = kernels.kernel(spec.kernel, Z, None, ls, var, p=spec.p, xp=pt)
             Kmm = Kmm + spec.jitter * var * pt.eye(Z.shape[0])
             Kmn = kernels.kernel(spec.kernel, Z, X, ls, var, p=spec.p, xp=pt)
@@ -183,8 +189,8 @@ class Compiled:
     """A cached model with its compiled ``(logp, dlogp)`` function."""
 
     spec: Spec
-    model: object
-    fn: object
+    model: Any
+    fn: Callable[..., Any]
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def value_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
@@ -213,7 +219,8 @@ def compiled(spec: Spec, mode) -> Compiled:
         model = build_model(spec, _placeholder(spec), priors="flat")
         value_vars = model.value_vars
         logp = model.logp()
-        grad = pt.concatenate([pt.atleast_1d(g).ravel() for g in pytensor.grad(logp, value_vars)])
+        grads: Any = pytensor.grad(logp, value_vars)  # a list: one gradient per value variable
+        grad = pt.concatenate([pt.atleast_1d(g).ravel() for g in grads])
         return Compiled(spec, model, pytensor.function(value_vars, [logp, grad], mode=mode))
 
     return _CACHE.get((spec, mode_key(mode)), build)
@@ -300,7 +307,65 @@ def adam(objective, x0, bounds, *, steps: int, learning_rate: float, n: int):
     return x, float(value)
 
 
-def maximize(objective, d: int, starts, bounds, *, maxiter: int = 300):
+def _negative(objective):
+    """``x -> (-value, -gradient)`` for L-BFGS-B; a failed factorisation gives a large finite value."""
+
+    def negative(x):
+        lp, grad = objective.value_and_grad(x)
+        if not (np.isfinite(lp) and np.all(np.isfinite(grad))):
+            return _PENALTY, np.zeros_like(x)
+        return -lp, -grad
+
+    return negative
+
+
+def _improve_start(objective, x0, d: int, bounds):
+    """The start-point scan of :func:`maximize` (values only, no gradient).
+
+    A start whose covariance is numerically singular (long lengthscales of a smooth
+    kernel on few points) gives a NaN objective, and L-BFGS-B then stops there or
+    wanders into the degenerate short-lengthscale mode: the lengthscales are halved
+    (within the box) until the objective is finite. Then the signal variance: smooth
+    kernels with a constant mean want variances far above var(y), and from var(y)
+    the gradient first shrinks the lengthscales into the degenerate "white noise"
+    mode (seen on Branin with Matérn nu = 9.5, n = 40); a scan over decades of the
+    variance at the start's lengthscales picks the basin. One Cholesky + one solve
+    per point.
+    """
+    lo = np.array([b[0] for b in bounds])
+    x = np.array(x0, dtype=float)
+    for _ in range(30):
+        lp = objective.value(x)
+        if np.isfinite(lp):
+            break
+        if np.all(x[:d] <= lo[:d]):
+            return np.array(x0, dtype=float)
+        x[:d] = np.maximum(x[:d] - np.log(2.0), lo[:d])
+    best, best_lp = x, lp
+    for shift in np.log(10.0) * np.arange(-2.0, 5.0):
+        cand = x.copy()
+        cand[d] = np.clip(x[d] + shift, bounds[d][0], bounds[d][1])
+        if shift == 0.0 and np.array_equal(cand, x):
+            continue  # already evaluated
+        lp_c = objective.value(cand)
+        if np.isfinite(lp_c) and lp_c > best_lp:
+            best, best_lp = cand, lp_c
+    return best
+
+
+def _best_run(runs):
+    ok = [r for r in runs if np.isfinite(r.fun) and r.fun < _PENALTY]
+    if not ok:
+        raise RuntimeError(
+            "GP hyperparameter optimisation failed from every start (the covariance "
+            "matrix was never positive definite). Standardise X and y, use noise=True, "
+            "or pass theta with optimize=False."
+        )
+    best = min(ok, key=lambda r: r.fun)
+    return np.asarray(best.x, float), float(-best.fun), runs
+
+
+def maximize(objective, d: int, starts, bounds, *, maxiter: int = 300, scan: bool = True):
     """Maximise an objective from several starts with L-BFGS-B.
 
     Parameters
@@ -317,6 +382,8 @@ def maximize(objective, d: int, starts, bounds, *, maxiter: int = 300):
     bounds : list of (low, high)
         Box in log space.
     maxiter : int
+    scan : bool, default True
+        Run the value-only start-point scan (:func:`_improve_start`) first.
 
     Returns
     -------
@@ -325,47 +392,10 @@ def maximize(objective, d: int, starts, bounds, *, maxiter: int = 300):
         The objective (log-likelihood scale, larger is better).
     runs : list of scipy.optimize.OptimizeResult
     """
-
-    def negative(x):
-        lp, grad = objective.value_and_grad(x)
-        if not (np.isfinite(lp) and np.all(np.isfinite(grad))):
-            return _PENALTY, np.zeros_like(x)
-        return -lp, -grad
-
-    lo = np.array([b[0] for b in bounds])
-
-    def improve_start(x0):
-        # A start whose covariance is numerically singular (long lengthscales of a smooth
-        # kernel on few points) gives a NaN objective, and L-BFGS-B then stops there or
-        # wanders into the degenerate short-lengthscale mode. Shrink the lengthscales
-        # (halving, within the box) until the objective is finite. Values only: the
-        # scan needs no gradient (one Cholesky + one solve per point).
-        x = np.array(x0, dtype=float)
-        for _ in range(30):
-            lp = objective.value(x)
-            if np.isfinite(lp):
-                break
-            if np.all(x[:d] <= lo[:d]):
-                return np.array(x0, dtype=float)
-            x[:d] = np.maximum(x[:d] - np.log(2.0), lo[:d])
-        # Then the signal variance: smooth kernels with a constant mean want variances far
-        # above var(y), and from var(y) the gradient first shrinks the lengthscales into the
-        # degenerate "white noise" mode (seen on Branin with Matern nu = 9.5, n = 40). A scan
-        # over decades of the variance at the start's lengthscales picks the basin.
-        best, best_lp = x, lp
-        for shift in np.log(10.0) * np.arange(-2.0, 5.0):
-            cand = x.copy()
-            cand[d] = np.clip(x[d] + shift, bounds[d][0], bounds[d][1])
-            if shift == 0.0 and np.array_equal(cand, x):
-                continue  # already evaluated
-            lp_c = objective.value(cand)
-            if np.isfinite(lp_c) and lp_c > best_lp:
-                best, best_lp = cand, lp_c
-        return best
-
+    negative = _negative(objective)
     runs = []
     for x0 in starts:
-        x0 = improve_start(x0)
+        x0 = _improve_start(objective, x0, d, bounds) if scan else np.asarray(x0, float)
         res = optimize.minimize(
             negative,
             x0,
@@ -376,15 +406,140 @@ def maximize(objective, d: int, starts, bounds, *, maxiter: int = 300):
         )
         res.x0 = np.asarray(x0, float)  # the point L-BFGS-B started from (after the scan)
         runs.append(res)
-    ok = [r for r in runs if np.isfinite(r.fun) and r.fun < _PENALTY]
-    if not ok:
-        raise RuntimeError(
-            "GP hyperparameter optimisation failed from every start (the covariance "
-            "matrix was never positive definite). Standardise X and y, use noise=True, "
-            "or pass theta with optimize=False."
-        )
-    best = min(ok, key=lambda r: r.fun)
-    return np.asarray(best.x, float), float(-best.fun), runs
+    return _best_run(runs)
+
+
+#: L-BFGS-B's default relative-decrease tolerance (``factr = 1e7`` times machine epsilon),
+#: used as the stopping rule of :func:`refine` so that both stop at the same precision.
+_FTOL = 1e7 * np.finfo(float).eps
+_GTOL = 1e-5  # L-BFGS-B's default projected-gradient tolerance
+
+
+def fd_hessian(objective, x, *, step: float = 1e-4) -> np.ndarray:
+    """Hessian of the objective at ``x`` by central differences of its gradient (``2 size`` evaluations).
+
+    Parameters
+    ----------
+    objective : object
+        ``value_and_grad(x)``.
+    x : ndarray
+    step : float
+        Step in log space.
+
+    Returns
+    -------
+    ndarray, shape (size, size)
+        Symmetrised; NaN when a gradient is not finite.
+    """
+    x = np.asarray(x, float)
+    H = np.empty((x.size, x.size))
+    for j in range(x.size):
+        e = np.zeros(x.size)
+        e[j] = step
+        H[:, j] = (objective.value_and_grad(x + e)[1] - objective.value_and_grad(x - e)[1]) / (2.0 * step)
+    return 0.5 * (H + H.T)
+
+
+def _inverse_positive(H: np.ndarray) -> np.ndarray | None:
+    """Inverse of the minimisation Hessian ``-H`` with its eigenvalues kept positive (``None`` if unusable)."""
+    if not np.all(np.isfinite(H)):
+        return None
+    lam, V = np.linalg.eigh(-H)
+    top = float(np.max(np.abs(lam)))
+    if not top > 0:
+        return None
+    lam = np.maximum(np.abs(lam), 1e-6 * top)
+    return (V / lam) @ V.T
+
+
+def _quasi_newton(negative, x, F, g, B, lo, hi, max_steps: int):
+    """BFGS steps from ``x`` with the inverse Hessian ``B``; stops as L-BFGS-B does, or hands over.
+
+    Returns ``(x, F, g, n_eval, n_iter, converged)``; ``converged`` is False when a
+    step would leave the box, the line search fails or ``max_steps`` is reached (the
+    caller then finishes with L-BFGS-B from ``x``).
+    """
+    n_eval = n_iter = 0
+    for _ in range(max_steps):
+        if np.max(np.abs(g)) <= _GTOL:
+            return x, F, g, n_eval, n_iter, True
+        step = -B @ g
+        if np.any(x + step < lo) or np.any(x + step > hi):
+            return x, F, g, n_eval, n_iter, False  # a bound may be active: L-BFGS-B's job
+        t, slope = 1.0, float(g @ step)
+        for _ in range(8):  # backtracking (Armijo)
+            xn = x + t * step
+            Fn, gn = negative(xn)
+            n_eval += 1
+            if Fn < _PENALTY and Fn <= F + 1e-4 * t * slope:
+                break
+            t *= 0.5
+        else:
+            return x, F, g, n_eval, n_iter, False
+        n_iter += 1
+        s, yv = xn - x, gn - g
+        sy = float(s @ yv)
+        if sy > 1e-12:
+            r = 1.0 / sy
+            M = np.eye(x.size) - r * np.outer(s, yv)
+            B = M @ B @ M.T + r * np.outer(s, s)
+        decrease = (F - Fn) / max(abs(F), abs(Fn), 1.0)
+        x, F, g = xn, Fn, gn
+        if decrease <= _FTOL:
+            return x, F, g, n_eval, n_iter, True
+    return x, F, g, n_eval, n_iter, False
+
+
+def refine(objective, x0, bounds, hessian, *, max_steps: int = 50, maxiter: int = 300):
+    r"""Maximise from a warm start whose Hessian is (approximately) known: BFGS, then L-BFGS-B if needed.
+
+    The second stage of a subset fit (:class:`calibprob.gp.GaussianProcessRegressor`,
+    ``n_hyper_subset``): ``x0`` is the optimum on a subset of :math:`m` rows and
+    ``hessian`` that subset objective's Hessian times :math:`n/m` (the data terms of
+    a log-likelihood grow linearly in :math:`n`). Started with that curvature, BFGS
+    (:func:`_quasi_newton`, full steps accepted by an Armijo test) takes about half the
+    evaluations L-BFGS-B needs from the same point, whose first steps only learn the
+    curvature. It stops by L-BFGS-B's own rules (relative decrease below
+    ``factr * eps``, or every gradient entry below 1e-5), so the optimum is the one
+    L-BFGS-B would report; if a step would leave the box, a line search fails or the
+    Hessian is unusable, L-BFGS-B finishes from the current point.
+
+    Parameters
+    ----------
+    objective : object
+        ``value_and_grad(x)`` as in :func:`maximize`.
+    x0 : ndarray
+        Start (inside the box).
+    bounds : list of (low, high)
+    hessian : ndarray, shape (size, size)
+        Estimate of the objective's Hessian (maximisation: negative definite).
+    max_steps, maxiter : int
+
+    Returns
+    -------
+    best_x, best_value, runs
+        As in :func:`maximize` (one run; ``nfev`` counts both stages, ``method`` says
+        which finished).
+    """
+    negative = _negative(objective)
+    lo = np.array([b[0] for b in bounds])
+    hi = np.array([b[1] for b in bounds])
+    x = np.clip(np.asarray(x0, float), lo, hi)
+    F, g = negative(x)
+    B = _inverse_positive(hessian)
+    n_eval, n_iter, done = 1, 0, False
+    if F < _PENALTY and B is not None:
+        x, F, g, k, n_iter, done = _quasi_newton(negative, x, F, g, B, lo, hi, max_steps)
+        n_eval += k
+    if done:
+        res = optimize.OptimizeResult(x=x, fun=F, jac=g, success=True, nit=n_iter, nfev=n_eval)
+        res.message = "BFGS from the subset Hessian: converged (L-BFGS-B's tolerances)"
+    else:
+        res = optimize.minimize(negative, x, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": maxiter})
+        res.nfev += n_eval
+        res.nit += n_iter
+    res.x0 = np.asarray(x0, float)
+    return _best_run([res])
 
 
 def heuristics(spec: Spec, X: np.ndarray, y: np.ndarray, nugget: float):

@@ -22,6 +22,14 @@ configuration (:mod:`calibprob.gp._pymc`), and maximised by L-BFGS-B from
 ``n_restarts`` seeded starts in a data-scaled box. The constant mean is then
 its GLS estimate :math:`\hat m = 1^\top K^{-1} y / 1^\top K^{-1} 1`.
 
+**At scale** (``n_hyper_subset``, default ``"auto"``): from 1000 rows the
+multi-start runs on a seeded 500-row subset and its optimum is refined on all
+rows (quasi-Newton from the subset's Hessian, :func:`calibprob.gp._pymc.refine`:
+the same optimum in a fraction of the evaluations); above 4000 rows the
+hyperparameters of a 2000-row subset are used as they are and all rows enter
+one factorisation. Every step that allocates an ``n x n`` matrix first checks
+the available memory (:func:`check_memory`).
+
 **Prediction** (NumPy/SciPy, for the fitted or any other θ):
 
 .. math::
@@ -46,6 +54,10 @@ prediction (constant mean, Matérn ν = p + 1/2, REML).
 
 from __future__ import annotations
 
+import os
+import time
+from typing import Any
+
 import numpy as np
 import scipy.linalg
 
@@ -65,13 +77,56 @@ from calibprob.gp.loo import loo_from_kernel
 __all__ = ["GaussianProcessRegressor"]
 
 _THETA_KEYS = ("lengthscale", "variance", "noise", "mean_", "mean")
-_CHUNK = 2048  # test rows per block in prediction (bounds memory to CHUNK x n)
+_CHUNK = 2048  # test rows per block in prediction (at most; see _predict_rows)
+_BLOCK_ELEMENTS = 2**23  # prediction block: rows x n <= 8.4 M entries (64 MB per array)
+
+#: ``n_hyper_subset="auto"``, measured with ``benchmarks/bench_gp.py`` (P10 in docs/benchmarks.md):
+#: from this many rows the hyperparameters start on a subset (below, every row: the
+#: subset stage would cost more than it saves).
+AUTO_SUBSET_MIN_N = 1000
+#: ... of this many rows, and are then refined on all rows (:func:`calibprob.gp._pymc.refine`)
+AUTO_SUBSET_SIZE = 500
+#: ... up to this many rows; above, each full-data evaluation costs seconds (n = 4000: ~1.5 s),
+#: so the hyperparameters of a subset of ``AUTO_LARGE_SUBSET_SIZE`` rows are used as they are
+#: and all rows enter only the final factorisation (issue 21).
+AUTO_REFINE_MAX_N = 4000
+AUTO_LARGE_SUBSET_SIZE = 2000
+#: Environment variable: memory cap in GB for the exact GP's n x n matrices (default: the
+#: memory the operating system reports as available).
+MEMORY_ENV = "CALIBPROB_GP_MEMORY_GB"
 
 
 class _GPBase(BaseEstimator):
     """Shared validation, θ handling, MAP fitting and the base-model protocol."""
 
     _kind = "exact"
+    # parameters (set by the subclasses' __init__) and fitted state, declared for type checking
+    kernel: str
+    p: int
+    mean: str
+    noise: bool
+    nugget: float
+    objective: str
+    theta: dict | None
+    optimize: bool
+    n_restarts: int
+    optimizer: str
+    adam_steps: int
+    learning_rate: float
+    random_state: Any
+    compile_mode: Any
+    fit_info_: dict[str, Any]
+    inducing_points_: np.ndarray
+    _state: dict[str, Any]
+    _last_state: tuple[bytes, dict[str, Any]] | None
+
+    def _factorize(self, theta: dict) -> dict:
+        """Factorisation of the training covariance at θ (the prediction state); per subclass."""
+        raise NotImplementedError(f"{type(self).__name__} must define _factorize")
+
+    def _predict_block(self, state: dict, Xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Latent mean and variance of a block of test rows; per subclass."""
+        raise NotImplementedError(f"{type(self).__name__} must define _predict_block")
 
     # -- parameters ---------------------------------------------------------------
     def _check_params(self) -> None:
@@ -130,7 +185,7 @@ class _GPBase(BaseEstimator):
         unknown = set(theta) - set(_THETA_KEYS)
         if unknown:
             raise ValueError(f"theta has unknown key(s) {sorted(unknown)}; allowed: {list(_THETA_KEYS)}.")
-        out = {}
+        out: dict[str, Any] = {}
         for key in ("lengthscale", "variance", "noise"):
             if key == "noise" and not self.noise:
                 continue
@@ -270,10 +325,6 @@ class _GPBase(BaseEstimator):
         -------
         self
         """
-        import warnings
-
-        from calibprob._base import ConvergenceWarning
-
         self._check_params()
         X_in = X
         X, y = self._validate_Xy(X, y)
@@ -285,105 +336,11 @@ class _GPBase(BaseEstimator):
             self.__dict__.pop(attr, None)
         self._y_shift, self._y_scale = _y_transform(y, self.mean)
         if self.mean == "zero":
-            offset = abs(float(np.mean(y)))
-            spread = float(np.std(y))
-            if len(y) >= 10 and offset > 10.0 * spread:  # a few points' spread says little
-                # refused, not warned: the fit would be silently miscalibrated (issue 16, S2:
-                # 90 % coverage 0.033 at y + 1e9), and centring would change the declared model
-                raise ValueError(
-                    f"{type(self).__name__}(mean='zero'): the targets' mean ({np.mean(y):.6g}) is "
-                    f"{offset / max(spread, np.finfo(float).tiny):.3g} standard deviations from "
-                    "zero; a zero-mean GP must explain that offset with its kernel variance, "
-                    "which is ill-conditioned and miscalibrated. Use mean='constant' (offset "
-                    "invariant) or centre y (standardize = true in a compare spec)."
-                )
+            _check_zero_mean_offset(y, type(self).__name__)
         self._prepare(X, y, rng)
         spec = self._spec(X.shape[1])
-        data = self._data()
-        x0, bounds, _ = _pymc.heuristics(spec, X, data["y"], float(self.nugget))
-        given = None if self.theta is None else self._complete_theta(self.theta, spec.d, None)
-        given_s = None if given is None else self._scale_theta(given, -1.0)
         info: dict = {}
-        if self.optimize and self.optimizer == "adam":
-            # Capone et al.'s base protocol: GPyTorch's initial values softplus(0) = log 2
-            # for every hyperparameter (of the data as given), then a fixed number of Adam
-            # steps. On the log scale the scaling is a shift, so the steps are the same.
-            if given_s is None:
-                raw = np.full(x0.shape, np.log(np.log(2.0)))
-                start = _pymc.pack(spec, self._scale_theta(_pymc.unpack(spec, raw), -1.0))
-            else:
-                start = _pymc.pack(spec, given_s)
-            with _pymc._blas_limit(len(y), info), self._objective_for(spec) as fun:
-                x_best, value = _pymc.adam(
-                    fun, start, bounds, steps=int(self.adam_steps), learning_rate=float(self.learning_rate), n=len(y)
-                )
-            theta = self._complete_theta(self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
-            value = value + self._objective_offset()
-            self.fit_info_ = {
-                "objective_values": [value],
-                "converged": [False],
-                "n_iter": [int(self.adam_steps)],
-                "best_objective": value,
-                "at_bounds": [],
-                "optimizer": "adam",
-            }
-        elif self.optimize:
-            first = x0 if given_s is None else _pymc.pack(spec, given_s)
-            x_starts = _pymc.starts(first, bounds, int(self.n_restarts), rng, spec)
-            with _pymc._blas_limit(len(y), info), self._objective_for(spec) as fun:
-                x_best, value, runs = _pymc.maximize(fun, spec.d, x_starts, bounds)
-            theta = self._complete_theta(self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
-            lo = np.array([b[0] for b in bounds])
-            hi = np.array([b[1] for b in bounds])
-            at_low = [np.isclose(xi, a) for xi, a in zip(x_best, lo)]
-            at_high = [np.isclose(xi, b) for xi, b in zip(x_best, hi)]
-            labels = _param_labels(spec)
-            at_bounds = [name for name, a, b in zip(labels, at_low, at_high) if a or b]
-            # Benign and common, so reported but not warned about: a lengthscale at its
-            # upper bound (an irrelevant input, ARD switching it off) and the noise at its
-            # floor (noise-free data, interpolation).
-            suspicious = [
-                name
-                for name, a, b in zip(labels, at_low, at_high)
-                if (a or b) and not (name.startswith("log_lengthscale") and b) and not (name == "log_noise" and a)
-            ]
-            value = value + self._objective_offset()
-            self.fit_info_ = {
-                "objective_values": [float(-r.fun) + self._objective_offset() for r in runs],
-                "converged": [bool(r.success) for r in runs],
-                "n_iter": [int(r.nit) for r in runs],
-                "n_evaluations": {"value": fun.n_value, "value_and_grad": fun.n_grad},
-                "starts": [np.asarray(x, float) for x in x_starts],
-                "lbfgs_starts": [r.x0 for r in runs],
-                "best_objective": value,
-                "at_bounds": at_bounds,
-                "bounds": {
-                    name: (float(np.exp(a)), float(np.exp(b))) for name, a, b in zip(_param_labels(spec), lo, hi)
-                },
-            }
-            if not any(self.fit_info_["converged"]):
-                warnings.warn(
-                    f"{type(self).__name__}: no L-BFGS-B start converged ("
-                    f"{', '.join(str(r.message) for r in runs)}); the hyperparameters are the "
-                    "best point reached. Increase n_restarts, check the data for duplicates or "
-                    "extreme values, or pass theta.",
-                    ConvergenceWarning,
-                    stacklevel=2,
-                )
-            if suspicious:
-                warnings.warn(
-                    f"{type(self).__name__}: the {self.objective.upper()} optimum is on the box "
-                    f"bound of {', '.join(suspicious)} (box in fit_info_['bounds'], on the scale of "
-                    "the standardised targets); the likelihood would move further. Often "
-                    "harmless (e.g. a very smooth function wanting a larger signal variance), "
-                    "but the hyperparameters are the box's choice: consider a different kernel "
-                    "or mean, or pass theta.",
-                    ConvergenceWarning,
-                    stacklevel=2,
-                )
-        else:
-            theta = given
-            self.fit_info_ = {"objective_values": [], "converged": [], "n_iter": []}
+        theta = self._fit_theta(spec, rng, info)
         if self.optimize:
             self.fit_info_["backend"] = "numpy" if spec.kind == "exact" else "pytensor"
             if spec.kind != "exact":
@@ -391,8 +348,118 @@ class _GPBase(BaseEstimator):
         self.fit_info_["y_shift"] = self._y_shift
         self.fit_info_["y_scale"] = self._y_scale
         self.fit_info_.update(info)
+        clock = time.perf_counter()
+        self._finish_fit(theta)
+        self.fit_info_["factorize_seconds"] = time.perf_counter() - clock
+        return self
+
+    def _fit_theta(self, spec: _pymc.Spec, rng, info: dict) -> dict:
+        """θ of the fit (Adam, L-BFGS-B or the given one); sets ``fit_info_``."""
+        data = self._data()
+        x0, bounds, _ = _pymc.heuristics(spec, self.X_train_, data["y"], float(self.nugget))
+        given = None if self.theta is None else self._complete_theta(self.theta, spec.d, None)
+        given_s = None if given is None else self._scale_theta(given, -1.0)
+        if self.optimize and self.optimizer == "adam":
+            return self._fit_adam(spec, x0, bounds, given_s, info)
+        if self.optimize:
+            first = x0 if given_s is None else _pymc.pack(spec, given_s)
+            x_starts = _pymc.starts(first, bounds, int(self.n_restarts), rng, spec)
+            return self._fit_lbfgs(spec, x_starts, bounds, info)
+        self.fit_info_ = {"objective_values": [], "converged": [], "n_iter": []}
+        assert given is not None  # _check_params: optimize=False needs theta
+        return given
+
+    def _fit_adam(self, spec: _pymc.Spec, x0, bounds, given_s, info: dict) -> dict:
+        """Capone et al.'s base protocol: GPyTorch's initial values softplus(0) = log 2
+        for every hyperparameter (of the data as given), then a fixed number of Adam
+        steps. On the log scale the scaling is a shift, so the steps are the same."""
+        if given_s is None:
+            raw = np.full(x0.shape, np.log(np.log(2.0)))
+            start = _pymc.pack(spec, self._scale_theta(_pymc.unpack(spec, raw), -1.0))
+        else:
+            start = _pymc.pack(spec, given_s)
+        n = len(self.y_train_)
+        with _pymc._blas_limit(n, info), self._objective_for(spec) as fun:
+            x_best, value = _pymc.adam(
+                fun, start, bounds, steps=int(self.adam_steps), learning_rate=float(self.learning_rate), n=n
+            )
+        value = value + self._objective_offset()
+        self.fit_info_ = {
+            "objective_values": [value],
+            "converged": [False],
+            "n_iter": [int(self.adam_steps)],
+            "best_objective": value,
+            "at_bounds": [],
+            "optimizer": "adam",
+        }
+        return self._complete_theta(self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
+
+    def _fit_lbfgs(self, spec: _pymc.Spec, x_starts, bounds, info: dict) -> dict:
+        """Multi-start L-BFGS-B on all rows (value-only start scan first); sets ``fit_info_``."""
+        with _pymc._blas_limit(len(self.y_train_), info), self._objective_for(spec) as fun:
+            x_best, value, runs = _pymc.maximize(fun, spec.d, x_starts, bounds)
+        self._record_runs(spec, x_best, value, runs, bounds, fun, x_starts)
+        return self._complete_theta(self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
+
+    def _record_runs(self, spec: _pymc.Spec, x_best, value, runs, bounds, fun, x_starts) -> None:
+        """``fit_info_`` of an L-BFGS-B fit, and its warnings (no convergence, optimum on the box)."""
+        lo = np.array([b[0] for b in bounds])
+        hi = np.array([b[1] for b in bounds])
+        labels = _param_labels(spec)
+        at_low = [bool(np.isclose(xi, a)) for xi, a in zip(x_best, lo)]
+        at_high = [bool(np.isclose(xi, b)) for xi, b in zip(x_best, hi)]
+        at_bounds = [name for name, a, b in zip(labels, at_low, at_high) if a or b]
+        # Benign and common, so reported but not warned about: a lengthscale at its
+        # upper bound (an irrelevant input, ARD switching it off) and the noise at its
+        # floor (noise-free data, interpolation).
+        suspicious = [
+            name
+            for name, a, b in zip(labels, at_low, at_high)
+            if (a or b) and not (name.startswith("log_lengthscale") and b) and not (name == "log_noise" and a)
+        ]
+        self.fit_info_ = {
+            "objective_values": [float(-r.fun) + self._objective_offset() for r in runs],
+            "converged": [bool(r.success) for r in runs],
+            "n_iter": [int(r.nit) for r in runs],
+            "n_evaluations": {"value": fun.n_value, "value_and_grad": fun.n_grad},
+            "starts": [np.asarray(x, float) for x in x_starts],
+            "lbfgs_starts": [r.x0 for r in runs],
+            "best_objective": value + self._objective_offset(),
+            "at_bounds": at_bounds,
+            "bounds": {name: (float(np.exp(a)), float(np.exp(b))) for name, a, b in zip(labels, lo, hi)},
+        }
+        self._warn_fit(runs, suspicious)
+
+    def _warn_fit(self, runs, suspicious) -> None:
+        import warnings
+
+        from calibprob._base import ConvergenceWarning
+
+        if not any(bool(r.success) for r in runs):
+            warnings.warn(
+                f"{type(self).__name__}: no L-BFGS-B start converged ("
+                f"{', '.join(str(r.message) for r in runs)}); the hyperparameters are the "
+                "best point reached. Increase n_restarts, check the data for duplicates or "
+                "extreme values, or pass theta.",
+                ConvergenceWarning,
+                stacklevel=6,
+            )
+        if suspicious:
+            warnings.warn(
+                f"{type(self).__name__}: the {self.objective.upper()} optimum is on the box "
+                f"bound of {', '.join(suspicious)} (box in fit_info_['bounds'], on the scale of "
+                "the standardised targets); the likelihood would move further. Often "
+                "harmless (e.g. a very smooth function wanting a larger signal variance), "
+                "but the hyperparameters are the box's choice: consider a different kernel "
+                "or mean, or pass theta.",
+                ConvergenceWarning,
+                stacklevel=6,
+            )
+
+    def _finish_fit(self, theta: dict) -> None:
+        """Factorise at the fitted θ and set the fitted attributes."""
         try:
-            with _pymc._blas_limit(len(y)):
+            with _pymc._blas_limit(len(self.y_train_)):
                 self._state = self._factorize(theta)
         except np.linalg.LinAlgError as err:
             raise ValueError(
@@ -405,7 +472,6 @@ class _GPBase(BaseEstimator):
             self.theta_["mean_"] = self._state["m"]
         self.log_marginal_likelihood_value_ = self._state["objective"]
         self._last_state = None
-        return self
 
     # -- prediction (protocol) ---------------------------------------------------------
     def _state_for(self, theta) -> dict:
@@ -420,6 +486,10 @@ class _GPBase(BaseEstimator):
         state = self._factorize(th)
         self._last_state = (key, state)
         return state
+
+    def _predict_rows(self) -> int:
+        """Test rows per prediction block (memory O(rows x n_train), whatever n_test)."""
+        return _CHUNK
 
     def predict_mean_std(self, X, *, theta=None, include_noise: bool = True):
         """Predictive mean and standard deviation (base-model protocol).
@@ -446,8 +516,9 @@ class _GPBase(BaseEstimator):
         state = self._state_for(theta)
         mu = np.empty(X.shape[0])
         var = np.empty(X.shape[0])
-        for start in range(0, X.shape[0], _CHUNK):
-            sl = slice(start, start + _CHUNK)
+        rows = self._predict_rows()
+        for start in range(0, X.shape[0], rows):
+            sl = slice(start, start + rows)
             mu[sl], var[sl] = self._predict_block(state, X[sl])
         if include_noise:
             var = var + state["theta"]["noise"]
@@ -556,6 +627,91 @@ class _GPBase(BaseEstimator):
         return _pymc.build_model(spec, data, priors=priors, centre=x0)
 
 
+def available_memory() -> tuple[float, str]:
+    """Bytes the exact GP may allocate, and where that figure comes from.
+
+    The cap in GB from the environment variable ``CALIBPROB_GP_MEMORY_GB`` when set;
+    otherwise the memory the operating system reports as available (psutil, else
+    ``MemAvailable`` in ``/proc/meminfo``); ``inf`` when neither is known.
+
+    Returns
+    -------
+    bytes : float
+    source : str
+    """
+    cap = os.environ.get(MEMORY_ENV)
+    if cap:
+        try:
+            value = float(cap)
+        except ValueError:
+            raise ValueError(f"{MEMORY_ENV} must be a number of GB; got {cap!r}.") from None
+        return value * 1e9, f"the cap {MEMORY_ENV}={cap}"
+    try:
+        import psutil
+
+        return float(psutil.virtual_memory().available), "the available memory"
+    except ImportError:  # pragma: no cover - psutil is installed with calibprob[bench]
+        pass
+    try:  # pragma: no cover - Linux without psutil
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return float(line.split()[1]) * 1024.0, "the available memory"
+    except OSError:  # pragma: no cover
+        pass
+    return float("inf"), "unknown"  # pragma: no cover
+
+
+def check_memory(n: int, n_matrices: int, what: str, owner) -> None:
+    """Refuse, before allocating, work that needs ``n_matrices`` float64 ``n x n`` arrays beyond :func:`available_memory`.
+
+    Parameters
+    ----------
+    n : int
+        Rows of the covariance matrix.
+    n_matrices : int
+        How many ``n x n`` arrays are alive at the peak.
+    what : str
+        The step, for the message.
+    owner : object
+        The estimator (its class name is in the message).
+
+    Raises
+    ------
+    MemoryError
+        Naming the sparse GP and the cap to raise.
+    """
+    need = float(n_matrices) * 8.0 * float(n) ** 2
+    cap, source = available_memory()
+    if need > cap:
+        raise MemoryError(
+            f"{type(owner).__name__}: {what} needs about {need / 1e9:.2f} GB ({n_matrices} float64 "
+            f"{n} x {n} matrices) but {source} is {cap / 1e9:.2f} GB. Use the sparse GP "
+            "(SparseGaussianProcessRegressor, spec kind 'sparse-gp'), fewer rows, or, if the memory "
+            f"is there, raise the cap: {MEMORY_ENV}=<GB>. (n_hyper_subset only limits the rows of "
+            "the hyperparameter fit; the factorisation always uses every row.)"
+        )
+
+
+def _check_zero_mean_offset(y: np.ndarray, owner: str) -> None:
+    """Refuse targets far from zero for a zero-mean GP (issue 16, S2).
+
+    Refused, not warned: the fit would be silently miscalibrated (90 % coverage 0.033
+    at y + 1e9), and centring would change the declared model. A few points' spread
+    says little, so fewer than 10 are let through.
+    """
+    offset = abs(float(np.mean(y)))
+    spread = float(np.std(y))
+    if len(y) >= 10 and offset > 10.0 * spread:
+        raise ValueError(
+            f"{owner}(mean='zero'): the targets' mean ({np.mean(y):.6g}) is "
+            f"{offset / max(spread, np.finfo(float).tiny):.3g} standard deviations from "
+            "zero; a zero-mean GP must explain that offset with its kernel variance, "
+            "which is ill-conditioned and miscalibrated. Use mean='constant' (offset "
+            "invariant) or centre y (standardize = true in a compare spec)."
+        )
+
+
 def _y_transform(y: np.ndarray, mean: str) -> tuple[float, float]:
     """Internal offset and scale of the targets (see :meth:`_GPBase.fit`).
 
@@ -620,6 +776,29 @@ class GaussianProcessRegressor(_GPBase):
         gradient (:class:`calibprob.gp._objective.ExactObjectiveNumpy`) and
         keeps the PyMC model for :meth:`build_model`. ``None`` uses
         :func:`calibprob.gp.get_compile_mode` (default ``"FAST_COMPILE"``).
+    n_hyper_subset : int, "auto" or None, default "auto"
+        Fit the hyperparameters on a seeded random subset of this many rows (the
+        L-BFGS-B optimiser only; the final factorisation and every prediction use all
+        rows). The subset fit is this estimator's own fit on those rows, so it equals
+        a manual fit on ``X[idx], y[idx]`` (``fit_info_["hyper_subset"]["indices"]``).
+        ``None``: every row. ``"auto"``: every row below
+        :data:`AUTO_SUBSET_MIN_N` (1000) rows; up to :data:`AUTO_REFINE_MAX_N` (4000)
+        a subset of 500 rows whose optimum is then refined on all rows (the same
+        optimum as a fit on all rows, in a fraction of the time: the subset's
+        multi-start picks the basin and its Hessian starts a quasi-Newton
+        refinement); above, a subset of 2000 rows without refinement (an exact GP at
+        12 000 rows in about a minute instead of hours).
+    refine_hyper : bool or "auto", default "auto"
+        Refine the subset's hyperparameters on all rows (``"auto"``: up to 4000 rows).
+
+    Notes
+    -----
+    **Memory.** Before any ``n x n`` array is allocated (fit, factorisation for
+    another θ, :meth:`loo`) the estimator checks that the matrices fit in the
+    available memory (or the cap ``CALIBPROB_GP_MEMORY_GB``) and raises a
+    ``MemoryError`` naming the sparse alternative otherwise; a fit with subset
+    hyperparameters needs two ``n x n`` arrays (2.3 GB at 12 000 rows), one on all
+    rows four. Prediction runs in blocks of at most 2**23 test-by-training entries.
 
     Attributes
     ----------
@@ -643,7 +822,11 @@ class GaussianProcessRegressor(_GPBase):
         the centring and scaling of y (``y_shift``, ``y_scale``), the BLAS
         threads used and why (``blas_threads``, ``blas_reason``) and the
         objective's backend (``"numpy"``: NumPy/SciPy value and gradient, equal
-        to the PyMC model's, see :meth:`build_model`).
+        to the PyMC model's, see :meth:`build_model`). With a subset
+        (``n_hyper_subset``), ``hyper_subset`` holds its size, row indices,
+        hyperparameters, whether they were refined and the subset fit's own
+        ``fit_info``; the other entries describe the refinement on all rows (one
+        run), or, without refinement, the subset fit.
     X_train_, y_train_ : ndarray
     n_features_in_ : int
 
@@ -687,6 +870,8 @@ class GaussianProcessRegressor(_GPBase):
         learning_rate: float = 0.1,
         random_state=None,
         compile_mode=None,
+        n_hyper_subset="auto",
+        refine_hyper="auto",
     ):
         self.kernel = kernel
         self.p = p
@@ -702,15 +887,107 @@ class GaussianProcessRegressor(_GPBase):
         self.learning_rate = learning_rate
         self.random_state = random_state
         self.compile_mode = compile_mode
+        self.n_hyper_subset = n_hyper_subset
+        self.refine_hyper = refine_hyper
+
+    # -- scale: hyperparameters on a subset, memory checks -----------------------------
+    def _check_params(self) -> None:
+        super()._check_params()
+        m = self.n_hyper_subset
+        if not (m is None or (isinstance(m, str) and m == "auto")):
+            check_int(m, "n_hyper_subset", minimum=3)
+        if not (isinstance(self.refine_hyper, (bool, np.bool_)) or self.refine_hyper == "auto"):
+            raise ValueError(
+                f"refine_hyper must be True, False or 'auto'; got {self.refine_hyper!r}. 'auto' refines "
+                f"the subset's hyperparameters on all rows up to {AUTO_REFINE_MAX_N} rows."
+            )
+
+    def _subset_plan(self, n: int) -> tuple[int | None, bool]:
+        """Rows of the hyperparameter fit (``None``: all) and whether to refine on all rows."""
+        m = self.n_hyper_subset
+        if not self.optimize or self.optimizer != "lbfgs" or m is None:
+            return None, False
+        if isinstance(m, str):  # "auto"
+            if n < AUTO_SUBSET_MIN_N:
+                return None, False
+            m = AUTO_SUBSET_SIZE if n <= AUTO_REFINE_MAX_N else AUTO_LARGE_SUBSET_SIZE
+        m = int(m)
+        if m >= n:
+            return None, False
+        refine = n <= AUTO_REFINE_MAX_N if self.refine_hyper == "auto" else bool(self.refine_hyper)
+        return m, refine
+
+    def _fit_theta(self, spec: _pymc.Spec, rng, info: dict) -> dict:
+        n = len(self.y_train_)
+        m, refine = self._subset_plan(n)
+        if self.optimize and (m is None or refine):
+            check_memory(n, 5 if self.kernel == "matern" else 4, "the hyperparameter fit on all rows", self)
+        else:
+            check_memory(n, 2, "the factorisation of the covariance", self)
+        if m is None:
+            return super()._fit_theta(spec, rng, info)
+        return self._fit_on_subset(spec, rng, info, m, refine)
+
+    def _predict_rows(self) -> int:
+        # blocks of at most _BLOCK_ELEMENTS entries: 64 MB per (rows x n) array at any n
+        return max(1, min(_CHUNK, _BLOCK_ELEMENTS // self.X_train_.shape[0]))
+
+    def _fit_on_subset(self, spec: _pymc.Spec, rng, info: dict, m: int, refine: bool) -> dict:
+        r"""Hyperparameters of a seeded subset of ``m`` rows, optionally refined on all rows.
+
+        The subset fit is this estimator's own fit on ``X[idx], y[idx]`` (the same
+        parameters, ``n_hyper_subset="auto"``), so it equals a manual fit on those rows.
+        With ``refine``, its optimum starts :func:`calibprob.gp._pymc.refine` on all
+        rows, with the subset objective's Hessian (central differences, :math:`2(d+2)`
+        evaluations on ``m`` rows) times :math:`n/m` as the initial curvature.
+        """
+        X, y = self.X_train_, self.y_train_
+        n = len(y)
+        idx = np.sort(rng.choice(n, size=m, replace=False))
+        params = {**self.get_params(), "n_hyper_subset": "auto", "refine_hyper": "auto"}
+        if isinstance(self.random_state, np.random.Generator):
+            params["random_state"] = rng
+        clock = time.perf_counter()
+        sub = type(self)(**params).fit(X[idx], y[idx])
+        theta_sub = {k: v for k, v in sub.theta_.items() if k != "mean_"}
+        record: dict[str, Any] = {
+            "seconds": time.perf_counter() - clock,
+            "size": m,
+            "indices": idx,
+            "refined": bool(refine),
+            "theta": theta_sub,
+            "fit_info": sub.fit_info_,
+        }
+        if not refine:
+            self.fit_info_ = {k: v for k, v in sub.fit_info_.items() if k not in ("y_shift", "y_scale")}
+            self.fit_info_["hyper_subset"] = record
+            return self._complete_theta(theta_sub, spec.d, None)
+        data = self._data()
+        _, bounds, _ = _pymc.heuristics(spec, X, data["y"], float(self.nugget))
+        x_start = _pymc.pack(spec, self._scale_theta(theta_sub, -1.0))
+        lo = np.array([b[0] for b in bounds])
+        hi = np.array([b[1] for b in bounds])
+        x_start = np.clip(x_start, lo, hi)
+        sub_objective = _objective.ExactObjectiveNumpy(
+            spec.kernel, spec.p, spec.mean, spec.objective, spec.noise, float(self.nugget), X[idx], data["y"][idx]
+        )
+        hessian = _pymc.fd_hessian(sub_objective, x_start) * (n / m)
+        record["hessian_evaluations"] = sub_objective.n_grad
+        with _pymc._blas_limit(n, info), self._objective_for(spec) as fun:
+            x_best, value, runs = _pymc.refine(fun, x_start, bounds, hessian)
+        self._record_runs(spec, x_best, value, runs, bounds, fun, [x_start])
+        self.fit_info_["hyper_subset"] = record
+        return self._complete_theta(self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
 
     def _factorize(self, theta: dict) -> dict:
         # centred targets (see fit): the constant mean is estimated on y - shift, and the
         # zero mean is the centred data's
         X, y = self.X_train_, self._y_centred()
         n = y.shape[0]
+        check_memory(n, 2, "the factorisation of the covariance", self)
         K = self._k(X, None, theta)
         K[np.diag_indices(n)] += theta["noise"]
-        factor = scipy.linalg.cho_factor(K, lower=True, check_finite=False)
+        factor = scipy.linalg.cho_factor(K, lower=True, overwrite_a=True, check_finite=False)
         L = factor[0]
         a = scipy.linalg.solve_triangular(L, y, lower=True, check_finite=False)
         logdet = 2.0 * np.sum(np.log(np.diag(L)))
@@ -736,11 +1013,12 @@ class GaussianProcessRegressor(_GPBase):
     def _predict_block(self, state, Xs):
         th = state["theta"]
         Ks = self._k(Xs, self.X_train_, th)
-        mu = state["m"] + Ks @ state["alpha"]
+        # row by row (einsum, not GEMV, whose tail rows round differently): the same bits in any block
+        mu = state["m"] + np.einsum("ij,j->i", Ks, state["alpha"])
         V = scipy.linalg.solve_triangular(state["factor"][0], Ks.T, lower=True, check_finite=False)
         var = th["variance"] - np.einsum("ij,ij->j", V, V)
         if self.mean == "constant":
-            u = 1.0 - state["b"] @ V
+            u = 1.0 - np.einsum("i,ij->j", state["b"], V)
             var = var + u * u / state["s"]
         return mu, var
 
@@ -766,6 +1044,7 @@ class GaussianProcessRegressor(_GPBase):
             constant mean re-estimated in each fold).
         """
         th = self._theta_for(theta)
+        check_memory(self.X_train_.shape[0], 3, "the leave-one-out predictions", self)
         K = self._k(self.X_train_, None, th)
         K[np.diag_indices_from(K)] += th["noise"]
         mu, sd = loo_from_kernel(K, self._y_centred(), mean=self.mean)
