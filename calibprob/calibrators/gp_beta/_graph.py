@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -197,7 +198,7 @@ class _Graph:
     rank: int
     learn_inducing: bool
     batch_size: int | None
-    model: object = None
+    model: Any = None  # pymc.Model (PyMC is imported on first use)
     advi: dict = field(default_factory=dict)
     logp_dlogp: dict = field(default_factory=dict)
 

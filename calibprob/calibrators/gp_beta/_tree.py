@@ -19,15 +19,15 @@ _DIMS = {
 }
 
 
-def post_flat(posterior: xr.DataTree | xr.Dataset, rank: int) -> dict:
+def post_flat(posterior, rank: int) -> dict:
     """Posterior draws by name with (chain, draw) flattened to one sample axis."""
     names = ["log_theta", "log_gamma", "delta", "V"] + (["W", "log_kappa"] if rank > 0 else [])
     if "Z" in posterior:
         names.append("Z")
     out = {}
     for k in names:
-        da = posterior[k]
-        out[k] = da.values.reshape((-1,) + da.shape[2:])
+        values = np.asarray(posterior[k].values)
+        out[k] = values.reshape((-1,) + values.shape[2:])
     return out
 
 
