@@ -28,9 +28,10 @@ from functools import cached_property
 
 import numpy as np
 from scipy import special
-from scipy.linalg import solve_triangular
+from scipy.linalg.lapack import dpotrf as _dpotrf
+from scipy.linalg.lapack import dtrtrs as _dtrtrs
 
-from calibprob.calibrators.gp_beta._link import _JITTER, _LOG_SQRT_2PI, PRIORS, gaussian_embedding_kernel
+from calibprob.calibrators.gp_beta._link import _JITTER, _LOG_SQRT_2PI, PRIORS
 
 __all__ = ["Layout", "LogPosterior"]
 
@@ -73,14 +74,19 @@ class Layout:
         """Concatenate named arrays into one flat vector (layout order)."""
         return np.concatenate([np.ravel(point[k]) for k in self.names])
 
-    def unravel(self, flat: np.ndarray) -> dict:
-        """Split ``(..., D)`` flat vectors into named arrays ``(..., *shape)``."""
-        out, i = {}, 0
+    @cached_property
+    def _slices(self) -> list[tuple[str, slice, tuple[int, ...]]]:
+        out, i = [], 0
         for k, shape in self.shapes.items():
             size = int(np.prod(shape, dtype=int))
-            out[k] = flat[..., i : i + size].reshape(flat.shape[:-1] + shape)
+            out.append((k, slice(i, i + size), shape))
             i += size
         return out
+
+    def unravel(self, flat: np.ndarray) -> dict:
+        """Split ``(..., D)`` flat vectors into named arrays ``(..., *shape)`` (views of ``flat``)."""
+        lead = flat.shape[:-1]
+        return {k: flat[..., sl].reshape(lead + shape) for k, sl, shape in self._slices}
 
     def start_point(self, Z0: np.ndarray, rng: np.random.Generator) -> dict:
         """The identity-map start: every parameter at its prior centre (W slightly jittered)."""
@@ -99,8 +105,28 @@ class Layout:
 def _phi(A: np.ndarray) -> np.ndarray:
     """Lower triangle with the diagonal halved (Murray 2016, eq. 10)."""
     out = np.tril(A)
-    out[np.diag_indices_from(out)] *= 0.5
+    out.flat[:: out.shape[0] + 1] *= 0.5
     return out
+
+
+def _solve_lower(L: np.ndarray, B: np.ndarray, trans: int = 0) -> np.ndarray:
+    """``L^{-1} B`` (``trans=0``) or ``L^{-T} B`` (``trans=1``) for lower-triangular ``L`` (LAPACK, no checks).
+
+    SciPy's ``solve_triangular`` validates and copies on every call; at GP-Beta's
+    sizes (m = 16) that wrapper costs more than the solve.
+    """
+    x, info = _dtrtrs(L, B, lower=1, trans=trans)
+    if info != 0:  # a zero on the diagonal: the factor is singular
+        raise np.linalg.LinAlgError(f"singular triangular factor (LAPACK dtrtrs info={info})")
+    return x
+
+
+def _cholesky(A: np.ndarray) -> np.ndarray:
+    """Lower Cholesky factor (LAPACK ``dpotrf`` without NumPy's per-call overhead)."""
+    L, info = _dpotrf(A, lower=1, clean=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"matrix is not positive definite (LAPACK dpotrf info={info})")
+    return L
 
 
 def cholesky_backward(L: np.ndarray, L_bar: np.ndarray) -> np.ndarray:
@@ -109,28 +135,37 @@ def cholesky_backward(L: np.ndarray, L_bar: np.ndarray) -> np.ndarray:
     :math:`P = L^{-\top}\Phi(L^\top\bar L)L^{-1}` and :math:`\bar\Sigma = (P + P^\top)/2`
     (Murray 2016), ``L_bar`` lower triangular.
     """
-    P = solve_triangular(L, _phi(L.T @ L_bar), trans="T", lower=True, check_finite=False)
-    P = solve_triangular(L, P.T, trans="T", lower=True, check_finite=False).T
+    P = _solve_lower(L, _phi(L.T @ L_bar), trans=1)
+    P = _solve_lower(L, P.T, trans=1).T
     return 0.5 * (P + P.T)
 
 
-def kernel_backward(X1, X2, theta: float, K: np.ndarray, G: np.ndarray):
+def _kernel(X1: np.ndarray, X2: np.ndarray, theta: float):
+    """Eq. 9 with its intermediates: ``(K, d, r)`` (:func:`._link.gaussian_embedding_kernel`'s formula)."""
+    d = X1[:, None, 1] ** 2 + X2[None, :, 1] ** 2 + theta**2
+    r = X1[:, None, 0] - X2[None, :, 0]
+    return theta / np.sqrt(d) * np.exp(-(r * r) / (2.0 * d)), d, r
+
+
+def kernel_backward(X1, X2, theta: float, K: np.ndarray, G: np.ndarray, d=None, r=None):
     r"""Gradients of :math:`\sum_{ij} G_{ij} k(x_i, x'_j)` (eq. 9) in :math:`\log\theta`, ``X1`` and ``X2``.
 
     With :math:`d = s_1^2 + s_2^2 + \theta^2` and :math:`r = \mu_1 - \mu_2`,
     :math:`\log k = \log\theta - \tfrac12\log d - r^2/(2d)`, so
     :math:`\partial_{\log\theta}\log k = 1 - \theta^2/d + r^2\theta^2/d^2`,
     :math:`\partial_{\mu_1}\log k = -r/d` and :math:`\partial_{s_1}\log k = s_1(r^2/d^2 - 1/d)`.
-    ``K`` is the kernel matrix itself (without jitter).
+    ``K`` is the kernel matrix itself (without jitter); ``d`` and ``r`` are reused when given.
     """
-    d = X1[:, None, 1] ** 2 + X2[None, :, 1] ** 2 + theta**2
-    r = X1[:, None, 0] - X2[None, :, 0]
+    if d is None or r is None:
+        _, d, r = _kernel(X1, X2, theta)
     GK = G * K
-    r_d = GK * r / d
-    s_term = GK * (r * r / (d * d) - 1.0 / d)
-    g_log_theta = float(np.sum(GK * (1.0 - theta**2 / d + (r * r) * theta**2 / (d * d))))
-    g1 = np.c_[-r_d.sum(axis=1), X1[:, 1] * s_term.sum(axis=1)]
-    g2 = np.c_[r_d.sum(axis=0), X2[:, 1] * s_term.sum(axis=0)]
+    inv_d = 1.0 / d
+    r_d = GK * r * inv_d
+    rr = (r * inv_d) ** 2
+    s_term = GK * (rr - inv_d)
+    g_log_theta = float(np.sum(GK * (1.0 - theta**2 * (inv_d - rr))))
+    g1 = np.stack([-r_d.sum(axis=1), X1[:, 1] * s_term.sum(axis=1)], axis=1)
+    g2 = np.stack([r_d.sum(axis=0), X2[:, 1] * s_term.sum(axis=0)], axis=1)
     return g_log_theta, g1, g2
 
 
@@ -164,16 +199,16 @@ def _log_sd(sd: float) -> float:
     return float(np.log(np.float32(sd))) if float(np.float32(sd)) == sd else float(np.log(sd))
 
 
-def _prior(layout: Layout, p: dict, Z0: np.ndarray) -> tuple[float, dict]:
-    """Sum of the Normal prior log densities (constants included) and its gradient per name."""
-    value, grad = 0.0, {}
-    for k in layout.names:
+def _prior_vectors(layout: Layout, Z0: np.ndarray):
+    """Flat prior means and standard deviations, and the sum of the Normal log-density constants."""
+    means, sds, const = [], [], 0.0
+    for k, shape in layout.shapes.items():
         mean, sd = PRIORS[k]
-        centre = Z0 if k == "Z" else mean
-        z = (p[k] - centre) / sd
-        value += float(np.sum(-0.5 * z * z - _log_sd(sd) - _LOG_SQRT_2PI))
-        grad[k] = -z / sd
-    return value, grad
+        size = int(np.prod(shape, dtype=int))
+        means.append(np.ravel(Z0) if k == "Z" else np.full(size, mean))
+        sds.append(np.full(size, sd))
+        const -= size * (_log_sd(sd) + _LOG_SQRT_2PI)
+    return np.concatenate(means), np.concatenate(sds), const
 
 
 class LogPosterior:
@@ -199,69 +234,73 @@ class LogPosterior:
         self.Z0 = np.asarray(Z0, float)
         u = np.asarray(u, float)
         self.lq, self.l1q = special.log_ndtr(u), special.log_ndtr(-u)
-        # the parameter-free part of every log density: log phi(u) + log J - log q - log(1-q)
-        self.const = float(np.sum(-0.5 * u * u - _LOG_SQRT_2PI + np.asarray(log_jac, float) - self.lq - self.l1q))
+        self.prior_mean, self.prior_sd, prior_const = _prior_vectors(layout, self.Z0)
+        # the parameter-free part of every log density: log phi(u) + log J - log q - log(1-q), and the priors'
+        self.const = prior_const + float(
+            np.sum(-0.5 * u * u - _LOG_SQRT_2PI + np.asarray(log_jac, float) - self.lq - self.l1q)
+        )
         self.n_calls = 0
 
     def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         self.n_calls += 1
         lay = self.layout
-        p = lay.unravel(np.asarray(x, float))
+        x = np.asarray(x, float)
+        p = lay.unravel(x)
+        z = (x - self.prior_mean) / self.prior_sd
+        grad_flat = -z / self.prior_sd  # the Normal priors' gradient; the rest is added through views
+        grad = lay.unravel(grad_flat)
         theta = float(np.exp(p["log_theta"]))
         Z = p["Z"] if lay.learn_inducing else self.Z0
-        m = Z.shape[0]
-        Kzz = gaussian_embedding_kernel(Z, Z, theta)
-        Lk = np.linalg.cholesky(Kzz + _JITTER * np.eye(m))
-        VL, Lr = (p["V"], None) if lay.rank == 0 else _coregion_factor(p, p["V"])
-        U = solve_triangular(Lk, VL, trans="T", lower=True, check_finite=False)
-        Kxz = gaussian_embedding_kernel(self.X, Z, theta)
+        Kzz, d_zz, r_zz = _kernel(Z, Z, theta)
+        Lk = _cholesky(Kzz + _JITTER * np.eye(Z.shape[0]))
+        coreg = None if lay.rank == 0 else _Coregion(p)
+        VL = p["V"] if coreg is None else p["V"] @ coreg.Lr.T
+        U = _solve_lower(Lk, VL, trans=1)
+        Kxz, d_xz, r_xz = _kernel(self.X, Z, theta)
         F = Kxz @ U
         inv_gamma = np.exp(-p["log_gamma"])
-        w = F * inv_gamma + p["delta"]
-        data, g_w = _beta_link_terms(w, self.lq, self.l1q)
-        prior, grad = _prior(lay, p, self.Z0)
+        data, g_w = _beta_link_terms(F * inv_gamma + p["delta"], self.lq, self.l1q)
         # reverse mode: w -> (delta, log_gamma, F) -> (K_XZ, U) -> (L_K, V L_R^T) -> kernel, V, W, kappa
         grad["delta"] += g_w.sum(axis=0)
         grad["log_gamma"] -= np.sum(g_w * F * inv_gamma, axis=0)
         g_F = g_w * inv_gamma
-        g_VL = solve_triangular(Lk, Kxz.T @ g_F, lower=True, check_finite=False)
+        g_VL = _solve_lower(Lk, Kxz.T @ g_F)
         g_Kzz = cholesky_backward(Lk, -np.tril(U @ g_VL.T))
-        gt1, _, gz1 = kernel_backward(self.X, Z, theta, Kxz, g_F @ U.T)
-        gt2, gz2a, gz2b = kernel_backward(Z, Z, theta, Kzz, g_Kzz)
-        grad["log_theta"] = grad["log_theta"] + gt1 + gt2
+        gt1, _, gz1 = kernel_backward(self.X, Z, theta, Kxz, g_F @ U.T, d_xz, r_xz)
+        gt2, gz2a, gz2b = kernel_backward(Z, Z, theta, Kzz, g_Kzz, d_zz, r_zz)
+        grad["log_theta"] += gt1 + gt2
         if lay.learn_inducing:
-            grad["Z"] = grad["Z"] + gz1 + gz2a + gz2b
-        if Lr is None:
+            grad["Z"] += gz1 + gz2a + gz2b
+        if coreg is None:
             grad["V"] += g_VL
         else:
-            _coregion_backward(p, Lr, g_VL, grad)
-        return self.const + data + prior, lay.ravel(grad)
+            coreg.backward(p, g_VL, grad)
+        return self.const - 0.5 * float(z @ z) + data, grad_flat
 
 
-def _coregion_factor(p: dict, V: np.ndarray):
-    """``V L_R^T`` and ``L_R = chol(R)``, ``R`` the correlation form of ``W W^T + diag(kappa)``."""
-    W = p["W"]
-    B = W @ W.T + np.diag(np.exp(p["log_kappa"]))
-    d = np.sqrt(np.diag(B))
-    Lr = np.linalg.cholesky(B / d[:, None] / d[None, :])
-    return V @ Lr.T, Lr
+class _Coregion:
+    """``L_R = chol(R)``, ``R`` the correlation form of ``B = W W^T + diag(kappa)``, and its backward pass."""
 
+    def __init__(self, p: dict):
+        W = p["W"]
+        self.kappa = np.exp(p["log_kappa"])
+        self.B = W @ W.T + np.diag(self.kappa)
+        self.d = np.sqrt(np.diag(self.B))
+        self.R = self.B / self.d[:, None] / self.d[None, :]
+        self.Lr = _cholesky(self.R)
 
-def _coregion_backward(p: dict, Lr: np.ndarray, g_VL: np.ndarray, grad: dict) -> None:
-    r"""Add the gradients of ``V``, ``W`` and ``log_kappa`` through :math:`VL_R^\top` (in place).
+    def backward(self, p: dict, g_VL: np.ndarray, grad: dict) -> None:
+        r"""Add the gradients of ``V``, ``W`` and ``log_kappa`` through :math:`VL_R^\top` (in place).
 
-    :math:`R_{ij} = B_{ij}/(d_id_j)`, :math:`d_i = \sqrt{B_{ii}}`: besides
-    :math:`\bar B_{ij} = \bar R_{ij}/(d_id_j)`, the diagonal collects
-    :math:`-\bigl(\sum_j \bar R_{ij}R_{ij} + \sum_j \bar R_{ji}R_{ji}\bigr)/(2B_{ii})`.
-    """
-    W, kappa = p["W"], np.exp(p["log_kappa"])
-    B = W @ W.T + np.diag(kappa)
-    d = np.sqrt(np.diag(B))
-    R = B / d[:, None] / d[None, :]
-    grad["V"] += g_VL @ Lr
-    g_R = cholesky_backward(Lr, np.tril(g_VL.T @ p["V"]))
-    g_B = g_R / d[:, None] / d[None, :]
-    GR = g_R * R
-    g_B[np.diag_indices(3)] -= (GR.sum(axis=1) + GR.sum(axis=0)) / (2.0 * np.diag(B))
-    grad["W"] += (g_B + g_B.T) @ W
-    grad["log_kappa"] += np.diag(g_B) * kappa
+        :math:`R_{ij} = B_{ij}/(d_id_j)`, :math:`d_i = \sqrt{B_{ii}}`: besides
+        :math:`\bar B_{ij} = \bar R_{ij}/(d_id_j)`, the diagonal collects
+        :math:`-\bigl(\sum_j \bar R_{ij}R_{ij} + \sum_j \bar R_{ji}R_{ji}\bigr)/(2B_{ii})`.
+        """
+        d = self.d
+        grad["V"] += g_VL @ self.Lr
+        g_R = cholesky_backward(self.Lr, np.tril(g_VL.T @ p["V"]))
+        g_B = g_R / d[:, None] / d[None, :]
+        GR = g_R * self.R
+        g_B[np.diag_indices(3)] -= (GR.sum(axis=1) + GR.sum(axis=0)) / (2.0 * np.diag(self.B))
+        grad["W"] += (g_B + g_B.T) @ p["W"]
+        grad["log_kappa"] += np.diag(g_B) * self.kappa
