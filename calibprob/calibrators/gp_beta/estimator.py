@@ -3,38 +3,33 @@
 from __future__ import annotations
 
 import time
-import warnings
 
 import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._base import BaseEstimator, check_is_fitted, check_predictive
+from calibprob._base import BaseEstimator, check_is_fitted
 from calibprob._pytensor import limit_blas_threads
 from calibprob._validation import (
     check_array,
     check_choice,
     check_confidence_levels,
     check_int,
-    check_positive,
-    check_targets,
 )
 from calibprob.calibrators.gp_beta._graph import DEFAULT_COMPILE_MODE
 from calibprob.calibrators.gp_beta._grid import cdf_on_grid, invert, moments_from_grid
 from calibprob.calibrators.gp_beta._inference import Problem, convergence, fit_advi, fit_map, fit_nuts, fit_svi
+from calibprob.calibrators.gp_beta._inputs import covariates, observed_terms, prediction, targets
 from calibprob.calibrators.gp_beta._kmeans import _kmeans
 from calibprob.calibrators.gp_beta._link import (
-    _LOG_SQRT_2PI,
     _latent_numpy,
     _pointwise_loglik,
-    beta_calibration_map,
     beta_link_cdf_z,
     beta_link_logpdf_z,
-    beta_link_ppf_z,
 )
 from calibprob.calibrators.gp_beta._objective import Layout
+from calibprob.calibrators.gp_beta._queries import calibration_map_dataset, posterior_predictive_tree
 from calibprob.calibrators.gp_beta._tree import held_out_elpd, make_tree, post_flat
-from calibprob.predictive import normal, validate
 
 __all__ = ["GPBetaCalibrator", "INFERENCE_METHODS", "AUTO_FULL_BATCH", "AUTO_BATCH_SIZE"]
 
@@ -124,15 +119,16 @@ class GPBetaCalibrator(BaseEstimator):
     a function of :math:`(\mu, \sigma)` and narrows or widens accordingly.
 
     >>> import numpy as np
+    >>> import calibprob
     >>> from calibprob.calibrators import GPBetaCalibrator
     >>> rng = np.random.default_rng(0)
     >>> mu = rng.uniform(-2, 2, 200)
     >>> y = mu + np.where(mu > 0, 2.0, 0.5) * rng.normal(size=200)
     >>> cal = GPBetaCalibrator(n_inducing=4, inference="map", random_state=0)
-    >>> cal = cal.fit(mu, np.ones(200), y)  # doctest: +SKIP
-    >>> pred = cal.predict(np.array([-1.0, 1.0]), np.ones(2), levels=[0.05, 0.95])  # doctest: +SKIP
-    >>> width = (pred["quantile"].sel(level=0.95) - pred["quantile"].sel(level=0.05)).values  # doctest: +SKIP
-    >>> bool(width[0] < 3.29 < width[1])  # doctest: +SKIP
+    >>> cal = cal.fit(calibprob.normal(mu, np.ones(200)), y)
+    >>> pred = cal.predict(calibprob.normal(np.array([-1.0, 1.0]), np.ones(2)), levels=[0.05, 0.95])
+    >>> width = (pred["quantile"].sel(level=0.95) - pred["quantile"].sel(level=0.05)).values
+    >>> bool(width[0] < 3.29 < width[1])
     True
 
     References
@@ -200,78 +196,11 @@ class GPBetaCalibrator(BaseEstimator):
         if self.batch_size not in ("auto", None):
             check_int(self.batch_size, "batch_size", minimum=1)
 
-    def _prediction(self, method: str, pred, rest: tuple) -> tuple[xr.Dataset, tuple]:
-        """The base's predictive Dataset, and the remaining positional arguments.
-
-        Accepts the deprecated ``(mu, sigma, ...)`` form for one release: two 1-D
-        arrays of equal length become ``calibprob.normal(mu, sigma)``.
-        """
-        if isinstance(pred, xr.Dataset):
-            return validate(pred), rest
-        legacy = (
-            rest
-            and rest[0] is not None
-            and not isinstance(rest[0], xr.Dataset)
-            and np.ndim(pred) == 1
-            and np.shape(rest[0]) == np.shape(pred)
-        )
-        if legacy:
-            warnings.warn(
-                f"GPBetaCalibrator.{method}(mu, sigma, ...) is deprecated and will be removed in the next "
-                f"release: pass the base's predictive Dataset instead, e.g. "
-                f"{method}(calibprob.normal(mu, sigma), ...).",
-                FutureWarning,
-                stacklevel=3,
-            )
-            mu = check_array(pred, "mu", ndim=1)
-            sigma = check_array(rest[0], "sigma", ndim=1)
-            check_positive(sigma, "sigma")
-            return normal(mu, sigma), rest[1:]
-        return check_predictive(pred, "GPBetaCalibrator", "pred_cal" if method == "fit" else "pred"), rest
-
-    @staticmethod
-    def _covariates(pred: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
-        """The latent GP's inputs: the base's predictive mean and standard deviation."""
-        mu = np.asarray(pred.calib.mean().values, float)
-        sigma = np.asarray(pred.calib.std().values, float)
-        if not np.all(np.isfinite(mu)) or not np.all(sigma > 0):
-            raise ValueError(
-                "GP-Beta needs a finite predictive mean and a positive predictive std for every observation "
-                f"(its GP inputs); got min std {np.min(sigma):.3g}. Drop observations whose predictive "
-                "distribution is a point mass."
-            )
-        return mu, sigma
-
-    @staticmethod
-    def _observed_terms(pred: xr.Dataset, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        r"""Probit PIT :math:`u = \Phi^{-1}(F(y))` and log Jacobian :math:`\log f(y) - \log\varphi(u)`.
-
-        ``y`` has shape (n,) or (n, k); exact for the normal family
-        (:math:`u = (y-\mu)/\sigma`, :math:`\log J = -\log\sigma`).
-        """
-        cols = y if y.ndim == 2 else y[:, None]
-        if pred.calib.is_normal:
-            loc, scale = pred["loc"].values[:, None], pred["scale"].values[:, None]
-            u = (cols - loc) / scale
-            jac = np.broadcast_to(-np.log(scale), u.shape)
-        else:
-            from calibprob.predictive import quantile_logpdf, quantile_zscore
-
-            q, lv = pred.calib.quantiles, pred.calib.levels
-            u = np.stack([quantile_zscore(q, lv, cols[:, j]) for j in range(cols.shape[1])], axis=1)
-            logf = np.stack([quantile_logpdf(q, lv, cols[:, j]) for j in range(cols.shape[1])], axis=1)
-            jac = logf + 0.5 * u * u + _LOG_SQRT_2PI
-        return (u, jac) if y.ndim == 2 else (u[:, 0], jac[:, 0])
-
-    @staticmethod
-    def _targets(y, n: int, name: str, ndim=1, obs=None) -> np.ndarray:
-        """Observed values through the library's one validator, :func:`calibprob._validation.check_targets`.
-
-        ``ndim=(1, 2)`` also takes a 2-D DataArray (several values per observation, e.g. a density grid).
-        """
-        if isinstance(y, xr.DataArray) and y.ndim == 2 and not isinstance(ndim, int):
-            y = y.values
-        return check_targets(y, n, name, obs=obs, ndim=ndim)
+    # input conversion lives in ._inputs; the old private names stay on the class
+    _prediction = staticmethod(prediction)
+    _covariates = staticmethod(covariates)
+    _observed_terms = staticmethod(observed_terms)
+    _targets = staticmethod(targets)
 
     def _learning_rate(self) -> float:
         if self.learning_rate is not None:
@@ -542,38 +471,8 @@ class GPBetaCalibrator(BaseEstimator):
         check_is_fitted(self, "idata_", method="fit")
         pred, _ = self._prediction("sample_posterior_predictive", pred, ())
         mu, sigma = self._covariates(pred)
-        n = mu.size
-        obs_dim = str(pred.attrs.get("obs_dim", "obs"))
-        obs_values = pred["obs"].values
-        if isinstance(y, xr.DataArray) and y.ndim == 1:
-            obs_dim = str(y.dims[0])
-            if obs_dim in y.coords and y.sizes[obs_dim] == n:
-                obs_values = y[obs_dim].values
-        rng = np.random.default_rng(random_state)
-        post = self.idata_["posterior"]
-        C, D = post.sizes["chain"], post.sizes["draw"]
-        draws = np.empty((C * D, n))
-        X = self._standardise(mu, sigma)
-        rows = max(1, 2_000_000 // (C * D))
         with _blas_single_thread():
-            flat = self._post_flat()
-            for start in range(0, n, rows):
-                sl = slice(start, start + rows)
-                w = _latent_numpy(flat, X[sl], self.inducing_init_, self.rank_)  # (S, rows, 3)
-                u = beta_link_ppf_z(rng.uniform(size=w.shape[:2]), w[..., 0], w[..., 1], w[..., 2])
-                draws[:, sl] = pred.isel(obs=sl).calib.ppf_zscore(u.T).T
-        coords = {"chain": post["chain"].values, "draw": post["draw"].values, obs_dim: obs_values}
-        dims = ("chain", "draw", obs_dim)
-        groups = {
-            "posterior": post.to_dataset(),
-            "posterior_predictive": xr.Dataset({var_name: (dims, draws.reshape(C, D, n))}, coords=coords),
-        }
-        if y is not None:
-            yv = self._targets(y, n, "y", obs=pred["obs"].values)
-            ll = self.log_likelihood(pred, yv)
-            groups["log_likelihood"] = xr.Dataset({var_name: (dims, ll)}, coords=coords)
-            groups["observed_data"] = xr.Dataset({var_name: ((obs_dim,), yv)}, coords={obs_dim: obs_values})
-        tree = xr.DataTree.from_dict(groups)
+            tree = posterior_predictive_tree(self, pred, self._standardise(mu, sigma), y, random_state, var_name)
         tree.attrs.update({"method": "gp-beta", "inference": self.inference})
         return tree
 
@@ -632,24 +531,4 @@ class GPBetaCalibrator(BaseEstimator):
         p = check_array(p, "p", ndim=1)
         if np.any((p <= 0) | (p >= 1)):
             raise ValueError("p must lie strictly inside (0, 1) (base CDF values); got values outside.")
-        w = self._latent(mu, sigma)
-        maps = beta_calibration_map(p[None, None, :], w[..., 0, None], w[..., 1, None], w[..., 2, None])
-        post = self.idata_["posterior"]
-        C, D = post.sizes["chain"], post.sizes["draw"]
-        lo, hi = np.quantile(maps, [(1 - c_level) / 2, (1 + c_level) / 2], axis=0)
-        coords = {"chain": np.arange(C), "draw": np.arange(D), "obs": np.arange(mu.size), "p": p}
-        ds = xr.Dataset(
-            {
-                "map": (("chain", "draw", "obs", "p"), maps.reshape(C, D, mu.size, p.size)),
-                "mean": (("obs", "p"), maps.mean(axis=0)),
-                "lower": (("obs", "p"), lo),
-                "upper": (("obs", "p"), hi),
-                "base_mu": ("obs", mu),
-                "base_sigma": ("obs", sigma),
-            },
-            coords=coords,
-        )
-        ds.attrs.update(
-            {"confidence_level": c_level, "description": "Beta calibration map c(p) = expit(a log p - b log(1-p) + c)"}
-        )
-        return ds
+        return calibration_map_dataset(self._latent(mu, sigma), p, c_level, self.idata_["posterior"], mu, sigma)
