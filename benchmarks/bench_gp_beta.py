@@ -1,12 +1,15 @@
-"""GP-Beta (Song et al. 2019) benchmarks: compile times, ADVI speed, held-out NLL, minibatch memory.
+"""GP-Beta (Song et al. 2019) benchmarks: first-fit cost, ADVI speed, held-out NLL, minibatch memory.
 
 Prints, each part in its own subprocess (so that cache state and peak memory are clean):
 
-* **compile** — the first fit of a process with an *empty* PyTensor cache
+* **compile** — the same full-batch ADVI (n = 1000, 16 inducing points) two
+  ways, side by side: calibprob's NumPy objective with :func:`advi_fit` (what
+  ``fit`` runs; nothing to compile) and PyMC's compiled ADVI step on the
+  declared model (what full-batch fits ran before issue 18; what minibatch
+  fits still run) — the first fit of a process with an *empty* PyTensor cache
   (``base_compiledir`` pointed at a new temporary folder), the first fit of a
-  new process with that cache now warm, and a refit in the same process (the
-  module-level graph cache: no compilation at all). For the default C backend
-  (``"CVM"``) and, with ``--numba``, PyTensor's default Numba backend.
+  new process with that cache now warm, and a refit in the same process. For
+  the default C backend (``"CVM"``) and, with ``--numba``, PyTensor's Numba backend.
 * **n1000** — ADVI with 16 inducing points on n = 1000 points of the paper's
   Fig. 1 data (OLS base): fit and predict wall time (warm), held-out NLL of the
   base, isotonic recalibration (RK) and GP-Beta on 2000 test points, and the same
@@ -71,16 +74,23 @@ def ols_base(n, n_test, seed):
 
 def part_compile(mode: str, n_iter: int) -> dict:
     from calibprob.calibrators.gp_beta import GPBetaCalibrator
+    from calibprob.calibrators.gp_beta._inference import _advi_pymc
 
     mu, sd, y, *_ = ols_base(1000, 10, 0)
     cal = GPBetaCalibrator(n_inducing=16, n_iter=n_iter, compile_mode=mode, random_state=0)
-    t = time.perf_counter()
-    cal.fit(calibprob.normal(mu, sd), y)
-    first = time.perf_counter() - t
-    t = time.perf_counter()
-    cal.fit(calibprob.normal(mu, sd), y)
-    refit = time.perf_counter() - t
-    return {"first_fit_s": first, "refit_s": refit}
+    out = {}
+    for key in ("numpy_first_s", "numpy_refit_s"):
+        t = time.perf_counter()
+        cal.fit(calibprob.normal(mu, sd), y)
+        out[key] = time.perf_counter() - t
+    # the identical ADVI through PyMC's compiled step on the declared model (same start, same draws)
+    prob = cal._problem(calibprob.normal(mu, sd), y, np.random.default_rng(0))
+    start = prob.layout.ravel(prob.layout.start_point(prob.Z0, np.random.default_rng(1)))
+    for key in ("pymc_first_s", "pymc_refit_s"):
+        t = time.perf_counter()
+        _advi_pymc(cal, prob.graph(), start, 1, False)
+        out[key] = time.perf_counter() - t
+    return out
 
 
 def part_n1000(n_iter: int, save: str | None) -> dict:
@@ -218,6 +228,63 @@ def _run(part: str, *extra, env=None) -> dict:
     raise RuntimeError(f"part {part} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
 
 
+def _print_first_fit(modes, n_iter: int, env_base: dict) -> None:
+    """The ``compile`` part: NumPy ADVI vs PyMC's compiled step, empty then warm cache, per backend."""
+    print("first fit, n = 1000 full-batch ADVI: NumPy objective (calibprob) vs PyMC's compiled step:")
+    for mode in modes:
+        with tempfile.TemporaryDirectory(prefix="gpbeta-cache-") as cache:
+            env = dict(env_base, PYTENSOR_FLAGS=f"base_compiledir={cache}")
+            cold = _run("compile", "--mode", mode, "--n-iter", n_iter, env=env)
+            warm = _run("compile", "--mode", mode, "--n-iter", n_iter, env=env)
+        for name, key in (("NumPy", "numpy"), (f"PyMC {mode}", "pymc")):
+            print(
+                f"  {name:10s} empty cache: first fit {cold[key + '_first_s']:6.1f} s | warm disk cache: "
+                f"first fit {warm[key + '_first_s']:5.1f} s | same process refit {warm[key + '_refit_s']:5.2f} s"
+            )
+        print(
+            f"  ratio NumPy / PyMC: first fit (empty cache) {cold['numpy_first_s'] / cold['pymc_first_s']:.3f}, "
+            f"(warm cache) {warm['numpy_first_s'] / warm['pymc_first_s']:.3f}, "
+            f"refit {warm['numpy_refit_s'] / warm['pymc_refit_s']:.2f}"
+        )
+
+
+def _print_netcal(args, r: dict, env_base: dict) -> None:
+    """netcal's GPBeta on the saved n = 1000 arrays, and the ratios to calibprob's fit (TARGETS.md P4)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netcal_gpbeta.py")
+    nc_out = args.save.replace(".npz", "") + "_netcal_logpdf.npy"
+    proc = subprocess.run([args.netcal, script, args.save, "16", nc_out], capture_output=True, text=True, env=env_base)
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    if not line:
+        print(f"  netcal run failed:\n{proc.stderr[-3000:]}")
+    else:
+        nc = json.loads(line[0][7:])
+        print(
+            f"  netcal {nc.get('torch', '')} GPBeta (16 inducing, 200 epochs): fit {nc['fit_s']:.2f} s, "
+            f"predict {nc['predict_s']:.2f} s, held-out NLL {nc['nll']:.4f}"
+        )
+        print(
+            f"  wall-time ratio netcal / calibprob: fit {nc['fit_s'] / r['fit_s']:.2f}x, "
+            f"fit + predict {(nc['fit_s'] + nc['predict_s']) / (r['fit_s'] + r['predict_s']):.2f}x; "
+            f"NLL calibprob - netcal {r['nll_gp_beta'] - nc['nll']:+.4f}"
+        )
+        for name, o in r["others"].items():
+            print(
+                f"  {name.upper()}: wall-time ratio netcal / calibprob fit {nc['fit_s'] / o['fit_s']:.2f}x, "
+                f"fit + predict {(nc['fit_s'] + nc['predict_s']) / (o['fit_s'] + o['predict_s']):.2f}x; "
+                f"NLL calibprob - netcal {o['nll'] - nc['nll']:+.4f}"
+            )
+        for label, suffix in (
+            ("ADVI", "_calibprob_logpdf.npy"),
+            ("MAP", "_calibprob_map_logpdf.npy"),
+            ("SVI", "_calibprob_svi_logpdf.npy"),
+        ):
+            diff = -(np.load(args.save.replace(".npz", "") + suffix) - np.load(nc_out))
+            print(
+                f"  paired per-point NLL difference calibprob {label} - netcal (exact densities): "
+                f"{diff.mean():+.4f} ± {diff.std(ddof=1) / np.sqrt(diff.size):.4f} (s.e.)"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", choices=("compile", "n1000", "seeds", "minibatch"), help=argparse.SUPPRESS)
@@ -250,18 +317,7 @@ def main() -> None:
     env_base = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
 
     print("GP-Beta benchmarks (Song et al. 2019); 16 inducing points, rank 1, mean-field ADVI\n")
-    modes = ["CVM"] + (["NUMBA"] if args.numba else [])
-    print("compile (n = 1000, first fit includes compilation):")
-    for mode in modes:
-        with tempfile.TemporaryDirectory(prefix="gpbeta-cache-") as cache:
-            env = dict(env_base, PYTENSOR_FLAGS=f"base_compiledir={cache}")
-            cold = _run("compile", "--mode", mode, "--n-iter", n_iter, env=env)
-            warm = _run("compile", "--mode", mode, "--n-iter", n_iter, env=env)
-        print(
-            f"  {mode:6s} empty cache: first fit {cold['first_fit_s']:7.1f} s | warm disk cache: first fit "
-            f"{warm['first_fit_s']:5.1f} s | same process refit {warm['refit_s']:5.2f} s "
-            f"(process wall {cold['process_wall_s']:.0f} s / {warm['process_wall_s']:.0f} s)"
-        )
+    _print_first_fit(["CVM"] + (["NUMBA"] if args.numba else []), n_iter, env_base)
 
     if args.netcal and not args.save:
         args.save = os.path.join(tempfile.gettempdir(), "gpbeta_n1000.npz")
@@ -280,45 +336,12 @@ def main() -> None:
     if args.save:
         print(f"  arrays saved to {args.save}")
     if args.netcal:
-        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netcal_gpbeta.py")
-        nc_out = args.save.replace(".npz", "") + "_netcal_logpdf.npy"
-        proc = subprocess.run(
-            [args.netcal, script, args.save, "16", nc_out], capture_output=True, text=True, env=env_base
-        )
-        line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-        if not line:
-            print(f"  netcal run failed:\n{proc.stderr[-3000:]}")
-        else:
-            nc = json.loads(line[0][7:])
-            print(
-                f"  netcal {nc.get('torch', '')} GPBeta (16 inducing, 200 epochs): fit {nc['fit_s']:.2f} s, "
-                f"predict {nc['predict_s']:.2f} s, held-out NLL {nc['nll']:.4f}"
-            )
-            print(
-                f"  wall-time ratio netcal / calibprob: fit {nc['fit_s'] / r['fit_s']:.2f}x, "
-                f"fit + predict {(nc['fit_s'] + nc['predict_s']) / (r['fit_s'] + r['predict_s']):.2f}x; "
-                f"NLL calibprob - netcal {r['nll_gp_beta'] - nc['nll']:+.4f}"
-            )
-            for name, o in r["others"].items():
-                print(
-                    f"  {name.upper()}: wall-time ratio netcal / calibprob fit {nc['fit_s'] / o['fit_s']:.2f}x, "
-                    f"fit + predict {(nc['fit_s'] + nc['predict_s']) / (o['fit_s'] + o['predict_s']):.2f}x; "
-                    f"NLL calibprob - netcal {o['nll'] - nc['nll']:+.4f}"
-                )
-            for label, suffix in (
-                ("ADVI", "_calibprob_logpdf.npy"),
-                ("MAP", "_calibprob_map_logpdf.npy"),
-                ("SVI", "_calibprob_svi_logpdf.npy"),
-            ):
-                diff = -(np.load(args.save.replace(".npz", "") + suffix) - np.load(nc_out))
-                print(
-                    f"  paired per-point NLL difference calibprob {label} - netcal (exact densities): "
-                    f"{diff.mean():+.4f} ± {diff.std(ddof=1) / np.sqrt(diff.size):.4f} (s.e.)"
-                )
+        _print_netcal(args, r, env_base)
 
     if args.netcal and args.seeds > 1:
         # seed-to-seed spread of the stochastic fits (ADVI, SVI, netcal's SVGP) on the same arrays
         ours = _run("seeds", "--n-iter", n_iter, "--seeds", args.seeds, env=env_base)
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netcal_gpbeta.py")
         theirs = []
         for seed in range(args.seeds):
             seed_out = args.save.replace(".npz", "") + f"_netcal_seed{seed}.npy"

@@ -785,3 +785,116 @@ def test_song_table1_boston_rows_from_the_shipped_spec(spec_name):
     assert float(gpb.mean()) <= float(base.mean()) - 0.1, nll.values
     assert float(gpb.mean()) < float(iso.mean()), nll.values
     assert (gpb <= base + 0.02).all(), nll.values  # never worse than the base in any split
+
+
+# ---------------------------------------------------------------------------
+# The NumPy objective and ADVI against the PyMC model (issue 18: no graph per process)
+# ---------------------------------------------------------------------------
+
+
+def _small_problem(rank=1, learn_inducing=False, n_inducing=4, seed=0):
+    from calibprob.calibrators.gp_beta._inference import Problem
+    from calibprob.calibrators.gp_beta._objective import Layout
+
+    rng = np.random.default_rng(seed)
+    n = 60
+    mu, sd = rng.uniform(-2, 2, n), rng.uniform(0.5, 1.5, n)
+    y = mu + np.where(mu > 0, 2.0, 0.5) * rng.normal(size=n)
+    loc, scale = float(mu.mean()), float(np.sqrt(mu.var() + np.mean(sd**2)))
+    Z0 = gb._kmeans(np.c_[(mu - loc) / scale, sd / scale], n_inducing, rng)
+    lay = Layout(n_inducing, rank, learn_inducing)
+    return Problem(lay, None, mu, sd, (y - mu) / sd, -np.log(sd), loc, scale, Z0)
+
+
+@pytest.mark.parametrize("rank, learn_inducing", [(0, False), (1, False), (2, True)])
+def test_numpy_log_posterior_equals_the_pymc_model(rank, learn_inducing):
+    """Value and gradient of LogPosterior equal PyMC's logp_dlogp_function of the declared model to 1e-9."""
+    prob = _small_problem(rank, learn_inducing)
+    fn = prob.graph().compiled_logp_dlogp("FAST_COMPILE")
+    ours = prob.objective()
+    rng = np.random.default_rng(1)
+    start = prob.layout.ravel(prob.layout.start_point(prob.Z0, rng))
+    for scale in (0.0, 0.3, 1.0):
+        x = start + scale * rng.normal(size=start.size)
+        lp, grad = ours(x)
+        lp_ref, grad_ref = fn(x)
+        assert lp == pytest.approx(float(lp_ref), abs=1e-9, rel=1e-12)
+        np.testing.assert_allclose(grad, grad_ref, rtol=1e-9, atol=1e-9)
+
+
+def test_numpy_log_posterior_gradient_matches_finite_differences():
+    """Independent of PyMC: central differences of the NumPy value reproduce its gradient."""
+    prob = _small_problem(rank=2, learn_inducing=True)
+    f = prob.objective()
+    x = 0.3 * np.random.default_rng(2).normal(size=prob.layout.size)
+    _, grad = f(x)
+    h = 1e-6
+    fd = np.array([(f(x + h * e)[0] - f(x - h * e)[0]) / (2 * h) for e in np.eye(x.size)])
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-5 * np.abs(grad).max())
+
+
+@pytest.mark.parametrize("inference", ["advi", "fullrank_advi"])
+def test_numpy_advi_reproduces_pymc_advi_step_for_step(inference):
+    """advi_fit on the NumPy objective = PyMC's compiled ADVI step on the model: same draws, same path."""
+    from calibprob.calibrators.gp_beta._inference import _advi_pymc
+    from calibprob.calibrators.gp_beta._svi import advi_fit
+
+    prob = _small_problem()
+    est = GPBetaCalibrator(n_inducing=4, n_iter=150, inference=inference, compile_mode="FAST_COMPILE")
+    full_rank = inference == "fullrank_advi"
+    start = prob.layout.ravel(prob.layout.start_point(prob.Z0, np.random.default_rng(5)))
+    mu_ref, scale_ref, loss_ref = _advi_pymc(est, prob.graph(), start, 123, full_rank)
+    res = advi_fit(
+        prob.objective(),
+        start,
+        full_rank=full_rank,
+        n_iter=150,
+        learning_rate=est._learning_rate(),
+        n_mc=1,
+        seed=123,
+        init_sd=0.1 if full_rank else None,
+    )
+    np.testing.assert_allclose(res.mu, mu_ref, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(res.scale, scale_ref, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(res.loss, loss_ref, rtol=1e-10)
+
+
+def test_advi_fit_recovers_the_mean_field_optimum_of_a_gaussian():
+    """On N(m, S) the mean-field KL optimum is q = N(m, diag(1 / diag(S^-1))) (Bishop 2006, §10.1.2)."""
+    from calibprob.calibrators.gp_beta import advi_fit
+
+    m = np.array([1.0, -0.5])
+    S = np.array([[1.0, 0.6], [0.6, 0.8]])
+    P = np.linalg.inv(S)
+    fit = advi_fit(
+        lambda x: (-0.5 * (x - m) @ P @ (x - m), -P @ (x - m)),
+        np.zeros(2),
+        full_rank=False,
+        n_iter=6000,
+        learning_rate=0.01,
+        n_mc=8,
+        seed=0,
+    )
+    np.testing.assert_allclose(fit.mu, m, atol=0.05)
+    np.testing.assert_allclose(np.diag(fit.chol()), 1 / np.sqrt(np.diag(P)), atol=0.05)
+
+
+def test_advi_fit_rejects_bad_input():
+    from calibprob.calibrators.gp_beta import advi_fit
+
+    f = lambda x: (-0.5 * x @ x, -x)  # noqa: E731
+    with pytest.raises(ValueError, match="n_iter must be >= 1"):
+        advi_fit(f, np.zeros(2), full_rank=False, n_iter=0, learning_rate=0.01, n_mc=1, seed=0)
+    with pytest.raises(ValueError, match="x0"):
+        advi_fit(f, np.zeros((2, 2)), full_rank=False, n_iter=5, learning_rate=0.01, n_mc=1, seed=0)
+
+
+@pytest.mark.parametrize("inference", ["map", "advi", "svi"])
+def test_full_batch_fits_build_no_pymc_graph(inference):
+    """Full-batch MAP / ADVI / SVI evaluate the NumPy objective: the per-process graph cache stays empty."""
+    gb.clear_graph_cache()
+    mu, sd, y = calibrated_sample(80, np.random.default_rng(3))
+    cal = GPBetaCalibrator(n_inducing=4, inference=inference, n_iter=50, draws=20, random_state=0)
+    cal.fit(calibprob.normal(mu, sd), y)
+    assert len(gb._GRAPHS) == 0
+    assert np.all(np.isfinite(cal.logpdf(calibprob.normal(mu, sd), y)))

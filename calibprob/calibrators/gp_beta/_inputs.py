@@ -1,0 +1,87 @@
+"""What goes into GP-Beta: the base's predictive Dataset, its GP covariates, the observations' PIT terms."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import xarray as xr
+
+from calibprob._base import check_predictive
+from calibprob._validation import check_array, check_positive, check_targets
+from calibprob.calibrators.gp_beta._link import _LOG_SQRT_2PI
+from calibprob.predictive import normal, validate
+
+
+def prediction(method: str, pred, rest: tuple) -> tuple[xr.Dataset, tuple]:
+    """The base's predictive Dataset, and the remaining positional arguments.
+
+    Accepts the deprecated ``(mu, sigma, ...)`` form for one release: two 1-D
+    arrays of equal length become ``calibprob.normal(mu, sigma)``.
+    """
+    if isinstance(pred, xr.Dataset):
+        return validate(pred), rest
+    legacy = (
+        rest
+        and rest[0] is not None
+        and not isinstance(rest[0], xr.Dataset)
+        and np.ndim(pred) == 1
+        and np.shape(rest[0]) == np.shape(pred)
+    )
+    if legacy:
+        warnings.warn(
+            f"GPBetaCalibrator.{method}(mu, sigma, ...) is deprecated and will be removed in the next "
+            f"release: pass the base's predictive Dataset instead, e.g. "
+            f"{method}(calibprob.normal(mu, sigma), ...).",
+            FutureWarning,
+            stacklevel=3,
+        )
+        mu = check_array(pred, "mu", ndim=1)
+        sigma = check_array(rest[0], "sigma", ndim=1)
+        check_positive(sigma, "sigma")
+        return normal(mu, sigma), rest[1:]
+    return check_predictive(pred, "GPBetaCalibrator", "pred_cal" if method == "fit" else "pred"), rest
+
+
+def covariates(pred: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """The latent GP's inputs: the base's predictive mean and standard deviation."""
+    mu = np.asarray(pred.calib.mean().values, float)
+    sigma = np.asarray(pred.calib.std().values, float)
+    if not np.all(np.isfinite(mu)) or not np.all(sigma > 0):
+        raise ValueError(
+            "GP-Beta needs a finite predictive mean and a positive predictive std for every observation "
+            f"(its GP inputs); got min std {np.min(sigma):.3g}. Drop observations whose predictive "
+            "distribution is a point mass."
+        )
+    return mu, sigma
+
+
+def observed_terms(pred: xr.Dataset, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""Probit PIT :math:`u = \Phi^{-1}(F(y))` and log Jacobian :math:`\log f(y) - \log\varphi(u)`.
+
+    ``y`` has shape (n,) or (n, k); exact for the normal family
+    (:math:`u = (y-\mu)/\sigma`, :math:`\log J = -\log\sigma`).
+    """
+    cols = y if y.ndim == 2 else y[:, None]
+    if pred.calib.is_normal:
+        loc, scale = pred["loc"].values[:, None], pred["scale"].values[:, None]
+        u = (cols - loc) / scale
+        jac = np.broadcast_to(-np.log(scale), u.shape)
+    else:
+        from calibprob.predictive import quantile_logpdf, quantile_zscore
+
+        q, lv = pred.calib.quantiles, pred.calib.levels
+        u = np.stack([quantile_zscore(q, lv, cols[:, j]) for j in range(cols.shape[1])], axis=1)
+        logf = np.stack([quantile_logpdf(q, lv, cols[:, j]) for j in range(cols.shape[1])], axis=1)
+        jac = logf + 0.5 * u * u + _LOG_SQRT_2PI
+    return (u, jac) if y.ndim == 2 else (u[:, 0], jac[:, 0])
+
+
+def targets(y, n: int, name: str, ndim=1, obs=None) -> np.ndarray:
+    """Observed values through the library's one validator, :func:`calibprob._validation.check_targets`.
+
+    ``ndim=(1, 2)`` also takes a 2-D DataArray (several values per observation, e.g. a density grid).
+    """
+    if isinstance(y, xr.DataArray) and y.ndim == 2 and not isinstance(ndim, int):
+        y = y.values
+    return check_targets(y, n, name, obs=obs, ndim=ndim)
