@@ -24,9 +24,9 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	@# Compile once per machine, not on the first run: the quickstart's PyTensor graphs
-	@# (GP-Beta's C-backend ADVI step, ~45 s of C compilation on an empty cache) go into
-	@# PyTensor's disk cache now, so `make run` starts warm.
+	@# Compile once per machine, not on the first run: every PyTensor graph the quickstart
+	@# compiles goes into PyTensor's disk cache now (today it compiles none: the GP, GP-Beta's
+	@# MAP/ADVI and the sharp GP run NumPy or FAST_COMPILE graphs; specs with NUTS or PyMC bases do).
 	$(BIN)/python -m calibprob._warm models/quickstart.toml || echo "calibprob: cache warming failed (not fatal: the first run compiles instead)"
 	@touch $(STAMP)
 
