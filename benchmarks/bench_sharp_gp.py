@@ -25,10 +25,19 @@ Measures, in one process, on a 0.6/0.2/0.2 standardised split of Boston
   point** (``FullConformalGP.predict_interval`` on 200 points after ``fit``,
   which reuses the GP's own Cholesky factor).
 
+* with ``--large N_CAL``: issue 21's large calibration set. A GP base on 2000
+  synthetic 8-D rows (hyperparameters by marginal likelihood on 800 of them,
+  then one factorisation on all 2000), ``N_CAL`` calibration and 1000 test
+  rows; for each of ``full`` (default ``n_cal_subset=1000``), ``full`` on
+  every calibration row (``n_cal_subset=None``), ``scaled`` and
+  ``cross-fitted``: fit and predict time (wall and CPU; 99 levels), objective
+  evaluations, test NLL, 95 % coverage and width, and the ratios to the
+  all-rows ``full`` fit. ``--large-variants`` picks a subset of those rows.
+
 Run::
 
     .venv/bin/python benchmarks/bench_sharp_gp.py [--levels 21] [--more-levels 41]
-        [--mode FAST_COMPILE|NUMBA] [--sparse] [--scaling 1000 2000] [--no-boston]
+        [--mode FAST_COMPILE|NUMBA] [--sparse] [--scaling 1000 2000] [--large 4128] [--no-boston]
 """
 
 from __future__ import annotations
@@ -91,12 +100,22 @@ def main(argv=None) -> None:
         help="training sizes for the per-level / per-test-point costs, e.g. 1000 2000",
     )
     parser.add_argument("--no-boston", action="store_true", help="skip the Boston section")
+    parser.add_argument("--large", type=int, default=0, help="calibration rows of the large-N section (e.g. 4128)")
+    parser.add_argument(
+        "--large-variants",
+        nargs="*",
+        default=list(_LARGE_ROWS),
+        choices=list(_LARGE_ROWS),
+        help="rows of the large-N section",
+    )
     args = parser.parse_args(argv)
 
     from threadpoolctl import threadpool_limits
 
     if args.scaling:
         _scaling(args)
+    if args.large:
+        _large(args)
     if args.no_boston:
         return
 
@@ -166,6 +185,77 @@ def main(argv=None) -> None:
             )
         )
         _summary(f"scaled on sparse, {args.levels} levels", ms, ts, Xt, yt)
+
+
+def _synthetic(n: int, seed: int, d: int = 8):
+    """The 8-D heteroscedastic function of the ``--sparse`` section, standardised on the first rows."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, size=(n, d))
+    y = (
+        np.sin(2 * np.pi * X[:, 0]) * X[:, 1]
+        + np.exp(-((X[:, 2:5] - 0.5) ** 2).sum(1) * 4)
+        + (0.05 + 0.3 * X[:, 5]) * rng.normal(size=n)
+    )
+    return (X - 0.5) / 0.29, (y - y.mean()) / y.std()
+
+
+#: rows of the --large section: label -> SharpCalibratedGP options
+_LARGE_ROWS = {
+    "full": {"variant": "full"},
+    "full-all-rows": {"variant": "full", "n_cal_subset": None},
+    "scaled": {"variant": "scaled"},
+    "cross-fitted": {"variant": "cross-fitted"},
+}
+
+
+def _base_on(Xtr, ytr, n_hyper: int = 800):
+    """Hyperparameters by marginal likelihood on ``n_hyper`` rows, then one factorisation on all."""
+    g0 = GaussianProcessRegressor(n_restarts=1, random_state=0).fit(Xtr[:n_hyper], ytr[:n_hyper])
+    theta = {k: v for k, v in g0.theta_.items() if k in ("lengthscale", "variance", "noise")}
+    return GaussianProcessRegressor(theta=theta, optimize=False).fit(Xtr, ytr)
+
+
+def _large(args) -> None:
+    """Issue 21 item 4: the variants at a large calibration set (time, NLL, coverage)."""
+    import os
+
+    from threadpoolctl import threadpool_limits
+
+    import calibprob
+
+    n_tr, n_test = 2000, 1000
+    X, y = _synthetic(n_tr + args.large + n_test, args.seed)
+    Xtr, ytr = X[:n_tr], y[:n_tr]
+    Xc, yc = X[n_tr : n_tr + args.large], y[n_tr : n_tr + args.large]
+    Xt, yt = X[n_tr + args.large :], y[n_tr + args.large :]
+    with threadpool_limits(limits=1, user_api="blas"):
+        gp = _base_on(Xtr, ytr)
+        SharpCalibratedGP(estimator=gp, n_levels=3, random_state=0).fit(Xc[:50], yc[:50])  # compile, untimed
+    print(f"\nlarge calibration set: train {n_tr} (8-D, exact GP), calibrate {args.large}, test {n_test}, 99 levels")
+    print(
+        f"{'variant':14s} {'fit wall':>8s} {'fit cpu':>8s} {'pred wall':>9s} {'pred cpu':>8s} {'evals':>6s} "
+        f"{'NLL':>7s} {'cov95':>6s} {'width95':>7s} | {'time/all-rows':>13s} {'dNLL':>7s} | load"
+    )
+    ref = None
+    for label in args.large_variants:
+        load0 = os.getloadavg()[0]
+        model = SharpCalibratedGP(estimator=gp, random_state=args.seed, **_LARGE_ROWS[label])
+        _, t_fit = _timed(lambda m=model: m.fit(Xc, yc))
+        c_fit = _CPU["last"]
+        pred, t_pred = _timed(lambda m=model: m.predict(Xt))
+        c_pred = _CPU["last"]
+        nll = float(calibprob.evaluate(pred, yt)["nll"])
+        q = model.quantile(Xt, [0.025, 0.975])
+        cov, width = np.mean((yt >= q[:, 0]) & (yt <= q[:, 1])), np.mean(q[:, 1] - q[:, 0])
+        if label == "full-all-rows":
+            ref = (c_fit + c_pred, nll)
+        ratio = f"{(c_fit + c_pred) / ref[0]:13.3f} {nll - ref[1]:+7.4f}" if ref else f"{'':13s} {'':7s}"
+        print(
+            f"{label:14s} {t_fit:7.1f}s {c_fit:7.1f}s {t_pred:8.1f}s {c_pred:7.1f}s "
+            f"{int(model.diagnostics_['n_eval'].sum()):6d} {nll:7.4f} {cov:6.3f} {width:7.3f} | {ratio} | "
+            f"{load0:.2f}->{os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
 
 
 def _scaling(args) -> None:

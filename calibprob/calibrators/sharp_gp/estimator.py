@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 import xarray as xr
+from scipy import special
 
 from calibprob._base import BaseEstimator, check_is_fitted, check_not_predictive
 from calibprob._pytensor import limit_blas_threads
@@ -37,10 +38,12 @@ from calibprob.calibrators.sharp_gp._solver import (
 )
 from calibprob.predictive import DEFAULT_LEVELS, from_quantiles
 
-__all__ = ["SharpCalibratedGP", "sharp_gp_ucb", "VARIANTS"]
+__all__ = ["SharpCalibratedGP", "sharp_gp_ucb", "VARIANTS", "INTERPOLATIONS"]
 
 #: The variants of :class:`SharpCalibratedGP`.
 VARIANTS = ("full", "scaled", "cross-fitted")
+#: How :meth:`SharpCalibratedGP.quantile` fills the levels between the interpolation nodes.
+INTERPOLATIONS = ("theta", "quantile")
 
 
 class SharpCalibratedGP(BaseEstimator):
@@ -95,6 +98,23 @@ class SharpCalibratedGP(BaseEstimator):
         points for an exact base; 500 for a sparse base (exact GP on the
         subset) — pass a value >= its training size to fit with the VFE
         posterior on all training data instead.
+    n_cal_subset : int or None, default 1000
+        Fit θ_δ on at most this many calibration points (a seeded random
+        subset; the fit levels are clipped into its range and θ̂ at the knots
+        is interpolated as in the cross-fitted variant), then set β_δ with
+        *all* of them, so the calibration-set coverage at the knots stays
+        exact. Every objective evaluation costs O(n² · n_cal_subset), so this
+        bounds the fit on large calibration sets (measured trade-off in the
+        docs page); ``None`` fits on every point. No effect at N <= 1000.
+    interpolate : {"theta", "quantile"}, default "theta"
+        Quantiles between the interpolation nodes. ``"theta"`` (the paper's
+        Algorithm 1): :math:`\mu + \hat\beta(\delta)\sigma(\hat\theta(\delta), x)`
+        with :math:`\hat\theta(\delta)` interpolated — one posterior
+        factorisation per distinct predicted level (99 by default).
+        ``"quantile"``: σ only at the nodes (K + 1 factorisations) and the
+        quantile linear in :math:`\Phi^{-1}(\delta)` between two nodes — equal at
+        the nodes, also monotone in δ (Remark 5.2 allows any monotone
+        interpolant), several times cheaper to predict for a large training set.
     maxiter : int, default 100
         L-BFGS-B iterations per start.
     blas_threads : int or None, default 1
@@ -180,6 +200,8 @@ class SharpCalibratedGP(BaseEstimator):
         prior_sd: float = 3.0,
         fit_fraction: float = 0.5,
         n_train_subset: int | None = None,
+        n_cal_subset: int | None = 1000,
+        interpolate: str = "theta",
         maxiter: int = 100,
         blas_threads: int | None = 1,
         compile_mode=None,
@@ -197,6 +219,8 @@ class SharpCalibratedGP(BaseEstimator):
         self.prior_sd = prior_sd
         self.fit_fraction = fit_fraction
         self.n_train_subset = n_train_subset
+        self.n_cal_subset = n_cal_subset
+        self.interpolate = interpolate
         self.maxiter = maxiter
         self.blas_threads = blas_threads
         self.compile_mode = compile_mode
@@ -238,6 +262,7 @@ class SharpCalibratedGP(BaseEstimator):
 
     def _check_params(self):
         check_choice(self.variant, "variant", VARIANTS)
+        check_choice(self.interpolate, "interpolate", INTERPOLATIONS)
         for name in ("include_noise", "fit_noise"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be True or False; got {getattr(self, name)!r}.")
@@ -252,6 +277,8 @@ class SharpCalibratedGP(BaseEstimator):
             )
         if self.n_train_subset is not None:
             check_int(self.n_train_subset, "n_train_subset", minimum=2)
+        if self.n_cal_subset is not None:
+            check_int(self.n_cal_subset, "n_cal_subset", minimum=2)
         if self.blas_threads is not None:
             check_int(self.blas_threads, "blas_threads", minimum=1)
 
@@ -319,6 +346,9 @@ class SharpCalibratedGP(BaseEstimator):
             if n < 2:
                 raise ValueError(f"fit needs at least 2 calibration points; got {n}.")
             idx_fit = idx_beta = np.arange(n)
+        if self.n_cal_subset is not None and idx_fit.size > self.n_cal_subset:
+            # θ_δ on a seeded subset, β_δ on every point (the calibration guarantee is β's)
+            idx_fit = np.sort(rng.choice(idx_fit, size=int(self.n_cal_subset), replace=False))
         levels = self._knot_levels(idx_beta.size)
 
         t_start = time.perf_counter()
@@ -340,8 +370,10 @@ class SharpCalibratedGP(BaseEstimator):
         subset = self.n_train_subset if self.n_train_subset is not None else (500 if sparse else None)
         use_subset = subset is not None and subset < base.X_train_.shape[0]
         fit_levels = levels
-        if self.variant == "cross-fitted":
-            # θ is fitted on the other part at the same levels, clipped into its range
+        separate = not np.array_equal(idx_fit, idx_beta)
+        if separate:
+            # θ is fitted on another set of points (cross-fitted: the other part; a
+            # calibration subset: part of them) at the same levels, clipped into its range
             nf = idx_fit.size
             fit_levels = np.unique(np.clip(levels, 1.0 / (nf + 1), nf / (nf + 1.0)))
         X_fit, r_fit = X[idx_fit], r[idx_fit]
@@ -360,7 +392,13 @@ class SharpCalibratedGP(BaseEstimator):
                 f"no level could be fitted: every requested level lies where β changes sign "
                 f"({skipped}). Request levels further from the median."
             )
-        info = {"n_fit": int(idx_fit.size), "use_subset": bool(use_subset), "theta_R": theta_R, "tied": tied}
+        info = {
+            "separate": separate,
+            "n_fit": int(idx_fit.size),
+            "use_subset": bool(use_subset),
+            "theta_R": theta_R,
+            "tied": tied,
+        }
         self._set_knots(base, X, r, idx_beta, levels, knots, skipped, phi_ref, info)
 
     def _sigma(self, base, phi, X):
@@ -421,7 +459,7 @@ class SharpCalibratedGP(BaseEstimator):
     def _set_knots(self, base, X, r, idx_beta, levels, knots, skipped, phi_ref, info) -> None:
         """β on the points that set it (σ on all training data), the repair and the fitted attributes."""
         d = base.n_features_in_
-        if self.variant == "cross-fitted":
+        if info["separate"]:
             r_b = r[idx_beta]
             # β's sign at a knot is fixed by the β-part's residual signs: take φ from
             # the θ-part's pass of that sign, so φ keeps the pattern of Algorithm 1
@@ -506,18 +544,18 @@ class SharpCalibratedGP(BaseEstimator):
         lv = check_levels(levels, "levels")
         check_not_predictive(X, self)
         X = check_array(X, "X", ndim=2)
-        beta, phi = interpolate_knots(self.nodes_level_, self.nodes_beta_, self.nodes_log_theta_, lv)
         mu, _ = base.predict_mean_std(X)
-        d = self.n_features_in_
-        q = np.empty((X.shape[0], lv.size))
-        cache: dict = {}
-        for j in range(lv.size):
-            key = phi[j].tobytes()
-            if key not in cache:
-                cache[key] = base.predict_mean_std(
-                    X, theta=_theta_from_phi(phi[j], d), include_noise=self.include_noise
-                )[1]
-            q[:, j] = mu + beta[j] * cache[key]
+        if self.interpolate == "quantile" and self.nodes_level_.size > 1:
+            q = self._quantile_between_nodes(base, X, lv, mu)
+        else:
+            beta, phi = interpolate_knots(self.nodes_level_, self.nodes_beta_, self.nodes_log_theta_, lv)
+            cache: dict = {}
+            q = np.empty((X.shape[0], lv.size))
+            for j in range(lv.size):
+                key = phi[j].tobytes()
+                if key not in cache:
+                    cache[key] = self._sigma(base, phi[j], X)
+                q[:, j] = mu + beta[j] * cache[key]
         self._last_crossing = 0
         if lv.size > 1:
             drop = np.diff(q, axis=1)
@@ -527,6 +565,30 @@ class SharpCalibratedGP(BaseEstimator):
             # (and would repair, and count, any violation of the assumption)
             q = np.maximum.accumulate(q, axis=1)
         return q[:, 0] if scalar else q
+
+    def _quantile_between_nodes(self, base, X, lv, mu) -> np.ndarray:
+        r"""``interpolate="quantile"``: σ only at the nodes, the quantile linear in :math:`\Phi^{-1}(\delta)` between.
+
+        At the nodes this is the ``"theta"`` quantile exactly; between two nodes
+        it is the linear interpolant (in :math:`\Phi^{-1}(\delta)`) of their two
+        quantiles, which are ordered at every x (the monotone knots and
+        Assumption 4.1), so the function stays non-decreasing in δ — a monotone
+        interpolant in the sense of the paper's Remark 5.2. Beyond the outer nodes
+        it is the ``"theta"`` rule (σ of the outer node, β continued linearly).
+        Costs one σ(θ, X) per node instead of one per distinct level.
+        """
+        x = special.ndtri(self.nodes_level_)
+        z = special.ndtri(lv)
+        sig = np.stack([self._sigma(base, ph, X) for ph in self.nodes_log_theta_], axis=1)  # (n, K')
+        q_nodes = mu[:, None] + self.nodes_beta_[None, :] * sig
+        i = np.clip(np.searchsorted(x, z, side="right"), 1, x.size - 1)
+        t = np.clip((z - x[i - 1]) / (x[i] - x[i - 1]), 0.0, 1.0)
+        q = (1.0 - t) * q_nodes[:, i - 1] + t * q_nodes[:, i]
+        beta = interpolate_knots(self.nodes_level_, self.nodes_beta_, self.nodes_log_theta_, lv)[0]
+        lo, hi = z < x[0], z > x[-1]
+        q[:, lo] = mu[:, None] + beta[lo][None, :] * sig[:, :1]
+        q[:, hi] = mu[:, None] + beta[hi][None, :] * sig[:, -1:]
+        return q
 
     def predict(self, X, *, levels=None) -> xr.Dataset:
         """The calibrated predictive distribution (the data contract of :mod:`calibprob.predictive`).
