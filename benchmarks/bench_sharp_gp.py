@@ -18,7 +18,9 @@ Measures, in one process, on a 0.6/0.2/0.2 standardised split of Boston
 
 * with ``--scaling N ...``: the cost of the two consumers of the exact GP's
   factorisation at larger n (synthetic 4-D data, 200 calibration / test
-  points): the sharp GP's time **per level** (``full`` variant, a warm fit of
+  points; the GP's hyperparameters by marginal likelihood on 800 of the n
+  rows, then one factorisation on all n): the sharp GP's time **per level**
+  (``full`` variant, a warm fit of
   9 knots divided by its knots, after a 5-knot warm-up fit; every
   evaluation is one Cholesky of the n x n training covariance plus solves for
   the calibration points), and the full-conformal GP's time **per test
@@ -28,9 +30,10 @@ Measures, in one process, on a 0.6/0.2/0.2 standardised split of Boston
 * with ``--large N_CAL``: issue 21's large calibration set. A GP base on 2000
   synthetic 8-D rows (hyperparameters by marginal likelihood on 800 of them,
   then one factorisation on all 2000), ``N_CAL`` calibration and 1000 test
-  rows; for each of ``full`` (default ``n_cal_subset=1000``), ``full`` on
-  every calibration row (``n_cal_subset=None``), ``scaled`` and
-  ``cross-fitted``: fit and predict time (wall and CPU; 99 levels), objective
+  rows; for each of ``full`` on every calibration row
+  (``n_cal_subset=None``, the reference), ``full`` (default
+  ``n_cal_subset=1000``), ``full`` with ``interpolate="quantile"``,
+  ``scaled`` (both interpolations) and ``cross-fitted``: fit and predict time (wall and CPU; 99 levels), objective
   evaluations, test NLL, 95 % coverage and width, and the ratios to the
   all-rows ``full`` fit. ``--large-variants`` picks a subset of those rows.
 
@@ -107,6 +110,9 @@ def main(argv=None) -> None:
         default=list(_LARGE_ROWS),
         choices=list(_LARGE_ROWS),
         help="rows of the large-N section",
+    )
+    parser.add_argument(
+        "--large-base", choices=("exact", "sparse"), default="exact", help="base of the large-N section"
     )
     args = parser.parse_args(argv)
 
@@ -201,10 +207,13 @@ def _synthetic(n: int, seed: int, d: int = 8):
 
 #: rows of the --large section: label -> SharpCalibratedGP options
 _LARGE_ROWS = {
-    "full": {"variant": "full"},
     "full-all-rows": {"variant": "full", "n_cal_subset": None},
+    "full": {"variant": "full"},
+    "full-quantile": {"variant": "full", "interpolate": "quantile"},
     "scaled": {"variant": "scaled"},
+    "scaled-quantile": {"variant": "scaled", "interpolate": "quantile"},
     "cross-fitted": {"variant": "cross-fitted"},
+    "full-fast": {"variant": "full", "interpolate": "quantile", "n_cal_subset": 300, "maxiter": 30},
 }
 
 
@@ -223,15 +232,25 @@ def _large(args) -> None:
 
     import calibprob
 
-    n_tr, n_test = 2000, 1000
+    n_tr, n_test = (2000, 1000) if args.large_base == "exact" else (12384, 1000)
     X, y = _synthetic(n_tr + args.large + n_test, args.seed)
     Xtr, ytr = X[:n_tr], y[:n_tr]
     Xc, yc = X[n_tr : n_tr + args.large], y[n_tr : n_tr + args.large]
     Xt, yt = X[n_tr + args.large :], y[n_tr + args.large :]
     with threadpool_limits(limits=1, user_api="blas"):
         gp = _base_on(Xtr, ytr)
+        if args.large_base == "sparse":
+            # issue 21's setting: a VFE base with 300 inducing points on 12 384 rows (θ of the
+            # exact fit on 800 rows, inducing inputs a seeded subset); θ_δ with the exact
+            # posterior of a 500-row training subset (the sparse default), β and σ by VFE
+            gp = SparseGaussianProcessRegressor(
+                n_inducing=300, theta=dict(gp.theta_), optimize=False, random_state=0
+            ).fit(Xtr, ytr)
         SharpCalibratedGP(estimator=gp, n_levels=3, random_state=0).fit(Xc[:50], yc[:50])  # compile, untimed
-    print(f"\nlarge calibration set: train {n_tr} (8-D, exact GP), calibrate {args.large}, test {n_test}, 99 levels")
+    print(
+        f"\nlarge calibration set: train {n_tr} (8-D, {args.large_base} GP), calibrate {args.large}, "
+        f"test {n_test}, 99 levels"
+    )
     print(
         f"{'variant':14s} {'fit wall':>8s} {'fit cpu':>8s} {'pred wall':>9s} {'pred cpu':>8s} {'evals':>6s} "
         f"{'NLL':>7s} {'cov95':>6s} {'width95':>7s} | {'time/all-rows':>13s} {'dNLL':>7s} | load"
@@ -265,8 +284,8 @@ def _scaling(args) -> None:
     from calibprob.conformal import FullConformalGP
 
     print(
-        f"{'n':>5} {'GP fit':>8} | {'sharp, 9 knots':>14} {'s/level':>8} "
-        f"{'evals/level':>11} {'s/eval':>7} | {'FCP fit':>8} {'FCP 200 pts':>11} {'ms/point':>8} | load"
+        f"{'n':>5} {'GP fit':>8} | {'sharp, 9 knots':>14} {'s/level':>8} {'cpu/level':>9} "
+        f"{'evals/level':>11} {'cpu/eval':>8} | {'FCP fit':>8} {'FCP 200 pts':>11} {'ms/point':>8} | load"
     )
     for n in args.scaling:
         rng = np.random.default_rng(args.seed)
@@ -281,20 +300,22 @@ def _scaling(args) -> None:
         Xtr, ytr, Xc, yc, Xt = X[:n], y[:n], X[n : n + 200], y[n : n + 200], X[n + 200 :]
         load0 = __import__("os").getloadavg()[0]
         with threadpool_limits(limits=1, user_api="blas"):
-            gp, t_gp = _timed(lambda: GaussianProcessRegressor(n_restarts=1, random_state=0).fit(Xtr, ytr))
-            # warm-up (compilation and the outer, unconstrained knots' code paths), not timed
-            SharpCalibratedGP(base=gp, n_levels=5, compile_mode=args.mode, random_state=0).fit(Xc, yc)
+            # hyperparameters by marginal likelihood on 800 rows, one factorisation on all n
+            gp, t_gp = _timed(lambda: _base_on(Xtr, ytr))
+            # warm-up (compilation), not timed
+            SharpCalibratedGP(estimator=gp, n_levels=3, compile_mode=args.mode, random_state=0).fit(Xc[:50], yc[:50])
             m9, t9 = _timed(
-                lambda: SharpCalibratedGP(base=gp, n_levels=9, compile_mode=args.mode, random_state=0).fit(Xc, yc)
+                lambda: SharpCalibratedGP(estimator=gp, n_levels=9, compile_mode=args.mode, random_state=0).fit(Xc, yc)
             )
+            c9 = _CPU["last"]
             k9 = m9.diagnostics_.sizes["knot"]
             e9 = int(m9.diagnostics_["n_eval"].sum())
-            per_level, evals_level, per_eval = t9 / k9, e9 / k9, t9 / max(e9, 1)
+            per_level, evals_level, per_eval = t9 / k9, e9 / k9, c9 / max(e9, 1)
             fcp, t_fit = _timed(lambda: FullConformalGP(estimator=gp, prefit=True, confidence_level=0.9).fit())
             _, t_pred = _timed(lambda: fcp.predict_interval(Xt))
         print(
-            f"{n:>5} {t_gp:7.1f}s | {t9:13.1f}s {per_level:8.2f} {evals_level:11.1f} "
-            f"{per_eval:7.3f} | {t_fit:7.2f}s {t_pred:10.2f}s {1e3 * t_pred / len(Xt):8.1f} | "
+            f"{n:>5} {t_gp:7.1f}s | {t9:13.1f}s {per_level:8.2f} {c9 / k9:9.2f} {evals_level:11.1f} "
+            f"{per_eval:8.3f} | {t_fit:7.2f}s {t_pred:10.2f}s {1e3 * t_pred / len(Xt):8.1f} | "
             f"{load0:.2f}->{__import__('os').getloadavg()[0]:.2f}",
             flush=True,
         )

@@ -125,6 +125,19 @@ the calibration guarantee. With a
 :class:`calibprob.gp.SparseGaussianProcessRegressor` base the same graph is
 built on its VFE predictive variance (inducing inputs fixed).
 
+Large calibration sets: every objective evaluation of the full variant costs
+O(n² N) (one Cholesky factor of the n training points and one triangular solve
+with the N calibration columns; the gradient as much again), so
+``n_cal_subset`` (default 1000) fits :math:`\theta_\delta` on a seeded subset
+of the calibration rows, at the knot levels clipped into its range, and
+recomputes :math:`\beta_\delta` on all of them (as the cross-fitted variant
+does with its other part), which keeps the calibration-set coverage at the
+knots exact. Prediction costs one posterior factorisation per distinct level;
+``interpolate="quantile"`` computes σ only at the interpolation nodes and
+interpolates the quantile itself (linear in :math:`\Phi^{-1}(\delta)`)
+between them — the same quantiles at the nodes, monotone in δ (Remark 5.2).
+The measured trade-offs are on the documentation page of the method.
+
 References
 ----------
 Capone, A., Hirche, S. and Pleiss, G. (2023). Sharp calibrated Gaussian
@@ -148,6 +161,8 @@ Package layout
     Algorithm 1: the L-BFGS-B solver per level, the one-factor line search, the passes.
 ``_diagnostics``
     The per-knot ``diagnostics_`` Dataset.
+``_validate``
+    The estimator's input checks, :data:`VARIANTS`, :data:`INTERPOLATIONS`.
 ``estimator``
     :class:`SharpCalibratedGP` and :func:`sharp_gp_ucb`.
 """
@@ -165,6 +180,7 @@ from calibprob.calibrators.sharp_gp._knots import (  # noqa: F401
     _phi_from_theta,
     _theta_from_phi,
     interpolate_knots,
+    interpolate_quantiles,
     knot_levels,
     monotone_knots,
     q_lin,
@@ -178,7 +194,8 @@ from calibprob.calibrators.sharp_gp._solver import (  # noqa: F401
     _phi_from_passes,
     _ScaledSolver,
 )
-from calibprob.calibrators.sharp_gp.estimator import VARIANTS, SharpCalibratedGP, sharp_gp_ucb
+from calibprob.calibrators.sharp_gp._validate import INTERPOLATIONS, VARIANTS
+from calibprob.calibrators.sharp_gp.estimator import SharpCalibratedGP, sharp_gp_ucb
 
 __all__ = [
     # NumPy layer
@@ -187,6 +204,7 @@ __all__ = [
     "required_calibration_points",
     "monotone_knots",
     "interpolate_knots",
+    "interpolate_quantiles",
     # PyMC model
     "build_model",
     "clear_cache",
@@ -194,4 +212,5 @@ __all__ = [
     "SharpCalibratedGP",
     "sharp_gp_ucb",
     "VARIANTS",
+    "INTERPOLATIONS",
 ]

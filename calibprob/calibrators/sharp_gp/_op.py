@@ -80,32 +80,51 @@ def forward(kernel: str, p: int, X, Xc, ls, var: float, noise: float, cm: float)
         Lower Cholesky factor of ``K(X, X) + noise I`` (NaN if not positive definite).
     W : ndarray, shape (n, N + 1)
         ``L^{-1} [K(X, Xc), 1]``.
+    R : ndarray, shape (n, n + N)
+        The scaled squared distances ``[r2(X, X), r2(X, Xc)]`` (kept for the pullback,
+        which would otherwise recompute them: O(n² d), a fifth of a gradient evaluation).
     """
     n, N = X.shape[0], Xc.shape[0]
-    _, _, Kk, Ks = kernel_matrices(kernel, p, X, Xc, ls, var)
+    r2, r2s, Kk, Ks = kernel_matrices(kernel, p, X, Xc, ls, var)
+    R = np.concatenate([r2, r2s], axis=1)
     Kk[np.diag_indices(n)] += noise
     rhs = np.concatenate([Ks, np.ones((n, 1))], axis=1)
     try:
         L = scipy.linalg.cholesky(Kk, lower=True, check_finite=False)
     except (np.linalg.LinAlgError, ValueError):
-        return np.full(N, np.nan), np.full((n, n), np.nan), np.full((n, N + 1), np.nan)
+        return np.full(N, np.nan), np.full((n, n), np.nan), np.full((n, N + 1), np.nan), R
     W = scipy.linalg.solve_triangular(L, rhs, lower=True, check_finite=False)
     v = var - np.einsum("ij,ij->j", W[:, :N], W[:, :N])
     if cm:
         a = W[:, N]
         h = 1.0 - a @ W[:, :N]
         v = v + h * h / (a @ a)
-    return v, L, W
+    return v, L, W, R
 
 
-def pullback(kernel: str, p: int, X, Xc, ls, var: float, cm: float, L, W, gb):
+def _symmetric_product(P: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``P diag(g) Pᵀ`` with two symmetric rank-k updates (half the flops of a GEMM)."""
+    from scipy.linalg.blas import dsyrk
+
+    out = np.zeros((P.shape[0], P.shape[0]))
+    for sign in (1.0, -1.0):
+        keep = sign * g > 0
+        if keep.any():
+            A = np.asfortranarray(P[:, keep] * np.sqrt(sign * g[keep])[None, :])
+            out += sign * dsyrk(1.0, A, lower=1)
+    # dsyrk fills the lower triangle: mirror it
+    return np.tril(out) + np.tril(out, -1).T
+
+
+def pullback(kernel: str, p: int, X, Xc, ls, var: float, cm: float, L, W, R, gb):
     """Gradient of ``sum(gb * v)`` with respect to ``(ls, var, noise)`` (module docstring)."""
     n, N = X.shape[0], Xc.shape[0]
-    r2, r2s, Kk, Ks = kernel_matrices(kernel, p, X, Xc, ls, var)
+    r2, r2s = R[:, :n], R[:, n:]
+    Kk, Ks = kernel_from_r2(kernel, p, r2, var), kernel_from_r2(kernel, p, r2s, var)
     A = scipy.linalg.solve_triangular(L, W, lower=True, trans="T", check_finite=False)
     P, b = A[:, :N], A[:, N]
     GKs = -2.0 * P * gb[None, :]
-    GK = (P * gb[None, :]) @ P.T
+    GK = _symmetric_product(P, gb)
     if cm:
         s = float(b.sum())
         h = 1.0 - P.sum(axis=0)
@@ -123,27 +142,27 @@ def pullback(kernel: str, p: int, X, Xc, ls, var: float, cm: float, L, W, gb):
 
 
 class PosteriorVarianceGrad(Op):
-    """Pullback of :class:`PosteriorVariance`: ``(.., L, W, v̄) -> (ℓ̄, σ̄_f², σ̄_n²)``."""
+    """Pullback of :class:`PosteriorVariance`: ``(.., L, W, R, v̄) -> (ℓ̄, σ̄_f², σ̄_n²)``."""
 
     __props__ = ("kernel", "p")
 
     def __init__(self, kernel: str, p: int):
         self.kernel, self.p = kernel, p
 
-    def make_node(self, X, Xc, ls, var, noise, cmean, L, W, gbar):
-        ins = [pt.as_tensor_variable(v) for v in (X, Xc, ls, var, noise, cmean, L, W, gbar)]
+    def make_node(self, X, Xc, ls, var, noise, cmean, L, W, R, gbar):
+        ins = [pt.as_tensor_variable(v) for v in (X, Xc, ls, var, noise, cmean, L, W, R, gbar)]
         return Apply(self, ins, [ins[2].type(), pt.dscalar(), pt.dscalar()])
 
     def perform(self, node, inputs, outputs):
-        X, Xc, ls, var, _, cm, L, W, gb = inputs
-        g_ls, g_var, g_noise = pullback(self.kernel, self.p, X, Xc, ls, float(var), float(cm), L, W, gb)
+        X, Xc, ls, var, _, cm, L, W, R, gb = inputs
+        g_ls, g_var, g_noise = pullback(self.kernel, self.p, X, Xc, ls, float(var), float(cm), L, W, R, gb)
         outputs[0][0] = g_ls
         outputs[1][0] = np.asarray(g_var)
         outputs[2][0] = np.asarray(g_noise)
 
 
 class PosteriorVariance(Op):
-    """``(X, X_*, ℓ, σ_f², σ_n², c) -> (v, L, W)``: latent posterior variance and its factors."""
+    """``(X, X_*, ℓ, σ_f², σ_n², c) -> (v, L, W, R)``: latent posterior variance, its factors, the distances."""
 
     __props__ = ("kernel", "p")
 
@@ -153,21 +172,26 @@ class PosteriorVariance(Op):
 
     def make_node(self, X, Xc, ls, var, noise, cmean):
         ins = [pt.as_tensor_variable(v) for v in (X, Xc, ls, var, noise, cmean)]
-        return Apply(self, ins, [pt.dvector(), pt.dmatrix(), pt.dmatrix()])
+        return Apply(self, ins, [pt.dvector(), pt.dmatrix(), pt.dmatrix(), pt.dmatrix()])
 
     def perform(self, node, inputs, outputs):
         X, Xc, ls, var, noise, cm = inputs
-        v, L, W = forward(self.kernel, self.p, X, Xc, ls, float(var), float(noise), float(cm))
+        v, L, W, R = forward(self.kernel, self.p, X, Xc, ls, float(var), float(noise), float(cm))
         outputs[0][0] = v
         outputs[1][0] = L
         outputs[2][0] = W
+        outputs[3][0] = R
 
     def connection_pattern(self, node):
-        return [[False] * 3, [False] * 3, [True, False, False], [True, False, False], [True, False, False], [False] * 3]
+        f = [False] * 4
+        t = [True, False, False, False]
+        return [f, f, t, t, t, f]
 
     def pullback(self, inputs, outputs, cotangents):
         X, Xc, ls, var, noise, cmean = inputs
-        g_ls, g_var, g_noise = self.grad_op(X, Xc, ls, var, noise, cmean, outputs[1], outputs[2], cotangents[0])
+        g_ls, g_var, g_noise = self.grad_op(
+            X, Xc, ls, var, noise, cmean, outputs[1], outputs[2], outputs[3], cotangents[0]
+        )
         d = disconnected_type
         return [d(), d(), g_ls, g_var, g_noise, d()]
 

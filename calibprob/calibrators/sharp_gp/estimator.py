@@ -10,24 +10,21 @@ paper's eq. (18). The equations are in the package docstring.
 from __future__ import annotations
 
 import time
-import warnings
 
 import numpy as np
 import xarray as xr
-from scipy import special
 
 from calibprob._base import BaseEstimator, check_is_fitted, check_not_predictive
 from calibprob._pytensor import limit_blas_threads
-from calibprob._ranks import knot_levels, levels_in_range
-from calibprob._validation import check_array, check_choice, check_int, check_levels, check_same_length
+from calibprob._validation import check_array, check_levels, check_same_length
 from calibprob.calibrators.sharp_gp._diagnostics import calibration_dataset
 from calibprob.calibrators.sharp_gp._knots import (
     _phi_from_theta,
     _theta_from_phi,
     interpolate_knots,
+    interpolate_quantiles,
     monotone_knots,
     q_lin,
-    required_calibration_points,
 )
 from calibprob.calibrators.sharp_gp._solver import (
     _fit_path,
@@ -36,14 +33,16 @@ from calibprob.calibrators.sharp_gp._solver import (
     _phi_from_passes,
     _ScaledSolver,
 )
+from calibprob.calibrators.sharp_gp._validate import (
+    INTERPOLATIONS,
+    VARIANTS,
+    check_base,
+    check_knot_levels,
+    check_params,
+)
 from calibprob.predictive import DEFAULT_LEVELS, from_quantiles
 
 __all__ = ["SharpCalibratedGP", "sharp_gp_ucb", "VARIANTS", "INTERPOLATIONS"]
-
-#: The variants of :class:`SharpCalibratedGP`.
-VARIANTS = ("full", "scaled", "cross-fitted")
-#: How :meth:`SharpCalibratedGP.quantile` fills the levels between the interpolation nodes.
-INTERPOLATIONS = ("theta", "quantile")
 
 
 class SharpCalibratedGP(BaseEstimator):
@@ -161,11 +160,16 @@ class SharpCalibratedGP(BaseEstimator):
     Fig. 2; ``tests/test_sharp_gp.py``) the full variant is calibrated and its
     99% interval 40% narrower than RK's.
 
-    *Cost.* One objective-and-gradient evaluation costs one Cholesky factor of
-    the training covariance (analytic pullback, no factor in the gradient);
-    about 5 ms for 304 training and 101 calibration points in 13 dimensions
-    (``FAST_COMPILE``). A fit of 21 levels on Boston takes ~7 s, each further
-    level ~0.2 s (``benchmarks/bench_sharp_gp.py``).
+    *Cost.* With n training and N calibration points, one objective value
+    costs one Cholesky factor of the n x n training covariance and one
+    triangular solve with the N calibration columns (O(n³/3 + n² N)); the
+    gradient (analytic pullback, no further factorisation) about twice that
+    again. Line searches and backtracking evaluate values only. ``n_cal_subset``
+    caps N in the fit, ``n_train_subset`` caps n; β and prediction use all
+    points (one factorisation per knot, and per distinct predicted level —
+    or per node with ``interpolate="quantile"``). Measured times and the
+    choice of variant by size: the sharp-GP documentation page and
+    ``benchmarks/bench_sharp_gp.py``.
 
     Examples
     --------
@@ -226,84 +230,15 @@ class SharpCalibratedGP(BaseEstimator):
         self.compile_mode = compile_mode
         self.random_state = random_state
 
-    # -- validation --------------------------------------------------------------
+    # -- validation (calibprob.calibrators.sharp_gp._validate) -----------------------
     def _check_base(self):
-        import xarray as _xr
-
-        base = self.estimator
-        if self.base is not None:
-            warnings.warn(
-                "SharpCalibratedGP(base=...) is deprecated and will be removed in the next release; "
-                "write SharpCalibratedGP(estimator=...), the name every model-aware calibrator uses.",
-                FutureWarning,
-                stacklevel=3,
-            )
-            if base is None:
-                base = self.base
-        if base is None:
-            raise ValueError(
-                "estimator must be a fitted calibprob GaussianProcessRegressor (or "
-                "SparseGaussianProcessRegressor); got None. Pass estimator=gp after gp.fit(X_train, y_train)."
-            )
-        if isinstance(base, _xr.Dataset):
-            raise TypeError(
-                "estimator is a predictive Dataset, but SharpCalibratedGP is model-aware: it needs the fitted "
-                "GP itself (it re-evaluates sigma(theta, x) for new theta). Pass estimator=gp; to calibrate a "
-                "predictive Dataset, use a distribution post-processor (IsotonicRecalibrator, "
-                "GPBetaCalibrator, ConformalPredictiveSystem)."
-            )
-        if not all(hasattr(base, a) for a in ("predict_mean_std", "kernel_matrix", "kernel")):
-            raise TypeError(
-                "estimator must be a calibprob GaussianProcessRegressor or SparseGaussianProcessRegressor "
-                f"(the sharp GP needs σ(θ, x) for new θ); got {type(base).__name__}."
-            )
-        check_is_fitted(base, "theta_", method="fit")
-        return base
+        return check_base(self)
 
     def _check_params(self):
-        check_choice(self.variant, "variant", VARIANTS)
-        check_choice(self.interpolate, "interpolate", INTERPOLATIONS)
-        for name in ("include_noise", "fit_noise"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise TypeError(f"{name} must be True or False; got {getattr(self, name)!r}.")
-        check_int(self.n_levels, "n_levels", minimum=2)
-        check_int(self.n_restarts, "n_restarts", minimum=1)
-        check_int(self.maxiter, "maxiter", minimum=1)
-        if not (np.isfinite(self.prior_sd) and self.prior_sd > 0):
-            raise ValueError(f"prior_sd must be > 0 (log-space standard deviation); got {self.prior_sd!r}.")
-        if not 0 < self.fit_fraction < 1:
-            raise ValueError(
-                f"fit_fraction must be in (0, 1) (share of calibration points that fit θ); got {self.fit_fraction!r}."
-            )
-        if self.n_train_subset is not None:
-            check_int(self.n_train_subset, "n_train_subset", minimum=2)
-        if self.n_cal_subset is not None:
-            check_int(self.n_cal_subset, "n_cal_subset", minimum=2)
-        if self.blas_threads is not None:
-            check_int(self.blas_threads, "blas_threads", minimum=1)
+        check_params(self)
 
     def _knot_levels(self, n_beta: int) -> np.ndarray:
-        if isinstance(self.levels, str):
-            check_choice(self.levels, "levels", ("all",))
-            return knot_levels(n_beta)
-        if self.levels is None:
-            return knot_levels(n_beta, self.n_levels)
-        lv = check_levels(self.levels, "levels")
-        if not levels_in_range(lv, n_beta).all():
-            need = required_calibration_points(lv)
-            extra = (
-                f" (the cross-fitted variant sets β with {n_beta} of them; ask for fit_fraction "
-                "smaller or more calibration data)"
-                if self.variant == "cross-fitted"
-                else ""
-            )
-            raise ValueError(
-                f"too few calibration points for levels in [{lv.min():.4g}, {lv.max():.4g}]: a level "
-                f"δ needs 1/(N+1) <= δ <= N/(N+1), so these levels need N >= {need} calibration "
-                f"points; got N = {n_beta}{extra}. Hold out more calibration data or choose "
-                "levels closer to 0.5."
-            )
-        return lv
+        return check_knot_levels(self, n_beta)
 
     # -- fit -----------------------------------------------------------------------
     def fit(self, X_cal, y_cal):
@@ -567,28 +502,9 @@ class SharpCalibratedGP(BaseEstimator):
         return q[:, 0] if scalar else q
 
     def _quantile_between_nodes(self, base, X, lv, mu) -> np.ndarray:
-        r"""``interpolate="quantile"``: σ only at the nodes, the quantile linear in :math:`\Phi^{-1}(\delta)` between.
-
-        At the nodes this is the ``"theta"`` quantile exactly; between two nodes
-        it is the linear interpolant (in :math:`\Phi^{-1}(\delta)`) of their two
-        quantiles, which are ordered at every x (the monotone knots and
-        Assumption 4.1), so the function stays non-decreasing in δ — a monotone
-        interpolant in the sense of the paper's Remark 5.2. Beyond the outer nodes
-        it is the ``"theta"`` rule (σ of the outer node, β continued linearly).
-        Costs one σ(θ, X) per node instead of one per distinct level.
-        """
-        x = special.ndtri(self.nodes_level_)
-        z = special.ndtri(lv)
-        sig = np.stack([self._sigma(base, ph, X) for ph in self.nodes_log_theta_], axis=1)  # (n, K')
-        q_nodes = mu[:, None] + self.nodes_beta_[None, :] * sig
-        i = np.clip(np.searchsorted(x, z, side="right"), 1, x.size - 1)
-        t = np.clip((z - x[i - 1]) / (x[i] - x[i - 1]), 0.0, 1.0)
-        q = (1.0 - t) * q_nodes[:, i - 1] + t * q_nodes[:, i]
-        beta = interpolate_knots(self.nodes_level_, self.nodes_beta_, self.nodes_log_theta_, lv)[0]
-        lo, hi = z < x[0], z > x[-1]
-        q[:, lo] = mu[:, None] + beta[lo][None, :] * sig[:, :1]
-        q[:, hi] = mu[:, None] + beta[hi][None, :] * sig[:, -1:]
-        return q
+        """``interpolate="quantile"``: σ at the nodes only (:func:`._knots.interpolate_quantiles`)."""
+        sig = np.stack([self._sigma(base, ph, X) for ph in self.nodes_log_theta_], axis=1)
+        return interpolate_quantiles(self.nodes_level_, self.nodes_beta_, sig, mu, lv)
 
     def predict(self, X, *, levels=None) -> xr.Dataset:
         """The calibrated predictive distribution (the data contract of :mod:`calibprob.predictive`).
