@@ -197,6 +197,10 @@ from calibprob.calibrators.sharp_gp._solver import (  # noqa: F401
 from calibprob.calibrators.sharp_gp._validate import INTERPOLATIONS, VARIANTS
 from calibprob.calibrators.sharp_gp.estimator import SharpCalibratedGP, sharp_gp_ucb
 
+# the public home of the estimator (the save/load registry, pickles and the API docs name it)
+SharpCalibratedGP.__module__ = __name__
+sharp_gp_ucb.__module__ = __name__
+
 __all__ = [
     # NumPy layer
     "q_lin",
