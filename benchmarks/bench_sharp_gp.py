@@ -18,17 +18,29 @@ Measures, in one process, on a 0.6/0.2/0.2 standardised split of Boston
 
 * with ``--scaling N ...``: the cost of the two consumers of the exact GP's
   factorisation at larger n (synthetic 4-D data, 200 calibration / test
-  points): the sharp GP's time **per level** (``full`` variant, a warm fit of
+  points; the GP's hyperparameters by marginal likelihood on 800 of the n
+  rows, then one factorisation on all n): the sharp GP's time **per level**
+  (``full`` variant, a warm fit of
   9 knots divided by its knots, after a 5-knot warm-up fit; every
   evaluation is one Cholesky of the n x n training covariance plus solves for
   the calibration points), and the full-conformal GP's time **per test
   point** (``FullConformalGP.predict_interval`` on 200 points after ``fit``,
   which reuses the GP's own Cholesky factor).
 
+* with ``--large N_CAL``: issue 21's large calibration set. A GP base on 2000
+  synthetic 8-D rows (hyperparameters by marginal likelihood on 800 of them,
+  then one factorisation on all 2000), ``N_CAL`` calibration and 1000 test
+  rows; for each of ``full`` on every calibration row
+  (``n_cal_subset=None``, the reference), ``full`` (default
+  ``n_cal_subset=1000``), ``full`` with ``interpolate="quantile"``,
+  ``scaled`` (both interpolations) and ``cross-fitted``: fit and predict time (wall and CPU; 99 levels), objective
+  evaluations, test NLL, 95 % coverage and width, and the ratios to the
+  all-rows ``full`` fit. ``--large-variants`` picks a subset of those rows.
+
 Run::
 
     .venv/bin/python benchmarks/bench_sharp_gp.py [--levels 21] [--more-levels 41]
-        [--mode FAST_COMPILE|NUMBA] [--sparse] [--scaling 1000 2000] [--no-boston]
+        [--mode FAST_COMPILE|NUMBA] [--sparse] [--scaling 1000 2000] [--large 4128] [--no-boston]
 """
 
 from __future__ import annotations
@@ -43,7 +55,7 @@ from calibprob.calibrators.sharp_gp import SharpCalibratedGP
 from calibprob.datasets import load_dataset, train_calibrate_test_split
 from calibprob.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor
 
-_CPU = {}
+_CPU: dict[str, float] = {}
 
 
 def _timed(fn):
@@ -91,12 +103,25 @@ def main(argv=None) -> None:
         help="training sizes for the per-level / per-test-point costs, e.g. 1000 2000",
     )
     parser.add_argument("--no-boston", action="store_true", help="skip the Boston section")
+    parser.add_argument("--large", type=int, default=0, help="calibration rows of the large-N section (e.g. 4128)")
+    parser.add_argument(
+        "--large-variants",
+        nargs="*",
+        default=list(_LARGE_ROWS),
+        choices=list(_LARGE_ROWS),
+        help="rows of the large-N section",
+    )
+    parser.add_argument(
+        "--large-base", choices=("exact", "sparse"), default="exact", help="base of the large-N section"
+    )
     args = parser.parse_args(argv)
 
     from threadpoolctl import threadpool_limits
 
     if args.scaling:
         _scaling(args)
+    if args.large:
+        _large(args)
     if args.no_boston:
         return
 
@@ -136,36 +161,125 @@ def main(argv=None) -> None:
     print(f"{'base GP 95% interval':34s}          width={np.mean(2 * 1.959964 * sd):.3f} cov={cov:.3f}")
 
     if args.sparse:
-        rng = np.random.default_rng(args.seed)
-        X = rng.uniform(0, 1, size=(5000, 8))
-        y = (
-            np.sin(2 * np.pi * X[:, 0]) * X[:, 1]
-            + np.exp(-((X[:, 2:5] - 0.5) ** 2).sum(1) * 4)
-            + (0.05 + 0.2 * X[:, 5]) * rng.normal(size=5000)
+        _sparse_section(args)
+
+
+def _sparse_section(args) -> None:
+    """The 5000-point sparse (VFE) case: θ_δ on a 500-point exact subset, β on all training data."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(args.seed)
+    X = rng.uniform(0, 1, size=(5000, 8))
+    y = (
+        np.sin(2 * np.pi * X[:, 0]) * X[:, 1]
+        + np.exp(-((X[:, 2:5] - 0.5) ** 2).sum(1) * 4)
+        + (0.05 + 0.2 * X[:, 5]) * rng.normal(size=5000)
+    )
+    X = (X - 0.5) / 0.29
+    y = (y - y[:3000].mean()) / y[:3000].std()
+    Xtr, ytr, Xc, yc, Xt, yt = X[:3000], y[:3000], X[3000:4000], y[3000:4000], X[4000:], y[4000:]
+    with threadpool_limits(limits=1, user_api="blas"):
+        sgp, t = _timed(
+            lambda: SparseGaussianProcessRegressor(n_inducing=300, n_restarts=1, random_state=args.seed).fit(Xtr, ytr)
         )
-        X = (X - 0.5) / 0.29
-        y = (y - y[:3000].mean()) / y[:3000].std()
-        Xtr, ytr, Xc, yc, Xt, yt = X[:3000], y[:3000], X[3000:4000], y[3000:4000], X[4000:], y[4000:]
-        with threadpool_limits(limits=1, user_api="blas"):
-            sgp, t = _timed(
-                lambda: SparseGaussianProcessRegressor(n_inducing=300, n_restarts=1, random_state=args.seed).fit(
-                    Xtr, ytr
-                )
-            )
-        print("\nsparse: train 3000, calibrate 1000, 8-D; VFE base with 300 inducing points")
-        print(f"{'sparse base GP fit (VFE, 1 start)':34s} {t:7.2f} s wall {_CPU['last']:7.2f} s cpu")
-        ms, ts = _timed(
-            lambda: SharpCalibratedGP(
-                base=sgp, n_levels=args.levels, compile_mode=args.mode, random_state=args.seed
-            ).fit(Xc, yc)
+    print("\nsparse: train 3000, calibrate 1000, 8-D; VFE base with 300 inducing points")
+    print(f"{'sparse base GP fit (VFE, 1 start)':34s} {t:7.2f} s wall {_CPU['last']:7.2f} s cpu")
+    ms, ts = _timed(
+        lambda: SharpCalibratedGP(
+            estimator=sgp, n_levels=args.levels, compile_mode=args.mode, random_state=args.seed
+        ).fit(Xc, yc)
+    )
+    _summary(f"full on sparse, subset 500, {args.levels} lv", ms, ts, Xt, yt)
+    ms, ts = _timed(
+        lambda: SharpCalibratedGP(estimator=sgp, variant="scaled", n_levels=args.levels, random_state=args.seed).fit(
+            Xc, yc
         )
-        _summary(f"full on sparse, subset 500, {args.levels} lv", ms, ts, Xt, yt)
-        ms, ts = _timed(
-            lambda: SharpCalibratedGP(base=sgp, variant="scaled", n_levels=args.levels, random_state=args.seed).fit(
-                Xc, yc
-            )
+    )
+    _summary(f"scaled on sparse, {args.levels} levels", ms, ts, Xt, yt)
+
+
+def _synthetic(n: int, seed: int, d: int = 8):
+    """The 8-D heteroscedastic function of the ``--sparse`` section, standardised on the first rows."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, size=(n, d))
+    y = (
+        np.sin(2 * np.pi * X[:, 0]) * X[:, 1]
+        + np.exp(-((X[:, 2:5] - 0.5) ** 2).sum(1) * 4)
+        + (0.05 + 0.3 * X[:, 5]) * rng.normal(size=n)
+    )
+    return (X - 0.5) / 0.29, (y - y.mean()) / y.std()
+
+
+#: rows of the --large section: label -> SharpCalibratedGP options
+_LARGE_ROWS: dict[str, dict] = {
+    "full-all-rows": {"variant": "full", "n_cal_subset": None},
+    "full": {"variant": "full"},
+    "full-quantile": {"variant": "full", "interpolate": "quantile"},
+    "scaled": {"variant": "scaled"},
+    "scaled-quantile": {"variant": "scaled", "interpolate": "quantile"},
+    "cross-fitted": {"variant": "cross-fitted"},
+    "full-fast": {"variant": "full", "interpolate": "quantile", "n_cal_subset": 300, "maxiter": 30},
+}
+
+
+def _base_on(Xtr, ytr, n_hyper: int = 800):
+    """Hyperparameters by marginal likelihood on ``n_hyper`` rows, then one factorisation on all."""
+    g0 = GaussianProcessRegressor(n_restarts=1, random_state=0).fit(Xtr[:n_hyper], ytr[:n_hyper])
+    theta = {k: v for k, v in g0.theta_.items() if k in ("lengthscale", "variance", "noise")}
+    return GaussianProcessRegressor(theta=theta, optimize=False).fit(Xtr, ytr)
+
+
+def _large(args) -> None:
+    """Issue 21 item 4: the variants at a large calibration set (time, NLL, coverage)."""
+    import os
+
+    from threadpoolctl import threadpool_limits
+
+    import calibprob
+
+    n_tr, n_test = (2000, 1000) if args.large_base == "exact" else (12384, 1000)
+    X, y = _synthetic(n_tr + args.large + n_test, args.seed)
+    Xtr, ytr = X[:n_tr], y[:n_tr]
+    Xc, yc = X[n_tr : n_tr + args.large], y[n_tr : n_tr + args.large]
+    Xt, yt = X[n_tr + args.large :], y[n_tr + args.large :]
+    with threadpool_limits(limits=1, user_api="blas"):
+        gp = _base_on(Xtr, ytr)
+        if args.large_base == "sparse":
+            # issue 21's setting: a VFE base with 300 inducing points on 12 384 rows (θ of the
+            # exact fit on 800 rows, inducing inputs a seeded subset); θ_δ with the exact
+            # posterior of a 500-row training subset (the sparse default), β and σ by VFE
+            gp = SparseGaussianProcessRegressor(
+                n_inducing=300, theta=dict(gp.theta_), optimize=False, random_state=0
+            ).fit(Xtr, ytr)
+        SharpCalibratedGP(estimator=gp, n_levels=3, random_state=0).fit(Xc[:50], yc[:50])  # compile, untimed
+    print(
+        f"\nlarge calibration set: train {n_tr} (8-D, {args.large_base} GP), calibrate {args.large}, "
+        f"test {n_test}, 99 levels"
+    )
+    print(
+        f"{'variant':14s} {'fit wall':>8s} {'fit cpu':>8s} {'pred wall':>9s} {'pred cpu':>8s} {'evals':>6s} "
+        f"{'NLL':>7s} {'cov95':>6s} {'width95':>7s} | {'time/all-rows':>13s} {'dNLL':>7s} | load"
+    )
+    ref = None
+    for label in args.large_variants:
+        load0 = os.getloadavg()[0]
+        model = SharpCalibratedGP(estimator=gp, random_state=args.seed, **_LARGE_ROWS[label])
+        _, t_fit = _timed(lambda m=model: m.fit(Xc, yc))
+        c_fit = _CPU["last"]
+        pred, t_pred = _timed(lambda m=model: m.predict(Xt))
+        c_pred = _CPU["last"]
+        nll = float(calibprob.evaluate(pred, yt)["nll"])
+        q = model.quantile(Xt, [0.025, 0.975])
+        cov, width = np.mean((yt >= q[:, 0]) & (yt <= q[:, 1])), np.mean(q[:, 1] - q[:, 0])
+        if label == "full-all-rows":
+            ref = (c_fit + c_pred, nll)
+        ratio = f"{(c_fit + c_pred) / ref[0]:13.3f} {nll - ref[1]:+7.4f}" if ref else f"{'':13s} {'':7s}"
+        print(
+            f"{label:14s} {t_fit:7.1f}s {c_fit:7.1f}s {t_pred:8.1f}s {c_pred:7.1f}s "
+            f"{int(model.diagnostics_['n_eval'].sum()):6d} {nll:7.4f} {cov:6.3f} {width:7.3f} | {ratio} | "
+            f"{load0:.2f}->{os.getloadavg()[0]:.2f}",
+            flush=True,
         )
-        _summary(f"scaled on sparse, {args.levels} levels", ms, ts, Xt, yt)
 
 
 def _scaling(args) -> None:
@@ -175,8 +289,8 @@ def _scaling(args) -> None:
     from calibprob.conformal import FullConformalGP
 
     print(
-        f"{'n':>5} {'GP fit':>8} | {'sharp, 9 knots':>14} {'s/level':>8} "
-        f"{'evals/level':>11} {'s/eval':>7} | {'FCP fit':>8} {'FCP 200 pts':>11} {'ms/point':>8} | load"
+        f"{'n':>5} {'GP fit':>8} | {'sharp, 9 knots':>14} {'s/level':>8} {'cpu/level':>9} "
+        f"{'evals/level':>11} {'cpu/eval':>8} | {'FCP fit':>8} {'FCP 200 pts':>11} {'ms/point':>8} | load"
     )
     for n in args.scaling:
         rng = np.random.default_rng(args.seed)
@@ -191,20 +305,22 @@ def _scaling(args) -> None:
         Xtr, ytr, Xc, yc, Xt = X[:n], y[:n], X[n : n + 200], y[n : n + 200], X[n + 200 :]
         load0 = __import__("os").getloadavg()[0]
         with threadpool_limits(limits=1, user_api="blas"):
-            gp, t_gp = _timed(lambda: GaussianProcessRegressor(n_restarts=1, random_state=0).fit(Xtr, ytr))
-            # warm-up (compilation and the outer, unconstrained knots' code paths), not timed
-            SharpCalibratedGP(base=gp, n_levels=5, compile_mode=args.mode, random_state=0).fit(Xc, yc)
+            # hyperparameters by marginal likelihood on 800 rows, one factorisation on all n
+            gp, t_gp = _timed(lambda: _base_on(Xtr, ytr))
+            # warm-up (compilation), not timed
+            SharpCalibratedGP(estimator=gp, n_levels=3, compile_mode=args.mode, random_state=0).fit(Xc[:50], yc[:50])
             m9, t9 = _timed(
-                lambda: SharpCalibratedGP(base=gp, n_levels=9, compile_mode=args.mode, random_state=0).fit(Xc, yc)
+                lambda: SharpCalibratedGP(estimator=gp, n_levels=9, compile_mode=args.mode, random_state=0).fit(Xc, yc)
             )
+            c9 = _CPU["last"]
             k9 = m9.diagnostics_.sizes["knot"]
             e9 = int(m9.diagnostics_["n_eval"].sum())
-            per_level, evals_level, per_eval = t9 / k9, e9 / k9, t9 / max(e9, 1)
+            per_level, evals_level, per_eval = t9 / k9, e9 / k9, c9 / max(e9, 1)
             fcp, t_fit = _timed(lambda: FullConformalGP(estimator=gp, prefit=True, confidence_level=0.9).fit())
             _, t_pred = _timed(lambda: fcp.predict_interval(Xt))
         print(
-            f"{n:>5} {t_gp:7.1f}s | {t9:13.1f}s {per_level:8.2f} {evals_level:11.1f} "
-            f"{per_eval:7.3f} | {t_fit:7.2f}s {t_pred:10.2f}s {1e3 * t_pred / len(Xt):8.1f} | "
+            f"{n:>5} {t_gp:7.1f}s | {t9:13.1f}s {per_level:8.2f} {c9 / k9:9.2f} {evals_level:11.1f} "
+            f"{per_eval:8.3f} | {t_fit:7.2f}s {t_pred:10.2f}s {1e3 * t_pred / len(Xt):8.1f} | "
             f"{load0:.2f}->{__import__('os').getloadavg()[0]:.2f}",
             flush=True,
         )

@@ -366,6 +366,84 @@ def test_cross_fitted_variant(toy):
     assert np.all(np.abs(cov - k) <= _coverage_tolerance(k, 100, yt.size, k=3.5))
 
 
+def test_value_only_function_matches_the_gradient_function():
+    """The value-only compiled function (line searches, backtracking) = the L-BFGS-B one without its gradient."""
+    rng = np.random.default_rng(9)
+    X, y = rng.normal(size=(30, 2)), rng.normal(size=30)
+    gp = _fixed_gp(X, y, mean="constant")
+    Xc, rc = rng.normal(size=(20, 2)), rng.normal(size=20)
+    phi = _phi_from_theta(gp.theta_, 2)
+    entry = _entry()
+    with entry.lock:
+        entry.set_data(
+            {
+                "X_train": X,
+                "X_cal": Xc,
+                "residual": rc,
+                "level": np.asarray(0.3),
+                "phi_ref": phi,
+                "anchor": phi,
+                "free": np.ones(4),
+                "constrained": np.asarray(0.0),
+                "include_noise": np.asarray(1.0),
+                "noise_tied": np.asarray(0.0),
+                "constant_mean": np.asarray(1.0),
+                "prior_sd": np.asarray(3.0),
+            }
+        )
+        try:
+            for u in (phi, phi + 0.3, phi - rng.normal(size=4)):
+                lp, _, beta, sharp, sigma, phi_out = entry(u)
+                lp_v, beta_v, sharp_v, sigma_v, phi_v = entry.values(u)
+                assert (lp_v, beta_v, sharp_v) == pytest.approx((lp, beta, sharp), rel=1e-12)
+                np.testing.assert_allclose(sigma_v, sigma, rtol=1e-12)
+                np.testing.assert_array_equal(phi_v, phi_out)
+        finally:
+            entry.set_data(_placeholder("exact"))
+
+
+def test_calibration_subset_fits_theta_on_part_and_beta_on_all(toy):
+    """n_cal_subset: θ on a subset, β on all N points (exact calibration-set coverage at the knots)."""
+    s = SharpCalibratedGP(estimator=toy["gp"], n_cal_subset=80, n_levels=9, random_state=2).fit(toy["Xc"], toy["yc"])
+    n = 200
+    assert s.diagnostics_.attrs["n_fit"] == 80 and s.n_calibration_ == n
+    k = s.knot_level_
+    np.testing.assert_allclose(k * (n + 1), np.round(k * (n + 1)))  # knots j/(N+1) of all N
+    np.testing.assert_allclose(s.diagnostics_["coverage"].values, k * (n + 1) / n, atol=1.5 / n)
+    yt = toy["yt"]
+    cov = np.mean(yt[:, None] <= s.quantile(toy["Xt"], k), axis=0)
+    assert np.all(np.abs(cov - k) <= _coverage_tolerance(k, n, yt.size))
+    assert np.all(np.diff(s.quantile(toy["Xt"][:300], np.linspace(0.01, 0.99, 99)), axis=1) >= 0)
+    # the default (1000) leaves N = 200 alone: the same fit as n_cal_subset=None
+    a = SharpCalibratedGP(estimator=toy["gp"], n_levels=4, random_state=5).fit(toy["Xc"], toy["yc"])
+    b = SharpCalibratedGP(estimator=toy["gp"], n_levels=4, n_cal_subset=None, random_state=5).fit(toy["Xc"], toy["yc"])
+    np.testing.assert_array_equal(a.nodes_beta_, b.nodes_beta_)
+    np.testing.assert_array_equal(a.nodes_log_theta_, b.nodes_log_theta_)
+
+
+def test_quantile_interpolation_between_nodes(toy, full_fit):
+    """interpolate="quantile": equal at the nodes, linear in Φ⁻¹(δ) between them, monotone, calibrated."""
+    fast = SharpCalibratedGP(estimator=toy["gp"], random_state=1, interpolate="quantile").fit(toy["Xc"], toy["yc"])
+    np.testing.assert_array_equal(fast.nodes_log_theta_, full_fit.nodes_log_theta_)  # same fit
+    X = toy["Xt"][:400]
+    nodes = full_fit.nodes_level_
+    np.testing.assert_allclose(fast.quantile(X, nodes), full_fit.quantile(X, nodes), rtol=1e-12, atol=1e-12)
+    # halfway between two nodes in Φ⁻¹: the mean of the two node quantiles
+    z = special.ndtri(nodes[3:5])
+    mid = special.ndtr(z.mean())
+    q3, q4 = full_fit.quantile(X, nodes[3]), full_fit.quantile(X, nodes[4])
+    np.testing.assert_allclose(fast.quantile(X, mid), 0.5 * (q3 + q4), rtol=1e-9, atol=1e-12)
+    # the tails follow the "theta" rule (σ of the outer node, β extrapolated)
+    tails = [0.001, 0.999]
+    np.testing.assert_allclose(fast.quantile(X, tails), full_fit.quantile(X, tails), rtol=1e-12, atol=1e-12)
+    lv = np.linspace(0.001, 0.999, 301)
+    q = fast.quantile(X, lv)
+    assert np.all(np.diff(q, axis=1) >= 0) and fast._last_crossing == 0
+    lv = np.array([0.02, 0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 0.93, 0.98])
+    cov = np.mean(toy["yt"][:, None] <= fast.quantile(toy["Xt"], lv), axis=0)
+    assert np.all(np.abs(cov - lv) <= _coverage_tolerance(lv, 200, toy["yt"].size))
+
+
 def test_train_subset_recomputes_beta_on_all_training_data(toy):
     s = SharpCalibratedGP(estimator=toy["gp"], n_train_subset=30, n_levels=5, random_state=0).fit(toy["Xc"], toy["yc"])
     assert s.diagnostics_.attrs["train_subset"] == 1
@@ -536,6 +614,10 @@ def test_bad_input(toy):
         SharpCalibratedGP(estimator=gp).fit(np.hstack([Xc, Xc]), yc)
     with pytest.raises(ValueError, match="variant must be one of"):
         SharpCalibratedGP(estimator=gp, variant="fast").fit(Xc, yc)
+    with pytest.raises(ValueError, match="interpolate must be one of"):
+        SharpCalibratedGP(estimator=gp, interpolate="sigma").fit(Xc, yc)
+    with pytest.raises(ValueError, match="n_cal_subset"):
+        SharpCalibratedGP(estimator=gp, n_cal_subset=1).fit(Xc, yc)
     with pytest.raises(ValueError, match=r"fit_fraction must be in \(0, 1\)"):
         SharpCalibratedGP(estimator=gp, variant="cross-fitted", fit_fraction=1.0).fit(Xc, yc)
     with pytest.raises(NotFittedError, match=r"Call fit"):

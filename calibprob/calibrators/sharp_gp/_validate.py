@@ -1,0 +1,100 @@
+r"""Input checks of :class:`~calibprob.calibrators.sharp_gp.SharpCalibratedGP` (each names the fix)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from calibprob._base import check_is_fitted
+from calibprob._ranks import knot_levels, levels_in_range
+from calibprob._validation import check_choice, check_int, check_levels
+from calibprob.calibrators.sharp_gp._knots import required_calibration_points
+
+__all__ = ["VARIANTS", "INTERPOLATIONS", "check_base", "check_params", "check_knot_levels"]
+
+#: The variants of :class:`SharpCalibratedGP`.
+VARIANTS = ("full", "scaled", "cross-fitted")
+#: How :meth:`SharpCalibratedGP.quantile` fills the levels between the interpolation nodes.
+INTERPOLATIONS = ("theta", "quantile")
+
+
+def check_base(model):
+    import xarray as _xr
+
+    base = model.estimator
+    if model.base is not None:
+        warnings.warn(
+            "SharpCalibratedGP(base=...) is deprecated and will be removed in the next release; "
+            "write SharpCalibratedGP(estimator=...), the name every model-aware calibrator uses.",
+            FutureWarning,
+            stacklevel=4,
+        )
+        if base is None:
+            base = model.base
+    if base is None:
+        raise ValueError(
+            "estimator must be a fitted calibprob GaussianProcessRegressor (or "
+            "SparseGaussianProcessRegressor); got None. Pass estimator=gp after gp.fit(X_train, y_train)."
+        )
+    if isinstance(base, _xr.Dataset):
+        raise TypeError(
+            "estimator is a predictive Dataset, but SharpCalibratedGP is model-aware: it needs the fitted "
+            "GP itself (it re-evaluates sigma(theta, x) for new theta). Pass estimator=gp; to calibrate a "
+            "predictive Dataset, use a distribution post-processor (IsotonicRecalibrator, "
+            "GPBetaCalibrator, ConformalPredictiveSystem)."
+        )
+    if not all(hasattr(base, a) for a in ("predict_mean_std", "kernel_matrix", "kernel")):
+        raise TypeError(
+            "estimator must be a calibprob GaussianProcessRegressor or SparseGaussianProcessRegressor "
+            f"(the sharp GP needs σ(θ, x) for new θ); got {type(base).__name__}."
+        )
+    check_is_fitted(base, "theta_", method="fit")
+    return base
+
+
+def check_params(model) -> None:
+    check_choice(model.variant, "variant", VARIANTS)
+    check_choice(model.interpolate, "interpolate", INTERPOLATIONS)
+    for name in ("include_noise", "fit_noise"):
+        if not isinstance(getattr(model, name), (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False; got {getattr(model, name)!r}.")
+    check_int(model.n_levels, "n_levels", minimum=2)
+    check_int(model.n_restarts, "n_restarts", minimum=1)
+    check_int(model.maxiter, "maxiter", minimum=1)
+    if not (np.isfinite(model.prior_sd) and model.prior_sd > 0):
+        raise ValueError(f"prior_sd must be > 0 (log-space standard deviation); got {model.prior_sd!r}.")
+    if not 0 < model.fit_fraction < 1:
+        raise ValueError(
+            f"fit_fraction must be in (0, 1) (share of calibration points that fit θ); got {model.fit_fraction!r}."
+        )
+    if model.n_train_subset is not None:
+        check_int(model.n_train_subset, "n_train_subset", minimum=2)
+    if model.n_cal_subset is not None:
+        check_int(model.n_cal_subset, "n_cal_subset", minimum=2)
+    if model.blas_threads is not None:
+        check_int(model.blas_threads, "blas_threads", minimum=1)
+
+
+def check_knot_levels(model, n_beta: int) -> np.ndarray:
+    if isinstance(model.levels, str):
+        check_choice(model.levels, "levels", ("all",))
+        return knot_levels(n_beta)
+    if model.levels is None:
+        return knot_levels(n_beta, model.n_levels)
+    lv = check_levels(model.levels, "levels")
+    if not levels_in_range(lv, n_beta).all():
+        need = required_calibration_points(lv)
+        extra = (
+            f" (the cross-fitted variant sets β with {n_beta} of them; ask for fit_fraction "
+            "smaller or more calibration data)"
+            if model.variant == "cross-fitted"
+            else ""
+        )
+        raise ValueError(
+            f"too few calibration points for levels in [{lv.min():.4g}, {lv.max():.4g}]: a level "
+            f"δ needs 1/(N+1) <= δ <= N/(N+1), so these levels need N >= {need} calibration "
+            f"points; got N = {n_beta}{extra}. Hold out more calibration data or choose "
+            "levels closer to 0.5."
+        )
+    return lv
