@@ -749,6 +749,10 @@ register_method(
         "fit_fraction": _PROB,
         "n_train_subset": Int(1, None),
         "maxiter": Int(1, 1_000_000),
+        # large calibration sets (issue 21): theta on a seeded subset of calibration rows (beta on
+        # all), and sigma only at the interpolation nodes with the quantile interpolated between them
+        "n_cal_subset": Int(2, None),
+        "interpolate": Choice(("theta", "quantile")),
     },
     doc="Sharp calibrated GP (Capone et al. 2023), calibration hyperparameters by MAP per level.",
     seed="random_state",
