@@ -581,17 +581,25 @@ def _message(err: BaseException, tb: str = "") -> str:
     return msg + ("\n" + tb if tb else "")
 
 
-def _submit(client, task, config, keys, prepare) -> dict:
-    """One future per key; with ``prepare``, one stage future per key prefix that its keys depend on."""
-    if prepare is None:
-        return {client.submit(task, config, *key, pure=False): key for key in keys}
-    futures = {}
-    for prefix, members in _groups(keys).items():
-        # not kept here: Dask holds the stage's result until its last dependent has run, then frees it
-        state = client.submit(prepare, config, *prefix, pure=False)
-        for key in members:
-            futures[client.submit(task, config, state, *key, pure=False)] = key
-    return futures
+def _stage_futures(client, config, keys, prepare) -> dict:
+    """One future per key prefix running its shared stage: future -> the prefix's keys."""
+    return {client.submit(prepare, config, *prefix, pure=False): members for prefix, members in _groups(keys).items()}
+
+
+def _staged_tasks(client, task, config, stage, members, on_error) -> tuple[dict, list]:
+    """The tasks of a finished stage: ``({future: key}, [(key, failure Dataset)])``.
+
+    The stage's result is first copied to every worker: submitted while it sits on
+    one worker only, Dask would keep all its dependents there (their data is local,
+    their durations unknown), so one repetition would still run on one core.
+    """
+    try:
+        stage.result()
+    except Exception as err:  # the stage failed: so did each of its keys
+        why = _message(err)
+        return {}, [(key, on_error(key, why)) for key in members]
+    client.replicate([stage])
+    return {client.submit(task, config, stage, *key, pure=False): key for key in members}, []
 
 
 def _dask_map(task, config, keys, store, on_error, *, workers, scheduler, prepare=None) -> None:
@@ -609,9 +617,18 @@ def _dask_map(task, config, keys, store, on_error, *, workers, scheduler, prepar
     else:
         client = _connect(scheduler)
     try:
-        futures = _submit(client, task, config, keys, prepare)
-        for fut in as_completed(futures):
-            key = futures[fut]
+        stages = {} if prepare is None else _stage_futures(client, config, keys, prepare)
+        futures = {} if prepare is not None else {client.submit(task, config, *k, pure=False): k for k in keys}
+        pending = as_completed([*stages, *futures])
+        for fut in pending:
+            if fut in stages:  # a shared stage finished: its tasks now spread over every worker
+                more, failures = _staged_tasks(client, task, config, fut, stages.pop(fut), on_error)
+                for key, ds in failures:
+                    store(key, ds, True)
+                futures.update(more)
+                pending.update(more)
+                continue
+            key = futures.pop(fut)
             try:
                 ds, failed = fut.result(), False
             except Exception as err:

@@ -4,7 +4,7 @@ import pytest
 import xarray as xr
 
 from calibprob._executor import execute
-from calibprob.compare import parse_spec, run_comparison
+from calibprob.compare import combine_parts, parse_spec, run_comparison
 from calibprob.compare.runner import _granularity, results_path_parts
 
 TIMING = ("fit_time", "base_fit_time")
@@ -43,8 +43,9 @@ def test_method_granularity_equals_task_granularity_serial(tmp_path):
     a, b = scores(tmp_path / "task.nc"), scores(tmp_path / "method.nc")
     assert not set(TIMING) & set(a.data_vars)
     xr.testing.assert_identical(a, b)
-    # one part per (data set, repetition, method): 2 x 2 x 5
+    # one part per (data set, repetition, method): 2 x 2 x 5, assembled again by combine_parts
     assert len(list(results_path_parts(tmp_path / "method.nc").glob("*.nc"))) == 20
+    xr.testing.assert_identical(combine_parts(spec, results_path_parts(tmp_path / "method.nc")).to_dataset(), a)
 
 
 def test_method_granularity_on_two_workers_equals_serial(tmp_path):

@@ -31,6 +31,9 @@ __all__ = [
     "run",
     "with_bases",
     "run_task",
+    "fit_bases",
+    "run_method_task",
+    "assemble_task",
     "run_comparison",
     "task_keys",
     "combine_parts",
@@ -512,7 +515,8 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
 
     Only parts that belong to ``spec`` are used: each is checked for the spec's
     fingerprint, its own key and coordinates, and its checksum (failed tasks
-    are included, so the results say why they failed).
+    are included, so the results say why they failed). A task run at method
+    granularity is assembled from its per-method parts when every one is there.
 
     The root Dataset holds the metrics over (dataset, calibrator, repetition[,
     confidence_level, ...]); the ``timing`` group holds per-task fit times,
@@ -560,11 +564,17 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
     from calibprob._executor import inside
 
     parts = Path(parts)
+    coords, by_method = _coords(spec), _method_part_name(spec)
+
+    def part(key, name):
+        return load_part(inside(parts, name + ".nc"), fingerprint=spec.fingerprint, key=key, coords=coords(key))[0]
+
     pieces = []
     for key in task_keys(spec):
-        ds, _ = load_part(
-            inside(parts, _part_name(key) + ".nc"), fingerprint=spec.fingerprint, key=key, coords=_coords(spec)(key)
-        )
+        ds = part(key, _part_name(key))
+        if ds is None:  # a run at method granularity: the task's per-method parts, when all are there
+            slices = [part((*key, m), by_method((*key, m))) for m in spec.method_names]
+            ds = None if any(s is None for s in slices) else assemble_task(spec, slices)
         if ds is not None:
             pieces.append(ds)
     return _combine(spec, pieces)
@@ -801,6 +811,7 @@ def run(
     workers: int | None = None,
     scheduler: str | None = None,
     progress: bool = False,
+    granularity: str = "auto",
 ) -> xr.DataTree:
     """Run a comparison from Python, with your own models as bases.
 
@@ -821,7 +832,7 @@ def run(
     out : path, optional
         The results file (finished tasks kept in ``<out>.parts/`` for resuming, as with
         ``calibprob compare``). By default a temporary file, removed after loading.
-    workers, scheduler, progress
+    workers, scheduler, progress, granularity
         As in :func:`run_comparison`.
 
     Returns
@@ -873,7 +884,16 @@ def run(
         data, source, root = _spec_data(spec)
         spec = spec if isinstance(spec, Spec) else parse_spec(data, source=source, root=root)
     if out is not None:
-        return run_comparison(spec, out, workers=workers, scheduler=scheduler, progress=progress)
+        return run_comparison(
+            spec, out, workers=workers, scheduler=scheduler, progress=progress, granularity=granularity
+        )
     with tempfile.TemporaryDirectory(prefix="calibprob-run-") as tmp:
-        tree = run_comparison(spec, Path(tmp) / "results.nc", workers=workers, scheduler=scheduler, progress=progress)
+        tree = run_comparison(
+            spec,
+            Path(tmp) / "results.nc",
+            workers=workers,
+            scheduler=scheduler,
+            progress=progress,
+            granularity=granularity,
+        )
         return tree.load()
