@@ -443,6 +443,7 @@ def execute(
     progress: bool = True,
     desc: str = "",
     unit: str = "task",
+    prepare: Callable | None = None,
 ) -> dict[Hashable, xr.Dataset]:
     """Run ``task(config, *key)`` for every key not finished yet; return every key's Dataset.
 
@@ -473,6 +474,13 @@ def execute(
         scheduler's address; serial when both are None.
     progress : bool
         Progress bar on stderr.
+    prepare : callable, optional
+        A shared first stage: ``prepare(config, *key[:-1])`` runs once per distinct
+        key prefix among the unfinished keys, and every key of that prefix then runs
+        as ``task(config, state, *key)`` with its result (e.g. a base model fitted
+        once and handed to one task per method). On Dask the stage is a future the
+        tasks depend on, so they spread over every worker; a stage that raises
+        fails each of its keys (via ``on_error``).
 
     Returns
     -------
@@ -505,9 +513,9 @@ def execute(
         if not todo:
             pass
         elif workers is None and scheduler is None:
-            _serial_map(task, config, todo, store, on_error)
+            _serial_map(task, config, todo, store, on_error, prepare)
         else:
-            _dask_map(task, config, todo, store, on_error, workers=workers, scheduler=scheduler)
+            _dask_map(task, config, todo, store, on_error, workers=workers, scheduler=scheduler, prepare=prepare)
     finally:
         bar.close()
     return results
@@ -530,14 +538,42 @@ def _finished_parts(keys, output: RunOutput | None, part_name, fingerprint: str,
     return results
 
 
-def _serial_map(task, config, keys, store, on_error) -> None:
-    """Run every key in this process, in order; a task that raises is recorded via ``on_error``."""
+def _groups(keys) -> dict[tuple, list[tuple]]:
+    """Keys grouped by their prefix ``key[:-1]`` (the shared stage's arguments), in first-seen order."""
+    groups: dict[tuple, list[tuple]] = {}
     for key in keys:
+        groups.setdefault(tuple(key[:-1]), []).append(key)
+    return groups
+
+
+def _serial_map(task, config, keys, store, on_error, prepare=None) -> None:
+    """Run every key in this process, in order; a task that raises is recorded via ``on_error``.
+
+    With ``prepare``, each key prefix's stage runs once, just before its keys, and is
+    dropped after them (one fitted base in memory at a time, as without the stage).
+    """
+    if prepare is None:
+        for key in keys:
+            try:
+                ds, failed = task(config, *key), False
+            except Exception as err:  # recorded, never fatal for the other tasks
+                ds, failed = on_error(key, _message(err, traceback.format_exc(limit=4))), True
+            store(key, ds, failed)
+        return
+    for prefix, members in _groups(keys).items():
         try:
-            ds, failed = task(config, *key), False
-        except Exception as err:  # recorded, never fatal for the other tasks
-            ds, failed = on_error(key, _message(err, traceback.format_exc(limit=4))), True
-        store(key, ds, failed)
+            state, why = prepare(config, *prefix), ""
+        except Exception as err:  # the stage failed: so did each of its keys
+            state, why = None, _message(err, traceback.format_exc(limit=4))
+        for key in members:
+            if why:
+                store(key, on_error(key, why), True)
+                continue
+            try:
+                ds, failed = task(config, state, *key), False
+            except Exception as err:
+                ds, failed = on_error(key, _message(err, traceback.format_exc(limit=4))), True
+            store(key, ds, failed)
 
 
 def _message(err: BaseException, tb: str = "") -> str:
@@ -545,7 +581,28 @@ def _message(err: BaseException, tb: str = "") -> str:
     return msg + ("\n" + tb if tb else "")
 
 
-def _dask_map(task, config, keys, store, on_error, *, workers, scheduler) -> None:
+def _stage_futures(client, config, keys, prepare) -> dict:
+    """One future per key prefix running its shared stage: future -> the prefix's keys."""
+    return {client.submit(prepare, config, *prefix, pure=False): members for prefix, members in _groups(keys).items()}
+
+
+def _staged_tasks(client, task, config, stage, members, on_error) -> tuple[dict, list]:
+    """The tasks of a finished stage: ``({future: key}, [(key, failure Dataset)])``.
+
+    The stage's result is first copied to every worker: submitted while it sits on
+    one worker only, Dask would keep all its dependents there (their data is local,
+    their durations unknown), so one repetition would still run on one core.
+    """
+    try:
+        stage.result()
+    except Exception as err:  # the stage failed: so did each of its keys
+        why = _message(err)
+        return {}, [(key, on_error(key, why)) for key in members]
+    client.replicate([stage])
+    return {client.submit(task, config, stage, *key, pure=False): key for key in members}, []
+
+
+def _dask_map(task, config, keys, store, on_error, *, workers, scheduler, prepare=None) -> None:
     """Submit every key to Dask and store results as they finish (failures via ``on_error``)."""
     try:
         from dask.distributed import as_completed
@@ -560,9 +617,18 @@ def _dask_map(task, config, keys, store, on_error, *, workers, scheduler) -> Non
     else:
         client = _connect(scheduler)
     try:
-        futures = {client.submit(task, config, *key, pure=False): key for key in keys}
-        for fut in as_completed(futures):
-            key = futures[fut]
+        stages = {} if prepare is None else _stage_futures(client, config, keys, prepare)
+        futures = {} if prepare is not None else {client.submit(task, config, *k, pure=False): k for k in keys}
+        pending = as_completed([*stages, *futures])
+        for fut in pending:
+            if fut in stages:  # a shared stage finished: its tasks now spread over every worker
+                more, failures = _staged_tasks(client, task, config, fut, stages.pop(fut), on_error)
+                for key, ds in failures:
+                    store(key, ds, True)
+                futures.update(more)
+                pending.update(more)
+                continue
+            key = futures.pop(fut)
             try:
                 ds, failed = fut.result(), False
             except Exception as err:
