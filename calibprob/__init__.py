@@ -68,11 +68,30 @@ __all__ = [
 ]
 
 
+#: Subpackages reachable as attributes after ``import calibprob`` (imported on first use, as SciPy does).
+SUBPACKAGES = (
+    "bo",
+    "calibrators",
+    "compare",
+    "conformal",
+    "datasets",
+    "gp",
+    "metrics",
+    "online",
+    "plots",
+    "predictive",
+    "registry",
+    "transforms",
+)
+
+
 def __getattr__(name):
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in SUBPACKAGES:
+        return importlib.import_module(f"calibprob.{name}")
     raise AttributeError(f"module 'calibprob' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(SUBPACKAGES))

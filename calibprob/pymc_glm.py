@@ -66,7 +66,109 @@ PRIOR_SCALE = 2.5
 RHAT_MAX = 1.01
 
 
-class PyMCLinearRegression(BaseEstimator):
+class _PosteriorDrawsRegressor(BaseEstimator):
+    """What every PyMC base of calibprob shares: input checks at prediction, convergence
+    diagnostics of the fit (stored in ``diagnostics_``, flagged by the comparison runner), and
+    the predictive Dataset built from posterior-predictive draws by :func:`calibprob.from_draws`.
+
+    A subclass sets ``inference``, ``idata_``, ``n_features_in_`` in ``fit`` and implements
+    ``sample_predictive(X) -> (n_draws, n)``.
+    """
+
+    inference: str
+    n_features_in_: int
+
+    def sample_predictive(self, X, *, random_state=None) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _check_predict_X(self, X) -> np.ndarray:
+        """``X`` as a 2-D float array with the fitted model's columns (names checked for DataFrames)."""
+        check_is_fitted(self, "idata_", method="fit")
+        check_feature_names(self, X)
+        Xa = check_array(X, "X", ndim=2)
+        if Xa.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {Xa.shape[1]} features but the model was fitted with "
+                f"{self.n_features_in_}. Pass the same columns as in fit."
+            )
+        return Xa
+
+    def _diagnostics(self, idata) -> xr.Dataset:
+        """Max r-hat, min bulk ESS over every parameter, and the count of divergent transitions."""
+        import arviz as az
+
+        nan = float("nan")
+        rhat = ess = nan
+        div = nan
+        post = idata["posterior"].to_dataset()
+        if self.inference == "nuts":
+            if post.sizes.get("chain", 1) > 1:
+                r = az.rhat(post)
+                rhat = float(max(float(r[v].max()) for v in r.data_vars))
+            e = az.ess(post, method="bulk")
+            ess = float(min(float(e[v].min()) for v in e.data_vars))
+            div = float(idata["sample_stats"]["diverging"].values.sum())
+        attrs = {"inference": self.inference}
+        return xr.Dataset(
+            {
+                "rhat": (
+                    (),
+                    rhat,
+                    {
+                        "long_name": "max rank-normalised split r-hat over the parameters "
+                        "(Vehtari et al. 2021); above 1.01: not converged",
+                        **attrs,
+                    },
+                ),
+                "ess_bulk": ((), ess, {"long_name": "min bulk effective sample size over the parameters", **attrs}),
+                "divergences": ((), div, {"long_name": "NUTS divergent transitions after tuning", **attrs}),
+            }
+        )
+
+    def _warn_convergence(self):
+        from calibprob._base import ConvergenceWarning
+
+        d = self.diagnostics_
+        problems = []
+        if float(d["divergences"]) > 0:
+            problems.append(f"{int(d['divergences'])} divergent transition(s) after tuning")
+        if np.isfinite(float(d["rhat"])) and float(d["rhat"]) > RHAT_MAX:
+            problems.append(f"max r-hat {float(d['rhat']):.3f} > {RHAT_MAX}")
+        if problems:
+            warnings.warn(
+                f"{type(self).__name__} NUTS did not converge cleanly: "
+                + "; ".join(problems)
+                + ". Raise tune/draws or target_accept.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+
+    def predict(self, X, levels=None) -> xr.Dataset:
+        """The posterior predictive at ``X`` as :func:`calibprob.from_draws` (family ``"quantile"``).
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+        levels : array_like, optional
+            Quantile levels; default :data:`calibprob.predictive.DEFAULT_LEVELS`.
+
+        Returns
+        -------
+        xarray.Dataset
+            Empirical quantiles of the draws, with their exact ``mean`` and ``std``.
+        """
+        from calibprob.predictive import from_draws
+
+        draws = self.sample_predictive(X)
+        return from_draws(draws, levels, method=type(self).__name__)
+
+    def predict_mean_std(self, X):
+        """Mean and standard deviation of the posterior-predictive draws (for ``predict_mean_std`` callers)."""
+        draws = self.sample_predictive(X)
+        return draws.mean(axis=0), draws.std(axis=0, ddof=1)
+
+
+class PyMCLinearRegression(_PosteriorDrawsRegressor):
     r"""Bayesian linear regression in PyMC, predicting by posterior-predictive draws.
 
     Parameters
@@ -249,67 +351,10 @@ class PyMCLinearRegression(BaseEstimator):
         self._warn_convergence()
         return self
 
-    def _diagnostics(self, idata) -> xr.Dataset:
-        """Max r-hat, min bulk ESS over every parameter, and the count of divergent transitions."""
-        import arviz as az
-
-        nan = float("nan")
-        rhat = ess = nan
-        div = nan
-        post = idata["posterior"].to_dataset()
-        if self.inference == "nuts":
-            if post.sizes.get("chain", 1) > 1:
-                r = az.rhat(post)
-                rhat = float(max(float(r[v].max()) for v in r.data_vars))
-            e = az.ess(post, method="bulk")
-            ess = float(min(float(e[v].min()) for v in e.data_vars))
-            div = float(idata["sample_stats"]["diverging"].values.sum())
-        attrs = {"inference": self.inference}
-        return xr.Dataset(
-            {
-                "rhat": (
-                    (),
-                    rhat,
-                    {
-                        "long_name": "max rank-normalised split r-hat over the parameters "
-                        "(Vehtari et al. 2021); above 1.01: not converged",
-                        **attrs,
-                    },
-                ),
-                "ess_bulk": ((), ess, {"long_name": "min bulk effective sample size over the parameters", **attrs}),
-                "divergences": ((), div, {"long_name": "NUTS divergent transitions after tuning", **attrs}),
-            }
-        )
-
-    def _warn_convergence(self):
-        from calibprob._base import ConvergenceWarning
-
-        d = self.diagnostics_
-        problems = []
-        if float(d["divergences"]) > 0:
-            problems.append(f"{int(d['divergences'])} divergent transition(s) after tuning")
-        if np.isfinite(float(d["rhat"])) and float(d["rhat"]) > RHAT_MAX:
-            problems.append(f"max r-hat {float(d['rhat']):.3f} > {RHAT_MAX}")
-        if problems:
-            warnings.warn(
-                "PyMCLinearRegression NUTS did not converge cleanly: "
-                + "; ".join(problems)
-                + ". Raise tune/draws or target_accept.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
-
     # ------------------------------------------------------------------ predict
     def sample_predictive(self, X, *, random_state=None) -> np.ndarray:
         """Posterior-predictive draws at ``X`` on the scale of ``y``, shape ``(n_draws, n)``."""
-        check_is_fitted(self, "idata_", method="fit")
-        check_feature_names(self, X)
-        Xa = check_array(X, "X", ndim=2)
-        if Xa.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {Xa.shape[1]} features but the model was fitted with "
-                f"{self.n_features_in_}. Pass the same columns as in fit."
-            )
+        Xa = self._check_predict_X(X)
         rng = np.random.default_rng(self.random_state if random_state is None else random_state)
         Xs = (Xa - self.x_mean_) / self.x_scale_
         mu = self._alpha[:, None] + self._beta @ Xs.T
@@ -318,27 +363,3 @@ class PyMCLinearRegression(BaseEstimator):
         else:
             eps = rng.standard_t(self._nu[:, None], size=mu.shape)
         return self.y_mean_ + self.y_scale_ * (mu + self._sigma[:, None] * eps)
-
-    def predict(self, X, levels=None) -> xr.Dataset:
-        """The posterior predictive at ``X`` as :func:`calibprob.from_draws` (family ``"quantile"``).
-
-        Parameters
-        ----------
-        X : array_like, shape (n, d)
-        levels : array_like, optional
-            Quantile levels; default :data:`calibprob.predictive.DEFAULT_LEVELS`.
-
-        Returns
-        -------
-        xarray.Dataset
-            Empirical quantiles of the draws, with their exact ``mean`` and ``std``.
-        """
-        from calibprob.predictive import from_draws
-
-        draws = self.sample_predictive(X)
-        return from_draws(draws, levels, method=type(self).__name__)
-
-    def predict_mean_std(self, X):
-        """Mean and standard deviation of the posterior-predictive draws (for ``predict_mean_std`` callers)."""
-        draws = self.sample_predictive(X)
-        return draws.mean(axis=0), draws.std(axis=0, ddof=1)

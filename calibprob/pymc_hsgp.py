@@ -52,17 +52,15 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import xarray as xr
 
-from calibprob._base import BaseEstimator, check_is_fitted
 from calibprob._validation import (
     check_array,
     check_choice,
-    check_feature_names,
     check_int,
     check_same_length,
     record_feature_names,
 )
+from calibprob.pymc_glm import _PosteriorDrawsRegressor
 
 __all__ = ["PyMCHSGPRegression"]
 
@@ -90,7 +88,7 @@ def _se_sqrt_psd(L, ms, ell, eta):
     return pt.exp(log_s)
 
 
-class PyMCHSGPRegression(BaseEstimator):
+class PyMCHSGPRegression(_PosteriorDrawsRegressor):
     r"""Hilbert-space approximate GP regression in PyMC (``pm.gp.HSGP``), predicting by posterior draws.
 
     Parameters
@@ -232,9 +230,7 @@ class PyMCHSGPRegression(BaseEstimator):
         self.lengthscale_ = post["lengthscale"].values.reshape(self._alpha.size, -1).mean(axis=0) * self.x_scale_
         self.amplitude_ = float(post["amplitude"].values.mean() * self.y_scale_)
         self.noise_std_ = float(self._sigma.mean() * self.y_scale_)
-        from calibprob.pymc_glm import PyMCLinearRegression
-
-        self.diagnostics_ = PyMCLinearRegression._diagnostics(self, idata)  # type: ignore[arg-type]
+        self.diagnostics_ = self._diagnostics(idata)
         self._warn_convergence()
         return self
 
@@ -280,38 +276,12 @@ class PyMCHSGPRegression(BaseEstimator):
                 approx = pm.fit(n=self.n_iter, method="advi", random_seed=seed, progressbar=False)
                 return approx.sample(self.draws * self.chains, random_seed=seed)
 
-    def _warn_convergence(self):
-        from calibprob._base import ConvergenceWarning
-        from calibprob.pymc_glm import RHAT_MAX
-
-        d = self.diagnostics_
-        problems = []
-        if float(d["divergences"]) > 0:
-            problems.append(f"{int(d['divergences'])} divergent transition(s) after tuning")
-        if np.isfinite(float(d["rhat"])) and float(d["rhat"]) > RHAT_MAX:
-            problems.append(f"max r-hat {float(d['rhat']):.3f} > {RHAT_MAX}")
-        if problems:
-            warnings.warn(
-                "PyMCHSGPRegression NUTS did not converge cleanly: "
-                + "; ".join(problems)
-                + ". Raise tune/draws or target_accept.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
-
     # ------------------------------------------------------------------ predict
     def basis(self, X) -> np.ndarray:
         """The HSGP basis :math:`\\phi(x)` at ``X`` (the training box), shape ``(n, prod(m))``."""
         from pymc.gp.hsgp_approx import calc_eigenvalues, calc_eigenvectors
 
-        check_is_fitted(self, "idata_", method="fit")
-        check_feature_names(self, X)
-        Xa = check_array(X, "X", ndim=2)
-        if Xa.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {Xa.shape[1]} features but the model was fitted with "
-                f"{self.n_features_in_}. Pass the same columns as in fit."
-            )
+        Xa = self._check_predict_X(X)
         ms = [int(v) for v in self._m]
         Xc = (Xa - self.x_mean_) / self.x_scale_ - self._center
         eig = calc_eigenvalues(self._L, ms)
@@ -324,25 +294,3 @@ class PyMCHSGPRegression(BaseEstimator):
         mu = self._alpha[:, None] + self._w @ phi.T
         eps = rng.standard_normal(mu.shape)
         return self.y_mean_ + self.y_scale_ * (mu + self._sigma[:, None] * eps)
-
-    def predict(self, X, levels=None) -> xr.Dataset:
-        """The posterior predictive at ``X`` as :func:`calibprob.from_draws` (family ``"quantile"``).
-
-        Parameters
-        ----------
-        X : array_like, shape (n, d)
-        levels : array_like, optional
-            Quantile levels; default :data:`calibprob.predictive.DEFAULT_LEVELS`.
-
-        Returns
-        -------
-        xarray.Dataset
-        """
-        from calibprob.predictive import from_draws
-
-        return from_draws(self.sample_predictive(X), levels, method=type(self).__name__)
-
-    def predict_mean_std(self, X):
-        """Mean and standard deviation of the posterior-predictive draws."""
-        draws = self.sample_predictive(X)
-        return draws.mean(axis=0), draws.std(axis=0, ddof=1)
