@@ -449,10 +449,6 @@ def quantile_pieces(q, levels) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return a, S, lo, hi
 
 
-# The former private name, for code written against it before quantile_pieces was public.
-_pieces = quantile_pieces
-
-
 def quantile_moments(q, levels) -> tuple[np.ndarray, np.ndarray]:
     r"""Exact mean and standard deviation of the piecewise-Gaussian law.
 

@@ -48,8 +48,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize, special
 
-from calibprob.predictive import quantile_cdf, quantile_ppf
-from calibprob.predictive import quantile_pieces as _pieces
+from calibprob.predictive import quantile_cdf, quantile_pieces, quantile_ppf
 
 __all__ = [
     "ACQUISITIONS",
@@ -104,7 +103,7 @@ class StandardizedLaw:
             raise ValueError(
                 f"z must have one value per level (L >= 2); got levels {self.levels.shape}, z {self.z.shape}."
             )
-        a, b, lo, hi = _pieces(self.z[None, :], self.levels)
+        a, b, lo, hi = quantile_pieces(self.z[None, :], self.levels)
         self._a, self._b, self._lo, self._hi = a[0], b[0], lo, hi
 
     @property
