@@ -31,7 +31,9 @@ scikit-learn's objective evaluations; the log marginal likelihood of each and
 their relative difference; calibprob's evaluations (value only / value and
 gradient, ``+ k@m`` the Hessian's on the subset, ``j@n`` the refinement's on all
 rows) and ``floor x``: calibprob's time divided by the sum over its evaluations
-of one Cholesky + one triangular solve at that evaluation's size (best of 5).
+of one Cholesky + one triangular solve at that evaluation's size (best of 5), and
+``grad x``: the same with LAPACK's inverse from the factor (``dpotri``) added for
+every evaluation with a gradient, the least an exact gradient needs (see :func:`_floor`).
 One BLAS thread (``OPENBLAS_NUM_THREADS=1`` is set before NumPy loads unless
 already set); the machine load (``os.getloadavg``) is printed before and after
 each row. The first line gives the cold-start cost of a new process (import,
@@ -57,8 +59,14 @@ def _data(n: int, seed: int = 0):
     return X, y - y.mean()
 
 
-def _floor(n: int) -> float:
-    """Best-of-5 time of one Cholesky + one triangular solve of an n x n SE covariance."""
+def _floor(n: int, gradient: bool = False) -> float:
+    r"""Best-of-5 time of one Cholesky + one triangular solve of an n x n SE covariance.
+
+    With ``gradient``, plus LAPACK's inverse from the factor (``dpotri``): the least any
+    exact gradient of the log marginal likelihood needs, since every trace term
+    :math:`\operatorname{tr}(K^{-1}\partial K/\partial\theta)` contracts with all of
+    :math:`K^{-1}`'s entries (Cholesky :math:`n^3/3` flops, inverse from it :math:`2n^3/3`).
+    """
     import numpy as np
     import scipy.linalg
 
@@ -70,8 +78,14 @@ def _floor(n: int) -> float:
         t = time.perf_counter()
         L = scipy.linalg.lapack.dpotrf(K, lower=1)[0]
         scipy.linalg.lapack.dtrtrs(L, y, lower=1)
+        if gradient:
+            scipy.linalg.lapack.dpotri(L, lower=1)
         best = min(best, time.perf_counter() - t)
     return best
+
+
+def _grad_floor(n: int) -> float:
+    return _floor(n, gradient=True)
 
 
 def _calibprob(X, y, subset="auto"):
@@ -82,12 +96,15 @@ def _calibprob(X, y, subset="auto"):
     return gp, time.perf_counter() - t
 
 
-def _evaluations(gp, floors):
-    """Objective evaluations of a fit and their floor: sum over evaluations of (Cholesky + solve) at their size.
+def _evaluations(gp, floors, grad_floors):
+    """Objective evaluations of a fit and their floors at their sizes.
 
-    With a subset (``fit_info_["hyper_subset"]``) the subset fit's evaluations (start
-    scan, L-BFGS-B, the Hessian's central differences) are on ``m`` rows and the
-    refinement's on all rows.
+    Returns the evaluation counts as text, the sum over evaluations of (Cholesky +
+    solve), and the same sum with the inverse from the factor added for every
+    evaluation with a gradient (the exact-gradient floor, :func:`_floor`). With a
+    subset (``fit_info_["hyper_subset"]``) the subset fit's evaluations (start scan,
+    L-BFGS-B, the Hessian's central differences of the gradient) are on ``m`` rows and
+    the refinement's on all rows.
     """
     info = gp.fit_info_
     n = gp.X_train_.shape[0]
@@ -95,13 +112,21 @@ def _evaluations(gp, floors):
     sub = info.get("hyper_subset")
     if sub is None:
         count = ev["value"] + ev["value_and_grad"]
-        return f"{ev['value']}/{ev['value_and_grad']}", count * floors(n)
+        grad = ev["value"] * floors(n) + ev["value_and_grad"] * grad_floors(n)
+        return f"{ev['value']}/{ev['value_and_grad']}", count * floors(n), grad
     m = sub["size"]
     sev = sub["fit_info"]["n_evaluations"]
-    n_sub = sev["value"] + sev["value_and_grad"] + sub.get("hessian_evaluations", 0)
+    n_hess = sub.get("hessian_evaluations", 0)
+    n_sub = sev["value"] + sev["value_and_grad"] + n_hess
     n_full = ev["value"] + ev["value_and_grad"]
-    text = f"{sev['value']}/{sev['value_and_grad']}+{sub.get('hessian_evaluations', 0)}@{m} {n_full}@n"
-    return text, n_sub * floors(m) + n_full * floors(n)
+    text = f"{sev['value']}/{sev['value_and_grad']}+{n_hess}@{m} {n_full}@n"
+    grad = (
+        sev["value"] * floors(m)
+        + (sev["value_and_grad"] + n_hess) * grad_floors(m)
+        + ev["value"] * floors(n)
+        + ev["value_and_grad"] * grad_floors(n)
+    )
+    return text, n_sub * floors(m) + n_full * floors(n), grad
 
 
 def _sklearn(X, y, gp, which="starts"):
@@ -151,7 +176,7 @@ def _sklearn(X, y, gp, which="starts"):
     return sk, time.perf_counter() - t
 
 
-def _row(n, args, floors):
+def _row(n, args, floors, grad_floors):
     """One n: calibprob (first fit at this n), scikit-learn, calibprob again (warm), interleaved."""
     import numpy as np
 
@@ -167,7 +192,7 @@ def _row(n, args, floors):
     gp2, t_warm = _calibprob(X, y, subset)
     assert gp2.log_marginal_likelihood_value_ == gp.log_marginal_likelihood_value_
     t_cp = float(np.median([t_cold, t_warm]))
-    evals, floor_total = _evaluations(gp, floors)
+    evals, floor_total, grad_total = _evaluations(gp, floors, grad_floors)
     lml_cp = gp.log_marginal_likelihood_value_
     if sk is not None:
         lml_sk = float(sk.log_marginal_likelihood_value_)
@@ -178,7 +203,8 @@ def _row(n, args, floors):
         sk_txt, rel, lml_sk_txt = f"{'-':>8} {'-':>6} {'-':>4}", f"{'-':>9}", f"{'-':>14}"
     print(
         f"{n:>5} | {t_cold:6.2f}s {t_warm:6.2f}s {sk_txt} | {lml_cp:14.6f} {lml_sk_txt} {rel} | "
-        f"{evals:>24} {floors(n) * 1e3:8.1f}ms {t_cp / floor_total:7.2f} | {load0:.2f}->{os.getloadavg()[0]:.2f}",
+        f"{evals:>24} {floors(n) * 1e3:8.1f}ms {t_cp / floor_total:7.2f} {grad_floors(n) * 1e3:8.1f}ms "
+        f"{t_cp / grad_total:7.2f} | {load0:.2f}->{os.getloadavg()[0]:.2f}",
         flush=True,
     )
     return gp
@@ -221,16 +247,17 @@ def main(argv=None):
     print(f"cold start: import calibprob.gp {t_import:.2f} s, first (50-row) fit {time.perf_counter() - t0:.2f} s")
 
     floors = functools.lru_cache(maxsize=None)(_floor)
+    grad_floors = functools.lru_cache(maxsize=None)(_grad_floor)
     header = (
         f"{'n':>5} | {'cp cold':>7} {'cp warm':>7} {'sklearn':>8} {'ratio':>6} {'sk ev':>4} | {'LML calibprob':>14} "
         f"{'LML sklearn':>14} {'rel dLML':>9} | {'evals (v/vg+hess@m full@n)':>24} {'chol+solve':>10} "
-        f"{'floor x':>7} | load"
+        f"{'floor x':>7} {'+potri':>10} {'grad x':>7} | load"
     )
     print(header)
     print("-" * len(header))
     gp = None
     for n in args.n:
-        gp = _row(n, args, floors)
+        gp = _row(n, args, floors, grad_floors)
     assert gp is not None
     print(
         f"\nOPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, cores={os.cpu_count()}; "
@@ -238,7 +265,9 @@ def main(argv=None):
         f"calibprob n_hyper_subset={'None' if args.no_subset else 'auto'}; "
         f"scikit-learn from calibprob's {args.starts} starts (the subset fit's, with a subset); "
         "ratio = median(cp cold, cp warm) / sklearn; 'floor x' = that time / sum over evaluations of "
-        f"(Cholesky + solve at the evaluation's size); numpy {np.__version__}"
+        f"(Cholesky + solve at the evaluation's size); 'grad x' = that time / the same sum with LAPACK's inverse "
+        "from the factor (dpotri) added for every evaluation with a gradient (the exact-gradient floor); "
+        f"numpy {np.__version__}"
     )
 
 
