@@ -179,7 +179,7 @@ def _sparse_jgp(n: int, n_test: int, m: int, queue) -> None:
     t0 = time.perf_counter()
     gp = SparseGaussianProcessRegressor(n_inducing=m, n_restarts=1, random_state=0).fit(X[:n], y[:n])
     t_base = time.perf_counter() - t0
-    out = {"base": t_base}
+    out: dict[str, object] = {"base": t_base}
     for score in ("normalized", "signed"):
         t0 = time.perf_counter()
         jgp = JackknifePlusGP(estimator=gp, prefit=True, score=score, confidence_level=0.9).fit()

@@ -18,7 +18,11 @@ gradient from m x m statistics accumulated over blocks of rows
 time and holds no :math:`n\times m` array beyond one block. The inducing
 inputs are k-means centres of the (column-standardised) inputs — of a seeded
 subset of ``max(10 000, 20 m)`` rows when there are more — and kept fixed
-during the optimisation.
+during the optimisation. From :data:`AUTO_SUBSET_MIN_N` rows (``n_hyper_subset="auto"``)
+the multi-start runs on a seeded subset of :data:`AUTO_SUBSET_SIZE` rows (same inducing
+inputs) and a quasi-Newton refinement from the subset's Hessian finishes on all rows
+(:func:`calibprob.gp._pymc.refine`): a fixed number of subset evaluations plus a handful
+on all rows, so the whole fit, not only each evaluation, grows linearly in :math:`n`.
 
 Leave-one-out (:meth:`SparseGaussianProcessRegressor.loo`) is closed-form in
 :math:`O(nm^2)`: see :mod:`calibprob.gp._sparse_loo`.
