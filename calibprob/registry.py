@@ -496,6 +496,8 @@ register_base(
         "n_inducing": Int(1, 100_000),
         "jitter": Float(0, 1, lo_open=True, hi_open=True),
         "inducing_points": ListOf(ListOf(Float())),
+        # sparse GP at scale (issue 21): multi-start on a seeded subset of rows, refined on all
+        "n_hyper_subset": AnyOf((Choice(("auto",)), Int(3, None))),
     },
     doc="sparse (inducing-point) Gaussian process",
     seed="random_state",

@@ -82,6 +82,26 @@ from calibprob.conformal.split import conformal_thresholds
 __all__ = ["CrossConformalRegressor", "jackknife_plus_bounds"]
 
 
+def jackknife_plus_ranks(levels, n: int, *, symmetric: bool) -> tuple[list[int], list[int]]:
+    r"""1-based ranks of the lower and upper jackknife+ ends among ``n`` values, one per level.
+
+    Symmetric scores: the :math:`\lfloor \alpha(n+1) \rfloor`-th smallest :math:`\xi^-`
+    and the :math:`\lceil (1-\alpha)(n+1) \rceil`-th smallest :math:`\xi^+`; signed
+    scores: the :math:`\lfloor (\alpha/2)(n+1) \rfloor`-th and
+    :math:`\lceil (1-\alpha/2)(n+1) \rceil`-th smallest :math:`\xi` (module docstring).
+    Raises ``ValueError`` when ``n`` cannot resolve a level.
+    """
+    levels = np.asarray(levels, float)
+    if symmetric:
+        for c in levels:
+            check_enough_points(c, n, what="training points")
+        return [lower_rank(1.0 - c, n) for c in levels], [upper_rank(c, n) for c in levels]
+    for c in levels:
+        check_enough_points(c, n, what="training points", sides=2)
+    a = (1.0 - levels) / 2.0
+    return [lower_rank(ai, n) for ai in a], [upper_rank(1.0 - ai, n) for ai in a]
+
+
 def jackknife_plus_bounds(
     mu_loo, scale_loo, scores, confidence_levels, *, symmetric: bool = True, chunk_size: int | None = None
 ):
@@ -111,17 +131,7 @@ def jackknife_plus_bounds(
     n, m = mu_loo.shape
     R = np.asarray(scores, float)[:, None]
     levels = np.asarray(confidence_levels, float)
-    if symmetric:
-        for c in levels:
-            check_enough_points(c, n, what="training points")
-        ranks_hi = [upper_rank(c, n) for c in levels]
-        ranks_lo = [lower_rank(1.0 - c, n) for c in levels]
-    else:
-        for c in levels:
-            check_enough_points(c, n, what="training points", sides=2)
-        a = (1.0 - levels) / 2.0
-        ranks_lo = [lower_rank(ai, n) for ai in a]
-        ranks_hi = [upper_rank(1.0 - ai, n) for ai in a]
+    ranks_lo, ranks_hi = jackknife_plus_ranks(levels, n, symmetric=symmetric)
     scale_loo = np.broadcast_to(np.asarray(scale_loo, float), mu_loo.shape)
     lower = np.empty((m, levels.size))
     upper = np.empty((m, levels.size))

@@ -220,8 +220,11 @@ def sparse_kriging_system(gp, *, offset: float, gls: bool, keep_T: bool = True) 
     )
 
 
-def sparse_kriging_predict(system: SparseKrigingSystem, Kmx):
+def sparse_kriging_predict(system: SparseKrigingSystem, Kmx, *, test_major: bool = False):
     r"""Kriging weights, mean, observation variance and :math:`\delta(x)` at test points.
+
+    The weights are one BLAS product :math:`\Lambda = T^\top t_2/\sigma`
+    (:math:`2nmc` flops for ``c`` test points, the bulk of the work).
 
     Parameters
     ----------
@@ -229,10 +232,15 @@ def sparse_kriging_predict(system: SparseKrigingSystem, Kmx):
         Built with ``keep_T=True``.
     Kmx : ndarray, shape (m, c)
         :math:`k(Z, x)` for ``c`` test points.
+    test_major : bool, default False
+        Return the weights as ``(c, n)`` (one contiguous row per test point,
+        :math:`(t_2/\sigma)^\top T`), the layout in which the jackknife+ order
+        statistics over the ``n`` training points run along contiguous memory.
+        The same numbers up to the rounding of the product's summation order.
 
     Returns
     -------
-    lam : ndarray, shape (n, c)
+    lam : ndarray, shape (n, c), or (c, n) with ``test_major``
     mu : ndarray, shape (c,)
         On the scale of ``system.y``.
     var : ndarray, shape (c,)
@@ -245,13 +253,20 @@ def sparse_kriging_predict(system: SparseKrigingSystem, Kmx):
     sn = np.sqrt(system.noise)
     t1 = _solve(system.Lm, Kmx)
     t2 = _solve(system.LB, t1)
-    lam = system.T.T @ t2 / sn
+    if test_major:
+        lam = t2.T @ system.T
+        lam /= sn
+    else:
+        lam = system.T.T @ t2 / sn
     q = np.einsum("ij,ij->j", t1, t1)
     extra = np.maximum(system.variance - q, 0.0)
     var = extra + np.einsum("ij,ij->j", t2, t2) + system.noise
     if system.gls and system.cb is not None and system.s is not None:
         u = 1.0 - (system.cb @ t2) / sn
-        lam += np.outer(system.s, u / system.q11)
+        if test_major:
+            lam += (u / system.q11)[:, None] * system.s
+        else:
+            lam += np.outer(system.s, u / system.q11)
         var = var + u * u / system.q11
         mu = system.mhat + t2.T @ (system.ca - system.mhat * system.cb) / sn
     else:

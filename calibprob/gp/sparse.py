@@ -18,7 +18,11 @@ gradient from m x m statistics accumulated over blocks of rows
 time and holds no :math:`n\times m` array beyond one block. The inducing
 inputs are k-means centres of the (column-standardised) inputs — of a seeded
 subset of ``max(10 000, 20 m)`` rows when there are more — and kept fixed
-during the optimisation.
+during the optimisation. From :data:`AUTO_SUBSET_MIN_N` rows (``n_hyper_subset="auto"``)
+the multi-start runs on a seeded subset of :data:`AUTO_SUBSET_SIZE` rows (same inducing
+inputs) and a quasi-Newton refinement from the subset's Hessian finishes on all rows
+(:func:`calibprob.gp._pymc.refine`): a fixed number of subset evaluations plus a handful
+on all rows, so the whole fit, not only each evaluation, grows linearly in :math:`n`.
 
 Leave-one-out (:meth:`SparseGaussianProcessRegressor.loo`) is closed-form in
 :math:`O(nm^2)`: see :mod:`calibprob.gp._sparse_loo`.
@@ -47,20 +51,28 @@ processes (sparse GP with 300 inducing points for large data sets).
 
 from __future__ import annotations
 
+import time
 import warnings
+from typing import Any
 
 import numpy as np
 import scipy.linalg
 from scipy.cluster.vq import kmeans2
 
 from calibprob._validation import check_array, check_int
-from calibprob.gp import _sparse_numerics
+from calibprob.gp import _pymc, _sparse_numerics
 from calibprob.gp.exact import _GPBase
 
 __all__ = ["SparseGaussianProcessRegressor", "kmeans_inducing_points"]
 
 #: k-means for the inducing inputs runs on at most max(this, 20 m) rows (seeded subset).
 _KMEANS_ROWS = 10_000
+#: ``n_hyper_subset="auto"`` (measured with ``benchmarks/bench_scale.py --part sparse``, see
+#: docs/benchmarks.md): from this many rows the multi-start runs on a seeded subset ...
+AUTO_SUBSET_MIN_N = 10_000
+#: ... of this many rows (the same inducing inputs), and its optimum is refined on all rows
+#: (:func:`calibprob.gp._pymc.refine`). Below, every row: the subset stage would save little.
+AUTO_SUBSET_SIZE = 5_000
 
 
 def kmeans_inducing_points(X, n_inducing: int, *, random_state=None, max_rows: int | None = None) -> np.ndarray:
@@ -141,13 +153,30 @@ class SparseGaussianProcessRegressor(_GPBase):
         Added to the diagonal of :math:`K_{mm}`, relative to the kernel variance.
     inducing_points : array_like, shape (m, d), optional
         Fixed inducing inputs instead of k-means.
+    n_hyper_subset : int, "auto" or None, default "auto"
+        Run the multi-start hyperparameter fit (L-BFGS-B) on a seeded random subset
+        of this many rows, with the same inducing inputs, then refine its optimum on
+        all rows: quasi-Newton started from the subset bound's Hessian times
+        :math:`n/n_{sub}` (:func:`calibprob.gp._pymc.refine`), a handful of
+        full-data evaluations instead of a multi-start's dozens. The refinement
+        stops by L-BFGS-B's own rules, so it lands on the full-data optimum of the
+        basin the subset picked. ``None`` (or a size ``>= n``): every evaluation on
+        all rows. ``"auto"``: a subset of :data:`AUTO_SUBSET_SIZE` (5000) rows from
+        :data:`AUTO_SUBSET_MIN_N` (10 000) rows on, every row below. Only with
+        ``optimize=True`` and ``optimizer="lbfgs"``.
 
     Attributes
     ----------
     inducing_points_ : ndarray, shape (m, d)
-    theta_, mean_, log_marginal_likelihood_value_ (the VFE bound), fit_info_,
-    X_train_, y_train_, n_features_in_
+    theta_, mean_, log_marginal_likelihood_value_ (the VFE bound), X_train_, y_train_, n_features_in_
         As in :class:`calibprob.gp.GaussianProcessRegressor`.
+    fit_info_ : dict
+        As in :class:`calibprob.gp.GaussianProcessRegressor`. With a subset,
+        ``hyper_subset`` holds its ``size``, row ``indices``, hyperparameters
+        (``theta``), the subset fit's own ``fit_info`` (its ``n_evaluations``),
+        ``hessian_evaluations`` (gradients on the subset for the starting curvature)
+        and ``seconds``; the other entries (``n_evaluations``, ``objective_values``,
+        ...) describe the refinement on all rows.
 
     References
     ----------
@@ -190,6 +219,7 @@ class SparseGaussianProcessRegressor(_GPBase):
         inducing_points=None,
         random_state=None,
         compile_mode=None,
+        n_hyper_subset="auto",
     ):
         self.n_inducing = n_inducing
         self.kernel = kernel
@@ -208,6 +238,7 @@ class SparseGaussianProcessRegressor(_GPBase):
         self.inducing_points = inducing_points
         self.random_state = random_state
         self.compile_mode = compile_mode
+        self.n_hyper_subset = n_hyper_subset
 
     def _check_params(self) -> None:
         super()._check_params()
@@ -220,6 +251,66 @@ class SparseGaussianProcessRegressor(_GPBase):
             )
         if not (np.isfinite(self.jitter) and 0 < self.jitter < 1):
             raise ValueError(f"jitter must be in (0, 1) (relative to the kernel variance); got {self.jitter!r}.")
+        m = self.n_hyper_subset
+        integer = isinstance(m, (int, np.integer)) and not isinstance(m, (bool, np.bool_))
+        if not (m is None or (isinstance(m, str) and m == "auto") or (integer and bool(m >= 3))):
+            raise ValueError(
+                f"n_hyper_subset must be 'auto', None or an integer >= 3 (rows of the hyperparameter "
+                f"fit before the refinement on all rows); got {m!r}. Use None to fit on every row."
+            )
+
+    def _subset_size(self, n: int) -> int | None:
+        """Rows of the multi-start hyperparameter fit (``None``: all rows, no refinement stage)."""
+        m = self.n_hyper_subset
+        if not self.optimize or self.optimizer != "lbfgs" or m is None:
+            return None
+        if isinstance(m, str):  # "auto"
+            if n < AUTO_SUBSET_MIN_N:
+                return None
+            m = AUTO_SUBSET_SIZE
+        return int(m) if int(m) < n else None
+
+    def _fit_theta(self, spec, rng, info: dict) -> dict:
+        size = self._subset_size(len(self.y_train_))
+        if size is None:
+            return super()._fit_theta(spec, rng, info)
+        return self._fit_on_subset(spec, rng, info, size)
+
+    def _fit_on_subset(self, spec, rng, info: dict, size: int) -> dict:
+        r"""Multi-start on a seeded subset of ``size`` rows (same inducing inputs), refined on all rows.
+
+        The subset fit is this estimator's own fit on ``X[idx], y[idx]`` with
+        ``inducing_points=inducing_points_`` and ``n_hyper_subset=None``; its optimum
+        starts :func:`calibprob.gp._pymc.refine` on all rows, with the subset bound's
+        Hessian (central differences of its gradient, :math:`2(d+2)` evaluations on the
+        subset) times :math:`n/n_{sub}` as the initial curvature — the data terms of the
+        bound, :math:`\log\mathcal N` and the trace term, grow linearly in :math:`n`.
+        """
+        X, y, Z = self.X_train_, self.y_train_, self.inducing_points_
+        n = len(y)
+        idx = np.sort(rng.choice(n, size=size, replace=False))
+        params = {**self.get_params(), "n_hyper_subset": None, "inducing_points": Z}
+        if isinstance(self.random_state, np.random.Generator):
+            params["random_state"] = rng
+        clock = time.perf_counter()
+        sub = type(self)(**params).fit(X[idx], y[idx])
+        theta_sub = {k: v for k, v in sub.theta_.items() if k != "mean_"}
+        record: dict[str, Any] = {"size": size, "indices": idx, "theta": theta_sub, "fit_info": sub.fit_info_}
+        data = self._data()
+        _, bounds, _ = _pymc.heuristics(spec, X, data["y"], float(self.nugget))
+        lo, hi = np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds])
+        x_start = np.clip(_pymc.pack(spec, self._scale_theta(theta_sub, -1.0)), lo, hi)
+        sub_objective = _sparse_numerics.VFEObjectiveNumpy(
+            spec.kernel, spec.p, spec.mean, spec.objective, self.jitter, X[idx], data["y"][idx], Z
+        )
+        hessian = _pymc.fd_hessian(sub_objective, x_start) * (n / size)
+        record["hessian_evaluations"] = sub_objective.n_grad
+        record["seconds"] = time.perf_counter() - clock
+        with _pymc._blas_limit(n, info), self._objective_for(spec) as fun:
+            x_best, value, runs = _pymc.refine(fun, x_start, bounds, hessian)
+        self._record_runs(spec, x_best, value, runs, bounds, fun, [x_start])
+        self.fit_info_["hyper_subset"] = record
+        return self._complete_theta(self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
 
     def _prepare(self, X, y, rng) -> None:
         if self.inducing_points is not None:
