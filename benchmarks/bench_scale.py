@@ -23,12 +23,16 @@ Sparse GP (``--part sparse``), each run in a fresh process too:
   J+GP (closed-form O(nm^2) leave-one-out, no n x n matrix) at 90 % on 2 000
   test points: time, peak RSS, coverage.
 
-The other parts of the issue's benchmark (exact GP with subset
-hyperparameters, 2 workers vs serial) belong to other work.
+Workers (``--part workers``): a one-repetition spec (GP base on ``concrete``,
+eight methods incl. CV+ with 10 folds, GP-Beta and the sharp GP) as
+``calibprob compare`` serial and ``--workers 2``, each a fresh process: wall
+times, the speed-up (target >= 1.6x) and whether the results are identical.
+
+The exact GP with subset hyperparameters belongs to other work.
 
 Run::
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_scale.py [--n 100000] [--part cps|sparse|all]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_scale.py [--n 100000] [--part cps|sparse|workers|all]
 """
 
 from __future__ import annotations
@@ -233,8 +237,12 @@ def sparse_main(m: int = 300) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000, help="n_cal = n_test (default 100 000)")
-    ap.add_argument("--part", choices=("cps", "sparse", "all"), default="all")
+    ap.add_argument("--part", choices=("cps", "sparse", "workers", "all"), default="all")
     args = ap.parse_args()
+    if args.part in ("workers", "all"):
+        workers_main()
+    if args.part == "workers":
+        return
     if args.part in ("sparse", "all"):
         sparse_main()
     if args.part == "sparse":
@@ -262,6 +270,129 @@ def main() -> None:
     )
     print(f"  an n_test x n_cal CRPS matrix would need {n * n * 8 / 1e9:,.0f} GB (float64); never allocated here")
     print(f"  budget: peak <= 2 GB -> {'met' if a <= 2048 else 'NOT met'}")
+
+
+# ---------------------------------------------------------------------------
+# --part workers: one repetition, 2 workers vs serial (issue 21 item 5)
+# ---------------------------------------------------------------------------
+
+#: One repetition of a GP-based comparison as issue 21 runs it: a GP base, the cheap
+#: calibrators, J+GP, GP-Beta, the sharp GP (``scaled``, the variant the docs recommend
+#: beyond a few hundred calibration points) and CV+ with 10 refits of the GP, the
+#: slowest method, which method granularity splits into one task per refit.
+SPEC_WORKERS = """
+name = "scale-workers"
+datasets = ["concrete"]
+repetitions = 1
+seed = 21
+standardize = true
+confidence_levels = [0.5, 0.9]
+
+[split]
+train = 0.6
+calibrate = 0.2
+test = 0.2
+
+[base]
+kind = "gp"
+kernel = "se"
+
+[methods.base]
+kind = "base"
+
+[methods.isotonic]
+kind = "isotonic"
+extrapolate = true
+
+[methods.conformal-predictive]
+kind = "conformal-predictive"
+
+[methods.split-conformal]
+kind = "split-conformal"
+score = "normalized"
+
+[methods."J+GP"]
+kind = "jackknife-plus-gp"
+
+[methods.gp-beta]
+kind = "gp-beta"
+n_inducing = 16
+n_iter = 2000
+
+[methods.sharp-gp]
+kind = "sharp-gp"
+variant = "scaled"
+
+[methods."CV+"]
+kind = "cv-plus"
+folds = 10
+score = "normalized"
+"""
+
+
+def _compare_cli(args: list, env: dict) -> float:
+    """Wall seconds of one ``calibprob compare`` run in a fresh process, as a user runs it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cli = Path(sys.executable).parent / "calibprob"
+    t0 = time.perf_counter()
+    subprocess.run(
+        [str(cli), "compare", *args, "--no-progress"],
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+        env=dict(os.environ, **env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - t0
+
+
+def workers_main(spec_text: str = SPEC_WORKERS, label: str = "one repetition") -> float:
+    """``calibprob compare SPEC`` serial vs ``--workers 2`` (fresh processes): wall times, speed-up, identity.
+
+    One untimed serial run first fills the PyTensor compile cache, so neither timed
+    run compiles from scratch. With ``--workers 2`` and one (data set, repetition)
+    the runner splits the repetition into one base-fit stage, one task per method and
+    one per CV+ refit. Also prints the serial run's per-method times and the bound no
+    schedule beats (base fit, then the slowest piece). Returns the speed-up.
+    """
+    import os
+    import tempfile
+    from pathlib import Path
+
+    import xarray as xr
+
+    env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        spec = tmp / "spec.toml"
+        spec.write_text(spec_text)
+        _compare_cli([str(spec), "--out", str(tmp / "warmup.nc")], env)
+        load0 = os.getloadavg()[0]
+        t_serial = _compare_cli([str(spec), "--out", str(tmp / "serial.nc")], env)
+        t_dask = _compare_cli([str(spec), "--out", str(tmp / "dask.nc"), "--workers", "2"], env)
+        load1 = os.getloadavg()[0]
+        a = xr.open_datatree(tmp / "serial.nc", engine="h5netcdf")
+        b = xr.open_datatree(tmp / "dask.nc", engine="h5netcdf")
+        same = a.to_dataset().load().identical(b.to_dataset().load())
+        timing = a["timing"].to_dataset().load()
+    fits = timing["fit_time"].values.ravel()
+    base = float(timing["base_fit_time"].max())
+    names = timing["calibrator"].values.tolist()
+    print(f"{label}: serial per-method s: " + ", ".join(f"{c} {t:.1f}" for c, t in zip(names, fits, strict=True)))
+    print(f"  base fit {base:.1f} s; serial method time total {fits.sum():.1f} s")
+    print(f"  {'serial':34s}{t_serial:8.1f} s wall")
+    print(f"  {'--workers 2 (method granularity)':34s}{t_dask:8.1f} s wall  (includes the cluster start)")
+    speed = t_serial / t_dask
+    print(
+        f"  speed-up 2 workers / serial       {speed:8.2f} x   (target >= 1.6: {'met' if speed >= 1.6 else 'NOT met'})"
+        f"   results identical: {same}"
+    )
+    print(f"  load average (1 min) before/after: {load0:.1f} / {load1:.1f} on {os.cpu_count()} cores")
+    return speed
 
 
 if __name__ == "__main__":
