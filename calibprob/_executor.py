@@ -638,8 +638,8 @@ class _Staging:
             futures.update(self.tasks(client, future, state, members))
         return stages, futures, failures
 
-    def _submit(self, client, func, *args, key, share: int = 1, **kwargs):
-        return client.submit(func, *args, pure=False, priority=int(self.priority(key) // share), **kwargs)
+    def _submit(self, client, func, *args, key, share: int = 1, extra: dict | None = None):
+        return client.submit(func, *args, pure=False, priority=int(self.priority(key) // share), **(extra or {}))
 
     def tasks(self, client, stage, state, members) -> dict:
         """The task futures of a finished stage (and of their pieces)."""
@@ -650,8 +650,8 @@ class _Staging:
                 self._submit(client, self.split[1], self.config, stage, *key, *a, key=key, share=len(args))
                 for a in args
             ]
-            kwargs = {"refits": pieces} if pieces else {}
-            futures[self._submit(client, self.task, self.config, stage, *key, key=key, **kwargs)] = key
+            extra = {"refits": pieces} if pieces else None
+            futures[self._submit(client, self.task, self.config, stage, *key, key=key, extra=extra)] = key
         return futures
 
     def finished_stage(self, client, stage, members) -> tuple[dict, list]:
