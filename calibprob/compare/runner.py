@@ -23,6 +23,10 @@ slices are put back together by :func:`assemble_task`; the scores are identical 
 the task-granularity run, since each method sees the same split, seed and fitted
 base either way. The base is fitted once per task, not once per method: in the
 quickstart the GP base fit (0.8 s) costs as much as most of its methods.
+The refits of jackknife, jackknife+ and CV+ are tasks of their own too
+(:func:`method_refit_tasks`, :func:`run_method_refits`), so the slowest method of a
+repetition is split; the costliest kinds start first. With ``workers=N`` the first
+base stages run in the calling process while the cluster starts.
 """
 
 from __future__ import annotations
@@ -728,8 +732,9 @@ def run_comparison(
         fitted once and shared by its methods, run one after another. ``"method"``:
         the base fit is a stage of its own and each (data set, repetition, method)
         is a task depending on it (a Dask future), so one repetition uses every
-        worker, and a killed run resumes per method; the scores are identical to
-        ``"task"``'s. ``"auto"`` (default) is ``"method"`` when ``workers`` exceeds
+        worker, and a killed run resumes per method; the refits of jackknife,
+        jackknife+ and CV+ are tasks too (one per fold, at most
+        :data:`MAX_REFIT_TASKS` per method); the scores are identical to ``"task"``'s. ``"auto"`` (default) is ``"method"`` when ``workers`` exceeds
         the number of (data set, repetition) tasks, else ``"task"``.
 
     Returns
