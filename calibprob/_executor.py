@@ -446,6 +446,7 @@ def execute(
     prepare: Callable | None = None,
     split: tuple[Callable, Callable] | None = None,
     priority: Callable[[tuple], int] | None = None,
+    preload: Sequence[str] = (),
 ) -> dict[Hashable, xr.Dataset]:
     """Run ``task(config, *key)`` for every key not finished yet; return every key's Dataset.
 
@@ -495,6 +496,9 @@ def execute(
         ``priority(key)``: expected cost of a key's task (its pieces share it); on Dask
         the costliest start first (longest-processing-time-first, Graham 1969), so the
         last task to finish is a short one.
+    preload : sequence of str
+        Modules a new ``LocalCluster``'s workers import as they start (while this
+        process runs the first stages), not when the first task arrives.
 
     Returns
     -------
@@ -530,7 +534,7 @@ def execute(
             _serial_map(task, config, todo, store, on_error, prepare)
         else:
             staging = _Staging(task, config, on_error, prepare, split, priority)
-            _dask_map(staging, todo, store, workers=workers, scheduler=scheduler)
+            _dask_map(staging, todo, store, workers=workers, scheduler=scheduler, preload=preload)
     finally:
         bar.close()
     return results
@@ -670,17 +674,21 @@ class _Staging:
         return self.tasks(client, stage, state, members), []
 
 
-def _start_local(workers: int, staging: _Staging, keys) -> tuple:
-    """A new ``LocalCluster`` and the stages run in this process while it starts (its workers import, idle)."""
+def _start_local(workers: int, staging: _Staging, keys, preload: Sequence[str] = ()) -> tuple:
+    """A new ``LocalCluster`` and the stages run in this process while it starts (its workers import ``preload``)."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
-        starting = pool.submit(local_cluster, workers)
-        early = staging.run_early(keys, starting.done)
+        starting = pool.submit(local_cluster, workers, preload=preload)
+        try:
+            early = staging.run_early(keys, starting.done)
+        except BaseException:  # e.g. Ctrl-C during a stage: do not leave the workers running
+            starting.result().close()
+            raise
         return starting.result(), early
 
 
-def _dask_map(staging: _Staging, keys, store, *, workers, scheduler) -> None:
+def _dask_map(staging: _Staging, keys, store, *, workers, scheduler, preload: Sequence[str] = ()) -> None:
     """Submit every key to Dask and store results as they finish (failures via ``on_error``)."""
     try:
         from dask.distributed import Client, as_completed
@@ -688,7 +696,7 @@ def _dask_map(staging: _Staging, keys, store, *, workers, scheduler) -> None:
         raise ImportError("parallel runs need Dask: pip install 'calibprob[dask]' (dask[distributed]).") from err
     cluster, early = None, {}
     if scheduler is None:
-        cluster, early = _start_local(workers, staging, keys)
+        cluster, early = _start_local(workers, staging, keys, preload)
         client = Client(cluster)
     else:
         client = _connect(scheduler)
@@ -730,7 +738,7 @@ def failure_table(rows: Sequence[tuple[str, str]], *, limit: int = 200) -> str:
     return "\n".join(lines)
 
 
-def local_cluster(n_workers: int):
+def local_cluster(n_workers: int, *, preload: Sequence[str] = ()):
     """A ``dask.distributed.LocalCluster`` of single-threaded worker processes tuned for GP work.
 
     Dask's nannies start workers with ``MALLOC_TRIM_THRESHOLD_=65536`` (to hand freed
@@ -745,6 +753,8 @@ def local_cluster(n_workers: int):
     n_workers : int
         Number of worker processes (one thread each: the GP algebra runs one BLAS
         thread per process).
+    preload : sequence of str
+        Modules each worker imports as it starts (Dask's worker ``preload``).
 
     Returns
     -------
@@ -769,4 +779,10 @@ def local_cluster(n_workers: int):
 
     n_workers = check_int(n_workers, "n_workers (worker processes; e.g. 2)", minimum=1)
     with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
-        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        return LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            preload=list(preload) or None,
+        )

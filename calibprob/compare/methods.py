@@ -365,6 +365,8 @@ def count_refits(ctx: TaskContext, kind: str, options: dict) -> int:
         return 0
     try:
         model, _ = _cross_conformal_model(ctx, entry, {**entry.defaults, **options})
+        if not isinstance(model.cv, str) and not isinstance(model.random_state, (int, np.integer)):
+            return 0  # unseeded folds differ call to call: only one fit can use them
         return model.n_refits(len(ctx.y_train))
     except Exception:
         return 0

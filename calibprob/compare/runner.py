@@ -734,8 +734,9 @@ def run_comparison(
         is a task depending on it (a Dask future), so one repetition uses every
         worker, and a killed run resumes per method; the refits of jackknife,
         jackknife+ and CV+ are tasks too (one per fold, at most
-        :data:`MAX_REFIT_TASKS` per method); the scores are identical to ``"task"``'s. ``"auto"`` (default) is ``"method"`` when ``workers`` exceeds
-        the number of (data set, repetition) tasks, else ``"task"``.
+        :data:`MAX_REFIT_TASKS` per method); the scores are identical to ``"task"``'s.
+        ``"auto"`` (default) is ``"method"`` when ``workers`` exceeds the number of
+        (data set, repetition) tasks, else ``"task"``.
 
     Returns
     -------
@@ -814,6 +815,15 @@ def _run_options(spec: Spec, output, workers, scheduler, progress) -> dict:
     }
 
 
+def _modules(spec: Spec) -> list[str]:
+    """What a method task imports first: the runner, the methods and each base's module (e.g. the GP's)."""
+    from calibprob import registry
+
+    bases = [registry.BASES.get(t.get("kind")) for _, t in spec.base_tables()]
+    found = {registry.CLASSES[e.cls].module for e in bases if e is not None and e.cls in registry.CLASSES}
+    return ["calibprob.compare.runner", "calibprob.compare.methods", *sorted(found)]
+
+
 #: Relative cost of a calibrator kind, to start the costliest first (measured in issue 21 on a
 #: 20 640-row set: sharp GP ~200 s, CV+ 43-58 s, GP-Beta 5-28 s, the closed-form ones < 0.2 s;
 #: the sharp GP's cheaper variants and the refit kinds' groups are scaled below). Unlisted: 1.
@@ -848,6 +858,7 @@ def _run_by_method(spec: Spec, output, *, workers, scheduler, progress) -> dict:
         prepare=fit_bases,
         split=(method_refit_tasks, run_method_refits),
         priority=_method_cost(spec),
+        preload=_modules(spec),
     )
     by_method = execute(run_method_task, spec.to_dict(), keys, **options)
     for d, r in task_keys(spec):
