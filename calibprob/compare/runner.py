@@ -819,7 +819,7 @@ def _modules(spec: Spec) -> list[str]:
     """What a method task imports first: the runner, the methods and each base's module (e.g. the GP's)."""
     from calibprob import registry
 
-    bases = [registry.BASES.get(t.get("kind")) for _, t in spec.base_tables()]
+    bases = [registry.BASES.get(str(t.get("kind"))) for _, t in spec.base_tables()]
     found = {registry.CLASSES[e.cls].module for e in bases if e is not None and e.cls in registry.CLASSES}
     return ["calibprob.compare.runner", "calibprob.compare.methods", *sorted(found)]
 
