@@ -334,6 +334,25 @@ score = "normalized"
 _REFITTING_KINDS = ("cv-plus", "jackknife-plus", "jackknife")
 
 
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(idle, total) jiffies of the whole machine from /proc/stat (None off Linux)."""
+    try:
+        with open("/proc/stat") as fh:
+            v = [int(x) for x in fh.readline().split()[1:]]
+    except OSError:
+        return None
+    return v[3] + v[4], sum(v)
+
+
+def _idle_cores(before, after) -> float:
+    """Cores the machine left idle between two :func:`_cpu_ticks` readings."""
+    import os
+
+    if before is None or after is None or after[1] == before[1]:
+        return float("nan")
+    return (after[0] - before[0]) / (after[1] - before[1]) * (os.cpu_count() or 1)
+
+
 def _compare_cli(args: list, env: dict) -> float:
     """Wall seconds of one ``calibprob compare`` run in a fresh process, as a user runs it."""
     import os
@@ -376,7 +395,9 @@ def workers_main(spec_text: str = SPEC_WORKERS, label: str = "one repetition") -
         spec.write_text(spec_text)
         _compare_cli([str(spec), "--out", str(tmp / "warmup.nc")], env)
         load0 = os.getloadavg()[0]
+        ticks = _cpu_ticks()
         t_serial = _compare_cli([str(spec), "--out", str(tmp / "serial.nc")], env)
+        idle = _idle_cores(ticks, _cpu_ticks())
         t_dask = _compare_cli([str(spec), "--out", str(tmp / "dask.nc"), "--workers", "2"], env)
         load1 = os.getloadavg()[0]
         a = xr.open_datatree(tmp / "serial.nc", engine="h5netcdf")
@@ -402,6 +423,12 @@ def workers_main(spec_text: str = SPEC_WORKERS, label: str = "one repetition") -
         f"   results identical: {same}"
     )
     print(f"  load average (1 min) before/after: {load0:.1f} / {load1:.1f} on {os.cpu_count()} cores")
+    # Linux schedules by session (sched_autogroup): while another session keeps cores busy, this
+    # one gets its share of the machine however many processes it runs, so 2 workers cannot beat 1
+    print(
+        f"  idle cores during the serial run: {idle:.2f} (a second worker has a core of its own only if "
+        "this is >= 1; with other sessions busy, sched_autogroup gives this session one share)"
+    )
     return speed
 
 
