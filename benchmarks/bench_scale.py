@@ -13,6 +13,12 @@ For reference it also prints what an ``n_test x n_cal`` CRPS matrix (the
 approach the issue reports for crepes' CPS) would need: 80 GB at 100 000 x
 100 000, never allocated here.
 
+Workers (``--part workers``, also run by ``--part all``): a one-repetition spec
+(GP base on ``concrete``, eight methods incl. CV+ with 10 folds, GP-Beta and
+the sharp GP) as ``calibprob compare`` serial and ``--workers 2``, each a fresh
+process: wall times, the speed-up (target >= 1.6x), whether the results are
+identical, the load and the idle cores.
+
 Sparse GP (``--part sparse``), each run in a fresh process too:
 
 * **sparse-GP fit** at n = 10 000 / 20 000 / 40 000 (synthetic, d = 4,
@@ -23,16 +29,12 @@ Sparse GP (``--part sparse``), each run in a fresh process too:
   J+GP (closed-form O(nm^2) leave-one-out, no n x n matrix) at 90 % on 2 000
   test points: time, peak RSS, coverage.
 
-Workers (``--part workers``): a one-repetition spec (GP base on ``concrete``,
-eight methods incl. CV+ with 10 folds, GP-Beta and the sharp GP) as
-``calibprob compare`` serial and ``--workers 2``, each a fresh process: wall
-times, the speed-up (target >= 1.6x) and whether the results are identical.
-
-The exact GP with subset hyperparameters belongs to other work.
+The other parts of the issue's benchmark (exact GP with subset
+hyperparameters, 2 workers vs serial) belong to other work.
 
 Run::
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_scale.py [--n 100000] [--part cps|sparse|workers|all]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_scale.py [--n 100000] [--part cps|sparse|all]
 """
 
 from __future__ import annotations
@@ -237,12 +239,8 @@ def sparse_main(m: int = 300) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000, help="n_cal = n_test (default 100 000)")
-    ap.add_argument("--part", choices=("cps", "sparse", "workers", "all"), default="all")
+    ap.add_argument("--part", choices=("cps", "sparse", "all"), default="all")
     args = ap.parse_args()
-    if args.part in ("workers", "all"):
-        workers_main()
-    if args.part == "workers":
-        return
     if args.part in ("sparse", "all"):
         sparse_main()
     if args.part == "sparse":
@@ -432,5 +430,18 @@ def workers_main(spec_text: str = SPEC_WORKERS, label: str = "one repetition") -
     return speed
 
 
+def _main_with_workers() -> None:
+    """``--part workers`` runs :func:`workers_main` alone, ``--part all`` (the default) it and :func:`main`."""
+    import sys
+
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--part", default="all")
+    part = pre.parse_known_args()[0].part
+    if part in ("workers", "all"):
+        workers_main()
+    if part != "workers":
+        main()
+
+
 if __name__ == "__main__":
-    main()
+    _main_with_workers()
