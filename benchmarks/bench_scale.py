@@ -434,6 +434,9 @@ def _main_with_workers() -> None:
     """``--part workers`` runs :func:`workers_main` alone, ``--part all`` (the default) it and :func:`main`."""
     import sys
 
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        main()  # prints the other parts' help and exits; --part workers is described in the module docstring
+        return
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--part", default="all")
     part = pre.parse_known_args()[0].part
