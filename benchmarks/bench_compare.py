@@ -7,7 +7,7 @@ machines; the ratios are the result):
   split-conformal calibrators) run serially and on a ``LocalCluster`` with 2
   worker processes: wall times, the speed-up (target >= 1.6x) and whether the
   two results files hold identical metrics;
-* a one-repetition spec (GP base on ``concrete``; CV+ with 10 folds, the sharp GP
+* a one-repetition spec (GP base on 800 red-wine rows; CV+ with 10 folds, the sharp GP
   ``scaled``, GP-Beta and five cheap calibrators) run serially and with ``--workers 2``,
   which then schedules one base-fit stage, one task per method and one per CV+ refit
   (``granularity="auto"``): wall times, the speed-up (target >= 1.6x) and whether the
