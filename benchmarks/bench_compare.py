@@ -7,10 +7,11 @@ machines; the ratios are the result):
   split-conformal calibrators) run serially and on a ``LocalCluster`` with 2
   worker processes: wall times, the speed-up (target >= 1.6x) and whether the
   two results files hold identical metrics;
-* a one-repetition spec (GP base; sharp GP ``full``, GP-Beta, CV+ and four cheap
-  calibrators) run serially and with ``--workers 2``, which then schedules one
-  base-fit stage and one task per method (``granularity="auto"``): wall times,
-  the speed-up (target >= 1.6x) and whether the results are identical;
+* a one-repetition spec (GP base on 800 red-wine rows; CV+ with 10 folds, the sharp GP
+  ``scaled``, GP-Beta and five cheap calibrators) run serially and with ``--workers 2``,
+  which then schedules one base-fit stage, one task per method and one per CV+ refit
+  (``granularity="auto"``): wall times, the speed-up (target >= 1.6x) and whether the
+  results are identical (the same function as ``bench_scale.py --part workers``);
 * ``calibprob compare models/quickstart.toml`` as a user runs it (a fresh
   process each time): cold, with an empty PyTensor compile cache, and warm,
   with the cache the cold run filled (targets <= 90 s cold, <= 20 s warm).
@@ -71,56 +72,6 @@ score = "normalized"
 """
 
 
-SPEC_ONE_REP = """
-name = "bench-one-rep"
-datasets = ["boston"]
-repetitions = 1
-seed = 3
-standardize = true
-confidence_levels = [0.5, 0.9]
-
-[split]
-train = 0.6
-calibrate = 0.2
-test = 0.2
-
-[base]
-kind = "gp"
-kernel = "se"
-
-[methods.base]
-kind = "base"
-
-[methods.isotonic]
-kind = "isotonic"
-extrapolate = true
-
-[methods.conformal-predictive]
-kind = "conformal-predictive"
-
-[methods."J+GP"]
-kind = "jackknife-plus-gp"
-
-[methods.sharp-gp-full]
-kind = "sharp-gp"
-variant = "full"
-
-[methods.sharp-gp-crossfit]
-kind = "sharp-gp"
-variant = "cross-fitted"
-
-[methods.gp-beta]
-kind = "gp-beta"
-n_inducing = 16
-n_iter = 2000
-
-[methods."CV+"]
-kind = "cv-plus"
-folds = 5
-score = "normalized"
-"""
-
-
 def run_cli(args, env=None) -> float:
     t0 = time.perf_counter()
     subprocess.run(
@@ -147,31 +98,12 @@ def bench_workers(tmp: Path) -> None:
     )
 
 
-def bench_one_repetition(tmp: Path) -> None:
-    spec = tmp / "one_rep.toml"
-    spec.write_text(SPEC_ONE_REP)
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    run_cli(["compare", str(spec), "--out", str(tmp / "warmup1.nc"), "--no-progress"], env)  # compile caches
-    t_serial = run_cli(["compare", str(spec), "--out", str(tmp / "serial1.nc"), "--no-progress"], env)
-    t_dask = run_cli(["compare", str(spec), "--out", str(tmp / "dask1.nc"), "--workers", "2", "--no-progress"], env)
-    a = xr.open_datatree(tmp / "serial1.nc", engine="h5netcdf").to_dataset().load()
-    b = xr.open_datatree(tmp / "dask1.nc", engine="h5netcdf").to_dataset().load()
-    timing = xr.open_datatree(tmp / "serial1.nc", engine="h5netcdf")["timing"].to_dataset().load()
-    per = ", ".join(
-        f"{c} {t:.1f}" for c, t in zip(timing["calibrator"].values, timing["fit_time"].values.ravel(), strict=True)
-    )
-    base = float(timing["base_fit_time"].max())
-    fits = timing["fit_time"].values.ravel()
-    print(f"one-repetition spec: serial per-method s: {per}; base fit {base:.1f}")
-    # no schedule beats the critical path: the base fit, then the slowest method
-    bound = (base + fits.sum()) / (base + fits.max())
-    print(f"critical-path bound on the speed-up (base + slowest method): {bound:.2f} x")
-    print(f"one repetition, serial                 {t_serial:8.1f} s wall")
-    print(f"one repetition, LocalCluster 2 workers {t_dask:8.1f} s wall  (one task per method; includes start-up)")
-    print(
-        f"speed-up 2 workers / serial            {t_serial / t_dask:8.2f} x   (target >= 1.6)   "
-        f"results identical: {a.identical(b)}"
-    )
+def bench_one_repetition() -> None:
+    """The one-repetition figure: the same spec and measurement as ``bench_scale.py --part workers``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_scale import SPEC_WORKERS, workers_main
+
+    workers_main(SPEC_WORKERS, label="one-repetition spec")
 
 
 def bench_quickstart(tmp: Path) -> None:
@@ -202,7 +134,7 @@ def main() -> None:
         if not args.skip_quickstart:
             bench_quickstart(tmp)
         if not args.skip_one_rep:
-            bench_one_repetition(tmp)
+            bench_one_repetition()
         if not args.skip_workers:
             bench_workers(tmp)
 

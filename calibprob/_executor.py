@@ -444,6 +444,9 @@ def execute(
     desc: str = "",
     unit: str = "task",
     prepare: Callable | None = None,
+    split: tuple[Callable, Callable] | None = None,
+    priority: Callable[[tuple], int] | None = None,
+    preload: Sequence[str] = (),
 ) -> dict[Hashable, xr.Dataset]:
     """Run ``task(config, *key)`` for every key not finished yet; return every key's Dataset.
 
@@ -480,7 +483,22 @@ def execute(
         as ``task(config, state, *key)`` with its result (e.g. a base model fitted
         once and handed to one task per method). On Dask the stage is a future the
         tasks depend on, so they spread over every worker; a stage that raises
-        fails each of its keys (via ``on_error``).
+        fails each of its keys (via ``on_error``). With ``workers``, the first stages
+        run in this process while the ``LocalCluster`` starts, and are then copied to
+        every worker.
+    split : (callable, callable), optional
+        With ``prepare``, on Dask only: ``(pieces, piece)``. ``pieces(config, state, *key)``
+        lists argument tuples of independent pieces of a key's work (e.g. the refits of
+        a CV+); each runs as a task ``piece(config, state, *key, *args)`` and the key's
+        task then runs as ``task(config, state, *key, refits=[their results])``. Serially
+        the task computes them itself (the same numbers).
+    priority : callable, optional
+        ``priority(key)``: expected cost of a key's task (its pieces share it); on Dask
+        the costliest start first (longest-processing-time-first, Graham 1969), so the
+        last task to finish is a short one.
+    preload : sequence of str
+        Modules a new ``LocalCluster``'s workers import as they start (while this
+        process runs the first stages), not when the first task arrives.
 
     Returns
     -------
@@ -515,7 +533,8 @@ def execute(
         elif workers is None and scheduler is None:
             _serial_map(task, config, todo, store, on_error, prepare)
         else:
-            _dask_map(task, config, todo, store, on_error, workers=workers, scheduler=scheduler, prepare=prepare)
+            staging = _Staging(task, config, on_error, prepare, split, priority)
+            _dask_map(staging, todo, store, workers=workers, scheduler=scheduler, preload=preload)
     finally:
         bar.close()
     return results
@@ -581,48 +600,114 @@ def _message(err: BaseException, tb: str = "") -> str:
     return msg + ("\n" + tb if tb else "")
 
 
-def _stage_futures(client, config, keys, prepare) -> dict:
-    """One future per key prefix running its shared stage: future -> the prefix's keys."""
-    return {client.submit(prepare, config, *prefix, pure=False): members for prefix, members in _groups(keys).items()}
+class _Staging:
+    """How keys become Dask futures: a task per key, or a shared stage, pieces and a task per key."""
+
+    def __init__(self, task, config, on_error, prepare=None, split=None, priority=None):
+        self.task, self.config, self.on_error = task, config, on_error
+        self.prepare, self.split = prepare, split
+        self.priority = priority or (lambda key: 0)
+
+    def run_early(self, keys, ready: Callable[[], bool]) -> dict:
+        """Stages run in this process until ``ready()`` (a cluster started): prefix -> (state, failure)."""
+        early: dict = {}
+        if self.prepare is None:
+            return early
+        for prefix in _groups(keys):
+            if ready():
+                break
+            try:
+                early[prefix] = (self.prepare(self.config, *prefix), "")
+            except Exception as err:  # the stage failed: so does each of its keys
+                early[prefix] = (None, _message(err, traceback.format_exc(limit=4)))
+        return early
+
+    def submit(self, client, keys, early: dict) -> tuple[dict, dict, list]:
+        """``(stage futures -> keys, task futures -> key, [(key, failure)])`` for every key."""
+        if self.prepare is None:
+            order = sorted(keys, key=self.priority, reverse=True)
+            futures = {self._submit(client, self.task, self.config, *k, key=k): k for k in order}
+            return {}, futures, []
+        stages, futures, failures = {}, {}, []
+        for prefix, members in _groups(keys).items():
+            if prefix not in early:
+                stages[client.submit(self.prepare, self.config, *prefix, pure=False)] = members
+                continue
+            state, why = early[prefix]
+            if why:
+                failures += [(key, self.on_error(key, why)) for key in members]
+                continue
+            # copied to every worker now, so the tasks spread (see tasks())
+            future = client.scatter([state], broadcast=True, hash=False)[0]  # a list: a dict would scatter per value
+            futures.update(self.tasks(client, future, state, members))
+        return stages, futures, failures
+
+    def _submit(self, client, func, *args, key, share: int = 1, extra: dict | None = None):
+        return client.submit(func, *args, pure=False, priority=int(self.priority(key) // share), **(extra or {}))
+
+    def tasks(self, client, stage, state, members) -> dict:
+        """The task futures of a finished stage (and of their pieces)."""
+        futures = {}
+        for key in sorted(members, key=self.priority, reverse=True):
+            args = [] if self.split is None else self.split[0](self.config, state, *key)
+            pieces = [
+                self._submit(client, self.split[1], self.config, stage, *key, *a, key=key, share=len(args))
+                for a in args
+            ]
+            extra = {"refits": pieces} if pieces else None
+            futures[self._submit(client, self.task, self.config, stage, *key, key=key, extra=extra)] = key
+        return futures
+
+    def finished_stage(self, client, stage, members) -> tuple[dict, list]:
+        """The tasks of a finished stage: ``({future: key}, [(key, failure Dataset)])``.
+
+        The stage's result is first copied to every worker: submitted while it sits on
+        one worker only, Dask would keep all its dependents there (their data is local,
+        their durations unknown), so one repetition would still run on one core.
+        """
+        try:
+            state = stage.result()
+        except Exception as err:  # the stage failed: so did each of its keys
+            why = _message(err)
+            return {}, [(key, self.on_error(key, why)) for key in members]
+        client.replicate([stage])
+        return self.tasks(client, stage, state, members), []
 
 
-def _staged_tasks(client, task, config, stage, members, on_error) -> tuple[dict, list]:
-    """The tasks of a finished stage: ``({future: key}, [(key, failure Dataset)])``.
+def _start_local(workers: int, staging: _Staging, keys, preload: Sequence[str] = ()) -> tuple:
+    """A new ``LocalCluster`` and the stages run in this process while it starts (its workers import ``preload``)."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    The stage's result is first copied to every worker: submitted while it sits on
-    one worker only, Dask would keep all its dependents there (their data is local,
-    their durations unknown), so one repetition would still run on one core.
-    """
-    try:
-        stage.result()
-    except Exception as err:  # the stage failed: so did each of its keys
-        why = _message(err)
-        return {}, [(key, on_error(key, why)) for key in members]
-    client.replicate([stage])
-    return {client.submit(task, config, stage, *key, pure=False): key for key in members}, []
+    with ThreadPoolExecutor(1) as pool:
+        starting = pool.submit(local_cluster, workers, preload=preload)
+        try:
+            early = staging.run_early(keys, starting.done)
+        except BaseException:  # e.g. Ctrl-C during a stage: do not leave the workers running
+            starting.result().close()
+            raise
+        return starting.result(), early
 
 
-def _dask_map(task, config, keys, store, on_error, *, workers, scheduler, prepare=None) -> None:
+def _dask_map(staging: _Staging, keys, store, *, workers, scheduler, preload: Sequence[str] = ()) -> None:
     """Submit every key to Dask and store results as they finish (failures via ``on_error``)."""
     try:
-        from dask.distributed import as_completed
+        from dask.distributed import Client, as_completed
     except ImportError as err:  # pragma: no cover - depends on the install
         raise ImportError("parallel runs need Dask: pip install 'calibprob[dask]' (dask[distributed]).") from err
-    cluster = None
+    cluster, early = None, {}
     if scheduler is None:
-        from dask.distributed import Client
-
-        cluster = local_cluster(workers)
+        cluster, early = _start_local(workers, staging, keys, preload)
         client = Client(cluster)
     else:
         client = _connect(scheduler)
     try:
-        stages = {} if prepare is None else _stage_futures(client, config, keys, prepare)
-        futures = {} if prepare is not None else {client.submit(task, config, *k, pure=False): k for k in keys}
+        stages, futures, failures = staging.submit(client, keys, early)
+        for key, ds in failures:
+            store(key, ds, True)
         pending = as_completed([*stages, *futures])
         for fut in pending:
             if fut in stages:  # a shared stage finished: its tasks now spread over every worker
-                more, failures = _staged_tasks(client, task, config, fut, stages.pop(fut), on_error)
+                more, failures = staging.finished_stage(client, fut, stages.pop(fut))
                 for key, ds in failures:
                     store(key, ds, True)
                 futures.update(more)
@@ -632,7 +717,7 @@ def _dask_map(task, config, keys, store, on_error, *, workers, scheduler, prepar
             try:
                 ds, failed = fut.result(), False
             except Exception as err:
-                ds, failed = on_error(key, _message(err)), True
+                ds, failed = staging.on_error(key, _message(err)), True
             store(key, ds, failed)
     finally:
         client.close()
@@ -653,7 +738,7 @@ def failure_table(rows: Sequence[tuple[str, str]], *, limit: int = 200) -> str:
     return "\n".join(lines)
 
 
-def local_cluster(n_workers: int):
+def local_cluster(n_workers: int, *, preload: Sequence[str] = ()):
     """A ``dask.distributed.LocalCluster`` of single-threaded worker processes tuned for GP work.
 
     Dask's nannies start workers with ``MALLOC_TRIM_THRESHOLD_=65536`` (to hand freed
@@ -668,6 +753,8 @@ def local_cluster(n_workers: int):
     n_workers : int
         Number of worker processes (one thread each: the GP algebra runs one BLAS
         thread per process).
+    preload : sequence of str
+        Modules each worker imports as it starts (Dask's worker ``preload``).
 
     Returns
     -------
@@ -692,4 +779,10 @@ def local_cluster(n_workers: int):
 
     n_workers = check_int(n_workers, "n_workers (worker processes; e.g. 2)", minimum=1)
     with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
-        return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        return LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            preload=list(preload) or None,
+        )

@@ -37,6 +37,8 @@ __all__ = [
     "run_kind",
     "run_base",
     "run_cross_conformal",
+    "count_refits",
+    "run_refits",
     "run_gp_conformal",
     "interval_levels_reachable",
 ]
@@ -60,6 +62,8 @@ class TaskContext:
     levels: np.ndarray | None
     seed: int
     confidence_levels: tuple = (0.5, 0.8, 0.9, 0.95, 0.99)
+    #: Refits computed as separate tasks (:func:`run_refits`), for the one method of a method task.
+    refits: list | BaseException | None = None
 
     def new_base(self):
         """A fresh, unfitted copy of the base model (for methods that refit it)."""
@@ -319,17 +323,63 @@ def _interval_sides(kwargs: dict) -> int:
     return 1 if get_score(score, beta=kwargs.get("beta", 1.0), eps=kwargs.get("eps", 0.0)).symmetric else 2
 
 
-def run_cross_conformal(ctx: TaskContext, entry, **options) -> xr.Dataset:
-    """Jackknife, jackknife+, CV+: refits of a fresh base on the training part, intervals at every level.
-
-    Levels that the training size cannot resolve come back unbounded (the honest conformal answer).
-    """
+def _cross_conformal_model(ctx: TaskContext, entry, options: dict):
+    """The kind's :class:`~calibprob.conformal.CrossConformalRegressor` (unfitted) and the levels to predict."""
     kwargs = _constructor_kwargs(ctx, entry, options)
     if "folds" in options:
         kwargs["cv"] = int(options["folds"])
     levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), _interval_sides(kwargs))
-    model = entry.load()(estimator=ctx.new_base(), confidence_level=ok, **kwargs)
-    return model.fit(ctx.X_train, ctx.y_train).predict(ctx.X_test, confidence_level=levels)
+    return entry.load()(estimator=ctx.new_base(), confidence_level=ok, **kwargs), levels
+
+
+def run_cross_conformal(ctx: TaskContext, entry, **options) -> xr.Dataset:
+    """Jackknife, jackknife+, CV+: refits of a fresh base on the training part, intervals at every level.
+
+    Levels that the training size cannot resolve come back unbounded (the honest conformal answer).
+    With ``ctx.refits`` (the results of :func:`run_refits` for every refit, computed as
+    separate tasks) the model is assembled from them instead of refitting: the same numbers.
+    """
+    model, levels = _cross_conformal_model(ctx, entry, options)
+    if ctx.refits is None:
+        model.fit(ctx.X_train, ctx.y_train)
+    elif isinstance(ctx.refits, BaseException):  # a refit task raised: the method fails as it would serially
+        raise ctx.refits
+    else:
+        model.fit_from_refits(ctx.X_train, ctx.y_train, ctx.refits)
+    return model.predict(ctx.X_test, confidence_level=levels)
+
+
+#: Adapters whose model makes independent refits (:meth:`CrossConformalRegressor.fit_refit`).
+_REFITTING = ("calibprob.compare.methods:run_cross_conformal", run_cross_conformal)
+
+
+def count_refits(ctx: TaskContext, kind: str, options: dict) -> int:
+    """How many independent refits the calibrator ``kind`` makes on this task (0: none to split off).
+
+    Jackknife (one per training point), jackknife+ and CV+ (one per fold) refit the base;
+    the runner at method granularity runs them as separate tasks (:func:`run_refits`).
+    A kind whose setup raises counts 0, so it runs whole and records its error as usual.
+    """
+    entry = registry.METHODS[kind]
+    if entry.adapter not in _REFITTING:
+        return 0
+    try:
+        model, _ = _cross_conformal_model(ctx, entry, {**entry.defaults, **options})
+        if not isinstance(model.cv, str) and not isinstance(model.random_state, (int, np.integer)):
+            return 0  # unseeded folds differ call to call: only one fit can use them
+        return model.n_refits(len(ctx.y_train))
+    except Exception:
+        return 0
+
+
+def run_refits(ctx: TaskContext, kind: str, options: dict, ks) -> list | BaseException:
+    """Refits ``ks`` of the calibrator ``kind`` (see :func:`count_refits`), or the exception one raised."""
+    entry = registry.METHODS[kind]
+    model, _ = _cross_conformal_model(ctx, entry, {**entry.defaults, **options})
+    try:
+        return [model.fit_refit(ctx.X_train, ctx.y_train, int(k)) for k in ks]
+    except Exception as err:  # raised again where the method is assembled, recorded like a serial failure
+        return err
 
 
 def run_gp_conformal(ctx: TaskContext, entry, **options) -> xr.Dataset:

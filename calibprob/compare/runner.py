@@ -23,6 +23,10 @@ slices are put back together by :func:`assemble_task`; the scores are identical 
 the task-granularity run, since each method sees the same split, seed and fitted
 base either way. The base is fitted once per task, not once per method: in the
 quickstart the GP base fit (0.8 s) costs as much as most of its methods.
+The refits of jackknife, jackknife+ and CV+ are tasks of their own too
+(:func:`method_refit_tasks`, :func:`run_method_refits`), so the slowest method of a
+repetition is split; the costliest kinds start first. With ``workers=N`` the first
+base stages run in the calling process while the cluster starts.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ __all__ = [
     "run_task",
     "fit_bases",
     "run_method_task",
+    "method_refit_tasks",
+    "run_method_refits",
     "assemble_task",
     "run_comparison",
     "task_keys",
@@ -214,17 +220,78 @@ def fit_bases(spec_dict: dict, dataset: str, repetition: int) -> dict:
     return _fit_stage(parse_spec(spec_dict), dataset, repetition)
 
 
-def run_method_task(spec_dict: dict, fitted: dict, dataset: str, repetition: int, method: str) -> xr.Dataset:
+def run_method_task(
+    spec_dict: dict, fitted: dict, dataset: str, repetition: int, method: str, refits: list | None = None
+) -> xr.Dataset:
     """One (data set, repetition, method) task on the bases of :func:`fit_bases`.
 
     Returns the slice of :func:`run_task`'s result for ``method`` (``calibrator = [method]``)
     with the task-level variables (``base_fit_time``, diagnostics, sizes);
     :func:`assemble_task` puts a task's slices back together, equal to :func:`run_task`.
+    ``refits``: the results of :func:`run_method_refits` for every group of
+    :func:`method_refit_tasks` (each refit then runs as a task of its own); the
+    method is assembled from them, with the same scores, and its ``fit_time`` is
+    the refits' time plus its own.
     """
     spec = parse_spec(spec_dict)
     if method not in spec.method_names:
         raise ValueError(f"method {method!r} is not in the spec; its methods are {spec.method_names}.")
-    return _task_scores(spec, dataset, repetition, fitted, only=method)
+    by_base: dict = {}
+    for base_name, got, seconds in refits or ():
+        done, total = by_base.get(base_name, ([], 0.0))
+        # a failed group carries its exception; the method raises it where it is assembled
+        merged = got if isinstance(got, BaseException) or isinstance(done, BaseException) else [*done, *got]
+        by_base[base_name] = (merged, total + seconds)
+    return _task_scores(spec, dataset, repetition, fitted, only=method, refits=by_base)
+
+
+#: At most this many refit tasks per method: a jackknife's n refits are grouped.
+MAX_REFIT_TASKS = 16
+
+
+def _method_bases(spec: Spec, method: str) -> list:
+    """``(base name, method)`` for every base the method runs on (None for a ``[base]`` spec)."""
+    if spec.bases is None:
+        return [(None, m) for m in spec.methods if m.name == method]
+    return [(b, m) for b, _ in spec.base_tables() for m in spec.methods_on(b) if m.name == method]
+
+
+def method_refit_tasks(spec_dict: dict, fitted: dict, dataset: str, repetition: int, method: str) -> list[tuple]:
+    """The refit groups of one method task that can run as tasks of their own: ``(base, group, groups)``.
+
+    Jackknife, jackknife+ and CV+ (:func:`calibprob.compare.methods.count_refits`) refit
+    the base once per fold; their refits are split into at most :data:`MAX_REFIT_TASKS`
+    groups per base, so the longest method of a repetition spreads over the workers.
+    Empty for every other kind.
+    """
+    from calibprob.compare.methods import count_refits
+
+    spec = parse_spec(spec_dict)
+    out: list[tuple] = []
+    for base_name, m in _method_bases(spec, method):
+        fit = fitted["fits"][base_name]
+        n = 0 if isinstance(fit, str) else count_refits(fit[0], m.kind, m.options)
+        groups = min(n, MAX_REFIT_TASKS)
+        out += [(base_name, i, groups) for i in range(groups)] if groups > 1 else []
+    return out
+
+
+def run_method_refits(
+    spec_dict: dict, fitted: dict, dataset: str, repetition: int, method: str, base_name, group: int, groups: int
+) -> tuple:
+    """Group ``group`` of ``groups`` of a method's refits (see :func:`method_refit_tasks`).
+
+    Returns ``(base name, refits or the exception raised, seconds)``, handed to
+    :func:`run_method_task` as one item of ``refits``.
+    """
+    from calibprob.compare.methods import count_refits, run_refits
+
+    spec = parse_spec(spec_dict)
+    m = next(m for b, m in _method_bases(spec, method) if b == base_name)
+    ctx = fitted["fits"][base_name][0]
+    t0 = time.perf_counter()
+    ks = np.array_split(np.arange(count_refits(ctx, m.kind, m.options)), groups)[group]
+    return base_name, run_refits(ctx, m.kind, m.options, ks), time.perf_counter() - t0
 
 
 def _fit_stage(spec: Spec, dataset: str, repetition: int) -> dict:
@@ -240,8 +307,10 @@ def _fit_stage(spec: Spec, dataset: str, repetition: int) -> dict:
     return {"arrays": arrays, "back": back, "y_score": y_score, "fits": fits}
 
 
-def _task_scores(spec: Spec, dataset: str, repetition: int, fitted: dict, only: str | None = None) -> xr.Dataset:
-    """A task's scores from its fitted bases: every method, or ``only`` that one (its slice)."""
+def _task_scores(
+    spec: Spec, dataset: str, repetition: int, fitted: dict, only: str | None = None, refits: dict | None = None
+) -> xr.Dataset:
+    """A task's scores from its fitted bases: every method, or ``only`` that one (its slice, with its ``refits``)."""
     arrays, back, y_score = fitted["arrays"], fitted["back"], fitted["y_score"]
     X_train, y_train = arrays["train"]
     y_cal = arrays.get("calibrate", (None, None))[1]
@@ -256,7 +325,7 @@ def _task_scores(spec: Spec, dataset: str, repetition: int, fitted: dict, only: 
             pieces.append(_failed_base(base_name, methods, fit))
             continue
         ctx, base_time = fit
-        piece = _run_methods(spec, methods, ctx, back, y_score)
+        piece = _run_methods(spec, methods, ctx, back, y_score, (refits or {}).get(base_name))
         piece["base_fit_time"] = base_time
         diag = getattr(ctx.base, "diagnostics_", None)
         if isinstance(diag, xr.Dataset):  # a PyMC base's rhat, ess_bulk, divergences (report's diagnostics)
@@ -328,9 +397,17 @@ def _score(spec: Spec, kind: str, pred, y_score) -> xr.Dataset:
     return evaluate(pred, y_score, confidence_levels=spec.confidence_levels)
 
 
-def _run_methods(spec: Spec, methods, ctx, back, y_score) -> xr.Dataset:
-    """Every method of ``methods`` on one fitted base: scores over ``calibrator``, fit times and errors."""
+def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None = None) -> xr.Dataset:
+    """Every method of ``methods`` on one fitted base: scores over ``calibrator``, fit times and errors.
+
+    ``refits``: ``(refits, seconds)`` computed as separate tasks, for the one method of a method task.
+    """
+    import dataclasses
+
     from calibprob.compare.methods import METHOD_KINDS
+
+    if refits is not None:  # a copy: the fitted stage is shared by every task on this worker
+        ctx = dataclasses.replace(ctx, refits=refits[0])
 
     scores, times, errors = [], [], []
     for m in methods:
@@ -346,7 +423,7 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score) -> xr.Dataset:
             scores.append(score.expand_dims(calibrator=[m.name]))
         except Exception as err:  # recorded, never fatal for the other methods
             errors.append(f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}")
-        times.append(time.perf_counter() - t0)
+        times.append(time.perf_counter() - t0 + (0.0 if refits is None else refits[1]))
     names = [m.name for m in methods]
     if scores:
         # merge, not concat: interval-only methods lack the density metrics (NaN there)
@@ -655,9 +732,11 @@ def run_comparison(
         fitted once and shared by its methods, run one after another. ``"method"``:
         the base fit is a stage of its own and each (data set, repetition, method)
         is a task depending on it (a Dask future), so one repetition uses every
-        worker, and a killed run resumes per method; the scores are identical to
-        ``"task"``'s. ``"auto"`` (default) is ``"method"`` when ``workers`` exceeds
-        the number of (data set, repetition) tasks, else ``"task"``.
+        worker, and a killed run resumes per method; the refits of jackknife,
+        jackknife+ and CV+ are tasks too (one per fold, at most
+        :data:`MAX_REFIT_TASKS` per method); the scores are identical to ``"task"``'s.
+        ``"auto"`` (default) is ``"method"`` when ``workers`` exceeds the number of
+        (data set, repetition) tasks, else ``"task"``.
 
     Returns
     -------
@@ -736,6 +815,32 @@ def _run_options(spec: Spec, output, workers, scheduler, progress) -> dict:
     }
 
 
+def _modules(spec: Spec) -> list[str]:
+    """What a method task imports first: the runner, the methods and each base's module (e.g. the GP's)."""
+    from calibprob import registry
+
+    bases = [registry.BASES.get(str(t.get("kind"))) for _, t in spec.base_tables()]
+    found = {registry.CLASSES[e.cls].module for e in bases if e is not None and e.cls in registry.CLASSES}
+    return ["calibprob.compare.runner", "calibprob.compare.methods", *sorted(found)]
+
+
+#: Relative cost of a calibrator kind, to start the costliest first (measured in issue 21 on a
+#: 20 640-row set: sharp GP ~200 s, CV+ 43-58 s, GP-Beta 5-28 s, the closed-form ones < 0.2 s;
+#: the sharp GP's cheaper variants and the refit kinds' groups are scaled below). Unlisted: 1.
+_KIND_COST = {"sharp-gp": 200, "cv-plus": 50, "jackknife-plus": 50, "jackknife": 50, "gp-beta": 15}
+
+
+def _method_cost(spec: Spec):
+    """``key -> expected cost`` of a (data set, repetition, method) task, for longest-first scheduling."""
+
+    def cost(key) -> int:
+        m = next(m for m in spec.methods if m.name == key[2])
+        scale = 0.5 if m.kind == "sharp-gp" and m.options.get("variant") not in (None, "full") else 1.0
+        return int(_KIND_COST.get(m.kind, 1) * scale * 1000)
+
+    return cost
+
+
 def _run_by_method(spec: Spec, output, *, workers, scheduler, progress) -> dict:
     """Every (data set, repetition) as one base-fit stage plus one task per method; results per task.
 
@@ -747,7 +852,14 @@ def _run_by_method(spec: Spec, output, *, workers, scheduler, progress) -> dict:
     done = _finished_parts(task_keys(spec), output, _part_name, spec.fingerprint, _coords(spec))
     keys = [(d, r, m) for d, r in task_keys(spec) if (d, r) not in done for m in spec.method_names]
     options = _run_options(spec, output, workers, scheduler, progress)
-    options.update(part_name=_method_part_name(spec), unit="method", prepare=fit_bases)
+    options.update(
+        part_name=_method_part_name(spec),
+        unit="method",
+        prepare=fit_bases,
+        split=(method_refit_tasks, run_method_refits),
+        priority=_method_cost(spec),
+        preload=_modules(spec),
+    )
     by_method = execute(run_method_task, spec.to_dict(), keys, **options)
     for d, r in task_keys(spec):
         if (d, r) not in done:

@@ -257,6 +257,84 @@ class CrossConformalRegressor(BaseEstimator):
         perm = np.random.default_rng(self.random_state).permutation(n)
         return [np.sort(f) for f in np.array_split(perm, K)]
 
+    def _setup(self, X, y):
+        """Validated ``(X, y, score, base, folds)`` of a fit (every check of :meth:`fit`)."""
+        check_choice(self.method, "method", ("plus", "base"))
+        levels, _ = resolve_levels(self.confidence_level)
+        score = get_score(self.score, beta=self.beta, eps=self.eps)
+        check_not_predictive(X, self)
+        X, y = check_Xy(X, y, min_length=2)
+        for c in levels:
+            check_enough_points(c, y.size, what="training points", sides=1 if score.symmetric else 2)
+        return X, y, score, as_regressor(self.estimator), self._folds(y.size)
+
+    def n_refits(self, n: int) -> int:
+        """How many independent refits :meth:`fit` makes on ``n`` points: one per fold, plus the all-data model of ``method="base"``.
+
+        With :meth:`fit_refit` and :meth:`fit_from_refits` they let a scheduler run
+        the refits as separate tasks (``calibprob compare`` does, at method
+        granularity); :meth:`fit` runs the same code in order.
+
+        Parameters
+        ----------
+        n : int
+            Number of training points.
+
+        Returns
+        -------
+        int
+        """
+        n = check_int(n, "n (training points)", minimum=2)
+        k = n if isinstance(self.cv, str) else check_int(self.cv, "cv", minimum=2)
+        return k + (self.method == "base")
+
+    def fit_refit(self, X, y, k: int) -> tuple:
+        """Refit ``k`` of :meth:`fit`: ``(index, scores, model)``, a pure function of ``X, y, k``.
+
+        Refit ``k < K`` is the model without fold ``k``, its leave-out points' indices
+        and their scores; ``k == K`` (``method="base"`` only) the model on all points
+        (index and scores None). Folds of an integer ``cv`` are shuffled by
+        ``random_state``, which must then be an int, so every call sees the same folds.
+
+        Parameters
+        ----------
+        X : array_like, shape (n, d)
+        y : array_like, shape (n,)
+        k : int
+            ``0 <= k < n_refits(n)``.
+
+        Returns
+        -------
+        tuple
+            ``(ndarray of int or None, ndarray or None, fitted model)``; hand the
+            list of every ``k`` to :meth:`fit_from_refits`.
+
+        Raises
+        ------
+        ValueError
+            If ``k`` is out of range, or ``cv`` is an int and ``random_state`` is not an int.
+        """
+        if not isinstance(self.cv, str) and not isinstance(self.random_state, (int, np.integer)):
+            raise ValueError(
+                f"fit_refit needs an int random_state when cv is a number of folds (got {self.random_state!r}), "
+                "so that every refit sees the same folds; pass e.g. random_state=0."
+            )
+        X, y, score, base, folds = self._setup(X, y)
+        k = check_int(k, "k (refit index)", minimum=0)
+        if k > len(folds) - (self.method != "base"):
+            raise ValueError(f"k must be < n_refits(n) = {self.n_refits(y.size)}; got {k}.")
+        return self._refit(X, y, score, base, folds, k)
+
+    def _refit(self, X, y, score, base, folds, k: int) -> tuple:
+        if k == len(folds):  # method="base": the model on every point
+            return None, None, clone(base).fit(X, y)
+        idx = folds[k]
+        mask = np.ones(y.size, dtype=bool)
+        mask[idx] = False
+        est = clone(base).fit(X[mask], y[mask])
+        mu, sigma = predict_mean_std_chunked(est, X[idx], need_sigma=score.needs_sigma, chunk_size=self.chunk_size)
+        return idx, score.score(y[idx], mu, sigma), est
+
     def fit(self, X, y) -> CrossConformalRegressor:
         """Fit one model per fold and compute the leave-out scores; returns ``self``.
 
@@ -265,34 +343,48 @@ class CrossConformalRegressor(BaseEstimator):
         X : array_like, shape (n, d)
         y : array_like, shape (n,)
         """
-        check_choice(self.method, "method", ("plus", "base"))
-        levels, _ = resolve_levels(self.confidence_level)
-        score = get_score(self.score, beta=self.beta, eps=self.eps)
-        check_not_predictive(X, self)
-        X, y = check_Xy(X, y, min_length=2)
-        n = y.size
-        for c in levels:
-            check_enough_points(c, n, what="training points", sides=1 if score.symmetric else 2)
-        base = as_regressor(self.estimator)
-        folds = self._folds(n)
+        X, y, score, base, folds = self._setup(X, y)
+        refits = [self._refit(X, y, score, base, folds, k) for k in range(len(folds) + (self.method == "base"))]
+        return self._assemble(y.size, score, folds, refits)
+
+    def fit_from_refits(self, X, y, refits) -> CrossConformalRegressor:
+        """Fitted from the results of :meth:`fit_refit` for every ``k`` in order: equal to :meth:`fit`.
+
+        Parameters
+        ----------
+        X, y : array_like
+            The data given to :meth:`fit_refit`.
+        refits : sequence
+            ``[fit_refit(X, y, k) for k in range(n_refits(n))]``, computed anywhere.
+
+        Returns
+        -------
+        self
+        """
+        X, y, score, _, folds = self._setup(X, y)
+        refits = list(refits)
+        want = len(folds) + (self.method == "base")
+        if len(refits) != want or any(
+            len(r) != 3 or not np.array_equal(r[0], f) for r, f in zip(refits, folds, strict=False)
+        ):
+            raise ValueError(
+                f"refits must be the {want} results of fit_refit(X, y, k) for k = 0..{want - 1} on these X, y "
+                f"with this cv and random_state; got {len(refits)} that do not match."
+            )
+        return self._assemble(y.size, score, folds, refits)
+
+    def _assemble(self, n: int, score, folds, refits) -> CrossConformalRegressor:
         fold_of = np.empty(n, dtype=int)
         R = np.empty(n)
-        estimators = []
-        mask = np.ones(n, dtype=bool)
         for k, idx in enumerate(folds):
-            mask[:] = True
-            mask[idx] = False
-            est = clone(base).fit(X[mask], y[mask])
-            mu, sigma = predict_mean_std_chunked(est, X[idx], need_sigma=score.needs_sigma, chunk_size=self.chunk_size)
-            R[idx] = score.score(y[idx], mu, sigma)
+            R[idx] = refits[k][1]
             fold_of[idx] = k
-            estimators.append(est)
-        self.estimators_ = estimators
+        self.estimators_ = [r[2] for r in refits[: len(folds)]]
         self.fold_of_ = fold_of
         self.scores_ = R
         self.score_ = score
         self.n_train_ = n
-        self.estimator_ = clone(base).fit(X, y) if self.method == "base" else None
+        self.estimator_ = refits[len(folds)][2] if self.method == "base" else None
         return self
 
     def _loo_predictions(self, Xc):
