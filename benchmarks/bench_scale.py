@@ -1,4 +1,4 @@
-"""Scale benchmark (issue 21): CPS + CRPS at n_cal = n_test = 100 000 in bounded memory.
+"""Scale benchmark (issue 21): CPS + CRPS in bounded memory, the sparse GP, the exact GP at 12 000 rows, 2 workers.
 
 Each variant runs in a fresh process (``multiprocessing`` spawn), so its peak
 resident set size (``ru_maxrss``) is its own. Printed side by side:
@@ -35,13 +35,14 @@ Sparse GP (``--part sparse``), each run in a fresh process too:
 * **sparse J+GP prediction at the diamonds-scale shape** (32 364 training
   rows, 10 788 test points, d = 23, fixed θ): time and peak RSS.
 
-The other parts of the issue's benchmark (exact GP with subset
-hyperparameters, 2 workers vs serial) belong to other work.
+Exact GP (``--part gp``): ``benchmarks/bench_gp_scale.py``'s exact GP with subset
+hyperparameters at n = 12 000 diamonds rows against the sparse GP (fit, predict,
+peak RSS, test NLL), each in a fresh process.
 
 Run::
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_scale.py [--n 100000] [--part cps|sparse|all]
-        [--repeats 3] [--sparse-auto-only]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/bench_scale.py [--n 100000]
+        [--part cps|sparse|gp|workers|all] [--repeats 3] [--sparse-auto-only]
 """
 
 from __future__ import annotations
@@ -320,18 +321,36 @@ def sparse_main(m: int = 300, repeats: int = 3, all_rows: bool = True) -> None:
     )
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=100_000, help="n_cal = n_test (default 100 000)")
-    ap.add_argument("--part", choices=("cps", "sparse", "all"), default="all")
+    ap.add_argument("--n", type=int, default=100_000, help="n_cal = n_test of the CPS part (default 100 000)")
+    ap.add_argument("--part", choices=("cps", "sparse", "gp", "workers", "all"), default="all")
     ap.add_argument("--repeats", type=int, default=3, help="sparse-GP fits per n (default 3)")
     ap.add_argument("--sparse-auto-only", action="store_true", help="skip the all-rows sparse-GP fits")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.part in ("workers", "all"):
+        workers_main()
     if args.part in ("sparse", "all"):
         sparse_main(repeats=args.repeats, all_rows=not args.sparse_auto_only)
-    if args.part == "sparse":
-        return
-    n = args.n
+    if args.part in ("gp", "all"):
+        gp_main()
+    if args.part in ("cps", "all"):
+        cps_main(args.n)
+
+
+def gp_main() -> None:
+    """The exact GP with subset hyperparameters at n = 12 000 against the sparse GP (bench_gp_scale.py)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_gp_scale
+
+    bench_gp_scale.main([])
+
+
+def cps_main(n: int) -> None:
+    """CPS + CRPS at n_cal = n_test = ``n``: blocked against one block, each in a fresh process."""
     blocked = run(n, None)
     whole = run(n, n)
     print(f"CPS + CRPS at n_cal = n_test = {n:,} (99 quantile levels; each variant in a fresh process)")
@@ -519,21 +538,5 @@ def workers_main(spec_text: str = SPEC_WORKERS, label: str = "one repetition") -
     return speed
 
 
-def _main_with_workers() -> None:
-    """``--part workers`` runs :func:`workers_main` alone, ``--part all`` (the default) it and :func:`main`."""
-    import sys
-
-    if {"-h", "--help"} & set(sys.argv[1:]):
-        main()  # prints the other parts' help and exits; --part workers is described in the module docstring
-        return
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--part", default="all")
-    part = pre.parse_known_args()[0].part
-    if part in ("workers", "all"):
-        workers_main()
-    if part != "workers":
-        main()
-
-
 if __name__ == "__main__":
-    _main_with_workers()
+    main()
