@@ -755,6 +755,7 @@ register_method(
         "n_cal_subset": Int(2, None),
         "interpolate": Choice(("auto", "theta", "quantile")),
         "warm_start": _BOOL,
+        "maxls": Int(1, 1000),
     },
     doc="Sharp calibrated GP (Capone et al. 2023), calibration hyperparameters by MAP per level.",
     seed="random_state",

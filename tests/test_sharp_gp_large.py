@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from calibprob.calibrators.sharp_gp import SharpCalibratedGP, _solver
-from calibprob.calibrators.sharp_gp._validate import LARGE_N, resolve_auto
+from calibprob.calibrators.sharp_gp._validate import LARGE_MAXLS, LARGE_N, resolve_auto
 from calibprob.gp import GaussianProcessRegressor
 
 
@@ -34,10 +34,20 @@ def large():
 
 def test_auto_settings_switch_above_large_n():
     m = SharpCalibratedGP()
-    assert resolve_auto(m, LARGE_N) == {"interpolate": "theta", "n_restarts": 2, "warm_start": False}
-    assert resolve_auto(m, LARGE_N + 1) == {"interpolate": "quantile", "n_restarts": 1, "warm_start": True}
+    assert resolve_auto(m, LARGE_N) == {"interpolate": "theta", "n_restarts": 2, "warm_start": False, "maxls": 20}
+    assert resolve_auto(m, LARGE_N + 1) == {
+        "interpolate": "quantile",
+        "n_restarts": 1,
+        "warm_start": True,
+        "maxls": LARGE_MAXLS,
+    }
     explicit = SharpCalibratedGP(interpolate="theta", n_restarts=3, warm_start=False)
-    assert resolve_auto(explicit, 10 * LARGE_N) == {"interpolate": "theta", "n_restarts": 3, "warm_start": False}
+    assert resolve_auto(explicit, 10 * LARGE_N) == {
+        "interpolate": "theta",
+        "n_restarts": 3,
+        "warm_start": False,
+        "maxls": LARGE_MAXLS,
+    }
 
 
 def test_small_n_defaults_are_the_paper_settings_bitwise():
@@ -99,7 +109,16 @@ def test_warm_start_begins_at_the_outer_neighbours_decrements(large, monkeypatch
         return knot
 
     monkeypatch.setattr(_solver._FullSolver, "solve", keep)
+    maxls = []
+    minimize = _solver.optimize.minimize
+
+    def spy(*args, **kwargs):
+        maxls.append(kwargs["options"]["maxls"])
+        return minimize(*args, **kwargs)
+
+    monkeypatch.setattr(_solver.optimize, "minimize", spy)
     SharpCalibratedGP(estimator=large["gp"], n_levels=7, random_state=4, warm_start=True).fit(large["Xc"], large["yc"])
+    assert set(maxls) == {LARGE_MAXLS}  # N > LARGE_N: the capped line search
     free = np.array([1.0, 1.0, 0.0]) > 0  # 1-D: lengthscale and variance free, noise fixed
     n_warm = 0
     for i, knot in enumerate(knots[1:], start=1):
@@ -119,6 +138,10 @@ def test_warm_start_begins_at_the_outer_neighbours_decrements(large, monkeypatch
     for i, knot in enumerate(knots[1:], start=1):
         if knot.side == knots[i - 1].side:
             np.testing.assert_array_equal(starts[i][0][free], np.log(0.02))
+    # at N <= LARGE_N: scipy's 20 line-search steps
+    maxls.clear()
+    SharpCalibratedGP(estimator=large["gp"], n_levels=3, random_state=4).fit(large["Xc"][:300], large["yc"][:300])
+    assert set(maxls) == {20}
 
 
 def test_bad_large_n_options_are_rejected(large):
@@ -127,5 +150,7 @@ def test_bad_large_n_options_are_rejected(large):
         SharpCalibratedGP(estimator=gp, warm_start="yes").fit(Xc, yc)
     with pytest.raises(ValueError, match="n_restarts"):
         SharpCalibratedGP(estimator=gp, n_restarts=0).fit(Xc, yc)
+    with pytest.raises(ValueError, match="maxls"):
+        SharpCalibratedGP(estimator=gp, maxls=0).fit(Xc, yc)
     with pytest.raises(ValueError, match="interpolate must be one of"):
         SharpCalibratedGP(estimator=gp, interpolate="linear").fit(Xc, yc)

@@ -95,7 +95,7 @@ def _inward_ok(side: str, beta_new: float, beta_prev: float) -> bool:
 class _FullSolver:
     """MAP of the PyMC model per level, passes from the tails inward (Algorithm 1)."""
 
-    def __init__(self, entry, data: dict, phi_ref, free, *, n_restarts, maxiter, rng, warm_start=False):
+    def __init__(self, entry, data: dict, phi_ref, free, *, n_restarts, maxiter, rng, warm_start=False, maxls=20):
         self.entry = entry
         self.warm_start = warm_start
         self.data = data
@@ -105,7 +105,7 @@ class _FullSolver:
         self.maxiter = maxiter
         self.rng = rng
         self.ftol = _FTOL
-        self.maxls = 20  # scipy's default
+        self.maxls = maxls  # L-BFGS-B line-search steps (scipy's default 20)
 
     def _minimize(self, u0, bounds):
         entry = self.entry
