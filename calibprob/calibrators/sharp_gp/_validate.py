@@ -11,7 +11,16 @@ from calibprob._ranks import knot_levels, levels_in_range
 from calibprob._validation import check_choice, check_int, check_levels
 from calibprob.calibrators.sharp_gp._knots import required_calibration_points
 
-__all__ = ["VARIANTS", "INTERPOLATIONS", "LARGE_N", "check_base", "check_params", "check_knot_levels"]
+__all__ = [
+    "VARIANTS",
+    "INTERPOLATIONS",
+    "LARGE_N",
+    "LARGE_MAXLS",
+    "check_base",
+    "check_params",
+    "check_knot_levels",
+    "resolve_auto",
+]
 
 #: The variants of :class:`SharpCalibratedGP`.
 VARIANTS = ("full", "scaled", "cross-fitted")

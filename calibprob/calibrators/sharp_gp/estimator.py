@@ -161,6 +161,9 @@ class SharpCalibratedGP(BaseEstimator):
         The ``calibration`` group of :meth:`predict`.
     n_calibration_ : int
         Calibration points that set β (``N_B`` when cross-fitted).
+    interpolate_, n_restarts_, warm_start_ : str, int, bool
+        The settings used (``"auto"`` / ``None`` resolved by the number of
+        calibration rows).
     fit_seconds_ : float
 
     Notes
