@@ -31,8 +31,11 @@ Measures, in one process, on a 0.6/0.2/0.2 standardised split of Boston
   synthetic 8-D rows (hyperparameters by marginal likelihood on 800 of them,
   then one factorisation on all 2000), ``N_CAL`` calibration and 1000 test
   rows; for each of ``full`` on every calibration row
-  (``n_cal_subset=None``, the reference), ``full`` (default
-  ``n_cal_subset=1000``), ``full`` with ``interpolate="quantile"``,
+  (``n_cal_subset=None``, the reference), ``full`` (the defaults:
+  ``n_cal_subset=1000`` and, above 1000 rows, ``interpolate="quantile"``, one
+  start, warm-started knots, ``maxls=6``), ``full-paper`` (the N <= 1000
+  settings: ``interpolate="theta"``, two starts, no warm start, ``maxls=20``),
+  ``full`` with ``interpolate="quantile"``,
   ``scaled`` (both interpolations) and ``cross-fitted``: fit and predict time (wall and CPU; 99 levels), objective
   evaluations, test NLL, 95 % coverage and width, and the ratios to the
   all-rows ``full`` fit. ``--large-variants`` picks a subset of those rows.
@@ -214,6 +217,8 @@ def _synthetic(n: int, seed: int, d: int = 8):
 _LARGE_ROWS: dict[str, dict] = {
     "full-all-rows": {"variant": "full", "n_cal_subset": None},
     "full": {"variant": "full"},
+    # the defaults before the large-N settings (and the settings at N <= 1000)
+    "full-paper": {"variant": "full", "interpolate": "theta", "n_restarts": 2, "warm_start": False, "maxls": 20},
     "full-quantile": {"variant": "full", "interpolate": "quantile"},
     "scaled": {"variant": "scaled"},
     "scaled-quantile": {"variant": "scaled", "interpolate": "quantile"},
@@ -286,7 +291,7 @@ def _scaling(args) -> None:
     """Sharp GP per level and full-conformal GP per test point at training size n."""
     from threadpoolctl import threadpool_limits
 
-    from calibprob.conformal import FullConformalGP
+    from calibprob.conformal.gp import FullConformalGP
 
     print(
         f"{'n':>5} {'GP fit':>8} | {'sharp, 9 knots':>14} {'s/level':>8} {'cpu/level':>9} "

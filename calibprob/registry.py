@@ -752,9 +752,12 @@ register_method(
         "n_train_subset": Int(1, None),
         "maxiter": Int(1, 1_000_000),
         # large calibration sets (issue 21): theta on a seeded subset of calibration rows (beta on
-        # all), and sigma only at the interpolation nodes with the quantile interpolated between them
+        # all), and sigma only at the interpolation nodes with the quantile interpolated between them;
+        # "auto" / unset n_restarts and warm_start switch to the large-N settings above 1000 rows
         "n_cal_subset": Int(2, None),
-        "interpolate": Choice(("theta", "quantile")),
+        "interpolate": Choice(("auto", "theta", "quantile")),
+        "warm_start": _BOOL,
+        "maxls": Int(1, 1000),
     },
     doc="Sharp calibrated GP (Capone et al. 2023), calibration hyperparameters by MAP per level.",
     seed="random_state",

@@ -31,6 +31,12 @@ _DELTA_BOX = (-15.0, 3.0)
 _FTOL = 1e-7
 # backtracking fractions toward the outer neighbour when |β| would grow inward
 _BACKTRACK = (0.5, 0.25, 0.125, 0.0)
+# first log-decrement of a constrained knot (φ one fiftieth below its outer neighbour's)
+_DELTA_START = float(np.log(0.02))
+# warm start: the outer neighbour's log-decrements, raised to at least this value so
+# that a coordinate it left unchanged (Δ near the lower bound, where the gradient in Δ
+# is ~e^Δ ≈ 0) can still move
+_WARM_FLOOR = -8.0
 
 
 @dataclass
@@ -46,6 +52,9 @@ class _Knot:
     backtracked: bool = False
     seconds: float = 0.0
     message: str = ""
+    # the optimiser's coordinates at the solution (Remark 5.3's log-decrements for a
+    # constrained knot; None for a pass's first knot), the next knot's warm start
+    u: np.ndarray | None = None
 
 
 def _passes(levels: np.ndarray, residual: np.ndarray):
@@ -74,6 +83,7 @@ def _backtrack(knot: _Knot, prev: _Knot | None, evaluate) -> None:
         if _inward_ok(knot.side, b_t, prev.beta):
             knot.phi, knot.beta, knot.sharpness = phi_t, b_t, s_t
             knot.backtracked = True
+            knot.u = None  # the optimiser's solution is no longer the knot's φ
             return
 
 
@@ -85,8 +95,9 @@ def _inward_ok(side: str, beta_new: float, beta_prev: float) -> bool:
 class _FullSolver:
     """MAP of the PyMC model per level, passes from the tails inward (Algorithm 1)."""
 
-    def __init__(self, entry, data: dict, phi_ref, free, *, n_restarts, maxiter, rng):
+    def __init__(self, entry, data: dict, phi_ref, free, *, n_restarts, maxiter, rng, warm_start=False, maxls=20):
         self.entry = entry
+        self.warm_start = warm_start
         self.data = data
         self.phi_ref = phi_ref
         self.free = free
@@ -94,6 +105,7 @@ class _FullSolver:
         self.maxiter = maxiter
         self.rng = rng
         self.ftol = _FTOL
+        self.maxls = maxls  # L-BFGS-B line-search steps (scipy's default 20)
 
     def _minimize(self, u0, bounds):
         entry = self.entry
@@ -112,7 +124,7 @@ class _FullSolver:
             jac=True,
             method="L-BFGS-B",
             bounds=bounds,
-            options={"maxiter": self.maxiter, "ftol": self.ftol},
+            options={"maxiter": self.maxiter, "ftol": self.ftol, "maxls": self.maxls},
         )
         res.n_eval = n_eval[0]
         return res
@@ -145,7 +157,11 @@ class _FullSolver:
             ]
             self.entry.set_data({"level": np.asarray(level), "constrained": np.asarray(0.0)})
         else:
-            starts = [np.where(free, np.log(0.02), 0.0)]
+            starts = [np.where(free, _DELTA_START, 0.0)]
+            if self.warm_start and prev.u is not None:
+                # consecutive knots move φ in similar directions by similar steps (Remark
+                # 5.3): start from the outer neighbour's decrements (fewer evaluations)
+                starts = [np.where(free, np.maximum(prev.u, _WARM_FLOOR), 0.0)]
             bounds = [_DELTA_BOX if f else (0.0, 0.0) for f in free]
             self.entry.set_data({"level": np.asarray(level), "constrained": np.asarray(1.0), "anchor": prev.phi})
         runs = [self._minimize(np.clip(s, [b[0] for b in bounds], [b[1] for b in bounds]), bounds) for s in starts]
@@ -167,6 +183,7 @@ class _FullSolver:
             n_iter=int(sum(r.nit for r in runs)),
             n_eval=int(sum(r.n_eval for r in runs)),
             message=str(best.message),
+            u=None if prev is None else np.asarray(best.x, float).copy(),
         )
         _backtrack(knot, prev, self.evaluate)
         knot.seconds = time.perf_counter() - t0
