@@ -5,6 +5,7 @@ plain arithmetic), not read back from the code under test.
 """
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -352,3 +353,14 @@ def test_a_converged_base_and_a_file_without_diagnostics_are_not_flagged():
     assert rank_results(only_div)["base_flag"].sel(dataset="d", pipeline="pm/b").item() == (
         "1 divergent transition(s) in 1 of 4 repetition(s)"
     )
+
+
+def test_table_prints_an_infinite_score_as_inf_without_warnings():
+    # One repetition whose back-transformed law has no finite variance (transforms.moments
+    # returns std = inf) — the table says inf, not nan, and no RuntimeWarning leaks to the user.
+    ds = results(nll=[[1.0], [np.inf]], names=["finite", "wide"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = format_table(ds, ["nll"])
+    row = next(line for line in table.splitlines() if line.startswith("nll"))
+    assert row.split()[1:] == ["*1.000", "inf"]

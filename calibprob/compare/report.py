@@ -191,7 +191,8 @@ def _row_stats(results: xr.Dataset, var: str, c: float | None) -> dict[str, xr.D
         return None  # curves are not table rows
     n = da.count("repetition")
     mean = da.mean("repetition", skipna=True)
-    se = da.std("repetition", ddof=1, skipna=True) / np.sqrt(n.where(n > 0))
+    with np.errstate(invalid="ignore"):  # an infinite score (an infinite std) has no finite se: nan, quietly
+        se = da.std("repetition", ddof=1, skipna=True) / np.sqrt(n.where(n > 0))
     key: xr.DataArray
     if var == "coverage" and c is not None:
         key = abs(mean - c)
@@ -210,8 +211,10 @@ def _row_stats(results: xr.Dataset, var: str, c: float | None) -> dict[str, xr.D
 
 
 def _fmt(x: float) -> str:
-    if not np.isfinite(x):
+    if np.isnan(x):
         return "nan"
+    if np.isinf(x):  # e.g. a back-transformed law too wide for a finite variance (transforms.moments)
+        return "inf" if x > 0 else "-inf"
     a = abs(x)
     if a != 0 and (a < 1e-3 or a >= 1e4):
         return f"{x:.2e}"
