@@ -364,3 +364,13 @@ def test_table_prints_an_infinite_score_as_inf_without_warnings():
         table = format_table(ds, ["nll"])
     row = next(line for line in table.splitlines() if line.startswith("nll"))
     assert row.split()[1:] == ["*1.000", "inf"]
+
+
+def test_one_repetition_leaves_the_undefined_paired_se_blank():
+    # With one repetition there is no spread to pair: dse is NaN in the Dataset, blank in print.
+    ds = results(nll=[[1.0], [1.2]], coverage=[[0.9], [0.91]], width=[[2.0], [2.2]])
+    rk = rank_results(ds)
+    assert np.isnan(rk["score_dse"].sel(dataset="d", pipeline="m1"))  # the best has dse 0 (itself)
+    text = format_ranking(rk)
+    assert "nan" not in text
+    assert "m1" in text and "0.2000" in text  # the difference to the best is still printed

@@ -525,6 +525,11 @@ def _fmt(x: float) -> str:
     return f"{x:.4f}" if a < 1 else f"{x:.3f}"
 
 
+def _fmt_dse(x: float) -> str:
+    """The paired standard error, blank when undefined (one repetition: no spread to pair)."""
+    return "" if np.isnan(x) else _fmt(x)
+
+
 def _table(rows: list[list[str]], right: set[int]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
@@ -732,7 +737,7 @@ def _score_lines(rk: xr.Dataset, d, by: str) -> list[str]:
                 r["pipeline"],
                 _fmt(r["mean"]) + se,
                 "—" if best else _fmt(r["diff"]),
-                "—" if best else _fmt(r["dse"]),
+                "—" if best else _fmt_dse(r["dse"]),
                 _verdict(r),
             ]
         )
@@ -760,7 +765,7 @@ def _interval_lines(rk: xr.Dataset, d) -> list[str]:
                     f"{_fmt(r['coverage'])} ± {_fmt(r['coverage_se'])}",
                     _fmt(r["width"]),
                     "—" if best or not ranked else _fmt(r["diff"]),
-                    "—" if best or not ranked else _fmt(r["dse"]),
+                    "—" if best or not ranked else _fmt_dse(r["dse"]),
                     _verdict(r),
                 ]
             )
