@@ -226,6 +226,27 @@ def test_blas_policy_reports_its_choice(monkeypatch):
         set_blas_threads("auto")
 
 
+def test_sparse_gp_sizes_the_blas_policy_on_its_inducing_points(monkeypatch):
+    """The sparse GP factorises m x m systems: on an idle machine that would measure threads for
+    n >= 1500 rows, it still runs one thread (two made a 12 000-row diamonds fit 2x slower)."""
+    from calibprob import _pytensor
+    from calibprob.gp import SparseGaussianProcessRegressor
+
+    monkeypatch.setattr(_pytensor, "_in_dask_worker", lambda: False)
+    monkeypatch.setattr(_pytensor, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(_pytensor.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(_pytensor, "_MEASURED", {})
+    monkeypatch.setattr(_pytensor, "_measure_threads", lambda cores: cores)  # "threads would win"
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(1600, 2))
+    y = np.sin(4 * X[:, 0]) + 0.1 * rng.normal(size=1600)
+    sgp = SparseGaussianProcessRegressor(n_inducing=20, n_restarts=1, random_state=0).fit(X, y)
+    assert sgp.fit_info_["blas_threads"] == 1
+    assert "threading does not pay" in sgp.fit_info_["blas_reason"]
+    # the exact GP on the same rows is sized on n and would take the measured two threads
+    assert _pytensor.blas_policy(len(y)) == (2, "measured: 2 of 2 cores faster for a 1500-row Cholesky")
+
+
 def test_thread_measurement_returns_one_or_all_cores():
     from calibprob import _pytensor
 

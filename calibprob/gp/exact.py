@@ -379,7 +379,7 @@ class _GPBase(BaseEstimator):
         else:
             start = _pymc.pack(spec, given_s)
         n = len(self.y_train_)
-        with _pymc._blas_limit(n, info), self._objective_for(spec) as fun:
+        with _pymc._blas_limit(self._blas_rows(), info), self._objective_for(spec) as fun:
             x_best, value = _pymc.adam(
                 fun, start, bounds, steps=int(self.adam_steps), learning_rate=float(self.learning_rate), n=n
             )
@@ -394,9 +394,13 @@ class _GPBase(BaseEstimator):
         }
         return self._complete_theta(self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
 
+    def _blas_rows(self) -> int:
+        """Order of the largest matrix a fit factorises: what the BLAS thread policy is sized on."""
+        return len(self.y_train_)
+
     def _fit_lbfgs(self, spec: _pymc.Spec, x_starts, bounds, info: dict) -> dict:
         """Multi-start L-BFGS-B on all rows (value-only start scan first); sets ``fit_info_``."""
-        with _pymc._blas_limit(len(self.y_train_), info), self._objective_for(spec) as fun:
+        with _pymc._blas_limit(self._blas_rows(), info), self._objective_for(spec) as fun:
             x_best, value, runs = _pymc.maximize(fun, spec.d, x_starts, bounds)
         self._record_runs(spec, x_best, value, runs, bounds, fun, x_starts)
         return self._complete_theta(self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
@@ -459,7 +463,7 @@ class _GPBase(BaseEstimator):
     def _finish_fit(self, theta: dict) -> None:
         """Factorise at the fitted θ and set the fitted attributes."""
         try:
-            with _pymc._blas_limit(len(self.y_train_)):
+            with _pymc._blas_limit(self._blas_rows()):
                 self._state = self._factorize(theta)
         except np.linalg.LinAlgError as err:
             raise ValueError(
@@ -973,7 +977,7 @@ class GaussianProcessRegressor(_GPBase):
         )
         hessian = _pymc.fd_hessian(sub_objective, x_start) * (n / m)
         record["hessian_evaluations"] = sub_objective.n_grad
-        with _pymc._blas_limit(n, info), self._objective_for(spec) as fun:
+        with _pymc._blas_limit(self._blas_rows(), info), self._objective_for(spec) as fun:
             x_best, value, runs = _pymc.refine(fun, x_start, bounds, hessian)
         self._record_runs(spec, x_best, value, runs, bounds, fun, [x_start])
         self.fit_info_["hyper_subset"] = record
