@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from calibprob.compare.ranking import _fmt, _fmt_dse
+
 __all__ = ["summary", "format_table", "write_plots", "load_results", "LOWER_IS_BETTER"]
 
 #: Metrics where smaller is better. Coverage is judged by its distance to the nominal level.
@@ -208,17 +210,6 @@ def _row_stats(results: xr.Dataset, var: str, c: float | None) -> dict[str, xr.D
         n_test = results["n_test"] if "n_test" in results else xr.full_like(da, np.nan)
         key = key.where(~undercovers(results["coverage"].sel(confidence_level=c), n_test, c))
     return {"mean": mean, "se": se, "n": n, "best": key == key.min("calibrator", skipna=True)}
-
-
-def _fmt(x: float) -> str:
-    if np.isnan(x):
-        return "nan"
-    if np.isinf(x):  # e.g. a back-transformed law too wide for a finite variance (transforms.moments)
-        return "inf" if x > 0 else "-inf"
-    a = abs(x)
-    if a != 0 and (a < 1e-3 or a >= 1e4):
-        return f"{x:.2e}"
-    return f"{x:.4f}" if a < 1 else f"{x:.3f}"
 
 
 def format_table(results: xr.Dataset, metrics=None) -> str:
@@ -595,7 +586,6 @@ def _row_class(r: dict) -> str:
 
 def _score_ranking_html(rk, d, by: str) -> str:
     from calibprob.compare.ranking import TIE_SE, score_rows
-    from calibprob.compare.ranking import _fmt as f
     from calibprob.compare.ranking import _verdict as verdict
 
     if not int(rk["score_n"].sel(dataset=d).max()):
@@ -607,14 +597,14 @@ def _score_ranking_html(rk, d, by: str) -> str:
             classes.append("off")
             continue
         best = r["verdict"] == "best"
-        se = "" if np.isnan(r["se"]) else f" ± {f(r['se'])}"
+        se = "" if np.isnan(r["se"]) else f" ± {_fmt(r['se'])}"
         rows.append(
             [
                 str(r["rank"]),
                 r["pipeline"],
-                f(r["mean"]) + se,
-                "—" if best else f(r["diff"]),
-                "—" if best else f(r["dse"]),
+                _fmt(r["mean"]) + se,
+                "—" if best else _fmt(r["diff"]),
+                "—" if best else _fmt_dse(r["dse"]),
                 verdict(r),
             ]
         )
@@ -630,7 +620,6 @@ def _score_ranking_html(rk, d, by: str) -> str:
 
 def _interval_ranking_html(rk, d) -> str:
     from calibprob.compare.ranking import TIE_SE, interval_rows
-    from calibprob.compare.ranking import _fmt as f
     from calibprob.compare.ranking import _verdict as verdict
 
     rows, classes = [], []
@@ -643,10 +632,10 @@ def _interval_ranking_html(rk, d) -> str:
                     f"{c:g}" if k == 0 else "",
                     str(r["rank"]) if ranked else "–",
                     r["pipeline"],
-                    f"{f(r['coverage'])} ± {f(r['coverage_se'])}",
-                    f(r["width"]),
-                    "—" if best or not ranked else f(r["diff"]),
-                    "—" if best or not ranked else f(r["dse"]),
+                    f"{_fmt(r['coverage'])} ± {_fmt(r['coverage_se'])}",
+                    _fmt(r["width"]),
+                    "—" if best or not ranked else _fmt(r["diff"]),
+                    "—" if best or not ranked else _fmt_dse(r["dse"]),
                     verdict(r),
                 ]
             )
