@@ -61,6 +61,8 @@ def test_refit_entry_points_reject_bad_input():
     other = CrossConformalRegressor(estimator=calibprob.BayesianRidge(), cv=4, random_state=2)
     with pytest.raises(ValueError, match="that do not match"):  # another seed: other folds
         model.fit_from_refits(X, y, [other.fit_refit(X, y, k) for k in range(4)])
+    with pytest.raises(ValueError, match="refits must be the 4 results of fit_refit"):  # not refits at all
+        model.fit_from_refits(X, y, [None] * 4)
 
 
 def spec_of(**over):

@@ -365,7 +365,8 @@ class CrossConformalRegressor(BaseEstimator):
         refits = list(refits)
         want = len(folds) + (self.method == "base")
         if len(refits) != want or any(
-            len(r) != 3 or not np.array_equal(r[0], f) for r, f in zip(refits, folds, strict=False)
+            not isinstance(r, (tuple, list)) or len(r) != 3 or not np.array_equal(r[0], f)
+            for r, f in zip(refits, folds, strict=False)
         ):
             raise ValueError(
                 f"refits must be the {want} results of fit_refit(X, y, k) for k = 0..{want - 1} on these X, y "
