@@ -33,6 +33,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import heapq
+import itertools
 import json
 import os
 import re
@@ -601,12 +603,29 @@ def _message(err: BaseException, tb: str = "") -> str:
 
 
 class _Staging:
-    """How keys become Dask futures: a task per key, or a shared stage, pieces and a task per key."""
+    """How keys become Dask tasks, handed out one free worker thread at a time.
+
+    A key is a task of its own, or (with ``prepare``) a shared stage, its pieces and a
+    task per key. Nothing is submitted before a worker thread is free for it: Dask
+    places a task on a worker as soon as it is submitted, before any duration is known,
+    so submitting everything at once let one worker queue far more work than the other
+    (measured: a one-repetition comparison left one of two workers idle for its last
+    8 s while the other ran three queued CV+ refits). Handing out the costliest ready
+    task whenever a thread frees up is Graham's list scheduling (longest processing
+    time first): the last task to finish is a short one.
+    """
+
+    #: Shared stages go before anything else: every task of their keys waits on them.
+    _STAGE = float("inf")
 
     def __init__(self, task, config, on_error, prepare=None, split=None, priority=None):
         self.task, self.config, self.on_error = task, config, on_error
         self.prepare, self.split = prepare, split
         self.priority = priority or (lambda key: 0)
+        self._ready: list = []  # heap of (-cost, order, entry)
+        self._order = itertools.count()
+        self._running: dict = {}  # future -> entry
+        self._pieces: dict = {}  # key -> [pieces still running, the pieces' futures, the stage future]
 
     def run_early(self, keys, ready: Callable[[], bool]) -> dict:
         """Stages run in this process until ``ready()`` (a cluster started): prefix -> (state, failure)."""
@@ -622,56 +641,91 @@ class _Staging:
                 early[prefix] = (None, _message(err, traceback.format_exc(limit=4)))
         return early
 
-    def submit(self, client, keys, early: dict) -> tuple[dict, dict, list]:
-        """``(stage futures -> keys, task futures -> key, [(key, failure)])`` for every key."""
+    def _push(self, cost: float, entry: tuple) -> None:
+        heapq.heappush(self._ready, (-cost, next(self._order), entry))
+
+    def plan(self, client, keys, early: dict) -> list[tuple]:
+        """Queue every key's work; returns ``[(key, failure Dataset)]`` for keys whose early stage failed."""
         if self.prepare is None:
-            order = sorted(keys, key=self.priority, reverse=True)
-            futures = {self._submit(client, self.task, self.config, *k, key=k): k for k in order}
-            return {}, futures, []
-        stages, futures, failures = {}, {}, []
+            for key in keys:
+                self._push(self.priority(key), ("task", key, None, None))
+            return []
+        failures = []
         for prefix, members in _groups(keys).items():
             if prefix not in early:
-                stages[client.submit(self.prepare, self.config, *prefix, pure=False)] = members
+                self._push(self._STAGE, ("stage", prefix, None, members))
                 continue
             state, why = early[prefix]
             if why:
                 failures += [(key, self.on_error(key, why)) for key in members]
                 continue
-            # copied to every worker now, so the tasks spread (see tasks())
+            # copied to every worker now, so any free worker can take the stage's tasks
             future = client.scatter([state], broadcast=True, hash=False)[0]  # a list: a dict would scatter per value
-            futures.update(self.tasks(client, future, state, members))
-        return stages, futures, failures
+            self._queue_tasks(future, state, members)
+        return failures
 
-    def _submit(self, client, func, *args, key, share: int = 1, extra: dict | None = None):
-        return client.submit(func, *args, pure=False, priority=int(self.priority(key) // share), **(extra or {}))
-
-    def tasks(self, client, stage, state, members) -> dict:
-        """The task futures of a finished stage (and of their pieces)."""
-        futures = {}
-        for key in sorted(members, key=self.priority, reverse=True):
+    def _queue_tasks(self, stage, state, members) -> None:
+        """The tasks of a finished stage; a key split into pieces queues its pieces first."""
+        for key in members:
             args = [] if self.split is None else self.split[0](self.config, state, *key)
-            pieces = [
-                self._submit(client, self.split[1], self.config, stage, *key, *a, key=key, share=len(args))
-                for a in args
-            ]
-            extra = {"refits": pieces} if pieces else None
-            futures[self._submit(client, self.task, self.config, stage, *key, key=key, extra=extra)] = key
-        return futures
+            if not args:
+                self._push(self.priority(key), ("task", key, stage, None))
+                continue
+            self._pieces[key] = [len(args), [None] * len(args), stage]
+            for i, a in enumerate(args):
+                self._push(self.priority(key) / len(args), ("piece", key, stage, (i, a)))
 
-    def finished_stage(self, client, stage, members) -> tuple[dict, list]:
-        """The tasks of a finished stage: ``({future: key}, [(key, failure Dataset)])``.
+    def fill(self, client, pending) -> None:
+        """Submit the costliest ready work while a worker thread is free (always one thing in flight)."""
+        free = max(1, sum(client.nthreads().values())) - len(self._running)
+        while self._ready and free > 0:
+            _, _, entry = heapq.heappop(self._ready)
+            kind, key, stage, extra = entry
+            if kind == "stage":
+                future = client.submit(self.prepare, self.config, *key, pure=False)
+            elif kind == "piece":
+                future = client.submit(self.split[1], self.config, stage, *key, *extra[1], pure=False)
+            else:
+                head = (self.config,) if stage is None else (self.config, stage)
+                kwargs = {"refits": extra} if extra else {}
+                future = client.submit(self.task, *head, *key, pure=False, **kwargs)
+            self._running[future] = entry
+            pending.add(future)
+            free -= 1
 
-        The stage's result is first copied to every worker: submitted while it sits on
-        one worker only, Dask would keep all its dependents there (their data is local,
-        their durations unknown), so one repetition would still run on one core.
+    def finished(self, client, future) -> list[tuple]:
+        """Book a finished future: ``[(key, Dataset, failed)]`` to store (none for stages and pieces)."""
+        kind, key, stage, _ = entry = self._running.pop(future)
+        if kind == "stage":
+            return self._finished_stage(client, future, entry[3])
+        if kind == "piece":
+            waiting = self._pieces[key]
+            waiting[0] -= 1
+            waiting[1][entry[3][0]] = future  # in the pieces' order; one that raised makes its task raise
+            if waiting[0] == 0:
+                del self._pieces[key]
+                self._push(self.priority(key), ("task", key, waiting[2], waiting[1]))
+            return []
+        try:
+            return [(key, future.result(), False)]
+        except Exception as err:
+            return [(key, self.on_error(key, _message(err)), True)]
+
+    def _finished_stage(self, client, stage, members) -> list[tuple]:
+        """Queue the tasks of a finished stage, or fail each of its keys.
+
+        The stage's result is first copied to every worker: while it sits on one worker
+        only, Dask would keep all its dependents there (their data is local), so one
+        repetition would still run on one core.
         """
         try:
             state = stage.result()
         except Exception as err:  # the stage failed: so did each of its keys
             why = _message(err)
-            return {}, [(key, self.on_error(key, why)) for key in members]
+            return [(key, self.on_error(key, why), True) for key in members]
         client.replicate([stage])
-        return self.tasks(client, stage, state, members), []
+        self._queue_tasks(stage, state, members)
+        return []
 
 
 def _start_local(workers: int, staging: _Staging, keys, preload: Sequence[str] = ()) -> tuple:
@@ -701,24 +755,15 @@ def _dask_map(staging: _Staging, keys, store, *, workers, scheduler, preload: Se
     else:
         client = _connect(scheduler)
     try:
-        stages, futures, failures = staging.submit(client, keys, early)
-        for key, ds in failures:
+        for key, ds in staging.plan(client, keys, early):
             store(key, ds, True)
-        pending = as_completed([*stages, *futures])
+        pending = as_completed()
+        staging.fill(client, pending)
         for fut in pending:
-            if fut in stages:  # a shared stage finished: its tasks now spread over every worker
-                more, failures = staging.finished_stage(client, fut, stages.pop(fut))
-                for key, ds in failures:
-                    store(key, ds, True)
-                futures.update(more)
-                pending.update(more)
-                continue
-            key = futures.pop(fut)
-            try:
-                ds, failed = fut.result(), False
-            except Exception as err:
-                ds, failed = staging.on_error(key, _message(err)), True
-            store(key, ds, failed)
+            done = staging.finished(client, fut)
+            staging.fill(client, pending)  # the freed thread gets work before this process writes parts
+            for key, ds, failed in done:
+                store(key, ds, failed)
     finally:
         client.close()
         if cluster is not None:
@@ -738,15 +783,43 @@ def failure_table(rows: Sequence[tuple[str, str]], *, limit: int = 200) -> str:
     return "\n".join(lines)
 
 
+#: glibc malloc settings for the workers :func:`local_cluster` starts (Dask's nannies set
+#: ``MALLOC_TRIM_THRESHOLD_=65536``, which puts every array above 128 KiB in a fresh,
+#: zero-filled ``mmap``). Fixed, not dynamic: arrays up to 32 MiB (glibc's largest mmap
+#: threshold; a 2 000 x 2 000 matrix) come from the heap, and up to 256 MiB of freed heap is
+#: kept for the next task. One arena, as in a serial run: the task runs in a worker thread,
+#: whose own arena was seen to return and re-fault its memory on every GP evaluation.
+WORKER_MALLOC = {
+    "MALLOC_MMAP_THRESHOLD_": str(32 * 2**20),
+    "MALLOC_TRIM_THRESHOLD_": str(256 * 2**20),
+    "MALLOC_ARENA_MAX": "1",
+}
+
+#: Dask configuration of the workers :func:`local_cluster` starts. The statistical profiler
+#: (a thread sampling the task's stack every 10 ms, for a dashboard these clusters do not
+#: serve) and the 20 ms event-loop tick each take the GIL from the running task; the system
+#: monitor does every 0.5 s. The memory monitor (100 ms, which enforces the memory limit) is kept.
+WORKER_CONFIG = {
+    **{f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC.items()},
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+}
+
+
 def local_cluster(n_workers: int, *, preload: Sequence[str] = ()):
     """A ``dask.distributed.LocalCluster`` of single-threaded worker processes tuned for GP work.
 
     Dask's nannies start workers with ``MALLOC_TRIM_THRESHOLD_=65536`` (to hand freed
     memory back to the OS). Setting it disables glibc's dynamic mmap threshold, so every
     NumPy array above 128 KiB is mmap-ed and zero-filled afresh: measured here, a GP fit
-    on 300 points took 4.0 s in such a worker against 2.1 s in a plain process, and
-    1.9 s with the variable unset. calibprob's tasks allocate many mid-sized matrices,
-    so the variable is left unset for the workers this function starts.
+    on 300 points took 4.0 s in such a worker against 2.1 s in a plain process. Leaving
+    it unset was not enough either: the task runs in a worker thread, and after some
+    tasks (a sharp GP fit) every later GP evaluation re-faulted its matrices (0.7-1.0
+    million page faults and 1.3 s of system time per CV+ refit, 25 % slower). The
+    workers get :data:`WORKER_MALLOC` instead (fixed thresholds, one arena) and
+    :data:`WORKER_CONFIG` (no statistical profiler, a 1 s event-loop tick), with which
+    every refit of the one-repetition benchmark runs as fast as in a serial process.
 
     Parameters
     ----------
@@ -770,7 +843,7 @@ def local_cluster(n_workers: int, *, preload: Sequence[str] = ()):
     >>> from calibprob.compare.runner import local_cluster
     >>> from dask.distributed import Client
     >>> with local_cluster(1) as cluster, Client(cluster) as client:  # doctest: +SKIP
-    ...     client.run(lambda: __import__("os").environ.get("MALLOC_TRIM_THRESHOLD_"))
+    ...     client.run(lambda: __import__("os").environ.get("MALLOC_ARENA_MAX"))
     """
     import dask
     from dask.distributed import LocalCluster
@@ -778,7 +851,7 @@ def local_cluster(n_workers: int, *, preload: Sequence[str] = ()):
     from calibprob._validation import check_int
 
     n_workers = check_int(n_workers, "n_workers (worker processes; e.g. 2)", minimum=1)
-    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}):
+    with dask.config.set(WORKER_CONFIG):
         return LocalCluster(
             n_workers=n_workers,
             threads_per_worker=1,

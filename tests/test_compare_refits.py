@@ -201,3 +201,76 @@ def test_executor_pieces_and_early_stages_on_a_local_cluster():
     for out in (serial, dask):
         assert "RuntimeError: stage broke" in str(out[("bad", 1)]["why"].values)
         assert out[("bad", 1)].attrs["task_failed"] == 1
+
+
+def _sleep_stage(config, prefix):
+    return dict(config)
+
+
+def _sleep_task(config, state, prefix, item, refits=None):
+    import time
+
+    from dask.distributed import get_worker
+
+    worker = get_worker()
+    time.sleep(state[item])
+    # tasks this worker holds besides the running one: queued behind it, while the other may idle
+    queued = sum(ts.state in ("ready", "waiting", "constrained") for ts in worker.state.tasks.values())
+    return xr.Dataset({"refits": ("piece", list(refits or [-1.0]))}, attrs={"worker": worker.address, "queued": queued})
+
+
+def _sleep_pieces(config, state, prefix, item):
+    return [(i,) for i in range(3)] if item == "split" else []
+
+
+def _sleep_piece(config, state, prefix, item, i):
+    import time
+
+    time.sleep(0.6 - 0.3 * i)  # the last piece finishes first
+    return float(i)
+
+
+def test_executor_gives_work_to_the_free_worker_not_a_busy_ones_queue():
+    """List scheduling: a task is handed out when a worker thread is free for it.
+
+    One long task and six short ones after a shared stage, on two single-threaded workers:
+    every short task runs on the worker the long one leaves free, and no worker holds a task
+    it is not running. Submitted all at once, Dask queued tasks on busy workers (it places a
+    task when it is submitted, before any duration is known, and keeps a second one ready on
+    a one-thread worker): one worker idled at the end while the other worked through its queue.
+    """
+    durations = {"long": 4.0, **{f"s{i}": 0.3 for i in range(6)}}
+    keys = [("p", item) for item in durations]
+    out = execute(
+        _sleep_task,
+        durations,
+        keys,
+        fingerprint="f",
+        on_error=lambda key, msg: xr.Dataset({"why": ((), msg)}),
+        coords=lambda key: {},
+        progress=False,
+        prepare=_sleep_stage,
+        priority=lambda key: int(durations[key[1]] * 1000),
+        workers=2,
+    )
+    long_worker = out[("p", "long")].attrs["worker"]
+    assert [out[("p", f"s{i}")].attrs["worker"] != long_worker for i in range(6)] == [True] * 6
+    assert [int(out[k].attrs["queued"]) for k in keys] == [0] * len(keys)
+
+
+def test_executor_hands_a_task_its_pieces_in_their_order_whatever_order_they_finish_in():
+    durations = {"split": 0.0, "whole": 0.0}
+    out = execute(
+        _sleep_task,
+        durations,
+        [("p", "split"), ("p", "whole")],
+        fingerprint="f",
+        on_error=lambda key, msg: xr.Dataset({"why": ((), msg)}),
+        coords=lambda key: {},
+        progress=False,
+        prepare=_sleep_stage,
+        split=(_sleep_pieces, _sleep_piece),
+        workers=2,
+    )
+    assert out[("p", "split")]["refits"].values.tolist() == [0.0, 1.0, 2.0]
+    assert out[("p", "whole")]["refits"].values.tolist() == [-1.0]
