@@ -30,6 +30,7 @@ trustworthy:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import hashlib
@@ -56,6 +57,7 @@ __all__ = [
     "content_checksum",
     "RunOutput",
     "execute",
+    "tune_malloc",
     "check_scheduler_address",
     "SCHEDULER_TIMEOUT",
 ]
@@ -489,11 +491,13 @@ def execute(
         run in this process while the ``LocalCluster`` starts, and are then copied to
         every worker.
     split : (callable, callable), optional
-        With ``prepare``, on Dask only: ``(pieces, piece)``. ``pieces(config, state, *key)``
-        lists argument tuples of independent pieces of a key's work (e.g. the refits of
-        a CV+); each runs as a task ``piece(config, state, *key, *args)`` and the key's
-        task then runs as ``task(config, state, *key, refits=[their results])``. Serially
-        the task computes them itself (the same numbers).
+        With ``prepare``, on Dask only: ``(pieces, piece)``. ``pieces(config, *key)``
+        lists argument tuples of independent pieces of a key's work that need no stage
+        (e.g. the refits of a CV+, which refit a fresh base); each runs as a task
+        ``piece(config, *key, *args)``, from the start (while the stage is still being
+        computed), and the key's task then runs as ``task(config, state, *key,
+        refits=[their results, in their order])``. Serially the task computes them
+        itself (the same numbers).
     priority : callable, optional
         ``priority(key)``: expected cost of a key's task (its pieces share it); on Dask
         the costliest start first (longest-processing-time-first, Graham 1969), so the
@@ -605,14 +609,15 @@ def _message(err: BaseException, tb: str = "") -> str:
 class _Staging:
     """How keys become Dask tasks, handed out one free worker thread at a time.
 
-    A key is a task of its own, or (with ``prepare``) a shared stage, its pieces and a
-    task per key. Nothing is submitted before a worker thread is free for it: Dask
-    places a task on a worker as soon as it is submitted, before any duration is known,
-    so submitting everything at once let one worker queue far more work than the other
-    (measured: a one-repetition comparison left one of two workers idle for its last
-    8 s while the other ran three queued CV+ refits). Handing out the costliest ready
-    task whenever a thread frees up is Graham's list scheduling (longest processing
-    time first): the last task to finish is a short one.
+    A key is a task of its own, or (with ``prepare``) a shared stage and a task per key;
+    a key's pieces (``split``) need no stage, so they start at once, on the workers that
+    would otherwise wait for the stage. Nothing is submitted before a worker thread is
+    free for it: Dask places a task as soon as it is submitted, before any duration is
+    known, and keeps a second one queued on a busy one-thread worker (measured: a
+    one-repetition comparison left one of two workers idle for its last 8 s while the
+    other ran queued CV+ refits). Handing out the costliest ready work whenever a thread
+    frees up is Graham's list scheduling (longest processing time first): the last task
+    to finish is a short one.
     """
 
     #: Shared stages go before anything else: every task of their keys waits on them.
@@ -624,8 +629,10 @@ class _Staging:
         self.priority = priority or (lambda key: 0)
         self._ready: list = []  # heap of (-cost, order, entry)
         self._order = itertools.count()
-        self._running: dict = {}  # future -> entry
-        self._pieces: dict = {}  # key -> [pieces still running, the pieces' futures, the stage future]
+        self._running: dict = {}  # future -> (entry, the worker it was handed to)
+        self._stage: dict = {}  # key -> its finished stage's future
+        self._pieces: dict = {}  # key -> [pieces still running, the pieces' futures in their order]
+        self._dropped: set = set()  # keys whose stage failed: their pieces are not needed
 
     def run_early(self, keys, ready: Callable[[], bool]) -> dict:
         """Stages run in this process until ``ready()`` (a cluster started): prefix -> (state, failure)."""
@@ -644,6 +651,15 @@ class _Staging:
     def _push(self, cost: float, entry: tuple) -> None:
         heapq.heappush(self._ready, (-cost, next(self._order), entry))
 
+    def pieces(self, keys) -> None:
+        """Queue the pieces of every key (they need no stage: they start on the first free workers)."""
+        for key in keys if self.split is not None else ():
+            args = self.split[0](self.config, *key)
+            if args:
+                self._pieces[key] = [len(args), [None] * len(args)]
+                for i, a in enumerate(args):
+                    self._push(self.priority(key) / len(args), ("piece", key, None, (i, a)))
+
     def plan(self, client, keys, early: dict) -> list[tuple]:
         """Queue every key's work; returns ``[(key, failure Dataset)]`` for keys whose early stage failed."""
         if self.prepare is None:
@@ -658,53 +674,73 @@ class _Staging:
             state, why = early[prefix]
             if why:
                 failures += [(key, self.on_error(key, why)) for key in members]
+                self._dropped.update(members)
                 continue
             # copied to every worker now, so any free worker can take the stage's tasks
             future = client.scatter([state], broadcast=True, hash=False)[0]  # a list: a dict would scatter per value
-            self._queue_tasks(future, state, members)
+            self._stage_done(future, members)
         return failures
 
-    def _queue_tasks(self, stage, state, members) -> None:
-        """The tasks of a finished stage; a key split into pieces queues its pieces first."""
+    def _stage_done(self, stage, members) -> None:
         for key in members:
-            args = [] if self.split is None else self.split[0](self.config, state, *key)
-            if not args:
-                self._push(self.priority(key), ("task", key, stage, None))
-                continue
-            self._pieces[key] = [len(args), [None] * len(args), stage]
-            for i, a in enumerate(args):
-                self._push(self.priority(key) / len(args), ("piece", key, stage, (i, a)))
+            self._stage[key] = stage
+            self._queue_if_ready(key)
 
-    def fill(self, client, pending) -> None:
-        """Submit the costliest ready work while a worker thread is free (always one thing in flight)."""
-        free = max(1, sum(client.nthreads().values())) - len(self._running)
-        while self._ready and free > 0:
+    def _queue_if_ready(self, key) -> None:
+        """Queue a key's task once its stage and all its pieces have finished."""
+        waiting = self._pieces.get(key)
+        if key not in self._stage or (waiting is not None and waiting[0] > 0):
+            return
+        self._pieces.pop(key, None)
+        refits = None if waiting is None else waiting[1]
+        self._push(self.priority(key), ("task", key, self._stage.pop(key), refits))
+
+    def fill(self, client, pending, reserve: int = 0) -> None:
+        """Hand the costliest ready work to each free worker thread (always one thing in flight).
+
+        Each submission names the free worker it is for: left to itself, Dask put a task
+        behind a busy worker's running one while the other worker idled (its occupancy
+        estimates come from durations it has not measured yet). ``reserve``: threads left
+        free for this process (one while it computes a stage on the same machine, so that
+        it and the workers do not share the cores three ways).
+        """
+        slots = self._free_slots(client, reserve)
+        while self._ready and (slots or not self._running):
             _, _, entry = heapq.heappop(self._ready)
             kind, key, stage, extra = entry
+            if kind == "piece" and key in self._dropped:
+                continue
+            where = slots.pop(0) if slots else None
+            # loose: if that worker has left, any other may take it
+            placement = {} if where is None else {"workers": [where], "allow_other_workers": True}
             if kind == "stage":
-                future = client.submit(self.prepare, self.config, *key, pure=False)
+                future = client.submit(self.prepare, self.config, *key, pure=False, **placement)
             elif kind == "piece":
-                future = client.submit(self.split[1], self.config, stage, *key, *extra[1], pure=False)
+                future = client.submit(self.split[1], self.config, *key, *extra[1], pure=False, **placement)
             else:
                 head = (self.config,) if stage is None else (self.config, stage)
                 kwargs = {"refits": extra} if extra else {}
-                future = client.submit(self.task, *head, *key, pure=False, **kwargs)
-            self._running[future] = entry
+                future = client.submit(self.task, *head, *key, pure=False, **placement, **kwargs)
+            self._running[future] = (entry, where)
             pending.add(future)
-            free -= 1
+
+    def _free_slots(self, client, reserve: int) -> list:
+        """One address per worker thread running none of this run's work, ``reserve`` of them held back."""
+        busy = collections.Counter(where for _, where in self._running.values())
+        slots = [addr for addr, n in sorted(client.nthreads().items()) for _ in range(n - busy[addr])]
+        return slots[: max(0, len(slots) - reserve)]
 
     def finished(self, client, future) -> list[tuple]:
         """Book a finished future: ``[(key, Dataset, failed)]`` to store (none for stages and pieces)."""
-        kind, key, stage, _ = entry = self._running.pop(future)
+        (kind, key, stage, extra), _ = self._running.pop(future)
         if kind == "stage":
-            return self._finished_stage(client, future, entry[3])
+            return self._finished_stage(client, future, extra)
         if kind == "piece":
-            waiting = self._pieces[key]
-            waiting[0] -= 1
-            waiting[1][entry[3][0]] = future  # in the pieces' order; one that raised makes its task raise
-            if waiting[0] == 0:
-                del self._pieces[key]
-                self._push(self.priority(key), ("task", key, waiting[2], waiting[1]))
+            if key not in self._dropped:
+                waiting = self._pieces[key]
+                waiting[0] -= 1
+                waiting[1][extra[0]] = future  # in the pieces' order; one that raised makes its task raise
+                self._queue_if_ready(key)
             return []
         try:
             return [(key, future.result(), False)]
@@ -719,45 +755,68 @@ class _Staging:
         repetition would still run on one core.
         """
         try:
-            state = stage.result()
+            stage.result()
         except Exception as err:  # the stage failed: so did each of its keys
             why = _message(err)
+            self._dropped.update(members)
             return [(key, self.on_error(key, why), True) for key in members]
         client.replicate([stage])
-        self._queue_tasks(stage, state, members)
+        self._stage_done(stage, members)
         return []
 
 
 def _start_local(workers: int, staging: _Staging, keys, preload: Sequence[str] = ()) -> tuple:
-    """A new ``LocalCluster`` and the stages run in this process while it starts (its workers import ``preload``)."""
+    """``(cluster, client, pending, early stages)``: a new ``LocalCluster`` while this process runs the first stages.
+
+    Its workers import ``preload`` as they start. Once the cluster is up the pieces that
+    need no stage are handed to all its workers but one at once (from the thread that
+    started it), so the workers compute while this process is still fitting the first
+    stage on the remaining core.
+    """
     from concurrent.futures import ThreadPoolExecutor
 
+    from dask.distributed import Client, as_completed
+
+    def start():
+        cluster = local_cluster(workers, preload=preload)
+        try:
+            client = Client(cluster)
+            pending = as_completed(loop=client.loop)
+            staging.pieces(keys)
+            staging.fill(client, pending, reserve=1)  # this process is busy with a stage: one core is its
+        except BaseException:
+            cluster.close()
+            raise
+        return cluster, client, pending
+
     with ThreadPoolExecutor(1) as pool:
-        starting = pool.submit(local_cluster, workers, preload=preload)
+        starting = pool.submit(start)
         try:
             early = staging.run_early(keys, starting.done)
         except BaseException:  # e.g. Ctrl-C during a stage: do not leave the workers running
-            starting.result().close()
+            cluster, client, _ = starting.result()
+            client.close()
+            cluster.close()
             raise
-        return starting.result(), early
+        return *starting.result(), early
 
 
 def _dask_map(staging: _Staging, keys, store, *, workers, scheduler, preload: Sequence[str] = ()) -> None:
     """Submit every key to Dask and store results as they finish (failures via ``on_error``)."""
     try:
-        from dask.distributed import Client, as_completed
+        from dask.distributed import as_completed
     except ImportError as err:  # pragma: no cover - depends on the install
         raise ImportError("parallel runs need Dask: pip install 'calibprob[dask]' (dask[distributed]).") from err
     cluster, early = None, {}
     if scheduler is None:
-        cluster, early = _start_local(workers, staging, keys, preload)
-        client = Client(cluster)
+        cluster, client, pending, early = _start_local(workers, staging, keys, preload)
     else:
         client = _connect(scheduler)
+        pending = as_completed(loop=client.loop)
+        staging.pieces(keys)
     try:
         for key, ds in staging.plan(client, keys, early):
             store(key, ds, True)
-        pending = as_completed()
         staging.fill(client, pending)
         for fut in pending:
             done = staging.finished(client, fut)
@@ -794,6 +853,35 @@ WORKER_MALLOC = {
     "MALLOC_TRIM_THRESHOLD_": str(256 * 2**20),
     "MALLOC_ARENA_MAX": "1",
 }
+
+#: glibc's ``mallopt`` parameter of each :data:`WORKER_MALLOC` variable (``malloc.h``).
+_MALLOPT = {"MALLOC_MMAP_THRESHOLD_": -3, "MALLOC_TRIM_THRESHOLD_": -1, "MALLOC_ARENA_MAX": -8}
+
+
+def tune_malloc() -> bool:
+    """Give this process the workers' glibc malloc settings (:data:`WORKER_MALLOC`), via ``mallopt``.
+
+    For the command-line process, which fits the first bases itself (while the workers
+    start) or the whole comparison (serially): with glibc's dynamic thresholds, whether
+    its GP matrices were reused or faulted in afresh on every evaluation varied from run
+    to run (a 7 s GP base fit with 14 000 or 510 000 page faults, 1.1 s of system time).
+    A variable the user set in the environment is left as it is.
+
+    Returns
+    -------
+    bool
+        Whether every setting was applied (False off glibc, e.g. on macOS or musl).
+    """
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt  # the C library this process runs on
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    todo = {k: v for k, v in WORKER_MALLOC.items() if k not in os.environ}
+    return all(mallopt(_MALLOPT[k], int(v)) == 1 for k, v in todo.items())
+
 
 #: Dask configuration of the workers :func:`local_cluster` starts. The statistical profiler
 #: (a thread sampling the task's stack every 10 ms, for a dashboard these clusters do not

@@ -44,7 +44,7 @@ def _render(rows) -> str:
 
 
 def _cmd_compare(args) -> int:
-    from calibprob._executor import check_output_path, check_scheduler_address, failure_table
+    from calibprob._executor import check_output_path, check_scheduler_address, failure_table, tune_malloc
     from calibprob.compare import format_table, load_spec, run_comparison
     from calibprob.compare.runner import failed_tasks
     from calibprob.compare.spec import SpecError, _capped
@@ -82,6 +82,7 @@ def _cmd_compare(args) -> int:
         f"repetition(s) = {n_tasks} tasks, {len(spec.methods)} calibrator(s), running {where}",
         file=sys.stderr,
     )
+    tune_malloc()  # this process fits bases too: reuse freed GP matrices, as the workers do
     t0 = time.perf_counter()
     tree = run_comparison(spec, out, workers=args.workers, scheduler=args.scheduler, progress=not args.no_progress)
     elapsed = time.perf_counter() - t0

@@ -93,12 +93,12 @@ def test_refit_tasks_of_each_method():
     spec = spec_of()
     fitted = fit_bases(spec.to_dict(), "diabetes", 0)
     n_train = len(fitted["arrays"]["train"][1])
-    tasks = {m: method_refit_tasks(spec.to_dict(), fitted, "diabetes", 0, m) for m in spec.method_names}
+    tasks = {m: method_refit_tasks(spec.to_dict(), "diabetes", 0, m) for m in spec.method_names}
     assert tasks["b"] == []  # nothing to split
     assert tasks["cv+"] == [(None, i, 4) for i in range(4)]  # one task per fold
     assert n_train > MAX_REFIT_TASKS and len(tasks["j+"]) == MAX_REFIT_TASKS  # n refits, grouped
     # jackknife: n leave-one-out refits and the all-data model, grouped likewise
-    sizes = [len(run_method_refits(spec.to_dict(), fitted, "diabetes", 0, "jack", *t)[1]) for t in tasks["jack"]]
+    sizes = [len(run_method_refits(spec.to_dict(), "diabetes", 0, "jack", *t)[1]) for t in tasks["jack"]]
     assert sum(sizes) == n_train + 1
 
 
@@ -108,10 +108,8 @@ def test_method_assembled_from_refit_tasks_equals_the_serial_task():
     fitted = fit_bases(sd, "diabetes", 0)
     whole = run_task(sd, "diabetes", 0)
     for m in ("cv+", "j+", "jack"):
-        refits = [
-            run_method_refits(sd, fitted, "diabetes", 0, m, *t)
-            for t in method_refit_tasks(sd, fitted, "diabetes", 0, m)
-        ]
+        # the refits need the task's split only, not its fitted base (they run while it is fitted)
+        refits = [run_method_refits(sd, "diabetes", 0, m, *t) for t in method_refit_tasks(sd, "diabetes", 0, m)]
         part = run_method_task(sd, fitted, "diabetes", 0, m, refits=refits)
         assert part["error"].item() == ""
         metrics = [v for v in part.data_vars if "calibrator" in part[v].dims and v != "fit_time"]
@@ -172,11 +170,11 @@ def _task(config, state, prefix, item, refits=None):
     return xr.Dataset({"v": ((), float(state["value"] * 10 + item + sum(refits or ())))})
 
 
-def _pieces(config, state, prefix, item):
+def _pieces(config, prefix, item):
     return [(i,) for i in range(item)]
 
 
-def _piece(config, state, prefix, item, i):
+def _piece(config, prefix, item, i):
     return 100.0 * (i + 1)
 
 
@@ -219,11 +217,11 @@ def _sleep_task(config, state, prefix, item, refits=None):
     return xr.Dataset({"refits": ("piece", list(refits or [-1.0]))}, attrs={"worker": worker.address, "queued": queued})
 
 
-def _sleep_pieces(config, state, prefix, item):
+def _sleep_pieces(config, prefix, item):
     return [(i,) for i in range(3)] if item == "split" else []
 
 
-def _sleep_piece(config, state, prefix, item, i):
+def _sleep_piece(config, prefix, item, i):
     import time
 
     time.sleep(0.6 - 0.3 * i)  # the last piece finishes first
@@ -274,3 +272,52 @@ def test_executor_hands_a_task_its_pieces_in_their_order_whatever_order_they_fin
     )
     assert out[("p", "split")]["refits"].values.tolist() == [0.0, 1.0, 2.0]
     assert out[("p", "whole")]["refits"].values.tolist() == [-1.0]
+
+
+def _stage_waiting_for_a_piece(config, prefix):
+    import time
+    from pathlib import Path
+
+    flag = Path(config["flag"])
+    deadline = time.monotonic() + 60.0
+    while not flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return {"saw_piece": flag.exists()}
+
+
+def _flag_piece(config, prefix, item, i):
+    from pathlib import Path
+
+    Path(config["flag"]).write_text("a piece ran")
+    return float(i)
+
+
+def _flag_pieces(config, prefix, item):
+    return [(0,), (1,)]
+
+
+def _saw_task(config, state, prefix, item, refits=None):
+    return xr.Dataset({"saw_piece": ((), state["saw_piece"]), "refits": ("piece", list(refits))})
+
+
+def test_pieces_run_on_the_workers_while_this_process_computes_the_first_stage(tmp_path):
+    """CV+ refits need the split, not the fitted base: they start as soon as the workers are up.
+
+    The first stage (run in this process while the cluster starts) waits for a piece to
+    have run; it would wait in vain (60 s) if the pieces were only handed out after it.
+    """
+    config = {"flag": str(tmp_path / "flag")}
+    out = execute(
+        _saw_task,
+        config,
+        [("p", 0)],
+        fingerprint="f",
+        on_error=lambda key, msg: xr.Dataset({"why": ((), msg)}),
+        coords=lambda key: {},
+        progress=False,
+        prepare=_stage_waiting_for_a_piece,
+        split=(_flag_pieces, _flag_piece),
+        workers=2,
+    )
+    assert bool(out[("p", 0)]["saw_piece"]) is True
+    assert out[("p", 0)]["refits"].values.tolist() == [0.0, 1.0]

@@ -238,3 +238,19 @@ def test_local_cluster_rejects_bad_worker_counts(n, err, match):
 
     with pytest.raises(err, match=match):
         local_cluster(n)
+
+
+def test_tune_malloc_makes_this_process_reuse_freed_gp_matrices():
+    """The command-line process gets the workers' malloc settings, whatever state malloc was in."""
+    probe = (
+        "import ctypes, sys; sys.path.insert(0, {tests!r}); import test_compare_runner as t; "
+        "from calibprob._executor import tune_malloc; "
+        # Dask's nanny setting (a 128 KiB mmap threshold): every 4 MB array is mmap-ed afresh
+        "ctypes.CDLL(None).mallopt(-3, 128 * 1024); "
+        "print(t._faults_per_allocation()); print(tune_malloc()); print(t._faults_per_allocation())"
+    ).format(tests=str(REPO / "tests"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
+    before, applied, after = out.stdout.split()
+    assert applied == "True"
+    assert float(before) > 500 and float(after) < 50  # a 4 MB array is 1 013 pages

@@ -38,6 +38,7 @@ __all__ = [
     "run_base",
     "run_cross_conformal",
     "count_refits",
+    "refits_its_base",
     "run_refits",
     "run_gp_conformal",
     "interval_levels_reachable",
@@ -57,7 +58,7 @@ class TaskContext:
     X_cal: np.ndarray | None
     y_cal: np.ndarray | None
     X_test: np.ndarray
-    base: object  # fitted base following the base-regressor protocol
+    base: object  # fitted base following the base-regressor protocol (None for the refits, which fit their own)
     base_spec: dict
     levels: np.ndarray | None
     seed: int
@@ -353,6 +354,11 @@ def run_cross_conformal(ctx: TaskContext, entry, **options) -> xr.Dataset:
 _REFITTING = ("calibprob.compare.methods:run_cross_conformal", run_cross_conformal)
 
 
+def refits_its_base(kind: str) -> bool:
+    """Whether the calibrator ``kind`` refits a fresh base (jackknife, jackknife+, CV+): see :func:`count_refits`."""
+    return registry.METHODS[kind].adapter in _REFITTING
+
+
 def count_refits(ctx: TaskContext, kind: str, options: dict) -> int:
     """How many independent refits the calibrator ``kind`` makes on this task (0: none to split off).
 
@@ -361,7 +367,7 @@ def count_refits(ctx: TaskContext, kind: str, options: dict) -> int:
     A kind whose setup raises counts 0, so it runs whole and records its error as usual.
     """
     entry = registry.METHODS[kind]
-    if entry.adapter not in _REFITTING:
+    if not refits_its_base(kind):
         return 0
     try:
         model, _ = _cross_conformal_model(ctx, entry, {**entry.defaults, **options})

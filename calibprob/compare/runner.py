@@ -256,28 +256,30 @@ def _method_bases(spec: Spec, method: str) -> list:
     return [(b, m) for b, _ in spec.base_tables() for m in spec.methods_on(b) if m.name == method]
 
 
-def method_refit_tasks(spec_dict: dict, fitted: dict, dataset: str, repetition: int, method: str) -> list[tuple]:
+def method_refit_tasks(spec_dict: dict, dataset: str, repetition: int, method: str) -> list[tuple]:
     """The refit groups of one method task that can run as tasks of their own: ``(base, group, groups)``.
 
     Jackknife, jackknife+ and CV+ (:func:`calibprob.compare.methods.count_refits`) refit
-    the base once per fold; their refits are split into at most :data:`MAX_REFIT_TASKS`
-    groups per base, so the longest method of a repetition spreads over the workers.
+    a fresh base once per fold; their refits are split into at most :data:`MAX_REFIT_TASKS`
+    groups per base, so the longest method of a repetition spreads over the workers. They
+    need the task's split, not its fitted bases, so they run while the bases are fitted.
     Empty for every other kind.
     """
-    from calibprob.compare.methods import count_refits
+    from calibprob.compare.methods import count_refits, refits_its_base
 
     spec = parse_spec(spec_dict)
     out: list[tuple] = []
     for base_name, m in _method_bases(spec, method):
-        fit = fitted["fits"][base_name]
-        n = 0 if isinstance(fit, str) else count_refits(fit[0], m.kind, m.options)
+        if not refits_its_base(m.kind):  # nothing to split: no need to load the data
+            continue
+        n = count_refits(_refit_context(spec, dataset, repetition, base_name), m.kind, m.options)
         groups = min(n, MAX_REFIT_TASKS)
         out += [(base_name, i, groups) for i in range(groups)] if groups > 1 else []
     return out
 
 
 def run_method_refits(
-    spec_dict: dict, fitted: dict, dataset: str, repetition: int, method: str, base_name, group: int, groups: int
+    spec_dict: dict, dataset: str, repetition: int, method: str, base_name, group: int, groups: int
 ) -> tuple:
     """Group ``group`` of ``groups`` of a method's refits (see :func:`method_refit_tasks`).
 
@@ -288,10 +290,17 @@ def run_method_refits(
 
     spec = parse_spec(spec_dict)
     m = next(m for b, m in _method_bases(spec, method) if b == base_name)
-    ctx = fitted["fits"][base_name][0]
+    ctx = _refit_context(spec, dataset, repetition, base_name)
     t0 = time.perf_counter()
     ks = np.array_split(np.arange(count_refits(ctx, m.kind, m.options)), groups)[group]
     return base_name, run_refits(ctx, m.kind, m.options, ks), time.perf_counter() - t0
+
+
+def _refit_context(spec: Spec, dataset: str, repetition: int, base_name):
+    """The task's :class:`TaskContext` for one base, unfitted (``base=None``): what a refit needs."""
+    seed, arrays = _prepare(spec, dataset, repetition)
+    table = dict(spec.base_tables())[base_name]
+    return _context(spec, table, arrays, seed, None)
 
 
 def _fit_stage(spec: Spec, dataset: str, repetition: int) -> dict:
@@ -348,21 +357,27 @@ def _task_scores(
 
 def _fit_base(spec: Spec, table: dict, arrays: dict, seed: int):
     """Build and fit one base on the task's training part: its :class:`TaskContext` and fit time."""
-    from calibprob.compare.methods import TaskContext, make_base
+    from calibprob.compare.methods import make_base
 
-    X_train, y_train = arrays["train"]
-    X_cal, y_cal = arrays.get("calibrate", (None, None))
-    levels = None if spec.levels is None else np.asarray(spec.levels)
     # every base gets the task's seed and split, so a base of a [bases.*] spec scores exactly as
     # it would as the [base] of a spec of its own
     base = make_base(table, seed=seed)
     t0 = time.perf_counter()
-    base.fit(X_train, y_train)
+    base.fit(*arrays["train"])
     base_time = time.perf_counter() - t0
-    ctx = TaskContext(
+    return _context(spec, table, arrays, seed, base), base_time
+
+
+def _context(spec: Spec, table: dict, arrays: dict, seed: int, base):
+    """The :class:`TaskContext` of a task's split for one base (fitted, or None for the refits)."""
+    from calibprob.compare.methods import TaskContext
+
+    X_train, y_train = arrays["train"]
+    X_cal, y_cal = arrays.get("calibrate", (None, None))
+    levels = None if spec.levels is None else np.asarray(spec.levels)
+    return TaskContext(
         X_train, y_train, X_cal, y_cal, arrays["test"][0], base, table, levels, seed, tuple(spec.confidence_levels)
     )
-    return ctx, base_time
 
 
 def _failed_base(base_name: str | None, methods, msg: str) -> xr.Dataset:
