@@ -25,8 +25,10 @@ base either way. The base is fitted once per task, not once per method: in the
 quickstart the GP base fit (0.8 s) costs as much as most of its methods.
 The refits of jackknife, jackknife+ and CV+ are tasks of their own too
 (:func:`method_refit_tasks`, :func:`run_method_refits`), so the slowest method of a
-repetition is split; the costliest kinds start first. With ``workers=N`` the first
-base stages run in the calling process while the cluster starts.
+repetition is split; they refit a fresh base on the task's split, so they need no
+fitted base and start as soon as a worker is up. With ``workers=N`` the first base
+stages run in the calling process while the cluster starts (and the refits run on
+the other cores); work is handed to each worker as it frees up, the costliest first.
 """
 
 from __future__ import annotations
