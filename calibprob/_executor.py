@@ -654,7 +654,10 @@ class _Staging:
     def pieces(self, keys) -> None:
         """Queue the pieces of every key (they need no stage: they start on the first free workers)."""
         for key in keys if self.split is not None else ():
-            args = self.split[0](self.config, *key)
+            try:
+                args = self.split[0](self.config, *key)
+            except Exception:  # e.g. unreadable data: the key runs whole, and its stage records why
+                args = []
             if args:
                 self._pieces[key] = [len(args), [None] * len(args)]
                 for i, a in enumerate(args):

@@ -171,6 +171,8 @@ def _task(config, state, prefix, item, refits=None):
 
 
 def _pieces(config, prefix, item):
+    if prefix == "bad":  # listing the pieces fails too (e.g. unreadable data): the stage says why
+        raise OSError("no data")
     return [(i,) for i in range(item)]
 
 
