@@ -864,8 +864,9 @@ _MALLOPT = {"MALLOC_MMAP_THRESHOLD_": -3, "MALLOC_TRIM_THRESHOLD_": -1, "MALLOC_
 def tune_malloc() -> bool:
     """Give this process the workers' glibc malloc settings (:data:`WORKER_MALLOC`), via ``mallopt``.
 
-    For the command-line process, which fits the first bases itself (while the workers
-    start) or the whole comparison (serially): with glibc's dynamic thresholds, whether
+    Called by the ``calibprob`` console script (:func:`calibprob.cli.console_main`), whose
+    process fits the first bases itself (while the workers start) or the whole comparison
+    (serially): with glibc's dynamic thresholds, whether
     its GP matrices were reused or faulted in afresh on every evaluation varied from run
     to run (a 7 s GP base fit with 14 000 or 510 000 page faults, 1.1 s of system time).
     A variable the user set in the environment is left as it is.

@@ -44,7 +44,7 @@ def _render(rows) -> str:
 
 
 def _cmd_compare(args) -> int:
-    from calibprob._executor import check_output_path, check_scheduler_address, failure_table, tune_malloc
+    from calibprob._executor import check_output_path, check_scheduler_address, failure_table
     from calibprob.compare import format_table, load_spec, run_comparison
     from calibprob.compare.runner import failed_tasks
     from calibprob.compare.spec import SpecError, _capped
@@ -82,7 +82,6 @@ def _cmd_compare(args) -> int:
         f"repetition(s) = {n_tasks} tasks, {len(spec.methods)} calibrator(s), running {where}",
         file=sys.stderr,
     )
-    tune_malloc()  # this process fits bases too: reuse freed GP matrices, as the workers do
     t0 = time.perf_counter()
     tree = run_comparison(spec, out, workers=args.workers, scheduler=args.scheduler, progress=not args.no_progress)
     elapsed = time.perf_counter() - t0
@@ -270,5 +269,21 @@ def main(argv: list[str] | None = None) -> int:
         raise
 
 
+def console_main() -> int:
+    """The ``calibprob`` console script: :func:`main` in a process of its own, tuned for GP work.
+
+    The process gets the workers' glibc malloc settings
+    (:func:`calibprob._executor.tune_malloc`): it fits the first bases itself (while the
+    workers start) or the whole comparison (serially), and with glibc's dynamic thresholds
+    whether its GP matrices were reused or faulted in afresh varied from run to run.
+    Only here, not in :func:`main`, so that calling ``main`` from Python (a notebook, the
+    tests) leaves that process's allocator as it was.
+    """
+    from calibprob._executor import tune_malloc
+
+    tune_malloc()
+    return main()
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(console_main())

@@ -74,7 +74,6 @@ def add_bo_parser(subparsers):
 
 def cmd_bo(args) -> int:
     """Handler of ``calibprob bo``: run the grid, print the table (and failures), optionally write plots."""
-    from calibprob._executor import tune_malloc
     from calibprob.bo.experiment import run_experiment
 
     try:
@@ -84,7 +83,6 @@ def cmd_bo(args) -> int:
             f"{len(args.methods)} method(s) × {args.seeds} seeds, running {_where(args)}",
             file=sys.stderr,
         )
-        tune_malloc()  # this process runs BO loops too (serially): the workers' malloc settings
         t0 = time.perf_counter()
         ds = run_experiment(
             args.functions,
