@@ -323,3 +323,12 @@ def test_pieces_run_on_the_workers_while_this_process_computes_the_first_stage(t
     )
     assert bool(out[("p", 0)]["saw_piece"]) is True
     assert out[("p", 0)]["refits"].values.tolist() == [0.0, 1.0]
+
+
+def test_refits_its_base_names_the_refitting_kinds_and_refuses_an_unknown_one():
+    from calibprob.compare.methods import refits_its_base
+
+    assert [refits_its_base(k) for k in ("cv-plus", "jackknife-plus", "jackknife")] == [True] * 3
+    assert [refits_its_base(k) for k in ("isotonic", "jackknife-plus-gp", "sharp-gp")] == [False] * 3
+    with pytest.raises(ValueError, match=r"unknown method kind 'cv-pluss'; registered: .*cv-plus"):
+        refits_its_base("cv-pluss")

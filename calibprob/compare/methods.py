@@ -356,7 +356,13 @@ _REFITTING = ("calibprob.compare.methods:run_cross_conformal", run_cross_conform
 
 def refits_its_base(kind: str) -> bool:
     """Whether the calibrator ``kind`` refits a fresh base (jackknife, jackknife+, CV+): see :func:`count_refits`."""
-    return registry.METHODS[kind].adapter in _REFITTING
+    entry = registry.METHODS.get(kind)
+    if entry is None:
+        raise ValueError(
+            f"unknown method kind {kind!r}; registered: {', '.join(registry.METHODS)}. "
+            "Use one of these (calibprob.registry.METHODS) or register yours."
+        )
+    return entry.adapter in _REFITTING
 
 
 def count_refits(ctx: TaskContext, kind: str, options: dict) -> int:
