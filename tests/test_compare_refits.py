@@ -160,6 +160,10 @@ def test_costliest_methods_start_first():
     assert order == ["sharp", "sharp-scaled", "cv+", "beta", "b"]
 
 
+#: What every executor test here passes besides its task: a fingerprint, failures as a ``why``, no coords.
+_EXECUTE = dict(fingerprint="f", on_error=lambda key, msg: xr.Dataset({"why": ((), msg)}), coords=lambda key: {})
+
+
 def _stage(config, prefix):
     if prefix == "bad":
         raise RuntimeError("stage broke")
@@ -182,7 +186,7 @@ def _piece(config, prefix, item, i):
 
 def test_executor_pieces_and_early_stages_on_a_local_cluster():
     keys = [("ab", 0), ("ab", 2), ("bad", 1), ("xyz", 3)]
-    run = dict(fingerprint="f", on_error=lambda key, msg: xr.Dataset({"why": ((), msg)}), coords=lambda key: {})
+    run = _EXECUTE
     serial = execute(_task, {}, keys, progress=False, prepare=_stage, split=(_pieces, _piece), **run)
     dask = execute(
         _task,
@@ -245,10 +249,8 @@ def test_executor_gives_work_to_the_free_worker_not_a_busy_ones_queue():
         _sleep_task,
         durations,
         keys,
-        fingerprint="f",
-        on_error=lambda key, msg: xr.Dataset({"why": ((), msg)}),
-        coords=lambda key: {},
         progress=False,
+        **_EXECUTE,
         prepare=_sleep_stage,
         priority=lambda key: int(durations[key[1]] * 1000),
         workers=2,
@@ -264,10 +266,8 @@ def test_executor_hands_a_task_its_pieces_in_their_order_whatever_order_they_fin
         _sleep_task,
         durations,
         [("p", "split"), ("p", "whole")],
-        fingerprint="f",
-        on_error=lambda key, msg: xr.Dataset({"why": ((), msg)}),
-        coords=lambda key: {},
         progress=False,
+        **_EXECUTE,
         prepare=_sleep_stage,
         split=(_sleep_pieces, _sleep_piece),
         workers=2,
@@ -313,10 +313,8 @@ def test_pieces_run_on_the_workers_while_this_process_computes_the_first_stage(t
         _saw_task,
         config,
         [("p", 0)],
-        fingerprint="f",
-        on_error=lambda key, msg: xr.Dataset({"why": ((), msg)}),
-        coords=lambda key: {},
         progress=False,
+        **_EXECUTE,
         prepare=_stage_waiting_for_a_piece,
         split=(_flag_pieces, _flag_piece),
         workers=2,
