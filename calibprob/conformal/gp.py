@@ -554,23 +554,20 @@ class _GPConformalBase:
         xarray.Dataset
             ``lower``, ``upper`` over (obs, confidence_level).
         """
-        from calibprob._base import check_is_fitted
-        from calibprob._validation import check_array
-        from calibprob.conformal._common import default_chunk_size, interval_dataset, iter_chunks, resolve_levels
+        from calibprob._base import check_is_fitted, check_not_predictive
+        from calibprob.conformal._common import chunked_intervals, default_chunk_size
 
         check_is_fitted(self, "view_", method="fit")
-        from calibprob._base import check_not_predictive
-
         check_not_predictive(X, self)
-        levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
-        X = check_array(X, "X", ndim=2)
-        m, n = X.shape[0], self.n_train_
-        lower = np.empty((m, levels.size))
-        upper = np.empty((m, levels.size))
-        chunk = default_chunk_size(self._rows_per_point * n, self.chunk_size)
-        for sl in iter_chunks(m, chunk):
-            lower[sl], upper[sl] = self._chunk_bounds(X[sl], levels)
-        return interval_dataset(lower, upper, levels, scalar, method=self._method_name(), attrs={"n_train": n})
+        n = self.n_train_
+        return chunked_intervals(
+            self.confidence_level if confidence_level is None else confidence_level,
+            X,
+            self._chunk_bounds,
+            chunk=default_chunk_size(self._rows_per_point * n, self.chunk_size),
+            method=self._method_name(),
+            attrs={"n_train": n},
+        )
 
 
 class JackknifePlusGP(_GPConformalBase, BaseEstimator):
