@@ -26,6 +26,7 @@ __all__ = [
     "check_int",
     "record_feature_names",
     "check_feature_names",
+    "check_fitted_X",
     "GROUP_COORD",
     "check_groups",
 ]
@@ -459,3 +460,19 @@ def check_groups(groups, n: int, *, pred=None, name: str = "groups") -> np.ndarr
             "Give every observation a group, e.g. a label such as 'unknown' for the missing ones."
         )
     return values
+
+
+def check_fitted_X(estimator, X, name: str = "X") -> np.ndarray:
+    """``X`` at predict time: a finite 2-D float array with the columns the estimator was fitted on.
+
+    Checks the column names a DataFrame was fitted with (:func:`check_feature_names`) and the
+    width against ``estimator.n_features_in_``; the caller checks it is fitted first.
+    """
+    check_feature_names(estimator, X, name)
+    X = check_array(X, name, ndim=2)
+    if X.shape[1] != estimator.n_features_in_:
+        raise ValueError(
+            f"{name} has {X.shape[1]} features but the model was fitted with "
+            f"{estimator.n_features_in_}. Pass the same columns as in fit."
+        )
+    return X
