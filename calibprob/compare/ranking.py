@@ -84,6 +84,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from calibprob._pymc_sampling import RHAT_MAX  # r-hat above it in any repetition flags the base
+
 __all__ = [
     "PIPELINE_DIMS",
     "RANK_SCORES",
@@ -105,8 +107,6 @@ RANK_SCORES = ("nll", "crps")
 #: A difference within this many paired standard errors of the best is a tie;
 #: coverage short of nominal by more than this many standard errors under-covers.
 TIE_SE = 2.0
-#: A base whose r-hat exceeds this in any repetition is flagged as not converged (Vehtari et al. 2021).
-RHAT_MAX = 1.01
 #: Root variables of a results file holding a base's convergence diagnostics (written by ``pymc-glm``).
 CONVERGENCE_VARS = ("rhat", "divergences")
 
