@@ -543,7 +543,8 @@ def hsic(covered, widths, *, kernel_sizes=(1.0, 1.0), max_n: int = HSIC_MAX_N, s
         both_inf = np.isinf(wk)[:, None] & np.isinf(wk)[None, :]
         with np.errstate(invalid="ignore"):
             d = np.where(both_inf, 0.0, wk[:, None] - wk[None, :])
-        K = np.exp(-(d**2) / ks[0])
+        with np.errstate(over="ignore"):  # a huge distance gives kernel 0, as it should
+            K = np.exp(-(d**2) / ks[0])
         ck = cov[:, k].astype(float)
         L = np.exp(-((ck[:, None] - ck[None, :]) ** 2) / ks[1])
         # tr(L H K H) = sum_ij L_ij (HKH)_ij, HKH the doubly centred K (both symmetric)
