@@ -314,7 +314,7 @@ def _slab_scan(z: np.ndarray, c: np.ndarray, delta: float) -> tuple[float, float
     with np.errstate(invalid="ignore", divide="ignore"):
         cov = (cs[1:][None, :] - cs[:a_max][:, None]) / (bi - ai + 1)
     # windows ending before start + m - 1 are too small (Romano's code sets them to 1)
-    cov = np.where(bi >= np.minimum(ai + m, n) , cov, 1.0)
+    cov = np.where(bi >= np.minimum(ai + m, n), cov, 1.0)
     cov = np.where(bi >= ai, cov, 1.0)
     flat = int(np.argmin(cov))
     a, b = divmod(flat, n)
@@ -613,9 +613,7 @@ def check_diagnostic_options(diagnostics) -> dict:
         raise TypeError(f"diagnostics must be a dict of options or None; got {type(diagnostics).__name__}.")
     unknown = sorted(set(diagnostics) - set(DIAGNOSTIC_OPTIONS))
     if unknown:
-        raise ValueError(
-            f"diagnostics has unknown option(s) {unknown}; the options are {sorted(DIAGNOSTIC_OPTIONS)}."
-        )
+        raise ValueError(f"diagnostics has unknown option(s) {unknown}; the options are {sorted(DIAGNOSTIC_OPTIONS)}.")
     return DIAGNOSTIC_OPTIONS | diagnostics
 
 

@@ -8,9 +8,15 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._validation import check_choice, check_confidence_levels, check_int, check_levels, check_targets
+from calibprob._validation import (
+    check_choice,
+    check_confidence_levels,
+    check_groups,
+    check_int,
+    check_levels,
+    check_targets,
+)
 from calibprob.metrics._attrs import _ATTRS
-from calibprob._validation import check_groups
 from calibprob.metrics._calibration import (
     calibration_error,
     integrated_absolute_error,
