@@ -128,15 +128,15 @@ def test_hsic_subsamples_large_n_with_a_warning():
 
 
 def _wsc_brute(Xs, c, V, delta):
-    """Every direction, every window (a, b) of the sorted projections with >= round(delta n) points."""
+    """Every direction, every window [a, b] of the sorted projections with >= ceil(delta n) points."""
     n = c.size
-    m = int(np.round(delta * n))
+    m = int(np.ceil(delta * n - 1e-9))
     best = (2.0, None)
     for j, v in enumerate(V):
         z = Xs @ v
         o = np.argsort(z, kind="stable")
-        for a in range(int(np.round((1 - delta) * n))):
-            for b in range(min(a + m, n), n):
+        for a in range(n - m + 1):
+            for b in range(a + m - 1, n):
                 cov = c[o][a : b + 1].mean()
                 if cov < best[0]:
                     best = (cov, (j, z[o][a], z[o][b]))

@@ -42,6 +42,7 @@ adaptive coverage. NeurIPS (the split worst-slab estimate).
 from __future__ import annotations
 
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import xarray as xr
@@ -268,7 +269,9 @@ def size_stratified_coverage(covered, widths, num_bins: int = 3) -> np.ndarray:
     Returns
     -------
     ndarray, shape (k, num_bins)
-        MAPIE's layout (levels first).
+        MAPIE's layout (levels first). NaN at a level with fewer distinct
+        widths than bins (e.g. a constant-width interval), where MAPIE raises:
+        ties would be split between bins in an arbitrary order.
 
     Raises
     ------
@@ -295,30 +298,37 @@ def size_stratified_coverage(covered, widths, num_bins: int = 3) -> np.ndarray:
     out = np.empty((cov.shape[1], num_bins))
     for j, idx in enumerate(np.array_split(order, num_bins, axis=0)):
         out[:, j] = np.mean(np.take_along_axis(cov, idx, axis=0), axis=0)
+    # fewer distinct widths than bins (a constant-width interval): the bins would split ties in
+    # an arbitrary order, so the level has no size-stratified coverage (MAPIE raises instead)
+    distinct = np.array([np.unique(w[:, k]).size for k in range(w.shape[1])])
+    out[distinct < num_bins] = np.nan
     return out
 
 
 def _slab_scan(z: np.ndarray, c: np.ndarray, delta: float) -> tuple[float, float, float]:
-    """Lowest coverage over windows of sorted projections with at least round(delta n) points: (coverage, a, b).
+    """Lowest coverage over windows of sorted projections with at least m = ceil(delta n) points: (coverage, a, b).
 
-    Romano, Sesia & Candès (2020)'s ``wsc_v``: windows start before round((1 - delta) n) and
-    end at least round(delta n) - 1 positions after their start; O(n^2) time and memory.
+    covmetrics' ``wsc_all_numpy`` (from Feldman et al.'s oqr code): windows start at 0..n - m and
+    hold at least m points; O(n^2) time and memory. ``a``, ``b`` are the window's first and last
+    projections (covmetrics returns the one before the last as ``b``; only its coverage is used).
     """
     n = z.size
     order = np.argsort(z, kind="stable")
-    zs, cs = z[order], np.concatenate([[0], np.cumsum(c[order])])
-    a_max = max(int(np.round((1.0 - delta) * n)), 1)
-    m = int(np.round(delta * n))
-    ai = np.arange(a_max)[:, None]
+    zs, cs = z[order], np.concatenate([[0.0], np.cumsum(c[order], dtype=float)])
+    m = _min_slab_points(delta, n)
+    ai = np.arange(n - m + 1)[:, None]
     bi = np.arange(n)[None, :]
     with np.errstate(invalid="ignore", divide="ignore"):
-        cov = (cs[1:][None, :] - cs[:a_max][:, None]) / (bi - ai + 1)
-    # windows ending before start + m - 1 are too small (Romano's code sets them to 1)
-    cov = np.where(bi >= np.minimum(ai + m, n), cov, 1.0)
-    cov = np.where(bi >= ai, cov, 1.0)
-    flat = int(np.argmin(cov))
-    a, b = divmod(flat, n)
+        cov = (cs[1:][None, :] - cs[: n - m + 1][:, None]) / (bi - ai + 1)
+    # windows of fewer than m points do not count (covmetrics sets them to 1)
+    cov = np.where(bi >= ai + m - 1, cov, 1.0)
+    a, b = divmod(int(np.argmin(cov)), n)
     return float(cov[a, b]), float(zs[a]), float(zs[b])
+
+
+def _min_slab_points(delta: float, n: int) -> int:
+    """m = ceil(delta n), in exact decimal arithmetic (covmetrics' float ceil gives 8 for 0.7 x 10)."""
+    return max(1, min(n, -(-Fraction(str(delta)) * n // 1)))
 
 
 def _standardise(X: np.ndarray) -> np.ndarray:
