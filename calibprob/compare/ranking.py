@@ -422,8 +422,8 @@ def _add_interval_ranking(out: xr.Dataset, st: xr.Dataset) -> None:
     excluded = out["undercovers"]
     if "group_coverage" in st and "group_count" in st:
         wg = worst_group_coverage(st["group_coverage"], st["group_count"], lvl)
-        for k, v in wg.data_vars.items():
-            out[k] = v.transpose(*dims)
+        for name, var in wg.data_vars.items():
+            out[name] = var.transpose(*dims)
         excluded = excluded | out["group_undercovers"]
     keys = ("mean", "se", "diff", "dse", "rank", "tied")
     n_d = st.sizes["dataset"]

@@ -366,6 +366,9 @@ def worst_slab_coverage(
 
     over ``n_directions`` random directions :math:`V` (normalised Gaussians,
     seeded), on standardised ``X`` (the slab family is not scale-invariant).
+    For each direction every window of the sorted projections holding at
+    least :math:`\lceil \delta n \rceil` points is scanned, as covmetrics'
+    ``WSC`` (which MAPIE calls) does.
 
     **Split.** Chosen and evaluated on the same points the minimum is biased
     low (it picks the noise). With ``find_fraction`` = φ (default 0.25, as
