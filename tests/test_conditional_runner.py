@@ -58,3 +58,60 @@ def test_run_task_stores_group_diagnostics_and_they_reach_the_ranking(monkeypatc
     rk = rank_results(back.to_dataset().load())
     assert rk["worst_group"].dims == ("dataset", "confidence_level", "pipeline")
     back.close()
+
+
+def _grouped_results():
+    """A two-calibrator results Dataset with per-group diagnostics: ``narrow`` fails group y."""
+    R = 3
+    rng = np.random.default_rng(0)
+    gc = np.array([[0.98, 0.60], [0.90, 0.90]])[None, None, :, None, :].repeat(R, 1)
+    return xr.Dataset(
+        {
+            "nll": (("dataset", "repetition", "calibrator"), rng.normal(size=(1, R, 2))),
+            "coverage": (("dataset", "repetition", "calibrator", "confidence_level"), np.full((1, R, 2, 1), 0.9)),
+            "width": (("dataset", "repetition", "calibrator", "confidence_level"), np.ones((1, R, 2, 1))),
+            "iae_coverage": (("dataset", "repetition", "calibrator", "iae_level"), np.full((1, R, 2, 2), 0.5)),
+            "n_test": (("dataset", "repetition"), np.full((1, R), 200)),
+            "group_coverage": (("dataset", "repetition", "calibrator", "confidence_level", "group"), gc),
+            "group_count": (("dataset", "repetition", "calibrator", "group"), np.full((1, R, 2, 2), 100)),
+        },
+        coords={
+            "dataset": ["d"],
+            "repetition": np.arange(R),
+            "calibrator": ["narrow", "wide"],
+            "confidence_level": [0.9],
+            "iae_level": [0.5, 0.9],
+            "group": ["x", "y"],
+        },
+    )
+
+
+def test_binomial_band_is_the_exact_binomial_central_interval():
+    from scipy import stats
+
+    from calibprob.compare.group_plots import binomial_band
+
+    for n in (5, 37, 300):
+        lo, hi = binomial_band(0.9, n)
+        k = np.arange(n + 1)
+        pmf = stats.binom.pmf(k, n, 0.9)
+        # brute force: the smallest k with P(K <= k) >= 0.025, and with P(K <= k) >= 0.975
+        cdf = np.cumsum(pmf)
+        assert float(lo) == k[np.argmax(cdf >= 0.025 - 1e-12)] / n
+        assert float(hi) == k[np.argmax(cdf >= 0.975 - 1e-12)] / n
+    assert np.isnan(binomial_band(0.9, 0)[0])
+
+
+def test_the_coverage_by_group_plot_is_in_the_png_plots_and_the_html_report(tmp_path):
+    from calibprob.compare.report import GROUP_SECTION, write_html, write_plots
+
+    res = _grouped_results()
+    names = [p.name for p in write_plots(res, tmp_path)]
+    assert "d_coverage_by_group.png" in names
+    page = write_html(res, tmp_path / "r.html").read_text()
+    assert f'<h2 id="coverage-by-group">{GROUP_SECTION}</h2>' in page
+    assert page.index("Coverage and width</h2>") < page.index(f"{GROUP_SECTION}</h2>")
+    assert "worst group y under-covers" in page  # the ranking says why narrow is not best
+    plain = res.drop_vars(["group_coverage", "group_count", "group"])
+    assert "d_coverage_by_group.png" not in [p.name for p in write_plots(plain, tmp_path / "p")]
+    assert GROUP_SECTION not in write_html(plain, tmp_path / "p.html").read_text()
