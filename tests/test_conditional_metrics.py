@@ -157,6 +157,20 @@ def test_worst_slab_in_sample_equals_brute_force():
     assert got2[0] == pytest.approx(got[0], abs=1e-15)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_worst_slab_scan_of_lengths_m_to_2m_equals_every_window(seed):
+    # only windows of m..2m-1 points are scanned; the minimum over all windows must be the same
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(12, 45))
+    delta = float(rng.choice([0.05, 0.1, 0.25, 0.4]))
+    X = rng.normal(size=(n, 2))
+    c = (rng.random(n) < rng.uniform(0.5, 0.95))[:, None]
+    V = rng.normal(size=(5, 2))
+    Xs = (X - X.mean(0)) / X.std(0)
+    ref = _wsc_brute(Xs, c[:, 0], V / np.linalg.norm(V, axis=1, keepdims=True), delta)[0]
+    assert worst_slab_coverage(X, c, delta=delta, directions=V, find_fraction=None)[0] == ref
+
+
 def test_worst_slab_split_finds_on_one_part_and_measures_on_the_other():
     rng = np.random.default_rng(3)
     n = 200
