@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from calibprob.metrics import hsic, worst_slab_coverage
 from calibprob.metrics import _conditional as cond
+from calibprob.metrics import hsic, worst_slab_coverage
 
 
 def _full_scan(z: np.ndarray, c: np.ndarray, delta: float) -> float:
