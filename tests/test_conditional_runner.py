@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import xarray as xr
 
 from calibprob.compare import parse_spec
@@ -118,3 +119,20 @@ def test_the_coverage_by_group_plot_is_in_the_png_plots_and_the_html_report(tmp_
     plain = res.drop_vars(["group_coverage", "group_count", "group"])
     assert "d_coverage_by_group.png" not in [p.name for p in write_plots(plain, tmp_path / "p")]
     assert GROUP_SECTION not in write_html(plain, tmp_path / "p.html").read_text()
+
+
+def test_plot_coverage_by_group_of_evaluate_outputs():
+    import calibprob
+    from calibprob.compare.group_plots import plot_coverage_by_group
+
+    rng = np.random.default_rng(0)
+    g = rng.integers(0, 3, 300)
+    y = rng.normal(size=300) * (1 + g)
+    m = calibprob.evaluate(calibprob.normal(np.zeros(300), np.ones(300)), y, [0.8, 0.9], groups=g)
+    fig = plot_coverage_by_group({"a": m, "b": m})
+    assert len([ax for ax in fig.axes if ax.get_visible() and ax.has_data()]) == 2  # one panel per level
+    # the markers are the group coverages
+    ys = sorted(float(v) for v in fig.axes[1].lines[1].get_ydata())
+    assert ys == sorted(m["group_coverage"].sel(confidence_level=0.9).values.tolist())
+    with pytest.raises(ValueError, match=r"metrics\['x'\] has no group diagnostics; compute it with"):
+        plot_coverage_by_group({"x": calibprob.evaluate(calibprob.normal(np.zeros(300), np.ones(300)), y)})

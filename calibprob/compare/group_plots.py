@@ -31,7 +31,7 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
-__all__ = ["BAND_MASS", "binomial_band", "pooled_group_coverage", "group_coverage_figure"]
+__all__ = ["BAND_MASS", "binomial_band", "pooled_group_coverage", "group_coverage_figure", "plot_coverage_by_group"]
 
 #: Probability mass of the binomial band around nominal coverage.
 BAND_MASS = 0.95
@@ -157,3 +157,53 @@ def group_coverage_figure(group_coverage: xr.DataArray, group_count: xr.DataArra
         fig.legend(handles, names, loc="lower center", ncol=min(5, len(names)), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.07 if handles else 0, 1, 1))
     return fig
+
+
+def plot_coverage_by_group(metrics, title: str = "Coverage by group"):
+    """The coverage-by-group figure of :func:`calibprob.evaluate` outputs (one test set, no repetitions).
+
+    Parameters
+    ----------
+    metrics : xarray.Dataset or dict of str to xarray.Dataset
+        Outputs of :func:`calibprob.evaluate` with ``groups=`` (each holding
+        ``group_coverage`` and ``group_count``), keyed by the method's name; one
+        Dataset is named by its ``method`` attribute.
+    title : str, default "Coverage by group"
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        If a Dataset has no group diagnostics.
+
+    References
+    ----------
+    Clopper, C. J. and Pearson, E. S. (1934). Biometrika 26(4), 404-413.
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.compare.group_plots import plot_coverage_by_group
+    >>> rng = np.random.default_rng(0); g = rng.integers(0, 3, 300)
+    >>> m = calibprob.evaluate(calibprob.normal(np.zeros(300), np.ones(300)), rng.normal(size=300) * (1 + g),
+    ...                        [0.9], groups=g)
+    >>> fig = plot_coverage_by_group({"base": m})
+    >>> len(fig.axes[0].get_xticklabels())
+    3
+    """
+    if isinstance(metrics, xr.Dataset):
+        metrics = {str(metrics.attrs.get("method", "method")): metrics}
+    for name, m in metrics.items():
+        if not isinstance(m, xr.Dataset) or "group_coverage" not in m or "group_count" not in m:
+            raise ValueError(
+                f"metrics[{name!r}] has no group diagnostics; compute it with calibprob.evaluate(pred, y, groups=...)."
+            )
+    names = list(metrics)
+    cov = xr.concat([metrics[k]["group_coverage"] for k in names], dim="pipeline", join="outer")
+    count = xr.concat([metrics[k]["group_count"] for k in names], dim="pipeline", join="outer")
+    cov = cov.assign_coords(pipeline=names).expand_dims(repetition=[0])
+    count = count.assign_coords(pipeline=names).expand_dims(repetition=[0])
+    return group_coverage_figure(cov, count, "pipeline", title)
