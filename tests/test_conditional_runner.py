@@ -62,6 +62,11 @@ def test_run_task_stores_group_diagnostics_and_they_reach_the_ranking(monkeypatc
     from calibprob.compare.report import GROUP_SECTION, write_html
 
     assert GROUP_SECTION in write_html(tmp_path / "r.nc", tmp_path / "r.html").read_text()
+    from calibprob.cli import main
+
+    # `calibprob report` writes the coverage-by-group PNG beside the others
+    assert main(["report", str(tmp_path / "r.nc"), "--plots", str(tmp_path / "plots")]) == 0
+    assert (tmp_path / "plots" / "branin_coverage_by_group.png").is_file()
 
 
 def _grouped_results():
