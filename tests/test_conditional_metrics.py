@@ -291,3 +291,7 @@ def test_bad_input_is_refused_with_the_fix():
         hsic(c, np.ones((100, 1)), kernel_sizes=(1.0, -1.0))
     with pytest.raises(ValueError, match=r"diagnostics has unknown option\(s\) \['bins'\]"):
         evaluate(pred, y, groups=g, diagnostics={"bins": 3})
+    with pytest.raises(ValueError, match=r"diagnostics\['n_directions'\] must be >= 1; got 0"):
+        evaluate(pred, y, X=X, diagnostics={"n_directions": 0})
+    with pytest.raises(ValueError, match=r"diagnostics\['find_fraction'\] must be in \(0, 1\)"):
+        evaluate(pred, y, X=X, diagnostics={"find_fraction": 1.0})

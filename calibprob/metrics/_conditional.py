@@ -47,6 +47,8 @@ from fractions import Fraction
 import numpy as np
 import xarray as xr
 
+from calibprob._validation import check_int
+
 __all__ = [
     "HSIC_MAX_N",
     "WSC_MAX_N",
@@ -671,7 +673,17 @@ def check_diagnostic_options(diagnostics) -> dict:
     unknown = sorted(set(diagnostics) - set(DIAGNOSTIC_OPTIONS))
     if unknown:
         raise ValueError(f"diagnostics has unknown option(s) {unknown}; the options are {sorted(DIAGNOSTIC_OPTIONS)}.")
-    return DIAGNOSTIC_OPTIONS | diagnostics
+    opts = DIAGNOSTIC_OPTIONS | diagnostics
+    for key, minimum in (("num_bins", 1), ("n_directions", 1), ("seed", 0)):
+        check_int(opts[key], f"diagnostics['{key}']", minimum=minimum)
+    _check_delta(opts["delta"])
+    ff = opts["find_fraction"]
+    if ff is not None and (isinstance(ff, bool) or not isinstance(ff, int | float) or not 0 < ff < 1):
+        raise ValueError(
+            f"diagnostics['find_fraction'] must be in (0, 1), the share of points that finds the worst slab, "
+            f"or None for the in-sample estimate; got {ff!r}."
+        )
+    return opts
 
 
 def check_slab_features(X, n: int) -> np.ndarray:
