@@ -65,7 +65,7 @@ __all__ = [
 #: kernel matrices take 2 * 8 * n^2 bytes (64 MB at 2 000).
 HSIC_MAX_N = 2000
 #: Above this many points in the slab-finding part :func:`worst_slab_coverage` subsamples it
-#: (seeded) with a warning: the scan costs O(M n^2) operations and O(n^2) memory per direction.
+#: (seeded) with a warning: the scan costs O(M n m) operations and O(n m) memory per direction, m = ceil(delta n).
 WSC_MAX_N = 1000
 
 
