@@ -97,7 +97,7 @@ def _check_sorted(q_lo, q_hi, q_med=None) -> None:
         if bad.size:
             raise ValueError(
                 f"crossing quantiles: {a_name} > {b_name} in {bad.size} of {a.size} rows (first at row {bad[0]}: "
-                f"{a[bad[0]]!r} > {b[bad[0]]!r}). CQR needs q_lo <= q_med <= q_hi; repair the base's quantiles "
+                f"{float(a[bad[0]])!r} > {float(b[bad[0]])!r}). CQR needs q_lo <= q_med <= q_hi; repair the base's quantiles "
                 "(e.g. calibprob.from_quantiles sorts each row) or fit a non-crossing quantile model."
             )
 
@@ -116,7 +116,7 @@ def _scale(q_lo, q_hi, q_med, variant: str, eps: float):
         bad = np.flatnonzero(~(s > 0))
         if bad.size:
             raise ValueError(
-                f"variant={variant!r} divides by {name}, which is {s[bad[0]]!r} <= 0 in {bad.size} of {s.size} rows "
+                f"variant={variant!r} divides by {name}, which is {float(s[bad[0]])!r} <= 0 in {bad.size} of {s.size} rows "
                 f"(first at row {bad[0]}). Pass eps > 0 (a floor on the scale, TorchCP uses 1e-6) or use "
                 "variant='symmetric'."
             )
