@@ -146,13 +146,19 @@ def conditional_thresholds(scores, features, test_features, confidence_level: fl
 
 
 def _dependent_columns(Phi: np.ndarray) -> np.ndarray:
-    """Indices of columns that pivoted QR finds in the span of the others (relative tolerance 1e-10)."""
-    if Phi.shape[1] == 0:
-        return np.array([], dtype=int)
-    _, R, piv = qr(Phi, pivoting=True, mode="economic")
-    diag = np.abs(np.diag(R))
-    rank = int(np.sum(diag > 1e-10 * max(diag[0], 1e-300))) if diag.size else 0
-    return np.sort(piv[rank:])
+    """Columns in the span of the columns *before* them (left to right, relative tolerance 1e-10).
+
+    Scanning in order makes the rule predictable: of two proportional columns the later one
+    is named (and dropped by ``rank_deficient="reduce"``), an intercept given first is kept.
+    """
+    kept: list[int] = []
+    dep: list[int] = []
+    scale = max(float(np.abs(Phi).max()) if Phi.size else 0.0, 1e-300)
+    for j in range(Phi.shape[1]):
+        trial = Phi[:, kept + [j]]
+        diag = np.abs(np.diag(qr(trial, mode="r")[0]))
+        (kept if diag.size and diag[-1] > 1e-10 * scale * np.sqrt(Phi.shape[0]) else dep).append(j)
+    return np.asarray(dep, dtype=int)
 
 
 def _constant_in_span(Phi: np.ndarray) -> bool:
