@@ -17,7 +17,6 @@ References checked against:
 from __future__ import annotations
 
 import math
-import warnings
 from fractions import Fraction
 from pathlib import Path
 
@@ -216,7 +215,9 @@ def test_zero_features_give_an_infinite_interval_with_a_warning():
     cc = calibprob.ConditionalConformal(intercept=False).fit(pred, S, groups=G)
     test = np.zeros((2, 4))
     test[0, 0] = 1
-    with pytest.warns(calibprob.CalibprobWarning, match=r"1 test points get an infinite interval: 1 have features Phi\(x\) = 0"):
+    with pytest.warns(
+        calibprob.CalibprobWarning, match=r"1 test points get an infinite interval: 1 have features Phi\(x\) = 0"
+    ):
         iv = cc.predict(pred.isel(obs=slice(2)), groups=test)
     assert np.isfinite(iv["upper"].values[0, 0]) and np.isinf(iv["upper"].values[1, 0])
     assert iv.attrs["n_unbounded"] == 1
@@ -229,7 +230,9 @@ def test_rank_deficient_features_are_refused_naming_columns_or_reduced():
     F = np.c_[F, F[:, 0] + F[:, 1]]
     pred = calibprob.normal(np.zeros(n), np.ones(n))
     y = rng.normal(size=n)
-    with pytest.raises(ValueError, match=r"rank-deficient features: the columns \['feature 2'\] .*rank_deficient='reduce'"):
+    with pytest.raises(
+        ValueError, match=r"rank-deficient features: the columns \['feature 2'\] .*rank_deficient='reduce'"
+    ):
         calibprob.ConditionalConformal().fit(pred, y, features=F)
     with pytest.warns(calibprob.CalibprobWarning, match=r"dropped dependent feature columns \['feature 2'\]"):
         cc = calibprob.ConditionalConformal(rank_deficient="reduce").fit(pred, y, features=F)

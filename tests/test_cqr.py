@@ -108,7 +108,9 @@ def test_cqr_coverage_is_exact_over_many_calibration_sets(variant, expected):
     for r in range(reps):
         q, y = _quantile_base(n + m, rng)
         s = cqr_scores(y[:n], q[:n, 0], q[:n, 2], variant=variant, q_med=q[:n, 1])
-        lo, hi = cqr_intervals(q[n:, 0], q[n:, 2], cqr_corrections(s, c, variant=variant), variant=variant, q_med=q[n:, 1])
+        lo, hi = cqr_intervals(
+            q[n:, 0], q[n:, 2], cqr_corrections(s, c, variant=variant), variant=variant, q_med=q[n:, 1]
+        )
         cover[r] = np.mean((y[n:] >= lo) & (y[n:] <= hi))
     mean, se = cover.mean(), cover.std(ddof=1) / np.sqrt(reps)
     assert abs(mean - float(expected)) <= 3 * se, (mean, float(expected), se)

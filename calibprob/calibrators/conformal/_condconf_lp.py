@@ -74,9 +74,7 @@ _HIGHS_OPTIONS = {"dual_feasibility_tolerance": 1e-10, "primal_feasibility_toler
 
 
 def _highs(c, A_eq, b_eq, bounds, A_ub=None, b_ub=None):
-    return linprog(
-        c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method="highs", options=_HIGHS_OPTIONS
-    )
+    return linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method="highs", options=_HIGHS_OPTIONS)
 
 
 def calibration_solution(S: np.ndarray, Phi: np.ndarray, tau: float) -> np.ndarray:

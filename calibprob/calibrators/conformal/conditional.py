@@ -218,6 +218,7 @@ class ConditionalConformal(BaseEstimator):
     """
 
     scores_: np.ndarray | None
+    categories_: np.ndarray | None
 
     def __init__(
         self,
@@ -397,7 +398,9 @@ class ConditionalConformal(BaseEstimator):
         mu, scale, _ = self._scores(pred)
         phi = self._test_columns(self._raw_features(m, groups, features, X, fitting=False)[0])
         rng = np.random.default_rng(self.random_state)
-        cut = np.column_stack([thresholds(self.scores_, self.features_, phi, float(c), self._theta(c, m, rng)) for c in levels])
+        cut = np.column_stack(
+            [thresholds(self.scores_, self.features_, phi, float(c), self._theta(c, m, rng)) for c in levels]
+        )
         self._warn_unbounded(cut, phi)
         lower, upper = mu[:, None] - cut * scale[:, None], mu[:, None] + cut * scale[:, None]
         ds = interval_dataset(lower, upper, levels, False, method=f"conditional-conformal-{self.score}")

@@ -91,7 +91,11 @@ LEVEL_TOL = 1e-9
 
 def _check_sorted(q_lo, q_hi, q_med=None) -> None:
     """Refuse crossing quantiles, naming how many rows cross and the fix."""
-    pairs = [("q_lo", q_lo, "q_hi", q_hi)] if q_med is None else [("q_lo", q_lo, "q_med", q_med), ("q_med", q_med, "q_hi", q_hi)]
+    pairs = (
+        [("q_lo", q_lo, "q_hi", q_hi)]
+        if q_med is None
+        else [("q_lo", q_lo, "q_med", q_med), ("q_med", q_med, "q_hi", q_hi)]
+    )
     for a_name, a, b_name, b in pairs:
         bad = np.flatnonzero(a > b)
         if bad.size:
@@ -447,10 +451,11 @@ class ConformalizedQuantileRegression(BaseEstimator):
         variant = self._check_params()
         q = read_quantiles(pred, levels, median=variant == "cqr-m", missing=self.missing_levels)
         m = pred.sizes["obs"]
+        corrections = np.asarray(self.corrections_)
         lower, upper = np.empty((m, levels.size)), np.empty((m, levels.size))
         for j, k in enumerate(idx):
             lower[:, j], upper[:, j] = cqr_intervals(
-                q["lo"][:, j], q["hi"][:, j], self.corrections_[k], variant=variant, q_med=q.get("med"), eps=self.eps
+                q["lo"][:, j], q["hi"][:, j], corrections[k], variant=variant, q_med=q.get("med"), eps=self.eps
             )
         ds = interval_dataset(
             lower, upper, levels, scalar, method=f"cqr-{variant}", attrs={"n_calibration": self.n_calibration_}
