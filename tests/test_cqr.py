@@ -194,3 +194,70 @@ def test_other_bad_input():
         calibprob.ConformalizedQuantileRegression().fit(pred, np.r_[y[:-1], np.nan])
     with pytest.raises(calibprob.NotFittedError, match=r"Call fit"):
         calibprob.ConformalizedQuantileRegression().predict(pred)
+
+
+# ---------------------------------------------------------------------------
+# the comparison runner and the quantile-GBM base
+# ---------------------------------------------------------------------------
+
+
+def _spec(base, methods):
+    return {
+        "name": "cqr-kinds",
+        "datasets": [{"name": "branin", "function": "branin", "n": 160, "noise": 0.3}],
+        "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+        "repetitions": 1,
+        "seed": 3,
+        "base": base,
+        "methods": methods,
+        "confidence_levels": [0.5, 0.9],
+    }
+
+
+def test_cqr_and_conditional_conformal_kinds_run_in_the_comparison_runner():
+    from calibprob.compare import run
+
+    methods = {
+        "cqr": {"kind": "cqr"},
+        "cqr-m": {"kind": "cqr", "variant": "cqr-m"},
+        "cc": {"kind": "conditional-conformal"},
+    }
+    tree = run(_spec({"kind": "ols"}, methods))
+    assert list(tree["calibrator"].values) == ["cqr", "cqr-m", "cc"]
+    assert np.all(tree["error"].values == "")
+    cov = tree["coverage"].sel(confidence_level=0.9).values
+    assert np.all((cov >= 0.6) & (cov <= 1.0)), cov  # 40 test points: a wide band, but finite intervals
+    assert np.all(np.isfinite(tree["width"].values))
+
+
+def test_quantile_gbm_base_fits_one_model_per_level_and_sorts():
+    pytest.importorskip("sklearn")
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(400, 2))
+    y = np.sin(X[:, 0]) + (0.2 + 0.3 * np.abs(X[:, 1])) * rng.standard_normal(400)
+    gbm = calibprob.QuantileGradientBoosting(levels=[0.05, 0.5, 0.95], max_iter=30, random_state=0).fit(
+        X[:300], y[:300]
+    )
+    pred = gbm.predict(X[300:])
+    direct = [
+        HistGradientBoostingRegressor(loss="quantile", quantile=p, max_iter=30, random_state=0).fit(X[:300], y[:300])
+        for p in (0.05, 0.5, 0.95)
+    ]
+    raw = np.column_stack([m.predict(X[300:]) for m in direct])
+    np.testing.assert_allclose(pred["quantile"].values, np.sort(raw, axis=1), rtol=0, atol=1e-12)
+    assert pred.attrs["n_rearranged"] == int(np.any(np.diff(raw, axis=1) < 0, axis=1).sum())
+    cqr = calibprob.ConformalizedQuantileRegression().fit(gbm.predict(X[200:300]), y[200:300])
+    assert np.isfinite(cqr.corrections_).all()
+    with pytest.raises(ValueError, match=r"X has 1 features but the model was fitted with 2"):
+        gbm.predict(X[:3, :1])
+
+
+def test_quantile_gbm_kind_and_cqr_in_the_runner():
+    pytest.importorskip("sklearn")
+    from calibprob.compare import run
+
+    base = {"kind": "quantile-gbm", "max_iter": 20}
+    tree = run(_spec(base, {"cqr": {"kind": "cqr"}, "cqr-r": {"kind": "cqr", "variant": "cqr-r"}}))
+    assert np.all(tree["error"].values == "") and np.all(np.isfinite(tree["width"].values))
