@@ -121,6 +121,19 @@ def test_the_pivot_path_equals_the_lp_route():
             assert fast == pytest.approx(slow, abs=1e-8)
 
 
+def test_the_lp_route_handles_a_degenerate_vertex():
+    """tau (n_g + 1) an integer: every dual at a bound, the minimiser set an interval; its smallest end is split conformal."""
+    rng = np.random.default_rng(13)
+    sizes = [99, 40, 73, 124]
+    g = np.repeat(np.arange(4), sizes)
+    S = rng.exponential(size=g.size) * (1 + g)
+    Phi = np.eye(4)[g]
+    start = lp._Start(S, Phi, 0.9)
+    for k in range(4):
+        expected = np.sort(S[g == k])[_rank(0.9, sizes[k]) - 1]
+        assert lp.tilted_threshold(S, Phi, np.eye(4)[k], 0.9, 0.9, start.r0) == pytest.approx(expected, abs=1e-10)
+
+
 def test_equals_mapie_on_stored_reference_values():
     """MAPIE 1.6 ConditionalSplitConformalRegressor, feature map [1, groups], deterministic, exact (1e-8)."""
     ref = np.load(REFERENCE)
