@@ -32,19 +32,24 @@ For the intercept alone this is :math:`S_{(\lceil \tau(n+1) \rceil)}`, split con
 Computation (exact, no grid, no bisection):
 
 1. the calibration-only LP (:math:`e = 0`) is solved once per level with SciPy's HiGHS
-   (``scipy.optimize.linprog(method="highs")``); its residuals order the points by their
-   distance to the fitted quantile plane;
-2. for each *distinct* test feature vector (group indicators take few distinct values, so
-   1 000 test points in six overlapping groups need at most 64 solves), the tilted LP is
-   solved on a working set of the points nearest the plane, the others held at the bound
-   their residual sign gives; the KKT conditions are then checked on *all* points and any
-   violator joins the working set until none is left, so the answer is that of the full LP;
-3. the minimiser set is a single point when the interpolated points (dual strictly inside
-   the box) have rank :math:`d`; then :math:`\beta` solves them exactly (least squares on
-   the interpolation equations, so the threshold is exact to rounding). Otherwise
-   (degenerate, e.g. :math:`\tau(n_g+1)` an integer in a group) a second LP in :math:`\beta`
-   minimises :math:`\varphi^\top\beta` over the minimisers, described by complementary
-   slackness with the optimal :math:`\eta`, and is polished the same way.
+   (``scipy.optimize.linprog(method="highs")``, tolerances 1e-10); its :math:`d` interpolated
+   points form the starting basis (:class:`_Start`);
+2. **fast path** (:func:`fast_threshold`): for each *distinct* ``(phi, theta)`` (group
+   indicators take few distinct values, so 1 000 test points in six overlapping groups need at
+   most 64 paths), the tilt :math:`e` is followed from 0 to :math:`\theta` by dual-simplex
+   pivots: the basic duals move linearly in :math:`e`; when one reaches a bound it leaves, and
+   the ratio test on the residuals of the other points picks the point that enters (a
+   :math:`d \times d` solve and :math:`O(nd)` work per pivot). A breakpoint at
+   :math:`\theta` itself is not crossed (the left derivative). The result is accepted only if
+   the KKT conditions of the tilted LP hold on *every* point;
+3. otherwise (:func:`tilted_threshold`) the tilted LP is solved by HiGHS on a working set of
+   the points nearest the calibration-only plane, the others held at the bound their residual
+   sign gives, the KKT conditions checked on all points and violators added until none is left;
+   the minimiser set is a single point when the interpolated points (dual strictly inside the
+   box) have rank :math:`d`, and :math:`\beta` then solves them exactly; if not (degenerate,
+   e.g. :math:`\tau(n_g+1)` an integer in a group) a second LP in :math:`\beta` minimises
+   :math:`\varphi^\top\beta` over the minimisers, described by complementary slackness with
+   the optimal :math:`\eta`, and is polished on its active constraints.
 
 :math:`\varphi = 0` and an infeasible tilted LP (a test point in a group with too few
 calibration points to reach :math:`\theta`) give :math:`S^* = +\infty`.
@@ -62,7 +67,7 @@ import numpy as np
 from scipy.linalg import qr
 from scipy.optimize import linprog
 
-__all__ = ["calibration_solution", "tilted_threshold", "thresholds"]
+__all__ = ["tilted_threshold", "fast_threshold", "thresholds"]
 
 #: Dual values within this of a bound are at the bound (HiGHS returns bounds exactly).
 ETA_TOL = 1e-9
@@ -75,15 +80,6 @@ _HIGHS_OPTIONS = {"dual_feasibility_tolerance": 1e-10, "primal_feasibility_toler
 
 def _highs(c, A_eq, b_eq, bounds, A_ub=None, b_ub=None):
     return linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method="highs", options=_HIGHS_OPTIONS)
-
-
-def calibration_solution(S: np.ndarray, Phi: np.ndarray, tau: float) -> np.ndarray:
-    r"""Residuals :math:`S_i - \Phi_i^\top\hat\beta` of the calibration-only quantile regression (:math:`e = 0`)."""
-    res = _highs(-S, Phi.T, np.zeros(Phi.shape[1]), (tau - 1.0, tau))
-    if res.status != 0:  # pragma: no cover - e = 0 is always feasible (eta = 0)
-        raise RuntimeError(f"HiGHS failed on the calibration-only LP: {res.message}")
-    beta = -res.eqlin.marginals
-    return S - Phi @ beta
 
 
 def _tol(S: np.ndarray) -> float:
@@ -171,7 +167,7 @@ def tilted_threshold(S, Phi, phi, tau, theta, r0, order=None, k=None) -> float:
     theta : float
         :math:`\tau` (deterministic) or a draw of :math:`\mathrm{Unif}(\tau - 1, \tau)`.
     r0 : ndarray, shape (n,)
-        Residuals of :func:`calibration_solution` (they order the working set).
+        Residuals of the calibration-only solution (``_Start.r0``; they order the working set).
     order : ndarray of int, shape (n,), optional
         ``argsort(|r0|)``, computed once by :func:`thresholds`.
     k : int, optional
