@@ -193,6 +193,18 @@ def test_features_array_callable_and_groups_combine():
     np.testing.assert_array_equal(ia["upper"].values, ib["upper"].values)
 
 
+def test_groups_by_coordinate_name():
+    rng = np.random.default_rng(14)
+    g = rng.integers(0, 3, 300)
+    y = rng.normal(size=300) * (1 + g)
+    pred = calibprob.normal(np.zeros(300), np.ones(300)).assign_coords(cut=("obs", np.array(["a", "b", "c"])[g]))
+    a = calibprob.ConditionalConformal().fit(pred, y, groups="cut").predict(pred, groups="cut")
+    b = calibprob.ConditionalConformal().fit(pred, y, groups=g).predict(pred, groups=g)
+    np.testing.assert_array_equal(a["upper"].values, b["upper"].values)
+    with pytest.raises(ValueError, match=r"groups='origin' names no coordinate"):
+        calibprob.ConditionalConformal().fit(pred, y, groups="origin")
+
+
 def test_normalized_score_scales_by_sigma():
     rng = np.random.default_rng(8)
     n = 100

@@ -266,6 +266,15 @@ class ConditionalConformal(BaseEstimator):
         return F
 
     def _group_block(self, groups, n: int, *, fitting: bool):
+        if isinstance(groups, str):  # the name of a coordinate of the predictive Dataset
+            pred = getattr(self, "_pred", None)  # the Dataset being fitted / predicted
+            if pred is None or groups not in pred.coords:
+                have = [] if pred is None else list(pred.coords)
+                raise ValueError(
+                    f"groups={groups!r} names no coordinate of the predictive Dataset (it has {have}); pass the "
+                    "labels as an array, or assign_coords the group labels along obs."
+                )
+            groups = pred[groups]
         g = np.asarray(groups.values if isinstance(groups, xr.DataArray) else groups)
         if g.ndim == 1:
             if g.dtype.kind == "f" and not np.all(np.isfinite(g)):
@@ -345,8 +354,9 @@ class ConditionalConformal(BaseEstimator):
         pred_cal : xarray.Dataset
             The base's predictive distribution on the calibration data.
         y_cal : array_like, shape (n_cal,)
-        groups : array_like, optional
-            1-D labels or an (n_cal, m) 0/1 membership matrix.
+        groups : array_like, xarray.DataArray or str, optional
+            1-D labels or an (n_cal, m) 0/1 membership matrix, or the name of a coordinate of
+            ``pred_cal`` along ``obs`` holding the labels.
         features : array_like, shape (n_cal, d), optional
         X : array_like, optional
             Inputs for the constructor's ``feature_map``.
@@ -364,7 +374,9 @@ class ConditionalConformal(BaseEstimator):
         n = pred.sizes["obs"]
         y = check_targets(y_cal, n, "y_cal")
         _, _, S = self._scores(pred, y)
+        self._pred = pred
         Phi, names = self._raw_features(n, groups, features, X, fitting=True)
+        self._pred = None
         self.features_, self.columns_ = self._fit_columns(Phi, names)
         self.scores_ = S
         self.n_calibration_ = int(n)
@@ -396,7 +408,9 @@ class ConditionalConformal(BaseEstimator):
         pred = check_predictive(pred, self, "pred")
         m = pred.sizes["obs"]
         mu, scale, _ = self._scores(pred)
+        self._pred = pred
         phi = self._test_columns(self._raw_features(m, groups, features, X, fitting=False)[0])
+        self._pred = None
         rng = np.random.default_rng(self.random_state)
         cut = np.column_stack(
             [thresholds(self.scores_, self.features_, phi, float(c), self._theta(c, m, rng)) for c in levels]
