@@ -774,3 +774,45 @@ register_method(
     hidden=("blas_threads", "compile_mode", "base"),
     exports=(*_CAL,),
 )
+
+# --- conditional calibration (issue 30): CQR, conditional conformal ------------------------------
+register_method(
+    "cqr",
+    "calibprob.calibrators.conformal.cqr:ConformalizedQuantileRegression",
+    family="distribution",
+    output="intervals",
+    options={"variant": Choice(("symmetric", "asymmetric", "cqr-r", "cqr-m")), "eps": _NONNEG},
+    doc="Conformalized quantile regression (Romano et al. 2019; CQR-r/CQR-m, Sesia & Candès 2020) of the base's quantiles.",
+    needs_calibration_split=True,
+    hidden=("missing_levels",),
+    adapter="calibprob.compare.methods:run_cqr",
+    exports=_CAL,
+)
+register_base(
+    "quantile-gbm",
+    "calibprob.quantile_gbm:QuantileGradientBoosting",
+    options={
+        "levels": ListOf(_PROB),
+        "max_iter": Int(1, 100_000),
+        "learning_rate": _POS,
+        "max_leaf_nodes": Int(2, 100_000),
+        "min_samples_leaf": Int(1, 1_000_000),
+        "random_state": Int(0, 2**32 - 1),
+    },
+    doc="one scikit-learn HistGradientBoostingRegressor(loss='quantile') per level, rows sorted; quantiles (needs scikit-learn)",
+    seed="random_state",
+    exports=_TOP,
+)
+register_method(
+    "conditional-conformal",
+    "calibprob.calibrators.conformal.conditional:ConditionalConformal",
+    family="distribution",
+    output="intervals",
+    options={"score": Choice(("absolute", "normalized")), "randomize": _BOOL, "random_state": Int(0, 2**63 - 1)},
+    doc="Conditional conformal (Gibbs, Cherian & Candès 2023) over the intercept in a spec (groups from Python).",
+    seed="random_state",
+    needs_calibration_split=True,
+    hidden=("feature_map", "intercept", "rank_deficient"),
+    adapter="calibprob.compare.methods:run_conditional_conformal",
+    exports=_CAL,
+)

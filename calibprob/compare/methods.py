@@ -24,6 +24,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob import registry
+from calibprob.conformal._common import interval_dataset
 
 __all__ = [
     "TaskContext",
@@ -42,6 +43,8 @@ __all__ = [
     "run_refits",
     "run_gp_conformal",
     "interval_levels_reachable",
+    "run_cqr",
+    "run_conditional_conformal",
 ]
 
 
@@ -400,3 +403,42 @@ def run_gp_conformal(ctx: TaskContext, entry, **options) -> xr.Dataset:
     levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), _interval_sides(kwargs))
     model = entry.load()(estimator=ctx.base, prefit=True, confidence_level=ok, **kwargs)
     return model.fit().predict(ctx.X_test, confidence_level=levels)
+
+
+def run_cqr(ctx: TaskContext, entry, **options) -> xr.Dataset:
+    """CQR on the base's quantiles: intervals at every interval level the calibration part resolves.
+
+    The base's predictive on the calibration and test parts is read at the quantile levels
+    :math:`(1 \\mp c)/2` by the contract's interpolation where the base does not store them
+    (``missing_levels="interpolate"``: the quantile-GBM base stores its own grid); levels the
+    number of calibration points cannot resolve come back unbounded, as for the other
+    conformal interval methods.
+    """
+    kwargs = _constructor_kwargs(ctx, entry, options)
+    sides = 2 if kwargs.get("variant") == "asymmetric" else 1
+    X_cal, y_cal = _need_calibration_split(ctx, entry.kind)
+    levels, ok = interval_levels_reachable(ctx, len(y_cal), sides)
+    model = entry.load()(confidence_level=ok, missing_levels="interpolate", **kwargs)
+    model.fit(ctx.predict_base(X_cal), y_cal)
+    return _on_levels(model.predict(ctx.predict_base(ctx.X_test)), levels, ok, len(y_cal))
+
+
+def _on_levels(iv: xr.Dataset, levels: np.ndarray, ok: np.ndarray, n: int) -> xr.Dataset:
+    """Intervals at the resolved levels ``ok`` put on the full grid ``levels``, the others unbounded."""
+    m = iv.sizes["obs"]
+    lower, upper = np.full((m, levels.size), -np.inf), np.full((m, levels.size), np.inf)
+    keep = np.isin(np.round(levels, 12), np.round(ok, 12))
+    lower[:, keep] = iv["lower"].transpose("obs", "confidence_level").values
+    upper[:, keep] = iv["upper"].transpose("obs", "confidence_level").values
+    out = interval_dataset(lower, upper, levels, False, method=iv.attrs["method"], attrs={"n_calibration": n})
+    out.attrs["unbounded_levels"] = int((~keep).sum())
+    return out
+
+
+def run_conditional_conformal(ctx: TaskContext, entry, **options) -> xr.Dataset:
+    """Conditional conformal on the base's predictive (intercept only: split conformal, until specs carry groups)."""
+    kwargs = _constructor_kwargs(ctx, entry, options)
+    X_cal, y_cal = _need_calibration_split(ctx, entry.kind)
+    levels, ok = interval_levels_reachable(ctx, len(y_cal), 1)
+    model = entry.load()(confidence_level=ok, **kwargs).fit(ctx.predict_base(X_cal), y_cal)
+    return _on_levels(model.predict(ctx.predict_base(ctx.X_test)), levels, ok, len(y_cal))
