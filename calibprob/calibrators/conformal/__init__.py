@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-
 from calibprob.calibrators.conformal.mondrian import Mondrian, min_group_size, min_group_size_for_level
 
 __all__ = ["Mondrian", "min_group_size", "min_group_size_for_level"]

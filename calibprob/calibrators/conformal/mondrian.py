@@ -60,7 +60,7 @@ import xarray as xr
 
 from calibprob._base import BaseEstimator, check_is_fitted, check_predictive, clone
 from calibprob._validation import GROUP_COORD, check_confidence_levels, check_groups, check_targets
-from calibprob.predictive import CalibprobWarning, from_quantiles
+from calibprob.predictive import CalibprobWarning, from_quantiles, normal
 
 __all__ = [
     "Mondrian",
@@ -172,13 +172,23 @@ def min_group_size_for_level(level, *, symmetric: bool = False) -> int:
 
 
 def interval_sides(calibrator) -> int:
-    """1 if ``calibrator``'s intervals come from one symmetric rank, else 2 (the default).
+    """1 if ``calibrator``'s intervals come from one symmetric rank, 0 if it needs no minimum, else 2.
 
-    A calibrator declares it with a method ``_mondrian_sides()``; a newly registered
-    post-processor without one is treated as a two-sided quantile function, the safe side.
+    A calibrator declares it with a method ``_mondrian_sides()`` (split conformal: 1 or 2 by
+    its score; the online recalibrator: 0, its guarantee holds on any stream); a newly
+    registered post-processor without one is treated as a two-sided quantile function (2),
+    the safe side.
     """
     hook = getattr(calibrator, "_mondrian_sides", None)
     return int(hook()) if callable(hook) else 2
+
+
+def _needed(calibrator, levels: np.ndarray) -> np.ndarray:
+    """The minimum group size per confidence level for ``calibrator``."""
+    sides = interval_sides(calibrator)
+    if sides == 0:
+        return np.ones(levels.size, dtype=np.int64)
+    return np.array([min_group_size(float(c), sides=sides) for c in levels], dtype=np.int64)
 
 
 def _normalise_labels(values: np.ndarray) -> np.ndarray:
@@ -271,7 +281,7 @@ class Mondrian(BaseEstimator):
 
     _method = "mondrian"
 
-    groups_: np.ndarray | None
+    groups_: np.ndarray
 
     def __init__(self, calibrator=None, *, fallback=None, confidence_level=None):
         self.calibrator = calibrator
@@ -311,7 +321,9 @@ class Mondrian(BaseEstimator):
                     f"name of an obs coordinate), or give the prediction an obs coordinate {GROUP_COORD!r}."
                 )
             groups = GROUP_COORD
-        return _normalise_labels(check_groups(groups, pred.sizes["obs"], pred=pred, name=name))
+        labels = check_groups(groups, pred.sizes["obs"], pred=pred, name=name)
+        assert labels is not None  # groups is not None here
+        return _normalise_labels(labels)
 
     # -- fit --------------------------------------------------------------------
     def _fit_one(self, sub, y, ok: np.ndarray, levels: np.ndarray):
@@ -349,8 +361,7 @@ class Mondrian(BaseEstimator):
         y = check_targets(y_cal, pred.sizes["obs"], "y_cal")
         labels = self._labels(groups, pred, "groups")
         levels = self._levels()
-        sides = interval_sides(self.calibrator)
-        need = np.array([min_group_size(float(c), sides=sides) for c in levels])
+        need = _needed(self.calibrator, levels)
         uniq, codes = np.unique(labels, return_inverse=True)
         fitted, counts = [], np.bincount(codes, minlength=uniq.size)
         for k, label in enumerate(uniq):
@@ -440,17 +451,18 @@ class Mondrian(BaseEstimator):
         """
         pred, labels, codes = self._prepare(pred, groups)
         codes = self._route_unfitted(codes, "predict")
-        parts = {k: (rows, self._predict_block(est, pred.isel(obs=rows), levels, k)) for k, rows, est in self._blocks(codes)}
+        parts = {
+            k: (rows, self._predict_block(est, pred.isel(obs=rows), levels, k)) for k, rows, est in self._blocks(codes)
+        }
         grids = [ds["level"].values for _, ds in parts.values()]
         common = grids[0]
         if any(g.shape != common.shape or not np.array_equal(g, common) for g in grids):
             common = _common_levels(grids)
-            parts = {k: (rows, self._predict_block(est, pred.isel(obs=rows), common, k)) for k, rows, est in self._blocks(codes)}
-        q = np.empty((codes.size, common.size))
-        for rows, ds in parts.values():
-            q[rows] = ds.calib.quantiles
-        out = from_quantiles(q, common, obs=np.arange(codes.size), method=next(iter(parts.values()))[1].attrs.get("method", ""))
-        return self._finish(out, pred, labels, codes < 0)
+            parts = {
+                k: (rows, self._predict_block(est, pred.isel(obs=rows), common, k))
+                for k, rows, est in self._blocks(codes)
+            }
+        return self._finish(_assemble(parts, codes.size, common), pred, labels, codes < 0)
 
     def _route_unfitted(self, codes: np.ndarray, what: str) -> np.ndarray:
         """Rows of a group fitted for no level go to the pooled fallback, or raise."""
@@ -479,6 +491,30 @@ class Mondrian(BaseEstimator):
                 f"group {_describe(self.groups_[k])} ({int(self.counts_[k])} calibration points): {err}"
             ) from err
 
+    def update(self, pred, y, *, groups=None) -> Self:
+        """Continue each group's stream (online calibrators): ``update`` of every group's calibrator.
+
+        Parameters
+        ----------
+        pred : xarray.Dataset
+            Base forecasts of the new observations.
+        y : array_like, shape (n,)
+            Their outcomes.
+        groups : array_like, xarray.DataArray or str, optional
+            One label per observation; default: ``pred``'s ``group`` coordinate.
+
+        Returns
+        -------
+        Mondrian
+        """
+        pred, _, codes = self._prepare(pred, groups)
+        y = check_targets(y, pred.sizes["obs"], "y")
+        for k, rows, est in self._blocks(self._route_unfitted(codes, "update")):
+            if not hasattr(est, "update"):
+                raise TypeError(f"{type(est).__name__} has no update: only online calibrators continue a stream.")
+            est.update(pred.isel(obs=rows), y[rows])
+        return self
+
     # -- intervals --------------------------------------------------------------
     def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
         r"""Central intervals per row from its group's calibrator; infinite where the group is too small.
@@ -504,11 +540,12 @@ class Mondrian(BaseEstimator):
         pred, labels, codes = self._prepare(pred, groups)
         scalar = confidence_level is not None and np.ndim(confidence_level) == 0
         levels = self.confidence_levels_ if confidence_level is None else check_confidence_levels(confidence_level)
-        sides = interval_sides(self.calibrator)
-        need = np.array([min_group_size(float(c), sides=sides) for c in levels])
+        need = _needed(self.calibrator, levels)
         counts = np.append(self.counts_, 0)  # codes == -1 (unseen) -> the pooled row below
         if self.fallback == "pooled":
-            small = np.array([est is None or counts[k] < need.max() for k, est in enumerate(self.calibrators_)] + [True])
+            small = np.array(
+                [est is None or counts[k] < need.max() for k, est in enumerate(self.calibrators_)] + [True]
+            )
             codes = np.where(small[codes], -1, codes)
         lower = np.full((codes.size, levels.size), -np.inf)
         upper = np.full((codes.size, levels.size), np.inf)
@@ -527,6 +564,24 @@ class Mondrian(BaseEstimator):
         )
         out = self._finish(out, pred, labels, codes < 0)
         return out.isel(confidence_level=0) if scalar else out
+
+
+def _assemble(parts: dict, n: int, levels: np.ndarray) -> xr.Dataset:
+    """One predictive Dataset from the groups' parts, rows in their original order.
+
+    All-Gaussian parts (variance scaling of a Gaussian base) stay Gaussian (exact); otherwise
+    the quantiles are copied as they are (bit for bit) into one quantile-family Dataset.
+    """
+    method = next(iter(parts.values()))[1].attrs.get("method", "")
+    if all(ds.calib.is_normal for _, ds in parts.values()):
+        loc, scale = np.empty(n), np.empty(n)
+        for rows, ds in parts.values():
+            loc[rows], scale[rows] = ds["loc"].values, ds["scale"].values
+        return normal(loc, scale, levels, method=method)
+    q = np.empty((n, levels.size))
+    for rows, ds in parts.values():
+        q[rows] = ds.calib.quantiles
+    return from_quantiles(q, levels, method=method)
 
 
 def _interval_ends(est, sub: xr.Dataset, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -576,7 +631,9 @@ def fit_with_groups(calibrator, pred_cal, y_cal, groups) -> bool:
 
 def predict_with_groups(calibrator, groups) -> Mondrian | None:
     """The fitted :class:`Mondrian` that serves ``predict(..., groups=)``, or None for the ungrouped path."""
-    mondrian = getattr(calibrator, "mondrian_", None)
+    if not hasattr(calibrator, "mondrian_"):
+        return None  # not fitted: the class's own check names fit
+    mondrian = calibrator.mondrian_
     if mondrian is None:
         if groups is not None:
             raise ValueError(
