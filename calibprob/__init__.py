@@ -46,6 +46,7 @@ _LAZY = {
     "back_transform": "calibprob.transforms",
     "transform_target": "calibprob.transforms",
     "TransformedTargetRegressor": "calibprob.transforms",
+    "bins": "calibprob.calibrators.conformal",
     **_registry.exports("calibprob"),
 }
 

@@ -445,6 +445,7 @@ for _score in ("Score", "AbsoluteScore", "NormalizedScore", "SignedNormalizedSco
 # the Mondrian wrapper: a helper (it needs a calibrator and groups, so it has no default-built
 # contract run); every post-processor reaches it through its own groups= argument
 register_class("calibprob.calibrators.conformal.mondrian:Mondrian", role="helper", exports=("calibprob",))
+register_class("calibprob.calibrators.conformal.bins:Bins", role="helper")
 
 # --- calibrators that no spec kind names ------------------------------------------------
 register_class(

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from calibprob.calibrators.conformal.bins import Bins, bins
 from calibprob.calibrators.conformal.mondrian import Mondrian, min_group_size, min_group_size_for_level
 
-__all__ = ["Mondrian", "min_group_size", "min_group_size_for_level"]
+__all__ = ["Mondrian", "Bins", "bins", "min_group_size", "min_group_size_for_level"]

@@ -305,13 +305,14 @@ class Mondrian(BaseEstimator):
         if self.fallback not in _FALLBACKS:
             raise ValueError(f"fallback must be None or 'pooled'; got {self.fallback!r}.")
 
-    def _levels(self) -> np.ndarray:
+    def _level_param(self):
         level = self.confidence_level
         if level is None:
             level = getattr(self.calibrator, "confidence_level", None)
-        if level is None:
-            level = 0.9
-        return check_confidence_levels(level, "confidence_level")
+        return 0.9 if level is None else level
+
+    def _levels(self) -> np.ndarray:
+        return check_confidence_levels(self._level_param(), "confidence_level")
 
     def _labels(self, groups, pred: xr.Dataset, name: str) -> np.ndarray:
         if groups is None:
@@ -327,12 +328,27 @@ class Mondrian(BaseEstimator):
 
     # -- fit --------------------------------------------------------------------
     def _fit_one(self, sub, y, ok: np.ndarray, levels: np.ndarray):
-        """A clone fitted on one group, told only the levels its size resolves."""
+        """A clone fitted on one group, told only the levels its size resolves (None if it cannot fit).
+
+        A group too small for every requested level is still fitted at the highest level it
+        resolves, :math:`c = 1 - s/(n_k+1)`, so that :meth:`predict_interval` gives it finite
+        bounds at the lower levels it can resolve.
+        """
         est = clone(self.calibrator)
         if "confidence_level" in est.get_params():
             lv = levels[ok]
+            if lv.size == 0:
+                top = 1 - Fraction(max(interval_sides(est), 1), sub.sizes["obs"] + 1)
+                if top <= 0:
+                    return None
+                lv = np.array([float(top)])
             est.set_params(confidence_level=float(lv[0]) if lv.size == 1 else lv.tolist())
-        return est.fit(sub, y)
+        try:
+            return est.fit(sub, y)
+        except ValueError:
+            if ok.any():
+                raise
+            return None  # too small to fit at all: infinite bounds, warned above
 
     def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
         """Fit one clone of ``calibrator`` per group; returns ``self``.
@@ -369,7 +385,7 @@ class Mondrian(BaseEstimator):
             ok = counts[k] >= need
             if not ok.all():
                 self._warn_small(label, int(counts[k]), levels, need, ok)
-            fitted.append(self._fit_one(pred.isel(obs=rows), y[rows], ok, levels) if ok.any() else None)
+            fitted.append(self._fit_one(pred.isel(obs=rows), y[rows], ok, levels))
         self.groups_, self.counts_, self.calibrators_ = uniq, counts.astype(np.int64), fitted
         self.confidence_levels_, self.min_sizes_ = levels, need.astype(np.int64)
         self.pooled_ = None
@@ -465,14 +481,14 @@ class Mondrian(BaseEstimator):
         return self._finish(_assemble(parts, codes.size, common), pred, labels, codes < 0)
 
     def _route_unfitted(self, codes: np.ndarray, what: str) -> np.ndarray:
-        """Rows of a group fitted for no level go to the pooled fallback, or raise."""
+        """Rows of a group below the minimum size of a fitted level go to the pooled fallback, or raise."""
         for k, est in enumerate(self.calibrators_):
-            if est is None and (codes == k).any():
+            if (est is None or self.counts_[k] < self.min_sizes_.max()) and (codes == k).any():
                 if self.fallback != "pooled":
                     raise ValueError(
-                        f"group {_describe(self.groups_[k])} has {int(self.counts_[k])} calibration point(s), too "
-                        f"few for every confidence level ({self._need_text()}), so it has no calibrated "
-                        f"distribution to {what}. Use predict_interval (infinite bounds for it), merge groups, "
+                        f"group {_describe(self.groups_[k])} has {int(self.counts_[k])} calibration point(s), below "
+                        f"the minimum group size ({self._need_text()}), so it has no calibrated distribution to "
+                        f"{what} at those levels. Use predict_interval (infinite bounds for it), merge groups, "
                         "or pass fallback='pooled'."
                     )
                 codes = np.where(codes == k, -1, codes)
@@ -538,7 +554,7 @@ class Mondrian(BaseEstimator):
             ``group`` coordinate; a scalar level drops that dimension.
         """
         pred, labels, codes = self._prepare(pred, groups)
-        scalar = confidence_level is not None and np.ndim(confidence_level) == 0
+        scalar = np.ndim(self._level_param() if confidence_level is None else confidence_level) == 0
         levels = self.confidence_levels_ if confidence_level is None else check_confidence_levels(confidence_level)
         need = _needed(self.calibrator, levels)
         counts = np.append(self.counts_, 0)  # codes == -1 (unseen) -> the pooled row below
