@@ -267,8 +267,19 @@ def test_small_group_warns_and_gets_infinite_bounds(data):
     # at a level the group resolves (c = 0.8 needs 4 points) the bounds are finite
     iv2 = m.predict_interval(pt, confidence_level=[0.8, 0.9], groups=gt)
     assert np.isfinite(iv2["lower"].values[:3, 0]).all() and np.isinf(iv2["lower"].values[:3, 1]).all()
-    with pytest.raises(ValueError, match=r"group 7 has 5 calibration point\(s\), below the minimum group size \(0.9 needs 9\).*fallback='pooled'"):
-        m.predict(pt, groups=gt)
+    # the quantile function: group 7's own calibrator (fitted at the top level 5 points resolve,
+    # 1 - 1/6) on the levels every group resolves, |2p - 1| <= 5/6
+    q = m.predict(pt, groups=gt)
+    lv = q["level"].values
+    assert lv.min() >= 1 / 12 - 1e-12 and lv.max() <= 11 / 12 + 1e-12
+    alone = SplitConformalCalibrator(confidence_level=float(1 - Fraction(1, 6))).fit(pc.isel(obs=slice(0, 5)), yc[:5])
+    np.testing.assert_array_equal(
+        q.calib.quantiles[:3], alone.predict(pt.isel(obs=slice(0, 3)), levels=lv).calib.quantiles
+    )
+    with pytest.warns(CalibprobWarning, match="group 8 has 1 calibration point"):
+        tiny = Mondrian(ConformalPredictiveSystem()).fit(pc, yc, groups=np.where(np.arange(gc.size) == 0, 8, gc))
+    with pytest.raises(ValueError, match=r"group 8 has 1 calibration point\(s\), too few to fit.*fallback='pooled'"):
+        tiny.predict(pt, groups=np.where(np.arange(gt.size) == 0, 8, gt))
 
 
 def test_pooled_fallback_is_labelled(data):

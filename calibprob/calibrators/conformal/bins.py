@@ -14,7 +14,8 @@ The thresholds are *fitted* — fit them on data other than the calibration poin
 proper-training inputs or the base's predictions on them — and stored, so that
 :meth:`Bins.apply` labels calibration and test points the same way. With :math:`B` bins the
 interior thresholds are the empirical quantiles :math:`t_j = \hat F^{-1}(j/B)`,
-:math:`j = 1, \dots, B-1` (observed values: NumPy's ``inverted_cdf`` rule, so no bin of tied values is empty), the outer ones :math:`\mp\infty`, and a
+:math:`j = 1, \dots, B-1` (observed values: NumPy's ``inverted_cdf`` rule, so no bin of tied
+values is empty), the outer ones :math:`\mp\infty`, and a
 value :math:`v` gets the bin :math:`\#\{j : t_j \le v\}`. Ties can merge thresholds: then fewer
 than :math:`B` bins result, and :func:`bins` warns saying how many (it never returns fewer
 bins than asked silently, unlike ``pandas.qcut(..., duplicates="drop")``).

@@ -445,9 +445,12 @@ class Mondrian(BaseEstimator):
     def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
         """Each row calibrated by its own group's calibrator, as a predictive Dataset.
 
-        The quantile function of the predictive contract must be finite, so a group too small
-        for the requested levels is an error here (or the labelled pooled fallback): the
-        explicit infinite bounds are :meth:`predict_interval`'s.
+        The quantile function of the predictive contract must be finite: a group below the
+        minimum size gets what its own calibrator gives at the levels it resolves (the grid is
+        the levels every group resolves; :meth:`fit` warned that the finite-sample guarantee
+        does not reach the others), and a group too small to fit at all is an error here (or
+        the labelled pooled fallback). The explicit infinite bounds are
+        :meth:`predict_interval`'s.
 
         Parameters
         ----------
@@ -481,14 +484,18 @@ class Mondrian(BaseEstimator):
         return self._finish(_assemble(parts, codes.size, common), pred, labels, codes < 0)
 
     def _route_unfitted(self, codes: np.ndarray, what: str) -> np.ndarray:
-        """Rows of a group below the minimum size of a fitted level go to the pooled fallback, or raise."""
+        """Rows of a group too small to fit at all go to the pooled fallback, or raise.
+
+        With ``fallback="pooled"`` so do the rows of every group below the minimum size.
+        """
         for k, est in enumerate(self.calibrators_):
-            if (est is None or self.counts_[k] < self.min_sizes_.max()) and (codes == k).any():
+            small = self.fallback == "pooled" and self.counts_[k] < self.min_sizes_.max()
+            if (est is None or small) and (codes == k).any():
                 if self.fallback != "pooled":
                     raise ValueError(
-                        f"group {_describe(self.groups_[k])} has {int(self.counts_[k])} calibration point(s), below "
-                        f"the minimum group size ({self._need_text()}), so it has no calibrated distribution to "
-                        f"{what} at those levels. Use predict_interval (infinite bounds for it), merge groups, "
+                        f"group {_describe(self.groups_[k])} has {int(self.counts_[k])} calibration point(s), too "
+                        f"few to fit its calibrator (minimum group size: {self._need_text()}), so it has no "
+                        f"calibrated distribution to {what}. Use predict_interval (infinite bounds for it), merge groups, "
                         "or pass fallback='pooled'."
                     )
                 codes = np.where(codes == k, -1, codes)
