@@ -14,7 +14,7 @@ the bin and the upper the ⌈(1-α/2)(n_k+1)⌉-th (α = 1 - c, exact ranks); cr
 percentile p gives index ``int(p/100 * (n_k+1)) - 1`` and its higher ``ceil(p/100 * (n_k+1)) - 1``,
 so ``lower_percentiles = 100 α/2``, ``higher_percentiles = 100 (1 - α/2)`` are the same ranks
 — given as the decimal literals 5 / 95 and 10 / 90. crepes' own ``predict_int(confidence=c)``
-computes them as ``(1-c)/2*100`` = 4.999999999999998 (c = 0.9) in floating point and so falls
+computes them as ``(1-c)/2*100`` = 4.999999999999999 (c = 0.9) in floating point and so falls
 one rank short wherever (α/2)(n_k+1) is an integer (notes/conditional-calibration.md, the
 float pitfall); the script counts those rows too.
 

@@ -71,6 +71,18 @@ def test_min_group_size_table_and_the_float_pitfall():
     assert int((1 - 0.8) * (4 + 1)) == 0 and int((1 - 0.9) * (9 + 1)) == 0
 
 
+def test_cps_ranks_are_exact_where_a_float_rule_falls_short():
+    # 39 scores at c = 0.9: (alpha/2)(n+1) = 2 exactly, so the ends are the 2nd and 38th smallest
+    # (crepes' predict_int computes (1 - 0.9)/2*100 = 4.999999999999999 and takes the 1st)
+    rng = np.random.default_rng(8)
+    y = rng.normal(size=39)
+    cps = ConformalPredictiveSystem(normalize=False).fit(calibprob.normal(np.zeros(39), np.ones(39)), y)
+    iv = cps.predict_interval(calibprob.normal([0.0], [1.0]), 0.9)
+    s = np.sort(y)
+    assert float(iv["lower"][0]) == s[1] and float(iv["upper"][0]) == s[37]
+    assert int((1 - 0.9) / 2 * 100 / 100 * 40) - 1 == 0  # the float rule's 0-based index: the 1st
+
+
 @pytest.mark.parametrize("p", [0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99])
 def test_min_group_size_for_level_equals_brute_force(p):
     e = Fraction(str(p))
