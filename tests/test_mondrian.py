@@ -288,8 +288,10 @@ def test_small_group_warns_and_gets_infinite_bounds(data):
     np.testing.assert_array_equal(
         q.calib.quantiles[:3], alone.predict(pt.isel(obs=slice(0, 3)), levels=lv).calib.quantiles
     )
-    with pytest.warns(CalibprobWarning, match="group 8 has 1 calibration point"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         tiny = Mondrian(ConformalPredictiveSystem()).fit(pc, yc, groups=np.where(np.arange(gc.size) == 0, 8, gc))
+    assert any("group 8 has 1 calibration point" in str(w.message) for w in caught)
     with pytest.raises(ValueError, match=r"group 8 has 1 calibration point\(s\), too few to fit.*fallback='pooled'"):
         tiny.predict(pt, groups=np.where(np.arange(gt.size) == 0, 8, gt))
 
@@ -401,3 +403,40 @@ def test_bins_bad_input():
         calibprob.bins(np.ones((10, 2)))
     with pytest.raises(ValueError, match="non-finite values"):
         calibprob.bins(np.array([1.0, np.nan, 2.0]), n_bins=2)
+
+
+def test_online_streams_per_group_continue_with_update(data):
+    (pc, yc, gc), (pt, yt, gt) = data["cal"], data["test"]
+    grouped = calibprob.OnlineQuantileRecalibrator().fit(pc, yc, groups=gc)
+    grouped.mondrian_.update(pt, yt, groups=gt)
+    out = grouped.predict(pt.isel(obs=slice(0, 50)), groups=gt[:50])
+    for k in np.unique(gc):
+        rc, rt = np.flatnonzero(gc == k), np.flatnonzero(gt == k)
+        alone = calibprob.OnlineQuantileRecalibrator().fit(pc.isel(obs=rc), yc[rc]).update(pt.isel(obs=rt), yt[rt])
+        rows = np.flatnonzero(gt[:50] == k)
+        ref = alone.predict(pt.isel(obs=rows))
+        np.testing.assert_array_equal(out.calib.quantiles[rows], ref.calib.quantiles)
+
+
+def test_bins_save_and_load(tmp_path):
+    rng = np.random.default_rng(6)
+    b = calibprob.bins(rng.normal(size=300), n_bins=5)
+    back = calibprob.load(b.save(tmp_path / "bins.nc"))
+    x = rng.normal(size=100)
+    np.testing.assert_array_equal(back.apply(x), b.apply(x))
+
+
+@pytest.mark.slow
+def test_gp_beta_per_group_equals_gp_beta_on_each_group(data):
+    (pc, yc, gc), (pt, _, gt) = data["cal"], data["test"]
+    rows_c, rows_t = np.flatnonzero(gc < 2)[:300], np.flatnonzero(gt < 2)[:100]
+    pc, yc, gc, pt, gt = pc.isel(obs=rows_c), yc[rows_c], gc[rows_c], pt.isel(obs=rows_t), gt[rows_t]
+
+    def make():
+        return calibprob.GPBetaCalibrator(inference="map", n_inducing=8, random_state=0)
+
+    pred = make().fit(pc, yc, groups=gc).predict(pt, groups=gt, levels=[0.05, 0.5, 0.95])
+    for k in (0, 1):
+        rc, rt = np.flatnonzero(gc == k), np.flatnonzero(gt == k)
+        alone = make().fit(pc.isel(obs=rc), yc[rc]).predict(pt.isel(obs=rt), levels=[0.05, 0.5, 0.95])
+        np.testing.assert_allclose(pred.calib.quantiles[rt], alone.calib.quantiles, rtol=1e-10, atol=1e-12)
