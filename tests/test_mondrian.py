@@ -165,6 +165,8 @@ def test_model_aware_split_conformal_per_group_bitwise():
         np.testing.assert_array_equal(iv["upper"].values[rt - 1000], ref["upper"].values)
     with pytest.raises(ValueError, match="groups is required"):
         grouped.predict_interval(X[te])
+    with pytest.raises(ValueError, match=r"groups= belongs to calibrate\(X_cal, y_cal, groups=...\)"):
+        SplitConformalRegressor(estimator=ols).fit(X[tr], y[tr], groups=g[tr])
 
 
 @pytest.mark.parametrize(

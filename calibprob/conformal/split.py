@@ -184,14 +184,22 @@ class SplitConformalRegressor(BaseEstimator):
     def _score(self) -> Score:
         return get_score(self.score, beta=self.beta, eps=self.eps)
 
-    def fit(self, X, y) -> SplitConformalRegressor:
+    def fit(self, X, y, *, groups=None) -> SplitConformalRegressor:
         """Fit a clone of the base on the training data; returns ``self``.
 
         Parameters
         ----------
         X : array_like, shape (n_train, d)
         y : array_like, shape (n_train,)
+        groups : None
+            Not used here: the model is trained on every group; Mondrian groups belong to
+            :meth:`calibrate` (a value is refused with that fix).
         """
+        if groups is not None:
+            raise ValueError(
+                "groups= belongs to calibrate(X_cal, y_cal, groups=...): fit trains the one pooled model on the "
+                "proper training set, and the calibration scores are kept apart per group."
+            )
         if self.prefit:
             raise ValueError(
                 "prefit=True: the estimator is already fitted, so fit() must not be called. "
