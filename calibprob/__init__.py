@@ -42,6 +42,7 @@ _LAZY = {
     "transform_target": "calibprob.transforms",
     "TransformedTargetRegressor": "calibprob.transforms",
     "conformal_bayes": "calibprob.calibrators.conformal.from_pymc",
+    "bins": "calibprob.calibrators.conformal",
     **_registry.exports("calibprob"),
 }
 

@@ -443,6 +443,10 @@ register_class("calibprob.conformal._common:CallableRegressor", role="helper", e
 register_class("calibprob.datasets.splits:Standardizer", role="helper")
 for _score in ("Score", "AbsoluteScore", "NormalizedScore", "SignedNormalizedScore", "SignedAbsoluteScore"):
     register_class(f"calibprob.conformal.scores:{_score}", role="helper", exports=("calibprob.conformal",))
+# the Mondrian wrapper: a helper (it needs a calibrator and groups, so it has no default-built
+# contract run); every post-processor reaches it through its own groups= argument
+register_class("calibprob.calibrators.conformal.mondrian:Mondrian", role="helper", exports=("calibprob",))
+register_class("calibprob.calibrators.conformal.bins:Bins", role="helper")
 
 # --- calibrators that no spec kind names ------------------------------------------------
 register_class(

@@ -24,6 +24,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob import registry
+from calibprob.calibrators.conformal.mondrian import Mondrian
 from calibprob.conformal._common import interval_dataset
 
 __all__ = [
@@ -68,6 +69,8 @@ class TaskContext:
     confidence_levels: tuple = (0.5, 0.8, 0.9, 0.95, 0.99)
     #: Refits computed as separate tasks (:func:`run_refits`), for the one method of a method task.
     refits: list | BaseException | None = None
+    #: Mondrian group labels per part (``{"train", "calibrate", "test"}``) from a spec's ``groups``.
+    groups: dict | None = None
 
     def new_base(self):
         """A fresh, unfitted copy of the base model (for methods that refit it)."""
@@ -244,13 +247,23 @@ def calibration_prediction(ctx: TaskContext, calibration_data: str = "in-sample"
 
 
 def post_process(ctx: TaskContext, calibrator, *, calibration_data: str = "in-sample") -> xr.Dataset:
-    """Run a distribution post-processor: ``fit(pred_cal, y_cal)``, then ``predict(pred_test)``."""
+    """Run a distribution post-processor: ``fit(pred_cal, y_cal)``, then ``predict(pred_test)``.
+
+    With groups (a spec's ``groups = "<column>"``) the calibrator runs per group, as
+    :class:`calibprob.Mondrian` of it (any post-processor, registered or not).
+    """
     pred_cal, y_cal = calibration_prediction(ctx, calibration_data)
-    calibrator.fit(pred_cal, y_cal)
+    groups = None
+    if ctx.groups is not None:
+        groups = ctx.groups["calibrate" if ctx.X_cal is not None else "train"], ctx.groups["test"]
+        calibrator = Mondrian(calibrator).fit(pred_cal, y_cal, groups=groups[0])
+    else:
+        calibrator.fit(pred_cal, y_cal)
     pred_test = ctx.predict_base(ctx.X_test)
+    kwargs = {} if groups is None else {"groups": groups[1]}
     if ctx.levels is None:
-        return calibrator.predict(pred_test)
-    return calibrator.predict(pred_test, levels=ctx.levels)
+        return calibrator.predict(pred_test, **kwargs)
+    return calibrator.predict(pred_test, levels=ctx.levels, **kwargs)
 
 
 def interval_levels_reachable(ctx: TaskContext, n: int, sides: int) -> tuple[np.ndarray, np.ndarray]:

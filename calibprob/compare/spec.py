@@ -104,7 +104,7 @@ TARGET_TRANSFORMS = ("log", "log1p")
 SPLIT_KEYS = ("train", "calibrate", "test")
 _CSV_KEYS = {"path", "target", "features", "exclude", "one_hot", "dropna", "subsample"}
 _FUNCTION_KEYS = {"function", "n", "dim", "noise", "design"}
-DATASET_KEYS = {"name", "split", "sha256"} | _CSV_KEYS | _FUNCTION_KEYS
+DATASET_KEYS = {"name", "split", "sha256", "groups"} | _CSV_KEYS | _FUNCTION_KEYS
 DEFAULT_METRICS = ("ece", "nll", "crps", "std", "rmse", "coverage", "width")
 #: Fewest rows any part of a split may get (a score or a calibrator on one point means nothing).
 MIN_PART_ROWS = 2
@@ -227,6 +227,8 @@ class DatasetSpec:
     dropna: bool | None = None
     subsample: int | None = None
     sha256: str | None = None
+    #: a data column whose labels make the Mondrian groups (calibrators per group)
+    groups: str | None = None
     subsample_seed: int | None = field(default=None, compare=True)
 
     def to_dict(self) -> dict:
@@ -547,7 +549,14 @@ def _dataset_entry_kind(entry: dict, where: str) -> tuple[str, str]:
         raise SpecError(f"{where} has both 'path' (a CSV) and 'function' (synthetic); keep one.")
     kind = "csv" if "path" in entry else "function" if "function" in entry else "bundled"
     allowed = {"csv": _CSV_KEYS, "function": _FUNCTION_KEYS, "bundled": set()}[kind] | {"name", "split", "sha256"}
+    if kind != "function":
+        allowed = allowed | {"groups"}
     for key in entry:
+        if key == "groups" and key not in allowed:
+            raise SpecError(
+                f"{where}.groups names a data column, so it applies to bundled and CSV entries only; a synthetic "
+                "entry has no such column."
+            )
         if key not in allowed:
             applies = "CSV entries (with 'path')" if key in _CSV_KEYS else "synthetic entries (with 'function')"
             raise SpecError(f"{where}.{key} applies only to {applies}; this entry is a {kind} entry.")
@@ -606,7 +615,38 @@ def _parse_bundled_entry(
     _check_sha(entry, sha, where, f"the bundled file of {name!r}")
     _check_rows(_bundled_rows(name), eff_split, where)
     _check_gp_size(_bundled_rows(name), eff_split, base_kind, where)
-    return DatasetSpec(name=name, split=own_split, sha256=sha)
+    groups = _parse_groups(entry, _bundled_columns(name), where)
+    return DatasetSpec(name=name, split=own_split, sha256=sha, groups=groups)
+
+
+def _bundled_columns(name: str) -> tuple[list[str], str]:
+    """The bundled file's columns (the raw ones, before one-hot encoding) and its target."""
+    from importlib import resources
+
+    import pandas as pd
+
+    from calibprob.datasets.loaders import _resolve
+
+    ref = resources.files("calibprob.datasets").joinpath("data", _resolve(name).file)
+    with ref.open("r", encoding="utf-8") as fh:
+        columns = [str(c) for c in pd.read_csv(fh, nrows=0).columns]
+    return columns, columns[-1]
+
+
+def _parse_groups(entry: dict, columns: tuple[list[str], str], where: str) -> str | None:
+    """The entry's ``groups`` column, checked against the file's columns (not the target)."""
+    if "groups" not in entry:
+        return None
+    value = Str().check(entry["groups"], f"{where}.groups")
+    names, target = columns
+    if value not in names:
+        raise SpecError(
+            f"{where}.groups = {value!r} is not a column of the data.{_suggest(value, names)} Columns: "
+            f"{', '.join(names)}."
+        )
+    if value == target:
+        raise SpecError(f"{where}.groups = {value!r} is the target; name a feature column (e.g. a category).")
+    return value
 
 
 def _check_dataset_names(names: list[str]) -> None:
@@ -675,6 +715,7 @@ def _parse_csv_entry(
             dropna=bool(dropna),
             subsample=subsample,
             seed=seed,
+            groups=Str().check(entry["groups"], f"{where}.groups") if "groups" in entry else None,
         )
     except (ValueError, TypeError, OSError) as err:
         raise SpecError(f"{where} ({path.name}): {err}") from None
@@ -701,6 +742,7 @@ def _parse_csv_entry(
         subsample=subsample,
         sha256=sha,
         subsample_seed=seed if subsample is not None else None,
+        groups=entry.get("groups"),
     )
 
 
