@@ -188,7 +188,7 @@ def _warn_high_k(weights: LOOWeights) -> None:
     bad = np.flatnonzero(k > weights.good_k)
     if bad.size:
         labels = weights.pareto_k[weights.obs_dim].values[bad] if weights.obs_dim in weights.pareto_k.coords else bad
-        shown = ", ".join(f"{lab!r} (k={k[j]:.2f})" for lab, j in zip(labels[:10], bad[:10], strict=True))
+        shown = ", ".join(f"{lab} (k={k[j]:.2f})" for lab, j in zip(labels[:10], bad[:10], strict=True))
         more = f" and {bad.size - 10} more" if bad.size > 10 else ""
         warnings.warn(
             f"{bad.size} of {k.size} points have Pareto k above the good-k threshold {weights.good_k:.3g} "
