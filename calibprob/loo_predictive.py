@@ -118,12 +118,22 @@ def good_k_threshold(n_samples: int) -> float:
     return float(min(1.0 - 1.0 / np.log10(n_samples), 0.7))
 
 
+def _relative_efficiency(groups: dict, n_samples: int) -> float:
+    """ArviZ's default r_eff of ``arviz_stats.loo`` (1 for one chain or no posterior; else mean ESS / S)."""
+    post = groups.get("posterior")
+    if post is None or post.sizes.get("chain", 1) == 1 or not post.data_vars:
+        return 1.0
+    ess = post.azstats.ess(method="mean")
+    return float(np.hstack([ess[v].values.ravel() for v in ess.data_vars]).mean() / n_samples)
+
+
 def loo_weights(tree, *, var_name: str | None = None) -> LOOWeights:
     r"""PSIS-LOO weights of every training point of a PyMC / ArviZ tree.
 
-    Calls ``arviz_stats.loo(tree, pointwise=True)`` (its relative efficiency
-    :math:`r_{\mathrm{eff}}` from the posterior's ESS); a tree without a ``posterior``
-    group gets ``psislw`` with :math:`r_{\mathrm{eff}} = 1` (independent draws).
+    The weights of ``arviz_stats.loo(tree, pointwise=True)``, without its ELPD: ArviZ's
+    ``psislw`` on the log-likelihood with ``arviz_stats.loo``'s default relative
+    efficiency :math:`r_{\mathrm{eff}}` (mean ESS / S over the posterior's variables; 1 for
+    one chain or a tree without a ``posterior`` group).
 
     Parameters
     ----------
@@ -147,7 +157,7 @@ def loo_weights(tree, *, var_name: str | None = None) -> LOOWeights:
     Vehtari, A., Simpson, D., Gelman, A., Yao, Y. and Gabry, J. (2024). Pareto smoothed
     importance sampling. Journal of Machine Learning Research 25(72).
     """
-    import arviz_stats as azs  # heavy optional dependency (loaded on first use)
+    import arviz_stats  # noqa: F401  # registers the .azstats accessor (heavy: loaded on first use)
 
     groups = _tree_groups(tree)
     if groups is None:
@@ -164,16 +174,10 @@ def loo_weights(tree, *, var_name: str | None = None) -> LOOWeights:
             f"log_likelihood[{var_name!r}] holds {int((~np.isfinite(da.values)).sum())} non-finite values; "
             "LOO weights need a finite log-likelihood at every draw and point."
         )
-    if "posterior" in groups:
-        with warnings.catch_warnings():
-            # arviz warns about high k itself; from_loo warns once, naming the points
-            warnings.simplefilter("ignore")
-            res = azs.loo(tree, pointwise=True, var_name=var_name)
-        lw, k = res.log_weights, res.pareto_k
-    else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            lw, k = da.azstats.psislw(dim=list(_SAMPLE_DIMS), r_eff=1.0)
+    with warnings.catch_warnings():
+        # arviz warns about high k itself; from_loo warns once, naming the points
+        warnings.simplefilter("ignore")
+        lw, k = da.azstats.psislw(dim=list(_SAMPLE_DIMS), r_eff=_relative_efficiency(groups, n_samples))
     return LOOWeights(
         log_weights=lw.transpose(*_SAMPLE_DIMS, obs_dim),
         pareto_k=k,

@@ -349,9 +349,52 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
         )
         self.diagnostics_ = self._diagnostics(idata)
         self._warn_convergence()
+        # the training data, for loo_tree (PSIS-LOO calibration without a holdout)
+        self._X_fit, self._y_fit = Xa, y
         return self
 
     # ------------------------------------------------------------------ predict
+    def loo_tree(self, *, random_state=None) -> xr.DataTree:
+        r"""The fit as a PyMC-shaped tree for leave-one-out calibration (:func:`calibprob.from_loo`).
+
+        Groups ``posterior`` (the fit's), ``log_likelihood`` (pointwise
+        :math:`\log p(y_i \mid \theta_s)` on the scale of ``y``), ``posterior_predictive``
+        (:meth:`sample_predictive` at the training inputs) and ``observed_data``, each
+        ``y(chain, draw, obs)`` in the draws' order of :meth:`sample_predictive`.
+
+        Parameters
+        ----------
+        random_state : int, optional
+            Seed of the predictive draws; default the model's ``random_state``.
+
+        Returns
+        -------
+        xarray.DataTree
+        """
+        from scipy import stats
+
+        check_is_fitted(self, "idata_", method="fit")
+        Xs = (self._X_fit - self.x_mean_) / self.x_scale_
+        loc = self.y_mean_ + self.y_scale_ * (self._alpha[:, None] + self._beta @ Xs.T)
+        scale = self.y_scale_ * self._sigma[:, None]
+        y = self._y_fit
+        if self._nu is None:
+            ll = stats.norm.logpdf(y, loc, scale)
+        else:
+            ll = stats.t.logpdf(y, self._nu[:, None], loc, scale)
+        post = self.idata_["posterior"].to_dataset()
+        shape = (post.sizes["chain"], post.sizes["draw"], y.size)
+        dims = ("chain", "draw", "obs")
+        pp = self.sample_predictive(self._X_fit, random_state=random_state).reshape(shape)
+        return xr.DataTree.from_dict(
+            {
+                "posterior": post,
+                "log_likelihood": xr.Dataset({"y": (dims, ll.reshape(shape))}),
+                "posterior_predictive": xr.Dataset({"y": (dims, pp)}),
+                "observed_data": xr.Dataset({"y": (("obs",), y)}),
+            }
+        )
+
     def sample_predictive(self, X, *, random_state=None) -> np.ndarray:
         """Posterior-predictive draws at ``X`` on the scale of ``y``, shape ``(n_draws, n)``."""
         Xa = self._check_predict_X(X)

@@ -459,6 +459,14 @@ register_class(
     exports=(*_TOP, "calibprob.conformal"),
 )
 
+register_class(
+    "calibprob.calibrators.conformal.loo_jackknife:LOOJackknifePlus",
+    role="calibrator",
+    family="model-aware",
+    output="intervals",
+    exports=("calibprob", "calibprob.calibrators"),
+)
+
 # --- bases -----------------------------------------------------------------------------
 _GP_OPTIONS = {
     "kernel": Choice(("se", "matern")),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -204,3 +206,21 @@ def test_from_loo_bad_input():
     bad["log_likelihood"] = bad["log_likelihood"].where(bad["log_likelihood"]["obs"] != 2)
     with pytest.raises(ValueError, match=r"non-finite values"):
         calibprob.from_loo(xr.DataTree.from_dict(bad))
+
+
+@pytest.mark.parametrize("chains", [1, 2])
+def test_loo_weights_are_arviz_loo_weights(chains):
+    """The weights equal those of arviz_stats.loo(pointwise=True) (same r_eff, same PSIS)."""
+    import arviz_stats as azs
+
+    rng = np.random.default_rng(14)
+    X = _design(rng, 25)
+    y = X @ [0.0, 1.0, 0.0] + rng.standard_normal(25)
+    idata, _ = tree(rng, X, y, 1.0, 3.0, chains=chains, draws=500)
+    ours = loo_weights(idata)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = azs.loo(idata, pointwise=True)
+    np.testing.assert_allclose(ours.log_weights.values, ref.log_weights.transpose(*ours.log_weights.dims).values)
+    np.testing.assert_allclose(ours.pareto_k.values, ref.pareto_k.values)
+    assert ours.good_k == pytest.approx(ref.good_k)
