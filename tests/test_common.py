@@ -77,6 +77,7 @@ def problem():
 # one with estimator= the fitted GP), so a newly registered calibrator is checked at once
 # ---------------------------------------------------------------------------
 
+
 def _pymc_glm(p):
     """A small NUTS fit on the training part, fitted once per module (the LOO jackknife+ needs a posterior)."""
     if "pymc" not in p:

@@ -54,7 +54,14 @@ def misspecified():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", calibprob.CalibprobWarning)
         loo = calibprob.from_loo(idata)
-    return {"y_train": y[:n], "y_test": y[n:], "loo": loo, "test": calibprob.from_draws(new), "idata": idata, "new": new}
+    return {
+        "y_train": y[:n],
+        "y_test": y[n:],
+        "loo": loo,
+        "test": calibprob.from_draws(new),
+        "idata": idata,
+        "new": new,
+    }
 
 
 @pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
@@ -168,7 +175,9 @@ def test_loo_jackknife_plus_bad_input(tmp_path):
         jp.predict_draws(new)
     with pytest.raises(ValueError, match=r"score must be one of 'absolute', 'normalized'; got 'signed'"):
         LOOJackknifePlus(score="signed").fit_tree(idata)
-    with pytest.raises(TypeError, match=r"estimator must be a calibprob PyMC base with loo_tree\(\).*fit_tree\(idata\)"):
+    with pytest.raises(
+        TypeError, match=r"estimator must be a calibprob PyMC base with loo_tree\(\).*fit_tree\(idata\)"
+    ):
         jp.fit(X[:n], y[:n])
     no_ll = xr.DataTree.from_dict({k: v.dataset for k, v in idata.children.items() if k != "log_likelihood"})
     with pytest.raises(ValueError, match=r"pm\.compute_log_likelihood\(idata\)"):
