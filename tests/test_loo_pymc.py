@@ -36,7 +36,7 @@ def diabetes_fit():
     perm = np.random.default_rng(100).permutation(y.size)
     n = int(0.7 * y.size)
     tr, te = perm[:n], perm[n:]
-    with pm.Model(coords={"feature": np.arange(X.shape[1])}) as model:
+    with pm.Model(coords={"feature": np.arange(X.shape[1])}):
         Xd = pm.Data("X", X[tr], dims=("obs", "feature"))
         beta = pm.Normal("beta", 0.0, 1.0, dims="feature")
         alpha = pm.Normal("alpha", 0.0, 1.0)
