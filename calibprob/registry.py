@@ -576,7 +576,7 @@ _LOO_OPTION: dict[str, Any] = dict(runner_options=("calibration_data",))
 _CALIBRATION_DATA = {"calibration_data": Choice(("in-sample", "loo"))}
 #: base kinds that give a training-part leave-one-out predictive (``loo()`` or ``loo_tree()``); ``python``
 #: bases are checked when they run
-LOO_BASES = ("gp", "sparse-gp", "pymc-glm", "python")
+LOO_BASES = ("gp", "sparse-gp", "pymc-glm", "pymc-hsgp", "python")
 register_method(
     "base",
     None,
@@ -729,7 +729,7 @@ register_method(
     output="intervals",
     options={"score": Choice(("absolute", "normalized"))},
     doc="Jackknife+ from one posterior: PSIS-LOO weights for the n refits, coverage >= 2c - 1 up to PSIS error.",
-    serves=("pymc-glm",),
+    serves=("pymc-glm", "pymc-hsgp"),
     seed="random_state",
     hidden=("chunk_size", "prefit"),
     adapter="calibprob.compare.methods:run_loo_jackknife",
