@@ -582,6 +582,13 @@ register_base(
 
 # --- method kinds: the recalibration baselines (Capone et al. 2023 §7) -------------------
 _CAL = ("calibprob", "calibprob.calibrators")
+#: ``calibration_data = "loo"``: calibrate on the training part's leave-one-out predictive (a GP's closed
+#: form, a PyMC base's PSIS-LOO) instead of the calibration part; absent, the calibration part as before
+_LOO_OPTION: dict[str, Any] = dict(runner_options=("calibration_data",))
+_CALIBRATION_DATA = {"calibration_data": Choice(("in-sample", "loo"))}
+#: base kinds that give a training-part leave-one-out predictive (``loo()`` or ``loo_tree()``); ``python``
+#: bases are checked when they run
+LOO_BASES = ("gp", "sparse-gp", "pymc-glm", "pymc-hsgp", "python")
 register_method(
     "base",
     None,
@@ -595,36 +602,41 @@ register_method(
     "calibprob.calibrators.recalibration:IsotonicRecalibrator",
     family="distribution",
     output="distribution",
-    options={"extrapolate": _BOOL},
+    options={"extrapolate": _BOOL, **_CALIBRATION_DATA},
     doc="Kuleshov et al. 2018 isotonic recalibration of the base's PIT values (RK).",
     exports=_CAL,
+    **_LOO_OPTION,
 )
 register_method(
     "vovk",
     "calibprob.calibrators.recalibration:VovkRecalibrator",
     family="distribution",
     output="distribution",
-    options={"extrapolate": _BOOL, "random_state": Int(0, 2**63 - 1)},
+    options={"extrapolate": _BOOL, "random_state": Int(0, 2**63 - 1), **_CALIBRATION_DATA},
     doc="Vovk et al. 2020 randomized conformal calibrator of the base's PIT values (RV).",
     seed="random_state",
     exports=_CAL,
+    **_LOO_OPTION,
 )
 register_method(
     "marx",
     "calibprob.calibrators.recalibration:MarxRecalibrator",
     family="distribution",
     output="distribution",
-    options={"center": Choice(("mean", "median")), "extrapolate": _BOOL},
+    options={"center": Choice(("mean", "median")), "extrapolate": _BOOL, **_CALIBRATION_DATA},
     doc="Marx et al. 2022 constant offsets around the base's mean (RM).",
     exports=_CAL,
+    **_LOO_OPTION,
 )
 register_method(
     "variance-scaling",
     "calibprob.calibrators.recalibration:VarianceScalingRecalibrator",
     family="distribution",
     output="distribution",
+    options=_CALIBRATION_DATA,
     doc="One factor on the base's standard deviation, fitted by calibration-set NLL.",
     exports=_CAL,
+    **_LOO_OPTION,
 )
 
 # --- conformal ------------------------------------------------------------------------------
@@ -634,23 +646,25 @@ register_method(
     "calibprob.conformal.distribution:SplitConformalCalibrator",
     family="distribution",
     output="distribution",
-    options={"score": _SCORE, **_CONFORMAL},
+    options={"score": _SCORE, **_CONFORMAL, **_CALIBRATION_DATA},
     doc="Split conformal around the base's predictive mean; a conformal quantile function.",
     fixed={"confidence_level": 0.5},
     needs_calibration_split=True,
     exports=_CONF,
+    **_LOO_OPTION,
 )
 register_method(
     "conformal-predictive",
     "calibprob.conformal.predictive_system:ConformalPredictiveSystem",
     family="distribution",
     output="distribution",
-    options={"normalize": _BOOL, **_CONFORMAL},
+    options={"normalize": _BOOL, **_CONFORMAL, **_CALIBRATION_DATA},
     doc="Split conformal predictive system (Vovk et al. 2020): a full predictive CDF per test point.",
     fixed={"confidence_level": 0.5},
     needs_calibration_split=True,
     hidden=("chunk_size",),
     exports=_CONF,
+    **_LOO_OPTION,
 )
 _CROSS: dict[str, Any] = dict(
     family="model-aware",
@@ -718,6 +732,20 @@ register_method(
     doc="Full-conformal GP (Papadopoulos 2023; Pion eq. 9-10): exact, no candidate grid.",
     exports=_CONF,
     **_GP_CONF,
+)
+
+register_method(
+    "loo-jackknife-plus",
+    "calibprob.calibrators.conformal.loo_jackknife:LOOJackknifePlus",
+    family="model-aware",
+    output="intervals",
+    options={"score": Choice(("absolute", "normalized"))},
+    doc="Jackknife+ from one posterior: PSIS-LOO weights for the n refits, coverage >= 2c - 1 up to PSIS error.",
+    serves=("pymc-glm", "pymc-hsgp"),
+    seed="random_state",
+    hidden=("chunk_size", "prefit"),
+    adapter="calibprob.compare.methods:run_loo_jackknife",
+    exports=("calibprob", "calibprob.calibrators"),
 )
 
 # --- Bayesian calibrators ----------------------------------------------------------------------

@@ -77,6 +77,14 @@ def problem():
 # one with estimator= the fitted GP), so a newly registered calibrator is checked at once
 # ---------------------------------------------------------------------------
 
+
+def _pymc_glm(p):
+    """A small NUTS fit on the training part, fitted once per module (the LOO jackknife+ needs a posterior)."""
+    if "pymc" not in p:
+        p["pymc"] = calibprob.PyMCLinearRegression(draws=300, tune=300, random_state=0).fit(p["X_tr"], p["y_tr"])
+    return p["pymc"]
+
+
 SETTINGS = {
     "IsotonicRecalibrator": lambda p: {"extrapolate": True},
     "VovkRecalibrator": lambda p: {"extrapolate": True, "random_state": 0},
@@ -88,6 +96,7 @@ SETTINGS = {
     "CrossConformalRegressor": lambda p: {"estimator": calibprob.LinearRegression(), "cv": 5, "random_state": 0},
     "JackknifePlusGP": lambda p: {"estimator": p["gp"], "prefit": True},
     "FullConformalGP": lambda p: {"estimator": p["gp"], "prefit": True},
+    "LOOJackknifePlus": lambda p: {"estimator": _pymc_glm(p), "random_state": 0},
 }
 
 
@@ -125,7 +134,7 @@ def _fit_model_aware(name, model, p, X=None, y=None):
         return model.calibrate(X_cal, y_cal)
     if name in ("JackknifePlusGP", "FullConformalGP"):
         return model.fit()
-    if name == "CrossConformalRegressor":
+    if name in ("CrossConformalRegressor", "LOOJackknifePlus"):  # leave-one-out of the training part
         return model.fit(p["X_tr"] if X is None else X, p["y_tr"] if y is None else y)
     return model.fit(X_cal, y_cal)
 
@@ -319,7 +328,7 @@ def test_model_aware_refuses_a_predictive_dataset_and_bad_targets(name, problem,
         return  # prefit: fit() takes no data
     X, y = (
         (problem["X_tr"], problem["y_tr"])
-        if name == "CrossConformalRegressor"
+        if name in ("CrossConformalRegressor", "LOOJackknifePlus")
         else (problem["X_cal"], problem["y_cal"])
     )
     with pytest.raises(TypeError, match="model-aware calibrator"):

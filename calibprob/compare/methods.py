@@ -43,6 +43,7 @@ __all__ = [
     "refits_its_base",
     "run_refits",
     "run_gp_conformal",
+    "run_loo_jackknife",
     "interval_levels_reachable",
     "run_cqr",
     "run_conditional_conformal",
@@ -227,6 +228,12 @@ def calibration_prediction(ctx: TaskContext, calibration_data: str = "in-sample"
     closed-form leave-one-out predictions (``ctx.base.loo()``, GP bases) — in-sample
     GP predictions are overfitted (residuals shrunk, σ too small relative to
     them); ``"auto"`` LOO when the base offers it, else in-sample.
+
+    ``"loo"`` on a PyMC base (one with ``loo_tree()``, kind ``pymc-glm``) calibrates on
+    :func:`calibprob.from_loo` of its posterior: every training point's PSIS-LOO predictive
+    distribution, with the training targets — also when the spec has a calibration part,
+    which it then leaves unused, so that "no holdout" and "holdout" compare on the same
+    base and test part.
     """
     from calibprob._validation import check_choice
     from calibprob.predictive import normal
@@ -234,16 +241,30 @@ def calibration_prediction(ctx: TaskContext, calibration_data: str = "in-sample"
     check_choice(calibration_data, "calibration_data", ("auto", "in-sample", "loo"))
     X_cal, y_cal = ctx.calibration
     in_sample = ctx.X_cal is None
+    if calibration_data == "loo" and callable(getattr(ctx.base, "loo_tree", None)):
+        return _posterior_loo(ctx), ctx.y_train
     has_loo = callable(getattr(ctx.base, "loo", None))
     if calibration_data == "loo" and not (in_sample and has_loo):
         raise ValueError(
             "calibration_data='loo' needs a base with a loo() method (e.g. kind 'gp') and a spec without a "
-            "calibration split; use 'auto' or 'in-sample'."
+            "calibration split, or a PyMC base (kind 'pymc-glm'); use 'auto' or 'in-sample'."
         )
     if in_sample and has_loo and calibration_data in ("auto", "loo"):
         loo_mean, loo_std = ctx.base.loo()  # type: ignore[attr-defined]  # has_loo checked above
         return normal(loo_mean, loo_std, levels=ctx.levels), y_cal
     return ctx.predict_base(X_cal), y_cal
+
+
+def _posterior_loo(ctx: TaskContext) -> xr.Dataset:
+    """:func:`calibprob.from_loo` of a PyMC base's fit (its predictive draws at the training points seeded by the task)."""
+    import warnings
+
+    from calibprob.loo_predictive import from_loo
+
+    with warnings.catch_warnings():
+        # high Pareto k is a property of the model on these data; the runner records no warnings
+        warnings.simplefilter("ignore")
+        return from_loo(ctx.base.loo_tree(random_state=ctx.seed), levels=ctx.levels)  # type: ignore[attr-defined]
 
 
 def post_process(ctx: TaskContext, calibrator, *, calibration_data: str = "in-sample") -> xr.Dataset:
@@ -310,7 +331,7 @@ def run_kind(kind: str, ctx: TaskContext, **options) -> xr.Dataset:
     """
     entry = registry.METHODS[kind]
     options = {**entry.defaults, **options}
-    if entry.needs_calibration_split:
+    if entry.needs_calibration_split and options.get("calibration_data") != "loo":
         _need_calibration_split(ctx, kind)
     if entry.adapter is not None:
         adapter = registry.load_object(entry.adapter) if isinstance(entry.adapter, str) else entry.adapter
@@ -408,6 +429,19 @@ def run_refits(ctx: TaskContext, kind: str, options: dict, ks) -> list | BaseExc
         return [model.fit_refit(ctx.X_train, ctx.y_train, int(k)) for k in ks]
     except Exception as err:  # raised again where the method is assembled, recorded like a serial failure
         return err
+
+
+def run_loo_jackknife(ctx: TaskContext, entry, **options) -> xr.Dataset:
+    """LOO jackknife+: the task's fitted PyMC base (``prefit``), its PSIS-LOO weights, no refit."""
+    import warnings
+
+    kwargs = _constructor_kwargs(ctx, entry, options)
+    levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), 1)
+    model = entry.load()(estimator=ctx.base, prefit=True, confidence_level=ok, **kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # high Pareto k: see the method page; the runner records no warnings
+        model.fit(ctx.X_train, ctx.y_train)
+    return model.predict(ctx.X_test, confidence_level=levels)
 
 
 def run_gp_conformal(ctx: TaskContext, entry, **options) -> xr.Dataset:

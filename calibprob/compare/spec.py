@@ -841,6 +841,18 @@ def _parse_bases(value) -> tuple[tuple[str, dict], ...]:
     return tuple(out)
 
 
+def _check_loo_bases(m: MethodSpec, tables) -> None:
+    """``calibration_data = "loo"`` needs bases that give a training-part leave-one-out predictive."""
+    for name, table in tables:
+        if (m.bases is None or name in m.bases) and table["kind"] not in registry.LOO_BASES:
+            where = "[base]" if name is None else f"[bases.{name}]"
+            raise SpecError(
+                f"methods.{m.name}.calibration_data = 'loo' needs a base with a leave-one-out predictive "
+                f"(kind {', '.join(repr(k) for k in registry.LOO_BASES)}), but would run on {where} of kind "
+                f"{table['kind']!r}; list its bases (bases = [...]) or drop calibration_data."
+            )
+
+
 def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
     """Each method's ``bases`` names existing bases, and no GP-only method lands on a base it cannot serve."""
     names = [n for n, _ in tables]
@@ -854,6 +866,8 @@ def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
                     )
             if len(set(m.bases)) != len(m.bases):
                 raise SpecError(f"methods.{m.name}.bases lists a base twice: {list(m.bases)}; list each once.")
+        if m.options.get("calibration_data") == "loo" and "calibration_data" in registry.METHODS[m.kind].runner_options:
+            _check_loo_bases(m, tables)
         serve = registry.METHODS[m.kind].serves
         if serve is None:
             continue
