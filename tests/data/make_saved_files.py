@@ -26,8 +26,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # tests/: the ROWS table of test_io
 
-import calibprob  # noqa: E402
 import test_io  # noqa: E402
+
+import calibprob  # noqa: E402
 
 OUT = HERE / "saved-0.1.0"
 
