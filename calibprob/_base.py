@@ -47,6 +47,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 import xarray as xr
 
+from calibprob import _io
 from calibprob.predictive import validate
 
 __all__ = [
@@ -189,7 +190,24 @@ class BaseEstimator:
 
     ``__init__`` only stores keyword-only hyperparameters under attributes of
     the same name; learned state ends in ``_``; ``fit`` returns ``self``.
+
+    Persistence (:meth:`save`, :func:`calibprob.load`) reads two declarations of
+    the class itself, so the save/load module names no class (as scikit-learn's
+    ``IsotonicRegression`` rebuilds its interpolant in ``__setstate__``):
+    :attr:`_transient_attrs`, the attributes that are caches or derived objects
+    and are not written, and :meth:`_rebuild_after_load`, which rebuilds them.
     """
+
+    #: Attributes not written by :meth:`save` (caches, compiled functions, views derived
+    #: from other state); :meth:`_rebuild_after_load` restores what prediction needs.
+    _transient_attrs: tuple[str, ...] = ()
+
+    def _rebuild_after_load(self) -> None:
+        """Rebuild the derived state of :attr:`_transient_attrs` once :func:`calibprob.load` has read the rest.
+
+        Called once per loaded estimator, nested ones first (so an outer estimator
+        may use its fitted inner one). Nothing to do by default.
+        """
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -229,11 +247,7 @@ class BaseEstimator:
         -------
         pathlib.Path
         """
-        # deferred: the serialisation layer reads every estimator module (its class registry),
-        # so the base class does not load it at import
-        from calibprob._io import save
-
-        return save(self, path)
+        return _io.save(self, path)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())

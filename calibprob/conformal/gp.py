@@ -639,6 +639,14 @@ class _GPConformalBase:
     """Shared fit/predict plumbing of :class:`JackknifePlusGP` and :class:`FullConformalGP`."""
 
     _min_sides = 1
+    refit_mean: bool  # a parameter of both subclasses
+    #: the kriging view is derived from the fitted GP: not saved, rebuilt after loading
+    _transient_attrs: tuple[str, ...] = ("view_",)
+
+    def _rebuild_after_load(self) -> None:
+        """Rebuild the kriging view from the loaded GP (:func:`_gp_view`), as ``fit`` built it."""
+        if getattr(self, "estimator_", None) is not None:
+            self.view_ = _gp_view(self.estimator_, self.refit_mean)
 
     def fit(self, X=None, y=None):
         """Fit a clone of the GP (or take the prefitted one) and factorise it; returns ``self``.

@@ -120,6 +120,13 @@ class _GPBase(BaseEstimator):
     _state: dict[str, Any]
     _last_state: tuple[bytes, dict[str, Any]] | None
 
+    #: the last factorisation at a θ (a cache, refilled on first use after loading)
+    _transient_attrs: tuple[str, ...] = ("_last_state",)
+
+    def _rebuild_after_load(self) -> None:
+        """Start a loaded GP with an empty factorisation cache (it is not saved)."""
+        self._last_state = None
+
     def _factorize(self, theta: dict) -> dict:
         """Factorisation of the training covariance at θ (the prediction state); per subclass."""
         raise NotImplementedError(f"{type(self).__name__} must define _factorize")
