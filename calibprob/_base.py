@@ -249,6 +249,49 @@ class BaseEstimator:
         """
         return _io.save(self, path)
 
+    @classmethod
+    def load(cls, path, **objects):
+        """Restore an estimator of this class from a file written by :meth:`save`.
+
+        :func:`calibprob.load` returns whichever class the file holds; this method also
+        checks that the file holds this class (or a subclass of it), so a file mixed up
+        with another is refused with the class it does hold and how to load it.
+
+        Parameters
+        ----------
+        path : str or path-like
+            A file written by ``estimator.save(path)``.
+        **objects
+            User objects that were not saved, by parameter name (see :func:`calibprob.load`).
+
+        Returns
+        -------
+        estimator
+            The loaded instance of this class.
+
+        Raises
+        ------
+        TypeError
+            The file holds an estimator of another class.
+
+        Examples
+        --------
+        >>> import numpy as np, calibprob, tempfile, os
+        >>> X = np.arange(10.0)[:, None]; y = 2.0 * X[:, 0]
+        >>> path = os.path.join(tempfile.mkdtemp(), "ols.nc")
+        >>> _ = calibprob.LinearRegression().fit(X, y).save(path)
+        >>> type(calibprob.LinearRegression.load(path)).__name__
+        'LinearRegression'
+        """
+        obj = _io.load(path, **objects)
+        if not isinstance(obj, cls):
+            held = type(obj).__name__
+            raise TypeError(
+                f"'{path}' holds a {held}, not a {cls.__name__}: load it with {held}.load(path), or with "
+                f"calibprob.load(path), which returns whichever class the file holds."
+            )
+        return obj
+
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({params})"

@@ -62,8 +62,8 @@ from calibprob._version import __version__
 
 __all__ = ["save", "load", "FORMAT_VERSION", "HDF5_SIGNATURE", "REGISTRY"]
 
-#: Format written by :func:`save` ("major.minor"). A reader refuses a newer major
-#: version; minor versions only add node types that older readers do not meet.
+#: Format written by :func:`save` ("major.minor"). A reader refuses any newer version (minor ones
+#: included: it cannot tell what a newer writer stored), naming both and asking for an upgrade.
 FORMAT_VERSION = "1.0"
 
 #: The first 8 bytes of every HDF5 (and so netCDF-4) file.
@@ -513,7 +513,7 @@ def save(obj, path) -> Path:
 
 def _check_file(path: Path) -> None:
     if not path.exists():
-        raise FileNotFoundError(f"no such file: '{path}'. Pass the path given to save().")
+        raise FileNotFoundError(f"no such file: '{path}'. Pass the path given to estimator.save(path){_near(path)}.")
     if path.is_dir():
         raise IsADirectoryError(f"'{path}' is a directory; pass the .nc file written by save().")
     with open(path, "rb") as fh:
@@ -537,9 +537,23 @@ def _check_file(path: Path) -> None:
         )
 
 
+def _near(path: Path) -> str:
+    """Where to look instead of a missing file: the ``.nc`` files of its folder, or the folder's absence."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        return f"; the folder '{folder}' does not exist either (the working directory is '{Path.cwd()}')"
+    found = sorted(p.name for p in folder.glob("*.nc"))
+    if not found:
+        return f"; the folder '{folder}' holds no .nc file"
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    return f"; .nc files in the folder '{folder}': {', '.join(found[:5])}{more}"
+
+
 _REFUSE = (
     "which calibprob never writes — a pickled payload, for instance. calibprob never unpickles; "
-    "the file was not written by calibprob.save or has been tampered with."
+    "the file was not written by calibprob.save or has been tampered with. Load only files written "
+    "by estimator.save(path); if this one was, it has been altered since: refit the estimator and "
+    "save it again."
 )
 
 
@@ -842,7 +856,7 @@ def load(path, **objects):
     ValueError
         Not an HDF5/netCDF-4 file (a pickle included: calibprob never
         unpickles), a netCDF file not written by calibprob, raw bytes in the
-        file, a class name outside calibprob's registry, a newer major format
+        file, a class name outside calibprob's registry, a newer format
         version, or user objects missing from ``objects``.
     TypeError
         ``objects`` holds a name the file has no user object for.
@@ -910,22 +924,30 @@ def _load_plain_recalibrator(groups: dict[str, xr.Dataset], path: Path, objects:
         return _registered_class("OnlineQuantileRecalibrator").from_dataset(root)
     raise ValueError(
         f"'{path}' is a netCDF file but not one written by calibprob's save(): its root has no "
-        "'calibprob_format' attribute. Open data files with xarray.open_dataset/open_datatree."
+        "'calibprob_format' attribute. calibprob.load reads only files written by estimator.save(path) "
+        "(refit the estimator and save it if you have none); to read this file as data, open it with "
+        "xarray.open_dataset(path) or xarray.open_datatree(path)."
     )
 
 
 def _check_format(root, path: Path) -> None:
-    """The file's format major version is one this calibprob reads, and its root is an estimator."""
-    major, _ = _parse_version(root["calibprob_format"], path)
-    own_major, _ = _parse_version(FORMAT_VERSION, "")
-    if major > own_major:
+    """The file's format is one this calibprob reads (not newer), and its root is an estimator.
+
+    A newer format is refused, minor versions included: a newer writer may store state that
+    this reader would misread or silently drop, so only an upgrade makes the file safe to load.
+    """
+    fmt = _parse_version(root["calibprob_format"], path)
+    if fmt > _parse_version(FORMAT_VERSION, ""):
         raise ValueError(
             f"'{path}' uses calibprob file format {root['calibprob_format']} (written by calibprob "
-            f"{root.get('calibprob_version', '?')}), newer than this calibprob reads ({own_major}.x). "
-            "Upgrade calibprob (pip install -U calibprob) to load it."
+            f"{root.get('calibprob_version', '?')}), newer than format {FORMAT_VERSION}, the newest this "
+            f"calibprob {__version__} reads. Upgrade calibprob (pip install -U calibprob) to load it."
         )
     if root.get("calibprob_type") != "estimator":
-        raise ValueError(f"'{path}' has no estimator at its root; it was not written by calibprob.save.")
+        raise ValueError(
+            f"'{path}' has no estimator at its root; it was not written by calibprob.save. Pass a file "
+            "written by estimator.save(path)."
+        )
 
 
 def _check_user_objects(reader: _Reader, obj, root, path: Path, objects: dict) -> None:
