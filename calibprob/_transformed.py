@@ -10,6 +10,8 @@ in a circle.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import xarray as xr
 from scipy import special
@@ -27,8 +29,14 @@ _DOMAIN = {
 _CHUNK = 4096
 _SQRT2 = np.sqrt(2.0)
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
-_GL_X, _GL_W = np.polynomial.legendre.leggauss(16)
 _GL_PANELS = 12
+
+
+@functools.cache
+def _gauss_legendre() -> tuple[np.ndarray, np.ndarray]:
+    """The 16-point Gauss-Legendre nodes and weights, computed on first use: ``numpy.polynomial``
+    is not imported by ``import calibprob``, which reads this module through the contract."""
+    return np.polynomial.legendre.leggauss(16)
 
 
 def check_transform(transform, name: str = "target_transform") -> str:
@@ -305,6 +313,7 @@ def crps_exp_pieces(y, zq, levels, *, chunk_size: int = _CHUNK) -> np.ndarray:
         steep = fin_hi & (b - hi > 4.0)
         if steep.any():
             r_, j_ = np.nonzero(steep)
+            _GL_X, _GL_W = _gauss_legendre()
             top = hi[j_]
             bottom = np.maximum(lo[j_], top - 12.0)
             width = (top - bottom) / _GL_PANELS
