@@ -291,6 +291,10 @@ def test_nan_log_densities_are_refused(fitted):
     logf[0, 1, 7] = np.nan
     with pytest.raises(ValueError, match=r"test_log_density must be finite log densities"):
         ConformalBayes().fit(fitted["tree"]).predict(logf, fitted["grid"])
+    logf[0, 1, 7] = -1.0
+    logf[:, 0, 4] = -np.inf  # zero density at every draw: no add-one-in weights at that candidate
+    with pytest.raises(ValueError, match=r"-inf at every draw for test point 0, grid value .*likelihood's support"):
+        ConformalBayes().fit(fitted["tree"]).predict(logf, fitted["grid"])
 
 
 def test_unseen_group_raises_unless_the_marginal_fallback_is_asked_for(fitted):

@@ -53,12 +53,21 @@ def aoi_block(logf: np.ndarray, log_lik: np.ndarray, E: np.ndarray, c: np.ndarra
         :math:`\log\sigma_{r,n+1}` of the candidate itself.
     ess : ndarray, shape (R,)
         :math:`1/\sum_s \bar w_{s,r}^2`, the effective sample size of the AOI weights.
+    log_norm : ndarray, shape (R,)
+        :math:`\operatorname{LSE}_s \lambda_{s,r}` (minus :math:`\log S`: the log posterior
+        predictive density of the row's candidate).
     """
-    # log-sum-exp by hand (one max, one exp), reusing e = exp(logf - max) for every quantity below
+    # log-sum-exp by hand (one max, one exp in place), e = exp(logf - max) serving every quantity below
     mx = logf.max(axis=0)
-    e = np.exp(logf - mx)
+    e = np.subtract(logf, mx)
+    np.exp(e, out=e)
     total = e.sum(axis=0)
-    w = e / total  # normalised AOI weights, max >= 1/S: no underflow where it matters
+    sq = np.einsum("sr,sr->r", e, e)
+    # sigma_{n+1} = sum_s wbar_s f_s = sum_s e_s^2 / sum_s e_s * exp(max) (Fong & Holmes 2021, §3.1);
+    # the arg-max draw has e = 1, so both sums are >= 1: the logs are finite and accurate
+    log_sigma_new = np.log(sq) - np.log(total) + mx
+    ess = total * total / sq
+    w = np.divide(e, total, out=e)  # normalised AOI weights, max >= 1/S: no underflow where it matters
     prod = w.T @ E
     with np.errstate(divide="ignore"):
         log_sigma = np.log(prod) + c
@@ -67,11 +76,7 @@ def aoi_block(logf: np.ndarray, log_lik: np.ndarray, E: np.ndarray, c: np.ndarra
         rows, cols = np.nonzero(small)
         log_w = logf[:, rows] - (mx[rows] + np.log(total[rows]))
         log_sigma[rows, cols] = logsumexp(log_w + log_lik[:, cols], axis=0)
-    # sigma_{n+1} = sum_s wbar_s f_s = sum_s w_s^2 / sum_s w_s (Fong & Holmes 2021, §3.1); w e <= 1
-    # and the arg-max draw contributes >= 1/S, so the log is finite and accurate
-    log_sigma_new = np.log(np.einsum("sr,sr->r", w, e)) + mx
-    ess = 1.0 / np.einsum("sr,sr->r", w, w)
-    return log_sigma, log_sigma_new, ess
+    return log_sigma, log_sigma_new, ess, mx + np.log(total)
 
 
 def log_weights(logf: np.ndarray) -> np.ndarray:
