@@ -220,10 +220,8 @@ def main(argv=None) -> None:
     cp, pv = run_calibprob(p, pareto_k=True)
     cp_nok, pv2 = run_calibprob(p, pareto_k=False)
     assert np.array_equal(pv, pv2)
-    print(f"calibprob ConformalBayes (with Pareto k): cold {cp['time_cold']:.3f} s, warm {cp['time_warm']:.3f} s")
-    print(
-        f"calibprob ConformalBayes (ESS only)     : cold {cp_nok['time_cold']:.3f} s, warm {cp_nok['time_warm']:.3f} s"
-    )
+    for label, r in (("with Pareto k", cp), ("ESS only", cp_nok)):
+        print(f"calibprob ConformalBayes ({label}): {_times(r)}")
     jx = _run_jax(args, p)
     if jx is not None:
         ranks = np.load(jx["file"] + ".ranks.npy")

@@ -236,6 +236,9 @@ def test_tree_input_output_and_save_load_round_trip(fitted, tmp_path):
     full = cb.predict(fitted["logf"], fitted["grid"], groups=["a", "b"], confidence_level=levels)
     score = calibprob.evaluate(full, np.zeros(2), confidence_levels=[0.5, 0.9])
     assert score["coverage"].sel(confidence_level=0.9).item() == 1.0
+    # a DataArray's named grid dimension may come in any position
+    swapped = cb.predict(fitted["logf"].transpose("grid", "chain", "obs", "draw"), fitted["grid"], groups=["a", "b"])
+    xr.testing.assert_identical(swapped, pred)
     path = cb.save(tmp_path / "cb.nc")
     back = calibprob.load(path)
     assert back.get_params() == cb.get_params()

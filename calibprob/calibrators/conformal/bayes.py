@@ -189,8 +189,8 @@ class ConformalBayes(BaseEstimator):
         ----------
         test_log_density : array_like or xarray.DataArray, shape (S, n_test, G)
             :math:`\log f_{\theta_s}(y_g \mid x_j)` for the *same* draws, in the same order, as
-            the training log-likelihood (a DataArray: ``chain``/``draw`` dims then test points and
-            grid, in that order).
+            the training log-likelihood (a DataArray: ``chain``/``draw`` (or ``sample``) dims, a
+            grid dim named ``grid`` or ``grid_point`` — else the last — and the test points).
         grid : array_like, shape (G,) or (n_test, G)
             Equispaced candidate values; it must span the training targets and hold at least
             ``min_grid_mass`` of each test point's posterior predictive.
