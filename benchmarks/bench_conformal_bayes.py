@@ -207,6 +207,7 @@ def main(argv=None) -> None:
     ap.add_argument("--authors", default=os.environ.get("CB_AUTHORS"), help="folder of conformal_Bayes_functions.py")
     ap.add_argument("--nuts-refits", type=int, default=2, help="NUTS refits to time for (b); 0 skips")
     ap.add_argument("--no-door", action="store_true", help="skip (c)")
+    ap.add_argument("--no-lasso", action="store_true", help="skip the Lasso refits of (b)")
     ap.add_argument("--jax-worker", nargs=3, help=argparse.SUPPRESS)
     ap.add_argument("--lasso", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -261,7 +262,8 @@ def _run_jax(args, p) -> dict | None:
     tmp = tempfile.mkdtemp(prefix="cbjax")
     problem_file, out_file = os.path.join(tmp, "problem.npz"), os.path.join(tmp, "result.json")
     np.savez(problem_file, **p)
-    cmd = [args.jax_python, __file__, "--jax-worker", problem_file, args.authors, out_file, "--lasso"]
+    cmd = [args.jax_python, __file__, "--jax-worker", problem_file, args.authors, out_file]
+    cmd += [] if args.no_lasso else ["--lasso"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         print("(a) authors' JAX column failed:\n" + done.stderr[-3000:])

@@ -101,11 +101,20 @@ def _direct_scores(ll, lf):
     return sig, sig_new
 
 
-def test_ranks_equal_a_direct_double_loop_exactly():
+@pytest.mark.parametrize("case", ["plain", "far", "underflow"])
+def test_ranks_equal_a_direct_double_loop_exactly(case):
+    """``far``: one training point 1000 nats below the others (the per-column shift);
+    ``underflow``: its likelihood is high only at a draw the AOI weights give e^-800, so its
+    score underflows in the matrix product and is recomputed in log space."""
     rng = np.random.default_rng(3)
     S, n, m, G = 7, 6, 3, 5
     ll = rng.normal(-1.0, 1.0, size=(S, n))
     lf = rng.normal(-1.0, 1.0, size=(S, m, G))
+    if case == "far":
+        ll[:, 2] -= 1000.0
+    if case == "underflow":
+        ll[1:, 2] -= 1000.0
+        lf[0] -= 800.0
     grid = np.linspace(-1, 1, G)
     groups_tr = np.array(["a", "b", "a", "b", "a", "a"])
     groups_te = np.array(["a", "b", "a"])

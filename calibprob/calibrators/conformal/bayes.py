@@ -44,7 +44,7 @@ from calibprob._base import BaseEstimator, check_is_fitted
 from calibprob._ranks import lower_rank, min_conformal_points
 from calibprob._validation import check_choice, check_confidence_levels, check_int
 from calibprob.calibrators.conformal import _bayes_inputs as _inputs
-from calibprob.calibrators.conformal._bayes_numerics import aoi_block, log_weights, ranks, runs, shifted_likelihood
+from calibprob.calibrators.conformal._bayes_numerics import aoi_block, log_weights, runs, shifted_likelihood
 from calibprob.predictive import CalibprobWarning
 
 __all__ = ["ConformalBayes"]
@@ -272,10 +272,9 @@ class ConformalBayes(BaseEstimator):
                 mem = (train_labels[None, :] == labels[sl, None]) | fallback[sl, None]
                 n_ranked[sl] = mem.sum(axis=1)
                 members = np.repeat(mem, G, axis=0)
-            flat = logf.reshape(self.n_draws_, b * G)
-            ls, lsn, e, log_norm = aoi_block(flat, self.log_likelihood_, E, c)
+            r, e, log_norm = aoi_block(logf, self.log_likelihood_, E, c, members)
             self._check_mass(log_norm.reshape(b, G), g[sl], sl.start)
-            rank[sl] = ranks(ls, lsn, members).reshape(b, G)
+            rank[sl] = r.reshape(b, G)
             ess[sl] = e.reshape(b, G)
             focus = _focus_points(rank[sl], ess[sl], lower_rank_vec(alpha_min, n_ranked[sl]))
             logw_focus[:, sl] = log_weights(logf[:, np.arange(b), focus])
