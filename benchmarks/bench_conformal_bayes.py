@@ -14,7 +14,7 @@ Columns:
     imports their ``conformal_Bayes_functions.py`` from ``--authors`` (or ``$CB_AUTHORS``: the
     repository's ``conformal_bayes`` folder; their code is not part of calibprob). JAX runs
     with 64-bit floats so that the p-values can be compared to 1e-10. Cold = first pass in
-    the process (JAX: including ``jit`` compilation), warm = a second pass.
+    the process (JAX: including ``jit`` compilation), warm = the best of three more passes.
 (b) full conformal by refits: the authors' Lasso baseline (``Lasso(alpha=0.004)`` refitted on
     the augmented data per grid value and test point; needs scikit-learn in ``--jax-python``),
     measured in full; and the refit counterpart of conformal Bayes itself (one NUTS refit of a
@@ -45,6 +45,13 @@ import numpy as np
 
 N, S, G, M, D = 309, 8000, 100, 133, 10
 LOG_2PI_HALF = 0.5 * np.log(2 * np.pi)
+RUNS = ("cold", "warm", "warm", "warm")
+
+
+def _keep(out: dict, run: str, wall: float, cpu: float) -> None:
+    """Record a pass; warm keeps the best of its passes."""
+    out[f"time_{run}"] = min(wall, out.get(f"time_{run}", np.inf))
+    out[f"cpu_{run}"] = min(cpu, out.get(f"cpu_{run}", np.inf))
 
 
 # ---------------------------------------------------------------------------
@@ -101,12 +108,11 @@ def jax_worker(problem_file: str, authors: str, out_file: str, lasso: bool) -> N
     logwjk = np.stack([test_log_density(p, i) for i in range(M)], axis=2)  # (G, S, m), as theirs
     ll, lw = jnp.asarray(p["ll"]), jnp.asarray(logwjk)
     result = {"jax": jax.__version__, "devices": str(jax.devices())}
-    for run in ("cold", "warm"):
+    for run in RUNS:  # warm: the best of three passes (the machine is shared)
         t0, c0 = time.perf_counter(), time.process_time()
         ranks = [cbf.compute_rank_IS(ll, lw[:, :, i]) for i in range(M)]
         ranks = np.stack([np.asarray(r) for r in ranks])  # block until computed
-        result[f"time_{run}"] = time.perf_counter() - t0
-        result[f"cpu_{run}"] = time.process_time() - c0
+        _keep(result, run, time.perf_counter() - t0, time.process_time() - c0)
     np.save(out_file + ".ranks.npy", ranks)
     if lasso:
         result.update(_lasso_full(p))
@@ -139,11 +145,10 @@ def run_calibprob(p, pareto_k: bool) -> tuple[dict, np.ndarray]:
     logf = np.stack([test_log_density(p, i).T for i in range(M)], axis=1)  # (S, m, G)
     cb = calibprob.ConformalBayes(confidence_level=0.8, pareto_k=pareto_k, min_ess=0.0)
     out = {}
-    for run in ("cold", "warm"):
+    for run in RUNS:
         t0, c0 = time.perf_counter(), time.process_time()
         pred = cb.fit(p["ll"], y=p["y"]).predict(logf, p["grid"])
-        out[f"time_{run}"] = time.perf_counter() - t0
-        out[f"cpu_{run}"] = time.process_time() - c0
+        _keep(out, run, time.perf_counter() - t0, time.process_time() - c0)
     return out, pred["p_value"].values
 
 
