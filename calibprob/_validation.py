@@ -353,3 +353,61 @@ def check_feature_names(estimator, X, name: str = "X") -> None:
         f"{name} has the fitted columns in another order ({_short(list(names))}); taking them by position "
         f"would give wrong predictions. {fix}"
     )
+
+
+def check_prediction(value, n: int, name: str, *, source: str = "the base's predict") -> np.ndarray:
+    """One finite value per input row from a user's (or a base's) prediction, else a clear refusal.
+
+    A prediction is trusted nowhere else: a scalar would broadcast to one interval for all
+    rows, two columns would be read as twice as many rows, and a list of arrays would fail
+    deep inside NumPy. An ``(n, 1)`` column is accepted as ``(n,)``.
+
+    Parameters
+    ----------
+    value : array_like
+        What the estimator returned.
+    n : int
+        Number of input rows it was asked about.
+    name : str
+        What the value is (``"mu"``, ``"sigma"``), used in the message.
+    source : str
+        Who produced it, used in the message.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``float64``, shape ``(n,)``, finite.
+
+    Examples
+    --------
+    >>> from calibprob._validation import check_prediction
+    >>> check_prediction([[1.0], [2.0]], 2, "mu").tolist()
+    [1.0, 2.0]
+    >>> try:
+    ...     check_prediction(3.0, 5, "mu")
+    ... except ValueError as err:
+    ...     print(str(err)[:58])
+    mu from the base's predict must have shape (5,), one value
+    """
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"{name} from {source} must be a numeric array of shape ({n},); got {type(value).__name__} "
+            f"{_short(value)}. Make predict return one number per input row (a NumPy array)."
+        ) from err
+    if arr.ndim == 2 and arr.shape == (n, 1):
+        arr = arr[:, 0]
+    if arr.shape != (n,):
+        raise ValueError(
+            f"{name} from {source} must have shape ({n},), one value per input row; got shape "
+            f"{arr.shape}. Make predict(X) return a 1-D array with len(X) entries (for a model "
+            "with several outputs, select the one to calibrate)."
+        )
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(
+            f"{name} from {source} must be finite; got {int(bad.sum())} non-finite value(s) of {n}, "
+            f"the first at row {int(np.argmax(bad))}. Fix the model, or drop the rows it cannot predict."
+        )
+    return arr
