@@ -63,6 +63,7 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
+from calibprob._numerics import pow2_scale
 from calibprob._validation import (
     check_array,
     check_confidence_levels,
@@ -491,6 +492,15 @@ def quantile_moments(q, levels) -> tuple[np.ndarray, np.ndarray]:
         # blocks of rows keep the (rows x L) temporaries small (memory O(_CHUNK x L))
         parts = [quantile_moments(q[i : i + _CHUNK], levels) for i in range(0, q.shape[0], _CHUNK)]
         return np.concatenate([m for m, _ in parts]), np.concatenate([s for _, s in parts])
+    # in units of a power of two near max|q| (exact): neither the variance of a scale-1e200 law
+    # overflows nor that of a scale-1e-200 law underflows (calibprob._numerics)
+    unit = pow2_scale(q, axis=-1, keepdims=True)
+    mean, std = _unit_moments(q / unit, levels)
+    return mean * unit[..., 0], std * unit[..., 0]
+
+
+def _unit_moments(q: np.ndarray, levels) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`quantile_moments` of quantiles of magnitude about one."""
     a, b, lo, hi = quantile_pieces(q, levels)
     d_cdf = special.ndtr(hi) - special.ndtr(lo)
     phi_lo = np.exp(-0.5 * lo * lo) / np.sqrt(2 * np.pi)
@@ -941,12 +951,30 @@ def from_draws(
     if arr.shape[0] < 2:
         raise ValueError(f"draws needs at least 2 draws per observation; got {arr.shape[0]}.")
     q = np.quantile(arr, levels, axis=0).T
-    mean = arr.mean(axis=0)
-    std = arr.std(axis=0, ddof=1)
+    mean, std = _draw_moments(arr)
     ds = _dataset(q, levels, _obs_coord(arr.shape[1], obs), method, "quantile", {"mean": mean, "std": std})
     ds.attrs["n_draws"] = int(arr.shape[0])
     ds.attrs.update(attrs)
     return ds
+
+
+def _draw_moments(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column mean and ``ddof=1`` std of draws, without overflow or underflow at any scale.
+
+    The plain formulas (kept bit for bit where they are safe, and copy-free) are redone in units
+    of a power of two only for the columns whose magnitude is extreme.
+    """
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # redone below where it matters
+        mean = arr.mean(axis=0)
+        std = arr.std(axis=0, ddof=1)
+    extreme = ~((std > 1e-100) & (std < 1e100) & np.isfinite(mean)) | (np.abs(mean) > 1e100)
+    if extreme.any():
+        cols = arr[:, extreme]
+        unit = pow2_scale(cols, axis=0)
+        scaled = cols / unit
+        mean[extreme] = scaled.mean(axis=0) * unit
+        std[extreme] = scaled.std(axis=0, ddof=1) * unit
+    return mean, std
 
 
 def from_cdf_grid(grid, cdf, levels=None, *, obs=None, method: str = "cdf-grid") -> xr.Dataset:
