@@ -202,7 +202,12 @@ def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | None = 1)
                 f"({name} = {name}.sel(obs=pred.obs)), or rename the dim to align by position."
             )
         y = y.values
-    arr = check_array(y, name, ndim=ndim, min_length=0)
+    arr = check_array(y, name, min_length=0)
+    if ndim is not None and arr.ndim not in (0, ndim):
+        raise ValueError(
+            f"{name} must be {ndim}-D, shape ({n},): one observed value per observation; got shape "
+            f"{arr.shape}. Pass one column (e.g. {name}[:, 0]), or one call per target."
+        )
     if arr.ndim == 0 or arr.shape[0] != n:
         got = "a scalar" if arr.ndim == 0 else f"{arr.shape[0]} entries"
         raise ValueError(
@@ -409,5 +414,31 @@ def check_prediction(value, n: int, name: str, *, source: str = "the base's pred
         raise ValueError(
             f"{name} from {source} must be finite; got {int(bad.sum())} non-finite value(s) of {n}, "
             f"the first at row {int(np.argmax(bad))}. Fix the model, or drop the rows it cannot predict."
+        )
+    return arr
+
+
+def check_tau(tau, n: int, name: str = "tau") -> np.ndarray:
+    """A tie-breaking variable: one value in [0, 1], or ``n`` of them (one per test point).
+
+    Outside [0, 1] a smoothed conformal CDF leaves [0, 1] (``tau = 1.2`` gave 1.0095), so it is
+    refused, not clipped.
+
+    Examples
+    --------
+    >>> from calibprob._validation import check_tau
+    >>> check_tau(0.5, 3).tolist()
+    0.5
+    """
+    arr = check_array(tau, name, ndim=(0, 1), min_length=0)
+    if arr.ndim == 1 and arr.shape != (n,):
+        raise ValueError(
+            f"{name} must be one number or one per test point, shape ({n},); got shape {arr.shape}. "
+            f"Pass a scalar in [0, 1] or rng.uniform(size={n})."
+        )
+    if arr.size and (arr.min() < 0 or arr.max() > 1):
+        raise ValueError(
+            f"{name} must lie in [0, 1] (a tie-breaking probability); got range [{arr.min():.6g}, "
+            f"{arr.max():.6g}]. Pass 0.5, or U(0, 1) draws for exactly uniform values."
         )
     return arr
