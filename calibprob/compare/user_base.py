@@ -238,7 +238,9 @@ class PythonBase:
 
     def _point(self, values, n: int) -> np.ndarray:
         if isinstance(values, xr.Dataset):
-            raise ValueError(f"base {self.name!r}: predict(X) gave a Dataset for {n} inputs; need one number per input.")
+            raise ValueError(
+                f"base {self.name!r}: predict(X) gave a Dataset for {n} inputs; need one number per input."
+            )
         # the one validation layer: shape (n,) (or (n, 1)), finite, named in the message
         return check_prediction(values, n, "the prediction", source=f"base {self.name!r}'s predict(X)")
 
