@@ -8,6 +8,8 @@ probability such as 0.9."``.
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterable
 
 import numpy as np
@@ -442,3 +444,41 @@ def check_tau(tau, n: int, name: str = "tau") -> np.ndarray:
             f"{arr.max():.6g}]. Pass 0.5, or U(0, 1) draws for exactly uniform values."
         )
     return arr
+
+
+def describe_unreadable_path(path, what: str = "file") -> str | None:
+    """Why ``path`` is not a readable regular file, in words that say what to do; ``None`` if it is one.
+
+    Four cases that ``os.path.isfile`` lumps together as "does not exist": a directory, a
+    symbolic link whose target is missing, a loop of symbolic links, and a path that is
+    truly absent.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from calibprob._validation import describe_unreadable_path
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     print(describe_unreadable_path(tmp)[-62:])
+    s a directory, not a file. Give the path of the file inside it.
+    """
+    text = os.fspath(path)
+    if os.path.isfile(text):
+        return None
+    if os.path.isdir(text):
+        return f"{text!r} is a directory, not a {what}. Give the path of the {what} inside it."
+    if os.path.islink(text):
+        try:
+            os.stat(text)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                return (
+                    f"{text!r} is a symbolic link that loops (it resolves back to itself). "
+                    f"Point the link at the {what} (ln -sf TARGET {text}) or give the {what}'s real path."
+                )
+        return (
+            f"{text!r} is a broken symbolic link: its target {os.readlink(text)!r} does not exist. "
+            f"Restore the target or point the link at the {what} (ln -sf TARGET {text})."
+        )
+    if os.path.exists(text):
+        return f"{text!r} is not a regular {what} (a device, socket or pipe). Give a {what} on disk."
+    return f"{text!r} does not exist (absolute: {os.path.abspath(text)!r}). Check the path."
