@@ -784,7 +784,7 @@ def _pick_variable(ds, var_name, where: str) -> xr.DataArray:
     if len(names) == 1:
         return ds[names[0]]
     if not names:
-        raise ValueError(f"the draws' {where} holds no variables; nothing to build a prediction from.")
+        raise ValueError(f"the draws' {where} holds no variables; pass the group that holds the predicted variable.")
     raise ValueError(
         f"the draws' {where} holds {len(names)} variables {names}; pass var_name= naming the "
         "predicted one (e.g. var_name='y')."
@@ -1178,7 +1178,10 @@ def _check_transformed(ds: xr.Dataset, q: np.ndarray) -> None:
     t = tr.check_transform(ds.attrs["target_transform"], "the Dataset's attrs['target_transform']")
     bound = tr.domain_bound(t)
     if ds.attrs.get("family") == "normal":
-        raise ValueError("a back-transformed Dataset cannot have family='normal' (its law is not Gaussian).")
+        raise ValueError(
+            "a back-transformed Dataset cannot have family='normal' (its law is not Gaussian); keep the "
+            "family='quantile' that calibprob.transforms.back_transform sets."
+        )
     for sl in _row_blocks(q.shape[0]):
         if not (q[sl] > bound).all():
             raise ValueError(
@@ -1411,7 +1414,7 @@ def heldout_elpd(data, *, var_name: str | None = None):
     if not sample:
         raise ValueError(
             f"log_likelihood variable {ll.name!r} has dims {ll.dims}, without 'chain'/'draw'; "
-            "the ArviZ layout puts the sample dims first."
+            "the ArviZ layout puts the sample dims first: pass idata.log_likelihood (dims chain, draw, obs)."
         )
     s = int(np.prod([ll.sizes[d] for d in sample]))
     obs_dims = [d for d in ll.dims if d not in sample]

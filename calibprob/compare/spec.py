@@ -603,7 +603,10 @@ def _parse_bundled_entry(
 ) -> DatasetSpec:
     """A bundled data set given as a table (its own split or a pinned ``sha256``)."""
     if name not in bundled:
-        raise SpecError(f"{where} = {name!r} is neither bundled nor has 'path' or 'function'.{_suggest(name, bundled)}")
+        raise SpecError(
+            f"{where} = {name!r} is neither bundled nor has 'path' or 'function'.{_suggest(name, bundled)} Give a bundled name "
+            "(calibprob.datasets.list_datasets()), or a table with 'path' and 'target'."
+        )
     sha = _bundled_sha256(name)
     _check_sha(entry, sha, where, f"the bundled file of {name!r}")
     _check_rows(_bundled_rows(name), eff_split, where)
@@ -716,7 +719,9 @@ def _parse_csv_entry(
     try:
         sha = file_sha256(path)
     except OSError as err:
-        raise SpecError(f"{where}.path: cannot read {str(path)!r} ({err.strerror or err}).") from None
+        raise SpecError(
+            f"{where}.path: cannot read {str(path)!r} ({err.strerror or err}). Check its permissions."
+        ) from None
     _check_sha(entry, sha, where, path.name)
     try:
         data = load_csv(
@@ -861,7 +866,7 @@ def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
                 if b not in names:
                     raise SpecError(
                         f"methods.{m.name}.bases names {b!r}, which is not a base of this spec.{_suggest(b, names)} "
-                        f"Bases: {', '.join(names)}."
+                        f"Bases: {', '.join(names)}; name one of them."
                     )
             if len(set(m.bases)) != len(m.bases):
                 raise SpecError(f"methods.{m.name}.bases lists a base twice: {list(m.bases)}; list each once.")

@@ -91,7 +91,9 @@ def _import_entry(entry: str, where: str):
         ) from None
     for part in name.split("."):
         if not hasattr(obj, part):
-            raise SpecError(f"{where}.entry = {entry!r}: module {module!r} has no attribute {name!r}.")
+            raise SpecError(
+                f"{where}.entry = {entry!r}: module {module!r} has no attribute {name!r}. Check the name after the colon."
+            )
         obj = getattr(obj, part)
     return obj
 

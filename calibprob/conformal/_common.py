@@ -170,7 +170,10 @@ def as_regressor(estimator, name: str = "estimator"):
         )
     if hasattr(estimator, "fit"):
         if not (hasattr(estimator, "predict_mean_std") or hasattr(estimator, "predict")):
-            raise TypeError(f"{name} {type(estimator).__name__} has fit but neither predict_mean_std nor predict.")
+            raise TypeError(
+                f"{name} {type(estimator).__name__} has fit but neither predict_mean_std nor predict. "
+                "Give it predict(X) returning the mean, or predict_mean_std(X) returning (mean, std)."
+            )
         return estimator
     if callable(estimator):
         return CallableRegressor(fit_predict=estimator)
