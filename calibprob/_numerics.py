@@ -16,12 +16,14 @@ and §27.8 (scaling to avoid overflow and underflow, as in the BLAS ``nrm2``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 __all__ = ["pow2_scale", "stable_mean", "stable_rms"]
 
 
-def pow2_scale(a, axis=None, keepdims: bool = False) -> np.ndarray:
+def pow2_scale(a, axis: int | None = None, keepdims: bool = False) -> Any:
     r"""The power of two :math:`2^e` with :math:`\max|a| \in [2^e, 2^{e+1})` along ``axis``.
 
     (Not the next power up: :math:`2^{1024}` itself would overflow for the largest doubles.)
@@ -48,12 +50,13 @@ def pow2_scale(a, axis=None, keepdims: bool = False) -> np.ndarray:
     4.0
     """
     a = np.asarray(a, dtype=float)
-    m = np.max(np.abs(np.where(np.isfinite(a), a, 0.0)), axis=axis, keepdims=keepdims, initial=0.0)
+    finite = np.abs(np.where(np.isfinite(a), a, 0.0))
+    m = np.max(finite, axis=axis, keepdims=keepdims, initial=0.0)  # type: ignore[call-overload]
     _, e = np.frexp(m)  # m = f 2^e with f in [0.5, 1), and e = 0 for m = 0
     return np.ldexp(1.0, e - 1)
 
 
-def stable_mean(a, axis=None) -> np.ndarray | float:
+def stable_mean(a, axis: int | None = None) -> Any:
     r"""Mean :math:`2^e\,\overline{(a / 2^e)}`: no overflow in the sum where the mean is representable.
 
     Examples
@@ -69,7 +72,7 @@ def stable_mean(a, axis=None) -> np.ndarray | float:
     return out.reshape(()) if axis is None else np.squeeze(out, axis=axis)
 
 
-def stable_rms(a, axis=None) -> np.ndarray | float:
+def stable_rms(a, axis: int | None = None) -> Any:
     r"""Root mean square :math:`2^e\sqrt{\overline{(a/2^e)^2}}`, neither squared overflow nor underflow.
 
     Examples
