@@ -207,8 +207,8 @@ def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | None = 1)
     arr = check_array(y, name, min_length=0)
     if ndim is not None and arr.ndim not in (0, ndim):
         raise ValueError(
-            f"{name} must be {ndim}-D, shape ({n},): one observed value per observation; got shape "
-            f"{arr.shape}. Pass one column (e.g. {name}[:, 0]), or one call per target."
+            f"{name} must be {ndim}-D; got an array of shape {arr.shape}. Expected shape ({n},), one "
+            f"observed value per observation: pass one column (e.g. {name}[:, 0]), or one call per target."
         )
     if arr.ndim == 0 or arr.shape[0] != n:
         got = "a scalar" if arr.ndim == 0 else f"{arr.shape[0]} entries"

@@ -699,7 +699,7 @@ def _parse_csv_entry(
     path = path if path.is_absolute() else root / path
     problem = describe_unreadable_path(path, "CSV file")
     if problem is not None:
-        raise SpecError(f"{where}.path: {problem} Paths are relative to the spec file's folder.")
+        raise SpecError(f"{where}.path: file {problem} Paths are relative to the spec file's folder.")
     if "target" not in entry:
         raise SpecError(f"{where} reads a CSV and needs 'target' (the column to predict).")
     target = Str().check(entry["target"], f"{where}.target")
@@ -1126,7 +1126,7 @@ def load_spec(path: str | Path) -> Spec:
     path = Path(path)
     problem = describe_unreadable_path(path, "spec file")
     if problem is not None:
-        raise SpecError(f"spec file: {problem} Specs live in models/, e.g. models/quickstart.toml.")
+        raise SpecError(f"spec file {problem} Specs live in models/, e.g. models/quickstart.toml.")
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as err:

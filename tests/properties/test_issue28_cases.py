@@ -40,7 +40,7 @@ def test_moments_and_rmse_at_extreme_scales(s):
 def test_online_update_refuses_a_2d_y():
     """A (5, 2) y was taken as 10 stream steps."""
     rec = calibprob.OnlineQuantileRecalibrator()
-    with pytest.raises(ValueError, match=r"y must be 1-D, shape \(5,\).*got shape \(5, 2\)"):
+    with pytest.raises(ValueError, match=r"y must be 1-D; got an array of shape \(5, 2\)\. Expected shape \(5,\)"):
         rec.update(calibprob.normal(np.zeros(5), np.ones(5)), np.zeros((5, 2)))
     assert getattr(rec, "n_updates_", 0) == 0
 

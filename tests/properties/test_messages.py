@@ -40,8 +40,8 @@ WRAPPERS = {
     ("compare/spec.py", " ( ): "): "wraps load_csv's message, which says what to do",
     ("compare/spec.py", ": "): "prefixes a location to a SpecError raised by a checked site",
     ("compare/spec.py", "the spec could not be read:  : "): "wraps the parser's message, prefixed",
-    ("compare/spec.py", ".path:   Paths are relative"): "problem is describe_unreadable_path's advice",
-    ("compare/spec.py", "spec file:   Specs live in"): "problem is describe_unreadable_path's advice",
+    ("compare/spec.py", ".path: file   Paths are relative"): "problem is describe_unreadable_path's advice",
+    ("compare/spec.py", "spec file   Specs live in"): "problem is describe_unreadable_path's advice",
     ("datasets/loaders.py", "could not be parsed as CSV: "): "wraps pandas' parser message (line and column)",
 }
 
