@@ -205,9 +205,11 @@ def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | None = 1)
             )
         y = y.values
     arr = check_array(y, name, min_length=0)
-    if ndim is not None and arr.ndim not in (0, ndim):
+    allowed = () if ndim is None else (ndim,) if isinstance(ndim, int) else tuple(ndim)
+    if allowed and arr.ndim not in (0, *allowed):
         raise ValueError(
-            f"{name} must be {ndim}-D; got an array of shape {arr.shape}. Expected shape ({n},), one "
+            f"{name} must be {' or '.join(f'{k}-D' for k in allowed)}; got an array of shape {arr.shape}. "
+            f"Expected shape ({n},), one "
             f"observed value per observation: pass one column (e.g. {name}[:, 0]), or one call per target."
         )
     if arr.ndim == 0 or arr.shape[0] != n:
