@@ -115,7 +115,7 @@ def check_same_length(**arrays) -> int:
 _SAMPLE_DIMS = ("chain", "draw", "sample")
 
 
-def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | None = 1) -> np.ndarray:
+def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int, ...] | None = 1) -> np.ndarray:
     """Observed targets as a finite float array with ``n`` entries along axis 0.
 
     The one place where every ``y`` argument (``evaluate``, each metric, the
