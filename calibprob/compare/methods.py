@@ -291,7 +291,10 @@ def interval_levels_reachable(ctx: TaskContext, n: int, sides: int) -> tuple[np.
     levels = interval_levels(ctx.confidence_levels)
     ok = reachable_levels(levels, n, sides=sides)
     if not ok.any():
-        raise ValueError(f"{n} points resolve none of the confidence levels {levels.tolist()}.")
+        raise ValueError(
+            f"{n} points resolve none of the confidence levels {levels.tolist()}. Give more "
+            "calibration data, or lower confidence levels (a level c needs about 1/(1-c) points)."
+        )
     return levels, levels[ok]
 
 
