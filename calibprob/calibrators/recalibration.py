@@ -583,7 +583,8 @@ class VovkRecalibrator(_Recalibrator):
         if mondrian is not None:
             if tau is not None:
                 raise ValueError(
-                    "tau cannot be given with groups: each group's calibrator draws its own from random_state."
+                    "tau cannot be given with groups: leave tau=None (each group's calibrator draws its own from "
+                    "random_state)."
                 )
             return mondrian.predict(pred, levels=levels, groups=groups)
         check_is_fitted(self, "scores_", method="fit")

@@ -155,11 +155,30 @@ def gp_only(name: str) -> bool:
     return bool(kinds) and all(m.serves is not None and "gp" in m.serves for m in kinds)
 
 
+def pymc_only(name: str) -> bool:
+    """Whether every spec kind of this class serves only PyMC bases (it needs a fitted posterior).
+
+    Such a class (the LOO jackknife+) is left out of the model-aware property checks, which fit
+    cheap NumPy bases many times; its own tests (tests/test_loo_*.py) check it on PyMC fits.
+    """
+    kinds = [m for m in registry.METHODS.values() if m.cls == name]
+    return bool(kinds) and all(m.serves is not None and all(b.startswith("pymc") for b in m.serves) for m in kinds)
+
+
+def _accepts(name: str, key: str, value) -> bool:
+    """Whether ``value`` is allowed for option ``key`` by every spec kind of class ``name`` that declares it."""
+    for m in registry.METHODS.values():
+        option = (m.options or {}).get(key) if m.cls == name else None
+        if option is not None and hasattr(option, "values") and value not in option.values:
+            return False
+    return True
+
+
 def build(name: str, **extra):
     """An instance of registered class ``name`` with :data:`FAST_PARAMETERS` where it takes them."""
     cls = registry.CLASSES[name].load()
     params = inspect.signature(cls).parameters
-    kwargs = {k: v for k, v in FAST_PARAMETERS.items() if k in params}
+    kwargs = {k: v for k, v in FAST_PARAMETERS.items() if k in params and _accepts(name, k, v)}
     kwargs.update(extra)
     return cls(**kwargs)
 

@@ -30,7 +30,7 @@ ADVICE = re.compile(
     r"e\.g\.|try|rescale|divide|fix|install|run|create|rename|delete|merge|point|restore|select|provide|"
     r"valid|allowed|only|at least|at most|instead|upgrade|refit|reduce|increase|convert|save|wrap|"
     r"reshape|align|omit|keep|requires?|request|return|produce|leave|update|registered|list each|takes|build|"
-    r"predict|back-transform)\b",
+    r"predict|back-transform|recompute|draw|name|load|compute|map|the options are|columns|which holds)\b",
     re.I,
 )
 #: (file, message start) of raise sites that re-raise a checked message with a prefix, and why
@@ -43,6 +43,10 @@ WRAPPERS = {
     ("compare/spec.py", ".path: file   Paths are relative"): "problem is describe_unreadable_path's advice",
     ("compare/spec.py", "spec file   Specs live in"): "problem is describe_unreadable_path's advice",
     ("datasets/loaders.py", "could not be parsed as CSV: "): "wraps pandas' parser message (line and column)",
+    ("calibrators/conformal/_bayes_inputs.py", "log_likelihood: the DataTree has no"): "appends _fix_ll(): "
+    "'compute it with pm.compute_log_likelihood(idata)'",
+    ("calibrators/conformal/mondrian.py", "group "): "prefixes the group to its own calibrator's checked message",
+    ("loo_predictive.py", "the tree has no "): "appends the caller's fix (the PyMC call that adds the group)",
 }
 
 

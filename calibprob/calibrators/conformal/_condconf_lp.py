@@ -67,6 +67,8 @@ import numpy as np
 from scipy.linalg import qr
 from scipy.optimize import linprog
 
+from calibprob._stable import pow2_scale
+
 __all__ = ["tilted_threshold", "fast_threshold", "thresholds"]
 
 #: Dual values within this of a bound are at the bound (HiGHS returns bounds exactly).
@@ -321,8 +323,13 @@ def thresholds(S, Phi, phi_test, tau, theta) -> np.ndarray:
     -------
     ndarray, shape (m,)
     """
+    # The cutoff is positively homogeneous in the scores (the LP's objective is linear in S), and
+    # HiGHS's tolerances are absolute: solve in units of a power of two near max|S| (an exact
+    # rescaling) so that scores of size 1e200 or 1e-200 solve like scores of size one.
+    unit = float(pow2_scale(S))
+    S = S / unit
     start = _Start(S, Phi, tau)
     keys = np.column_stack([phi_test, theta])
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
     out = np.array([fast_threshold(S, Phi, u[:-1], tau, u[-1], start) for u in uniq])
-    return out[inverse.reshape(-1)]
+    return out[inverse.reshape(-1)] * unit

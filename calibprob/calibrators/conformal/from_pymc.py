@@ -148,7 +148,9 @@ class _Door:
             raise ValueError(f"var_name: the model has observed variables {sorted(observed)}; name one.")
         name = var_name if var_name is not None else next(iter(observed))
         if name not in observed:
-            raise ValueError(f"var_name={name!r} is not an observed variable of the model ({sorted(observed)}).")
+            raise ValueError(
+                f"var_name={name!r} is not an observed variable of the model; pass one of {sorted(observed)}."
+            )
         self.rv = observed[name]
         self.mode = get_compile_mode() if compile_mode is None else compile_mode
         self.values = self._posterior_values(idata)
@@ -162,7 +164,10 @@ class _Door:
         out = {}
         for v in self.clone.value_vars:
             if v.name not in post.data_vars:
-                raise ValueError(f"idata's posterior lacks {v.name!r}, a free variable of the model.")
+                raise ValueError(
+                    f"idata's posterior lacks {v.name!r}, a free variable of the model: pass the tree that "
+                    "pm.sample returned for this model."
+                )
             out[v.name], _ = _inputs.sample_matrix(post[v.name], f"posterior {v.name!r}")
         return out
 
@@ -176,7 +181,9 @@ class _Door:
             X_new = {inputs[0]: X_new}
         unknown = sorted(set(X_new) - set(inputs))
         if unknown:
-            raise ValueError(f"X_new names {unknown}, which are not pm.Data inputs of the model ({inputs}).")
+            raise ValueError(
+                f"X_new names {unknown}, which are not pm.Data inputs of the model; use the names {inputs}."
+            )
         new = {k: np.asarray(v) for k, v in X_new.items()}
         lengths = {k: v.shape[0] if v.ndim else 0 for k, v in new.items()}
         if len(set(lengths.values())) != 1 or 0 in lengths.values():
