@@ -9,7 +9,6 @@ way. Heavy submodules (PyMC models) are imported lazily.
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 
 from calibprob import registry as _registry
 from calibprob._base import (
@@ -18,6 +17,7 @@ from calibprob._base import (
     ModelAwareCalibrator,
     NotFittedError,
 )
+from calibprob._version import __version__
 from calibprob.predictive import (
     DEFAULT_LEVELS,
     CalibprobWarning,
@@ -29,11 +29,6 @@ from calibprob.predictive import (
     to_datatree,
     validate,
 )
-
-try:
-    __version__ = version("calibprob")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0+unknown"
 
 # name -> module that defines it; imported on first access (keeps `import calibprob` light).
 # The estimator classes come from the registry (calibprob.registry, the one source).

@@ -26,6 +26,9 @@ __all__ = [
     "check_int",
     "record_feature_names",
     "check_feature_names",
+    "check_fitted_X",
+    "GROUP_COORD",
+    "check_groups",
 ]
 
 
@@ -353,3 +356,123 @@ def check_feature_names(estimator, X, name: str = "X") -> None:
         f"{name} has the fitted columns in another order ({_short(list(names))}); taking them by position "
         f"would give wrong predictions. {fix}"
     )
+
+
+#: Name of the ``obs`` coordinate that carries each observation's group label in a
+#: predictive Dataset (a data column, a PyMC coordinate or a binning of
+#: :func:`calibprob.bins`). ``groups="group"`` refers to it.
+GROUP_COORD = "group"
+
+
+def _groups_from_name(name_value: str, pred, name: str):
+    if pred is None or not hasattr(pred, "coords"):
+        raise TypeError(
+            f"{name}={name_value!r} names a coordinate, but no predictive Dataset was given to read it from. "
+            "Pass the group labels as an array with one entry per observation."
+        )
+    if name_value not in pred.coords:
+        have = sorted(str(c) for c in pred.coords if c not in ("obs", "level", "confidence_level"))
+        raise ValueError(
+            f"{name}={name_value!r} is not a coordinate of the prediction (coordinates: {have or 'none'}). "
+            f"Attach the labels with pred.assign_coords({name_value}=('obs', labels)) or pass them as an array."
+        )
+    coord = pred.coords[name_value]
+    if coord.dims != ("obs",):
+        raise ValueError(
+            f"{name}={name_value!r} must be a coordinate along 'obs'; it has dims {coord.dims}. "
+            "Pass one label per observation."
+        )
+    return coord.values
+
+
+def _is_missing_label(values: np.ndarray) -> np.ndarray:
+    if values.dtype.kind == "f":
+        return np.isnan(values)
+    if values.dtype.kind == "O":
+        return np.array([v is None or (isinstance(v, float) and v != v) for v in values], dtype=bool)
+    return np.zeros(values.shape, dtype=bool)
+
+
+def check_groups(groups, n: int, *, pred=None, name: str = "groups") -> np.ndarray | None:
+    """One group label per observation, as a 1-D array (or ``None`` when no groups are given).
+
+    The one place where every ``groups=`` argument (Mondrian calibrators, conformal Bayes,
+    :func:`calibprob.evaluate`) is read, so they all accept the same things:
+
+    * ``None``: no groups;
+    * a ``str``: the name of a coordinate along ``obs`` of ``pred`` (by convention
+      :data:`GROUP_COORD`, ``"group"``);
+    * a 1-D ``xarray.DataArray`` with any single dimension (e.g. PyMC's ``obs_id``), taken by
+      position;
+    * any 1-D array-like of labels (integers, strings, categories, booleans or floats).
+
+    Parameters
+    ----------
+    groups : None, str, xarray.DataArray or array_like
+        The group labels.
+    n : int
+        The number of observations the labels must match.
+    pred : xarray.Dataset, optional
+        The prediction whose coordinate a ``str`` names.
+    name : str, default "groups"
+        The parameter name used in error messages.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        The labels, shape ``(n,)``, in their own dtype.
+
+    Raises
+    ------
+    ValueError
+        Wrong length or dimensions, or a missing label (NaN / None).
+    TypeError
+        A name given without a Dataset to read it from.
+    """
+    if groups is None:
+        return None
+    if isinstance(groups, str):
+        values = np.asarray(_groups_from_name(groups, pred, name))
+    elif isinstance(groups, xr.DataArray):
+        if groups.ndim != 1:
+            raise ValueError(
+                f"{name} must be 1-D (one label per observation); got a DataArray with dims {groups.dims}."
+            )
+        values = np.asarray(groups.values)
+    else:
+        values = np.asarray(groups)
+        if values.ndim == 2 and 1 in values.shape:
+            raise ValueError(
+                f"{name} must be 1-D (one label per observation); got shape {values.shape}. "
+                "Pass groups.ravel() if it is a single column."
+            )
+        if values.ndim != 1:
+            raise ValueError(f"{name} must be 1-D (one label per observation); got shape {values.shape}.")
+    if values.shape[0] != n:
+        raise ValueError(
+            f"{name} has {values.shape[0]} labels but there are {n} observations. Pass one label per observation."
+        )
+    missing = _is_missing_label(values)
+    if missing.any():
+        first = int(np.flatnonzero(missing)[0])
+        raise ValueError(
+            f"{name} has {int(missing.sum())} missing label(s) (NaN or None), the first at index {first}. "
+            "Give every observation a group, e.g. a label such as 'unknown' for the missing ones."
+        )
+    return values
+
+
+def check_fitted_X(estimator, X, name: str = "X") -> np.ndarray:
+    """``X`` at predict time: a finite 2-D float array with the columns the estimator was fitted on.
+
+    Checks the column names a DataFrame was fitted with (:func:`check_feature_names`) and the
+    width against ``estimator.n_features_in_``; the caller checks it is fitted first.
+    """
+    check_feature_names(estimator, X, name)
+    X = check_array(X, name, ndim=2)
+    if X.shape[1] != estimator.n_features_in_:
+        raise ValueError(
+            f"{name} has {X.shape[1]} features but the model was fitted with "
+            f"{estimator.n_features_in_}. Pass the same columns as in fit."
+        )
+    return X

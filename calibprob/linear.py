@@ -28,7 +28,7 @@ import scipy.linalg
 from calibprob._base import BaseEstimator, check_is_fitted
 from calibprob._validation import (
     check_array,
-    check_feature_names,
+    check_fitted_X,
     check_int,
     check_same_length,
     record_feature_names,
@@ -64,13 +64,7 @@ class _LinearBase(BaseEstimator):
 
     def _check_X(self, X):
         check_is_fitted(self, "coef_", method="fit")
-        check_feature_names(self, X)
-        X = check_array(X, "X", ndim=2)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {X.shape[1]} features but the model was fitted with "
-                f"{self.n_features_in_}. Pass the same columns as in fit."
-            )
+        X = check_fitted_X(self, X)
         return X
 
     def predict_mean_std(self, X, *, include_noise: bool = True):

@@ -52,7 +52,7 @@ from calibprob._base import BaseEstimator, check_is_fitted
 from calibprob._validation import (
     check_array,
     check_choice,
-    check_feature_names,
+    check_fitted_X,
     check_int,
     check_same_length,
     record_feature_names,
@@ -84,13 +84,7 @@ class _PosteriorDrawsRegressor(BaseEstimator):
     def _check_predict_X(self, X) -> np.ndarray:
         """``X`` as a 2-D float array with the fitted model's columns (names checked for DataFrames)."""
         check_is_fitted(self, "idata_", method="fit")
-        check_feature_names(self, X)
-        Xa = check_array(X, "X", ndim=2)
-        if Xa.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {Xa.shape[1]} features but the model was fitted with "
-                f"{self.n_features_in_}. Pass the same columns as in fit."
-            )
+        Xa = check_fitted_X(self, X)
         return Xa
 
     def _diagnostics(self, idata) -> xr.Dataset:

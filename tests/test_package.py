@@ -1,9 +1,15 @@
 """The package namespace: subpackages reachable as attributes after ``import calibprob``, imported lazily."""
 
+import re
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
+
+import calibprob
+from calibprob._version import __version__
 
 
 def test_subpackages_are_attributes_imported_on_first_use():
@@ -24,3 +30,29 @@ def test_an_unknown_attribute_is_still_an_attribute_error():
     with pytest.raises(AttributeError, match="module 'calibprob' has no attribute 'calibrator'"):
         calibprob.calibrator  # noqa: B018
     assert "calibrators" in dir(calibprob)
+
+
+def test_the_version_is_defined_once():
+    """pyproject.toml reads the version from calibprob/_version.py; no other file states it."""
+
+    root = Path(__file__).resolve().parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "calibprob._version.__version__"}
+    assert calibprob.__version__ == __version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+", __version__)
+    stated = [
+        str(p.relative_to(root))
+        for p in (root / "calibprob").rglob("*.py")
+        if p.name != "_version.py" and re.search(r"__version__\s*=\s*['\"]", p.read_text())
+    ]
+    assert stated == [], f"a second definition of the version: {stated}"
+
+
+def test_the_package_ships_its_annotations():
+    """PEP 561: py.typed is in the package and in its package data."""
+
+    root = Path(__file__).resolve().parents[1]
+    assert (root / "calibprob" / "py.typed").is_file()
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    assert "py.typed" in project["tool"]["setuptools"]["package-data"]["calibprob"]

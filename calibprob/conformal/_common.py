@@ -242,6 +242,43 @@ def predict_mean_std_chunked(estimator, X, *, need_sigma: bool, chunk_size: int 
     return mu, sigma
 
 
+def chunked_intervals(
+    confidence_level,
+    X,
+    bounds: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
+    *,
+    chunk: int | None,
+    method: str,
+    attrs=None,
+) -> xr.Dataset:
+    """The interval family of a model-aware interval method, its ends computed in test-point chunks.
+
+    The one interval-prediction loop of the jackknife / CV+ and the GP conformal methods: resolve
+    the levels, check ``X``, call ``bounds(X_chunk, levels) -> (lower, upper)`` (each
+    ``(rows, levels)``) on consecutive row chunks and assemble :func:`interval_dataset`.
+
+    Parameters
+    ----------
+    confidence_level : float or sequence
+        The level(s) asked for (the caller resolves its default).
+    X : array_like, shape (m, d)
+    bounds : callable
+        Interval ends of a block of test points at the levels.
+    chunk : int or None
+        Test points per call; ``None``: all of them in one call.
+    method, attrs
+        Passed to :func:`interval_dataset`.
+    """
+    levels, scalar = resolve_levels(confidence_level)
+    X = check_array(X, "X", ndim=2)
+    m = X.shape[0]
+    lower = np.empty((m, levels.size))
+    upper = np.empty((m, levels.size))
+    for sl in iter_chunks(m, m if chunk is None else chunk) if m else ():
+        lower[sl], upper[sl] = bounds(X[sl], levels)
+    return interval_dataset(lower, upper, levels, scalar, method=method, attrs=attrs)
+
+
 def check_Xy(X, y, *, X_name: str = "X", y_name: str = "y", min_length: int = 1):
     """Validate a design matrix (2-D) and a target vector (1-D, finite) of equal length."""
     X = check_array(X, X_name, ndim=2, min_length=min_length)

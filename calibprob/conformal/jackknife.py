@@ -61,13 +61,13 @@ import numpy as np
 import xarray as xr
 
 from calibprob._base import BaseEstimator, check_is_fitted, check_not_predictive, clone
-from calibprob._validation import check_array, check_choice, check_int
+from calibprob._validation import check_choice, check_int
 from calibprob.conformal._common import (
     as_regressor,
     check_enough_points,
     check_Xy,
+    chunked_intervals,
     default_chunk_size,
-    interval_dataset,
     interval_prediction,
     iter_chunks,
     lower_rank,
@@ -436,38 +436,33 @@ class CrossConformalRegressor(BaseEstimator):
         """
         check_is_fitted(self, "scores_", method="fit")
         check_not_predictive(X, self)
-        levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
-        X = check_array(X, "X", ndim=2)
-        m, n = X.shape[0], self.n_train_
-        symmetric = self.score_.symmetric
-        lower = np.empty((m, levels.size))
-        upper = np.empty((m, levels.size))
-        if self.method == "base":
-            lo, hi = conformal_thresholds(np.sort(self.scores_), levels, symmetric=symmetric)
-            mu, sigma = predict_mean_std_chunked(
-                self.estimator_, X, need_sigma=self.score_.needs_sigma, chunk_size=self.chunk_size
-            )
-            s = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)
-            lower[:] = mu[:, None] + s[:, None] * lo
-            upper[:] = mu[:, None] + s[:, None] * hi
-        else:
-            chunk = default_chunk_size(4 * n, self.chunk_size)
-            for sl in iter_chunks(m, chunk):
-                M, S = self._loo_predictions(X[sl])
-                mu_loo = M[self.fold_of_]
-                scale_loo = 1.0 if S is None else S[self.fold_of_]
-                lower[sl], upper[sl] = jackknife_plus_bounds(
-                    mu_loo, scale_loo, self.scores_, levels, symmetric=symmetric
-                )
         name = {("loo", "plus"): "jackknife+", ("loo", "base"): "jackknife"}.get(
             (self.cv if isinstance(self.cv, str) else "cv", self.method),
             "cv+" if self.method == "plus" else "cv",
         )
-        return interval_dataset(
-            lower,
-            upper,
-            levels,
-            scalar,
+        n = self.n_train_
+        base = self.method == "base"
+        return chunked_intervals(
+            self.confidence_level if confidence_level is None else confidence_level,
+            X,
+            self._base_bounds if base else self._plus_bounds,
+            chunk=None if base else default_chunk_size(4 * n, self.chunk_size),
             method=f"{name}-{self.score_.name}",
             attrs={"n_train": n, "n_folds": len(self.estimators_)},
         )
+
+    def _base_bounds(self, X, levels):
+        """Jackknife / CV: the full model's mean (and scale) plus the score quantiles."""
+        lo, hi = conformal_thresholds(np.sort(self.scores_), levels, symmetric=self.score_.symmetric)
+        mu, sigma = predict_mean_std_chunked(
+            self.estimator_, X, need_sigma=self.score_.needs_sigma, chunk_size=self.chunk_size
+        )
+        s = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)
+        return mu[:, None] + s[:, None] * lo, mu[:, None] + s[:, None] * hi
+
+    def _plus_bounds(self, X, levels):
+        """Jackknife+ / CV+: each fold's prediction plus (minus) its scores, order statistics over folds."""
+        M, S = self._loo_predictions(X)
+        mu_loo = M[self.fold_of_]
+        scale_loo = 1.0 if S is None else S[self.fold_of_]
+        return jackknife_plus_bounds(mu_loo, scale_loo, self.scores_, levels, symmetric=self.score_.symmetric)

@@ -65,7 +65,7 @@ from calibprob._base import BaseEstimator, check_is_fitted
 from calibprob._validation import (
     check_array,
     check_choice,
-    check_feature_names,
+    check_fitted_X,
     check_int,
     check_positive,
     check_same_length,
@@ -234,13 +234,7 @@ class _GPBase(BaseEstimator):
 
     def _check_X(self, X):
         check_is_fitted(self, "theta_", method="fit")
-        check_feature_names(self, X)
-        X = check_array(X, "X", ndim=2)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {X.shape[1]} features but the model was fitted with "
-                f"{self.n_features_in_}. Pass the same columns as in fit."
-            )
+        X = check_fitted_X(self, X)
         return X
 
     def _prepare(self, X, y, rng) -> None:
