@@ -266,6 +266,7 @@ def main(argv=None) -> None:
     pt.add_argument("--reps", type=int, default=50)
     pt.add_argument("--experiments", nargs="*", choices=EXPERIMENTS)
     pt.add_argument("--engine", choices=("calibprob", "reference"), default="calibprob")
+    pt.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     if args.cmd == "sample":
         main_sample(args)
@@ -354,7 +355,22 @@ def cb_kept(inp, engine: str, chunk: int = 8):
 
 
 def evaluate_rep(experiment: str, rep: int, engine: str) -> dict:
-    """Per-test-point coverage and length of Bayes and conformal Bayes for one repetition."""
+    """Per-test-point coverage and length of Bayes and conformal Bayes for one repetition,
+    cached beside the draws (``*_eval_<engine>.npz``)."""
+    path = _cache_dir() / f"{experiment}_rep{rep:02d}_eval_{engine}.npz"
+    if path.exists():
+        with np.load(path) as d:
+            return {k: d[k] for k in d.files}
+    t0 = time.perf_counter()
+    res = _evaluate_rep(experiment, rep, engine)
+    res["eval_seconds"] = time.perf_counter() - t0
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, **res)
+    tmp.replace(path)
+    return res
+
+
+def _evaluate_rep(experiment: str, rep: int, engine: str) -> dict:
     inp = rep_inputs(experiment, rep)
     grid, yt = inp["grid"], inp["y_test"]
     dy = grid[1] - grid[0]
@@ -378,10 +394,14 @@ def cached_reps(experiment: str, reps: int) -> list[int]:
     return [r for r in range(reps) if (_cache_dir() / f"{experiment}_rep{r:02d}.npz").exists()]
 
 
-def summarise(experiment: str, reps: int, engine: str) -> dict:
+def summarise(experiment: str, reps: int, engine: str, verbose: bool = False) -> dict:
     """Mean over test points per repetition, then mean and SE over repetitions (the authors' eval.py)."""
     done = cached_reps(experiment, reps)
-    rows = [evaluate_rep(experiment, r, engine) for r in done]
+    rows = []
+    for r in done:
+        rows.append(evaluate_rep(experiment, r, engine))
+        if verbose:
+            print(f"  {experiment} rep {r} evaluated", flush=True)
     out: dict = {"experiment": experiment, "reps": len(done)}
     if not rows:
         return out
@@ -408,7 +428,7 @@ AUTHORS = {
 
 def main_table(args) -> None:
     for exp in args.experiments or EXPERIMENTS:
-        s = summarise(exp, args.reps, args.engine)
+        s = summarise(exp, args.reps, args.engine, verbose=args.verbose)
         if s["reps"] == 0:
             print(f"{exp}: no cached repetitions")
             continue
