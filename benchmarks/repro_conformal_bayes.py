@@ -255,6 +255,21 @@ def main_sample(args) -> None:
                 )
 
 
+def main_evaluate(args) -> None:
+    """Evaluate the cached repetitions round-robin over the experiments (rep 0 of each, then 1...),
+    so that an interrupted run leaves every experiment with about as many repetitions."""
+    exps = args.experiments or list(EXPERIMENTS)
+    for rep in range(args.reps):
+        for exp in exps:
+            if rep in cached_reps(exp, args.reps):
+                res = evaluate_rep(exp, rep, args.engine)
+                print(
+                    f"{time.strftime('%H:%M:%S')} {exp} rep {rep}: CB cov {np.mean(res['cov_cb']):.3f} "
+                    f"({float(res.get('eval_seconds', np.nan)):.1f} s)",
+                    flush=True,
+                )
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -267,11 +282,13 @@ def main(argv=None) -> None:
     pt.add_argument("--experiments", nargs="*", choices=EXPERIMENTS)
     pt.add_argument("--engine", choices=("calibprob", "reference"), default="calibprob")
     pt.add_argument("--verbose", action="store_true")
+    pt.add_argument("--only-evaluated", action="store_true", help="skip repetitions not yet evaluated")
+    pe = sub.add_parser("evaluate", help="evaluate the cached repetitions round-robin (cached)")
+    pe.add_argument("--reps", type=int, default=50)
+    pe.add_argument("--experiments", nargs="*", choices=EXPERIMENTS)
+    pe.add_argument("--engine", choices=("calibprob", "reference"), default="calibprob")
     args = parser.parse_args(argv)
-    if args.cmd == "sample":
-        main_sample(args)
-    else:
-        main_table(args)
+    {"sample": main_sample, "table": main_table, "evaluate": main_evaluate}[args.cmd](args)
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -390,13 +407,15 @@ def _evaluate_rep(experiment: str, rep: int, engine: str) -> dict:
     return res
 
 
-def cached_reps(experiment: str, reps: int) -> list[int]:
-    return [r for r in range(reps) if (_cache_dir() / f"{experiment}_rep{r:02d}.npz").exists()]
+def cached_reps(experiment: str, reps: int, engine: str | None = None) -> list[int]:
+    """Repetitions whose draws are cached (with ``engine``: whose evaluation by it is cached)."""
+    suffix = "" if engine is None else f"_eval_{engine}"
+    return [r for r in range(reps) if (_cache_dir() / f"{experiment}_rep{r:02d}{suffix}.npz").exists()]
 
 
-def summarise(experiment: str, reps: int, engine: str, verbose: bool = False) -> dict:
+def summarise(experiment: str, reps: int, engine: str, verbose: bool = False, only_evaluated: bool = False) -> dict:
     """Mean over test points per repetition, then mean and SE over repetitions (the authors' eval.py)."""
-    done = cached_reps(experiment, reps)
+    done = cached_reps(experiment, reps, engine if only_evaluated else None)
     rows = []
     for r in done:
         rows.append(evaluate_rep(experiment, r, engine))
@@ -408,7 +427,7 @@ def summarise(experiment: str, reps: int, engine: str, verbose: bool = False) ->
     for key in ("cov_bayes", "len_bayes", "cov_cb", "len_cb"):
         per_rep = np.array([np.mean(r[key]) for r in rows])
         out[key] = (float(per_rep.mean()), float(per_rep.std() / np.sqrt(len(per_rep))))
-    out["mcmc_seconds"] = float(np.mean([r["seconds"] for r in rows]))
+    out["mcmc_seconds"] = float(np.median([r["seconds"] for r in rows]))  # rep 0 includes the compile
     out["divergences"] = int(sum(r["divergences"] for r in rows))
     if "group" in rows[0]:
         groups = np.unique(rows[0]["group"])
@@ -426,15 +445,31 @@ AUTHORS = {
 }
 
 
+def _markdown(rows: list[dict]) -> None:
+    print(
+        "| experiment | reps | Bayes cov | CB cov | Bayes len | CB len | authors Bayes cov / CB cov / Bayes len / CB len |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for s in rows:
+        a = AUTHORS[s["experiment"]]
+        print(
+            f"| {s['experiment']} | {s['reps']} | {s['cov_bayes'][0]:.3f} ({s['cov_bayes'][1]:.3f}) | "
+            f"{s['cov_cb'][0]:.3f} ({s['cov_cb'][1]:.3f}) | {s['len_bayes'][0]:.2f} | {s['len_cb'][0]:.2f} | "
+            f"{a[0]:.3f} / {a[1]:.3f} / {a[2]:.2f} / {a[3]:.2f} |"
+        )
+
+
 def main_table(args) -> None:
+    rows = []
     for exp in args.experiments or EXPERIMENTS:
-        s = summarise(exp, args.reps, args.engine, verbose=args.verbose)
+        s = summarise(exp, args.reps, args.engine, verbose=args.verbose, only_evaluated=args.only_evaluated)
         if s["reps"] == 0:
             print(f"{exp}: no cached repetitions")
             continue
+        rows.append(s)
         a = AUTHORS[exp]
         print(
-            f"{exp} ({s['reps']} reps, MCMC {s['mcmc_seconds']:.1f} s/rep, {s['divergences']} divergences): "
+            f"{exp} ({s['reps']} reps, MCMC median {s["mcmc_seconds"]:.1f} s/rep, {s['divergences']} divergences): "
             f"Bayes cov {s['cov_bayes'][0]:.3f} ({s['cov_bayes'][1]:.3f}) len {s['len_bayes'][0]:.2f}; "
             f"CB cov {s['cov_cb'][0]:.3f} ({s['cov_cb'][1]:.3f}) len {s['len_cb'][0]:.2f} | "
             f"authors: Bayes {a[0]:.3f}/{a[2]:.2f}, CB {a[1]:.3f}/{a[3]:.2f}"
@@ -442,6 +477,8 @@ def main_table(args) -> None:
         if "cov_cb_group" in s:
             for key in ("cov_bayes_group", "cov_cb_group", "len_bayes_group", "len_cb_group"):
                 print(f"  {key}: " + ", ".join(f"{v:.3f}" for v in s[key]))
+    if rows:
+        _markdown(rows)
 
 
 if __name__ == "__main__":
