@@ -41,6 +41,7 @@ _LAZY = {
     "back_transform": "calibprob.transforms",
     "transform_target": "calibprob.transforms",
     "TransformedTargetRegressor": "calibprob.transforms",
+    "conformal_bayes": "calibprob.calibrators.conformal.from_pymc",
     **_registry.exports("calibprob"),
 }
 

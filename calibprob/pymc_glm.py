@@ -49,6 +49,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._base import BaseEstimator, check_is_fitted
+from calibprob._pymc_sampling import convergence_problems, convergence_summary, sample_posterior
 from calibprob._validation import (
     check_array,
     check_choice,
@@ -62,8 +63,6 @@ __all__ = ["PyMCLinearRegression"]
 
 #: Prior scale of the intercept and of each coefficient, in outcome sd per feature sd (rstanarm).
 PRIOR_SCALE = 2.5
-#: r-hat above this flags a fit as not converged (Vehtari et al. 2021).
-RHAT_MAX = 1.01
 
 
 class _PosteriorDrawsRegressor(BaseEstimator):
@@ -89,19 +88,11 @@ class _PosteriorDrawsRegressor(BaseEstimator):
 
     def _diagnostics(self, idata) -> xr.Dataset:
         """Max r-hat, min bulk ESS over every parameter, and the count of divergent transitions."""
-        import arviz as az
-
         nan = float("nan")
         rhat = ess = nan
         div = nan
-        post = idata["posterior"].to_dataset()
         if self.inference == "nuts":
-            if post.sizes.get("chain", 1) > 1:
-                r = az.rhat(post)
-                rhat = float(max(float(r[v].max()) for v in r.data_vars))
-            e = az.ess(post, method="bulk")
-            ess = float(min(float(e[v].min()) for v in e.data_vars))
-            div = float(idata["sample_stats"]["diverging"].values.sum())
+            rhat, ess, div = convergence_summary(idata)
         attrs = {"inference": self.inference}
         return xr.Dataset(
             {
@@ -123,11 +114,7 @@ class _PosteriorDrawsRegressor(BaseEstimator):
         from calibprob._base import ConvergenceWarning
 
         d = self.diagnostics_
-        problems = []
-        if float(d["divergences"]) > 0:
-            problems.append(f"{int(d['divergences'])} divergent transition(s) after tuning")
-        if np.isfinite(float(d["rhat"])) and float(d["rhat"]) > RHAT_MAX:
-            problems.append(f"max r-hat {float(d['rhat']):.3f} > {RHAT_MAX}")
+        problems = convergence_problems(float(d["divergences"]), float(d["rhat"]))
         if problems:
             warnings.warn(
                 f"{type(self).__name__} NUTS did not converge cleanly: "
@@ -333,26 +320,15 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
             else:
                 nu = pm.Gamma("nu", 2.0, 0.1) if self.nu == "learn" else float(self.nu)
                 pm.StudentT("z", nu=nu, mu=mu, sigma=sigma, observed=z)
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*could not link to a BLAS.*")
-                warnings.filterwarnings("ignore", message=".*NumPy C-API based implementation for BLAS.*")
-                warnings.filterwarnings("ignore", message=".*chains.*")
-                if self.inference == "nuts":
-                    idata = pm.sample(
-                        draws=self.draws,
-                        tune=self.tune,
-                        chains=self.chains,
-                        cores=1,
-                        random_seed=seed,
-                        target_accept=self.target_accept,
-                        nuts_sampler="pymc",
-                        progressbar=False,
-                        quiet=True,
-                        compute_convergence_checks=False,
-                    )
-                else:
-                    approx = pm.fit(n=self.n_iter, method="advi", random_seed=seed, progressbar=False)
-                    idata = approx.sample(self.draws * self.chains, random_seed=seed)
+            idata = sample_posterior(
+                inference=self.inference,
+                draws=self.draws,
+                tune=self.tune,
+                chains=self.chains,
+                seed=seed,
+                target_accept=self.target_accept,
+                n_iter=self.n_iter,
+            )
         self.idata_ = idata
         post = idata["posterior"].to_dataset()
         self.y_train_ = y

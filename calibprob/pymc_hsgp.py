@@ -49,10 +49,9 @@ probabilistic programming. *Statistics and Computing* 33, 17.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
+from calibprob._pymc_sampling import sample_posterior
 from calibprob._validation import (
     check_array,
     check_choice,
@@ -256,25 +255,15 @@ class PyMCHSGPRegression(_PosteriorDrawsRegressor):
             self._center = np.asarray(gp._X_center, float)
             self._L = np.asarray(gp.L.eval(), float)
             self._m = np.asarray(ms, int)
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*could not link to a BLAS.*")
-                warnings.filterwarnings("ignore", message=".*NumPy C-API based implementation for BLAS.*")
-                warnings.filterwarnings("ignore", message=".*chains.*")
-                if self.inference == "nuts":
-                    return pm.sample(
-                        draws=self.draws,
-                        tune=self.tune,
-                        chains=self.chains,
-                        cores=1,
-                        random_seed=seed,
-                        target_accept=self.target_accept,
-                        nuts_sampler="pymc",
-                        progressbar=False,
-                        quiet=True,
-                        compute_convergence_checks=False,
-                    )
-                approx = pm.fit(n=self.n_iter, method="advi", random_seed=seed, progressbar=False)
-                return approx.sample(self.draws * self.chains, random_seed=seed)
+            return sample_posterior(
+                inference=self.inference,
+                draws=self.draws,
+                tune=self.tune,
+                chains=self.chains,
+                seed=seed,
+                target_accept=self.target_accept,
+                n_iter=self.n_iter,
+            )
 
     # ------------------------------------------------------------------ predict
     def basis(self, X) -> np.ndarray:

@@ -74,8 +74,9 @@ __all__ = [
     "update_doc",
 ]
 
-#: The two calibrator families of :mod:`calibprob._base`.
-FAMILIES = ("distribution", "model-aware")
+#: The calibrator families: the two of :mod:`calibprob._base`, and ``posterior`` (fitted on a
+#: posterior's pointwise log-likelihood, e.g. conformal Bayes: ``fit(log_likelihood)``).
+FAMILIES = ("distribution", "model-aware", "posterior")
 #: What a calibrator's ``predict`` returns: a quantile function or central intervals only.
 OUTPUTS = ("distribution", "intervals")
 ROLES = ("calibrator", "base", "helper")
@@ -228,7 +229,7 @@ def register_class(
     target : str
         The module that exports the class and its name; the module is not imported.
     role : {"calibrator", "base", "helper"}
-    family : {"distribution", "model-aware"}, optional
+    family : {"distribution", "model-aware", "posterior"}, optional
         Required for a calibrator.
     output : {"distribution", "intervals"}, optional
         Required for a calibrator.
@@ -457,6 +458,14 @@ register_class(
     family="model-aware",
     output="distribution",
     exports=(*_TOP, "calibprob.conformal"),
+)
+
+register_class(
+    "calibprob.calibrators.conformal.bayes:ConformalBayes",
+    role="calibrator",
+    family="posterior",
+    output="intervals",
+    exports=(*_TOP, "calibprob.calibrators"),
 )
 
 # --- bases -----------------------------------------------------------------------------

@@ -111,6 +111,8 @@ def _calibrators(family):
 
 POST_PROCESSORS = _calibrators("distribution")
 MODEL_AWARE = _calibrators("model-aware")
+#: fitted on a posterior's log-likelihood (conformal Bayes): contract tested in its own test file
+POSTERIOR = _calibrators("posterior")
 #: calibprob's own classes: calibprob.load restores only these (never code named in a file)
 SAVABLE = set(registry.builtin_classes())
 
@@ -138,7 +140,7 @@ def test_the_registry_covers_every_public_calibrator():
             obj = getattr(mod, name)
             if isinstance(obj, type) and hasattr(obj, "fit") and name != "CallableRegressor":
                 public.add(name)
-    builtin = {n for n in set(POST_PROCESSORS) | set(MODEL_AWARE) if n in SAVABLE}
+    builtin = {n for n in set(POST_PROCESSORS) | set(MODEL_AWARE) | set(POSTERIOR) if n in SAVABLE}
     assert public == builtin
     # the registered family is the class's lifecycle: a model-aware fit takes inputs X, a
     # post-processor's the base's prediction (pred_cal, or the online recalibrator's forecast)

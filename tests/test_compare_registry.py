@@ -268,7 +268,9 @@ def test_a_kind_whose_output_disagrees_with_its_registration_is_an_error():
 
 
 def test_registration_refuses_bad_entries():
-    with pytest.raises(ValueError, match=r"family must be one of 'distribution', 'model-aware'; got 'post'"):
+    with pytest.raises(
+        ValueError, match=r"family must be one of 'distribution', 'model-aware', 'posterior'; got 'post'"
+    ):
         registry.register_method("x", "m:C", family="post", output="distribution")
     with pytest.raises(ValueError, match=r"output must be one of 'distribution', 'intervals'; got 'quantiles'"):
         registry.register_method("x", "m:C", family="distribution", output="quantiles")

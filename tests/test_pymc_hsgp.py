@@ -14,7 +14,7 @@ def fitted():
     y = np.sin(2 * X[:, 0]) + 0.3 * rng.normal(size=150) + 5.0
     Xt = np.linspace(-2.8, 2.8, 300)[:, None]
     yt = np.sin(2 * Xt[:, 0]) + 0.3 * rng.normal(size=300) + 5.0
-    model = PyMCHSGPRegression(tune=300, draws=300, chains=1, random_state=1).fit(X, y)
+    model = PyMCHSGPRegression(tune=300, draws=300, chains=1, target_accept=0.95, random_state=1).fit(X, y)
     return X, y, Xt, yt, model
 
 
@@ -37,7 +37,9 @@ def test_hsgp_predictive_mean_is_the_exact_gps_at_its_hyperparameters(fitted):
     assert 0.82 <= cover <= 0.97, cover
     d = model.diagnostics_
     # ESS of 300 draws of one chain: 76.2 alone, 48.0 once in a full suite run (1 of 4 on
-    # 2026-11-26, same code): state left by earlier tests changes the NUTS path (not yet found)
+    # 2026-11-26, same code): state left by earlier tests changes the NUTS path (not yet found).
+    # target_accept 0.95: at the default 0.9 the same seed gave 1 divergent transition with
+    # PyTensor 3.3.8 / NumPy 2.5.5 / SciPy 1.18.1 (none with the versions of the last stop)
     assert float(d["divergences"]) == 0 and float(d["ess_bulk"]) > 30
     assert np.isnan(float(d["rhat"]))  # one chain: r-hat undefined
 

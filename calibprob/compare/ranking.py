@@ -52,6 +52,18 @@ pipeline **under-covers** when :math:`\bar c_p < \alpha - 2\,\mathrm{se}_p`;
 it is never ranked by width (``width_rank`` 0). The others are ranked by mean
 width with the same paired dse and tie rule as above.
 
+**Worst-group coverage.** When the results carry the per-group diagnostics of
+:func:`calibprob.evaluate` (``group_coverage`` and ``group_count``, stored by
+the runner for a data set with groups), each group's coverage is pooled over
+the repetitions, :math:`\hat c_g = \sum_r n_{g,r} c_{g,r} / N_g` with
+:math:`N_g = \sum_r n_{g,r}`, and the worst group
+:math:`g^* = \arg\min_g \hat c_g` has the binomial standard error under
+nominal coverage :math:`\mathrm{se}_{g^*} = \sqrt{\alpha(1-\alpha)/N_{g^*}}`.
+A pipeline with :math:`\hat c_{g^*} < \alpha - 2\,\mathrm{se}_{g^*}`
+(``group_undercovers``) is never named best for width either: marginal coverage
+can hide a failing group (issue 30), and the printed ranking says which group
+and by how much.
+
 **Convergence of the base.** A base fitted by MCMC (``kind = "pymc-glm"``)
 stores its diagnostics per task (root variables ``rhat``, the largest
 rank-normalised split :math:`\hat R` over the parameters, and ``divergences``,
@@ -84,6 +96,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from calibprob._pymc_sampling import RHAT_MAX  # r-hat above it in any repetition flags the base
+
 __all__ = [
     "PIPELINE_DIMS",
     "RANK_SCORES",
@@ -93,6 +107,7 @@ __all__ = [
     "convergence_flags",
     "coverage_se",
     "undercovers",
+    "worst_group_coverage",
     "stack_pipelines",
     "rank_results",
     "format_ranking",
@@ -105,8 +120,6 @@ RANK_SCORES = ("nll", "crps")
 #: A difference within this many paired standard errors of the best is a tie;
 #: coverage short of nominal by more than this many standard errors under-covers.
 TIE_SE = 2.0
-#: A base whose r-hat exceeds this in any repetition is flagged as not converged (Vehtari et al. 2021).
-RHAT_MAX = 1.01
 #: Root variables of a results file holding a base's convergence diagnostics (written by ``pymc-glm``).
 CONVERGENCE_VARS = ("rhat", "divergences")
 
@@ -266,6 +279,64 @@ def undercovers(coverage: xr.DataArray, n_test: xr.DataArray, level) -> xr.DataA
     return short.fillna(False).astype(bool)
 
 
+def worst_group_coverage(group_coverage: xr.DataArray, group_count: xr.DataArray, level) -> xr.Dataset:
+    r"""The worst group's coverage pooled over repetitions, its standard error and whether it under-covers.
+
+    :math:`\hat c_g = \sum_r n_{g,r} c_{g,r} / N_g`, :math:`g^* = \arg\min_g \hat c_g`,
+    :math:`\mathrm{se} = \sqrt{\alpha(1-\alpha)/N_{g^*}}` (module docstring); the
+    group under-covers when :math:`\hat c_{g^*} < \alpha - 2\,\mathrm{se}`.
+
+    Parameters
+    ----------
+    group_coverage : xarray.DataArray
+        Per-repetition coverage of each group, with ``repetition`` and ``group`` dimensions
+        (NaN where a group has no test point or the pipeline was not scored).
+    group_count : xarray.DataArray
+        Test points of each group per repetition (broadcast against ``group_coverage``).
+    level : float or xarray.DataArray
+        Nominal level(s) :math:`\alpha`.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``worst_group_coverage``, ``worst_group_se``, ``worst_group`` (label as text, ``""``
+        when no group was scored) and ``group_undercovers`` (bool), without the
+        ``repetition`` and ``group`` dimensions.
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> from calibprob.compare.ranking import worst_group_coverage
+    >>> cov = xr.DataArray([[0.95, 0.70], [0.93, 0.74]], dims=("repetition", "group"),
+    ...                    coords={"group": ["a", "b"]})
+    >>> n = xr.DataArray([[100, 50], [100, 50]], dims=("repetition", "group"))
+    >>> r = worst_group_coverage(cov, n, 0.9)     # b: 0.72 pooled over 100 points, se 0.03
+    >>> str(r["worst_group"].item()), round(float(r["worst_group_coverage"]), 4), bool(r["group_undercovers"])
+    ('b', 0.72, True)
+    """
+    n = group_count.broadcast_like(group_coverage).where(group_coverage.notnull())
+    N = n.sum("repetition", skipna=True)
+    pooled = (group_coverage * n).sum("repetition", skipna=True) / N.where(N > 0)
+    # argmin over groups; a pipeline with no scored group gets NaN and label ""
+    filled = pooled.fillna(np.inf)
+    idx = filled.argmin("group")
+    worst = pooled.isel(group=idx)
+    n_worst = N.isel(group=idx)
+    se = np.sqrt(level * (1 - level) / n_worst.where(n_worst > 0))
+    labels = np.asarray([str(v) for v in group_coverage["group"].values], dtype=object)
+    label = xr.DataArray(labels[idx.values], dims=idx.dims, coords=idx.coords).where(worst.notnull(), "")
+    short = (worst < level - TIE_SE * se).fillna(False).astype(bool)
+    drop = [c for c in ("group",) if c in worst.coords]
+    return xr.Dataset(
+        {
+            "worst_group_coverage": worst.drop_vars(drop),
+            "worst_group_se": se.drop_vars(drop, errors="ignore"),
+            "worst_group": label.drop_vars(drop, errors="ignore").astype(str),
+            "group_undercovers": short.drop_vars(drop, errors="ignore"),
+        }
+    )
+
+
 def _pipeline_dims(ds) -> list[str]:
     dims = [d for d in PIPELINE_DIMS if d in ds.dims]
     if not dims:
@@ -348,12 +419,18 @@ def _add_interval_ranking(out: xr.Dataset, st: xr.Dataset) -> None:
     out["coverage"] = cov.mean("repetition", skipna=True).transpose(*dims)
     out["coverage_se"] = coverage_se(cov, n_test, lvl).transpose(*dims)
     out["undercovers"] = undercovers(cov, n_test, lvl).transpose(*dims)
+    excluded = out["undercovers"]
+    if "group_coverage" in st and "group_count" in st:
+        wg = worst_group_coverage(st["group_coverage"], st["group_count"], lvl)
+        for name, var in wg.data_vars.items():
+            out[name] = var.transpose(*dims)
+        excluded = excluded | out["group_undercovers"]
     keys = ("mean", "se", "diff", "dse", "rank", "tied")
     n_d = st.sizes["dataset"]
     width = {k: _empty((n_d, levels.size, st.sizes["pipeline"]), k) for k in keys}
     if "width" in st:
         w = st["width"].transpose(*dims, "repetition").values
-        short = out["undercovers"].values
+        short = excluded.values
         for i in range(n_d):
             for j in range(levels.size):
                 r = paired_ranking(w[i, j], eligible=~short[i, j])
@@ -462,7 +539,9 @@ def rank_results(results: xr.Dataset, by: str = "nll") -> xr.Dataset:
         ranked), ``score_tied`` (bool), ``score_n`` (repetitions scored);
         over (``dataset``, ``confidence_level``, ``pipeline``): ``coverage``,
         ``coverage_se``, ``undercovers``, ``width``, ``width_se``,
-        ``width_diff``, ``width_dse``, ``width_rank``, ``width_tied``. Attribute
+        ``width_diff``, ``width_dse``, ``width_rank``, ``width_tied``; with per-group
+        diagnostics also ``worst_group``, ``worst_group_coverage``, ``worst_group_se``,
+        ``group_undercovers`` (:func:`worst_group_coverage`). Attribute
         ``rank_by``; strings and integers only, so it writes to netCDF as is.
         The rules are in the module docstring.
 
@@ -508,6 +587,10 @@ def rank_results(results: xr.Dataset, by: str = "nll") -> xr.Dataset:
         coverage_rule=(
             f"under-covers: mean coverage < nominal - {TIE_SE:g} se, se = max(binomial "
             "sqrt(a(1-a)/N) over pooled test points, across-repetition sd/sqrt(R)); never ranked by width"
+        ),
+        group_rule=(
+            f"worst group under-covers: pooled coverage of the lowest-covered group < nominal - {TIE_SE:g} "
+            "sqrt(a(1-a)/N_g); never ranked by width"
         ),
         pipeline_dims=",".join(_pipeline_dims(results)),
     )
@@ -649,6 +732,8 @@ def interval_rows(rk: xr.Dataset, dataset, level) -> list[dict]:
         verdict = (
             "under-covers"
             if bool(x["undercovers"])
+            else _group_verdict(x)
+            if _group_short(x)
             else "best"
             if rank == 1
             else "tied"
@@ -671,6 +756,19 @@ def interval_rows(rk: xr.Dataset, dataset, level) -> list[dict]:
             )
         )
     return sorted(rows, key=lambda r: (r["rank"] == 0, r["rank"]))
+
+
+def _group_short(x: xr.Dataset) -> bool:
+    """Whether one (dataset, level, pipeline) selection's worst group under-covers (False without groups)."""
+    return "group_undercovers" in x and bool(x["group_undercovers"])
+
+
+def _group_verdict(x: xr.Dataset) -> str:
+    """The verdict of a pipeline ruled out by its worst group: which group, its coverage and se."""
+    return (
+        f"worst group {x['worst_group'].item()!s} under-covers "
+        f"({_fmt(float(x['worst_group_coverage']))} ± {_fmt(float(x['worst_group_se']))})"
+    )
 
 
 def format_ranking(rk: xr.Dataset, repetitions: int | None = None) -> str:
@@ -769,4 +867,10 @@ def _interval_lines(rk: xr.Dataset, d) -> list[str]:
                     _verdict(r),
                 ]
             )
-    return lines + _table(rows, right={0, 1, 4, 5, 6})
+    lines += _table(rows, right={0, 1, 4, 5, 6})
+    if "group_undercovers" in rk and bool(rk["group_undercovers"].sel(dataset=d).any()):
+        lines.append(
+            f"   (worst group under-covers: the lowest group coverage, pooled over repetitions, is short of "
+            f"nominal by > {TIE_SE:g} se; never named best for width)"
+        )
+    return lines

@@ -380,6 +380,7 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
             ("reliability", "observed_fraction" in r, _plot_reliability),
             ("coverage", "iae_coverage" in r, _plot_coverage),
             ("sharpness_calibration", "ece" in r and "std" in r, _plot_sharpness),
+            ("coverage_by_group", "group_coverage" in r and "group_count" in r, _plot_group_coverage),
         )
         for kind, stored, plot in figures:
             if not stored:
@@ -390,6 +391,13 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
             plt.close(fig)
             written.append(path)
     return written
+
+
+def _plot_group_coverage(r: xr.Dataset, cals: list[str], d):
+    """Coverage of each group against its binomial band (:mod:`calibprob.compare.group_plots`)."""
+    from calibprob.compare.group_plots import group_coverage_figure
+
+    return group_coverage_figure(r["group_coverage"], r["group_count"], "calibrator", f"Coverage by group — {d}")
 
 
 def _check_plot_stems(datasets) -> None:
@@ -928,7 +936,9 @@ def write_html(
     reliability diagrams, PIT histograms with their uniform bands, coverage vs
     width at each confidence level, fit times, and — only when the file holds
     any — convergence diagnostics (a ``diagnostics`` group, or root variables
-    named in :data:`DIAGNOSTIC_NAMES`).
+    named in :data:`DIAGNOSTIC_NAMES`) and, after coverage vs width, the
+    coverage by group with binomial bands (:data:`GROUP_SECTION`; results of
+    a data set with groups, :mod:`calibprob.compare.group_plots`).
 
     The PIT histograms are derived from the stored reliability curves:
     ``observed_fraction`` at level :math:`p_j` is the fraction of test points
@@ -1012,6 +1022,9 @@ def write_html(
     datasets = [str(d) for d in results["dataset"].values]
     diag_html = "" if diagnostics is None else _diagnostics_html(diagnostics)
     sections = [s for s in HTML_SECTIONS if s != "Diagnostics" or diag_html.strip()]
+    group_html = _group_coverage_html(st, datasets, colors)
+    if group_html:  # only for results with per-group diagnostics (a data set with groups)
+        sections.insert(sections.index("Coverage and width") + 1, GROUP_SECTION)
     ids = {s: s.lower().replace(" ", "-") for s in sections}
 
     body = [
@@ -1027,6 +1040,7 @@ def write_html(
         "Ranking": "\n".join(_ranking_html(rk, d) for d in datasets),
         "Scores": _scores_html(metric_vars, metrics),
         **_curve_sections(st, rk, datasets, pipes, colors),
+        GROUP_SECTION: group_html,
         "Fit times": '<p class="note">Wall-clock seconds per task: the base model\'s fit, and each '
         "calibrator's fit and prediction on the test part.</p>"
         + "\n".join(_fit_times_html(st, d, colors) for d in datasets),
@@ -1045,6 +1059,31 @@ def write_html(
     )
     out.write_text(page, encoding="utf-8")
     return out
+
+
+#: The HTML section shown after "Coverage and width" when the results carry per-group diagnostics.
+GROUP_SECTION = "Coverage by group"
+
+
+def _group_coverage_html(st: xr.Dataset, datasets, colors) -> str:
+    """The coverage-by-group figures, one per data set with group diagnostics ('' when none has them)."""
+    if "group_coverage" not in st or "group_count" not in st:
+        return ""
+    from calibprob.compare.group_plots import group_coverage_figure
+
+    figs = []
+    for d in datasets:
+        b = st.sel(dataset=d)
+        if bool(b["group_coverage"].notnull().any()):
+            figs.append(_png(group_coverage_figure(b["group_coverage"], b["group_count"], "pipeline", f"{d}", colors)))
+    if not figs:
+        return ""
+    return (
+        '<p class="note">Coverage within each group, pooled over repetitions, one marker per pipeline; '
+        "grey: where a group of that many test points falls 95% of the time under exactly nominal coverage "
+        "(binomial); a marker below its band is a group the method fails. The ranking never names as best "
+        "for width a pipeline whose worst group is short of nominal by more than 2 se.</p>" + "\n".join(figs)
+    )
 
 
 def _check_html_out(out: str | Path) -> Path:

@@ -41,6 +41,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._executor import RunOutput, execute, failure_table, load_part, local_cluster, safe_name
+from calibprob._validation import GROUP_COORD
 from calibprob.compare.spec import Spec, parse_spec
 
 __all__ = [
@@ -126,6 +127,7 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
     split = d.split if d.split is not None else spec.split
     fractions = tuple(split[k] for k in ("train", "calibrate", "test") if k in split)
     parts = cds.train_calibrate_test_split(data, fractions, seed=seed)
+    test_groups = _test_groups(parts["test"])
     # target_transform: the models see g(y) (standardised if asked); `back` maps their
     # predictions to the original scale, where every metric is computed against `y_test`
     y_test = parts["test"]["y"].values
@@ -146,7 +148,20 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
     arrays = {k: (v["X"].values, v["y"].values) for k, v in parts.items()}
     if back is None:
         y_test = arrays["test"][1]
+    if test_groups is not None:  # the conditional diagnostics of evaluate(groups=) (issue 30)
+        y_test = xr.DataArray(y_test, dims="obs", coords={GROUP_COORD: ("obs", test_groups)})
     return (seed, arrays, back, y_test) if scored else (seed, arrays)
+
+
+def _test_groups(test: xr.Dataset) -> np.ndarray | None:
+    """The test part's group labels as text (a data set with a ``group`` coordinate along ``obs``), else None.
+
+    Text, so that data sets with integer and with string labels combine into one netCDF-safe
+    ``group`` coordinate of the results file.
+    """
+    if GROUP_COORD not in test.coords:
+        return None
+    return np.asarray([str(v) for v in test[GROUP_COORD].values])
 
 
 def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
@@ -409,9 +424,12 @@ def _score(spec: Spec, kind: str, pred, y_score) -> xr.Dataset:
             f"kind {kind!r} is registered with output {output!r} but returned {got}; fix its registration "
             "(calibprob.registry.register_method(..., output=...)) or its predict."
         )
+    # test targets with group labels (a data set with groups): the per-group diagnostics too
+    groups = y_score[GROUP_COORD].values if isinstance(y_score, xr.DataArray) else None
+    y_score = np.asarray(y_score)
     if output == "intervals":  # jackknife+, CV+, J+GP, FCP-GP: coverage, width and IAE only
-        return evaluate_intervals(pred, y_score, spec.confidence_levels)
-    return evaluate(pred, y_score, confidence_levels=spec.confidence_levels)
+        return evaluate_intervals(pred, y_score, spec.confidence_levels, groups=groups)
+    return evaluate(pred, y_score, confidence_levels=spec.confidence_levels, groups=groups)
 
 
 def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None = None) -> xr.Dataset:

@@ -23,7 +23,7 @@ Three layers, as everywhere in calibprob:
 
 The package keeps those layers in separate modules (all names are imported from
 ``calibprob.metrics``): ``_levels`` (constants and level grids), ``_calibration``,
-``_scores`` and ``_optimisation`` (array layer), ``_reading`` (reading a
+``_scores``, ``_optimisation`` and ``_conditional`` (array layer), ``_reading`` (reading a
 predictive Dataset by row blocks) and ``_attrs`` (variable attributes),
 ``_xr_calibration`` and ``_xr_scores`` (xarray layer), ``_evaluate`` (entry points).
 
@@ -62,6 +62,15 @@ from calibprob.metrics._calibration import (
     interval_coverage,
     mean_interval_width,
     ueb_violation_rate,
+)
+from calibprob.metrics._conditional import (
+    coverage_by_group,
+    coverage_gap,
+    coverage_indicators,
+    hsic,
+    size_stratified_coverage,
+    worst_group,
+    worst_slab_coverage,
 )
 from calibprob.metrics._evaluate import evaluate, evaluate_intervals
 from calibprob.metrics._levels import (
@@ -112,6 +121,14 @@ __all__ = [
     "simple_regret",
     "cumulative_regret",
     "normalized_auc",
+    # conditional-coverage diagnostics (array layer)
+    "coverage_indicators",
+    "coverage_by_group",
+    "worst_group",
+    "coverage_gap",
+    "size_stratified_coverage",
+    "worst_slab_coverage",
+    "hsic",
     # xarray layer
     "pit",
     "calibration_curve",

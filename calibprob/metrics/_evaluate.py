@@ -8,7 +8,14 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._validation import check_choice, check_confidence_levels, check_int, check_levels, check_targets
+from calibprob._validation import (
+    check_choice,
+    check_confidence_levels,
+    check_groups,
+    check_int,
+    check_levels,
+    check_targets,
+)
 from calibprob.metrics._attrs import _ATTRS
 from calibprob.metrics._calibration import (
     calibration_error,
@@ -16,6 +23,12 @@ from calibprob.metrics._calibration import (
     interval_coverage,
     mean_interval_width,
     ueb_violation_rate,
+)
+from calibprob.metrics._conditional import (
+    check_diagnostic_options,
+    check_slab_features,
+    coverage_indicators,
+    diagnostics_dataset,
 )
 from calibprob.metrics._levels import (
     _CHUNK,
@@ -47,6 +60,9 @@ def evaluate(
     point: str = "mean",
     pinball_levels=None,
     chunk_size: int | None = None,
+    groups=None,
+    X=None,
+    diagnostics: dict | None = None,
 ) -> xr.Dataset:
     r"""Every calibration, sharpness and scoring metric of a prediction, in one Dataset.
 
@@ -73,6 +89,18 @@ def evaluate(
         Observations per block (default 4096). Memory beyond ``pred`` itself
         is O(chunk_size x L) plus a few numbers per observation, whatever the
         number of observations; the result does not depend on it.
+    groups : str, array_like or xarray.DataArray, optional
+        One group label per observation (an array, a DataArray by position,
+        or the name of an ``obs`` coordinate of ``pred``, by convention
+        ``"group"``). Adds the per-group diagnostics below.
+    X : array_like, shape (n_obs, n_features), optional
+        Features of the observations; adds ``worst_slab_coverage``.
+    diagnostics : dict, optional
+        Options of the conditional diagnostics: ``num_bins`` (3, the
+        size-stratified bins), ``delta`` (0.1, the smallest slab mass),
+        ``n_directions`` (1000), ``find_fraction`` (0.25, the share of points
+        that finds the worst slab; ``None`` for the in-sample estimate),
+        ``seed`` (0), ``hsic_kernel_sizes`` ((1, 1)).
 
     Returns
     -------
@@ -86,12 +114,26 @@ def evaluate(
         ``long_name``, ``definition`` and ``paper`` attributes. Lower is better
         for all scalars except that ``coverage`` should match its level.
 
+        With ``groups`` or ``X`` (else the Dataset is exactly as without
+        them), the conditional-coverage diagnostics of
+        :mod:`calibprob.metrics._conditional`: ``ssc_coverage(confidence_level,
+        ssc_bin)`` (size-stratified coverage) and ``hsic(confidence_level)``
+        always; with ``groups``, over the new ``group`` coordinate,
+        ``group_count(group)``, ``group_coverage``, ``group_coverage_se`` and
+        ``group_width`` over (``group``, ``confidence_level``), and over
+        ``confidence_level`` ``worst_group`` (label), ``worst_group_coverage``,
+        ``worst_group_count``, ``coverage_gap``, ``coverage_gap_weighted``;
+        with ``X``, ``worst_slab_coverage(confidence_level)``. Definitions:
+        the metrics docs page, "Conditional coverage".
+
     Raises
     ------
     ValueError
         If ``y`` is not finite or its length differs from the prediction's,
         if a confidence level is outside (0, 1), or if ``pred`` breaks the
-        contract (:func:`calibprob.validate`).
+        contract (:func:`calibprob.validate`); ``groups`` of the wrong length
+        or with missing labels; ``X`` not 2-D, of the wrong number of rows,
+        or not finite.
 
     Examples
     --------
@@ -111,12 +153,38 @@ def evaluate(
     if is_interval_family(pred):
         # intervals-only methods (jackknife+, CV+, J+GP, FCP-GP): their predict(X) gives intervals,
         # not a quantile function, so only the interval metrics exist
-        return evaluate_intervals(pred, y, confidence_levels)
+        return evaluate_intervals(pred, y, confidence_levels, groups=groups, X=X, diagnostics=diagnostics)
     validate(_check_pred(pred))
     yv = _check_y(pred, y)
     plan = _Plan.parse(confidence_levels, n_ece_levels, point, pinball_levels, chunk_size)
+    cond = _Conditional.parse(pred, yv.size, groups, X, diagnostics)
     totals = _accumulate(pred, yv, plan)
-    return _metrics_dataset(pred, yv, plan, totals)
+    out = _metrics_dataset(pred, yv, plan, totals)
+    return cond.add_to(out, totals.covered, totals.widths, plan.c)
+
+
+@dataclass(frozen=True)
+class _Conditional:
+    """The checked ``groups``, ``X`` and options of the conditional diagnostics (all None: none asked)."""
+
+    groups: np.ndarray | None
+    X: np.ndarray | None
+    options: dict
+
+    @classmethod
+    def parse(cls, pred, n: int, groups, X, diagnostics) -> _Conditional:
+        return cls(
+            groups=check_groups(groups, n, pred=pred),
+            X=None if X is None else check_slab_features(X, n),
+            options=check_diagnostic_options(diagnostics),
+        )
+
+    def add_to(self, out: xr.Dataset, covered: np.ndarray, widths: np.ndarray, levels: np.ndarray) -> xr.Dataset:
+        """``out`` with the diagnostics added; ``out`` itself when neither groups nor X was given."""
+        if self.groups is None and self.X is None:
+            return out
+        diag = diagnostics_dataset(covered, widths, levels, groups=self.groups, X=self.X, options=self.options)
+        return out.assign(diag.data_vars).assign_coords(diag.coords)
 
 
 @dataclass(frozen=True)
@@ -174,6 +242,7 @@ class _Totals:
         self.below = np.zeros(plan.p.size, dtype=np.int64)
         self.iae_hits = np.zeros(plan.c_iae.size, dtype=np.int64)
         self.cov_hits = np.zeros(plan.c.size, dtype=np.int64)
+        self.covered = np.empty((n, plan.c.size), dtype=bool)  # per observation: the conditional diagnostics
         self.widths = np.empty((n, plan.c.size))
         self.pin_rows = np.empty(n)
         self.point_pred = np.empty(n)
@@ -189,6 +258,7 @@ class _Totals:
         self.iae_hits += _hits(yc, cols["iae_lo"], cols["iae_hi"])
         self.cov_hits += _hits(yc, cols["cov_lo"], cols["cov_hi"])
         self.widths[sl] = cols["cov_hi"] - cols["cov_lo"]
+        self.covered[sl] = (cols["cov_lo"] <= yc[:, None]) & (yc[:, None] <= cols["cov_hi"])
         self.pin_rows[sl] = np.mean(pinball_loss(yc, cols["tau"], plan.tau), axis=1)
 
 
@@ -281,7 +351,15 @@ def _along(values: np.ndarray, dim: str, name: str) -> xr.DataArray:
     return xr.DataArray(values, dims=(dim,), attrs=dict(_ATTRS[name]))
 
 
-def evaluate_intervals(intervals: xr.Dataset, y, confidence_levels=DEFAULT_CONFIDENCE_LEVELS) -> xr.Dataset:
+def evaluate_intervals(
+    intervals: xr.Dataset,
+    y,
+    confidence_levels=DEFAULT_CONFIDENCE_LEVELS,
+    *,
+    groups=None,
+    X=None,
+    diagnostics: dict | None = None,
+) -> xr.Dataset:
     r"""The interval metrics of a method that gives intervals but no quantile function.
 
     Jackknife+, CV+, J+GP, asymJ+GP and the full-conformal GP define central
@@ -299,13 +377,17 @@ def evaluate_intervals(intervals: xr.Dataset, y, confidence_levels=DEFAULT_CONFI
     y : array_like, shape (n_obs,)
     confidence_levels : sequence of float
         Levels of the reported ``coverage`` and ``width``.
+    groups, X, diagnostics
+        The conditional-coverage diagnostics, as in :func:`evaluate` (a
+        ``str`` names an ``obs`` coordinate of ``intervals``).
 
     Returns
     -------
     xarray.Dataset
         ``iae`` (scalar), ``coverage`` and ``width`` over ``confidence_level``,
         ``iae_coverage`` over ``iae_level`` — the same names, dims and
-        attributes as in :func:`evaluate`.
+        attributes as in :func:`evaluate`; with ``groups`` or ``X`` also the
+        conditional diagnostics of :func:`evaluate`.
 
     Raises
     ------
@@ -336,6 +418,7 @@ def evaluate_intervals(intervals: xr.Dataset, y, confidence_levels=DEFAULT_CONFI
     hi_all = intervals["upper"].transpose("obs", "confidence_level")
     yv = check_targets(y, lo_all.sizes["obs"], "y", obs=intervals["obs"].values if "obs" in intervals.coords else None)
     c = check_confidence_levels(confidence_levels, "confidence_levels")
+    cond = _Conditional.parse(intervals, yv.size, groups, X, diagnostics)
     c_iae = iae_confidence_levels()
     have = np.round(np.asarray(intervals["confidence_level"].values, float), 12)
     lo, hi = _interval_columns(lo_all.values, hi_all.values, have, c)
@@ -356,7 +439,9 @@ def evaluate_intervals(intervals: xr.Dataset, y, confidence_levels=DEFAULT_CONFI
         n_obs=int(yv.size),
         description="calibprob.evaluate_intervals: interval metrics of an interval-only method",
     )
-    return out
+    if cond.groups is None and cond.X is None:
+        return out
+    return cond.add_to(out, *coverage_indicators(yv, lo, hi), c)
 
 
 def _interval_columns(lower: np.ndarray, upper: np.ndarray, have: np.ndarray, levels: np.ndarray):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from calibprob._base import ConvergenceWarning
+from calibprob._pymc_sampling import convergence_problems, convergence_summary, sample_posterior
 from calibprob.calibrators.gp_beta._graph import _Graph, _graph, _pm, _quiet_compile
 from calibprob.calibrators.gp_beta._objective import Layout, LogPosterior
 from calibprob.calibrators.gp_beta._svi import advi_fit, svi_fit
@@ -167,19 +168,16 @@ def fit_nuts(est, g: _Graph, seed: int):
 
     sampler = "nutpie" if importlib.util.find_spec("nutpie") is not None else "pymc"
     compile_kwargs = {"mode": est._mode()} if sampler == "pymc" else None
-    with _quiet_compile(), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*chains.*")
-        idata = pm.sample(
+    with _quiet_compile():
+        idata = sample_posterior(
+            inference="nuts",
             draws=est.draws,
             tune=est.tune,
             chains=est.chains,
-            cores=1,
-            random_seed=seed,
+            seed=seed,
             target_accept=est.target_accept,
-            nuts_sampler=sampler,
-            progressbar=False,
-            compute_convergence_checks=False,
             model=g.model,
+            nuts_sampler=sampler,
             compile_kwargs=compile_kwargs,
         )
         pm.compute_log_likelihood(
@@ -195,23 +193,11 @@ def fit_nuts(est, g: _Graph, seed: int):
 
 def convergence(idata) -> dict:
     """PyMC's convergence checks on a NUTS fit: warn on divergences and r-hat > 1.01; return them."""
-    import arviz as az
-
-    post = idata["posterior"].to_dataset()
     # r-hat on the identifiable quantities only: W (and with it the whitened inducing values)
     # is sign-symmetric, so its chains may sit in mirror modes of one posterior
-    identifiable = [v for v in _IDENTIFIABLE if v in post.data_vars]
-    post = post[identifiable] if identifiable else post
-    n_div = int(idata["sample_stats"]["diverging"].values.sum())
-    rhat = az.rhat(post) if post.sizes.get("chain", 1) > 1 else None
-    max_rhat = float(max(float(rhat[v].max()) for v in rhat.data_vars)) if rhat is not None else float("nan")
-    ess = az.ess(post, method="bulk")
-    min_ess = float(min(float(ess[v].min()) for v in ess.data_vars))
-    problems = []
-    if n_div:
-        problems.append(f"{n_div} divergent transition(s) after tuning")
-    if np.isfinite(max_rhat) and max_rhat > 1.01:
-        problems.append(f"max r-hat {max_rhat:.3f} > 1.01")
+    max_rhat, min_ess, divergences = convergence_summary(idata, var_names=_IDENTIFIABLE)
+    n_div = int(divergences)
+    problems = convergence_problems(divergences, max_rhat)
     if problems:
         warnings.warn(
             "GP-Beta NUTS did not converge cleanly: " + "; ".join(problems) + ". The posterior may be "

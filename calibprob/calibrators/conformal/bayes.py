@@ -1,0 +1,440 @@
+r"""Conformal Bayes: full-conformal prediction sets from one posterior (Fong and Holmes 2021).
+
+For a test input :math:`x_{n+1}` and a candidate :math:`y`, full conformal prediction adds
+:math:`z_{n+1} = (x_{n+1}, y)` to the data and scores every point by its posterior predictive
+density under the augmented posterior. Conformal Bayes obtains that posterior from the existing
+draws :math:`\theta_1, \dots, \theta_S` by *add-one-in* importance sampling,
+:math:`\bar w_s(y) \propto f_{\theta_s}(y \mid x_{n+1})`:
+
+.. math::
+
+    \sigma_i(y) = \sum_s \bar w_s(y)\, f_{\theta_s}(y_i \mid x_i),\qquad
+    \sigma_{n+1}(y) = \sum_s \bar w_s(y)\, f_{\theta_s}(y \mid x_{n+1}),
+
+    \pi(y) = \frac{1}{n+1} \sum_{i=1}^{n+1} \mathbf 1[\sigma_i(y) \le \sigma_{n+1}(y)],\qquad
+    C_\alpha(x_{n+1}) = \{y : \pi(y) > \alpha\}.
+
+Computed in log space on a grid of candidates, with the test point counted in its own rank and
+exact integer order statistics (:math:`\pi(y) > \alpha \iff \text{rank} > \lfloor\alpha(n+1)\rfloor`).
+If the :math:`\sigma` were exact, :math:`P(Y_{n+1} \in C_\alpha) \ge 1 - \alpha` for exchangeable
+data *whether or not the model is right*; with MCMC draws and importance sampling it holds up to
+the Monte Carlo error of the :math:`\sigma`, which the effective sample size and Pareto
+:math:`\hat k` of the weights diagnose.
+
+The *grouped* version (partially exchangeable data, hierarchical models; Fong and Holmes 2021,
+§3.3) ranks a test point only among the training points of its own group :math:`j`:
+:math:`\pi_j(y) = \frac{1}{n_j+1}\sum_{i \in j \cup \{n+1\}} \mathbf 1[\sigma_i \le \sigma_{n+1}]`,
+which covers with probability :math:`\ge 1-\alpha` within every group.
+
+References
+----------
+Fong, E. and Holmes, C. (2021). Conformal Bayesian computation. NeurIPS 34 (arXiv 2106.06137).
+Vovk, V., Gammerman, A. and Shafer, G. (2005). Algorithmic Learning in a Random World (full conformal).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+
+import numpy as np
+import xarray as xr
+
+from calibprob._base import BaseEstimator, check_is_fitted
+from calibprob._ranks import lower_rank, min_conformal_points
+from calibprob._validation import check_choice, check_confidence_levels, check_int
+from calibprob.calibrators.conformal import _bayes_inputs as _inputs
+from calibprob.calibrators.conformal._bayes_numerics import aoi_block, log_weights, ranks, runs, shifted_likelihood
+from calibprob.predictive import CalibprobWarning
+
+__all__ = ["ConformalBayes"]
+
+#: Bytes the per-block temporaries (draws x rows) may take by default.
+_BLOCK_BYTES = 32 * 2**20
+
+
+class ConformalBayes(BaseEstimator):
+    r"""Conformal Bayes (Fong and Holmes 2021): finite-sample-valid sets from one posterior, no holdout.
+
+    ``fit`` takes the training pointwise log-likelihood of the posterior draws; ``predict`` takes
+    the same draws' log density of candidate values on a grid at the test points and returns the
+    contract's interval family (:func:`calibprob.evaluate` scores it) with, per test point, the
+    conformal p-value curve and diagnostics. See :mod:`calibprob.calibrators.conformal.bayes` for
+    the equations; :func:`calibprob.conformal_bayes` does it all from a PyMC model.
+
+    Parameters
+    ----------
+    confidence_level : float or sequence of float, default 0.9
+        Default levels :math:`1-\alpha` of :meth:`predict`.
+    min_grid_mass : float, default 0.99
+        A test point whose posterior predictive puts less than this mass on the grid is refused
+        (the set could leave the grid).
+    min_ess : float, default 100
+        Warn where the AOI weights' effective sample size at the set's boundary falls below this.
+    max_pareto_k : float, default 0.7
+        Warn where the Pareto :math:`\hat k` of those weights exceeds this (Vehtari et al. 2024).
+    pareto_k : bool, default True
+        Compute :math:`\hat k` (one generalised-Pareto fit per test point, via arviz-stats ``psislw``).
+    unseen_group : {"raise", "marginal"}, default "raise"
+        A test group absent from training: refuse, or rank among all training points, labelled
+        ``marginal_fallback`` in the output (marginal coverage only for those points).
+    block_rows : int, optional
+        (test point, grid value) rows per block; default: temporaries of about 32 MB. Memory is
+        :math:`O(S \cdot (n + \text{block\_rows}))`, never :math:`S \times n \times G`.
+
+    Attributes
+    ----------
+    log_likelihood_ : ndarray, shape (S, n)
+    n_train_, n_draws_ : int
+    sample_shape_ : list of int or None
+        (chain, draw) sizes when fitted on ArviZ-shaped input.
+    y_train_ : ndarray or None
+        The observed targets (from the tree's ``observed_data``, or ``y=``), to check the grid.
+    train_groups_ : ndarray or None
+
+    References
+    ----------
+    Fong, E. and Holmes, C. (2021). Conformal Bayesian computation. NeurIPS 34, §3 (add-one-in
+    importance sampling, eq. 9), §3.3 (partial exchangeability).
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.normal(size=30); mu = rng.normal(y.mean(), 1 / np.sqrt(30), size=2000)
+    >>> ll = -0.5 * (y[None, :] - mu[:, None]) ** 2 - 0.5 * np.log(2 * np.pi)
+    >>> grid = np.linspace(-5, 5, 201)
+    >>> logf = -0.5 * (grid[None, None, :] - mu[:, None, None]) ** 2 - 0.5 * np.log(2 * np.pi)
+    >>> pred = calibprob.ConformalBayes(confidence_level=0.8).fit(ll).predict(logf, grid)
+    >>> pred["lower"].dims, bool(pred["upper"].item() > pred["lower"].item())
+    (('obs', 'confidence_level'), True)
+    """
+
+    def __init__(
+        self,
+        *,
+        confidence_level=0.9,
+        min_grid_mass: float = 0.99,
+        min_ess: float = 100.0,
+        max_pareto_k: float = 0.7,
+        pareto_k: bool = True,
+        unseen_group: str = "raise",
+        block_rows: int | None = None,
+    ):
+        self.confidence_level = confidence_level
+        self.min_grid_mass = min_grid_mass
+        self.min_ess = min_ess
+        self.max_pareto_k = max_pareto_k
+        self.pareto_k = pareto_k
+        self.unseen_group = unseen_group
+        self.block_rows = block_rows
+
+    def fit(self, log_likelihood, *, var_name=None, train_groups=None, y=None) -> ConformalBayes:
+        """Store the training log-likelihood of the posterior draws.
+
+        Parameters
+        ----------
+        log_likelihood : xarray.DataTree, xarray.DataArray or array_like
+            A tree with a ``log_likelihood`` group (and ``observed_data``: its targets check the
+            grid), a DataArray with ``chain``/``draw`` (or ``sample``) dims and the observations,
+            or an (S, n) array, draws first.
+        var_name : str, optional
+            The observed variable, when the group holds several.
+        train_groups : array_like or str, optional
+            One group label per training point, or the name of a coordinate of the tree's
+            ``observed_data`` (or log-likelihood) variable holding them: enables grouped
+            conformal Bayes at :meth:`predict`.
+        y : array_like, optional
+            The training targets, when ``log_likelihood`` is not a tree (to check the grid).
+
+        Returns
+        -------
+        ConformalBayes
+            ``self``.
+        """
+        self._check_params()
+        ll, shape, obs, da = _inputs.train_log_likelihood(log_likelihood, var_name)
+        n = ll.shape[1]
+        if y is None and obs is not None:
+            y = np.asarray(obs.values, float).reshape(-1)
+        if y is not None:
+            y = np.asarray(y, float).reshape(-1)
+            if y.shape[0] != n or not np.isfinite(y).all():
+                raise ValueError(f"y must hold {n} finite training targets (one per column of log_likelihood).")
+        self.train_groups_ = _inputs.train_groups_from(train_groups, n, obs, da)
+        self.log_likelihood_ = ll
+        self.n_train_, self.n_draws_ = n, ll.shape[0]
+        self.sample_shape_ = None if shape is None else list(shape)
+        self.y_train_ = y
+        return self
+
+    def _check_params(self) -> None:
+        check_confidence_levels(self.confidence_level, "confidence_level")
+        if not (0.0 <= float(self.min_grid_mass) < 1.0):
+            raise ValueError(
+                f"min_grid_mass must be in [0, 1) (0 turns the predictive-mass check off); got {self.min_grid_mass!r}."
+            )
+        if not (np.isfinite(self.min_ess) and self.min_ess >= 0):
+            raise ValueError(f"min_ess must be a finite number >= 0; got {self.min_ess!r}.")
+        if not (np.isfinite(self.max_pareto_k) and self.max_pareto_k > 0):
+            raise ValueError(f"max_pareto_k must be a finite number > 0; got {self.max_pareto_k!r}.")
+        check_choice(self.unseen_group, "unseen_group", ("raise", "marginal"))
+        if self.block_rows is not None:
+            check_int(self.block_rows, "block_rows", minimum=1)
+
+    def predict(self, test_log_density, grid, *, groups=None, confidence_level=None) -> xr.Dataset:
+        r"""Conformal Bayes sets on the grid at the test points.
+
+        Parameters
+        ----------
+        test_log_density : array_like or xarray.DataArray, shape (S, n_test, G)
+            :math:`\log f_{\theta_s}(y_g \mid x_j)` for the *same* draws, in the same order, as
+            the training log-likelihood (a DataArray: ``chain``/``draw`` dims then test points and
+            grid, in that order).
+        grid : array_like, shape (G,) or (n_test, G)
+            Equispaced candidate values; it must span the training targets and hold at least
+            ``min_grid_mass`` of each test point's posterior predictive.
+        groups : array_like, optional
+            The test points' groups (needs ``train_groups`` at :meth:`fit`): rank within the group.
+        confidence_level : float or sequence of float, optional
+            Default: the constructor's.
+
+        Returns
+        -------
+        xarray.Dataset
+            The interval family (``attrs["family"] == "interval"``): ``lower``, ``upper``
+            (obs, confidence_level) — the hull of the set, :math:`\mp\infty` on a side where the
+            set reaches the grid's edge or the group is too small; ``n_pieces`` (1: an
+            interval), ``touches_edge``, ``grid_length`` (kept grid points × spacing, Fong and
+            Holmes's length); per test point ``p_value`` and ``ess`` over the grid (``grid``),
+            ``min_ess`` and ``pareto_k`` (at the set's boundary), ``n_ranked``; and with groups
+            ``group`` and ``marginal_fallback``.
+        """
+        check_is_fitted(self, "log_likelihood_", method="fit")
+        arr = _inputs.test_density_array(test_log_density, self.n_draws_, self.sample_shape_)
+        m, G = arr.shape[1], arr.shape[2]
+        g = _inputs.check_grid(grid, m, G)
+        _inputs.check_grid_covers(g, self.y_train_)
+        per = self._points_per_block(G)
+
+        def blocks() -> Iterator[tuple[slice, np.ndarray]]:
+            for start in range(0, m, per):
+                sl = slice(start, min(start + per, m))
+                yield sl, np.asarray(arr[:, sl, :], dtype=float)
+
+        return self._predict_blocks(blocks(), g, groups=groups, confidence_level=confidence_level)
+
+    def _points_per_block(self, G: int) -> int:
+        rows = self.block_rows or max(1, _BLOCK_BYTES // (8 * self.n_draws_))
+        return max(1, rows // G)
+
+    def _members(self, groups, m: int):
+        """Per test point: the training points it ranks among, and whether that is a fallback."""
+        if groups is None:
+            return None, None, np.zeros(m, bool)
+        if self.train_groups_ is None:
+            raise ValueError(
+                "groups= needs the training points' groups: fit(..., train_groups=labels or a coordinate name)."
+            )
+        labels = _inputs.group_labels(groups, m, "groups")
+        seen = set(self.train_groups_.tolist())
+        unseen = sorted({str(v) for v in labels.tolist() if v not in seen})
+        if unseen and self.unseen_group == "raise":
+            raise ValueError(
+                f"groups: {len(unseen)} test group(s) never seen in training ({', '.join(unseen[:5])}); seen: "
+                f"{sorted(map(str, seen))[:10]}. Grouped conformal Bayes ranks within a seen group. Pass "
+                "ConformalBayes(unseen_group='marginal') to rank those points among all training points "
+                "(marginal coverage only, labelled marginal_fallback)."
+            )
+        fallback = np.array([v not in seen for v in labels.tolist()], bool)
+        return labels, self.train_groups_, fallback
+
+    def _predict_blocks(self, blocks, g: np.ndarray, *, groups=None, confidence_level=None) -> xr.Dataset:
+        """The core loop over blocks ``(slice of test points, logf (S, b, G))``; see :meth:`predict`."""
+        levels = check_confidence_levels(
+            self.confidence_level if confidence_level is None else confidence_level, "confidence_level"
+        )
+        m, G = g.shape
+        labels, train_labels, fallback = self._members(groups, m)
+        E, c = shifted_likelihood(self.log_likelihood_)
+        rank = np.empty((m, G), np.int64)
+        ess = np.empty((m, G))
+        n_ranked = np.full(m, self.n_train_, np.int64)
+        logw_focus = np.empty((self.n_draws_, m))
+        alpha_min = 1.0 - float(levels.max())
+        for sl, logf in blocks:
+            b = logf.shape[1]
+            _inputs.check_log_density(logf, "test_log_density", allow_minus_inf=True)
+            self._check_block(logf, g[sl], sl.start)
+            members = None
+            if labels is not None:
+                mem = (train_labels[None, :] == labels[sl, None]) | fallback[sl, None]
+                n_ranked[sl] = mem.sum(axis=1)
+                members = np.repeat(mem, G, axis=0)
+            flat = logf.reshape(self.n_draws_, b * G)
+            ls, lsn, e = aoi_block(flat, self.log_likelihood_, E, c)
+            rank[sl] = ranks(ls, lsn, members).reshape(b, G)
+            ess[sl] = e.reshape(b, G)
+            focus = _focus_points(rank[sl], ess[sl], lower_rank_vec(alpha_min, n_ranked[sl]))
+            logw_focus[:, sl] = log_weights(logf[:, np.arange(b), focus])
+        return self._assemble(rank, ess, n_ranked, g, levels, labels, fallback, logw_focus)
+
+    def _check_block(self, logf: np.ndarray, g: np.ndarray, start: int) -> None:
+        """Refuse columns with no finite density and test points whose predictive leaves the grid."""
+        mx = logf.max(axis=0)
+        if np.isneginf(mx).any():
+            j, k = (int(v) for v in np.argwhere(np.isneginf(mx))[0])
+            raise ValueError(
+                f"test_log_density is -inf at every draw for test point {start + j}, grid value {g[j, k]:.6g}: "
+                "the add-one-in weights are undefined there. Restrict the grid to the likelihood's support."
+            )
+        # posterior predictive density on the grid, p(y_g | x_j) = mean_s f_s(y_g), integrated (rectangles)
+        dens = np.exp(mx - np.log(logf.shape[0])) * np.exp(logf - mx).sum(axis=0)
+        mass = dens.sum(axis=1) * (g[:, 1] - g[:, 0])
+        low = mass < self.min_grid_mass
+        if low.any():
+            j = int(np.argmax(low))
+            raise ValueError(
+                f"grid: test point {start + j}'s posterior predictive puts only {mass[j]:.3f} of its mass on "
+                f"[{g[j, 0]:.6g}, {g[j, -1]:.6g}] (min_grid_mass={self.min_grid_mass}); the set could leave the "
+                "grid and would be clipped. Widen the grid to cover the predictive's bulk (or lower min_grid_mass)."
+            )
+
+    def _assemble(self, rank, ess, n_ranked, g, levels, labels, fallback, logw_focus) -> xr.Dataset:
+        m, G = rank.shape
+        out = _set_summaries(rank, n_ranked, g, levels)
+        k_widest = lower_rank_vec(1.0 - float(levels.max()), n_ranked)
+        focus_ess = np.array([ess[j][_focus_mask(rank[j], int(k_widest[j]))].min() for j in range(m)])
+        khat = self._pareto_k(logw_focus) if self.pareto_k else np.full(m, np.nan)
+        ds = xr.Dataset(
+            {name: (("obs", "confidence_level"), v) for name, v in out.items()},
+            coords={"obs": np.arange(m), "confidence_level": levels, "grid_point": np.arange(G)},
+        )
+        ds["p_value"] = (("obs", "grid_point"), rank / (n_ranked[:, None] + 1.0))
+        ds["grid"] = (("obs", "grid_point"), np.ascontiguousarray(g))
+        ds["ess"] = (("obs", "grid_point"), ess)
+        ds["min_ess"] = ("obs", focus_ess)
+        ds["pareto_k"] = ("obs", khat)
+        ds["n_ranked"] = ("obs", n_ranked)
+        if labels is not None:
+            ds["group"] = ("obs", labels)
+            ds["marginal_fallback"] = ("obs", fallback)
+        ds.attrs.update(method="conformal-bayes", family="interval", n_train=self.n_train_, n_draws=self.n_draws_)
+        self._warn(ds, levels, labels)
+        return ds
+
+    def _pareto_k(self, logw: np.ndarray) -> np.ndarray:
+        import arviz_stats  # noqa: F401  (registers the .azstats accessor)
+
+        da = xr.DataArray(logw[None], dims=("chain", "draw", "obs"))
+        # psislw negates its input (it expects a log-likelihood): pass -log w for weights prop. to w
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, khat = (-da).azstats.psislw(dim=["chain", "draw"])
+        return np.asarray(khat.transpose("obs").values, float)
+
+    def _warn(self, ds: xr.Dataset, levels, labels) -> None:
+        _warn_diagnostics(ds, self.min_ess, self.max_pareto_k)
+        small = np.isinf(ds["lower"].values) & np.isinf(ds["upper"].values) & (ds["grid_length"].values < 0)
+        for k, c in enumerate(levels):
+            rows = np.flatnonzero(small[:, k])
+            if rows.size:
+                need = min_conformal_points(float(c))
+                who = sorted({str(labels[j]) for j in rows}) if labels is not None else ["(all training points)"]
+                warnings.warn(
+                    f"confidence_level={c:g}: group(s) {', '.join(who[:8])} have fewer than {need} training points "
+                    f"(the level needs alpha (n_j + 1) >= 1, n_j >= {need}); their {rows.size} test point(s) get the "
+                    "whole real line (-inf, inf). Lower the level or pool groups.",
+                    CalibprobWarning,
+                    stacklevel=5,
+                )
+
+
+def lower_rank_vec(alpha: float, n: np.ndarray) -> np.ndarray:
+    r""":math:`\lfloor \alpha (n_j + 1) \rfloor` for each :math:`n_j` (the keep threshold of a rank)."""
+    return np.array([lower_rank(alpha, int(v)) for v in np.atleast_1d(n)], np.int64)
+
+
+def _focus_mask(rank_row: np.ndarray, k: int) -> np.ndarray:
+    """Grid points that decide the set: the widest level's set dilated by one point (or the mode)."""
+    kept = rank_row > k
+    if not kept.any() or kept.all():
+        return rank_row == rank_row.max() if not kept.any() else np.ones_like(kept)
+    dil = kept.copy()
+    dil[1:] |= kept[:-1]
+    dil[:-1] |= kept[1:]
+    return dil
+
+
+def _focus_points(rank: np.ndarray, ess: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Per test point, the grid index of least ESS among its deciding points."""
+    out = np.empty(rank.shape[0], np.int64)
+    for j in range(rank.shape[0]):
+        e = np.where(_focus_mask(rank[j], int(k[j])), ess[j], np.inf)
+        out[j] = int(np.argmin(e))
+    return out
+
+
+def _set_summaries(rank: np.ndarray, n_ranked: np.ndarray, g: np.ndarray, levels) -> dict[str, np.ndarray]:
+    """Hull, pieces, edge flag and grid length of :math:`\\{y_g: \\text{rank} > \\lfloor\\alpha(n_j+1)\\rfloor\\}`.
+
+    A point whose group is too small for a level (:math:`\\alpha(n_j+1) < 1`) gets
+    :math:`(-\\infty, \\infty)` and ``grid_length = -1`` as the marker of that case.
+    """
+    m, L = rank.shape[0], len(levels)
+    lower, upper = np.full((m, L), np.nan), np.full((m, L), np.nan)
+    pieces, edge, length = np.zeros((m, L), np.int64), np.zeros((m, L), bool), np.zeros((m, L))
+    step = g[:, 1] - g[:, 0]
+    for k, c in enumerate(levels):
+        thr = lower_rank_vec(1.0 - float(c), n_ranked)
+        for j in range(m):
+            if thr[j] == 0:  # alpha (n_j + 1) < 1: every candidate passes, whatever the grid
+                lower[j, k], upper[j, k], pieces[j, k], edge[j, k], length[j, k] = -np.inf, np.inf, 1, True, -1.0
+                continue
+            kept = rank[j] > thr[j]
+            pieces[j, k] = runs(kept)
+            length[j, k] = kept.sum() * step[j]
+            if not kept.any():
+                continue
+            idx = np.flatnonzero(kept)
+            edge[j, k] = bool(kept[0] or kept[-1])
+            lower[j, k] = -np.inf if kept[0] else g[j, idx[0]]
+            upper[j, k] = np.inf if kept[-1] else g[j, idx[-1]]
+    return {"lower": lower, "upper": upper, "n_pieces": pieces, "touches_edge": edge, "grid_length": length}
+
+
+def _warn_diagnostics(ds: xr.Dataset, min_ess: float, max_k: float) -> None:
+    ess, khat = ds["min_ess"].values, ds["pareto_k"].values
+    low = ess < min_ess
+    if low.any():
+        warnings.warn(
+            f"conformal Bayes: at {int(low.sum())} of {ess.size} test point(s) the add-one-in weights' effective "
+            f"sample size at the set's boundary is below {min_ess:g} (least {ess.min():.1f}); the p-values there "
+            "carry Monte Carlo error. Draw more posterior samples (or check x far from the data).",
+            CalibprobWarning,
+            stacklevel=6,
+        )
+    bad = khat > max_k
+    if bad.any():
+        warnings.warn(
+            f"conformal Bayes: Pareto k-hat of the add-one-in weights exceeds {max_k:g} at {int(bad.sum())} test "
+            f"point(s) (largest {np.nanmax(khat):.2f}): the importance sampling is unreliable there.",
+            CalibprobWarning,
+            stacklevel=6,
+        )
+    edge = ds["touches_edge"].values & (ds["grid_length"].values >= 0)
+    if edge.any():
+        warnings.warn(
+            f"conformal Bayes: {int(edge.any(axis=1).sum())} test point(s) have a set reaching the grid's edge; "
+            "that side is reported as -inf/inf (the set may extend beyond the grid). Widen the grid.",
+            CalibprobWarning,
+            stacklevel=6,
+        )
+    empty = ds["n_pieces"].values == 0
+    if empty.any():
+        warnings.warn(
+            f"conformal Bayes: {int(empty.any(axis=1).sum())} test point(s) have an empty set on the grid "
+            "(lower/upper NaN); a finer grid may find it.",
+            CalibprobWarning,
+            stacklevel=6,
+        )

@@ -1,0 +1,293 @@
+r"""The PyMC door to conformal Bayes: :func:`conformal_bayes` (PyMC is imported on use).
+
+For a PyMC model whose inputs are ``pm.Data`` containers, the test log densities
+:math:`\log f_{\theta_s}(y_g \mid x_j)` on the candidate grid are computed from the posterior
+draws in bounded memory, blocked over test points and draws:
+
+* **closed form** (``method="closed-form"``; Normal and Student-t likelihoods): the likelihood's
+  parameters at the new inputs, per draw, from one vectorised PyTensor function of the
+  posterior values (:math:`S \times m` numbers), then the log density in NumPy over the grid;
+* **PyMC's log-probability** (``method="logp"``; any likelihood PyMC can score): the inputs are
+  repeated once per grid value and the observed container holds the grid, and the model's own
+  elementwise ``logp`` of the observed variable is evaluated for a batch of draws at a time
+  (the same quantity :func:`pymc.compute_log_likelihood` computes, vectorised over draws).
+
+Both run on a transform-free clone of the model (:func:`pymc.model.transform.conditioning.
+remove_value_transforms`, as ``compute_log_likelihood`` does), so the user's model and its data
+are left as they were.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import xarray as xr
+from scipy import special
+
+from calibprob._pytensor import get_compile_mode
+from calibprob._validation import check_choice, check_int
+from calibprob.calibrators.conformal import _bayes_inputs as _inputs
+from calibprob.calibrators.conformal.bayes import ConformalBayes
+
+__all__ = ["conformal_bayes"]
+
+#: Bytes a block of test log densities (draws x test points x grid) may take.
+_BLOCK_BYTES = 64 * 2**20
+_CLOSED_FORM = {"NormalRV": ("mu", "sigma"), "StudentTRV": ("nu", "mu", "sigma")}
+
+
+def conformal_bayes(
+    model,
+    idata,
+    X_new,
+    *,
+    confidence_level=0.9,
+    groups=None,
+    train_groups=None,
+    grid=None,
+    n_grid: int = 100,
+    var_name: str | None = None,
+    method: str = "auto",
+    compile_mode=None,
+    **options,
+) -> xr.Dataset:
+    r"""Conformal Bayes prediction sets for new inputs of a fitted PyMC model, in one call.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model, with its inputs in ``pm.Data`` containers and the observed variable's shape
+        following them (``shape=X.shape[0]`` or dims tied to the data). The ``logp`` path also
+        needs the observed values in a ``pm.Data`` container.
+    idata : xarray.DataTree
+        Its posterior, with a ``log_likelihood`` group (``pm.compute_log_likelihood(idata)``)
+        and ``observed_data``.
+    X_new : dict or array_like
+        New values of the input containers, ``{name: array}`` as for ``pm.set_data`` (every
+        container indexed by observation, e.g. a group index too), or one array when the model
+        has exactly one input container.
+    confidence_level : float or sequence of float, default 0.9
+    groups, train_groups : array_like or str, optional
+        Grouped conformal Bayes (see :class:`calibprob.ConformalBayes`): the test points' groups,
+        and the training points' (labels or a coordinate name of ``observed_data``).
+    grid : array_like, optional
+        Equispaced candidates, shape (G,) or (m, G). Default: ``n_grid`` points on
+        :math:`[\min y - 2 s_y, \max y + 2 s_y]` (Fong and Holmes's :math:`\pm 2` on standardised
+        :math:`y`).
+    n_grid : int, default 100
+    var_name : str, optional
+        The observed variable, when the model has several.
+    method : {"auto", "closed-form", "logp"}, default "auto"
+        ``auto``: closed form for Normal and Student-t likelihoods, PyMC's ``logp`` otherwise.
+    compile_mode : str, optional
+        PyTensor mode; default :func:`calibprob._pytensor.get_compile_mode`.
+    **options
+        Other :class:`calibprob.ConformalBayes` parameters (``min_ess``, ``unseen_group``, ...).
+
+    Returns
+    -------
+    xarray.Dataset
+        As :meth:`calibprob.ConformalBayes.predict`, with ``attrs["log_density"]`` naming the path.
+
+    References
+    ----------
+    Fong, E. and Holmes, C. (2021). Conformal Bayesian computation. NeurIPS 34.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, calibprob
+    >>> rng = np.random.default_rng(0); x = rng.normal(size=40); y = 2 * x + rng.normal(size=40)
+    >>> with pm.Model() as model:                                          # doctest: +SKIP
+    ...     xd = pm.Data("x", x); yd = pm.Data("y", y)
+    ...     b = pm.Normal("b", 0, 5); s = pm.HalfNormal("s", 2)
+    ...     pm.Normal("obs", b * xd, s, observed=yd, shape=xd.shape[0])
+    ...     idata = pm.sample(progressbar=False)
+    ...     pm.compute_log_likelihood(idata, progressbar=False)
+    >>> pred = calibprob.conformal_bayes(model, idata, {"x": [0.0, 1.0]})  # doctest: +SKIP
+    """
+    check_choice(method, "method", ("auto", "closed-form", "logp"))
+    n_grid = check_int(n_grid, "n_grid", minimum=2)
+    cb = ConformalBayes(confidence_level=confidence_level, **options)
+    cb.fit(idata, var_name=var_name, train_groups=train_groups)
+    door = _Door(model, idata, var_name, compile_mode)
+    new = door.new_data(X_new)
+    m = len(next(iter(new.values())))
+    g = _default_grid(grid, cb.y_train_, n_grid, m)
+    if door.n_draws != cb.n_draws_:
+        raise ValueError(
+            f"idata: the posterior has {door.n_draws} draws but the log_likelihood group {cb.n_draws_}; "
+            "recompute it with pm.compute_log_likelihood(idata) on this posterior."
+        )
+    path = door.choose(method)
+    blocks = door.closed_form_blocks(new, g) if path == "closed-form" else door.logp_blocks(new, g)
+    pred = cb._predict_blocks(blocks, g, groups=groups)
+    pred.attrs["log_density"] = path
+    return pred
+
+
+def _default_grid(grid, y_train, n_grid: int, m: int) -> np.ndarray:
+    if grid is None:
+        if y_train is None:
+            raise ValueError("grid: the tree has no observed_data to place a default grid; pass grid=.")
+        sd = float(np.std(y_train)) or 1.0
+        grid = np.linspace(y_train.min() - 2 * sd, y_train.max() + 2 * sd, n_grid)
+    g = np.asarray(grid, float)
+    return _inputs.check_grid(g, m, g.shape[-1])
+
+
+class _Door:
+    """One model's transform-free clone, its observed variable and compiled log densities."""
+
+    def __init__(self, model, idata, var_name, compile_mode):
+        from pymc.model.transform.conditioning import remove_value_transforms
+
+        self.clone = remove_value_transforms(model)
+        observed = {rv.name: rv for rv in self.clone.observed_RVs}
+        if var_name is None and len(observed) != 1:
+            raise ValueError(f"var_name: the model has observed variables {sorted(observed)}; name one.")
+        name = var_name if var_name is not None else next(iter(observed))
+        if name not in observed:
+            raise ValueError(f"var_name={name!r} is not an observed variable of the model ({sorted(observed)}).")
+        self.rv = observed[name]
+        self.mode = get_compile_mode() if compile_mode is None else compile_mode
+        self.values = self._posterior_values(idata)
+        self.n_draws = next(iter(self.values.values())).shape[0]
+        target = self.clone.rvs_to_values[self.rv]
+        self.data_names = {v.name for v in self.clone.data_vars}
+        self.target = target.name if target.name in self.data_names else None
+
+    def _posterior_values(self, idata) -> dict[str, np.ndarray]:
+        post = idata["posterior"]
+        out = {}
+        for v in self.clone.value_vars:
+            if v.name not in post.data_vars:
+                raise ValueError(f"idata's posterior lacks {v.name!r}, a free variable of the model.")
+            out[v.name], _ = _inputs.sample_matrix(post[v.name], f"posterior {v.name!r}")
+        return out
+
+    def new_data(self, X_new) -> dict[str, np.ndarray]:
+        inputs = sorted(self.data_names - {self.target})
+        if not isinstance(X_new, dict):
+            if len(inputs) != 1:
+                raise ValueError(
+                    f"X_new: the model has input containers {inputs}; pass a dict {{name: new values}} for them."
+                )
+            X_new = {inputs[0]: X_new}
+        unknown = sorted(set(X_new) - set(inputs))
+        if unknown:
+            raise ValueError(f"X_new names {unknown}, which are not pm.Data inputs of the model ({inputs}).")
+        new = {k: np.asarray(v) for k, v in X_new.items()}
+        lengths = {k: v.shape[0] if v.ndim else 0 for k, v in new.items()}
+        if len(set(lengths.values())) != 1 or 0 in lengths.values():
+            raise ValueError(f"X_new: every container needs one row per test point; got lengths {lengths}.")
+        return new
+
+    def choose(self, method: str) -> str:
+        family = type(self.rv.owner.op).__name__
+        if method == "closed-form" and family not in _CLOSED_FORM:
+            raise ValueError(
+                f"method='closed-form' covers Normal and Student-t likelihoods; {self.rv.name!r} is {family}. "
+                "Use method='logp'."
+            )
+        if method == "logp" or (method == "auto" and family not in _CLOSED_FORM):
+            if self.target is None:
+                raise ValueError(
+                    f"method='logp' needs the observed values of {self.rv.name!r} in a pm.Data container "
+                    "(observed=pm.Data('y', y)) so that the grid can be scored in their place."
+                )
+            return "logp"
+        return "closed-form"
+
+    def _set(self, data: dict[str, np.ndarray]) -> None:
+        import pymc as pm
+
+        n = len(next(iter(data.values())))
+        coords = {}
+        for name in data:
+            dims = self.clone.named_vars_to_dims.get(name)
+            if dims:
+                coords[dims[0]] = np.arange(n)
+        pm.set_data(data, model=self.clone, coords=coords or None)
+
+    def _compile(self, outs):
+        import pytensor
+        import pytensor.tensor as pt
+        from pytensor.graph.replace import vectorize_graph
+
+        batched = {
+            v: pt.tensor(name=f"{v.name}_draws", shape=(None, *v.type.shape), dtype=v.dtype)
+            for v in self.clone.value_vars
+        }
+        plain = self.clone.replace_rvs_by_values(outs)
+        outs = vectorize_graph(plain, replace=batched)
+        # an output that does not depend on the draws (a constant nu) keeps its shape: no draw axis
+        self.batched = [o.type.ndim == p.type.ndim + 1 for o, p in zip(outs, plain, strict=True)]
+        fn = pytensor.function(list(batched.values()), outs, on_unused_input="ignore", mode=self.mode)
+        names = [v.name for v in self.clone.value_vars]
+        return lambda sl: fn(*(self.values[k][sl] for k in names))
+
+    def _draw_batches(self, row_bytes: int) -> Iterator[slice]:
+        per = max(1, _BLOCK_BYTES // max(row_bytes, 1))
+        for start in range(0, self.n_draws, per):
+            yield slice(start, min(start + per, self.n_draws))
+
+    def closed_form_blocks(self, new, g) -> Iterator[tuple[slice, np.ndarray]]:
+        """Likelihood parameters at the m test inputs for all draws, then the log density per block."""
+        m = g.shape[0]
+        data = dict(new)
+        if self.target is not None:
+            data[self.target] = np.zeros(m)
+        self._set(data)
+        family = type(self.rv.owner.op).__name__
+        fn = self._compile(list(self.rv.owner.op.dist_params(self.rv.owner)))
+        params = [np.empty((self.n_draws, m)) for _ in _CLOSED_FORM[family]]
+        for sl in self._draw_batches(8 * m * 4):
+            for k, p in enumerate(fn(sl)):
+                params[k][sl] = _per_draw(np.asarray(p, float), sl.stop - sl.start, m, self.batched[k])
+        per = max(1, _BLOCK_BYTES // (8 * self.n_draws * g.shape[1]))
+        for start in range(0, m, per):
+            sl = slice(start, min(start + per, m))
+            yield sl, _closed_form_logpdf(family, [p[:, sl, None] for p in params], g[None, sl, :])
+
+    def logp_blocks(self, new, g) -> Iterator[tuple[slice, np.ndarray]]:
+        """The model's elementwise logp of the observed variable at (test input, grid value) rows."""
+        m, G = g.shape
+        fn = None
+        per = max(1, _BLOCK_BYTES // (8 * self.n_draws * G))
+        for start in range(0, m, per):
+            sl = slice(start, min(start + per, m))
+            b = sl.stop - sl.start
+            data = {k: np.repeat(v[sl], G, axis=0) for k, v in new.items()}  # row j * G + g
+            data[str(self.target)] = g[sl].reshape(-1)
+            self._set(data)
+            if fn is None:
+                fn = self._compile(self.clone.logp(vars=[self.rv], sum=False, jacobian=False))
+            out = np.empty((self.n_draws, b, G))
+            for ds in self._draw_batches(8 * b * G * 3):
+                out[ds] = np.asarray(fn(ds)[0]).reshape(ds.stop - ds.start, b, G)
+            yield sl, out
+
+
+def _per_draw(p: np.ndarray, n_draws: int, m: int, batched: bool) -> np.ndarray:
+    """A likelihood parameter as (draws, m): batched over draws, or constant (no draw axis)."""
+    if batched:
+        return np.broadcast_to(p.reshape(n_draws, -1), (n_draws, m))
+    return np.broadcast_to(p.reshape(-1), (n_draws, m))
+
+
+def _closed_form_logpdf(family: str, params, y) -> np.ndarray:
+    """Normal or Student-t log density, broadcast over (draws, test points, grid)."""
+    if family == "NormalRV":
+        mu, sigma = params
+        z = (y - mu) / sigma
+        return -0.5 * z * z - np.log(sigma) - 0.5 * np.log(2 * np.pi)
+    nu, mu, sigma = params
+    z = (y - mu) / sigma
+    return (
+        special.gammaln((nu + 1) / 2)
+        - special.gammaln(nu / 2)
+        - 0.5 * np.log(nu * np.pi)
+        - np.log(sigma)
+        - (nu + 1) / 2 * np.log1p(z * z / nu)
+    )

@@ -1,0 +1,140 @@
+"""The comparison runner stores the per-group diagnostics when the data set carries group labels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from calibprob.compare import parse_spec
+from calibprob.compare import runner as runner_mod
+from calibprob.compare.ranking import rank_results
+
+
+def _spec():
+    return parse_spec(
+        {
+            "name": "groups",
+            "datasets": [{"name": "branin", "function": "branin", "n": 240, "noise": 0.5}],
+            "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+            "repetitions": 2,
+            "seed": 3,
+            "base": {"kind": "bayesian-ridge"},
+            "methods": {"b": {"kind": "base"}, "vs": {"kind": "variance-scaling"}},
+            "confidence_levels": [0.5, 0.9],
+        }
+    )
+
+
+def test_run_task_stores_group_diagnostics_and_they_reach_the_ranking(monkeypatch, tmp_path):
+    spec = _spec()
+    load = runner_mod._load
+
+    def with_groups(spec, dataset, seed):
+        data = load(spec, dataset, seed)
+        # the hook: a data set whose loader gives a `group` coordinate along obs (a `groups` column)
+        lab = np.where(data["X"].values[:, 0] > np.median(data["X"].values[:, 0]), 2, 1)
+        return data.assign_coords(group=("obs", lab))
+
+    plain = runner_mod.run_task(spec.to_dict(), "branin", 0)
+    monkeypatch.setattr(runner_mod, "_load", with_groups)
+    tasks = [runner_mod.run_task(spec.to_dict(), "branin", r) for r in range(2)]
+    got = tasks[0]
+    assert got["group"].values.tolist() == ["1", "2"]  # labels stored as text (netCDF-safe)
+    assert set(got["group_coverage"].dims) == {"dataset", "repetition", "calibrator", "confidence_level", "group"}
+    # the marginal scores are those of the run without groups
+    for v in plain.data_vars:
+        if v not in ("fit_time", "base_fit_time"):
+            xr.testing.assert_identical(got[v], plain[v])
+    # group counts add up to the test part, and the group coverages average to the marginal coverage
+    n_test = int(got["n_test"].values.ravel()[0])
+    counts = got["group_count"].sel(calibrator="b").values.ravel()
+    assert counts.sum() == n_test
+    pooled = (got["group_coverage"] * got["group_count"]).sum("group") / n_test
+    np.testing.assert_allclose(pooled.values, got["coverage"].values, atol=1e-14)
+    tree = runner_mod._combine(spec, tasks)
+    tree.to_netcdf(tmp_path / "r.nc", engine="h5netcdf")
+    back = xr.open_datatree(tmp_path / "r.nc", engine="h5netcdf")
+    assert "group_undercovers" in back["ranking"].to_dataset()
+    rk = rank_results(back.to_dataset().load())
+    assert rk["worst_group"].dims == ("dataset", "confidence_level", "pipeline")
+    back.close()
+    from calibprob.cli import main
+
+    # `calibprob report` writes the coverage-by-group PNG beside the others
+    assert main(["report", str(tmp_path / "r.nc"), "--plots", str(tmp_path / "plots")]) == 0
+    assert (tmp_path / "plots" / "branin_coverage_by_group.png").is_file()
+
+
+def _grouped_results():
+    """A two-calibrator results Dataset with per-group diagnostics: ``narrow`` fails group y."""
+    R = 3
+    rng = np.random.default_rng(0)
+    gc = np.array([[0.98, 0.60], [0.90, 0.90]])[None, None, :, None, :].repeat(R, 1)
+    return xr.Dataset(
+        {
+            "nll": (("dataset", "repetition", "calibrator"), rng.normal(size=(1, R, 2))),
+            "coverage": (("dataset", "repetition", "calibrator", "confidence_level"), np.full((1, R, 2, 1), 0.9)),
+            "width": (("dataset", "repetition", "calibrator", "confidence_level"), np.ones((1, R, 2, 1))),
+            "iae_coverage": (("dataset", "repetition", "calibrator", "iae_level"), np.full((1, R, 2, 2), 0.5)),
+            "n_test": (("dataset", "repetition"), np.full((1, R), 200)),
+            "group_coverage": (("dataset", "repetition", "calibrator", "confidence_level", "group"), gc),
+            "group_count": (("dataset", "repetition", "calibrator", "group"), np.full((1, R, 2, 2), 100)),
+        },
+        coords={
+            "dataset": ["d"],
+            "repetition": np.arange(R),
+            "calibrator": ["narrow", "wide"],
+            "confidence_level": [0.9],
+            "iae_level": [0.5, 0.9],
+            "group": ["x", "y"],
+        },
+    )
+
+
+def test_binomial_band_is_the_exact_binomial_central_interval():
+    from scipy import stats
+
+    from calibprob.compare.group_plots import binomial_band
+
+    for n in (5, 37, 300):
+        lo, hi = binomial_band(0.9, n)
+        k = np.arange(n + 1)
+        pmf = stats.binom.pmf(k, n, 0.9)
+        # brute force: the smallest k with P(K <= k) >= 0.025, and with P(K <= k) >= 0.975
+        cdf = np.cumsum(pmf)
+        assert float(lo) == k[np.argmax(cdf >= 0.025 - 1e-12)] / n
+        assert float(hi) == k[np.argmax(cdf >= 0.975 - 1e-12)] / n
+    assert np.isnan(binomial_band(0.9, 0)[0])
+
+
+def test_the_coverage_by_group_plot_is_in_the_png_plots_and_the_html_report(tmp_path):
+    from calibprob.compare.report import GROUP_SECTION, write_html, write_plots
+
+    res = _grouped_results()
+    names = [p.name for p in write_plots(res, tmp_path)]
+    assert "d_coverage_by_group.png" in names
+    page = write_html(res, tmp_path / "r.html").read_text()
+    assert f'<h2 id="coverage-by-group">{GROUP_SECTION}</h2>' in page
+    assert page.index("Coverage and width</h2>") < page.index(f"{GROUP_SECTION}</h2>")
+    assert "worst group y under-covers" in page  # the ranking says why narrow is not best
+    plain = res.drop_vars(["group_coverage", "group_count", "group"])
+    assert "d_coverage_by_group.png" not in [p.name for p in write_plots(plain, tmp_path / "p")]
+    assert GROUP_SECTION not in write_html(plain, tmp_path / "p.html").read_text()
+
+
+def test_plot_coverage_by_group_of_evaluate_outputs():
+    import calibprob
+    from calibprob.compare.group_plots import plot_coverage_by_group
+
+    rng = np.random.default_rng(0)
+    g = rng.integers(0, 3, 300)
+    y = rng.normal(size=300) * (1 + g)
+    m = calibprob.evaluate(calibprob.normal(np.zeros(300), np.ones(300)), y, [0.8, 0.9], groups=g)
+    fig = plot_coverage_by_group({"a": m, "b": m})
+    assert len([ax for ax in fig.axes if ax.get_visible() and ax.has_data()]) == 2  # one panel per level
+    # the markers are the group coverages
+    ys = sorted(float(v) for v in fig.axes[1].lines[1].get_ydata())
+    assert ys == sorted(m["group_coverage"].sel(confidence_level=0.9).values.tolist())
+    with pytest.raises(ValueError, match=r"metrics\['x'\] has no group diagnostics; compute it with"):
+        plot_coverage_by_group({"x": calibprob.evaluate(calibprob.normal(np.zeros(300), np.ones(300)), y)})
