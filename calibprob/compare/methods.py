@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -411,7 +412,7 @@ def run_conformal_bayes(ctx: TaskContext, entry, *, grid_size: int = 100, grid_m
     training targets' sd; the authors' grid is :math:`m = 2` on a unit-sd target), the test
     points' log densities, a block of test points at a time (memory draws × block × grid).
     """
-    base = ctx.base
+    base: Any = ctx.base  # a pymc-glm base (checked below); TaskContext types it as object
     if not callable(getattr(base, "log_density", None)):
         raise ValueError(
             f"kind 'conformal-bayes' needs a base with posterior draws and log_density(X, values) "
