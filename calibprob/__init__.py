@@ -38,10 +38,12 @@ _LAZY = {
     "load_dataset": "calibprob.datasets",
     "list_datasets": "calibprob.datasets",
     "load_csv": "calibprob.datasets",
+    "from_loo": "calibprob.loo_predictive",
     "back_transform": "calibprob.transforms",
     "transform_target": "calibprob.transforms",
     "TransformedTargetRegressor": "calibprob.transforms",
     "conformal_bayes": "calibprob.calibrators.conformal.from_pymc",
+    "bins": "calibprob.calibrators.conformal",
     **_registry.exports("calibprob"),
 }
 

@@ -852,6 +852,7 @@ def from_draws(
     sample_dims=("chain", "draw", "sample"),
     obs_dim: Hashable | None = None,
     method: str = "draws",
+    weights=None,
 ) -> xr.Dataset:
     r"""A predictive distribution from predictive draws (no Gaussian collapse).
 
@@ -892,6 +893,20 @@ def from_draws(
         non-sample dimension. Renamed to ``obs`` (its name is kept in
         ``attrs["obs_dim"]``, which :func:`to_datatree` reuses).
     method : str
+    weights : array_like or xarray.DataArray, shape (n_draws, n_obs), optional
+        Normalised importance weights :math:`w_{s,i}` of the draws, one column per
+        observation (e.g. PSIS-LOO weights, :func:`calibprob.from_loo`): finite,
+        :math:`\ge 0`, each column summing to one (within 1e-6). Linear weights only;
+        log-weights (ArviZ's ``log_weights``) are refused with the fix
+        (``np.exp(log_weights)``). A DataArray carries the draws' dims and is put in
+        their order. Default: equal weights, with the unweighted estimators above.
+        With weights, the quantile at level :math:`p` interpolates linearly between
+        sorted draws :math:`x_{(k)}` placed at the midpoints of their cumulative weight,
+        :math:`c_k = \sum_{j \le k} w_{(j)} - w_{(k)}/2` (Hyndman & Fan's definition 5
+        when the weights are equal), clamped to the extreme draws; the mean is
+        :math:`\sum_s w_s x_s` and the variance
+        :math:`\sum_s w_s (x_s - \bar x)^2 / (1 - \sum_s w_s^2)` (the reliability-weights
+        correction, which is ``ddof=1`` for equal weights).
 
     Returns
     -------
@@ -940,13 +955,74 @@ def from_draws(
         arr, obs, attrs = check_array(draws, "draws", ndim=2), None, {}
     if arr.shape[0] < 2:
         raise ValueError(f"draws needs at least 2 draws per observation; got {arr.shape[0]}.")
-    q = np.quantile(arr, levels, axis=0).T
-    mean = arr.mean(axis=0)
-    std = arr.std(axis=0, ddof=1)
+    if weights is None:
+        q = np.quantile(arr, levels, axis=0).T
+        mean = arr.mean(axis=0)
+        std = arr.std(axis=0, ddof=1)
+    else:
+        w = _check_weights(weights, draws, arr.shape, sample_dims)
+        q, mean, std = _weighted_summaries(arr, w, levels)
     ds = _dataset(q, levels, _obs_coord(arr.shape[1], obs), method, "quantile", {"mean": mean, "std": std})
     ds.attrs["n_draws"] = int(arr.shape[0])
+    if weights is not None:
+        ds.attrs["weighted"] = 1
     ds.attrs.update(attrs)
     return ds
+
+
+#: How far a column of ``weights`` may sum from one (float32 weights, exp of normalised log-weights).
+WEIGHT_SUM_TOL = 1e-6
+
+
+def _check_weights(weights, draws, shape: tuple[int, int], sample_dims) -> np.ndarray:
+    """``weights`` as a validated ``(n_draws, n_obs)`` array in the order of the draws' matrix."""
+    if isinstance(weights, xr.DataArray):
+        if not isinstance(draws, xr.DataArray) or set(weights.dims) != set(draws.dims):
+            have = draws.dims if isinstance(draws, xr.DataArray) else "an array"
+            raise ValueError(
+                f"weights has dims {weights.dims} but the draws have {have}; pass weights with the "
+                "draws' dims, or both as plain (n_draws, n_obs) arrays."
+            )
+        present = [d for d in sample_dims if d in draws.dims]
+        order = [*present, *[d for d in draws.dims if d not in present]]
+        weights = weights.transpose(*order).values.reshape(shape)
+    w = check_array(weights, "weights", ndim=2, finite=False)
+    if w.shape != shape:
+        raise ValueError(f"weights must have the draws' shape (n_draws, n_obs) = {shape}; got {w.shape}.")
+    check_finite(w, "weights")
+    if (w < 0).any():
+        raise ValueError(
+            f"weights must be >= 0; got {int((w < 0).sum())} negative entries (min {w.min():.3g}). "
+            "If these are log-weights (e.g. arviz_stats' log_weights), pass np.exp(log_weights)."
+        )
+    sums = w.sum(axis=0)
+    bad = np.abs(sums - 1.0) > WEIGHT_SUM_TOL
+    if bad.any():
+        j = int(np.argmax(bad))
+        raise ValueError(
+            f"weights must sum to one over the draws of each observation (within {WEIGHT_SUM_TOL:g}); "
+            f"{int(bad.sum())} columns do not, e.g. column {j} sums to {sums[j]:.6g}. "
+            "Normalise them: weights / weights.sum(axis=0)."
+        )
+    return w
+
+
+def _weighted_summaries(arr: np.ndarray, w: np.ndarray, levels: np.ndarray):
+    """Weighted quantiles (midpoint rule of :func:`from_draws`), means and standard deviations per column."""
+    order = np.argsort(arr, axis=0, kind="stable")
+    xs = np.take_along_axis(arr, order, axis=0)
+    ws = np.take_along_axis(w, order, axis=0)
+    # each draw sits at the middle of its weight's step of the weighted CDF (Hazen for equal weights)
+    mid = np.cumsum(ws, axis=0) - 0.5 * ws
+    q = np.empty((arr.shape[1], levels.size))
+    for j in range(arr.shape[1]):
+        q[j] = np.interp(levels, mid[:, j], xs[:, j])
+    mean = np.einsum("sn,sn->n", w, arr)
+    denom = 1.0 - np.einsum("sn,sn->n", w, w)
+    var = np.einsum("sn,sn->n", w, (arr - mean) ** 2)
+    # one draw holding all the weight has no spread to estimate: report 0, not a division by zero
+    std = np.sqrt(np.divide(var, denom, out=np.zeros_like(var), where=denom > 0))
+    return q, mean, std
 
 
 def from_cdf_grid(grid, cdf, levels=None, *, obs=None, method: str = "cdf-grid") -> xr.Dataset:

@@ -76,6 +76,13 @@ class _PosteriorDrawsRegressor(BaseEstimator):
 
     inference: str
     n_features_in_: int
+    # set by a subclass's fit; read by loo_tree
+    idata_: xr.DataTree
+    y_mean_: float
+    y_scale_: float
+    _sigma: np.ndarray
+    _X_fit: np.ndarray
+    _y_fit: np.ndarray
 
     def sample_predictive(self, X, *, random_state=None) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -147,6 +154,47 @@ class _PosteriorDrawsRegressor(BaseEstimator):
         """Mean and standard deviation of the posterior-predictive draws (for ``predict_mean_std`` callers)."""
         draws = self.sample_predictive(X)
         return draws.mean(axis=0), draws.std(axis=0, ddof=1)
+
+    def loo_tree(self, *, random_state=None) -> xr.DataTree:
+        r"""The fit as a PyMC-shaped tree for leave-one-out calibration (:func:`calibprob.from_loo`).
+
+        Groups ``posterior`` (the fit's), ``log_likelihood`` (pointwise
+        :math:`\log p(y_i \mid \theta_s)` on the scale of ``y``), ``posterior_predictive``
+        (:meth:`sample_predictive` at the training inputs) and ``observed_data``, each
+        ``y(chain, draw, obs)`` in the draws' order of :meth:`sample_predictive`.
+
+        Parameters
+        ----------
+        random_state : int, optional
+            Seed of the predictive draws; default the model's ``random_state``.
+
+        Returns
+        -------
+        xarray.DataTree
+        """
+        from scipy import stats
+
+        check_is_fitted(self, "idata_", method="fit")
+        loc = self.y_mean_ + self.y_scale_ * self._train_loc()
+        scale = self.y_scale_ * self._sigma[:, None]
+        y = self._y_fit
+        nu = getattr(self, "_nu", None)
+        ll = stats.norm.logpdf(y, loc, scale) if nu is None else stats.t.logpdf(y, nu[:, None], loc, scale)
+        post = self.idata_["posterior"].to_dataset()
+        shape = (post.sizes["chain"], post.sizes["draw"], y.size)
+        dims = ("chain", "draw", "obs")
+        pp = self.sample_predictive(self._X_fit, random_state=random_state).reshape(shape)
+        return xr.DataTree.from_dict(
+            {
+                "posterior": post,
+                "log_likelihood": xr.Dataset({"y": (dims, ll.reshape(shape))}),
+                "posterior_predictive": xr.Dataset({"y": (dims, pp)}),
+                "observed_data": xr.Dataset({"y": (("obs",), y)}),
+            }
+        )
+
+    def _train_loc(self) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
 
 
 class PyMCLinearRegression(_PosteriorDrawsRegressor):
@@ -351,6 +399,8 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
             self._store_log_likelihood(Xa, y)
         self.diagnostics_ = self._diagnostics(idata)
         self._warn_convergence()
+        # the training data, for loo_tree (PSIS-LOO calibration without a holdout)
+        self._X_fit, self._y_fit = Xa, y
         return self
 
     def _priors(self, pm, beta_sd):
@@ -413,6 +463,11 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
         else:
             lp = stats.t.logpdf(z, self._nu[:, None, None], mu[:, :, None], s)
         return lp - np.log(self.y_scale_)
+
+    def _train_loc(self) -> np.ndarray:
+        """``(n_draws, n)`` standardised location of the likelihood at the training inputs (for loo_tree)."""
+        Xs = (self._X_fit - self.x_mean_) / self.x_scale_
+        return self._alpha[:, None] + self._beta @ Xs.T
 
     def sample_predictive(self, X, *, random_state=None) -> np.ndarray:
         """Posterior-predictive draws at ``X`` on the scale of ``y``, shape ``(n_draws, n)``."""

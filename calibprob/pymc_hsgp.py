@@ -231,7 +231,13 @@ class PyMCHSGPRegression(_PosteriorDrawsRegressor):
         self.noise_std_ = float(self._sigma.mean() * self.y_scale_)
         self.diagnostics_ = self._diagnostics(idata)
         self._warn_convergence()
+        # the training data, for loo_tree (PSIS-LOO calibration without a holdout)
+        self._X_fit, self._y_fit = Xa, y
         return self
+
+    def _train_loc(self) -> np.ndarray:
+        """``(n_draws, n)`` standardised latent mean at the training inputs (for loo_tree)."""
+        return self._alpha[:, None] + self._w @ self.basis(self._X_fit).T
 
     def _sample(self, Xs, z, ms):
         import pymc as pm

@@ -443,6 +443,10 @@ register_class("calibprob.conformal._common:CallableRegressor", role="helper", e
 register_class("calibprob.datasets.splits:Standardizer", role="helper")
 for _score in ("Score", "AbsoluteScore", "NormalizedScore", "SignedNormalizedScore", "SignedAbsoluteScore"):
     register_class(f"calibprob.conformal.scores:{_score}", role="helper", exports=("calibprob.conformal",))
+# the Mondrian wrapper: a helper (it needs a calibrator and groups, so it has no default-built
+# contract run); every post-processor reaches it through its own groups= argument
+register_class("calibprob.calibrators.conformal.mondrian:Mondrian", role="helper", exports=("calibprob",))
+register_class("calibprob.calibrators.conformal.bins:Bins", role="helper")
 
 # --- calibrators that no spec kind names ------------------------------------------------
 register_class(
@@ -582,6 +586,13 @@ register_base(
 
 # --- method kinds: the recalibration baselines (Capone et al. 2023 §7) -------------------
 _CAL = ("calibprob", "calibprob.calibrators")
+#: ``calibration_data = "loo"``: calibrate on the training part's leave-one-out predictive (a GP's closed
+#: form, a PyMC base's PSIS-LOO) instead of the calibration part; absent, the calibration part as before
+_LOO_OPTION: dict[str, Any] = dict(runner_options=("calibration_data",))
+_CALIBRATION_DATA = {"calibration_data": Choice(("in-sample", "loo"))}
+#: base kinds that give a training-part leave-one-out predictive (``loo()`` or ``loo_tree()``); ``python``
+#: bases are checked when they run
+LOO_BASES = ("gp", "sparse-gp", "pymc-glm", "pymc-hsgp", "python")
 register_method(
     "base",
     None,
@@ -595,36 +606,41 @@ register_method(
     "calibprob.calibrators.recalibration:IsotonicRecalibrator",
     family="distribution",
     output="distribution",
-    options={"extrapolate": _BOOL},
+    options={"extrapolate": _BOOL, **_CALIBRATION_DATA},
     doc="Kuleshov et al. 2018 isotonic recalibration of the base's PIT values (RK).",
     exports=_CAL,
+    **_LOO_OPTION,
 )
 register_method(
     "vovk",
     "calibprob.calibrators.recalibration:VovkRecalibrator",
     family="distribution",
     output="distribution",
-    options={"extrapolate": _BOOL, "random_state": Int(0, 2**63 - 1)},
+    options={"extrapolate": _BOOL, "random_state": Int(0, 2**63 - 1), **_CALIBRATION_DATA},
     doc="Vovk et al. 2020 randomized conformal calibrator of the base's PIT values (RV).",
     seed="random_state",
     exports=_CAL,
+    **_LOO_OPTION,
 )
 register_method(
     "marx",
     "calibprob.calibrators.recalibration:MarxRecalibrator",
     family="distribution",
     output="distribution",
-    options={"center": Choice(("mean", "median")), "extrapolate": _BOOL},
+    options={"center": Choice(("mean", "median")), "extrapolate": _BOOL, **_CALIBRATION_DATA},
     doc="Marx et al. 2022 constant offsets around the base's mean (RM).",
     exports=_CAL,
+    **_LOO_OPTION,
 )
 register_method(
     "variance-scaling",
     "calibprob.calibrators.recalibration:VarianceScalingRecalibrator",
     family="distribution",
     output="distribution",
+    options=_CALIBRATION_DATA,
     doc="One factor on the base's standard deviation, fitted by calibration-set NLL.",
     exports=_CAL,
+    **_LOO_OPTION,
 )
 
 # --- conformal ------------------------------------------------------------------------------
@@ -634,23 +650,25 @@ register_method(
     "calibprob.conformal.distribution:SplitConformalCalibrator",
     family="distribution",
     output="distribution",
-    options={"score": _SCORE, **_CONFORMAL},
+    options={"score": _SCORE, **_CONFORMAL, **_CALIBRATION_DATA},
     doc="Split conformal around the base's predictive mean; a conformal quantile function.",
     fixed={"confidence_level": 0.5},
     needs_calibration_split=True,
     exports=_CONF,
+    **_LOO_OPTION,
 )
 register_method(
     "conformal-predictive",
     "calibprob.conformal.predictive_system:ConformalPredictiveSystem",
     family="distribution",
     output="distribution",
-    options={"normalize": _BOOL, **_CONFORMAL},
+    options={"normalize": _BOOL, **_CONFORMAL, **_CALIBRATION_DATA},
     doc="Split conformal predictive system (Vovk et al. 2020): a full predictive CDF per test point.",
     fixed={"confidence_level": 0.5},
     needs_calibration_split=True,
     hidden=("chunk_size",),
     exports=_CONF,
+    **_LOO_OPTION,
 )
 _CROSS: dict[str, Any] = dict(
     family="model-aware",
@@ -720,6 +738,20 @@ register_method(
     **_GP_CONF,
 )
 
+register_method(
+    "loo-jackknife-plus",
+    "calibprob.calibrators.conformal.loo_jackknife:LOOJackknifePlus",
+    family="model-aware",
+    output="intervals",
+    options={"score": Choice(("absolute", "normalized"))},
+    doc="Jackknife+ from one posterior: PSIS-LOO weights for the n refits, coverage >= 2c - 1 up to PSIS error.",
+    serves=("pymc-glm", "pymc-hsgp"),
+    seed="random_state",
+    hidden=("chunk_size", "prefit"),
+    adapter="calibprob.compare.methods:run_loo_jackknife",
+    exports=("calibprob", "calibprob.calibrators"),
+)
+
 # --- Bayesian calibrators ----------------------------------------------------------------------
 register_method(
     "gp-beta",
@@ -777,4 +809,46 @@ register_method(
     serves=("gp", "sparse-gp"),
     hidden=("blas_threads", "compile_mode", "base"),
     exports=(*_CAL,),
+)
+
+# --- conditional calibration (issue 30): CQR, conditional conformal ------------------------------
+register_method(
+    "cqr",
+    "calibprob.calibrators.conformal.cqr:ConformalizedQuantileRegression",
+    family="distribution",
+    output="intervals",
+    options={"variant": Choice(("symmetric", "asymmetric", "cqr-r", "cqr-m")), "eps": _NONNEG},
+    doc="Conformalized quantile regression (Romano et al. 2019; CQR-r/CQR-m, Sesia & Candès 2020) of the base's quantiles.",
+    needs_calibration_split=True,
+    hidden=("missing_levels",),
+    adapter="calibprob.compare.methods:run_cqr",
+    exports=_CAL,
+)
+register_base(
+    "quantile-gbm",
+    "calibprob.quantile_gbm:QuantileGradientBoosting",
+    options={
+        "levels": ListOf(_PROB),
+        "max_iter": Int(1, 100_000),
+        "learning_rate": _POS,
+        "max_leaf_nodes": Int(2, 100_000),
+        "min_samples_leaf": Int(1, 1_000_000),
+        "random_state": Int(0, 2**32 - 1),
+    },
+    doc="one scikit-learn HistGradientBoostingRegressor(loss='quantile') per level, rows sorted; quantiles (needs scikit-learn)",
+    seed="random_state",
+    exports=_TOP,
+)
+register_method(
+    "conditional-conformal",
+    "calibprob.calibrators.conformal.conditional:ConditionalConformal",
+    family="distribution",
+    output="intervals",
+    options={"score": Choice(("absolute", "normalized")), "randomize": _BOOL, "random_state": Int(0, 2**63 - 1)},
+    doc="Conditional conformal (Gibbs, Cherian & Candès 2023) over the intercept in a spec (groups from Python).",
+    seed="random_state",
+    needs_calibration_split=True,
+    hidden=("feature_map", "intercept", "rank_deficient"),
+    adapter="calibprob.compare.methods:run_conditional_conformal",
+    exports=_CAL,
 )

@@ -77,6 +77,14 @@ def problem():
 # one with estimator= the fitted GP), so a newly registered calibrator is checked at once
 # ---------------------------------------------------------------------------
 
+
+def _pymc_glm(p):
+    """A small NUTS fit on the training part, fitted once per module (the LOO jackknife+ needs a posterior)."""
+    if "pymc" not in p:
+        p["pymc"] = calibprob.PyMCLinearRegression(draws=300, tune=300, random_state=0).fit(p["X_tr"], p["y_tr"])
+    return p["pymc"]
+
+
 SETTINGS = {
     "IsotonicRecalibrator": lambda p: {"extrapolate": True},
     "VovkRecalibrator": lambda p: {"extrapolate": True, "random_state": 0},
@@ -88,6 +96,7 @@ SETTINGS = {
     "CrossConformalRegressor": lambda p: {"estimator": calibprob.LinearRegression(), "cv": 5, "random_state": 0},
     "JackknifePlusGP": lambda p: {"estimator": p["gp"], "prefit": True},
     "FullConformalGP": lambda p: {"estimator": p["gp"], "prefit": True},
+    "LOOJackknifePlus": lambda p: {"estimator": _pymc_glm(p), "random_state": 0},
 }
 
 
@@ -125,7 +134,7 @@ def _fit_model_aware(name, model, p, X=None, y=None):
         return model.calibrate(X_cal, y_cal)
     if name in ("JackknifePlusGP", "FullConformalGP"):
         return model.fit()
-    if name == "CrossConformalRegressor":
+    if name in ("CrossConformalRegressor", "LOOJackknifePlus"):  # leave-one-out of the training part
         return model.fit(p["X_tr"] if X is None else X, p["y_tr"] if y is None else y)
     return model.fit(X_cal, y_cal)
 
@@ -174,6 +183,9 @@ def test_post_processor_fit_predict_contract(name, kind, problem, fitted_post):
     assert isinstance(cal, DistributionCalibrator)
     pred = cal.predict(problem[kind][1])
     assert isinstance(pred, xr.Dataset)
+    if is_interval_family(pred):  # intervals-only post-processors (CQR, conditional conformal)
+        _check_interval_post_processor(pred, problem, kind)
+        return
     calibprob.validate(pred)
     q = pred.calib.quantiles
     assert q.shape[0] == problem["y_te"].size
@@ -187,6 +199,23 @@ def test_post_processor_fit_predict_contract(name, kind, problem, fitted_post):
         assert np.all(np.abs(cal.coverage() - cal.levels_) <= cal.coverage_bound() + 1e-12)
     else:
         assert float(m["coverage"].sel(confidence_level=0.9)) >= 0.8
+
+
+def _check_interval_post_processor(pred, problem, kind):
+    """The interval family at the constructor's level: obs kept, nested ends, coverage >= 0.8 at 90 %."""
+    assert pred.attrs["family"] == "interval"
+    np.testing.assert_array_equal(pred["obs"].values, problem[kind][1]["obs"].values)
+    iv = pred.sel(confidence_level=0.9)
+    assert np.all(iv["lower"].values <= iv["upper"].values)
+    y = problem["y_te"]
+    assert float(np.mean((y >= iv["lower"].values) & (y <= iv["upper"].values))) >= 0.8
+
+
+def _values(pred):
+    """What a post-processor predicted, as one array: its quantiles, or its interval ends."""
+    if is_interval_family(pred):
+        return np.stack([pred["lower"].values, pred["upper"].values])
+    return pred.calib.quantiles
 
 
 @pytest.mark.parametrize("name", sorted(set(POST_PROCESSORS) - {"OnlineQuantileRecalibrator"}))
@@ -218,7 +247,7 @@ def test_post_processor_takes_pymc_observed_data(name, problem):
     y_da = xr.DataArray(y, dims=("obs_id",), coords={"obs_id": np.arange(1000, 1000 + y.size)}, name="y")
     a = POST_PROCESSORS[name](problem).fit(pred_cal, y).predict(pred_te)
     b = POST_PROCESSORS[name](problem).fit(pred_cal, y_da).predict(pred_te)
-    np.testing.assert_array_equal(a.calib.quantiles, b.calib.quantiles)
+    np.testing.assert_array_equal(_values(a), _values(b))
 
 
 @pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
@@ -228,7 +257,7 @@ def test_post_processor_is_deterministic_and_cloneable(name, problem, fitted_pos
     again = clone(cal)
     assert again.get_params() == cal.get_params()
     np.testing.assert_array_equal(
-        again.fit(pred_cal, problem["y_cal"]).predict(pred_te).calib.quantiles, cal.predict(pred_te).calib.quantiles
+        _values(again.fit(pred_cal, problem["y_cal"]).predict(pred_te)), _values(cal.predict(pred_te))
     )
 
 
@@ -299,7 +328,7 @@ def test_model_aware_refuses_a_predictive_dataset_and_bad_targets(name, problem,
         return  # prefit: fit() takes no data
     X, y = (
         (problem["X_tr"], problem["y_tr"])
-        if name == "CrossConformalRegressor"
+        if name in ("CrossConformalRegressor", "LOOJackknifePlus")
         else (problem["X_cal"], problem["y_cal"])
     )
     with pytest.raises(TypeError, match="model-aware calibrator"):
@@ -336,9 +365,7 @@ def test_post_processor_save_load_round_trip(name, problem, fitted_post, tmp_pat
     back = calibprob.load(path)
     assert type(back) is type(cal) and back.get_params().keys() == cal.get_params().keys()
     pred_te = problem["draws"][1]
-    np.testing.assert_allclose(
-        back.predict(pred_te).calib.quantiles, cal.predict(pred_te).calib.quantiles, rtol=0, atol=1e-10
-    )
+    np.testing.assert_allclose(_values(back.predict(pred_te)), _values(cal.predict(pred_te)), rtol=0, atol=1e-10)
 
 
 @pytest.mark.parametrize("name", sorted(set(MODEL_AWARE) & SAVABLE))

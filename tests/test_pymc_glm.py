@@ -224,3 +224,24 @@ kind = "base"
     assert re.search(r"== lin .*\n! base not converged for b: max r̂ \d\.\d{3} > 1\.01 in 1 of 1", printed)
     assert re.search(r"\n\s+1\s+b\s.*best, ! base not converged\n", printed)
     assert printed.count("! base not converged for b") == 2
+
+
+def test_loo_tree_gives_the_ols_leave_one_out_predictions(fitted, data):
+    """from_loo of the fit (PSIS-LOO) against the closed-form OLS leave-one-out prediction
+    y_i - e_i / (1 - h_ii): with weak priors and 80 points they agree within 0.15, as the full-data means do."""
+    import calibprob
+
+    X, y = data
+    tree = fitted.loo_tree()
+    assert set(tree.children) == {"posterior", "log_likelihood", "posterior_predictive", "observed_data"}
+    assert tree["log_likelihood"]["y"].dims == ("chain", "draw", "obs")
+    np.testing.assert_array_equal(tree["observed_data"]["y"].values, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", calibprob.CalibprobWarning)
+        loo = calibprob.from_loo(tree)
+    A = np.c_[np.ones(len(y)), X]
+    H = A @ np.linalg.pinv(A)
+    e = y - H @ y
+    np.testing.assert_allclose(loo["mean"].values, y - e / (1 - np.diag(H)), atol=0.15)
+    # leave-one-out predictions are further from their targets than in-sample ones
+    assert np.mean((y - loo["mean"].values) ** 2) > np.mean((y - fitted.predict(X)["mean"].values) ** 2)

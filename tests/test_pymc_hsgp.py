@@ -59,3 +59,17 @@ def test_hsgp_bad_input():
         PyMCHSGPRegression().fit(X, np.ones(20))
     with pytest.raises(ValueError, match="m must be >= 2; got 1"):
         PyMCHSGPRegression(m=1).fit(X, y)
+
+
+def test_hsgp_loo_tree_calibrates_without_a_holdout(fitted):
+    """from_loo of the HSGP fit: every Pareto k good here, and isotonic recalibration fitted on it keeps the
+    90 % coverage of 300 fresh points within 3 binomial standard errors (0.05) of 0.9."""
+    import calibprob
+
+    X, y, Xt, yt, model = fitted
+    loo = calibprob.from_loo(model.loo_tree())
+    assert loo.sizes["obs"] == y.size and np.all(loo["pareto_k"].values < loo.attrs["good_k"])
+    iso = calibprob.IsotonicRecalibrator(extrapolate=True).fit(loo, y).predict(model.predict(Xt))
+    iv = iso.calib.interval(0.9)
+    cover = np.mean((yt >= iv["lower"].values) & (yt <= iv["upper"].values))
+    assert abs(cover - 0.9) < 0.05, cover

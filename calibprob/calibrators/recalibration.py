@@ -79,6 +79,7 @@ from calibprob._base import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._ranks import RANK_TOL as _RANK_TOL
 from calibprob._ranks import knot_levels, levels_in_range, min_calibration_points
 from calibprob._validation import check_array, check_choice, check_levels, check_targets
+from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.predictive import (
     from_quantiles,
     normal,
@@ -364,7 +365,7 @@ class _Recalibrator(BaseEstimator):
         ds = from_quantiles(q, levels, obs=pred["obs"].values, method=self._method)
         ds.attrs["n_calibration"] = int(self.n_calibration_)
         ds.attrs["base_method"] = str(pred.attrs.get("method", ""))
-        return ds
+        return keep_group_coord(ds, pred)
 
     def transform(self, pred, *, levels=None) -> xr.Dataset:
         """Alias of :meth:`predict`."""
@@ -427,8 +428,10 @@ class IsotonicRecalibrator(_Recalibrator):
     def __init__(self, *, extrapolate: bool = False):
         self.extrapolate = extrapolate
 
-    def fit(self, pred_cal, y_cal) -> IsotonicRecalibrator:
+    def fit(self, pred_cal, y_cal, *, groups=None) -> IsotonicRecalibrator:
         """Fit :math:`R` on the base prediction ``pred_cal`` (n obs) and ``y_cal`` (n,)."""
+        if fit_with_groups(self, pred_cal, y_cal, groups):  # per group: a Mondrian of clones
+            return self
         pred_cal, y = self._check_fit_input(pred_cal, y_cal)
         w = np.sort(_probit_pit(pred_cal, y))
         if w[0] == w[-1]:
@@ -456,7 +459,7 @@ class IsotonicRecalibrator(_Recalibrator):
         u = np.asarray(pit, float)
         return quantile_cdf(self.knot_scores_, self.knot_levels_, special.ndtri(np.clip(u, 0.0, 1.0)))
 
-    def predict(self, pred, *, levels=None) -> xr.Dataset:
+    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
         """Recalibrated predictive Dataset for the base prediction ``pred``.
 
         Parameters
@@ -471,6 +474,9 @@ class IsotonicRecalibrator(_Recalibrator):
         xarray.Dataset
             ``quantile(obs, level)``, ``attrs["method"] = "isotonic-recalibration"``.
         """
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None:
+            return mondrian.predict(pred, levels=levels, groups=groups)
         check_is_fitted(self, "knot_levels_", method="fit")
         pred = check_predictive(pred, self, "pred")
         levels = self._levels(pred, levels)
@@ -548,14 +554,16 @@ class VovkRecalibrator(_Recalibrator):
         self.extrapolate = extrapolate
         self.random_state = random_state
 
-    def fit(self, pred_cal, y_cal) -> VovkRecalibrator:
+    def fit(self, pred_cal, y_cal, *, groups=None) -> VovkRecalibrator:
         """Store the sorted calibration scores of ``pred_cal`` (n obs) and ``y_cal`` (n,)."""
+        if fit_with_groups(self, pred_cal, y_cal, groups):  # per group: a Mondrian of clones
+            return self
         pred_cal, y = self._check_fit_input(pred_cal, y_cal)
         self.scores_ = np.sort(_probit_pit(pred_cal, y))
         self.n_calibration_ = int(y.size)
         return self
 
-    def predict(self, pred, *, levels=None, tau=None) -> xr.Dataset:
+    def predict(self, pred, *, levels=None, tau=None, groups=None) -> xr.Dataset:
         """Recalibrated (randomised) predictive Dataset for the base prediction ``pred``.
 
         Parameters
@@ -571,6 +579,13 @@ class VovkRecalibrator(_Recalibrator):
         -------
         xarray.Dataset
         """
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None:
+            if tau is not None:
+                raise ValueError(
+                    "tau cannot be given with groups: each group's calibrator draws its own from random_state."
+                )
+            return mondrian.predict(pred, levels=levels, groups=groups)
         check_is_fitted(self, "scores_", method="fit")
         pred = check_predictive(pred, self, "pred")
         levels = self._levels(pred, levels)
@@ -645,16 +660,21 @@ class MarxRecalibrator(_Recalibrator):
         self.center = center
         self.extrapolate = extrapolate
 
-    def fit(self, pred_cal, y_cal) -> MarxRecalibrator:
+    def fit(self, pred_cal, y_cal, *, groups=None) -> MarxRecalibrator:
         """Store the sorted residuals ``y_cal - mu(pred_cal)``."""
+        if fit_with_groups(self, pred_cal, y_cal, groups):  # per group: a Mondrian of clones
+            return self
         check_choice(self.center, "center", ("mean", "median"))
         pred_cal, y = self._check_fit_input(pred_cal, y_cal)
         self.residuals_ = np.sort(y - _center(pred_cal, self.center))
         self.n_calibration_ = int(y.size)
         return self
 
-    def predict(self, pred, *, levels=None) -> xr.Dataset:
+    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
         """Recalibrated predictive Dataset ``mu(pred) + r(level)``; same shapes as :meth:`IsotonicRecalibrator.predict`."""
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None:
+            return mondrian.predict(pred, levels=levels, groups=groups)
         check_is_fitted(self, "residuals_", method="fit")
         pred = check_predictive(pred, self, "pred")
         levels = self._levels(pred, levels)
@@ -714,8 +734,10 @@ class VarianceScalingRecalibrator(_Recalibrator):
     def __init__(self):
         pass
 
-    def fit(self, pred_cal, y_cal) -> VarianceScalingRecalibrator:
+    def fit(self, pred_cal, y_cal, *, groups=None) -> VarianceScalingRecalibrator:
         """Fit :math:`s` on the base prediction ``pred_cal`` (n obs) and ``y_cal`` (n,)."""
+        if fit_with_groups(self, pred_cal, y_cal, groups):  # per group: a Mondrian of clones
+            return self
         pred_cal, y = self._check_fit_input(pred_cal, y_cal)
         if pred_cal.calib.is_normal:
             s = variance_scale_factor((y - pred_cal["loc"].values) / pred_cal["scale"].values)
@@ -730,13 +752,16 @@ class VarianceScalingRecalibrator(_Recalibrator):
         self.n_calibration_ = int(y.size)
         return self
 
-    def predict(self, pred, *, levels=None) -> xr.Dataset:
+    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
         """The base prediction with its spread multiplied by ``scale_factor_``.
 
         A Gaussian-family input gives a Gaussian-family output (exact); a
         quantile-family input a quantile-family output with ``mean`` and
         ``std`` (= ``s`` × the base's).
         """
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None:
+            return mondrian.predict(pred, levels=levels, groups=groups)
         check_is_fitted(self, "scale_factor_", method="fit")
         pred = check_predictive(pred, self, "pred")
         levels = self._levels(pred, levels)
@@ -748,7 +773,7 @@ class VarianceScalingRecalibrator(_Recalibrator):
             ds.attrs["n_calibration"] = int(self.n_calibration_)
             ds.attrs["base_method"] = str(pred.attrs.get("method", ""))
             ds.attrs["scale_factor"] = s
-            return ds
+            return keep_group_coord(ds, pred)
         m = np.asarray(pred.calib.mean().values, float)
         sd = np.asarray(pred.calib.std().values, float)
         base_q = quantile_ppf(pred.calib.quantiles, pred.calib.levels, levels)

@@ -25,6 +25,8 @@ import numpy as np
 import xarray as xr
 
 from calibprob import registry
+from calibprob.calibrators.conformal.mondrian import Mondrian
+from calibprob.conformal._common import interval_dataset
 
 __all__ = [
     "TaskContext",
@@ -42,7 +44,10 @@ __all__ = [
     "refits_its_base",
     "run_refits",
     "run_gp_conformal",
+    "run_loo_jackknife",
     "interval_levels_reachable",
+    "run_cqr",
+    "run_conditional_conformal",
 ]
 
 
@@ -66,6 +71,8 @@ class TaskContext:
     confidence_levels: tuple = (0.5, 0.8, 0.9, 0.95, 0.99)
     #: Refits computed as separate tasks (:func:`run_refits`), for the one method of a method task.
     refits: list | BaseException | None = None
+    #: Mondrian group labels per part (``{"train", "calibrate", "test"}``) from a spec's ``groups``.
+    groups: dict | None = None
 
     def new_base(self):
         """A fresh, unfitted copy of the base model (for methods that refit it)."""
@@ -222,6 +229,12 @@ def calibration_prediction(ctx: TaskContext, calibration_data: str = "in-sample"
     closed-form leave-one-out predictions (``ctx.base.loo()``, GP bases) — in-sample
     GP predictions are overfitted (residuals shrunk, σ too small relative to
     them); ``"auto"`` LOO when the base offers it, else in-sample.
+
+    ``"loo"`` on a PyMC base (one with ``loo_tree()``, kind ``pymc-glm``) calibrates on
+    :func:`calibprob.from_loo` of its posterior: every training point's PSIS-LOO predictive
+    distribution, with the training targets — also when the spec has a calibration part,
+    which it then leaves unused, so that "no holdout" and "holdout" compare on the same
+    base and test part.
     """
     from calibprob._validation import check_choice
     from calibprob.predictive import normal
@@ -229,11 +242,13 @@ def calibration_prediction(ctx: TaskContext, calibration_data: str = "in-sample"
     check_choice(calibration_data, "calibration_data", ("auto", "in-sample", "loo"))
     X_cal, y_cal = ctx.calibration
     in_sample = ctx.X_cal is None
+    if calibration_data == "loo" and callable(getattr(ctx.base, "loo_tree", None)):
+        return _posterior_loo(ctx), ctx.y_train
     has_loo = callable(getattr(ctx.base, "loo", None))
     if calibration_data == "loo" and not (in_sample and has_loo):
         raise ValueError(
             "calibration_data='loo' needs a base with a loo() method (e.g. kind 'gp') and a spec without a "
-            "calibration split; use 'auto' or 'in-sample'."
+            "calibration split, or a PyMC base (kind 'pymc-glm'); use 'auto' or 'in-sample'."
         )
     if in_sample and has_loo and calibration_data in ("auto", "loo"):
         loo_mean, loo_std = ctx.base.loo()  # type: ignore[attr-defined]  # has_loo checked above
@@ -241,14 +256,36 @@ def calibration_prediction(ctx: TaskContext, calibration_data: str = "in-sample"
     return ctx.predict_base(X_cal), y_cal
 
 
+def _posterior_loo(ctx: TaskContext) -> xr.Dataset:
+    """:func:`calibprob.from_loo` of a PyMC base's fit (its predictive draws at the training points seeded by the task)."""
+    import warnings
+
+    from calibprob.loo_predictive import from_loo
+
+    with warnings.catch_warnings():
+        # high Pareto k is a property of the model on these data; the runner records no warnings
+        warnings.simplefilter("ignore")
+        return from_loo(ctx.base.loo_tree(random_state=ctx.seed), levels=ctx.levels)  # type: ignore[attr-defined]
+
+
 def post_process(ctx: TaskContext, calibrator, *, calibration_data: str = "in-sample") -> xr.Dataset:
-    """Run a distribution post-processor: ``fit(pred_cal, y_cal)``, then ``predict(pred_test)``."""
+    """Run a distribution post-processor: ``fit(pred_cal, y_cal)``, then ``predict(pred_test)``.
+
+    With groups (a spec's ``groups = "<column>"``) the calibrator runs per group, as
+    :class:`calibprob.Mondrian` of it (any post-processor, registered or not).
+    """
     pred_cal, y_cal = calibration_prediction(ctx, calibration_data)
-    calibrator.fit(pred_cal, y_cal)
+    groups = None
+    if ctx.groups is not None:
+        groups = ctx.groups["calibrate" if ctx.X_cal is not None else "train"], ctx.groups["test"]
+        calibrator = Mondrian(calibrator).fit(pred_cal, y_cal, groups=groups[0])
+    else:
+        calibrator.fit(pred_cal, y_cal)
     pred_test = ctx.predict_base(ctx.X_test)
+    kwargs = {} if groups is None else {"groups": groups[1]}
     if ctx.levels is None:
-        return calibrator.predict(pred_test)
-    return calibrator.predict(pred_test, levels=ctx.levels)
+        return calibrator.predict(pred_test, **kwargs)
+    return calibrator.predict(pred_test, levels=ctx.levels, **kwargs)
 
 
 def interval_levels_reachable(ctx: TaskContext, n: int, sides: int) -> tuple[np.ndarray, np.ndarray]:
@@ -295,7 +332,7 @@ def run_kind(kind: str, ctx: TaskContext, **options) -> xr.Dataset:
     """
     entry = registry.METHODS[kind]
     options = {**entry.defaults, **options}
-    if entry.needs_calibration_split:
+    if entry.needs_calibration_split and options.get("calibration_data") != "loo":
         _need_calibration_split(ctx, kind)
     if entry.adapter is not None:
         adapter = registry.load_object(entry.adapter) if isinstance(entry.adapter, str) else entry.adapter
@@ -395,6 +432,19 @@ def run_refits(ctx: TaskContext, kind: str, options: dict, ks) -> list | BaseExc
         return err
 
 
+def run_loo_jackknife(ctx: TaskContext, entry, **options) -> xr.Dataset:
+    """LOO jackknife+: the task's fitted PyMC base (``prefit``), its PSIS-LOO weights, no refit."""
+    import warnings
+
+    kwargs = _constructor_kwargs(ctx, entry, options)
+    levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), 1)
+    model = entry.load()(estimator=ctx.base, prefit=True, confidence_level=ok, **kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # high Pareto k: see the method page; the runner records no warnings
+        model.fit(ctx.X_train, ctx.y_train)
+    return model.predict(ctx.X_test, confidence_level=levels)
+
+
 def run_gp_conformal(ctx: TaskContext, entry, **options) -> xr.Dataset:
     """J+GP, asymJ+GP, full-conformal GP: the task's fitted GP (``prefit``), its closed-form LOO."""
     kwargs = _constructor_kwargs(ctx, entry, options)
@@ -431,3 +481,42 @@ def run_conformal_bayes(ctx: TaskContext, entry, *, grid_size: int = 100, grid_m
     ]
     out = xr.concat(parts, dim="obs", data_vars="all", coords="different", compat="equals", join="outer")
     return out.assign_coords(obs=np.arange(out.sizes["obs"]))
+
+
+def run_cqr(ctx: TaskContext, entry, **options) -> xr.Dataset:
+    """CQR on the base's quantiles: intervals at every interval level the calibration part resolves.
+
+    The base's predictive on the calibration and test parts is read at the quantile levels
+    :math:`(1 \\mp c)/2` by the contract's interpolation where the base does not store them
+    (``missing_levels="interpolate"``: the quantile-GBM base stores its own grid); levels the
+    number of calibration points cannot resolve come back unbounded, as for the other
+    conformal interval methods.
+    """
+    kwargs = _constructor_kwargs(ctx, entry, options)
+    sides = 2 if kwargs.get("variant") == "asymmetric" else 1
+    X_cal, y_cal = _need_calibration_split(ctx, entry.kind)
+    levels, ok = interval_levels_reachable(ctx, len(y_cal), sides)
+    model = entry.load()(confidence_level=ok, missing_levels="interpolate", **kwargs)
+    model.fit(ctx.predict_base(X_cal), y_cal)
+    return _on_levels(model.predict(ctx.predict_base(ctx.X_test)), levels, ok, len(y_cal))
+
+
+def _on_levels(iv: xr.Dataset, levels: np.ndarray, ok: np.ndarray, n: int) -> xr.Dataset:
+    """Intervals at the resolved levels ``ok`` put on the full grid ``levels``, the others unbounded."""
+    m = iv.sizes["obs"]
+    lower, upper = np.full((m, levels.size), -np.inf), np.full((m, levels.size), np.inf)
+    keep = np.isin(np.round(levels, 12), np.round(ok, 12))
+    lower[:, keep] = iv["lower"].transpose("obs", "confidence_level").values
+    upper[:, keep] = iv["upper"].transpose("obs", "confidence_level").values
+    out = interval_dataset(lower, upper, levels, False, method=iv.attrs["method"], attrs={"n_calibration": n})
+    out.attrs["unbounded_levels"] = int((~keep).sum())
+    return out
+
+
+def run_conditional_conformal(ctx: TaskContext, entry, **options) -> xr.Dataset:
+    """Conditional conformal on the base's predictive (intercept only: split conformal, until specs carry groups)."""
+    kwargs = _constructor_kwargs(ctx, entry, options)
+    X_cal, y_cal = _need_calibration_split(ctx, entry.kind)
+    levels, ok = interval_levels_reachable(ctx, len(y_cal), 1)
+    model = entry.load()(confidence_level=ok, **kwargs).fit(ctx.predict_base(X_cal), y_cal)
+    return _on_levels(model.predict(ctx.predict_base(ctx.X_test)), levels, ok, len(y_cal))

@@ -110,6 +110,8 @@ def _load(spec: Spec, dataset: str, seed: int) -> xr.Dataset:
         return _load_table(d)
     if d.function is not None and d.n is not None:  # the validator requires n for synthetic entries
         return cds.make_synthetic(d.function, d.n, dim=d.dim, noise=d.noise, seed=seed, design=d.design)
+    if d.groups is not None:  # the raw labels of a data column become the obs coordinate "group"
+        return cds.load_dataset(d.name, groups=d.groups)
     return cds.load_dataset(d.name)
 
 
@@ -128,6 +130,8 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
     fractions = tuple(split[k] for k in ("train", "calibrate", "test") if k in split)
     parts = cds.train_calibrate_test_split(data, fractions, seed=seed)
     test_groups = _test_groups(parts["test"])
+    # the Mondrian groups of each part (a spec's groups = "<column>"), taken before any transform
+    groups = {k: v["group"].values for k, v in parts.items()} if "group" in data.coords else None
     # target_transform: the models see g(y) (standardised if asked); `back` maps their
     # predictions to the original scale, where every metric is computed against `y_test`
     y_test = parts["test"]["y"].values
@@ -145,7 +149,9 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
         parts = {k: scaler.transform(v) for k, v in parts.items()}
         if back is not None:
             back.update(shift=float(scaler.y_mean_), scale=float(scaler.y_scale_))
-    arrays = {k: (v["X"].values, v["y"].values) for k, v in parts.items()}
+    arrays: dict = {k: (v["X"].values, v["y"].values) for k, v in parts.items()}
+    if groups is not None:
+        arrays["groups"] = groups
     if back is None:
         y_test = arrays["test"][1]
     if test_groups is not None:  # the conditional diagnostics of evaluate(groups=) (issue 30)
@@ -393,7 +399,17 @@ def _context(spec: Spec, table: dict, arrays: dict, seed: int, base):
     X_cal, y_cal = arrays.get("calibrate", (None, None))
     levels = None if spec.levels is None else np.asarray(spec.levels)
     return TaskContext(
-        X_train, y_train, X_cal, y_cal, arrays["test"][0], base, table, levels, seed, tuple(spec.confidence_levels)
+        X_train,
+        y_train,
+        X_cal,
+        y_cal,
+        arrays["test"][0],
+        base,
+        table,
+        levels,
+        seed,
+        tuple(spec.confidence_levels),
+        groups=arrays.get("groups"),
     )
 
 
@@ -412,7 +428,7 @@ def _merge_bases(spec: Spec, pieces, names: list[str]) -> xr.Dataset:
     return out
 
 
-def _score(spec: Spec, kind: str, pred, y_score) -> xr.Dataset:
+def _score(spec: Spec, kind: str, pred, y_score, groups=None) -> xr.Dataset:
     """Score one prediction the way its kind's registered output says: every metric, or intervals only."""
     from calibprob import registry
     from calibprob.metrics import evaluate, evaluate_intervals, is_interval_family
@@ -425,7 +441,8 @@ def _score(spec: Spec, kind: str, pred, y_score) -> xr.Dataset:
             "(calibprob.registry.register_method(..., output=...)) or its predict."
         )
     # test targets with group labels (a data set with groups): the per-group diagnostics too
-    groups = y_score[GROUP_COORD].values if isinstance(y_score, xr.DataArray) else None
+    if isinstance(y_score, xr.DataArray) and GROUP_COORD in y_score.coords:
+        groups = y_score[GROUP_COORD].values
     y_score = np.asarray(y_score)
     if output == "intervals":  # jackknife+, CV+, J+GP, FCP-GP: coverage, width and IAE only
         return evaluate_intervals(pred, y_score, spec.confidence_levels, groups=groups)
@@ -453,7 +470,7 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
                 from calibprob.transforms import back_transform
 
                 pred = back_transform(pred, **back)
-            score = _score(spec, m.kind, pred, y_score)
+            score = _score(spec, m.kind, pred, y_score, None if ctx.groups is None else ctx.groups["test"])
             errors.append("")
             scores.append(score.expand_dims(calibrator=[m.name]))
         except Exception as err:  # recorded, never fatal for the other methods
@@ -490,6 +507,7 @@ def _load_table(d):
         dropna=d.dropna,
         subsample=d.subsample,
         seed=d.subsample_seed,
+        groups=d.groups,
     )
 
 

@@ -104,7 +104,7 @@ TARGET_TRANSFORMS = ("log", "log1p")
 SPLIT_KEYS = ("train", "calibrate", "test")
 _CSV_KEYS = {"path", "target", "features", "exclude", "one_hot", "dropna", "subsample"}
 _FUNCTION_KEYS = {"function", "n", "dim", "noise", "design"}
-DATASET_KEYS = {"name", "split", "sha256"} | _CSV_KEYS | _FUNCTION_KEYS
+DATASET_KEYS = {"name", "split", "sha256", "groups"} | _CSV_KEYS | _FUNCTION_KEYS
 DEFAULT_METRICS = ("ece", "nll", "crps", "std", "rmse", "coverage", "width")
 #: Fewest rows any part of a split may get (a score or a calibrator on one point means nothing).
 MIN_PART_ROWS = 2
@@ -227,6 +227,8 @@ class DatasetSpec:
     dropna: bool | None = None
     subsample: int | None = None
     sha256: str | None = None
+    #: a data column whose labels make the Mondrian groups (calibrators per group)
+    groups: str | None = None
     subsample_seed: int | None = field(default=None, compare=True)
 
     def to_dict(self) -> dict:
@@ -547,7 +549,14 @@ def _dataset_entry_kind(entry: dict, where: str) -> tuple[str, str]:
         raise SpecError(f"{where} has both 'path' (a CSV) and 'function' (synthetic); keep one.")
     kind = "csv" if "path" in entry else "function" if "function" in entry else "bundled"
     allowed = {"csv": _CSV_KEYS, "function": _FUNCTION_KEYS, "bundled": set()}[kind] | {"name", "split", "sha256"}
+    if kind != "function":
+        allowed = allowed | {"groups"}
     for key in entry:
+        if key == "groups" and key not in allowed:
+            raise SpecError(
+                f"{where}.groups names a data column, so it applies to bundled and CSV entries only; a synthetic "
+                "entry has no such column."
+            )
         if key not in allowed:
             applies = "CSV entries (with 'path')" if key in _CSV_KEYS else "synthetic entries (with 'function')"
             raise SpecError(f"{where}.{key} applies only to {applies}; this entry is a {kind} entry.")
@@ -606,7 +615,38 @@ def _parse_bundled_entry(
     _check_sha(entry, sha, where, f"the bundled file of {name!r}")
     _check_rows(_bundled_rows(name), eff_split, where)
     _check_gp_size(_bundled_rows(name), eff_split, base_kind, where)
-    return DatasetSpec(name=name, split=own_split, sha256=sha)
+    groups = _parse_groups(entry, _bundled_columns(name), where)
+    return DatasetSpec(name=name, split=own_split, sha256=sha, groups=groups)
+
+
+def _bundled_columns(name: str) -> tuple[list[str], str]:
+    """The bundled file's columns (the raw ones, before one-hot encoding) and its target."""
+    from importlib import resources
+
+    import pandas as pd
+
+    from calibprob.datasets.loaders import _resolve
+
+    ref = resources.files("calibprob.datasets").joinpath("data", _resolve(name).file)
+    with ref.open("r", encoding="utf-8") as fh:
+        columns = [str(c) for c in pd.read_csv(fh, nrows=0).columns]
+    return columns, columns[-1]
+
+
+def _parse_groups(entry: dict, columns: tuple[list[str], str], where: str) -> str | None:
+    """The entry's ``groups`` column, checked against the file's columns (not the target)."""
+    if "groups" not in entry:
+        return None
+    value = Str().check(entry["groups"], f"{where}.groups")
+    names, target = columns
+    if value not in names:
+        raise SpecError(
+            f"{where}.groups = {value!r} is not a column of the data.{_suggest(value, names)} Columns: "
+            f"{', '.join(names)}."
+        )
+    if value == target:
+        raise SpecError(f"{where}.groups = {value!r} is the target; name a feature column (e.g. a category).")
+    return value
 
 
 def _check_dataset_names(names: list[str]) -> None:
@@ -675,6 +715,7 @@ def _parse_csv_entry(
             dropna=bool(dropna),
             subsample=subsample,
             seed=seed,
+            groups=Str().check(entry["groups"], f"{where}.groups") if "groups" in entry else None,
         )
     except (ValueError, TypeError, OSError) as err:
         raise SpecError(f"{where} ({path.name}): {err}") from None
@@ -701,6 +742,7 @@ def _parse_csv_entry(
         subsample=subsample,
         sha256=sha,
         subsample_seed=seed if subsample is not None else None,
+        groups=entry.get("groups"),
     )
 
 
@@ -799,6 +841,18 @@ def _parse_bases(value) -> tuple[tuple[str, dict], ...]:
     return tuple(out)
 
 
+def _check_loo_bases(m: MethodSpec, tables) -> None:
+    """``calibration_data = "loo"`` needs bases that give a training-part leave-one-out predictive."""
+    for name, table in tables:
+        if (m.bases is None or name in m.bases) and table["kind"] not in registry.LOO_BASES:
+            where = "[base]" if name is None else f"[bases.{name}]"
+            raise SpecError(
+                f"methods.{m.name}.calibration_data = 'loo' needs a base with a leave-one-out predictive "
+                f"(kind {', '.join(repr(k) for k in registry.LOO_BASES)}), but would run on {where} of kind "
+                f"{table['kind']!r}; list its bases (bases = [...]) or drop calibration_data."
+            )
+
+
 def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
     """Each method's ``bases`` names existing bases, and no GP-only method lands on a base it cannot serve."""
     names = [n for n, _ in tables]
@@ -812,6 +866,8 @@ def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
                     )
             if len(set(m.bases)) != len(m.bases):
                 raise SpecError(f"methods.{m.name}.bases lists a base twice: {list(m.bases)}; list each once.")
+        if m.options.get("calibration_data") == "loo" and "calibration_data" in registry.METHODS[m.kind].runner_options:
+            _check_loo_bases(m, tables)
         serve = registry.METHODS[m.kind].serves
         if serve is None:
             continue

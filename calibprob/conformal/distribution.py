@@ -40,6 +40,7 @@ import xarray as xr
 
 from calibprob._base import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._validation import check_targets
+from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.conformal._common import (
     conformal_quantile_function,
     interval_dataset,
@@ -111,7 +112,11 @@ class SplitConformalCalibrator(BaseEstimator):
     def _score(self) -> Score:
         return get_score(self.score, beta=self.beta, eps=self.eps)
 
-    def fit(self, pred_cal, y_cal) -> Self:
+    def _mondrian_sides(self) -> int:
+        """1 for a symmetric score (one rank per interval), 2 for a signed one (the Mondrian minimum size)."""
+        return 1 if self._score().symmetric else 2
+
+    def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
         """Score the calibration predictions; returns ``self``.
 
         Parameters
@@ -119,6 +124,9 @@ class SplitConformalCalibrator(BaseEstimator):
         pred_cal : xarray.Dataset
             The base's predictive distribution on the calibration data.
         y_cal : array_like or 1-D xarray.DataArray, shape (n_cal,)
+        groups : array_like, xarray.DataArray or str, optional
+            One group label per calibration point (or an ``obs`` coordinate name): calibrate
+            separately within each group (:class:`calibprob.Mondrian`, stored as ``mondrian_``).
 
         Raises
         ------
@@ -128,6 +136,8 @@ class SplitConformalCalibrator(BaseEstimator):
         TypeError
             ``pred_cal`` is not a predictive Dataset (e.g. inputs ``X``).
         """
+        if fit_with_groups(self, pred_cal, y_cal, groups):
+            return self
         levels, _ = resolve_levels(self.confidence_level)
         score = self._score()
         pred = check_predictive(pred_cal, self, "pred_cal")
@@ -150,7 +160,7 @@ class SplitConformalCalibrator(BaseEstimator):
     def _method_name(self) -> str:
         return f"{self._method}-{self.score_.name}"
 
-    def predict(self, pred, *, levels=None) -> xr.Dataset:
+    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
         r"""The conformal quantile function around the Dataset's mean, as a predictive Dataset.
 
         The quantile at level :math:`p` is the calibration score at the
@@ -165,28 +175,37 @@ class SplitConformalCalibrator(BaseEstimator):
         levels : array_like, optional
             Default: :data:`calibprob.predictive.DEFAULT_LEVELS` restricted to
             the levels the calibration set resolves.
+        groups : array_like, xarray.DataArray or str, optional
+            Per-row group labels when fitted with ``groups=`` (default: ``pred``'s ``group``
+            coordinate).
 
         Returns
         -------
         xarray.Dataset
             The predictive-distribution contract (``family="quantile"``), with
-            ``pred``'s ``obs`` coordinate.
+            ``pred``'s ``obs`` coordinate (and its ``group`` coordinate, if any).
         """
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None:
+            return mondrian.predict(pred, levels=levels, groups=groups)
         pred, mu, scale = self._mu_scale(pred)
         levels = valid_levels(levels, self.n_calibration_, symmetric=self.score_.symmetric)
         q = conformal_quantile_function(mu, scale, self.scores_, levels, symmetric=self.score_.symmetric)
         ds = from_quantiles(q, levels, obs=pred["obs"].values, method=self._method_name())
         ds.attrs["n_calibration"] = self.n_calibration_
-        return ds
+        return keep_group_coord(ds, pred)
 
-    def predict_interval(self, pred, confidence_level=None) -> xr.Dataset:
-        """Exact conformal intervals at one or several confidence levels.
+    def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
+        r"""Exact conformal intervals at one or several confidence levels.
 
         Parameters
         ----------
         pred : xarray.Dataset
         confidence_level : float or sequence, optional
             Defaults to the constructor's ``confidence_level``.
+        groups : array_like, xarray.DataArray or str, optional
+            Per-row group labels when fitted with ``groups=``; a group below the minimum size
+            gets :math:`(-\infty, \infty)` (:class:`calibprob.Mondrian`).
 
         Returns
         -------
@@ -194,6 +213,9 @@ class SplitConformalCalibrator(BaseEstimator):
             ``lower``, ``upper`` over (obs, confidence_level); a scalar level
             drops the ``confidence_level`` dimension.
         """
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None:
+            return mondrian.predict_interval(pred, confidence_level, groups=groups)
         check_is_fitted(self, "scores_", method="fit")
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
         lo, hi = conformal_thresholds(self.scores_, levels, symmetric=self.score_.symmetric)
@@ -203,4 +225,4 @@ class SplitConformalCalibrator(BaseEstimator):
         ds = interval_dataset(
             lower, upper, levels, scalar, method=self._method_name(), attrs={"n_calibration": self.n_calibration_}
         )
-        return ds.assign_coords(obs=pred["obs"].values)
+        return keep_group_coord(ds.assign_coords(obs=pred["obs"].values), pred)

@@ -184,17 +184,25 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
     def _is_legacy(self, first) -> bool:
         return self.estimator is not None and not isinstance(first, xr.Dataset)
 
-    def fit(self, pred_cal, y_cal) -> ConformalPredictiveSystem:
-        """Score the calibration predictions; returns ``self``.
+    def fit(self, pred_cal, y_cal, *, groups=None) -> ConformalPredictiveSystem:
+        r"""Score the calibration predictions; returns ``self``.
 
         Parameters
         ----------
         pred_cal : xarray.Dataset
             The base's predictive distribution on the calibration data.
         y_cal : array_like or 1-D xarray.DataArray, shape (n_cal,)
+        groups : array_like, xarray.DataArray or str, optional
+            One group label per calibration point: a Mondrian CPS, one system per group
+            (:class:`calibprob.Mondrian`; a two-sided interval at ``c`` needs
+            :math:`n_k \ge \lceil 2/(1-c) \rceil - 1` points).
         """
+        if groups is not None:
+            self.legacy_estimator_ = None
+            return super().fit(pred_cal, y_cal, groups=groups)
         if self._is_legacy(pred_cal):
             self.legacy_estimator_ = None
+            self.mondrian_ = None
             self._legacy("fit").fit(pred_cal, y_cal)
             self.scores_ = None
             return self
@@ -213,8 +221,10 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
         self.scores_, self.n_calibration_, self.score_ = inner.scores_, inner.n_calibration_, inner.score_
         return self
 
-    def predict(self, pred, *, levels=None) -> xr.Dataset:
-        """Predictive distribution per test point (see the module docstring)."""
+    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
+        """Predictive distribution per test point (see the module docstring); ``groups=`` as in :meth:`fit`."""
+        if groups is not None or getattr(self, "mondrian_", None) is not None:
+            return super().predict(pred, levels=levels, groups=groups)
         if self._is_legacy(pred):
             check_is_fitted(self, "scores_", method="calibrate")
             ds = self._legacy("predict").predict(pred, levels=levels)
@@ -222,8 +232,10 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
             return ds
         return super().predict(pred, levels=levels)
 
-    def predict_interval(self, pred, confidence_level=None) -> xr.Dataset:
+    def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
         """Exact conformal (signed-score) intervals; see :meth:`SplitConformalCalibrator.predict_interval`."""
+        if groups is not None or getattr(self, "mondrian_", None) is not None:
+            return super().predict_interval(pred, confidence_level, groups=groups)
         if self._is_legacy(pred):
             check_is_fitted(self, "scores_", method="calibrate")
             ds = self._legacy("predict_interval").predict_interval(pred, confidence_level)

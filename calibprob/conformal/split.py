@@ -46,8 +46,10 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from calibprob import registry as _registry
 from calibprob._base import BaseEstimator, check_is_fitted, check_not_predictive, clone
 from calibprob._validation import check_array
+from calibprob.calibrators.conformal.mondrian import Mondrian, predict_with_groups
 from calibprob.conformal._common import (
     as_regressor,
     check_enough_points,
@@ -61,7 +63,7 @@ from calibprob.conformal._common import (
     valid_levels,
 )
 from calibprob.conformal.scores import Score, get_score
-from calibprob.predictive import from_quantiles
+from calibprob.predictive import from_quantiles, normal
 
 __all__ = ["SplitConformalRegressor", "conformal_thresholds"]
 
@@ -182,14 +184,22 @@ class SplitConformalRegressor(BaseEstimator):
     def _score(self) -> Score:
         return get_score(self.score, beta=self.beta, eps=self.eps)
 
-    def fit(self, X, y) -> SplitConformalRegressor:
+    def fit(self, X, y, *, groups=None) -> SplitConformalRegressor:
         """Fit a clone of the base on the training data; returns ``self``.
 
         Parameters
         ----------
         X : array_like, shape (n_train, d)
         y : array_like, shape (n_train,)
+        groups : None
+            Not used here: the model is trained on every group; Mondrian groups belong to
+            :meth:`calibrate` (a value is refused with that fix).
         """
+        if groups is not None:
+            raise ValueError(
+                "groups= belongs to calibrate(X_cal, y_cal, groups=...): fit trains the one pooled model on the "
+                "proper training set, and the calibration scores are kept apart per group."
+            )
         if self.prefit:
             raise ValueError(
                 "prefit=True: the estimator is already fitted, so fit() must not be called. "
@@ -203,13 +213,29 @@ class SplitConformalRegressor(BaseEstimator):
         self.scores_ = None
         return self
 
-    def calibrate(self, X_cal, y_cal) -> SplitConformalRegressor:
+    def _as_predictive(self, X, score: Score) -> xr.Dataset:
+        """The base's (mu, sigma) at ``X`` as a Gaussian Dataset: what a grouped calibration scores.
+
+        :class:`~calibprob.conformal.SplitConformalCalibrator` reads back exactly these
+        ``mu`` and ``sigma`` (the Gaussian family stores them as ``loc``/``scale``), so the
+        grouped path's intervals are those of this class run on each group.
+        """
+        mu, sigma = predict_mean_std_chunked(
+            self.estimator_, X, need_sigma=score.needs_sigma, chunk_size=self.chunk_size
+        )
+        return normal(mu, np.ones_like(mu) if sigma is None else sigma)
+
+    def calibrate(self, X_cal, y_cal, *, groups=None) -> SplitConformalRegressor:
         """Score the calibration set; returns ``self``.
 
         Parameters
         ----------
         X_cal : array_like, shape (n_cal, d)
         y_cal : array_like, shape (n_cal,)
+        groups : array_like or xarray.DataArray, optional
+            One group label per calibration point: Mondrian split conformal, the scores of
+            each group kept apart (:class:`calibprob.Mondrian`, stored as ``mondrian_``;
+            :meth:`fit` trains the one pooled model and takes no groups).
 
         Raises
         ------
@@ -225,6 +251,14 @@ class SplitConformalRegressor(BaseEstimator):
             check_is_fitted(self, "estimator_", method="fit")
         check_not_predictive(X_cal, self, "X_cal")
         X_cal, y_cal = check_Xy(X_cal, y_cal, X_name="X_cal", y_name="y_cal")
+        self.mondrian_ = None
+        if groups is not None:
+            inner = _registry.CLASSES["SplitConformalCalibrator"].load()(
+                score=score, confidence_level=self.confidence_level
+            )
+            self.mondrian_ = Mondrian(inner).fit(self._as_predictive(X_cal, score), y_cal, groups=groups)
+            self.scores_, self.n_calibration_, self.score_ = np.zeros(0), int(y_cal.size), score
+            return self
         mu, sigma = predict_mean_std_chunked(
             self.estimator_, X_cal, need_sigma=score.needs_sigma, chunk_size=self.chunk_size
         )
@@ -246,14 +280,26 @@ class SplitConformalRegressor(BaseEstimator):
         scale = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)
         return mu, scale
 
-    def predict_interval(self, X, confidence_level=None) -> xr.Dataset:
-        """Conformal intervals at one or several confidence levels.
+    def _grouped(self, X, groups):
+        """``(Mondrian, predictive Dataset at X)`` after a grouped :meth:`calibrate`, else None."""
+        check_is_fitted(self, "scores_", method="calibrate")
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is None:
+            return None
+        check_not_predictive(X, self)
+        return mondrian, self._as_predictive(check_array(X, "X", ndim=2), self.score_)
+
+    def predict_interval(self, X, confidence_level=None, *, groups=None) -> xr.Dataset:
+        r"""Conformal intervals at one or several confidence levels.
 
         Parameters
         ----------
         X : array_like, shape (n, d)
         confidence_level : float or sequence, optional
             Defaults to the constructor's ``confidence_level``.
+        groups : array_like or xarray.DataArray, optional
+            One label per row after a grouped :meth:`calibrate`; a group below the minimum
+            size gets :math:`(-\infty, \infty)`.
 
         Returns
         -------
@@ -261,7 +307,11 @@ class SplitConformalRegressor(BaseEstimator):
             ``lower``, ``upper`` with dims (obs, confidence_level); a scalar
             level drops the ``confidence_level`` dimension.
         """
-        check_is_fitted(self, "scores_", method="calibrate")
+        grouped = self._grouped(X, groups)
+        if grouped is not None:
+            mondrian, pred = grouped
+            out = mondrian.predict_interval(pred, confidence_level, groups=groups)
+            return out.assign_coords(obs=np.arange(pred.sizes["obs"]))
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
         lo, hi = conformal_thresholds(self.scores_, levels, symmetric=self.score_.symmetric)
         mu, scale = self._mu_scale(X)
@@ -276,7 +326,7 @@ class SplitConformalRegressor(BaseEstimator):
             attrs={"n_calibration": self.n_calibration_},
         )
 
-    def predict(self, X, *, levels=None) -> xr.Dataset:
+    def predict(self, X, *, levels=None, groups=None) -> xr.Dataset:
         r"""The conformal quantile function as a predictive Dataset.
 
         The quantile at level :math:`p` is the calibration score at the
@@ -295,13 +345,18 @@ class SplitConformalRegressor(BaseEstimator):
         levels : array_like, optional
             Default: :data:`calibprob.predictive.DEFAULT_LEVELS` restricted to
             the levels the calibration set can resolve.
+        groups : array_like or xarray.DataArray, optional
+            One label per row after a grouped :meth:`calibrate`.
 
         Returns
         -------
         xarray.Dataset
             The predictive-distribution contract (``family="quantile"``).
         """
-        check_is_fitted(self, "scores_", method="calibrate")
+        grouped = self._grouped(X, groups)
+        if grouped is not None:
+            mondrian, pred = grouped
+            return mondrian.predict(pred, levels=levels, groups=groups)
         levels = valid_levels(levels, self.n_calibration_, symmetric=self.score_.symmetric)
         mu, scale = self._mu_scale(X)
         q = conformal_quantile_function(mu, scale, self.scores_, levels, symmetric=self.score_.symmetric)

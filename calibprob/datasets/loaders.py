@@ -186,7 +186,7 @@ def _resolve(name) -> _Bundled:
     return _BUNDLED[key]
 
 
-def load_dataset(name: str) -> xr.Dataset:
+def load_dataset(name: str, *, groups: str | None = None) -> xr.Dataset:
     """Load a bundled real regression data set.
 
     Parameters
@@ -194,6 +194,10 @@ def load_dataset(name: str) -> xr.Dataset:
     name : {"boston", "auto_mpg", "concrete", "diabetes", "wine_quality_red", "diamonds"}
         Case-insensitive. Aliases: ``"mpg"`` for ``"auto_mpg"``, ``"wine"`` for
         ``"wine_quality_red"``.
+    groups : str, optional
+        A column of the file (e.g. diamonds' ``"cut"``, Auto MPG's ``"origin"``) whose raw
+        values become the ``group`` coordinate along ``obs`` (text kept as text, before the
+        one-hot encoding of the features).
 
     Returns
     -------
@@ -264,9 +268,10 @@ def load_dataset(name: str) -> xr.Dataset:
     ref = resources.files("calibprob.datasets").joinpath("data", info.file)
     with ref.open("r", encoding="utf-8") as fh:
         frame = pd.read_csv(fh)
+    labels = _group_labels(frame, groups, str(frame.columns[-1]), f"bundled file {info.file}")
     if info.one_hot:
         frame = _one_hot(frame, str(frame.columns[-1]), list(info.one_hot), info.file, only_text=False)
-    return _frame_to_dataset(
+    ds = _frame_to_dataset(
         frame,
         target=frame.columns[-1],
         name=info.name,
@@ -276,6 +281,7 @@ def load_dataset(name: str) -> xr.Dataset:
         origin=info.origin,
         where=f"bundled file {info.file}",
     )
+    return ds if labels is None else _with_groups(ds, labels, groups)
 
 
 def load_csv(
@@ -289,6 +295,7 @@ def load_csv(
     dropna: bool = False,
     subsample: int | None = None,
     seed=None,
+    groups: str | None = None,
 ) -> xr.Dataset:
     r"""Load any CSV file (header row, numeric columns) in the layout of :func:`load_dataset`.
 
@@ -319,6 +326,10 @@ def load_csv(
         ``dropna``; all rows if the file has fewer), in file order.
     seed : int or numpy.random.Generator, optional
         Seed of the subsample.
+    groups : str, optional
+        A column whose raw values (text kept as text, before ``one_hot``) become the ``group``
+        coordinate along ``obs``: the Mondrian taxonomy of :class:`calibprob.Mondrian`. The
+        column stays a feature if it is one.
 
     Returns
     -------
@@ -371,12 +382,16 @@ def load_csv(
     columns = [str(c) for c in frame.columns]
     frame.columns = columns
     used = _csv_features(columns, target, features, exclude, base)
+    raw_labels = _group_labels(frame, groups, target, f"file {base}")
     frame = frame[[*used, target]]
     n_before = len(frame)
     if dropna:
         frame = frame.dropna()
     n_dropped = n_before - len(frame)
-    frame = _subsample_rows(frame, subsample, seed).reset_index(drop=True)
+    frame = _subsample_rows(frame, subsample, seed)
+    # the group of each kept row, taken by its original row label (before re-numbering)
+    labels = None if raw_labels is None else raw_labels.loc[frame.index]
+    frame = frame.reset_index(drop=True)
     if one_hot:
         frame = _one_hot(
             frame, target, used if one_hot is True else [str(c) for c in one_hot], base, only_text=one_hot is True
@@ -393,7 +408,32 @@ def load_csv(
     )
     if dropna:
         ds.attrs["rows_dropped"] = int(n_dropped)
-    return ds
+    return ds if labels is None else _with_groups(ds, labels, groups)
+
+
+def _group_labels(frame: pd.DataFrame, groups: str | None, target: str, where: str):
+    """The raw values of the ``groups`` column (before any one-hot encoding), or None."""
+    if groups is None:
+        return None
+    columns = [str(c) for c in frame.columns]
+    if not isinstance(groups, str) or groups not in columns:
+        raise ValueError(f"groups must name a column of {where}; got {groups!r}. Columns: {', '.join(columns)}.")
+    if groups == target:
+        raise ValueError(
+            f"groups={groups!r} is the target column of {where}; a Mondrian taxonomy must not look at the "
+            "targets. Name a feature column (e.g. a category)."
+        )
+    return frame[frame.columns[columns.index(groups)]]
+
+
+def _with_groups(ds: xr.Dataset, labels, column: str | None) -> xr.Dataset:
+    """``ds`` with the ``group`` coordinate along ``obs`` (the column's raw labels, e.g. text)."""
+    values = labels.to_numpy()
+    if values.dtype.kind == "O":
+        values = values.astype(str)
+    out = ds.assign_coords(group=("obs", values))
+    out["group"].attrs["column"] = str(column)
+    return out
 
 
 def _csv_features(columns: list[str], target, features, exclude, base: str) -> list[str]:

@@ -23,6 +23,7 @@ from scipy import special
 
 from calibprob._base import BaseEstimator, check_predictive
 from calibprob._validation import check_array, check_choice, check_levels, check_probability
+from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.online._osd import (
     COUPLINGS,
     coverage_bound,
@@ -193,8 +194,18 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         if getattr(self, "theta_", None) is None:
             self.reset()
 
-    def fit(self, forecast: xr.Dataset, y) -> OnlineQuantileRecalibrator:
-        """Reset to the identity, then :meth:`update` on the whole stream; returns ``self``."""
+    def _mondrian_sides(self) -> int:
+        """0: no finite-sample minimum group size (Theorem 2 holds on any stream, however short)."""
+        return 0
+
+    def fit(self, forecast: xr.Dataset, y, *, groups=None) -> OnlineQuantileRecalibrator:
+        """Reset to the identity, then :meth:`update` on the whole stream; returns ``self``.
+
+        With ``groups=`` (one label per observation, or an ``obs`` coordinate name) each group
+        runs its own stream (:class:`calibprob.Mondrian`), in ``obs`` order within the group.
+        """
+        if fit_with_groups(self, forecast, y, groups):
+            return self
         return self.reset().update(forecast, y)
 
     def update(self, forecast: xr.Dataset, y) -> OnlineQuantileRecalibrator:
@@ -299,13 +310,17 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         self._ensure_state()
         return float(theorem2_bound(eta, max(self.n_updates_, 1)))
 
-    def predict(self, pred: xr.Dataset, *, levels=None) -> xr.Dataset:
+    def predict(self, pred: xr.Dataset, *, levels=None, groups=None) -> xr.Dataset:
         """The recalibrated predictive distribution (the contract's name for :meth:`recalibrate`).
 
         ``fit(pred_cal, y_cal)`` then ``predict(pred)`` as every distribution
-        post-processor; ``update`` continues the stream.
+        post-processor; ``update`` continues the stream. ``groups=``: each row by its own
+        group's stream (after a grouped :meth:`fit`).
         """
-        return self.recalibrate(pred, levels=levels)
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None:
+            return mondrian.predict(pred, levels=levels, groups=groups)
+        return keep_group_coord(self.recalibrate(pred, levels=levels), pred)
 
     def recalibrate(self, forecast: xr.Dataset, levels=None) -> xr.Dataset:
         r"""Issue :math:`Q_t \circ R_t`: the recalibrated predictive distribution.

@@ -16,6 +16,7 @@ from calibprob._validation import (
     check_confidence_levels,
     check_int,
 )
+from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.gp_beta._graph import DEFAULT_COMPILE_MODE
 from calibprob.calibrators.gp_beta._grid import cdf_on_grid, invert, moments_from_grid
 from calibprob.calibrators.gp_beta._inference import Problem, convergence, fit_advi, fit_map, fit_nuts, fit_svi
@@ -218,7 +219,7 @@ class GPBetaCalibrator(BaseEstimator):
         return None if self.batch_size >= n else int(self.batch_size)
 
     # --------------------------------------------------------------------- fit
-    def fit(self, pred_cal, y_cal, *_legacy) -> GPBetaCalibrator:
+    def fit(self, pred_cal, y_cal, *_legacy, groups=None) -> GPBetaCalibrator:
         r"""Fit the calibrator on the base's prediction for calibration data.
 
         Parameters
@@ -232,11 +233,20 @@ class GPBetaCalibrator(BaseEstimator):
             its CDF and density at ``y_cal`` enter the Beta-link likelihood.
         y_cal : array_like or xarray.DataArray, shape (n,)
             Observed targets, one per observation of ``pred_cal`` (any single dim name).
+        groups : array_like, xarray.DataArray or str, optional
+            One label per observation (or an ``obs`` coordinate name): one GP-Beta per group
+            (:class:`calibprob.Mondrian`). Per group, not the group as a covariate: each group
+            gets its own Beta map from its own points, which is what "calibrated within the
+            group" means; a shared model would borrow the other groups' miscalibration.
 
         Returns
         -------
         self
         """
+        if fit_with_groups(self, pred_cal, y_cal, groups):
+            if _legacy:
+                raise TypeError("GPBetaCalibrator.fit takes (pred_cal, y_cal) with groups=; drop the extra arguments.")
+            return self
         t_start = time.perf_counter()
         self._check_params()
         pred_cal, rest = self._prediction("fit", pred_cal, (y_cal, *_legacy))
@@ -332,7 +342,7 @@ class GPBetaCalibrator(BaseEstimator):
             rest = rest[1:]
         return pred, mu, sigma, y, rest
 
-    def predict(self, pred, *_legacy, levels=None) -> xr.Dataset:
+    def predict(self, pred, *_legacy, levels=None, groups=None) -> xr.Dataset:
         r"""The calibrated predictive distribution for a new base prediction.
 
         Parameters
@@ -342,6 +352,8 @@ class GPBetaCalibrator(BaseEstimator):
             of the contract, as in :meth:`fit`).
         levels : array_like, optional
             Quantile levels; default the levels of ``pred``.
+        groups : array_like, xarray.DataArray or str, optional
+            Per-row labels after a grouped :meth:`fit` (default: ``pred``'s ``group`` coordinate).
 
         Returns
         -------
@@ -358,6 +370,9 @@ class GPBetaCalibrator(BaseEstimator):
         """
         from calibprob.predictive import _levels_or_default, from_quantiles
 
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None and not _legacy:
+            return mondrian.predict(pred, levels=levels, groups=groups)
         pred, mu, sigma, _, rest = self._check_new("predict", pred, _legacy)
         if rest:
             raise TypeError("GPBetaCalibrator.predict takes one prediction; pass levels= by keyword.")
@@ -375,7 +390,7 @@ class GPBetaCalibrator(BaseEstimator):
                 "base_method": str(pred.attrs.get("method", "")),
             }
         )
-        return ds
+        return keep_group_coord(ds, pred)
 
     def cdf(self, pred, y, *_legacy) -> np.ndarray:
         r"""Posterior-averaged calibrated CDF :math:`\bar F_i(y_i)`, shape (n,) or (n, k) like ``y``."""

@@ -1,0 +1,667 @@
+r"""Mondrian (group-conditional) calibration of any distribution post-processor.
+
+A Mondrian taxonomy :math:`\kappa` gives every observation a group :math:`k` (a category, a
+bin of a feature, of the predicted :math:`\sigma` or of the predicted value; see
+:func:`calibprob.bins`). Mondrian calibration fits the calibrator *separately within each
+group* on the :math:`n_k` calibration points of that group, and calibrates a test point with
+its own group's calibrator. For split conformal and the conformal predictive system this
+turns the marginal guarantee into a group-conditional one (Vovk et al. 2005, §4.5; Boström
+et al. 2021): when calibration and test points are exchangeable within each group and
+:math:`\kappa` does not look at the calibration targets,
+
+.. math::
+
+    P\bigl(Y \in \Gamma^c(X) \mid \kappa(X) = k\bigr) \ge c \quad\text{for every group } k,
+
+and the smoothed CPS value :math:`Q(Y, \tau)` is uniform within every group.
+
+Minimum group sizes (exact)
+---------------------------
+With :math:`\alpha = 1 - c` taken as an exact fraction (its shortest decimal form, so
+``0.9`` is :math:`9/10`, never the binary float :math:`0.9000000000000000222\ldots`):
+
+* a symmetric score's interval (split conformal with the absolute or normalised score)
+  needs :math:`\lfloor \alpha (n_k+1) \rfloor \ge 1`, i.e.
+  :math:`n_k \ge \lceil 1/\alpha \rceil - 1` (:func:`min_group_size`, ``sides=1``);
+* a two-sided interval from a signed score or a quantile function (CPS, the recalibrators,
+  GP-Beta, the online recalibrator) needs both
+  :math:`\lfloor (\alpha/2)(n_k+1) \rfloor \ge 1` and
+  :math:`\lceil (1-\alpha/2)(n_k+1) \rceil \le n_k`, i.e.
+  :math:`n_k \ge \lceil 2/\alpha \rceil - 1` (``sides=2``): 9 at :math:`c = 0.8`, 19 at 0.9,
+  39 at 0.95;
+* a quantile at level :math:`p` needs :math:`1 \le p(n_k+1) \le n_k`, i.e.
+  :math:`n_k \ge \lceil \max(1/p, 1/(1-p)) \rceil - 1` (:func:`min_group_size_for_level`).
+
+A group below the minimum for a confidence level gets the interval
+:math:`(-\infty, \infty)` at that level — explicitly infinite, never NaN, never clipped — and
+:meth:`Mondrian.fit` warns naming the group, its size and the size it needs. crepes computes
+``int((1 - c) * (n + 1))`` in floating point and so asks one point more than needed at
+:math:`c = 0.8` and :math:`0.9` (``notes/conditional-calibration.md``); calibprob does not.
+
+References
+----------
+Vovk, V., Gammerman, A. and Shafer, G. (2005). *Algorithmic Learning in a Random World*,
+Springer, §4.5 (Mondrian conformal predictors).
+Boström, H., Johansson, U. and Löfström, T. (2021). Mondrian conformal predictive
+distributions. *PMLR* 152, 24–38.
+Lei, J. et al. (2018). Distribution-free predictive inference for regression. *JASA*
+113(523) (the split-conformal ranks).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from fractions import Fraction
+from typing import Self
+
+import numpy as np
+import xarray as xr
+
+from calibprob._base import BaseEstimator, check_is_fitted, check_predictive, clone
+from calibprob._validation import GROUP_COORD, check_confidence_levels, check_groups, check_targets
+from calibprob.predictive import CalibprobWarning, from_quantiles, normal
+
+__all__ = [
+    "Mondrian",
+    "min_group_size",
+    "min_group_size_for_level",
+    "interval_sides",
+    "POOLED_COORD",
+    "fit_with_groups",
+    "predict_with_groups",
+    "keep_group_coord",
+]
+
+#: Name of the per-observation boolean coordinate that marks rows calibrated by the pooled fallback.
+POOLED_COORD = "mondrian_pooled"
+
+_FALLBACKS = (None, "pooled")
+
+
+def _exact_level(value, name: str) -> Fraction:
+    """A level in (0, 1) as the exact fraction of its shortest decimal form (``0.9`` -> 9/10)."""
+    c = float(value)
+    if not 0.0 < c < 1.0 or not math.isfinite(c):
+        raise ValueError(f"{name} must be in (0, 1); got {value!r}.")
+    return Fraction(repr(c))
+
+
+def min_group_size(confidence_level, *, sides: int = 1) -> int:
+    r"""The smallest group size whose conformal interval at ``confidence_level`` is finite.
+
+    Computed in exact rational arithmetic on :math:`\alpha = 1 - c`:
+
+    .. math::
+
+        n_{\min} = \Bigl\lceil \frac{s}{\alpha} \Bigr\rceil - 1,
+
+    the least :math:`n` with :math:`\lfloor (\alpha/s)(n+1) \rfloor \ge 1` — for ``sides=2``
+    also :math:`\lceil (1-\alpha/2)(n+1) \rceil \le n`, the same condition.
+
+    Parameters
+    ----------
+    confidence_level : float
+        :math:`c` in (0, 1), read as its shortest decimal form.
+    sides : {1, 2}, default 1
+        1: a symmetric score (one rank, :math:`\lceil c(n+1) \rceil`); 2: a signed score or a
+        quantile function, each tail getting :math:`\alpha/2`.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> [min_group_size(c) for c in (0.8, 0.9, 0.95, 0.99)]
+    [4, 9, 19, 99]
+    >>> [min_group_size(c, sides=2) for c in (0.8, 0.9, 0.95)]
+    [9, 19, 39]
+
+    References
+    ----------
+    Vovk, Gammerman & Shafer (2005), §4.5; ``notes/conditional-calibration.md`` §1.
+    """
+    if sides not in (1, 2):
+        raise ValueError(f"sides must be 1 (symmetric score) or 2 (signed score / quantiles); got {sides!r}.")
+    alpha = 1 - _exact_level(confidence_level, "confidence_level")
+    return max(math.ceil(Fraction(sides) / alpha) - 1, 1)
+
+
+def min_group_size_for_level(level, *, symmetric: bool = False) -> int:
+    r"""The smallest group size whose calibrated quantile at ``level`` is defined.
+
+    A quantile function built on the :math:`n+1` convention (the :math:`j`-th smallest of
+    :math:`n` scores at level :math:`j/(n+1)`) reaches :math:`p` iff
+    :math:`1 \le p(n+1) \le n`:
+
+    .. math::
+
+        n_{\min}(p) = \Bigl\lceil \max\Bigl(\frac1p, \frac1{1-p}\Bigr) \Bigr\rceil - 1;
+
+    a symmetric score mirrored around the centre reaches :math:`p` iff
+    :math:`|2p - 1|(n+1) \le n`, i.e. :func:`min_group_size` at :math:`c = |2p-1|`.
+    Exact rational arithmetic throughout.
+
+    Parameters
+    ----------
+    level : float
+        :math:`p` in (0, 1).
+    symmetric : bool, default False
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> min_group_size_for_level(0.05), min_group_size_for_level(0.5)
+    (19, 1)
+    >>> min_group_size_for_level(0.95, symmetric=True)
+    9
+
+    References
+    ----------
+    Vovk et al. (2020), Neurocomputing 397 (the split-CPS ranks).
+    """
+    p = _exact_level(level, "level")
+    if symmetric:
+        c = abs(2 * p - 1)
+        return 1 if c == 0 else max(math.ceil(1 / (1 - c)) - 1, 1)
+    return max(math.ceil(max(1 / p, 1 / (1 - p))) - 1, 1)
+
+
+def interval_sides(calibrator) -> int:
+    """1 if ``calibrator``'s intervals come from one symmetric rank, 0 if it needs no minimum, else 2.
+
+    A calibrator declares it with a method ``_mondrian_sides()`` (split conformal: 1 or 2 by
+    its score; the online recalibrator: 0, its guarantee holds on any stream); a newly
+    registered post-processor without one is treated as a two-sided quantile function (2),
+    the safe side.
+    """
+    hook = getattr(calibrator, "_mondrian_sides", None)
+    return int(hook()) if callable(hook) else 2
+
+
+def _needed(calibrator, levels: np.ndarray) -> np.ndarray:
+    """The minimum group size per confidence level for ``calibrator``."""
+    sides = interval_sides(calibrator)
+    if sides == 0:
+        return np.ones(levels.size, dtype=np.int64)
+    return np.array([min_group_size(float(c), sides=sides) for c in levels], dtype=np.int64)
+
+
+def _normalise_labels(values: np.ndarray) -> np.ndarray:
+    """Object arrays of str (pandas text columns) as a str array, so that they save to netCDF."""
+    if values.dtype.kind == "O":
+        items = values.tolist()
+        if all(isinstance(v, str) for v in items):
+            return np.asarray(items, dtype=str)
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in items):
+            return np.asarray(items, dtype=np.int64)
+        return np.asarray([str(v) for v in items], dtype=str)
+    return values
+
+
+def _describe(label) -> str:
+    return repr(label.item() if hasattr(label, "item") else label)
+
+
+def keep_group_coord(out: xr.Dataset, pred: xr.Dataset) -> xr.Dataset:
+    """``out`` with ``pred``'s ``group`` coordinate along ``obs``, when ``pred`` carries one."""
+    if isinstance(pred, xr.Dataset) and GROUP_COORD in pred.coords and GROUP_COORD not in out.coords:
+        coord = pred.coords[GROUP_COORD]
+        if coord.dims == ("obs",) and out.sizes.get("obs") == coord.size:
+            out = out.assign_coords({GROUP_COORD: ("obs", coord.values)})
+    return out
+
+
+class Mondrian(BaseEstimator):
+    r"""Group-conditional (Mondrian) calibration: one clone of ``calibrator`` per group.
+
+    ``fit(pred_cal, y_cal, groups=...)`` fits a fresh clone of ``calibrator`` on each group's
+    calibration points; ``predict(pred, groups=...)`` sends every row to its own group's
+    calibrator and reassembles the rows in their original order. Any distribution
+    post-processor works — split conformal on a predictive, the conformal predictive system,
+    isotonic, Vovk, Marx, variance scaling, GP-Beta (per group: the group's own Beta map,
+    which is the honest reading of "per group"; GP-Beta with the group as a covariate would
+    share strength but give no per-group guarantee), the online recalibrator (one stream per
+    group) — and so does a newly registered one: the wrapper uses only ``fit``, ``predict``
+    and, where present, ``predict_interval`` and ``confidence_level``.
+
+    The guarantee, the exact minimum group sizes and the infinite bounds below them are in the
+    module docstring (:mod:`calibprob.calibrators.conformal.mondrian`).
+
+    Parameters
+    ----------
+    calibrator : distribution post-processor
+        The calibrator to run per group (cloned; the instance passed is not fitted).
+    fallback : {None, "pooled"}, default None
+        ``None``: a group too small for a confidence level gets :math:`(-\infty, \infty)` at
+        that level, and a group never seen in calibration is an error. ``"pooled"``: such rows
+        are calibrated by one clone fitted on all calibration points, and marked by the
+        boolean coordinate ``mondrian_pooled`` of the output.
+    confidence_level : float or sequence of float, optional
+        The level(s) whose minimum group size :meth:`fit` checks (and warns about), and the
+        default of :meth:`predict_interval`; ``None`` takes ``calibrator.confidence_level``
+        when it has one, else 0.9.
+
+    Attributes
+    ----------
+    groups_ : ndarray, shape (K,)
+        The groups seen in calibration, sorted.
+    counts_ : ndarray of int, shape (K,)
+        :math:`n_k`, calibration points per group.
+    calibrators_ : list
+        The fitted clone per group (``None`` for a group too small for every level).
+    pooled_ : estimator or None
+        The clone fitted on all points (``fallback="pooled"`` only).
+    min_sizes_ : ndarray of int, shape (C,)
+        The minimum group size per level of ``confidence_levels_``.
+    confidence_levels_ : ndarray, shape (C,)
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.conformal import SplitConformalCalibrator
+    >>> rng = np.random.default_rng(0)
+    >>> g = rng.integers(0, 2, size=2000)                    # group 1 is three times noisier
+    >>> mu = rng.normal(size=2000); y = mu + np.where(g == 1, 3.0, 1.0) * rng.normal(size=2000)
+    >>> base = calibprob.normal(mu, np.ones(2000))
+    >>> m = calibprob.Mondrian(SplitConformalCalibrator()).fit(base.isel(obs=slice(1000)), y[:1000], groups=g[:1000])
+    >>> iv = m.predict_interval(base.isel(obs=slice(1000, None)), groups=g[1000:])
+    >>> hit = (y[1000:] >= iv["lower"].values) & (y[1000:] <= iv["upper"].values)
+    >>> [bool(0.86 < hit[g[1000:] == k].mean() < 0.95) for k in (0, 1)]
+    [True, True]
+
+    References
+    ----------
+    Vovk, Gammerman & Shafer (2005), §4.5; Boström, Johansson & Löfström (2021), PMLR 152.
+    """
+
+    _method = "mondrian"
+
+    groups_: np.ndarray
+
+    def __init__(self, calibrator=None, *, fallback=None, confidence_level=None):
+        self.calibrator = calibrator
+        self.fallback = fallback
+        self.confidence_level = confidence_level
+
+    # -- checks ---------------------------------------------------------------
+    def _check_params(self) -> None:
+        cal = self.calibrator
+        if cal is None or not (hasattr(cal, "fit") and hasattr(cal, "predict") and hasattr(cal, "get_params")):
+            raise TypeError(
+                "calibrator must be a calibprob distribution post-processor (fit(pred_cal, y_cal), predict(pred)), "
+                f"e.g. Mondrian(ConformalPredictiveSystem()); got {type(cal).__name__}."
+            )
+        if "estimator" in cal.get_params() and cal.get_params()["estimator"] is not None:
+            raise TypeError(
+                f"calibrator {type(cal).__name__} holds an estimator= (the model-aware form); Mondrian wraps "
+                "distribution post-processors. Pass the model's predictive Dataset to a post-processor, or use "
+                "SplitConformalRegressor(...).fit(X, y, groups=...)."
+            )
+        if self.fallback not in _FALLBACKS:
+            raise ValueError(f"fallback must be None or 'pooled'; got {self.fallback!r}.")
+
+    def _level_param(self):
+        level = self.confidence_level
+        if level is None:
+            level = getattr(self.calibrator, "confidence_level", None)
+        return 0.9 if level is None else level
+
+    def _levels(self) -> np.ndarray:
+        return check_confidence_levels(self._level_param(), "confidence_level")
+
+    def _labels(self, groups, pred: xr.Dataset, name: str) -> np.ndarray:
+        if groups is None:
+            if GROUP_COORD not in pred.coords:
+                raise ValueError(
+                    f"{name} is required: Mondrian calibrates per group. Pass {name}= (an array, a DataArray or the "
+                    f"name of an obs coordinate), or give the prediction an obs coordinate {GROUP_COORD!r}."
+                )
+            groups = GROUP_COORD
+        labels = check_groups(groups, pred.sizes["obs"], pred=pred, name=name)
+        assert labels is not None  # groups is not None here
+        return _normalise_labels(labels)
+
+    # -- fit --------------------------------------------------------------------
+    def _fit_one(self, sub, y, ok: np.ndarray, levels: np.ndarray):
+        """A clone fitted on one group, told only the levels its size resolves (None if it cannot fit).
+
+        A group too small for every requested level is still fitted at the highest level it
+        resolves, :math:`c = 1 - s/(n_k+1)`, so that :meth:`predict_interval` gives it finite
+        bounds at the lower levels it can resolve.
+        """
+        est = clone(self.calibrator)
+        if "confidence_level" in est.get_params():
+            lv = levels[ok]
+            if lv.size == 0:
+                top = 1 - Fraction(max(interval_sides(est), 1), sub.sizes["obs"] + 1)
+                if top <= 0:
+                    return None
+                lv = np.array([float(top)])
+            est.set_params(confidence_level=float(lv[0]) if lv.size == 1 else lv.tolist())
+        try:
+            return est.fit(sub, y)
+        except ValueError:
+            if ok.any():
+                raise
+            return None  # too small to fit at all: infinite bounds, warned above
+
+    def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
+        """Fit one clone of ``calibrator`` per group; returns ``self``.
+
+        Parameters
+        ----------
+        pred_cal : xarray.Dataset
+            The base's predictive distribution on the calibration data.
+        y_cal : array_like, shape (n_cal,)
+        groups : array_like, xarray.DataArray or str, optional
+            One label per calibration point, or the name of an ``obs`` coordinate of
+            ``pred_cal``; default: its ``group`` coordinate.
+
+        Returns
+        -------
+        Mondrian
+
+        Warns
+        -----
+        CalibprobWarning
+            A group smaller than the minimum size of a confidence level (named, with the size
+            it needs); its intervals at that level are infinite.
+        """
+        self._check_params()
+        pred = check_predictive(pred_cal, self, "pred_cal")
+        y = check_targets(y_cal, pred.sizes["obs"], "y_cal")
+        labels = self._labels(groups, pred, "groups")
+        levels = self._levels()
+        need = _needed(self.calibrator, levels)
+        uniq, codes = np.unique(labels, return_inverse=True)
+        fitted, counts = [], np.bincount(codes, minlength=uniq.size)
+        for k, label in enumerate(uniq):
+            rows = np.flatnonzero(codes == k)
+            ok = counts[k] >= need
+            if not ok.all():
+                self._warn_small(label, int(counts[k]), levels, need, ok)
+            fitted.append(self._fit_one(pred.isel(obs=rows), y[rows], ok, levels))
+        self.groups_, self.counts_, self.calibrators_ = uniq, counts.astype(np.int64), fitted
+        self.confidence_levels_, self.min_sizes_ = levels, need.astype(np.int64)
+        self.pooled_ = None
+        if self.fallback == "pooled":
+            self.pooled_ = self._fit_one(pred, y, pred.sizes["obs"] >= need, levels)
+        return self
+
+    def _warn_small(self, label, n_k: int, levels, need, ok) -> None:
+        bad = ", ".join(f"{c:g} needs {m}" for c, m, o in zip(levels, need, ok) if not o)
+        what = "calibrated by the pooled fallback" if self.fallback == "pooled" else "given (-inf, inf)"
+        warnings.warn(
+            f"group {_describe(label)} has {n_k} calibration point(s), below the minimum group size at "
+            f"confidence_level {bad}; its rows are {what} at those levels. Merge small groups (e.g. fewer bins), "
+            "add calibration data" + ("" if self.fallback == "pooled" else ", or pass fallback='pooled'") + ".",
+            CalibprobWarning,
+            stacklevel=3,
+        )
+
+    # -- dispatch ---------------------------------------------------------------
+    def _codes(self, labels: np.ndarray) -> np.ndarray:
+        """Index into ``groups_`` per row; -1 for a group calibration never saw."""
+        uniq, inverse = np.unique(labels, return_inverse=True)
+        seen = {g.item() if hasattr(g, "item") else g: k for k, g in enumerate(self.groups_)}
+        index = np.array([seen.get(u.item() if hasattr(u, "item") else u, -1) for u in uniq], dtype=np.int64)
+        codes = index[inverse] if uniq.size else np.zeros(0, np.int64)
+        if (codes < 0).any() and self.fallback != "pooled":
+            unseen = [_describe(u) for u, i in zip(uniq, index) if i < 0]
+            raise ValueError(
+                f"groups holds {len(unseen)} group(s) that calibration never saw: {', '.join(unseen[:10])} "
+                f"(calibrated groups: {', '.join(_describe(g) for g in self.groups_[:10])}). Calibrate with "
+                "points of every group, map the new ones to a calibrated group, or pass fallback='pooled'."
+            )
+        return codes
+
+    def _prepare(self, pred, groups):
+        check_is_fitted(self, "groups_", method="fit")
+        pred = check_predictive(pred, self, "pred")
+        labels = self._labels(groups, pred, "groups")
+        return pred, labels, self._codes(labels)
+
+    def _blocks(self, codes: np.ndarray):
+        """``(group index or -1 for pooled rows, row indices, estimator)`` per non-empty block."""
+        for k in np.unique(codes):
+            rows = np.flatnonzero(codes == k)
+            yield int(k), rows, (self.pooled_ if k < 0 else self.calibrators_[k])
+
+    def _finish(self, ds: xr.Dataset, pred: xr.Dataset, labels, pooled: np.ndarray) -> xr.Dataset:
+        inner = getattr(self.calibrator, "_method", type(self.calibrator).__name__)
+        ds = ds.assign_coords({GROUP_COORD: ("obs", labels)})
+        if self.fallback == "pooled":
+            ds = ds.assign_coords({POOLED_COORD: ("obs", pooled)})
+        ds.attrs["method"] = f"{self._method}-{ds.attrs.get('method') or inner}"
+        ds.attrs["n_groups"] = int(self.groups_.size)
+        return ds.assign_coords(obs=pred["obs"].values)
+
+    # -- predict ----------------------------------------------------------------
+    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
+        """Each row calibrated by its own group's calibrator, as a predictive Dataset.
+
+        The quantile function of the predictive contract must be finite: a group below the
+        minimum size gets what its own calibrator gives at the levels it resolves (the grid is
+        the levels every group resolves; :meth:`fit` warned that the finite-sample guarantee
+        does not reach the others), and a group too small to fit at all is an error here (or
+        the labelled pooled fallback). The explicit infinite bounds are
+        :meth:`predict_interval`'s.
+
+        Parameters
+        ----------
+        pred : xarray.Dataset
+            The base's predictive distribution at new inputs.
+        levels : array_like, optional
+            Output levels; default: the inner calibrator's default, restricted to the levels
+            every group resolves.
+        groups : array_like, xarray.DataArray or str, optional
+            One label per row, or an ``obs`` coordinate name; default: ``pred``'s ``group``.
+
+        Returns
+        -------
+        xarray.Dataset
+            ``quantile(obs, level)`` in ``pred``'s row order, with the ``group`` coordinate
+            (and ``mondrian_pooled`` with ``fallback="pooled"``).
+        """
+        pred, labels, codes = self._prepare(pred, groups)
+        codes = self._route_unfitted(codes, "predict")
+        parts = {
+            k: (rows, self._predict_block(est, pred.isel(obs=rows), levels, k)) for k, rows, est in self._blocks(codes)
+        }
+        grids = [ds["level"].values for _, ds in parts.values()]
+        common = grids[0]
+        if any(g.shape != common.shape or not np.array_equal(g, common) for g in grids):
+            common = _common_levels(grids)
+            parts = {
+                k: (rows, self._predict_block(est, pred.isel(obs=rows), common, k))
+                for k, rows, est in self._blocks(codes)
+            }
+        return self._finish(_assemble(parts, codes.size, common), pred, labels, codes < 0)
+
+    def _route_unfitted(self, codes: np.ndarray, what: str) -> np.ndarray:
+        """Rows of a group too small to fit at all go to the pooled fallback, or raise.
+
+        With ``fallback="pooled"`` so do the rows of every group below the minimum size.
+        """
+        for k, est in enumerate(self.calibrators_):
+            small = self.fallback == "pooled" and self.counts_[k] < self.min_sizes_.max()
+            if (est is None or small) and (codes == k).any():
+                if self.fallback != "pooled":
+                    raise ValueError(
+                        f"group {_describe(self.groups_[k])} has {int(self.counts_[k])} calibration point(s), too "
+                        f"few to fit its calibrator (minimum group size: {self._need_text()}), so it has no "
+                        f"calibrated distribution to {what}. Use predict_interval (infinite bounds for it), merge groups, "
+                        "or pass fallback='pooled'."
+                    )
+                codes = np.where(codes == k, -1, codes)
+        return codes
+
+    def _need_text(self) -> str:
+        return ", ".join(f"{c:g} needs {m}" for c, m in zip(self.confidence_levels_, self.min_sizes_))
+
+    def _predict_block(self, est, sub: xr.Dataset, levels, k: int) -> xr.Dataset:
+        try:
+            return est.predict(sub) if levels is None else est.predict(sub, levels=levels)
+        except ValueError as err:
+            if k < 0:
+                raise
+            raise ValueError(
+                f"group {_describe(self.groups_[k])} ({int(self.counts_[k])} calibration points): {err}"
+            ) from err
+
+    def update(self, pred, y, *, groups=None) -> Self:
+        """Continue each group's stream (online calibrators): ``update`` of every group's calibrator.
+
+        Parameters
+        ----------
+        pred : xarray.Dataset
+            Base forecasts of the new observations.
+        y : array_like, shape (n,)
+            Their outcomes.
+        groups : array_like, xarray.DataArray or str, optional
+            One label per observation; default: ``pred``'s ``group`` coordinate.
+
+        Returns
+        -------
+        Mondrian
+        """
+        pred, _, codes = self._prepare(pred, groups)
+        y = check_targets(y, pred.sizes["obs"], "y")
+        for k, rows, est in self._blocks(self._route_unfitted(codes, "update")):
+            if not hasattr(est, "update"):
+                raise TypeError(f"{type(est).__name__} has no update: only online calibrators continue a stream.")
+            est.update(pred.isel(obs=rows), y[rows])
+        return self
+
+    # -- intervals --------------------------------------------------------------
+    def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
+        r"""Central intervals per row from its group's calibrator; infinite where the group is too small.
+
+        A group with :math:`n_k` below :func:`min_group_size` at a level gets
+        :math:`(-\infty, \infty)` there (or the pooled fallback, labelled, when asked).
+        Calibrators with a ``predict_interval`` (the conformal ones) give their exact conformal
+        ends; the others their quantiles at :math:`(1 \mp c)/2`.
+
+        Parameters
+        ----------
+        pred : xarray.Dataset
+        confidence_level : float or sequence, optional
+            Default: the levels checked at :meth:`fit`.
+        groups : array_like, xarray.DataArray or str, optional
+
+        Returns
+        -------
+        xarray.Dataset
+            The interval family: ``lower``, ``upper`` over (obs, confidence_level), with the
+            ``group`` coordinate; a scalar level drops that dimension.
+        """
+        pred, labels, codes = self._prepare(pred, groups)
+        scalar = np.ndim(self._level_param() if confidence_level is None else confidence_level) == 0
+        levels = self.confidence_levels_ if confidence_level is None else check_confidence_levels(confidence_level)
+        need = _needed(self.calibrator, levels)
+        counts = np.append(self.counts_, 0)  # codes == -1 (unseen) -> the pooled row below
+        if self.fallback == "pooled":
+            small = np.array(
+                [est is None or counts[k] < need.max() for k, est in enumerate(self.calibrators_)] + [True]
+            )
+            codes = np.where(small[codes], -1, codes)
+        lower = np.full((codes.size, levels.size), -np.inf)
+        upper = np.full((codes.size, levels.size), np.inf)
+        for k, rows, est in self._blocks(codes):
+            n_k = int(self.counts_.sum() if k < 0 else counts[k])
+            ok = n_k >= need
+            if est is None or not ok.any():
+                continue
+            lo, hi = _interval_ends(est, pred.isel(obs=rows), levels[ok])
+            lower[np.ix_(rows, np.flatnonzero(ok))] = lo
+            upper[np.ix_(rows, np.flatnonzero(ok))] = hi
+        out = xr.Dataset(
+            {"lower": (("obs", "confidence_level"), lower), "upper": (("obs", "confidence_level"), upper)},
+            coords={"obs": np.arange(codes.size), "confidence_level": levels},
+            attrs={"method": getattr(self.calibrator, "_method", ""), "family": "interval"},
+        )
+        out = self._finish(out, pred, labels, codes < 0)
+        return out.isel(confidence_level=0) if scalar else out
+
+
+def _assemble(parts: dict, n: int, levels: np.ndarray) -> xr.Dataset:
+    """One predictive Dataset from the groups' parts, rows in their original order.
+
+    All-Gaussian parts (variance scaling of a Gaussian base) stay Gaussian (exact); otherwise
+    the quantiles are copied as they are (bit for bit) into one quantile-family Dataset.
+    """
+    method = next(iter(parts.values()))[1].attrs.get("method", "")
+    if all(ds.calib.is_normal for _, ds in parts.values()):
+        loc, scale = np.empty(n), np.empty(n)
+        for rows, ds in parts.values():
+            loc[rows], scale[rows] = ds["loc"].values, ds["scale"].values
+        return normal(loc, scale, levels, method=method)
+    q = np.empty((n, levels.size))
+    for rows, ds in parts.values():
+        q[rows] = ds.calib.quantiles
+    return from_quantiles(q, levels, method=method)
+
+
+def _interval_ends(est, sub: xr.Dataset, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(lower, upper)``, each (rows, levels), from one fitted calibrator."""
+    if hasattr(est, "predict_interval"):
+        iv = est.predict_interval(sub, confidence_level=levels.tolist())
+        return (
+            iv["lower"].transpose("obs", "confidence_level").values,
+            iv["upper"].transpose("obs", "confidence_level").values,
+        )
+    tails = np.concatenate([(1.0 - levels) / 2.0, (1.0 + levels) / 2.0])
+    grid, where = np.unique(tails, return_inverse=True)
+    q = est.predict(sub, levels=grid).calib.quantiles
+    return q[:, where[: levels.size]], q[:, where[levels.size :]]
+
+
+def _common_levels(grids: list[np.ndarray]) -> np.ndarray:
+    """The levels present in every group's default grid (to 1e-12)."""
+    common = grids[0]
+    for g in grids[1:]:
+        common = common[np.isclose(common[:, None], g[None, :], rtol=0.0, atol=1e-12).any(axis=1)]
+    if common.size < 2:
+        raise ValueError(
+            "the groups' calibrators share fewer than 2 quantile levels; pass levels= explicitly, or merge small groups."
+        )
+    return common
+
+
+# ---------------------------------------------------------------------------
+# groups= on the calibrator classes: route to a Mondrian of a clone
+# ---------------------------------------------------------------------------
+
+
+def fit_with_groups(calibrator, pred_cal, y_cal, groups) -> bool:
+    """``calibrator.fit(..., groups=groups)``: fit ``calibrator.mondrian_``; False when ``groups`` is None.
+
+    The one routing every post-processor's ``groups=`` uses: a clone of the calibrator (same
+    parameters) runs per group inside a :class:`Mondrian` stored as ``mondrian_``; without
+    groups ``mondrian_`` is ``None`` and the class fits as before, bit for bit.
+    """
+    if groups is None:
+        calibrator.mondrian_ = None
+        return False
+    calibrator.mondrian_ = Mondrian(clone(calibrator)).fit(pred_cal, y_cal, groups=groups)
+    return True
+
+
+def predict_with_groups(calibrator, groups) -> Mondrian | None:
+    """The fitted :class:`Mondrian` that serves ``predict(..., groups=)``, or None for the ungrouped path."""
+    if not hasattr(calibrator, "mondrian_"):
+        return None  # not fitted: the class's own check names fit
+    mondrian = calibrator.mondrian_
+    if mondrian is None:
+        if groups is not None:
+            raise ValueError(
+                f"groups= was given to predict, but this {type(calibrator).__name__} was fitted without groups. "
+                "Fit with fit(pred_cal, y_cal, groups=...) for per-group calibration, or drop groups=."
+            )
+        return None
+    return mondrian
