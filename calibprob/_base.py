@@ -47,6 +47,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 import xarray as xr
 
+from calibprob import _io
 from calibprob.predictive import validate
 
 __all__ = [
@@ -189,7 +190,24 @@ class BaseEstimator:
 
     ``__init__`` only stores keyword-only hyperparameters under attributes of
     the same name; learned state ends in ``_``; ``fit`` returns ``self``.
+
+    Persistence (:meth:`save`, :func:`calibprob.load`) reads two declarations of
+    the class itself, so the save/load module names no class (as scikit-learn's
+    ``IsotonicRegression`` rebuilds its interpolant in ``__setstate__``):
+    :attr:`_transient_attrs`, the attributes that are caches or derived objects
+    and are not written, and :meth:`_rebuild_after_load`, which rebuilds them.
     """
+
+    #: Attributes not written by :meth:`save` (caches, compiled functions, views derived
+    #: from other state); :meth:`_rebuild_after_load` restores what prediction needs.
+    _transient_attrs: tuple[str, ...] = ()
+
+    def _rebuild_after_load(self) -> None:
+        """Rebuild the derived state of :attr:`_transient_attrs` once :func:`calibprob.load` has read the rest.
+
+        Called once per loaded estimator, nested ones first (so an outer estimator
+        may use its fitted inner one). Nothing to do by default.
+        """
 
     @classmethod
     def _param_names(cls) -> list[str]:
@@ -229,11 +247,50 @@ class BaseEstimator:
         -------
         pathlib.Path
         """
-        # deferred: the serialisation layer reads every estimator module (its class registry),
-        # so the base class does not load it at import
-        from calibprob._io import save
+        return _io.save(self, path)
 
-        return save(self, path)
+    @classmethod
+    def load(cls, path, **objects):
+        """Restore an estimator of this class from a file written by :meth:`save`.
+
+        :func:`calibprob.load` returns whichever class the file holds; this method also
+        checks that the file holds this class (or a subclass of it), so a file mixed up
+        with another is refused with the class it does hold and how to load it.
+
+        Parameters
+        ----------
+        path : str or path-like
+            A file written by ``estimator.save(path)``.
+        **objects
+            User objects that were not saved, by parameter name (see :func:`calibprob.load`).
+
+        Returns
+        -------
+        estimator
+            The loaded instance of this class.
+
+        Raises
+        ------
+        TypeError
+            The file holds an estimator of another class.
+
+        Examples
+        --------
+        >>> import numpy as np, calibprob, tempfile, os
+        >>> X = np.arange(10.0)[:, None]; y = 2.0 * X[:, 0]
+        >>> path = os.path.join(tempfile.mkdtemp(), "ols.nc")
+        >>> _ = calibprob.LinearRegression().fit(X, y).save(path)
+        >>> type(calibprob.LinearRegression.load(path)).__name__
+        'LinearRegression'
+        """
+        obj = _io.load(path, **objects)
+        if not isinstance(obj, cls):
+            held = type(obj).__name__
+            raise TypeError(
+                f"'{path}' holds a {held}, not a {cls.__name__}: load it with {held}.load(path), or with "
+                f"calibprob.load(path), which returns whichever class the file holds."
+            )
+        return obj
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())

@@ -52,16 +52,18 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import xarray as xr
 
 from calibprob import registry as _registry
+from calibprob._version import __version__
 
 __all__ = ["save", "load", "FORMAT_VERSION", "HDF5_SIGNATURE", "REGISTRY"]
 
-#: Format written by :func:`save` ("major.minor"). A reader refuses a newer major
-#: version; minor versions only add node types that older readers do not meet.
+#: Format written by :func:`save` ("major.minor"). A reader refuses any newer version (minor ones
+#: included: it cannot tell what a newer writer stored), naming both and asking for an upgrade.
 FORMAT_VERSION = "1.0"
 
 #: The first 8 bytes of every HDF5 (and so netCDF-4) file.
@@ -82,30 +84,6 @@ _BIT_GENERATORS = {
     "SFC64": np.random.SFC64,
 }
 
-
-# Per class: attributes that are caches or derived objects (compiled functions,
-# closures) and are not written, and how to rebuild what prediction needs.
-def _rebuild_gp_view(est):
-    from calibprob.conformal.gp import _gp_view
-
-    if getattr(est, "estimator_", None) is not None:
-        est.view_ = _gp_view(est.estimator_, est.refit_mean)
-
-
-_TRANSIENT: dict[str, tuple[str, ...]] = {
-    "GaussianProcessRegressor": ("_last_state",),
-    "SparseGaussianProcessRegressor": ("_last_state",),
-    "JackknifePlusGP": ("view_",),
-    "FullConformalGP": ("view_",),
-}
-_DEFAULTS_AFTER_LOAD: dict[str, dict] = {
-    "GaussianProcessRegressor": {"_last_state": None},
-    "SparseGaussianProcessRegressor": {"_last_state": None},
-}
-_REBUILD = {
-    "JackknifePlusGP": _rebuild_gp_view,
-    "FullConformalGP": _rebuild_gp_view,
-}
 
 _INT64 = (np.iinfo(np.int64).min, np.iinfo(np.int64).max)
 _SAFE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
@@ -304,7 +282,7 @@ class _Writer:
             return self.items(
                 _join(path, "state"),
                 label,
-                _state_items(value, cls_name, params=()),
+                _state_items(value, params=()),
                 keyed=True,
                 attr_labels=True,
                 attrs={"calibprob_type": "dict"},
@@ -397,7 +375,7 @@ class _Writer:
         self.items(
             _join(path, "state"),
             label,
-            _state_items(est, cls_name, params=params),
+            _state_items(est, params=params),
             keyed=True,
             attr_labels=True,
             attrs={"calibprob_type": "dict"},
@@ -439,6 +417,18 @@ class _Writer:
         return xr.DataTree.from_dict(out)
 
 
+def _registered_class(name: str) -> Any:
+    """The class ``name`` of :data:`REGISTRY`, imported from the module the registry names for it.
+
+    The lookup goes through the registry's import paths at load time, so this module
+    imports no estimator module (the estimators import it, through ``BaseEstimator.save``).
+    """
+    cls = getattr(importlib.import_module(REGISTRY[name]), name, None)
+    if not isinstance(cls, type) or cls.__name__ != name:  # pragma: no cover - registry is code
+        raise ValueError(f"calibprob has no class {name!r} in {REGISTRY[name]} any more.")
+    return cls
+
+
 def _join(parent: str, name: str) -> str:
     return f"{parent.rstrip('/')}/{name}"
 
@@ -456,8 +446,9 @@ def _attr_name(label: str) -> str:
     return names[-1] if names else label
 
 
-def _state_items(obj, cls_name: str, *, params) -> list:
-    skip = set(params) | set(_TRANSIENT.get(cls_name, ()))
+def _state_items(obj, *, params) -> list:
+    """The attributes written as state: all but the parameters and the class's declared transients."""
+    skip = set(params) | set(getattr(type(obj), "_transient_attrs", ()))
     return [(k, v) for k, v in vars(obj).items() if k not in skip]
 
 
@@ -483,8 +474,6 @@ def save(obj, path) -> Path:
         constructs classes only from calibprob's fixed registry), or holds a
         value with no netCDF form (the message names the attribute).
     """
-    from calibprob import __version__
-
     cls_name = _registered_name(obj)
     if (
         cls_name is None
@@ -524,7 +513,7 @@ def save(obj, path) -> Path:
 
 def _check_file(path: Path) -> None:
     if not path.exists():
-        raise FileNotFoundError(f"no such file: '{path}'. Pass the path given to save().")
+        raise FileNotFoundError(f"no such file: '{path}'. Pass the path given to estimator.save(path){_near(path)}.")
     if path.is_dir():
         raise IsADirectoryError(f"'{path}' is a directory; pass the .nc file written by save().")
     with open(path, "rb") as fh:
@@ -548,9 +537,23 @@ def _check_file(path: Path) -> None:
         )
 
 
+def _near(path: Path) -> str:
+    """Where to look instead of a missing file: the ``.nc`` files of its folder, or the folder's absence."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        return f"; the folder '{folder}' does not exist either (the working directory is '{Path.cwd()}')"
+    found = sorted(p.name for p in folder.glob("*.nc"))
+    if not found:
+        return f"; the folder '{folder}' holds no .nc file"
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    return f"; .nc files in the folder '{folder}': {', '.join(found[:5])}{more}"
+
+
 _REFUSE = (
     "which calibprob never writes — a pickled payload, for instance. calibprob never unpickles; "
-    "the file was not written by calibprob.save or has been tampered with."
+    "the file was not written by calibprob.save or has been tampered with. Load only files written "
+    "by estimator.save(path); if this one was, it has been altered since: refit the estimator and "
+    "save it again."
 )
 
 
@@ -607,7 +610,7 @@ class _Reader:
         self.used: set[str] = set()
         self.missing: list[tuple[str, str]] = []
         self.by_label: dict[str, object] = {}
-        self.pending_rebuild: list[tuple[str, object]] = []  # derived state rebuilt once all is read
+        self.pending_rebuild: list = []  # estimators whose derived state is rebuilt once all is read
 
     def fail(self, where: str, what: str):
         raise ValueError(
@@ -732,10 +735,7 @@ class _Reader:
                 f"calibprob's own classes ({', '.join(sorted(REGISTRY))}) and never imports code named "
                 "in a file."
             )
-        cls = getattr(importlib.import_module(REGISTRY[name]), name, None)
-        if not isinstance(cls, type) or cls.__name__ != name:  # pragma: no cover - registry is code
-            raise ValueError(f"calibprob has no class {name!r} in {REGISTRY[name]} any more.")
-        return cls
+        return _registered_class(name)
 
     def estimator(self, path: str, label: str):
         attrs = self.groups[path].attrs
@@ -763,9 +763,8 @@ class _Reader:
             raise ValueError(f"cannot construct {cls_name} from '{self.path}': {err}") from None
         obj.__dict__.update(fresh.__dict__)
         state = dict(self.items(_join(path, "state"), prefix, keyed=True, attr_labels=True))
-        obj.__dict__.update(_DEFAULTS_AFTER_LOAD.get(cls_name, {}))
         obj.__dict__.update(state)
-        self.pending_rebuild.append((cls_name, obj))
+        self.pending_rebuild.append(obj)
         return obj
 
     def obj(self, path: str, label: str):
@@ -857,7 +856,7 @@ def load(path, **objects):
     ValueError
         Not an HDF5/netCDF-4 file (a pickle included: calibprob never
         unpickles), a netCDF file not written by calibprob, raw bytes in the
-        file, a class name outside calibprob's registry, a newer major format
+        file, a class name outside calibprob's registry, a newer format
         version, or user objects missing from ``objects``.
     TypeError
         ``objects`` holds a name the file has no user object for.
@@ -890,10 +889,11 @@ def load(path, **objects):
     reader = _Reader(groups, path, objects)
     obj = reader.estimator("/", "")
     _check_user_objects(reader, obj, root, path, objects)
-    for cls_name, est in reader.pending_rebuild:
-        rebuild = _REBUILD.get(cls_name)
+    for est in reader.pending_rebuild:
+        # each class rebuilds its own caches and views (BaseEstimator._rebuild_after_load)
+        rebuild = getattr(est, "_rebuild_after_load", None)
         if rebuild is not None:
-            rebuild(est)
+            rebuild()
     return obj
 
 
@@ -921,27 +921,33 @@ def _load_plain_recalibrator(groups: dict[str, xr.Dataset], path: Path, objects:
     }:
         if objects:
             raise TypeError(f"unexpected keyword(s) {sorted(objects)}: '{path}' holds no user objects.")
-        from calibprob.online.recalibrator import OnlineQuantileRecalibrator
-
-        return OnlineQuantileRecalibrator.from_dataset(root)
+        return _registered_class("OnlineQuantileRecalibrator").from_dataset(root)
     raise ValueError(
         f"'{path}' is a netCDF file but not one written by calibprob's save(): its root has no "
-        "'calibprob_format' attribute. Open data files with xarray.open_dataset/open_datatree."
+        "'calibprob_format' attribute. calibprob.load reads only files written by estimator.save(path) "
+        "(refit the estimator and save it if you have none); to read this file as data, open it with "
+        "xarray.open_dataset(path) or xarray.open_datatree(path)."
     )
 
 
 def _check_format(root, path: Path) -> None:
-    """The file's format major version is one this calibprob reads, and its root is an estimator."""
-    major, _ = _parse_version(root["calibprob_format"], path)
-    own_major, _ = _parse_version(FORMAT_VERSION, "")
-    if major > own_major:
+    """The file's format is one this calibprob reads (not newer), and its root is an estimator.
+
+    A newer format is refused, minor versions included: a newer writer may store state that
+    this reader would misread or silently drop, so only an upgrade makes the file safe to load.
+    """
+    fmt = _parse_version(root["calibprob_format"], path)
+    if fmt > _parse_version(FORMAT_VERSION, ""):
         raise ValueError(
             f"'{path}' uses calibprob file format {root['calibprob_format']} (written by calibprob "
-            f"{root.get('calibprob_version', '?')}), newer than this calibprob reads ({own_major}.x). "
-            "Upgrade calibprob (pip install -U calibprob) to load it."
+            f"{root.get('calibprob_version', '?')}), newer than format {FORMAT_VERSION}, the newest this "
+            f"calibprob {__version__} reads. Upgrade calibprob (pip install -U calibprob) to load it."
         )
     if root.get("calibprob_type") != "estimator":
-        raise ValueError(f"'{path}' has no estimator at its root; it was not written by calibprob.save.")
+        raise ValueError(
+            f"'{path}' has no estimator at its root; it was not written by calibprob.save. Pass a file "
+            "written by estimator.save(path)."
+        )
 
 
 def _check_user_objects(reader: _Reader, obj, root, path: Path, objects: dict) -> None:

@@ -33,6 +33,7 @@ from calibprob._validation import (
     check_same_length,
     record_feature_names,
 )
+from calibprob.predictive import normal
 
 __all__ = ["LinearRegression", "BayesianRidge"]
 
@@ -86,8 +87,6 @@ class _LinearBase(BaseEstimator):
         xarray.Dataset
             ``calibprob.normal(mu, sigma, levels)``.
         """
-        from calibprob.predictive import normal
-
         mu, sigma = self.predict_mean_std(X, include_noise=include_noise)
         return normal(mu, sigma, levels, method=type(self).__name__)
 

@@ -48,7 +48,7 @@ import warnings
 import numpy as np
 import xarray as xr
 
-from calibprob._base import BaseEstimator, check_is_fitted
+from calibprob._base import BaseEstimator, ConvergenceWarning, check_is_fitted
 from calibprob._pymc_sampling import convergence_problems, convergence_summary, sample_posterior
 from calibprob._validation import (
     check_array,
@@ -58,6 +58,7 @@ from calibprob._validation import (
     check_same_length,
     record_feature_names,
 )
+from calibprob.predictive import from_draws
 
 __all__ = ["PyMCLinearRegression"]
 
@@ -118,8 +119,6 @@ class _PosteriorDrawsRegressor(BaseEstimator):
         )
 
     def _warn_convergence(self):
-        from calibprob._base import ConvergenceWarning
-
         d = self.diagnostics_
         problems = convergence_problems(float(d["divergences"]), float(d["rhat"]))
         if problems:
@@ -145,8 +144,6 @@ class _PosteriorDrawsRegressor(BaseEstimator):
         xarray.Dataset
             Empirical quantiles of the draws, with their exact ``mean`` and ``std``.
         """
-        from calibprob.predictive import from_draws
-
         draws = self.sample_predictive(X)
         return from_draws(draws, levels, method=type(self).__name__)
 

@@ -45,6 +45,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._options import SpecError, _short
+from calibprob.predictive import DEFAULT_LEVELS, from_quantiles, normal, validate
 
 __all__ = ["PythonBase", "check_factory", "check_python_table", "build_python_base", "factory_label", "N_FOLDS"]
 
@@ -244,8 +245,6 @@ class PythonBase:
 
     def predict(self, X, levels=None) -> xr.Dataset:
         """The predictive distribution at ``X`` (the contract of :mod:`calibprob.predictive`)."""
-        from calibprob.predictive import from_quantiles, normal
-
         X = np.asarray(X)
         n = len(X)
         if self.mode_ == "function" and self.predict_ is not None:
@@ -260,8 +259,6 @@ class PythonBase:
                 raise TypeError(f"base {self.name!r}: predict(X, return_std=True) must return (mean, std).")
             return normal(self._point(out[0], n), self._point(out[1], n), levels=levels)
         if self.mode_ == "quantiles":
-            from calibprob.predictive import DEFAULT_LEVELS
-
             lv = np.asarray(DEFAULT_LEVELS if levels is None else levels, dtype=float)
             q = np.asarray(self.model_.predict(X, quantiles=list(lv)), dtype=float)
             if q.shape != (n, lv.size):
@@ -272,8 +269,6 @@ class PythonBase:
         return normal(self._point(self.model_.predict(X), n), np.full(n, self.sigma_), levels=levels)
 
     def _check_dataset(self, pred, n: int) -> xr.Dataset:
-        from calibprob.predictive import validate
-
         if not isinstance(pred, xr.Dataset):
             raise TypeError(
                 f"base {self.name!r}: predict(X) must return a predictive Dataset (e.g. calibprob.from_draws of the "

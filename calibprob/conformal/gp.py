@@ -123,8 +123,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibprob._base import BaseEstimator
-from calibprob.conformal._common import check_enough_points, lower_rank, upper_rank
+from calibprob._base import BaseEstimator, check_is_fitted, check_not_predictive, clone
+from calibprob._validation import check_choice
+from calibprob.conformal._common import (
+    as_regressor,
+    check_enough_points,
+    check_Xy,
+    chunked_intervals,
+    default_chunk_size,
+    interval_prediction,
+    lower_rank,
+    order_statistic,
+    resolve_levels,
+    upper_rank,
+)
 from calibprob.conformal.jackknife import jackknife_plus_bounds, jackknife_plus_ranks
 from calibprob.conformal.scores import Score, get_score
 
@@ -184,8 +196,6 @@ def jackknife_plus_gp_bounds(
         return jackknife_plus_bounds(mu_loo, scale, R, confidence_levels, symmetric=sc.symmetric)
     if convention != "pion2024":
         raise ValueError(f"convention must be 'barber' or 'pion2024'; got {convention!r}.")
-    from calibprob.conformal._common import lower_rank, order_statistic
-
     n = system.n
     levels = np.asarray(confidence_levels, float)
     for c in levels:
@@ -403,6 +413,8 @@ class _SparseGPView:
 
     def predict_with_extra(self, Xt):
         r"""``(lam, mu, var, extra)`` at test points; ``extra`` is :math:`\delta(x)`."""
+        # deferred: calibprob.gp (its package imports scipy.optimize and the GP fitters) is only
+        # needed for a sparse GP; calibprob.conformal does not load it otherwise
         from calibprob.gp._sparse_loo import sparse_kriging_predict
 
         return sparse_kriging_predict(self.system, self.kernel(self.Z, Xt))
@@ -413,13 +425,13 @@ class _SparseGPView:
 
     def predict_test_major(self, Xt):
         """``(lam, mu, var)`` with ``lam`` of shape ``(c, n)``: one contiguous row per test point."""
-        from calibprob.gp._sparse_loo import sparse_kriging_predict
+        from calibprob.gp._sparse_loo import sparse_kriging_predict  # deferred: see predict_with_extra
 
         return sparse_kriging_predict(self.system, self.kernel(self.Z, Xt), test_major=True)[:3]
 
 
 def _sparse_gp_view(gp, refit_mean: bool) -> _SparseGPView:
-    from calibprob.gp._sparse_loo import sparse_kriging_system
+    from calibprob.gp._sparse_loo import sparse_kriging_system  # deferred: see _SparseGPView
 
     theta = dict(gp.theta_)
     constant = getattr(gp, "mean", "zero") == "constant"
@@ -434,8 +446,6 @@ def _sparse_gp_view(gp, refit_mean: bool) -> _SparseGPView:
 
 def _gp_view(gp, refit_mean: bool) -> _GPView:
     """Extract training data, covariance and mean handling from a fitted GP."""
-    from calibprob._base import check_is_fitted
-
     check_is_fitted(gp, "theta_", method="fit")
     if hasattr(gp, "inducing_points_"):
         return _sparse_gp_view(gp, refit_mean)  # type: ignore[return-value]
@@ -470,6 +480,14 @@ class _GPConformalBase:
     """Shared fit/predict plumbing of :class:`JackknifePlusGP` and :class:`FullConformalGP`."""
 
     _min_sides = 1
+    refit_mean: bool  # a parameter of both subclasses
+    #: the kriging view is derived from the fitted GP: not saved, rebuilt after loading
+    _transient_attrs: tuple[str, ...] = ("view_",)
+
+    def _rebuild_after_load(self) -> None:
+        """Rebuild the kriging view from the loaded GP (:func:`_gp_view`), as ``fit`` built it."""
+        if getattr(self, "estimator_", None) is not None:
+            self.view_ = _gp_view(self.estimator_, self.refit_mean)
 
     def fit(self, X=None, y=None):
         """Fit a clone of the GP (or take the prefitted one) and factorise it; returns ``self``.
@@ -479,9 +497,6 @@ class _GPConformalBase:
         X : array_like, shape (n, d), optional with ``prefit=True``
         y : array_like, shape (n,), optional with ``prefit=True``
         """
-        from calibprob._base import clone
-        from calibprob.conformal._common import as_regressor, check_Xy, resolve_levels
-
         levels, _ = resolve_levels(self.confidence_level)
         self._check_options()
         if self.prefit:
@@ -491,8 +506,6 @@ class _GPConformalBase:
         else:
             if X is None or y is None:
                 raise ValueError("fit(X, y) needs training data unless prefit=True.")
-            from calibprob._base import check_not_predictive
-
             check_not_predictive(X, self)
             X, y = check_Xy(X, y, min_length=2)
             gp = clone(as_regressor(self.estimator)).fit(X, y)
@@ -534,9 +547,6 @@ class _GPConformalBase:
             ``lower``, ``upper`` over (obs, confidence_level),
             ``attrs["family"] == "interval"``; :func:`calibprob.evaluate` scores it.
         """
-        from calibprob._base import check_is_fitted, check_not_predictive
-        from calibprob.conformal._common import interval_prediction
-
         check_is_fitted(self, "view_", method="fit")
         check_not_predictive(X, self)
         return interval_prediction(self, X, confidence_level, n=self.n_train_, sides=self._min_sides)
@@ -554,9 +564,6 @@ class _GPConformalBase:
         xarray.Dataset
             ``lower``, ``upper`` over (obs, confidence_level).
         """
-        from calibprob._base import check_is_fitted, check_not_predictive
-        from calibprob.conformal._common import chunked_intervals, default_chunk_size
-
         check_is_fitted(self, "view_", method="fit")
         check_not_predictive(X, self)
         n = self.n_train_
@@ -658,8 +665,6 @@ class JackknifePlusGP(_GPConformalBase, BaseEstimator):
         self.chunk_size = chunk_size
 
     def _check_options(self):
-        from calibprob._validation import check_choice
-
         check_choice(self.convention, "convention", ("barber", "pion2024"))
         sc = get_score(self.score, beta=self.beta, eps=self.eps)
         self._min_sides = 1 if sc.symmetric else 2

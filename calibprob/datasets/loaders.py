@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from calibprob._validation import check_int
+
 __all__ = ["load_dataset", "load_csv", "list_datasets", "available_datasets"]
 
 _BOSTON_B_NOTE = (
@@ -465,8 +467,6 @@ def _subsample_rows(frame: pd.DataFrame, subsample, seed) -> pd.DataFrame:
     """``subsample`` rows drawn without replacement with ``seed``, kept in file order (all when fewer)."""
     if subsample is None:
         return frame
-    from calibprob._validation import check_int
-
     k = check_int(subsample, "subsample", minimum=1)
     if k < len(frame):
         rows = np.sort(np.random.default_rng(seed).choice(len(frame), size=k, replace=False))

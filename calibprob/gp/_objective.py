@@ -29,6 +29,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from calibprob.gp import kernels
+
 LOG_2PI = float(np.log(2.0 * np.pi))
 
 MEANS = ("zero", "constant")
@@ -304,8 +306,6 @@ def kernel_profile_derivative(kernel: str, p: int, r2: np.ndarray, g: np.ndarray
     -------
     ndarray
     """
-    from calibprob.gp import kernels
-
     if kernel == "se":
         return -0.5 * g
     c = np.sqrt(2.0 * p + 1.0)
@@ -419,8 +419,6 @@ class ExactObjectiveNumpy:
 
     def _kernel(self, ls, var):
         """Scaled squared distances and the unit-variance kernel profile :math:`g(r^2)`."""
-        from calibprob.gp import kernels
-
         A = self._Xc / ls
         a2 = np.einsum("ij,ij->i", A, A)
         if self.kernel == "se":

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
+from calibprob._optim import Adam
 from calibprob._pytensor import (
     GraphCache,
     blas_limit,
@@ -288,8 +289,6 @@ def adam(objective, x0, bounds, *, steps: int, learning_rate: float, n: int):
     value : float
         The objective at ``x``.
     """
-    from calibprob._optim import Adam
-
     lo = np.array([b[0] for b in bounds])
     hi = np.array([b[1] for b in bounds])
     x = np.clip(np.asarray(x0, dtype=float), lo, hi)

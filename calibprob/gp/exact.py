@@ -54,14 +54,16 @@ prediction (constant mean, Matérn ν = p + 1/2, REML).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+import warnings
 from typing import Any
 
 import numpy as np
 import scipy.linalg
 
-from calibprob._base import BaseEstimator, check_is_fitted
+from calibprob._base import BaseEstimator, ConvergenceWarning, check_is_fitted
 from calibprob._validation import (
     check_array,
     check_choice,
@@ -73,6 +75,7 @@ from calibprob._validation import (
 )
 from calibprob.gp import _objective, _pymc, kernels
 from calibprob.gp.loo import loo_from_kernel
+from calibprob.predictive import normal
 
 __all__ = ["GaussianProcessRegressor"]
 
@@ -119,6 +122,13 @@ class _GPBase(BaseEstimator):
     inducing_points_: np.ndarray
     _state: dict[str, Any]
     _last_state: tuple[bytes, dict[str, Any]] | None
+
+    #: the last factorisation at a θ (a cache, refilled on first use after loading)
+    _transient_attrs: tuple[str, ...] = ("_last_state",)
+
+    def _rebuild_after_load(self) -> None:
+        """Start a loaded GP with an empty factorisation cache (it is not saved)."""
+        self._last_state = None
 
     def _factorize(self, theta: dict) -> dict:
         """Factorisation of the training covariance at θ (the prediction state); per subclass."""
@@ -249,8 +259,6 @@ class _GPBase(BaseEstimator):
 
     def _objective_for(self, spec: _pymc.Spec):
         """The objective to maximise on the scaled data (value / value_and_grad)."""
-        import contextlib
-
         data = self._data()
         if spec.kind == "exact":
             return contextlib.nullcontext(
@@ -429,10 +437,6 @@ class _GPBase(BaseEstimator):
         self._warn_fit(runs, suspicious)
 
     def _warn_fit(self, runs, suspicious) -> None:
-        import warnings
-
-        from calibprob._base import ConvergenceWarning
-
         if not any(bool(r.success) for r in runs):
             warnings.warn(
                 f"{type(self).__name__}: no L-BFGS-B start converged ("
@@ -539,8 +543,6 @@ class _GPBase(BaseEstimator):
         xarray.Dataset
             ``calibprob.normal(mu, sigma, levels)``.
         """
-        from calibprob.predictive import normal
-
         mu, sigma = self.predict_mean_std(X, theta=theta, include_noise=include_noise)
         return normal(mu, sigma, levels, method=type(self).__name__)
 

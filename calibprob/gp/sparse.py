@@ -51,6 +51,7 @@ processes (sparse GP with 300 inducing points for large data sets).
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from typing import Any
@@ -61,6 +62,7 @@ from scipy.cluster.vq import kmeans2
 
 from calibprob._validation import check_array, check_int
 from calibprob.gp import _pymc, _sparse_numerics
+from calibprob.gp._sparse_loo import sparse_kriging_system
 from calibprob.gp.exact import _GPBase
 
 __all__ = ["SparseGaussianProcessRegressor", "kmeans_inducing_points"]
@@ -330,8 +332,6 @@ class SparseGaussianProcessRegressor(_GPBase):
 
     def _objective_for(self, spec):
         """The bound to maximise: chunked NumPy statistics (linear in n) or the compiled PyMC graph."""
-        import contextlib
-
         if self._backend() == "pytensor":
             return super()._objective_for(spec)
         data = self._data()
@@ -425,8 +425,6 @@ class SparseGaussianProcessRegressor(_GPBase):
         mu_loo : ndarray, shape (n,)
         sigma_loo : ndarray, shape (n,)
         """
-        from calibprob.gp._sparse_loo import sparse_kriging_system
-
         state = self._state_for(theta)
         view = _StateView(self, state)
         offset = float(state["m"]) if self.mean == "constant" else 0.0

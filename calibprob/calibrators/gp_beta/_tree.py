@@ -7,6 +7,7 @@ import xarray as xr
 
 from calibprob._validation import check_array
 from calibprob.calibrators.gp_beta._link import OUTPUTS, _correlation, _pointwise_loglik
+from calibprob.predictive import _heldout_elpd_data
 
 _DIMS = {
     "log_theta": (),
@@ -140,8 +141,6 @@ def held_out_elpd(log_lik):
         ``elpd`` (sum), ``se``, ``p`` (:math:`\sum_i \mathrm{elpd}_i - \overline{\ell_{\cdot i}}`),
         ``elpd_i`` (DataArray over ``obs``).
     """
-    from calibprob.predictive import _heldout_elpd_data
-
     ll = np.asarray(log_lik, float)
     n = ll.shape[-1]
     ll = ll.reshape(-1, n)

@@ -31,6 +31,7 @@ from calibprob.calibrators.gp_beta._link import (
 from calibprob.calibrators.gp_beta._objective import Layout
 from calibprob.calibrators.gp_beta._queries import calibration_map_dataset, posterior_predictive_tree
 from calibprob.calibrators.gp_beta._tree import held_out_elpd, make_tree, post_flat
+from calibprob.predictive import _levels_or_default, from_quantiles
 
 __all__ = ["GPBetaCalibrator", "INFERENCE_METHODS", "AUTO_FULL_BATCH", "AUTO_BATCH_SIZE"]
 
@@ -368,8 +369,6 @@ class GPBetaCalibrator(BaseEstimator):
             function, :math:`y = F_i^{-1}(\Phi(u))`; plus its ``mean`` and
             ``std``; ``attrs["method"] == "gp-beta"``.
         """
-        from calibprob.predictive import _levels_or_default, from_quantiles
-
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None and not _legacy:
             return mondrian.predict(pred, levels=levels, groups=groups)

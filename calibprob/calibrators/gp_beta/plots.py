@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from calibprob.predictive import normal
+
 
 def plot_calibration_map(calibrator, pred, *_legacy, at=None, isotonic=None, confidence_level: float = 0.68, axes=None):
     r"""The paper's Fig. 2: latent a, b, c along the base mean, and calibration maps at chosen means.
@@ -31,8 +33,6 @@ def plot_calibration_map(calibrator, pred, *_legacy, at=None, isotonic=None, con
     numpy.ndarray of matplotlib Axes, shape (4,)
     """
     import matplotlib.pyplot as plt
-
-    from calibprob.predictive import normal
 
     pred, _ = calibrator._prediction("plot_calibration_map", pred, _legacy)
     mu, sigma = calibrator._covariates(pred)
