@@ -42,6 +42,7 @@ posterior in ``idata_``), and every fitted object saves to netCDF.
 
 from __future__ import annotations
 
+import copy
 import inspect
 from typing import Protocol, TypeVar, runtime_checkable
 
@@ -301,7 +302,14 @@ _Estimator = TypeVar("_Estimator", bound=BaseEstimator)
 
 
 def clone(estimator: _Estimator) -> _Estimator:
-    """A new unfitted estimator with the same hyperparameters."""
+    """A new unfitted estimator with the same hyperparameters.
+
+    A user's model without ``get_params`` (any object with ``fit``/``predict``) is deep-copied
+    instead, as :func:`sklearn.base.clone` does with ``safe=False``: the caller's instance is
+    never fitted in place.
+    """
+    if not hasattr(estimator, "get_params"):
+        return copy.deepcopy(estimator)
     return type(estimator)(**estimator.get_params())
 
 

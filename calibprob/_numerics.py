@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
+from calibprob._stable import pow2_scale
+
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 _CHUNK = 4096  # rows per block where temporaries are (rows x L)
 
@@ -387,6 +389,15 @@ def quantile_moments(q, levels) -> tuple[np.ndarray, np.ndarray]:
         # blocks of rows keep the (rows x L) temporaries small (memory O(_CHUNK x L))
         parts = [quantile_moments(q[i : i + _CHUNK], levels) for i in range(0, q.shape[0], _CHUNK)]
         return np.concatenate([m for m, _ in parts]), np.concatenate([s for _, s in parts])
+    # in units of a power of two near max|q| (exact): neither the variance of a scale-1e200 law
+    # overflows nor that of a scale-1e-200 law underflows (calibprob._stable)
+    unit = pow2_scale(q, axis=-1, keepdims=True)
+    mean, std = _unit_moments(q / unit, levels)
+    return mean * unit[..., 0], std * unit[..., 0]
+
+
+def _unit_moments(q: np.ndarray, levels) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`quantile_moments` of quantiles of magnitude about one."""
     a, b, lo, hi = quantile_pieces(q, levels)
     d_cdf = special.ndtr(hi) - special.ndtr(lo)
     phi_lo = np.exp(-0.5 * lo * lo) / np.sqrt(2 * np.pi)

@@ -8,6 +8,8 @@ probability such as 0.9."``.
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Iterable
 
 import numpy as np
@@ -116,7 +118,7 @@ def check_same_length(**arrays) -> int:
 _SAMPLE_DIMS = ("chain", "draw", "sample")
 
 
-def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | None = 1) -> np.ndarray:
+def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int, ...] | None = 1) -> np.ndarray:
     """Observed targets as a finite float array with ``n`` entries along axis 0.
 
     The one place where every ``y`` argument (``evaluate``, each metric, the
@@ -205,7 +207,14 @@ def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | None = 1)
                 f"({name} = {name}.sel(obs=pred.obs)), or rename the dim to align by position."
             )
         y = y.values
-    arr = check_array(y, name, ndim=ndim, min_length=0)
+    arr = check_array(y, name, min_length=0)
+    allowed = () if ndim is None else (ndim,) if isinstance(ndim, int) else tuple(ndim)
+    if allowed and arr.ndim not in (0, *allowed):
+        raise ValueError(
+            f"{name} must be {' or '.join(f'{k}-D' for k in allowed)}; got an array of shape {arr.shape}. "
+            f"Expected shape ({n},), one "
+            f"observed value per observation: pass one column (e.g. {name}[:, 0]), or one call per target."
+        )
     if arr.ndim == 0 or arr.shape[0] != n:
         got = "a scalar" if arr.ndim == 0 else f"{arr.shape[0]} entries"
         raise ValueError(
@@ -476,3 +485,125 @@ def check_fitted_X(estimator, X, name: str = "X") -> np.ndarray:
             f"{estimator.n_features_in_}. Pass the same columns as in fit."
         )
     return X
+
+
+def check_prediction(value, n: int, name: str, *, source: str = "the base's predict") -> np.ndarray:
+    """One finite value per input row from a user's (or a base's) prediction, else a clear refusal.
+
+    A prediction is trusted nowhere else: a scalar would broadcast to one interval for all
+    rows, two columns would be read as twice as many rows, and a list of arrays would fail
+    deep inside NumPy. An ``(n, 1)`` column is accepted as ``(n,)``.
+
+    Parameters
+    ----------
+    value : array_like
+        What the estimator returned.
+    n : int
+        Number of input rows it was asked about.
+    name : str
+        What the value is (``"mu"``, ``"sigma"``), used in the message.
+    source : str
+        Who produced it, used in the message.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``float64``, shape ``(n,)``, finite.
+
+    Examples
+    --------
+    >>> from calibprob._validation import check_prediction
+    >>> check_prediction([[1.0], [2.0]], 2, "mu").tolist()
+    [1.0, 2.0]
+    >>> try:
+    ...     check_prediction(3.0, 5, "mu")
+    ... except ValueError as err:
+    ...     print(str(err)[:58])
+    mu from the base's predict must have shape (5,), one value
+    """
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as err:
+        raise TypeError(
+            f"{name} from {source} must be a numeric array of shape ({n},); got {type(value).__name__} "
+            f"{_short(value)}. Make predict return one number per input row (a NumPy array)."
+        ) from err
+    if arr.ndim == 2 and arr.shape == (n, 1):
+        arr = arr[:, 0]
+    if arr.shape != (n,):
+        raise ValueError(
+            f"{name} from {source} must have shape ({n},), one value per input row; got shape "
+            f"{arr.shape}. Make predict(X) return a 1-D array with len(X) entries (for a model "
+            "with several outputs, select the one to calibrate)."
+        )
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(
+            f"{name} from {source} must be finite; got {int(bad.sum())} non-finite value(s) of {n}, "
+            f"the first at row {int(np.argmax(bad))}. Fix the model, or drop the rows it cannot predict."
+        )
+    return arr
+
+
+def check_tau(tau, n: int, name: str = "tau") -> np.ndarray:
+    """A tie-breaking variable: one value in [0, 1], or ``n`` of them (one per test point).
+
+    Outside [0, 1] a smoothed conformal CDF leaves [0, 1] (``tau = 1.2`` gave 1.0095), so it is
+    refused, not clipped.
+
+    Examples
+    --------
+    >>> from calibprob._validation import check_tau
+    >>> check_tau(0.5, 3).tolist()
+    0.5
+    """
+    arr = check_array(tau, name, ndim=(0, 1), min_length=0)
+    if arr.ndim == 1 and arr.shape != (n,):
+        raise ValueError(
+            f"{name} must be one number or one per test point, shape ({n},); got shape {arr.shape}. "
+            f"Pass a scalar in [0, 1] or rng.uniform(size={n})."
+        )
+    if arr.size and (arr.min() < 0 or arr.max() > 1):
+        raise ValueError(
+            f"{name} must lie in [0, 1] (a tie-breaking probability); got range [{arr.min():.6g}, "
+            f"{arr.max():.6g}]. Pass 0.5, or U(0, 1) draws for exactly uniform values."
+        )
+    return arr
+
+
+def describe_unreadable_path(path, what: str = "file") -> str | None:
+    """Why ``path`` is not a readable regular file, in words that say what to do; ``None`` if it is one.
+
+    Four cases that ``os.path.isfile`` lumps together as "does not exist": a directory, a
+    symbolic link whose target is missing, a loop of symbolic links, and a path that is
+    truly absent.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from calibprob._validation import describe_unreadable_path
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     print(describe_unreadable_path(tmp)[-62:])
+    s a directory, not a file. Give the path of the file inside it.
+    """
+    text = os.fspath(path)
+    if os.path.isfile(text):
+        return None
+    if os.path.isdir(text):
+        return f"{text!r} is a directory, not a {what}. Give the path of the {what} inside it."
+    if os.path.islink(text):
+        try:
+            os.stat(text)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                return (
+                    f"{text!r} is a symbolic link that loops (it resolves back to itself). "
+                    f"Point the link at the {what} (ln -sf TARGET {text}) or give the {what}'s real path."
+                )
+        return (
+            f"{text!r} is a broken symbolic link: its target {os.readlink(text)!r} does not exist. "
+            f"Restore the target or point the link at the {what} (ln -sf TARGET {text})."
+        )
+    if os.path.exists(text):
+        return f"{text!r} is not a regular {what} (a device, socket or pipe). Give a {what} on disk."
+    return f"{text!r} does not exist (absolute: {os.path.abspath(text)!r}). Check the path."

@@ -117,7 +117,10 @@ class LinearRegression(_LinearBase):
     coef_ : ndarray, shape (d,)
     intercept_ : float
     noise_variance_ : float
-        :math:`\hat\sigma^2`.
+        :math:`\hat\sigma^2` (inf or 0 where it is beyond float64, at data scales near 1e±160).
+    noise_scale_ : float
+        :math:`\hat\sigma`, representable wherever the data are; the predictive standard
+        deviation is computed from it where :math:`\hat\sigma^2` over- or underflows.
     dof_ : int
         :math:`n - p`.
     n_features_in_ : int
@@ -185,9 +188,12 @@ class LinearRegression(_LinearBase):
         resid = ys - (A / col) @ beta_s
         self.dof_ = n - p
         beta = beta_s * y_scale / col
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", under="ignore"):
             noise_variance = float(np.float64(resid @ resid / self.dof_) * np.float64(y_scale) ** 2)
-        _check_finite_fit("LinearRegression", coefficients=beta, noise_variance=noise_variance)
+        # the noise sd in the data's units: representable wherever the data are, although its
+        # square (noise_variance_) overflows at scale 1e200 and underflows at 1e-200
+        self.noise_scale_ = float(np.sqrt(resid @ resid / self.dof_) * y_scale)
+        _check_finite_fit("LinearRegression", coefficients=beta, noise_scale=self.noise_scale_)
         self.noise_variance_ = noise_variance
         self._R, self._col = R, col
         self.intercept_ = float(beta[0]) if self.fit_intercept else 0.0
@@ -216,8 +222,16 @@ class LinearRegression(_LinearBase):
         # a^T (A^T A)^{-1} a = ||R^{-T} (a / col)||^2 with R from the equilibrated design A / col
         V = scipy.linalg.solve_triangular(self._R, (A / self._col).T, trans="T")
         lev = np.sum(V * V, axis=0)
-        var = self.noise_variance_ * (lev + 1.0 if include_noise else lev)
-        return mu, np.sqrt(np.maximum(var, np.finfo(float).tiny))
+        factor = lev + 1.0 if include_noise else lev
+        with np.errstate(over="ignore", under="ignore"):
+            var = self.noise_variance_ * factor
+        sd = np.sqrt(np.maximum(var, np.finfo(float).tiny))
+        # where the variance over- or underflowed, the scale-free form s * sqrt(factor) is exact
+        extreme = ~np.isfinite(var) | (var < 1e-280)
+        scale = getattr(self, "noise_scale_", None)  # absent from a model saved before it existed
+        if extreme.any() and scale is not None:
+            sd = np.where(extreme, np.maximum(scale * np.sqrt(factor), np.finfo(float).tiny), sd)
+        return mu, sd
 
 
 class BayesianRidge(_LinearBase):

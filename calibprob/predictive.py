@@ -74,6 +74,7 @@ from calibprob._numerics import (
     quantile_sample,
     quantile_zscore,
 )
+from calibprob._stable import pow2_scale
 from calibprob._validation import (
     check_array,
     check_confidence_levels,
@@ -358,7 +359,7 @@ def _pick_variable(ds, var_name, where: str) -> xr.DataArray:
     if len(names) == 1:
         return ds[names[0]]
     if not names:
-        raise ValueError(f"the draws' {where} holds no variables; nothing to build a prediction from.")
+        raise ValueError(f"the draws' {where} holds no variables; pass the group that holds the predicted variable.")
     raise ValueError(
         f"the draws' {where} holds {len(names)} variables {names}; pass var_name= naming the "
         "predicted one (e.g. var_name='y')."
@@ -541,8 +542,7 @@ def from_draws(
         raise ValueError(f"draws needs at least 2 draws per observation; got {arr.shape[0]}.")
     if weights is None:
         q = np.quantile(arr, levels, axis=0).T
-        mean = arr.mean(axis=0)
-        std = arr.std(axis=0, ddof=1)
+        mean, std = _draw_moments(arr)
     else:
         w = _check_weights(weights, draws, arr.shape, sample_dims)
         q, mean, std = _weighted_summaries(arr, w, levels)
@@ -552,6 +552,25 @@ def from_draws(
         ds.attrs["weighted"] = 1
     ds.attrs.update(attrs)
     return ds
+
+
+def _draw_moments(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-column mean and ``ddof=1`` std of draws, without overflow or underflow at any scale.
+
+    The plain formulas (kept bit for bit where they are safe, and copy-free) are redone in units
+    of a power of two only for the columns whose magnitude is extreme.
+    """
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # redone below where it matters
+        mean = arr.mean(axis=0)
+        std = arr.std(axis=0, ddof=1)
+    extreme = ~((std > 1e-100) & (std < 1e100) & np.isfinite(mean)) | (np.abs(mean) > 1e100)
+    if extreme.any():
+        cols = arr[:, extreme]
+        unit = pow2_scale(cols, axis=0)
+        scaled = cols / unit
+        mean[extreme] = scaled.mean(axis=0) * unit
+        std[extreme] = scaled.std(axis=0, ddof=1) * unit
+    return mean, std
 
 
 #: How far a column of ``weights`` may sum from one (float32 weights, exp of normalised log-weights).
@@ -797,7 +816,10 @@ def _check_transformed(ds: xr.Dataset, q: np.ndarray) -> None:
     t = tr.check_transform(ds.attrs["target_transform"], "the Dataset's attrs['target_transform']")
     bound = tr.domain_bound(t)
     if ds.attrs.get("family") == "normal":
-        raise ValueError("a back-transformed Dataset cannot have family='normal' (its law is not Gaussian).")
+        raise ValueError(
+            "a back-transformed Dataset cannot have family='normal' (its law is not Gaussian); keep the "
+            "family='quantile' that calibprob.transforms.back_transform sets."
+        )
     for sl in _row_blocks(q.shape[0]):
         if not (q[sl] > bound).all():
             raise ValueError(
@@ -1030,7 +1052,7 @@ def heldout_elpd(data, *, var_name: str | None = None):
     if not sample:
         raise ValueError(
             f"log_likelihood variable {ll.name!r} has dims {ll.dims}, without 'chain'/'draw'; "
-            "the ArviZ layout puts the sample dims first."
+            "the ArviZ layout puts the sample dims first: pass idata.log_likelihood (dims chain, draw, obs)."
         )
     s = int(np.prod([ll.sizes[d] for d in sample]))
     obs_dims = [d for d in ll.dims if d not in sample]

@@ -212,7 +212,9 @@ class PyMCHSGPRegression(_PosteriorDrawsRegressor):
         if len(y) < 3:
             raise ValueError(f"PyMCHSGPRegression needs at least 3 rows to fit; got {len(y)}.")
         if float(np.ptp(y)) == 0.0:
-            raise ValueError(f"y is constant (every value {float(y[0])!r}); there is no regression to fit.")
+            raise ValueError(
+                f"y is constant (every value {float(y[0])!r}); there is no regression to fit. Check the target column."
+            )
         self.n_features_in_ = Xa.shape[1]
         self.x_mean_ = Xa.mean(axis=0)
         sd = Xa.std(axis=0)

@@ -170,7 +170,9 @@ class MethodEntry:
     def load(self) -> type:
         """The calibrator class (imports its module)."""
         if self.cls is None:
-            raise TypeError(f"method kind {self.kind!r} has no class (it runs through its adapter).")
+            raise TypeError(
+                f"method kind {self.kind!r} has no class (it runs through its adapter): run it with calibprob.compare."
+            )
         return CLASSES[self.cls].load()
 
     def constructor_options(self, options: Mapping) -> dict:
@@ -193,7 +195,7 @@ class BaseEntry:
 
     def load(self) -> type:
         if self.cls is None:
-            raise TypeError(f"base kind {self.kind!r} has no class (it is built by {self.builder}).")
+            raise TypeError(f"base kind {self.kind!r} has no class: build it with {self.builder}.")
         return CLASSES[self.cls].load()
 
 

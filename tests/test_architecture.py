@@ -36,7 +36,19 @@ ROOT = Path(__file__).resolve().parents[1] / "calibprob"
 #: and validating a spec should not pay. Everything else, calibprob's own modules first, is imported
 #: at module level.
 HEAVY = frozenset(
-    {"pymc", "pytensor", "dask", "distributed", "matplotlib", "h5py", "h5netcdf", "sklearn", "arviz", "arviz_base"}
+    {
+        "pymc",
+        "pytensor",
+        "dask",
+        "distributed",
+        "matplotlib",
+        "h5py",
+        "h5netcdf",
+        "sklearn",
+        "arviz",
+        "arviz_base",
+        "arviz_stats",
+    }
 )
 
 
@@ -258,7 +270,7 @@ def test_the_import_graph_has_no_circle():
 
 #: Imports inside functions of anything but a heavy dependency still in the tree. The rule is zero;
 #: the count may only go down (lower it with each module fixed). 177 at commit da54378.
-LOCAL_IMPORT_BUDGET = 140
+LOCAL_IMPORT_BUDGET = 137
 
 
 def test_function_level_imports_only_for_heavy_optional_dependencies():

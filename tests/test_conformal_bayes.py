@@ -101,11 +101,20 @@ def _direct_scores(ll, lf):
     return sig, sig_new
 
 
-def test_ranks_equal_a_direct_double_loop_exactly():
+@pytest.mark.parametrize("case", ["plain", "far", "underflow"])
+def test_ranks_equal_a_direct_double_loop_exactly(case):
+    """``far``: one training point 1000 nats below the others (the per-column shift);
+    ``underflow``: its likelihood is high only at a draw the AOI weights give e^-800, so its
+    score underflows in the matrix product and is recomputed in log space."""
     rng = np.random.default_rng(3)
     S, n, m, G = 7, 6, 3, 5
     ll = rng.normal(-1.0, 1.0, size=(S, n))
     lf = rng.normal(-1.0, 1.0, size=(S, m, G))
+    if case == "far":
+        ll[:, 2] -= 1000.0
+    if case == "underflow":
+        ll[1:, 2] -= 1000.0
+        lf[0] -= 800.0
     grid = np.linspace(-1, 1, G)
     groups_tr = np.array(["a", "b", "a", "b", "a", "a"])
     groups_te = np.array(["a", "b", "a"])
@@ -236,6 +245,9 @@ def test_tree_input_output_and_save_load_round_trip(fitted, tmp_path):
     full = cb.predict(fitted["logf"], fitted["grid"], groups=["a", "b"], confidence_level=levels)
     score = calibprob.evaluate(full, np.zeros(2), confidence_levels=[0.5, 0.9])
     assert score["coverage"].sel(confidence_level=0.9).item() == 1.0
+    # a DataArray's named grid dimension may come in any position
+    swapped = cb.predict(fitted["logf"].transpose("grid", "chain", "obs", "draw"), fitted["grid"], groups=["a", "b"])
+    xr.testing.assert_identical(swapped, pred)
     path = cb.save(tmp_path / "cb.nc")
     back = calibprob.load(path)
     assert back.get_params() == cb.get_params()
@@ -290,6 +302,10 @@ def test_nan_log_densities_are_refused(fitted):
     logf = fitted["logf"].values.reshape(2000, 2, -1).copy()
     logf[0, 1, 7] = np.nan
     with pytest.raises(ValueError, match=r"test_log_density must be finite log densities"):
+        ConformalBayes().fit(fitted["tree"]).predict(logf, fitted["grid"])
+    logf[0, 1, 7] = -1.0
+    logf[:, 0, 4] = -np.inf  # zero density at every draw: no add-one-in weights at that candidate
+    with pytest.raises(ValueError, match=r"-inf at every draw for test point 0, grid value .*likelihood's support"):
         ConformalBayes().fit(fitted["tree"]).predict(logf, fitted["grid"])
 
 

@@ -117,3 +117,20 @@ def test_bad_new_data_is_refused(problem):
         calibprob.conformal_bayes(model, idata, {"Z": problem["X_new"]})
     with pytest.raises(ValueError, match=r"method must be one of 'auto', 'closed-form', 'logp'; got 'mc'"):
         calibprob.conformal_bayes(model, idata, problem["X_new"], method="mc")
+
+
+def test_the_door_passes_groups_through(problem):
+    model = _model(problem["X"], problem["y"])
+    idata = _idata(problem, model)
+    grid = np.linspace(-8, 8, 81)
+    labels = np.repeat(["u", "v", "w"], N // 3)
+    pred = calibprob.conformal_bayes(
+        model, idata, problem["X_new"], grid=grid, train_groups=labels, groups=["u", "v", "w", "u", "v"]
+    )
+    by_hand = calibprob.ConformalBayes().fit(idata, train_groups=labels)
+    b = problem["post"]["b"].reshape(-1, D)
+    s = problem["post"]["s"].reshape(-1)
+    logf = stats.norm.logpdf(grid[None, None, :], (b @ problem["X_new"].T)[:, :, None], s[:, None, None])
+    expected = by_hand.predict(logf, grid, groups=["u", "v", "w", "u", "v"])
+    np.testing.assert_array_equal(pred["p_value"].values, expected["p_value"].values)
+    assert pred["n_ranked"].values.tolist() == [N // 3] * 5

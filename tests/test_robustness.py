@@ -647,7 +647,6 @@ def test_extreme_scales_fit_like_unit_scale(cls, x_scale, y_scale):
 @pytest.mark.parametrize(
     "cls, x_scale, y_scale",
     [
-        (calibprob.LinearRegression, 1.0, 1e300),
         (calibprob.BayesianRidge, 1.0, 1e300),
         (calibprob.BayesianRidge, 1e300, 1.0),
         (calibprob.BayesianRidge, 1e-300, 1.0),
@@ -659,6 +658,18 @@ def test_scales_beyond_float64_are_a_clear_error(cls, x_scale, y_scale):
     X = rng.normal(size=(30, 2))
     with pytest.raises(ValueError, match=r"overflow float64 at the scale of these data\. Rescale X and y"):
         cls().fit(X * x_scale, y_scale * (X[:, 0] + rng.normal(size=30)))
+
+
+@pytest.mark.parametrize("y_scale", [1e300, 1e-300])
+def test_linear_regression_predicts_at_scales_whose_variance_is_beyond_float64(y_scale):
+    """Issue 28: the noise sd is representable where its square is not (1e600, 1e-600): the fit
+    is no longer refused at 1e300, and at 1e-300 sigma is no longer the floor sqrt(tiny) = 1.5e-154."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 2))
+    y = X[:, 0] + rng.normal(size=30)
+    ref = calibprob.LinearRegression().fit(X, y).predict_mean_std(X[:5])[1]
+    sd = calibprob.LinearRegression().fit(X, y_scale * y).predict_mean_std(X[:5])[1]
+    np.testing.assert_allclose(sd / y_scale, ref, rtol=1e-10)
 
 
 # ----------------------------------------------------------------------------------- the spec fuzz test

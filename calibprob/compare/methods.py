@@ -16,6 +16,7 @@ spec that does not use them never pays for them.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from functools import partial
@@ -25,8 +26,14 @@ import numpy as np
 import xarray as xr
 
 from calibprob import registry
+from calibprob._options import Anything
+from calibprob._validation import check_choice
 from calibprob.calibrators.conformal.mondrian import Mondrian
-from calibprob.conformal._common import interval_dataset
+from calibprob.conformal._common import interval_dataset, reachable_levels
+from calibprob.conformal.scores import get_score
+from calibprob.loo_predictive import from_loo
+from calibprob.metrics import interval_levels
+from calibprob.predictive import normal
 
 __all__ = [
     "TaskContext",
@@ -99,7 +106,6 @@ def base_predictive(base, X, *, levels=None) -> xr.Dataset:
     only follows the minimal Gaussian protocol ``predict_mean_std(X) -> (mu, sigma)``
     becomes :func:`calibprob.normal`.
     """
-    from calibprob.predictive import normal
 
     predict = getattr(base, "predict", None)
     if predict is not None:
@@ -166,9 +172,6 @@ def register(name: str, options=(), doc: str = "", output: str = "distribution")
         and output then decide how it runs); this decorator registers the function there as
         the kind's adapter, with untyped options, and will be removed in the next release.
     """
-    import warnings
-
-    from calibprob._options import Anything
 
     warnings.warn(
         "calibprob.compare.methods.register is deprecated; use calibprob.registry.register_method "
@@ -236,8 +239,6 @@ def calibration_prediction(ctx: TaskContext, calibration_data: str = "in-sample"
     which it then leaves unused, so that "no holdout" and "holdout" compare on the same
     base and test part.
     """
-    from calibprob._validation import check_choice
-    from calibprob.predictive import normal
 
     check_choice(calibration_data, "calibration_data", ("auto", "in-sample", "loo"))
     X_cal, y_cal = ctx.calibration
@@ -258,9 +259,6 @@ def calibration_prediction(ctx: TaskContext, calibration_data: str = "in-sample"
 
 def _posterior_loo(ctx: TaskContext) -> xr.Dataset:
     """:func:`calibprob.from_loo` of a PyMC base's fit (its predictive draws at the training points seeded by the task)."""
-    import warnings
-
-    from calibprob.loo_predictive import from_loo
 
     with warnings.catch_warnings():
         # high Pareto k is a property of the model on these data; the runner records no warnings
@@ -290,13 +288,14 @@ def post_process(ctx: TaskContext, calibrator, *, calibration_data: str = "in-sa
 
 def interval_levels_reachable(ctx: TaskContext, n: int, sides: int) -> tuple[np.ndarray, np.ndarray]:
     """The spec's interval levels, and those that ``n`` conformal scores resolve (the others come back unbounded)."""
-    from calibprob.conformal._common import reachable_levels
-    from calibprob.metrics import interval_levels
 
     levels = interval_levels(ctx.confidence_levels)
     ok = reachable_levels(levels, n, sides=sides)
     if not ok.any():
-        raise ValueError(f"{n} points resolve none of the confidence levels {levels.tolist()}.")
+        raise ValueError(
+            f"{n} points resolve none of the confidence levels {levels.tolist()}. Give more "
+            "calibration data, or lower confidence levels (a level c needs about 1/(1-c) points)."
+        )
     return levels, levels[ok]
 
 
@@ -354,7 +353,6 @@ def run_kind(kind: str, ctx: TaskContext, **options) -> xr.Dataset:
 
 def _interval_sides(kwargs: dict) -> int:
     """1 for a symmetric score (one rank for both tails), 2 for a signed one (one rank per tail)."""
-    from calibprob.conformal.scores import get_score
 
     score = kwargs.get("score")
     if score is None:
@@ -434,7 +432,6 @@ def run_refits(ctx: TaskContext, kind: str, options: dict, ks) -> list | BaseExc
 
 def run_loo_jackknife(ctx: TaskContext, entry, **options) -> xr.Dataset:
     """LOO jackknife+: the task's fitted PyMC base (``prefit``), its PSIS-LOO weights, no refit."""
-    import warnings
 
     kwargs = _constructor_kwargs(ctx, entry, options)
     levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), 1)

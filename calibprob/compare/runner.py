@@ -258,7 +258,9 @@ def run_method_task(
     """
     spec = parse_spec(spec_dict)
     if method not in spec.method_names:
-        raise ValueError(f"method {method!r} is not in the spec; its methods are {spec.method_names}.")
+        raise ValueError(
+            f"method {method!r} is not in the spec; its methods are {spec.method_names}: pass one of them."
+        )
     by_base: dict = {}
     for base_name, got, seconds in refits or ():
         done, total = by_base.get(base_name, ([], 0.0))

@@ -49,6 +49,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +68,7 @@ from calibprob._options import (  # re-exported: spec.py is these names' public 
     _short,
     _suggest,
 )
+from calibprob._validation import describe_unreadable_path
 
 __all__ = [
     "Spec",
@@ -610,7 +612,10 @@ def _parse_bundled_entry(
 ) -> DatasetSpec:
     """A bundled data set given as a table (its own split or a pinned ``sha256``)."""
     if name not in bundled:
-        raise SpecError(f"{where} = {name!r} is neither bundled nor has 'path' or 'function'.{_suggest(name, bundled)}")
+        raise SpecError(
+            f"{where} = {name!r} is neither bundled nor has 'path' or 'function'.{_suggest(name, bundled)} Give a bundled name "
+            "(calibprob.datasets.list_datasets()), or a table with 'path' and 'target'."
+        )
     sha = _bundled_sha256(name)
     _check_sha(entry, sha, where, f"the bundled file of {name!r}")
     _check_rows(_bundled_rows(name), eff_split, where)
@@ -672,6 +677,58 @@ def _bundled_rows(name: str) -> int:
     return _resolve(name).rows
 
 
+_TOML_AT = re.compile(r"^(?P<what>.*) \(at line (?P<line>\d+), column (?P<col>\d+)\)$")
+_TOML_TABLE = re.compile(r"Cannot declare \((?P<keys>.*)\) twice")
+
+
+def _first_line(lines: list[str], before: int, pattern: re.Pattern) -> int | None:
+    """1-based number of the first of ``lines[:before]`` matching ``pattern``."""
+    return next((i + 1 for i, line in enumerate(lines[:before]) if pattern.match(line)), None)
+
+
+def toml_error_message(err: tomllib.TOMLDecodeError, text: str) -> str:
+    """The parser's error as a message that names the key or table, its line and the fix (issue 28).
+
+    Examples
+    --------
+    >>> import tomllib
+    >>> from calibprob.compare.spec import toml_error_message
+    >>> text = 'name = "a"\nseed = 1\nname = "b"\n'
+    >>> try:
+    ...     tomllib.loads(text)
+    ... except tomllib.TOMLDecodeError as err:
+    ...     print(toml_error_message(err, text)[:58])
+    invalid TOML: key 'name' on line 3 is defined twice (first
+    """
+    m = _TOML_AT.match(str(err))
+    if m is None:
+        return f"invalid TOML: {err}. Fix the syntax (docs/spec.md shows a complete spec)."
+    what, line = m["what"], int(m["line"])
+    lines = text.splitlines()
+    shown = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    table = _TOML_TABLE.match(what)
+    if table is not None:
+        name = ".".join(k.strip().strip("'\"") for k in table["keys"].split(",") if k.strip())
+        first = _first_line(lines, line - 1, re.compile(rf"^\s*\[+\s*{re.escape(name)}\s*\]"))
+        where = f" (first on line {first})" if first else " (also as a key or inline table above)"
+        return (
+            f"invalid TOML: table [{name}] on line {line} is defined twice{where}. A table is declared "
+            "once: merge the two into one [table], or rename one of them."
+        )
+    if what == "Cannot overwrite a value":
+        key = shown.split("=", 1)[0].strip().strip("[]").strip() if shown else "?"
+        first = _first_line(lines, line - 1, re.compile(rf"^\s*{re.escape(key)}\s*="))
+        where = f" (first on line {first})" if first else " (also set above, e.g. as a table or dotted key)"
+        return (
+            f"invalid TOML: key {key!r} on line {line} is defined twice{where}. TOML allows each key once per "
+            "table: delete one of them, or rename it."
+        )
+    return (
+        f"invalid TOML on line {line}, column {m['col']}: {what[0].lower() + what[1:]}; the line reads "
+        f"{shown!r}. Fix its syntax (strings need quotes, lists brackets; docs/spec.md shows a complete spec)."
+    )
+
+
 def _parse_csv_entry(
     entry, name, root, own_split, eff_split, seed, base_kind, where, target_transform=None
 ) -> DatasetSpec:
@@ -680,10 +737,9 @@ def _parse_csv_entry(
     raw = Str().check(entry["path"], f"{where}.path")
     path = Path(raw)
     path = path if path.is_absolute() else root / path
-    if not path.is_file():
-        raise SpecError(
-            f"{where}.path: file {str(path)!r} does not exist. Paths are relative to the spec file's folder."
-        )
+    problem = describe_unreadable_path(path, "CSV file")
+    if problem is not None:
+        raise SpecError(f"{where}.path: file {problem} Paths are relative to the spec file's folder.")
     if "target" not in entry:
         raise SpecError(f"{where} reads a CSV and needs 'target' (the column to predict).")
     target = Str().check(entry["target"], f"{where}.target")
@@ -703,7 +759,9 @@ def _parse_csv_entry(
     try:
         sha = file_sha256(path)
     except OSError as err:
-        raise SpecError(f"{where}.path: cannot read {str(path)!r} ({err.strerror or err}).") from None
+        raise SpecError(
+            f"{where}.path: cannot read {str(path)!r} ({err.strerror or err}). Check its permissions."
+        ) from None
     _check_sha(entry, sha, where, path.name)
     try:
         data = load_csv(
@@ -862,7 +920,7 @@ def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
                 if b not in names:
                     raise SpecError(
                         f"methods.{m.name}.bases names {b!r}, which is not a base of this spec.{_suggest(b, names)} "
-                        f"Bases: {', '.join(names)}."
+                        f"Bases: {', '.join(names)}; name one of them."
                     )
             if len(set(m.bases)) != len(m.bases):
                 raise SpecError(f"methods.{m.name}.bases lists a base twice: {list(m.bases)}; list each once.")
@@ -1122,8 +1180,9 @@ def load_spec(path: str | Path) -> Spec:
     ('ols-on-boston', {'train': 0.8, 'test': 0.2})
     """
     path = Path(path)
-    if not path.is_file():
-        raise SpecError(f"spec file {str(path)!r} does not exist. Specs live in models/, e.g. models/quickstart.toml.")
+    problem = describe_unreadable_path(path, "spec file")
+    if problem is not None:
+        raise SpecError(f"spec file {problem} Specs live in models/, e.g. models/quickstart.toml.")
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -1133,5 +1192,5 @@ def load_spec(path: str | Path) -> Spec:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise SpecError(f"{path}: invalid TOML: {err}") from None
+        raise SpecError(f"{path}: {toml_error_message(err, text)}") from None
     return parse_spec(data, source=text, root=path.parent.resolve())

@@ -45,6 +45,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._options import SpecError, _short
+from calibprob._validation import check_prediction
 from calibprob.predictive import DEFAULT_LEVELS, from_quantiles, normal, validate
 
 __all__ = ["PythonBase", "check_factory", "check_python_table", "build_python_base", "factory_label", "N_FOLDS"]
@@ -91,7 +92,9 @@ def _import_entry(entry: str, where: str):
         ) from None
     for part in name.split("."):
         if not hasattr(obj, part):
-            raise SpecError(f"{where}.entry = {entry!r}: module {module!r} has no attribute {name!r}.")
+            raise SpecError(
+                f"{where}.entry = {entry!r}: module {module!r} has no attribute {name!r}. Check the name after the colon."
+            )
         obj = getattr(obj, part)
     return obj
 
@@ -237,11 +240,12 @@ class PythonBase:
         return sigma
 
     def _point(self, values, n: int) -> np.ndarray:
-        arr = np.asarray(values, dtype=float).reshape(-1) if not isinstance(values, xr.Dataset) else None
-        if arr is None or arr.size != n:
-            what = "a Dataset" if arr is None else f"{arr.size} values"
-            raise ValueError(f"base {self.name!r}: predict(X) gave {what} for {n} inputs; need one number per input.")
-        return arr
+        if isinstance(values, xr.Dataset):
+            raise ValueError(
+                f"base {self.name!r}: predict(X) gave a Dataset for {n} inputs; need one number per input."
+            )
+        # the one validation layer: shape (n,) (or (n, 1)), finite, named in the message
+        return check_prediction(values, n, "the prediction", source=f"base {self.name!r}'s predict(X)")
 
     def predict(self, X, levels=None) -> xr.Dataset:
         """The predictive distribution at ``X`` (the contract of :mod:`calibprob.predictive`)."""

@@ -31,7 +31,7 @@ from calibprob._base import BaseEstimator, check_is_fitted
 from calibprob._ranks import RANK_TOL as _RANK_TOL
 from calibprob._ranks import lower_rank, upper_rank
 from calibprob._ranks import min_conformal_points as min_points
-from calibprob._validation import check_array, check_confidence_levels, check_int, check_levels
+from calibprob._validation import check_array, check_confidence_levels, check_int, check_levels, check_prediction
 from calibprob.predictive import DEFAULT_LEVELS
 
 __all__ = [
@@ -170,7 +170,10 @@ def as_regressor(estimator, name: str = "estimator"):
         )
     if hasattr(estimator, "fit"):
         if not (hasattr(estimator, "predict_mean_std") or hasattr(estimator, "predict")):
-            raise TypeError(f"{name} {type(estimator).__name__} has fit but neither predict_mean_std nor predict.")
+            raise TypeError(
+                f"{name} {type(estimator).__name__} has fit but neither predict_mean_std nor predict. "
+                "Give it predict(X) returning the mean, or predict_mean_std(X) returning (mean, std)."
+            )
         return estimator
     if callable(estimator):
         return CallableRegressor(fit_predict=estimator)
@@ -189,7 +192,8 @@ def _predict_once(estimator, X, need_sigma: bool):
         if hasattr(mu, "calib"):  # a predictive Dataset: take its mean/std
             ds = mu
             mu, sigma = ds.calib.mean().values, ds.calib.std().values
-    mu = np.asarray(mu, dtype=float).reshape(-1)
+    source = f"{type(estimator).__name__}'s prediction"
+    mu = check_prediction(mu, len(X), "mu", source=source)
     if need_sigma:
         if sigma is None:
             raise ValueError(
@@ -197,9 +201,7 @@ def _predict_once(estimator, X, need_sigma: bool):
                 f"{type(estimator).__name__} gives only a mean (no sigma). Use score='absolute', "
                 "or a base whose predict_mean_std returns (mu, sigma)."
             )
-        sigma = np.asarray(sigma, dtype=float).reshape(-1)
-        if sigma.shape != mu.shape:
-            raise ValueError(f"the base returned sigma of shape {sigma.shape} for mu of shape {mu.shape}.")
+        sigma = check_prediction(sigma, len(X), "sigma", source=source)
     return mu, (sigma if need_sigma else None)
 
 

@@ -47,7 +47,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._base import check_is_fitted
-from calibprob._validation import check_targets
+from calibprob._validation import check_targets, check_tau
 from calibprob.conformal.distribution import SplitConformalCalibrator
 from calibprob.conformal.scores import SignedAbsoluteScore, SignedNormalizedScore
 from calibprob.conformal.split import SplitConformalRegressor
@@ -263,4 +263,4 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
         else:
             pred, mu, scale = self._mu_scale(pred)
         y = check_targets(y, mu.size, "y")
-        return cps_cdf(self.scores_, (y - mu) / scale, tau)
+        return cps_cdf(self.scores_, (y - mu) / scale, check_tau(tau, mu.size))

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from calibprob._validation import check_int
+from calibprob._validation import check_int, describe_unreadable_path
 
 __all__ = ["load_dataset", "load_csv", "list_datasets", "available_datasets"]
 
@@ -374,11 +374,9 @@ def load_csv(
     (['soil=loam', 'soil=sand'], [[0.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
     """
     path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(
-            f"path must be an existing CSV file; got {path!r} (absolute: "
-            f"{os.path.abspath(path)!r}), which does not exist. Check the path."
-        )
+    problem = describe_unreadable_path(path, "CSV file")
+    if problem is not None:
+        raise FileNotFoundError(f"path must be an existing CSV file: {problem}")
     base = os.path.basename(path)
     frame = _read_csv(path)
     columns = [str(c) for c in frame.columns]
@@ -482,7 +480,7 @@ def _read_csv(path: str) -> pd.DataFrame:
     if b"\x00" in head:
         raise ValueError(f"{base} is not a text CSV file (it holds NUL bytes: binary data?). Give a UTF-8 CSV.")
     try:
-        return pd.read_csv(path, encoding="utf-8-sig")
+        frame = pd.read_csv(path, encoding="utf-8-sig")
     except UnicodeDecodeError as err:
         raise ValueError(
             f"{base} is not UTF-8 text ({err.reason} at byte {err.start}). Save it as UTF-8 (e.g. from a "
@@ -492,6 +490,13 @@ def _read_csv(path: str) -> pd.DataFrame:
         raise ValueError(f"{base} is empty: a CSV needs a header row and data rows.") from None
     except pd.errors.ParserError as err:
         raise ValueError(f"{base} could not be parsed as CSV: {str(err).strip()}") from None
+    if len(frame) == 0:
+        # not "must be numeric": an all-empty column is read as text
+        raise ValueError(
+            f"{base} has a header row ({', '.join(map(str, frame.columns[:8]))}) but no data rows. "
+            "Add the data below the header, or check that the file was exported completely."
+        )
+    return frame
 
 
 def _one_hot(frame: pd.DataFrame, target: str, columns: list[str], base: str, *, only_text: bool) -> pd.DataFrame:

@@ -64,6 +64,7 @@ import numpy as np
 import scipy.linalg
 
 from calibprob._base import BaseEstimator, ConvergenceWarning, check_is_fitted
+from calibprob._stable import stable_mean, stable_rms
 from calibprob._validation import (
     check_array,
     check_choice,
@@ -337,6 +338,7 @@ class _GPBase(BaseEstimator):
         for attr in ("theta_", "_state"):
             self.__dict__.pop(attr, None)
         self._y_shift, self._y_scale = _y_transform(y, self.mean)
+        _check_variance_representable(self._y_scale, type(self).__name__)
         if self.mean == "zero":
             _check_zero_mean_offset(y, type(self).__name__)
         self._prepare(X, y, rng)
@@ -700,8 +702,8 @@ def _check_zero_mean_offset(y: np.ndarray, owner: str) -> None:
     at y + 1e9), and centring would change the declared model. A few points' spread
     says little, so fewer than 10 are let through.
     """
-    offset = abs(float(np.mean(y)))
-    spread = float(np.std(y))
+    offset = abs(float(stable_mean(y)))
+    spread = float(stable_rms(y - np.mean(y)))  # np.std underflows to 0 at scale 1e-200
     if len(y) >= 10 and offset > 10.0 * spread:
         raise ValueError(
             f"{owner}(mean='zero'): the targets' mean ({np.mean(y):.6g}) is "
@@ -709,6 +711,23 @@ def _check_zero_mean_offset(y: np.ndarray, owner: str) -> None:
             "zero; a zero-mean GP must explain that offset with its kernel variance, "
             "which is ill-conditioned and miscalibrated. Use mean='constant' (offset "
             "invariant) or centre y (standardize = true in a compare spec)."
+        )
+
+
+#: the targets' scale s for which the kernel and noise variances (s^2 times the scaled
+#: optimum, itself inside boxes of about 1e-12 ... 1e12) are representable in float64
+_Y_SCALE_RANGE = (1e-140, 1e140)
+
+
+def _check_variance_representable(scale: float, owner: str) -> None:
+    """Refuse targets whose variances are beyond float64, naming the fix (issue 28)."""
+    lo, hi = _Y_SCALE_RANGE
+    if not lo <= scale <= hi:
+        raise ValueError(
+            f"{owner}: y has scale {scale:.3g} (its standard deviation), outside [{lo:g}, {hi:g}]: the "
+            "kernel and noise variances, in y's units squared, would overflow or underflow float64. "
+            f"Divide y by a constant (e.g. y / {scale:.0e}; standardize = true in a compare spec), fit, "
+            "and multiply the predictions back."
         )
 
 
@@ -721,11 +740,11 @@ def _y_transform(y: np.ndarray, mean: str) -> tuple[float, float]:
     likelihood is invariant to a common scale of y and the variances).
     """
     if mean == "constant":
-        shift = float(np.mean(y))
-        scale = float(np.std(y))
+        shift = float(stable_mean(y))
+        scale = float(stable_rms(y - shift))  # = np.std(y), without under/overflow at 1e-200/1e200
     else:
         shift = 0.0
-        scale = float(np.sqrt(np.mean(y * y)))
+        scale = float(stable_rms(y))
     if not (np.isfinite(scale) and scale > 0):
         scale = 1.0
     return shift, scale

@@ -201,7 +201,9 @@ def _system_from_factor(L, y, P=None) -> KrigingSystem:
     try:
         W = linalg.inv(Pt.T @ Pt)
     except linalg.LinAlgError as err:
-        raise ValueError("the mean basis P is rank deficient: P^T K^{-1} P is singular.") from err
+        raise ValueError(
+            "the mean basis P is rank deficient: P^T K^{-1} P is singular. Drop collinear columns of P."
+        ) from err
     KiP = Linv.T @ Pt  # K^{-1} P
     qdiag = kinv_diag - np.einsum("ij,jk,ik->i", KiP, W, KiP)
     alpha = kinv_y - KiP @ (W @ (KiP.T @ y))
@@ -237,7 +239,9 @@ def kriging_predict(system: KrigingSystem, K_cross, k_diag, P_test=None):
     var = np.asarray(k_diag, float) - np.einsum("ij,ij->j", V, V)
     if system.Pt is not None:
         if P_test is None:
-            raise ValueError("P_test is required: the kriging system has an unknown mean basis P.")
+            raise ValueError(
+                "P_test is required: the kriging system has an unknown mean basis P. Pass P_test, the basis at the test points."
+            )
         Pm = np.asarray(P_test, float).reshape(Kx.shape[1], -1)
         u = Pm.T - system.Pt.T @ V  # (q, m)
         Wu = system.W @ u

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
 from scipy import special
 
+from calibprob._stable import stable_mean, stable_rms
 from calibprob._validation import (
     check_choice,
     check_confidence_levels,
@@ -48,7 +50,7 @@ from calibprob.metrics._reading import (
     _ueb_bounds,
 )
 from calibprob.metrics._scores import crps_normal, mean_squared_error, pinball_loss
-from calibprob.predictive import is_interval_family, validate
+from calibprob.predictive import CalibprobWarning, is_interval_family, validate
 
 
 def evaluate(
@@ -302,24 +304,34 @@ def _metrics_dataset(pred: xr.Dataset, yv: np.ndarray, plan: _Plan, totals: _Tot
     n = yv.size
     frac = totals.below / n
     iae_cov = totals.iae_hits / n
-    mse_value = mean_squared_error(yv, totals.point_pred)
+    with np.errstate(over="ignore"):
+        mse_value = mean_squared_error(yv, totals.point_pred)
+    if not np.isfinite(mse_value):
+        # a representable rmse whose square is not: say so rather than return a silent inf
+        warnings.warn(
+            f"mse overflows float64 (rmse = {stable_rms(yv - totals.point_pred):.6g}, its square is beyond "
+            "1.8e308): use rmse, or rescale y and the prediction.",
+            CalibprobWarning,
+            stacklevel=3,
+        )
     ueb_lo, ueb_hi, ueb_attrs = _ueb_bounds(pred)
     point = plan.point
     data = {
         "ece": _scalar(calibration_error(frac, plan.p), "ece", _ATTRS["ece"] | {"n_ece_levels": plan.p.size}),
         "iae": _scalar(integrated_absolute_error(iae_cov, plan.c_iae), "iae", dict(_ATTRS["iae"])),
         "nll": _scalar(-np.mean(totals.logpdf), "nll", dict(_ATTRS["nll"])),
-        "crps": _scalar(np.mean(totals.crps_values), "crps", dict(_ATTRS["crps"])),
-        "pinball": _scalar(np.mean(totals.pin_rows), "pinball", _ATTRS["pinball"] | {"pinball_levels": plan.tau}),
+        "crps": _scalar(stable_mean(totals.crps_values), "crps", dict(_ATTRS["crps"])),
+        "pinball": _scalar(stable_mean(totals.pin_rows), "pinball", _ATTRS["pinball"] | {"pinball_levels": plan.tau}),
         "mse": _scalar(mse_value, "mse", _ATTRS["mse"] | {"point": point}),
-        "rmse": _scalar(np.sqrt(mse_value), "rmse", _ATTRS["rmse"] | {"point": point}),
-        "std": _scalar(np.mean(totals.sd), "std", dict(_ATTRS["std"])),
+        # scaled (calibprob._numerics): a representable rmse even where mse = rmse^2 is not
+        "rmse": _scalar(stable_rms(yv - totals.point_pred), "rmse", _ATTRS["rmse"] | {"point": point}),
+        "std": _scalar(stable_mean(totals.sd), "std", dict(_ATTRS["std"])),
         "coverage": _along(totals.cov_hits / n, "confidence_level", "coverage"),
-        "width": _along(np.mean(totals.widths, axis=0), "confidence_level", "width"),
+        "width": _along(stable_mean(totals.widths, axis=0), "confidence_level", "width"),
         "ueb_violation": _scalar(
             ueb_violation_rate(yv, ueb_lo, ueb_hi), "ueb_violation", _ATTRS["ueb_violation"] | ueb_attrs
         ),
-        "ueb_width": _scalar(np.mean(ueb_hi - ueb_lo), "ueb_width", _ATTRS["ueb_width"] | ueb_attrs),
+        "ueb_width": _scalar(stable_mean(ueb_hi - ueb_lo), "ueb_width", _ATTRS["ueb_width"] | ueb_attrs),
         "observed_fraction": _along(frac, "ece_level", "observed_fraction"),
         "iae_coverage": _along(iae_cov, "iae_level", "iae_coverage"),
     }

@@ -22,7 +22,7 @@ import xarray as xr
 from scipy import special
 
 from calibprob._base import BaseEstimator, check_predictive
-from calibprob._validation import check_array, check_choice, check_levels, check_probability
+from calibprob._validation import check_array, check_choice, check_levels, check_probability, check_targets
 from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.online._osd import (
     COUPLINGS,
@@ -223,6 +223,8 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         self
         """
         forecast = check_predictive(forecast, self, "forecast")
+        # one outcome per forecast, 1-D: a (n, 2) y would otherwise be read as 2n stream steps
+        y = check_targets(y, forecast.sizes["obs"], "y", obs=forecast["obs"].values, ndim=1)
         u = np.asarray(forecast.calib.pit(y).values, float).reshape(-1)
         return self.update_pit(u)
 

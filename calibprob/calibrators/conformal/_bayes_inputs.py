@@ -115,6 +115,9 @@ def test_density_array(test_log_density, n_draws: int, sample_shape) -> np.ndarr
                     f"{dict(zip(sample, sample_shape))}: both must come from the same posterior draws, in "
                     "the same order."
                 )
+        grid_dims = [d for d in test_log_density.dims if d in ("grid", "grid_point")]
+        if grid_dims:  # a named grid dimension goes last whatever its position
+            test_log_density = test_log_density.transpose(..., grid_dims[0])
         values, _ = sample_matrix(test_log_density, "test_log_density")
         arr = values
     else:

@@ -15,7 +15,10 @@ The :math:`R \times n` block of :math:`\log\sigma_{r,i}` is one matrix product: 
 shift :math:`c_i = \max_s \ell_{s,i}` and :math:`E_{s,i} = e^{\ell_{s,i} - c_i} \in (0, 1]`,
 :math:`\log\sigma_{r,i} = c_i + \log (\bar W^\top E)_{r,i}`. Every factor lies in :math:`[0, 1]`,
 so nothing overflows; an entry that underflows (below :data:`_TINY`) is recomputed with an exact
-log-sum-exp, so the result is log-space accurate everywhere.
+log-sum-exp, so the result is log-space accurate everywhere. When the columns' maxima lie within
+:data:`_SPAN` of each other (always, for real data) one common shift :math:`c` serves every
+column, and :math:`\sigma_{r,i} \le \sigma_{r,n+1}` is decided as
+:math:`(\bar W^\top E)_{r,i} \le e^{\log\sigma_{r,n+1} - c}` without the log of the block.
 """
 
 from __future__ import annotations
@@ -25,78 +28,81 @@ from scipy.special import logsumexp
 
 #: Below this, a matrix-product entry has lost relative precision to underflow: recompute in log space.
 _TINY = 1e-280
+#: Largest spread of the columns' maximum log-likelihoods that one common shift takes without underflow.
+_SPAN = 600.0
 
 
 def shifted_likelihood(log_lik: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    r"""``(E, c)`` with :math:`c_i = \max_s \ell_{s,i}` and :math:`E = e^{\ell - c}` (S, n)."""
-    c = log_lik.max(axis=0)
-    return np.exp(log_lik - c), c
+    r"""``(E, c)`` with :math:`E = e^{\ell - c}` (S, n).
+
+    :math:`c` is one common shift :math:`\max_{s,i} \ell_{s,i}` when every column's maximum lies
+    within :data:`_SPAN` of it (so no column underflows and the scores can be compared without
+    taking the log of the :math:`R \times n` block), else the per-column maxima
+    :math:`c_i = \max_s \ell_{s,i}` (an array of shape (n,)).
+    """
+    col = log_lik.max(axis=0)
+    c = col.max() if col.max() - col.min() < _SPAN else col
+    return np.exp(log_lik - c), np.asarray(c)
 
 
-def aoi_block(logf: np.ndarray, log_lik: np.ndarray, E: np.ndarray, c: np.ndarray):
-    r"""Conformity scores of a block of rows.
+def aoi_block(logf: np.ndarray, log_lik: np.ndarray, E: np.ndarray, c: np.ndarray, members=None):
+    r"""Ranks of a block of rows, and the AOI weights' diagnostics.
 
     Parameters
     ----------
-    logf : ndarray, shape (S, R)
-        :math:`\lambda_{s,r}`, finite or :math:`-\infty`, at least one finite per column.
+    logf : ndarray, shape (S, ...)
+        :math:`\lambda_{s,r}` for the block's rows (any trailing shape, flattened to R rows),
+        finite or :math:`-\infty`, at least one finite per row.
     log_lik : ndarray, shape (S, n)
         :math:`\ell_{s,i}` (for the exact fallback).
     E, c : ndarray
         From :func:`shifted_likelihood`.
+    members : ndarray of bool, shape (R, n), optional
+        Which training points each row ranks among (its group); ``None``: all.
 
     Returns
     -------
-    log_sigma : ndarray, shape (R, n)
-        :math:`\log\sigma_{r,i}` of the training points.
-    log_sigma_new : ndarray, shape (R,)
-        :math:`\log\sigma_{r,n+1}` of the candidate itself.
+    rank : ndarray of int, shape (R,)
+        :math:`1 + \#\{i : \sigma_{r,i} \le \sigma_{r,n+1}\}`, the candidate counted.
     ess : ndarray, shape (R,)
         :math:`1/\sum_s \bar w_{s,r}^2`, the effective sample size of the AOI weights.
+    log_norm : ndarray, shape (R,)
+        :math:`\operatorname{LSE}_s \lambda_{s,r}` (minus :math:`\log S`: the log posterior
+        predictive density of the row's candidate).
     """
-    # log-sum-exp by hand (one max, one exp), reusing e = exp(logf - max) for every quantity below
+    S = logf.shape[0]
+    # log-sum-exp by hand (one max, one exp in place), e = exp(logf - max) serving every quantity below
     mx = logf.max(axis=0)
-    e = np.exp(logf - mx)
+    e = np.subtract(logf, mx).reshape(S, -1)
+    mx = mx.reshape(-1)
+    np.exp(e, out=e)
     total = e.sum(axis=0)
-    w = e / total  # normalised AOI weights, max >= 1/S: no underflow where it matters
-    prod = w.T @ E
-    with np.errstate(divide="ignore"):
-        log_sigma = np.log(prod) + c
-    small = prod < _TINY
+    sq = np.einsum("sr,sr->r", e, e)
+    # sigma_{n+1} = sum_s wbar_s f_s = sum_s e_s^2 / sum_s e_s * exp(max) (Fong & Holmes 2021, §3.1);
+    # the arg-max draw has e = 1, so both sums are >= 1: the logs are finite and accurate
+    log_new = np.log(sq) - np.log(total) + mx
+    ess = total * total / sq
+    w = np.divide(e, total, out=e)  # normalised AOI weights, max >= 1/S: no underflow where it matters
+    prod = w.T @ E  # sigma_{r,i} * exp(-c_i)
+    if c.ndim == 0:
+        # one shift: sigma_i <= sigma_new  <=>  prod_i <= exp(log sigma_new - c), no log of the block
+        below = prod <= np.exp(log_new - c)[:, None]
+    else:
+        with np.errstate(divide="ignore"):
+            below = np.log(prod) + c <= log_new[:, None]
+    small = prod < _TINY  # underflowed: recompute those scores exactly in log space
     if small.any():
         rows, cols = np.nonzero(small)
-        log_w = logf[:, rows] - (mx[rows] + np.log(total[rows]))
-        log_sigma[rows, cols] = logsumexp(log_w + log_lik[:, cols], axis=0)
-    # sigma_{n+1} = sum_s wbar_s f_s = sum_s w_s^2 / sum_s w_s (Fong & Holmes 2021, §3.1); w e <= 1
-    # and the arg-max draw contributes >= 1/S, so the log is finite and accurate
-    log_sigma_new = np.log(np.einsum("sr,sr->r", w, e)) + mx
-    ess = 1.0 / np.einsum("sr,sr->r", w, w)
-    return log_sigma, log_sigma_new, ess
+        log_w = logf.reshape(S, -1)[:, rows] - (mx[rows] + np.log(total[rows]))
+        below[rows, cols] = logsumexp(log_w + log_lik[:, cols], axis=0) <= log_new[rows]
+    if members is not None:
+        below &= members
+    return below.sum(axis=1) + 1, ess, mx + np.log(total)
 
 
 def log_weights(logf: np.ndarray) -> np.ndarray:
     r"""Normalised log AOI weights :math:`\log \bar w_{s}` of columns ``logf`` (S, R)."""
     return logf - logsumexp(logf, axis=0)
-
-
-def ranks(log_sigma: np.ndarray, log_sigma_new: np.ndarray, members: np.ndarray | None) -> np.ndarray:
-    r"""Conformal ranks :math:`1 + \#\{i : \sigma_i \le \sigma_{n+1}\}`, the candidate counted.
-
-    Parameters
-    ----------
-    log_sigma : ndarray, shape (R, n)
-    log_sigma_new : ndarray, shape (R,)
-    members : ndarray of bool, shape (R, n), optional
-        Which training points each row ranks against (its group); ``None``: all.
-
-    Returns
-    -------
-    ndarray of int, shape (R,)
-    """
-    below = log_sigma <= log_sigma_new[:, None]
-    if members is not None:
-        below &= members
-    return below.sum(axis=1) + 1
 
 
 def runs(mask: np.ndarray) -> int:

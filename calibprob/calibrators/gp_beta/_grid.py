@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
+from calibprob._stable import pow2_scale
 from calibprob.calibrators.gp_beta._link import _tail_bounds
 
 # Elements per temporary (draws x rows x grid) block in prediction (~80 MB of float64).
@@ -50,6 +51,14 @@ def invert(zg, F, levels):
 
 def moments_from_grid(zg, F):
     """Mean and standard deviation of the law with CDF ``F`` on the grid ``zg`` (response scale)."""
+    # in units of a power of two near max|zg| per row (exact): no overflow of the second moment
+    # at scale 1e200, no underflow at 1e-200 (calibprob._numerics)
+    unit = pow2_scale(zg, axis=1, keepdims=True)
+    mean, std = _unit_moments_from_grid(np.asarray(zg, float) / unit, F)
+    return mean * unit[:, 0], std * unit[:, 0]
+
+
+def _unit_moments_from_grid(zg, F):
     # mass between grid points sits at the midpoint; the tails (< 1e-6) at the ends
     # zg: the grid on the response scale, mapped monotonically from the probit grid
     mass = np.diff(F, axis=1)

@@ -10,6 +10,7 @@ from scipy import special
 
 from calibprob._base import BaseEstimator, check_is_fitted
 from calibprob._pytensor import limit_blas_threads
+from calibprob._stable import pow2_scale, stable_mean
 from calibprob._validation import (
     check_array,
     check_choice,
@@ -279,8 +280,10 @@ class GPBetaCalibrator(BaseEstimator):
                 f"(mean, std) pairs; GP-Beta needs at least n_inducing distinct pairs. Pass "
                 f"n_inducing <= {distinct} or more calibration data."
             )
-        loc = float(np.mean(mu))
-        scale = float(np.sqrt(np.var(mu) + np.mean(sigma**2)))
+        loc = float(stable_mean(mu))
+        # sqrt(var(mu) + mean(sigma^2)) in units of a power of two (exact): no overflow at 1e200
+        unit = float(pow2_scale(np.r_[mu - loc, sigma]))
+        scale = float(np.sqrt(np.var(mu / unit) + np.mean((sigma / unit) ** 2))) * unit
         Z0 = _kmeans(np.c_[(mu - loc) / scale, sigma / scale], m, rng)
         self.loc_, self.scale_, self.inducing_init_ = loc, scale, Z0
         layout = Layout(m, self.rank, bool(self.learn_inducing))
