@@ -215,6 +215,20 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
         ADVI optimisation steps.
     nu : float or "learn", default "learn"
         Student-t degrees of freedom: fixed, or learnt with a Gamma(2, 0.1) prior.
+    prior : {"normal", "laplace"}, default "normal"
+        Coefficient prior. ``"laplace"`` is Fong and Holmes's (2021) sparse regression:
+        :math:`\beta_j \sim \operatorname{Laplace}(0, b\,c_j/s_{x_j})`,
+        :math:`b \sim \operatorname{Gamma}(1, 1)`, intercept :math:`\alpha` flat (improper;
+        the posterior is proper once :math:`n > d`), on the standardised target.
+    noise_prior : {"exponential", "halfnormal"}, default "exponential"
+        Prior of :math:`\sigma` on the standardised target: Exponential with mean
+        ``noise_prior_scale``, or HalfNormal with scale ``noise_prior_scale``.
+    noise_prior_scale : float, default 1.0
+        That prior's scale. Fong and Holmes's "misspecified" model is ``noise_prior="halfnormal",
+        noise_prior_scale=0.02`` (a prior far too tight for the residuals).
+    log_likelihood : bool, default False
+        Store the pointwise log-likelihood of the training points, on the scale of ``y``, as the
+        ``log_likelihood`` group of ``idata_`` (draws × n doubles), for conformal Bayes and LOO.
     random_state : int, optional
 
     Attributes
@@ -260,6 +274,10 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
         target_accept: float = 0.9,
         n_iter: int = 20_000,
         nu="learn",
+        prior: str = "normal",
+        noise_prior: str = "exponential",
+        noise_prior_scale: float = 1.0,
+        log_likelihood: bool = False,
         random_state=None,
     ):
         self.likelihood = likelihood
@@ -271,13 +289,26 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
         self.target_accept = target_accept
         self.n_iter = n_iter
         self.nu = nu
+        self.prior = prior
+        self.noise_prior = noise_prior
+        self.noise_prior_scale = noise_prior_scale
+        self.log_likelihood = log_likelihood
         self.random_state = random_state
 
     def _check_params(self):
         check_choice(self.likelihood, "likelihood", ("normal", "student-t"))
         check_choice(self.inference, "inference", ("nuts", "advi"))
-        if not isinstance(self.standardize, bool):
-            raise TypeError(f"standardize must be True or False; got {self.standardize!r}.")
+        check_choice(self.prior, "prior", ("normal", "laplace"))
+        check_choice(self.noise_prior, "noise_prior", ("exponential", "halfnormal"))
+        for name in ("standardize", "log_likelihood"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be True or False; got {getattr(self, name)!r}.")
+        sc = self.noise_prior_scale
+        if isinstance(sc, bool) or not isinstance(sc, (int, float)) or not (np.isfinite(sc) and sc > 0):
+            raise ValueError(
+                f"noise_prior_scale must be a positive finite number (the sd of the noise prior on the "
+                f"standardised target, e.g. 1.0); got {sc!r}."
+            )
         check_int(self.draws, "draws", minimum=10)
         check_int(self.tune, "tune", minimum=0)
         check_int(self.chains, "chains", minimum=1)
@@ -329,9 +360,7 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
         seed = None if self.random_state is None else int(self.random_state)
 
         with pm.Model(coords={"feature": np.arange(Xs.shape[1])}):
-            alpha = pm.Normal("alpha", 0.0, PRIOR_SCALE)
-            beta = pm.Normal("beta", 0.0, beta_sd, dims="feature")
-            sigma = pm.Exponential("sigma", 1.0)
+            alpha, beta, sigma = self._priors(pm, beta_sd)
             mu = alpha + pm.math.dot(Xs, beta)
             if self.likelihood == "normal":
                 pm.Normal("z", mu, sigma, observed=z)
@@ -349,6 +378,7 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
             )
         self.idata_ = idata
         post = idata["posterior"].to_dataset()
+        self.y_train_ = y
         self._alpha = post["alpha"].values.reshape(-1)
         self._beta = post["beta"].values.reshape(-1, Xs.shape[1])
         self._sigma = post["sigma"].values.reshape(-1)
@@ -364,13 +394,75 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
             self.y_mean_
             + self.y_scale_ * (self._alpha.mean() - self.x_mean_ @ (self._beta.mean(axis=0) / self.x_scale_))
         )
+        if self.log_likelihood:
+            self._store_log_likelihood(Xa, y)
         self.diagnostics_ = self._diagnostics(idata)
         self._warn_convergence()
         # the training data, for loo_tree (PSIS-LOO calibration without a holdout)
         self._X_fit, self._y_fit = Xa, y
         return self
 
+    def _priors(self, pm, beta_sd):
+        """Intercept, coefficients and noise sd; ``beta_sd`` is the Normal prior's sd per
+        coefficient (2.5 outcome sd per feature sd, whatever ``standardize`` is)."""
+        if self.prior == "normal":
+            alpha = pm.Normal("alpha", 0.0, PRIOR_SCALE)
+            beta = pm.Normal("beta", 0.0, beta_sd, dims="feature")
+        else:
+            alpha = pm.Flat("alpha")  # Fong & Holmes (2021): improper flat intercept
+            b = pm.Gamma("b", alpha=1.0, beta=1.0)
+            # b is in outcome sd per feature sd, as the Normal prior's 2.5
+            beta = pm.Laplace("beta", mu=0.0, b=b * (beta_sd / PRIOR_SCALE), dims="feature")
+        sc = float(self.noise_prior_scale)
+        if self.noise_prior == "exponential":
+            sigma = pm.Exponential("sigma", 1.0 / sc)  # scale 1 -> Exponential(1), the default
+        else:
+            sigma = pm.HalfNormal("sigma", sigma=sc)
+        return alpha, beta, sigma
+
+    def _store_log_likelihood(self, Xa: np.ndarray, y: np.ndarray) -> None:
+        r"""The ``log_likelihood`` group: :math:`\log f_{\theta_s}(y_i \mid x_i)` on y's scale."""
+        ll = self.log_density(Xa, y[:, None])[:, :, 0]
+        chains = self.idata_["posterior"].sizes.get("chain", 1)
+        da = xr.DataArray(ll.reshape(chains, -1, ll.shape[1]), dims=("chain", "draw", "obs"), name="y")
+        self.idata_["log_likelihood"] = xr.DataTree(xr.Dataset({"y": da}))
+
     # ------------------------------------------------------------------ predict
+    def log_density(self, X, values) -> np.ndarray:
+        r"""Per-draw log density of candidate ``values`` at ``X``, on the scale of ``y``.
+
+        :math:`\log f_{\theta_s}(v \mid x) = \log p_z((v - \bar y)/s_y \mid \mu_s(x), \sigma_s) - \log s_y`
+        with :math:`p_z` the Normal or Student-t likelihood: the closed form conformal Bayes needs
+        (Fong and Holmes 2021, eq. 9), with no graph compiled.
+
+        Parameters
+        ----------
+        X : array_like, shape (m, d)
+        values : array_like, shape (G,) or (m, G)
+            Candidate targets: one grid for every row, or one per row.
+
+        Returns
+        -------
+        ndarray, shape (n_draws, m, G)
+        """
+        from scipy import stats
+
+        Xa = self._check_predict_X(X)
+        v = check_array(values, "values", ndim=(1, 2))
+        v = np.broadcast_to(v, (Xa.shape[0], v.shape[-1])) if v.ndim == 1 else v
+        if v.shape[0] != Xa.shape[0]:
+            raise ValueError(
+                f"values has {v.shape[0]} rows but X has {Xa.shape[0]}; pass one row of values per row of X."
+            )
+        mu = self._alpha[:, None] + self._beta @ ((Xa - self.x_mean_) / self.x_scale_).T
+        z = (v[None] - self.y_mean_) / self.y_scale_
+        s = self._sigma[:, None, None]
+        if self._nu is None:
+            lp = stats.norm.logpdf(z, mu[:, :, None], s)
+        else:
+            lp = stats.t.logpdf(z, self._nu[:, None, None], mu[:, :, None], s)
+        return lp - np.log(self.y_scale_)
+
     def _train_loc(self) -> np.ndarray:
         """``(n_draws, n)`` standardised location of the likelihood at the training inputs (for loo_tree)."""
         Xs = (self._X_fit - self.x_mean_) / self.x_scale_

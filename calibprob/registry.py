@@ -373,7 +373,11 @@ def render_kinds_table() -> str:
             what += "; needs a " + " or ".join(f"`{b}`" for b in e.serves) + " base"
         if e.needs_calibration_split:
             what += "; needs a calibration part"
-        family = "—" if e.cls is None else {"distribution": "post-processor", "model-aware": "model-aware"}[e.family]
+        family = (
+            "—"
+            if e.cls is None
+            else {"distribution": "post-processor", "model-aware": "model-aware", "posterior": "posterior"}[e.family]
+        )
         rows.append(f"| `{kind}`{mark} | {family} | {what} | {_options_cell(e)} |")
     return "\n".join(rows) + "\n"
 
@@ -551,6 +555,10 @@ register_base(
         "target_accept": _PROB,
         "n_iter": Int(1, 10_000_000),
         "nu": AnyOf((Float(0, None, lo_open=True), Choice(("learn",)))),
+        "prior": Choice(("normal", "laplace")),
+        "noise_prior": Choice(("exponential", "halfnormal")),
+        "noise_prior_scale": Float(0, None, lo_open=True),
+        "log_likelihood": _BOOL,
     },
     doc="PyMC linear regression; its posterior-predictive draws go to the calibrators",
     seed="random_state",
@@ -751,6 +759,26 @@ register_method(
 )
 
 # --- Bayesian calibrators ----------------------------------------------------------------------
+register_method(
+    "conformal-bayes",
+    "calibprob.calibrators.conformal.bayes:ConformalBayes",
+    family="posterior",
+    output="intervals",
+    options={
+        "grid_size": Int(10, 100_000),
+        "grid_margin": _POS,
+        "min_grid_mass": _PROB,
+        "min_ess": _POS,
+        "max_pareto_k": _POS,
+        "pareto_k": _BOOL,
+    },
+    doc="Conformal Bayes (Fong & Holmes 2021): full-conformal sets from the PyMC base's posterior, no calibration split.",
+    serves=("pymc-glm",),
+    runner_options=("grid_size", "grid_margin"),
+    defaults={"grid_size": 100, "grid_margin": 2.0},
+    hidden=("block_rows", "unseen_group"),  # memory tuning; specs carry no groups for it yet
+    adapter="calibprob.compare.methods:run_conformal_bayes",
+)
 register_method(
     "gp-beta",
     "calibprob.calibrators.gp_beta:GPBetaCalibrator",

@@ -1,0 +1,79 @@
+"""The comparison runner's ``conformal-bayes`` kind (issue 29, item 6a) on a ``pymc-glm`` base."""
+
+import importlib.util
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from calibprob import ConvergenceWarning, LinearRegression
+from calibprob.compare import SpecError, parse_spec
+from calibprob.compare.methods import TaskContext, run_kind
+from calibprob.pymc_glm import PyMCLinearRegression
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def task():
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(60, 3))
+    y = X @ [1.0, 0.0, -0.5] + rng.standard_t(3, size=60)  # heavy tails: a misspecified Normal model
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        base = PyMCLinearRegression(
+            prior="laplace", noise_prior="halfnormal", noise_prior_scale=0.05, draws=200, tune=200, random_state=2
+        ).fit(X[:45], y[:45])
+    ctx = TaskContext(X[:45], y[:45], None, None, X[45:], base, {"kind": "pymc-glm"}, None, 4, confidence_levels=(0.8,))
+    return ctx, y[45:]
+
+
+def test_sets_equal_a_brute_force_conformal_bayes(task):
+    # independent check: the authors' rank computation written out in NumPy (the benchmark's
+    # reference_kept) on the same draws and grid gives the same sets
+    spec = importlib.util.spec_from_file_location("repro_cb", ROOT / "benchmarks" / "repro_conformal_bayes.py")
+    ref = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ref)
+    ctx, _ = task
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = run_kind("conformal-bayes", ctx, grid_size=60, grid_margin=1.5)
+    assert out.attrs["family"] == "interval" and out.sizes["obs"] == 15
+    y = ctx.y_train
+    grid = np.linspace(y.min() - 1.5 * y.std(), y.max() + 1.5 * y.std(), 60)
+    ll = ctx.base.log_density(ctx.X_train, y[:, None])[:, :, 0]
+    logf = ctx.base.log_density(ctx.X_test, grid)
+    for j in range(15):
+        kept = ref.reference_kept(ll, logf[:, j, :], alpha=0.2)
+        lo = grid[kept][0] if not kept[0] else -np.inf
+        hi = grid[kept][-1] if not kept[-1] else np.inf
+        assert out["lower"].sel(confidence_level=0.8).values[j] == lo
+        assert out["upper"].sel(confidence_level=0.8).values[j] == hi
+
+
+def test_a_base_without_posterior_draws_is_refused(task):
+    ctx, _ = task
+    plain = TaskContext(
+        ctx.X_train, ctx.y_train, None, None, ctx.X_test, LinearRegression().fit(ctx.X_train, ctx.y_train), {}, None, 0
+    )
+    with pytest.raises(ValueError, match="needs a base with posterior draws and log_density.*got LinearRegression"):
+        run_kind("conformal-bayes", plain)
+
+
+def test_spec_offers_it_for_pymc_bases_only():
+    base = {"name": "cb", "datasets": ["diabetes"], "split": {"train": 0.7, "test": 0.3}}
+    ok = parse_spec(
+        {
+            **base,
+            "base": {"kind": "pymc-glm", "prior": "laplace"},
+            "methods": {"cb": {"kind": "conformal-bayes", "grid_size": 50, "grid_margin": 1.0}},
+        }
+    )
+    assert ok is not None
+    with pytest.raises(SpecError, match=r"conformal-bayes.*needs a base of kind 'pymc-glm'"):
+        parse_spec({**base, "base": {"kind": "ols"}, "methods": {"cb": {"kind": "conformal-bayes"}}})
+    with pytest.raises(SpecError, match=r"methods\.cb\.grid_size must be an integer in \[10, 100000\]"):
+        parse_spec(
+            {**base, "base": {"kind": "pymc-glm"}, "methods": {"cb": {"kind": "conformal-bayes", "grid_size": 3}}}
+        )

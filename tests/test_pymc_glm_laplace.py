@@ -1,0 +1,118 @@
+"""``pymc-glm`` with Fong & Holmes's sparse-regression priors, its closed-form log densities and
+its ``log_likelihood`` group (the inputs of conformal Bayes, issue 29)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from calibprob import ConvergenceWarning, LinearRegression
+from calibprob.pymc_glm import PyMCLinearRegression
+
+FAST = {"draws": 250, "tune": 300, "chains": 2}
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(70, 4)) * [1.0, 3.0, 0.5, 1.0]
+    y = 2.0 + X @ [1.5, 0.0, 0.0, -1.0] + 0.7 * rng.normal(size=70)
+    return X, y
+
+
+def _fit(data, **kw):
+    X, y = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return PyMCLinearRegression(prior="laplace", noise_prior="halfnormal", random_state=5, **FAST, **kw).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def laplace(data):
+    return _fit(data, log_likelihood=True)
+
+
+def test_laplace_model_declares_the_authors_priors(laplace):
+    # the sampled variables are the sparse regression's (b ~ Gamma(1, 1), flat intercept)
+    post = laplace.idata_["posterior"]
+    assert {"alpha", "beta", "b", "sigma"} <= set(post.data_vars)
+    assert float(post["b"].min()) > 0 and float(post["sigma"].min()) > 0
+
+
+def test_log_likelihood_group_matches_pymc_logp(laplace, data):
+    # independent check: PyMC's own pointwise log-likelihood (on the standardised target) shifted
+    # by -log s_y is the stored y-scale group (change of variables y = ybar + s_y z)
+    import pymc as pm
+
+    X, y = data
+    ll = laplace.idata_["log_likelihood"]["y"]
+    assert ll.dims == ("chain", "draw", "obs") and ll.shape == (2, FAST["draws"], len(y))
+    Xs = (X - laplace.x_mean_) / laplace.x_scale_
+    z = (y - laplace.y_mean_) / laplace.y_scale_
+    with pm.Model(coords={"feature": np.arange(X.shape[1])}):
+        alpha, beta, sigma = laplace._priors(pm, np.ones(X.shape[1]))
+        pm.Normal("z", alpha + pm.math.dot(Xs, beta), sigma, observed=z)
+        ref = pm.compute_log_likelihood(laplace.idata_, var_names=["z"], extend_inferencedata=False, progressbar=False)
+    np.testing.assert_allclose(ll.values, ref["z"].values - np.log(laplace.y_scale_), rtol=1e-10, atol=1e-10)
+
+
+def test_log_density_integrates_to_one_and_matches_draws(laplace, data):
+    X, _ = data
+    grid = np.linspace(-15.0, 20.0, 3501)
+    lp = laplace.log_density(X[:3], grid)
+    assert lp.shape == (2 * FAST["draws"], 3, grid.size)
+    mass = np.exp(lp).sum(axis=2) * (grid[1] - grid[0])
+    np.testing.assert_allclose(mass, 1.0, atol=1e-3)
+    # the mixture's mean is the mean of the posterior-predictive draws (Monte Carlo, 40 000 draws)
+    mix_mean = (np.exp(lp).mean(axis=0) * grid).sum(axis=1) * (grid[1] - grid[0])
+    draws = np.concatenate([laplace.sample_predictive(X[:3], random_state=s) for s in range(80)])
+    np.testing.assert_allclose(mix_mean, draws.mean(axis=0), atol=4 * draws.std(axis=0).max() / np.sqrt(draws.shape[0]))
+    # one grid per row gives the same numbers
+    np.testing.assert_allclose(laplace.log_density(X[:3], np.tile(grid[:50], (3, 1))), lp[:, :, :50])
+
+
+def test_tight_noise_prior_shrinks_sigma_below_the_residual_sd(laplace, data):
+    # Fong & Holmes's misspecification: HalfNormal(0.02) on the noise sd of the standardised target
+    X, y = data
+    tight = _fit(data, noise_prior_scale=0.02)
+    resid_sd = np.std(y - LinearRegression().fit(X, y).predict_mean_std(X)[0]) / laplace.y_scale_
+    assert abs(laplace._sigma.mean() / resid_sd - 1.0) < 0.2
+    assert tight._sigma.mean() < 0.6 * resid_sd
+    assert "log_likelihood" not in tight.idata_.children
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"prior": "horseshoe"}, "prior"),
+        ({"noise_prior": "cauchy"}, "noise_prior"),
+        ({"noise_prior_scale": 0.0}, "noise_prior_scale must be a positive finite number.*got 0.0"),
+        ({"noise_prior_scale": True}, "noise_prior_scale"),
+        ({"log_likelihood": "yes"}, "log_likelihood must be True or False; got 'yes'"),
+    ],
+)
+def test_bad_options_are_refused(data, kw, match):
+    X, y = data
+    with pytest.raises((ValueError, TypeError), match=match):
+        PyMCLinearRegression(**kw).fit(X, y)
+
+
+def test_log_density_rows_must_match(laplace, data):
+    X, _ = data
+    with pytest.raises(ValueError, match="values has 2 rows but X has 3"):
+        laplace.log_density(X[:3], np.zeros((2, 5)))
+
+
+def test_the_new_options_are_spec_options():
+    from calibprob.compare import SpecError, parse_spec
+
+    base = {
+        "name": "cb",
+        "datasets": ["diabetes"],
+        "split": {"train": 0.7, "test": 0.3},
+        "methods": {"b": {"kind": "base"}},
+    }
+    glm = {"kind": "pymc-glm", "prior": "laplace", "noise_prior": "halfnormal", "noise_prior_scale": 0.02}
+    assert parse_spec({**base, "base": {**glm, "log_likelihood": True}}) is not None
+    with pytest.raises(SpecError, match=r"base\.noise_prior_scale"):
+        parse_spec({**base, "base": {**glm, "noise_prior_scale": -1.0}})
