@@ -15,7 +15,9 @@ subsample of diamonds by cut. Over ``--splits`` seeded train / calibrate / test 
 Every number comes from :func:`calibprob.evaluate` with ``groups=`` (its ``group_coverage``,
 ``group_count``, ``group_width``, ``coverage`` and ``width`` at 0.9). Per-group coverage is pooled
 over the splits (covered test points / test points of the group), "worst" is the smallest pooled
-group coverage and "worst/split" the mean over splits of ``worst_group_coverage``. Widths are
+group coverage and "worst/split" the mean over splits of ``worst_group_coverage``; "∞" counts
+the test points (over all splits) given an infinite 0.9 interval, which ``evaluate`` counts as
+covering. Widths are
 means over splits of the per-split mean width (an infinite interval, the honest answer of a
 Mondrian group too small for the level, would show as inf).
 
@@ -99,6 +101,14 @@ def predictions(Z, y, g, seed: int) -> dict:
     return out
 
 
+def _unbounded(pred) -> int:
+    """Test points whose 0.9 interval is infinite (a Mondrian group too small for the level)."""
+    if "upper" not in pred:
+        return 0  # a predictive distribution's quantiles are finite by the contract
+    upper = pred["upper"].sel(confidence_level=LEVEL, method="nearest")
+    return int(np.isinf(upper.values).sum())
+
+
 def run(name: str, splits: int, subsample: int) -> tuple[dict, list]:
     """Pooled hits and counts per group, and per-split marginal figures, for every method."""
     ds = load(name, subsample, seed=0)
@@ -120,6 +130,7 @@ def run(name: str, splits: int, subsample: int) -> tuple[dict, list]:
                 a["cov"].append(float(m["coverage"]))
                 a["width"].append(float(m["width"]))
                 a["worst"].append(float(m["worst_group_coverage"]))
+                a["inf"] = a.get("inf", 0) + _unbounded(pred)
     return acc, groups
 
 
@@ -130,10 +141,10 @@ def table(name: str, acc: dict, groups: list, splits: int) -> str:
     lines = [
         f"**{name}**, {splits} splits; per-group coverage pooled over splits (test points per group summed)",
         "",
-        f"| method | coverage | worst group | worst/split | {head} | width | "
+        f"| method | coverage | worst group | worst/split | {head} | ∞ | width | "
         + " | ".join(f"width {k}" for k in groups)
         + " |",
-        "|" + " --- |" * (5 + 2 * len(groups)),
+        "|" + " --- |" * (6 + 2 * len(groups)),
     ]
     for method, a in acc.items():
         pooled = a["hits"] / a["n"]
@@ -144,6 +155,7 @@ def table(name: str, acc: dict, groups: list, splits: int) -> str:
             f"{pooled[worst]:.3f} ({groups[worst]})",
             f"{np.mean(a['worst']):.3f}",
             *(f"{v:.3f}" for v in pooled),
+            str(a["inf"]),
             f"{np.mean(a['width']):.4g}",
             *(f"{v:.4g}" for v in a["gwidth"]),
         ]
