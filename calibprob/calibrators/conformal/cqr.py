@@ -382,6 +382,13 @@ class ConformalizedQuantileRegression(BaseEstimator):
             raise ValueError(f"eps must be a finite number >= 0; got {self.eps!r}. Pass 0 or e.g. 1e-6.")
         return variant
 
+    def _mondrian_sides(self) -> int:
+        """The Mondrian minimum group size: one rank per interval (1), or one per side for "asymmetric" (2)."""
+        # symmetric, CQR-r and CQR-m correct both ends by the one order statistic ceil(c (n+1)),
+        # so n >= ceil(1/alpha) - 1 points resolve c; the asymmetric variant needs each side's
+        # ceil((1 - alpha/2)(n+1)) <= n, the two-sided minimum.
+        return 2 if self.variant == "asymmetric" else 1
+
     def fit(self, pred_cal, y_cal) -> Self:
         """Score the calibration points at every confidence level; returns ``self``.
 
