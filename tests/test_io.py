@@ -94,6 +94,29 @@ def _gpb_predict(e, d):
     return e.predict(d.pred(d.X_test))
 
 
+def _cb_problem(seed: int = 0):
+    """A conjugate normal-mean posterior (known sd 1, N(0, 10^2) prior): exact draws, grid densities."""
+    rng = np.random.default_rng(seed)
+    y = rng.normal(size=30)
+    prec = 1 / 100 + y.size
+    theta = rng.normal(y.sum() / prec, prec**-0.5, size=400)
+    grid = np.linspace(y.min() - 3, y.max() + 3, 61)
+    ll = -0.5 * (y[None, :] - theta[:, None]) ** 2 - 0.5 * np.log(2 * np.pi)
+    logf = -0.5 * (grid[None, None, :] - theta[:, None, None]) ** 2 - 0.5 * np.log(2 * np.pi)
+    return ll, np.repeat(logf, 2, axis=1), grid
+
+
+def _loo_tree(seed: int = 0):
+    """A PyMC-shaped tree of a conjugate regression (exact draws) and the draws at 4 new points."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _conjugate import tree
+
+    rng = np.random.default_rng(seed)
+    X = np.c_[np.ones(34), rng.normal(size=(34, 1))]
+    y = X @ [0.5, 1.0] + 0.5 * rng.standard_normal(34)
+    return tree(rng, X[:30], y[:30], 0.5, 3.0, draws=300, X_new=X[30:])
+
+
 G = calibprob  # short alias in the table
 ROWS = [
     # base regressors
@@ -268,6 +291,31 @@ ROWS = [
             estimator=G.GaussianProcessRegressor(mean="constant", random_state=0), confidence_level=0.8
         ).fit(d.X_train, d.y_train),
         lambda e, d: e.predict_interval(d.X_test),
+    ),
+    # calibrators added after 0.1.0 (their files are not in tests/data/saved-0.1.0)
+    Row(
+        "ConformalizedQuantileRegression",
+        "ConformalizedQuantileRegression",
+        lambda d: G.ConformalizedQuantileRegression(confidence_level=0.8).fit(d.pred(d.X_cal), d.y_cal),
+        lambda e, d: e.predict(d.pred(d.X_test)),
+    ),
+    Row(
+        "ConditionalConformal",
+        "ConditionalConformal",
+        lambda d: G.ConditionalConformal(confidence_level=0.8).fit(d.pred(d.X_cal), d.y_cal),
+        lambda e, d: e.predict(d.pred(d.X_test)),
+    ),
+    Row(
+        "ConformalBayes",
+        "ConformalBayes",
+        lambda d: G.ConformalBayes(confidence_level=0.8, pareto_k=False).fit(_cb_problem()[0]),
+        lambda e, d: e.predict(*_cb_problem()[1:]),
+    ),
+    Row(
+        "LOOJackknifePlus",
+        "LOOJackknifePlus",
+        lambda d: G.LOOJackknifePlus(confidence_level=0.8).fit_tree(_loo_tree()[0]),
+        lambda e, d: e.predict_draws(_loo_tree()[1]),
     ),
     # helper estimators
     Row(
