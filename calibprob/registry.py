@@ -859,7 +859,6 @@ register_base(
         "learning_rate": _POS,
         "max_leaf_nodes": Int(2, 100_000),
         "min_samples_leaf": Int(1, 1_000_000),
-        "random_state": Int(0, 2**32 - 1),
     },
     doc="one scikit-learn HistGradientBoostingRegressor(loss='quantile') per level, rows sorted; quantiles (needs scikit-learn)",
     seed="random_state",
