@@ -42,6 +42,17 @@ def test_every_class_saved_by_0_1_0_is_still_registered_and_saveable():
     assert saved <= savable, sorted(saved - savable)
 
 
+#: (row, key prefix) of outputs recomputed, after loading, by code whose floating-point steps changed
+#: since 0.1.0 on purpose, with the relative tolerance and why. Everything else is bit for bit.
+RECOMPUTED = {
+    ("GaussianProcessRegressor-constant-matern", "1."): (
+        1e-13,
+        "GP.loo() now goes through the one closed-form LOO (calibprob.gp.loo's kriging system: Cholesky "
+        "and trtri, instead of cho_solve against the identity); the same formula, 5.4e-15 relative apart",
+    ),
+}
+
+
 @pytest.mark.parametrize("name", sorted(INDEX))
 def test_file_saved_by_0_1_0_loads_and_predicts_the_same(data, name):
     row = test_io.ROW_BY_NAME[name]
@@ -53,4 +64,10 @@ def test_file_saved_by_0_1_0_loads_and_predicts_the_same(data, name):
     assert set(got) == set(want)
     for key, expected in want.items():
         assert got[key].shape == expected.shape, key
-        assert np.array_equal(got[key], expected, equal_nan=expected.dtype.kind == "f"), key
+        tol = next(
+            (t for (row_name, prefix), (t, _) in RECOMPUTED.items() if row_name == name and key.startswith(prefix)), 0
+        )
+        if tol:
+            np.testing.assert_allclose(got[key], expected, rtol=tol, atol=0, err_msg=key)
+        else:
+            assert np.array_equal(got[key], expected, equal_nan=expected.dtype.kind == "f"), key
