@@ -47,6 +47,7 @@ import warnings
 
 import numpy as np
 import xarray as xr
+from scipy import stats
 
 from calibprob._base import BaseEstimator, ConvergenceWarning, check_is_fitted
 from calibprob._pymc_sampling import convergence_problems, convergence_summary, sample_posterior
@@ -169,8 +170,6 @@ class _PosteriorDrawsRegressor(BaseEstimator):
         -------
         xarray.DataTree
         """
-        from scipy import stats
-
         check_is_fitted(self, "idata_", method="fit")
         loc = self.y_mean_ + self.y_scale_ * self._train_loc()
         scale = self.y_scale_ * self._sigma[:, None]
@@ -445,8 +444,6 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
         -------
         ndarray, shape (n_draws, m, G)
         """
-        from scipy import stats
-
         Xa = self._check_predict_X(X)
         v = check_array(values, "values", ndim=(1, 2))
         v = np.broadcast_to(v, (Xa.shape[0], v.shape[-1])) if v.ndim == 1 else v

@@ -113,7 +113,9 @@ def test_a_tree_without_log_likelihood_names_the_fix(problem):
 def test_bad_new_data_is_refused(problem):
     model = _model(problem["X"], problem["y"])
     idata = _idata(problem, model)
-    with pytest.raises(ValueError, match=r"X_new names \['Z'\], which are not pm.Data inputs of the model \(\['X'\]\)"):
+    with pytest.raises(
+        ValueError, match=r"X_new names \['Z'\], which are not pm.Data inputs of the model; use the names \['X'\]"
+    ):
         calibprob.conformal_bayes(model, idata, {"Z": problem["X_new"]})
     with pytest.raises(ValueError, match=r"method must be one of 'auto', 'closed-form', 'logp'; got 'mc'"):
         calibprob.conformal_bayes(model, idata, problem["X_new"], method="mc")

@@ -87,7 +87,8 @@ def metrics_of(path):
         ({"methods": {"m": {"kind": 3}}}, r"methods\.m\.kind = 3 is unknown\. Valid kinds"),
         (
             {"base": {"kind": 3}},
-            r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge, pymc-glm, pymc-hsgp, python; got 3",
+            r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge, pymc-glm, pymc-hsgp, python, quantile-gbm; "
+            r"got 3",
         ),
         ({"confidence_levels": ["x"]}, r"confidence_levels must be in \(0, 1\); got 'x'"),
         ({"confidence_levels": 0.9}, r"confidence_levels must be a non-empty list"),
