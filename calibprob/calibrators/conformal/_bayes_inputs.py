@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from calibprob._validation import check_groups
+
 SAMPLE_DIMS = ("chain", "draw")
 
 
@@ -173,10 +175,13 @@ def check_grid_covers(g: np.ndarray, y_train: np.ndarray | None) -> None:
 
 
 def group_labels(value, n: int, name: str) -> np.ndarray:
-    """Group labels as a 1-D NumPy array of length ``n`` (strings or integers)."""
-    arr = np.asarray(value.values if isinstance(value, xr.DataArray) else value)
-    if arr.ndim != 1 or arr.shape[0] != n:
-        raise ValueError(f"{name} must hold one group label per point ({n}); got shape {arr.shape}.")
+    """Group labels as a 1-D NumPy array of length ``n`` (strings or integers).
+
+    Read by the package's one groups reader (:func:`calibprob._validation.check_groups`: length,
+    dimensions, missing labels); ranks compare labels, so floats are refused here.
+    """
+    arr = check_groups(value, n, name=name)
+    assert arr is not None  # value is not None at every caller
     if arr.dtype.kind == "O":
         arr = arr.astype(str)
     if arr.dtype.kind not in "iuUSb":
