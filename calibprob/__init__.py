@@ -17,6 +17,7 @@ from calibprob._base import (
     ModelAwareCalibrator,
     NotFittedError,
 )
+from calibprob._core import deprecation as _deprecation
 from calibprob._version import __version__
 from calibprob.predictive import (
     DEFAULT_LEVELS,
@@ -29,6 +30,9 @@ from calibprob.predictive import (
     to_datatree,
     validate,
 )
+
+# Old import paths (modules moved in the reorganisation by role) keep working for one release, with a warning.
+_deprecation.install()
 
 # name -> module that defines it; imported on first access (keeps `import calibprob` light).
 # The estimator classes come from the registry (calibprob.registry, the one source).
