@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	@# Compile once per machine, not on the first run: every PyTensor graph the quickstart
 	@# compiles goes into PyTensor's disk cache now (today it compiles none: the GP, GP-Beta's
 	@# MAP/ADVI and the sharp GP run NumPy or FAST_COMPILE graphs; specs with NUTS or PyMC bases do).
-	$(BIN)/python -m calibprob._warm models/quickstart.toml || echo "calibprob: cache warming failed (not fatal: the first run compiles instead)"
+	$(BIN)/python -m calibprob._core.warm models/quickstart.toml || echo "calibprob: cache warming failed (not fatal: the first run compiles instead)"
 	@touch $(STAMP)
 
 venv: $(STAMP)

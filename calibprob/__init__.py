@@ -11,13 +11,8 @@ from __future__ import annotations
 import importlib
 
 from calibprob import registry as _registry
-from calibprob._base import (
-    ConvergenceWarning,
-    DistributionCalibrator,
-    ModelAwareCalibrator,
-    NotFittedError,
-)
 from calibprob._core import deprecation as _deprecation
+from calibprob._core.estimator import ConvergenceWarning, DistributionCalibrator, ModelAwareCalibrator, NotFittedError
 from calibprob._version import __version__
 from calibprob.predictive import (
     DEFAULT_LEVELS,
@@ -38,7 +33,7 @@ _deprecation.install()
 # The estimator classes come from the registry (calibprob.registry, the one source).
 _LAZY = {
     "evaluate": "calibprob.metrics",
-    "load": "calibprob._io",
+    "load": "calibprob._core.persistence",
     "load_dataset": "calibprob.datasets",
     "list_datasets": "calibprob.datasets",
     "load_csv": "calibprob.datasets",

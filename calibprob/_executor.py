@@ -940,7 +940,7 @@ def local_cluster(n_workers: int, *, preload: Sequence[str] = ()):
     import dask
     from dask.distributed import LocalCluster
 
-    from calibprob._validation import check_int
+    from calibprob._core.validation import check_int
 
     n_workers = check_int(n_workers, "n_workers (worker processes; e.g. 2)", minimum=1)
     with dask.config.set(WORKER_CONFIG):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from calibprob._stable import pow2_scale
+from calibprob._core.stable import pow2_scale
 
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
 _CHUNK = 4096  # rows per block where temporaries are (rows x L)
@@ -390,7 +390,7 @@ def quantile_moments(q, levels) -> tuple[np.ndarray, np.ndarray]:
         parts = [quantile_moments(q[i : i + _CHUNK], levels) for i in range(0, q.shape[0], _CHUNK)]
         return np.concatenate([m for m, _ in parts]), np.concatenate([s for _, s in parts])
     # in units of a power of two near max|q| (exact): neither the variance of a scale-1e200 law
-    # overflows nor that of a scale-1e-200 law underflows (calibprob._stable)
+    # overflows nor that of a scale-1e-200 law underflows (calibprob._core.stable)
     unit = pow2_scale(q, axis=-1, keepdims=True)
     mean, std = _unit_moments(q / unit, levels)
     return mean * unit[..., 0], std * unit[..., 0]

@@ -25,14 +25,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from calibprob._base import BaseEstimator, check_is_fitted
-from calibprob._validation import (
-    check_array,
-    check_fitted_X,
-    check_int,
-    check_same_length,
-    record_feature_names,
-)
+from calibprob._core.estimator import BaseEstimator, check_is_fitted
+from calibprob._core.validation import check_array, check_fitted_X, check_int, check_same_length, record_feature_names
 from calibprob.predictive import normal
 
 __all__ = ["LinearRegression", "BayesianRidge"]

@@ -64,6 +64,16 @@ import xarray as xr
 from scipy import special
 
 from calibprob import _transformed as _tr
+from calibprob._core.stable import pow2_scale
+from calibprob._core.validation import (
+    check_array,
+    check_confidence_levels,
+    check_finite,
+    check_int,
+    check_levels,
+    check_positive,
+    check_targets,
+)
 from calibprob._numerics import (
     quantile_cdf,
     quantile_logpdf,
@@ -73,16 +83,6 @@ from calibprob._numerics import (
     quantile_ppf_zscore,
     quantile_sample,
     quantile_zscore,
-)
-from calibprob._stable import pow2_scale
-from calibprob._validation import (
-    check_array,
-    check_confidence_levels,
-    check_finite,
-    check_int,
-    check_levels,
-    check_positive,
-    check_targets,
 )
 
 __all__ = [
@@ -1105,7 +1105,7 @@ def _as_values(ds: xr.Dataset, y, name: str = "y") -> xr.DataArray:
     A scalar is broadcast to every observation; a DataArray that has an ``obs``
     dim plus others (e.g. several y per observation) keeps xarray semantics;
     everything else (NumPy of any rank, a 1-D DataArray with any dim name such
-    as PyMC's ``obs_id``) goes through :func:`~calibprob._validation.check_targets`
+    as PyMC's ``obs_id``) goes through :func:`~calibprob._core.validation.check_targets`
     and is aligned by position.
     """
     n = ds.sizes["obs"]

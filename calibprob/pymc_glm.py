@@ -49,9 +49,8 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
-from calibprob._base import BaseEstimator, ConvergenceWarning, check_is_fitted
-from calibprob._pymc_sampling import convergence_problems, convergence_summary, sample_posterior
-from calibprob._validation import (
+from calibprob._core.estimator import BaseEstimator, ConvergenceWarning, check_is_fitted
+from calibprob._core.validation import (
     check_array,
     check_choice,
     check_fitted_X,
@@ -59,6 +58,7 @@ from calibprob._validation import (
     check_same_length,
     record_feature_names,
 )
+from calibprob._pymc_sampling import convergence_problems, convergence_summary, sample_posterior
 from calibprob.predictive import from_draws
 
 __all__ = ["PyMCLinearRegression"]

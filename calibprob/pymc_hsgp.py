@@ -51,14 +51,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from calibprob._core.validation import check_array, check_choice, check_int, check_same_length, record_feature_names
 from calibprob._pymc_sampling import sample_posterior
-from calibprob._validation import (
-    check_array,
-    check_choice,
-    check_int,
-    check_same_length,
-    record_feature_names,
-)
 from calibprob.pymc_glm import _PosteriorDrawsRegressor
 
 __all__ = ["PyMCHSGPRegression"]

@@ -31,8 +31,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from calibprob._base import BaseEstimator, check_is_fitted
-from calibprob._validation import check_array, check_int, check_levels, check_same_length
+from calibprob._core.estimator import BaseEstimator, check_is_fitted
+from calibprob._core.validation import check_array, check_int, check_levels, check_same_length
 from calibprob.predictive import from_quantiles
 
 __all__ = ["QuantileGradientBoosting", "GBM_LEVELS"]

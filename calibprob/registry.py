@@ -8,13 +8,13 @@ yours, for a calibrator or a base of your own):
   (``"calibrator"``, ``"base"`` or ``"helper"``), for a calibrator its *family*
   (``"distribution"``: a post-processor of the base's predictive distribution,
   ``fit(pred_cal, y_cal)``, ``predict(pred)``; ``"model-aware"``: ``estimator=``,
-  ``fit(X, y)``, ``predict(X)``; see :mod:`calibprob._base`) and its *output*
+  ``fit(X, y)``, ``predict(X)``; see :mod:`calibprob._core.estimator`) and its *output*
   (``"distribution"``: a quantile function; ``"intervals"``: central intervals only),
   and the namespaces that export it (``calibprob``, ``calibprob.calibrators``,
   ``calibprob.conformal``);
 * :data:`METHODS` — every calibrator *kind* a comparison spec can name
   (``[methods.NAME] kind = ...``): its class, the options a spec may give with their
-  declared types (:mod:`calibprob._options`), the constructor arguments the kind fixes,
+  declared types (:mod:`calibprob._core.options`), the constructor arguments the kind fixes,
   the base kinds it can serve (GP-only methods) and, only where the family's lifecycle
   is not enough, an *adapter* ``"module:function"`` that runs it;
 * :data:`BASES` — every base kind (``[base]`` / ``[bases.NAME]``), the same way.
@@ -22,7 +22,7 @@ yours, for a calibrator or a base of your own):
 Readers: the spec validator (:mod:`calibprob.compare.spec`), the runner's dispatch
 (:mod:`calibprob.compare.methods`: the family decides the lifecycle, the output decides
 the scoring), the lazy-import tables of ``calibprob``, ``calibprob.calibrators`` and
-``calibprob.conformal``, the save/load table ``calibprob._io.REGISTRY`` (calibprob's own
+``calibprob.conformal``, the save/load table ``calibprob._core.persistence.REGISTRY`` (calibprob's own
 classes only: a file never names code to import), the kinds table of ``docs/spec.md``
 (:func:`render_kinds_table`) and ``tests/test_common.py``. A test checks every
 entry's option names against its class's constructor signature.
@@ -31,7 +31,7 @@ Adding a calibrator is one module, one :func:`register_method` call, its docs pa
 and its tests. A distribution post-processor needs no runner code::
 
     from calibprob.registry import register_method
-    from calibprob._options import Float
+    from calibprob._core.options import Float
 
     register_method(
         "my-shift", "mypackage.shift:ShiftCalibrator",
@@ -51,7 +51,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from calibprob._options import AnyOf, Bool, Choice, Float, Int, ListOf, OptionType, Str, Theta
+from calibprob._core.options import AnyOf, Bool, Choice, Float, Int, ListOf, OptionType, Str, Theta
 
 __all__ = [
     "ClassEntry",
@@ -74,7 +74,7 @@ __all__ = [
     "update_doc",
 ]
 
-#: The calibrator families: the two of :mod:`calibprob._base`, and ``posterior`` (fitted on a
+#: The calibrator families: the two of :mod:`calibprob._core.estimator`, and ``posterior`` (fitted on a
 #: posterior's pointwise log-likelihood, e.g. conformal Bayes: ``fit(log_likelihood)``).
 FAMILIES = ("distribution", "model-aware", "posterior")
 #: What a calibrator's ``predict`` returns: a quantile function or central intervals only.
@@ -275,7 +275,7 @@ def register_method(
     output : {"distribution", "intervals"}
         Decides how it is scored: every metric, or coverage, width and IAE only.
     options : mapping of str to OptionType
-        Spec options and their declared types (:mod:`calibprob._options`).
+        Spec options and their declared types (:mod:`calibprob._core.options`).
     doc : str
         One line for the generated kinds table.
     exports : tuple of str

@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from calibprob._base import BaseEstimator, check_is_fitted, clone
+from calibprob._core.estimator import BaseEstimator, check_is_fitted, clone
 
 # the transformed family's numerics live one layer down (the predictive contract reads them too);
 # re-exported here, where users and the rest of calibprob have always found them

@@ -1,4 +1,4 @@
-"""Every public calibrator through its family's contract (calibprob._base).
+"""Every public calibrator through its family's contract (calibprob._core.estimator).
 
 Two families, one shape each:
 
@@ -31,7 +31,7 @@ import xarray as xr
 
 import calibprob
 from calibprob import registry
-from calibprob._base import DistributionCalibrator, ModelAwareCalibrator, NotFittedError, clone
+from calibprob._core.estimator import DistributionCalibrator, ModelAwareCalibrator, NotFittedError, clone
 from calibprob.metrics import interval_levels, is_interval_family
 
 # ---------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Checked: every registered option is a constructor keyword of its class (and every keyword is
 an option, fixed by the kind, filled by the task or deliberately hidden); the generated tables
-of docs/spec.md are up to date; the lazy-import tables and ``calibprob._io.REGISTRY`` list the
+of docs/spec.md are up to date; the lazy-import tables and ``calibprob._core.persistence.REGISTRY`` list the
 registered classes; the runner scores a kind by its registered output. The acceptance test of
 issue 17: a toy calibrator defined here plus one registration call runs in ``calibprob compare``,
 appears in the generated kinds table and is checked by tests/test_common.py, with no other edit.
@@ -23,9 +23,9 @@ import xarray as xr
 
 import calibprob
 from calibprob import registry
-from calibprob._base import BaseEstimator, check_is_fitted, check_predictive
-from calibprob._options import Float
-from calibprob._validation import check_array, check_same_length
+from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
+from calibprob._core.options import Float
+from calibprob._core.validation import check_array, check_same_length
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -160,7 +160,7 @@ def test_the_toy_is_checked_by_test_common(tmp_path):
 
 
 def test_a_registered_kind_outside_calibprob_is_never_loadable_from_a_file(toy):
-    from calibprob import _io
+    from calibprob._core import persistence as _io
 
     assert "ToyScaleCalibrator" in registry.CLASSES
     assert "ToyScaleCalibrator" not in registry.builtin_classes()

@@ -268,7 +268,7 @@ def test_fcp_inside_jackknife_plus_gp_and_equal_for_beta_one():
 # CrossConformalRegressor are then exact brute force).
 # ---------------------------------------------------------------------------
 
-from calibprob._base import NotFittedError  # noqa: E402
+from calibprob._core.estimator import NotFittedError  # noqa: E402
 from calibprob.conformal import FullConformalGP, JackknifePlusGP  # noqa: E402
 from calibprob.gp import GaussianProcessRegressor  # noqa: E402
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from calibprob._base import BaseEstimator, NotFittedError
+from calibprob._core.estimator import BaseEstimator, NotFittedError
 from calibprob.conformal import CrossConformalRegressor
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from calibprob._base import BaseEstimator, NotFittedError
+from calibprob._core.estimator import BaseEstimator, NotFittedError
 from calibprob.conformal import SplitConformalRegressor
 from calibprob.conformal._common import min_points, upper_rank
 from calibprob.conformal.split import conformal_thresholds

@@ -16,7 +16,7 @@ import pytest
 import xarray as xr
 from scipy import stats
 
-from calibprob._base import NotFittedError
+from calibprob._core.estimator import NotFittedError
 from calibprob.datasets import (
     Standardizer,
     available_datasets,

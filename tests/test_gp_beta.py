@@ -27,7 +27,7 @@ import xarray as xr
 from scipy import integrate, stats
 
 import calibprob
-from calibprob._base import NotFittedError, clone
+from calibprob._core.estimator import NotFittedError, clone
 from calibprob.calibrators import gp_beta as gb
 from calibprob.calibrators.gp_beta import (
     GPBetaCalibrator,

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from calibprob._base import ConvergenceWarning
+from calibprob._core.estimator import ConvergenceWarning
 from calibprob.gp import GaussianProcessRegressor, _objective, _pymc
 
 
@@ -204,7 +204,7 @@ def test_blas_policy_reports_its_choice(monkeypatch):
     gp = GaussianProcessRegressor(n_restarts=1, random_state=0).fit(X, y)
     assert gp.fit_info_["blas_threads"] == 1
     assert "threading does not pay" in gp.fit_info_["blas_reason"]
-    from calibprob import _pytensor
+    from calibprob._core import pytensor_setup as _pytensor
 
     monkeypatch.setattr(_pytensor, "_in_dask_worker", lambda: True)
     assert _pytensor.blas_policy(5000) == (1, "one thread per Dask worker")
@@ -229,7 +229,7 @@ def test_blas_policy_reports_its_choice(monkeypatch):
 def test_sparse_gp_sizes_the_blas_policy_on_its_inducing_points(monkeypatch):
     """The sparse GP factorises m x m systems: on an idle machine that would measure threads for
     n >= 1500 rows, it still runs one thread (two made a 12 000-row diamonds fit 2x slower)."""
-    from calibprob import _pytensor
+    from calibprob._core import pytensor_setup as _pytensor
     from calibprob.gp import SparseGaussianProcessRegressor
 
     monkeypatch.setattr(_pytensor, "_in_dask_worker", lambda: False)
@@ -248,7 +248,7 @@ def test_sparse_gp_sizes_the_blas_policy_on_its_inducing_points(monkeypatch):
 
 
 def test_thread_measurement_returns_one_or_all_cores():
-    from calibprob import _pytensor
+    from calibprob._core import pytensor_setup as _pytensor
 
     assert _pytensor._measure_threads(2) in (1, 2)
 

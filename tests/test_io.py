@@ -1,4 +1,4 @@
-"""Saving and loading without pickle (calibprob._io): round trips in a new process, refused files.
+"""Saving and loading without pickle (calibprob._core.persistence): round trips in a new process, refused files.
 
 Every public estimator class is a row of ``ROWS``: a ``fit`` lambda (data -> fitted
 estimator) and a ``predict`` lambda (estimator, data -> prediction). The parent
@@ -29,7 +29,7 @@ import calibprob.conformal
 import calibprob.datasets
 import calibprob.pymc_glm
 import calibprob.pymc_hsgp
-from calibprob._io import FORMAT_VERSION, HDF5_SIGNATURE, REGISTRY
+from calibprob._core.persistence import FORMAT_VERSION, HDF5_SIGNATURE, REGISTRY
 
 TESTS_DIR = Path(__file__).resolve().parent
 ATOL = 1e-10
@@ -421,7 +421,7 @@ def _public_estimator_classes() -> set[str]:
     for mod in (calibprob.calibrators, calibprob.conformal, calibprob.online, calibprob.linear, calibprob.gp):
         for name in mod.__all__:
             obj = getattr(mod, name)
-            if isinstance(obj, type) and issubclass(obj, calibprob._base.BaseEstimator):
+            if isinstance(obj, type) and issubclass(obj, calibprob._core.estimator.BaseEstimator):
                 names.add(name)
     return names
 

@@ -5,7 +5,7 @@ import pytest
 import xarray as xr
 from scipy import optimize, stats
 
-from calibprob._base import NotFittedError, clone
+from calibprob._core.estimator import NotFittedError, clone
 from calibprob.linear import BayesianRidge, LinearRegression
 
 

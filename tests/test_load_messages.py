@@ -16,7 +16,7 @@ import pytest
 import xarray as xr
 
 import calibprob
-from calibprob._io import FORMAT_VERSION
+from calibprob._core.persistence import FORMAT_VERSION
 
 
 @pytest.fixture

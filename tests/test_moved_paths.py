@@ -78,7 +78,7 @@ def test_calibprobs_own_code_uses_no_old_path():
     offenders = []
     roots = [PACKAGE_DIR, PACKAGE_DIR.parent / "tests", PACKAGE_DIR.parent / "benchmarks"]
     for path in sorted(p for root in roots if root.exists() for p in root.rglob("*.py")):
-        if path.name == "test_moved_paths.py":
+        if path.name == "test_moved_paths.py" or path == PACKAGE_DIR / "_core" / "deprecation.py":  # the table itself
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for name, line in _imported_names(tree):

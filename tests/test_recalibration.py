@@ -24,7 +24,7 @@ from scipy import stats
 
 import calibprob
 from calibprob import metrics
-from calibprob._base import NotFittedError, clone
+from calibprob._core.estimator import NotFittedError, clone
 from calibprob.calibrators import (
     IsotonicRecalibrator,
     MarxRecalibrator,
@@ -620,7 +620,7 @@ def test_score_quantiles_is_a_deprecated_alias():
 
 
 def test_fit_targets_follow_the_shared_validator(small_problem):
-    """y_cal is checked by calibprob._validation.check_targets: a Dataset is refused with a
+    """y_cal is checked by calibprob._core.validation.check_targets: a Dataset is refused with a
     TypeError naming y_cal, and a DataArray with dim ``obs`` must carry the prediction's labels."""
     y_cal, base_cal, _ = small_problem
     with pytest.raises(TypeError, match="y_cal must be an array or a 1-D DataArray"):

@@ -23,7 +23,7 @@ import pytest
 import xarray as xr
 from scipy import special
 
-from calibprob._base import NotFittedError
+from calibprob._core.estimator import NotFittedError
 from calibprob.calibrators.sharp_gp import (
     SharpCalibratedGP,
     _compiled,

@@ -1,11 +1,11 @@
-"""Group labels: the one reader of every ``groups=`` argument (calibprob._validation.check_groups)."""
+"""Group labels: the one reader of every ``groups=`` argument (calibprob._core.validation.check_groups)."""
 
 import numpy as np
 import pytest
 import xarray as xr
 
 import calibprob
-from calibprob._validation import GROUP_COORD, check_groups
+from calibprob._core.validation import GROUP_COORD, check_groups
 
 
 def test_groups_forms_agree():

@@ -27,7 +27,18 @@ REMOVED_IN = "0.3.0"
 #: old dotted module name -> new dotted module name. A moved package moves its submodules with it: an entry
 #: ``"calibprob.gp": "calibprob.bases.gp"`` also maps ``calibprob.gp.exact`` to ``calibprob.bases.gp.exact``.
 #: Each module move adds its line here (the architecture test forbids calibprob's own code to use an old path).
-MOVED: dict[str, str] = {}
+MOVED: dict[str, str] = {
+    # the internal core: estimator base class, validation, options, persistence, small numerical helpers
+    "calibprob._base": "calibprob._core.estimator",
+    "calibprob._validation": "calibprob._core.validation",
+    "calibprob._options": "calibprob._core.options",
+    "calibprob._io": "calibprob._core.persistence",
+    "calibprob._stable": "calibprob._core.stable",
+    "calibprob._optim": "calibprob._core.optim",
+    "calibprob._ranks": "calibprob._core.ranks",
+    "calibprob._pytensor": "calibprob._core.pytensor_setup",
+    "calibprob._warm": "calibprob._core.warm",
+}
 
 
 def new_name(old: str) -> str | None:

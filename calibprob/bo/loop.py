@@ -62,9 +62,9 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._base import clone
-from calibprob._pytensor import limit_blas_threads
-from calibprob._validation import check_array, check_int
+from calibprob._core.estimator import clone
+from calibprob._core.pytensor_setup import limit_blas_threads
+from calibprob._core.validation import check_array, check_int
 from calibprob.bo.acquisition import minimize_on_box
 from calibprob.bo.calibration import CalibrationStrategy, ModelData, strategy_for, time_series_pit
 from calibprob.bo.record import StepRecorder

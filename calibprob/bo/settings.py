@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from calibprob._validation import check_choice, check_int, check_levels, check_probability
+from calibprob._core.validation import check_choice, check_int, check_levels, check_probability
 from calibprob.bo.acquisition import ACQUISITIONS
 from calibprob.online import COUPLINGS, check_eta
 from calibprob.predictive import DEFAULT_LEVELS

@@ -75,10 +75,10 @@ import numpy as np
 import xarray as xr
 from scipy import optimize, special
 
-from calibprob._base import BaseEstimator, check_is_fitted, check_predictive
-from calibprob._ranks import RANK_TOL as _RANK_TOL
-from calibprob._ranks import knot_levels, levels_in_range, min_calibration_points
-from calibprob._validation import check_array, check_choice, check_levels, check_targets
+from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
+from calibprob._core.ranks import RANK_TOL as _RANK_TOL
+from calibprob._core.ranks import knot_levels, levels_in_range, min_calibration_points
+from calibprob._core.validation import check_array, check_choice, check_levels, check_targets
 from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.predictive import (
     from_quantiles,

@@ -3,7 +3,7 @@
 Which kinds and bases exist, their classes, options, families and outputs are
 registered in :mod:`calibprob.registry` (the one source). This module runs them:
 :func:`run_kind` gives a kind's calibrator the one lifecycle of its family
-(:mod:`calibprob._base`) — a distribution post-processor through
+(:mod:`calibprob._core.estimator`) — a distribution post-processor through
 :func:`post_process` (``fit(pred_cal, y_cal)``, ``predict(pred)``), a model-aware
 calibrator with ``estimator=`` the task's fitted base, ``fit(X_cal, y_cal)``,
 ``predict(X_test)`` — and a kind that needs more (the conformal interval methods:
@@ -26,8 +26,8 @@ import numpy as np
 import xarray as xr
 
 from calibprob import registry
-from calibprob._options import Anything
-from calibprob._validation import check_choice
+from calibprob._core.options import Anything
+from calibprob._core.validation import check_choice
 from calibprob.calibrators.conformal.mondrian import Mondrian
 from calibprob.conformal._common import interval_dataset, reachable_levels
 from calibprob.conformal.scores import get_score
@@ -219,7 +219,7 @@ def run_base(ctx: TaskContext, entry=None) -> xr.Dataset:
 
 
 # ---------------------------------------------------------------------------
-# The two calibrator families, run the one way each (calibprob._base)
+# The two calibrator families, run the one way each (calibprob._core.estimator)
 # ---------------------------------------------------------------------------
 
 
@@ -325,7 +325,7 @@ def run_kind(kind: str, ctx: TaskContext, **options) -> xr.Dataset:
     """Run the registered calibrator ``kind`` with a spec's ``options`` on one task.
 
     Its adapter when it registers one; otherwise its family's one lifecycle
-    (:mod:`calibprob._base`): a distribution post-processor through :func:`post_process`
+    (:mod:`calibprob._core.estimator`): a distribution post-processor through :func:`post_process`
     (``fit(pred_cal, y_cal)``, ``predict(pred_test)``), a model-aware calibrator with
     ``estimator=`` the task's fitted base, ``fit(X_cal, y_cal)``, ``predict(X_test)``.
     """

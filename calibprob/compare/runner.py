@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from calibprob._core.validation import GROUP_COORD
 from calibprob._executor import RunOutput, execute, failure_table, load_part, local_cluster, safe_name
-from calibprob._validation import GROUP_COORD
 from calibprob.compare.spec import Spec, parse_spec
 
 __all__ = [

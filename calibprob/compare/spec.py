@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from calibprob import registry
-from calibprob._options import (  # re-exported: spec.py is these names' public home
+from calibprob._core.options import (
     AnyOf,
     Bool,
     Choice,
@@ -68,7 +68,7 @@ from calibprob._options import (  # re-exported: spec.py is these names' public 
     _short,
     _suggest,
 )
-from calibprob._validation import describe_unreadable_path
+from calibprob._core.validation import describe_unreadable_path
 
 __all__ = [
     "Spec",
@@ -1128,7 +1128,7 @@ def _parse_quantile_levels(levels) -> tuple[float, ...] | None:
     """The spec's ``levels`` (quantile levels of every prediction), or None for the default grid."""
     if levels is None:
         return None
-    from calibprob._validation import check_levels
+    from calibprob._core.validation import check_levels
 
     if not isinstance(levels, list) or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in levels):
         raise SpecError(f"levels must be a list of numbers in (0, 1); got {_short(levels)}.")

@@ -44,8 +44,8 @@ from collections.abc import Callable
 import numpy as np
 import xarray as xr
 
-from calibprob._options import SpecError, _short
-from calibprob._validation import check_prediction
+from calibprob._core.options import SpecError, _short
+from calibprob._core.validation import check_prediction
 from calibprob.predictive import DEFAULT_LEVELS, from_quantiles, normal, validate
 
 __all__ = ["PythonBase", "check_factory", "check_python_table", "build_python_base", "factory_label", "N_FOLDS"]

@@ -1,6 +1,6 @@
 """Conformal calibrators: split, jackknife(+)/CV+, GP-specific (J+GP, asymJ+GP, FCP-GP), CPS.
 
-Two families (:mod:`calibprob._base`):
+Two families (:mod:`calibprob._core.estimator`):
 
 * distribution post-processors — :class:`ConformalPredictiveSystem` and
   :class:`SplitConformalCalibrator`: ``fit(pred_cal, y_cal)``, ``predict(pred)``

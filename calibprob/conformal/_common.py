@@ -27,11 +27,11 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import xarray as xr
 
-from calibprob._base import BaseEstimator, check_is_fitted
-from calibprob._ranks import RANK_TOL as _RANK_TOL
-from calibprob._ranks import lower_rank, upper_rank
-from calibprob._ranks import min_conformal_points as min_points
-from calibprob._validation import check_array, check_confidence_levels, check_int, check_levels, check_prediction
+from calibprob._core.estimator import BaseEstimator, check_is_fitted
+from calibprob._core.ranks import RANK_TOL as _RANK_TOL
+from calibprob._core.ranks import lower_rank, upper_rank
+from calibprob._core.ranks import min_conformal_points as min_points
+from calibprob._core.validation import check_array, check_confidence_levels, check_int, check_levels, check_prediction
 from calibprob.predictive import DEFAULT_LEVELS
 
 __all__ = [

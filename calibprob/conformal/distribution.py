@@ -38,8 +38,8 @@ from typing import Self
 import numpy as np
 import xarray as xr
 
-from calibprob._base import BaseEstimator, check_is_fitted, check_predictive
-from calibprob._validation import check_targets
+from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
+from calibprob._core.validation import check_targets
 from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.conformal._common import (
     conformal_quantile_function,

@@ -123,8 +123,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibprob._base import BaseEstimator, check_is_fitted, check_not_predictive, clone
-from calibprob._validation import check_choice
+from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
+from calibprob._core.validation import check_choice
 from calibprob.conformal._common import (
     as_regressor,
     check_enough_points,

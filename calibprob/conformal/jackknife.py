@@ -60,8 +60,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from calibprob._base import BaseEstimator, check_is_fitted, check_not_predictive, clone
-from calibprob._validation import check_choice, check_int
+from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
+from calibprob._core.validation import check_choice, check_int
 from calibprob.conformal._common import (
     as_regressor,
     check_enough_points,
@@ -173,7 +173,7 @@ class CrossConformalRegressor(BaseEstimator):
     Parameters
     ----------
     estimator : base regressor or callable
-        Refitted with :func:`calibprob._base.clone` for every fold; a callable
+        Refitted with :func:`calibprob._core.estimator.clone` for every fold; a callable
         ``fit_predict(X_train, y_train, X_new) -> mu | (mu, sigma)`` is wrapped
         in :class:`~calibprob.conformal.CallableRegressor`.
     method : {"plus", "base"}, default "plus"

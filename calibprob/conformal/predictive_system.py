@@ -46,8 +46,8 @@ import warnings
 import numpy as np
 import xarray as xr
 
-from calibprob._base import check_is_fitted
-from calibprob._validation import check_targets, check_tau
+from calibprob._core.estimator import check_is_fitted
+from calibprob._core.validation import check_targets, check_tau
 from calibprob.conformal.distribution import SplitConformalCalibrator
 from calibprob.conformal.scores import SignedAbsoluteScore, SignedNormalizedScore
 from calibprob.conformal.split import SplitConformalRegressor

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibprob._validation import check_finite
+from calibprob._core.validation import check_finite
 
 __all__ = [
     "Score",

@@ -47,8 +47,8 @@ import numpy as np
 import xarray as xr
 
 from calibprob import registry as _registry
-from calibprob._base import BaseEstimator, check_is_fitted, check_not_predictive, clone
-from calibprob._validation import check_array
+from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
+from calibprob._core.validation import check_array
 from calibprob.calibrators.conformal.mondrian import Mondrian, predict_with_groups
 from calibprob.conformal._common import (
     as_regressor,

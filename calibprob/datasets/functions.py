@@ -78,7 +78,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
-from calibprob._validation import check_choice, check_int
+from calibprob._core.validation import check_choice, check_int
 
 __all__ = [
     "TestFunction",

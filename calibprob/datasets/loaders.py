@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from calibprob._validation import check_int, describe_unreadable_path
+from calibprob._core.validation import check_int, describe_unreadable_path
 
 __all__ = ["load_dataset", "load_csv", "list_datasets", "available_datasets"]
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
-from calibprob._base import BaseEstimator, check_is_fitted
-from calibprob._validation import check_array, check_same_length
+from calibprob._core.estimator import BaseEstimator, check_is_fitted
+from calibprob._core.validation import check_array, check_same_length
 
 __all__ = ["train_calibrate_test_split", "Standardizer"]
 

@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
-from calibprob._optim import Adam
-from calibprob._pytensor import (
+from calibprob._core.optim import Adam
+from calibprob._core.pytensor_setup import (
     GraphCache,
     blas_limit,
     get_blas_threads,
@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 _CACHE = GraphCache("calibprob.gp")
-#: The BLAS limiter of the GP fits (one policy for every module, :mod:`calibprob._pytensor`).
+#: The BLAS limiter of the GP fits (one policy for every module, :mod:`calibprob._core.pytensor_setup`).
 _blas_limit = blas_limit
 
 # returned to L-BFGS-B when the Cholesky fails (NaN logp): a large finite value

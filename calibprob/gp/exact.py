@@ -63,9 +63,9 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
-from calibprob._base import BaseEstimator, ConvergenceWarning, check_is_fitted
-from calibprob._stable import stable_mean, stable_rms
-from calibprob._validation import (
+from calibprob._core.estimator import BaseEstimator, ConvergenceWarning, check_is_fitted
+from calibprob._core.stable import stable_mean, stable_rms
+from calibprob._core.validation import (
     check_array,
     check_choice,
     check_fitted_X,
@@ -310,7 +310,7 @@ class _GPBase(BaseEstimator):
         ``UserWarning`` says so when the mean of ``y`` (10 or more points) is more
         than ten standard deviations from zero.
 
-        Warns (:class:`calibprob._base.ConvergenceWarning`) when no L-BFGS-B start
+        Warns (:class:`calibprob._core.estimator.ConvergenceWarning`) when no L-BFGS-B start
         converged, and when the optimum lies on the box of the log-hyperparameters
         (``fit_info_["at_bounds"]`` names them): the optimum is then the box's, not
         the likelihood's. Two cases are common and benign, so they are reported in

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg
 
-from calibprob._validation import check_array, check_choice, check_same_length
+from calibprob._core.validation import check_array, check_choice, check_same_length
 
 __all__ = [
     "loo_from_kernel",

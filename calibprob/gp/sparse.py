@@ -60,7 +60,7 @@ import numpy as np
 import scipy.linalg
 from scipy.cluster.vq import kmeans2
 
-from calibprob._validation import check_array, check_int
+from calibprob._core.validation import check_array, check_int
 from calibprob.gp import _pymc, _sparse_numerics
 from calibprob.gp._sparse_loo import sparse_kriging_system
 from calibprob.gp.exact import _GPBase

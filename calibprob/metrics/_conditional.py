@@ -47,7 +47,7 @@ from fractions import Fraction
 import numpy as np
 import xarray as xr
 
-from calibprob._validation import check_int
+from calibprob._core.validation import check_int
 
 __all__ = [
     "HSIC_MAX_N",
@@ -140,7 +140,7 @@ def coverage_by_group(covered, widths, groups) -> dict:
     covered : array_like of bool, shape (n, k)
     widths : array_like, shape (n, k)
     groups : array_like, shape (n,)
-        One label per observation (read by :func:`calibprob._validation.check_groups`).
+        One label per observation (read by :func:`calibprob._core.validation.check_groups`).
 
     Returns
     -------
@@ -701,7 +701,7 @@ def diagnostics_dataset(covered, widths, levels, *, groups=None, X=None, options
     levels : ndarray, shape (k,)
         The confidence levels (the ``confidence_level`` coordinate).
     groups : ndarray, shape (n,), optional
-        Checked labels (:func:`calibprob._validation.check_groups`).
+        Checked labels (:func:`calibprob._core.validation.check_groups`).
     X : ndarray, shape (n, d), optional
         Checked features (:func:`check_slab_features`).
     options : dict, optional

@@ -9,8 +9,8 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._stable import stable_mean, stable_rms
-from calibprob._validation import (
+from calibprob._core.stable import stable_mean, stable_rms
+from calibprob._core.validation import (
     check_choice,
     check_confidence_levels,
     check_groups,

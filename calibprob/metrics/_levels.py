@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibprob._validation import check_confidence_levels, check_int
+from calibprob._core.validation import check_confidence_levels, check_int
 
 #: Scalar or per-confidence-level metric variables returned by :func:`evaluate`
 #: (the names a comparison spec's ``metrics`` may list).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibprob._validation import check_finite
+from calibprob._core.validation import check_finite
 
 
 def best_so_far(values, *, axis: int = -1, minimize: bool = True) -> np.ndarray:

@@ -11,7 +11,7 @@ import xarray as xr
 from scipy import special
 
 from calibprob import transforms
-from calibprob._validation import check_choice, check_finite, check_targets
+from calibprob._core.validation import check_choice, check_finite, check_targets
 from calibprob.metrics._levels import _CHUNK
 from calibprob.metrics._scores import crps_quantile
 from calibprob.predictive import quantile_logpdf, quantile_moments, quantile_ppf
@@ -30,7 +30,7 @@ def _check_y(pred: xr.Dataset, y, name: str = "y") -> np.ndarray:
     """Observed values as a finite 1-D float array with one entry per obs of ``pred``.
 
     NumPy, or a 1-D DataArray with any dim name aligned by position
-    (:func:`calibprob._validation.check_targets`, shared with the ``.calib`` accessor).
+    (:func:`calibprob._core.validation.check_targets`, shared with the ``.calib`` accessor).
     """
     return check_targets(y, pred.sizes["obs"], name, obs=pred["obs"].values)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from calibprob._validation import check_confidence_levels
+from calibprob._core.validation import check_confidence_levels
 from calibprob.metrics._attrs import _ATTRS
 from calibprob.metrics._calibration import (
     calibration_error,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from calibprob._validation import check_levels
+from calibprob._core.validation import check_levels
 from calibprob.metrics._attrs import _ATTRS
 from calibprob.metrics._levels import _CHUNK, PINBALL_LEVELS
 from calibprob.metrics._reading import _check_pred, _check_y, _crps_rows, _logpdf, _moments, _point, _ppf, _scalar

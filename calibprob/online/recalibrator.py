@@ -21,8 +21,8 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._base import BaseEstimator, check_predictive
-from calibprob._validation import check_array, check_choice, check_levels, check_probability, check_targets
+from calibprob._core.estimator import BaseEstimator, check_predictive
+from calibprob._core.validation import check_array, check_choice, check_levels, check_probability, check_targets
 from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.online._osd import (
     COUPLINGS,

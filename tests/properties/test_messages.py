@@ -9,7 +9,7 @@ expectation from :data:`ADVICE`. A message that only *wraps* another one (``f"{w
 where ``err`` was raised by a checked site) has no literal advice of its own; those are listed
 in :data:`WRAPPERS` with the reason, and the list is checked to stay exact (no stale entries).
 
-``calibprob/_io.py`` (save/load) is owned by another branch (its load messages are being
+``calibprob/_core/persistence/`` (save/load) is owned by another branch (its load messages are being
 rewritten there) and is left out here.
 """
 

@@ -67,7 +67,7 @@ import numpy as np
 from scipy.linalg import qr
 from scipy.optimize import linprog
 
-from calibprob._stable import pow2_scale
+from calibprob._core.stable import pow2_scale
 
 __all__ = ["tilted_threshold", "fast_threshold", "thresholds"]
 

@@ -40,9 +40,9 @@ from collections.abc import Iterator
 import numpy as np
 import xarray as xr
 
-from calibprob._base import BaseEstimator, check_is_fitted
-from calibprob._ranks import lower_rank, min_conformal_points
-from calibprob._validation import check_choice, check_confidence_levels, check_int
+from calibprob._core.estimator import BaseEstimator, check_is_fitted
+from calibprob._core.ranks import lower_rank, min_conformal_points
+from calibprob._core.validation import check_choice, check_confidence_levels, check_int
 from calibprob.calibrators.conformal import _bayes_inputs as _inputs
 from calibprob.calibrators.conformal._bayes_numerics import aoi_block, log_weights, runs, shifted_likelihood
 from calibprob.predictive import CalibprobWarning

@@ -34,8 +34,8 @@ from typing import Self
 import numpy as np
 import xarray as xr
 
-from calibprob._base import BaseEstimator, check_is_fitted
-from calibprob._validation import check_choice, check_groups, check_int
+from calibprob._core.estimator import BaseEstimator, check_is_fitted
+from calibprob._core.validation import check_choice, check_groups, check_int
 from calibprob.predictive import CalibprobWarning
 
 __all__ = ["Bins", "bins"]

@@ -6,7 +6,7 @@ A base model gives, at every input, a lower and an upper quantile
 :math:`\hat q_{50}(x)`), read here from the base's predictive Dataset through
 ``pred.calib.ppf`` at the stored levels. With :math:`n` calibration points,
 confidence :math:`c = 1 - \alpha` and :math:`k = \lceil c\,(n+1) \rceil`
-(:func:`calibprob._ranks.upper_rank`, exact integer rank):
+(:func:`calibprob._core.ranks.upper_rank`, exact integer rank):
 
 * **two-sided** (``variant="symmetric"``, Romano et al. 2019, eq. 6-7):
 
@@ -68,9 +68,9 @@ from typing import Self
 import numpy as np
 import xarray as xr
 
-from calibprob._base import BaseEstimator, check_is_fitted, check_predictive
-from calibprob._ranks import upper_rank
-from calibprob._validation import check_array, check_choice, check_targets
+from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
+from calibprob._core.ranks import upper_rank
+from calibprob._core.validation import check_array, check_choice, check_targets
 from calibprob.conformal._common import check_enough_points, interval_dataset, resolve_levels
 
 __all__ = [

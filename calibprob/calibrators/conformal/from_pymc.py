@@ -25,8 +25,8 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._pytensor import get_compile_mode
-from calibprob._validation import check_choice, check_int
+from calibprob._core.pytensor_setup import get_compile_mode
+from calibprob._core.validation import check_choice, check_int
 from calibprob.calibrators.conformal import _bayes_inputs as _inputs
 from calibprob.calibrators.conformal.bayes import ConformalBayes
 
@@ -81,7 +81,7 @@ def conformal_bayes(
     method : {"auto", "closed-form", "logp"}, default "auto"
         ``auto``: closed form for Normal and Student-t likelihoods, PyMC's ``logp`` otherwise.
     compile_mode : str, optional
-        PyTensor mode; default :func:`calibprob._pytensor.get_compile_mode`.
+        PyTensor mode; default :func:`calibprob._core.pytensor_setup.get_compile_mode`.
     **options
         Other :class:`calibprob.ConformalBayes` parameters (``min_ess``, ``unseen_group``, ...).
 

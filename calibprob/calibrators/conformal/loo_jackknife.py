@@ -69,8 +69,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from calibprob._base import BaseEstimator, check_is_fitted, check_not_predictive, clone
-from calibprob._validation import check_array, check_choice, check_targets
+from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
+from calibprob._core.validation import check_array, check_choice, check_targets
 from calibprob.conformal._common import (
     check_enough_points,
     default_chunk_size,

@@ -58,8 +58,8 @@ from typing import Self
 import numpy as np
 import xarray as xr
 
-from calibprob._base import BaseEstimator, check_is_fitted, check_predictive, clone
-from calibprob._validation import GROUP_COORD, check_confidence_levels, check_groups, check_targets
+from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive, clone
+from calibprob._core.validation import GROUP_COORD, check_confidence_levels, check_groups, check_targets
 from calibprob.predictive import CalibprobWarning, from_quantiles, normal
 
 __all__ = [

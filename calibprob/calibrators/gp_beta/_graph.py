@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from calibprob._pytensor import GraphCache
+from calibprob._core.pytensor_setup import GraphCache
 from calibprob.calibrators.gp_beta._link import _JITTER, _LOG_SQRT_2PI, OUTPUTS, PRIORS
 from calibprob.calibrators.gp_beta._objective import Layout
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from calibprob._stable import pow2_scale
+from calibprob._core.stable import pow2_scale
 from calibprob.calibrators.gp_beta._link import _tail_bounds
 
 # Elements per temporary (draws x rows x grid) block in prediction (~80 MB of float64).

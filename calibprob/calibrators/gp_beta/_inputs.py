@@ -7,8 +7,8 @@ import warnings
 import numpy as np
 import xarray as xr
 
-from calibprob._base import check_predictive
-from calibprob._validation import check_array, check_positive, check_targets
+from calibprob._core.estimator import check_predictive
+from calibprob._core.validation import check_array, check_positive, check_targets
 from calibprob.calibrators.gp_beta._link import _LOG_SQRT_2PI
 from calibprob.predictive import normal, quantile_logpdf, quantile_zscore, validate
 
@@ -76,7 +76,7 @@ def observed_terms(pred: xr.Dataset, y: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def targets(y, n: int, name: str, ndim=1, obs=None) -> np.ndarray:
-    """Observed values through the library's one validator, :func:`calibprob._validation.check_targets`.
+    """Observed values through the library's one validator, :func:`calibprob._core.validation.check_targets`.
 
     ``ndim=(1, 2)`` also takes a 2-D DataArray (several values per observation, e.g. a density grid).
     """

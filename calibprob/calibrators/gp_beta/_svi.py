@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from calibprob._optim import Adam
-from calibprob._validation import check_array, check_int
+from calibprob._core.optim import Adam
+from calibprob._core.validation import check_array, check_int
 
 __all__ = ["SVIResult", "svi_fit", "advi_fit", "ADVIResult"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from calibprob._validation import check_array
+from calibprob._core.validation import check_array
 from calibprob.calibrators.gp_beta._link import OUTPUTS, _correlation, _pointwise_loglik
 from calibprob.predictive import _heldout_elpd_data
 

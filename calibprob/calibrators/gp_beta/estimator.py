@@ -8,15 +8,10 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._base import BaseEstimator, check_is_fitted
-from calibprob._pytensor import limit_blas_threads
-from calibprob._stable import pow2_scale, stable_mean
-from calibprob._validation import (
-    check_array,
-    check_choice,
-    check_confidence_levels,
-    check_int,
-)
+from calibprob._core.estimator import BaseEstimator, check_is_fitted
+from calibprob._core.pytensor_setup import limit_blas_threads
+from calibprob._core.stable import pow2_scale, stable_mean
+from calibprob._core.validation import check_array, check_choice, check_confidence_levels, check_int
 from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.gp_beta._graph import DEFAULT_COMPILE_MODE
 from calibprob.calibrators.gp_beta._grid import cdf_on_grid, invert, moments_from_grid

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from calibprob._ranks import RANK_TOL as _RANK_TOL
-from calibprob._ranks import knot_levels, min_calibration_points
+from calibprob._core.ranks import RANK_TOL as _RANK_TOL
+from calibprob._core.ranks import knot_levels, min_calibration_points
 
 __all__ = [
     "q_lin",
@@ -69,7 +69,7 @@ def q_lin(levels, scores) -> np.ndarray | float:
     return out
 
 
-#: Smallest calibration set covering every level (:func:`calibprob._ranks.min_calibration_points`).
+#: Smallest calibration set covering every level (:func:`calibprob._core.ranks.min_calibration_points`).
 required_calibration_points = min_calibration_points
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
-from calibprob._ranks import RANK_TOL as _RANK_TOL
+from calibprob._core.ranks import RANK_TOL as _RANK_TOL
 from calibprob.calibrators.sharp_gp._knots import q_lin
 
 # L-BFGS-B receives this when the covariance is not positive definite (NaN)

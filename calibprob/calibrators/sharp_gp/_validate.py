@@ -6,9 +6,9 @@ import warnings
 
 import numpy as np
 
-from calibprob._base import check_is_fitted
-from calibprob._ranks import knot_levels, levels_in_range
-from calibprob._validation import check_choice, check_int, check_levels
+from calibprob._core.estimator import check_is_fitted
+from calibprob._core.ranks import knot_levels, levels_in_range
+from calibprob._core.validation import check_choice, check_int, check_levels
 from calibprob.calibrators.sharp_gp._knots import required_calibration_points
 
 __all__ = [

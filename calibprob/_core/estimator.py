@@ -48,7 +48,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 import xarray as xr
 
-from calibprob import _io
+from calibprob._core import persistence as _io
 from calibprob.predictive import validate
 
 __all__ = [
@@ -236,7 +236,7 @@ class BaseEstimator:
         """Write this estimator (parameters and fitted state) to netCDF-4, without pickle.
 
         Restore it with :func:`calibprob.load`; the format is described in
-        :mod:`calibprob._io`. User code it holds (a callable, a non-calibprob
+        :mod:`calibprob._core.persistence`. User code it holds (a callable, a non-calibprob
         model) is not written: ``load`` asks for it back by parameter name.
 
         Parameters

@@ -45,7 +45,7 @@ def pow2_scale(a, axis: int | None = None, keepdims: bool = False) -> Any:
 
     Examples
     --------
-    >>> from calibprob._stable import pow2_scale
+    >>> from calibprob._core.stable import pow2_scale
     >>> float(pow2_scale([3.0, -5.0]))
     4.0
     """
@@ -62,7 +62,7 @@ def stable_mean(a, axis: int | None = None) -> Any:
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob._stable import stable_mean
+    >>> from calibprob._core.stable import stable_mean
     >>> float(stable_mean(np.array([1e308, 1e308])))
     1e+308
     """
@@ -78,7 +78,7 @@ def stable_rms(a, axis: int | None = None) -> Any:
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob._stable import stable_rms
+    >>> from calibprob._core.stable import stable_rms
     >>> float(stable_rms(np.array([1e200, -1e200])))    # the squares 1e400 are not representable
     1e+200
     """

@@ -32,7 +32,7 @@ class Adam:
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob._optim import Adam
+    >>> from calibprob._core.optim import Adam
     >>> opt, x = Adam((1,), 0.1), np.array([3.0])
     >>> for _ in range(500):
     ...     x = x - opt.step(2 * x)  # minimise x^2

@@ -165,7 +165,7 @@ def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int
     Examples
     --------
     >>> import numpy as np, xarray as xr
-    >>> from calibprob._validation import check_targets
+    >>> from calibprob._core.validation import check_targets
     >>> y = xr.DataArray([1.0, 2.0, 3.0], dims=("obs_id",), coords={"obs_id": [10, 11, 12]})
     >>> check_targets(y, 3).tolist()
     [1.0, 2.0, 3.0]
@@ -512,7 +512,7 @@ def check_prediction(value, n: int, name: str, *, source: str = "the base's pred
 
     Examples
     --------
-    >>> from calibprob._validation import check_prediction
+    >>> from calibprob._core.validation import check_prediction
     >>> check_prediction([[1.0], [2.0]], 2, "mu").tolist()
     [1.0, 2.0]
     >>> try:
@@ -553,7 +553,7 @@ def check_tau(tau, n: int, name: str = "tau") -> np.ndarray:
 
     Examples
     --------
-    >>> from calibprob._validation import check_tau
+    >>> from calibprob._core.validation import check_tau
     >>> check_tau(0.5, 3).tolist()
     0.5
     """
@@ -581,7 +581,7 @@ def describe_unreadable_path(path, what: str = "file") -> str | None:
     Examples
     --------
     >>> import tempfile
-    >>> from calibprob._validation import describe_unreadable_path
+    >>> from calibprob._core.validation import describe_unreadable_path
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     print(describe_unreadable_path(tmp)[-62:])
     s a directory, not a file. Give the path of the file inside it.

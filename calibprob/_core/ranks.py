@@ -28,7 +28,7 @@ import math
 import numpy as np
 from scipy import special
 
-from calibprob._validation import check_int, check_levels
+from calibprob._core.validation import check_int, check_levels
 
 __all__ = [
     "RANK_TOL",

@@ -182,7 +182,7 @@ def clear_caches() -> None:
 
     Examples
     --------
-    >>> from calibprob._pytensor import clear_caches
+    >>> from calibprob._core.pytensor_setup import clear_caches
     >>> clear_caches()
     """
     for cache in list(_ALL_CACHES):
@@ -354,7 +354,7 @@ def limit_blas_threads(threads: int | None):
 
     Examples
     --------
-    >>> from calibprob._pytensor import limit_blas_threads
+    >>> from calibprob._core.pytensor_setup import limit_blas_threads
     >>> with limit_blas_threads(1):
     ...     pass
     """

@@ -1,6 +1,6 @@
 """Warm PyTensor's on-disk compile cache for the graphs of shipped specs (once per machine).
 
-``make venv`` (and so ``make run``, ``make test``) runs ``python -m calibprob._warm
+``make venv`` (and so ``make run``, ``make test``) runs ``python -m calibprob._core.warm
 models/quickstart.toml`` right after installing: the first repetition of each
 given spec's first data set is run in this process and its results are
 discarded. Every PyTensor graph those calibrators compile lands in PyTensor's
@@ -17,7 +17,7 @@ graphs, and those are what this step warms.
 
 Usage::
 
-    python -m calibprob._warm [SPEC ...]        # default: models/quickstart.toml
+    python -m calibprob._core.warm [SPEC ...]        # default: models/quickstart.toml
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     for path in args:
         if not Path(path).is_file():
             print(
-                f"calibprob._warm: no spec file {path!r}; pass the path of a TOML spec, e.g. models/quickstart.toml",
+                f"calibprob._core.warm: no spec file {path!r}; pass the path of a TOML spec, e.g. models/quickstart.toml",
                 file=sys.stderr,
             )
             return 2
