@@ -16,7 +16,7 @@ Prints, measured side by side in this process:
   (target <= 2 GB), plus J+GP with 2000 training points for comparison.
 
 The GP is the NumPy kriging layer of :mod:`calibprob.conformal.gp` with a
-Matérn-5/2 kernel from :mod:`calibprob.gp.kernels` at fixed hyperparameters
+Matérn-5/2 kernel from :mod:`calibprob.bases.gp.kernels` at fixed hyperparameters
 (the conformal methods never re-estimate them), so the numbers measure the
 conformal algorithms, not a hyperparameter optimiser.
 
@@ -57,6 +57,7 @@ import tracemalloc  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import linalg  # noqa: E402
 
+from calibprob.bases.gp.kernels import matern  # noqa: E402
 from calibprob.conformal import SplitConformalRegressor  # noqa: E402
 from calibprob.conformal._common import lower_rank, upper_rank  # noqa: E402
 from calibprob.conformal.gp import (  # noqa: E402
@@ -65,7 +66,6 @@ from calibprob.conformal.gp import (  # noqa: E402
     kriging_predict,
     kriging_system,
 )
-from calibprob.gp.kernels import matern  # noqa: E402
 
 LS = np.array([0.25, 0.35])
 VAR = 1.0
@@ -145,8 +145,8 @@ def bench_p1(n, m, repeat):
 
 def bench_p1_classes(n, m, repeat):
     """The same comparison through the public classes and calibprob's GaussianProcessRegressor."""
+    from calibprob.bases.gp import GaussianProcessRegressor
     from calibprob.conformal import CrossConformalRegressor, JackknifePlusGP
-    from calibprob.gp import GaussianProcessRegressor
 
     X, y, Xt, _ = data(n, m)
     theta = {"lengthscale": LS, "variance": VAR, "noise": NOISE}
@@ -219,7 +219,7 @@ def bench_p9(n_train, n_cal, m):
     X, y, Xt, yt = data(n_train + n_cal, m, seed=3)
     Xtr, ytr, Xc, yc = X[:n_train], y[:n_train], X[n_train:], y[n_train:]
 
-    from calibprob.gp import GaussianProcessRegressor
+    from calibprob.bases.gp import GaussianProcessRegressor
 
     theta = {"lengthscale": LS, "variance": VAR, "noise": NOISE}
     base = GaussianProcessRegressor(kernel="matern", p=2, mean="constant", theta=theta, optimize=False)

@@ -89,7 +89,7 @@ def _grad_floor(n: int) -> float:
 
 
 def _calibprob(X, y, subset="auto"):
-    from calibprob.gp import GaussianProcessRegressor
+    from calibprob.bases.gp import GaussianProcessRegressor
 
     t = time.perf_counter()
     gp = GaussianProcessRegressor(n_restarts=3, random_state=0, n_hyper_subset=subset).fit(X, y)
@@ -238,13 +238,15 @@ def main(argv=None):
     t0 = time.perf_counter()
     import numpy as np
 
-    from calibprob.gp import GaussianProcessRegressor
+    from calibprob.bases.gp import GaussianProcessRegressor
 
     t_import = time.perf_counter() - t0
     X, y = _data(50)
     t0 = time.perf_counter()
     GaussianProcessRegressor(random_state=0).fit(X, y)  # compiles nothing; warms imports and BLAS
-    print(f"cold start: import calibprob.gp {t_import:.2f} s, first (50-row) fit {time.perf_counter() - t0:.2f} s")
+    print(
+        f"cold start: import calibprob.bases.gp {t_import:.2f} s, first (50-row) fit {time.perf_counter() - t0:.2f} s"
+    )
 
     floors = functools.lru_cache(maxsize=None)(_floor)
     grad_floors = functools.lru_cache(maxsize=None)(_grad_floor)

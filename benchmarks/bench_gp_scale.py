@@ -57,7 +57,7 @@ def _run(kind: str, n: int, n_test: int, queue) -> None:
 
     import numpy as np
 
-    from calibprob.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor
+    from calibprob.bases.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor
 
     X, y, Xt, yt = _data(n, n_test)
     if kind == "exact":

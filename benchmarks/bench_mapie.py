@@ -82,8 +82,8 @@ def mapie_side(npz, out):
 
 
 def calibprob_side(X, y, Xt, repeat):
+    from calibprob.bases.gp import GaussianProcessRegressor
     from calibprob.conformal import JackknifePlusGP
-    from calibprob.gp import GaussianProcessRegressor
 
     theta = {"lengthscale": LENGTHSCALE, "variance": VARIANCE, "noise": NOISE}
     best, iv = np.inf, None

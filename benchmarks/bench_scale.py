@@ -133,7 +133,7 @@ def _synthetic(n: int, seed: int):
 
 
 def _sparse_fit(n: int, m: int, subset, queue) -> None:
-    from calibprob.gp import SparseGaussianProcessRegressor
+    from calibprob.bases.gp import SparseGaussianProcessRegressor
 
     X, y = _synthetic(n, 2026)
     t0 = time.perf_counter()
@@ -159,8 +159,8 @@ def _sparse_eval(sizes, m: int, reps: int, queue) -> None:
     """Best-of-``reps`` time of one bound value + gradient at a fixed θ, sizes interleaved."""
     import numpy as np
 
-    from calibprob.gp import kmeans_inducing_points
-    from calibprob.gp._sparse_numerics import VFEObjectiveNumpy
+    from calibprob.bases.gp import kmeans_inducing_points
+    from calibprob.bases.gp._sparse_numerics import VFEObjectiveNumpy
 
     data = {n: _synthetic(n, 2026) for n in sizes}
     Z = kmeans_inducing_points(data[sizes[0]][0], m, random_state=0)
@@ -179,8 +179,8 @@ def _sparse_eval(sizes, m: int, reps: int, queue) -> None:
 def _sparse_jgp(n: int, n_test: int, m: int, queue) -> None:
     import numpy as np
 
+    from calibprob.bases.gp import SparseGaussianProcessRegressor
     from calibprob.conformal.gp import JackknifePlusGP
-    from calibprob.gp import SparseGaussianProcessRegressor
 
     X, y = _synthetic(n + n_test, 7)
     t0 = time.perf_counter()
@@ -250,8 +250,8 @@ def _sparse_jgp_shape(n: int, n_test: int, d: int, m: int, queue) -> None:
     """Sparse J+GP prediction alone at a given shape (fixed theta, constant mean): time and peak RSS."""
     import numpy as np
 
+    from calibprob.bases.gp import SparseGaussianProcessRegressor
     from calibprob.conformal.gp import JackknifePlusGP
-    from calibprob.gp import SparseGaussianProcessRegressor
 
     rng = np.random.default_rng(11)
     X = rng.normal(size=(n + n_test, d))

@@ -53,10 +53,10 @@ import time
 
 import numpy as np
 
+from calibprob.bases.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor
 from calibprob.calibrators import sharp_gp
 from calibprob.calibrators.sharp_gp import SharpCalibratedGP
 from calibprob.datasets import load_dataset, train_calibrate_test_split
-from calibprob.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor
 
 _CPU: dict[str, float] = {}
 
@@ -95,7 +95,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--levels", type=int, default=21, help="knots in the reference fit")
     parser.add_argument("--more-levels", type=int, default=41, help="knots in the larger fit")
-    parser.add_argument("--mode", default=None, help="PyTensor compile mode (default: calibprob.gp's)")
+    parser.add_argument("--mode", default=None, help="PyTensor compile mode (default: calibprob.bases.gp's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sparse", action="store_true", help="also time the sparse 5000-point case")
     parser.add_argument(

@@ -125,7 +125,7 @@ def gpmp_side(npz, out, p):
 
 
 def gp_at(theta_or_none, p, X, y, seed, nugget=NUGGET):
-    from calibprob.gp import GaussianProcessRegressor
+    from calibprob.bases.gp import GaussianProcessRegressor
 
     kw = dict(kernel="matern", p=p, mean="constant", objective="reml", noise=False, nugget=nugget)
     if theta_or_none is None:

@@ -30,9 +30,9 @@ import argparse  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from calibprob.bases.gp import GaussianProcessRegressor  # noqa: E402
 from calibprob.calibrators import IsotonicRecalibrator, MarxRecalibrator, VovkRecalibrator  # noqa: E402
 from calibprob.calibrators.sharp_gp import SharpCalibratedGP  # noqa: E402
-from calibprob.gp import GaussianProcessRegressor  # noqa: E402
 
 LEVELS = np.array([0.005, 0.995])
 

@@ -47,6 +47,7 @@ if the workers import that module too; a serial run (the default) sees it at onc
 from __future__ import annotations
 
 import importlib
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,8 @@ __all__ = [
     "register_class",
     "register_method",
     "register_base",
+    "base_kind",
+    "RENAMED_BASE_KINDS",
     "exports",
     "load_object",
     "render_kinds_table",
@@ -202,6 +205,27 @@ class BaseEntry:
 CLASSES: dict[str, ClassEntry] = {}
 METHODS: dict[str, MethodEntry] = {}
 BASES: dict[str, BaseEntry] = {}
+
+#: Base kinds renamed in 0.2.0 (old -> new). A spec naming the old kind still runs for one release, with a
+#: FutureWarning naming the new one; the old name is removed in 0.3.0.
+RENAMED_BASE_KINDS = {"pymc-glm": "pymc-linear"}  # keep-old-name
+
+
+def base_kind(kind, where: str = "base.kind"):
+    """The registered name of base kind ``kind``: a renamed kind gives its new name, with a FutureWarning.
+
+    Anything else comes back unchanged (the caller checks it against :data:`BASES`).
+    """
+    new = RENAMED_BASE_KINDS.get(kind) if isinstance(kind, str) else None
+    if new is None:
+        return kind
+    warnings.warn(
+        f"{where}: kind {kind!r} was renamed {new!r} in calibprob 0.2.0 (module calibprob.bases.pymc_linear, class "
+        f"PyMCLinearRegression); the old name is removed in 0.3.0. Write kind = {new!r}.",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return new
 
 
 def _check_choice(value, name: str, valid) -> None:
@@ -496,7 +520,7 @@ _GP_OPTIONS = {
 }
 register_base(
     "gp",
-    "calibprob.gp:GaussianProcessRegressor",
+    "calibprob.bases.gp:GaussianProcessRegressor",
     options=_GP_OPTIONS
     | {
         # exact GP at scale (issue 21): hyperparameters on a seeded subset of rows, refined on all
@@ -509,7 +533,7 @@ register_base(
 )
 register_base(
     "sparse-gp",
-    "calibprob.gp:SparseGaussianProcessRegressor",
+    "calibprob.bases.gp:SparseGaussianProcessRegressor",
     options=_GP_OPTIONS
     | {
         "n_inducing": Int(1, 100_000),
@@ -524,14 +548,14 @@ register_base(
 )
 register_base(
     "ols",
-    "calibprob.linear:LinearRegression",
+    "calibprob.bases.linear:LinearRegression",
     options={"fit_intercept": _BOOL},
     doc="ordinary least squares, Student-t predictive",
     exports=_TOP,
 )
 register_base(
     "bayesian-ridge",
-    "calibprob.linear:BayesianRidge",
+    "calibprob.bases.linear:BayesianRidge",
     options={
         "fit_intercept": _BOOL,
         "max_iter": Int(1, 1_000_000),
@@ -543,8 +567,8 @@ register_base(
     exports=_TOP,
 )
 register_base(
-    "pymc-glm",
-    "calibprob.pymc_glm:PyMCLinearRegression",
+    "pymc-linear",
+    "calibprob.bases.pymc_linear:PyMCLinearRegression",
     options={
         "likelihood": Choice(("normal", "student-t")),
         "standardize": _BOOL,
@@ -566,7 +590,7 @@ register_base(
 )
 register_base(
     "pymc-hsgp",
-    "calibprob.pymc_hsgp:PyMCHSGPRegression",
+    "calibprob.bases.pymc_hsgp:PyMCHSGPRegression",
     options={
         "m": AnyOf((Int(2, 4000), ListOf(Int(2, 4000)))),
         "c": Float(1, None, lo_open=True),
@@ -587,7 +611,7 @@ register_base(
     None,
     options={"entry": Str()},
     doc="your own model: entry = 'package.module:factory' (imports and runs your code)",
-    builder="calibprob.compare.user_base:build_python_base",
+    builder="calibprob.bases.user:build_python_base",
 )
 
 # --- method kinds: the recalibration baselines (Capone et al. 2023 §7) -------------------
@@ -598,7 +622,7 @@ _LOO_OPTION: dict[str, Any] = dict(runner_options=("calibration_data",))
 _CALIBRATION_DATA = {"calibration_data": Choice(("in-sample", "loo"))}
 #: base kinds that give a training-part leave-one-out predictive (``loo()`` or ``loo_tree()``); ``python``
 #: bases are checked when they run
-LOO_BASES = ("gp", "sparse-gp", "pymc-glm", "pymc-hsgp", "python")
+LOO_BASES = ("gp", "sparse-gp", "pymc-linear", "pymc-hsgp", "python")
 register_method(
     "base",
     None,
@@ -713,7 +737,7 @@ register_method(
 _GP_CONF: dict[str, Any] = dict(
     family="model-aware",
     output="intervals",
-    # exact GP: closed-form LOO; sparse GP: its O(n m^2) closed-form LOO (calibprob.gp._sparse_loo)
+    # exact GP: closed-form LOO; sparse GP: its O(n m^2) closed-form LOO (calibprob.bases.gp._sparse_loo)
     serves=("gp", "sparse-gp"),
     hidden=("chunk_size",),
     adapter="calibprob.compare.methods:run_gp_conformal",
@@ -751,7 +775,7 @@ register_method(
     output="intervals",
     options={"score": Choice(("absolute", "normalized"))},
     doc="Jackknife+ from one posterior: PSIS-LOO weights for the n refits, coverage >= 2c - 1 up to PSIS error.",
-    serves=("pymc-glm", "pymc-hsgp"),
+    serves=("pymc-linear", "pymc-hsgp"),
     seed="random_state",
     hidden=("chunk_size", "prefit"),
     adapter="calibprob.compare.methods:run_loo_jackknife",
@@ -773,7 +797,7 @@ register_method(
         "pareto_k": _BOOL,
     },
     doc="Conformal Bayes (Fong & Holmes 2021): full-conformal sets from the PyMC base's posterior, no calibration split.",
-    serves=("pymc-glm",),
+    serves=("pymc-linear",),
     runner_options=("grid_size", "grid_margin"),
     defaults={"grid_size": 100, "grid_margin": 2.0},
     hidden=("block_rows", "unseen_group"),  # memory tuning; specs carry no groups for it yet
@@ -852,7 +876,7 @@ register_method(
 )
 register_base(
     "quantile-gbm",
-    "calibprob.quantile_gbm:QuantileGradientBoosting",
+    "calibprob.bases.quantile_gbm:QuantileGradientBoosting",
     options={
         "levels": ListOf(_PROB),
         "max_iter": Int(1, 100_000),

@@ -28,7 +28,7 @@ the CRPS has the closed form of :func:`crps_exp_pieces` (Baran & Lerch 2015
 give its one-piece case, the lognormal).
 
 :func:`transform_target` maps observed values to the transformed scale and
-refuses values outside the domain; :class:`TransformedTargetRegressor` wraps a
+refuses values outside the domain; :class:`calibprob.bases.transformed.TransformedTargetRegressor` wraps a
 base model so that ``fit(X, y)`` fits it on :math:`g(y)` and ``predict(X)``
 returns the original-scale law.
 
@@ -43,10 +43,11 @@ Ann. Math. Statist. 27(4) (the bivariate normal CDF through Owen's T).
 
 from __future__ import annotations
 
+import importlib
+import warnings
+
 import numpy as np
 import xarray as xr
-
-from calibprob._core.estimator import BaseEstimator, check_is_fitted, clone
 
 # the transformed family's numerics live one layer down (the predictive contract reads them too);
 # re-exported here, where users and the rest of calibprob have always found them
@@ -78,7 +79,6 @@ __all__ = [
     "TARGET_TRANSFORMS",
     "transform_target",
     "back_transform",
-    "TransformedTargetRegressor",
     "check_transform",
     "crps_exp_pieces",
 ]
@@ -177,53 +177,19 @@ def back_transform(pred: xr.Dataset, transform: str, *, shift: float = 0.0, scal
     return ds
 
 
-class TransformedTargetRegressor(BaseEstimator):
-    r"""Fit a base model on :math:`g(y)`; predict the law of :math:`y` on the original scale.
+#: Names that moved out of this module (the base model went to :mod:`calibprob.bases.transformed`); they keep
+#: working for one release with a FutureWarning.
+_MOVED_NAMES = {"TransformedTargetRegressor": "calibprob.bases.transformed"}
 
-    Parameters
-    ----------
-    estimator : base model
-        Anything with ``fit(X, y)`` and ``predict(X)`` returning a predictive
-        Dataset (e.g. :class:`calibprob.GaussianProcessRegressor`,
-        :class:`calibprob.LinearRegression`).
-    transform : {"log", "log1p"}, default "log"
 
-    Attributes
-    ----------
-    estimator_ : the fitted base (on the transformed scale)
-
-    Examples
-    --------
-    >>> import numpy as np, calibprob
-    >>> from calibprob.transforms import TransformedTargetRegressor
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.uniform(size=(300, 1)); y = np.exp(1.0 + X[:, 0] + 0.3 * rng.normal(size=300))
-    >>> model = TransformedTargetRegressor(estimator=calibprob.LinearRegression()).fit(X, y)
-    >>> pred = model.predict(X[:5])
-    >>> pred.attrs["target_transform"], bool((pred["quantile"].values > 0).all())
-    ('log', True)
-
-    References
-    ----------
-    Baran & Lerch (2015) for the lognormal scores; see :mod:`calibprob.transforms`.
-    """
-
-    def __init__(self, *, estimator=None, transform: str = "log"):
-        self.estimator = estimator
-        self.transform = transform
-
-    def fit(self, X, y) -> TransformedTargetRegressor:
-        """Fit the base on ``g(y)``; returns ``self``."""
-        if self.estimator is None or not hasattr(self.estimator, "fit"):
-            raise TypeError(
-                "estimator must be a base model with fit(X, y) and predict(X) "
-                f"(e.g. calibprob.LinearRegression()); got {self.estimator!r}."
-            )
-        z = transform_target(y, self.transform, name="y")
-        self.estimator_ = clone(self.estimator).fit(X, z)
-        return self
-
-    def predict(self, X) -> xr.Dataset:
-        """The original-scale predictive distribution (:func:`back_transform` of the base's)."""
-        check_is_fitted(self, "estimator_", method="fit")
-        return back_transform(self.estimator_.predict(X), self.transform)
+def __getattr__(name):
+    if name in _MOVED_NAMES:
+        new = _MOVED_NAMES[name]
+        warnings.warn(
+            f"`calibprob.transforms.{name}` moved to `{new}.{name}` in calibprob 0.2.0; the old path is removed in "
+            f"0.3.0. Import it from `{new}` (or `calibprob`) instead.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(new), name)
+    raise AttributeError(f"module 'calibprob.transforms' has no attribute {name!r}")

@@ -148,8 +148,8 @@ BASES = {"lin": {"kind": "ols"}, "g": {"kind": "gp"}}
             r"\[bases\.lin\] of kind 'ols'; list the bases it runs on, e.g. bases = \['g'\]",
         ),
         (
-            {"bases": {"s": {"kind": "pymc-glm"}}, "methods": {"f": {"kind": "full-conformal-gp"}}},
-            r"methods\.f \(kind 'full-conformal-gp'\).*\[bases\.s\] of kind 'pymc-glm'",
+            {"bases": {"s": {"kind": "pymc-linear"}}, "methods": {"f": {"kind": "full-conformal-gp"}}},
+            r"methods\.f \(kind 'full-conformal-gp'\).*\[bases\.s\] of kind 'pymc-linear'",
         ),
         (
             {"bases": BASES, "methods": {"s": {"kind": "sharp-gp", "bases": ["lin"]}}},

@@ -66,5 +66,5 @@ def test_loo_calibration_needs_a_base_with_a_loo_predictive():
     ):
         parse_spec(doc)
     doc["methods"] = {"j": {"kind": "loo-jackknife-plus"}}
-    with pytest.raises(SpecError, match=r"methods\.j \(kind 'loo-jackknife-plus'\) needs a base of kind 'pymc-glm'"):
+    with pytest.raises(SpecError, match=r"methods\.j \(kind 'loo-jackknife-plus'\) needs a base of kind 'pymc-linear'"):
         parse_spec(doc)

@@ -226,7 +226,7 @@ def test_lazy_tables_read_the_registry():
             assert name in module.__all__ and getattr(module, name) is registry.CLASSES[name].load()
             assert getattr(importlib.import_module(mod), name) is getattr(module, name)
     assert set(registry.exports("calibprob.conformal")) <= set(conformal.__all__)
-    assert calibprob.PyMCLinearRegression is registry.BASES["pymc-glm"].load()
+    assert calibprob.PyMCLinearRegression is registry.BASES["pymc-linear"].load()
 
 
 def test_spec_views_follow_the_registry(toy):

@@ -16,10 +16,10 @@ import pytest
 import xarray as xr
 
 import calibprob
+from calibprob.bases.user import N_FOLDS, PythonBase
 from calibprob.compare import SpecError, load_spec, parse_spec, run
 from calibprob.compare.report import load_results, write_html
 from calibprob.compare.runner import failed_tasks
-from calibprob.compare.user_base import N_FOLDS, PythonBase
 
 SPEC = {
     "name": "mine",

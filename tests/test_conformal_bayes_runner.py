@@ -1,4 +1,4 @@
-"""The comparison runner's ``conformal-bayes`` kind (issue 29, item 6a) on a ``pymc-glm`` base."""
+"""The comparison runner's ``conformal-bayes`` kind (issue 29, item 6a) on a ``pymc-linear`` base."""
 
 import importlib.util
 import warnings
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from calibprob import ConvergenceWarning, LinearRegression
+from calibprob.bases.pymc_linear import PyMCLinearRegression
 from calibprob.compare import SpecError, parse_spec
 from calibprob.compare.methods import TaskContext, run_kind
-from calibprob.pymc_glm import PyMCLinearRegression
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,9 @@ def task():
         base = PyMCLinearRegression(
             prior="laplace", noise_prior="halfnormal", noise_prior_scale=0.05, draws=200, tune=200, random_state=2
         ).fit(X[:45], y[:45])
-    ctx = TaskContext(X[:45], y[:45], None, None, X[45:], base, {"kind": "pymc-glm"}, None, 4, confidence_levels=(0.8,))
+    ctx = TaskContext(
+        X[:45], y[:45], None, None, X[45:], base, {"kind": "pymc-linear"}, None, 4, confidence_levels=(0.8,)
+    )
     return ctx, y[45:]
 
 
@@ -66,14 +68,14 @@ def test_spec_offers_it_for_pymc_bases_only():
     ok = parse_spec(
         {
             **base,
-            "base": {"kind": "pymc-glm", "prior": "laplace"},
+            "base": {"kind": "pymc-linear", "prior": "laplace"},
             "methods": {"cb": {"kind": "conformal-bayes", "grid_size": 50, "grid_margin": 1.0}},
         }
     )
     assert ok is not None
-    with pytest.raises(SpecError, match=r"conformal-bayes.*needs a base of kind 'pymc-glm'"):
+    with pytest.raises(SpecError, match=r"conformal-bayes.*needs a base of kind 'pymc-linear'"):
         parse_spec({**base, "base": {"kind": "ols"}, "methods": {"cb": {"kind": "conformal-bayes"}}})
     with pytest.raises(SpecError, match=r"methods\.cb\.grid_size must be an integer in \[10, 100000\]"):
         parse_spec(
-            {**base, "base": {"kind": "pymc-glm"}, "methods": {"cb": {"kind": "conformal-bayes", "grid_size": 3}}}
+            {**base, "base": {"kind": "pymc-linear"}, "methods": {"cb": {"kind": "conformal-bayes", "grid_size": 3}}}
         )

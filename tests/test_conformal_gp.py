@@ -16,6 +16,7 @@ import math
 import numpy as np
 import pytest
 
+from calibprob.bases.gp.kernels import matern
 from calibprob.conformal import CrossConformalRegressor
 from calibprob.conformal.gp import (
     full_conformal_gp_bounds,
@@ -24,7 +25,6 @@ from calibprob.conformal.gp import (
     kriging_system,
     loo_at_points,
 )
-from calibprob.gp.kernels import matern
 
 LS = np.array([0.3, 0.45])
 VAR = 1.7
@@ -263,14 +263,14 @@ def test_fcp_inside_jackknife_plus_gp_and_equal_for_beta_one():
 
 
 # ---------------------------------------------------------------------------
-# Estimator layer with calibprob.gp.GaussianProcessRegressor at fixed
+# Estimator layer with calibprob.bases.gp.GaussianProcessRegressor at fixed
 # hyperparameters (optimize=False: no PyTensor compile, the refits of
 # CrossConformalRegressor are then exact brute force).
 # ---------------------------------------------------------------------------
 
 from calibprob._core.estimator import NotFittedError  # noqa: E402
+from calibprob.bases.gp import GaussianProcessRegressor  # noqa: E402
 from calibprob.conformal import FullConformalGP, JackknifePlusGP  # noqa: E402
-from calibprob.gp import GaussianProcessRegressor  # noqa: E402
 
 THETA = {"lengthscale": LS, "variance": VAR, "noise": 0.02}
 

@@ -2,16 +2,16 @@
 
 The sparse base is the VFE posterior with fixed hyperparameters and inducing inputs;
 "refit" below means fitting that posterior again (same θ, same Z) on the changed
-training set, which is what the closed forms of :mod:`calibprob.gp._sparse_loo` claim
+training set, which is what the closed forms of :mod:`calibprob.bases.gp._sparse_loo` claim
 to reproduce without any n x n matrix.
 """
 
 import numpy as np
 import pytest
 
+from calibprob.bases.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor
 from calibprob.conformal._common import upper_rank
 from calibprob.conformal.gp import FullConformalGP, JackknifePlusGP, _gp_view, loo_at_points
-from calibprob.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor
 
 THETA = {"lengthscale": np.array([0.3, 0.4]), "variance": 1.0, "noise": 0.04}
 

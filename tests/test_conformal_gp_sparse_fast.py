@@ -12,8 +12,8 @@ chunk size.
 import numpy as np
 import pytest
 
+from calibprob.bases.gp import SparseGaussianProcessRegressor
 from calibprob.conformal.gp import JackknifePlusGP, _select_rows, jackknife_plus_gp_bounds
-from calibprob.gp import SparseGaussianProcessRegressor
 
 THETA = {"lengthscale": np.array([0.3, 0.4]), "variance": 1.0, "noise": 0.04}
 LEVELS = [0.5, 0.8, 0.9]

@@ -27,7 +27,7 @@ DOCS = ROOT / "docs"
 PUBLIC_MODULES = (
     "calibprob",
     "calibprob.predictive",
-    "calibprob.gp",
+    "calibprob.bases.gp",
     "calibprob.conformal",
     "calibprob.calibrators",
     "calibprob.online",

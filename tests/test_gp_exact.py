@@ -6,13 +6,8 @@ import xarray as xr
 from scipy import stats
 
 from calibprob._core.estimator import NotFittedError, clone
-from calibprob.gp import (
-    GaussianProcessRegressor,
-    _pymc,
-    get_compile_mode,
-    set_compile_mode,
-)
-from calibprob.gp.kernels import kernel
+from calibprob.bases.gp import GaussianProcessRegressor, _pymc, get_compile_mode, set_compile_mode
+from calibprob.bases.gp.kernels import kernel
 
 
 def draw_prior(seed, n, ls, var, noise, kern="se", p=2, mean=0.0):
@@ -239,7 +234,7 @@ def test_compile_mode_is_configurable(se_data):
     gp = GaussianProcessRegressor(compile_mode="FAST_COMPILE", n_restarts=1, random_state=0)
     gp.fit(X[:50], y[:50])
     assert gp.fit_info_["backend"] == "numpy" and "compile_mode" not in gp.fit_info_
-    from calibprob.gp import SparseGaussianProcessRegressor
+    from calibprob.bases.gp import SparseGaussianProcessRegressor
 
     vfe = SparseGaussianProcessRegressor(n_inducing=10, compile_mode="FAST_COMPILE", n_restarts=1, random_state=0).fit(
         X[:50], y[:50]
@@ -325,7 +320,7 @@ def test_lifecycle_and_shape_errors(se_fit):
 def test_blas_thread_policy_is_validated_and_restored(se_data):
     from threadpoolctl import threadpool_info
 
-    from calibprob.gp import get_blas_threads, set_blas_threads
+    from calibprob.bases.gp import get_blas_threads, set_blas_threads
 
     with pytest.raises(ValueError, match="blas_threads must be 'auto', None or a positive int; got 0"):
         set_blas_threads(0)
@@ -366,7 +361,7 @@ def test_adam_protocol_is_a_few_steps_of_adam_from_log2():
     tight = GaussianProcessRegressor(random_state=0).fit(X, y)
     assert loose.fit_info_["best_objective"] < tight.fit_info_["best_objective"] - 1.0
     # independent Adam on a finite-difference gradient of the public objective
-    from calibprob.gp import _pymc
+    from calibprob.bases.gp import _pymc
 
     spec = loose._spec(2)
     x = np.full(4, np.log(np.log(2.0)))
@@ -450,7 +445,7 @@ def test_subset_options_are_validated(se_data):
 def test_memory_check_refuses_before_allocating(monkeypatch):
     import tracemalloc
 
-    from calibprob.gp import exact
+    from calibprob.bases.gp import exact
 
     rng = np.random.default_rng(0)
     n = 3000  # one n x n float64 matrix: 72 MB
@@ -477,7 +472,7 @@ def test_memory_check_refuses_before_allocating(monkeypatch):
 
 
 def test_memory_cap_from_the_environment(monkeypatch, se_data):
-    from calibprob.gp import exact
+    from calibprob.bases.gp import exact
 
     X, y = se_data
     monkeypatch.setenv(exact.MEMORY_ENV, "0.0001")  # 100 kB < one 300 x 300 matrix (720 kB)
@@ -492,7 +487,7 @@ def test_memory_cap_from_the_environment(monkeypatch, se_data):
 
 @pytest.mark.parametrize("mean", ["zero", "constant"])
 def test_chunked_prediction_equals_unchunked_exactly(monkeypatch, mean):
-    from calibprob.gp import exact
+    from calibprob.bases.gp import exact
 
     X, y = draw_prior(5, 200, [0.3, 0.5], 1.0, 0.05, mean=1.0 if mean == "constant" else 0.0)
     gp = GaussianProcessRegressor(mean=mean, random_state=0).fit(X, y)

@@ -7,13 +7,7 @@ import pytensor.tensor as pt
 import pytest
 from scipy.special import gamma, kv
 
-from calibprob.gp.kernels import (
-    kernel,
-    matern,
-    matern_coefficients,
-    scaled_sqdist,
-    squared_exponential,
-)
+from calibprob.bases.gp.kernels import kernel, matern, matern_coefficients, scaled_sqdist, squared_exponential
 
 # every graph in this module is tiny: compile it without Numba's slow cold JIT
 FAST = pytensor.config.change_flags(mode="FAST_COMPILE")
@@ -140,7 +134,7 @@ def test_numpy_kernels_are_bitwise_the_generic_expressions():
     """The in-place NumPy path (two n x n arrays at most) rounds exactly as the written formula."""
     from math import sqrt
 
-    from calibprob.gp.kernels import _R2_FLOOR, kernel, matern_coefficients
+    from calibprob.bases.gp.kernels import _R2_FLOOR, kernel, matern_coefficients
 
     rng = np.random.default_rng(3)
     X, Z = rng.normal(size=(60, 3)), rng.normal(size=(20, 3))

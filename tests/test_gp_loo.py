@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from calibprob.gp import GaussianProcessRegressor, loo_from_kernel
-from calibprob.gp.kernels import kernel
+from calibprob.bases.gp import GaussianProcessRegressor, loo_from_kernel
+from calibprob.bases.gp.kernels import kernel
 
 THETA = {"lengthscale": np.array([0.3, 0.45]), "variance": 1.4, "noise": 0.03}
 

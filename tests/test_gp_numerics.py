@@ -20,7 +20,7 @@ import pytest
 from scipy import stats
 
 from calibprob._core.estimator import ConvergenceWarning
-from calibprob.gp import GaussianProcessRegressor, _objective, _pymc
+from calibprob.bases.gp import GaussianProcessRegressor, _objective, _pymc
 
 
 def _data(seed=0, n=60, d=3, offset=0.0):
@@ -49,7 +49,7 @@ def test_numpy_objective_and_gradient_equal_the_pymc_model(kernel, p, mean, obje
 
     X, y = _data(1, offset=2.0)
     nugget = 1e-4  # noise=False: a nugget that keeps K well conditioned (1e-9 needs it)
-    spec = _pymc.Spec("exact", kernel, p, mean, noise, objective, X.shape[1], 0.0 if noise else nugget, 0.0)
+    spec = _pymc.GPModelSpec("exact", kernel, p, mean, noise, objective, X.shape[1], 0.0 if noise else nugget, 0.0)
     entry = _pymc.compiled(spec, "FAST_COMPILE")
     fun = _objective.ExactObjectiveNumpy(kernel, p, mean, objective, noise, nugget, X, y)
     rng = np.random.default_rng(7)
@@ -198,7 +198,7 @@ def test_optimum_on_the_variance_bound_is_reported():
 
 # ----------------------------------------------------------------------------- BLAS
 def test_blas_policy_reports_its_choice(monkeypatch):
-    from calibprob.gp import set_blas_threads
+    from calibprob.bases.gp import set_blas_threads
 
     X, y = _data(8)
     gp = GaussianProcessRegressor(n_restarts=1, random_state=0).fit(X, y)
@@ -230,7 +230,7 @@ def test_sparse_gp_sizes_the_blas_policy_on_its_inducing_points(monkeypatch):
     """The sparse GP factorises m x m systems: on an idle machine that would measure threads for
     n >= 1500 rows, it still runs one thread (two made a 12 000-row diamonds fit 2x slower)."""
     from calibprob._core import pytensor_setup as _pytensor
-    from calibprob.gp import SparseGaussianProcessRegressor
+    from calibprob.bases.gp import SparseGaussianProcessRegressor
 
     monkeypatch.setattr(_pytensor, "_in_dask_worker", lambda: False)
     monkeypatch.setattr(_pytensor, "_usable_cores", lambda: 2)
@@ -333,7 +333,7 @@ class _Smooth:
 def test_refine_from_a_warm_start_reaches_the_maximum():
     from scipy import optimize
 
-    from calibprob.gp import _pymc
+    from calibprob.bases.gp import _pymc
 
     f = _Smooth()
     box = [(-5.0, 5.0)] * 3
@@ -359,7 +359,7 @@ def test_refine_from_a_warm_start_reaches_the_maximum():
 
 
 def test_fd_hessian_is_the_hessian():
-    from calibprob.gp import _pymc
+    from calibprob.bases.gp import _pymc
 
     f = _Smooth()
     np.testing.assert_allclose(_pymc.fd_hessian(f, f.c), -2.0 * f.A, atol=1e-6)

@@ -3,11 +3,7 @@
 import numpy as np
 import pytest
 
-from calibprob.gp import (
-    GaussianProcessRegressor,
-    SparseGaussianProcessRegressor,
-    kmeans_inducing_points,
-)
+from calibprob.bases.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor, kmeans_inducing_points
 
 THETA = {"lengthscale": np.array([0.3, 0.4]), "variance": 1.0, "noise": 0.01}
 
@@ -149,8 +145,8 @@ def test_vfe_fit_at_n2000_matches_exact_fit(big):
 def test_chunked_bound_equals_pymc_graph_and_its_gradient(kernel, p, mean, objective):
     """The NumPy bound from chunked statistics = the PyMC model's compiled bound (value and
     gradient), whatever the block size; the gradient also matches central differences."""
-    from calibprob.gp import _pymc
-    from calibprob.gp._sparse_numerics import VFEObjectiveNumpy
+    from calibprob.bases.gp import _pymc
+    from calibprob.bases.gp._sparse_numerics import VFEObjectiveNumpy
 
     X, y = make_data(150, seed=4)
     common = dict(kernel=kernel, p=p, mean=mean, objective=objective, theta=THETA, optimize=False)

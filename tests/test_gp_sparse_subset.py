@@ -8,8 +8,8 @@ must be the all-rows fit exactly.
 import numpy as np
 import pytest
 
-from calibprob.gp import SparseGaussianProcessRegressor, sparse
-from calibprob.gp._sparse_numerics import VFEObjectiveNumpy
+from calibprob.bases.gp import SparseGaussianProcessRegressor, sparse
+from calibprob.bases.gp._sparse_numerics import VFEObjectiveNumpy
 
 
 def make_data(n, seed=3):

@@ -25,10 +25,10 @@ import pytest
 import xarray as xr
 
 import calibprob
+import calibprob.bases.pymc_hsgp
+import calibprob.bases.pymc_linear
 import calibprob.conformal
 import calibprob.datasets
-import calibprob.pymc_glm
-import calibprob.pymc_hsgp
 from calibprob._core.persistence import FORMAT_VERSION, HDF5_SIGNATURE, REGISTRY
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -149,7 +149,7 @@ ROWS = [
     ),
     Row(
         "PyMCLinearRegression",
-        "PyMCLinearRegression",  # the pymc-glm base: posterior draws saved
+        "PyMCLinearRegression",  # the pymc-linear base: posterior draws saved
         lambda d: G.pymc_glm.PyMCLinearRegression(
             likelihood="student-t", draws=100, tune=100, chains=2, random_state=0
         ).fit(d.X_train, d.y_train),
@@ -412,13 +412,19 @@ def test_round_trip_in_new_process(round_trip, name):
 
 
 def _public_estimator_classes() -> set[str]:
+    import calibprob.bases.gp
+    import calibprob.bases.linear
     import calibprob.calibrators
-    import calibprob.gp
-    import calibprob.linear
     import calibprob.online
 
     names = set()
-    for mod in (calibprob.calibrators, calibprob.conformal, calibprob.online, calibprob.linear, calibprob.gp):
+    for mod in (
+        calibprob.calibrators,
+        calibprob.conformal,
+        calibprob.online,
+        calibprob.bases.linear,
+        calibprob.bases.gp,
+    ):
         for name in mod.__all__:
             obj = getattr(mod, name)
             if isinstance(obj, type) and issubclass(obj, calibprob._core.estimator.BaseEstimator):

@@ -6,7 +6,7 @@ import xarray as xr
 from scipy import optimize, stats
 
 from calibprob._core.estimator import NotFittedError, clone
-from calibprob.linear import BayesianRidge, LinearRegression
+from calibprob.bases.linear import BayesianRidge, LinearRegression
 
 
 @pytest.fixture(scope="module")

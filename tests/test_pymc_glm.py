@@ -1,4 +1,4 @@
-"""The ``pymc-glm`` base: a PyMC linear regression whose predictive is its posterior-predictive draws."""
+"""The ``pymc-linear`` base: a PyMC linear regression whose predictive is its posterior-predictive draws."""
 
 import warnings
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from calibprob import ConvergenceWarning, LinearRegression
+from calibprob.bases.pymc_linear import PyMCLinearRegression
 from calibprob.compare import SpecError, parse_spec, run_task
-from calibprob.pymc_glm import PyMCLinearRegression
 
 FAST = {"draws": 300, "tune": 300, "chains": 2}
 
@@ -115,17 +115,17 @@ def test_spec_options_are_typed():
         "methods": {"b": {"kind": "base"}},
     }
     with pytest.raises(SpecError, match=r"base\.likelihood must be one of 'normal', 'student-t'; got 'studentt'"):
-        parse_spec({**base, "base": {"kind": "pymc-glm", "likelihood": "studentt"}})
+        parse_spec({**base, "base": {"kind": "pymc-linear", "likelihood": "studentt"}})
     with pytest.raises(SpecError, match=r"bases\.g\.draws must be an integer in \[10, 1000000\]"):
-        parse_spec({**base, "bases": {"g": {"kind": "pymc-glm", "draws": 2}}})
-    with pytest.raises(SpecError, match=r"unknown key 'sampler' in \[bases\.g\] \(kind 'pymc-glm'\)"):
-        parse_spec({**base, "bases": {"g": {"kind": "pymc-glm", "sampler": "nutpie"}}})
+        parse_spec({**base, "bases": {"g": {"kind": "pymc-linear", "draws": 2}}})
+    with pytest.raises(SpecError, match=r"unknown key 'sampler' in \[bases\.g\] \(kind 'pymc-linear'\)"):
+        parse_spec({**base, "bases": {"g": {"kind": "pymc-linear", "sampler": "nutpie"}}})
     with pytest.raises(
         SpecError,
         match=r"methods\.j \(kind 'jackknife-plus-gp'\) needs a base of kind 'gp'.*"
-        r"\[bases\.g\] of kind 'pymc-glm'",
+        r"\[bases\.g\] of kind 'pymc-linear'",
     ):
-        parse_spec({**base, "bases": {"g": {"kind": "pymc-glm"}}, "methods": {"j": {"kind": "jackknife-plus-gp"}}})
+        parse_spec({**base, "bases": {"g": {"kind": "pymc-linear"}}, "methods": {"j": {"kind": "jackknife-plus-gp"}}})
 
 
 def test_pymc_glm_runs_as_one_of_several_bases(tmp_path):
@@ -138,7 +138,7 @@ def test_pymc_glm_runs_as_one_of_several_bases(tmp_path):
             "confidence_levels": [0.5, 0.9],
             "bases": {
                 "ols": {"kind": "ols"},
-                "glm": {"kind": "pymc-glm", "likelihood": "student-t", "draws": 200, "tune": 200},
+                "glm": {"kind": "pymc-linear", "likelihood": "student-t", "draws": 200, "tune": 200},
             },
             "methods": {"b": {"kind": "base"}, "sc": {"kind": "split-conformal"}},
         }
@@ -200,7 +200,7 @@ train = 0.6
 calibrate = 0.2
 test = 0.2
 [base]
-kind = "pymc-glm"
+kind = "pymc-linear"
 draws = 10
 tune = 0
 chains = 2

@@ -1,4 +1,4 @@
-"""``pymc-glm`` with Fong & Holmes's sparse-regression priors, its closed-form log densities and
+"""``pymc-linear`` with Fong & Holmes's sparse-regression priors, its closed-form log densities and
 its ``log_likelihood`` group (the inputs of conformal Bayes, issue 29)."""
 
 import warnings
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from calibprob import ConvergenceWarning, LinearRegression
-from calibprob.pymc_glm import PyMCLinearRegression
+from calibprob.bases.pymc_linear import PyMCLinearRegression
 
 FAST = {"draws": 250, "tune": 300, "chains": 2}
 
@@ -112,7 +112,7 @@ def test_the_new_options_are_spec_options():
         "split": {"train": 0.7, "test": 0.3},
         "methods": {"b": {"kind": "base"}},
     }
-    glm = {"kind": "pymc-glm", "prior": "laplace", "noise_prior": "halfnormal", "noise_prior_scale": 0.02}
+    glm = {"kind": "pymc-linear", "prior": "laplace", "noise_prior": "halfnormal", "noise_prior_scale": 0.02}
     assert parse_spec({**base, "base": {**glm, "log_likelihood": True}}) is not None
     with pytest.raises(SpecError, match=r"base\.noise_prior_scale"):
         parse_spec({**base, "base": {**glm, "noise_prior_scale": -1.0}})

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from calibprob.gp import GaussianProcessRegressor
-from calibprob.pymc_hsgp import PyMCHSGPRegression
+from calibprob.bases.gp import GaussianProcessRegressor
+from calibprob.bases.pymc_hsgp import PyMCHSGPRegression
 
 
 @pytest.fixture(scope="module")

@@ -292,7 +292,7 @@ kind = "jackknife-plus"
 
 # ------------------------------------------------------------------ convergence of an MCMC base
 def _two_bases(rhat_pm, div_pm):
-    """nll over (base, calibrator) with the diagnostics a pymc-glm base stores: only base 'pm' has them."""
+    """nll over (base, calibrator) with the diagnostics a pymc-linear base stores: only base 'pm' has them."""
     rng = np.random.default_rng(7)
     R = len(rhat_pm)
     nan = np.full(R, np.nan)

@@ -252,7 +252,7 @@ def test_report_renders_in_headless_chromium(page, tmp_path):
 
 
 def test_base_that_did_not_converge_is_flagged_in_printed_tables_and_report(results_file, tmp_path, capsys):
-    """A pymc-glm base stores r-hat and divergences per task; r-hat > 1.01 flags every pipeline on it."""
+    """A pymc-linear base stores r-hat and divergences per task; r-hat > 1.01 flags every pipeline on it."""
     from calibprob.cli import main
 
     tree = xr.open_datatree(results_file, engine="h5netcdf").load()

@@ -87,7 +87,7 @@ def metrics_of(path):
         ({"methods": {"m": {"kind": 3}}}, r"methods\.m\.kind = 3 is unknown\. Valid kinds"),
         (
             {"base": {"kind": 3}},
-            r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge, pymc-glm, pymc-hsgp, python, quantile-gbm; "
+            r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge, pymc-linear, pymc-hsgp, python, quantile-gbm; "
             r"got 3",
         ),
         ({"confidence_levels": ["x"]}, r"confidence_levels must be in \(0, 1\); got 'x'"),
@@ -905,10 +905,10 @@ def test_every_registered_option_has_a_declared_type():
 
     for kind, mk in METHOD_KINDS.items():
         assert set(mk.options) == set(METHOD_OPTION_TYPES.get(kind, {})), kind
+    from calibprob.bases.gp import _objective, kernels
     from calibprob.calibrators.gp_beta import INFERENCE_METHODS
     from calibprob.calibrators.sharp_gp import VARIANTS
     from calibprob.conformal.scores import SCORES
-    from calibprob.gp import _objective, kernels
 
     assert set(METHOD_OPTION_TYPES["gp-beta"]["inference"].values) == set(INFERENCE_METHODS)
     assert set(METHOD_OPTION_TYPES["sharp-gp"]["variant"].values) == set(VARIANTS)

@@ -47,7 +47,7 @@ def test_every_class_saved_by_0_1_0_is_still_registered_and_saveable():
 RECOMPUTED = {
     ("GaussianProcessRegressor-constant-matern", "1."): (
         1e-13,
-        "GP.loo() now goes through the one closed-form LOO (calibprob.gp.loo's kriging system: Cholesky "
+        "GP.loo() now goes through the one closed-form LOO (calibprob.bases.gp.loo's kriging system: Cholesky "
         "and trtri, instead of cho_solve against the identity); the same formula, 5.4e-15 relative apart",
     ),
 }

@@ -24,6 +24,7 @@ import xarray as xr
 from scipy import special
 
 from calibprob._core.estimator import NotFittedError
+from calibprob.bases.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor, get_compile_mode
 from calibprob.calibrators.sharp_gp import (
     SharpCalibratedGP,
     _compiled,
@@ -37,7 +38,6 @@ from calibprob.calibrators.sharp_gp import (
     required_calibration_points,
     sharp_gp_ucb,
 )
-from calibprob.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor, get_compile_mode
 
 # ---------------------------------------------------------------------------
 # data

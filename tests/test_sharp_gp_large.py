@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from calibprob.bases.gp import GaussianProcessRegressor
 from calibprob.calibrators.sharp_gp import SharpCalibratedGP, _solver
 from calibprob.calibrators.sharp_gp._validate import LARGE_MAXLS, LARGE_N, resolve_auto
-from calibprob.gp import GaussianProcessRegressor
 
 
 def _data(rng, n):

@@ -38,6 +38,14 @@ MOVED: dict[str, str] = {
     "calibprob._ranks": "calibprob._core.ranks",
     "calibprob._pytensor": "calibprob._core.pytensor_setup",
     "calibprob._warm": "calibprob._core.warm",
+    # base models
+    "calibprob.linear": "calibprob.bases.linear",
+    "calibprob.pymc_glm": "calibprob.bases.pymc_linear",
+    "calibprob.pymc_hsgp": "calibprob.bases.pymc_hsgp",
+    "calibprob.quantile_gbm": "calibprob.bases.quantile_gbm",
+    "calibprob._pymc_sampling": "calibprob.bases._pymc_sampling",
+    "calibprob.gp": "calibprob.bases.gp",
+    "calibprob.compare.user_base": "calibprob.bases.user",
 }
 
 

@@ -71,7 +71,7 @@ def get_compile_mode():
 
     Examples
     --------
-    >>> from calibprob.gp import get_compile_mode, set_compile_mode
+    >>> from calibprob.bases.gp import get_compile_mode, set_compile_mode
     >>> previous = get_compile_mode()   # "FAST_COMPILE" unless changed
     >>> set_compile_mode("NUMBA")
     >>> get_compile_mode()
@@ -99,7 +99,7 @@ def set_compile_mode(mode) -> None:
 
     Examples
     --------
-    >>> from calibprob.gp import get_compile_mode, set_compile_mode
+    >>> from calibprob.bases.gp import get_compile_mode, set_compile_mode
     >>> previous = get_compile_mode()
     >>> set_compile_mode("FAST_COMPILE")
     >>> get_compile_mode()
@@ -213,7 +213,7 @@ def get_blas_threads():
 
     Examples
     --------
-    >>> from calibprob.gp import get_blas_threads, set_blas_threads
+    >>> from calibprob.bases.gp import get_blas_threads, set_blas_threads
     >>> previous = get_blas_threads()   # "auto" unless changed
     >>> set_blas_threads(None)
     >>> get_blas_threads() is None
@@ -258,7 +258,7 @@ def set_blas_threads(value) -> None:
 
     Examples
     --------
-    >>> from calibprob.gp import get_blas_threads, set_blas_threads
+    >>> from calibprob.bases.gp import get_blas_threads, set_blas_threads
     >>> previous = get_blas_threads()
     >>> set_blas_threads(1)
     >>> get_blas_threads()

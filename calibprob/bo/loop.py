@@ -7,7 +7,7 @@ is evaluated, the GP is updated and the recalibrator rebuilt. The calibration
 set (Algorithm 4) is one of
 
 * ``"loo"`` — leave-one-out forecasts of every observation, from the GP's
-  closed form (Dubrule 1983; :meth:`calibprob.gp.GaussianProcessRegressor.loo`):
+  closed form (Dubrule 1983; :meth:`calibprob.bases.gp.GaussianProcessRegressor.loo`):
   no refits, same hyperparameters, in acquisition order (the paper's
   "leave-one-out cross-validation with a temporal ordering");
 * ``"time-series"`` — one-step-ahead forecasts, observation :math:`i`
@@ -143,7 +143,7 @@ def default_gp():
     >>> gp.kernel, gp.mean, gp.n_restarts
     ('se', 'zero', 3)
     """
-    from calibprob.gp import GaussianProcessRegressor
+    from calibprob.bases.gp import GaussianProcessRegressor
 
     return GaussianProcessRegressor(kernel="se", mean="zero", noise=True, n_restarts=3)
 

@@ -41,7 +41,7 @@ def sharp_lower_bound(model, U, ys, *, level: float = 0.01, seed=None, variant: 
 
     Parameters
     ----------
-    model : calibprob.gp.GaussianProcessRegressor
+    model : calibprob.bases.gp.GaussianProcessRegressor
         The GP fitted on all the data ``(U, ys)``.
     U : ndarray, shape (n, d)
         Inputs in the unit box, acquisition order.

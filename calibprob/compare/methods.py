@@ -201,7 +201,7 @@ def make_base(base_spec: dict, *, seed: int | None = None):
     The kind's class is constructed with the table's options; the task's ``seed`` goes to
     the constructor argument the kind registers for it (``random_state``) unless given.
     """
-    kind = base_spec["kind"]
+    kind = registry.base_kind(base_spec["kind"])
     entry = registry.BASES.get(kind)
     if entry is None:
         raise ValueError(f"unknown base kind {kind!r}; registered: {', '.join(registry.BASES)}.")
@@ -233,7 +233,7 @@ def calibration_prediction(ctx: TaskContext, calibration_data: str = "in-sample"
     GP predictions are overfitted (residuals shrunk, σ too small relative to
     them); ``"auto"`` LOO when the base offers it, else in-sample.
 
-    ``"loo"`` on a PyMC base (one with ``loo_tree()``, kind ``pymc-glm``) calibrates on
+    ``"loo"`` on a PyMC base (one with ``loo_tree()``, kind ``pymc-linear``) calibrates on
     :func:`calibprob.from_loo` of its posterior: every training point's PSIS-LOO predictive
     distribution, with the training targets — also when the spec has a calibration part,
     which it then leaves unused, so that "no holdout" and "holdout" compare on the same
@@ -249,7 +249,7 @@ def calibration_prediction(ctx: TaskContext, calibration_data: str = "in-sample"
     if calibration_data == "loo" and not (in_sample and has_loo):
         raise ValueError(
             "calibration_data='loo' needs a base with a loo() method (e.g. kind 'gp') and a spec without a "
-            "calibration split, or a PyMC base (kind 'pymc-glm'); use 'auto' or 'in-sample'."
+            "calibration split, or a PyMC base (kind 'pymc-linear'); use 'auto' or 'in-sample'."
         )
     if in_sample and has_loo and calibration_data in ("auto", "loo"):
         loo_mean, loo_std = ctx.base.loo()  # type: ignore[attr-defined]  # has_loo checked above
@@ -459,11 +459,11 @@ def run_conformal_bayes(ctx: TaskContext, entry, *, grid_size: int = 100, grid_m
     training targets' sd; the authors' grid is :math:`m = 2` on a unit-sd target), the test
     points' log densities, a block of test points at a time (memory draws × block × grid).
     """
-    base: Any = ctx.base  # a pymc-glm base (checked below); TaskContext types it as object
+    base: Any = ctx.base  # a pymc-linear base (checked below); TaskContext types it as object
     if not callable(getattr(base, "log_density", None)):
         raise ValueError(
             f"kind 'conformal-bayes' needs a base with posterior draws and log_density(X, values) "
-            f"(kind 'pymc-glm'); got {type(base).__name__}."
+            f"(kind 'pymc-linear'); got {type(base).__name__}."
         )
     kwargs = _constructor_kwargs(ctx, entry, options)
     levels, _ = interval_levels_reachable(ctx, len(ctx.y_train), 1)  # too-small levels: CB returns infinite bounds

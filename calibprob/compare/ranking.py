@@ -64,7 +64,7 @@ A pipeline with :math:`\hat c_{g^*} < \alpha - 2\,\mathrm{se}_{g^*}`
 can hide a failing group (issue 30), and the printed ranking says which group
 and by how much.
 
-**Convergence of the base.** A base fitted by MCMC (``kind = "pymc-glm"``)
+**Convergence of the base.** A base fitted by MCMC (``kind = "pymc-linear"``)
 stores its diagnostics per task (root variables ``rhat``, the largest
 rank-normalised split :math:`\hat R` over the parameters, and ``divergences``,
 the divergent transitions after tuning). Where :math:`\hat R >` :data:`RHAT_MAX`
@@ -96,7 +96,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from calibprob._pymc_sampling import RHAT_MAX  # r-hat above it in any repetition flags the base
+from calibprob.bases._pymc_sampling import RHAT_MAX  # r-hat above it in any repetition flags the base
 
 __all__ = [
     "PIPELINE_DIMS",
@@ -120,7 +120,7 @@ RANK_SCORES = ("nll", "crps")
 #: A difference within this many paired standard errors of the best is a tie;
 #: coverage short of nominal by more than this many standard errors under-covers.
 TIE_SE = 2.0
-#: Root variables of a results file holding a base's convergence diagnostics (written by ``pymc-glm``).
+#: Root variables of a results file holding a base's convergence diagnostics (written by ``pymc-linear``).
 CONVERGENCE_VARS = ("rhat", "divergences")
 
 
@@ -487,7 +487,7 @@ def convergence_flags(results: xr.Dataset) -> xr.DataArray | None:
 
     A base is flagged on a data set when its stored ``rhat`` exceeds
     :data:`RHAT_MAX` or its ``divergences`` are positive in any repetition
-    (the diagnostics a ``pymc-glm`` base stores per task).
+    (the diagnostics a ``pymc-linear`` base stores per task).
 
     Parameters
     ----------

@@ -132,7 +132,7 @@ def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
         errors, :func:`calibprob.compare.ranking.undercovers`). The ranking
         with paired uncertainty is :func:`calibprob.compare.ranking.rank_results`.
         When the file holds a base's convergence diagnostics (``rhat``,
-        ``divergences`` of ``pymc-glm``), also ``base_flag(dataset, calibrator)``:
+        ``divergences`` of ``pymc-linear``), also ``base_flag(dataset, calibrator)``:
         why that column's base did not converge, or ``""``
         (:func:`calibprob.compare.ranking.convergence_flags`).
 

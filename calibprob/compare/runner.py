@@ -195,7 +195,7 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
         plus ``fit_time(calibrator)``, ``base_fit_time`` and ``error(calibrator)``;
         with ``[bases.*]`` every one of them also over ``base`` (each base fitted on the
         same split with the same seed, so it scores as in a spec of its own), and a
-        base's ``diagnostics_`` (``rhat``, ``ess_bulk``, ``divergences`` of ``pymc-glm``)
+        base's ``diagnostics_`` (``rhat``, ``ess_bulk``, ``divergences`` of ``pymc-linear``)
         as variables of their own.
 
     References
@@ -945,7 +945,7 @@ def _spec_data(spec) -> tuple[dict, str, str]:
 def _add_bases(data: dict, bases: dict) -> dict:
     """The spec dict with the user's models as ``kind = "python"`` bases (``[base]`` becomes ``[bases.<kind>]``)."""
     from calibprob._executor import safe_name
-    from calibprob.compare.user_base import check_factory
+    from calibprob.bases.user import check_factory
 
     if not isinstance(bases, dict) or not bases:
         raise TypeError(f"bases must be a non-empty dict {{name: factory}}; got {type(bases).__name__}.")
@@ -1004,7 +1004,7 @@ def run(
         ``predict(X, return_std=True)`` as a Normal, ``predict(X, quantiles=levels)``
         as a quantile function, ``predict(X)`` when it returns a Dataset, or else its
         point predictions with one σ, the RMS of its 5-fold out-of-fold residuals (see
-        :mod:`calibprob.compare.user_base`). Every method runs on every base unless it
+        :mod:`calibprob.bases.user`). Every method runs on every base unless it
         lists ``bases``; a GP-only method must list the GP bases.
     out : path, optional
         The results file (finished tasks kept in ``<out>.parts/`` for resuming, as with

@@ -152,7 +152,7 @@ def _python_label(table: dict) -> dict:
     """A ``kind = "python"`` table with its code named by a description only (other tables unchanged)."""
     if table.get("kind") != "python":
         return table
-    from calibprob.compare.user_base import factory_label
+    from calibprob.bases.user import factory_label
 
     label = table["entry"] if "entry" in table else factory_label(table.get("factory"))
     return {"kind": "python", "label": label}
@@ -853,14 +853,15 @@ def _parse_base_table(table, where: str, label: str) -> dict:
     """One base table: a registered ``kind`` and its typed options; returns a copy."""
     if not isinstance(table, dict):
         raise SpecError(f"{where} must be a table {{kind = ..., ...options}}; got {_short(table)}.")
-    kind = table.get("kind")
+    kind = registry.base_kind(table.get("kind"), f"{where}.kind")  # a renamed kind: its new name, with a warning
+    table = {**table, "kind": kind} if "kind" in table else table
     kinds = tuple(registry.BASES)
     if not isinstance(kind, str) or kind not in kinds:
         hint = _suggest(kind, kinds) if isinstance(kind, str) else ""
         raise SpecError(f"{where}.kind must be one of {', '.join(kinds)}; got {_short(kind)}.{hint}")
     options = {k: v for k, v in table.items() if k != "kind"}
     if kind == "python":
-        from calibprob.compare.user_base import check_python_table
+        from calibprob.bases.user import check_python_table
 
         check_python_table(options, where)  # imports the user's `entry` (a SpecError if it cannot)
         return dict(table)

@@ -125,6 +125,9 @@ import numpy as np
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
 from calibprob._core.validation import check_choice
+
+# the kriging algebra (one closed-form leave-one-out, shared with the GP base) lives with the GPs
+from calibprob.bases.gp.loo import KrigingSystem, _system_from_factor, kriging_predict, kriging_system, loo_at_points
 from calibprob.conformal._common import (
     as_regressor,
     check_enough_points,
@@ -139,9 +142,6 @@ from calibprob.conformal._common import (
 )
 from calibprob.conformal.jackknife import jackknife_plus_bounds, jackknife_plus_ranks
 from calibprob.conformal.scores import Score, get_score
-
-# the kriging algebra (one closed-form leave-one-out, shared with the GP base) lives with the GPs
-from calibprob.gp.loo import KrigingSystem, _system_from_factor, kriging_predict, kriging_system, loo_at_points
 
 __all__ = [
     "KrigingSystem",
@@ -284,13 +284,13 @@ def full_conformal_gp_bounds(
     beta, eps : float
         Score :math:`|e|/\max(\epsilon, \sigma^\beta)`.
     extra_x : ndarray, shape (m,), optional
-        Sparse GP (:class:`calibprob.gp._sparse_loo.SparseKrigingSystem`, whose
+        Sparse GP (:class:`calibprob.bases.gp._sparse_loo.SparseKrigingSystem`, whose
         ``extra`` holds :math:`\delta_i`): the prior variance
         :math:`\delta(x) = \sigma_f^2 - Q_{xx}` the inducing inputs leave
         unexplained at each test point. The candidate enters the training set with
         variance :math:`v(x) - \delta(x)` (the bordered update uses it), and the
         augmented leave-one-out variances are :math:`1/d_i + \delta_i` and
-        :math:`v(x)`; see :mod:`calibprob.gp._sparse_loo`.
+        :math:`v(x)`; see :mod:`calibprob.bases.gp._sparse_loo`.
 
     Returns
     -------
@@ -368,7 +368,7 @@ def full_conformal_gp_bounds(
 
 
 # ---------------------------------------------------------------------------
-# Estimator layer (wraps calibprob.gp.GaussianProcessRegressor)
+# Estimator layer (wraps calibprob.bases.gp.GaussianProcessRegressor)
 # ---------------------------------------------------------------------------
 
 
@@ -403,19 +403,19 @@ class _SparseGPView:
     """A fitted sparse (VFE) GP as a kriging system: :math:`O(nm^2)` once, :math:`O(nm)` per test point.
 
     Never forms an n x n matrix; holds :math:`T` (:math:`nm` numbers). See
-    :mod:`calibprob.gp._sparse_loo`.
+    :mod:`calibprob.bases.gp._sparse_loo`.
     """
 
     Z: np.ndarray
-    system: object  # calibprob.gp._sparse_loo.SparseKrigingSystem
+    system: object  # calibprob.bases.gp._sparse_loo.SparseKrigingSystem
     kernel: object  # callable (Z, X) -> k(Z, X)
     offset: float
 
     def predict_with_extra(self, Xt):
         r"""``(lam, mu, var, extra)`` at test points; ``extra`` is :math:`\delta(x)`."""
-        # deferred: calibprob.gp (its package imports scipy.optimize and the GP fitters) is only
+        # deferred: calibprob.bases.gp (its package imports scipy.optimize and the GP fitters) is only
         # needed for a sparse GP; calibprob.conformal does not load it otherwise
-        from calibprob.gp._sparse_loo import sparse_kriging_predict
+        from calibprob.bases.gp._sparse_loo import sparse_kriging_predict
 
         return sparse_kriging_predict(self.system, self.kernel(self.Z, Xt))
 
@@ -425,13 +425,13 @@ class _SparseGPView:
 
     def predict_test_major(self, Xt):
         """``(lam, mu, var)`` with ``lam`` of shape ``(c, n)``: one contiguous row per test point."""
-        from calibprob.gp._sparse_loo import sparse_kriging_predict  # deferred: see predict_with_extra
+        from calibprob.bases.gp._sparse_loo import sparse_kriging_predict  # deferred: see predict_with_extra
 
         return sparse_kriging_predict(self.system, self.kernel(self.Z, Xt), test_major=True)[:3]
 
 
 def _sparse_gp_view(gp, refit_mean: bool) -> _SparseGPView:
-    from calibprob.gp._sparse_loo import sparse_kriging_system  # deferred: see _SparseGPView
+    from calibprob.bases.gp._sparse_loo import sparse_kriging_system  # deferred: see _SparseGPView
 
     theta = dict(gp.theta_)
     constant = getattr(gp, "mean", "zero") == "constant"

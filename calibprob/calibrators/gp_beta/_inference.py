@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from calibprob._core.estimator import ConvergenceWarning
-from calibprob._pymc_sampling import convergence_problems, convergence_summary, sample_posterior
+from calibprob.bases._pymc_sampling import convergence_problems, convergence_summary, sample_posterior
 from calibprob.calibrators.gp_beta._graph import _Graph, _graph, _pm, _quiet_compile
 from calibprob.calibrators.gp_beta._objective import Layout, LogPosterior
 from calibprob.calibrators.gp_beta._svi import advi_fit, svi_fit

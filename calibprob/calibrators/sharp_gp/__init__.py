@@ -122,7 +122,7 @@ posterior conditioned on a random subset of the training data (O(n³) per
 evaluation on the subset only), then recomputes :math:`\beta_\delta` with the
 posterior on *all* training data (with the same monotone repair), which keeps
 the calibration guarantee. With a
-:class:`calibprob.gp.SparseGaussianProcessRegressor` base the same graph is
+:class:`calibprob.bases.gp.SparseGaussianProcessRegressor` base the same graph is
 built on its VFE predictive variance (inducing inputs fixed).
 
 Large calibration sets: every objective evaluation of the full variant costs

@@ -121,7 +121,7 @@ def _vfe_variance(c: dict, kernel: str, p: int, ls, var, noise):
     """
     import pytensor.tensor as pt
 
-    from calibprob.gp import kernels
+    from calibprob.bases.gp import kernels
 
     def k(A, B):
         return kernels.kernel(kernel, A, B, ls, var, p=p, xp=pt)

@@ -141,7 +141,7 @@ class SharpCalibratedGP(BaseEstimator):
         leaves the setting alone.
     compile_mode : str, pytensor Mode or None
         Mode of the compiled objective; ``None`` uses
-        :func:`calibprob.gp.get_compile_mode` (``"FAST_COMPILE"`` by default:
+        :func:`calibprob.bases.gp.get_compile_mode` (``"FAST_COMPILE"`` by default:
         compiles in seconds; ``"NUMBA"`` runs ~2-3× faster per evaluation
         after a cold JIT of about a minute).
     random_state : int, numpy Generator or None
@@ -196,7 +196,7 @@ class SharpCalibratedGP(BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob.gp import GaussianProcessRegressor
+    >>> from calibprob.bases.gp import GaussianProcessRegressor
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-3, 3, size=(150, 1)); y = np.sin(X[:, 0]) + 0.2 * rng.normal(size=150)
     >>> gp = GaussianProcessRegressor(random_state=0).fit(X[:50], y[:50])

@@ -23,17 +23,11 @@ get_blas_threads, set_blas_threads
     in ``fit_info_["blas_threads"]``).
 """
 
-from calibprob.gp._pymc import (
-    clear_cache,
-    get_blas_threads,
-    get_compile_mode,
-    set_blas_threads,
-    set_compile_mode,
-)
-from calibprob.gp.exact import GaussianProcessRegressor
-from calibprob.gp.kernels import kernel, matern, matern_coefficients, squared_exponential
-from calibprob.gp.loo import loo_from_kernel
-from calibprob.gp.sparse import SparseGaussianProcessRegressor, kmeans_inducing_points
+from calibprob.bases.gp._pymc import clear_cache, get_blas_threads, get_compile_mode, set_blas_threads, set_compile_mode
+from calibprob.bases.gp.exact import GaussianProcessRegressor
+from calibprob.bases.gp.kernels import kernel, matern, matern_coefficients, squared_exponential
+from calibprob.bases.gp.loo import loo_from_kernel
+from calibprob.bases.gp.sparse import SparseGaussianProcessRegressor, kmeans_inducing_points
 
 __all__ = [
     "GaussianProcessRegressor",

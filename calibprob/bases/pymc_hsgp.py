@@ -52,8 +52,8 @@ from __future__ import annotations
 import numpy as np
 
 from calibprob._core.validation import check_array, check_choice, check_int, check_same_length, record_feature_names
-from calibprob._pymc_sampling import sample_posterior
-from calibprob.pymc_glm import _PosteriorDrawsRegressor
+from calibprob.bases._pymc_sampling import sample_posterior
+from calibprob.bases.pymc_linear import _PosteriorDrawsRegressor
 
 __all__ = ["PyMCHSGPRegression"]
 
@@ -123,7 +123,7 @@ class PyMCHSGPRegression(_PosteriorDrawsRegressor):
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob.pymc_hsgp import PyMCHSGPRegression
+    >>> from calibprob.bases.pymc_hsgp import PyMCHSGPRegression
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-3, 3, size=(200, 1)); y = np.sin(2 * X[:, 0]) + 0.2 * rng.normal(size=200)
     >>> m = PyMCHSGPRegression(inference="advi", n_iter=5000, draws=200, random_state=1).fit(X, y)  # doctest: +SKIP

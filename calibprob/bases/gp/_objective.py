@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from calibprob.gp import kernels
+from calibprob.bases.gp import kernels
 
 LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -351,7 +351,7 @@ class ExactObjectiveNumpy:
     r"""Exact ML/REML objective and its gradient in :math:`x = (\log\ell, \log\sigma_f^2, [\log\sigma_n^2])`.
 
     The same function as the PyMC model's potential (:func:`exact_objective` with
-    the kernels of :mod:`calibprob.gp.kernels`), evaluated in NumPy/SciPy with one
+    the kernels of :mod:`calibprob.bases.gp.kernels`), evaluated in NumPy/SciPy with one
     Cholesky factorisation per call:
 
     * **value** (:meth:`value`): :math:`K = LL^\top`, one triangular solve with the

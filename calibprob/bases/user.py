@@ -179,7 +179,7 @@ class PythonBase:
     --------
     >>> import numpy as np
     >>> import calibprob
-    >>> from calibprob.compare.user_base import PythonBase
+    >>> from calibprob.bases.user import PythonBase
     >>> def build(X, y):
     ...     beta, *_ = np.linalg.lstsq(X, y, rcond=None)
     ...     sd = np.std(y - X @ beta)

@@ -1,6 +1,6 @@
 r"""A PyMC linear regression as a base model, whose predictive is its posterior-predictive draws.
 
-:class:`PyMCLinearRegression` is the comparison runner's ``kind = "pymc-glm"``
+:class:`PyMCLinearRegression` is the comparison runner's ``kind = "pymc-linear"``
 base. The model, on the standardised target :math:`z = (y - \bar y)/s_y` and
 centred (optionally scaled) features :math:`\tilde x_j = (x_j - \bar x_j)/c_j`
 (:math:`c_j = s_{x_j}` with ``standardize=True``, else 1):
@@ -58,7 +58,7 @@ from calibprob._core.validation import (
     check_same_length,
     record_feature_names,
 )
-from calibprob._pymc_sampling import convergence_problems, convergence_summary, sample_posterior
+from calibprob.bases._pymc_sampling import convergence_problems, convergence_summary, sample_posterior
 from calibprob.predictive import from_draws
 
 __all__ = ["PyMCLinearRegression"]
@@ -253,7 +253,7 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob.pymc_glm import PyMCLinearRegression
+    >>> from calibprob.bases.pymc_linear import PyMCLinearRegression
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(60, 2)); y = 1.0 + X @ [2.0, -1.0] + 0.5 * rng.normal(size=60)
     >>> m = PyMCLinearRegression(draws=200, tune=200, random_state=1).fit(X, y)  # doctest: +SKIP

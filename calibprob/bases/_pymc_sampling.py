@@ -1,7 +1,7 @@
 """The one way calibprob's PyMC models are sampled, and the one reading of their convergence.
 
-The PyMC bases (:class:`~calibprob.pymc_glm.PyMCLinearRegression`,
-:class:`~calibprob.pymc_hsgp.PyMCHSGPRegression`) and GP-Beta's NUTS all call
+The PyMC bases (:class:`~calibprob.bases.pymc_linear.PyMCLinearRegression`,
+:class:`~calibprob.bases.pymc_hsgp.PyMCHSGPRegression`) and GP-Beta's NUTS all call
 :func:`sample_posterior` (NUTS with one core per process — the comparison runner parallelises over
 tasks — no progress bar and no PyMC convergence checks, which :func:`convergence_summary` does once,
 the same way for every model; or ADVI) and judge the fit with :func:`convergence_problems`

@@ -126,7 +126,7 @@ def squared_exponential(X1, X2, lengthscale, variance, *, xp=np):
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob.gp import squared_exponential
+    >>> from calibprob.bases.gp import squared_exponential
     >>> X = np.array([[0.0], [1.0]])
     >>> squared_exponential(X, None, np.array([1.0]), 1.0).round(4).tolist()   # exp(-1/2)
     [[1.0, 0.6065], [0.6065, 1.0]]
@@ -165,7 +165,7 @@ def matern_coefficients(p: int) -> np.ndarray:
 
     Examples
     --------
-    >>> from calibprob.gp import matern_coefficients
+    >>> from calibprob.bases.gp import matern_coefficients
     >>> matern_coefficients(2).round(6).tolist()   # Matérn-5/2: 1 + u + u^2/3
     [1.0, 1.0, 0.333333]
     """
@@ -208,7 +208,7 @@ def matern(X1, X2, lengthscale, variance, p: int = 2, *, xp=np):
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob.gp import matern
+    >>> from calibprob.bases.gp import matern
     >>> X = np.array([[0.0], [1.0]])
     >>> matern(X, None, np.array([1.0]), 1.0, p=0).round(4).tolist()   # p = 0: exponential, exp(-1)
     [[1.0, 0.3679], [0.3679, 1.0]]
@@ -298,7 +298,7 @@ def kernel(name: str, X1, X2, lengthscale, variance, *, p: int = 2, xp=np):
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob.gp import kernel
+    >>> from calibprob.bases.gp import kernel
     >>> X = np.array([[0.0], [1.0]])
     >>> kernel("matern", X, None, np.array([1.0]), 2.0, p=1).round(4).tolist()   # 2 (1 + sqrt 3) exp(-sqrt 3)
     [[2.0, 0.9667], [0.9667, 2.0]]

@@ -28,7 +28,7 @@ more than ``chunk_rows(m)`` × :math:`m` entries is held, and the cost is
     \log|\Sigma| = n\log\sigma^2 + \log|B|,\quad
     \frac{\operatorname{tr}(K_{nn} - Q_{nn})}{\sigma^2} = \frac{n\sigma_f^2 - \operatorname{tr}P}{\sigma^2},
 
-assembled as in :func:`calibprob.gp._objective.vfe_objective` (the same
+assembled as in :func:`calibprob.bases.gp._objective.vfe_objective` (the same
 function, evaluated from the statistics).
 
 **Gradient** (:class:`VFEObjectiveNumpy`). Write the bound through
@@ -84,8 +84,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from calibprob.gp import kernels
-from calibprob.gp._objective import assemble, kernel_profile_derivative, weighted_sqdiff
+from calibprob.bases.gp import kernels
+from calibprob.bases.gp._objective import assemble, kernel_profile_derivative, weighted_sqdiff
 
 #: Entries of one n_chunk x m block (4 MB of float64): bounds the working memory.
 CHUNK_ENTRIES = 1 << 19

@@ -101,7 +101,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from calibprob.gp._sparse_numerics import chunk_rows
+from calibprob.bases.gp._sparse_numerics import chunk_rows
 
 __all__ = ["SparseKrigingSystem", "sparse_kriging_system", "sparse_kriging_predict"]
 
@@ -163,7 +163,7 @@ def _solve(L, B):
 
 
 def sparse_kriging_system(gp, *, offset: float, gls: bool, keep_T: bool = True) -> SparseKrigingSystem:
-    """The kriging system of a fitted :class:`~calibprob.gp.SparseGaussianProcessRegressor` at ``theta_``.
+    """The kriging system of a fitted :class:`~calibprob.bases.gp.SparseGaussianProcessRegressor` at ``theta_``.
 
     One pass over the training rows in blocks: :math:`O(nm^2)` time, memory one
     block plus :math:`T` (:math:`nm` numbers) when ``keep_T``.

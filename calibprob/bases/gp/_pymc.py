@@ -19,7 +19,7 @@ noticeably when the data are informative.
 
 **Compile mode.** The exact GP's fit does not compile anything: it maximises
 the same objective with a NumPy/SciPy value and gradient
-(:class:`calibprob.gp._objective.ExactObjectiveNumpy`, equal to this model's
+(:class:`calibprob.bases.gp._objective.ExactObjectiveNumpy`, equal to this model's
 compiled ``logp``/``dlogp`` to 1e-9, see ``tests/test_gp_numerics.py``), and
 keeps this model for ``build_model`` (sampling, MAP cross-checks). The sparse
 (VFE) GP's fit compiles its model here, by default in ``"FAST_COMPILE"`` (the
@@ -52,7 +52,7 @@ from calibprob._core.pytensor_setup import (
     set_blas_threads,
     set_compile_mode,
 )
-from calibprob.gp import _objective, kernels
+from calibprob.bases.gp import _objective, kernels
 
 __all__ = [
     "get_compile_mode",
@@ -62,7 +62,7 @@ __all__ = [
     "clear_cache",
 ]
 
-_CACHE = GraphCache("calibprob.gp")
+_CACHE = GraphCache("calibprob.bases.gp")
 #: The BLAS limiter of the GP fits (one policy for every module, :mod:`calibprob._core.pytensor_setup`).
 _blas_limit = blas_limit
 
@@ -81,14 +81,14 @@ def clear_cache() -> None:
 
     Examples
     --------
-    >>> from calibprob.gp import clear_cache
+    >>> from calibprob.bases.gp import clear_cache
     >>> clear_cache()   # the next fit recompiles its objective
     """
     _CACHE.clear()
 
 
 @dataclass(frozen=True)
-class Spec:
+class GPModelSpec:
     """Everything that changes the symbolic graph (the cache key)."""
 
     kind: str  # "exact" or "vfe"
@@ -111,7 +111,7 @@ class Spec:
         return self.d + 1 + int(self.noise)
 
 
-def unpack(spec: Spec, x: np.ndarray) -> dict:
+def unpack(spec: GPModelSpec, x: np.ndarray) -> dict:
     """Log-space vector ``[log ℓ (d), log σ², (log σ_n²)]`` → positive θ dict."""
     x = np.asarray(x, dtype=float)
     theta = {"lengthscale": np.exp(x[: spec.d]), "variance": float(np.exp(x[spec.d]))}
@@ -120,7 +120,7 @@ def unpack(spec: Spec, x: np.ndarray) -> dict:
     return theta
 
 
-def pack(spec: Spec, theta: dict) -> np.ndarray:
+def pack(spec: GPModelSpec, theta: dict) -> np.ndarray:
     """Inverse of :func:`unpack`."""
     parts: list[np.ndarray] = [
         np.log(np.broadcast_to(np.asarray(theta["lengthscale"], float), (spec.d,))),
@@ -131,12 +131,12 @@ def pack(spec: Spec, theta: dict) -> np.ndarray:
     return np.concatenate(parts).astype(float)
 
 
-def build_model(spec: Spec, data: dict, *, priors: str = "flat", centre=None):
+def build_model(spec: GPModelSpec, data: dict, *, priors: str = "flat", centre=None):
     """The PyMC model of the hyperparameters (see module docstring).
 
     Parameters
     ----------
-    spec : Spec
+    spec : GPModelSpec
     data : dict
         ``{"X": (n, d), "y": (n,)}`` plus ``"Z": (m, d)`` for VFE.
     priors : {"flat", "weak"}
@@ -189,7 +189,7 @@ def build_model(spec: Spec, data: dict, *, priors: str = "flat", centre=None):
 class Compiled:
     """A cached model with its compiled ``(logp, dlogp)`` function."""
 
-    spec: Spec
+    spec: GPModelSpec
     model: Any
     fn: Callable[..., Any]
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -203,14 +203,14 @@ class Compiled:
         return float(lp), np.asarray(grad, dtype=float)
 
 
-def _placeholder(spec: Spec) -> dict:
+def _placeholder(spec: GPModelSpec) -> dict:
     data = {"X": np.zeros((2, spec.d)), "y": np.zeros(2)}
     if spec.kind == "vfe":
         data["Z"] = np.zeros((1, spec.d))
     return data
 
 
-def compiled(spec: Spec, mode) -> Compiled:
+def compiled(spec: GPModelSpec, mode) -> Compiled:
     """The compiled objective for ``spec`` (built and compiled on first use)."""
 
     def build() -> Compiled:
@@ -373,7 +373,7 @@ def maximize(objective, d: int, starts, bounds, *, maxiter: int = 300, scan: boo
         ``value(x) -> float`` (used by the start-point scan, no gradient) and
         ``value_and_grad(x) -> (float, ndarray)`` (used by L-BFGS-B); NaN where
         the covariance is not positive definite.
-        :class:`calibprob.gp._objective.ExactObjectiveNumpy` or
+        :class:`calibprob.bases.gp._objective.ExactObjectiveNumpy` or
         :class:`CompiledObjective`.
     d : int
         Number of lengthscales (the first ``d`` entries of ``x``).
@@ -492,7 +492,7 @@ def _quasi_newton(negative, x, F, g, B, lo, hi, max_steps: int):
 def refine(objective, x0, bounds, hessian, *, max_steps: int = 50, maxiter: int = 300):
     r"""Maximise from a warm start whose Hessian is (approximately) known: BFGS, then L-BFGS-B if needed.
 
-    The second stage of a subset fit (:class:`calibprob.gp.GaussianProcessRegressor`,
+    The second stage of a subset fit (:class:`calibprob.bases.gp.GaussianProcessRegressor`,
     ``n_hyper_subset``): ``x0`` is the optimum on a subset of :math:`m` rows and
     ``hessian`` that subset objective's Hessian times :math:`n/m` (the data terms of
     a log-likelihood grow linearly in :math:`n`). Started with that curvature, BFGS
@@ -541,7 +541,7 @@ def refine(objective, x0, bounds, hessian, *, max_steps: int = 50, maxiter: int 
     return _best_run([res])
 
 
-def heuristics(spec: Spec, X: np.ndarray, y: np.ndarray, nugget: float):
+def heuristics(spec: GPModelSpec, X: np.ndarray, y: np.ndarray, nugget: float):
     """Data-based initial point, box bounds (log space) and scales.
 
     Lengthscale ℓ_j: start at std(X_j)·√d, box [1e-3, 1e3]·std(X_j).
@@ -562,7 +562,7 @@ def heuristics(spec: Spec, X: np.ndarray, y: np.ndarray, nugget: float):
     return np.concatenate(x0), bounds, sy
 
 
-def starts(x0: np.ndarray, bounds, n: int, rng: np.random.Generator, spec: Spec):
+def starts(x0: np.ndarray, bounds, n: int, rng: np.random.Generator, spec: GPModelSpec):
     """``x0`` plus ``n - 1`` seeded random starts around it (clipped to the box).
 
     Lengthscales and variance are perturbed log-uniformly by up to a factor 10

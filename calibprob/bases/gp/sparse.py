@@ -14,18 +14,18 @@ collapsed evidence lower bound
 (:meth:`build_model`; the inducing inputs are ``pm.Data``), maximised by
 L-BFGS-B from several seeded starts; by default the fit evaluates it and its
 gradient from m x m statistics accumulated over blocks of rows
-(:mod:`calibprob.gp._sparse_numerics`), so the fit is linear in :math:`n` in
+(:mod:`calibprob.bases.gp._sparse_numerics`), so the fit is linear in :math:`n` in
 time and holds no :math:`n\times m` array beyond one block. The inducing
 inputs are k-means centres of the (column-standardised) inputs — of a seeded
 subset of ``max(10 000, 20 m)`` rows when there are more — and kept fixed
 during the optimisation. From :data:`AUTO_SUBSET_MIN_N` rows (``n_hyper_subset="auto"``)
 the multi-start runs on a seeded subset of :data:`AUTO_SUBSET_SIZE` rows (same inducing
 inputs) and a quasi-Newton refinement from the subset's Hessian finishes on all rows
-(:func:`calibprob.gp._pymc.refine`): a fixed number of subset evaluations plus a handful
+(:func:`calibprob.bases.gp._pymc.refine`): a fixed number of subset evaluations plus a handful
 on all rows, so the whole fit, not only each evaluation, grows linearly in :math:`n`.
 
 Leave-one-out (:meth:`SparseGaussianProcessRegressor.loo`) is closed-form in
-:math:`O(nm^2)`: see :mod:`calibprob.gp._sparse_loo`.
+:math:`O(nm^2)`: see :mod:`calibprob.bases.gp._sparse_loo`.
 
 Prediction (NumPy): with :math:`A = L_m^{-1}K_{mn}/\sigma_n`,
 :math:`B = I + AA^\top = L_B L_B^\top`, :math:`c = L_B^{-1} A (y - \hat m 1)/\sigma_n`,
@@ -61,9 +61,9 @@ import scipy.linalg
 from scipy.cluster.vq import kmeans2
 
 from calibprob._core.validation import check_array, check_int
-from calibprob.gp import _pymc, _sparse_numerics
-from calibprob.gp._sparse_loo import sparse_kriging_system
-from calibprob.gp.exact import _GPBase
+from calibprob.bases.gp import _pymc, _sparse_numerics
+from calibprob.bases.gp._shared import _GPBase
+from calibprob.bases.gp._sparse_loo import sparse_kriging_system
 
 __all__ = ["SparseGaussianProcessRegressor", "kmeans_inducing_points"]
 
@@ -73,7 +73,7 @@ _KMEANS_ROWS = 10_000
 #: docs/benchmarks.md): from this many rows the multi-start runs on a seeded subset ...
 AUTO_SUBSET_MIN_N = 10_000
 #: ... of this many rows (the same inducing inputs), and its optimum is refined on all rows
-#: (:func:`calibprob.gp._pymc.refine`). Below, every row: the subset stage would save little.
+#: (:func:`calibprob.bases.gp._pymc.refine`). Below, every row: the subset stage would save little.
 AUTO_SUBSET_SIZE = 5_000
 
 
@@ -107,7 +107,7 @@ def kmeans_inducing_points(X, n_inducing: int, *, random_state=None, max_rows: i
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob.gp import kmeans_inducing_points
+    >>> from calibprob.bases.gp import kmeans_inducing_points
     >>> X = np.random.default_rng(0).normal(size=(100, 2))
     >>> kmeans_inducing_points(X, 5, random_state=0).shape
     (5, 2)
@@ -137,11 +137,11 @@ class SparseGaussianProcessRegressor(_GPBase):
         Number of inducing inputs (k-means centres); all training inputs are
         used when ``n <= n_inducing``.
     kernel, p, mean, objective, theta, optimize, n_restarts, optimizer, adam_steps, learning_rate, random_state
-        As in :class:`calibprob.gp.GaussianProcessRegressor`.
+        As in :class:`calibprob.bases.gp.GaussianProcessRegressor`.
     compile_mode : str, pytensor Mode or None
         ``None`` (default): the fit evaluates the bound and its gradient from m x m
         statistics accumulated over blocks of rows (NumPy; time linear in n,
-        memory :math:`O(m^2)` plus one block; :mod:`calibprob.gp._sparse_numerics`).
+        memory :math:`O(m^2)` plus one block; :mod:`calibprob.bases.gp._sparse_numerics`).
         A PyTensor mode (e.g. ``"FAST_COMPILE"``): the fit uses the PyMC model's
         compiled ``vfe_bound`` in that mode instead (it holds :math:`n\times m`
         arrays and their gradients). Both maximise the same function (equal to
@@ -159,7 +159,7 @@ class SparseGaussianProcessRegressor(_GPBase):
         Run the multi-start hyperparameter fit (L-BFGS-B) on a seeded random subset
         of this many rows, with the same inducing inputs, then refine its optimum on
         all rows: quasi-Newton started from the subset bound's Hessian times
-        :math:`n/n_{sub}` (:func:`calibprob.gp._pymc.refine`), a handful of
+        :math:`n/n_{sub}` (:func:`calibprob.bases.gp._pymc.refine`), a handful of
         full-data evaluations instead of a multi-start's dozens. The refinement
         stops by L-BFGS-B's own rules, so it lands on the full-data optimum of the
         basin the subset picked. ``None`` (or a size ``>= n``): every evaluation on
@@ -171,9 +171,9 @@ class SparseGaussianProcessRegressor(_GPBase):
     ----------
     inducing_points_ : ndarray, shape (m, d)
     theta_, mean_, log_marginal_likelihood_value_ (the VFE bound), X_train_, y_train_, n_features_in_
-        As in :class:`calibprob.gp.GaussianProcessRegressor`.
+        As in :class:`calibprob.bases.gp.GaussianProcessRegressor`.
     fit_info_ : dict
-        As in :class:`calibprob.gp.GaussianProcessRegressor`. With a subset,
+        As in :class:`calibprob.bases.gp.GaussianProcessRegressor`. With a subset,
         ``hyper_subset`` holds its ``size``, row ``indices``, hyperparameters
         (``theta``), the subset fit's own ``fit_info`` (its ``n_evaluations``),
         ``hessian_evaluations`` (gradients on the subset for the starting curvature)
@@ -188,7 +188,7 @@ class SparseGaussianProcessRegressor(_GPBase):
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob.gp import SparseGaussianProcessRegressor
+    >>> from calibprob.bases.gp import SparseGaussianProcessRegressor
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-3, 3, size=(400, 1)); y = np.sin(2 * X[:, 0]) + 0.2 * rng.normal(size=400)
     >>> sgp = SparseGaussianProcessRegressor(n_inducing=20, random_state=0).fit(X, y)
@@ -283,7 +283,7 @@ class SparseGaussianProcessRegressor(_GPBase):
 
         The subset fit is this estimator's own fit on ``X[idx], y[idx]`` with
         ``inducing_points=inducing_points_`` and ``n_hyper_subset=None``; its optimum
-        starts :func:`calibprob.gp._pymc.refine` on all rows, with the subset bound's
+        starts :func:`calibprob.bases.gp._pymc.refine` on all rows, with the subset bound's
         Hessian (central differences of its gradient, :math:`2(d+2)` evaluations on the
         subset) times :math:`n/n_{sub}` as the initial curvature — the data terms of the
         bound, :math:`\log\mathcal N` and the trace term, grow linearly in :math:`n`.
@@ -356,7 +356,7 @@ class SparseGaussianProcessRegressor(_GPBase):
         """Fit the hyperparameters (maximise the VFE bound) and factorise; see :meth:`GaussianProcessRegressor.fit`.
 
         With the NumPy backend (default) every bound evaluation accumulates the
-        m x m statistics over blocks of rows (:mod:`calibprob.gp._sparse_numerics`):
+        m x m statistics over blocks of rows (:mod:`calibprob.bases.gp._sparse_numerics`):
         time :math:`O(nm^2)` per evaluation, memory :math:`O(m^2)` plus one block.
 
         Parameters
@@ -411,7 +411,7 @@ class SparseGaussianProcessRegressor(_GPBase):
             \sigma^2_{-i} = \frac{1}{(1 - h_i)/\sigma^2 - s_i^2/q_{11}} + \sigma_f^2 - Q_{ii}
 
         (Sherman–Morrison on the m x m system :math:`C - k_ik_i^\top`; derivation in
-        :mod:`calibprob.gp._sparse_loo`). Blocks of rows: no :math:`n\times m` array.
+        :mod:`calibprob.bases.gp._sparse_loo`). Blocks of rows: no :math:`n\times m` array.
 
         Parameters
         ----------

@@ -1,0 +1,31 @@
+"""Base models: the regressions whose predictive distributions the calibrators take in.
+
+* :mod:`calibprob.bases.linear` -- ordinary least squares (Student-t predictive) and Bayesian ridge;
+* :mod:`calibprob.bases.pymc_linear` -- PyMC linear regression (Normal or Laplace priors; posterior-predictive
+  draws), kind ``pymc-linear``; :mod:`calibprob.bases.pymc_hsgp` -- PyMC's Hilbert-space approximate GP; both
+  sampled through the one helper :mod:`calibprob.bases._pymc_sampling`;
+* :mod:`calibprob.bases.gp` -- exact and sparse (VFE) Gaussian processes, kernels, and the one closed-form
+  leave-one-out (:mod:`calibprob.bases.gp.loo`, also used by the conformal GP methods);
+* :mod:`calibprob.bases.quantile_gbm` -- quantile gradient boosting (scikit-learn);
+* :mod:`calibprob.bases.transformed` -- any base fitted on a log / log1p transformed target;
+* :mod:`calibprob.bases.user` -- your own model as a comparison base (``kind = "python"``).
+
+The classes are exported lazily by ``calibprob`` (:mod:`calibprob.registry`, the one source); the submodules are
+imported on first access, so ``import calibprob.bases`` builds no PyMC model.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+SUBMODULES = ("gp", "linear", "pymc_hsgp", "pymc_linear", "quantile_gbm", "transformed", "user")
+
+
+def __getattr__(name):
+    if name in SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'calibprob.bases' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(SUBMODULES))
