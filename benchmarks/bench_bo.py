@@ -51,8 +51,8 @@ from scipy import special  # noqa: E402
 
 from calibprob.bo.acquisition import StandardizedLaw, acquisition_loss, minimize_on_box  # noqa: E402
 from calibprob.bo.loop import _time_series_pit, default_gp  # noqa: E402
+from calibprob.calibrators.online import OnlineQuantileRecalibrator  # noqa: E402
 from calibprob.datasets import get_function  # noqa: E402
-from calibprob.online import OnlineQuantileRecalibrator  # noqa: E402
 from calibprob.predictive import DEFAULT_LEVELS  # noqa: E402
 
 

@@ -15,7 +15,7 @@ Prints, measured side by side in this process:
   points: intervals at three levels and the 99-level quantile function
   (target <= 2 GB), plus J+GP with 2000 training points for comparison.
 
-The GP is the NumPy kriging layer of :mod:`calibprob.conformal.gp` with a
+The GP is the NumPy kriging layer of :mod:`calibprob.calibrators.conformal.gp` with a
 Matérn-5/2 kernel from :mod:`calibprob.bases.gp.kernels` at fixed hyperparameters
 (the conformal methods never re-estimate them), so the numbers measure the
 conformal algorithms, not a hyperparameter optimiser.
@@ -58,9 +58,9 @@ import numpy as np  # noqa: E402
 from scipy import linalg  # noqa: E402
 
 from calibprob.bases.gp.kernels import matern  # noqa: E402
-from calibprob.conformal import SplitConformalRegressor  # noqa: E402
-from calibprob.conformal._common import lower_rank, upper_rank  # noqa: E402
-from calibprob.conformal.gp import (  # noqa: E402
+from calibprob.calibrators.conformal import SplitConformalRegressor  # noqa: E402
+from calibprob.calibrators.conformal._common import lower_rank, upper_rank  # noqa: E402
+from calibprob.calibrators.conformal.gp import (  # noqa: E402
     full_conformal_gp_bounds,
     jackknife_plus_gp_bounds,
     kriging_predict,
@@ -146,7 +146,7 @@ def bench_p1(n, m, repeat):
 def bench_p1_classes(n, m, repeat):
     """The same comparison through the public classes and calibprob's GaussianProcessRegressor."""
     from calibprob.bases.gp import GaussianProcessRegressor
-    from calibprob.conformal import CrossConformalRegressor, JackknifePlusGP
+    from calibprob.calibrators.conformal import CrossConformalRegressor, JackknifePlusGP
 
     X, y, Xt, _ = data(n, m)
     theta = {"lengthscale": LS, "variance": VAR, "noise": NOISE}

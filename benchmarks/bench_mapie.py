@@ -3,7 +3,7 @@
 The anchor is MAPIE 1.6 ``CrossConformalRegressor(method="plus", cv=LeaveOneOut())``
 around scikit-learn's ``GaussianProcessRegressor`` with a *fixed* kernel
 (``optimizer=None``): n GP refits, each an O(n³) Cholesky. calibprob's
-:class:`~calibprob.conformal.JackknifePlusGP` with ``score="absolute"`` computes the
+:class:`~calibprob.calibrators.conformal.JackknifePlusGP` with ``score="absolute"`` computes the
 same jackknife+ (absolute residual score, GP at fixed hyperparameters, zero mean)
 from one factorisation by the rank-one downdate — no refits. Both run on identical
 arrays with one BLAS thread; the script prints both wall times, the ratio
@@ -83,7 +83,7 @@ def mapie_side(npz, out):
 
 def calibprob_side(X, y, Xt, repeat):
     from calibprob.bases.gp import GaussianProcessRegressor
-    from calibprob.conformal import JackknifePlusGP
+    from calibprob.calibrators.conformal import JackknifePlusGP
 
     theta = {"lengthscale": LENGTHSCALE, "variance": VARIANCE, "noise": NOISE}
     best, iv = np.inf, None

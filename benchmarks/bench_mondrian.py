@@ -81,7 +81,7 @@ def _best(fn, repeat: int):
 
 def calibprob_side(npz: Path, out: Path, repeat: int) -> None:
     import calibprob
-    from calibprob.conformal import ConformalPredictiveSystem
+    from calibprob.calibrators.conformal import ConformalPredictiveSystem
 
     d = np.load(npz)
     pred_cal = calibprob.normal(d["mu_cal"], d["sigma_cal"])

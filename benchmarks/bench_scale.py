@@ -57,7 +57,7 @@ def _variant(n: int, chunk: int | None, queue) -> None:
     import numpy as np
 
     import calibprob
-    from calibprob.conformal import ConformalPredictiveSystem
+    from calibprob.calibrators.conformal import ConformalPredictiveSystem
     from calibprob.metrics import crps, evaluate
 
     rng = np.random.default_rng(2026)
@@ -77,7 +77,7 @@ def _variant(n: int, chunk: int | None, queue) -> None:
     if chunk is None:
         pred = cps.predict(pred_test)
     else:  # the whole test set as one block: the one-shot formula mu + s * r of the earlier code
-        from calibprob.conformal._common import conformal_quantile_function, valid_levels
+        from calibprob.calibrators.conformal._common import conformal_quantile_function, valid_levels
         from calibprob.predictive import from_quantiles
 
         _, m, s = cps._mu_scale(pred_test)
@@ -180,7 +180,7 @@ def _sparse_jgp(n: int, n_test: int, m: int, queue) -> None:
     import numpy as np
 
     from calibprob.bases.gp import SparseGaussianProcessRegressor
-    from calibprob.conformal.gp import JackknifePlusGP
+    from calibprob.calibrators.conformal.gp import JackknifePlusGP
 
     X, y = _synthetic(n + n_test, 7)
     t0 = time.perf_counter()
@@ -251,7 +251,7 @@ def _sparse_jgp_shape(n: int, n_test: int, d: int, m: int, queue) -> None:
     import numpy as np
 
     from calibprob.bases.gp import SparseGaussianProcessRegressor
-    from calibprob.conformal.gp import JackknifePlusGP
+    from calibprob.calibrators.conformal.gp import JackknifePlusGP
 
     rng = np.random.default_rng(11)
     X = rng.normal(size=(n + n_test, d))

@@ -291,7 +291,7 @@ def _scaling(args) -> None:
     """Sharp GP per level and full-conformal GP per test point at training size n."""
     from threadpoolctl import threadpool_limits
 
-    from calibprob.conformal.gp import FullConformalGP
+    from calibprob.calibrators.conformal.gp import FullConformalGP
 
     print(
         f"{'n':>5} {'GP fit':>8} | {'sharp, 9 knots':>14} {'s/level':>8} {'cpu/level':>9} "

@@ -135,7 +135,7 @@ def gp_at(theta_or_none, p, X, y, seed, nugget=NUGGET):
 
 def interval_scores(model, mean, sd, Xt, yt):
     """REML 90 % width, REML IAE, J+GP 90 % width, J+GP IAE of a fitted GP (the table's four numbers)."""
-    from calibprob.conformal import JackknifePlusGP
+    from calibprob.calibrators.conformal import JackknifePlusGP
 
     n = model.X_train_.shape[0]
     # levels above n/(n+1) have an unbounded jackknife+ interval (coverage 1)

@@ -11,7 +11,7 @@ yours, for a calibrator or a base of your own):
   ``fit(X, y)``, ``predict(X)``; see :mod:`calibprob._core.estimator`) and its *output*
   (``"distribution"``: a quantile function; ``"intervals"``: central intervals only),
   and the namespaces that export it (``calibprob``, ``calibprob.calibrators``,
-  ``calibprob.conformal``);
+  ``calibprob.calibrators.conformal``);
 * :data:`METHODS` — every calibrator *kind* a comparison spec can name
   (``[methods.NAME] kind = ...``): its class, the options a spec may give with their
   declared types (:mod:`calibprob._core.options`), the constructor arguments the kind fixes,
@@ -22,7 +22,7 @@ yours, for a calibrator or a base of your own):
 Readers: the spec validator (:mod:`calibprob.compare.spec`), the runner's dispatch
 (:mod:`calibprob.compare.methods`: the family decides the lifecycle, the output decides
 the scoring), the lazy-import tables of ``calibprob``, ``calibprob.calibrators`` and
-``calibprob.conformal``, the save/load table ``calibprob._core.persistence.REGISTRY`` (calibprob's own
+``calibprob.calibrators.conformal``, the save/load table ``calibprob._core.persistence.REGISTRY`` (calibprob's own
 classes only: a file never names code to import), the kinds table of ``docs/spec.md``
 (:func:`render_kinds_table`) and ``tests/test_common.py``. A test checks every
 entry's option names against its class's constructor signature.
@@ -261,7 +261,7 @@ def register_class(
         Required for a calibrator.
     exports : tuple of str
         Namespaces that export the name lazily (``"calibprob"``, ``"calibprob.calibrators"``,
-        ``"calibprob.conformal"``).
+        ``"calibprob.calibrators.conformal"``).
     """
     module, name = _split_target(target)
     _check_choice(role, "role", ROLES)
@@ -469,10 +469,16 @@ _CONFORMAL = {"beta": _POS, "eps": _NONNEG}
 _TOP = ("calibprob",)
 
 # --- helpers held by the estimators (saved and loaded with them) ---------------------
-register_class("calibprob.conformal._common:CallableRegressor", role="helper", exports=("calibprob.conformal",))
+register_class(
+    "calibprob.calibrators.conformal._common:CallableRegressor",
+    role="helper",
+    exports=("calibprob.calibrators.conformal",),
+)
 register_class("calibprob.datasets.splits:Standardizer", role="helper")
 for _score in ("Score", "AbsoluteScore", "NormalizedScore", "SignedNormalizedScore", "SignedAbsoluteScore"):
-    register_class(f"calibprob.conformal.scores:{_score}", role="helper", exports=("calibprob.conformal",))
+    register_class(
+        f"calibprob.calibrators.conformal.scores:{_score}", role="helper", exports=("calibprob.calibrators.conformal",)
+    )
 # the Mondrian wrapper: a helper (it needs a calibrator and groups, so it has no default-built
 # contract run); every post-processor reaches it through its own groups= argument
 register_class("calibprob.calibrators.conformal.mondrian:Mondrian", role="helper", exports=("calibprob",))
@@ -480,18 +486,18 @@ register_class("calibprob.calibrators.conformal.bins:Bins", role="helper")
 
 # --- calibrators that no spec kind names ------------------------------------------------
 register_class(
-    "calibprob.online:OnlineQuantileRecalibrator",
+    "calibprob.calibrators.online:OnlineQuantileRecalibrator",
     role="calibrator",
     family="distribution",
     output="distribution",
     exports=_TOP,
 )
 register_class(
-    "calibprob.conformal.split:SplitConformalRegressor",
+    "calibprob.calibrators.conformal.split:SplitConformalRegressor",
     role="calibrator",
     family="model-aware",
     output="distribution",
-    exports=(*_TOP, "calibprob.conformal"),
+    exports=(*_TOP, "calibprob.calibrators.conformal"),
 )
 
 register_class(
@@ -674,10 +680,10 @@ register_method(
 )
 
 # --- conformal ------------------------------------------------------------------------------
-_CONF = (*_TOP, "calibprob.conformal")
+_CONF = (*_TOP, "calibprob.calibrators.conformal")
 register_method(
     "split-conformal",
-    "calibprob.conformal.distribution:SplitConformalCalibrator",
+    "calibprob.calibrators.conformal.distribution:SplitConformalCalibrator",
     family="distribution",
     output="distribution",
     options={"score": _SCORE, **_CONFORMAL, **_CALIBRATION_DATA},
@@ -689,7 +695,7 @@ register_method(
 )
 register_method(
     "conformal-predictive",
-    "calibprob.conformal.predictive_system:ConformalPredictiveSystem",
+    "calibprob.calibrators.conformal.predictive_system:ConformalPredictiveSystem",
     family="distribution",
     output="distribution",
     options={"normalize": _BOOL, **_CONFORMAL, **_CALIBRATION_DATA},
@@ -709,7 +715,7 @@ _CROSS: dict[str, Any] = dict(
 )
 register_method(
     "jackknife",
-    "calibprob.conformal.jackknife:CrossConformalRegressor",
+    "calibprob.calibrators.conformal.jackknife:CrossConformalRegressor",
     options={"score": _SCORE, **_CONFORMAL},
     doc="Jackknife (Pion eq. 6): leave-one-out residuals around the full-data fit; n refits.",
     fixed={"method": "base", "cv": "loo"},
@@ -718,7 +724,7 @@ register_method(
 )
 register_method(
     "jackknife-plus",
-    "calibprob.conformal.jackknife:CrossConformalRegressor",
+    "calibprob.calibrators.conformal.jackknife:CrossConformalRegressor",
     options={"score": _SCORE, **_CONFORMAL},
     doc="Jackknife+ (Barber et al. 2021): n refits of the base, coverage >= 2c - 1.",
     fixed={"method": "plus", "cv": "loo"},
@@ -726,7 +732,7 @@ register_method(
 )
 register_method(
     "cv-plus",
-    "calibprob.conformal.jackknife:CrossConformalRegressor",
+    "calibprob.calibrators.conformal.jackknife:CrossConformalRegressor",
     options={"folds": Int(2, 100_000), "score": _SCORE, **_CONFORMAL},
     doc="CV+ (Barber et al. 2021): K refits of the base (`folds`, default 10).",
     fixed={"method": "plus"},
@@ -744,7 +750,7 @@ _GP_CONF: dict[str, Any] = dict(
 )
 register_method(
     "jackknife-plus-gp",
-    "calibprob.conformal.gp:JackknifePlusGP",
+    "calibprob.calibrators.conformal.gp:JackknifePlusGP",
     options={"refit_mean": _BOOL, **_CONFORMAL},
     doc="J+GP (Pion & Vazquez 2024 eq. 11-12): jackknife+ on the GP's closed-form LOO, no refit.",
     fixed={"score": "normalized"},
@@ -753,7 +759,7 @@ register_method(
 )
 register_method(
     "asym-jackknife-plus-gp",
-    "calibprob.conformal.gp:JackknifePlusGP",
+    "calibprob.calibrators.conformal.gp:JackknifePlusGP",
     options={"refit_mean": _BOOL, "convention": Choice(("barber", "pion2024")), **_CONFORMAL},
     doc="asymJ+GP (Pion eq. 13-14): signed normalised LOO scores, one rank per tail.",
     fixed={"score": "signed"},
@@ -761,7 +767,7 @@ register_method(
 )
 register_method(
     "full-conformal-gp",
-    "calibprob.conformal.gp:FullConformalGP",
+    "calibprob.calibrators.conformal.gp:FullConformalGP",
     options={"refit_mean": _BOOL, **_CONFORMAL},
     doc="Full-conformal GP (Papadopoulos 2023; Pion eq. 9-10): exact, no candidate grid.",
     exports=_CONF,

@@ -44,7 +44,7 @@ def _constant_docstring(app, what, name, obj, options, lines):
 
     ``autodata`` reads ``#:`` comments only in the module named in the directive, and
     otherwise shows the docstring of the value's type (``tuple``, ``ndarray``); the public
-    names ``calibprob.DEFAULT_LEVELS``, ``calibprob.online.COUPLINGS``, … are re-exports.
+    names ``calibprob.DEFAULT_LEVELS``, ``calibprob.calibrators.online.COUPLINGS``, … are re-exports.
     """
     import sys
 

@@ -27,8 +27,8 @@ from calibprob.bo import (
     win_fraction,
 )
 from calibprob.bo.loop import _time_series_pit, default_gp
+from calibprob.calibrators.online import OnlineQuantileRecalibrator
 from calibprob.datasets import get_function
-from calibprob.online import OnlineQuantileRecalibrator
 from calibprob.predictive import DEFAULT_LEVELS
 
 FORRESTER = get_function("forrester")

@@ -99,7 +99,7 @@ def test_cheap_kinds_run_and_interval_kinds_report_interval_metrics():
 
 
 def test_jplus_gp_kind_scores_equal_the_class_on_the_same_split():
-    from calibprob.conformal import JackknifePlusGP
+    from calibprob.calibrators.conformal import JackknifePlusGP
 
     spec = gp_spec({"j": {"kind": "jackknife-plus-gp"}})
     out = run_task(spec.to_dict(), "branin", 0)

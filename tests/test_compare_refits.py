@@ -8,6 +8,7 @@ import xarray as xr
 
 import calibprob
 from calibprob._executor import execute
+from calibprob.calibrators.conformal import CrossConformalRegressor
 from calibprob.compare import parse_spec, run_comparison
 from calibprob.compare.runner import (
     MAX_REFIT_TASKS,
@@ -19,7 +20,6 @@ from calibprob.compare.runner import (
     run_method_task,
     run_task,
 )
-from calibprob.conformal import CrossConformalRegressor
 
 
 def data(n=48, seed=0):

@@ -219,13 +219,14 @@ def test_docs_spec_tables_are_generated_from_the_registry():
 
 
 def test_lazy_tables_read_the_registry():
-    from calibprob import calibrators, conformal
+    from calibprob import calibrators
+    from calibprob.calibrators import conformal
 
     for namespace, module in (("calibprob", calibprob), ("calibprob.calibrators", calibrators)):
         for name, mod in registry.exports(namespace).items():
             assert name in module.__all__ and getattr(module, name) is registry.CLASSES[name].load()
             assert getattr(importlib.import_module(mod), name) is getattr(module, name)
-    assert set(registry.exports("calibprob.conformal")) <= set(conformal.__all__)
+    assert set(registry.exports("calibprob.calibrators.conformal")) <= set(conformal.__all__)
     assert calibprob.PyMCLinearRegression is registry.BASES["pymc-linear"].load()
 
 
@@ -245,7 +246,7 @@ def test_a_kind_whose_output_disagrees_with_its_registration_is_an_error():
 
     registry.register_method(
         "toy-wrong",
-        "calibprob.conformal.gp:JackknifePlusGP",
+        "calibprob.calibrators.conformal.gp:JackknifePlusGP",
         family="model-aware",
         output="distribution",  # wrong: J+GP gives intervals
         adapter="calibprob.compare.methods:run_gp_conformal",

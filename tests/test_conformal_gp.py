@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from calibprob.bases.gp.kernels import matern
-from calibprob.conformal import CrossConformalRegressor
-from calibprob.conformal.gp import (
+from calibprob.calibrators.conformal import CrossConformalRegressor
+from calibprob.calibrators.conformal.gp import (
     full_conformal_gp_bounds,
     jackknife_plus_gp_bounds,
     kriging_predict,
@@ -270,7 +270,7 @@ def test_fcp_inside_jackknife_plus_gp_and_equal_for_beta_one():
 
 from calibprob._core.estimator import NotFittedError  # noqa: E402
 from calibprob.bases.gp import GaussianProcessRegressor  # noqa: E402
-from calibprob.conformal import FullConformalGP, JackknifePlusGP  # noqa: E402
+from calibprob.calibrators.conformal import FullConformalGP, JackknifePlusGP  # noqa: E402
 
 THETA = {"lengthscale": LS, "variance": VAR, "noise": 0.02}
 

@@ -2,7 +2,7 @@
 
 On a sparse base :class:`JackknifePlusGP` builds its weights test-point-major and
 selects the order statistics in place along rows
-(:func:`calibprob.conformal.gp._jackknife_plus_gp_bounds_test_major`). It must give
+(:func:`calibprob.calibrators.conformal.gp._jackknife_plus_gp_bounds_test_major`). It must give
 the ends of the general column-major path — :func:`jackknife_plus_gp_bounds` on
 :func:`loo_at_points`, itself checked against refits in
 ``tests/test_conformal_gp_sparse.py`` — for every score and convention, whatever the
@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from calibprob.bases.gp import SparseGaussianProcessRegressor
-from calibprob.conformal.gp import JackknifePlusGP, _select_rows, jackknife_plus_gp_bounds
+from calibprob.calibrators.conformal._gp_bounds import _select_rows
+from calibprob.calibrators.conformal.gp import JackknifePlusGP, jackknife_plus_gp_bounds
 
 THETA = {"lengthscale": np.array([0.3, 0.4]), "variance": 1.0, "noise": 0.04}
 LEVELS = [0.5, 0.8, 0.9]

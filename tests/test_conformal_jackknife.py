@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from calibprob._core.estimator import BaseEstimator, NotFittedError
-from calibprob.conformal import CrossConformalRegressor
+from calibprob.calibrators.conformal import CrossConformalRegressor
 
 
 class OLS(BaseEstimator):

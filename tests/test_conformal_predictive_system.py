@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 
 import calibprob
-from calibprob.conformal import ConformalPredictiveSystem, SplitConformalRegressor
+from calibprob.calibrators.conformal import ConformalPredictiveSystem, SplitConformalRegressor
 
 
 def gauss_base(Xt, yt, Xn):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from calibprob.conformal.scores import (
+from calibprob.calibrators.conformal.scores import (
     AbsoluteScore,
     NormalizedScore,
     SignedAbsoluteScore,

@@ -7,9 +7,9 @@ import pytest
 import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, NotFittedError
-from calibprob.conformal import SplitConformalRegressor
-from calibprob.conformal._common import min_points, upper_rank
-from calibprob.conformal.split import conformal_thresholds
+from calibprob.calibrators.conformal import SplitConformalRegressor
+from calibprob.calibrators.conformal._common import min_points, upper_rank
+from calibprob.calibrators.conformal.split import conformal_thresholds
 
 
 class HeteroOLS(BaseEstimator):

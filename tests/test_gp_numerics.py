@@ -258,8 +258,8 @@ def test_conformal_gp_intervals_are_offset_invariant_and_reuse_the_gp_factor():
     and the factor they use is the GP's own (no second Cholesky): equal to a fresh one."""
     import scipy.linalg
 
-    from calibprob.conformal import FullConformalGP, JackknifePlusGP
-    from calibprob.conformal.gp import full_conformal_gp_bounds, jackknife_plus_gp_bounds, kriging_system
+    from calibprob.calibrators.conformal import FullConformalGP, JackknifePlusGP
+    from calibprob.calibrators.conformal.gp import full_conformal_gp_bounds, jackknife_plus_gp_bounds, kriging_system
 
     X, y = _data(9, n=50, d=2)
     Xt = np.random.default_rng(1).uniform(size=(20, 2))

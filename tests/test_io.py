@@ -27,7 +27,7 @@ import xarray as xr
 import calibprob
 import calibprob.bases.pymc_hsgp
 import calibprob.bases.pymc_linear
-import calibprob.conformal
+import calibprob.calibrators.conformal
 import calibprob.datasets
 from calibprob._core.persistence import FORMAT_VERSION, HDF5_SIGNATURE, REGISTRY
 
@@ -415,13 +415,13 @@ def _public_estimator_classes() -> set[str]:
     import calibprob.bases.gp
     import calibprob.bases.linear
     import calibprob.calibrators
-    import calibprob.online
+    import calibprob.calibrators.online
 
     names = set()
     for mod in (
         calibprob.calibrators,
-        calibprob.conformal,
-        calibprob.online,
+        calibprob.calibrators.conformal,
+        calibprob.calibrators.online,
         calibprob.bases.linear,
         calibprob.bases.gp,
     ):
@@ -540,7 +540,7 @@ def test_user_callable_must_be_passed_again(tmp_path, data):
 
 
 def test_nested_callable_by_dotted_path(tmp_path, data):
-    cr = calibprob.conformal.CallableRegressor(fit_predict=ols_fit_predict).fit(data.X_train, data.y_train)
+    cr = calibprob.calibrators.conformal.CallableRegressor(fit_predict=ols_fit_predict).fit(data.X_train, data.y_train)
     scp = calibprob.SplitConformalRegressor(estimator=cr, prefit=True).calibrate(data.X_cal, data.y_cal)
     scp.save(tmp_path / "s.nc")
     with pytest.raises(ValueError, match=r"estimator\.fit_predict .*calibprob\.load\(path, fit_predict=\.\.\.\)"):

@@ -142,7 +142,7 @@ def test_loo_jackknife_plus_matches_the_refit_jackknife_plus():
         return Xn @ posterior(Xt, yt, TRUE_SD, TAU)[0]
 
     exact = calibprob.CrossConformalRegressor(
-        estimator=calibprob.conformal.CallableRegressor(fit_predict=bayes_mean), method="plus", cv="loo"
+        estimator=calibprob.calibrators.conformal.CallableRegressor(fit_predict=bayes_mean), method="plus", cv="loo"
     )
     levels = [0.5, 0.8, 0.9]
     ref = exact.fit(X[:n], y[:n]).predict(X[n:], confidence_level=levels)

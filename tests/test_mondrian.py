@@ -15,9 +15,15 @@ import numpy as np
 import pytest
 
 import calibprob
-from calibprob.calibrators.conformal import Mondrian, min_group_size, min_group_size_for_level
-from calibprob.conformal import ConformalPredictiveSystem, SplitConformalCalibrator, SplitConformalRegressor
-from calibprob.conformal._common import check_enough_points
+from calibprob.calibrators.conformal import (
+    ConformalPredictiveSystem,
+    Mondrian,
+    SplitConformalCalibrator,
+    SplitConformalRegressor,
+    min_group_size,
+    min_group_size_for_level,
+)
+from calibprob.calibrators.conformal._common import check_enough_points
 from calibprob.predictive import CalibprobWarning
 
 LEVELS = sorted({round(0.5 + 0.01 * i, 2) for i in range(50)} | {0.995, 0.999, 0.8, 0.9, 0.95, 0.975})

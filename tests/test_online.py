@@ -1,4 +1,4 @@
-"""Online quantile recalibration (calibprob.online): Theorem 2, monotonicity, state, bad input.
+"""Online quantile recalibration (calibprob.calibrators.online): Theorem 2, monotonicity, state, bad input.
 
 References: Deshpande, Marx & Kuleshov (2024), §4 and Appendix G.
 """
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from scipy import special
 
 import calibprob
-from calibprob.online import (
+from calibprob.calibrators.online import (
     OnlineQuantileRecalibrator,
     coverage_bound,
     interpolate_map,

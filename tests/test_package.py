@@ -16,7 +16,7 @@ def test_subpackages_are_attributes_imported_on_first_use():
     code = (
         "import sys, calibprob\n"
         "assert 'calibprob.calibrators' not in sys.modules\n"
-        "print(calibprob.calibrators.GPBetaCalibrator.__name__, calibprob.conformal.JackknifePlusGP.__name__)\n"
+        "print(calibprob.calibrators.GPBetaCalibrator.__name__, calibprob.calibrators.conformal.JackknifePlusGP.__name__)\n"
         "assert 'calibprob.calibrators' in sys.modules\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -4,7 +4,7 @@ Every check is against something independent of the implementation: order
 statistics of the calibration scores (closed form at the knot levels), the
 finite-sample guarantees of the papers (Marx et al. 2022 Thm 1: coverage within
 1/(n+1) of the level; Vovk et al. 2020: exact coverage in expectation), the
-split-CPS CDF implemented in calibprob.conformal, the Gaussian MLE in closed
+split-CPS CDF implemented in calibprob.calibrators.conformal, the Gaussian MLE in closed
 form, and ECE of the true data-generating distribution.
 
 Measured figures (fast tests, mean over 5 seeds, n_cal = 500, n_test = 2000;
@@ -31,6 +31,7 @@ from calibprob.calibrators import (
     VarianceScalingRecalibrator,
     VovkRecalibrator,
 )
+from calibprob.calibrators.conformal.predictive_system import cps_cdf
 from calibprob.calibrators.recalibration import (
     isotonic_calibration_knots,
     knot_levels,
@@ -41,7 +42,6 @@ from calibprob.calibrators.recalibration import (
     vovk_ranks,
 )
 from calibprob.compare.methods import TaskContext
-from calibprob.conformal.predictive_system import cps_cdf
 from calibprob.predictive import DEFAULT_LEVELS
 
 DISTRIBUTION_FREE = {
@@ -181,7 +181,7 @@ def test_rk_and_rv_are_invariant_to_affine_miscalibration_of_a_gaussian_base():
 
 
 def test_rv_quantile_is_the_generalised_inverse_of_the_split_cps_cdf():
-    """Against calibprob.conformal's split-CPS CDF C(a, tau): C(Q-, tau) < p <= C(Q+, tau)."""
+    """Against calibprob.calibrators.conformal's split-CPS CDF C(a, tau): C(Q-, tau) < p <= C(Q+, tau)."""
     rng = np.random.default_rng(4)
     y_cal, base_cal, _ = problem(rng, 60, shrink=0.5)
     _, base_te, _ = problem(rng, 40, shrink=0.5)

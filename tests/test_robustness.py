@@ -906,9 +906,9 @@ def test_every_registered_option_has_a_declared_type():
     for kind, mk in METHOD_KINDS.items():
         assert set(mk.options) == set(METHOD_OPTION_TYPES.get(kind, {})), kind
     from calibprob.bases.gp import _objective, kernels
+    from calibprob.calibrators.conformal.scores import SCORES
     from calibprob.calibrators.gp_beta import INFERENCE_METHODS
     from calibprob.calibrators.sharp_gp import VARIANTS
-    from calibprob.conformal.scores import SCORES
 
     assert set(METHOD_OPTION_TYPES["gp-beta"]["inference"].values) == set(INFERENCE_METHODS)
     assert set(METHOD_OPTION_TYPES["sharp-gp"]["variant"].values) == set(VARIANTS)

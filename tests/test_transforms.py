@@ -11,10 +11,10 @@ import pytest
 from scipy import integrate, special, stats
 
 import calibprob
+from calibprob.bases.transformed import TransformedTargetRegressor
 from calibprob.metrics import crps, evaluate, nll, pit
 from calibprob.predictive import DEFAULT_LEVELS, quantile_logpdf, quantile_ppf, quantile_ppf_zscore, quantile_zscore
 from calibprob.transforms import (
-    TransformedTargetRegressor,
     back_transform,
     crps_exp_pieces,
     transform_target,

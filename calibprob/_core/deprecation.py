@@ -46,6 +46,9 @@ MOVED: dict[str, str] = {
     "calibprob._pymc_sampling": "calibprob.bases._pymc_sampling",
     "calibprob.gp": "calibprob.bases.gp",
     "calibprob.compare.user_base": "calibprob.bases.user",
+    # calibrators: the conformal package joins the new conformal code under calibrators/, online recalibration too
+    "calibprob.conformal": "calibprob.calibrators.conformal",
+    "calibprob.online": "calibprob.calibrators.online",
 }
 
 

@@ -45,7 +45,7 @@ from scipy import special
 
 from calibprob.bo.acquisition import StandardizedLaw, acquisition_loss
 from calibprob.bo.settings import BOSettings
-from calibprob.online import OnlineQuantileRecalibrator
+from calibprob.calibrators.online import OnlineQuantileRecalibrator
 
 __all__ = [
     "ModelData",

@@ -137,7 +137,7 @@ def _coords(key) -> dict:
 def _check_config(config: dict, acquisitions) -> None:
     """Reject bad options of :func:`calibprob.bo.minimize` before any task runs."""
     from calibprob._core.validation import check_int
-    from calibprob.online.recalibrator import check_eta
+    from calibprob.calibrators.online.recalibrator import check_eta
 
     known = {
         "n_init",

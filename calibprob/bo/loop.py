@@ -21,7 +21,7 @@ set (Algorithm 4) is one of
 
 For ``"loo"`` and ``"time-series"`` the recalibrator is rebuilt from the
 identity at every step by OSD over the calibration set
-(:class:`calibprob.online.OnlineQuantileRecalibrator`), as Algorithm 4 returns
+(:class:`calibprob.calibrators.online.OnlineQuantileRecalibrator`), as Algorithm 4 returns
 "the recalibrator R obtained via (11) on C".
 
 Conventions
@@ -217,7 +217,7 @@ def minimize(
     eta : float, default 0.25
         OSD step size of the recalibrator (> 0).
     coupling : {"isotonic", "independent"}, default "isotonic"
-        Level coupling of the recalibrator (:class:`~calibprob.online.OnlineQuantileRecalibrator`).
+        Level coupling of the recalibrator (:class:`~calibprob.calibrators.online.OnlineQuantileRecalibrator`).
     levels : array_like, optional
         Levels tracked by the recalibrator; default
         :data:`~calibprob.predictive.DEFAULT_LEVELS` plus :math:`\Phi(-\kappa)`.

@@ -23,7 +23,7 @@ from scipy import special
 
 from calibprob._core.validation import check_choice, check_int, check_levels, check_probability
 from calibprob.bo.acquisition import ACQUISITIONS
-from calibprob.online import COUPLINGS, check_eta
+from calibprob.calibrators.online import COUPLINGS, check_eta
 from calibprob.predictive import DEFAULT_LEVELS
 
 __all__ = ["BOSettings", "CALIBRATIONS"]

@@ -68,7 +68,6 @@ processes. NeurIPS, §7 and Table 1 (RK, RV, RM as baselines).
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -76,9 +75,19 @@ import xarray as xr
 from scipy import optimize, special
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
-from calibprob._core.ranks import RANK_TOL as _RANK_TOL
 from calibprob._core.ranks import knot_levels, levels_in_range, min_calibration_points
 from calibprob._core.validation import check_array, check_choice, check_levels, check_targets
+from calibprob.calibrators._recalibration_numerics import (
+    _SCALE_GRID,
+    _center,
+    _ppf_probit,
+    _probit_pit,
+    isotonic_calibration_knots,
+    probit_interpolated_quantiles,
+    score_quantiles,
+    variance_scale_factor,
+    vovk_ranks,
+)
 from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.predictive import (
     from_quantiles,
@@ -105,216 +114,6 @@ __all__ = [
     "VarianceScalingRecalibrator",
     # comparison-runner kinds
 ]
-
-# k = p (n + 1) computed in floating point: 0.07 * 100 = 7.000000000000001 must
-# count as rank 7; levels are never meaningful to 1e-9.
-# rows per block where temporaries are (rows x L)
-_CHUNK = 4096
-# grid points of the variance-scaling likelihood search for quantile-family bases
-_SCALE_GRID = 241
-
-
-# ===========================================================================
-# NumPy layer
-# ===========================================================================
-
-
-def probit_interpolated_quantiles(sorted_scores, levels) -> np.ndarray:
-    r"""Empirical quantile function of calibration scores at ``levels``, interpolated in probit space.
-
-    The piecewise-Gaussian quantile function of :mod:`calibprob.predictive`
-    through the knots :math:`(k/(n+1),\ s_{(k)})`: linear in
-    :math:`\Phi^{-1}(p)` between knots, Gaussian tails beyond them. (The
-    conformal calibrators interpolate the same order statistics linearly in
-    the rank instead: :func:`calibprob.conformal._common.rank_interpolated_quantiles`.)
-
-    Parameters
-    ----------
-    sorted_scores : ndarray, shape (n,)
-        Non-decreasing scores, ``n >= 2``.
-    levels : ndarray, shape (L,)
-
-    Returns
-    -------
-    ndarray, shape (L,)
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from calibprob.calibrators.recalibration import probit_interpolated_quantiles
-    >>> probit_interpolated_quantiles(np.array([1.0, 2.0, 3.0]), [0.25, 0.5, 0.75]).tolist()   # the knots
-    [1.0, 2.0, 3.0]
-    """
-    s = np.asarray(sorted_scores, float)
-    return quantile_ppf(s, knot_levels(s.size), np.asarray(levels, float))
-
-
-def score_quantiles(sorted_scores, levels) -> np.ndarray:
-    """Deprecated name of :func:`probit_interpolated_quantiles` (kept for one release; warns ``FutureWarning``).
-
-    Parameters
-    ----------
-    sorted_scores : ndarray, shape (n,)
-    levels : ndarray, shape (L,)
-
-    Returns
-    -------
-    ndarray, shape (L,)
-    """
-    warnings.warn(
-        "calibprob.calibrators.recalibration.score_quantiles is renamed probit_interpolated_quantiles "
-        "(the old name goes in the next release); call probit_interpolated_quantiles(sorted_scores, levels).",
-        FutureWarning,
-        stacklevel=2,
-    )
-    return probit_interpolated_quantiles(sorted_scores, levels)
-
-
-def isotonic_calibration_knots(pit_scores) -> tuple[np.ndarray, np.ndarray]:
-    r"""Kuleshov et al.'s isotonic calibration map :math:`R` as knots.
-
-    Kuleshov et al. (2018, Alg. 1) regress the observed frequency
-    :math:`\hat P(u_t) = \#\{s : u_s \le u_t\}/(n+1)` on the PIT values
-    :math:`u_t` with isotonic regression; the recalibrated CDF is
-    :math:`R \circ F`. Here the PITs are on the probit scale
-    :math:`w = \Phi^{-1}(u)` (a monotone reparametrisation: the fit is the
-    same), tied values are pooled with their counts as weights, and the fit
-    uses :func:`scipy.optimize.isotonic_regression`. (Because :math:`\hat P`
-    is itself non-decreasing in :math:`u`, the isotonic fit interpolates the
-    targets; it is kept so that the map is monotone by construction.)
-
-    The returned knots define :math:`R^{-1}`: for a level :math:`p` the
-    recalibrated quantile is :math:`F^{-1}(\Phi(w(p)))` with
-    :math:`w(p)` = :func:`calibprob.predictive.quantile_ppf` through
-    ``(levels, scores)``. Flat parts of :math:`R` (equal fitted values over
-    several scores, where :math:`R^{-1}` is set-valued) are collapsed to one
-    knot at the midpoint of the scores involved. When the smallest scores are
-    tied, a knot ``(1/(n+1), w_min)`` is prepended so that the knots always
-    span :math:`[1/(n+1), n/(n+1)]` and :math:`R^{-1}` is flat over the tied
-    mass.
-
-    Parameters
-    ----------
-    pit_scores : ndarray, shape (n,)
-        Probit PIT values :math:`w_t` of the calibration points.
-
-    Returns
-    -------
-    levels : ndarray, shape (J,)
-        Fitted values :math:`R(w_j)`, strictly increasing in (0, 1).
-    scores : ndarray, shape (J,)
-        The corresponding scores :math:`w_j`, non-decreasing.
-    """
-    w = np.sort(np.asarray(pit_scores, float))
-    n = w.size
-    x, first, counts = np.unique(w, return_index=True, return_counts=True)
-    # P-hat(u_t) = #{s: u_s <= u_t} / (n + 1): the same for all members of a tie
-    targets = (first + counts) / (n + 1.0)
-    R = optimize.isotonic_regression(targets, weights=counts.astype(float), increasing=True).x
-    # collapse flat parts of R (set-valued inverse) to their midpoint
-    levels, start = np.unique(R, return_index=True)
-    stop = np.r_[start[1:], R.size] - 1
-    scores = 0.5 * (x[start] + x[stop])
-    lowest = 1.0 / (n + 1.0)
-    if levels[0] > lowest + _RANK_TOL:
-        levels = np.r_[lowest, levels]
-        scores = np.r_[x[0], scores]
-    return levels, scores
-
-
-def vovk_ranks(levels, n: int, tau) -> np.ndarray:
-    r"""Ranks of the order statistics picked by Vovk's randomized calibrator.
-
-    The split conformal calibrator's CDF at a test point whose score is
-    :math:`a` is :math:`C(a, \tau) = (\#\{i: s_i < a\} + \tau\,(\#\{i: s_i = a\} + 1))/(n+1)`;
-    its generalised inverse at level :math:`p` is the order statistic
-    :math:`s_{(k)}` with
-
-    .. math::
-
-        k = \lceil p\,(n+1) - \tau \rceil
-          \;(= \lfloor p\,(n+1) - \tau \rfloor + 1 \text{ for almost every } \tau),
-
-    i.e. :math:`s_{(\lfloor h \rfloor + 1)}` with probability
-    :math:`h - \lfloor h \rfloor` and :math:`s_{(\lfloor h \rfloor)}`
-    otherwise (:math:`h = p(n+1)`, :math:`\tau \sim U(0,1)`): a randomised
-    interpolation between adjacent order statistics whose expected rank is
-    exactly :math:`h`. Rank 0 means :math:`-\infty`, rank :math:`n+1`
-    :math:`+\infty`.
-
-    Parameters
-    ----------
-    levels : ndarray, shape (L,)
-    n : int
-    tau : ndarray, shape (m,)
-        One tie-breaking variable in [0, 1) per test point (shared by all
-        levels, so the quantile function of a test point never crosses).
-
-    Returns
-    -------
-    ndarray of int, shape (m, L)
-        Ranks in ``0 .. n + 1``.
-    """
-    h = np.asarray(levels, float)[None, :] * (n + 1)
-    t = np.asarray(tau, float)[:, None]
-    # ceil, not floor + 1: at tau = 0 and an exact rank h the generalised inverse is s_(h);
-    # the tolerance keeps 0.07 * 100 = 7.000000000000001 at rank 7
-    k = np.ceil(h - t - _RANK_TOL).astype(int)
-    return np.clip(k, 0, n + 1)
-
-
-def variance_scale_factor(z) -> float:
-    r"""Maximum-likelihood σ multiplier of Gaussian predictions.
-
-    With z-scores :math:`z_i = (y_i - \mu_i)/\sigma_i` the Gaussian
-    log-likelihood of :math:`N(\mu_i, s^2\sigma_i^2)` is maximised by
-
-    .. math::
-
-        s^2 = \frac1n \sum_{i=1}^n z_i^2 .
-
-    Parameters
-    ----------
-    z : ndarray, shape (n,)
-
-    Returns
-    -------
-    float
-        :math:`s`.
-    """
-    z = np.asarray(z, float)
-    return float(np.sqrt(np.mean(z * z)))
-
-
-# ---------------------------------------------------------------------------
-# base prediction on the probit scale
-# ---------------------------------------------------------------------------
-
-
-def _probit_pit(pred: xr.Dataset, y: np.ndarray) -> np.ndarray:
-    r""":math:`\Phi^{-1}(F_i(y_i))` without ever rounding :math:`F` to 0 or 1."""
-    return pred.calib.zscore(y).values
-
-
-def _ppf_probit(pred: xr.Dataset, w: np.ndarray) -> np.ndarray:
-    r"""Base quantiles :math:`F_i^{-1}(\Phi(w_{ij}))`, ``w`` of shape (n, L) or (L,).
-
-    Evaluated directly on the probit scale (the contract's quantile function
-    is linear in :math:`\Phi^{-1}(p)` between stored levels), so scores far
-    in the tails do not saturate.
-    """
-    return pred.calib.ppf_zscore(w)
-
-
-def _center(pred: xr.Dataset, center: str) -> np.ndarray:
-    if center == "mean":
-        return np.asarray(pred.calib.mean().values, float)
-    return np.asarray(pred.calib.median().values, float)
-
-
-# ===========================================================================
-# Estimators
-# ===========================================================================
 
 
 class _Recalibrator(BaseEstimator):

@@ -28,9 +28,9 @@ import xarray as xr
 from calibprob import registry
 from calibprob._core.options import Anything
 from calibprob._core.validation import check_choice
+from calibprob.calibrators.conformal._common import interval_dataset, reachable_levels
 from calibprob.calibrators.conformal.mondrian import Mondrian
-from calibprob.conformal._common import interval_dataset, reachable_levels
-from calibprob.conformal.scores import get_score
+from calibprob.calibrators.conformal.scores import get_score
 from calibprob.loo_predictive import from_loo
 from calibprob.metrics import interval_levels
 from calibprob.predictive import normal
@@ -361,7 +361,7 @@ def _interval_sides(kwargs: dict) -> int:
 
 
 def _cross_conformal_model(ctx: TaskContext, entry, options: dict):
-    """The kind's :class:`~calibprob.conformal.CrossConformalRegressor` (unfitted) and the levels to predict."""
+    """The kind's :class:`~calibprob.calibrators.conformal.CrossConformalRegressor` (unfitted) and the levels to predict."""
     kwargs = _constructor_kwargs(ctx, entry, options)
     if "folds" in options:
         kwargs["cv"] = int(options["folds"])

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from calibprob import registry
-from calibprob._core.options import (
+from calibprob._core.options import (  # re-exported: spec.py is these names' public home
     AnyOf,
     Bool,
     Choice,

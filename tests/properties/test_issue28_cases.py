@@ -76,7 +76,7 @@ def test_a_users_estimator_with_a_bad_prediction_is_refused(case):
     with pytest.raises(err, match=match):
         model.calibrate(X[10:], y[10:])
     with pytest.raises(err, match=match):
-        calibprob.conformal.CrossConformalRegressor(estimator=_User(out), cv=3).fit(X, y)
+        calibprob.calibrators.conformal.CrossConformalRegressor(estimator=_User(out), cv=3).fit(X, y)
 
 
 def test_cps_cdf_stays_in_unit_interval():

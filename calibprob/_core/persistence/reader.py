@@ -262,7 +262,7 @@ def load(path, **objects):
     **objects
         User objects that were not saved, by parameter name (or full dotted
         path as printed in the error): the function of a
-        :class:`~calibprob.conformal.CallableRegressor` (``fit_predict=f``),
+        :class:`~calibprob.calibrators.conformal.CallableRegressor` (``fit_predict=f``),
         a callable or non-calibprob ``estimator=``. The message of the
         error raised without them says which are needed.
 

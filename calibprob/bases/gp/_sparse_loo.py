@@ -81,7 +81,7 @@ for the exact GP. For the full-conformal GP the test point enters the
 training set as a *training* point, with variance :math:`Q_{xx} + \sigma^2`: the
 bordered update of :math:`\mathcal Q^{-1}` uses :math:`v(x) - \delta(x)`, and
 the augmented leave-one-out variances are :math:`1/d_i + \delta_i` and
-:math:`v(x)` (:func:`calibprob.conformal.gp.full_conformal_gp_bounds` with
+:math:`v(x)` (:func:`calibprob.calibrators.conformal.gp.full_conformal_gp_bounds` with
 ``extra``).
 
 References

@@ -1,28 +1,55 @@
-"""Conformal calibrators, organised by role (issue 27): new conformal-type code lives here.
+"""Conformal calibrators: split, jackknife(+)/CV+, GP-specific, CPS, CQR, Mondrian, conditional, conformal Bayes.
 
-* :mod:`calibprob.calibrators.conformal.bayes` — conformal Bayes (Fong and Holmes 2021):
-  full-conformal sets from one posterior by add-one-in importance sampling, and its grouped
-  (partially exchangeable) version.
-* :mod:`calibprob.calibrators.conformal.from_pymc` — :func:`calibprob.conformal_bayes`, the same
-  from a PyMC model whose inputs are ``pm.Data`` (PyMC imported on use).
-* :mod:`calibprob.calibrators.conformal.cqr` — conformalized quantile regression
-  (Romano, Patterson & Candès 2019) and its variants CQR-r / CQR-m (Sesia & Candès
-  2020), a distribution post-processor on any quantile predictive;
-* :mod:`calibprob.calibrators.conformal.conditional` — conditional conformal over a
-  finite function class (Gibbs, Cherian & Candès 2023).
-* :mod:`calibprob.calibrators.conformal.mondrian` — :class:`Mondrian`, a wrapper that
-  calibrates any distribution post-processor separately within each group (Vovk et al.
-  2005, Mondrian conformal prediction), and the exact minimum group sizes;
-* :mod:`calibprob.calibrators.conformal.bins` — :func:`bins`, Mondrian taxonomies
-  (a categorical, quantile bins of a feature, of the predicted σ or of the predicted value).
+Three families (:mod:`calibprob._core.estimator`; the registry's ``family``):
 
-The estimator classes are exported lazily by ``calibprob`` and ``calibprob.calibrators``
-(:mod:`calibprob.registry`); the Mondrian pieces are imported here (NumPy/xarray only).
+* distribution post-processors -- ``fit(pred_cal, y_cal)``, ``predict(pred)`` on the base's predictive Dataset:
+  :class:`~calibprob.calibrators.conformal.distribution.SplitConformalCalibrator`,
+  :class:`~calibprob.calibrators.conformal.predictive_system.ConformalPredictiveSystem` (Vovk et al. 2020),
+  :class:`~calibprob.calibrators.conformal.cqr.ConformalizedQuantileRegression` (Romano, Patterson & Candès 2019;
+  CQR-r / CQR-m, Sesia & Candès 2020), :class:`~calibprob.calibrators.conformal.conditional.ConditionalConformal`
+  (Gibbs, Cherian & Candès 2023), and :class:`Mondrian`, which calibrates any of them within each group (Vovk et
+  al. 2005) over the taxonomies of :func:`bins`;
+* model-aware calibrators -- ``estimator=`` (``prefit=True``: already fitted), ``fit(X, y)``, ``predict(X)``:
+  :class:`~calibprob.calibrators.conformal.split.SplitConformalRegressor`,
+  :class:`~calibprob.calibrators.conformal.jackknife.CrossConformalRegressor` (jackknife, jackknife+, CV+),
+  :class:`~calibprob.calibrators.conformal.gp.JackknifePlusGP` (J+GP, asymJ+GP),
+  :class:`~calibprob.calibrators.conformal.gp.FullConformalGP`,
+  :class:`~calibprob.calibrators.conformal.loo_jackknife.LOOJackknifePlus` (jackknife+ from one posterior);
+* posterior calibrators -- :class:`~calibprob.calibrators.conformal.bayes.ConformalBayes` (Fong & Holmes 2021)
+  and :func:`calibprob.conformal_bayes` (:mod:`calibprob.calibrators.conformal.from_pymc`, PyMC on use).
+
+The intervals-only methods' ``predict`` returns ``lower``/``upper`` over (obs, confidence_level) with
+``attrs["family"] == "interval"``, which :func:`calibprob.evaluate` scores like any prediction. Scores live in
+:mod:`calibprob.calibrators.conformal.scores`; the NumPy layer (thresholds, jackknife+ bounds, the GP bounds, the
+FCP-GP sweep) is public in the submodules, and one helper predicts intervals in row chunks
+(:func:`~calibprob.calibrators.conformal._common.chunked_intervals`).
+
+The classes this package exports are those registered for it in :mod:`calibprob.registry` (the one source),
+imported on first access; so are the submodules.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+
+from calibprob import registry as _registry
 from calibprob.calibrators.conformal.bins import Bins, bins
 from calibprob.calibrators.conformal.mondrian import Mondrian, min_group_size, min_group_size_for_level
 
-__all__ = ["Mondrian", "Bins", "bins", "min_group_size", "min_group_size_for_level"]
+# name -> submodule defining it, from the registry; get_score with the scores
+_LAZY = {**_registry.exports("calibprob.calibrators.conformal"), "get_score": "calibprob.calibrators.conformal.scores"}
+
+__all__ = ["Mondrian", "Bins", "bins", "min_group_size", "min_group_size_for_level", *sorted(_LAZY)]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    if not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")  # a submodule: calibprob.calibrators.conformal.split
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -18,7 +18,7 @@ Scores (``score=``): ``"absolute"`` :math:`R_i = |y_i - \hat\mu_{-i}|` with
 :math:`s_{-i}(x) = 1`, or ``"normalized"`` :math:`R_i = |y_i - \hat\mu_{-i}|/\hat\sigma_{-i}`
 with :math:`s_{-i}(x) = \hat\sigma_{-i}(x)`, the spread of the *same* leave-one-out
 posterior at the new point. With :math:`\alpha = 1 - c` the interval is Barber et al.'s
-(eq. 6), by exact order statistics (:func:`calibprob.conformal.jackknife.jackknife_plus_bounds`):
+(eq. 6), by exact order statistics (:func:`calibprob.calibrators.conformal.jackknife.jackknife_plus_bounds`):
 
 * lower end: the :math:`\lfloor \alpha(n+1) \rfloor`-th smallest of
   :math:`\hat\mu_{-i}(x) - R_i\, s_{-i}(x)`;
@@ -71,7 +71,7 @@ import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
 from calibprob._core.validation import check_array, check_choice, check_targets
-from calibprob.conformal._common import (
+from calibprob.calibrators.conformal._common import (
     check_enough_points,
     default_chunk_size,
     interval_dataset,
@@ -79,7 +79,7 @@ from calibprob.conformal._common import (
     iter_chunks,
     resolve_levels,
 )
-from calibprob.conformal.jackknife import jackknife_plus_bounds
+from calibprob.calibrators.conformal.jackknife import jackknife_plus_bounds
 from calibprob.loo_predictive import _warn_high_k, loo_weights
 from calibprob.predictive import _draws_matrix, _pick_variable, _select_draws, _tree_groups
 

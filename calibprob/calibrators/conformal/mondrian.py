@@ -263,7 +263,7 @@ class Mondrian(BaseEstimator):
     Examples
     --------
     >>> import numpy as np, calibprob
-    >>> from calibprob.conformal import SplitConformalCalibrator
+    >>> from calibprob.calibrators.conformal import SplitConformalCalibrator
     >>> rng = np.random.default_rng(0)
     >>> g = rng.integers(0, 2, size=2000)                    # group 1 is three times noisier
     >>> mu = rng.normal(size=2000); y = mu + np.where(g == 1, 3.0, 1.0) * rng.normal(size=2000)

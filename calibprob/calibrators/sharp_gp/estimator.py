@@ -63,7 +63,7 @@ class SharpCalibratedGP(BaseEstimator):
     estimator : GaussianProcessRegressor or SparseGaussianProcessRegressor
         A *fitted* calibprob GP (its training data condition every
         :math:`\sigma(\theta, \cdot)`; its mean is kept) — always used as
-        fitted, like ``prefit=True`` in :mod:`calibprob.conformal`.
+        fitted, like ``prefit=True`` in :mod:`calibprob.calibrators.conformal`.
     base : deprecated
         The former name of ``estimator``; warns ``FutureWarning``.
     variant : {"full", "scaled", "cross-fitted"}, default "full"

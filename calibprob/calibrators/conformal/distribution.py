@@ -17,7 +17,7 @@ confidence :math:`c` is :math:`\mu \pm R_{(\lceil c(n+1)\rceil)}\, s(\sigma)`,
 whose coverage lies in :math:`[c, c + 1/(n+1))` for exchangeable data (Lei et
 al. 2018, Thm. 2.2); a signed score uses each tail's own rank. For a normal
 Dataset the scores, intervals and quantiles are identical, to the last bit, to
-those of :class:`~calibprob.conformal.SplitConformalRegressor` around the base
+those of :class:`~calibprob.calibrators.conformal.SplitConformalRegressor` around the base
 that produced it (``prefit=True``): only the source of :math:`(\mu, \sigma)`
 differs.
 
@@ -40,15 +40,15 @@ import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.validation import check_targets
-from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
-from calibprob.conformal._common import (
+from calibprob.calibrators.conformal._common import (
     conformal_quantile_function,
     interval_dataset,
     resolve_levels,
     valid_levels,
 )
-from calibprob.conformal.scores import Score, get_score
-from calibprob.conformal.split import conformal_thresholds
+from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
+from calibprob.calibrators.conformal.scores import Score, get_score
+from calibprob.calibrators.conformal.split import conformal_thresholds
 from calibprob.predictive import from_quantiles
 
 __all__ = ["SplitConformalCalibrator", "predictive_mean_std"]
@@ -85,7 +85,7 @@ class SplitConformalCalibrator(BaseEstimator):
     Examples
     --------
     >>> import numpy as np, calibprob
-    >>> from calibprob.conformal import SplitConformalCalibrator
+    >>> from calibprob.calibrators.conformal import SplitConformalCalibrator
     >>> rng = np.random.default_rng(0)
     >>> mu = rng.normal(size=400); y = mu + 2.0 * rng.normal(size=400)     # base too confident
     >>> base = calibprob.normal(mu, np.ones(400))
@@ -166,7 +166,7 @@ class SplitConformalCalibrator(BaseEstimator):
         The quantile at level :math:`p` is the calibration score at the
         continuous rank :math:`p(n+1)` (signed score) or :math:`|2p-1|(n+1)`
         (symmetric score, mirrored around :math:`\mu`), linearly interpolated
-        between order statistics (:func:`calibprob.conformal._common.conformal_quantile_function`).
+        between order statistics (:func:`calibprob.calibrators.conformal._common.conformal_quantile_function`).
 
         Parameters
         ----------

@@ -1,7 +1,7 @@
 r"""Online quantile recalibration of any stream of forecasts (Deshpande et al. 2024, §4).
 
 :class:`OnlineQuantileRecalibrator` wraps the NumPy layer of
-:mod:`calibprob.online._osd` for forecasts in the predictive-distribution
+:mod:`calibprob.calibrators.online._osd` for forecasts in the predictive-distribution
 contract (:mod:`calibprob.predictive`): ``recalibrate(forecast)`` issues
 :math:`Q_t \circ R_t` as a new predictive Dataset, ``update(forecast, y)``
 takes the outcomes (in ``obs`` order) and moves :math:`R_t` by one OSD step per
@@ -24,7 +24,7 @@ from scipy import special
 from calibprob._core.estimator import BaseEstimator, check_predictive
 from calibprob._core.validation import check_array, check_choice, check_levels, check_probability, check_targets
 from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
-from calibprob.online._osd import (
+from calibprob.calibrators.online._osd import (
     COUPLINGS,
     coverage_bound,
     interpolate_map,
@@ -59,7 +59,7 @@ def check_eta(eta, name: str = "eta") -> float:
 
     Examples
     --------
-    >>> from calibprob.online import check_eta
+    >>> from calibprob.calibrators.online import check_eta
     >>> check_eta(0.25)
     0.25
     >>> try:
@@ -102,7 +102,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
     ``coupling="independent"`` Theorem 2 holds exactly for each level's
     iterates, :math:`|\frac1T\sum_t o_t(p) - p| \le (1+\eta)/(\eta T)`; with
     ``coupling="isotonic"`` the same holds for the *issued* monotone map with
-    the level-dependent constant of :func:`calibprob.online.coverage_bound`
+    the level-dependent constant of :func:`calibprob.calibrators.online.coverage_bound`
     (equal to Theorem 2's for a single level).
 
     Parameters
@@ -110,7 +110,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
     levels : array_like, shape (L,), optional
         Levels :math:`p` at which :math:`R_t` is tracked, strictly increasing
         in (0, 1); default :data:`calibprob.predictive.DEFAULT_LEVELS`.
-        :math:`R_t` between them is linear (:func:`calibprob.online.interpolate_map`).
+        :math:`R_t` between them is linear (:func:`calibprob.calibrators.online.interpolate_map`).
     eta : float, default 0.25
         OSD step size :math:`\eta > 0`. Default rationale: after 25 outcomes
         (a typical Bayesian-optimisation budget) Theorem 2's bound
@@ -118,7 +118,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         most 0.25.
     coupling : {"isotonic", "independent"}, default "isotonic"
         How the levels are made monotone (the paper's Lemma 4 does not hold
-        for eq. (9) as printed; see :mod:`calibprob.online._osd`).
+        for eq. (9) as printed; see :mod:`calibprob.calibrators.online._osd`).
         ``"isotonic"``: issue the isotonic regression of the iterates and take
         subgradients at the issued values (monotone *and* calibrated).
         ``"independent"``: eq. (9) per level, issue the sorted iterates
@@ -154,7 +154,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
     Examples
     --------
     >>> import numpy as np, calibprob
-    >>> from calibprob.online import OnlineQuantileRecalibrator
+    >>> from calibprob.calibrators.online import OnlineQuantileRecalibrator
     >>> rng = np.random.default_rng(0)
     >>> rec = OnlineQuantileRecalibrator(levels=[0.1, 0.5, 0.9], eta=0.5)
     >>> for t in range(200):   # a base forecast that is twice too narrow

@@ -49,8 +49,7 @@ import xarray as xr
 from calibprob import registry as _registry
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
 from calibprob._core.validation import check_array
-from calibprob.calibrators.conformal.mondrian import Mondrian, predict_with_groups
-from calibprob.conformal._common import (
+from calibprob.calibrators.conformal._common import (
     as_regressor,
     check_enough_points,
     check_Xy,
@@ -62,7 +61,8 @@ from calibprob.conformal._common import (
     upper_rank,
     valid_levels,
 )
-from calibprob.conformal.scores import Score, get_score
+from calibprob.calibrators.conformal.mondrian import Mondrian, predict_with_groups
+from calibprob.calibrators.conformal.scores import Score, get_score
 from calibprob.predictive import from_quantiles, normal
 
 __all__ = ["SplitConformalRegressor", "conformal_thresholds"]
@@ -216,7 +216,7 @@ class SplitConformalRegressor(BaseEstimator):
     def _as_predictive(self, X, score: Score) -> xr.Dataset:
         """The base's (mu, sigma) at ``X`` as a Gaussian Dataset: what a grouped calibration scores.
 
-        :class:`~calibprob.conformal.SplitConformalCalibrator` reads back exactly these
+        :class:`~calibprob.calibrators.conformal.SplitConformalCalibrator` reads back exactly these
         ``mu`` and ``sigma`` (the Gaussian family stores them as ``loc``/``scale``), so the
         grouped path's intervals are those of this class run on each group.
         """
@@ -334,7 +334,7 @@ class SplitConformalRegressor(BaseEstimator):
         :math:`|2p-1|(n+1)` (symmetric score, mirrored around :math:`\mu`),
         linearly interpolated between order statistics, mapped through the
         score's inverse; see
-        :func:`calibprob.conformal.predictive_system.conformal_quantile_function`.
+        :func:`calibprob.calibrators.conformal.predictive_system.conformal_quantile_function`.
         Its central interval at :math:`c` equals :meth:`predict_interval`
         whenever :math:`c(n+1)` is an integer and lies between the adjacent
         ranks otherwise.

@@ -8,7 +8,7 @@
   :func:`lemma4_counterexample`.
 """
 
-from calibprob.online._osd import (
+from calibprob.calibrators.online._osd import (
     COUPLINGS,
     coverage_bound,
     interpolate_map,
@@ -18,7 +18,7 @@ from calibprob.online._osd import (
     publish,
     theorem2_bound,
 )
-from calibprob.online.recalibrator import OnlineQuantileRecalibrator, check_eta
+from calibprob.calibrators.online.recalibrator import OnlineQuantileRecalibrator, check_eta
 
 __all__ = [
     "OnlineQuantileRecalibrator",

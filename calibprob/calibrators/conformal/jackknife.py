@@ -32,7 +32,7 @@ the model that did not see point :math:`i`, the leave-out scores are
     * upper end: the :math:`\lceil (1-\alpha/2)(n+1) \rceil`-th smallest
       :math:`\xi_i(x)` (Pion eq. 14 prints a floor here; the ceiling is the
       rank that carries the guarantee, see
-      :class:`calibprob.conformal.JackknifePlusGP` for the ``convention``
+      :class:`calibprob.calibrators.conformal.JackknifePlusGP` for the ``convention``
       switch).
 
     Guarantees for exchangeable data: jackknife+ covers with probability
@@ -62,7 +62,7 @@ import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
 from calibprob._core.validation import check_choice, check_int
-from calibprob.conformal._common import (
+from calibprob.calibrators.conformal._common import (
     as_regressor,
     check_enough_points,
     check_Xy,
@@ -76,8 +76,8 @@ from calibprob.conformal._common import (
     resolve_levels,
     upper_rank,
 )
-from calibprob.conformal.scores import get_score
-from calibprob.conformal.split import conformal_thresholds
+from calibprob.calibrators.conformal.scores import get_score
+from calibprob.calibrators.conformal.split import conformal_thresholds
 
 __all__ = ["CrossConformalRegressor", "jackknife_plus_bounds"]
 
@@ -162,7 +162,7 @@ class CrossConformalRegressor(BaseEstimator):
     ================================  ===============  ==========
 
     The per-side rank conventions are written out in
-    :mod:`calibprob.conformal.jackknife`: with :math:`\alpha = 1 - c`, the
+    :mod:`calibprob.calibrators.conformal.jackknife`: with :math:`\alpha = 1 - c`, the
     lower end is the :math:`\lfloor \alpha(n+1) \rfloor`-th smallest of
     :math:`\mu_{-i}(x) - R_i s_{-i}(x)` and the upper end the
     :math:`\lceil (1-\alpha)(n+1) \rceil`-th smallest of
@@ -175,7 +175,7 @@ class CrossConformalRegressor(BaseEstimator):
     estimator : base regressor or callable
         Refitted with :func:`calibprob._core.estimator.clone` for every fold; a callable
         ``fit_predict(X_train, y_train, X_new) -> mu | (mu, sigma)`` is wrapped
-        in :class:`~calibprob.conformal.CallableRegressor`.
+        in :class:`~calibprob.calibrators.conformal.CallableRegressor`.
     method : {"plus", "base"}, default "plus"
     cv : "loo" or int, default "loo"
         Leave-one-out (jackknife) or ``K``-fold (CV+), ``2 <= K <= n``.
@@ -203,7 +203,7 @@ class CrossConformalRegressor(BaseEstimator):
     All ``K`` leave-out models are kept (as MAPIE does): memory is ``K``
     times one fitted model, e.g. 500 exact-GP factorisations of 500 x 500 for
     the jackknife+ of a GP with n = 500 (about 1 GB). For GPs use
-    :class:`~calibprob.conformal.JackknifePlusGP`, which needs no refit and
+    :class:`~calibprob.calibrators.conformal.JackknifePlusGP`, which needs no refit and
     stores one factorisation. Test points are processed in chunks, so the
     ``n x n_test`` leave-out predictions are never held at once.
 

@@ -17,7 +17,7 @@ loss (eq. 8) is, written as FTRL on its linearisation (eq. 9),
     g_t(p) = o_t(p) - p \in \partial_q \ell_{tp}(y_t, q)\big|_{q = \theta_t(p)},
 
 i.e. :math:`\theta_{t}(p) = \theta_1(p) - \eta \sum_{s<t} (o_s(p) - p)`.
-Two deliberate choices, both documented in :class:`~calibprob.online.OnlineQuantileRecalibrator`:
+Two deliberate choices, both documented in :class:`~calibprob.calibrators.online.OnlineQuantileRecalibrator`:
 
 * **Start at the identity**, :math:`\theta_1(p) = p` (regulariser
   :math:`\psi(q) = (q - p)^2/2\eta`), not at :math:`0` as the paper's
@@ -85,7 +85,7 @@ __all__ = [
 ]
 
 #: Level couplings accepted by :func:`publish` and
-#: :class:`~calibprob.online.OnlineQuantileRecalibrator`.
+#: :class:`~calibprob.calibrators.online.OnlineQuantileRecalibrator`.
 COUPLINGS = ("isotonic", "independent")
 
 
@@ -120,7 +120,7 @@ def publish(theta, coupling: str = "isotonic") -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob.online import publish
+    >>> from calibprob.calibrators.online import publish
     >>> theta = np.array([0.2, 0.1, 0.9])               # crossed iterates
     >>> publish(theta).round(6).tolist()                 # isotonic: pool the violators
     [0.15, 0.15, 0.9]
@@ -171,7 +171,7 @@ def osd_step(theta, levels, pit: float, eta: float, coupling: str = "isotonic"):
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob.online import osd_step
+    >>> from calibprob.calibrators.online import osd_step
     >>> levels = np.array([0.1, 0.5, 0.9])
     >>> theta, issued, hit = osd_step(levels.copy(), levels, pit=0.3, eta=0.5)
     >>> hit.tolist()                 # the outcome is below the 0.5 and 0.9 quantiles
@@ -218,7 +218,7 @@ def osd_path(pit, levels, eta: float, *, coupling: str = "isotonic", theta0=None
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob.online import osd_path
+    >>> from calibprob.calibrators.online import osd_path
     >>> pit = np.random.default_rng(0).uniform(size=200)   # a calibrated stream
     >>> theta, issued, hit = osd_path(pit, np.array([0.1, 0.5, 0.9]), eta=0.5)
     >>> theta.shape, issued.shape, hit.shape
@@ -286,7 +286,7 @@ def coverage_bound(levels, eta: float, T, *, coupling: str = "isotonic") -> np.n
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob.online import coverage_bound, theorem2_bound
+    >>> from calibprob.calibrators.online import coverage_bound, theorem2_bound
     >>> coverage_bound([0.1, 0.5, 0.9], eta=0.5, T=100).round(3).tolist()
     [0.029, 0.02, 0.029]
     >>> float(theorem2_bound(0.5, 100))                  # the single-level constant
@@ -328,7 +328,7 @@ def theorem2_bound(eta: float, T) -> np.ndarray:
 
     Examples
     --------
-    >>> from calibprob.online import theorem2_bound
+    >>> from calibprob.calibrators.online import theorem2_bound
     >>> float(theorem2_bound(0.25, 500))
     0.01
     """
@@ -362,7 +362,7 @@ def interpolate_map(levels, issued, p) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob.online import interpolate_map
+    >>> from calibprob.calibrators.online import interpolate_map
     >>> interpolate_map(np.array([0.1, 0.5, 0.9]), np.array([0.2, 0.5, 0.8]), [0.0, 0.3, 1.0]).round(6).tolist()
     [0.0, 0.35, 1.0]
     """
@@ -392,7 +392,7 @@ def lemma4_counterexample():
 
     Examples
     --------
-    >>> from calibprob.online import lemma4_counterexample
+    >>> from calibprob.calibrators.online import lemma4_counterexample
     >>> before, after = lemma4_counterexample()
     >>> bool(before[0] < before[1]), bool(after[0] > after[1])
     (True, True)

@@ -66,7 +66,7 @@ class Score:
     Examples
     --------
     >>> import numpy as np
-    >>> from calibprob.conformal import Score, get_score
+    >>> from calibprob.calibrators.conformal import Score, get_score
     >>> isinstance(get_score("normalized"), Score)
     True
     >>> class HalfAbsolute(Score):        # a custom score |y - mu| / 2
@@ -158,7 +158,7 @@ class NormalizedScore(Score):
 
     Examples
     --------
-    >>> from calibprob.conformal import NormalizedScore
+    >>> from calibprob.calibrators.conformal import NormalizedScore
     >>> NormalizedScore().score([1.0, -2.0], [0.0, 0.0], [0.5, 4.0]).tolist()
     [2.0, 0.5]
     >>> [end.tolist() for end in NormalizedScore().inverse(2.0, [0.0], [0.5])]   # mu -/+ 2 sigma
@@ -228,7 +228,7 @@ class SignedNormalizedScore(NormalizedScore):
 
     Examples
     --------
-    >>> from calibprob.conformal import SignedNormalizedScore
+    >>> from calibprob.calibrators.conformal import SignedNormalizedScore
     >>> SignedNormalizedScore().score([1.0, -2.0], [0.0, 0.0], [0.5, 4.0]).tolist()
     [2.0, -0.5]
     """
@@ -283,7 +283,7 @@ def get_score(score, *, beta: float = 1.0, eps: float = 0.0) -> Score:
 
     Examples
     --------
-    >>> from calibprob.conformal import get_score
+    >>> from calibprob.calibrators.conformal import get_score
     >>> get_score("signed", beta=0.5)
     SignedNormalizedScore(beta=0.5, eps=0)
     >>> get_score("absolute").symmetric
