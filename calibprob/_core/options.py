@@ -9,6 +9,7 @@ raises :class:`SpecError` naming the key, the value and the fix. Public through
 
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass
 
@@ -209,8 +210,6 @@ OptionType = _Type
 
 
 def _suggest(key, valid) -> str:
-    import difflib
-
     if not isinstance(key, str):
         return ""
     close = difflib.get_close_matches(key, [str(v) for v in valid], n=1)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -292,8 +293,6 @@ def _usable_cores() -> int:
 
 def _measure_threads(cores: int) -> int:
     """Faster of 1 and ``cores`` BLAS threads for a 1500 x 1500 Cholesky (best of 3)."""
-    import time
-
     import scipy.linalg
     from threadpoolctl import threadpool_limits
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,8 +84,6 @@ def run_task(config: dict, function: str, acquisition: str, method: str, seed: i
         ``best_so_far``, ``x``, ``calibration_error``, ``calibration_error_base``,
         ``pit``, ``run_time``, ``n_init``, ``optimum``, ``error`` ("" if fine).
     """
-    import time
-
     from calibprob.bo.loop import minimize
 
     opts = {k: v for k, v in config.items() if k not in ("n_init_per_function",)}

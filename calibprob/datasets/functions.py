@@ -72,10 +72,12 @@ cross-in-tray, dropwave).
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from calibprob._core.validation import check_choice, check_int
@@ -227,8 +229,6 @@ def list_functions():
     >>> table.set_index("name").loc["branin", "dim"]
     2
     """
-    import pandas as pd
-
     rows = []
     for s in _SPECS.values():
         fn = get_function(s.name)
@@ -376,8 +376,6 @@ def sample_design(fn, n: int, *, seed, method: str = "uniform", dim: int | None 
             qmc.LatinHypercube(d=fn.dim, rng=rng) if method == "lhs" else qmc.Sobol(d=fn.dim, scramble=True, rng=rng)
         )
         if method == "sobol":
-            import warnings
-
             with warnings.catch_warnings():
                 # Sobol' balance needs powers of two; any n is still a valid design
                 warnings.filterwarnings("ignore", message=".*balance properties.*")

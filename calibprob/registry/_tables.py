@@ -7,6 +7,7 @@ import importlib
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from calibprob._core.options import Choice, OptionType
@@ -370,8 +371,6 @@ DOC_BLOCKS = {
 
 def update_doc(path) -> bool:
     """Rewrite the generated blocks of the page at ``path`` (e.g. ``docs/spec.md``); True if it changed."""
-    from pathlib import Path
-
     page = Path(path)
     old = page.read_text(encoding="utf-8")
     new = render_doc(old)

@@ -127,6 +127,7 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_
 from calibprob._core.validation import check_choice
 
 # the kriging algebra (one closed-form leave-one-out, shared with the GP base) lives with the GPs
+from calibprob.bases.gp._sparse_loo import sparse_kriging_predict, sparse_kriging_system
 from calibprob.bases.gp.loo import KrigingSystem, _system_from_factor, kriging_predict, kriging_system, loo_at_points
 from calibprob.calibrators.conformal._common import (
     as_regressor,
@@ -200,10 +201,6 @@ class _SparseGPView:
 
     def predict_with_extra(self, Xt):
         r"""``(lam, mu, var, extra)`` at test points; ``extra`` is :math:`\delta(x)`."""
-        # deferred: calibprob.bases.gp (its package imports scipy.optimize and the GP fitters) is only
-        # needed for a sparse GP; calibprob.calibrators.conformal does not load it otherwise
-        from calibprob.bases.gp._sparse_loo import sparse_kriging_predict
-
         return sparse_kriging_predict(self.system, self.kernel(self.Z, Xt))
 
     def predict(self, Xt):
@@ -212,14 +209,10 @@ class _SparseGPView:
 
     def predict_test_major(self, Xt):
         """``(lam, mu, var)`` with ``lam`` of shape ``(c, n)``: one contiguous row per test point."""
-        from calibprob.bases.gp._sparse_loo import sparse_kriging_predict  # deferred: see predict_with_extra
-
         return sparse_kriging_predict(self.system, self.kernel(self.Z, Xt), test_major=True)[:3]
 
 
 def _sparse_gp_view(gp, refit_mean: bool) -> _SparseGPView:
-    from calibprob.bases.gp._sparse_loo import sparse_kriging_system  # deferred: see _SparseGPView
-
     theta = dict(gp.theta_)
     constant = getattr(gp, "mean", "zero") == "constant"
     offset = float(theta.get("mean_", 0.0)) if constant else 0.0

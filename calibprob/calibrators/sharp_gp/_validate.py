@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import xarray as xr
 
 from calibprob._core.estimator import check_is_fitted
 from calibprob._core.ranks import knot_levels, levels_in_range
@@ -36,8 +37,6 @@ LARGE_MAXLS = 6
 
 
 def check_base(model):
-    import xarray as _xr
-
     base = model.estimator
     if model.base is not None:
         warnings.warn(
@@ -53,7 +52,7 @@ def check_base(model):
             "estimator must be a fitted calibprob GaussianProcessRegressor (or "
             "SparseGaussianProcessRegressor); got None. Pass estimator=gp after gp.fit(X_train, y_train)."
         )
-    if isinstance(base, _xr.Dataset):
+    if isinstance(base, xr.Dataset):
         raise TypeError(
             "estimator is a predictive Dataset, but SharpCalibratedGP is model-aware: it needs the fitted "
             "GP itself (it re-evaluates sigma(theta, x) for new theta). Pass estimator=gp; to calibrate a "

@@ -15,7 +15,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive
-from calibprob._core.pytensor_setup import limit_blas_threads
+from calibprob._core.pytensor_setup import get_compile_mode, limit_blas_threads
 from calibprob._core.validation import check_array, check_levels, check_same_length
 from calibprob.calibrators.sharp_gp._diagnostics import calibration_dataset
 from calibprob.calibrators.sharp_gp._knots import (
@@ -397,7 +397,6 @@ class SharpCalibratedGP(BaseEstimator):
 
     def _fit_full(self, base, kind, data, levels, r_fit, rng):
         """Algorithm 1 with the compiled PyMC model, holding the graph's lock."""
-        from calibprob._core.pytensor_setup import get_compile_mode
         from calibprob.calibrators.sharp_gp._graph import _compiled, _GraphKey, _placeholder
 
         mode = get_compile_mode() if self.compile_mode is None else self.compile_mode
