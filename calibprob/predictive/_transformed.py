@@ -16,8 +16,8 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._numerics import quantile_cdf, quantile_logpdf, quantile_pieces, quantile_zscore
 from calibprob._validation import check_array
+from calibprob.predictive._numerics import quantile_cdf, quantile_logpdf, quantile_pieces, quantile_zscore
 
 #: The target transforms :math:`g` understood by specs and the API.
 TARGET_TRANSFORMS = ("log", "log1p")

@@ -1,0 +1,162 @@
+"""Validation of the contract: :func:`validate` and the interval family's test :func:`is_interval_family`."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+from scipy import special
+
+from calibprob._validation import check_finite, check_levels, check_positive
+from calibprob.predictive import _transformed as _tr
+from calibprob.predictive._common import _check_finite_rows, _row_blocks
+
+
+def validate(ds: xr.Dataset) -> xr.Dataset:
+    r"""Check that ``ds`` follows the predictive-distribution contract; return it.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A candidate predictive distribution.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``ds`` itself, unchanged.
+
+    Raises
+    ------
+    ValueError
+        Naming what is missing or wrong.
+
+    References
+    ----------
+    The predictive-distribution contract and its interpolation rule (linear in
+    :math:`\Phi^{-1}(p)`, Gaussian tails): :doc:`/concepts`.
+
+    Examples
+    --------
+    >>> import xarray as xr, calibprob
+    >>> pred = calibprob.validate(calibprob.normal([0.0], [1.0]))
+    >>> try:
+    ...     calibprob.validate(xr.Dataset())
+    ... except ValueError:
+    ...     print("not a predictive distribution")
+    not a predictive distribution
+    """
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(
+            f"a predictive distribution must be an xarray.Dataset; got {type(ds).__name__}. "
+            "Build one with calibprob.normal / from_quantiles / from_draws / from_cdf_grid."
+        )
+    if "quantile" not in ds:
+        raise ValueError(f"predictive Dataset needs a 'quantile' variable; has {list(ds.data_vars)}.")
+    if ds["quantile"].dims != ("obs", "level"):
+        raise ValueError(
+            f"'quantile' must have dims ('obs', 'level'); got {ds['quantile'].dims}. Use .transpose('obs', 'level')."
+        )
+    check_levels(ds["level"].values, "level coordinate")
+    q = ds["quantile"].values
+    # row blocks: the checks' temporaries stay O(_CHUNK x L) whatever the number of observations
+    _check_finite_rows(q, "quantile")
+    for sl in _row_blocks(q.shape[0]):
+        if np.any(np.diff(q[sl], axis=1) < 0):
+            raise ValueError("'quantile' decreases with level somewhere: quantiles must not cross.")
+    if ds.attrs.get("family") == "normal" and "loc" in ds and "scale" in ds:
+        _check_normal_agrees(ds, q)
+    if ds.attrs.get("target_transform") not in (None, "", "none"):
+        _check_transformed(ds, q)
+    return ds
+
+
+def is_interval_family(pred) -> bool:
+    """Whether ``pred`` is the contract's interval family (``lower``/``upper``, no quantile function).
+
+    Model-aware intervals-only calibrators mark their output with
+    ``attrs["family"] == "interval"``; a Dataset with ``lower`` and ``upper``
+    but neither ``quantile`` nor ``loc`` is read the same way.
+    :func:`evaluate` gives such a Dataset the interval metrics of
+    :func:`evaluate_intervals`.
+
+    Parameters
+    ----------
+    pred : object
+        Anything; only an ``xarray.Dataset`` can be the interval family.
+
+    Returns
+    -------
+    bool
+
+    Notes
+    -----
+    Defined with the contract in :mod:`calibprob.predictive` (where
+    :mod:`calibprob.transforms` reads it), documented and exported in
+    :mod:`calibprob.metrics`.
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.metrics import is_interval_family
+    >>> pred = calibprob.normal(np.zeros(3), np.ones(3))
+    >>> is_interval_family(pred), is_interval_family(pred.calib.interval([0.5, 0.9]))
+    (False, True)
+
+    References
+    ----------
+    Pion, A. and Vazquez, E. (2024), §4: intervals-only methods are compared on
+    coverage, width and IAE.
+    """
+    if not isinstance(pred, xr.Dataset):
+        return False
+    if pred.attrs.get("family") == "interval":
+        return True
+    names = set(pred.data_vars)
+    return {"lower", "upper"} <= names and not ({"quantile", "loc"} & names)
+
+
+def _check_transformed(ds: xr.Dataset, q: np.ndarray) -> None:
+    """A back-transformed Dataset (:func:`calibprob.back_transform`): a known transform, quantiles in its domain."""
+    tr = _tr
+    t = tr.check_transform(ds.attrs["target_transform"], "the Dataset's attrs['target_transform']")
+    bound = tr.domain_bound(t)
+    if ds.attrs.get("family") == "normal":
+        raise ValueError(
+            "a back-transformed Dataset cannot have family='normal' (its law is not Gaussian); keep the "
+            "family='quantile' that calibprob.transforms.back_transform sets."
+        )
+    for sl in _row_blocks(q.shape[0]):
+        if not (q[sl] > bound).all():
+            raise ValueError(
+                f"'quantile' of a Dataset with target_transform={t!r} must exceed {bound:g} "
+                "(the transform's domain); it was not made by calibprob.transforms.back_transform."
+            )
+
+
+def _check_normal_agrees(ds: xr.Dataset, q: np.ndarray) -> None:
+    """A Gaussian-family Dataset is evaluated through loc/scale: its quantiles must be theirs."""
+    loc = np.asarray(ds["loc"].values, dtype=float)
+    scale = np.asarray(ds["scale"].values, dtype=float)
+    if loc.shape != (q.shape[0],) or scale.shape != (q.shape[0],):
+        raise ValueError(f"'loc' and 'scale' must have dims ('obs',) like 'quantile'; got {loc.shape}, {scale.shape}.")
+    check_finite(loc, "loc")
+    check_positive(scale, "scale")
+    z = special.ndtri(ds["level"].values)
+
+    def disagree(sl):
+        expected = loc[sl, None] + scale[sl, None] * z[None, :]
+        tol = 1e-8 * (np.abs(loc[sl])[:, None] + scale[sl, None] * (1.0 + np.abs(z)[None, :]))
+        return np.abs(q[sl] - expected) > tol, expected
+
+    # row blocks keep the (rows x L) temporaries bounded; the message needs the whole picture
+    # only when something is wrong
+    if not any(disagree(sl)[0].any() for sl in _row_blocks(q.shape[0])):
+        return
+    bad, expected = disagree(slice(None))
+    i, j = (int(k) for k in np.argwhere(bad)[0])
+    raise ValueError(
+        f"a family='normal' Dataset's 'quantile' disagrees with its loc/scale in {int(bad.any(axis=1).sum())} "
+        f"of {q.shape[0]} observations (first: obs {i}, level {float(ds['level'].values[j]):g}: quantile "
+        f"{q[i, j]:.6g}, loc + scale * Phi^-1(level) = {expected[i, j]:.6g}); evaluate and interval would use "
+        "loc/scale. Rebuild it with calibprob.normal(loc, scale, levels), or drop loc/scale and set "
+        "attrs['family'] = 'quantile' to use the quantiles."
+    )
