@@ -6,21 +6,9 @@ from typing import cast
 
 import numpy as np
 import xarray as xr
-from scipy import special
 
 from calibprob._validation import check_array, check_confidence_levels, check_finite, check_targets
-from calibprob.predictive import _transformed as _tr
-from calibprob.predictive._numerics import (
-    quantile_cdf,
-    quantile_logpdf,
-    quantile_moments,
-    quantile_ppf,
-    quantile_ppf_zscore,
-    quantile_sample,
-    quantile_zscore,
-)
-
-_LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
+from calibprob.predictive._families import Family, TransformedFamily, family_of
 
 
 def _as_values(ds: xr.Dataset, y, name: str = "y") -> xr.DataArray:
@@ -48,15 +36,22 @@ def _as_values(ds: xr.Dataset, y, name: str = "y") -> xr.DataArray:
 class CalibAccessor:
     """Evaluate a predictive Dataset: ``ds.calib.cdf(y)``, ``ds.calib.interval(0.9)``, ...
 
-    Gaussian-family Datasets (``attrs["family"] == "normal"``) are evaluated
-    exactly from ``loc``/``scale``; all others through the piecewise-Gaussian
-    quantile function described in :mod:`calibprob.predictive`.
+    A thin xarray layer over the family of the Dataset (:func:`~calibprob.predictive._families.family_of`):
+    Gaussian-family Datasets (``attrs["family"] == "normal"``) are evaluated exactly from
+    ``loc``/``scale``, quantile Datasets through the piecewise-Gaussian quantile function described
+    in :mod:`calibprob.predictive`, back-transformed ones through their transform, and
+    interval-family Datasets only at the interval ends they state.
     """
 
     def __init__(self, ds: xr.Dataset):
         self._ds = ds
 
     # -- basic views ------------------------------------------------------
+    @property
+    def family(self) -> Family:
+        """The family reading this Dataset (:mod:`calibprob.predictive._families`)."""
+        return family_of(self._ds)
+
     @property
     def levels(self) -> np.ndarray:
         """The stored quantile levels, shape (L,)."""
@@ -75,42 +70,27 @@ class CalibAccessor:
     @property
     def transform(self) -> str | None:
         """The target transform of a back-transformed Dataset (:mod:`calibprob.transforms`), else None."""
-        return _tr.dataset_transform(self._ds)
+        fam = self.family
+        return fam.transform if isinstance(fam, TransformedFamily) else None
 
-    def _zq(self) -> np.ndarray:
-        """Quantiles on the transformed scale, where the law is piecewise Gaussian."""
-        return _tr.forward(cast(str, self.transform), self.quantiles)  # only called on a transformed Dataset
-
-    def _apply(self, func, y, name="y", out_name=None) -> xr.DataArray:
+    def _apply(self, kernel: str, y, name="y", out_name=None) -> xr.DataArray:
+        """``kernel`` of the family over ``y`` (obs first, any extra dims), through ``xr.apply_ufunc``."""
         yda = _as_values(self._ds, y, name)
-        if self.is_normal:
-            loc, scale = self._ds["loc"], self._ds["scale"]
-            res = func(None, None, yda, loc, scale)
-        else:
-            res = xr.apply_ufunc(
-                lambda q, v: func(q, self.levels, v, None, None),
-                self._ds["quantile"],
-                yda,
-                input_core_dims=[["level"], []],
-                output_core_dims=[[]],
-            )
+        fam = self.family
+        func = getattr(fam, kernel)
+        res = xr.apply_ufunc(
+            lambda v, *arrays: func(*arrays, v),
+            yda,
+            *fam.data_arrays(),
+            input_core_dims=[[], *[list(d) for d in fam.core_dims]],
+            output_core_dims=[[]],
+        )
         return res.rename(out_name) if out_name else res
 
     # -- evaluation -------------------------------------------------------
     def cdf(self, y) -> xr.DataArray:
         """Predictive CDF :math:`F_i(y_i)`; ``y`` has one value per obs (axis 0)."""
-
-        t = self.transform
-
-        def f(q, levels, v, loc, scale):
-            if q is None:
-                return xr.apply_ufunc(special.ndtr, (v - loc) / scale)
-            if t is not None:
-                tr = _tr
-                return tr.cdf(tr.forward(t, q), levels, v, t)
-            return quantile_cdf(q, levels, v)
-
-        return self._apply(f, y, out_name="cdf")
+        return self._apply("_cdf", y, out_name="cdf")
 
     def pit(self, y) -> xr.DataArray:
         """Probability integral transform values :math:`F_i(y_i)` (same as :meth:`cdf`)."""
@@ -118,19 +98,7 @@ class CalibAccessor:
 
     def logpdf(self, y) -> xr.DataArray:
         """Log predictive density at ``y`` (exact for the normal family)."""
-
-        t = self.transform
-
-        def f(q, levels, v, loc, scale):
-            if q is None:
-                zz = (v - loc) / scale
-                return -0.5 * zz * zz - _LOG_SQRT_2PI - np.log(scale)
-            if t is not None:
-                tr = _tr
-                return tr.logpdf(tr.forward(t, q), levels, v, t)
-            return quantile_logpdf(q, levels, v)
-
-        return self._apply(f, y, out_name="logpdf")
+        return self._apply("_logpdf", y, out_name="logpdf")
 
     def zscore(self, y) -> xr.DataArray:
         r"""Probit-scale PIT :math:`\Phi^{-1}(F_i(y_i))`, never rounded (:func:`quantile_zscore`).
@@ -141,12 +109,7 @@ class CalibAccessor:
         yv = _as_values(self._ds, y)
         if yv.ndim != 1:
             raise ValueError(f"y must have one value per observation (1-D); got dims {yv.dims}.")
-        if self.is_normal:
-            vals = (yv.values - self._ds["loc"].values) / self._ds["scale"].values
-        elif self.transform is not None:
-            vals = _tr.zscore(self._zq(), self.levels, yv.values, self.transform)
-        else:
-            vals = quantile_zscore(self.quantiles, self.levels, yv.values)
+        vals = self.family.zscore(yv.values)
         return xr.DataArray(vals, dims=("obs",), coords={"obs": self._ds["obs"]}, name="zscore")
 
     def ppf_zscore(self, u) -> np.ndarray:
@@ -158,12 +121,7 @@ class CalibAccessor:
         n = self._ds.sizes["obs"]
         if u.ndim not in (1, 2) or (u.ndim == 2 and u.shape[0] != n):
             raise ValueError(f"u must have shape (P,) or ({n}, P); got {u.shape}.")
-        if self.is_normal:
-            ub = np.broadcast_to(u, (n,) + u.shape[-1:])
-            return self._ds["loc"].values[:, None] + self._ds["scale"].values[:, None] * ub
-        if self.transform is not None:
-            return _tr.inverse(self.transform, quantile_ppf_zscore(self._zq(), self.levels, u))
-        return quantile_ppf_zscore(self.quantiles, self.levels, u)
+        return self.family.ppf_zscore(u)
 
     def pdf(self, y) -> xr.DataArray:
         """Predictive density at ``y``."""
@@ -177,14 +135,7 @@ class CalibAccessor:
                 raise ValueError(
                     f"p must be in (0, 1); got {v!r}. Quantiles at 0 or 1 are infinite under the normal tail rule."
                 )
-        if self.is_normal:
-            zz = special.ndtri(np.atleast_1d(p_arr))
-            vals = self._ds["loc"].values[:, None] + self._ds["scale"].values[:, None] * zz
-            vals = vals[:, 0] if p_arr.ndim == 0 else vals
-        elif self.transform is not None:
-            vals = _tr.inverse(self.transform, quantile_ppf(self._zq(), self.levels, p_arr))
-        else:
-            vals = quantile_ppf(self.quantiles, self.levels, p_arr)
+        vals = self.family.ppf(p_arr)
         if p_arr.ndim == 0:
             return xr.DataArray(vals, dims=("obs",), coords={"obs": self._ds["obs"]}, name="ppf")
         return xr.DataArray(
@@ -196,6 +147,8 @@ class CalibAccessor:
 
     def interval(self, confidence_level) -> xr.Dataset:
         """Central interval ``[Q((1-c)/2), Q((1+c)/2)]`` at each confidence level ``c``.
+
+        An interval-family Dataset answers at its stored levels only.
 
         Returns
         -------
@@ -215,23 +168,18 @@ class CalibAccessor:
         )
         return ds.isel(confidence_level=0) if scalar else ds
 
-    def _moments(self):
-        if self.transform is not None:
-            return _tr.moments(self._zq(), self.levels, self.transform)
-        return quantile_moments(self.quantiles, self.levels)
-
     def mean(self) -> xr.DataArray:
-        """Predictive mean: stored ``mean`` if present, else exact from the quantile function."""
+        """Predictive mean: stored ``mean`` if present, else exact from the family."""
         if "mean" in self._ds:
             return self._ds["mean"]
-        m, _ = self._moments()
+        m, _ = self.family.moments()
         return xr.DataArray(m, dims=("obs",), coords={"obs": self._ds["obs"]}, name="mean")
 
     def std(self) -> xr.DataArray:
-        """Predictive standard deviation: stored ``std`` if present, else exact from the quantile function."""
+        """Predictive standard deviation: stored ``std`` if present, else exact from the family."""
         if "std" in self._ds:
             return self._ds["std"]
-        _, s = self._moments()
+        _, s = self.family.moments()
         return xr.DataArray(s, dims=("obs",), coords={"obs": self._ds["obs"]}, name="std")
 
     def median(self) -> xr.DataArray:
@@ -242,13 +190,5 @@ class CalibAccessor:
         """``n`` draws per observation, dims (obs, sample)."""
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n must be a positive integer; got {n!r}.")
-        rng = np.random.default_rng(rng)
-        if self.is_normal:
-            vals = self._ds["loc"].values[:, None] + self._ds["scale"].values[:, None] * rng.standard_normal(
-                (self._ds.sizes["obs"], n)
-            )
-        elif self.transform is not None:
-            vals = _tr.inverse(self.transform, quantile_sample(self._zq(), self.levels, n, rng))
-        else:
-            vals = quantile_sample(self.quantiles, self.levels, n, rng)
+        vals = self.family.sample(n, np.random.default_rng(rng))
         return xr.DataArray(vals, dims=("obs", "sample"), coords={"obs": self._ds["obs"]}, name="sample")
