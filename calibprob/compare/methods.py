@@ -31,9 +31,9 @@ from calibprob._validation import check_choice
 from calibprob.calibrators.conformal.mondrian import Mondrian
 from calibprob.conformal._common import interval_dataset, reachable_levels
 from calibprob.conformal.scores import get_score
-from calibprob.predictive.loo import from_loo
 from calibprob.metrics import interval_levels
 from calibprob.predictive import normal
+from calibprob.predictive.loo import from_loo
 
 __all__ = [
     "TaskContext",

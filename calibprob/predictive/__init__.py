@@ -67,6 +67,15 @@ Three layers, as in arviz-stats (``base/array.py`` -> ``base/dataarray.py`` -> `
 beside them the constructors (:func:`normal`, :func:`from_quantiles`, :func:`from_cdf_grid`,
 :func:`from_draws`, :func:`from_loo`), :func:`validate`, and the ArviZ bridge
 (:func:`to_datatree`, :func:`heldout_elpd`).
+
+The interval family
+-------------------
+Intervals-only methods (jackknife+, CV+, J+GP, full-conformal GP) return ``lower`` and ``upper``
+over ``confidence_level`` (:func:`from_intervals`, ``attrs["family"] == "interval"``).
+:func:`validate` accepts it; its quantile function is known only at the interval ends,
+:math:`Q((1-c)/2)` and :math:`Q((1+c)/2)` for the stored levels :math:`c`, so ``ppf`` and
+``interval`` answer there and nowhere else, while ``cdf``, ``logpdf``, ``zscore``, ``mean``,
+``std`` and ``sample`` raise an error naming the family.
 """
 
 from __future__ import annotations
@@ -74,7 +83,7 @@ from __future__ import annotations
 from calibprob.predictive._accessor import CalibAccessor as CalibAccessor  # registers the `calib` accessor
 from calibprob.predictive._arviz import heldout_elpd, to_datatree
 from calibprob.predictive._common import DEFAULT_LEVELS, CalibprobWarning
-from calibprob.predictive._constructors import from_cdf_grid, from_quantiles, normal
+from calibprob.predictive._constructors import from_cdf_grid, from_intervals, from_quantiles, normal
 from calibprob.predictive._draws import WEIGHT_SUM_TOL as WEIGHT_SUM_TOL
 from calibprob.predictive._draws import from_draws
 from calibprob.predictive._numerics import (
@@ -100,6 +109,7 @@ __all__ = [
     "from_quantiles",
     "from_draws",
     "from_cdf_grid",
+    "from_intervals",
     "from_loo",
     "to_datatree",
     "heldout_elpd",

@@ -96,3 +96,20 @@ def _repair_crossing(q: np.ndarray, name: str = "quantiles") -> np.ndarray:
         )
         q = np.sort(q, axis=-1)
     return q
+
+
+def check_interval_ends(lower: np.ndarray, upper: np.ndarray) -> None:
+    """Interval ends of the interval family: no NaN (infinite ends are allowed), ``lower <= upper``."""
+    for name, arr in (("lower", lower), ("upper", upper)):
+        if np.isnan(arr).any():
+            raise ValueError(
+                f"'{name}' holds {int(np.isnan(arr).sum())} NaN values; an interval end must be a number "
+                "(-inf / inf for an unbounded side). Check the method that produced the intervals."
+            )
+    crossed = lower > upper
+    if crossed.any():
+        i, j = (int(k) for k in np.argwhere(crossed)[0])
+        raise ValueError(
+            f"'lower' exceeds 'upper' in {int(crossed.sum())} intervals (first: obs {i}, column {j}: "
+            f"{lower[i, j]:.6g} > {upper[i, j]:.6g}); an interval must have lower <= upper."
+        )

@@ -12,7 +12,7 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._validation import check_array, check_positive
+from calibprob._validation import check_array, check_confidence_levels, check_positive
 from calibprob.predictive._common import (
     CalibprobWarning,
     _check_finite_rows,
@@ -20,6 +20,7 @@ from calibprob.predictive._common import (
     _levels_or_default,
     _obs_coord,
     _repair_crossing,
+    check_interval_ends,
 )
 
 
@@ -199,3 +200,73 @@ def from_cdf_grid(grid, cdf, levels=None, *, obs=None, method: str = "cdf-grid")
     q = g_lo + np.clip(w, 0.0, 1.0) * (g_hi - g_lo)
     q = np.maximum.accumulate(q, axis=1)
     return _dataset(q, levels, _obs_coord(n, obs), method, "quantile")
+
+
+def from_intervals(
+    lower, upper, confidence_level, *, obs=None, method: str = "intervals", attrs=None, check: bool = True
+) -> xr.Dataset:
+    r"""The interval family: central prediction intervals at given confidence levels, nothing more.
+
+    Intervals-only methods (jackknife+, CV+, J+GP, full-conformal GP) state, for each
+    confidence level :math:`c`, an interval :math:`[\ell_i(c), u_i(c)]` meant to hold
+    :math:`y_i` with probability at least :math:`c`; read as a distribution, its ends are
+    :math:`Q_i((1-c)/2)` and :math:`Q_i((1+c)/2)`, and nothing else is stated. The accessor
+    answers ``ppf`` / ``interval`` at those probabilities only and refuses the CDF, density,
+    moments and draws (:mod:`calibprob.predictive._families`); :func:`calibprob.evaluate` scores
+    it by coverage, width and IAE.
+
+    Parameters
+    ----------
+    lower, upper : array_like, shape (n, C)
+        Interval ends, ``lower <= upper``; ``-inf`` / ``inf`` are allowed (a conformal set that
+        is the whole line when too few scores resolve the level), NaN is not.
+    confidence_level : array_like, shape (C,)
+        The confidence levels, each in (0, 1).
+    obs : array_like, shape (n,), optional
+        Labels for the ``obs`` coordinate; default ``0..n-1``.
+    method : str, default "intervals"
+        Recorded in ``attrs["method"]``.
+    attrs : dict, optional
+        More attributes (e.g. the calibration-set size).
+    check : bool, default True
+        Check the ends (no NaN, ``lower <= upper``; :func:`validate` runs the same check). The
+        conformal methods pass ``False``: their ends come from ordered thresholds, and building
+        their result must not cost an extra pass or change what they returned before.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``lower(obs, confidence_level)``, ``upper(obs, confidence_level)``,
+        ``attrs["family"] == "interval"``.
+
+    References
+    ----------
+    Pion, A. and Vazquez, E. (2024), §4: intervals-only methods are compared on coverage,
+    width and IAE.
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.predictive import from_intervals
+    >>> iv = from_intervals([[-1.0, -2.0]], [[1.0, 2.0]], [0.5, 0.9])
+    >>> float(iv.calib.interval(0.9)["upper"][0])
+    2.0
+    """
+    c = check_confidence_levels(confidence_level, "confidence_level")
+    lo = check_array(lower, "lower", ndim=2, finite=False)
+    hi = check_array(upper, "upper", ndim=2, finite=False)
+    if lo.shape != hi.shape or lo.shape[1] != c.size:
+        raise ValueError(
+            f"lower and upper must both have shape (n, {c.size}) (one column per confidence level); "
+            f"got {lo.shape} and {hi.shape}. Pass one column per entry of confidence_level."
+        )
+    ds = xr.Dataset(
+        {"lower": (("obs", "confidence_level"), lo), "upper": (("obs", "confidence_level"), hi)},
+        coords={"obs": _obs_coord(lo.shape[0], obs), "confidence_level": c},
+    )
+    ds.attrs["method"] = method
+    ds.attrs["family"] = "interval"
+    ds.attrs.update(attrs or {})
+    if check:
+        check_interval_ends(lo, hi)
+    return ds

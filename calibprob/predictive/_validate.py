@@ -6,9 +6,9 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._validation import check_finite, check_levels, check_positive
+from calibprob._validation import check_confidence_levels, check_finite, check_levels, check_positive
 from calibprob.predictive import _transformed as _tr
-from calibprob.predictive._common import _check_finite_rows, _row_blocks
+from calibprob.predictive._common import _check_finite_rows, _row_blocks, check_interval_ends
 
 
 def validate(ds: xr.Dataset) -> xr.Dataset:
@@ -23,6 +23,13 @@ def validate(ds: xr.Dataset) -> xr.Dataset:
     -------
     xarray.Dataset
         ``ds`` itself, unchanged.
+
+    Notes
+    -----
+    The interval family (``lower``/``upper`` over ``confidence_level``, ``attrs["family"] ==
+    "interval"``; :func:`from_intervals`) is checked for its own contract: both ends with dims
+    ``(obs, confidence_level)`` (or ``(obs,)`` with a scalar ``confidence_level`` coordinate),
+    levels in (0, 1), no NaN (infinite ends allowed) and ``lower <= upper``.
 
     Raises
     ------
@@ -49,8 +56,13 @@ def validate(ds: xr.Dataset) -> xr.Dataset:
             f"a predictive distribution must be an xarray.Dataset; got {type(ds).__name__}. "
             "Build one with calibprob.normal / from_quantiles / from_draws / from_cdf_grid."
         )
+    if is_interval_family(ds):
+        return _check_interval(ds)
     if "quantile" not in ds:
-        raise ValueError(f"predictive Dataset needs a 'quantile' variable; has {list(ds.data_vars)}.")
+        raise ValueError(
+            f"predictive Dataset needs a 'quantile' variable (or 'lower' and 'upper' for the interval "
+            f"family); has {list(ds.data_vars)}."
+        )
     if ds["quantile"].dims != ("obs", "level"):
         raise ValueError(
             f"'quantile' must have dims ('obs', 'level'); got {ds['quantile'].dims}. Use .transpose('obs', 'level')."
@@ -112,6 +124,30 @@ def is_interval_family(pred) -> bool:
         return True
     names = set(pred.data_vars)
     return {"lower", "upper"} <= names and not ({"quantile", "loc"} & names)
+
+
+def _check_interval(ds: xr.Dataset) -> xr.Dataset:
+    """The interval family's contract (see :func:`validate`)."""
+    missing = [v for v in ("lower", "upper") if v not in ds]
+    if missing:
+        raise ValueError(
+            f"an interval-family Dataset needs 'lower' and 'upper'; it lacks {missing}. "
+            "Build it with calibprob.predictive.from_intervals(lower, upper, confidence_level)."
+        )
+    if "confidence_level" not in ds.coords:
+        raise ValueError(
+            "an interval-family Dataset needs a 'confidence_level' coordinate (the level of each interval); "
+            "build it with calibprob.predictive.from_intervals(lower, upper, confidence_level)."
+        )
+    scalar = ds["confidence_level"].ndim == 0
+    want = ("obs",) if scalar else ("obs", "confidence_level")
+    for name in ("lower", "upper"):
+        if ds[name].dims != want:
+            raise ValueError(f"'{name}' must have dims {want}; got {ds[name].dims}. Use .transpose{want}.")
+    check_confidence_levels(ds["confidence_level"].values, "the 'confidence_level' coordinate")
+    lo, hi = (np.asarray(ds[v].values, float) for v in ("lower", "upper"))
+    check_interval_ends(lo.reshape(lo.shape[0], -1), hi.reshape(hi.shape[0], -1))
+    return ds
 
 
 def _check_transformed(ds: xr.Dataset, q: np.ndarray) -> None:
