@@ -37,7 +37,7 @@ _LAZY = {
     "load_dataset": "calibprob.datasets",
     "list_datasets": "calibprob.datasets",
     "load_csv": "calibprob.datasets",
-    "from_loo": "calibprob.loo_predictive",
+    "from_loo": "calibprob.predictive.loo",
     "back_transform": "calibprob.transforms",
     "transform_target": "calibprob.transforms",
     "TransformedTargetRegressor": "calibprob.bases.transformed",

@@ -49,9 +49,15 @@ import warnings
 import numpy as np
 import xarray as xr
 
+from calibprob.predictive import (
+    from_quantiles,
+    is_interval_family,
+    validate,
+)
+
 # the transformed family's numerics live one layer down (the predictive contract reads them too);
 # re-exported here, where users and the rest of calibprob have always found them
-from calibprob._transformed import (
+from calibprob.predictive._transformed import (
     _CHUNK,
     _DOMAIN,
     TARGET_TRANSFORMS,
@@ -61,19 +67,14 @@ from calibprob._transformed import (
     inverse,
     transform_target,
 )
-from calibprob._transformed import cdf as cdf  # re-exports: ``transforms.cdf`` etc. are read by the metrics
-from calibprob._transformed import crps as crps
-from calibprob._transformed import domain_bound as domain_bound
-from calibprob._transformed import forward as forward
-from calibprob._transformed import log_jacobian as log_jacobian
-from calibprob._transformed import logpdf as logpdf
-from calibprob._transformed import moments as moments
-from calibprob._transformed import zscore as zscore
-from calibprob.predictive import (
-    from_quantiles,
-    is_interval_family,
-    validate,
-)
+from calibprob.predictive._transformed import cdf as cdf  # re-exports: ``transforms.cdf`` etc. are read by the metrics
+from calibprob.predictive._transformed import crps as crps
+from calibprob.predictive._transformed import domain_bound as domain_bound
+from calibprob.predictive._transformed import forward as forward
+from calibprob.predictive._transformed import log_jacobian as log_jacobian
+from calibprob.predictive._transformed import logpdf as logpdf
+from calibprob.predictive._transformed import moments as moments
+from calibprob.predictive._transformed import zscore as zscore
 
 __all__ = [
     "TARGET_TRANSFORMS",

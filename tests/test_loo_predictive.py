@@ -11,7 +11,7 @@ from _conjugate import loo_predictive, tree
 from scipy import stats
 
 import calibprob
-from calibprob.loo_predictive import good_k_threshold, loo_weights
+from calibprob.predictive.loo import good_k_threshold, loo_weights
 
 
 def _design(rng, n, d=2):

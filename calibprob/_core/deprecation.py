@@ -49,6 +49,10 @@ MOVED: dict[str, str] = {
     # calibrators: the conformal package joins the new conformal code under calibrators/, online recalibration too
     "calibprob.conformal": "calibprob.calibrators.conformal",
     "calibprob.online": "calibprob.calibrators.online",
+    # the contract became the package calibprob.predictive (issue 27, build item 1)
+    "calibprob._numerics": "calibprob.predictive._numerics",
+    "calibprob._transformed": "calibprob.predictive._transformed",
+    "calibprob.loo_predictive": "calibprob.predictive.loo",
 }
 
 

@@ -49,7 +49,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 import xarray as xr
 
 from calibprob._core import persistence as _io
-from calibprob.predictive import validate
+from calibprob.predictive import is_interval_family, validate
 
 __all__ = [
     "BaseEstimator",
@@ -330,6 +330,12 @@ def check_predictive(pred, owner, argument: str = "pred"):
     """
     name = owner if isinstance(owner, str) else type(owner).__name__
     if isinstance(pred, xr.Dataset):
+        if is_interval_family(pred):  # a valid prediction, but it states no distribution to post-process
+            raise TypeError(
+                f"{name} is a distribution post-processor: {argument} must state a whole predictive "
+                "distribution; got an interval-family Dataset (lower/upper only). Use the base model's "
+                "distribution, or evaluate the intervals with calibprob.evaluate."
+            )
         return validate(pred)
     what = type(pred).__name__
     if hasattr(pred, "shape"):

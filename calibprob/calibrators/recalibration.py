@@ -93,7 +93,6 @@ from calibprob.predictive import (
     from_quantiles,
     normal,
     quantile_cdf,
-    quantile_logpdf,
     quantile_ppf,
 )
 
@@ -576,7 +575,7 @@ class VarianceScalingRecalibrator(_Recalibrator):
             return keep_group_coord(ds, pred)
         m = np.asarray(pred.calib.mean().values, float)
         sd = np.asarray(pred.calib.std().values, float)
-        base_q = quantile_ppf(pred.calib.quantiles, pred.calib.levels, levels)
+        base_q = pred.calib.family.ppf(levels)
         ds = self._output(pred, m[:, None] + s * (base_q - m[:, None]), levels)
         ds["mean"] = ("obs", m)
         ds["std"] = ("obs", s * sd)
@@ -586,7 +585,7 @@ class VarianceScalingRecalibrator(_Recalibrator):
 
 def _quantile_family_scale(pred: xr.Dataset, y: np.ndarray) -> float:
     """ML scale factor about the mean for a quantile-family prediction."""
-    q, lv = pred.calib.quantiles, pred.calib.levels
+    family = pred.calib.family
     m = np.asarray(pred.calib.mean().values, float)
     sd = np.asarray(pred.calib.std().values, float)
     # Gaussian quasi-likelihood start: exact for a Gaussian-shaped quantile function
@@ -596,7 +595,7 @@ def _quantile_family_scale(pred: xr.Dataset, y: np.ndarray) -> float:
 
     def nll(log_s):
         s = np.exp(log_s)
-        return -(np.sum(quantile_logpdf(q, lv, m + (y - m) / s)) - y.size * log_s)
+        return -(np.sum(family.logpdf(m + (y - m) / s)) - y.size * log_s)
 
     # The piecewise-Gaussian density jumps at the stored levels, so the likelihood
     # is bumpy in s: a grid over a factor e^(+-3) around the start finds the best

@@ -31,9 +31,9 @@ from calibprob._core.validation import check_choice
 from calibprob.calibrators.conformal._common import interval_dataset, reachable_levels
 from calibprob.calibrators.conformal.mondrian import Mondrian
 from calibprob.calibrators.conformal.scores import get_score
-from calibprob.loo_predictive import from_loo
 from calibprob.metrics import interval_levels
 from calibprob.predictive import normal
+from calibprob.predictive.loo import from_loo
 
 __all__ = [
     "TaskContext",

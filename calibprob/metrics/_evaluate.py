@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
-from scipy import special
 
 from calibprob._core.stable import stable_mean, stable_rms
 from calibprob._core.validation import (
@@ -43,7 +42,6 @@ from calibprob.metrics._reading import (
     _check_pred,
     _check_y,
     _crps_rows,
-    _logpdf_rows,
     _moments_rows,
     _ppf_rows,
     _scalar,
@@ -51,6 +49,7 @@ from calibprob.metrics._reading import (
 )
 from calibprob.metrics._scores import crps_normal, mean_squared_error, pinball_loss
 from calibprob.predictive import CalibprobWarning, is_interval_family, validate
+from calibprob.predictive._families import NormalFamily
 
 
 def evaluate(
@@ -274,27 +273,23 @@ def _accumulate(pred: xr.Dataset, yv: np.ndarray, plan: _Plan) -> _Totals:
     n = yv.size
     blocks = plan.blocks
     probs = np.concatenate(list(blocks.values()))
-    normal_family = pred.calib.is_normal
-    if normal_family:
-        loc, scale = pred["loc"].values, pred["scale"].values
-    else:
-        q_all, lv_all = pred.calib.quantiles, pred.calib.levels
+    fam = pred.calib.family
+    normal_family = isinstance(fam, NormalFamily)
     totals = _Totals(n, plan)
     for start in range(0, n, plan.chunk):
         sl = slice(start, min(start + plan.chunk, n))
         yc = yv[sl]
-        if normal_family:
-            Q = loc[sl, None] + scale[sl, None] * special.ndtri(probs)[None, :]
-            mean_c, totals.sd[sl] = loc[sl], scale[sl]
-            totals.crps_values[sl] = crps_normal(yc, loc[sl], scale[sl])
+        Q = _ppf_rows(fam, probs, sl)
+        if normal_family:  # exact moments and CRPS from loc/scale, whatever mean/std are stored
+            mean_c, totals.sd[sl] = fam.moments(sl)
+            totals.crps_values[sl] = crps_normal(yc, *fam.arrays(sl))
         else:
-            Q = _ppf_rows(pred, q_all, lv_all, probs, sl)
-            mean_c, totals.sd[sl] = _moments_rows(pred, q_all, lv_all, sl)
-            totals.crps_values[sl] = _crps_rows(pred, yc, q_all, lv_all, sl, plan.chunk)
+            mean_c, totals.sd[sl] = _moments_rows(pred, fam, sl)
+            totals.crps_values[sl] = _crps_rows(fam, yc, sl, plan.chunk)
         cols = dict(zip(blocks, np.split(Q, np.cumsum([b.size for b in blocks.values()])[:-1], axis=1)))
         totals.count(sl, yc, cols, plan)
         totals.point_pred[sl] = mean_c if plan.point == "mean" else cols["median"][:, 0]
-        totals.logpdf[sl] = _logpdf_rows(pred, sl, yc)
+        totals.logpdf[sl] = fam.logpdf(yc, sl)
         del Q, cols
     return totals
 
@@ -323,7 +318,7 @@ def _metrics_dataset(pred: xr.Dataset, yv: np.ndarray, plan: _Plan, totals: _Tot
         "crps": _scalar(stable_mean(totals.crps_values), "crps", dict(_ATTRS["crps"])),
         "pinball": _scalar(stable_mean(totals.pin_rows), "pinball", _ATTRS["pinball"] | {"pinball_levels": plan.tau}),
         "mse": _scalar(mse_value, "mse", _ATTRS["mse"] | {"point": point}),
-        # scaled (calibprob._numerics): a representable rmse even where mse = rmse^2 is not
+        # scaled (calibprob.predictive._numerics): a representable rmse even where mse = rmse^2 is not
         "rmse": _scalar(stable_rms(yv - totals.point_pred), "rmse", _ATTRS["rmse"] | {"point": point}),
         "std": _scalar(stable_mean(totals.sd), "std", dict(_ATTRS["std"])),
         "coverage": _along(totals.cov_hits / n, "confidence_level", "coverage"),

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
-from scipy import special
 
 from calibprob import transforms
 from calibprob._core.validation import check_choice, check_finite, check_targets
 from calibprob.metrics._levels import _CHUNK
 from calibprob.metrics._scores import crps_quantile
-from calibprob.predictive import quantile_logpdf, quantile_moments, quantile_ppf
+from calibprob.predictive._families import Family, QuantileFamily, TransformedFamily
 
 
 def _check_pred(pred) -> xr.Dataset:
@@ -35,62 +34,38 @@ def _check_y(pred: xr.Dataset, y, name: str = "y") -> np.ndarray:
     return check_targets(y, pred.sizes["obs"], name, obs=pred["obs"].values)
 
 
-def _transform(pred: xr.Dataset):
-    """``(name, transforms module)`` of a back-transformed Dataset, or ``(None, None)``."""
-    t = transforms.dataset_transform(pred)
-    return (t, transforms) if t is not None else (None, None)
-
-
-def _ppf_rows(pred: xr.Dataset, q: np.ndarray, lv: np.ndarray, p: np.ndarray, sl: slice) -> np.ndarray:
-    """Quantiles of the rows ``sl`` at probabilities ``p`` (a back-transformed law maps through g^-1)."""
-    t, tr = _transform(pred)
-    if t is None:
-        return quantile_ppf(q[sl], lv, p)
-    return tr.inverse(t, quantile_ppf(tr.forward(t, q[sl]), lv, p))
+def _ppf_rows(fam: Family, p: np.ndarray, sl: slice) -> np.ndarray:
+    """Quantiles of the rows ``sl`` at probabilities ``p`` (1-D), an (rows, P) ndarray."""
+    return fam.ppf(p, sl)
 
 
 def _ppf(pred: xr.Dataset, p) -> np.ndarray:
     """Quantiles at probabilities ``p`` (1-D, inside (0, 1)) as an (n, P) ndarray."""
     p = np.asarray(p, float)
-    if pred.calib.is_normal:
-        return pred["loc"].values[:, None] + pred["scale"].values[:, None] * special.ndtri(p)[None, :]
-    q, lv = pred.calib.quantiles, pred.calib.levels
-    out = np.empty((q.shape[0], p.size))
+    fam = pred.calib.family
+    n = pred.sizes["obs"]
+    out = np.empty((n, p.size))
     # row chunks keep the temporaries (slopes, gathers) small and in cache
-    for start in range(0, q.shape[0], _CHUNK):
-        out[start : start + _CHUNK] = _ppf_rows(pred, q, lv, p, slice(start, start + _CHUNK))
+    for start in range(0, n, _CHUNK):
+        out[start : start + _CHUNK] = _ppf_rows(fam, p, slice(start, start + _CHUNK))
     return out
 
 
 def _logpdf(pred: xr.Dataset, y: np.ndarray) -> np.ndarray:
-    """Log predictive density at ``y`` (n,): exact for the normal family, else chunked."""
-    if pred.calib.is_normal:
-        return _logpdf_rows(pred, slice(None), y)
+    """Log predictive density at ``y`` (n,), in row chunks."""
+    fam = pred.calib.family
     out = np.empty(y.size)
     for start in range(0, y.size, _CHUNK):
         sl = slice(start, start + _CHUNK)
-        out[sl] = _logpdf_rows(pred, sl, y[sl])
+        out[sl] = fam.logpdf(y[sl], sl)
     return out
 
 
-def _logpdf_rows(pred: xr.Dataset, sl: slice, y: np.ndarray) -> np.ndarray:
-    """Log predictive density of the rows ``sl`` at their ``y`` (one block of :func:`evaluate`)."""
-    if pred.calib.is_normal:
-        loc, scale = pred["loc"].values[sl], pred["scale"].values[sl]
-        z = (y - loc) / scale
-        return -0.5 * z * z - 0.5 * np.log(2.0 * np.pi) - np.log(scale)
-    t, tr = _transform(pred)
-    if t is not None:  # log f_Z(g(y)) + log g'(y): the Jacobian of the transform
-        return tr.logpdf(tr.forward(t, pred.calib.quantiles[sl]), pred.calib.levels, y, t)
-    return quantile_logpdf(pred.calib.quantiles[sl], pred.calib.levels, y)
-
-
-def _moments_rows(pred: xr.Dataset, q: np.ndarray, lv: np.ndarray, sl: slice):
-    """Mean and std of the rows ``sl``: stored when present, else exact from the quantile function."""
+def _moments_rows(pred: xr.Dataset, fam: Family, sl: slice):
+    """Mean and std of the rows ``sl``: stored when present, else exact from the family."""
     if "mean" in pred and "std" in pred:
         return np.asarray(pred["mean"].values[sl], float), np.asarray(pred["std"].values[sl], float)
-    t, tr = _transform(pred)
-    mean, std = quantile_moments(q[sl], lv) if t is None else tr.moments(tr.forward(t, q[sl]), lv, t)
+    mean, std = fam.moments(sl)
     if "mean" in pred:
         mean = np.asarray(pred["mean"].values[sl], float)
     if "std" in pred:
@@ -99,19 +74,21 @@ def _moments_rows(pred: xr.Dataset, q: np.ndarray, lv: np.ndarray, sl: slice):
 
 
 def _moments(pred: xr.Dataset, chunk_size: int = _CHUNK) -> tuple[np.ndarray, np.ndarray]:
-    """Predictive mean and std: stored when present, else exact from the quantile function.
+    """Predictive mean and std: stored when present, else exact from the family.
 
-    Both come from one pass of :func:`~calibprob.predictive.quantile_moments`,
-    in row chunks (cache-friendly, O(chunk_size x L) memory), instead of two
-    full-size passes through ``pred.calib.mean()`` and ``pred.calib.std()``.
+    Both come from one pass of the family's moments (for a quantile Dataset
+    :func:`~calibprob.predictive.quantile_moments`), in row chunks (cache-friendly,
+    O(chunk_size x L) memory), instead of two full-size passes through
+    ``pred.calib.mean()`` and ``pred.calib.std()``.
     """
     if "mean" in pred and "std" in pred:
         return np.asarray(pred["mean"].values, float), np.asarray(pred["std"].values, float)
-    q, lv = pred.calib.quantiles, pred.calib.levels
-    mean, std = np.empty(q.shape[0]), np.empty(q.shape[0])
-    for start in range(0, q.shape[0], chunk_size):
+    fam = pred.calib.family
+    n = pred.sizes["obs"]
+    mean, std = np.empty(n), np.empty(n)
+    for start in range(0, n, chunk_size):
         sl = slice(start, start + chunk_size)
-        mean[sl], std[sl] = _moments_rows(pred, q, lv, sl)
+        mean[sl], std[sl] = _moments_rows(pred, fam, sl)
     return mean, std
 
 
@@ -122,15 +99,16 @@ def _point(pred: xr.Dataset, point: str) -> np.ndarray:
     return _ppf(pred, [0.5])[:, 0]
 
 
-def _crps_rows(pred, y, q, lv, sl, chunk):
+def _crps_rows(fam: QuantileFamily, y, sl, chunk):
     """Exact CRPS of the rows ``sl`` (quantile family; a back-transformed law by its own closed form)."""
-    t, tr = _transform(pred)
-    if t is None:
-        return crps_quantile(y, q[sl], lv, chunk_size=chunk)
+    (q,) = fam.arrays(sl)
+    if not isinstance(fam, TransformedFamily):
+        return crps_quantile(y, q, fam.levels, chunk_size=chunk)
+    t = fam.transform
     out = np.empty(y.size)
     for start in range(0, y.size, chunk):  # g(q) is a block-sized temporary
         b = slice(start, start + chunk)
-        out[b] = tr.crps(y[b], tr.forward(t, q[sl][b]), lv, t, chunk_size=chunk)
+        out[b] = transforms.crps(y[b], transforms.forward(t, q[b]), fam.levels, t, chunk_size=chunk)
     return out
 
 

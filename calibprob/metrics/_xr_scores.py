@@ -82,7 +82,7 @@ def crps(pred: xr.Dataset, y) -> xr.DataArray:
     if pred.calib.is_normal:
         vals = crps_normal(yv, pred["loc"].values, pred["scale"].values)
     else:
-        vals = _crps_rows(pred, yv, pred.calib.quantiles, pred.calib.levels, slice(None), _CHUNK)
+        vals = _crps_rows(pred.calib.family, yv, slice(None), _CHUNK)
     return _scalar(np.mean(vals), "crps", dict(_ATTRS["crps"]))
 
 

@@ -46,7 +46,7 @@ WRAPPERS = {
     ("calibrators/conformal/_bayes_inputs.py", "log_likelihood: the DataTree has no"): "appends _fix_ll(): "
     "'compute it with pm.compute_log_likelihood(idata)'",
     ("calibrators/conformal/mondrian.py", "group "): "prefixes the group to its own calibrator's checked message",
-    ("loo_predictive.py", "the tree has no "): "appends the caller's fix (the PyMC call that adds the group)",
+    ("predictive/loo.py", "the tree has no "): "appends the caller's fix (the PyMC call that adds the group)",
 }
 
 

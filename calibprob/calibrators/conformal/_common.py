@@ -32,7 +32,7 @@ from calibprob._core.ranks import RANK_TOL as _RANK_TOL
 from calibprob._core.ranks import lower_rank, upper_rank
 from calibprob._core.ranks import min_conformal_points as min_points
 from calibprob._core.validation import check_array, check_confidence_levels, check_int, check_levels, check_prediction
-from calibprob.predictive import DEFAULT_LEVELS
+from calibprob.predictive import DEFAULT_LEVELS, from_intervals
 
 __all__ = [
     "upper_rank",
@@ -305,17 +305,7 @@ def interval_dataset(lower, upper, levels, scalar: bool, *, method: str, attrs=N
     Follows the ``calib.interval`` convention: a scalar ``confidence_level``
     drops that dimension (kept as a scalar coordinate).
     """
-    n = lower.shape[0]
-    ds = xr.Dataset(
-        {
-            "lower": (("obs", "confidence_level"), lower),
-            "upper": (("obs", "confidence_level"), upper),
-        },
-        coords={"obs": np.arange(n), "confidence_level": levels},
-    )
-    ds.attrs["method"] = method
-    ds.attrs["family"] = "interval"
-    ds.attrs.update(attrs or {})
+    ds = from_intervals(lower, upper, levels, method=method, attrs=attrs, check=False)
     return ds.isel(confidence_level=0) if scalar else ds
 
 

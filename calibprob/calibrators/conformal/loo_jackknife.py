@@ -2,7 +2,7 @@ r"""The jackknife+ from one posterior: PSIS-LOO in place of the :math:`n` refits
 
 Barber et al.'s jackknife+ needs :math:`n` leave-one-out fits. A Bayesian model already
 holds them approximately: point :math:`i`'s Pareto-smoothed LOO weights
-:math:`\tilde w_{s,i}` (:func:`calibprob.loo_predictive.loo_weights`) turn the posterior
+:math:`\tilde w_{s,i}` (:func:`calibprob.predictive.loo.loo_weights`) turn the posterior
 draws into draws of the posterior without point :math:`i` (Vehtari et al. 2017). With
 :math:`\tilde y_{s,i}` the posterior-predictive draws at :math:`x_i` and
 :math:`\tilde y_s(x)` those at a new point (the same posterior draw :math:`s`):
@@ -80,8 +80,8 @@ from calibprob.calibrators.conformal._common import (
     resolve_levels,
 )
 from calibprob.calibrators.conformal.jackknife import jackknife_plus_bounds
-from calibprob.loo_predictive import _warn_high_k, loo_weights
-from calibprob.predictive import _draws_matrix, _pick_variable, _select_draws, _tree_groups
+from calibprob.predictive._draws import _draws_matrix, _pick_variable, _select_draws, _tree_groups
+from calibprob.predictive.loo import _warn_high_k, loo_weights
 
 __all__ = ["LOOJackknifePlus", "loo_scores"]
 

@@ -52,7 +52,7 @@ def invert(zg, F, levels):
 def moments_from_grid(zg, F):
     """Mean and standard deviation of the law with CDF ``F`` on the grid ``zg`` (response scale)."""
     # in units of a power of two near max|zg| per row (exact): no overflow of the second moment
-    # at scale 1e200, no underflow at 1e-200 (calibprob._numerics)
+    # at scale 1e200, no underflow at 1e-200 (calibprob.predictive._numerics)
     unit = pow2_scale(zg, axis=1, keepdims=True)
     mean, std = _unit_moments_from_grid(np.asarray(zg, float) / unit, F)
     return mean * unit[:, 0], std * unit[:, 0]

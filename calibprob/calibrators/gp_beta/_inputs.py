@@ -10,7 +10,7 @@ import xarray as xr
 from calibprob._core.estimator import check_predictive
 from calibprob._core.validation import check_array, check_positive, check_targets
 from calibprob.calibrators.gp_beta._link import _LOG_SQRT_2PI
-from calibprob.predictive import normal, quantile_logpdf, quantile_zscore, validate
+from calibprob.predictive import normal, validate
 
 
 def prediction(method: str, pred, rest: tuple) -> tuple[xr.Dataset, tuple]:
@@ -68,9 +68,9 @@ def observed_terms(pred: xr.Dataset, y: np.ndarray) -> tuple[np.ndarray, np.ndar
         u = (cols - loc) / scale
         jac = np.broadcast_to(-np.log(scale), u.shape)
     else:
-        q, lv = pred.calib.quantiles, pred.calib.levels
-        u = np.stack([quantile_zscore(q, lv, cols[:, j]) for j in range(cols.shape[1])], axis=1)
-        logf = np.stack([quantile_logpdf(q, lv, cols[:, j]) for j in range(cols.shape[1])], axis=1)
+        family = pred.calib.family
+        u = np.stack([family.zscore(cols[:, j]) for j in range(cols.shape[1])], axis=1)
+        logf = np.stack([family.logpdf(cols[:, j]) for j in range(cols.shape[1])], axis=1)
         jac = logf + 0.5 * u * u + _LOG_SQRT_2PI
     return (u, jac) if y.ndim == 2 else (u[:, 0], jac[:, 0])
 

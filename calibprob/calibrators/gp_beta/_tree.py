@@ -7,7 +7,7 @@ import xarray as xr
 
 from calibprob._core.validation import check_array
 from calibprob.calibrators.gp_beta._link import OUTPUTS, _correlation, _pointwise_loglik
-from calibprob.predictive import _heldout_elpd_data
+from calibprob.predictive._arviz import _heldout_elpd_data
 
 _DIMS = {
     "log_theta": (),

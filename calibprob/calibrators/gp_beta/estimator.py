@@ -27,7 +27,8 @@ from calibprob.calibrators.gp_beta._link import (
 from calibprob.calibrators.gp_beta._objective import Layout
 from calibprob.calibrators.gp_beta._queries import calibration_map_dataset, posterior_predictive_tree
 from calibprob.calibrators.gp_beta._tree import held_out_elpd, make_tree, post_flat
-from calibprob.predictive import _levels_or_default, from_quantiles
+from calibprob.predictive import from_quantiles
+from calibprob.predictive._common import _levels_or_default
 
 __all__ = ["GPBetaCalibrator", "INFERENCE_METHODS", "AUTO_FULL_BATCH", "AUTO_BATCH_SIZE"]
 

@@ -32,7 +32,7 @@ from calibprob.calibrators.online._osd import (
     publish,
     theorem2_bound,
 )
-from calibprob.predictive import DEFAULT_LEVELS, from_quantiles, quantile_ppf
+from calibprob.predictive import DEFAULT_LEVELS, from_quantiles
 
 __all__ = ["OnlineQuantileRecalibrator", "check_eta"]
 
@@ -345,10 +345,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         self._ensure_state()
         out_levels = forecast.calib.levels if levels is None else check_levels(levels)
         p = self.recalibration_map(out_levels, clip=True)
-        if forecast.calib.is_normal:
-            q = forecast["loc"].values[:, None] + forecast["scale"].values[:, None] * special.ndtri(p)[None, :]
-        else:
-            q = quantile_ppf(forecast.calib.quantiles, forecast.calib.levels, p)
+        q = forecast.calib.family.ppf(p)  # Q_i(R_t(p)) for any family of the contract
         # ties from clipping are allowed; floating noise must not create crossings
         q = np.maximum.accumulate(q, axis=1)
         method = f"{forecast.attrs.get('method', 'forecast')}+online-recalibration"

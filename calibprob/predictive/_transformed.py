@@ -17,7 +17,7 @@ import xarray as xr
 from scipy import special
 
 from calibprob._core.validation import check_array
-from calibprob._numerics import quantile_cdf, quantile_logpdf, quantile_pieces, quantile_zscore
+from calibprob.predictive._numerics import quantile_cdf, quantile_logpdf, quantile_pieces, quantile_zscore
 
 #: The target transforms :math:`g` understood by specs and the API.
 TARGET_TRANSFORMS = ("log", "log1p")

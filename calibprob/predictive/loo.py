@@ -42,7 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from calibprob.predictive import CalibprobWarning, _levels_or_default, _pick_variable, _tree_groups, from_draws
+from calibprob.predictive._common import CalibprobWarning, _levels_or_default
+from calibprob.predictive._draws import _pick_variable, _tree_groups, from_draws
 
 __all__ = ["from_loo", "LOOWeights", "loo_weights"]
 
