@@ -8,12 +8,15 @@ the scores at the root, the fit times in ``timing``, the ranking in ``ranking``.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
-from calibprob._executor import load_part, safe_name
+from calibprob import __version__
+from calibprob._executor import inside, load_part, safe_name
+from calibprob.compare.ranking import rank_results
 from calibprob.compare.spec.model import Spec
 from calibprob.compare.tasks import task_keys
 
@@ -86,8 +89,6 @@ def assemble_task(spec: Spec, pieces) -> xr.Dataset:
         Over every calibrator of the spec, in its order; attribute ``task_failed``
         is 1 when any slice failed.
     """
-    import functools
-
     per_cal = [[v for v in p.data_vars if "calibrator" in p[v].dims] for p in pieces]
     scores = xr.merge(
         [p[v] for p, v in zip(pieces, per_cal, strict=True)], join="outer", compat="no_conflicts", combine_attrs="drop"
@@ -137,7 +138,6 @@ def _combine(spec: Spec, pieces) -> xr.DataTree:
     timing_vars = [v for v in ("fit_time", "base_fit_time") if v in ds]
     timing = ds[timing_vars]
     metrics = ds.drop_vars(timing_vars)
-    from calibprob import __version__
 
     metrics.attrs.update(
         {
@@ -150,7 +150,6 @@ def _combine(spec: Spec, pieces) -> xr.DataTree:
             "title": f"calibprob comparison: {spec.name}",
         }
     )
-    from calibprob.compare.ranking import rank_results
 
     # the ranking is derived from the scores (recomputed by `calibprob report`); stored so the file
     # answers "which is best" on its own, with the rule in its attributes
@@ -208,8 +207,6 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
     ['timing', 'ranking']
     >>> tmp.cleanup()
     """
-    from calibprob._executor import inside
-
     parts = Path(parts)
     coords, by_method = _coords(spec), _method_part_name(spec)
 

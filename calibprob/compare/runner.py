@@ -33,11 +33,14 @@ the other cores); work is handed to each worker as it frees up, the costliest fi
 
 from __future__ import annotations
 
+import tempfile
+import tomllib
 from pathlib import Path
 
 import xarray as xr
 
-from calibprob._executor import RunOutput, execute, failure_table, local_cluster, safe_name
+from calibprob import registry
+from calibprob._executor import RunOutput, _finished_parts, execute, failure_table, local_cluster, safe_name
 from calibprob.compare.assembly import (
     _combine,
     _coords,
@@ -49,6 +52,7 @@ from calibprob.compare.assembly import (
     failed_tasks,
     results_path_parts,
 )
+from calibprob.compare.spec import load_spec
 from calibprob.compare.spec.model import Spec
 from calibprob.compare.spec.parsing import parse_spec
 from calibprob.compare.tasks import (
@@ -59,6 +63,7 @@ from calibprob.compare.tasks import (
     run_task,
     task_keys,
 )
+from calibprob.compare.user_base import check_factory
 
 __all__ = [
     "run",
@@ -196,8 +201,6 @@ def _run_options(spec: Spec, output, workers, scheduler, progress) -> dict:
 
 def _modules(spec: Spec) -> list[str]:
     """What a method task imports first: the runner, the methods and each base's module (e.g. the GP's)."""
-    from calibprob import registry
-
     bases = [registry.BASES.get(str(t.get("kind"))) for _, t in spec.base_tables()]
     found = {registry.CLASSES[e.cls].module for e in bases if e is not None and e.cls in registry.CLASSES}
     return ["calibprob.compare.runner", "calibprob.compare.methods", *sorted(found)]
@@ -226,8 +229,6 @@ def _run_by_method(spec: Spec, output, *, workers, scheduler, progress) -> dict:
     A (data set, repetition) finished whole by an earlier run (a ``task``-granularity
     part) is reused as it is; the rest resume per method.
     """
-    from calibprob._executor import _finished_parts
-
     done = _finished_parts(task_keys(spec), output, _part_name, spec.fingerprint, _coords(spec))
     keys = [(d, r, m) for d, r in task_keys(spec) if (d, r) not in done for m in spec.method_names]
     options = _run_options(spec, output, workers, scheduler, progress)
@@ -251,10 +252,6 @@ __all__ += ["failure_table"]
 
 def _spec_data(spec) -> tuple[dict, str, str]:
     """A spec given as a path, a Spec or a dict: its dict, TOML text and root folder (not yet validated)."""
-    import tomllib
-
-    from calibprob.compare.spec import load_spec
-
     if isinstance(spec, Spec):
         return spec.to_dict(), spec.source, spec.root
     if isinstance(spec, dict):
@@ -268,8 +265,6 @@ def _spec_data(spec) -> tuple[dict, str, str]:
 
 def _add_bases(data: dict, bases: dict) -> dict:
     """The spec dict with the user's models as ``kind = "python"`` bases (``[base]`` becomes ``[bases.<kind>]``)."""
-    from calibprob.compare.user_base import check_factory
-
     if not isinstance(bases, dict) or not bases:
         raise TypeError(f"bases must be a non-empty dict {{name: factory}}; got {type(bases).__name__}.")
     data = dict(data)
@@ -376,8 +371,6 @@ def run(
     >>> tree["base"].values.tolist(), tree["calibrator"].values.tolist()
     (['ols', 'mine'], ['b', 'iso'])
     """
-    import tempfile
-
     if bases:
         spec = with_bases(spec, bases)
     else:

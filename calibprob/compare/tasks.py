@@ -9,15 +9,22 @@ of its arguments (the spec travels as a dict), so Dask can ship it to any worker
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import traceback
 
 import numpy as np
 import xarray as xr
 
+from calibprob import datasets as cds
+from calibprob import registry
 from calibprob._validation import GROUP_COORD
+from calibprob.compare.methods import METHOD_KINDS, TaskContext, count_refits, make_base, refits_its_base, run_refits
+from calibprob.compare.spec import file_sha256
 from calibprob.compare.spec.model import Spec
 from calibprob.compare.spec.parsing import parse_spec
+from calibprob.metrics import evaluate, evaluate_intervals, is_interval_family
+from calibprob.transforms import back_transform, transform_target
 
 
 def task_keys(spec: Spec) -> list[tuple[str, int]]:
@@ -61,8 +68,6 @@ def _task_seed(spec: Spec, dataset: str, repetition: int) -> int:
 
 
 def _load(spec: Spec, dataset: str, seed: int) -> xr.Dataset:
-    from calibprob import datasets as cds
-
     d = next(d for d in spec.datasets if d.name == dataset)
     if d.path is not None:
         return _load_table(d)
@@ -79,8 +84,6 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
     With ``scored=True`` also how to score: the back-transform of a
     ``target_transform`` spec (or None) and the test targets to score against.
     """
-    from calibprob import datasets as cds
-
     seed = _task_seed(spec, dataset, repetition)
     data = _load(spec, dataset, seed)
     d = next(d for d in spec.datasets if d.name == dataset)
@@ -95,8 +98,6 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
     y_test = parts["test"]["y"].values
     back = None
     if spec.target_transform is not None:
-        from calibprob.transforms import transform_target
-
         parts = {
             k: v.assign(y=("obs", transform_target(v["y"].values, spec.target_transform, name=f"{dataset} {k} target")))
             for k, v in parts.items()
@@ -130,9 +131,6 @@ def _test_groups(test: xr.Dataset) -> np.ndarray | None:
 
 def _load_table(d):
     """A CSV entry's data, after checking the file is the one the spec was loaded with."""
-    from calibprob import datasets as cds
-    from calibprob.compare.spec import file_sha256
-
     if d.sha256 is not None and file_sha256(d.path) != d.sha256:
         raise ValueError(
             f"data file {d.path!r} changed after the spec was loaded (its content hash differs); "
@@ -271,8 +269,6 @@ def method_refit_tasks(spec_dict: dict, dataset: str, repetition: int, method: s
     need the task's split, not its fitted bases, so they run while the bases are fitted.
     Empty for every other kind.
     """
-    from calibprob.compare.methods import count_refits, refits_its_base
-
     spec = parse_spec(spec_dict)
     out: list[tuple] = []
     for base_name, m in _method_bases(spec, method):
@@ -292,8 +288,6 @@ def run_method_refits(
     Returns ``(base name, refits or the exception raised, seconds)``, handed to
     :func:`run_method_task` as one item of ``refits``.
     """
-    from calibprob.compare.methods import count_refits, run_refits
-
     spec = parse_spec(spec_dict)
     m = next(m for b, m in _method_bases(spec, method) if b == base_name)
     ctx = _refit_context(spec, dataset, repetition, base_name)
@@ -363,8 +357,6 @@ def _task_scores(
 
 def _fit_base(spec: Spec, table: dict, arrays: dict, seed: int):
     """Build and fit one base on the task's training part: its :class:`TaskContext` and fit time."""
-    from calibprob.compare.methods import make_base
-
     # every base gets the task's seed and split, so a base of a [bases.*] spec scores exactly as
     # it would as the [base] of a spec of its own
     base = make_base(table, seed=seed)
@@ -376,8 +368,6 @@ def _fit_base(spec: Spec, table: dict, arrays: dict, seed: int):
 
 def _context(spec: Spec, table: dict, arrays: dict, seed: int, base):
     """The :class:`TaskContext` of a task's split for one base (fitted, or None for the refits)."""
-    from calibprob.compare.methods import TaskContext
-
     X_train, y_train = arrays["train"]
     X_cal, y_cal = arrays.get("calibrate", (None, None))
     levels = None if spec.levels is None else np.asarray(spec.levels)
@@ -413,9 +403,6 @@ def _merge_bases(spec: Spec, pieces, names: list[str]) -> xr.Dataset:
 
 def _score(spec: Spec, kind: str, pred, y_score, groups=None) -> xr.Dataset:
     """Score one prediction the way its kind's registered output says: every metric, or intervals only."""
-    from calibprob import registry
-    from calibprob.metrics import evaluate, evaluate_intervals, is_interval_family
-
     output = registry.METHODS[kind].output if kind in registry.METHODS else "distribution"
     if is_interval_family(pred) != (output == "intervals"):
         got = "intervals" if is_interval_family(pred) else "a predictive distribution"
@@ -437,10 +424,6 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
 
     ``refits``: ``(refits, seconds)`` computed as separate tasks, for the one method of a method task.
     """
-    import dataclasses
-
-    from calibprob.compare.methods import METHOD_KINDS
-
     if refits is not None:  # a copy: the fitted stage is shared by every task on this worker
         ctx = dataclasses.replace(ctx, refits=refits[0])
 
@@ -450,8 +433,6 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
         try:
             pred = METHOD_KINDS[m.kind].func(ctx, **m.options)
             if back is not None:  # fitted on g(y): score the law of y, on the original scale
-                from calibprob.transforms import back_transform
-
                 pred = back_transform(pred, **back)
             score = _score(spec, m.kind, pred, y_score, None if ctx.groups is None else ctx.groups["test"])
             errors.append("")

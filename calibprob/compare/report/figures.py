@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import base64
+import html
+import io
+
 import numpy as np
+
+from calibprob.plots import draw_reliability
 
 
 def _esc(x) -> str:
-    import html
-
     return html.escape(str(x), quote=True)
 
 
 def _png(fig) -> str:
     """A matplotlib figure as an ``<img>`` holding its PNG inline (base64), then closed."""
-    import base64
-    import io
-
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
@@ -44,8 +45,6 @@ def _pooled_n(st_d, pipe) -> float:
 
 def _reliability_fig(st_d, pipes, colors, d):
     import matplotlib.pyplot as plt
-
-    from calibprob.plots import draw_reliability
 
     of = st_d["observed_fraction"]
     lv_dim = next(x for x in of.dims if x not in ("pipeline", "repetition"))

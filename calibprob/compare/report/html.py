@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
 
+from calibprob.compare.ranking import RHAT_MAX, TIE_SE, flag_notes, interval_rows, score_rows, stack_pipelines
+from calibprob.compare.ranking.rank import _check_by, rank_results
 from calibprob.compare.ranking.text import _fmt, _fmt_dse
+from calibprob.compare.ranking.text import _verdict as verdict
 from calibprob.compare.report.figures import (
     _colors,
     _coverage_width_fig,
@@ -16,6 +20,7 @@ from calibprob.compare.report.figures import (
     _png,
     _reliability_fig,
 )
+from calibprob.compare.report.group_plots import group_coverage_figure
 from calibprob.compare.report.results import load_results
 from calibprob.compare.report.text import summary
 
@@ -74,8 +79,6 @@ def _html_table(header, rows, classes=None, left=(0,)) -> str:
 
 def _ranking_html(rk, d) -> str:
     """The score ranking and the interval ranking of data set ``d``, with any convergence flag first."""
-    from calibprob.compare.ranking import flag_notes
-
     by = rk.attrs.get("rank_by", "nll")
     parts = [f"<h3>{_esc(d)}: ranking by {_esc(by.upper())}</h3>"]
     # a base that did not converge (r-hat > 1.01, divergences) makes its pipelines' scores suspect
@@ -97,9 +100,6 @@ def _row_class(r: dict) -> str:
 
 
 def _score_ranking_html(rk, d, by: str) -> str:
-    from calibprob.compare.ranking import TIE_SE, score_rows
-    from calibprob.compare.ranking.text import _verdict as verdict
-
     if not int(rk["score_n"].sel(dataset=d).max()):
         return f'<p class="note">No pipeline has {_esc(by)} scores (intervals-only methods, or every task failed).</p>'
     rows, classes = [], []
@@ -131,9 +131,6 @@ def _score_ranking_html(rk, d, by: str) -> str:
 
 
 def _interval_ranking_html(rk, d) -> str:
-    from calibprob.compare.ranking import TIE_SE, interval_rows
-    from calibprob.compare.ranking.text import _verdict as verdict
-
     rows, classes = [], []
     for c in rk["confidence_level"].values:
         for k, r in enumerate(interval_rows(rk, d, c)):
@@ -166,8 +163,6 @@ def _interval_ranking_html(rk, d) -> str:
 
 
 def _scores_html(results, metrics) -> str:
-    from calibprob.compare.ranking import stack_pipelines
-
     st = stack_pipelines(results)
     st = st.drop_vars([k for k in st.coords if str(k).startswith("pipeline_")]).rename(pipeline="calibrator")
     s = summary(st, metrics)
@@ -251,8 +246,6 @@ def _fit_times_html(st, d, colors) -> str:
 
 def _not_converged(name: str, vals: list[float]) -> bool:
     """r-hat above :data:`~calibprob.compare.ranking.RHAT_MAX` (Vehtari et al. 2021) or any divergence."""
-    from calibprob.compare.ranking import RHAT_MAX
-
     if all(np.isnan(vals)):
         return False
     key = name.replace("_", "")
@@ -373,8 +366,6 @@ def write_html(
 
     matplotlib.use("Agg")
 
-    from calibprob.compare.ranking.rank import _check_by, rank_results, stack_pipelines
-
     out = _check_html_out(out)
     results, diagnostics = _html_inputs(results, diagnostics)
     spec = _stored_spec(results)
@@ -436,7 +427,6 @@ def _group_coverage_html(st: xr.Dataset, datasets, colors) -> str:
     """The coverage-by-group figures, one per data set with group diagnostics ('' when none has them)."""
     if "group_coverage" not in st or "group_count" not in st:
         return ""
-    from calibprob.compare.report.group_plots import group_coverage_figure
 
     figs = []
     for d in datasets:
@@ -495,7 +485,6 @@ def _stored_spec(results: xr.Dataset) -> dict:
     """The spec stored in a results file as a dict (empty when absent or unreadable)."""
     if not results.attrs.get("spec"):
         return {}
-    import tomllib
 
     try:
         return tomllib.loads(results.attrs["spec"])

@@ -7,7 +7,10 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from calibprob._executor import inside, safe_name
+from calibprob.compare.report.group_plots import group_coverage_figure
 from calibprob.compare.report.results import _flat
+from calibprob.plots import draw_coverage, draw_reliability
 
 
 def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
@@ -62,8 +65,6 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from calibprob._executor import inside, safe_name
-
     outdir = Path(outdir)
     if outdir.exists() and not outdir.is_dir():
         raise ValueError(f"outdir {str(outdir)!r} exists and is not a folder; give a folder for the PNG files.")
@@ -93,16 +94,12 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
 
 def _plot_group_coverage(r: xr.Dataset, cals: list[str], d):
     """Coverage of each group against its binomial band (:mod:`calibprob.compare.group_plots`)."""
-    from calibprob.compare.report.group_plots import group_coverage_figure
-
     return group_coverage_figure(r["group_coverage"], r["group_count"], "calibrator", f"Coverage by group — {d}")
 
 
 def _check_plot_stems(datasets) -> None:
     """Data-set names become file names: sanitised ("../x" -> "___x") and kept inside the folder;
     two names equal once sanitised would overwrite each other's plots."""
-    from calibprob._executor import safe_name
-
     stems: dict[str, str] = {}
     for d in datasets:
         stem = safe_name(d)
@@ -123,8 +120,6 @@ def _plot_reliability(r: xr.Dataset, cals: list[str], d):
     """Reliability diagram of one data set: mean observed fraction over repetitions, ±2 se bands."""
     import matplotlib.pyplot as plt
 
-    from calibprob.plots import draw_reliability
-
     nrep = r.sizes.get("repetition", 1)
     of = r["observed_fraction"]
     curves, bands = {}, {}
@@ -143,8 +138,6 @@ def _plot_reliability(r: xr.Dataset, cals: list[str], d):
 def _plot_coverage(r: xr.Dataset, cals: list[str], d):
     """Coverage of central intervals against nominal, mean over repetitions."""
     import matplotlib.pyplot as plt
-
-    from calibprob.plots import draw_coverage
 
     cov = r["iae_coverage"]
     fig, ax = plt.subplots(figsize=(5, 5))

@@ -6,6 +6,9 @@ from pathlib import Path
 
 import xarray as xr
 
+from calibprob._executor import _is_netcdf
+from calibprob.compare.ranking import stack_pipelines
+
 
 def load_results(path: str | Path) -> xr.Dataset:
     """Load the metrics Dataset (root group) of a results file.
@@ -43,8 +46,6 @@ def load_results(path: str | Path) -> xr.Dataset:
     [('calibrator', 2), ('confidence_level', 4), ('dataset', 1)]
     >>> tmp.cleanup()
     """
-    from calibprob._executor import _is_netcdf
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(
@@ -82,7 +83,6 @@ def _flat(results: xr.Dataset) -> xr.Dataset:
     """
     if "base" not in results.dims:
         return results
-    from calibprob.compare.ranking import stack_pipelines
 
     st = stack_pipelines(results)
     st = st.drop_vars([k for k in st.coords if str(k).startswith("pipeline_")]).rename(pipeline="calibrator")

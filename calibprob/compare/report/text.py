@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from calibprob.compare.ranking import convergence_flags, flag_notes, undercovers
 from calibprob.compare.ranking.text import _fmt
 from calibprob.compare.report.results import _flat
 
@@ -77,8 +78,6 @@ def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
     ['best', 'mean', 'n', 'se']
     >>> tmp.cleanup()
     """
-    from calibprob.compare.ranking import convergence_flags
-
     results = _flat(results)
     metrics = (
         metrics
@@ -120,8 +119,6 @@ def _row_stats(results: xr.Dataset, var: str, c: float | None) -> dict[str, xr.D
     if var == "width" and c is not None and "coverage" in results:
         # never the narrowest interval that under-covers: coverage short of nominal by more
         # than 2 standard errors (calibprob.compare.ranking.undercovers) rules a width out
-        from calibprob.compare.ranking import undercovers
-
         n_test = results["n_test"] if "n_test" in results else xr.full_like(da, np.nan)
         key = key.where(~undercovers(results["coverage"].sel(confidence_level=c), n_test, c))
     return {"mean": mean, "se": se, "n": n, "best": key == key.min("calibrator", skipna=True)}
@@ -181,8 +178,6 @@ def format_table(results: xr.Dataset, metrics=None) -> str:
 
 def _table_block(block: xr.Dataset, d, reps: int) -> list[str]:
     """One data set of the table: heading, convergence notes, a row per metric, a blank line."""
-    from calibprob.compare.ranking import flag_notes
-
     flags = block["base_flag"] if "base_flag" in block else None
     cal = [str(c) for c in block["calibrator"].values]
     head = [c + (" !" if flags is not None and str(flags.sel(calibrator=c).item()) else "") for c in cal]

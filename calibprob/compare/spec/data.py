@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+from importlib import resources
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
+from calibprob._executor import safe_name
 from calibprob._options import AnyOf, Bool, Choice, Float, Int, ListOf, SpecError, Str, _check_keys, _short, _suggest
 from calibprob._validation import describe_unreadable_path
 from calibprob.compare.spec.model import (
@@ -24,14 +29,15 @@ from calibprob.compare.spec.model import (
     _limit,
     file_sha256,
 )
+from calibprob.datasets import available_datasets, available_functions, load_csv
+from calibprob.datasets.functions import get_function
+from calibprob.datasets.loaders import _resolve
+from calibprob.datasets.splits import _allocate
+from calibprob.transforms import transform_target
 
 
 def _check_rows(n: int, split: dict, where: str) -> None:
     """Every part of the split gets at least MIN_PART_ROWS of the n rows."""
-    import numpy as np
-
-    from calibprob.datasets.splits import _allocate
-
     names = [k for k in SPLIT_KEYS if k in split]
     counts = _allocate(n, np.asarray([split[k] for k in names], dtype=float))
     if counts.min() < MIN_PART_ROWS:
@@ -58,10 +64,6 @@ def _check_gp_size(n: int, split: dict, base_kind: str, where: str) -> None:
 
 
 def _bundled_sha256(name: str) -> str:
-    from importlib import resources
-
-    from calibprob.datasets.loaders import _resolve
-
     ref = resources.files("calibprob.datasets").joinpath("data", _resolve(name).file)
     return hashlib.sha256(ref.read_bytes()).hexdigest()
 
@@ -85,8 +87,6 @@ def _check_name(name, where: str) -> str:
 def _parse_datasets(
     value, root: Path, split: dict, seed: int, base_kind: str, target_transform: str | None = None
 ) -> tuple[DatasetSpec, ...]:
-    from calibprob.datasets import available_datasets
-
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not value:
@@ -168,9 +168,6 @@ def _parse_function_entry(
     entry: dict, name: str, own_split, eff_split: dict, base_kind: str, where: str
 ) -> DatasetSpec:
     """A synthetic data set: ``{name, function, n, dim, noise, design}``."""
-    from calibprob.datasets import available_functions
-    from calibprob.datasets.functions import get_function
-
     functions = available_functions()
     fn = entry["function"]
     if not isinstance(fn, str) or fn not in functions:
@@ -215,12 +212,6 @@ def _parse_bundled_entry(
 
 def _bundled_columns(name: str) -> tuple[list[str], str]:
     """The bundled file's columns (the raw ones, before one-hot encoding) and its target."""
-    from importlib import resources
-
-    import pandas as pd
-
-    from calibprob.datasets.loaders import _resolve
-
     ref = resources.files("calibprob.datasets").joinpath("data", _resolve(name).file)
     with ref.open("r", encoding="utf-8") as fh:
         columns = [str(c) for c in pd.read_csv(fh, nrows=0).columns]
@@ -245,8 +236,6 @@ def _parse_groups(entry: dict, columns: tuple[list[str], str], where: str) -> st
 
 def _check_dataset_names(names: list[str]) -> None:
     """Data set names are unique, also once made file-name safe (they name part and plot files)."""
-    from calibprob._executor import safe_name
-
     if len(set(names)) != len(names):
         raise SpecError(f"dataset names must be unique; got {names}.")
     safe: dict = {}
@@ -261,16 +250,12 @@ def _check_dataset_names(names: list[str]) -> None:
 
 
 def _bundled_rows(name: str) -> int:
-    from calibprob.datasets.loaders import _resolve
-
     return _resolve(name).rows
 
 
 def _parse_csv_entry(
     entry, name, root, own_split, eff_split, seed, base_kind, where, target_transform=None
 ) -> DatasetSpec:
-    from calibprob.datasets import load_csv
-
     raw = Str().check(entry["path"], f"{where}.path")
     path = Path(raw)
     path = path if path.is_absolute() else root / path
@@ -343,8 +328,6 @@ def _parse_csv_entry(
 
 def _check_transform_domain(y, transform: str, where: str) -> None:
     """Every target value inside the transform's domain, or a SpecError naming the count and the fix."""
-    from calibprob.transforms import transform_target
-
     try:
         transform_target(y, transform, name="y")
     except ValueError as err:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from calibprob import registry
 from calibprob._options import SpecError
+from calibprob.compare.user_base import factory_label
 
 TOP_KEYS = {
     "name": "a short name for the comparison",
@@ -110,7 +111,6 @@ def _python_label(table: dict) -> dict:
     """A ``kind = "python"`` table with its code named by a description only (other tables unchanged)."""
     if table.get("kind") != "python":
         return table
-    from calibprob.compare.user_base import factory_label
 
     label = table["entry"] if "entry" in table else factory_label(table.get("factory"))
     return {"kind": "python", "label": label}

@@ -7,10 +7,14 @@ import tomllib
 from pathlib import Path
 
 from calibprob import registry
+from calibprob._executor import safe_name
 from calibprob._options import Bool, Choice, Int, ListOf, SpecError, Str, _check_keys, _short, _suggest
-from calibprob._validation import describe_unreadable_path
+from calibprob._validation import check_levels, describe_unreadable_path
+from calibprob.compare.ranking import RANK_SCORES
 from calibprob.compare.spec.data import _parse_datasets, _parse_split
 from calibprob.compare.spec.model import DEFAULT_METRICS, TARGET_TRANSFORMS, TOP_KEYS, MethodSpec, Spec, _capped
+from calibprob.compare.user_base import check_python_table
+from calibprob.metrics import METRIC_NAMES
 
 
 def _parse_base_table(table, where: str, label: str) -> dict:
@@ -24,8 +28,6 @@ def _parse_base_table(table, where: str, label: str) -> dict:
         raise SpecError(f"{where}.kind must be one of {', '.join(kinds)}; got {_short(kind)}.{hint}")
     options = {k: v for k, v in table.items() if k != "kind"}
     if kind == "python":
-        from calibprob.compare.user_base import check_python_table
-
         check_python_table(options, where)  # imports the user's `entry` (a SpecError if it cannot)
         return dict(table)
     types = registry.BASES[kind].options
@@ -37,8 +39,6 @@ def _parse_base_table(table, where: str, label: str) -> dict:
 
 def _parse_bases(value) -> tuple[tuple[str, dict], ...]:
     """The ``[bases.NAME]`` tables: one or more, names distinct (also once lower-cased and made file-name safe)."""
-    from calibprob._executor import safe_name
-
     if not isinstance(value, dict) or not value:
         raise SpecError(
             'bases must hold one or more named tables, e.g. [bases.linear] kind = "ols" and [bases.gp] kind = "gp".'
@@ -214,7 +214,6 @@ def _parse_spec(data, *, source, root) -> Spec:
         raise SpecError(f"repetitions must be a positive integer; got {_short(reps)}.")
     _capped("repetitions", reps, "repetitions")
     seed = Int(0, 2**63 - 1).check(data.get("seed", 0), "seed")
-    from calibprob.compare.ranking import RANK_SCORES
 
     rank_by = Choice(RANK_SCORES).check(data.get("rank_by", "nll"), "rank_by")
     standardize = Bool().check(data.get("standardize", True), "standardize")
@@ -261,8 +260,6 @@ def _check_top_level(data) -> None:
 
 
 def _parse_metrics(metrics) -> tuple[str, ...]:
-    from calibprob.metrics import METRIC_NAMES
-
     if not isinstance(metrics, list) or not metrics:
         raise SpecError(
             f'metrics must be a non-empty list of metric names, e.g. metrics = ["ece", "nll"]; got {_short(metrics)}.'
@@ -292,7 +289,6 @@ def _parse_quantile_levels(levels) -> tuple[float, ...] | None:
     """The spec's ``levels`` (quantile levels of every prediction), or None for the default grid."""
     if levels is None:
         return None
-    from calibprob._validation import check_levels
 
     if not isinstance(levels, list) or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in levels):
         raise SpecError(f"levels must be a list of numbers in (0, 1); got {_short(levels)}.")
