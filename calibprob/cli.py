@@ -15,14 +15,23 @@ import argparse
 import dataclasses
 import sys
 import time
+import tomllib
 from pathlib import Path
+
+# `compare` itself is light: its runner and report load on first use (calibprob.compare._LAZY), so
+# `calibprob --help` and `calibprob datasets` do not import every method's code
+from calibprob import compare
+from calibprob._executor import OutputError, check_output_path, check_scheduler_address, failure_table, tune_malloc
+from calibprob.bo.cli import add_bo_parser
+from calibprob.compare.ranking import RANK_SCORES, format_ranking, rank_results
+from calibprob.compare.spec import SpecError, load_spec
+from calibprob.compare.spec.model import _capped
+from calibprob.datasets import list_datasets
 
 __all__ = ["main"]
 
 
 def _cmd_datasets(args) -> int:
-    from calibprob.datasets import list_datasets
-
     table = list_datasets()
     print(table if isinstance(table, str) else _render(table))
     return 0
@@ -44,11 +53,6 @@ def _render(rows) -> str:
 
 
 def _cmd_compare(args) -> int:
-    from calibprob._executor import check_output_path, check_scheduler_address, failure_table
-    from calibprob.compare import format_table, load_spec, run_comparison
-    from calibprob.compare.runner import failed_tasks
-    from calibprob.compare.spec import SpecError, _capped
-
     spec = load_spec(args.spec)
     if args.repetitions is not None:
         if args.repetitions < 1:
@@ -83,19 +87,19 @@ def _cmd_compare(args) -> int:
         file=sys.stderr,
     )
     t0 = time.perf_counter()
-    tree = run_comparison(spec, out, workers=args.workers, scheduler=args.scheduler, progress=not args.no_progress)
+    tree = compare.run_comparison(
+        spec, out, workers=args.workers, scheduler=args.scheduler, progress=not args.no_progress
+    )
     elapsed = time.perf_counter() - t0
     results = tree.to_dataset()
-    failed = failed_tasks(results)
+    failed = compare.failed_tasks(results)
     task_failed = results["task_error"].values.astype(str) != "" if "task_error" in results else None
     all_failed = task_failed is not None and bool(task_failed.all())
     if not all_failed:
         scored = results["error"].values.astype(str) == "" if "error" in results else None
         all_failed = scored is not None and not bool(scored.any())
     if not all_failed:
-        from calibprob.compare.ranking import format_ranking
-
-        print(format_table(results, list(spec.metrics)))
+        print(compare.format_table(results, list(spec.metrics)))
         print(format_ranking(tree["ranking"].to_dataset(), spec.repetitions))
     if failed:
         n_tasks_failed = int(task_failed.sum()) if task_failed is not None else 0
@@ -117,38 +121,33 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_report(args) -> int:
-    from calibprob.compare import format_table, load_results, write_html, write_plots
-    from calibprob.compare.ranking import format_ranking, rank_results
-
     try:
-        results = load_results(args.results)
+        results = compare.load_results(args.results)
     except ValueError as err:
         print(f"calibprob: error: {err}", file=sys.stderr)
         return 2
     metrics = None
     spec_text = results.attrs.get("spec")
     if spec_text:
-        import tomllib
-
         try:
             metrics = tomllib.loads(spec_text).get("metrics")
         except tomllib.TOMLDecodeError:
             metrics = None
-    print(format_table(results, metrics or ["ece", "nll", "crps", "std", "rmse", "coverage", "width"]))
+    print(compare.format_table(results, metrics or ["ece", "nll", "crps", "std", "rmse", "coverage", "width"]))
     rank_by = args.rank_by or _spec_key(results, "rank_by") or "nll"
     timing = [v for v in ("fit_time", "base_fit_time") if v in results]
     print(format_ranking(rank_results(results.drop_vars(timing), rank_by), results.sizes.get("repetition")))
     paths = []
     try:
         if args.html:
-            paths.append(write_html(Path(args.results), args.html, rank_by=rank_by, metrics=metrics))
+            paths.append(compare.write_html(Path(args.results), args.html, rank_by=rank_by, metrics=metrics))
         if args.plots or not args.html:  # --html alone writes only the one file
             outdir = (
                 Path(args.plots)
                 if args.plots
                 else Path(args.results).with_suffix("").with_name(Path(args.results).stem + "_plots")
             )
-            paths += write_plots(results, outdir)
+            paths += compare.write_plots(results, outdir)
     except ValueError as err:
         print(f"calibprob: error: {err}", file=sys.stderr)
         return 2
@@ -159,8 +158,6 @@ def _cmd_report(args) -> int:
 
 def _spec_key(results, key):
     """A top-level key of the spec stored in a results file (None if absent or unreadable)."""
-    import tomllib
-
     try:
         return tomllib.loads(results.attrs.get("spec", "")).get(key)
     except tomllib.TOMLDecodeError:
@@ -168,8 +165,6 @@ def _spec_key(results, key):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from calibprob.compare.ranking import RANK_SCORES
-
     parser = argparse.ArgumentParser(
         prog="calibprob",
         description="Calibrated and sharp regression uncertainty: compare calibrators on data.",
@@ -211,8 +206,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_report)
 
-    from calibprob.bo.cli import add_bo_parser
-
     add_bo_parser(sub)
     return parser
 
@@ -251,9 +244,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "workers", None) is not None and args.workers < 1:
         parser.error(f"--workers must be >= 1; got {args.workers}")
-    from calibprob._executor import OutputError
-    from calibprob.compare.spec import SpecError
-
     try:
         return args.func(args)
     except (SpecError, OutputError) as err:
@@ -279,8 +269,6 @@ def console_main() -> int:
     Only here, not in :func:`main`, so that calling ``main`` from Python (a notebook, the
     tests) leaves that process's allocator as it was.
     """
-    from calibprob._executor import tune_malloc
-
     tune_malloc()
     return main()
 

@@ -5,8 +5,8 @@ import pytest
 import xarray as xr
 
 from calibprob.compare import SpecError, load_spec, parse_spec, run_comparison, run_task
+from calibprob.compare.assembly import failed_tasks
 from calibprob.compare.report import format_table, load_results, summary, write_html, write_plots
-from calibprob.compare.runner import failed_tasks
 
 COMMON = {
     "datasets": ["diabetes", {"name": "branin", "function": "branin", "n": 120, "noise": 0.5}],
@@ -107,7 +107,7 @@ def test_a_base_spec_keeps_its_fingerprint_and_layout():
 
 
 def test_failed_task_with_bases_names_base_and_calibrator():
-    from calibprob.compare.runner import _failed_task
+    from calibprob.compare.assembly import _failed_task
 
     spec = two_base()
     ds = _failed_task(("diabetes", 0), "boom", spec)

@@ -5,7 +5,8 @@ import xarray as xr
 
 from calibprob._executor import execute
 from calibprob.compare import combine_parts, parse_spec, run_comparison
-from calibprob.compare.runner import _granularity, results_path_parts
+from calibprob.compare.assembly import results_path_parts
+from calibprob.compare.runner import _granularity
 
 TIMING = ("fit_time", "base_fit_time")
 

@@ -58,7 +58,7 @@ def test_shipped_mondrian_spec_runs_per_group():
     assert not str(scores["error"].values.ravel()[0])
     # the same task by hand: the runner's split, the base, a CPS per origin
     from calibprob.compare.methods import post_process
-    from calibprob.compare.runner import _fit_base, _prepare
+    from calibprob.compare.tasks import _fit_base, _prepare
 
     seed, arrays = _prepare(small, "auto_mpg", 0)
     ctx, _ = _fit_base(small, small.base_tables()[0][1], arrays, seed)

@@ -5,8 +5,8 @@ import pytest
 
 from calibprob.compare import parse_spec
 from calibprob.compare.methods import METHOD_KINDS, make_base
-from calibprob.compare.runner import _prepare, run_task
 from calibprob.compare.spec import SpecError
+from calibprob.compare.tasks import _prepare, run_task
 from calibprob.metrics import evaluate_intervals, interval_levels
 
 ALL_KINDS = {

@@ -10,12 +10,12 @@ import calibprob
 from calibprob._executor import execute
 from calibprob.calibrators.conformal import CrossConformalRegressor
 from calibprob.compare import parse_spec, run_comparison
-from calibprob.compare.runner import (
+from calibprob.compare.assembly import results_path_parts
+from calibprob.compare.runner import _method_cost
+from calibprob.compare.tasks import (
     MAX_REFIT_TASKS,
-    _method_cost,
     fit_bases,
     method_refit_tasks,
-    results_path_parts,
     run_method_refits,
     run_method_task,
     run_task,

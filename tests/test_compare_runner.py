@@ -14,7 +14,7 @@ import pytest
 import xarray as xr
 
 from calibprob.compare import load_results, parse_spec, run_comparison, task_keys
-from calibprob.compare.runner import results_path_parts
+from calibprob.compare.assembly import results_path_parts
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -126,8 +126,8 @@ def test_unknown_base_option_is_rejected_with_the_valid_ones():
 
 def test_synthetic_dataset_may_carry_its_own_split_in_counts():
     from calibprob.compare import parse_spec
-    from calibprob.compare.runner import _prepare
     from calibprob.compare.spec import SpecError
+    from calibprob.compare.tasks import _prepare
 
     base = {
         "name": "x",

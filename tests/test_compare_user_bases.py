@@ -18,8 +18,8 @@ import xarray as xr
 import calibprob
 from calibprob.bases.user import N_FOLDS, PythonBase
 from calibprob.compare import SpecError, load_spec, parse_spec, run
+from calibprob.compare.assembly import failed_tasks
 from calibprob.compare.report import load_results, write_html
-from calibprob.compare.runner import failed_tasks
 
 SPEC = {
     "name": "mine",

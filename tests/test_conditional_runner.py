@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from calibprob.compare import parse_spec
-from calibprob.compare import runner as runner_mod
+from calibprob.compare import assembly, parse_spec
+from calibprob.compare import tasks as tasks_mod
 from calibprob.compare.ranking import rank_results
 
 
@@ -28,7 +28,7 @@ def _spec():
 
 def test_run_task_stores_group_diagnostics_and_they_reach_the_ranking(monkeypatch, tmp_path):
     spec = _spec()
-    load = runner_mod._load
+    load = tasks_mod._load
 
     def with_groups(spec, dataset, seed):
         data = load(spec, dataset, seed)
@@ -36,9 +36,9 @@ def test_run_task_stores_group_diagnostics_and_they_reach_the_ranking(monkeypatc
         lab = np.where(data["X"].values[:, 0] > np.median(data["X"].values[:, 0]), 2, 1)
         return data.assign_coords(group=("obs", lab))
 
-    plain = runner_mod.run_task(spec.to_dict(), "branin", 0)
-    monkeypatch.setattr(runner_mod, "_load", with_groups)
-    tasks = [runner_mod.run_task(spec.to_dict(), "branin", r) for r in range(2)]
+    plain = tasks_mod.run_task(spec.to_dict(), "branin", 0)
+    monkeypatch.setattr(tasks_mod, "_load", with_groups)
+    tasks = [tasks_mod.run_task(spec.to_dict(), "branin", r) for r in range(2)]
     got = tasks[0]
     assert got["group"].values.tolist() == ["1", "2"]  # labels stored as text (netCDF-safe)
     assert set(got["group_coverage"].dims) == {"dataset", "repetition", "calibrator", "confidence_level", "group"}
@@ -54,7 +54,7 @@ def test_run_task_stores_group_diagnostics_and_they_reach_the_ranking(monkeypatc
     assert counts.sum() == n_test
     pooled = (got["group_coverage"] * got["group_count"]).sum("group") / n_test
     np.testing.assert_allclose(pooled.values, got["coverage"].values, atol=1e-14)
-    tree = runner_mod._combine(spec, tasks)
+    tree = assembly._combine(spec, tasks)
     tree.to_netcdf(tmp_path / "r.nc", engine="h5netcdf")
     back = xr.open_datatree(tmp_path / "r.nc", engine="h5netcdf")
     assert "group_undercovers" in back["ranking"].to_dataset()
@@ -97,7 +97,7 @@ def _grouped_results():
 def test_binomial_band_is_the_exact_binomial_central_interval():
     from scipy import stats
 
-    from calibprob.compare.group_plots import binomial_band
+    from calibprob.compare.report.group_plots import binomial_band
 
     for n in (5, 37, 300):
         lo, hi = binomial_band(0.9, n)
@@ -127,7 +127,7 @@ def test_the_coverage_by_group_plot_is_in_the_png_plots_and_the_html_report(tmp_
 
 def test_plot_coverage_by_group_of_evaluate_outputs():
     import calibprob
-    from calibprob.compare.group_plots import plot_coverage_by_group
+    from calibprob.compare.report.group_plots import plot_coverage_by_group
 
     rng = np.random.default_rng(0)
     g = rng.integers(0, 3, 300)

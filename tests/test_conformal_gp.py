@@ -375,7 +375,7 @@ def _pion_row(function, p):
     import xarray as xr
 
     from calibprob.compare import parse_spec
-    from calibprob.compare.runner import run_task
+    from calibprob.compare.tasks import run_task
 
     path = Path(__file__).resolve().parents[1] / "models" / f"pion2024-table1-p{p}.toml"
     spec = parse_spec(tomllib.loads(path.read_text())).to_dict()

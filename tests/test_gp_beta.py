@@ -774,7 +774,7 @@ def test_song_table1_boston_rows_from_the_shipped_spec(spec_name):
     from pathlib import Path
 
     from calibprob.compare import parse_spec
-    from calibprob.compare.runner import run_task
+    from calibprob.compare.tasks import run_task
 
     path = Path(__file__).resolve().parents[1] / "models" / f"{spec_name}.toml"
     data = tomllib.loads(path.read_text())

@@ -339,7 +339,7 @@ def test_smooth_kernel_on_few_points_does_not_stop_in_the_white_noise_mode():
     from pathlib import Path
 
     from calibprob.compare import load_spec
-    from calibprob.compare.runner import _prepare
+    from calibprob.compare.tasks import _prepare
 
     spec = load_spec(Path(__file__).resolve().parents[1] / "models" / "pion2024-table1-p9.toml")
     seed, arrays = _prepare(spec, "branin", 14)

@@ -181,7 +181,7 @@ def test_optimum_on_the_variance_bound_is_reported():
     from pathlib import Path
 
     from calibprob.compare import load_spec
-    from calibprob.compare.runner import _prepare
+    from calibprob.compare.tasks import _prepare
 
     spec = load_spec(Path(__file__).resolve().parents[1] / "models" / "pion2024-table1-p5.toml")
     seed, arrays = _prepare(spec, "branin", 0)
@@ -285,7 +285,7 @@ def test_cli_path_with_standardize_false_and_an_offset_is_a_clear_task_error(tmp
     """Issue 16, S2 through the runner: ``standardize = false`` and a zero-mean GP on y + 1e9 used to
     score 90 % coverage 0.033 silently; the task now fails with the fix in its message."""
     from calibprob.compare import parse_spec
-    from calibprob.compare.runner import run_task
+    from calibprob.compare.tasks import run_task
 
     rng = np.random.default_rng(3)
     X = rng.uniform(size=(80, 2))

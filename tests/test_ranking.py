@@ -374,7 +374,7 @@ def test_one_repetition_leaves_the_undefined_paired_se_blank():
     text = format_ranking(rk)
     assert "nan" not in text
     assert "m1" in text and "0.2000" in text  # the difference to the best is still printed
-    from calibprob.compare.report import _ranking_html
+    from calibprob.compare.report.html import _ranking_html
 
     html = _ranking_html(rk, "d")  # the HTML report's ranking uses the same rule
     assert "nan" not in html and "0.2000" in html

@@ -24,7 +24,7 @@ import calibprob
 from calibprob._executor import OutputError, check_output_path, content_checksum, safe_name
 from calibprob.cli import main
 from calibprob.compare import SpecError, load_results, parse_spec, run_comparison, write_plots
-from calibprob.compare.runner import results_path_parts
+from calibprob.compare.assembly import results_path_parts
 
 BIN = Path(sys.executable).parent
 
@@ -229,7 +229,7 @@ def test_dropna_features_exclude_and_subsample_are_spec_keys(tmp_path):
     )
     frame.loc[4, "a"] = np.nan
     frame.to_csv(tmp_path / "d.csv", index=False)
-    from calibprob.compare.runner import _prepare
+    from calibprob.compare.tasks import _prepare
 
     spec = parse_spec(csv_spec(tmp_path, exclude=["junk"], dropna=True, subsample=30), root=tmp_path)
     _, arrays = _prepare(spec, "mine", 0)
@@ -376,15 +376,15 @@ def test_s3_editing_the_csv_recomputes(tmp_path):
 
 
 def test_s4_a_failed_task_is_retried_once_the_cause_is_fixed(tmp_path, monkeypatch):
-    import calibprob.compare.runner as runner
+    import calibprob.compare.tasks as tasks
 
     out = tmp_path / "r.nc"
     spec = parse_spec(spec_dict())
-    real = runner._prepare
-    monkeypatch.setattr(runner, "_prepare", lambda *a: (_ for _ in ()).throw(MemoryError("out of memory")))
+    real = tasks._prepare
+    monkeypatch.setattr(tasks, "_prepare", lambda *a: (_ for _ in ()).throw(MemoryError("out of memory")))
     failed = run_comparison(spec, out, progress=False).to_dataset()
     assert all("MemoryError: out of memory" in str(e) for e in failed["task_error"].values.ravel())
-    monkeypatch.setattr(runner, "_prepare", real)  # the cause is fixed
+    monkeypatch.setattr(tasks, "_prepare", real)  # the cause is fixed
     fixed = run_comparison(spec, out, progress=False).to_dataset()
     assert (fixed["task_error"].values == "").all() and np.isfinite(fixed["nll"].values).all()
     xr.testing.assert_identical(fixed, run_comparison(spec, tmp_path / "clean.nc", progress=False).to_dataset())

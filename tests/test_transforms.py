@@ -204,7 +204,7 @@ def test_bad_input_is_refused_with_the_fix():
 
 def test_spec_key_and_the_runner_score_on_the_original_scale(tmp_path):
     from calibprob.compare import SpecError, parse_spec
-    from calibprob.compare.runner import _prepare, run_task
+    from calibprob.compare.tasks import _prepare, run_task
 
     rng = np.random.default_rng(7)
     X = rng.uniform(size=(120, 2))

@@ -53,6 +53,7 @@ MOVED: dict[str, str] = {
     "calibprob._numerics": "calibprob.predictive._numerics",
     "calibprob._transformed": "calibprob.predictive._transformed",
     "calibprob.loo_predictive": "calibprob.predictive.loo",
+    "calibprob.compare.group_plots": "calibprob.compare.report.group_plots",
 }
 
 

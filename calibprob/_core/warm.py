@@ -40,7 +40,7 @@ def warm(spec_path: str | Path) -> float:
     float
     """
     from calibprob.compare import load_spec
-    from calibprob.compare.runner import run_task
+    from calibprob.compare.tasks import run_task
 
     spec = load_spec(spec_path)
     t0 = time.perf_counter()

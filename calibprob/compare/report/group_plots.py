@@ -57,7 +57,7 @@ def binomial_band(level, n, mass: float = BAND_MASS) -> tuple[np.ndarray, np.nda
 
     Examples
     --------
-    >>> from calibprob.compare.group_plots import binomial_band
+    >>> from calibprob.compare.report.group_plots import binomial_band
     >>> lo, hi = binomial_band(0.9, 100)
     >>> float(lo), float(hi)
     (0.84, 0.95)
@@ -89,7 +89,7 @@ def pooled_group_coverage(group_coverage: xr.DataArray, group_count: xr.DataArra
     Examples
     --------
     >>> import xarray as xr
-    >>> from calibprob.compare.group_plots import pooled_group_coverage
+    >>> from calibprob.compare.report.group_plots import pooled_group_coverage
     >>> c = xr.DataArray([[1.0, 0.5], [0.8, 0.7]], dims=("repetition", "group"))
     >>> n = xr.DataArray([[10, 2], [10, 10]], dims=("repetition", "group"))
     >>> [round(float(v), 4) for v in pooled_group_coverage(c, n)[0]]
@@ -186,7 +186,7 @@ def plot_coverage_by_group(metrics, title: str = "Coverage by group"):
     Examples
     --------
     >>> import numpy as np, calibprob
-    >>> from calibprob.compare.group_plots import plot_coverage_by_group
+    >>> from calibprob.compare.report.group_plots import plot_coverage_by_group
     >>> rng = np.random.default_rng(0); g = rng.integers(0, 3, 300)
     >>> m = calibprob.evaluate(calibprob.normal(np.zeros(300), np.ones(300)), rng.normal(size=300) * (1 + g),
     ...                        [0.9], groups=g)

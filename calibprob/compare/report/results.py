@@ -1,0 +1,89 @@
+"""Reading a results file: its scores (:func:`load_results`), and the pipelines as one ``calibrator`` dimension."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import xarray as xr
+
+from calibprob._executor import _is_netcdf
+from calibprob.compare.ranking import stack_pipelines
+
+
+def load_results(path: str | Path) -> xr.Dataset:
+    """Load the metrics Dataset (root group) of a results file.
+
+    Parameters
+    ----------
+    path : str or Path
+        A results file written by :func:`run_comparison`.
+
+    Returns
+    -------
+    xarray.Dataset
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> from calibprob.compare import parse_spec
+    >>> spec = parse_spec({
+    ...     "name": "demo",
+    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
+    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    ...     "repetitions": 2,
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
+    ... })
+    >>> import tempfile, pathlib
+    >>> from calibprob.compare import run_comparison, load_results
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> out = pathlib.Path(tmp.name) / "demo.nc"
+    >>> tree = run_comparison(spec, out, progress=False)
+    >>> sorted(load_results(out).sizes.items())[:3]
+    [('calibrator', 2), ('confidence_level', 4), ('dataset', 1)]
+    >>> tmp.cleanup()
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"results file {str(path)!r} does not exist. Produce one with `calibprob compare SPEC.toml --out FILE`."
+        )
+    hint = "Give a results file written by `calibprob compare SPEC.toml --out FILE`."
+    if not _is_netcdf(path):
+        raise ValueError(f"{str(path)!r} is not a netCDF file. {hint}")
+    try:
+        tree = xr.open_datatree(path, engine="h5netcdf")
+    except Exception as err:  # damaged HDF5, classic netCDF-3, ...
+        raise ValueError(
+            f"{str(path)!r} could not be read as a netCDF-4 file ({type(err).__name__}: {err}). {hint}"
+        ) from None
+    try:
+        ds = tree.to_dataset().load()
+        if "timing" in tree.children:
+            for name, var in tree["timing"].to_dataset().load().data_vars.items():
+                ds[name] = var
+    finally:
+        tree.close()
+    missing = [d for d in ("dataset", "calibrator", "repetition") if d not in ds.dims]
+    if missing or "spec_fingerprint" not in ds.attrs:
+        raise ValueError(
+            f"{str(path)!r} is a netCDF file but not calibprob comparison results (no "
+            f"{'dimension ' + ', '.join(map(repr, missing)) if missing else 'spec_fingerprint attribute'}). {hint}"
+        )
+    return ds
+
+
+def _flat(results: xr.Dataset) -> xr.Dataset:
+    """Results with a ``base`` dimension as one ``calibrator`` dimension labelled ``base/calibrator``.
+
+    The table and the PNG plots show pipelines side by side; a one-base results file is returned as is.
+    """
+    if "base" not in results.dims:
+        return results
+
+    st = stack_pipelines(results)
+    st = st.drop_vars([k for k in st.coords if str(k).startswith("pipeline_")]).rename(pipeline="calibrator")
+    return st.transpose("dataset", "repetition", "calibrator", ...)

@@ -1,0 +1,381 @@
+"""The data sets of a comparison spec: bundled names, CSV files and synthetic functions.
+
+Each entry is checked when the spec is loaded: its keys, its columns, missing values, a non-constant
+target, enough rows for every part of the split, the exact-GP size cap and the file's content hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from calibprob._core.options import (
+    AnyOf,
+    Bool,
+    Choice,
+    Float,
+    Int,
+    ListOf,
+    SpecError,
+    Str,
+    _check_keys,
+    _short,
+    _suggest,
+)
+from calibprob._core.validation import describe_unreadable_path
+from calibprob._executor import safe_name
+from calibprob.compare.spec.model import (
+    _CSV_KEYS,
+    _FUNCTION_KEYS,
+    DATASET_KEYS,
+    LIMITS,
+    MIN_PART_ROWS,
+    SPLIT_KEYS,
+    DatasetSpec,
+    _capped,
+    _limit,
+    file_sha256,
+)
+from calibprob.datasets import available_datasets, available_functions, load_csv
+from calibprob.datasets.functions import get_function
+from calibprob.datasets.loaders import _resolve
+from calibprob.datasets.splits import _allocate
+from calibprob.transforms import transform_target
+
+
+def _check_rows(n: int, split: dict, where: str) -> None:
+    """Every part of the split gets at least MIN_PART_ROWS of the n rows."""
+    names = [k for k in SPLIT_KEYS if k in split]
+    counts = _allocate(n, np.asarray([split[k] for k in names], dtype=float))
+    if counts.min() < MIN_PART_ROWS:
+        needed = int(math.ceil(MIN_PART_ROWS / min(split.values()) - 1e-9))
+        sizes = ", ".join(f"{k} {int(c)}" for k, c in zip(names, counts))
+        raise SpecError(
+            f"{where} has {n} rows, too few for the split ({sizes}): every part needs at least "
+            f"{MIN_PART_ROWS}. Use at least {needed} rows or larger fractions."
+        )
+
+
+def _check_gp_size(n: int, split: dict, base_kind: str, where: str) -> None:
+    if base_kind != "gp":
+        return
+    cap = _limit("gp_train")
+    n_train = int(round(n * split["train"]))
+    if n_train > cap:
+        var = LIMITS["gp_train"][0]
+        raise SpecError(
+            f"{where}: {n_train} training rows for an exact GP base (its {n_train} x {n_train} "
+            f"covariance needs about {3 * 8 * n_train**2 / 2**30:.0f} GiB) exceed the cap of {cap}. "
+            f'Use kind = "sparse-gp", a subsample = ... of rows, or raise the cap with {var}=N.'
+        )
+
+
+def _bundled_sha256(name: str) -> str:
+    ref = resources.files("calibprob.datasets").joinpath("data", _resolve(name).file)
+    return hashlib.sha256(ref.read_bytes()).hexdigest()
+
+
+def _check_sha(entry: dict, actual: str, where: str, what: str) -> None:
+    if "sha256" in entry:
+        Str().check(entry["sha256"], f"{where}.sha256")
+        if entry["sha256"] != actual:
+            raise SpecError(
+                f"{where}.sha256 = {entry['sha256']!r} does not match the content hash of {what} "
+                f"({actual}): the file changed. Update the key or remove it."
+            )
+
+
+def _check_name(name, where: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise SpecError(f"{where} must be a non-empty string (used as the dataset coordinate); got {_short(name)}.")
+    return name
+
+
+def _parse_datasets(
+    value, root: Path, split: dict, seed: int, base_kind: str, target_transform: str | None = None
+) -> tuple[DatasetSpec, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise SpecError(
+            'datasets must be a non-empty list, e.g. datasets = ["boston"] or '
+            '[{name = "mine", path = "data.csv", target = "y"}].'
+        )
+    bundled = available_datasets()
+    out = []
+    for i, entry in enumerate(value):
+        where = f"datasets[{i}]"
+        if isinstance(entry, str):
+            out.append(_parse_bundled_name(entry, bundled, split, base_kind, where))
+            continue
+        if not isinstance(entry, dict):
+            raise SpecError(f"{where} must be a bundled name or a table; got {_short(entry)}.")
+        name, kind = _dataset_entry_kind(entry, where)
+        own_split = _dataset_own_split(entry, kind, where)
+        eff_split = own_split or split
+        if kind == "csv":
+            out.append(
+                _parse_csv_entry(entry, name, root, own_split, eff_split, seed, base_kind, where, target_transform)
+            )
+        elif kind == "function":
+            out.append(_parse_function_entry(entry, name, own_split, eff_split, base_kind, where))
+        else:
+            out.append(_parse_bundled_entry(entry, name, bundled, own_split, eff_split, base_kind, where))
+    _check_dataset_names([d.name for d in out])
+    return tuple(out)
+
+
+def _parse_bundled_name(entry: str, bundled, split: dict, base_kind: str, where: str) -> DatasetSpec:
+    """A data set given by its bundled name alone (``datasets = ["boston"]``)."""
+    if entry not in bundled:
+        raise SpecError(
+            f"{where} = {entry!r} is not a bundled data set. Valid names: "
+            f"{', '.join(sorted(bundled))}; for your own data use "
+            '{name = ..., path = "file.csv", target = "column"}.' + _suggest(entry, bundled)
+        )
+    _check_gp_size(_bundled_rows(entry), split, base_kind, where)
+    return DatasetSpec(name=entry, sha256=_bundled_sha256(entry))
+
+
+def _dataset_entry_kind(entry: dict, where: str) -> tuple[str, str]:
+    """The entry's name and kind (``"csv"``, ``"function"`` or ``"bundled"``); keys of another kind are refused."""
+    _check_keys(entry, DATASET_KEYS, where)
+    if "name" not in entry:
+        raise SpecError(f"{where} needs a 'name' key (used as the dataset coordinate).")
+    name = _check_name(entry["name"], f"{where}.name")
+    if "path" in entry and "function" in entry:
+        raise SpecError(f"{where} has both 'path' (a CSV) and 'function' (synthetic); keep one.")
+    kind = "csv" if "path" in entry else "function" if "function" in entry else "bundled"
+    allowed = {"csv": _CSV_KEYS, "function": _FUNCTION_KEYS, "bundled": set()}[kind] | {"name", "split", "sha256"}
+    if kind != "function":
+        allowed = allowed | {"groups"}
+    for key in entry:
+        if key == "groups" and key not in allowed:
+            raise SpecError(
+                f"{where}.groups names a data column, so it applies to bundled and CSV entries only; a synthetic "
+                "entry has no such column."
+            )
+        if key not in allowed:
+            applies = "CSV entries (with 'path')" if key in _CSV_KEYS else "synthetic entries (with 'function')"
+            raise SpecError(f"{where}.{key} applies only to {applies}; this entry is a {kind} entry.")
+    return name, kind
+
+
+def _dataset_own_split(entry: dict, kind: str, where: str) -> dict | None:
+    """The entry's own ``split`` (row counts allowed for synthetic entries of known size), or None."""
+    if "split" not in entry:
+        return None
+    n_for_counts = entry.get("n")
+    if kind == "function" and isinstance(n_for_counts, int) and not isinstance(n_for_counts, bool):
+        return _parse_dataset_split(entry["split"], n_for_counts, f"{where}.split")
+    return _parse_split(entry["split"], f"{where}.split")
+
+
+def _parse_function_entry(
+    entry: dict, name: str, own_split, eff_split: dict, base_kind: str, where: str
+) -> DatasetSpec:
+    """A synthetic data set: ``{name, function, n, dim, noise, design}``."""
+    functions = available_functions()
+    fn = entry["function"]
+    if not isinstance(fn, str) or fn not in functions:
+        raise SpecError(
+            f"{where}.function = {_short(fn)} is unknown.{_suggest(fn, functions)} Valid: {', '.join(sorted(functions))}."
+        )
+    if "n" not in entry:
+        raise SpecError(f"{where} needs 'n' (the design size), e.g. n = 200.")
+    n = Int(4, None).check(entry["n"], f"{where}.n")
+    _capped("n", n, f"{where}.n")
+    dim = entry.get("dim")
+    if dim is not None:
+        Int(1, None).check(dim, f"{where}.dim")
+        _capped("dim", dim, f"{where}.dim")
+    try:
+        get_function(fn, dim)
+    except (ValueError, TypeError) as err:
+        raise SpecError(f"{where}.dim: {err}") from None
+    noise = Float(0, None).check(entry.get("noise", 0.0), f"{where}.noise")
+    design = Choice(("uniform", "lhs", "sobol")).check(entry.get("design", "uniform"), f"{where}.design")
+    _check_rows(n, eff_split, where)
+    _check_gp_size(n, eff_split, base_kind, where)
+    return DatasetSpec(name=name, function=fn, n=n, dim=dim, noise=float(noise), design=design, split=own_split)
+
+
+def _parse_bundled_entry(
+    entry: dict, name: str, bundled, own_split, eff_split: dict, base_kind: str, where: str
+) -> DatasetSpec:
+    """A bundled data set given as a table (its own split or a pinned ``sha256``)."""
+    if name not in bundled:
+        raise SpecError(
+            f"{where} = {name!r} is neither bundled nor has 'path' or 'function'.{_suggest(name, bundled)} Give a bundled name "
+            "(calibprob.datasets.list_datasets()), or a table with 'path' and 'target'."
+        )
+    sha = _bundled_sha256(name)
+    _check_sha(entry, sha, where, f"the bundled file of {name!r}")
+    _check_rows(_bundled_rows(name), eff_split, where)
+    _check_gp_size(_bundled_rows(name), eff_split, base_kind, where)
+    groups = _parse_groups(entry, _bundled_columns(name), where)
+    return DatasetSpec(name=name, split=own_split, sha256=sha, groups=groups)
+
+
+def _bundled_columns(name: str) -> tuple[list[str], str]:
+    """The bundled file's columns (the raw ones, before one-hot encoding) and its target."""
+    ref = resources.files("calibprob.datasets").joinpath("data", _resolve(name).file)
+    with ref.open("r", encoding="utf-8") as fh:
+        columns = [str(c) for c in pd.read_csv(fh, nrows=0).columns]
+    return columns, columns[-1]
+
+
+def _parse_groups(entry: dict, columns: tuple[list[str], str], where: str) -> str | None:
+    """The entry's ``groups`` column, checked against the file's columns (not the target)."""
+    if "groups" not in entry:
+        return None
+    value = Str().check(entry["groups"], f"{where}.groups")
+    names, target = columns
+    if value not in names:
+        raise SpecError(
+            f"{where}.groups = {value!r} is not a column of the data.{_suggest(value, names)} Columns: "
+            f"{', '.join(names)}."
+        )
+    if value == target:
+        raise SpecError(f"{where}.groups = {value!r} is the target; name a feature column (e.g. a category).")
+    return value
+
+
+def _check_dataset_names(names: list[str]) -> None:
+    """Data set names are unique, also once made file-name safe (they name part and plot files)."""
+    if len(set(names)) != len(names):
+        raise SpecError(f"dataset names must be unique; got {names}.")
+    safe: dict = {}
+    for n in names:
+        s = safe_name(n)
+        if s in safe:
+            raise SpecError(
+                f"dataset names {safe[s]!r} and {n!r} are the same once made file-name safe ({s!r}, used for "
+                "part and plot files); rename one (letters, digits, '-' and '_' are kept as they are)."
+            )
+        safe[s] = n
+
+
+def _bundled_rows(name: str) -> int:
+    return _resolve(name).rows
+
+
+def _parse_csv_entry(
+    entry, name, root, own_split, eff_split, seed, base_kind, where, target_transform=None
+) -> DatasetSpec:
+    raw = Str().check(entry["path"], f"{where}.path")
+    path = Path(raw)
+    path = path if path.is_absolute() else root / path
+    problem = describe_unreadable_path(path, "CSV file")
+    if problem is not None:
+        raise SpecError(f"{where}.path: file {problem} Paths are relative to the spec file's folder.")
+    if "target" not in entry:
+        raise SpecError(f"{where} reads a CSV and needs 'target' (the column to predict).")
+    target = Str().check(entry["target"], f"{where}.target")
+    cols = ListOf(Str())
+    features = tuple(cols.check(entry["features"], f"{where}.features")) if "features" in entry else None
+    exclude = tuple(cols.check(entry["exclude"], f"{where}.exclude")) if "exclude" in entry else None
+    if features is not None and exclude is not None:
+        raise SpecError(f"{where} has both 'features' (columns to use) and 'exclude' (columns to drop); keep one.")
+    one_hot = None
+    if "one_hot" in entry:
+        one_hot = AnyOf((Bool(), ListOf(Str()))).check(entry["one_hot"], f"{where}.one_hot")
+        one_hot = tuple(one_hot) if isinstance(one_hot, list) else one_hot
+    dropna = Bool().check(entry["dropna"], f"{where}.dropna") if "dropna" in entry else None
+    subsample = None
+    if "subsample" in entry:
+        subsample = Int(1, None).check(entry["subsample"], f"{where}.subsample")
+    try:
+        sha = file_sha256(path)
+    except OSError as err:
+        raise SpecError(
+            f"{where}.path: cannot read {str(path)!r} ({err.strerror or err}). Check its permissions."
+        ) from None
+    _check_sha(entry, sha, where, path.name)
+    try:
+        data = load_csv(
+            path,
+            target,
+            features=list(features) if features else None,
+            exclude=list(exclude) if exclude else None,
+            one_hot=list(one_hot) if isinstance(one_hot, tuple) else bool(one_hot),
+            dropna=bool(dropna),
+            subsample=subsample,
+            seed=seed,
+            groups=Str().check(entry["groups"], f"{where}.groups") if "groups" in entry else None,
+        )
+    except (ValueError, TypeError, OSError) as err:
+        raise SpecError(f"{where} ({path.name}): {err}") from None
+    n = int(data.sizes["obs"])
+    _check_rows(n, eff_split, where)
+    y = data["y"].values
+    if float(y.max() - y.min()) == 0.0:
+        raise SpecError(
+            f"{where}: the target column {target!r} of {path.name} is constant (every value {float(y[0])!r}); "
+            "there is nothing to predict. Choose another target."
+        )
+    if target_transform is not None:
+        _check_transform_domain(y, target_transform, f"{where} ({path.name}, column {target!r})")
+    _check_gp_size(n, eff_split, base_kind, where)
+    return DatasetSpec(
+        name=name,
+        path=str(path),
+        target=target,
+        split=own_split,
+        features=features,
+        exclude=exclude,
+        one_hot=one_hot,
+        dropna=dropna,
+        subsample=subsample,
+        sha256=sha,
+        subsample_seed=seed if subsample is not None else None,
+        groups=entry.get("groups"),
+    )
+
+
+def _check_transform_domain(y, transform: str, where: str) -> None:
+    """Every target value inside the transform's domain, or a SpecError naming the count and the fix."""
+    try:
+        transform_target(y, transform, name="y")
+    except ValueError as err:
+        raise SpecError(f"{where}: {err}") from None
+
+
+def _parse_dataset_split(value, n: int, where: str) -> dict:
+    """A synthetic data set's own split: fractions, or integer counts summing to its ``n``."""
+    if (
+        isinstance(value, dict)
+        and value
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value.values())
+    ):
+        _check_keys(value, SPLIT_KEYS, where)
+        if any(v < 1 for v in value.values()) or sum(value.values()) != n:
+            raise SpecError(
+                f"{where}: counts {value} must be positive and sum to the data set's n = {n}; "
+                "adjust n or the counts (or give fractions)."
+            )
+        value = {k: v / n for k, v in value.items()}
+    return _parse_split(value, where)
+
+
+def _parse_split(value, where: str = "split") -> dict:
+    if not isinstance(value, dict):
+        raise SpecError(f"{where} must be a table, e.g. [split] train = 0.6, calibrate = 0.2, test = 0.2.")
+    _check_keys(value, SPLIT_KEYS, where)
+    if "train" not in value or "test" not in value:
+        raise SpecError(f"{where} needs at least 'train' and 'test' fractions (and optionally 'calibrate').")
+    for k, v in value.items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v < 1:
+            raise SpecError(f"{where}.{k} must be a fraction in (0, 1); got {_short(v)}.")
+    total = sum(value.values())
+    if abs(total - 1.0) > 1e-9:
+        raise SpecError(
+            f"{where} fractions must sum to 1; got {' + '.join(f'{k}={v}' for k, v in value.items())} = "
+            f"{total:g}. Adjust them."
+        )
+    return {k: float(value[k]) for k in SPLIT_KEYS if k in value}

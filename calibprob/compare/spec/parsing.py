@@ -1,0 +1,411 @@
+"""Reading a comparison spec: the TOML file (and its syntax errors), the top level, the bases and the methods."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from calibprob import registry
+from calibprob._core.options import Bool, Choice, Int, ListOf, SpecError, Str, _check_keys, _short, _suggest
+from calibprob._core.validation import check_levels, describe_unreadable_path
+from calibprob._executor import safe_name
+from calibprob.bases.user import check_python_table
+from calibprob.compare.ranking import RANK_SCORES
+from calibprob.compare.spec.data import _parse_datasets, _parse_split
+from calibprob.compare.spec.model import DEFAULT_METRICS, TARGET_TRANSFORMS, TOP_KEYS, MethodSpec, Spec, _capped
+from calibprob.metrics import METRIC_NAMES
+
+
+def _parse_base_table(table, where: str, label: str) -> dict:
+    """One base table: a registered ``kind`` and its typed options; returns a copy."""
+    if not isinstance(table, dict):
+        raise SpecError(f"{where} must be a table {{kind = ..., ...options}}; got {_short(table)}.")
+    kind = registry.base_kind(table.get("kind"), f"{where}.kind")  # a renamed kind: its new name, with a warning
+    table = {**table, "kind": kind} if "kind" in table else table
+    kinds = tuple(registry.BASES)
+    if not isinstance(kind, str) or kind not in kinds:
+        hint = _suggest(kind, kinds) if isinstance(kind, str) else ""
+        raise SpecError(f"{where}.kind must be one of {', '.join(kinds)}; got {_short(kind)}.{hint}")
+    options = {k: v for k, v in table.items() if k != "kind"}
+    if kind == "python":
+        check_python_table(options, where)  # imports the user's `entry` (a SpecError if it cannot)
+        return dict(table)
+    types = registry.BASES[kind].options
+    _check_keys(options, types, f"{label} (kind {kind!r})")
+    for k, v in options.items():
+        types[k].check(v, f"{where}.{k}")
+    return dict(table)
+
+
+def _parse_bases(value) -> tuple[tuple[str, dict], ...]:
+    """The ``[bases.NAME]`` tables: one or more, names distinct (also once lower-cased and made file-name safe)."""
+    if not isinstance(value, dict) or not value:
+        raise SpecError(
+            'bases must hold one or more named tables, e.g. [bases.linear] kind = "ols" and [bases.gp] kind = "gp".'
+        )
+    out: list = []
+    seen: dict[str, str] = {}
+    for name, table in value.items():
+        if not isinstance(name, str) or not name.strip() or "/" in name:
+            raise SpecError(
+                f"base names must be non-empty strings without '/' (pipelines are labelled "
+                f"'base/calibrator'); got {_short(name)}. Rename [bases.{name}]."
+            )
+        key = safe_name(name).lower()
+        if key in seen:
+            raise SpecError(
+                f"duplicate base names: [bases.{seen[key]}] and [bases.{name}] are the same name "
+                "once case and characters outside letters, digits, '-' and '_' are ignored; "
+                "rename one."
+            )
+        seen[key] = name
+        out.append((name, _parse_base_table(table, f"bases.{name}", f"[bases.{name}]")))
+    return tuple(out)
+
+
+def _check_loo_bases(m: MethodSpec, tables) -> None:
+    """``calibration_data = "loo"`` needs bases that give a training-part leave-one-out predictive."""
+    for name, table in tables:
+        if (m.bases is None or name in m.bases) and table["kind"] not in registry.LOO_BASES:
+            where = "[base]" if name is None else f"[bases.{name}]"
+            raise SpecError(
+                f"methods.{m.name}.calibration_data = 'loo' needs a base with a leave-one-out predictive "
+                f"(kind {', '.join(repr(k) for k in registry.LOO_BASES)}), but would run on {where} of kind "
+                f"{table['kind']!r}; list its bases (bases = [...]) or drop calibration_data."
+            )
+
+
+def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
+    """Each method's ``bases`` names existing bases, and no GP-only method lands on a base it cannot serve."""
+    names = [n for n, _ in tables]
+    for m in methods:
+        if m.bases is not None:
+            for b in m.bases:
+                if b not in names:
+                    raise SpecError(
+                        f"methods.{m.name}.bases names {b!r}, which is not a base of this spec.{_suggest(b, names)} "
+                        f"Bases: {', '.join(names)}; name one of them."
+                    )
+            if len(set(m.bases)) != len(m.bases):
+                raise SpecError(f"methods.{m.name}.bases lists a base twice: {list(m.bases)}; list each once.")
+        if m.options.get("calibration_data") == "loo" and "calibration_data" in registry.METHODS[m.kind].runner_options:
+            _check_loo_bases(m, tables)
+        serve = registry.METHODS[m.kind].serves
+        if serve is None:
+            continue
+        for name, table in tables:
+            if (m.bases is None or name in m.bases) and table["kind"] not in serve:
+                where = "[base]" if name is None else f"[bases.{name}]"
+                able = ", ".join(repr(n) for n, t in tables if t["kind"] in serve) or repr("a-gp-base")
+                fix = (
+                    "use a base of kind " + " or ".join(repr(k) for k in serve)
+                    if name is None
+                    else f"list the bases it runs on, e.g. bases = [{able}]"
+                )
+                raise SpecError(
+                    f"methods.{m.name} (kind {m.kind!r}) needs a base of kind {' or '.join(repr(k) for k in serve)}, "
+                    f"but would run on {where} of kind {table['kind']!r}; {fix}."
+                )
+    return methods
+
+
+def _parse_method_bases(entry: dict, name: str, named_bases: bool) -> tuple[str, ...] | None:
+    if "bases" not in entry:
+        return None
+    if not named_bases:
+        raise SpecError(
+            f"methods.{name}.bases applies only to specs with [bases.NAME] tables; this "
+            "spec has one [base]. Remove the key or name the bases."
+        )
+    return tuple(ListOf(Str()).check(entry["bases"], f"methods.{name}.bases"))
+
+
+def _parse_methods(value, named_bases: bool = False) -> tuple[MethodSpec, ...]:
+    """The ``[methods.NAME]`` tables: each a registered kind with its typed options."""
+    if not isinstance(value, dict) or not value:
+        raise SpecError('methods must be a table of named entries, e.g. [methods.vanilla] kind = "base".')
+    out = []
+    for name, entry in value.items():
+        if not isinstance(name, str) or not name.strip():
+            raise SpecError(f"method names must be non-empty strings; got {_short(name)}.")
+        if not isinstance(entry, dict) or "kind" not in entry:
+            raise SpecError(f"methods.{name} must be a table with a 'kind' key.")
+        kind = entry["kind"]
+        if not isinstance(kind, str) or kind not in registry.METHODS:
+            raise SpecError(
+                f"methods.{name}.kind = {_short(kind)} is unknown.{_suggest(kind, registry.METHODS)} Valid kinds: "
+                f"{', '.join(sorted(registry.METHODS))}."
+            )
+        options = {k: v for k, v in entry.items() if k not in ("kind", "bases")}
+        bases = _parse_method_bases(entry, name, named_bases)
+        types = registry.METHODS[kind].options
+        _check_keys(options, types, f"methods.{name} (kind {kind!r})")
+        for k, v in options.items():
+            types[k].check(v, f"methods.{name}.{k}")
+        out.append(MethodSpec(name=name, kind=kind, options=options, bases=bases))
+    return tuple(out)
+
+
+def parse_spec(data: dict, *, source: str = "", root: str | Path = ".") -> Spec:
+    """Validate a spec given as a dict (the parsed TOML).
+
+    Parameters
+    ----------
+    data : dict
+        The parsed TOML (keys as in :doc:`/spec`).
+    source : str, optional
+        The TOML text, kept for the results file.
+    root : str or Path, default "."
+        Folder that relative CSV paths are resolved against.
+
+    Returns
+    -------
+    Spec
+
+    Raises
+    ------
+    SpecError
+        Naming the offending key and the fix; no other exception escapes.
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> from calibprob.compare import parse_spec
+    >>> spec = parse_spec({
+    ...     "name": "demo",
+    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
+    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    ...     "repetitions": 2,
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
+    ... })
+    >>> spec.repetitions, spec.split["calibrate"]
+    (2, 0.25)
+    """
+    try:
+        return _parse_spec(data, source=source, root=root)
+    except SpecError:
+        raise
+    except (ValueError, TypeError, OverflowError, KeyError, RecursionError) as err:
+        # A check above missed a case: still a spec problem, never a traceback.
+        raise SpecError(f"the spec could not be read: {type(err).__name__}: {err}") from None
+
+
+def _parse_spec(data, *, source, root) -> Spec:
+    _check_top_level(data)
+    root = Path(root)
+    name = Str().check(data["name"], "name")
+    description = Str().check(data.get("description", ""), "description")
+    base, bases = None, None
+    tables: list[tuple[str | None, dict]]
+    if "base" in data:
+        base = _parse_base_table(data["base"], "base", "[base]")
+        tables = [(None, base)]
+    else:
+        bases = _parse_bases(data["bases"])
+        tables = list(bases)
+    # the exact-GP size cap applies when any base is an exact GP
+    base_kind = "gp" if any(t["kind"] == "gp" for _, t in tables) else tables[0][1]["kind"]
+    reps = data.get("repetitions", 1)
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
+        raise SpecError(f"repetitions must be a positive integer; got {_short(reps)}.")
+    _capped("repetitions", reps, "repetitions")
+    seed = Int(0, 2**63 - 1).check(data.get("seed", 0), "seed")
+
+    rank_by = Choice(RANK_SCORES).check(data.get("rank_by", "nll"), "rank_by")
+    standardize = Bool().check(data.get("standardize", True), "standardize")
+    target_transform = None
+    if "target_transform" in data:
+        target_transform = Choice(TARGET_TRANSFORMS).check(data["target_transform"], "target_transform")
+    split = _parse_split(data["split"])
+    return Spec(
+        name=name,
+        description=description,
+        datasets=_parse_datasets(data["datasets"], root, split, seed, base_kind, target_transform),
+        split=split,
+        base=base,
+        bases=bases,
+        methods=_check_method_bases(_parse_methods(data["methods"], bases is not None), tables),
+        repetitions=reps,
+        seed=seed,
+        standardize=standardize,
+        metrics=_parse_metrics(data.get("metrics", list(DEFAULT_METRICS))),
+        rank_by=rank_by,
+        confidence_levels=_parse_confidence_levels(data.get("confidence_levels", [0.5, 0.8, 0.9, 0.95])),
+        levels=_parse_quantile_levels(data.get("levels")),
+        target_transform=target_transform,
+        source=source,
+        root=str(root),
+    )
+
+
+def _check_top_level(data) -> None:
+    """The spec is a table with the required keys, no unknown ones, and one of ``[base]`` / ``[bases.NAME]``."""
+    if not isinstance(data, dict):
+        raise SpecError("a spec must be a TOML table at the top level.")
+    _check_keys(data, TOP_KEYS, "the spec's top level")
+    for key in ("name", "datasets", "split", "methods"):
+        if key not in data:
+            raise SpecError(f"the spec needs a {key!r} key: {TOP_KEYS[key]}.")
+    if "base" in data and "bases" in data:
+        raise SpecError(
+            "the spec has both [base] (one base) and [bases.NAME] tables (several); keep one: "
+            "move the [base] table to [bases.NAME]."
+        )
+    if "base" not in data and "bases" not in data:
+        raise SpecError(f"the spec needs a 'base' key: {TOP_KEYS['base']}; or several [bases.NAME] tables.")
+
+
+def _parse_metrics(metrics) -> tuple[str, ...]:
+    if not isinstance(metrics, list) or not metrics:
+        raise SpecError(
+            f'metrics must be a non-empty list of metric names, e.g. metrics = ["ece", "nll"]; got {_short(metrics)}.'
+        )
+    for m in metrics:
+        if not isinstance(m, str) or m not in METRIC_NAMES:
+            raise SpecError(
+                f"metrics: {_short(m)} is not a metric.{_suggest(m, METRIC_NAMES)} Valid: {', '.join(METRIC_NAMES)}."
+            )
+    return tuple(metrics)
+
+
+def _parse_confidence_levels(conf) -> tuple[float, ...]:
+    if not isinstance(conf, list) or not conf:
+        raise SpecError(
+            f"confidence_levels must be a non-empty list of levels in (0, 1), e.g. [0.5, 0.9]; got {_short(conf)}."
+        )
+    for c in conf:
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
+            raise SpecError(f"confidence_levels must be in (0, 1); got {_short(c)}. Use e.g. 0.9, not 90.")
+    if len(set(conf)) != len(conf):
+        raise SpecError(f"confidence_levels must be distinct; got {conf}.")
+    return tuple(float(c) for c in conf)
+
+
+def _parse_quantile_levels(levels) -> tuple[float, ...] | None:
+    """The spec's ``levels`` (quantile levels of every prediction), or None for the default grid."""
+    if levels is None:
+        return None
+
+    if not isinstance(levels, list) or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in levels):
+        raise SpecError(f"levels must be a list of numbers in (0, 1); got {_short(levels)}.")
+    try:
+        out = tuple(float(v) for v in check_levels(levels, "levels"))
+    except (ValueError, TypeError) as err:
+        raise SpecError(str(err)) from None
+    if len(out) < 2:
+        raise SpecError(f"levels must hold at least two quantile levels; got {list(out)}.")
+    return out
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Read and validate a TOML spec file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The ``.toml`` file. Relative CSV paths inside it are resolved against its folder.
+
+    Returns
+    -------
+    Spec
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from calibprob.compare import load_spec
+    >>> toml = '''
+    ... name = "ols-on-boston"
+    ... datasets = ["boston"]
+    ... [split]
+    ... train = 0.8
+    ... test = 0.2
+    ... [base]
+    ... kind = "ols"
+    ... [methods.vanilla]
+    ... kind = "base"
+    ... '''
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "spec.toml"
+    ...     _ = path.write_text(toml)
+    ...     spec = load_spec(path)
+    >>> spec.name, spec.split
+    ('ols-on-boston', {'train': 0.8, 'test': 0.2})
+    """
+    path = Path(path)
+    problem = describe_unreadable_path(path, "spec file")
+    if problem is not None:
+        raise SpecError(f"spec file {problem} Specs live in models/, e.g. models/quickstart.toml.")
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise SpecError(f"{path}: a spec must be UTF-8 text ({err.reason} at byte {err.start}).") from None
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read the spec ({err.strerror or err}).") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError(f"{path}: {toml_error_message(err, text)}") from None
+    return parse_spec(data, source=text, root=path.parent.resolve())
+
+
+_TOML_AT = re.compile(r"^(?P<what>.*) \(at line (?P<line>\d+), column (?P<col>\d+)\)$")
+
+
+_TOML_TABLE = re.compile(r"Cannot declare \((?P<keys>.*)\) twice")
+
+
+def _first_line(lines: list[str], before: int, pattern: re.Pattern) -> int | None:
+    """1-based number of the first of ``lines[:before]`` matching ``pattern``."""
+    return next((i + 1 for i, line in enumerate(lines[:before]) if pattern.match(line)), None)
+
+
+def toml_error_message(err: tomllib.TOMLDecodeError, text: str) -> str:
+    """The parser's error as a message that names the key or table, its line and the fix (issue 28).
+
+    Examples
+    --------
+    >>> import tomllib
+    >>> from calibprob.compare.spec import toml_error_message
+    >>> text = 'name = "a"\nseed = 1\nname = "b"\n'
+    >>> try:
+    ...     tomllib.loads(text)
+    ... except tomllib.TOMLDecodeError as err:
+    ...     print(toml_error_message(err, text)[:58])
+    invalid TOML: key 'name' on line 3 is defined twice (first
+    """
+    m = _TOML_AT.match(str(err))
+    if m is None:
+        return f"invalid TOML: {err}. Fix the syntax (docs/spec.md shows a complete spec)."
+    what, line = m["what"], int(m["line"])
+    lines = text.splitlines()
+    shown = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    table = _TOML_TABLE.match(what)
+    if table is not None:
+        name = ".".join(k.strip().strip("'\"") for k in table["keys"].split(",") if k.strip())
+        first = _first_line(lines, line - 1, re.compile(rf"^\s*\[+\s*{re.escape(name)}\s*\]"))
+        where = f" (first on line {first})" if first else " (also as a key or inline table above)"
+        return (
+            f"invalid TOML: table [{name}] on line {line} is defined twice{where}. A table is declared "
+            "once: merge the two into one [table], or rename one of them."
+        )
+    if what == "Cannot overwrite a value":
+        key = shown.split("=", 1)[0].strip().strip("[]").strip() if shown else "?"
+        first = _first_line(lines, line - 1, re.compile(rf"^\s*{re.escape(key)}\s*="))
+        where = f" (first on line {first})" if first else " (also set above, e.g. as a table or dotted key)"
+        return (
+            f"invalid TOML: key {key!r} on line {line} is defined twice{where}. TOML allows each key once per "
+            "table: delete one of them, or rename it."
+        )
+    return (
+        f"invalid TOML on line {line}, column {m['col']}: {what[0].lower() + what[1:]}; the line reads "
+        f"{shown!r}. Fix its syntax (strings need quotes, lists brackets; docs/spec.md shows a complete spec)."
+    )

@@ -1,0 +1,452 @@
+"""The tasks of a comparison: one per (data set, repetition), or one per method of it.
+
+A task splits its data set (:func:`_prepare`: the split, the target transform, the standardisation, the
+groups), fits each base once on the training part (:func:`fit_bases`) and runs every calibrator on it
+(:func:`run_task`), scoring each prediction with :func:`calibprob.evaluate`. Each function is a pure function
+of its arguments (the spec travels as a dict), so Dask can ship it to any worker; running them is
+:mod:`calibprob.compare.runner`, putting their results together :mod:`calibprob.compare.assembly`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+
+import numpy as np
+import xarray as xr
+
+from calibprob import datasets as cds
+from calibprob import registry
+from calibprob._core.validation import GROUP_COORD
+from calibprob.compare.methods import METHOD_KINDS, TaskContext, count_refits, make_base, refits_its_base, run_refits
+from calibprob.compare.spec import file_sha256
+from calibprob.compare.spec.model import Spec
+from calibprob.compare.spec.parsing import parse_spec
+from calibprob.metrics import evaluate, evaluate_intervals, is_interval_family
+from calibprob.transforms import back_transform, transform_target
+
+
+def task_keys(spec: Spec) -> list[tuple[str, int]]:
+    """Every (data set, repetition) pair of the spec, in a fixed order.
+
+    Parameters
+    ----------
+    spec : Spec
+
+    Returns
+    -------
+    list of (str, int)
+        ``(dataset, repetition)`` pairs.
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> from calibprob.compare import parse_spec
+    >>> spec = parse_spec({
+    ...     "name": "demo",
+    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
+    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    ...     "repetitions": 2,
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
+    ... })
+    >>> from calibprob.compare import task_keys
+    >>> task_keys(spec)
+    [('branin', 0), ('branin', 1)]
+    """
+    return [(d.name, r) for d in spec.datasets for r in range(spec.repetitions)]
+
+
+def _task_seed(spec: Spec, dataset: str, repetition: int) -> int:
+    # Independent of execution order and worker: a function of the spec seed and the task only.
+    idx = spec.dataset_names.index(dataset)
+    return int(np.random.SeedSequence([spec.seed, idx, repetition]).generate_state(1)[0])
+
+
+def _load(spec: Spec, dataset: str, seed: int) -> xr.Dataset:
+    d = next(d for d in spec.datasets if d.name == dataset)
+    if d.path is not None:
+        return _load_table(d)
+    if d.function is not None and d.n is not None:  # the validator requires n for synthetic entries
+        return cds.make_synthetic(d.function, d.n, dim=d.dim, noise=d.noise, seed=seed, design=d.design)
+    if d.groups is not None:  # the raw labels of a data column become the obs coordinate "group"
+        return cds.load_dataset(d.name, groups=d.groups)
+    return cds.load_dataset(d.name)
+
+
+def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
+    """Split (and standardise) one task's data: ``(seed, {part: (X, y)})`` as the models see them.
+
+    With ``scored=True`` also how to score: the back-transform of a
+    ``target_transform`` spec (or None) and the test targets to score against.
+    """
+    seed = _task_seed(spec, dataset, repetition)
+    data = _load(spec, dataset, seed)
+    d = next(d for d in spec.datasets if d.name == dataset)
+    split = d.split if d.split is not None else spec.split
+    fractions = tuple(split[k] for k in ("train", "calibrate", "test") if k in split)
+    parts = cds.train_calibrate_test_split(data, fractions, seed=seed)
+    test_groups = _test_groups(parts["test"])
+    # the Mondrian groups of each part (a spec's groups = "<column>"), taken before any transform
+    groups = {k: v["group"].values for k, v in parts.items()} if "group" in data.coords else None
+    # target_transform: the models see g(y) (standardised if asked); `back` maps their
+    # predictions to the original scale, where every metric is computed against `y_test`
+    y_test = parts["test"]["y"].values
+    back = None
+    if spec.target_transform is not None:
+        parts = {
+            k: v.assign(y=("obs", transform_target(v["y"].values, spec.target_transform, name=f"{dataset} {k} target")))
+            for k, v in parts.items()
+        }
+        back = {"transform": spec.target_transform, "shift": 0.0, "scale": 1.0}
+    if spec.standardize:
+        scaler = cds.Standardizer().fit(parts["train"])
+        parts = {k: scaler.transform(v) for k, v in parts.items()}
+        if back is not None:
+            back.update(shift=float(scaler.y_mean_), scale=float(scaler.y_scale_))
+    arrays: dict = {k: (v["X"].values, v["y"].values) for k, v in parts.items()}
+    if groups is not None:
+        arrays["groups"] = groups
+    if back is None:
+        y_test = arrays["test"][1]
+    if test_groups is not None:  # the conditional diagnostics of evaluate(groups=) (issue 30)
+        y_test = xr.DataArray(y_test, dims="obs", coords={GROUP_COORD: ("obs", test_groups)})
+    return (seed, arrays, back, y_test) if scored else (seed, arrays)
+
+
+def _test_groups(test: xr.Dataset) -> np.ndarray | None:
+    """The test part's group labels as text (a data set with a ``group`` coordinate along ``obs``), else None.
+
+    Text, so that data sets with integer and with string labels combine into one netCDF-safe
+    ``group`` coordinate of the results file.
+    """
+    if GROUP_COORD not in test.coords:
+        return None
+    return np.asarray([str(v) for v in test[GROUP_COORD].values])
+
+
+def _load_table(d):
+    """A CSV entry's data, after checking the file is the one the spec was loaded with."""
+    if d.sha256 is not None and file_sha256(d.path) != d.sha256:
+        raise ValueError(
+            f"data file {d.path!r} changed after the spec was loaded (its content hash differs); "
+            "run the command again so the new content is checked and fingerprinted."
+        )
+    return cds.load_csv(
+        d.path,
+        d.target,
+        features=d.features,
+        exclude=d.exclude,
+        one_hot=d.one_hot,
+        dropna=d.dropna,
+        subsample=d.subsample,
+        seed=d.subsample_seed,
+        groups=d.groups,
+    )
+
+
+def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
+    """Run one (data set, repetition) task and return its scores.
+
+    A pure function of its arguments (the spec travels as a dict), so Dask can
+    ship it to any worker. A failing calibrator is recorded in ``error`` and
+    does not stop the others. A failing base fails the task of a ``[base]``
+    spec; with ``[bases.*]`` its methods record the error and the other bases
+    are scored (the task still counts as failed, so the next run retries it).
+
+    Parameters
+    ----------
+    spec_dict : dict
+        ``Spec.to_dict()`` of the comparison.
+    dataset : str
+        Name of one of its data sets.
+    repetition : int
+        Repetition index (selects the split's seed).
+
+    Returns
+    -------
+    xarray.Dataset
+        Metric variables of :func:`calibprob.evaluate` stacked over ``calibrator``,
+        plus ``fit_time(calibrator)``, ``base_fit_time`` and ``error(calibrator)``;
+        with ``[bases.*]`` every one of them also over ``base`` (each base fitted on the
+        same split with the same seed, so it scores as in a spec of its own), and a
+        base's ``diagnostics_`` (``rhat``, ``ess_bulk``, ``divergences`` of ``pymc-linear``)
+        as variables of their own.
+
+    References
+    ----------
+    The comparison-spec reference: :doc:`/spec`.
+
+    Examples
+    --------
+    >>> from calibprob.compare import parse_spec
+    >>> spec = parse_spec({
+    ...     "name": "demo",
+    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
+    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    ...     "repetitions": 2,
+    ...     "base": {"kind": "ols"},
+    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
+    ... })
+    >>> from calibprob.compare import run_task
+    >>> scores = run_task(spec.to_dict(), "branin", 0)
+    >>> scores["calibrator"].values.tolist()
+    ['vanilla', 'scaled']
+    """
+    spec = parse_spec(spec_dict)
+    return _task_scores(spec, dataset, repetition, _fit_stage(spec, dataset, repetition))
+
+
+def fit_bases(spec_dict: dict, dataset: str, repetition: int) -> dict:
+    """The shared stage of a (data set, repetition): its split data and every base fitted once.
+
+    The first stage of a run at method granularity (:func:`run_method_task` takes
+    its result); a pure function of its arguments, so it travels to a Dask worker.
+
+    Returns
+    -------
+    dict
+        ``back`` and ``y_score`` (how to score) and ``fits``: base name (None for a
+        ``[base]`` spec) -> ``(TaskContext, fit time)``, or the error message of a
+        ``[bases.*]`` base whose fit raised.
+
+    Raises
+    ------
+    Exception
+        Whatever the one base of a ``[base]`` spec raised (its task then fails).
+    """
+    return _fit_stage(parse_spec(spec_dict), dataset, repetition)
+
+
+def run_method_task(
+    spec_dict: dict, fitted: dict, dataset: str, repetition: int, method: str, refits: list | None = None
+) -> xr.Dataset:
+    """One (data set, repetition, method) task on the bases of :func:`fit_bases`.
+
+    Returns the slice of :func:`run_task`'s result for ``method`` (``calibrator = [method]``)
+    with the task-level variables (``base_fit_time``, diagnostics, sizes);
+    :func:`assemble_task` puts a task's slices back together, equal to :func:`run_task`.
+    ``refits``: the results of :func:`run_method_refits` for every group of
+    :func:`method_refit_tasks` (each refit then runs as a task of its own); the
+    method is assembled from them, with the same scores, and its ``fit_time`` is
+    the refits' time plus its own.
+    """
+    spec = parse_spec(spec_dict)
+    if method not in spec.method_names:
+        raise ValueError(
+            f"method {method!r} is not in the spec; its methods are {spec.method_names}: pass one of them."
+        )
+    by_base: dict = {}
+    for base_name, got, seconds in refits or ():
+        done, total = by_base.get(base_name, ([], 0.0))
+        # a failed group carries its exception; the method raises it where it is assembled
+        merged = got if isinstance(got, BaseException) or isinstance(done, BaseException) else [*done, *got]
+        by_base[base_name] = (merged, total + seconds)
+    return _task_scores(spec, dataset, repetition, fitted, only=method, refits=by_base)
+
+
+#: At most this many refit tasks per method: a jackknife's n refits are grouped.
+MAX_REFIT_TASKS = 16
+
+
+def _method_bases(spec: Spec, method: str) -> list:
+    """``(base name, method)`` for every base the method runs on (None for a ``[base]`` spec)."""
+    if spec.bases is None:
+        return [(None, m) for m in spec.methods if m.name == method]
+    return [(b, m) for b, _ in spec.base_tables() for m in spec.methods_on(b) if m.name == method]
+
+
+def method_refit_tasks(spec_dict: dict, dataset: str, repetition: int, method: str) -> list[tuple]:
+    """The refit groups of one method task that can run as tasks of their own: ``(base, group, groups)``.
+
+    Jackknife, jackknife+ and CV+ (:func:`calibprob.compare.methods.count_refits`) refit
+    a fresh base once per fold; their refits are split into at most :data:`MAX_REFIT_TASKS`
+    groups per base, so the longest method of a repetition spreads over the workers. They
+    need the task's split, not its fitted bases, so they run while the bases are fitted.
+    Empty for every other kind.
+    """
+    spec = parse_spec(spec_dict)
+    out: list[tuple] = []
+    for base_name, m in _method_bases(spec, method):
+        if not refits_its_base(m.kind):  # nothing to split: no need to load the data
+            continue
+        n = count_refits(_refit_context(spec, dataset, repetition, base_name), m.kind, m.options)
+        groups = min(n, MAX_REFIT_TASKS)
+        out += [(base_name, i, groups) for i in range(groups)] if groups > 1 else []
+    return out
+
+
+def run_method_refits(
+    spec_dict: dict, dataset: str, repetition: int, method: str, base_name, group: int, groups: int
+) -> tuple:
+    """Group ``group`` of ``groups`` of a method's refits (see :func:`method_refit_tasks`).
+
+    Returns ``(base name, refits or the exception raised, seconds)``, handed to
+    :func:`run_method_task` as one item of ``refits``.
+    """
+    spec = parse_spec(spec_dict)
+    m = next(m for b, m in _method_bases(spec, method) if b == base_name)
+    ctx = _refit_context(spec, dataset, repetition, base_name)
+    t0 = time.perf_counter()
+    ks = np.array_split(np.arange(count_refits(ctx, m.kind, m.options)), groups)[group]
+    return base_name, run_refits(ctx, m.kind, m.options, ks), time.perf_counter() - t0
+
+
+def _refit_context(spec: Spec, dataset: str, repetition: int, base_name):
+    """The task's :class:`TaskContext` for one base, unfitted (``base=None``): what a refit needs."""
+    seed, arrays = _prepare(spec, dataset, repetition)
+    table = dict(spec.base_tables())[base_name]
+    return _context(spec, table, arrays, seed, None)
+
+
+def _fit_stage(spec: Spec, dataset: str, repetition: int) -> dict:
+    seed, arrays, back, y_score = _prepare(spec, dataset, repetition, True)
+    fits: dict = {}
+    for base_name, table in spec.base_tables():
+        try:
+            fits[base_name] = _fit_base(spec, table, arrays, seed)
+        except Exception as err:
+            if spec.bases is None:
+                raise  # the one base failed: the task failed (recorded by the executor)
+            fits[base_name] = f"base {base_name!r} failed: {type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}"
+    return {"arrays": arrays, "back": back, "y_score": y_score, "fits": fits}
+
+
+def _task_scores(
+    spec: Spec, dataset: str, repetition: int, fitted: dict, only: str | None = None, refits: dict | None = None
+) -> xr.Dataset:
+    """A task's scores from its fitted bases: every method, or ``only`` that one (its slice, with its ``refits``)."""
+    arrays, back, y_score = fitted["arrays"], fitted["back"], fitted["y_score"]
+    X_train, y_train = arrays["train"]
+    y_cal = arrays.get("calibrate", (None, None))[1]
+    named = spec.bases is not None
+    names = spec.method_names if only is None else [only]
+    pieces = []
+    for base_name, _ in spec.base_tables():
+        methods = [m for m in (spec.methods_on(base_name) if named else spec.methods) if m.name in names]
+        fit = fitted["fits"][base_name]
+        if isinstance(fit, str):
+            # one base of several failed: its methods record why, the other bases' scores stand
+            pieces.append(_failed_base(base_name, methods, fit))
+            continue
+        ctx, base_time = fit
+        piece = _run_methods(spec, methods, ctx, back, y_score, (refits or {}).get(base_name))
+        piece["base_fit_time"] = base_time
+        diag = getattr(ctx.base, "diagnostics_", None)
+        if isinstance(diag, xr.Dataset):  # a PyMC base's rhat, ess_bulk, divergences (report's diagnostics)
+            for k, v in diag.data_vars.items():
+                piece[k] = v.astype(float)
+        pieces.append(piece.expand_dims(base=[base_name]) if named else piece)
+    out = _merge_bases(spec, pieces, names) if named else pieces[0]
+    errors = [e for e in out["error"].values.ravel() if e]
+    out["n_train"] = len(y_train)
+    out["n_calibrate"] = 0 if y_cal is None else len(y_cal)
+    out["n_test"] = len(arrays["test"][1])
+    out = out.expand_dims(dataset=[dataset], repetition=[repetition])
+    if named:
+        out = out.transpose("dataset", "repetition", "base", ...)
+    # a calibrator that raised makes the task count as failed: it is stored (so the results
+    # say why) and run again by the next run, never served as finished
+    out.attrs["task_failed"] = int(any(errors))
+    return out
+
+
+def _fit_base(spec: Spec, table: dict, arrays: dict, seed: int):
+    """Build and fit one base on the task's training part: its :class:`TaskContext` and fit time."""
+    # every base gets the task's seed and split, so a base of a [bases.*] spec scores exactly as
+    # it would as the [base] of a spec of its own
+    base = make_base(table, seed=seed)
+    t0 = time.perf_counter()
+    base.fit(*arrays["train"])
+    base_time = time.perf_counter() - t0
+    return _context(spec, table, arrays, seed, base), base_time
+
+
+def _context(spec: Spec, table: dict, arrays: dict, seed: int, base):
+    """The :class:`TaskContext` of a task's split for one base (fitted, or None for the refits)."""
+    X_train, y_train = arrays["train"]
+    X_cal, y_cal = arrays.get("calibrate", (None, None))
+    levels = None if spec.levels is None else np.asarray(spec.levels)
+    return TaskContext(
+        X_train,
+        y_train,
+        X_cal,
+        y_cal,
+        arrays["test"][0],
+        base,
+        table,
+        levels,
+        seed,
+        tuple(spec.confidence_levels),
+        groups=arrays.get("groups"),
+    )
+
+
+def _failed_base(base_name: str | None, methods, msg: str) -> xr.Dataset:
+    """The piece of a base whose fit raised: every one of its methods carries the message."""
+    names = [m.name for m in methods]
+    ds = xr.Dataset({"error": ("calibrator", np.asarray([msg] * len(names)))}, coords={"calibrator": names})
+    return ds.expand_dims(base=[base_name])
+
+
+def _merge_bases(spec: Spec, pieces, names: list[str]) -> xr.Dataset:
+    # merge, not concat: a method that skips a base (its `bases` list) is NaN there, with no error
+    out = xr.merge(pieces, join="outer", compat="no_conflicts", combine_attrs="drop_conflicts")
+    out = out.reindex(base=spec.base_names, calibrator=names)
+    out["error"] = out["error"].fillna("").astype(str)
+    return out
+
+
+def _score(spec: Spec, kind: str, pred, y_score, groups=None) -> xr.Dataset:
+    """Score one prediction the way its kind's registered output says: every metric, or intervals only."""
+    output = registry.METHODS[kind].output if kind in registry.METHODS else "distribution"
+    if is_interval_family(pred) != (output == "intervals"):
+        got = "intervals" if is_interval_family(pred) else "a predictive distribution"
+        raise TypeError(
+            f"kind {kind!r} is registered with output {output!r} but returned {got}; fix its registration "
+            "(calibprob.registry.register_method(..., output=...)) or its predict."
+        )
+    # test targets with group labels (a data set with groups): the per-group diagnostics too
+    if isinstance(y_score, xr.DataArray) and GROUP_COORD in y_score.coords:
+        groups = y_score[GROUP_COORD].values
+    y_score = np.asarray(y_score)
+    if output == "intervals":  # jackknife+, CV+, J+GP, FCP-GP: coverage, width and IAE only
+        return evaluate_intervals(pred, y_score, spec.confidence_levels, groups=groups)
+    return evaluate(pred, y_score, confidence_levels=spec.confidence_levels, groups=groups)
+
+
+def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None = None) -> xr.Dataset:
+    """Every method of ``methods`` on one fitted base: scores over ``calibrator``, fit times and errors.
+
+    ``refits``: ``(refits, seconds)`` computed as separate tasks, for the one method of a method task.
+    """
+    if refits is not None:  # a copy: the fitted stage is shared by every task on this worker
+        ctx = dataclasses.replace(ctx, refits=refits[0])
+
+    scores, times, errors = [], [], []
+    for m in methods:
+        t0 = time.perf_counter()
+        try:
+            pred = METHOD_KINDS[m.kind].func(ctx, **m.options)
+            if back is not None:  # fitted on g(y): score the law of y, on the original scale
+                pred = back_transform(pred, **back)
+            score = _score(spec, m.kind, pred, y_score, None if ctx.groups is None else ctx.groups["test"])
+            errors.append("")
+            scores.append(score.expand_dims(calibrator=[m.name]))
+        except Exception as err:  # recorded, never fatal for the other methods
+            errors.append(f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}")
+        times.append(time.perf_counter() - t0 + (0.0 if refits is None else refits[1]))
+    names = [m.name for m in methods]
+    if scores:
+        # merge, not concat: interval-only methods lack the density metrics (NaN there)
+        out = xr.merge(scores, join="outer", compat="no_conflicts", combine_attrs="drop_conflicts")
+        out = out.reindex(calibrator=names)
+    else:
+        out = xr.Dataset(coords={"calibrator": names})
+    out["fit_time"] = ("calibrator", np.asarray(times))
+    out["error"] = ("calibrator", np.asarray(errors, dtype=object).astype(str))
+    return out
