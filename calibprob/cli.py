@@ -44,7 +44,7 @@ def _render(rows) -> str:
 
 
 def _cmd_compare(args) -> int:
-    from calibprob._executor import check_output_path, check_scheduler_address, failure_table
+    from calibprob.runs import check_output_path, check_scheduler_address, failure_table
     from calibprob.compare import format_table, load_spec, run_comparison
     from calibprob.compare.runner import failed_tasks
     from calibprob.compare.spec import SpecError, _capped
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "workers", None) is not None and args.workers < 1:
         parser.error(f"--workers must be >= 1; got {args.workers}")
-    from calibprob._executor import OutputError
+    from calibprob.runs import OutputError
     from calibprob.compare.spec import SpecError
 
     try:
@@ -273,13 +273,13 @@ def console_main() -> int:
     """The ``calibprob`` console script: :func:`main` in a process of its own, tuned for GP work.
 
     The process gets the workers' glibc malloc settings
-    (:func:`calibprob._executor.tune_malloc`): it fits the first bases itself (while the
+    (:func:`calibprob.runs.tune_malloc`): it fits the first bases itself (while the
     workers start) or the whole comparison (serially), and with glibc's dynamic thresholds
     whether its GP matrices were reused or faulted in afresh varied from run to run.
     Only here, not in :func:`main`, so that calling ``main`` from Python (a notebook, the
     tests) leaves that process's allocator as it was.
     """
-    from calibprob._executor import tune_malloc
+    from calibprob.runs import tune_malloc
 
     tune_malloc()
     return main()

@@ -3,7 +3,7 @@
 import pytest
 import xarray as xr
 
-from calibprob._executor import execute
+from calibprob.runs import execute
 from calibprob.compare import combine_parts, parse_spec, run_comparison
 from calibprob.compare.runner import _granularity, results_path_parts
 

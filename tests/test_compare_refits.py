@@ -7,7 +7,7 @@ import pytest
 import xarray as xr
 
 import calibprob
-from calibprob._executor import execute
+from calibprob.runs import execute
 from calibprob.compare import parse_spec, run_comparison
 from calibprob.compare.runner import (
     MAX_REFIT_TASKS,

@@ -78,8 +78,8 @@ def test_calibprobs_own_code_uses_no_old_path():
     offenders = []
     roots = [PACKAGE_DIR, PACKAGE_DIR.parent / "tests", PACKAGE_DIR.parent / "benchmarks"]
     for path in sorted(p for root in roots if root.exists() for p in root.rglob("*.py")):
-        if path.name == "test_moved_paths.py":
-            continue
+        if path.name == "test_moved_paths.py" or path == PACKAGE_DIR / "_core" / "deprecation.py":
+            continue  # the table of old paths itself
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for name, line in _imported_names(tree):
             if deprecation.new_name(name) is not None and importlib.util.find_spec(name.rsplit(".", 1)[0]):

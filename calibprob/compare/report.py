@@ -51,7 +51,7 @@ def load_results(path: str | Path) -> xr.Dataset:
     [('calibrator', 2), ('confidence_level', 4), ('dataset', 1)]
     >>> tmp.cleanup()
     """
-    from calibprob._executor import _is_netcdf
+    from calibprob.runs import is_netcdf as _is_netcdf
 
     path = Path(path)
     if not path.is_file():
@@ -364,7 +364,7 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from calibprob._executor import inside, safe_name
+    from calibprob.runs import inside, safe_name
 
     outdir = Path(outdir)
     if outdir.exists() and not outdir.is_dir():
@@ -403,7 +403,7 @@ def _plot_group_coverage(r: xr.Dataset, cals: list[str], d):
 def _check_plot_stems(datasets) -> None:
     """Data-set names become file names: sanitised ("../x" -> "___x") and kept inside the folder;
     two names equal once sanitised would overwrite each other's plots."""
-    from calibprob._executor import safe_name
+    from calibprob.runs import safe_name
 
     stems: dict[str, str] = {}
     for d in datasets:

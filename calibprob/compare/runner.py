@@ -2,7 +2,7 @@
 
 Each task fits the base model once on its training part and hands it to every
 calibrator of the spec; each calibrator's prediction on the test part is scored
-by :func:`calibprob.evaluate`. Tasks run through :mod:`calibprob._executor`,
+by :func:`calibprob.evaluate`. Tasks run through :mod:`calibprob.runs`,
 shared with ``calibprob bo``: a finished task is written at once to its own
 netCDF file in ``<out>.parts/`` (atomically), so a killed run restarted with
 the same command recomputes only what is missing. A part is reused only if its
@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from calibprob._executor import RunOutput, execute, failure_table, load_part, local_cluster, safe_name
+from calibprob.runs import RunOutput, execute, failure_table, load_part, local_cluster, safe_name
 from calibprob._validation import GROUP_COORD
 from calibprob.compare.spec import Spec, parse_spec
 
@@ -703,7 +703,7 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
     ['timing', 'ranking']
     >>> tmp.cleanup()
     """
-    from calibprob._executor import inside
+    from calibprob.runs import inside
 
     parts = Path(parts)
     coords, by_method = _coords(spec), _method_part_name(spec)
@@ -800,7 +800,7 @@ def run_comparison(
 
     Raises
     ------
-    calibprob._executor.OutputError
+    calibprob.runs.OutputError
         If ``out`` is a device, a directory, a non-netCDF file or in an
         unwritable folder (or is busy and ``wait=False``).
 
@@ -902,7 +902,7 @@ def _run_by_method(spec: Spec, output, *, workers, scheduler, progress) -> dict:
     A (data set, repetition) finished whole by an earlier run (a ``task``-granularity
     part) is reused as it is; the rest resume per method.
     """
-    from calibprob._executor import _finished_parts
+    from calibprob.runs import finished_parts as _finished_parts
 
     done = _finished_parts(task_keys(spec), output, _part_name, spec.fingerprint, _coords(spec))
     keys = [(d, r, m) for d, r in task_keys(spec) if (d, r) not in done for m in spec.method_names]
@@ -944,7 +944,7 @@ def _spec_data(spec) -> tuple[dict, str, str]:
 
 def _add_bases(data: dict, bases: dict) -> dict:
     """The spec dict with the user's models as ``kind = "python"`` bases (``[base]`` becomes ``[bases.<kind>]``)."""
-    from calibprob._executor import safe_name
+    from calibprob.runs import safe_name
     from calibprob.compare.user_base import check_factory
 
     if not isinstance(bases, dict) or not bases:

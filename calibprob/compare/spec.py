@@ -656,7 +656,7 @@ def _parse_groups(entry: dict, columns: tuple[list[str], str], where: str) -> st
 
 def _check_dataset_names(names: list[str]) -> None:
     """Data set names are unique, also once made file-name safe (they name part and plot files)."""
-    from calibprob._executor import safe_name
+    from calibprob.runs import safe_name
 
     if len(set(names)) != len(names):
         raise SpecError(f"dataset names must be unique; got {names}.")
@@ -873,7 +873,7 @@ def _parse_base_table(table, where: str, label: str) -> dict:
 
 def _parse_bases(value) -> tuple[tuple[str, dict], ...]:
     """The ``[bases.NAME]`` tables: one or more, names distinct (also once lower-cased and made file-name safe)."""
-    from calibprob._executor import safe_name
+    from calibprob.runs import safe_name
 
     if not isinstance(value, dict) or not value:
         raise SpecError(

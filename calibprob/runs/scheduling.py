@@ -93,7 +93,7 @@ def safe_name(text) -> str:
 
     Examples
     --------
-    >>> from calibprob._executor import safe_name
+    >>> from calibprob.runs import safe_name
     >>> safe_name("../../etc/passwd"), safe_name("Boston housing")
     ('______etc_passwd', 'Boston_housing')
     """
@@ -142,7 +142,7 @@ def check_output_path(out, *, what: str = "--out") -> Path:
 
     Examples
     --------
-    >>> from calibprob._executor import check_output_path, OutputError
+    >>> from calibprob.runs import check_output_path, OutputError
     >>> try:
     ...     check_output_path("/dev/null")
     ... except OutputError as err:
@@ -231,7 +231,7 @@ def content_checksum(ds: xr.Dataset) -> str:
     Examples
     --------
     >>> import xarray as xr
-    >>> from calibprob._executor import content_checksum
+    >>> from calibprob.runs import content_checksum
     >>> a = xr.Dataset({"v": ("x", [1.0, 2.0])})
     >>> content_checksum(a) == content_checksum(a.copy()), content_checksum(a) == content_checksum(a + 1)
     (True, False)
