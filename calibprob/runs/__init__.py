@@ -1,38 +1,49 @@
 """Running a grid of tasks: output paths and parts, scheduling (serial, a LocalCluster, a cluster), process set-up.
 
 The one resumable task executor behind ``calibprob compare`` and ``calibprob bo`` (it was
-``calibprob.runs`` before 0.2.0; that path still imports, with a ``FutureWarning``).
+``calibprob._executor`` before 0.2.0; that path still imports, with a ``FutureWarning``):
+
+* :mod:`calibprob.runs.outputs` -- the results path, ``<out>.parts/`` (one checksummed file per
+  finished task, reused by a rerun), the lock, atomic writes;
+* :mod:`calibprob.runs.scheduling` -- :func:`execute`: serial, a new ``LocalCluster`` or an existing
+  cluster, shared stages, pieces, longest-first hand-out;
+* :mod:`calibprob.runs.cluster` -- the workers' process set-up (malloc, Dask configuration) and the
+  scheduler address;
+* :mod:`calibprob.runs.faults` -- what a killed worker or a memory budget costs: the cause and the fix
+  of a failed task, the memory a task may use in its worker.
 """
 
 from __future__ import annotations
 
-from calibprob.runs.scheduling import (
+from calibprob.runs.cluster import (
     SCHEDULER_TIMEOUT,
     WORKER_CONFIG,
     WORKER_MALLOC,
+    check_scheduler_address,
+    local_cluster,
+    tune_malloc,
+)
+from calibprob.runs.outputs import (
     OutputError,
     RunOutput,
     check_output_path,
-    check_scheduler_address,
     content_checksum,
     default_part_name,
-    execute,
-    failure_table,
+    finished_parts,
     inside,
+    is_netcdf,
     load_part,
-    local_cluster,
     safe_name,
     store_part,
-    tune_malloc,
     write_atomic,
 )
-from calibprob.runs.scheduling import _finished_parts as finished_parts
-from calibprob.runs.scheduling import _is_netcdf as is_netcdf
+from calibprob.runs.scheduling import execute, failure_table
 
 __all__ = [
     "OutputError",
     "safe_name",
     "inside",
+    "is_netcdf",
     "check_output_path",
     "content_checksum",
     "write_atomic",
@@ -41,7 +52,6 @@ __all__ = [
     "load_part",
     "default_part_name",
     "finished_parts",
-    "is_netcdf",
     "execute",
     "failure_table",
     "tune_malloc",
