@@ -44,10 +44,10 @@ def _render(rows) -> str:
 
 
 def _cmd_compare(args) -> int:
-    from calibprob.runs import check_output_path, check_scheduler_address, failure_table
     from calibprob.compare import format_table, load_spec, run_comparison
     from calibprob.compare.runner import failed_tasks
     from calibprob.compare.spec import SpecError, _capped
+    from calibprob.runs import check_output_path, check_scheduler_address, failure_table
 
     spec = load_spec(args.spec)
     if args.repetitions is not None:
@@ -251,8 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "workers", None) is not None and args.workers < 1:
         parser.error(f"--workers must be >= 1; got {args.workers}")
-    from calibprob.runs import OutputError
     from calibprob.compare.spec import SpecError
+    from calibprob.runs import OutputError
 
     try:
         return args.func(args)

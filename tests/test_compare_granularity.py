@@ -3,9 +3,9 @@
 import pytest
 import xarray as xr
 
-from calibprob.runs import execute
 from calibprob.compare import combine_parts, parse_spec, run_comparison
 from calibprob.compare.runner import _granularity, results_path_parts
+from calibprob.runs import execute
 
 TIMING = ("fit_time", "base_fit_time")
 

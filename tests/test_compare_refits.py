@@ -7,7 +7,6 @@ import pytest
 import xarray as xr
 
 import calibprob
-from calibprob.runs import execute
 from calibprob.compare import parse_spec, run_comparison
 from calibprob.compare.runner import (
     MAX_REFIT_TASKS,
@@ -20,6 +19,7 @@ from calibprob.compare.runner import (
     run_task,
 )
 from calibprob.conformal import CrossConformalRegressor
+from calibprob.runs import execute
 
 
 def data(n=48, seed=0):

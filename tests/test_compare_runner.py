@@ -214,8 +214,8 @@ def test_local_cluster_workers_reuse_freed_memory_instead_of_faulting_it_in_agai
     """
     from dask.distributed import Client
 
-    from calibprob.runs import WORKER_MALLOC
     from calibprob.compare.runner import local_cluster
+    from calibprob.runs import WORKER_MALLOC
 
     with local_cluster(1) as cluster, Client(cluster) as client:
         env = client.run(lambda: {k: os.environ.get(k) for k in WORKER_MALLOC})

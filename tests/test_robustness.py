@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import calibprob
-from calibprob.runs import OutputError, check_output_path, content_checksum, safe_name
 from calibprob.cli import main
 from calibprob.compare import SpecError, load_results, parse_spec, run_comparison, write_plots
 from calibprob.compare.runner import results_path_parts
+from calibprob.runs import OutputError, check_output_path, content_checksum, safe_name
 
 BIN = Path(sys.executable).parent
 

@@ -158,8 +158,8 @@ def _failed_runs(ds) -> tuple[list[tuple[str, str]], int]:
 
 def _print_outcome(ds) -> bool:
     """Print the table (stdout) and the failures (stderr); False when every run failed."""
-    from calibprob.runs import failure_table
     from calibprob.bo.experiment import bo_table, format_bo_table
+    from calibprob.runs import failure_table
 
     failed, ran = _failed_runs(ds)
     all_failed = "best_so_far" not in ds or not np.isfinite(ds["best_so_far"].values).any()
@@ -184,8 +184,8 @@ def _write_plots(ds, outdir: Path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from calibprob.runs import inside, safe_name
     from calibprob.bo.plots import plot_best_so_far, plot_calibration_error
+    from calibprob.runs import inside, safe_name
 
     outdir.mkdir(parents=True, exist_ok=True)
     paths = []

@@ -40,9 +40,10 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from calibprob.runs import RunOutput, execute, failure_table, load_part, local_cluster, safe_name
 from calibprob._validation import GROUP_COORD
 from calibprob.compare.spec import Spec, parse_spec
+from calibprob.runs import RunOutput, execute, failure_table, load_part, local_cluster, safe_name
+from calibprob.runs.faults import check_method_memory
 
 __all__ = [
     "run",
@@ -467,6 +468,7 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
     for m in methods:
         t0 = time.perf_counter()
         try:
+            check_method_memory(m.kind, m.options, ctx.base_spec.get("kind"), len(ctx.y_train))  # issue 28
             pred = METHOD_KINDS[m.kind].func(ctx, **m.options)
             if back is not None:  # fitted on g(y): score the law of y, on the original scale
                 from calibprob.transforms import back_transform
@@ -944,8 +946,8 @@ def _spec_data(spec) -> tuple[dict, str, str]:
 
 def _add_bases(data: dict, bases: dict) -> dict:
     """The spec dict with the user's models as ``kind = "python"`` bases (``[base]`` becomes ``[bases.<kind>]``)."""
-    from calibprob.runs import safe_name
     from calibprob.compare.user_base import check_factory
+    from calibprob.runs import safe_name
 
     if not isinstance(bases, dict) or not bases:
         raise TypeError(f"bases must be a non-empty dict {{name: factory}}; got {type(bases).__name__}.")

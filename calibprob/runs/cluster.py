@@ -10,6 +10,7 @@ import socket
 from collections.abc import Sequence
 
 from calibprob._validation import check_int
+from calibprob.runs.faults import FAULT_CONFIG
 
 __all__ = [
     "SCHEDULER_TIMEOUT",
@@ -124,6 +125,7 @@ WORKER_CONFIG = {
     "distributed.worker.profile.enabled": False,
     "distributed.admin.tick.interval": "1s",
     "distributed.admin.system-monitor.interval": "2s",
+    **FAULT_CONFIG,  # a task whose worker died is failed with its cause, not run again on the next worker
 }
 
 

@@ -11,6 +11,7 @@ The parts and their checks are in :mod:`calibprob.runs.outputs`; the workers in 
 from __future__ import annotations
 
 import collections
+import contextlib
 import heapq
 import itertools
 import traceback
@@ -19,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import xarray as xr
 
+from calibprob.runs import faults
 from calibprob.runs.cluster import check_scheduler_address, connect, local_cluster
 from calibprob.runs.outputs import RunOutput, default_part_name, finished_parts, store_part
 
@@ -213,6 +215,9 @@ class _Staging:
         self._stage: dict = {}  # key -> its finished stage's future
         self._pieces: dict = {}  # key -> [pieces still running, the pieces' futures in their order]
         self._dropped: set = set()  # keys whose stage failed: their pieces are not needed
+        self._early: dict = {}  # prefix -> a stage computed in this process (scattered again if lost)
+        self._current: dict = {}  # prefix -> the stage's future now in use
+        self._retries: collections.Counter = collections.Counter()  # key -> times re-queued after a loss
 
     def run_early(self, keys, ready: Callable[[], bool]) -> dict:
         """Stages run in this process until ``ready()`` (a cluster started): prefix -> (state, failure)."""
@@ -259,12 +264,34 @@ class _Staging:
                 failures += [(key, self.on_error(key, why)) for key in members]
                 self._dropped.update(members)
                 continue
-            # copied to every worker now, so any free worker can take the stage's tasks
-            future = client.scatter([state], broadcast=True, hash=False)[0]  # a list: a dict would scatter per value
-            self._stage_done(future, members)
+            self._early[prefix] = state  # kept: the cluster cannot recompute it if its workers die
+            self._stage_done(self._scatter(client, prefix), members)
         return failures
 
+    def _scatter(self, client, prefix):
+        """The early stage of ``prefix`` copied to every worker now, so any free worker can take its tasks."""
+        future = client.scatter([self._early[prefix]], broadcast=True, hash=False)[
+            0
+        ]  # a list: a dict scatters per value
+        self._current[prefix] = future
+        return future
+
+    def _live_stage(self, client, key, stage):
+        """The stage future a key's task should use: the newest one, scattered again when the old one was lost.
+
+        Scattered data has no recipe: when every worker holding it has died (a worker restarted
+        by its nanny comes back empty), Dask forgets it and cancels what depends on it. A stage
+        computed on the cluster is recomputed by Dask itself.
+        """
+        prefix = tuple(key[:-1])
+        current = self._current.get(prefix, stage)
+        if current is not None and current.status in ("cancelled", "lost") and prefix in self._early:
+            current = self._scatter(client, prefix)
+        return current
+
     def _stage_done(self, stage, members) -> None:
+        if members:
+            self._current[tuple(members[0][:-1])] = stage
         for key in members:
             self._stage[key] = stage
             self._queue_if_ready(key)
@@ -301,6 +328,8 @@ class _Staging:
             elif kind == "piece":
                 future = client.submit(self.split[1], self.config, *key, *extra[1], pure=False, **placement)
             else:
+                stage = None if stage is None else self._live_stage(client, key, stage)
+                entry = (kind, key, stage, extra)
                 head = (self.config,) if stage is None else (self.config, stage)
                 kwargs = {"refits": extra} if extra else {}
                 future = client.submit(self.task, *head, *key, pure=False, **placement, **kwargs)
@@ -327,8 +356,42 @@ class _Staging:
             return []
         try:
             return [(key, future.result(), False)]
-        except Exception as err:
-            return [(key, self.on_error(key, _message(err)), True)]
+        except BaseException as err:
+            if faults.is_cancelled(err):  # the stage it needed was lost with its workers: run it again
+                return self._requeue(client, key, stage, extra, err)
+            if not isinstance(err, Exception):  # KeyboardInterrupt, SystemExit
+                raise
+            # the task raised, or its worker died (KilledWorker): only this key fails
+            return [(key, self.on_error(key, self._why(client, err)), True)]
+
+    #: A task cancelled because its stage was lost is queued again at most this many times.
+    MAX_REQUEUE = 2
+
+    def _requeue(self, client, key, stage, refits, err: BaseException) -> list[tuple]:
+        """Queue a task again on its stage re-created (:meth:`_live_stage`), or fail it after :data:`MAX_REQUEUE` tries."""
+        self._retries[key] += 1
+        if self._retries[key] > self.MAX_REQUEUE or stage is None:
+            why = (
+                f"{_message(err)}: the data this task needed was lost with its workers {self._retries[key]} "
+                "times. Rerun the same command: finished tasks are kept and only what is missing runs."
+            )
+            return [(key, self.on_error(key, why), True)]
+        prefix = tuple(key[:-1])
+        if prefix in self._early and self._current.get(prefix) is stage:  # its loss cancelled this task
+            stage = self._scatter(client, prefix)
+        self._push(self.priority(key), ("task", key, stage, refits))
+        return []
+
+    @staticmethod
+    def _why(client, err: BaseException) -> str:
+        """A failed task's message: the cause and the fix when its worker was killed, else the exception."""
+        if not faults.is_killed_worker(err):
+            return _message(err)
+        try:
+            events = client.get_events("worker-restart-memory")
+        except Exception:  # an old or unreachable scheduler: the cause without the memory figures
+            events = ()
+        return faults.killed_message(err, events)
 
     def _finished_stage(self, client, stage, members) -> list[tuple]:
         """Queue the tasks of a finished stage, or fail each of its keys.
@@ -339,11 +402,12 @@ class _Staging:
         """
         try:
             stage.result()
-        except Exception as err:  # the stage failed: so did each of its keys
-            why = _message(err)
+        except Exception as err:  # the stage failed (or its worker died): so did each of its keys
+            why = self._why(client, err)
             self._dropped.update(members)
             return [(key, self.on_error(key, why), True) for key in members]
-        client.replicate([stage])
+        with contextlib.suppress(Exception):  # a worker leaving mid-copy: the copy is only a speed-up
+            client.replicate([stage])
         self._stage_done(stage, members)
         return []
 
