@@ -21,7 +21,7 @@ import calibprob
 from calibprob import registry
 from calibprob.compare import load_results, parse_spec, run_comparison
 from calibprob.compare import runner as compare_runner
-from calibprob.runs import RunOutput, execute, faults
+from calibprob.runs import RunOutput, execute, faults, scheduling
 from calibprob.runs.cluster import WORKER_CONFIG
 
 GIB = 2.0**30
@@ -107,7 +107,9 @@ def test_check_method_memory_counts_the_sharp_gp_full_variant_on_an_exact_gp_onl
 
 def test_the_exact_gp_checks_its_n_by_n_work_against_the_workers_limit(monkeypatch):
     """In a worker of 0.2 GiB (as Dask reports it), a 5 000-row exact GP (two 0.2 GB arrays) is refused before allocating."""
-    worker = SimpleNamespace(memory_manager=SimpleNamespace(memory_limit=psutil.Process().memory_info().rss + 0.2 * GIB))
+    worker = SimpleNamespace(
+        memory_manager=SimpleNamespace(memory_limit=psutil.Process().memory_info().rss + 0.2 * GIB)
+    )
     monkeypatch.setattr(faults, "_dask_worker", lambda: worker)
     monkeypatch.delenv("CALIBPROB_GP_MEMORY_GB", raising=False)
     rng = np.random.default_rng(0)
@@ -124,7 +126,11 @@ SPEC = {
     "repetitions": 1,
     "seed": 3,
     "base": {"kind": "gp", "n_restarts": 1},
-    "methods": {"b": {"kind": "base"}, "iso": {"kind": "isotonic", "extrapolate": True}, "sharp": {"kind": "sharp-gp", "n_levels": 5}},
+    "methods": {
+        "b": {"kind": "base"},
+        "iso": {"kind": "isotonic", "extrapolate": True},
+        "sharp": {"kind": "sharp-gp", "n_levels": 5},
+    },
 }
 
 
@@ -181,7 +187,8 @@ def _run(tmp_path, keys):
         )
 
 
-def test_killed_workers_cost_only_their_tasks_and_the_lost_stage_is_scattered_again(tmp_path):
+@pytest.mark.slow
+def test_killed_workers_cost_only_their_tasks_and_the_lost_stage_is_scattered_again(tmp_path, monkeypatch):
     """Two tasks SIGKILL both workers at once: the stage scattered to them is lost with them.
 
     The two killed tasks fail with cause and fix; the other two, which need the lost stage, run on the
@@ -190,8 +197,12 @@ def test_killed_workers_cost_only_their_tasks_and_the_lost_stage_is_scattered_ag
     tasks, and the finished ones come from their parts.
     """
     assert WORKER_CONFIG["distributed.scheduler.allowed-failures"] == 0
+    rescattered = []
+    again = scheduling._Staging._scatter_again
+    monkeypatch.setattr(scheduling._Staging, "_scatter_again", lambda *a: rescattered.append(1) or again(*a))
     keys = [("d", "kill-a"), ("d", "kill-b"), ("d", "x"), ("d", "yy")]
     first = _run(tmp_path, keys)
+    assert rescattered  # the stage was lost with both workers, and scattered again
     for key in keys[:2]:
         why = str(first[key]["why"].values)
         assert first[key].attrs["task_failed"] == 1

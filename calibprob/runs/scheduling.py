@@ -14,6 +14,7 @@ import collections
 import contextlib
 import heapq
 import itertools
+import time
 import traceback
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -269,12 +270,37 @@ class _Staging:
         return failures
 
     def _scatter(self, client, prefix):
-        """The early stage of ``prefix`` copied to every worker now, so any free worker can take its tasks."""
-        future = client.scatter([self._early[prefix]], broadcast=True, hash=False)[
-            0
-        ]  # a list: a dict scatters per value
+        """The early stage of ``prefix`` on the workers, so any free worker can take its tasks.
+
+        The first time it is copied to every worker. Scattered again after a loss, workers may
+        still be restarting (their nannies bring them back in seconds, longer on a loaded
+        machine): Dask's broadcast then fails ("Can not use replicate to delete data", a closed
+        comm), so this waits until a worker runs and gives it one copy (Dask copies it on to
+        the others when their tasks need it).
+        """
+        data = [self._early[prefix]]  # a list: a dict would be scattered per value
+        if prefix not in self._current:
+            future = client.scatter(data, broadcast=True, hash=False)[0]
+        else:
+            future = self._scatter_again(client, data)
         self._current[prefix] = future
         return future
+
+    #: Seconds to wait for a running worker before a lost stage is scattered again.
+    RESCATTER_WAIT = 300.0
+
+    def _scatter_again(self, client, data):
+        deadline = time.monotonic() + self.RESCATTER_WAIT
+        while True:
+            try:
+                if client.nthreads():
+                    return client.scatter(data, hash=False)[0]
+            except Exception:  # a worker leaving mid-copy, a comm closed under it: try again
+                if time.monotonic() > deadline:
+                    raise
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no Dask worker came back within {self.RESCATTER_WAIT:g} s to hold a lost stage")
+            time.sleep(0.5)
 
     def _live_stage(self, client, key, stage):
         """The stage future a key's task should use: the newest one, scattered again when the old one was lost.
