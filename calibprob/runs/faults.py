@@ -27,6 +27,11 @@ import asyncio
 import concurrent.futures
 import os
 
+try:  # installed with Dask (a dependency of distributed); optional for calibprob itself
+    import psutil
+except ImportError:  # pragma: no cover - depends on the install
+    psutil = None
+
 __all__ = [
     "FAULT_CONFIG",
     "MEMORY_FIX",
@@ -79,12 +84,8 @@ def _terminate_fraction() -> float:
 
 def _machine_available() -> float:
     """The memory the operating system reports as available (psutil, else ``/proc/meminfo``; inf if unknown)."""
-    try:
-        import psutil  # installed with Dask; optional for calibprob itself
-
+    if psutil is not None:
         return float(psutil.virtual_memory().available)
-    except ImportError:  # pragma: no cover - depends on the install
-        pass
     try:  # pragma: no cover - Linux without psutil
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -124,8 +125,6 @@ def memory_budget() -> tuple[float, str]:
     if not limit:
         return machine, "the machine's available memory"
     fraction = _terminate_fraction()
-    import psutil  # a Dask worker has it (a dependency of distributed)
-
     used = float(psutil.Process(os.getpid()).memory_info().rss)
     room = max(0.0, fraction * float(limit) - used)
     source = (
