@@ -21,12 +21,12 @@ from pathlib import Path
 # `compare` itself is light: its runner and report load on first use (calibprob.compare._LAZY), so
 # `calibprob --help` and `calibprob datasets` do not import every method's code
 from calibprob import compare
-from calibprob._executor import OutputError, check_output_path, check_scheduler_address, failure_table, tune_malloc
 from calibprob.bo.cli import add_bo_parser
 from calibprob.compare.ranking import RANK_SCORES, format_ranking, rank_results
 from calibprob.compare.spec import SpecError, load_spec
 from calibprob.compare.spec.model import _capped
 from calibprob.datasets import list_datasets
+from calibprob.runs import OutputError, check_output_path, check_scheduler_address, failure_table, tune_malloc
 
 __all__ = ["main"]
 
@@ -263,7 +263,7 @@ def console_main() -> int:
     """The ``calibprob`` console script: :func:`main` in a process of its own, tuned for GP work.
 
     The process gets the workers' glibc malloc settings
-    (:func:`calibprob._executor.tune_malloc`): it fits the first bases itself (while the
+    (:func:`calibprob.runs.tune_malloc`): it fits the first bases itself (while the
     workers start) or the whole comparison (serially), and with glibc's dynamic thresholds
     whether its GP matrices were reused or faulted in afresh varied from run to run.
     Only here, not in :func:`main`, so that calling ``main`` from Python (a notebook, the

@@ -3,10 +3,10 @@
 import pytest
 import xarray as xr
 
-from calibprob._executor import execute
 from calibprob.compare import combine_parts, parse_spec, run_comparison
 from calibprob.compare.assembly import results_path_parts
 from calibprob.compare.runner import _granularity
+from calibprob.runs import execute
 
 TIMING = ("fit_time", "base_fit_time")
 

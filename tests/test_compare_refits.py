@@ -7,7 +7,6 @@ import pytest
 import xarray as xr
 
 import calibprob
-from calibprob._executor import execute
 from calibprob.calibrators.conformal import CrossConformalRegressor
 from calibprob.compare import parse_spec, run_comparison
 from calibprob.compare.assembly import results_path_parts
@@ -20,6 +19,7 @@ from calibprob.compare.tasks import (
     run_method_task,
     run_task,
 )
+from calibprob.runs import execute
 
 
 def data(n=48, seed=0):

@@ -214,8 +214,8 @@ def test_local_cluster_workers_reuse_freed_memory_instead_of_faulting_it_in_agai
     """
     from dask.distributed import Client
 
-    from calibprob._executor import WORKER_MALLOC
     from calibprob.compare.runner import local_cluster
+    from calibprob.runs import WORKER_MALLOC
 
     with local_cluster(1) as cluster, Client(cluster) as client:
         env = client.run(lambda: {k: os.environ.get(k) for k in WORKER_MALLOC})
@@ -244,7 +244,7 @@ def test_tune_malloc_makes_this_process_reuse_freed_gp_matrices():
     """The command-line process gets the workers' malloc settings, whatever state malloc was in."""
     probe = (
         "import ctypes, sys; sys.path.insert(0, {tests!r}); import test_compare_runner as t; "
-        "from calibprob._executor import tune_malloc; "
+        "from calibprob.runs import tune_malloc; "
         # Dask's nanny setting (a 128 KiB mmap threshold): every 4 MB array is mmap-ed afresh
         "ctypes.CDLL(None).mallopt(-3, 128 * 1024); "
         "print(t._faults_per_allocation()); print(tune_malloc()); print(t._faults_per_allocation())"

@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import calibprob
-from calibprob._executor import OutputError, check_output_path, content_checksum, safe_name
 from calibprob.cli import main
 from calibprob.compare import SpecError, load_results, parse_spec, run_comparison, write_plots
 from calibprob.compare.assembly import results_path_parts
+from calibprob.runs import OutputError, check_output_path, content_checksum, safe_name
 
 BIN = Path(sys.executable).parent
 
@@ -461,7 +461,7 @@ def test_two_concurrent_runs_on_one_out_give_the_single_run_result(tmp_path):
 
 
 def test_busy_output_can_refuse_instead_of_waiting(tmp_path):
-    from calibprob._executor import RunOutput
+    from calibprob.runs import RunOutput
 
     with RunOutput(tmp_path / "o.nc"):
         with pytest.raises(OutputError, match=r"is being written by another calibprob run \(pid \d+\)"):

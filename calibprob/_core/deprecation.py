@@ -54,6 +54,7 @@ MOVED: dict[str, str] = {
     "calibprob._transformed": "calibprob.predictive._transformed",
     "calibprob.loo_predictive": "calibprob.predictive.loo",
     "calibprob.compare.group_plots": "calibprob.compare.report.group_plots",
+    "calibprob._executor": "calibprob.runs",  # the executor became a package (issue 27)
 }
 
 

@@ -110,7 +110,7 @@ def cmd_bo(args) -> int:
 
 def _check_args(args) -> dict[str, Any]:
     """Validate the command line before any task runs; the keyword options of :func:`run_experiment`."""
-    from calibprob._executor import check_output_path, check_scheduler_address
+    from calibprob.runs import check_output_path, check_scheduler_address
 
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be >= 1; got {args.workers}")
@@ -158,8 +158,8 @@ def _failed_runs(ds) -> tuple[list[tuple[str, str]], int]:
 
 def _print_outcome(ds) -> bool:
     """Print the table (stdout) and the failures (stderr); False when every run failed."""
-    from calibprob._executor import failure_table
     from calibprob.bo.experiment import bo_table, format_bo_table
+    from calibprob.runs import failure_table
 
     failed, ran = _failed_runs(ds)
     all_failed = "best_so_far" not in ds or not np.isfinite(ds["best_so_far"].values).any()
@@ -184,8 +184,8 @@ def _write_plots(ds, outdir: Path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from calibprob._executor import inside, safe_name
     from calibprob.bo.plots import plot_best_so_far, plot_calibration_error
+    from calibprob.runs import inside, safe_name
 
     outdir.mkdir(parents=True, exist_ok=True)
     paths = []

@@ -6,7 +6,7 @@ of a grid with :func:`calibprob.bo.minimize` — serially, on a new Dask
 (``scheduler="tcp://..."``), like ``calibprob compare``. Each finished task is
 written at once to ``<out>.parts/`` (atomically), so a killed run restarted
 with the same command recomputes only the missing tasks. Tasks run through
-:mod:`calibprob._executor`, the executor of ``calibprob compare`` (fingerprint,
+:mod:`calibprob.runs`, the executor of ``calibprob compare`` (fingerprint,
 checksum and key checks before reuse, failed tasks retried, a lock per output). :func:`bo_table`
 prints the comparison of Deshpande et al. (2024), Table 1.
 
@@ -262,7 +262,7 @@ def run_experiment(
     >>> dict(ds["best_so_far"].sizes)
     {'function': 1, 'acquisition': 1, 'method': 2, 'seed': 2, 'evaluation': 6}
     """
-    from calibprob._executor import RunOutput, execute
+    from calibprob.runs import RunOutput, execute
 
     if workers is not None and scheduler is not None:
         raise ValueError("pass either workers (a new LocalCluster) or scheduler (an existing cluster), not both.")

@@ -15,10 +15,10 @@ import numpy as np
 import xarray as xr
 
 from calibprob import __version__
-from calibprob._executor import inside, load_part, safe_name
 from calibprob.compare.ranking import rank_results
 from calibprob.compare.spec.model import Spec
 from calibprob.compare.tasks import task_keys
+from calibprob.runs import inside, load_part, safe_name
 
 
 def results_path_parts(out: str | Path) -> Path:
@@ -65,7 +65,10 @@ def _failed_task(key, msg: str, spec: Spec) -> xr.Dataset:
     else:
         error = (("base", "calibrator"), np.full((len(spec.bases), len(names)), msg))
         coords = {"base": spec.base_names, "calibrator": names}
-    ds = xr.Dataset({"task_error": ((), msg), "error": error}, coords=coords)
+    # a (data set, repetition, method) key failed alone (e.g. its worker was killed): its row says why, and
+    # the task's other methods stand (issue 28); a whole-task key fails the task
+    whole = {"task_error": ((), msg)} if len(key) == 2 else {}
+    ds = xr.Dataset({**whole, "error": error}, coords=coords)
     return ds.expand_dims(dataset=[dataset], repetition=[repetition])
 
 

@@ -2,7 +2,7 @@
 
 Each task fits the base model once on its training part and hands it to every
 calibrator of the spec; each calibrator's prediction on the test part is scored
-by :func:`calibprob.evaluate`. Tasks run through :mod:`calibprob._executor`,
+by :func:`calibprob.evaluate`. Tasks run through :mod:`calibprob.runs`,
 shared with ``calibprob bo``: a finished task is written at once to its own
 netCDF file in ``<out>.parts/`` (atomically), so a killed run restarted with
 the same command recomputes only what is missing. A part is reused only if its
@@ -40,7 +40,6 @@ from pathlib import Path
 import xarray as xr
 
 from calibprob import registry
-from calibprob._executor import RunOutput, _finished_parts, execute, failure_table, local_cluster, safe_name
 from calibprob.bases.user import check_factory
 from calibprob.compare.assembly import (
     _combine,
@@ -64,6 +63,7 @@ from calibprob.compare.tasks import (
     run_task,
     task_keys,
 )
+from calibprob.runs import RunOutput, execute, failure_table, finished_parts, local_cluster, safe_name
 
 __all__ = [
     "run",
@@ -129,7 +129,7 @@ def run_comparison(
 
     Raises
     ------
-    calibprob._executor.OutputError
+    calibprob.runs.OutputError
         If ``out`` is a device, a directory, a non-netCDF file or in an
         unwritable folder (or is busy and ``wait=False``).
 
@@ -229,7 +229,7 @@ def _run_by_method(spec: Spec, output, *, workers, scheduler, progress) -> dict:
     A (data set, repetition) finished whole by an earlier run (a ``task``-granularity
     part) is reused as it is; the rest resume per method.
     """
-    done = _finished_parts(task_keys(spec), output, _part_name, spec.fingerprint, _coords(spec))
+    done = finished_parts(task_keys(spec), output, _part_name, spec.fingerprint, _coords(spec))
     keys = [(d, r, m) for d, r in task_keys(spec) if (d, r) not in done for m in spec.method_names]
     options = _run_options(spec, output, workers, scheduler, progress)
     options.update(

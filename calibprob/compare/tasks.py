@@ -24,6 +24,7 @@ from calibprob.compare.spec import file_sha256
 from calibprob.compare.spec.model import Spec
 from calibprob.compare.spec.parsing import parse_spec
 from calibprob.metrics import evaluate, evaluate_intervals, is_interval_family
+from calibprob.runs.faults import check_method_memory
 from calibprob.transforms import back_transform, transform_target
 
 
@@ -431,6 +432,7 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
     for m in methods:
         t0 = time.perf_counter()
         try:
+            check_method_memory(m.kind, m.options, ctx.base_spec.get("kind"), len(ctx.y_train))  # issue 28
             pred = METHOD_KINDS[m.kind].func(ctx, **m.options)
             if back is not None:  # fitted on g(y): score the law of y, on the original scale
                 pred = back_transform(pred, **back)

@@ -172,7 +172,7 @@ def test_results_file_open_elsewhere_is_replaced_atomically(tmp_path):
     """A results file held open by a reader (here h5py, in this process) does not block a rerun,
     and a write that fails midway leaves the previous file whole.
 
-    ``calibprob compare`` writes through ``calibprob._executor.write_atomic`` (a temporary name in
+    ``calibprob compare`` writes through ``calibprob.runs.write_atomic`` (a temporary name in
     the same folder, then ``os.replace``); this test passes on da54378 too: it guards that
     behaviour rather than reproducing a failure (the issue's "unable to truncate" was not
     reproduced on this machine).
@@ -180,7 +180,7 @@ def test_results_file_open_elsewhere_is_replaced_atomically(tmp_path):
     import h5py
     import xarray as xr
 
-    from calibprob import _executor, cli
+    from calibprob import cli, runs
 
     spec, out = tmp_path / "tiny.toml", tmp_path / "r.nc"
     spec.write_text(_TINY)
@@ -198,6 +198,6 @@ def test_results_file_open_elsewhere_is_replaced_atomically(tmp_path):
 
     kept = out.read_bytes()
     with pytest.raises(OSError, match=r"could not write .*No space left on device\. Free some space"):
-        _executor.write_atomic(Boom(), out)
+        runs.write_atomic(Boom(), out)
     assert out.read_bytes() == kept and len(kept) > 1000 and len(before) > 1000
     assert [p.name for p in tmp_path.iterdir() if ".tmp" in p.name] == []

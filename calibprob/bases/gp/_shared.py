@@ -25,6 +25,7 @@ from calibprob._core.validation import (
 )
 from calibprob.bases.gp import _objective, _pymc, kernels
 from calibprob.predictive import normal
+from calibprob.runs.faults import memory_budget
 
 _THETA_KEYS = ("lengthscale", "variance", "noise", "mean_", "mean")
 _CHUNK = 2048  # test rows per block in prediction (at most; see _predict_rows)
@@ -568,8 +569,9 @@ def available_memory() -> tuple[float, str]:
     """Bytes the exact GP may allocate, and where that figure comes from.
 
     The cap in GB from the environment variable ``CALIBPROB_GP_MEMORY_GB`` when set;
-    otherwise the memory the operating system reports as available (psutil, else
-    ``MemAvailable`` in ``/proc/meminfo``); ``inf`` when neither is known.
+    otherwise :func:`calibprob.runs.faults.memory_budget`: inside a Dask worker the room
+    left below its memory limit (where its nanny restarts it), else the memory the
+    operating system reports as available.
 
     Returns
     -------
@@ -583,20 +585,8 @@ def available_memory() -> tuple[float, str]:
         except ValueError:
             raise ValueError(f"{MEMORY_ENV} must be a number of GB; got {cap!r}.") from None
         return value * 1e9, f"the cap {MEMORY_ENV}={cap}"
-    try:
-        import psutil
-
-        return float(psutil.virtual_memory().available), "the available memory"
-    except ImportError:  # pragma: no cover - psutil is installed with calibprob[bench]
-        pass
-    try:  # pragma: no cover - Linux without psutil
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return float(line.split()[1]) * 1024.0, "the available memory"
-    except OSError:  # pragma: no cover
-        pass
-    return float("inf"), "unknown"  # pragma: no cover
+    # inside a Dask worker: the room below its memory limit, not the machine's memory (issue 28)
+    return memory_budget()
 
 
 def check_memory(n: int, n_matrices: int, what: str, owner) -> None:
@@ -624,7 +614,8 @@ def check_memory(n: int, n_matrices: int, what: str, owner) -> None:
         raise MemoryError(
             f"{type(owner).__name__}: {what} needs about {need / 1e9:.2f} GB ({n_matrices} float64 "
             f"{n} x {n} matrices) but {source} is {cap / 1e9:.2f} GB. Use the sparse GP "
-            "(SparseGaussianProcessRegressor, spec kind 'sparse-gp'), fewer rows, or, if the memory "
+            "(SparseGaussianProcessRegressor, spec kind 'sparse-gp'), fewer rows, fewer workers (--workers 1), "
+            "or, if the memory "
             f"is there, raise the cap: {MEMORY_ENV}=<GB>. (n_hyper_subset only limits the rows of "
             "the hyperparameter fit; the factorisation always uses every row.)"
         )

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from calibprob._executor import inside, safe_name
 from calibprob.compare.report.group_plots import group_coverage_figure
 from calibprob.compare.report.results import _flat
 from calibprob.plots import draw_coverage, draw_reliability
+from calibprob.runs import inside, safe_name
 
 
 def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import xarray as xr
 
-from calibprob._executor import _is_netcdf
 from calibprob.compare.ranking import stack_pipelines
+from calibprob.runs import is_netcdf as _is_netcdf
 
 
 def load_results(path: str | Path) -> xr.Dataset:

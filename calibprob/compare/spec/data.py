@@ -28,7 +28,6 @@ from calibprob._core.options import (
     _suggest,
 )
 from calibprob._core.validation import describe_unreadable_path
-from calibprob._executor import safe_name
 from calibprob.compare.spec.model import (
     _CSV_KEYS,
     _FUNCTION_KEYS,
@@ -45,6 +44,7 @@ from calibprob.datasets import available_datasets, available_functions, load_csv
 from calibprob.datasets.functions import get_function
 from calibprob.datasets.loaders import _resolve
 from calibprob.datasets.splits import _allocate
+from calibprob.runs import safe_name
 from calibprob.transforms import transform_target
 
 

@@ -9,12 +9,12 @@ from pathlib import Path
 from calibprob import registry
 from calibprob._core.options import Bool, Choice, Int, ListOf, SpecError, Str, _check_keys, _short, _suggest
 from calibprob._core.validation import check_levels, describe_unreadable_path
-from calibprob._executor import safe_name
 from calibprob.bases.user import check_python_table
 from calibprob.compare.ranking import RANK_SCORES
 from calibprob.compare.spec.data import _parse_datasets, _parse_split
 from calibprob.compare.spec.model import DEFAULT_METRICS, TARGET_TRANSFORMS, TOP_KEYS, MethodSpec, Spec, _capped
 from calibprob.metrics import METRIC_NAMES
+from calibprob.runs import safe_name
 
 
 def _parse_base_table(table, where: str, label: str) -> dict:

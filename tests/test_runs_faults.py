@@ -1,0 +1,264 @@
+"""Faults cost only what they touch (issue 28 item 4): a killed worker, lost shared data, memory budgets.
+
+The cluster tests kill a real worker process (``os.kill(..., SIGKILL)`` from inside its task) on a
+small ``LocalCluster`` and check what the run keeps: every other task's result, the killed task's row
+naming the cause and the fix, and a rerun of the same command that computes only what is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import psutil
+import pytest
+import xarray as xr
+
+import calibprob
+from calibprob import registry
+from calibprob.compare import load_results, parse_spec, run_comparison
+from calibprob.compare import runner as compare_runner
+from calibprob.runs import RunOutput, execute, faults, scheduling
+from calibprob.runs.cluster import WORKER_CONFIG
+
+GIB = 2.0**30
+
+
+# ----------------------------------------------------------------------------- messages and budgets
+
+
+def test_killed_message_names_memory_cause_limit_and_fix():
+    err = SimpleNamespace(last_worker=SimpleNamespace(address="tcp://w:1", memory_limit=int(11.8 * GIB)))
+    events = [(1.0, {"worker": "tcp://other:2", "rss": 1e9}), (2.0, {"worker": "tcp://w:1", "rss": 11.3 * GIB})]
+    msg = faults.killed_message(err, events)
+    assert msg.startswith("worker killed: out of memory at 95 % of its 11.8 GiB limit")
+    assert "restarted it at 11.3 GiB" in msg
+    assert "Fix: use the sparse GP base (kind = 'sparse-gp'" in msg and "--workers 1" in msg
+    assert "n_hyper_subset" in msg and "rerunning the same command runs only what is missing" in msg
+
+
+def test_killed_message_without_a_memory_event_names_a_signal_or_the_oom_killer():
+    err = SimpleNamespace(last_worker=SimpleNamespace(address="tcp://w:1", memory_limit=2 * GIB))
+    msg = faults.killed_message(err, [(1.0, {"worker": "tcp://someone-else:9", "rss": 1e9})])
+    assert "died while running this task -- a signal, or the operating system's out-of-memory killer" in msg
+    assert "memory limit 2.0 GiB" in msg and "Fix: use the sparse GP base" in msg
+
+
+def test_cancellations_and_killed_workers_are_recognised():
+    import asyncio
+    import concurrent.futures
+
+    from distributed.client import FutureCancelledError
+    from distributed.scheduler import KilledWorker
+
+    assert faults.is_cancelled(FutureCancelledError("k", reason="already forgotten"))
+    assert faults.is_cancelled(asyncio.CancelledError()) and faults.is_cancelled(concurrent.futures.CancelledError())
+    assert not faults.is_cancelled(RuntimeError("x"))
+    killed = KilledWorker("k", SimpleNamespace(address="tcp://w:1", memory_limit=0), 0)
+    assert faults.is_killed_worker(killed) and not faults.is_killed_worker(RuntimeError("KilledWorker"))
+
+
+def test_memory_budget_outside_a_worker_is_the_machines_available_memory():
+    budget, source = faults.memory_budget()
+    assert source == "the machine's available memory"
+    assert budget == pytest.approx(psutil.virtual_memory().available, rel=0.05)
+
+
+def test_memory_budget_inside_a_worker_is_the_room_below_its_limit(monkeypatch):
+    """Dask's memory limit of the worker, not the machine's memory: 0.95 x limit minus what the process holds."""
+    limit = 3 * GIB
+    worker = SimpleNamespace(memory_manager=SimpleNamespace(memory_limit=limit))
+    monkeypatch.setattr(faults, "_dask_worker", lambda: worker)
+    rss = psutil.Process().memory_info().rss
+    budget, source = faults.memory_budget()
+    assert budget == pytest.approx(0.95 * limit - rss, abs=64 * 2**20)  # the RSS moves a little between reads
+    assert "95% of its 3.0 GiB memory limit" in source and "GiB in use" in source
+    huge = SimpleNamespace(memory_manager=SimpleNamespace(memory_limit=10**15))
+    monkeypatch.setattr(faults, "_dask_worker", lambda: huge)  # a limit beyond the machine: the machine bounds it
+    assert faults.memory_budget()[1] == "the machine's available memory"
+
+
+def test_check_n_by_n_refuses_with_the_budget_and_the_fix(monkeypatch):
+    monkeypatch.setattr(faults, "memory_budget", lambda: (1e9, "the room left in this Dask worker: test"))
+    faults.check_n_by_n(5000, 4, "fits")  # 0.8 GB
+    with pytest.raises(MemoryError, match=r"big step needs about 2\.0 GB \(10 float64 5000 x 5000 arrays\) but "):
+        faults.check_n_by_n(5000, 10, "big step")
+    with pytest.raises(MemoryError, match=r"the room left in this Dask worker: test is 1\.0 GB; refused .* Fix: x\."):
+        faults.check_n_by_n(5000, 10, "big step", fix="x")
+
+
+def test_check_method_memory_counts_the_sharp_gp_full_variant_on_an_exact_gp_only(monkeypatch):
+    monkeypatch.setattr(faults, "memory_budget", lambda: (1e9, "budget"))
+    n = 4000  # 9 arrays of 128 MB = 1.15 GB > 1 GB
+    with pytest.raises(MemoryError, match=r"sharp-gp \(variant 'full'\) on an exact GP of 4000 training rows"):
+        faults.check_method_memory("sharp-gp", {}, "gp", n)
+    with pytest.raises(MemoryError, match=r"Fix: variant = 'scaled' .*sparse-gp.*--workers 1"):
+        faults.check_method_memory("sharp-gp", {"variant": "cross-fitted"}, "gp", n)
+    faults.check_method_memory("sharp-gp", {"variant": "scaled"}, "gp", n)
+    faults.check_method_memory("sharp-gp", {}, "sparse-gp", n)  # the sparse GP's own path: no n x n work
+    faults.check_method_memory("isotonic", {}, "gp", 10**6)
+    faults.check_method_memory("sharp-gp", {}, "gp", 3000)  # 0.65 GB: fits
+    with pytest.raises(MemoryError, match="full-conformal-gp on an exact GP of 8000 training rows"):
+        faults.check_method_memory("full-conformal-gp", {}, "gp", 8000)
+
+
+def test_the_exact_gp_checks_its_n_by_n_work_against_the_workers_limit(monkeypatch):
+    """In a worker of 0.2 GiB (as Dask reports it), a 5 000-row exact GP (two 0.2 GB arrays) is refused before allocating."""
+    worker = SimpleNamespace(
+        memory_manager=SimpleNamespace(memory_limit=psutil.Process().memory_info().rss + 0.2 * GIB)
+    )
+    monkeypatch.setattr(faults, "_dask_worker", lambda: worker)
+    monkeypatch.delenv("CALIBPROB_GP_MEMORY_GB", raising=False)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(5000, 2))
+    gp = calibprob.GaussianProcessRegressor(optimize=False, theta={"lengthscale": 0.5, "variance": 1.0, "noise": 0.01})
+    with pytest.raises(MemoryError, match=r"the room left in this Dask worker.*fewer workers \(--workers 1\)"):
+        gp.fit(X, X[:, 0] + 0.1 * rng.normal(size=5000))
+
+
+SPEC = {
+    "name": "faults",
+    "datasets": [{"name": "branin", "function": "branin", "n": 120, "noise": 0.2}],
+    "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+    "repetitions": 1,
+    "seed": 3,
+    "base": {"kind": "gp", "n_restarts": 1},
+    "methods": {
+        "b": {"kind": "base"},
+        "iso": {"kind": "isotonic", "extrapolate": True},
+        "sharp": {"kind": "sharp-gp", "n_levels": 5},
+    },
+}
+
+
+def test_a_method_that_would_not_fit_is_refused_and_the_others_are_scored(monkeypatch, tmp_path):
+    """The runner checks a sharp GP's n x n work before running it (serially: against the machine's budget)."""
+    real = faults.memory_budget
+    # room for the base GP's own checks (a few 60 x 60 arrays) but not for the sharp GP's 9
+    monkeypatch.setattr(faults, "memory_budget", lambda: (8.0 * 60**2 * 5, "the test's budget"))
+    tree = run_comparison(parse_spec(SPEC), tmp_path / "r.nc", progress=False)
+    monkeypatch.setattr(faults, "memory_budget", real)
+    err = tree["error"].sel(dataset="branin", repetition=0)
+    assert err.sel(calibrator="b").item() == "" and err.sel(calibrator="iso").item() == ""
+    sharp = err.sel(calibrator="sharp").item()
+    assert sharp.startswith("MemoryError: sharp-gp (variant 'full') on an exact GP of 60 training rows needs")
+    assert "Fix: variant = 'scaled'" in sharp and "--workers 1" in sharp
+    assert np.isfinite(tree["crps"].sel(calibrator=["b", "iso"])).all()
+
+
+# ----------------------------------------------------------------------------- killed workers
+
+
+def _stage(config, prefix):
+    return {"offset": 10.0, "blob": np.arange(1000.0)}
+
+
+def _task(config, state, prefix, item, refits=None):
+    if item.startswith("kill") and not os.path.exists(os.path.join(config["dir"], item)):
+        open(os.path.join(config["dir"], item), "w").close()
+        time.sleep(0.5)  # both killers running at once: every copy of the scattered stage dies with them
+        os.kill(os.getpid(), signal.SIGKILL)
+    with open(os.path.join(config["dir"], "calls"), "a") as fh:
+        fh.write(item + "\n")
+    return xr.Dataset({"v": ((), state["offset"] + len(item))}, attrs={"worker_pid": os.getpid()})
+
+
+def _on_error(key, msg):
+    return xr.Dataset({"v": ((), np.nan), "why": ((), msg)})
+
+
+def _run(tmp_path, keys):
+    with RunOutput(tmp_path / "out.nc") as output:
+        return execute(
+            _task,
+            {"dir": str(tmp_path)},
+            keys,
+            fingerprint="f1",
+            on_error=_on_error,
+            coords=lambda key: {},
+            output=output,
+            prepare=_stage,
+            priority=lambda key: 10 if key[1].startswith("kill") else 1,
+            workers=2,
+            progress=False,
+        )
+
+
+@pytest.mark.slow
+def test_killed_workers_cost_only_their_tasks_and_the_lost_stage_is_scattered_again(tmp_path, monkeypatch):
+    """Two tasks SIGKILL both workers at once: the stage scattered to them is lost with them.
+
+    The two killed tasks fail with cause and fix; the other two, which need the lost stage, run on the
+    restarted workers with the stage scattered again (before the fix the run ended with
+    ``FutureCancelledError: ... already forgotten``). The rerun of the same call computes only the killed
+    tasks, and the finished ones come from their parts.
+    """
+    assert WORKER_CONFIG["distributed.scheduler.allowed-failures"] == 0
+    rescattered = []
+    again = scheduling._Staging._scatter_again
+    monkeypatch.setattr(scheduling._Staging, "_scatter_again", lambda *a: rescattered.append(1) or again(*a))
+    keys = [("d", "kill-a"), ("d", "kill-b"), ("d", "x"), ("d", "yy")]
+    first = _run(tmp_path, keys)
+    assert rescattered  # the stage was lost with both workers, and scattered again
+    for key in keys[:2]:
+        why = str(first[key]["why"].values)
+        assert first[key].attrs["task_failed"] == 1
+        assert why.startswith("worker killed: its process") and "Fix: use the sparse GP base" in why
+    assert [float(first[k]["v"]) for k in keys[2:]] == [11.0, 12.0]
+    calls = (tmp_path / "calls").read_text().split()
+    assert sorted(calls) == ["x", "yy"]
+    second = _run(tmp_path, keys)  # the same command again: only the killed tasks run (markers: no kill now)
+    assert [float(second[k]["v"]) for k in keys] == [16.0, 16.0, 11.0, 12.0]
+    assert sorted((tmp_path / "calls").read_text().split()) == ["kill-a", "kill-b", "x", "yy"]
+
+
+@pytest.fixture
+def kill_kind(monkeypatch):
+    import _faults_kill
+
+    _faults_kill.register()
+    # the workers preload the module too, so that their registries know the kind
+    monkeypatch.setattr(compare_runner, "_modules", lambda spec: ["_faults_kill"])
+    yield _faults_kill.KIND
+    registry.METHODS.pop(_faults_kill.KIND, None)
+
+
+@pytest.mark.slow
+def test_compare_keeps_finished_methods_when_a_worker_is_killed_and_the_rerun_completes_the_rest(kill_kind, tmp_path):
+    """``calibprob compare --workers 2``: a method's worker is killed; the others are scored and kept."""
+    spec = parse_spec(
+        {
+            "name": "killed",
+            "datasets": [{"name": "branin", "function": "branin", "n": 120, "noise": 0.2}],
+            "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+            "repetitions": 1,
+            "seed": 3,
+            "base": {"kind": "ols"},
+            "methods": {
+                "b": {"kind": "base"},
+                "iso": {"kind": "isotonic", "extrapolate": True},
+                "killer": {"kind": kill_kind, "marker": str(tmp_path / "killed")},
+            },
+        }
+    )
+    out = tmp_path / "r.nc"
+    run_comparison(spec, out, workers=2, progress=False)
+    res = load_results(out)
+    err = res["error"].sel(dataset="branin", repetition=0)
+    assert err.sel(calibrator="b").item() == "" and err.sel(calibrator="iso").item() == ""
+    assert err.sel(calibrator="killer").item().startswith("worker killed: its process")
+    assert "Fix: use the sparse GP base" in err.sel(calibrator="killer").item()
+    assert np.isfinite(res["crps"].sel(calibrator=["b", "iso"])).all()
+    assert np.isnan(res["crps"].sel(calibrator="killer")).all()
+    parts = sorted((tmp_path / "r.nc.parts").iterdir())
+    stamps = {p.name: p.stat().st_mtime_ns for p in parts}
+    run_comparison(spec, out, workers=2, progress=False)  # the same command: only the killed method runs
+    again = load_results(out)
+    assert (again["error"] == "").all()
+    for name, stamp in stamps.items():
+        changed = (tmp_path / "r.nc.parts" / name).stat().st_mtime_ns != stamp
+        assert changed == ("killer" in name), name
+    xr.testing.assert_equal(again["crps"].sel(calibrator=["b", "iso"]), res["crps"].sel(calibrator=["b", "iso"]))
