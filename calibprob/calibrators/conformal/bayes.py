@@ -229,7 +229,7 @@ class ConformalBayes(BaseEstimator):
                 sl = slice(start, min(start + per, m))
                 # a C-ordered float64 input is used as a view (each draw's slab is contiguous); otherwise one
                 # contiguous copy of the slab: reductions over the draws of a transposed view are ~10x slower
-                yield sl, arr[:, sl, :] if contiguous else np.ascontiguousarray(arr[:, sl, :], dtype=float)
+                yield sl, np.asarray(arr[:, sl, :]) if contiguous else np.ascontiguousarray(arr[:, sl, :], dtype=float)
 
         return self._predict_blocks(blocks(), g, groups=groups, confidence_level=confidence_level)
 
