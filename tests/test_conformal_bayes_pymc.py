@@ -149,6 +149,6 @@ def test_return_calibrator_gives_the_fitted_conformal_bayes_that_saves_and_predi
     b, s = problem["post"]["b"].reshape(-1, D), problem["post"]["s"].reshape(-1)
     logf = stats.norm.logpdf(grid[None, None, :], (b @ problem["X_new"].T)[:, :, None], s[:, None, None])
     path = tmp_path / "cb.nc"
-    calibprob.save(cb, path)
+    cb.save(path)
     again = calibprob.load(path).predict(logf, grid)
     np.testing.assert_array_equal(again["p_value"].values, pred["p_value"].values)

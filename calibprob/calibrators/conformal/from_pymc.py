@@ -88,7 +88,7 @@ def conformal_bayes(
         PyTensor mode; default :func:`calibprob._pytensor.get_compile_mode`.
     return_calibrator : bool, default False
         Also return the fitted :class:`calibprob.ConformalBayes` (it holds the training
-        log-likelihood: save it with :func:`calibprob.save`, or call its ``predict`` on other test
+        log-likelihood: save it with its ``save`` method, or call its ``predict`` on other test
         log densities of the same draws).
     **options
         Other :class:`calibprob.ConformalBayes` parameters (``min_ess``, ``unseen_group``, ...).
