@@ -296,6 +296,18 @@ def _normal_logpdf(y, mu, sigma):
     return -0.5 * ((y - mu) / sigma) ** 2 - np.log(sigma) - 0.5 * np.log(2.0 * np.pi)
 
 
+def _normal_logpdf_inplace(y, mu, sigma):
+    """:func:`_normal_logpdf` bit for bit (the same operations in the same order), in place: one
+    temporary instead of five over the (S, chunk, G) block."""
+    z = np.subtract(y, mu)
+    z /= sigma
+    z *= z
+    z *= -0.5
+    z -= np.log(sigma)
+    z -= 0.5 * np.log(2.0 * np.pi)
+    return z
+
+
 def rep_inputs(experiment: str, rep: int):
     """Everything conformal Bayes and the Bayes band need for one cached repetition.
 
@@ -344,7 +356,7 @@ def reference_kept(ll, logf, alpha: float = ALPHA, members=None):
     return rank / (ll.shape[1] + 1.0) > alpha
 
 
-def cb_kept(inp, engine: str, chunk: int = 8):
+def cb_kept(inp, engine: str, chunk: int = 32):
     """Kept grid mask (m, G) of conformal Bayes at every test point, by ``engine``."""
     grid, mu_t, sigma, ll = inp["grid"], inp["mu_test"], inp["sigma"], inp["ll"]
     m = mu_t.shape[1]
@@ -364,7 +376,7 @@ def cb_kept(inp, engine: str, chunk: int = 8):
     cb.fit(ll, train_groups=inp["g_train"] if grouped else None)
     for j0 in range(0, m, chunk):
         sl = slice(j0, min(j0 + chunk, m))
-        logf = _normal_logpdf(grid[None, None, :], mu_t[:, sl, None], sigma[:, :, None])
+        logf = _normal_logpdf_inplace(grid[None, None, :], mu_t[:, sl, None], sigma[:, :, None])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # ESS warnings at far grid tails are expected here
             ds = cb.predict(logf, grid, groups=inp["g_test"][sl] if grouped else None)

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 import calibprob
-from calibprob.calibrators.conformal.from_pymc import _Door
+from calibprob.calibrators.conformal.from_pymc import _closed_form_logpdf, _Door
 
 pm = pytest.importorskip("pymc")
 az = pytest.importorskip("arviz")
@@ -77,7 +77,9 @@ def test_the_logp_path_equals_the_closed_form_to_1e_10(problem, likelihood):
     idata = _idata(problem, model)
     g = np.broadcast_to(np.linspace(-6, 6, 31), (5, 31))
     new = {"X": problem["X_new"]}
-    fast = np.concatenate([blk for _, blk in _Door(model, idata, None, None).closed_form_blocks(new, g)], axis=1)
+    fast = np.concatenate(
+        [blk for _, blk in _Door(model, idata, None, None).closed_form_blocks(new, g, _closed_form_logpdf)], axis=1
+    )
     slow = np.concatenate([blk for _, blk in _Door(model, idata, None, None).logp_blocks(new, g)], axis=1)
     assert fast.shape == (CHAINS * DRAWS, 5, 31)
     # Normal: to 1e-10. Student-t: PyTensor's gammaln/log1p terms differ from SciPy's by ~6e-10
@@ -136,3 +138,17 @@ def test_the_door_passes_groups_through(problem):
     expected = by_hand.predict(logf, grid, groups=["u", "v", "w", "u", "v"])
     np.testing.assert_array_equal(pred["p_value"].values, expected["p_value"].values)
     assert pred["n_ranked"].values.tolist() == [N // 3] * 5
+
+
+def test_return_calibrator_gives_the_fitted_conformal_bayes_that_saves_and_predicts_alike(problem, tmp_path):
+    model = _model(problem["X"], problem["y"])
+    idata = _idata(problem, model)
+    grid = np.linspace(-8, 8, 81)
+    pred, cb = calibprob.conformal_bayes(model, idata, problem["X_new"], grid=grid, return_calibrator=True)
+    assert isinstance(cb, calibprob.ConformalBayes) and cb.n_train_ == N
+    b, s = problem["post"]["b"].reshape(-1, D), problem["post"]["s"].reshape(-1)
+    logf = stats.norm.logpdf(grid[None, None, :], (b @ problem["X_new"].T)[:, :, None], s[:, None, None])
+    path = tmp_path / "cb.nc"
+    cb.save(path)
+    again = calibprob.load(path).predict(logf, grid)
+    np.testing.assert_array_equal(again["p_value"].values, pred["p_value"].values)

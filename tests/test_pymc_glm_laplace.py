@@ -54,6 +54,8 @@ def test_log_likelihood_group_matches_pymc_logp(laplace, data):
         pm.Normal("z", alpha + pm.math.dot(Xs, beta), sigma, observed=z)
         ref = pm.compute_log_likelihood(laplace.idata_, var_names=["z"], extend_inferencedata=False, progressbar=False)
     np.testing.assert_allclose(ll.values, ref["z"].values - np.log(laplace.y_scale_), rtol=1e-10, atol=1e-10)
+    # one y-scale formula: loo_tree's group is the stored one, bit for bit
+    np.testing.assert_array_equal(laplace.loo_tree()["log_likelihood"]["y"].values, ll.values)
 
 
 def test_log_density_integrates_to_one_and_matches_draws(laplace, data):

@@ -171,11 +171,8 @@ class _PosteriorDrawsRegressor(BaseEstimator):
         xarray.DataTree
         """
         check_is_fitted(self, "idata_", method="fit")
-        loc = self.y_mean_ + self.y_scale_ * self._train_loc()
-        scale = self.y_scale_ * self._sigma[:, None]
         y = self._y_fit
-        nu = getattr(self, "_nu", None)
-        ll = stats.norm.logpdf(y, loc, scale) if nu is None else stats.t.logpdf(y, nu[:, None], loc, scale)
+        ll = self._train_log_likelihood()
         post = self.idata_["posterior"].to_dataset()
         shape = (post.sizes["chain"], post.sizes["draw"], y.size)
         dims = ("chain", "draw", "obs")
@@ -188,6 +185,15 @@ class _PosteriorDrawsRegressor(BaseEstimator):
                 "observed_data": xr.Dataset({"y": (("obs",), y)}),
             }
         )
+
+    def _train_log_likelihood(self) -> np.ndarray:
+        r"""``(n_draws, n)`` :math:`\log p(y_i \mid \theta_s)` on the scale of ``y``: the one formula
+        behind both :meth:`loo_tree` and the ``log_likelihood`` group of ``log_likelihood=True``."""
+        loc = self.y_mean_ + self.y_scale_ * self._train_loc()
+        scale = self.y_scale_ * self._sigma[:, None]
+        nu = getattr(self, "_nu", None)
+        y = self._y_fit
+        return stats.norm.logpdf(y, loc, scale) if nu is None else stats.t.logpdf(y, nu[:, None], loc, scale)
 
     def _train_loc(self) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -393,12 +399,12 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
             self.y_mean_
             + self.y_scale_ * (self._alpha.mean() - self.x_mean_ @ (self._beta.mean(axis=0) / self.x_scale_))
         )
+        # the training data, for loo_tree (PSIS-LOO calibration without a holdout) and log_likelihood
+        self._X_fit, self._y_fit = Xa, y
         if self.log_likelihood:
-            self._store_log_likelihood(Xa, y)
+            self._store_log_likelihood()
         self.diagnostics_ = self._diagnostics(idata)
         self._warn_convergence()
-        # the training data, for loo_tree (PSIS-LOO calibration without a holdout)
-        self._X_fit, self._y_fit = Xa, y
         return self
 
     def _priors(self, pm, beta_sd):
@@ -419,9 +425,9 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
             sigma = pm.HalfNormal("sigma", sigma=sc)
         return alpha, beta, sigma
 
-    def _store_log_likelihood(self, Xa: np.ndarray, y: np.ndarray) -> None:
+    def _store_log_likelihood(self) -> None:
         r"""The ``log_likelihood`` group: :math:`\log f_{\theta_s}(y_i \mid x_i)` on y's scale."""
-        ll = self.log_density(Xa, y[:, None])[:, :, 0]
+        ll = self._train_log_likelihood()
         chains = self.idata_["posterior"].sizes.get("chain", 1)
         da = xr.DataArray(ll.reshape(chains, -1, ll.shape[1]), dims=("chain", "draw", "obs"), name="y")
         self.idata_["log_likelihood"] = xr.DataTree(xr.Dataset({"y": da}))

@@ -28,6 +28,10 @@ from scipy.special import logsumexp
 
 #: Below this, a matrix-product entry has lost relative precision to underflow: recompute in log space.
 _TINY = 1e-280
+#: Float32 products below this are recomputed in float64 (far above float32's underflow).
+_TINY32 = 1e-30
+#: Entries re-checked in float64 per gather (bounds the (S, k) temporaries).
+_RECHECK = 256
 #: Largest spread of the columns' maximum log-likelihoods that one common shift takes without underflow.
 _SPAN = 600.0
 
@@ -45,7 +49,7 @@ def shifted_likelihood(log_lik: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.exp(log_lik - c), np.asarray(c)
 
 
-def aoi_block(logf: np.ndarray, log_lik: np.ndarray, E: np.ndarray, c: np.ndarray, members=None):
+def aoi_block(logf: np.ndarray, log_lik: np.ndarray, E: np.ndarray, c: np.ndarray, members=None, E32=None):
     r"""Ranks of a block of rows, and the AOI weights' diagnostics.
 
     Parameters
@@ -59,6 +63,10 @@ def aoi_block(logf: np.ndarray, log_lik: np.ndarray, E: np.ndarray, c: np.ndarra
         From :func:`shifted_likelihood`.
     members : ndarray of bool, shape (R, n), optional
         Which training points each row ranks among (its group); ``None``: all.
+    E32 : ndarray of float32, shape (S, n), optional
+        ``E`` in float32: with one common shift, the product is screened in float32 and only the
+        entries it cannot decide are recomputed in float64 (:func:`_screened_compare`); the
+        ranks are the float64 ones.
 
     Returns
     -------
@@ -83,21 +91,67 @@ def aoi_block(logf: np.ndarray, log_lik: np.ndarray, E: np.ndarray, c: np.ndarra
     log_new = np.log(sq) - np.log(total) + mx
     ess = total * total / sq
     w = np.divide(e, total, out=e)  # normalised AOI weights, max >= 1/S: no underflow where it matters
-    prod = w.T @ E  # sigma_{r,i} * exp(-c_i)
-    if c.ndim == 0:
-        # one shift: sigma_i <= sigma_new  <=>  prod_i <= exp(log sigma_new - c), no log of the block
-        below = prod <= np.exp(log_new - c)[:, None]
+    if c.ndim == 0 and E32 is not None:
+        below, small = _screened_compare(w, E, E32, np.exp(log_new - c))
     else:
-        with np.errstate(divide="ignore"):
-            below = np.log(prod) + c <= log_new[:, None]
-    small = prod < _TINY  # underflowed: recompute those scores exactly in log space
+        prod = w.T @ E  # sigma_{r,i} * exp(-c_i)
+        if c.ndim == 0:
+            # one shift: sigma_i <= sigma_new  <=>  prod_i <= exp(log sigma_new - c), no log of the block
+            below = prod <= np.exp(log_new - c)[:, None]
+        else:
+            with np.errstate(divide="ignore"):
+                below = np.log(prod) + c <= log_new[:, None]
+        small = prod < _TINY  # underflowed: recompute those scores exactly in log space
     if small.any():
         rows, cols = np.nonzero(small)
-        log_w = logf.reshape(S, -1)[:, rows] - (mx[rows] + np.log(total[rows]))
-        below[rows, cols] = logsumexp(log_w + log_lik[:, cols], axis=0) <= log_new[rows]
+        below[rows, cols] = _exact_below(logf, log_lik, mx, total, log_new, rows, cols)
     if members is not None:
         below &= members
     return below.sum(axis=1) + 1, ess, mx + np.log(total)
+
+
+def _exact_below(logf, log_lik, mx, total, log_new, rows, cols) -> np.ndarray:
+    """``sigma_{r,i} <= sigma_new_r`` by an exact log-sum-exp over the draws, for entries ``(rows, cols)``."""
+    S = logf.shape[0]
+    log_w = logf.reshape(S, -1)[:, rows] - (mx[rows] + np.log(total[rows]))
+    return logsumexp(log_w + log_lik[:, cols], axis=0) <= log_new[rows]
+
+
+def _screened_compare(w: np.ndarray, E: np.ndarray, E32: np.ndarray, thr: np.ndarray):
+    r"""``(w^T E)_{r,i} <= thr_r`` decided exactly, the product taken in float32 with a proven error bound.
+
+    Returns the decisions and the mask of entries whose float64 product is below :data:`_TINY`
+    (for the caller's exact log-space recomputation, as on the float64 path).
+
+    Every term :math:`w_{s,r} E_{s,i}` is :math:`\ge 0`, so the float32 product :math:`\hat p` of
+    the float64 inputs satisfies :math:`|\hat p - p| \le \delta p + a` with
+    :math:`\delta = 1.01 (S + 4) u` (:math:`u = 2^{-24}`: rounding of both inputs, of each
+    product and of the :math:`S - 1` additions in any order; Higham 2002, §3.1) and
+    :math:`a = S \cdot 2^{-146}` (float32 underflow). :math:`\hat p > thr (1+2\delta) + a`
+    then proves :math:`p > thr`, and :math:`\hat p < thr (1-2\delta) - a` proves :math:`p < thr`;
+    the few entries in between, and every entry whose float32 value is below :data:`_TINY32`,
+    are recomputed as float64 dot products (the float64 path's result, bit for bit on those
+    entries up to summation order). The float32 product costs half the float64 one.
+    """
+    S = w.shape[0]
+    prod = w.astype(np.float32).T @ E32
+    delta = 1.01 * (S + 4) * 2.0**-24
+    a = S * 2.0**-146
+    hi = (thr * (1 + 2 * delta) + a).astype(np.float32)[:, None]
+    lo = (thr * (1 - 2 * delta) - a).astype(np.float32)[:, None]
+    # float32 thresholds rounded outward by one ulp so the float32 comparisons stay conservative
+    hi, lo = np.nextafter(hi, np.float32(np.inf)), np.nextafter(lo, np.float32(-np.inf))
+    below = prod < lo
+    unsure = ~below & (prod <= hi) | (prod < _TINY32)
+    small = np.zeros_like(below)
+    if unsure.any():
+        rows, cols = np.nonzero(unsure)
+        for k in range(0, rows.size, _RECHECK):
+            r, i = rows[k : k + _RECHECK], cols[k : k + _RECHECK]
+            p64 = np.einsum("sk,sk->k", w[:, r], E[:, i])
+            below[r, i] = p64 <= thr[r]
+            small[r, i] = p64 < _TINY
+    return below, small
 
 
 def log_weights(logf: np.ndarray) -> np.ndarray:
@@ -111,3 +165,64 @@ def runs(mask: np.ndarray) -> int:
         return 0
     m = mask.astype(np.int8)
     return int(m[0] + np.count_nonzero(np.diff(m) == 1))
+
+
+def pareto_khat(logw: np.ndarray) -> np.ndarray:
+    r"""Pareto :math:`\hat k` of each column's importance weights, arviz-stats' ``psislw`` rule, vectorised.
+
+    Per column (weights :math:`w_s \propto e^{\log w_s}`, :math:`S` draws), as
+    ``arviz_stats``' ``psislw(r_eff=1)``: the :math:`M = \lfloor 3\sqrt S\rfloor` largest weights
+    (:math:`\lfloor S/5 \rfloor` when :math:`S \le 225`) above the next largest :math:`u` are
+    fitted with a generalised Pareto distribution by Zhang and Stephens's (2009) empirical-Bayes
+    estimate, and :math:`\hat k` is shrunk towards 0.5 with the weakly informative prior of
+    Vehtari et al. (2024, eq. 7): :math:`\hat k = (M \bar k + 5)/(M + 10)`. One ``np.partition``
+    over the draws finds every tail at once (no per-column sort), and the profile over the
+    :math:`m_{est} = 30 + \lfloor\sqrt M\rfloor` candidate :math:`b` values is one broadcast.
+
+    Parameters
+    ----------
+    logw : ndarray, shape (S, m)
+        Log weights (any normalisation) of ``m`` columns.
+
+    Returns
+    -------
+    ndarray, shape (m,)
+        :math:`\hat k` per column; NaN where the tail is flat or its first quartile does not exceed
+        its minimum (arviz-stats: an error / NaN), :math:`+\infty` where the fit fails.
+
+    References
+    ----------
+    Zhang, J. and Stephens, M. A. (2009). A new and efficient estimation method for the
+    generalized Pareto distribution. Technometrics 51(3).
+    Vehtari, A., Simpson, D., Gelman, A., Yao, Y. and Gabry, J. (2024). Pareto smoothed
+    importance sampling. JMLR 25(72).
+    """
+    S = logw.shape[0]
+    M = int(np.floor(3 * np.sqrt(S))) if S > 225 else S // 5
+    if M < 5:
+        raise ValueError(f"pareto_khat needs at least 25 draws (5 tail draws); got {S}.")
+    lw = logw - logw.max(axis=0)
+    part = np.partition(lw, S - M - 1, axis=0)[S - M - 1 :]  # cutoff, then the M largest (unsorted)
+    tail = np.exp(np.sort(part[1:], axis=0))
+    x = tail - np.exp(part[0])  # (M, m), ascending
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        kappa = _gpd_kappa(x)
+    flat = (tail[-1] - tail[0] < np.finfo(float).tiny) | (x[int(M / 4 + 0.5) - 1] <= x[0])
+    return np.where(flat, np.nan, kappa)
+
+
+def _gpd_kappa(x: np.ndarray) -> np.ndarray:
+    """Zhang-Stephens GPD shape with the 0.5-centred prior, per column of sorted exceedances ``x`` (n, m)."""
+    n = x.shape[0]
+    m_est = 30 + int(n**0.5)
+    xstar = x[int(n / 4 + 0.5) - 1]  # first quartile
+    b = (1 - np.sqrt(m_est / (np.arange(1, m_est + 1, dtype=float) - 0.5)))[:, None] / (3 * xstar) + 1 / x[-1]
+    k = np.mean(np.log1p(-b[:, None, :] * x[None]), axis=1)  # (m_est, m)
+    len_scale = n * (np.log(-b / k) - k - 1)
+    w = np.exp(len_scale - logsumexp(len_scale, axis=0))
+    w = np.where(w >= 10 * np.finfo(float).eps, w, 0.0)  # arviz-stats drops negligible weights
+    w /= w.sum(axis=0)
+    b_post = np.sum(b * w, axis=0)
+    kappa = np.mean(np.log1p(-b_post * x), axis=0)
+    kappa = (n * kappa + 10 * 0.5) / (n + 10)
+    return np.where(np.isnan(kappa), np.inf, kappa)

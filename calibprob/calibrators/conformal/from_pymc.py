@@ -27,6 +27,7 @@ from scipy import special
 
 from calibprob._core.pytensor_setup import get_compile_mode
 from calibprob._core.validation import check_choice, check_int
+from calibprob.calibrators.conformal import _bayes_bambi as _bambi
 from calibprob.calibrators.conformal import _bayes_inputs as _inputs
 from calibprob.calibrators.conformal.bayes import ConformalBayes
 
@@ -50,23 +51,26 @@ def conformal_bayes(
     var_name: str | None = None,
     method: str = "auto",
     compile_mode=None,
+    return_calibrator: bool = False,
     **options,
-) -> xr.Dataset:
+) -> xr.Dataset | tuple[xr.Dataset, ConformalBayes]:
     r"""Conformal Bayes prediction sets for new inputs of a fitted PyMC model, in one call.
 
     Parameters
     ----------
-    model : pymc.Model
-        The model, with its inputs in ``pm.Data`` containers and the observed variable's shape
-        following them (``shape=X.shape[0]`` or dims tied to the data). The ``logp`` path also
-        needs the observed values in a ``pm.Data`` container.
+    model : pymc.Model or bambi.Model
+        A PyMC model, with its inputs in ``pm.Data`` containers and the observed variable's shape
+        following them (``shape=X.shape[0]`` or dims tied to the data; the ``logp`` path also
+        needs the observed values in a ``pm.Data`` container); or a fitted ``bambi.Model``
+        (bambi >= 0.21), evaluated at the new rows through bambi's ``predict`` and
+        ``compute_log_likelihood``.
     idata : xarray.DataTree
         Its posterior, with a ``log_likelihood`` group (``pm.compute_log_likelihood(idata)``)
         and ``observed_data``.
-    X_new : dict or array_like
+    X_new : dict, array_like or pandas.DataFrame
         New values of the input containers, ``{name: array}`` as for ``pm.set_data`` (every
         container indexed by observation, e.g. a group index too), or one array when the model
-        has exactly one input container.
+        has exactly one input container; for a bambi model, a DataFrame of new rows.
     confidence_level : float or sequence of float, default 0.9
     groups, train_groups : array_like or str, optional
         Grouped conformal Bayes (see :class:`calibprob.ConformalBayes`): the test points' groups,
@@ -82,13 +86,18 @@ def conformal_bayes(
         ``auto``: closed form for Normal and Student-t likelihoods, PyMC's ``logp`` otherwise.
     compile_mode : str, optional
         PyTensor mode; default :func:`calibprob._core.pytensor_setup.get_compile_mode`.
+    return_calibrator : bool, default False
+        Also return the fitted :class:`calibprob.ConformalBayes` (it holds the training
+        log-likelihood: save it with its ``save`` method, or call its ``predict`` on other test
+        log densities of the same draws).
     **options
         Other :class:`calibprob.ConformalBayes` parameters (``min_ess``, ``unseen_group``, ...).
 
     Returns
     -------
-    xarray.Dataset
-        As :meth:`calibprob.ConformalBayes.predict`, with ``attrs["log_density"]`` naming the path.
+    xarray.Dataset or (xarray.Dataset, ConformalBayes)
+        As :meth:`calibprob.ConformalBayes.predict`, with ``attrs["log_density"]`` naming the path;
+        with ``return_calibrator=True``, also the fitted calibrator.
 
     References
     ----------
@@ -109,21 +118,28 @@ def conformal_bayes(
     check_choice(method, "method", ("auto", "closed-form", "logp"))
     n_grid = check_int(n_grid, "n_grid", minimum=2)
     cb = ConformalBayes(confidence_level=confidence_level, **options)
+    door: _Door | _bambi.BambiDoor
+    if _bambi.is_bambi_model(model):
+        door = _bambi.BambiDoor(model, idata)
+        var_name = door.var_name if var_name is None else var_name
     cb.fit(idata, var_name=var_name, train_groups=train_groups)
-    door = _Door(model, idata, var_name, compile_mode)
+    if not _bambi.is_bambi_model(model):
+        door = _Door(model, idata, var_name, compile_mode)
     new = door.new_data(X_new)
-    m = len(next(iter(new.values())))
-    g = _default_grid(grid, cb.y_train_, n_grid, m)
+    g = _default_grid(grid, cb.y_train_, n_grid, door.n_new(new))
     if door.n_draws != cb.n_draws_:
         raise ValueError(
             f"idata: the posterior has {door.n_draws} draws but the log_likelihood group {cb.n_draws_}; "
             "recompute it with pm.compute_log_likelihood(idata) on this posterior."
         )
     path = door.choose(method)
-    blocks = door.closed_form_blocks(new, g) if path == "closed-form" else door.logp_blocks(new, g)
+    if path == "closed-form":
+        blocks = door.closed_form_blocks(new, g, _closed_form_logpdf)
+    else:
+        blocks = door.logp_blocks(new, g)
     pred = cb._predict_blocks(blocks, g, groups=groups)
     pred.attrs["log_density"] = path
-    return pred
+    return (pred, cb) if return_calibrator else pred
 
 
 def _default_grid(grid, y_train, n_grid: int, m: int) -> np.ndarray:
@@ -190,6 +206,10 @@ class _Door:
             raise ValueError(f"X_new: every container needs one row per test point; got lengths {lengths}.")
         return new
 
+    @staticmethod
+    def n_new(new: dict[str, np.ndarray]) -> int:
+        return len(next(iter(new.values())))
+
     def choose(self, method: str) -> str:
         family = type(self.rv.owner.op).__name__
         if method == "closed-form" and family not in _CLOSED_FORM:
@@ -239,7 +259,7 @@ class _Door:
         for start in range(0, self.n_draws, per):
             yield slice(start, min(start + per, self.n_draws))
 
-    def closed_form_blocks(self, new, g) -> Iterator[tuple[slice, np.ndarray]]:
+    def closed_form_blocks(self, new, g, logpdf) -> Iterator[tuple[slice, np.ndarray]]:
         """Likelihood parameters at the m test inputs for all draws, then the log density per block."""
         m = g.shape[0]
         data = dict(new)
@@ -255,7 +275,7 @@ class _Door:
         per = max(1, _BLOCK_BYTES // (8 * self.n_draws * g.shape[1]))
         for start in range(0, m, per):
             sl = slice(start, min(start + per, m))
-            yield sl, _closed_form_logpdf(family, [p[:, sl, None] for p in params], g[None, sl, :])
+            yield sl, logpdf(family, [p[:, sl, None] for p in params], g[None, sl, :])
 
     def logp_blocks(self, new, g) -> Iterator[tuple[slice, np.ndarray]]:
         """The model's elementwise logp of the observed variable at (test input, grid value) rows."""
