@@ -2,7 +2,6 @@
 
 import importlib.util
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,8 +10,9 @@ from calibprob import ConvergenceWarning, LinearRegression
 from calibprob.compare import SpecError, parse_spec
 from calibprob.compare.methods import TaskContext, run_kind
 from calibprob.pymc_glm import PyMCLinearRegression
+from tests.support.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 
 @pytest.fixture(scope="module")

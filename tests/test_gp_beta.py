@@ -37,6 +37,7 @@ from calibprob.calibrators.gp_beta import (
     gaussian_embedding_kernel,
     held_out_elpd,
 )
+from tests.support.paths import MODELS
 
 # ---------------------------------------------------------------------------
 # data
@@ -771,12 +772,11 @@ def test_song_table1_boston_rows_from_the_shipped_spec(spec_name):
     repetitions in docs/benchmarks.md: OLS 2.91 -> 2.70, Bayesian ridge 2.94 -> 2.72).
     """
     import tomllib
-    from pathlib import Path
 
     from calibprob.compare import parse_spec
     from calibprob.compare.runner import run_task
 
-    path = Path(__file__).resolve().parents[1] / "models" / f"{spec_name}.toml"
+    path = MODELS / f"{spec_name}.toml"
     data = tomllib.loads(path.read_text())
     data["methods"] = {k: v for k, v in data["methods"].items() if k in ("base", "isotonic", "gp-beta-16")}
     spec = parse_spec(data).to_dict()

@@ -21,6 +21,7 @@ from scipy import stats
 
 from calibprob._base import ConvergenceWarning
 from calibprob.gp import GaussianProcessRegressor, _objective, _pymc
+from tests.support.paths import MODELS
 
 
 def _data(seed=0, n=60, d=3, offset=0.0):
@@ -178,12 +179,11 @@ def test_optimum_on_the_variance_bound_is_reported():
     """Issue 16: Branin, Matérn nu = 5.5, REML (the Pion p = 5 setting) puts the signal variance on
     its box bound (1e4 var(y)); the fit keeps that optimum (the Pion rows are measured with it)
     but says so."""
-    from pathlib import Path
 
     from calibprob.compare import load_spec
     from calibprob.compare.runner import _prepare
 
-    spec = load_spec(Path(__file__).resolve().parents[1] / "models" / "pion2024-table1-p5.toml")
+    spec = load_spec(MODELS / "pion2024-table1-p5.toml")
     seed, arrays = _prepare(spec, "branin", 0)
     X, y = arrays["train"]
     with pytest.warns(ConvergenceWarning, match=r"optimum is on the box bound of log_variance"):

@@ -3,12 +3,13 @@
 slow test on fewer repetitions than the authors' 50 (tolerance widened by the standard error)."""
 
 import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 
 
 @pytest.fixture(scope="module")
