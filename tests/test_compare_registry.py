@@ -3,8 +3,8 @@
 Checked: every registered option is a constructor keyword of its class (and every keyword is
 an option, fixed by the kind, filled by the task or deliberately hidden); the generated tables
 of docs/spec.md are up to date; the lazy-import tables and ``calibprob._io.REGISTRY`` list the
-registered classes; the runner scores a kind by its registered output. The acceptance test of
-issue 17: a toy calibrator defined here plus one registration call runs in ``calibprob compare``,
+registered classes; the runner scores a kind by its registered output. The whole path
+of a new method: a toy calibrator defined here plus one registration call runs in ``calibprob compare``,
 appears in the generated kinds table and is checked by tests/test_common.py, with no other edit.
 """
 

@@ -1,4 +1,4 @@
-"""The comparison runner's ``conformal-bayes`` kind (issue 29, item 6a) on a ``pymc-glm`` base."""
+"""The comparison runner's ``conformal-bayes`` kind on a ``pymc-glm`` base."""
 
 import importlib.util
 import warnings

@@ -389,7 +389,7 @@ def test_optimizer_option_is_validated():
         GaussianProcessRegressor(optimizer="sgd").fit(np.zeros((3, 1)), np.zeros(3))
 
 
-# -- scale: hyperparameters on a subset, memory check, chunked prediction (issue 21) --------
+# -- scale: hyperparameters on a subset, memory check, chunked prediction ---------------------
 
 
 def test_subset_hyperparameters_equal_a_manual_fit_on_the_subset(se_data):

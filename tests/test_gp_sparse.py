@@ -134,7 +134,7 @@ def test_vfe_fit_at_n2000_matches_exact_fit(big):
     assert np.max(np.abs(m1 - m2)) / np.std(y) < 1e-3
 
 
-# -- chunked statistics (fit linear in n) and the closed-form LOO (issue 21) ---------------------
+# -- chunked statistics (fit linear in n) and the closed-form LOO ----------------------------------
 
 
 @pytest.mark.parametrize("kernel, p", [("se", 2), ("matern", 1)])

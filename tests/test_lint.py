@@ -43,7 +43,7 @@ def test_mypy_passes():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-#: Issue 17's limit on a function's length: lines of code, its docstring not counted.
+#: The limit on a function's length: lines of code, its docstring not counted.
 MAX_FUNCTION_LINES = 80
 
 

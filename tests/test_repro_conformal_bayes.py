@@ -1,4 +1,4 @@
-"""Fong & Holmes's (2021) conformal-Bayes numbers (issue 29, acceptance 1), through
+"""Fong & Holmes's (2021) conformal-Bayes numbers, through
 ``benchmarks/repro_conformal_bayes.py``: its data protocol in the default run, the numbers in a
 slow test on fewer repetitions than the authors' 50 (tolerance widened by the standard error)."""
 
