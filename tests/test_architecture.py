@@ -17,7 +17,7 @@ through it is a circle all the same). Resolution:
 * ``importlib.import_module(<expression>)`` (the registry's lazy tables, ``calibprob.load``'s class
   lookup) cannot be resolved statically; those calls are counted and listed, not drawn.
 
-Run ``python tests/test_architecture.py [path/to/calibprob]`` to print the figures for any tree (used
+Run ``PYTHONPATH=. python tests/test_architecture.py [path/to/calibprob]`` to print the figures for any tree (used
 to measure the tree before the persistence change, commit da54378).
 """
 
@@ -29,7 +29,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "calibprob"
+from tests.support.paths import PACKAGE
+
+ROOT = PACKAGE
 
 #: Top-level distributions an import inside a function may name: heavy optional dependencies whose
 #: import cost (seconds for PyMC / PyTensor / Dask, a GUI backend for matplotlib) ``import calibprob``

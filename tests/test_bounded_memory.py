@@ -1,4 +1,4 @@
-"""Bounded memory over test points (issue 21, item 6).
+"""Bounded memory over test points.
 
 CPS prediction, the exact quantile CRPS, jackknife+/CV+ bounds and
 ``evaluate`` work in blocks of test points. Two things are checked:

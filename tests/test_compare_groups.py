@@ -6,16 +6,15 @@ same calibrator fitted by hand on that group's calibration points (same split, s
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import calibprob
 from calibprob.compare import parse_spec
 from calibprob.compare.spec import SpecError, load_spec
+from tests.support.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 
 def _spec(dataset, **extra):

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from calibprob.compare import SpecError, parse_spec, run
+from tests.support.paths import MODELS
 
-SPEC = Path(__file__).resolve().parents[1] / "models" / "loo-calibration.toml"
+SPEC = MODELS / "loo-calibration.toml"
 
 
 def _spec(**changes) -> dict:

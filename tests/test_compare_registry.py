@@ -3,8 +3,8 @@
 Checked: every registered option is a constructor keyword of its class (and every keyword is
 an option, fixed by the kind, filled by the task or deliberately hidden); the generated tables
 of docs/spec.md are up to date; the lazy-import tables and ``calibprob._core.persistence.REGISTRY`` list the
-registered classes; the runner scores a kind by its registered output. The acceptance test of
-issue 17: a toy calibrator defined here plus one registration call runs in ``calibprob compare``,
+registered classes; the runner scores a kind by its registered output. The whole path
+of a new method: a toy calibrator defined here plus one registration call runs in ``calibprob compare``,
 appears in the generated kinds table and is checked by tests/test_common.py, with no other edit.
 """
 
@@ -15,7 +15,6 @@ import inspect
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,8 +25,9 @@ from calibprob import registry
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.options import Float
 from calibprob._core.validation import check_array, check_same_length
+from tests.support.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 
 # ---------------------------------------------------------------------------
@@ -142,9 +142,9 @@ def test_the_toy_appears_in_the_generated_kinds_table(toy):
 
 def test_the_toy_is_checked_by_test_common(tmp_path):
     """tests/test_common.py, unedited, runs its checks on the toy once the toy is registered."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "test_compare_registry", "-p", "no:cacheprovider"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(  # this module, under its dotted name wherever it lives, is the plugin registering the toy
+        [sys.executable, "-m", "pytest", "-q", "-p", __name__, "-p", "no:cacheprovider"]
         + ["tests/test_common.py", "-k", "ToyScaleCalibrator", "-W", "ignore::pytest.PytestAssertRewriteWarning"],
         cwd=ROOT,
         env=env,

@@ -14,9 +14,11 @@ import pytest
 import xarray as xr
 
 from calibprob.compare import load_results, parse_spec, run_comparison, task_keys
-from calibprob.compare.assembly import results_path_parts
+from calibprob.compare.runner import results_path_parts
+from tests.support.memory import faults_per_allocation as _faults_per_allocation
+from tests.support.paths import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 BIN = Path(sys.executable).parent
 
 
@@ -190,21 +192,6 @@ def test_repetitions_override_runs_the_first_splits_and_extends_without_recomput
     assert bad.returncode != 0 and "--repetitions must be a positive integer; got 0" in bad.stderr
 
 
-def _faults_per_allocation() -> float:
-    """Page faults per 4 MB array allocated and freed again and again (a GP fit's working set)."""
-    import resource
-
-    def burst():
-        for _ in range(20):
-            a = np.ones((720, 720))
-            del a
-
-    burst()  # the first use of the memory faults it in
-    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
-    burst()
-    return (resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before) / 20
-
-
 def test_local_cluster_workers_reuse_freed_memory_instead_of_faulting_it_in_again():
     """Dask's default MALLOC_TRIM_THRESHOLD_=65536 mmaps every array above 128 KiB afresh; ours are reused.
 
@@ -243,12 +230,12 @@ def test_local_cluster_rejects_bad_worker_counts(n, err, match):
 def test_tune_malloc_makes_this_process_reuse_freed_gp_matrices():
     """The command-line process gets the workers' malloc settings, whatever state malloc was in."""
     probe = (
-        "import ctypes, sys; sys.path.insert(0, {tests!r}); import test_compare_runner as t; "
+        "import ctypes, sys; sys.path.insert(0, {root!r}); from tests.support import memory as t; "
         "from calibprob.runs import tune_malloc; "
         # Dask's nanny setting (a 128 KiB mmap threshold): every 4 MB array is mmap-ed afresh
         "ctypes.CDLL(None).mallopt(-3, 128 * 1024); "
-        "print(t._faults_per_allocation()); print(tune_malloc()); print(t._faults_per_allocation())"
-    ).format(tests=str(REPO / "tests"))
+        "print(t.faults_per_allocation()); print(tune_malloc()); print(t.faults_per_allocation())"
+    ).format(root=str(REPO))
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True)
     before, applied, after = out.stdout.split()

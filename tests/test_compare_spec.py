@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from calibprob.compare import SpecError, load_spec, parse_spec
+from tests.support.paths import REPO_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 
 def minimal(**overrides):

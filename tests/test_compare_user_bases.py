@@ -1,4 +1,4 @@
-"""Your own model as a base: ``compare.run(spec, bases={...})`` and ``kind = "python"`` (issue 20 item 3).
+"""Your own model as a base: ``compare.run(spec, bases={...})`` and ``kind = "python"``.
 
 Acceptance: a PyMC model builder and a scikit-learn-style object, both defined here, run through
 ``compare.run`` and appear in the results, the ranking and the HTML report. Independent checks:

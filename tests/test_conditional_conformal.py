@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,8 +26,9 @@ from scipy.optimize import linprog
 import calibprob
 from calibprob.calibrators.conformal import _condconf_lp as lp
 from calibprob.calibrators.conformal.conditional import conditional_thresholds
+from tests.support.paths import TEST_DATA
 
-REFERENCE = Path(__file__).parent / "data" / "mapie_conditional_reference.npz"
+REFERENCE = TEST_DATA / "mapie_conditional_reference.npz"
 TIGHT = {"dual_feasibility_tolerance": 1e-10, "primal_feasibility_tolerance": 1e-10}
 
 

@@ -18,14 +18,13 @@ coverage in its in-sample form with covmetrics' directions). Conventions that di
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from calibprob.metrics import coverage_gap, coverage_indicators, hsic, size_stratified_coverage, worst_slab_coverage
+from tests.support.paths import TEST_DATA
 
-REFS = Path(__file__).parent / "data" / "mapie_conditional_refs.npz"
+REFS = TEST_DATA / "mapie_conditional_refs.npz"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The ranking never names as best for width a method whose worst group under-covers (issue 30, item 6)."""
+"""The ranking never names as best for width a method whose worst group under-covers."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""The comparison runner's ``conformal-bayes`` kind (issue 29, item 6a) on a ``pymc-linear`` base."""
+"""The comparison runner's ``conformal-bayes`` kind on a ``pymc-linear`` base."""
 
 import importlib.util
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,8 +10,9 @@ from calibprob import ConvergenceWarning, LinearRegression
 from calibprob.bases.pymc_linear import PyMCLinearRegression
 from calibprob.compare import SpecError, parse_spec
 from calibprob.compare.methods import TaskContext, run_kind
+from tests.support.paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from calibprob.calibrators.conformal.gp import (
     kriging_system,
     loo_at_points,
 )
+from tests.support.paths import MODELS
 
 LS = np.array([0.3, 0.45])
 VAR = 1.7
@@ -370,14 +371,13 @@ PION_TABLE1 = {
 def _pion_row(function, p):
     """Mean 90 % width and IAE per method over all repetitions of one shipped Pion spec row."""
     import tomllib
-    from pathlib import Path
 
     import xarray as xr
 
     from calibprob.compare import parse_spec
     from calibprob.compare.tasks import run_task
 
-    path = Path(__file__).resolve().parents[1] / "models" / f"pion2024-table1-p{p}.toml"
+    path = MODELS / f"pion2024-table1-p{p}.toml"
     spec = parse_spec(tomllib.loads(path.read_text())).to_dict()
     res = xr.concat([run_task(spec, function, r) for r in range(spec["repetitions"])], dim="repetition")
     return (

@@ -16,13 +16,6 @@ from calibprob.calibrators.conformal.gp import FullConformalGP, JackknifePlusGP,
 THETA = {"lengthscale": np.array([0.3, 0.4]), "variance": 1.0, "noise": 0.04}
 
 
-def make_data(n, seed):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(size=(n, 2))
-    y = np.sin(6 * X[:, 0]) + np.cos(4 * X[:, 1]) + 0.2 * rng.normal(size=n)
-    return X, y
-
-
 def sparse(X, y, mean="zero", Z=None, **kw):
     opts = dict(mean=mean, theta=THETA, optimize=False)
     if Z is None:
@@ -31,9 +24,9 @@ def sparse(X, y, mean="zero", Z=None, **kw):
 
 
 @pytest.mark.parametrize("mean, refit_mean", [("zero", True), ("constant", True), ("constant", False)])
-def test_loo_at_test_points_equals_refits(mean, refit_mean):
+def test_loo_at_test_points_equals_refits(mean, refit_mean, sine_surface):
     """mu_{-i}(x), sigma_{-i}(x) from the rank-one downdate = the sparse posterior refitted without i."""
-    X, y = make_data(20, seed=1)
+    X, y = sine_surface(20, seed=1)
     Xt = np.random.default_rng(2).uniform(size=(4, 2))
     gp = sparse(X, y, mean)
     view = _gp_view(gp, refit_mean)
@@ -53,11 +46,11 @@ def test_loo_at_test_points_equals_refits(mean, refit_mean):
 
 @pytest.mark.parametrize("mean", ["zero", "constant"])
 @pytest.mark.parametrize("beta", [1.0, 0.5])
-def test_full_conformal_on_sparse_base_matches_refits_at_the_ends(mean, beta):
+def test_full_conformal_on_sparse_base_matches_refits_at_the_ends(mean, beta, sine_surface):
     """Just inside each end of the FCP-GP interval the candidate is in the conformal set, just
     outside it is not — membership decided by refitting the sparse posterior on the augmented
     data (the test point as a training point) and its leave-one-out (checked above/against refits)."""
-    X, y = make_data(30, seed=3)
+    X, y = sine_surface(30, seed=3)
     Xt = np.random.default_rng(4).uniform(size=(4, 2))
     gp = sparse(X, y, mean)
     c = 0.8
@@ -79,8 +72,8 @@ def test_full_conformal_on_sparse_base_matches_refits_at_the_ends(mean, beta):
 
 @pytest.mark.parametrize("mean", ["zero", "constant"])
 @pytest.mark.parametrize("score", ["normalized", "signed"])
-def test_jgp_sparse_with_all_points_inducing_is_the_exact_jgp(mean, score):
-    X, y = make_data(30, seed=5)
+def test_jgp_sparse_with_all_points_inducing_is_the_exact_jgp(mean, score, sine_surface):
+    X, y = sine_surface(30, seed=5)
     Xt = np.random.default_rng(6).uniform(size=(10, 2))
     exact = GaussianProcessRegressor(mean=mean, theta=THETA, optimize=False).fit(X, y)
     full = sparse(X, y, mean, Z=X, jitter=1e-10)
@@ -109,12 +102,12 @@ def test_jgp_on_sparse_base_covers_at_its_guarantee():
         assert 0.88 <= cover <= 0.93, (score, cover)
 
 
-def test_sparse_conformal_never_builds_an_n_by_n_matrix(monkeypatch):
+def test_sparse_conformal_never_builds_an_n_by_n_matrix(monkeypatch, sine_surface):
     """n = 3000: an n x n float matrix would be 72 MB; the whole J+GP/FCP fit and prediction
     stays under 15 MB of NumPy allocations (tracemalloc), and the n x n kernel path is never called."""
     import tracemalloc
 
-    X, y = make_data(3000, seed=7)
+    X, y = sine_surface(3000, seed=7)
     Xt = np.random.default_rng(8).uniform(size=(50, 2))
     gp = SparseGaussianProcessRegressor(n_inducing=20, mean="constant", theta=THETA, optimize=False, random_state=0)
     gp.fit(X, y)
@@ -135,10 +128,10 @@ def test_sparse_conformal_never_builds_an_n_by_n_matrix(monkeypatch):
     assert np.all(np.isfinite(mu)) and np.all(sd > 0)
 
 
-def test_sparse_jgp_saves_and_loads(tmp_path):
+def test_sparse_jgp_saves_and_loads(tmp_path, sine_surface):
     import calibprob
 
-    X, y = make_data(60, seed=12)
+    X, y = sine_surface(60, seed=12)
     gp = sparse(X, y, "constant")
     jgp = JackknifePlusGP(estimator=gp, prefit=True, confidence_level=0.9).fit()
     path = tmp_path / "jgp.nc"

@@ -20,16 +20,9 @@ THETA = {"lengthscale": np.array([0.3, 0.4]), "variance": 1.0, "noise": 0.04}
 LEVELS = [0.5, 0.8, 0.9]
 
 
-def make_data(n, seed):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(size=(n, 2))
-    y = np.sin(6 * X[:, 0]) + np.cos(4 * X[:, 1]) + 0.2 * rng.normal(size=n)
-    return X, y
-
-
 @pytest.fixture(scope="module")
-def fitted():
-    X, y = make_data(400, seed=5)
+def fitted(sine_surface):
+    X, y = sine_surface(400, seed=5)
     Xt = np.random.default_rng(6).uniform(size=(150, 2))
     gps = {
         mean: SparseGaussianProcessRegressor(n_inducing=25, mean=mean, theta=THETA, optimize=False, random_state=0).fit(

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,8 +22,9 @@ import xarray as xr
 
 import calibprob
 from calibprob.calibrators.conformal.cqr import cqr_corrections, cqr_intervals, cqr_scores
+from tests.support.paths import TEST_DATA
 
-REFERENCE = Path(__file__).parent / "data" / "mapie_conditional_reference.npz"
+REFERENCE = TEST_DATA / "mapie_conditional_reference.npz"
 
 
 def _rank(c: float, n: int) -> int:

@@ -14,13 +14,14 @@ import re
 import subprocess
 import sys
 from html.parser import HTMLParser
-from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 DOCS = ROOT / "docs"
 
 #: Modules whose ``__all__`` is the public API documented in docs/api.md.

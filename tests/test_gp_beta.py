@@ -37,6 +37,7 @@ from calibprob.calibrators.gp_beta import (
     gaussian_embedding_kernel,
     held_out_elpd,
 )
+from tests.support.paths import MODELS
 
 # ---------------------------------------------------------------------------
 # data
@@ -671,7 +672,7 @@ def test_nuts_200_points_converges_and_supports_loo_and_compare():
     s = np.sqrt(np.sum((y - A @ beta) ** 2) / (y.size - 2))
     mu, sd = A @ beta, np.full_like(x, s)
     mut, sdt = np.c_[np.ones_like(xt), xt] @ beta, np.full_like(xt, s)
-    # seed 4: with the likelihood in the probit PIT (issue 15; log-density equal to the old graph's to
+    # seed 4: with the likelihood in the probit PIT (log-density equal to the old graph's to
     # 5e-12) seeds 3 / 4 / 5 gave max r-hat 1.075 / 1.008 / 1.005 and 64 / 3 / 5 divergences (old graph:
     # 1.008 / 1.004 / 1.005, 6 / 4 / 13) — seed 3's chains are an unlucky realisation, now warned
     cal = GPBetaCalibrator(inference="nuts", n_inducing=8, draws=1000, tune=1000, chains=2, random_state=4)
@@ -682,7 +683,7 @@ def test_nuts_200_points_converges_and_supports_loo_and_compare():
     assert summary["r_hat"].max() <= 1.01
     divergences = int(idata["sample_stats"]["diverging"].sum())
     assert divergences < 0.01 * 2000  # reported in the closing note
-    stats_attrs = idata["sample_stats"].attrs  # PyMC's convergence checks, kept (issue 15)
+    stats_attrs = idata["sample_stats"].attrs  # PyMC's convergence checks, kept
     assert stats_attrs["n_divergences"] == divergences
     assert stats_attrs["max_rhat"] == pytest.approx(summary["r_hat"].max(), abs=0.006)
     # log_likelihood came from pm.compute_log_likelihood on the CustomDist; NumPy agrees
@@ -771,12 +772,11 @@ def test_song_table1_boston_rows_from_the_shipped_spec(spec_name):
     repetitions in docs/benchmarks.md: OLS 2.91 -> 2.70, Bayesian ridge 2.94 -> 2.72).
     """
     import tomllib
-    from pathlib import Path
 
     from calibprob.compare import parse_spec
     from calibprob.compare.tasks import run_task
 
-    path = Path(__file__).resolve().parents[1] / "models" / f"{spec_name}.toml"
+    path = MODELS / f"{spec_name}.toml"
     data = tomllib.loads(path.read_text())
     data["methods"] = {k: v for k, v in data["methods"].items() if k in ("base", "isotonic", "gp-beta-16")}
     spec = parse_spec(data).to_dict()
@@ -788,7 +788,7 @@ def test_song_table1_boston_rows_from_the_shipped_spec(spec_name):
 
 
 # ---------------------------------------------------------------------------
-# The NumPy objective and ADVI against the PyMC model (issue 18: no graph per process)
+# The NumPy objective and ADVI against the PyMC model (no PyTensor graph per process)
 # ---------------------------------------------------------------------------
 
 

@@ -6,8 +6,14 @@ import xarray as xr
 from scipy import stats
 
 from calibprob._core.estimator import NotFittedError, clone
-from calibprob.bases.gp import GaussianProcessRegressor, _pymc, get_compile_mode, set_compile_mode
+from calibprob.bases.gp import (
+    GaussianProcessRegressor,
+    _pymc,
+    get_compile_mode,
+    set_compile_mode,
+)
 from calibprob.bases.gp.kernels import kernel
+from tests.support.paths import MODELS
 
 
 def draw_prior(seed, n, ls, var, noise, kern="se", p=2, mean=0.0):
@@ -336,12 +342,11 @@ def test_smooth_kernel_on_few_points_does_not_stop_in_the_white_noise_mode():
     # lengthscales ~1e-2 (REML -194) while the basin at lengthscales ~(6, 30) has REML -63.
     # The start's variance scan must land the single data-based start in the best basin
     # found by 20 random restarts.
-    from pathlib import Path
 
     from calibprob.compare import load_spec
     from calibprob.compare.tasks import _prepare
 
-    spec = load_spec(Path(__file__).resolve().parents[1] / "models" / "pion2024-table1-p9.toml")
+    spec = load_spec(MODELS / "pion2024-table1-p9.toml")
     seed, arrays = _prepare(spec, "branin", 14)
     X, y = arrays["train"]
     opts = dict(kernel="matern", p=9, mean="constant", objective="reml", noise=False, random_state=seed)
@@ -384,7 +389,7 @@ def test_optimizer_option_is_validated():
         GaussianProcessRegressor(optimizer="sgd").fit(np.zeros((3, 1)), np.zeros(3))
 
 
-# -- scale: hyperparameters on a subset, memory check, chunked prediction (issue 21) --------
+# -- scale: hyperparameters on a subset, memory check, chunked prediction ---------------------
 
 
 def test_subset_hyperparameters_equal_a_manual_fit_on_the_subset(se_data):

@@ -1,4 +1,4 @@
-"""The exact GP's fitting path (issue 18) and its numerics (issue 16, item 5).
+"""The exact GP's fitting path and its numerics.
 
 * The NumPy/SciPy objective and gradient used by ``fit`` equal the PyMC model's
   compiled log-probability and gradient (the declared model) to 1e-9 relative,
@@ -21,6 +21,7 @@ from scipy import stats
 
 from calibprob._core.estimator import ConvergenceWarning
 from calibprob.bases.gp import GaussianProcessRegressor, _objective, _pymc
+from tests.support.paths import MODELS
 
 
 def _data(seed=0, n=60, d=3, offset=0.0):
@@ -122,7 +123,7 @@ def _coverage90(gp, X, y):
 
 
 def test_constant_mean_gp_is_offset_invariant():
-    """Issue 16 S1: y + 1e9 used to give 90 % coverage 0.062 (0.845 without the offset)."""
+    """An offset of 1e9 in y: it used to give 90 % coverage 0.062 (0.845 without the offset)."""
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, size=(600, 2))
     y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] ** 2 + 0.2 * rng.normal(size=600)
@@ -157,7 +158,7 @@ def test_gp_is_scale_equivariant(mean, objective):
 
 
 def test_zero_mean_gp_refuses_a_large_offset():
-    """Issue 16, S2: a zero-mean GP on y + 1e9 was silently miscalibrated (coverage 0.033); now refused."""
+    """A zero-mean GP on y + 1e9 was silently miscalibrated (coverage 0.033); now refused."""
     X, y = _data(6)
     with pytest.raises(ValueError, match=r"mean='zero'.*standard deviations from zero.*Use mean='constant'"):
         GaussianProcessRegressor(mean="zero", n_restarts=1, random_state=0).fit(X, y + 1e3)
@@ -175,15 +176,14 @@ def test_warns_when_no_start_converged(monkeypatch):
 
 
 def test_optimum_on_the_variance_bound_is_reported():
-    """Issue 16: Branin, Matérn nu = 5.5, REML (the Pion p = 5 setting) puts the signal variance on
+    """Branin, Matérn nu = 5.5, REML (the Pion p = 5 setting) puts the signal variance on
     its box bound (1e4 var(y)); the fit keeps that optimum (the Pion rows are measured with it)
     but says so."""
-    from pathlib import Path
 
     from calibprob.compare import load_spec
     from calibprob.compare.tasks import _prepare
 
-    spec = load_spec(Path(__file__).resolve().parents[1] / "models" / "pion2024-table1-p5.toml")
+    spec = load_spec(MODELS / "pion2024-table1-p5.toml")
     seed, arrays = _prepare(spec, "branin", 0)
     X, y = arrays["train"]
     with pytest.warns(ConvergenceWarning, match=r"optimum is on the box bound of log_variance"):
@@ -282,7 +282,7 @@ def test_conformal_gp_intervals_are_offset_invariant_and_reuse_the_gp_factor():
 
 
 def test_cli_path_with_standardize_false_and_an_offset_is_a_clear_task_error(tmp_path):
-    """Issue 16, S2 through the runner: ``standardize = false`` and a zero-mean GP on y + 1e9 used to
+    """A zero-mean GP on y + 1e9 through the runner: ``standardize = false`` and a zero-mean GP on y + 1e9 used to
     score 90 % coverage 0.033 silently; the task now fails with the fix in its message."""
     from calibprob.compare import parse_spec
     from calibprob.compare.tasks import run_task

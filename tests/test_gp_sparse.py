@@ -8,16 +8,9 @@ from calibprob.bases.gp import GaussianProcessRegressor, SparseGaussianProcessRe
 THETA = {"lengthscale": np.array([0.3, 0.4]), "variance": 1.0, "noise": 0.01}
 
 
-def make_data(n, seed=7):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(size=(n, 2))
-    y = np.sin(6 * X[:, 0]) + np.cos(4 * X[:, 1]) + 0.1 * rng.normal(size=n)
-    return X, y
-
-
 @pytest.fixture(scope="module")
-def big():
-    X, y = make_data(2000)
+def big(sine_surface):
+    X, y = sine_surface(2000, seed=7, noise=0.1)
     Xt = np.random.default_rng(8).uniform(size=(500, 2))
     return X, y, Xt
 
@@ -47,8 +40,8 @@ def test_vfe_close_to_exact_at_n2000_m300(big, mean):
 
 
 @pytest.mark.parametrize("mean, objective", [("zero", "ml"), ("constant", "ml"), ("constant", "reml")])
-def test_vfe_is_a_lower_bound_and_exact_when_Z_is_X(mean, objective):
-    X, y = make_data(80, seed=3)
+def test_vfe_is_a_lower_bound_and_exact_when_Z_is_X(mean, objective, sine_surface):
+    X, y = sine_surface(80, seed=3, noise=0.1)
     rng = np.random.default_rng(0)
     Xt = rng.uniform(size=(30, 2))
     for kernel, p in [("se", 2), ("matern", 1)]:
@@ -68,8 +61,8 @@ def test_vfe_is_a_lower_bound_and_exact_when_Z_is_X(mean, objective):
 
 
 @pytest.fixture(scope="module")
-def small_fits():
-    X, y = make_data(400, seed=1)
+def small_fits(sine_surface):
+    X, y = sine_surface(400, seed=1, noise=0.1)
     vfe = SparseGaussianProcessRegressor(n_inducing=40, random_state=0).fit(X, y)
     exact = GaussianProcessRegressor(random_state=0).fit(X, y)
     return X, y, vfe, exact
@@ -100,8 +93,8 @@ def test_pymc_vfe_model_equals_numpy_bound(small_fits):
     assert lp == pytest.approx(vfe.log_marginal_likelihood(th), rel=1e-9)
 
 
-def test_kmeans_inducing_points_seeded():
-    X, _ = make_data(500)
+def test_kmeans_inducing_points_seeded(sine_surface):
+    X, _ = sine_surface(500, seed=7, noise=0.1)
     a = kmeans_inducing_points(X, 30, random_state=3)
     b = kmeans_inducing_points(X, 30, random_state=3)
     np.testing.assert_array_equal(a, b)
@@ -110,8 +103,8 @@ def test_kmeans_inducing_points_seeded():
     np.testing.assert_array_equal(kmeans_inducing_points(X[:20], 30), X[:20])
 
 
-def test_sparse_bad_input():
-    X, y = make_data(50)
+def test_sparse_bad_input(sine_surface):
+    X, y = sine_surface(50, seed=7, noise=0.1)
     with pytest.raises(ValueError, match="needs noise=True"):
         SparseGaussianProcessRegressor(noise=False).fit(X, y)
     with pytest.raises(ValueError, match="n_inducing must be >= 1; got 0"):
@@ -137,18 +130,18 @@ def test_vfe_fit_at_n2000_matches_exact_fit(big):
     assert np.max(np.abs(m1 - m2)) / np.std(y) < 1e-3
 
 
-# -- chunked statistics (fit linear in n) and the closed-form LOO (issue 21) ---------------------
+# -- chunked statistics (fit linear in n) and the closed-form LOO ----------------------------------
 
 
 @pytest.mark.parametrize("kernel, p", [("se", 2), ("matern", 1)])
 @pytest.mark.parametrize("mean, objective", [("zero", "ml"), ("constant", "ml"), ("constant", "reml")])
-def test_chunked_bound_equals_pymc_graph_and_its_gradient(kernel, p, mean, objective):
+def test_chunked_bound_equals_pymc_graph_and_its_gradient(kernel, p, mean, objective, sine_surface):
     """The NumPy bound from chunked statistics = the PyMC model's compiled bound (value and
     gradient), whatever the block size; the gradient also matches central differences."""
     from calibprob.bases.gp import _pymc
     from calibprob.bases.gp._sparse_numerics import VFEObjectiveNumpy
 
-    X, y = make_data(150, seed=4)
+    X, y = sine_surface(150, seed=4, noise=0.1)
     common = dict(kernel=kernel, p=p, mean=mean, objective=objective, theta=THETA, optimize=False)
     vfe = SparseGaussianProcessRegressor(n_inducing=12, random_state=0, **common).fit(X, y)
     Z = vfe.inducing_points_
@@ -165,8 +158,8 @@ def test_chunked_bound_equals_pymc_graph_and_its_gradient(kernel, p, mean, objec
     np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-5)
 
 
-def test_numpy_and_pytensor_backends_fit_the_same_theta():
-    X, y = make_data(300, seed=5)
+def test_numpy_and_pytensor_backends_fit_the_same_theta(sine_surface):
+    X, y = sine_surface(300, seed=5, noise=0.1)
     a = SparseGaussianProcessRegressor(n_inducing=20, n_restarts=1, random_state=0).fit(X, y)
     b = SparseGaussianProcessRegressor(n_inducing=20, n_restarts=1, random_state=0, compile_mode="FAST_COMPILE")
     b.fit(X, y)
@@ -176,8 +169,8 @@ def test_numpy_and_pytensor_backends_fit_the_same_theta():
     assert a.log_marginal_likelihood_value_ == pytest.approx(b.log_marginal_likelihood_value_, rel=1e-8)
 
 
-def test_kmeans_on_a_seeded_subset():
-    X, _ = make_data(3000, seed=6)
+def test_kmeans_on_a_seeded_subset(sine_surface):
+    X, _ = sine_surface(3000, seed=6, noise=0.1)
     a = kmeans_inducing_points(X, 20, random_state=1, max_rows=500)
     np.testing.assert_array_equal(a, kmeans_inducing_points(X, 20, random_state=1, max_rows=500))
     assert 15 <= a.shape[0] <= 20
@@ -189,9 +182,9 @@ def test_kmeans_on_a_seeded_subset():
 
 
 @pytest.mark.parametrize("mean, objective", [("zero", "ml"), ("constant", "ml"), ("constant", "reml")])
-def test_sparse_loo_equals_refits(mean, objective):
+def test_sparse_loo_equals_refits(mean, objective, sine_surface):
     """Closed-form LOO = refitting the sparse posterior without each point (same θ, same Z), 1e-8."""
-    X, y = make_data(30, seed=9)
+    X, y = sine_surface(30, seed=9, noise=0.1)
     y = y + 2.0
     common = dict(mean=mean, objective=objective, theta=THETA, optimize=False)
     vfe = SparseGaussianProcessRegressor(n_inducing=8, random_state=0, **common).fit(X, y)
@@ -212,8 +205,8 @@ def test_sparse_loo_equals_refits(mean, objective):
             )
 
 
-def test_sparse_loo_with_all_points_inducing_is_the_exact_loo():
-    X, y = make_data(40, seed=10)
+def test_sparse_loo_with_all_points_inducing_is_the_exact_loo(sine_surface):
+    X, y = sine_surface(40, seed=10, noise=0.1)
     for mean in ("zero", "constant"):
         exact = GaussianProcessRegressor(mean=mean, theta=THETA, optimize=False).fit(X, y)
         full = SparseGaussianProcessRegressor(inducing_points=X, jitter=1e-10, mean=mean, theta=THETA, optimize=False)

@@ -1,4 +1,4 @@
-"""Sparse GP at scale: hyperparameters on a seeded subset of rows, refined on all rows (issue 21).
+"""Sparse GP at scale: hyperparameters on a seeded subset of rows, refined on all rows.
 
 The refinement must land on the optimum the multi-start on all rows finds (same
 bound value to rounding), with the same inducing inputs, and ``n_hyper_subset=None``

@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 
 
 def test_ruff_passes():
@@ -41,7 +43,7 @@ def test_mypy_passes():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-#: Issue 17's limit on a function's length: lines of code, its docstring not counted.
+#: The limit on a function's length: lines of code, its docstring not counted.
 MAX_FUNCTION_LINES = 80
 
 

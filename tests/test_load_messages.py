@@ -1,4 +1,4 @@
-"""Every refusal of ``calibprob.load`` says what to do (issue 28, files).
+"""Every refusal of ``calibprob.load`` says what to do.
 
 A file of a newer format version (major or minor) is refused naming both versions and asking
 for an upgrade; a plain netCDF file, a file carrying raw bytes, a missing file and a file of

@@ -12,10 +12,10 @@ import warnings
 import numpy as np
 import pytest
 import xarray as xr
-from _conjugate import posterior, tree
 
 import calibprob
 from calibprob.calibrators.conformal.loo_jackknife import LOOJackknifePlus
+from tests.support.conjugate import posterior, tree
 
 C = 0.8
 TRUE_SD, MODEL_SD, TAU = 1.5, 0.5, 10.0  # the model's noise is three times too tight

@@ -7,11 +7,11 @@ import warnings
 import numpy as np
 import pytest
 import xarray as xr
-from _conjugate import loo_predictive, tree
 from scipy import stats
 
 import calibprob
 from calibprob.predictive.loo import good_k_threshold, loo_weights
+from tests.support.conjugate import loo_predictive, tree
 
 
 def _design(rng, n, d=2):

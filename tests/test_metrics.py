@@ -25,13 +25,9 @@ from calibprob.predictive import DEFAULT_LEVELS, quantile_moments, quantile_ppf,
 
 
 @pytest.fixture(scope="module")
-def gaussian():
-    rng = np.random.default_rng(0)
-    n = 400
-    loc = rng.normal(size=n)
-    scale = np.exp(rng.normal(scale=0.5, size=n))
-    y = rng.normal(loc, 1.3 * scale)
-    return loc, scale, y
+def gaussian(gaussian_forecasts):
+    """400 Gaussian forecasts 1.3 times too narrow."""
+    return gaussian_forecasts(400, seed=0, spread=1.3)
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import paths
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted(paths.NOTEBOOKS.glob("*.ipynb"))
 
 
 @pytest.mark.timeout(900)

@@ -4,12 +4,12 @@ import re
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 
 import calibprob
 from calibprob._version import __version__
+from tests.support.paths import REPO_ROOT
 
 
 def test_subpackages_are_attributes_imported_on_first_use():
@@ -35,7 +35,7 @@ def test_an_unknown_attribute_is_still_an_attribute_error():
 def test_the_version_is_defined_once():
     """pyproject.toml reads the version from calibprob/_version.py; no other file states it."""
 
-    root = Path(__file__).resolve().parents[1]
+    root = REPO_ROOT
     project = tomllib.loads((root / "pyproject.toml").read_text())
     assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
     assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "calibprob._version.__version__"}
@@ -52,7 +52,7 @@ def test_the_version_is_defined_once():
 def test_the_package_ships_its_annotations():
     """PEP 561: py.typed is in the package and in its package data."""
 
-    root = Path(__file__).resolve().parents[1]
+    root = REPO_ROOT
     assert (root / "calibprob" / "py.typed").is_file()
     project = tomllib.loads((root / "pyproject.toml").read_text())
     assert "py.typed" in project["tool"]["setuptools"]["package-data"]["calibprob"]

@@ -181,7 +181,7 @@ def test_advi_option_approximates_the_posterior(data):
 
 
 def test_compare_flags_a_base_whose_sampler_did_not_converge(tmp_path, capsys):
-    """No tuning and 10 draws: NUTS cannot converge, so `calibprob compare` flags the base (issue 20)."""
+    """No tuning and 10 draws: NUTS cannot converge, so `calibprob compare` flags the base."""
     import re
 
     import xarray as xr

@@ -1,5 +1,5 @@
 """``pymc-linear`` with Fong & Holmes's sparse-regression priors, its closed-form log densities and
-its ``log_likelihood`` group (the inputs of conformal Bayes, issue 29)."""
+its ``log_likelihood`` group (the inputs of conformal Bayes)."""
 
 import warnings
 

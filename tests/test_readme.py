@@ -1,9 +1,10 @@
 """The README's example runs as written (it is the first code a user copies)."""
 
 import re
-from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+from tests.support.paths import REPO_ROOT
+
+README = REPO_ROOT / "README.md"
 
 
 def test_readme_python_example_runs(capsys):

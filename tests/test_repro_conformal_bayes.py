@@ -1,15 +1,16 @@
-"""Fong & Holmes's (2021) conformal-Bayes numbers (issue 29, acceptance 1), through
+"""Fong & Holmes's (2021) conformal-Bayes numbers, through
 ``benchmarks/repro_conformal_bayes.py``: its data protocol in the default run, the numbers in a
 slow test on fewer repetitions than the authors' 50 (tolerance widened by the standard error),
 and in a slow test on all 50 from the resumable cache."""
 
 import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Files saved by calibprob 0.1.0 still load, and predict what they predicted then.
 
 ``tests/data/saved-0.1.0/`` holds one file per registered class that ``save`` writes
-(every row of ``test_io.ROWS``), written by the 0.1.0 tree with
+(every row of ``tests.support.saved_rows.ROWS``), written by the 0.1.0 tree with
 ``tests/data/make_saved_files.py``, and beside each the arrays its prediction gave at
 that time. The reference is those stored arrays: each file is loaded with the current
 code, predicts on the same seeded inputs, and must give the same arrays — bit for bit
@@ -12,25 +12,25 @@ code, predicts on the same seeded inputs, and must give the same arrays — bit 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-import test_io
 
 import calibprob
+from tests.support import saved_rows
+from tests.support.paths import TEST_DATA
 
-SAVED = Path(__file__).resolve().parent / "data" / "saved-0.1.0"
+SAVED = TEST_DATA / "saved-0.1.0"
 INDEX = json.loads((SAVED / "index.json").read_text())["classes"]
 
 
 @pytest.fixture(scope="module")
 def data():
-    return test_io.Data(base=calibprob.load(SAVED / "_base.nc"))
+    return saved_rows.Data(base=calibprob.load(SAVED / "_base.nc"))
 
 
 def test_every_class_saved_by_0_1_0_is_still_registered_and_saveable():
-    """The files cover every class 0.1.0 could save (the index was written from its test_io.ROWS);
+    """The files cover every class 0.1.0 could save (the index was written from the ROWS of tests/support/saved_rows.py);
     a class added since has its round trip in tests/test_io.py, not a 0.1.0 file."""
     savable = {
         name
@@ -55,10 +55,10 @@ RECOMPUTED = {
 
 @pytest.mark.parametrize("name", sorted(INDEX))
 def test_file_saved_by_0_1_0_loads_and_predicts_the_same(data, name):
-    row = test_io.ROW_BY_NAME[name]
+    row = saved_rows.ROW_BY_NAME[name]
     est = calibprob.load(SAVED / f"{name}.nc", **row.objects())
     assert type(est).__name__ == INDEX[name]
-    got = test_io._arrays(row.predict(est, data))
+    got = saved_rows.arrays(row.predict(est, data))
     with np.load(SAVED / f"{name}.npz", allow_pickle=False) as z:
         want = {k: z[k] for k in z.files}
     assert set(got) == set(want)

@@ -1,4 +1,4 @@
-"""Size-dependent defaults of the sharp calibrated GP (issue 21, item 4).
+"""Size-dependent defaults of the sharp calibrated GP.
 
 Above ``LARGE_N`` = 1000 calibration rows the ``"auto"`` / ``None`` options switch to
 ``interpolate="quantile"``, one L-BFGS-B start and warm-started knots; at or below it

@@ -1,4 +1,4 @@
-"""Target transforms (issue 21, item 7): fit on g(y), every metric on the original scale.
+"""Target transforms: fit on g(y), every metric on the original scale.
 
 Independent checks: the lognormal (scipy.stats and the CRPS of Baran & Lerch
 2015) for a Gaussian law on the log scale; hand-computed Jacobian densities

@@ -1,7 +1,7 @@
 """Write the saved-file fixtures of ``tests/data/saved-0.1.0/`` (files the 0.1.0 release writes).
 
 One fitted instance of every registered class that :meth:`save` can write, fitted on the
-seeded data of ``tests/test_io.py`` (its ``ROWS`` table: every calibrator, base and helper
+seeded data of ``tests/support/saved_rows.py`` (its ``ROWS`` table: every calibrator, base and helper
 estimator, user code included), saved with the code of the tree this script runs in, and
 beside each file the arrays its prediction gives (``<name>.npz``).
 ``tests/test_saved_files.py`` loads every file with the current code and checks its
@@ -24,25 +24,24 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # tests/: the ROWS table of test_io
-
-import test_io  # noqa: E402
+sys.path.insert(0, str(HERE.parents[1]))  # the repository root: tests.support.saved_rows holds the ROWS table
 
 import calibprob  # noqa: E402
+from tests.support import saved_rows  # noqa: E402
 
 OUT = HERE / "saved-0.1.0"
 
 
 def main() -> None:
-    """Fit, save and predict every row of ``test_io.ROWS`` into :data:`OUT`."""
+    """Fit, save and predict every row of ``saved_rows.ROWS`` into :data:`OUT`."""
     OUT.mkdir(exist_ok=True)
-    data = test_io.Data()
+    data = saved_rows.Data()
     data.base.save(OUT / "_base.nc")
     index = {}
-    for row in test_io.ROWS:
+    for row in saved_rows.ROWS:
         est = row.fit(data)
         est.save(OUT / f"{row.name}.nc")  # before predicting: a Generator's state is saved unused
-        arrays = test_io._arrays(row.predict(est, data))
+        arrays = saved_rows.arrays(row.predict(est, data))
         np.savez(OUT / f"{row.name}.npz", **arrays)
         index[row.name] = row.cls
     meta = {"calibprob_version": str(calibprob.__version__), "classes": index}

@@ -16,12 +16,12 @@ file                        classes  properties  examples per property
 test_predictive_properties  5 ctors  3           12 (+ 2-3 pinned ``@example``)
 test_calibrator_properties  8 + 5    4 + 2       12 post-processors, 3 model-aware (+2)
 test_base_properties        6        3           3-4 (+3 pinned for equivariance)
-test_issue28_cases          —        15 cases    one each (the issue's reproducers)
+test_edge_cases             —        15 cases    one each (named edge cases)
 test_messages               all      1 (+1)      every raise site (AST scan)
 ==========================  =======  ==========  =====================================
 
 Every magnitude is drawn as ``m * 10**e`` with ``e`` from -200 to 200 (both ends included by
-:func:`scales`), so the extremes the issue names (1e-200, 1e200) are always tried: Hypothesis
+:func:`scales`), so the named extremes (1e-200, 1e200) are always tried: Hypothesis
 shrinks toward the simplest example, and ``@example`` pins the named ones.
 """
 
@@ -62,7 +62,7 @@ settings.load_profile(os.environ.get("CALIBPROB_HYPOTHESIS_PROFILE", "props"))
 
 
 def scales() -> st.SearchStrategy[float]:
-    """Positive factors ``m * 10**e``, ``e`` in [-200, 200], ``m`` in [1, 10): every magnitude the issue names."""
+    """Positive factors ``m * 10**e``, ``e`` in [-200, 200], ``m`` in [1, 10): every magnitude from 1e-200 to 1e200."""
     return st.builds(lambda e, m: float(m) * 10.0**e, st.integers(-200, 200), st.floats(1.0, 9.99))
 
 

@@ -1,7 +1,7 @@
 """Properties of every registered base model (role ``"base"`` in :mod:`calibprob.registry`).
 
 Each base class is built with the cheapest honest settings, chosen by *constructor parameter*
-(:data:`BASE_FAST`: one optimiser start, few inducing points, ADVI with few iterations and
+(:data:`tests.support.bases.BASE_FAST`: one optimiser start, few inducing points, ADVI with few iterations and
 draws), never by class name; a base registered tomorrow is checked here at once.
 
 * **shapes** — ``predict(X)`` gives one row per input row; ``X`` with the wrong number of
@@ -19,7 +19,6 @@ draws), never by class name; a base registered tomorrow is checked here at once.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import re
 
@@ -28,47 +27,25 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from calibprob import registry
+from tests.support.bases import (
+    BASE_FAST,
+    BASES,
+    X_TE,
+    X_TR,
+    Y_TE,
+    Y_TR,
+    base_class,
+    build_base,
+    fitted_base,
+    samples_posterior,
+)
 
 from .conftest import scales, shifts
 
-BASES = sorted(n for n, e in registry.CLASSES.items() if e.role == "base")
-BASE_FAST = {
-    "n_restarts": 1,
-    "random_state": 0,
-    "n_inducing": 6,
-    "inference": "advi",
-    "n_iter": 300,
-    "draws": 40,
-    "chains": 1,
-    "tune": 0,
-    "m": 8,
-}
 _EXAMPLES = max(3, settings().max_examples // 3)
 
-_RNG = np.random.default_rng(17)
-X_TR = _RNG.uniform(-2, 2, size=(30, 2))
-Y_TR = np.sin(X_TR[:, 0]) + 0.5 * X_TR[:, 1] + 0.3 * _RNG.standard_normal(30)
-X_TE = _RNG.uniform(-2, 2, size=(7, 2))
-Y_TE = np.sin(X_TE[:, 0]) + 0.5 * X_TE[:, 1]
-
-
-def _cls(name):
-    return registry.CLASSES[name].load()
-
-
-def build_base(name):
-    params = inspect.signature(_cls(name)).parameters
-    return _cls(name)(**{k: v for k, v in BASE_FAST.items() if k in params})
-
-
-def _samples(name) -> bool:
-    return "draws" in inspect.signature(_cls(name)).parameters
-
-
-@functools.cache
-def fitted(name):
-    return build_base(name).fit(X_TR, Y_TR)
+_samples = samples_posterior
+fitted = fitted_base
 
 
 @pytest.mark.parametrize("name", BASES)
@@ -124,6 +101,6 @@ def test_base_is_equivariant(name, s, t):
 def _equivariant_fit(name, X, y):
     """The base with an offset-invariant mean where it has the choice (a zero-mean GP is, by its
     declared model, not shift-equivariant)."""
-    params = inspect.signature(_cls(name)).parameters
+    params = inspect.signature(base_class(name)).parameters
     kwargs = {k: v for k, v in BASE_FAST.items() if k in params} | ({"mean": "constant"} if "mean" in params else {})
-    return _cls(name)(**kwargs).fit(X, y)
+    return base_class(name)(**kwargs).fit(X, y)

@@ -1,6 +1,6 @@
 """Every ``ValueError`` / ``TypeError`` / ``SpecError`` calibprob raises says what to do or what is expected.
 
-The fuzz rule of issue 28: a message names the thing, and says what to do or what is expected
+The rule for every message: it names the thing, and says what to do or what is expected
 ("must be ...", "pass ...", "use ...", "one of ...", "Divide y by ..."). An AST scan of every
 raise site in the package (not a sample of tests: a raise site added tomorrow is checked the day
 it is written) reads the message's literal text — including string constants the function

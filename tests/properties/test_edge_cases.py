@@ -1,8 +1,8 @@
-"""Every case issue 28 names, one test each (each fails on da54378 and passes after, except the
-results-file test, which guards behaviour da54378 already had: see its docstring).
+"""Named edge cases, one test each: extreme magnitudes, malformed user predictions and inputs, TOML and CSV
+errors, and a results file replaced atomically.
 
-The properties of the other files cover these cases as classes; these are the issue's own
-reproducers, kept so that a regression names the case it breaks.
+The properties of the other files cover these cases as classes; each case here is kept as its own test so
+that a regression names the case it breaks.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def test_results_file_open_elsewhere_is_replaced_atomically(tmp_path):
 
     ``calibprob compare`` writes through ``calibprob.runs.write_atomic`` (a temporary name in
     the same folder, then ``os.replace``); this test passes on da54378 too: it guards that
-    behaviour rather than reproducing a failure (the issue's "unable to truncate" was not
+    behaviour rather than reproducing a failure (the reported "unable to truncate" was not
     reproduced on this machine).
     """
     import h5py
