@@ -9,6 +9,7 @@ Axes. The curve-drawing helpers (``draw_*``) take precomputed curves so that
 from __future__ import annotations
 
 import numpy as np
+import xarray as xr
 
 __all__ = [
     "plot_reliability",
@@ -30,8 +31,6 @@ def _axes(ax, figsize=(5, 5)):
 
 
 def _named(preds) -> dict:
-    import xarray as xr
-
     if isinstance(preds, xr.Dataset):
         return {preds.attrs.get("method", "prediction"): preds}
     return dict(preds)

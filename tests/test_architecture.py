@@ -50,6 +50,7 @@ HEAVY = frozenset(
         "arviz",
         "arviz_base",
         "arviz_stats",
+        "bambi",  # the bambi door of conformal Bayes, only for a model built by bambi
     }
 )
 

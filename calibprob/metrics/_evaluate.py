@@ -25,12 +25,7 @@ from calibprob.metrics._calibration import (
     mean_interval_width,
     ueb_violation_rate,
 )
-from calibprob.metrics._conditional import (
-    check_diagnostic_options,
-    check_slab_features,
-    coverage_indicators,
-    diagnostics_dataset,
-)
+from calibprob.metrics._conditional import coverage_indicators
 from calibprob.metrics._levels import (
     _CHUNK,
     DEFAULT_CONFIDENCE_LEVELS,
@@ -48,6 +43,11 @@ from calibprob.metrics._reading import (
     _ueb_bounds,
 )
 from calibprob.metrics._scores import crps_normal, mean_squared_error, pinball_loss
+from calibprob.metrics._xr_conditional import (
+    check_diagnostic_options,
+    check_slab_features,
+    diagnostics_dataset,
+)
 from calibprob.predictive import CalibprobWarning, is_interval_family, validate
 from calibprob.predictive._families import NormalFamily
 

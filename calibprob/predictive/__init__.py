@@ -86,6 +86,7 @@ from calibprob.predictive._common import DEFAULT_LEVELS, CalibprobWarning
 from calibprob.predictive._constructors import from_cdf_grid, from_intervals, from_quantiles, normal
 from calibprob.predictive._draws import WEIGHT_SUM_TOL as WEIGHT_SUM_TOL
 from calibprob.predictive._draws import from_draws
+from calibprob.predictive._families import family_of
 from calibprob.predictive._numerics import (
     quantile_cdf,
     quantile_logpdf,
@@ -114,6 +115,7 @@ __all__ = [
     "to_datatree",
     "heldout_elpd",
     "validate",
+    "family_of",
     "quantile_cdf",
     "quantile_logpdf",
     "quantile_ppf",

@@ -36,7 +36,7 @@ NumPy functions, a thin xarray wrapper, then the accessor.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, NoReturn
 
 import numpy as np
 import xarray as xr
@@ -97,7 +97,7 @@ class Family:
         """The family's variables as DataArrays, for ``xr.apply_ufunc`` (the accessor's layer)."""
         return tuple(self.ds[v] for v in self.variables)
 
-    def _refuse(self, what: str):
+    def _refuse(self, what: str) -> NoReturn:
         raise ValueError(f"the {self.name} family cannot give {what}.")
 
     # -- evaluation on values y (rows x ...) ------------------------------------------------------
@@ -134,7 +134,6 @@ class Family:
     def moments(self, rows: slice = _ALL) -> tuple[np.ndarray, np.ndarray]:
         """Mean and standard deviation of the law (not the stored ``mean``/``std``)."""
         self._refuse("a mean or a standard deviation")
-        raise AssertionError  # unreachable: _refuse raises
 
     def sample(self, n: int, rng: np.random.Generator, rows: slice = _ALL) -> np.ndarray:
         """``n`` draws per observation, shape (rows, n)."""
@@ -196,6 +195,9 @@ class QuantileFamily(Family):
     def _read(self):
         return (np.asarray(self.ds["quantile"].transpose("obs", "level").values, float),)
 
+    def _q(self, rows: slice) -> np.ndarray:
+        return self.arrays(rows)[0]
+
     def _cdf(self, q, y):
         return quantile_cdf(q, self.levels, y)
 
@@ -206,16 +208,16 @@ class QuantileFamily(Family):
         return quantile_zscore(q, self.levels, y)
 
     def ppf(self, p, rows: slice = _ALL) -> np.ndarray:
-        return quantile_ppf(*self.arrays(rows), self.levels, p)
+        return quantile_ppf(self._q(rows), self.levels, p)
 
     def ppf_zscore(self, u, rows: slice = _ALL) -> np.ndarray:
-        return quantile_ppf_zscore(*self.arrays(rows), self.levels, u)
+        return quantile_ppf_zscore(self._q(rows), self.levels, u)
 
     def moments(self, rows: slice = _ALL) -> tuple[np.ndarray, np.ndarray]:
-        return quantile_moments(*self.arrays(rows), self.levels)
+        return quantile_moments(self._q(rows), self.levels)
 
     def sample(self, n: int, rng: np.random.Generator, rows: slice = _ALL) -> np.ndarray:
-        return quantile_sample(*self.arrays(rows), self.levels, n, rng)
+        return quantile_sample(self._q(rows), self.levels, n, rng)
 
 
 class TransformedFamily(QuantileFamily):
@@ -244,16 +246,16 @@ class TransformedFamily(QuantileFamily):
         return _tr.zscore(self._zq(q), self.levels, y, self.transform)
 
     def ppf(self, p, rows: slice = _ALL) -> np.ndarray:
-        return _tr.inverse(self.transform, quantile_ppf(self._zq(*self.arrays(rows)), self.levels, p))
+        return _tr.inverse(self.transform, quantile_ppf(self._zq(self._q(rows)), self.levels, p))
 
     def ppf_zscore(self, u, rows: slice = _ALL) -> np.ndarray:
-        return _tr.inverse(self.transform, quantile_ppf_zscore(self._zq(*self.arrays(rows)), self.levels, u))
+        return _tr.inverse(self.transform, quantile_ppf_zscore(self._zq(self._q(rows)), self.levels, u))
 
     def moments(self, rows: slice = _ALL) -> tuple[np.ndarray, np.ndarray]:
-        return _tr.moments(self._zq(*self.arrays(rows)), self.levels, self.transform)
+        return _tr.moments(self._zq(self._q(rows)), self.levels, self.transform)
 
     def sample(self, n: int, rng: np.random.Generator, rows: slice = _ALL) -> np.ndarray:
-        return _tr.inverse(self.transform, quantile_sample(self._zq(*self.arrays(rows)), self.levels, n, rng))
+        return _tr.inverse(self.transform, quantile_sample(self._zq(self._q(rows)), self.levels, n, rng))
 
 
 class IntervalFamily(Family):
@@ -281,7 +283,7 @@ class IntervalFamily(Family):
 
         return (two_d("lower"), two_d("upper"))
 
-    def _refuse(self, what: str):
+    def _refuse(self, what: str) -> NoReturn:
         raise ValueError(
             f"an interval-family prediction (attrs['family'] == 'interval', {self.ds.attrs.get('method', '?')!r}) "
             f"states only central intervals at confidence levels {self.confidence_levels.tolist()}; it cannot "
@@ -319,7 +321,24 @@ def family_of(ds: xr.Dataset) -> Family:
     Family
         :class:`IntervalFamily` for ``lower``/``upper`` intervals; :class:`NormalFamily` for
         ``attrs["family"] == "normal"`` with ``loc`` and ``scale``; :class:`TransformedFamily` for a
-        back-transformed Dataset; :class:`QuantileFamily` otherwise.
+        back-transformed Dataset; :class:`QuantileFamily` otherwise. Its methods (``cdf``,
+        ``logpdf``, ``zscore``, ``ppf``, ``ppf_zscore``, ``moments``, ``sample``) work on NumPy
+        arrays, observations on axis 0, optionally on a block of rows.
+
+    References
+    ----------
+    The predictive-distribution contract and its families: :doc:`/concepts`; the layering follows
+    arviz-stats (NumPy layer, ``xr.apply_ufunc`` wrapper, accessor).
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.predictive import family_of
+    >>> fam = family_of(calibprob.normal([0.0, 1.0], [1.0, 2.0]))
+    >>> fam.name, fam.cdf(np.array([0.0, 1.0])).tolist()
+    ('normal', [0.5, 0.5])
+    >>> family_of(calibprob.normal([0.0], [1.0]).calib.interval([0.5, 0.9])).name
+    'interval'
     """
     if is_interval_family(ds):
         return IntervalFamily(ds)
