@@ -52,10 +52,10 @@ from calibprob.compare.assembly import (
     failed_tasks,
     results_path_parts,
 )
-from calibprob.compare.spec import load_spec
 from calibprob.compare.spec.model import Spec
-from calibprob.compare.spec.parsing import parse_spec
-from calibprob.compare.tasks import (
+from calibprob.compare.spec.parsing import load_spec, parse_spec
+from calibprob.compare.tasks import (  # re-exported: the runner was their home before the split
+    MAX_REFIT_TASKS,  # noqa: F401
     fit_bases,
     method_refit_tasks,
     run_method_refits,

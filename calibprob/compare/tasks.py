@@ -20,8 +20,7 @@ from calibprob import datasets as cds
 from calibprob import registry
 from calibprob._core.validation import GROUP_COORD
 from calibprob.compare.methods import METHOD_KINDS, TaskContext, count_refits, make_base, refits_its_base, run_refits
-from calibprob.compare.spec import file_sha256
-from calibprob.compare.spec.model import Spec
+from calibprob.compare.spec.model import Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
 from calibprob.metrics import evaluate, evaluate_intervals, is_interval_family
 from calibprob.runs.faults import check_method_memory
