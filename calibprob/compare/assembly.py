@@ -190,25 +190,9 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
 
     Examples
     --------
-    >>> from calibprob.compare import parse_spec
-    >>> spec = parse_spec({
-    ...     "name": "demo",
-    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
-    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
-    ...     "repetitions": 2,
-    ...     "base": {"kind": "ols"},
-    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
-    ... })
-    >>> import tempfile, pathlib
-    >>> from calibprob.compare import run_comparison, load_results
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> out = pathlib.Path(tmp.name) / "demo.nc"
-    >>> tree = run_comparison(spec, out, progress=False)
-    >>> from calibprob.compare import combine_parts
-    >>> again = combine_parts(spec, pathlib.Path(str(out) + ".parts"))
-    >>> list(again.children)
-    ['timing', 'ranking']
-    >>> tmp.cleanup()
+    :doc:`/examples/comparison` runs one small comparison, once, and shows what
+    ``combine_parts`` returns.
+
     """
     parts = Path(parts)
     coords, by_method = _coords(spec), _method_part_name(spec)

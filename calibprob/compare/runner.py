@@ -139,24 +139,9 @@ def run_comparison(
 
     Examples
     --------
-    >>> from calibprob.compare import parse_spec
-    >>> spec = parse_spec({
-    ...     "name": "demo",
-    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
-    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
-    ...     "repetitions": 2,
-    ...     "base": {"kind": "ols"},
-    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
-    ... })
-    >>> import tempfile, pathlib
-    >>> from calibprob.compare import run_comparison, load_results
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> out = pathlib.Path(tmp.name) / "demo.nc"
-    >>> tree = run_comparison(spec, out, progress=False)
-    >>> res = load_results(out)
-    >>> res["ece"].dims
-    ('dataset', 'repetition', 'calibrator')
-    >>> tmp.cleanup()
+    :doc:`/examples/comparison` runs one small comparison, once, and shows what
+    ``run_comparison`` returns.
+
     """
     mode = _granularity(granularity, spec, workers)
     keys = task_keys(spec)

@@ -343,24 +343,9 @@ def write_html(
 
     Examples
     --------
-    >>> from calibprob.compare import parse_spec
-    >>> spec = parse_spec({
-    ...     "name": "demo",
-    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
-    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
-    ...     "repetitions": 2,
-    ...     "base": {"kind": "ols"},
-    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
-    ... })
-    >>> import tempfile, pathlib
-    >>> from calibprob.compare import run_comparison, write_html
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> out = pathlib.Path(tmp.name) / "demo.nc"
-    >>> tree = run_comparison(spec, out, progress=False)
-    >>> page = write_html(out, pathlib.Path(tmp.name) / "report.html")
-    >>> "<h2 id=\"ranking\">Ranking</h2>" in page.read_text()
-    True
-    >>> tmp.cleanup()
+    :doc:`/examples/comparison` runs one small comparison, once, and shows what
+    ``write_html`` returns.
+
     """
     import matplotlib
 

@@ -41,24 +41,9 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
 
     Examples
     --------
-    >>> from calibprob.compare import parse_spec
-    >>> spec = parse_spec({
-    ...     "name": "demo",
-    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
-    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
-    ...     "repetitions": 2,
-    ...     "base": {"kind": "ols"},
-    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
-    ... })
-    >>> import tempfile, pathlib
-    >>> from calibprob.compare import run_comparison, load_results
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> out = pathlib.Path(tmp.name) / "demo.nc"
-    >>> tree = run_comparison(spec, out, progress=False)
-    >>> from calibprob.compare import write_plots
-    >>> [p.name for p in write_plots(load_results(out), tmp.name)]
-    ['branin_reliability.png', 'branin_coverage.png', 'branin_sharpness_calibration.png']
-    >>> tmp.cleanup()
+    :doc:`/examples/comparison` runs one small comparison, once, and shows what
+    ``write_plots`` returns.
+
     """
     import matplotlib
 

@@ -28,23 +28,9 @@ def load_results(path: str | Path) -> xr.Dataset:
 
     Examples
     --------
-    >>> from calibprob.compare import parse_spec
-    >>> spec = parse_spec({
-    ...     "name": "demo",
-    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
-    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
-    ...     "repetitions": 2,
-    ...     "base": {"kind": "ols"},
-    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
-    ... })
-    >>> import tempfile, pathlib
-    >>> from calibprob.compare import run_comparison, load_results
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> out = pathlib.Path(tmp.name) / "demo.nc"
-    >>> tree = run_comparison(spec, out, progress=False)
-    >>> sorted(load_results(out).sizes.items())[:3]
-    [('calibrator', 2), ('confidence_level', 4), ('dataset', 1)]
-    >>> tmp.cleanup()
+    :doc:`/examples/comparison` runs one small comparison, once, and shows what
+    ``load_results`` returns.
+
     """
     path = Path(path)
     if not path.is_file():

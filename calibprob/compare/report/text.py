@@ -58,25 +58,9 @@ def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
 
     Examples
     --------
-    >>> from calibprob.compare import parse_spec
-    >>> spec = parse_spec({
-    ...     "name": "demo",
-    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
-    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
-    ...     "repetitions": 2,
-    ...     "base": {"kind": "ols"},
-    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
-    ... })
-    >>> import tempfile, pathlib
-    >>> from calibprob.compare import run_comparison, load_results
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> out = pathlib.Path(tmp.name) / "demo.nc"
-    >>> tree = run_comparison(spec, out, progress=False)
-    >>> from calibprob.compare import summary
-    >>> table = summary(load_results(out))
-    >>> sorted(table.data_vars)
-    ['best', 'mean', 'n', 'se']
-    >>> tmp.cleanup()
+    :doc:`/examples/comparison` runs one small comparison, once, and shows what
+    ``summary`` returns.
+
     """
     results = _flat(results)
     metrics = (
@@ -148,24 +132,9 @@ def format_table(results: xr.Dataset, metrics=None) -> str:
 
     Examples
     --------
-    >>> from calibprob.compare import parse_spec
-    >>> spec = parse_spec({
-    ...     "name": "demo",
-    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
-    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
-    ...     "repetitions": 2,
-    ...     "base": {"kind": "ols"},
-    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
-    ... })
-    >>> import tempfile, pathlib
-    >>> from calibprob.compare import run_comparison, load_results
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> out = pathlib.Path(tmp.name) / "demo.nc"
-    >>> tree = run_comparison(spec, out, progress=False)
-    >>> from calibprob.compare import format_table
-    >>> print(format_table(load_results(out), ["ece", "nll"]).splitlines()[0])
-    == branin  (mean ± s.e. over 2 repetitions; * = best; a width only among intervals that do not under-cover)
-    >>> tmp.cleanup()
+    :doc:`/examples/comparison` runs one small comparison, once, and shows what
+    ``format_table`` returns.
+
     """
     results = _flat(results)
     s = summary(results, metrics)
