@@ -22,7 +22,7 @@ import re
 import calibprob
 
 ROOT = pathlib.Path(calibprob.__file__).parent
-EXCLUDED = {"_io.py"}
+EXCLUDED = {f"_core/persistence/{name}.py" for name in ("__init__", "format", "writer", "safety", "reader")}
 KINDS = ("ValueError", "TypeError", "SpecError")
 #: words that say what to do, or what is expected
 ADVICE = re.compile(
