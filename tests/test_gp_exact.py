@@ -450,12 +450,12 @@ def test_subset_options_are_validated(se_data):
 def test_memory_check_refuses_before_allocating(monkeypatch):
     import tracemalloc
 
-    from calibprob.bases.gp import exact
+    from calibprob.bases.gp import _shared  # the memory check of the exact and the sparse GP
 
     rng = np.random.default_rng(0)
     n = 3000  # one n x n float64 matrix: 72 MB
     X, y = rng.uniform(size=(n, 2)), rng.normal(size=n)
-    monkeypatch.setattr(exact, "available_memory", lambda: (50e6, "the available memory"))
+    monkeypatch.setattr(_shared, "available_memory", lambda: (50e6, "the available memory"))
     for gp in (GaussianProcessRegressor(n_hyper_subset=None), GaussianProcessRegressor(n_hyper_subset=500)):
         tracemalloc.start()
         with pytest.raises(
@@ -466,10 +466,10 @@ def test_memory_check_refuses_before_allocating(monkeypatch):
         tracemalloc.stop()
         assert peak < 8 * n * n / 4  # refused before a quarter of one n x n matrix existed
     # a fitted model refuses a factorisation at another θ and the LOO the same way
-    monkeypatch.setattr(exact, "available_memory", lambda: (float("inf"), "unknown"))
+    monkeypatch.setattr(_shared, "available_memory", lambda: (float("inf"), "unknown"))
     gp = GaussianProcessRegressor(theta={"lengthscale": 0.3, "variance": 1.0, "noise": 0.1}, optimize=False)
     gp.fit(X[:200], y[:200])
-    monkeypatch.setattr(exact, "available_memory", lambda: (1e3, "the available memory"))
+    monkeypatch.setattr(_shared, "available_memory", lambda: (1e3, "the available memory"))
     with pytest.raises(MemoryError, match="factorisation of the covariance"):
         gp.predict_mean_std(X[:5], theta={"noise": 0.2})
     with pytest.raises(MemoryError, match="leave-one-out"):

@@ -48,7 +48,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 import xarray as xr
 
-from calibprob._core import persistence as _io
+from calibprob._core import persistence
 from calibprob.predictive import is_interval_family, validate
 
 __all__ = [
@@ -248,7 +248,7 @@ class BaseEstimator:
         -------
         pathlib.Path
         """
-        return _io.save(self, path)
+        return persistence.save(self, path)
 
     @classmethod
     def load(cls, path, **objects):
@@ -284,7 +284,7 @@ class BaseEstimator:
         >>> type(calibprob.LinearRegression.load(path)).__name__
         'LinearRegression'
         """
-        obj = _io.load(path, **objects)
+        obj = persistence.load(path, **objects)
         if not isinstance(obj, cls):
             held = type(obj).__name__
             raise TypeError(

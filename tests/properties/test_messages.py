@@ -22,7 +22,7 @@ import re
 import calibprob
 
 ROOT = pathlib.Path(calibprob.__file__).parent
-EXCLUDED = {"_io.py"}
+EXCLUDED = {f"_core/persistence/{name}.py" for name in ("__init__", "format", "writer", "safety", "reader")}
 KINDS = ("ValueError", "TypeError", "SpecError")
 #: words that say what to do, or what is expected
 ADVICE = re.compile(
@@ -36,12 +36,13 @@ ADVICE = re.compile(
 #: (file, message start) of raise sites that re-raise a checked message with a prefix, and why
 WRAPPERS = {
     ("cli.py", "--scheduler: "): "wraps check_scheduler_address's message",
-    ("compare/spec.py", ".dim: "): "wraps the option type's own message",
-    ("compare/spec.py", " ( ): "): "wraps load_csv's message, which says what to do",
-    ("compare/spec.py", ": "): "prefixes a location to a SpecError raised by a checked site",
-    ("compare/spec.py", "the spec could not be read:  : "): "wraps the parser's message, prefixed",
-    ("compare/spec.py", ".path: file   Paths are relative"): "problem is describe_unreadable_path's advice",
-    ("compare/spec.py", "spec file   Specs live in"): "problem is describe_unreadable_path's advice",
+    ("compare/spec/data.py", ".dim: "): "wraps the option type's own message",
+    ("compare/spec/data.py", " ( ): "): "wraps load_csv's message, which says what to do",
+    ("compare/spec/data.py", ": "): "prefixes a location to a SpecError raised by a checked site",
+    ("compare/spec/parsing.py", ": "): "prefixes a location to a SpecError raised by a checked site",
+    ("compare/spec/parsing.py", "the spec could not be read:  : "): "wraps the parser's message, prefixed",
+    ("compare/spec/data.py", ".path: file   Paths are relative"): "problem is describe_unreadable_path's advice",
+    ("compare/spec/parsing.py", "spec file   Specs live in"): "problem is describe_unreadable_path's advice",
     ("datasets/loaders.py", "could not be parsed as CSV: "): "wraps pandas' parser message (line and column)",
     ("calibrators/conformal/_bayes_inputs.py", "log_likelihood: the DataTree has no"): "appends _fix_ll(): "
     "'compute it with pm.compute_log_likelihood(idata)'",

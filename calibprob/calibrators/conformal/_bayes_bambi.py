@@ -46,7 +46,7 @@ class BambiDoor:
     def __init__(self, model, idata):
         if getattr(model, "backend", None) is None:
             raise ValueError(
-                "model: this bambi model has not been built; fit it first (idata = model.fit(...)), then "
+                "model: this bambi model has not been built; fit it first (idata = model.fit(...)), then call "
                 "model.compute_log_likelihood(idata)."
             )
         self.model = model
@@ -55,7 +55,7 @@ class BambiDoor:
             raise ValueError(
                 f"model: the response {self.response!r} is not a column of the model's data (a transformed "
                 "response); conformal Bayes places its grid in the response column. Transform the column "
-                "before building the model."
+                "first and build the model on it."
             )
         self.var_name = _aliased(model)  # the log_likelihood variable's name
         self.likelihood = model.family.likelihood.name
