@@ -115,12 +115,6 @@ _CHUNK = 4096  # rows per block where temporaries are (rows x L)
 class CalibprobWarning(UserWarning):
     """A warning raised when calibprob repairs its input (e.g. crossing quantiles).
 
-    References
-    ----------
-    Chernozhukov, V., Fernández-Val, I. and Galichon, A. (2010). Quantile and
-    probability curves without crossing. Econometrica 78(3) (the monotone
-    rearrangement).
-
     Examples
     --------
     >>> import warnings, numpy as np, calibprob
