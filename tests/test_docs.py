@@ -235,13 +235,49 @@ def docstring_problems(obj) -> list[str]:
         missing.append("Parameters")
     if not inspect.isclass(obj) and not (doc["Returns"] or doc["Yields"]) and not _returns_none(obj):
         missing.append("Returns")
-    for section in ("Examples", "References"):
-        if not doc[section]:
-            missing.append(section)
+    if not doc["Examples"]:
+        missing.append("Examples")
+    if not doc["References"] and cites_a_work(doc):
+        missing.append("References (the text cites a work)")
     return missing
 
 
+#: An author-year citation in running text: "Vovk et al. (2020)", "Capone, Hirche & Pleiss (2023)",
+#: "Barber et al. 2021", "Song and Flach (2019)", "Titsias (2009)"; not a capitalised word before a number.
+_NAME = r"[A-Z][\w'-]+"
+_YEAR = r"(?:1[89]|20)\d\d[a-z]?\b"
+_CITATION = re.compile(
+    rf"\b{_NAME}(?: et al\.| (?:and|&) {_NAME}|(?:, {_NAME})+,? (?:and|&) {_NAME}),? \(?{_YEAR}"  # authors, year
+    rf"|\b{_NAME},? \({_YEAR}"  # one author, (year)
+)
+
+
+def cites_a_work(doc) -> bool:
+    """Whether the docstring's text (everything but its References and Examples) cites a paper or book.
+
+    A docstring that cites a work gives the full entry under References; one that cites none (a warning,
+    an exception, a plumbing function) needs no References section.
+    """
+    parts = list(doc["Summary"]) + list(doc["Extended Summary"]) + list(doc["Notes"])
+    for section in ("Parameters", "Returns", "Yields", "Attributes", "Raises", "Warns"):
+        for item in doc[section]:
+            parts += [item.name, item.type, *item.desc]
+    return bool(_CITATION.search(" ".join(parts)))
+
+
+def test_the_citation_rule_finds_author_year_citations():
+    """What counts as citing a work (and so needs References): author-year forms, not bare years or names."""
+    from numpydoc.docscrape import NumpyDocString
+
+    cited = ("Barber et al. (2021) prove it.", "As in Capone, Hirche & Pleiss (2023).", "Vovk (2005), ch. 4.")
+    for text in (*cited, "Song and Flach 2019"):
+        assert cites_a_work(NumpyDocString(text)), text
+    for text in ("Raised when the CDF decreases.", "Keeps 2000 draws per chain.", "The Branin function."):
+        assert not cites_a_work(NumpyDocString(text)), text
+
+
 def test_public_callables_have_complete_numpydoc_docstrings():
+    """Parameters, Returns and Examples everywhere; References wherever the text cites a work."""
     pytest.importorskip("numpydoc")
     offenders = []
     for qualname, obj in public_objects().values():
@@ -299,6 +335,19 @@ def test_method_pages_examples_run():
     for page in sorted((DOCS / "methods").glob("*.md")):
         for block in re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S):
             exec(compile(block, str(page), "exec"), {"__name__": "__main__"})
+
+
+def test_comparison_example_prints_what_it_shows(capsys):
+    """docs/examples/comparison.md runs one whole comparison, the one place an example does (the comparison
+    functions' docstrings point to it), and prints exactly the text block shown under it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    page = (DOCS / "examples" / "comparison.md").read_text(encoding="utf-8")
+    code = re.search(r"```python\n(.*?)```", page, flags=re.S).group(1)
+    shown = re.search(r"```text\n(.*?)```", page, flags=re.S).group(1)
+    exec(compile(code, "examples/comparison.md", "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out.strip() == shown.strip()
 
 
 def test_getting_started_prints_what_it_shows(capsys):

@@ -73,10 +73,6 @@ class NotFittedError(RuntimeError):
     ... except calibprob.NotFittedError as err:
     ...     print(err)
     This IsotonicRecalibrator instance is not fitted yet. Call fit(...) before using it.
-
-    References
-    ----------
-    The estimator lifecycle of scikit-learn (``sklearn.exceptions.NotFittedError``).
     """
 
 
@@ -112,7 +108,7 @@ class DistributionCalibrator(Protocol):
     ``y_cal`` is a 1-D array or DataArray (any dim name), one value per observation.
     Isotonic, Vovk, Marx, variance scaling, GP-Beta, the conformal predictive
     system, split conformal on a predictive distribution and the online
-    recalibrator follow it.
+    recalibrator follow it. The two families: :doc:`/concepts`.
 
     Parameters
     ----------
@@ -129,9 +125,6 @@ class DistributionCalibrator(Protocol):
     >>> isinstance(calibprob.IsotonicRecalibrator(), calibprob.DistributionCalibrator)
     True
 
-    References
-    ----------
-    The two families: :doc:`/concepts`.
     """
 
     def fit(self, pred_cal, y_cal, /):  # pragma: no cover - protocol
@@ -151,7 +144,7 @@ class ModelAwareCalibrator(Protocol):
     predictions: the sharp GP, split conformal around a model,
     jackknife/jackknife+/CV+, J+GP/asymJ+GP and the full-conformal GP.
     ``prefit=True`` (where offered) means the estimator is already fitted.
-    Intervals-only methods return the interval family from ``predict``.
+    Intervals-only methods return the interval family from ``predict``. The two families: :doc:`/concepts`.
 
     Parameters
     ----------
@@ -170,9 +163,6 @@ class ModelAwareCalibrator(Protocol):
     >>> isinstance(calibprob.JackknifePlusGP(), calibprob.DistributionCalibrator)   # same method names
     True
 
-    References
-    ----------
-    The two families: :doc:`/concepts`.
     """
 
     estimator: object
