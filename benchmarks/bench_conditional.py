@@ -17,8 +17,8 @@ MAPIE needs its own environment (it pulls cvxpy and torch)::
 
 Without MAPIE the script prints calibprob's column and says why the other is missing.
 ``--write-reference`` (with MAPIE) writes ``tests/data/mapie_conditional_reference.npz``:
-small seeded inputs and MAPIE's intervals on them, which ``tests/test_cqr.py`` and
-``tests/test_conditional_conformal.py`` check calibprob against without MAPIE installed.
+small seeded inputs and MAPIE's intervals on them, which ``tests/calibrators/conformal/test_cqr.py`` and
+``tests/calibrators/conformal/test_conditional.py`` check calibprob against without MAPIE installed.
 """
 
 from __future__ import annotations

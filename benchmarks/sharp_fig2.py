@@ -10,7 +10,7 @@ the centred 99 % interval (levels 0.005, 0.995) per method, per seed and on
 average over ``--seeds`` seeds. Writes ``docs/_static/sharp-fig2.png`` (seed 0:
 the data, the base GP's band, the sharp GP's and RK's 99 % bands).
 
-The same construction is asserted by ``tests/test_sharp_gp.py``
+The same construction is asserted by ``tests/calibrators/sharp_gp/test_sharp_gp.py``
 (``test_fig2_toy_sharper_than_recalibration_baselines``, and over 8 seeds in
 the slow ``test_fig2_toy_sharper_on_average_over_seeds``).
 

@@ -72,7 +72,7 @@ from calibprob.bo.settings import CALIBRATIONS, BOSettings
 
 __all__ = ["minimize", "CALIBRATIONS", "check_bounds", "default_gp"]
 
-# kept for callers of the old private name (tests/test_bo.py)
+# kept for callers of the old private name (tests/bo/test_loop.py)
 _time_series_pit = time_series_pit
 
 

@@ -40,7 +40,7 @@ levels 0.01, ..., 0.99; see :func:`min_calibration_points`). By default
 knots with the contract's Gaussian tail rule (a Gaussian tail matched to the
 two outermost knots), which keeps every quantile finite.
 
-Guarantees (tested in ``tests/test_recalibration.py``)
+Guarantees (tested in ``tests/calibrators/test_recalibration.py``)
 -------------------------------------------------------
 For exchangeable calibration and test data with continuous scores, at a
 level :math:`p` inside the calibration range,

@@ -51,7 +51,7 @@ Conventions where sources differ:
 
 The minima without a closed form (Hartmann 4 and 6, six-hump camel,
 Forrester, cross-in-tray) were computed by multi-start L-BFGS-B polished with
-Nelder–Mead; ``tests/test_functions.py`` checks that a seeded random search
+Nelder–Mead; ``tests/datasets/test_functions.py`` checks that a seeded random search
 plus multi-start local optimisation never goes below them.
 
 References

@@ -15,7 +15,7 @@ no function returns NaN for it.
 
 The definitions follow MAPIE 1.5 (``mapie.metrics.regression.regression_ssc``,
 ``hsic``; ``mapie.metrics.conditional.coverage_gap``, ``worst_slab_coverage``),
-which calibprob matches on the same inputs (tests/test_conditional_mapie.py);
+which calibprob matches on the same inputs (tests/metrics/test_conditional_mapie.py);
 where a convention differs it is said in the function's notes.
 
 References

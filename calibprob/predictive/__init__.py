@@ -48,7 +48,7 @@ Accuracy
 --------
 For a Gaussian the representation is exact to floating-point rounding at any
 set of levels (tested to 1e-9). For a non-Gaussian distribution the error is
-that of a piecewise-linear fit in :math:`z`; ``tests/test_predictive.py``
+that of a piecewise-linear fit in :math:`z`; ``tests/predictive/test_constructors.py``
 states measured bounds for a Student-t(5) and a lognormal with the default 99
 levels.
 

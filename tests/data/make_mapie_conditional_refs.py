@@ -1,4 +1,4 @@
-"""Reference values of MAPIE's conditional-coverage metrics, for tests/test_conditional_mapie.py.
+"""Reference values of MAPIE's conditional-coverage metrics, for tests/metrics/test_conditional_mapie.py.
 
 Run in a separate environment with MAPIE (not a calibprob dependency):
 

@@ -4,7 +4,7 @@ One fitted instance of every registered class that :meth:`save` can write, fitte
 seeded data of ``tests/support/saved_rows.py`` (its ``ROWS`` table: every calibrator, base and helper
 estimator, user code included), saved with the code of the tree this script runs in, and
 beside each file the arrays its prediction gives (``<name>.npz``).
-``tests/test_saved_files.py`` loads every file with the current code and checks its
+``tests/_core/test_saved_files.py`` loads every file with the current code and checks its
 predictions against those arrays, so a change to the file format or to a class's state
 that breaks files already on users' disks fails there.
 

@@ -1,8 +1,8 @@
 """The table of every saveable estimator: how to fit it and how to predict with it, on seeded data.
 
 Every public estimator class is a row of ``ROWS``: a ``fit`` lambda (data -> fitted estimator) and a ``predict``
-lambda (estimator, data -> prediction). ``tests/test_io.py`` saves every row and loads it in a new process
-(:func:`child_main`); ``tests/test_saved_files.py`` loads the files 0.1.0 wrote from the same rows
+lambda (estimator, data -> prediction). ``tests/_core/test_io.py`` saves every row and loads it in a new process
+(:func:`child_main`); ``tests/_core/test_saved_files.py`` loads the files 0.1.0 wrote from the same rows
 (``tests/data/make_saved_files.py``). When a signature changes, change the row's lambdas.
 
 The user code below (:func:`ols_fit_predict`, :class:`UserModel`) is what saved files name as user objects; a

@@ -20,7 +20,7 @@ noticeably when the data are informative.
 **Compile mode.** The exact GP's fit does not compile anything: it maximises
 the same objective with a NumPy/SciPy value and gradient
 (:class:`calibprob.bases.gp._objective.ExactObjectiveNumpy`, equal to this model's
-compiled ``logp``/``dlogp`` to 1e-9, see ``tests/test_gp_numerics.py``), and
+compiled ``logp``/``dlogp`` to 1e-9, see ``tests/bases/gp/test_objective.py``), and
 keeps this model for ``build_model`` (sampling, MAP cross-checks). The sparse
 (VFE) GP's fit compiles its model here, by default in ``"FAST_COMPILE"`` (the
 Python VM calling NumPy/SciPy ops: no C compilation, ~2–4 s for the first fit).

@@ -57,7 +57,7 @@ fold, :math:`\Sigma^{-1}` becomes the kriging matrix
 
 (zero mean: drop the :math:`s_i` terms; :math:`\sigma^2_{-i}` includes the noise).
 Equal to refitting the sparse posterior without point :math:`i` (same θ, same
-:math:`Z`): ``tests/test_gp_sparse.py`` checks it against refits to 1e-8.
+:math:`Z`): ``tests/bases/gp/test_sparse.py`` checks it against refits to 1e-8.
 
 **Test points** (J+GP, FCP-GP). With :math:`t_1 = L_m^{-1}k_m(x)`,
 :math:`t_2 = L_B^{-1}t_1`, the kriging weights, mean and variance are

@@ -65,7 +65,7 @@ contracted chunk by chunk with :math:`\partial K_{mn}/\partial\log\ell_k`
         -\lVert\rho\rVert^2 - r\frac{\lVert\omega\rVert^2}{q_{11}} - \operatorname{tr}B^{-1}
         + q_{yy} - \hat m q_{y1} + r - (n - m) + \frac{n\sigma_f^2 - \operatorname{tr}P}{\sigma^2}\Big].
 
-``tests/test_gp_sparse.py`` checks value and gradient against the PyMC model's
+``tests/bases/gp/test_sparse.py`` checks value and gradient against the PyMC model's
 compiled bound and finite differences.
 
 References

@@ -41,7 +41,7 @@ Guarantee: for exchangeable calibration and test points
 :math:`P(Y \in \hat C(X)) \ge c`, and if the scores are almost surely distinct
 :math:`P(Y \in \hat C(X)) \le c + 1/(n+1)` (Romano et al. 2019, Theorem 1) for
 the two-sided, CQR-r and CQR-m scores; the asymmetric one has the upper bound
-:math:`c + 2/(n+1)`. ``tests/test_cqr.py`` checks both over many seeded draws.
+:math:`c + 2/(n+1)`. ``tests/calibrators/conformal/test_cqr.py`` checks both over many seeded draws.
 
 The output is the contract's interval family (``lower``/``upper`` over ``obs``
 and ``confidence_level``, ``attrs["family"] == "interval"``): CQR defines

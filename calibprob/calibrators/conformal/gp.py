@@ -42,7 +42,7 @@ Hence the rank-one downdate
 valid for a known mean and, as the flat-prior limit, for the unknown mean
 re-estimated in every fold (universal kriging). One kriging solve per test
 point gives all :math:`n` leave-one-out predictions: O(n²) per test point
-instead of :math:`n` refits at O(n³) each. ``tests/test_conformal_gp.py``
+instead of :math:`n` refits at O(n³) each. ``tests/calibrators/conformal/test_gp.py``
 checks it against explicit refits to 1e-8.
 
 Full conformal (FCP-GP, no candidate loop)
@@ -98,7 +98,7 @@ The full-conformal set is therefore
 contained in the J+GP interval (that one only bounds the violations on each
 side separately) and equals it unless some :math:`\xi^-_i` lies above the
 J+GP upper end (or some :math:`\xi^+_i` below the lower end). In
-``tests/test_conformal_gp.py`` the two coincide to 1e-9 on every one of
+``tests/calibrators/conformal/test_gp.py`` the two coincide to 1e-9 on every one of
 thousands of random test points; with :math:`\beta \ne 1` or
 :math:`\epsilon > 0` they differ.
 

@@ -28,7 +28,7 @@ extends it. At every stored level :math:`p`,
 
     \frac{\lfloor p(n+1) \rfloor}{n+1} \le P\bigl(Y \le Q(p)\bigr) \le \frac{\lceil p(n+1) \rceil}{n+1},
 
-which ``tests/test_conformal_predictive_system.py`` checks over seeded draws.
+which ``tests/calibrators/conformal/test_predictive_system.py`` checks over seeded draws.
 
 References
 ----------

@@ -28,7 +28,7 @@ For exchangeable calibration and test data, with continuous scores,
     c \;\le\; P\bigl(Y \in \hat C_c(X)\bigr) = \frac{\lceil c(n+1) \rceil}{n+1}
       \;<\; c + \frac{1}{n+1}
 
-(Lei et al. 2018, Thm. 2.2), which ``tests/test_conformal_split.py`` checks
+(Lei et al. 2018, Thm. 2.2), which ``tests/calibrators/conformal/test_split.py`` checks
 over many seeded draws.
 
 References

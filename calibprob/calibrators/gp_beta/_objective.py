@@ -5,7 +5,7 @@ SVI, ``pm.compute_log_likelihood``); this module evaluates the *same* log
 density — priors included, constants included — and its exact gradient by
 hand-written reverse mode, so that full-batch MAP, ADVI and SVI fits start
 without building or compiling a graph (issue 18: the graph cost ~7 s per
-process of a warm ``calibprob compare``). ``tests/test_gp_beta.py`` keeps both
+process of a warm ``calibprob compare``). ``tests/calibrators/gp_beta/test_gp_beta.py`` keeps both
 equal to 1e-9 in value and gradient.
 
 With :math:`\theta = e^{\log\theta}`, :math:`L_K = \operatorname{chol}(K_{ZZ} + \epsilon I)`,

@@ -56,7 +56,7 @@ Two deliberate choices, both documented in :class:`~calibprob.calibrators.online
   which is Theorem 2's :math:`(1+\eta)/(\eta T)` for a single level and at
   most :math:`(1 + \eta(L+1)/2)/(\eta T)` in general. Measured on random and
   adversarial streams the isotonic version stays close to Theorem 2's
-  constant itself (``tests/test_online.py``).
+  constant itself (``tests/calibrators/online/test_recalibrator.py``).
 
 References
 ----------

@@ -27,7 +27,7 @@ _BOX = 7.0
 _DELTA_BOX = (-15.0, 3.0)
 # L-BFGS-B relative reduction tolerance: the objective is a sum over N points and
 # has plateaus (flat σ at long lengthscales); 1e-7 stops there without changing
-# the solution measurably (tested on the toy of tests/test_sharp_gp.py)
+# the solution measurably (tested on the toy of tests/calibrators/sharp_gp/test_sharp_gp.py)
 _FTOL = 1e-7
 # backtracking fractions toward the outer neighbour when |β| would grow inward
 _BACKTRACK = (0.5, 0.25, 0.125, 0.0)

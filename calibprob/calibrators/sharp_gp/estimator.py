@@ -179,7 +179,7 @@ class SharpCalibratedGP(BaseEstimator):
     restores 0.93 (width 1.24), i.e. the extra sharpness was the over-fit. The
     ``"cross-fitted"`` variant has exact coverage at its knots by
     construction. On a 1-D toy with a gap in the training data (paper's
-    Fig. 2; ``tests/test_sharp_gp.py``) the full variant is calibrated and its
+    Fig. 2; ``tests/calibrators/sharp_gp/test_sharp_gp.py``) the full variant is calibrated and its
     99% interval 40% narrower than RK's.
 
     *Cost.* With n training and N calibration points, one objective value

@@ -1,4 +1,4 @@
-"""A method kind that kills its Dask worker once (issue 28 item 4's test), registered when imported.
+"""A method kind that kills its Dask worker once (the killed-worker test), registered when imported.
 
 Imported by the test (to validate specs) and preloaded by the test's Dask workers (each worker process
 has its own registry). ``kill-worker-once`` SIGKILLs the worker running it the first time (it leaves a

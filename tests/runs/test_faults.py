@@ -217,13 +217,13 @@ def test_killed_workers_cost_only_their_tasks_and_the_lost_stage_is_scattered_ag
 
 @pytest.fixture
 def kill_kind(monkeypatch):
-    import _faults_kill
+    from tests.support import faults_kill
 
-    _faults_kill.register()
+    faults_kill.register()
     # the workers preload the module too, so that their registries know the kind
-    monkeypatch.setattr(compare_runner, "_modules", lambda spec: ["_faults_kill"])
-    yield _faults_kill.KIND
-    registry.METHODS.pop(_faults_kill.KIND, None)
+    monkeypatch.setattr(compare_runner, "_modules", lambda spec: ["tests.support.faults_kill"])
+    yield faults_kill.KIND
+    registry.METHODS.pop(faults_kill.KIND, None)
 
 
 @pytest.mark.slow

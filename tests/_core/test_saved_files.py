@@ -31,7 +31,7 @@ def data():
 
 def test_every_class_saved_by_0_1_0_is_still_registered_and_saveable():
     """The files cover every class 0.1.0 could save (the index was written from the ROWS of tests/support/saved_rows.py);
-    a class added since has its round trip in tests/test_io.py, not a 0.1.0 file."""
+    a class added since has its round trip in tests/_core/test_io.py, not a 0.1.0 file."""
     savable = {
         name
         for name, entry in calibprob.registry.CLASSES.items()

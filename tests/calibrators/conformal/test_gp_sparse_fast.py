@@ -5,7 +5,7 @@ selects the order statistics in place along rows
 (:func:`calibprob.calibrators.conformal.gp._jackknife_plus_gp_bounds_test_major`). It must give
 the ends of the general column-major path — :func:`jackknife_plus_gp_bounds` on
 :func:`loo_at_points`, itself checked against refits in
-``tests/test_conformal_gp_sparse.py`` — for every score and convention, whatever the
+``tests/calibrators/conformal/test_gp_sparse.py`` — for every score and convention, whatever the
 chunk size.
 """
 

@@ -10,7 +10,7 @@ it calibrates when the base is misspecified (a linear mean for a curved,
 heteroscedastic response); the conformal predictive system's 90 % interval
 has finite-sample coverage >= 0.9 - O(1/sqrt(n_test)) (Vovk et al. 2020).
 
-Measured (``pytest -s tests/test_pymc_workflow.py``, 2 x 400 draws): held-out
+Measured (``pytest -s tests/predictive/test_pymc_workflow.py``, 2 x 400 draws): held-out
 NLL base 2.650, isotonic 2.962, CPS 2.876, GP-Beta (MAP) 2.554; 90 % coverage
 0.906 / 0.897 / 0.897 / 0.880 (117 test points). Isotonic and the CPS are
 calibrated step functions of 118 calibration scores, so their densities (and

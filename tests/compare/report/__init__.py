@@ -1,0 +1,1 @@
+"""Tests of calibprob/compare/report/ (a package so same-named test modules can coexist)."""
