@@ -1,4 +1,4 @@
-"""Faults cost only what they touch (issue 28 item 4): a killed worker, lost shared data, memory budgets.
+"""Faults cost only what they touch: a killed worker, lost shared data, memory budgets.
 
 The cluster tests kill a real worker process (``os.kill(..., SIGKILL)`` from inside its task) on a
 small ``LocalCluster`` and check what the run keeps: every other task's result, the killed task's row
