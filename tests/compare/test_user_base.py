@@ -123,7 +123,7 @@ def test_a_pymc_builder_and_a_sklearn_style_object_run_rank_and_report(tmp_path)
     html = write_html(res, tmp_path / "r.html").read_text()
     assert "pymc/iso" in html and "ridge/b" in html
     # the stored spec describes the user's bases, never names code to import
-    assert "test_compare_user_bases:pymc_builder" in res.attrs["spec"]
+    assert f"{__name__}:pymc_builder" in res.attrs["spec"]
     assert "entry" not in res.attrs["spec"] and "factory" not in res.attrs["spec"]
 
 
