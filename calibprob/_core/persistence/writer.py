@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
-import re
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -19,8 +16,11 @@ from calibprob._core.persistence.format import (
     FORMAT_VERSION,
     REGISTRY,
     _describe,
+    _join,
+    _label,
     _pack_attrs,
     _registered_name,
+    _state_items,
 )
 from calibprob._version import __version__
 
@@ -263,41 +263,6 @@ class _Writer:
             else:
                 out[path] = xr.Dataset(node["vars"], attrs=node["attrs"])
         return xr.DataTree.from_dict(out)
-
-
-def _registered_class(name: str) -> Any:
-    """The class ``name`` of :data:`REGISTRY`, imported from the module the registry names for it.
-
-    The lookup goes through the registry's import paths at load time, so this module
-    imports no estimator module (the estimators import it, through ``BaseEstimator.save``).
-    """
-    cls = getattr(importlib.import_module(REGISTRY[name]), name, None)
-    if not isinstance(cls, type) or cls.__name__ != name:  # pragma: no cover - registry is code
-        raise ValueError(f"calibprob has no class {name!r} in {REGISTRY[name]} any more.")
-    return cls
-
-
-def _join(parent: str, name: str) -> str:
-    return f"{parent.rstrip('/')}/{name}"
-
-
-def _label(label: str, key, keyed: bool, attr_labels: bool) -> str:
-    """How a value is named in messages and references: ``a.b`` (attribute), ``a['k']``, ``a[0]``."""
-    if attr_labels:
-        return f"{label}.{key}" if label else str(key)
-    return f"{label}[{key!r}]" if keyed else f"{label}[{key}]"
-
-
-def _attr_name(label: str) -> str:
-    """The last attribute name in a label: ``estimator_.fit_predict`` -> ``fit_predict``."""
-    names = re.findall(r"(?:^|\.)([A-Za-z_][A-Za-z0-9_]*)", label)
-    return names[-1] if names else label
-
-
-def _state_items(obj, *, params) -> list:
-    """The attributes written as state: all but the parameters and the class's declared transients."""
-    skip = set(params) | set(getattr(type(obj), "_transient_attrs", ()))
-    return [(k, v) for k, v in vars(obj).items() if k not in skip]
 
 
 def save(obj, path) -> Path:
