@@ -26,6 +26,9 @@ import sys
 import time
 from pathlib import Path
 
+from calibprob.compare import load_spec
+from calibprob.compare.tasks import run_task
+
 
 def warm(spec_path: str | Path) -> float:
     """Run repetition 0 of the spec's first data set in-process; return the seconds taken.
@@ -39,9 +42,6 @@ def warm(spec_path: str | Path) -> float:
     -------
     float
     """
-    from calibprob.compare import load_spec
-    from calibprob.compare.tasks import run_task
-
     spec = load_spec(spec_path)
     t0 = time.perf_counter()
     run_task(spec.to_dict(), spec.datasets[0].name, 0)
