@@ -113,7 +113,7 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
         arrays["groups"] = groups
     if back is None:
         y_test = arrays["test"][1]
-    if test_groups is not None:  # the conditional diagnostics of evaluate(groups=) (issue 30)
+    if test_groups is not None:  # the conditional diagnostics of evaluate(groups=): coverage per group
         y_test = xr.DataArray(y_test, dims="obs", coords={GROUP_COORD: ("obs", test_groups)})
     return (seed, arrays, back, y_test) if scored else (seed, arrays)
 
@@ -431,7 +431,8 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
     for m in methods:
         t0 = time.perf_counter()
         try:
-            check_method_memory(m.kind, m.options, ctx.base_spec.get("kind"), len(ctx.y_train))  # issue 28
+            # refuse a method that cannot fit in this worker's memory before it starts, not after the kill
+            check_method_memory(m.kind, m.options, ctx.base_spec.get("kind"), len(ctx.y_train))
             pred = METHOD_KINDS[m.kind].func(ctx, **m.options)
             if back is not None:  # fitted on g(y): score the law of y, on the original scale
                 pred = back_transform(pred, **back)
