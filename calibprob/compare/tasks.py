@@ -45,18 +45,15 @@ def task_keys(spec: Spec) -> list[tuple[str, int]]:
 
     Examples
     --------
-    >>> from calibprob.compare import parse_spec
-    >>> spec = parse_spec({
-    ...     "name": "demo",
-    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
-    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
-    ...     "repetitions": 2,
-    ...     "base": {"kind": "ols"},
-    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
-    ... })
-    >>> from calibprob.compare import task_keys
+    Data sets outermost, then repetitions:
+
+    >>> from calibprob.compare import parse_spec, task_keys
+    >>> spec = parse_spec({"name": "two", "split": {"train": 0.5, "test": 0.5}, "repetitions": 2,
+    ...                    "datasets": [{"name": "a", "function": "forrester", "n": 20},
+    ...                                 {"name": "b", "function": "branin", "n": 20}],
+    ...                    "base": {"kind": "ols"}, "methods": {"raw": {"kind": "base"}}})
     >>> task_keys(spec)
-    [('branin', 0), ('branin', 1)]
+    [('a', 0), ('a', 1), ('b', 0), ('b', 1)]
     """
     return [(d.name, r) for d in spec.datasets for r in range(spec.repetitions)]
 
@@ -183,19 +180,15 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
 
     Examples
     --------
-    >>> from calibprob.compare import parse_spec
-    >>> spec = parse_spec({
-    ...     "name": "demo",
-    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
-    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
-    ...     "repetitions": 2,
-    ...     "base": {"kind": "ols"},
-    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
-    ... })
-    >>> from calibprob.compare import run_task
-    >>> scores = run_task(spec.to_dict(), "branin", 0)
-    >>> scores["calibrator"].values.tolist()
-    ['vanilla', 'scaled']
+    One repetition of an OLS base scored as it is, on a split without a calibration part:
+
+    >>> from calibprob.compare import parse_spec, run_task
+    >>> spec = parse_spec({"name": "one", "split": {"train": 0.5, "test": 0.5},
+    ...                    "datasets": [{"name": "forrester", "function": "forrester", "n": 40, "noise": 0.1}],
+    ...                    "base": {"kind": "ols"}, "methods": {"raw": {"kind": "base"}}})
+    >>> scores = run_task(spec.to_dict(), "forrester", 0)
+    >>> dict(scores["crps"].sizes), int(scores["n_test"].item())
+    ({'dataset': 1, 'repetition': 1, 'calibrator': 1}, 20)
     """
     spec = parse_spec(spec_dict)
     return _task_scores(spec, dataset, repetition, _fit_stage(spec, dataset, repetition))
