@@ -426,24 +426,8 @@ def test_model_aware_save_load_round_trip(name, problem, fitted_aware, tmp_path)
 # ---------------------------------------------------------------------------
 
 
-#: Defects the base contract found and that are not fixed yet: (test, class) -> why. Strict, so the
-#: entry fails (XPASS) the day the defect is fixed and must then be removed.
-KNOWN_DEFECTS = {
-    ("save_load", "QuantileGradientBoosting"): (
-        "calibprob.load(path, models_=...) as the load error asks puts the whole list at every models_[i] "
-        "(the per-element user objects of a list attribute are not split): AttributeError at predict"
-    ),
-}
-
-
-def _base_params(names, check=""):
-    params = []
-    for n in names:
-        marks = [pytest.mark.slow] if samples_posterior(n) else []
-        if (check, n) in KNOWN_DEFECTS:
-            marks.append(pytest.mark.xfail(strict=True, raises=AttributeError, reason=KNOWN_DEFECTS[check, n]))
-        params.append(pytest.param(n, marks=marks))
-    return params
+def _base_params(names):
+    return [pytest.param(n, marks=[pytest.mark.slow] if samples_posterior(n) else []) for n in names]
 
 
 @pytest.mark.parametrize("name", _base_params(BASES))
@@ -478,7 +462,7 @@ def test_base_is_deterministic_given_its_seed(name):
     xr.testing.assert_identical(build_base(name).fit(X_TR, Y_TR).predict(X_TE), fitted_base(name).predict(X_TE))
 
 
-@pytest.mark.parametrize("name", _base_params(BASES, "save_load"))
+@pytest.mark.parametrize("name", _base_params(BASES))
 def test_base_save_load_round_trip(name, tmp_path):
     """A saved base loads and predicts the same; state a file cannot hold without pickle (a third-party model)
     is named by the load error with the keyword to pass it again, and passing it restores the base."""

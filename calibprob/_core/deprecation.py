@@ -49,12 +49,12 @@ MOVED: dict[str, str] = {
     # calibrators: the conformal package joins the new conformal code under calibrators/, online recalibration too
     "calibprob.conformal": "calibprob.calibrators.conformal",
     "calibprob.online": "calibprob.calibrators.online",
-    # the contract became the package calibprob.predictive (issue 27, build item 1)
+    # the contract became the package calibprob.predictive (numerics, families, constructors, validation apart)
     "calibprob._numerics": "calibprob.predictive._numerics",
     "calibprob._transformed": "calibprob.predictive._transformed",
     "calibprob.loo_predictive": "calibprob.predictive.loo",
     "calibprob.compare.group_plots": "calibprob.compare.report.group_plots",
-    "calibprob._executor": "calibprob.runs",  # the executor became a package (issue 27)
+    "calibprob._executor": "calibprob.runs",  # the executor became a package (outputs, scheduling, cluster apart)
 }
 
 

@@ -37,6 +37,8 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 import numpy as np
+import scipy.linalg
+from threadpoolctl import threadpool_limits
 
 __all__ = [
     "get_compile_mode",
@@ -293,9 +295,6 @@ def _usable_cores() -> int:
 
 def _measure_threads(cores: int) -> int:
     """Faster of 1 and ``cores`` BLAS threads for a 1500 x 1500 Cholesky (best of 3)."""
-    import scipy.linalg
-    from threadpoolctl import threadpool_limits
-
     rng = np.random.default_rng(0)
     m = 1500
     A = rng.standard_normal((m, 64))
@@ -358,10 +357,6 @@ def limit_blas_threads(threads: int | None):
     ...     pass
     """
     if threads is None:
-        return contextlib.nullcontext()
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl ships with PyMC
         return contextlib.nullcontext()
     return threadpool_limits(limits=int(threads), user_api="blas")
 

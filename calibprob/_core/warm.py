@@ -9,7 +9,7 @@ cache directory (``~/.pytensor`` or the ``base_compiledir`` of
 compiling them.
 
 Since GP-Beta's full-batch MAP / ADVI / SVI evaluate a NumPy objective
-(issue 18), the quickstart compiles nothing: its cold run equals its warm run,
+(:mod:`calibprob.calibrators.gp_beta._objective`), the quickstart compiles nothing: its cold run equals its warm run,
 and warming costs one repetition (~4 s of CPU) and reports that there was
 nothing to compile. Specs that sample GP-Beta with NUTS, minibatch its ADVI /
 SVI (more than 4096 calibration points) or fit a PyMC base still compile
@@ -26,6 +26,9 @@ import sys
 import time
 from pathlib import Path
 
+from calibprob.compare import load_spec
+from calibprob.compare.tasks import run_task
+
 
 def warm(spec_path: str | Path) -> float:
     """Run repetition 0 of the spec's first data set in-process; return the seconds taken.
@@ -39,9 +42,6 @@ def warm(spec_path: str | Path) -> float:
     -------
     float
     """
-    from calibprob.compare import load_spec
-    from calibprob.compare.tasks import run_task
-
     spec = load_spec(spec_path)
     t0 = time.perf_counter()
     run_task(spec.to_dict(), spec.datasets[0].name, 0)

@@ -45,6 +45,7 @@ from scipy import special
 
 from calibprob.bo.acquisition import StandardizedLaw, acquisition_loss
 from calibprob.bo.settings import BOSettings
+from calibprob.bo.sharp import sharp_lower_bound
 from calibprob.calibrators.online import OnlineQuantileRecalibrator
 
 __all__ = [
@@ -245,8 +246,6 @@ class SharpGPCalibration(CalibrationStrategy):
     name = "sharp-gp"
 
     def acquisition(self, model, data: ModelData, law: StandardizedLaw, seed: int) -> Callable:
-        from calibprob.bo.sharp import sharp_lower_bound
-
         return sharp_lower_bound(model, data.U, data.ys, level=self.settings.sharp_level, seed=seed)
 
     def pit(self, law: StandardizedLaw, z: float) -> float:

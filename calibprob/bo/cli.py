@@ -21,13 +21,15 @@ from typing import Any
 
 import numpy as np
 
+from calibprob.bo.experiment import METHODS, bo_table, format_bo_table, run_experiment
+from calibprob.bo.plots import plot_best_so_far, plot_calibration_error
+from calibprob.runs import check_output_path, check_scheduler_address, failure_table, inside, safe_name
+
 __all__ = ["add_bo_parser", "cmd_bo"]
 
 
 def add_bo_parser(subparsers):
     """Add the ``bo`` subcommand to an ``argparse`` subparsers object; returns the parser."""
-    from calibprob.bo.experiment import METHODS
-
     p = subparsers.add_parser(
         "bo",
         help="calibrated vs uncalibrated Bayesian optimisation on test functions (Table 1)",
@@ -74,8 +76,6 @@ def add_bo_parser(subparsers):
 
 def cmd_bo(args) -> int:
     """Handler of ``calibprob bo``: run the grid, print the table (and failures), optionally write plots."""
-    from calibprob.bo.experiment import run_experiment
-
     try:
         config = _check_args(args)
         print(
@@ -110,8 +110,6 @@ def cmd_bo(args) -> int:
 
 def _check_args(args) -> dict[str, Any]:
     """Validate the command line before any task runs; the keyword options of :func:`run_experiment`."""
-    from calibprob.runs import check_output_path, check_scheduler_address
-
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be >= 1; got {args.workers}")
     if args.seeds < 1:
@@ -158,9 +156,6 @@ def _failed_runs(ds) -> tuple[list[tuple[str, str]], int]:
 
 def _print_outcome(ds) -> bool:
     """Print the table (stdout) and the failures (stderr); False when every run failed."""
-    from calibprob.bo.experiment import bo_table, format_bo_table
-    from calibprob.runs import failure_table
-
     failed, ran = _failed_runs(ds)
     all_failed = "best_so_far" not in ds or not np.isfinite(ds["best_so_far"].values).any()
     if not all_failed:
@@ -183,9 +178,6 @@ def _write_plots(ds, outdir: Path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from calibprob.bo.plots import plot_best_so_far, plot_calibration_error
-    from calibprob.runs import inside, safe_name
 
     outdir.mkdir(parents=True, exist_ok=True)
     paths = []

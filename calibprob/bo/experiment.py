@@ -42,7 +42,12 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
+from calibprob._core.validation import check_int
+from calibprob.bo.loop import minimize
+from calibprob.calibrators.online.recalibrator import check_eta
+from calibprob.datasets.functions import get_function
 from calibprob.metrics import normalized_auc
+from calibprob.runs import RunOutput, execute
 
 __all__ = ["METHODS", "run_task", "run_experiment", "bo_table", "format_bo_table", "win_fraction"]
 
@@ -84,8 +89,6 @@ def run_task(config: dict, function: str, acquisition: str, method: str, seed: i
         ``best_so_far``, ``x``, ``calibration_error``, ``calibration_error_base``,
         ``pit``, ``run_time``, ``n_init``, ``optimum``, ``error`` ("" if fine).
     """
-    from calibprob.bo.loop import minimize
-
     opts = {k: v for k, v in config.items() if k not in ("n_init_per_function",)}
     per_fn = config.get("n_init_per_function") or {}
     if function in per_fn:
@@ -135,9 +138,6 @@ def _coords(key) -> dict:
 
 def _check_config(config: dict, acquisitions) -> None:
     """Reject bad options of :func:`calibprob.bo.minimize` before any task runs."""
-    from calibprob._core.validation import check_int
-    from calibprob.calibrators.online.recalibrator import check_eta
-
     known = {
         "n_init",
         "n_steps",
@@ -175,8 +175,6 @@ def _check_config(config: dict, acquisitions) -> None:
 
 def _check_functions(functions) -> list[str]:
     """Canonical names of a non-empty list of test functions."""
-    from calibprob.datasets.functions import get_function
-
     if isinstance(functions, str) or not len(functions):
         raise ValueError(f"functions must be a non-empty list of test-function names; got {functions!r}.")
     return [get_function(f).name for f in functions]
@@ -262,8 +260,6 @@ def run_experiment(
     >>> dict(ds["best_so_far"].sizes)
     {'function': 1, 'acquisition': 1, 'method': 2, 'seed': 2, 'evaluation': 6}
     """
-    from calibprob.runs import RunOutput, execute
-
     if workers is not None and scheduler is not None:
         raise ValueError("pass either workers (a new LocalCluster) or scheduler (an existing cluster), not both.")
     functions = _check_functions(functions)

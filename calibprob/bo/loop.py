@@ -65,10 +65,12 @@ from scipy import special
 from calibprob._core.estimator import clone
 from calibprob._core.pytensor_setup import limit_blas_threads
 from calibprob._core.validation import check_array, check_int
+from calibprob.bases.gp import GaussianProcessRegressor
 from calibprob.bo.acquisition import minimize_on_box
 from calibprob.bo.calibration import CalibrationStrategy, ModelData, strategy_for, time_series_pit
 from calibprob.bo.record import StepRecorder
 from calibprob.bo.settings import CALIBRATIONS, BOSettings
+from calibprob.datasets.functions import TestFunction, get_function, sample_design
 
 __all__ = ["minimize", "CALIBRATIONS", "check_bounds", "default_gp"]
 
@@ -143,14 +145,10 @@ def default_gp():
     >>> gp.kernel, gp.mean, gp.n_restarts
     ('se', 'zero', 3)
     """
-    from calibprob.bases.gp import GaussianProcessRegressor
-
     return GaussianProcessRegressor(kernel="se", mean="zero", noise=True, n_restarts=3)
 
 
 def _resolve_objective(objective, bounds, optimum, dim):
-    from calibprob.datasets.functions import TestFunction, get_function
-
     name = getattr(objective, "__name__", type(objective).__name__)
     if isinstance(objective, str):
         objective = get_function(objective, dim)
@@ -350,8 +348,6 @@ class _Problem:
         """``X_init`` checked against the box, or ``n_init`` points of ``method`` drawn with ``seed``."""
         d = self.box.shape[0]
         if X_init is None:
-            from calibprob.datasets.functions import TestFunction, sample_design
-
             tf = TestFunction(
                 name=self.name, dim=d, bounds=self.box, f=lambda X: X[:, 0], minimum=np.nan, minimizers=np.zeros((1, d))
             )

@@ -12,6 +12,9 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
+from calibprob.bo.acquisition import StandardizedLaw
+from calibprob.bo.loop import default_gp
+
 __all__ = ["plot_best_so_far", "plot_calibration_error", "plot_snapshot_1d", "snapshot"]
 
 
@@ -200,9 +203,6 @@ def snapshot(result: xr.DataTree, step: int, grid, *, gp=None, confidence_level:
     >>> snap.sizes["obs"], sorted(snap.data_vars)
     (50, ['lower', 'lower_recal', 'mean', 'upper', 'upper_recal'])
     """
-    from calibprob.bo.acquisition import StandardizedLaw
-    from calibprob.bo.loop import default_gp
-
     ev, st = result["evaluations"].to_dataset(), result["steps"].to_dataset()
     n0 = int(result.attrs["n_init"])
     n = n0 + step - 1

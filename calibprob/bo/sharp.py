@@ -33,6 +33,8 @@ import warnings
 
 import numpy as np
 
+from calibprob.calibrators.sharp_gp import SharpCalibratedGP
+
 __all__ = ["sharp_lower_bound"]
 
 
@@ -58,8 +60,6 @@ def sharp_lower_bound(model, U, ys, *, level: float = 0.01, seed=None, variant: 
         ``(m, d) -> (m,)``, the bound to minimise; its attribute ``fitted``
         tells whether the sharp GP was calibrated (False: vanilla fallback).
     """
-    from calibprob.calibrators.sharp_gp import SharpCalibratedGP
-
     n = U.shape[0]
     train = np.arange(n) % 2 == 0
     fitted = bool(train.sum() >= 2 and (~train).sum() >= 2)

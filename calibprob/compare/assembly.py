@@ -66,7 +66,7 @@ def _failed_task(key, msg: str, spec: Spec) -> xr.Dataset:
         error = (("base", "calibrator"), np.full((len(spec.bases), len(names)), msg))
         coords = {"base": spec.base_names, "calibrator": names}
     # a (data set, repetition, method) key failed alone (e.g. its worker was killed): its row says why, and
-    # the task's other methods stand (issue 28); a whole-task key fails the task
+    # the task's other methods stand (one method's fault must not cost the others); a whole-task key fails the task
     whole = {"task_error": ((), msg)} if len(key) == 2 else {}
     ds = xr.Dataset({**whole, "error": error}, coords=coords)
     return ds.expand_dims(dataset=[dataset], repetition=[repetition])

@@ -191,7 +191,7 @@ def _modules(spec: Spec) -> list[str]:
     return ["calibprob.compare.runner", "calibprob.compare.methods", *sorted(found)]
 
 
-#: Relative cost of a calibrator kind, to start the costliest first (measured in issue 21 on a
+#: Relative cost of a calibrator kind, to start the costliest first (measured on a
 #: 20 640-row set: sharp GP ~200 s, CV+ 43-58 s, GP-Beta 5-28 s, the closed-form ones < 0.2 s;
 #: the sharp GP's cheaper variants and the refit kinds' groups are scaled below). Unlisted: 1.
 _KIND_COST = {"sharp-gp": 200, "cv-plus": 50, "jackknife-plus": 50, "jackknife": 50, "gp-beta": 15}

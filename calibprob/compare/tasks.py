@@ -45,18 +45,15 @@ def task_keys(spec: Spec) -> list[tuple[str, int]]:
 
     Examples
     --------
-    >>> from calibprob.compare import parse_spec
-    >>> spec = parse_spec({
-    ...     "name": "demo",
-    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
-    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
-    ...     "repetitions": 2,
-    ...     "base": {"kind": "ols"},
-    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
-    ... })
-    >>> from calibprob.compare import task_keys
+    Data sets outermost, then repetitions:
+
+    >>> from calibprob.compare import parse_spec, task_keys
+    >>> spec = parse_spec({"name": "two", "split": {"train": 0.5, "test": 0.5}, "repetitions": 2,
+    ...                    "datasets": [{"name": "a", "function": "forrester", "n": 20},
+    ...                                 {"name": "b", "function": "branin", "n": 20}],
+    ...                    "base": {"kind": "ols"}, "methods": {"raw": {"kind": "base"}}})
     >>> task_keys(spec)
-    [('branin', 0), ('branin', 1)]
+    [('a', 0), ('a', 1), ('b', 0), ('b', 1)]
     """
     return [(d.name, r) for d in spec.datasets for r in range(spec.repetitions)]
 
@@ -113,7 +110,7 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
         arrays["groups"] = groups
     if back is None:
         y_test = arrays["test"][1]
-    if test_groups is not None:  # the conditional diagnostics of evaluate(groups=) (issue 30)
+    if test_groups is not None:  # the conditional diagnostics of evaluate(groups=): coverage per group
         y_test = xr.DataArray(y_test, dims="obs", coords={GROUP_COORD: ("obs", test_groups)})
     return (seed, arrays, back, y_test) if scored else (seed, arrays)
 
@@ -183,19 +180,15 @@ def run_task(spec_dict: dict, dataset: str, repetition: int) -> xr.Dataset:
 
     Examples
     --------
-    >>> from calibprob.compare import parse_spec
-    >>> spec = parse_spec({
-    ...     "name": "demo",
-    ...     "datasets": [{"name": "branin", "function": "branin", "n": 80, "noise": 0.1}],
-    ...     "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
-    ...     "repetitions": 2,
-    ...     "base": {"kind": "ols"},
-    ...     "methods": {"vanilla": {"kind": "base"}, "scaled": {"kind": "variance-scaling"}},
-    ... })
-    >>> from calibprob.compare import run_task
-    >>> scores = run_task(spec.to_dict(), "branin", 0)
-    >>> scores["calibrator"].values.tolist()
-    ['vanilla', 'scaled']
+    One repetition of an OLS base scored as it is, on a split without a calibration part:
+
+    >>> from calibprob.compare import parse_spec, run_task
+    >>> spec = parse_spec({"name": "one", "split": {"train": 0.5, "test": 0.5},
+    ...                    "datasets": [{"name": "forrester", "function": "forrester", "n": 40, "noise": 0.1}],
+    ...                    "base": {"kind": "ols"}, "methods": {"raw": {"kind": "base"}}})
+    >>> scores = run_task(spec.to_dict(), "forrester", 0)
+    >>> dict(scores["crps"].sizes), int(scores["n_test"].item())
+    ({'dataset': 1, 'repetition': 1, 'calibrator': 1}, 20)
     """
     spec = parse_spec(spec_dict)
     return _task_scores(spec, dataset, repetition, _fit_stage(spec, dataset, repetition))
@@ -431,7 +424,8 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
     for m in methods:
         t0 = time.perf_counter()
         try:
-            check_method_memory(m.kind, m.options, ctx.base_spec.get("kind"), len(ctx.y_train))  # issue 28
+            # refuse a method that cannot fit in this worker's memory before it starts, not after the kill
+            check_method_memory(m.kind, m.options, ctx.base_spec.get("kind"), len(ctx.y_train))
             pred = METHOD_KINDS[m.kind].func(ctx, **m.options)
             if back is not None:  # fitted on g(y): score the law of y, on the original scale
                 pred = back_transform(pred, **back)

@@ -370,6 +370,7 @@ def sample_design(fn, n: int, *, seed, method: str = "uniform", dim: int | None 
     if method == "uniform":
         U = rng.random((n, fn.dim))
     else:
+        # scipy.stats takes longer to import than calibprob itself; only these two designs need it
         from scipy.stats import qmc
 
         engine = (

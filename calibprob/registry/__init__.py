@@ -172,7 +172,7 @@ register_base(
     "calibprob.bases.gp:GaussianProcessRegressor",
     options=_GP_OPTIONS
     | {
-        # exact GP at scale (issue 21): hyperparameters on a seeded subset of rows, refined on all
+        # exact GP at scale: hyperparameters on a seeded subset of rows, refined on all
         "n_hyper_subset": AnyOf((Choice(("auto",)), Int(3, None))),
         "refine_hyper": AnyOf((_BOOL, Choice(("auto",)))),
     },
@@ -188,7 +188,7 @@ register_base(
         "n_inducing": Int(1, 100_000),
         "jitter": Float(0, 1, lo_open=True, hi_open=True),
         "inducing_points": ListOf(ListOf(Float())),
-        # sparse GP at scale (issue 21): multi-start on a seeded subset of rows, refined on all
+        # sparse GP at scale: multi-start on a seeded subset of rows, refined on all
         "n_hyper_subset": AnyOf((Choice(("auto",)), Int(3, None))),
     },
     doc="sparse (inducing-point) Gaussian process",
@@ -495,7 +495,7 @@ register_method(
         "fit_fraction": _PROB,
         "n_train_subset": Int(1, None),
         "maxiter": Int(1, 1_000_000),
-        # large calibration sets (issue 21): theta on a seeded subset of calibration rows (beta on
+        # large calibration sets: theta on a seeded subset of calibration rows (beta on
         # all), and sigma only at the interpolation nodes with the quantile interpolated between them;
         # "auto" / unset n_restarts and warm_start switch to the large-N settings above 1000 rows
         "n_cal_subset": Int(2, None),
@@ -510,7 +510,7 @@ register_method(
     exports=(*_CAL,),
 )
 
-# --- conditional calibration (issue 30): CQR, conditional conformal ------------------------------
+# --- conditional calibration: CQR, conditional conformal -----------------------------------------
 register_method(
     "cqr",
     "calibprob.calibrators.conformal.cqr:ConformalizedQuantileRegression",

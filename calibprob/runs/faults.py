@@ -50,7 +50,7 @@ __all__ = [
 #: and retried by the next run of the same command.
 FAULT_CONFIG = {"distributed.scheduler.allowed-failures": 0}
 
-#: What to do when the n x n work of an exact GP does not fit in a worker (issue 28).
+#: What to do when the n x n work of an exact GP does not fit in a worker (the message names a way out).
 MEMORY_FIX = (
     "use the sparse GP base (kind = 'sparse-gp', linear memory in n), run with --workers 1 (one worker "
     "gets all the memory), or, for the base fit, a smaller n_hyper_subset"

@@ -20,6 +20,7 @@ from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import xarray as xr
+from tqdm.auto import tqdm
 
 from calibprob.runs import faults
 from calibprob.runs.cluster import check_scheduler_address, connect, local_cluster
@@ -112,8 +113,6 @@ def execute(
         key -> Dataset, failed tasks included (as returned by ``on_error``),
         each with attribute ``task_failed`` (0 or 1).
     """
-    from tqdm.auto import tqdm
-
     if workers is not None and scheduler is not None:
         raise ValueError("pass either workers (a new LocalCluster) or scheduler (an existing cluster), not both.")
     if scheduler is not None:

@@ -23,6 +23,7 @@ import xarray as xr
 import calibprob
 import calibprob.calibrators.conformal
 from calibprob._core.persistence import FORMAT_VERSION, HDF5_SIGNATURE, REGISTRY
+from calibprob._core.persistence.format import _subscripts
 from tests.support.paths import REPO_ROOT
 from tests.support.saved_rows import ROW_BY_NAME, ROWS, Data, arrays, ols_fit_predict
 
@@ -209,6 +210,45 @@ def test_nested_callable_by_dotted_path(tmp_path, data):
         calibprob.load(tmp_path / "s.nc")
     back = calibprob.load(tmp_path / "s.nc", **{"estimator.fit_predict": ols_fit_predict})
     xr.testing.assert_allclose(back.predict_interval(data.X_test), scp.predict_interval(data.X_test))
+
+
+class _Shift:
+    """A user model a file cannot hold (not calibprob's): predicts ``x + c``."""
+
+    def __init__(self, c):
+        self.c = c
+
+    def predict(self, X):
+        return X[:, 0] + self.c
+
+
+def test_a_list_of_user_objects_passed_again_gives_each_element_its_own(tmp_path):
+    """``models_=[m0, m1, m2]``, as the load error asks, puts ``m_i`` at ``models_[i]`` (not the list at each)."""
+    gbm = calibprob.QuantileGradientBoosting(levels=[0.1, 0.5, 0.9])
+    gbm.models_, gbm.levels_, gbm.n_features_in_ = (
+        [_Shift(-1.0), _Shift(0.0), _Shift(1.0)],
+        np.array([0.1, 0.5, 0.9]),
+        1,
+    )
+    path = gbm.save(tmp_path / "gbm.nc")
+    with pytest.raises(
+        ValueError, match=r"models_\[0\] \(tests\._core\.test_io\._Shift instance\).*load\(path, models_=\.\.\.\)"
+    ):
+        calibprob.load(path)
+    back = calibprob.load(path, models_=gbm.models_)
+    assert all(b is m for b, m in zip(back.models_, gbm.models_, strict=True))
+    X = np.array([[0.0], [2.0]])
+    np.testing.assert_array_equal(back.predict(X)["quantile"].values, [[-1.0, 0.0, 1.0], [1.0, 2.0, 3.0]])
+    with pytest.raises(ValueError, match=r"models_: the file holds a user object at models_\[0\].*got a _Shift"):
+        calibprob.load(path, models_=_Shift(0.0))
+    with pytest.raises(ValueError, match=r"models_: .*models_\[2\].*got a list without the element 2"):
+        calibprob.load(path, models_=gbm.models_[:2])
+
+
+def test_labels_read_back_into_keys_and_indices():
+    assert _subscripts("models_[0]") == [0]
+    assert _subscripts("estimator_.models_[1]['k'][-2]") == [1, "k", -2]
+    assert _subscripts("estimator_.fit_predict") == [] and _subscripts("a[nan]") == [] and _subscripts("a[") == []
 
 
 # ----------------------------------------------------------------------------- bad input

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import json
@@ -149,6 +150,26 @@ def _attr_name(label: str) -> str:
     """The last attribute name in a label: ``estimator_.fit_predict`` -> ``fit_predict``."""
     names = re.findall(r"(?:^|\.)([A-Za-z_][A-Za-z0-9_]*)", label)
     return names[-1] if names else label
+
+
+def _subscripts(label: str) -> list:
+    """The keys and indices after a label's last attribute name: ``a.models_[0]['k']`` -> ``[0, 'k']``.
+
+    A label is a Python expression (:func:`_label` writes ``repr`` of each key), so it is read
+    with :mod:`ast`; a key without a literal form (``nan``) gives no subscripts.
+    """
+    try:
+        node = ast.parse(label, mode="eval").body
+    except SyntaxError:
+        return []
+    keys = []
+    while isinstance(node, ast.Subscript):
+        try:
+            keys.append(ast.literal_eval(node.slice))
+        except ValueError:
+            return []
+        node = node.value
+    return keys[::-1]
 
 
 def _state_items(obj, *, params) -> list:

@@ -18,6 +18,7 @@ from calibprob._core.persistence.format import (
     _join,
     _label,
     _registered_class,
+    _subscripts,
     _unpack_attrs,
     _Unsaved,
 )
@@ -143,13 +144,27 @@ class _Reader:
         for key in (label, _attr_name(label)):
             if key in self.objects:
                 self.used.add(key)
-                obj = self.objects[key]
+                obj = self.objects[key] if key == label else self.element(self.objects[key], key, label, what)
                 self.by_label[label] = obj
                 return obj
         self.missing.append((label, what))
         obj = _Unsaved(label, what)
         self.by_label[label] = obj
         return obj
+
+    def element(self, value, name: str, label: str, what: str):
+        """The object at ``label`` inside ``value``, passed as ``name=``: ``models_=[m0, m1]`` gives
+        ``models_[1]`` its own ``m1``, as the attribute held them when saved."""
+        for key in _subscripts(label):
+            try:
+                value = value[key]
+            except (LookupError, TypeError):
+                raise ValueError(
+                    f"{name}: the file holds a user object at {label} ({what}), an element of {name}; pass "
+                    f"{name}= the whole {name} as it was when saved (a list or dict holding it); got a "
+                    f"{type(value).__name__} without the element {key!r}."
+                ) from None
+        return value
 
     def _class(self, path: str, name, kind: str = "class"):
         if not isinstance(name, str) or name not in REGISTRY:
@@ -264,7 +279,9 @@ def load(path, **objects):
         path as printed in the error): the function of a
         :class:`~calibprob.calibrators.conformal.CallableRegressor` (``fit_predict=f``),
         a callable or non-calibprob ``estimator=``. The message of the
-        error raised without them says which are needed.
+        error raised without them says which are needed. An attribute that held
+        a list (or dict) of them is passed whole, as it was when saved
+        (``models_=[m0, m1]``): each element takes its own place again.
 
     Returns
     -------

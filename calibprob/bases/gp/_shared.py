@@ -585,7 +585,8 @@ def available_memory() -> tuple[float, str]:
         except ValueError:
             raise ValueError(f"{MEMORY_ENV} must be a number of GB; got {cap!r}.") from None
         return value * 1e9, f"the cap {MEMORY_ENV}={cap}"
-    # inside a Dask worker: the room below its memory limit, not the machine's memory (issue 28)
+    # inside a Dask worker: the room below its memory limit, not the machine's memory (its nanny restarts
+    # it near that limit, whatever the machine has free)
     return memory_budget()
 
 
@@ -622,7 +623,7 @@ def check_memory(n: int, n_matrices: int, what: str, owner) -> None:
 
 
 def _check_zero_mean_offset(y: np.ndarray, owner: str) -> None:
-    """Refuse targets far from zero for a zero-mean GP (issue 16, S2).
+    """Refuse targets far from zero for a zero-mean GP.
 
     Refused, not warned: the fit would be silently miscalibrated (90 % coverage 0.033
     at y + 1e9), and centring would change the declared model. A few points' spread
@@ -646,7 +647,7 @@ _Y_SCALE_RANGE = (1e-140, 1e140)
 
 
 def _check_variance_representable(scale: float, owner: str) -> None:
-    """Refuse targets whose variances are beyond float64, naming the fix (issue 28)."""
+    """Refuse targets whose variances are beyond float64 (the fit would overflow or underflow), naming the fix."""
     lo, hi = _Y_SCALE_RANGE
     if not lo <= scale <= hi:
         raise ValueError(

@@ -78,7 +78,7 @@ AUTO_SUBSET_MIN_N = 1000
 AUTO_SUBSET_SIZE = 500
 #: ... up to this many rows; above, each full-data evaluation costs seconds (n = 4000: ~1.5 s),
 #: so the hyperparameters of a subset of ``AUTO_LARGE_SUBSET_SIZE`` rows are used as they are
-#: and all rows enter only the final factorisation (issue 21).
+#: and all rows enter only the final factorisation.
 AUTO_REFINE_MAX_N = 4000
 AUTO_LARGE_SUBSET_SIZE = 2000
 

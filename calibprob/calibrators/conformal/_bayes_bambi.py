@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from calibprob.calibrators.conformal import _bayes_inputs as _inputs
@@ -65,8 +66,6 @@ class BambiDoor:
         self.n_draws = int(np.prod([sizes[d] for d in _inputs.SAMPLE_DIMS if d in sizes]))
 
     def new_data(self, X_new):
-        import pandas as pd
-
         if not isinstance(X_new, pd.DataFrame):
             raise ValueError(
                 f"X_new: a bambi model takes new rows as a pandas DataFrame with its predictor columns; got "

@@ -121,6 +121,7 @@ from calibprob.calibrators.gp_beta._graph import (
     beta_link_logp,
     build_model,
     clear_graph_cache,
+    kernel_class,
 )
 from calibprob.calibrators.gp_beta._kmeans import _kmeans
 from calibprob.calibrators.gp_beta._link import (
@@ -182,8 +183,6 @@ def __getattr__(name):
     # The Covariance subclass needs PyMC; build it on first access so that
     # importing this package stays light.
     if name == "GaussianEmbeddingRBF":
-        from calibprob.calibrators.gp_beta._graph import kernel_class
-
         return kernel_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

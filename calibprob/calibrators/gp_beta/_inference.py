@@ -9,10 +9,12 @@ taken from the per-process cache) only then.
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.optimize import minimize
 
 from calibprob._core.estimator import ConvergenceWarning
 from calibprob.bases._pymc_sampling import convergence_problems, convergence_summary, sample_posterior
@@ -139,8 +141,6 @@ def fit_svi(est, prob: Problem, seed: int):
 
 def fit_map(est, prob: Problem, seed: int):
     """L-BFGS-B on the log posterior (NumPy value and gradient); the point by name and a summary."""
-    from scipy.optimize import minimize
-
     fn = prob.objective()
     lay = prob.layout
     x0 = lay.ravel(lay.start_point(prob.Z0, np.random.default_rng(seed)))
@@ -164,8 +164,6 @@ def fit_map(est, prob: Problem, seed: int):
 def fit_nuts(est, g: _Graph, seed: int):
     """NUTS on the PyMC model (nutpie when installed), with PyMC's pointwise log-likelihood."""
     pm = _pm()
-    import importlib.util
-
     sampler = "nutpie" if importlib.util.find_spec("nutpie") is not None else "pymc"
     compile_kwargs = {"mode": est._mode()} if sampler == "pymc" else None
     with _quiet_compile():

@@ -4,7 +4,7 @@ The PyMC model of :mod:`._graph` is the declared model (NUTS, minibatch ADVI /
 SVI, ``pm.compute_log_likelihood``); this module evaluates the *same* log
 density — priors included, constants included — and its exact gradient by
 hand-written reverse mode, so that full-batch MAP, ADVI and SVI fits start
-without building or compiling a graph (issue 18: the graph cost ~7 s per
+without building or compiling a graph (the graph cost ~7 s per
 process of a warm ``calibprob compare``). ``tests/calibrators/gp_beta/test_gp_beta.py`` keeps both
 equal to 1e-9 in value and gradient.
 

@@ -18,6 +18,7 @@ import numpy as np
 from calibprob._core.pytensor_setup import GraphCache
 from calibprob._core.ranks import RANK_TOL as _RANK_TOL
 from calibprob._core.validation import check_choice
+from calibprob.bases.gp import kernels
 
 __all__ = ["build_model", "clear_cache"]
 
@@ -100,7 +101,8 @@ def build_model(kind: str = "exact", kernel: str = "se", p: int = 2, data: dict 
         noise = pt.switch(c["noise_tied"] > 0, c["noise_tied"] * var, pt.exp(phi[d + 1]))
         if kind == "exact":
             # latent posterior variance (incl. the GLS-mean term) with an analytic
-            # pullback: see calibprob.calibrators.sharp_gp._op
+            # pullback: see calibprob.calibrators.sharp_gp._op, a PyTensor Op module
+            # (it imports PyTensor at module level, so it is imported where the graph is built)
             from calibprob.calibrators.sharp_gp._op import posterior_variance_op
 
             outs = posterior_variance_op(kernel, p)(c["X_train"], c["X_cal"], ls, var, noise, c["constant_mean"])
@@ -120,8 +122,6 @@ def _vfe_variance(c: dict, kernel: str, p: int, ls, var, noise):
     (Titsias 2009), symbolic in PyTensor.
     """
     import pytensor.tensor as pt
-
-    from calibprob.bases.gp import kernels
 
     def k(A, B):
         return kernels.kernel(kernel, A, B, ls, var, p=p, xp=pt)

@@ -39,6 +39,7 @@ import pytensor.tensor as pt
 import scipy.linalg
 from pytensor.gradient import disconnected_type
 from pytensor.graph import Apply, Op
+from scipy.linalg.blas import dsyrk
 
 from calibprob.bases.gp import kernels
 from calibprob.bases.gp._objective import kernel_profile_derivative, weighted_sqdiff
@@ -104,8 +105,6 @@ def forward(kernel: str, p: int, X, Xc, ls, var: float, noise: float, cm: float)
 
 def _symmetric_product(P: np.ndarray, g: np.ndarray) -> np.ndarray:
     """``P diag(g) Pᵀ`` with two symmetric rank-k updates (half the flops of a GEMM)."""
-    from scipy.linalg.blas import dsyrk
-
     out = np.zeros((P.shape[0], P.shape[0]))
     for sign in (1.0, -1.0):
         keep = sign * g > 0

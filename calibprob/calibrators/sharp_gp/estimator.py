@@ -18,6 +18,7 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_
 from calibprob._core.pytensor_setup import get_compile_mode, limit_blas_threads
 from calibprob._core.validation import check_array, check_levels, check_same_length
 from calibprob.calibrators.sharp_gp._diagnostics import calibration_dataset
+from calibprob.calibrators.sharp_gp._graph import _compiled, _GraphKey, _placeholder
 from calibprob.calibrators.sharp_gp._knots import (
     _phi_from_theta,
     _theta_from_phi,
@@ -397,8 +398,6 @@ class SharpCalibratedGP(BaseEstimator):
 
     def _fit_full(self, base, kind, data, levels, r_fit, rng):
         """Algorithm 1 with the compiled PyMC model, holding the graph's lock."""
-        from calibprob.calibrators.sharp_gp._graph import _compiled, _GraphKey, _placeholder
-
         mode = get_compile_mode() if self.compile_mode is None else self.compile_mode
         key = _GraphKey(
             kind,

@@ -61,7 +61,7 @@ the repetitions, :math:`\hat c_g = \sum_r n_{g,r} c_{g,r} / N_g` with
 nominal coverage :math:`\mathrm{se}_{g^*} = \sqrt{\alpha(1-\alpha)/N_{g^*}}`.
 A pipeline with :math:`\hat c_{g^*} < \alpha - 2\,\mathrm{se}_{g^*}`
 (``group_undercovers``) is never named best for width either: marginal coverage
-can hide a failing group (issue 30), and the printed ranking says which group
+can hide a failing group, and the printed ranking says which group
 and by how much.
 
 **Convergence of the base.** A base fitted by MCMC (``kind = "pymc-linear"``)

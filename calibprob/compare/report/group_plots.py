@@ -1,6 +1,6 @@
 r"""The coverage-by-group plot: each group's coverage against the band a calibrated method would fall in.
 
-A method can cover 90 % on average while one group gets 60 % (issue 30). This plot shows, per
+A method can cover 90 % on average while one group gets 60 %, and the average hides it. This plot shows, per
 confidence level :math:`\alpha`, every group's coverage pooled over the repetitions,
 
 .. math::
