@@ -2,6 +2,7 @@
 
     python benchmarks/check_unchanged.py OLD_REF [--new NEW_REF] [--spec models/quickstart.toml ...]
     python benchmarks/check_unchanged.py OLD_REF --paper      # the quickstart and every paper-table spec
+    python benchmarks/check_unchanged.py OLD_REF --spec models/capone2023-table1.toml --repetitions 3
 
 Each ref (a commit, branch or tag; ``--new`` defaults to this working tree, uncommitted changes
 included) is checked out with ``git worktree add --detach`` into a temporary folder and every spec is
@@ -48,13 +49,18 @@ def checkout(ref: str, into: Path) -> Path:
     return into
 
 
-def run_spec(tree: Path, spec: str, out: Path) -> float:
-    """Run one spec with the tree's own code and spec file; return the wall time."""
+def run_spec(tree: Path, spec: str, out: Path, repetitions: int | None = None) -> float:
+    """Run one spec with the tree's own code and spec file; return the wall time.
+
+    ``repetitions`` runs only the spec's first N repetitions (``calibprob compare --repetitions``:
+    the same splits as the full run), for specs whose full run takes hours on a shared machine.
+    """
     env = dict(os.environ, PYTHONPATH=str(tree), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     code = "import sys; from calibprob.cli import main; sys.exit(main(sys.argv[1:]))"
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", code, "compare", str(tree / spec), "--out", str(out)],
+        [sys.executable, "-c", code, "compare", str(tree / spec), "--out", str(out)]
+        + ([] if repetitions is None else ["--repetitions", str(repetitions)]),
         cwd=tree,
         env=env,
         capture_output=True,
@@ -101,6 +107,7 @@ def main(argv=None) -> int:
     parser.add_argument("--new", default=None, help="the commit to check (default: this working tree)")
     parser.add_argument("--spec", action="append", default=None, help="a spec path (repeatable)")
     parser.add_argument("--paper", action="store_true", help="the quickstart and every paper-table spec")
+    parser.add_argument("--repetitions", type=int, default=None, help="run only each spec's first N repetitions")
     args = parser.parse_args(argv)
     specs = PAPER_SPECS if args.paper else (args.spec or ["models/quickstart.toml"])
     failed = 0
@@ -113,7 +120,7 @@ def main(argv=None) -> int:
                 outs = {}
                 for side, tree in trees.items():
                     outs[side] = tmp_path / f"{side}-{Path(spec).stem}.nc"
-                    seconds = run_spec(tree, spec, outs[side])
+                    seconds = run_spec(tree, spec, outs[side], args.repetitions)
                     print(f"{spec:48s} {side}: {seconds:7.1f} s", flush=True)
                 diff = differences(comparable(outs["old"]), comparable(outs["new"]))
                 print(f"{spec:48s} {'IDENTICAL' if not diff else 'DIFFERENT'}", flush=True)
