@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
 
-try:  # installed with Dask (a dependency of distributed); optional for calibprob itself
-    import psutil
-except ImportError:  # pragma: no cover - depends on the install
-    psutil = None
+from calibprob._core.memory import GIB as _GIB
+from calibprob._core.memory import memory_budget
+from calibprob._core.memory import terminate_fraction as _terminate_fraction
 
 __all__ = [
     "FAULT_CONFIG",
@@ -55,83 +53,6 @@ MEMORY_FIX = (
     "use the sparse GP base (kind = 'sparse-gp', linear memory in n), run with --workers 1 (one worker "
     "gets all the memory), or, for the base fit, a smaller n_hyper_subset"
 )
-
-_GIB = 2.0**30
-
-
-def _dask_worker():
-    """The Dask worker running this code, or None (serial runs, the main process, no Dask installed)."""
-    try:
-        from distributed import get_worker
-    except ImportError:  # pragma: no cover - Dask is optional
-        return None
-    try:
-        return get_worker()
-    except ValueError:  # "No worker found": not inside a task
-        return None
-
-
-def _terminate_fraction() -> float:
-    """The fraction of its memory limit at which a worker's nanny restarts it (Dask's default 0.95)."""
-    try:
-        import dask
-
-        value = dask.config.get("distributed.worker.memory.terminate", 0.95)
-    except ImportError:  # pragma: no cover
-        value = 0.95
-    return float(value) if value else 1.0
-
-
-def _machine_available() -> float:
-    """The memory the operating system reports as available (psutil, else ``/proc/meminfo``; inf if unknown)."""
-    if psutil is not None:
-        return float(psutil.virtual_memory().available)
-    try:  # pragma: no cover - Linux without psutil
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return float(line.split()[1]) * 1024.0
-    except OSError:  # pragma: no cover
-        pass
-    return float("inf")  # pragma: no cover
-
-
-def memory_budget() -> tuple[float, str]:
-    r"""Bytes this process may still allocate, and where the figure comes from.
-
-    Inside a Dask worker with a memory limit :math:`M` whose nanny restarts it at the fraction
-    :math:`f` of it (``distributed.worker.memory.terminate``, 0.95 by default), the budget is
-    :math:`f M - \mathrm{RSS}`, the room left before the restart, capped by the machine's available
-    memory; elsewhere the machine's available memory.
-
-    Returns
-    -------
-    budget : float
-        Bytes.
-    source : str
-        What the figure is, for messages (e.g. "the room left in this Dask worker: 95 % of its
-        11.8 GiB memory limit minus 2.3 GiB in use").
-
-    Examples
-    --------
-    >>> from calibprob.runs.faults import memory_budget
-    >>> budget, source = memory_budget()  # not in a Dask worker: the machine's available memory
-    >>> budget > 0, source
-    (True, "the machine's available memory")
-    """
-    machine = _machine_available()
-    worker = _dask_worker()
-    limit = getattr(getattr(worker, "memory_manager", None), "memory_limit", None)
-    if not limit:
-        return machine, "the machine's available memory"
-    fraction = _terminate_fraction()
-    used = float(psutil.Process(os.getpid()).memory_info().rss)
-    room = max(0.0, fraction * float(limit) - used)
-    source = (
-        f"the room left in this Dask worker: {fraction:.0%} of its {float(limit) / _GIB:.1f} GiB memory "
-        f"limit minus {used / _GIB:.1f} GiB in use"
-    )
-    return (room, source) if room <= machine else (machine, "the machine's available memory")
 
 
 def check_n_by_n(n: int, n_matrices: float, what: str, *, fix: str = MEMORY_FIX) -> None:

@@ -19,6 +19,7 @@ import xarray as xr
 
 import calibprob
 from calibprob import registry
+from calibprob._core import memory
 from calibprob.compare import load_results, parse_spec, run_comparison
 from calibprob.compare import runner as compare_runner
 from calibprob.runs import RunOutput, execute, faults, scheduling
@@ -61,26 +62,6 @@ def test_cancellations_and_killed_workers_are_recognised():
     assert faults.is_killed_worker(killed) and not faults.is_killed_worker(RuntimeError("KilledWorker"))
 
 
-def test_memory_budget_outside_a_worker_is_the_machines_available_memory():
-    budget, source = faults.memory_budget()
-    assert source == "the machine's available memory"
-    assert budget == pytest.approx(psutil.virtual_memory().available, rel=0.05)
-
-
-def test_memory_budget_inside_a_worker_is_the_room_below_its_limit(monkeypatch):
-    """Dask's memory limit of the worker, not the machine's memory: 0.95 x limit minus what the process holds."""
-    limit = 3 * GIB
-    worker = SimpleNamespace(memory_manager=SimpleNamespace(memory_limit=limit))
-    monkeypatch.setattr(faults, "_dask_worker", lambda: worker)
-    rss = psutil.Process().memory_info().rss
-    budget, source = faults.memory_budget()
-    assert budget == pytest.approx(0.95 * limit - rss, abs=64 * 2**20)  # the RSS moves a little between reads
-    assert "95% of its 3.0 GiB memory limit" in source and "GiB in use" in source
-    huge = SimpleNamespace(memory_manager=SimpleNamespace(memory_limit=10**15))
-    monkeypatch.setattr(faults, "_dask_worker", lambda: huge)  # a limit beyond the machine: the machine bounds it
-    assert faults.memory_budget()[1] == "the machine's available memory"
-
-
 def test_check_n_by_n_refuses_with_the_budget_and_the_fix(monkeypatch):
     monkeypatch.setattr(faults, "memory_budget", lambda: (1e9, "the room left in this Dask worker: test"))
     faults.check_n_by_n(5000, 4, "fits")  # 0.8 GB
@@ -110,7 +91,7 @@ def test_the_exact_gp_checks_its_n_by_n_work_against_the_workers_limit(monkeypat
     worker = SimpleNamespace(
         memory_manager=SimpleNamespace(memory_limit=psutil.Process().memory_info().rss + 0.2 * GIB)
     )
-    monkeypatch.setattr(faults, "_dask_worker", lambda: worker)
+    monkeypatch.setattr(memory, "_dask_worker", lambda: worker)
     monkeypatch.delenv("CALIBPROB_GP_MEMORY_GB", raising=False)
     rng = np.random.default_rng(0)
     X = rng.uniform(size=(5000, 2))

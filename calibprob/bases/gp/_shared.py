@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from calibprob._core.estimator import BaseEstimator, ConvergenceWarning, check_is_fitted
+from calibprob._core.memory import memory_budget
 from calibprob._core.stable import stable_mean, stable_rms
 from calibprob._core.validation import (
     check_array,
@@ -25,7 +26,6 @@ from calibprob._core.validation import (
 )
 from calibprob.bases.gp import _objective, _pymc, kernels
 from calibprob.predictive import normal
-from calibprob.runs.faults import memory_budget
 
 _THETA_KEYS = ("lengthscale", "variance", "noise", "mean_", "mean")
 _CHUNK = 2048  # test rows per block in prediction (at most; see _predict_rows)
@@ -569,7 +569,7 @@ def available_memory() -> tuple[float, str]:
     """Bytes the exact GP may allocate, and where that figure comes from.
 
     The cap in GB from the environment variable ``CALIBPROB_GP_MEMORY_GB`` when set;
-    otherwise :func:`calibprob.runs.faults.memory_budget`: inside a Dask worker the room
+    otherwise :func:`calibprob._core.memory.memory_budget`: inside a Dask worker the room
     left below its memory limit (where its nanny restarts it), else the memory the
     operating system reports as available.
 
