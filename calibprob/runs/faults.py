@@ -25,6 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
 
 from calibprob._core.memory import GIB as _GIB
 from calibprob._core.memory import memory_budget
@@ -38,9 +43,14 @@ __all__ = [
     "is_cancelled",
     "is_killed_worker",
     "killed_message",
-    "N_BY_N",
-    "method_memory_arrays",
+    "PEAK_N_BY_N",
+    "COST",
+    "Work",
+    "method_work",
+    "gp_fit_factorisations",
     "check_method_memory",
+    "check_method_time",
+    "factorisation_rate",
 ]
 
 #: Dask configuration of the clusters calibprob starts: a task whose worker dies while running it is
@@ -148,30 +158,182 @@ def killed_message(err: BaseException, events=()) -> str:
     )
 
 
-#: Float64 ``n x n`` arrays alive at the peak of a method kind on an exact-GP base of ``n`` training rows,
-#: by kind and variant, for the work that the GP's own checks (fit, leave-one-out) do not cover. The sharp
-#: GP's ``full`` and ``cross-fitted`` variants factorise K(θ_δ) + σ²I at every objective evaluation: the
-#: forward pass keeps the distances, the covariance, its Cholesky factor and the distances to the
-#: calibration points; the gradient adds the covariance again, the n x n gradient with its triangle
-#: copies and the lengthscale derivative (counted from ``calibrators/sharp_gp/_op.py``: 8-9). The
-#: full-conformal GP adds L⁻¹ and one more n x n product to the fitted GP's factor.
-N_BY_N = {
-    ("sharp-gp", "full"): 9.0,
-    ("sharp-gp", "cross-fitted"): 9.0,
-    ("full-conformal-gp", None): 2.0,
+#: Measured peak of each step's n x n work, in float64 ``n x n`` arrays beyond the fitted base it starts from
+#: (``benchmarks/faults_measure.py``: resident size sampled every 2 ms, n = 1000, 2000, 3000, one process;
+#: the largest coefficient, rounded up). ``fit``: the exact GP's hyperparameter fit refined on all rows and
+#: its factorisation; ``factorise``: the factorisation alone (above 4000 rows the subset's θ is used as it
+#: is); ``loo``: its closed-form leave-one-out; ``refit``: one refit of CV+ / jackknife+ (a GP fitted on the
+#: other folds, kept until the method is assembled, in units of the refit's own rows); the three GP methods
+#: on a fitted exact GP (each predicts the test rows too).
+PEAK_N_BY_N = {
+    "fit": 7.0,
+    "factorise": 5.0,
+    "loo": 4.0,
+    "refit": 2.0,
+    "jackknife-plus-gp": 8.0,
+    "asym-jackknife-plus-gp": 8.0,
+    "full-conformal-gp": 8.0,
+    "sharp-gp": 9.0,
+}
+
+#: Measured time of each step in Cholesky factorisations of its ``n x n`` matrix (``n^3/3`` flops at the
+#: process's :func:`factorisation_rate`; ``benchmarks/faults_measure.py`` at n = 3000). ``fit-evals``: the
+#: exact GP's multi-start hyperparameter fit on all its rows (below 1000 rows, or on its subset);
+#: ``refine``: the refinement on all rows (1000 to 4000 rows); ``factorise``: the factorisation after the
+#: fit; ``sharp-gp-knot``: one knot of the sharp GP's ``full`` / ``cross-fitted`` variant (its L-BFGS-B
+#: evaluations, each a factorisation with its gradient).
+COST = {
+    "fit-evals": 400.0,
+    "refine": 60.0,
+    "factorise": 5.0,
+    "loo": 6.0,
+    "jackknife-plus-gp": 8.0,
+    "asym-jackknife-plus-gp": 8.0,
+    "full-conformal-gp": 8.0,
+    "sharp-gp-knot": 60.0,
 }
 
 #: Exact-GP base kinds (their methods' n x n work is what :func:`check_method_memory` refuses).
 EXACT_GP_BASES = ("gp",)
 
+#: The exact GP's automatic hyperparameter subset (mirrors :mod:`calibprob.bases.gp.exact`'s constants).
+_SUBSET_MIN_N, _SUBSET_SIZE, _REFINE_MAX_N, _LARGE_SUBSET_SIZE = 1000, 500, 4000, 2000
 
-def method_memory_arrays(kind: str, options: dict) -> float:
-    """How many ``n x n`` float64 arrays a method of ``kind`` allocates on an exact GP at its peak (0: none)."""
-    variant = options.get("variant", "full") if kind == "sharp-gp" else None
-    return N_BY_N.get((kind, variant), 0.0)
+#: The fix of a method whose estimated time is beyond the spec's ``max_method_minutes``.
+TIME_FIX = (
+    "use the sparse GP base (kind = 'sparse-gp', time linear in n), raise max_method_minutes at the top of "
+    "the spec, or give the base a smaller n_hyper_subset"
+)
 
 
-def check_method_memory(kind: str, options: dict, base_kind, n_train: int) -> None:
+@dataclass(frozen=True)
+class Work:
+    r"""A method's estimated ``n x n`` work on an exact GP: Cholesky factorisations by size, and its peak memory.
+
+    ``factorisations``: ``(count, rows)`` items, each ``count`` factorisation-equivalents of a
+    ``rows x rows`` matrix (:math:`\text{rows}^3/3` flops each); ``what``: the steps they count, for
+    messages; ``peak_bytes``: float64 bytes alive at the peak beyond the fitted base; ``peak_text``: how
+    that figure is made up.
+    """
+
+    factorisations: tuple[tuple[float, int], ...] = ()
+    what: str = ""
+    peak_bytes: float = 0.0
+    peak_text: str = ""
+
+    @property
+    def flops(self) -> float:
+        r"""Floating-point operations of the factorisations: :math:`\sum \text{count}\cdot\text{rows}^3/3`."""
+        return sum(c * float(r) ** 3 / 3.0 for c, r in self.factorisations)
+
+    def describe(self) -> str:
+        """The factorisations by size, e.g. ``"1260 of 12000 x 12000 (21 knots' L-BFGS-B evaluations)"``."""
+        sizes: dict[int, float] = {}
+        for c, r in self.factorisations:
+            sizes[r] = sizes.get(r, 0.0) + c
+        counts = " + ".join(f"{c:.0f} of {r} x {r}" for r, c in sorted(sizes.items(), key=lambda rc: -rc[0]))
+        return f"{counts} ({self.what})" if self.what else counts
+
+
+def gp_fit_factorisations(n: int, base_options: dict | None = None) -> list[tuple[float, int]]:
+    """Factorisation-equivalents of fitting the exact GP on ``n`` rows with its spec options (``n_hyper_subset``...).
+
+    Mirrors :meth:`calibprob.bases.gp.GaussianProcessRegressor._subset_plan`: no optimisation, one
+    factorisation; all rows (below 1000, or ``n_hyper_subset = None``-like), the multi-start fit on them;
+    otherwise the fit of the subset (itself by these rules) and, up to 4000 rows, a refinement on all rows.
+    """
+    opts = base_options or {}
+    out = [(COST["factorise"], n)]
+    if opts.get("optimize", True) is False or opts.get("optimizer", "lbfgs") != "lbfgs":
+        return out
+    m = opts.get("n_hyper_subset", "auto")
+    if m == "auto":
+        m = None if n < _SUBSET_MIN_N else (_SUBSET_SIZE if n <= _REFINE_MAX_N else _LARGE_SUBSET_SIZE)
+    if m is None or int(m) >= n:
+        return [(COST["fit-evals"], n), *out]
+    refine = opts.get("refine_hyper", "auto")
+    refine = n <= _REFINE_MAX_N if refine == "auto" else bool(refine)
+    sub = gp_fit_factorisations(int(m), {k: v for k, v in opts.items() if k not in ("n_hyper_subset", "refine_hyper")})
+    return sub + ([(COST["refine"], n)] if refine else []) + out
+
+
+def _kind_work(kind: str, options: dict, base_options: dict, n: int, refits: tuple[int, int] | None) -> Work:
+    """:class:`Work` of one method kind on an exact GP of ``n`` training rows (``refits``: count and rows)."""
+    if refits is not None and refits[0] > 0:
+        count, rows = refits
+        one = gp_fit_factorisations(rows, base_options)
+        held = count * PEAK_N_BY_N["refit"] * 8.0 * rows**2
+        return Work(
+            tuple((count * c, r) for c, r in one),
+            f"{count} refits of the GP on {rows} rows, each a hyperparameter fit and a factorisation",
+            held + PEAK_N_BY_N["fit"] * 8.0 * rows**2,
+            f"{count} refitted GPs of {rows} rows kept until the method is assembled, and one fit",
+        )
+    if kind == "sharp-gp" and options.get("variant", "full") in ("full", "cross-fitted"):
+        rows = min(n, int(options.get("n_train_subset") or n))
+        knots = int(options.get("n_levels", 21))
+        return Work(
+            ((knots * COST["sharp-gp-knot"], rows),),
+            f"{knots} knots' L-BFGS-B evaluations",
+            PEAK_N_BY_N["sharp-gp"] * 8.0 * rows**2,
+            f"{PEAK_N_BY_N['sharp-gp']:g} arrays of {rows} x {rows}",
+        )
+    if kind in COST and kind in PEAK_N_BY_N:  # the GP conformal methods: the closed-form LOO on all rows
+        return Work(
+            ((COST[kind], n),),
+            "the closed-form leave-one-out and the test predictions",
+            PEAK_N_BY_N[kind] * 8.0 * n**2,
+            f"{PEAK_N_BY_N[kind]:g} arrays of {n} x {n}",
+        )
+    return Work()
+
+
+def method_work(kind: str, options: dict, base_spec: dict, n_train: int, refits: tuple[int, int] | None = None) -> Work:
+    """The estimated ``n x n`` work of a method on its base (none unless the base is an exact GP).
+
+    Parameters
+    ----------
+    kind : str
+        The method's kind.
+    options : dict
+        Its spec options (``variant``, ``n_levels``, ``n_train_subset`` of the sharp GP).
+    base_spec : dict
+        The base's spec table (``kind``; ``n_hyper_subset``, ``refine_hyper``, ``optimize``).
+    n_train : int
+        The base's training rows.
+    refits : (int, int), optional
+        For a method that refits the base (CV+, jackknife+, jackknife): how many refits, on how many rows.
+
+    Returns
+    -------
+    Work
+
+    Examples
+    --------
+    >>> from calibprob.runs.faults import method_work
+    >>> method_work("sharp-gp", {}, {"kind": "gp"}, 2000).describe()
+    "1260 of 2000 x 2000 (21 knots' L-BFGS-B evaluations)"
+    >>> method_work("sharp-gp", {}, {"kind": "sparse-gp"}, 2000).flops
+    0
+    """
+    if base_spec.get("kind") not in EXACT_GP_BASES:
+        return Work()
+    options = {k: v for k, v in options.items() if k != "bases"}
+    return _kind_work(kind, options, {k: v for k, v in base_spec.items() if k != "kind"}, int(n_train), refits)
+
+
+def _method_fix(kind: str, options: dict, generic: str) -> str:
+    if kind == "sharp-gp":
+        return (
+            "variant = 'scaled' (the base GP's own σ: no n x n work), n_train_subset = 2000 (θ fitted on a subset "
+            "of the training rows), " + generic
+        )
+    return generic
+
+
+def check_method_memory(
+    kind: str, options: dict, base_kind, n_train: int, *, base_spec: dict | None = None, refits=None
+) -> None:
     """Refuse a method whose n x n work on an exact-GP base would not fit in this worker, before it starts.
 
     Parameters
@@ -184,12 +346,16 @@ def check_method_memory(kind: str, options: dict, base_kind, n_train: int) -> No
         The kind of the base it runs on; only an exact GP (``"gp"``) has n x n work.
     n_train : int
         The base's training rows.
+    base_spec : dict, optional
+        The base's spec table (its options); default ``{"kind": base_kind}``.
+    refits : (int, int), optional
+        Refits of the base and their rows (CV+, jackknife+), see :func:`method_work`.
 
     Raises
     ------
     MemoryError
-        From :func:`check_n_by_n`, naming the method, the memory it needs, the worker's budget and the
-        fix (the sharp GP's ``variant = "scaled"``, the sparse GP base, ``--workers 1``).
+        Naming the method, the memory it needs (:data:`PEAK_N_BY_N`, measured), the worker's budget and
+        the fix (the sharp GP's ``variant = "scaled"``, the sparse GP base, ``--workers 1``).
 
     Examples
     --------
@@ -197,9 +363,104 @@ def check_method_memory(kind: str, options: dict, base_kind, n_train: int) -> No
     >>> check_method_memory("sharp-gp", {"variant": "scaled"}, "gp", 10**6)  # no n x n work: nothing to check
     >>> check_method_memory("sharp-gp", {}, "gp", 300)  # 6 MB: fits
     """
-    k = method_memory_arrays(kind, options)
-    if not k or base_kind not in EXACT_GP_BASES:
+    work = method_work(kind, options, base_spec or {"kind": base_kind}, n_train, refits)
+    if not work.peak_bytes:
         return
-    fix = ("variant = 'scaled' (the base GP's own σ, no n x n work), " if kind == "sharp-gp" else "") + MEMORY_FIX
+    budget, source = memory_budget()
+    if work.peak_bytes > budget:
+        raise MemoryError(
+            f"{_method_label(kind, options, n_train)} needs about {work.peak_bytes / 1e9:.1f} GB ({work.peak_text}, "
+            f"measured) but {source} is {budget / 1e9:.1f} GB; refused before allocating. "
+            f"Fix: {_method_fix(kind, options, MEMORY_FIX)}."
+        )
+
+
+def _method_label(kind: str, options: dict, n_train: int) -> str:
     variant = f" (variant {options.get('variant', 'full')!r})" if kind == "sharp-gp" else ""
-    check_n_by_n(n_train, k, f"{kind}{variant} on an exact GP of {n_train} training rows", fix=fix)
+    return f"{kind}{variant} on an exact GP of {n_train} training rows"
+
+
+def check_method_time(
+    kind: str, options: dict, base_spec: dict, n_train: int, max_minutes: float, *, refits=None
+) -> float:
+    r"""Refuse a method whose estimated time on an exact GP is beyond ``max_minutes``, before it starts.
+
+    The estimate is :math:`\sum_i c_i\, n_i^3/3` flops (:func:`method_work`: the count :math:`c_i` of
+    Cholesky factorisations of each size :math:`n_i`, measured per step in :data:`COST`) over this process's
+    measured :func:`factorisation_rate`.
+
+    Parameters
+    ----------
+    kind, options, base_spec, n_train, refits
+        As in :func:`method_work`.
+    max_minutes : float
+        The spec's ``max_method_minutes``.
+
+    Returns
+    -------
+    float
+        The estimated minutes (0 for a method without n x n work).
+
+    Raises
+    ------
+    TimeoutError
+        Naming the estimate, the count and size of the factorisations, the measured rate, the budget and the
+        fix (the sparse GP base, a larger ``max_method_minutes``, ``n_hyper_subset``; for the sharp GP its
+        ``variant = "scaled"`` or ``n_train_subset``).
+
+    Examples
+    --------
+    >>> from calibprob.runs.faults import check_method_time
+    >>> check_method_time("isotonic", {}, {"kind": "gp"}, 10**6, 1.0)  # no n x n work
+    0.0
+    """
+    work = method_work(kind, options, base_spec, n_train, refits)
+    if not work.flops:
+        return 0.0
+    rate = factorisation_rate()
+    minutes = work.flops / rate / 60.0
+    if minutes > max_minutes:
+        raise TimeoutError(
+            f"{_method_label(kind, options, n_train)} would take about {minutes:.0f} min "
+            f"({work.describe()} Cholesky factorisations at the {rate / 1e9:.1f} GFLOP/s measured in this "
+            f"process), beyond max_method_minutes = {max_minutes:g}; refused before starting. "
+            f"Fix: {_method_fix(kind, options, TIME_FIX)}."
+        )
+    return minutes
+
+
+#: Rows of the Cholesky factorisation timed by :func:`factorisation_rate` (0.33 GFLOP: a tenth of a second).
+RATE_N = 1000
+
+_RATE: dict[str, float] = {}
+
+
+def factorisation_rate() -> float:
+    r"""This process's measured Cholesky rate in flop/s: :math:`n^3/3` flops over the best of three timings.
+
+    A one-off timing of the factorisation of a :data:`RATE_N`-row SPD matrix (seeded), cached for the
+    life of the process (a Dask worker measures once, with the BLAS threads it runs with).
+
+    Returns
+    -------
+    float
+        Flop/s.
+
+    Examples
+    --------
+    >>> from calibprob.runs.faults import factorisation_rate
+    >>> factorisation_rate() > 1e7  # any machine: more than 10 Mflop/s
+    True
+    """
+    if "rate" not in _RATE:
+        rng = np.random.default_rng(0)
+        A = rng.standard_normal((RATE_N, RATE_N))
+        A = A @ A.T + RATE_N * np.eye(RATE_N)
+        best = np.inf
+        for _ in range(3):
+            B = A.copy()
+            t0 = time.perf_counter()
+            scipy.linalg.cho_factor(B, lower=True, overwrite_a=True, check_finite=False)
+            best = min(best, time.perf_counter() - t0)
+        _RATE["rate"] = RATE_N**3 / 3.0 / max(best, 1e-9)
+    return _RATE["rate"]

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -21,7 +23,11 @@ import calibprob
 from calibprob import registry
 from calibprob._core import memory
 from calibprob.compare import load_results, parse_spec, run_comparison
+from calibprob.compare import methods as compare_methods
 from calibprob.compare import runner as compare_runner
+from calibprob.compare.spec import SpecError, load_spec
+from calibprob.compare.spec.model import DEFAULT_MAX_METHOD_MINUTES
+from calibprob.compare.tasks import _prepare
 from calibprob.runs import RunOutput, execute, faults, scheduling
 from calibprob.runs.cluster import WORKER_CONFIG
 
@@ -128,6 +134,145 @@ def test_a_method_that_would_not_fit_is_refused_and_the_others_are_scored(monkey
     assert sharp.startswith("MemoryError: sharp-gp (variant 'full') on an exact GP of 60 training rows needs")
     assert "Fix: variant = 'scaled'" in sharp and "--workers 1" in sharp
     assert np.isfinite(tree["crps"].sel(calibrator=["b", "iso"])).all()
+
+
+def test_check_method_time_refuses_with_the_estimate_its_make_up_the_rate_and_the_fix(monkeypatch):
+    monkeypatch.setattr(faults, "factorisation_rate", lambda: 1e9)
+    knots = faults.COST["sharp-gp-knot"] * 21
+    minutes = knots * 3000.0**3 / 3.0 / 1e9 / 60.0  # independent of the code: count x n^3/3 flops at 1 GFLOP/s
+    assert faults.check_method_time("sharp-gp", {}, {"kind": "gp"}, 3000, 1e9) == pytest.approx(minutes)
+    with pytest.raises(
+        TimeoutError,
+        match=(
+            rf"sharp-gp \(variant 'full'\) on an exact GP of 3000 training rows would take about {minutes:.0f} min "
+            rf"\({knots:.0f} of 3000 x 3000 \(21 knots' L-BFGS-B evaluations\) Cholesky factorisations at the 1\.0 "
+            r"GFLOP/s measured in this process\), beyond max_method_minutes = 1; refused before starting\. "
+            r"Fix: variant = 'scaled' .*n_train_subset = 2000.*kind = 'sparse-gp'.*raise max_method_minutes.*n_hyper_subset"
+        ),
+    ):
+        faults.check_method_time("sharp-gp", {}, {"kind": "gp"}, 3000, 1.0)
+    assert faults.check_method_time("sharp-gp", {"variant": "scaled"}, {"kind": "gp"}, 10**5, 1e-9) == 0.0
+    assert faults.check_method_time("sharp-gp", {}, {"kind": "sparse-gp"}, 10**5, 1e-9) == 0.0
+    # CV+ on 12 000 rows: 10 refits on 10 800 rows, each with a 2 000-row subset fit (itself on 500 rows)
+    with pytest.raises(TimeoutError, match=r"cv-plus on an exact GP of 12000 training rows would take .*10 refits"):
+        faults.check_method_time("cv-plus", {}, {"kind": "gp"}, 12000, 1.0, refits=(10, 10800))
+
+
+def test_a_method_beyond_max_method_minutes_is_refused_in_its_row_and_the_others_are_scored(tmp_path):
+    spec = parse_spec({**SPEC, "max_method_minutes": 1e-12})
+    tree = run_comparison(spec, tmp_path / "r.nc", progress=False)
+    err = tree["error"].sel(dataset="branin", repetition=0)
+    assert err.sel(calibrator="b").item() == "" and err.sel(calibrator="iso").item() == ""
+    sharp = err.sel(calibrator="sharp").item()
+    assert sharp.startswith("TimeoutError: sharp-gp (variant 'full') on an exact GP of 60 training rows would take")
+    assert "GFLOP/s measured in this process), beyond max_method_minutes = 1e-12" in sharp
+    assert "Fix: variant = 'scaled'" in sharp and "raise max_method_minutes" in sharp
+    assert np.isfinite(tree["crps"].sel(calibrator=["b", "iso"])).all()
+
+
+@pytest.mark.parametrize(
+    ("value", "got"), [(0, "0"), (-5, "-5"), ("30", "'30'"), (True, "True"), (float("inf"), "inf")]
+)
+def test_max_method_minutes_is_validated(value, got):
+    with pytest.raises(
+        SpecError,
+        match=rf"max_method_minutes must be a finite number > 0; got {got}\..*write e\.g\. max_method_minutes = 120",
+    ):
+        parse_spec({**SPEC, "max_method_minutes": value})
+    with pytest.raises(SpecError, match="max_method_minute.*max_method_minutes"):
+        parse_spec({**SPEC, "max_method_minute": 10})
+
+
+def test_max_method_minutes_round_trips_and_leaves_the_fingerprint_alone():
+    plain, capped = parse_spec(SPEC), parse_spec({**SPEC, "max_method_minutes": 5})
+    assert capped.max_method_minutes == 5.0 and parse_spec(capped.to_dict()) == capped
+    assert "max_method_minutes" not in plain.to_dict()  # a spec without the key: its dict as before
+    assert plain.fingerprint == capped.fingerprint  # it decides what is refused, not what is scored
+
+
+class _PeakRSS:
+    """Peak resident size above its value at entry while the block runs (sampled every 2 ms)."""
+
+    def __enter__(self):
+        self.start = self.peak = psutil.Process().memory_info().rss
+        self._stop = False
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self):
+        proc = psutil.Process()
+        while not self._stop:
+            self.peak = max(self.peak, proc.memory_info().rss)
+            time.sleep(0.002)
+
+    def __exit__(self, *exc):
+        self._stop = True
+        self._thread.join()
+
+    @property
+    def delta(self) -> int:
+        return self.peak - self.start
+
+
+def _gp_context(n: int):
+    rng = np.random.default_rng(5)
+    X = rng.uniform(size=(n + 200, 3))
+    y = np.sin(4 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=n + 200)
+    theta = {"lengthscale": [0.5, 0.7, 0.9], "variance": 1.0, "noise": 0.01}
+    gp = calibprob.GaussianProcessRegressor(optimize=False, theta=theta).fit(X[:n], y[:n])
+    return compare_methods.TaskContext(
+        X[:n], y[:n], X[n : n + 100], y[n : n + 100], X[n + 100 :], gp, {"kind": "gp", "optimize": False}, None, 0
+    )
+
+
+def test_the_memory_estimates_cover_the_measured_peaks():
+    """Measured resident peaks (not the model's constants) of the exact GP's n x n steps at n = 1500."""
+    n = 1500
+    ctx = _gp_context(n)
+    with _PeakRSS() as loo:
+        ctx.base.loo()
+    with _PeakRSS() as jgp:
+        compare_methods.METHOD_KINDS["jackknife-plus-gp"].func(ctx)
+    with _PeakRSS() as fit:
+        calibprob.GaussianProcessRegressor(optimize=False, theta=ctx.base.theta_).fit(ctx.X_train, ctx.y_train)
+    assert faults.PEAK_N_BY_N["loo"] * 8.0 * n**2 >= loo.delta > 0
+    assert faults.method_work("jackknife-plus-gp", {}, ctx.base_spec, n).peak_bytes >= jgp.delta > 0
+    assert faults.PEAK_N_BY_N["factorise"] * 8.0 * n**2 >= fit.delta > 0
+
+
+def test_the_time_estimate_is_within_a_factor_3_of_a_measured_run():
+    """J+GP on a fitted 2000-row exact GP, and the GP's factorisation: the estimate against the stopwatch."""
+    n = 2000
+    ctx = _gp_context(n)
+    estimate = faults.check_method_time("jackknife-plus-gp", {}, ctx.base_spec, n, 1e9) * 60.0
+    t0 = time.perf_counter()
+    compare_methods.METHOD_KINDS["jackknife-plus-gp"].func(ctx)
+    measured = time.perf_counter() - t0
+    assert 1 / 3 < estimate / measured < 3, (estimate, measured)
+    fit_estimate = faults.Work(tuple(faults.gp_fit_factorisations(n, {"optimize": False}))).flops
+    t0 = time.perf_counter()
+    calibprob.GaussianProcessRegressor(optimize=False, theta=ctx.base.theta_).fit(ctx.X_train, ctx.y_train)
+    measured = time.perf_counter() - t0
+    ratio = fit_estimate / faults.factorisation_rate() / measured
+    assert 1 / 3 < ratio < 3, (fit_estimate / faults.factorisation_rate(), measured)
+
+
+def test_no_bundled_spec_is_refused_at_the_default_budget():
+    """Every models/*.toml: each method on each task's exact-GP base is within the default time at 1 GFLOP/s."""
+    checked = 0
+    for path in sorted(Path(__file__).parents[2].glob("models/*.toml")):
+        spec = load_spec(path)
+        for d in spec.datasets:
+            n = len(_prepare(spec, d.name, 0)[1]["train"][1])
+            for _, table in spec.base_tables():
+                for m in spec.methods:
+                    refits = (10, n - n // 10) if m.kind in ("cv-plus", "jackknife-plus") else None
+                    work = faults.method_work(m.kind, m.options, table, n, refits)
+                    assert work.flops / 1e9 / 60.0 < DEFAULT_MAX_METHOD_MINUTES, (path.name, d.name, m.name)
+                    assert work.peak_bytes < 2e9, (path.name, d.name, m.name)
+                    checked += bool(work.flops)
+    assert checked > 20  # the GP specs' sharp GP, J+GP, full-conformal GP and CV+ rows were checked
 
 
 # ----------------------------------------------------------------------------- killed workers
