@@ -25,8 +25,6 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
-
 STEPS = ("fit", "factorise", "loo", "cv-plus-refit", "cv-plus", "jackknife-plus-gp", "full-conformal-gp", "sharp-gp")
 
 
@@ -135,7 +133,9 @@ def main() -> None:
             out = subprocess.run(
                 [sys.executable, __file__, "--one", step, str(n)], capture_output=True, text=True, check=False
             )
-            line = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else json.dumps({"error": out.stderr[-800:]})
+            line = (
+                out.stdout.strip().splitlines()[-1] if out.stdout.strip() else json.dumps({"error": out.stderr[-800:]})
+            )
             print(line, flush=True)
 
 

@@ -16,7 +16,7 @@ try:  # installed with Dask (a dependency of distributed); optional for calibpro
 except ImportError:  # pragma: no cover - depends on the install
     psutil = None
 
-__all__ = ["GIB", "memory_budget", "terminate_fraction"]
+__all__ = ["GIB", "PEAK_N_BY_N", "memory_budget", "terminate_fraction"]
 
 #: Bytes in a GiB (the unit Dask reports worker limits in).
 GIB = 2.0**30
@@ -95,3 +95,22 @@ def memory_budget() -> tuple[float, str]:
         f"limit minus {used / GIB:.1f} GiB in use"
     )
     return (room, source) if room <= machine else (machine, "the machine's available memory")
+
+
+#: Measured peak of each step's n x n work, in float64 ``n x n`` arrays beyond the fitted base it starts from
+#: (``benchmarks/faults_measure.py``: resident size sampled every 2 ms, n = 1000, 2000, 3000, one process;
+#: the largest coefficient, rounded up). ``fit``: the exact GP's hyperparameter fit refined on all rows and
+#: its factorisation; ``factorise``: the factorisation alone (above 4000 rows the subset's θ is used as it
+#: is); ``loo``: its closed-form leave-one-out; ``refit``: one refit of CV+ / jackknife+ (a GP fitted on the
+#: other folds, kept until the method is assembled, in units of the refit's own rows); the three GP methods
+#: on a fitted exact GP (each predicts the test rows too).
+PEAK_N_BY_N = {
+    "fit": 7.0,
+    "factorise": 5.0,
+    "loo": 4.0,
+    "refit": 2.0,
+    "jackknife-plus-gp": 8.0,
+    "asym-jackknife-plus-gp": 8.0,
+    "full-conformal-gp": 8.0,
+    "sharp-gp": 9.0,
+}

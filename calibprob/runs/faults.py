@@ -32,7 +32,7 @@ import numpy as np
 import scipy.linalg
 
 from calibprob._core.memory import GIB as _GIB
-from calibprob._core.memory import memory_budget
+from calibprob._core.memory import PEAK_N_BY_N, memory_budget
 from calibprob._core.memory import terminate_fraction as _terminate_fraction
 
 __all__ = [
@@ -157,24 +157,6 @@ def killed_message(err: BaseException, events=()) -> str:
         f"what is missing. Fix: {MEMORY_FIX}."
     )
 
-
-#: Measured peak of each step's n x n work, in float64 ``n x n`` arrays beyond the fitted base it starts from
-#: (``benchmarks/faults_measure.py``: resident size sampled every 2 ms, n = 1000, 2000, 3000, one process;
-#: the largest coefficient, rounded up). ``fit``: the exact GP's hyperparameter fit refined on all rows and
-#: its factorisation; ``factorise``: the factorisation alone (above 4000 rows the subset's θ is used as it
-#: is); ``loo``: its closed-form leave-one-out; ``refit``: one refit of CV+ / jackknife+ (a GP fitted on the
-#: other folds, kept until the method is assembled, in units of the refit's own rows); the three GP methods
-#: on a fitted exact GP (each predicts the test rows too).
-PEAK_N_BY_N = {
-    "fit": 7.0,
-    "factorise": 5.0,
-    "loo": 4.0,
-    "refit": 2.0,
-    "jackknife-plus-gp": 8.0,
-    "asym-jackknife-plus-gp": 8.0,
-    "full-conformal-gp": 8.0,
-    "sharp-gp": 9.0,
-}
 
 #: Measured time of each step in Cholesky factorisations of its ``n x n`` matrix (``n^3/3`` flops at the
 #: process's :func:`factorisation_rate`; ``benchmarks/faults_measure.py`` at n = 3000). ``fit-evals``: the

@@ -589,15 +589,16 @@ def available_memory() -> tuple[float, str]:
     return memory_budget()
 
 
-def check_memory(n: int, n_matrices: int, what: str, owner) -> None:
+def check_memory(n: int, n_matrices: float, what: str, owner) -> None:
     """Refuse, before allocating, work that needs ``n_matrices`` float64 ``n x n`` arrays beyond :func:`available_memory`.
 
     Parameters
     ----------
     n : int
         Rows of the covariance matrix.
-    n_matrices : int
-        How many ``n x n`` arrays are alive at the peak.
+    n_matrices : float
+        How many ``n x n`` arrays are alive at the peak (measured:
+        :data:`calibprob._core.memory.PEAK_N_BY_N`).
     what : str
         The step, for the message.
     owner : object
@@ -612,7 +613,7 @@ def check_memory(n: int, n_matrices: int, what: str, owner) -> None:
     cap, source = available_memory()
     if need > cap:
         raise MemoryError(
-            f"{type(owner).__name__}: {what} needs about {need / 1e9:.2f} GB ({n_matrices} float64 "
+            f"{type(owner).__name__}: {what} needs about {need / 1e9:.2f} GB ({n_matrices:g} float64 "
             f"{n} x {n} matrices) but {source} is {cap / 1e9:.2f} GB. Use the sparse GP "
             "(SparseGaussianProcessRegressor, spec kind 'sparse-gp'), fewer rows, fewer workers (--workers 1), "
             "or, if the memory "
