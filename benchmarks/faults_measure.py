@@ -25,7 +25,17 @@ import threading
 import time
 from pathlib import Path
 
-STEPS = ("fit", "factorise", "loo", "cv-plus-refit", "cv-plus", "jackknife-plus-gp", "full-conformal-gp", "sharp-gp")
+STEPS = (
+    "fit",
+    "factorise",
+    "loo",
+    "cv-plus-refit",
+    "cv-plus",
+    "jackknife-plus-gp",
+    "full-conformal-gp",
+    "sharp-gp",
+    "sharp-gp-3",
+)
 
 
 def _rss() -> int:
@@ -104,6 +114,8 @@ def _one(step: str, n: int) -> dict:
             gp.loo()
         elif step == "cv-plus-refit":
             run_refits(ctx, "cv-plus", {"folds": 10}, [0])
+        elif step == "sharp-gp-3":  # three knots: the per-knot time and the memory at larger n
+            METHOD_KINDS["sharp-gp"].func(ctx, n_levels=3)
         else:
             METHOD_KINDS[step].func(ctx, **({"folds": 10} if step == "cv-plus" else {}))
     seconds = time.perf_counter() - t0
@@ -116,6 +128,7 @@ def _one(step: str, n: int) -> dict:
         "seconds": seconds,
         "rate_gflops": rate / 1e9,
         "factorisations": seconds * rate / (n**3 / 3.0),
+        "rss_before_gib": peak.start / 2**30,
     }
 
 

@@ -159,19 +159,23 @@ def killed_message(err: BaseException, events=()) -> str:
 
 
 #: Measured time of each step in Cholesky factorisations of its ``n x n`` matrix (``n^3/3`` flops at the
-#: process's :func:`factorisation_rate`; ``benchmarks/faults_measure.py`` at n = 3000). ``fit-evals``: the
-#: exact GP's multi-start hyperparameter fit on all its rows (below 1000 rows, or on its subset);
+#: process's :func:`factorisation_rate`; ``benchmarks/faults_measure.py``, n = 1000 to 4600, rounded up).
+#: ``fit-evals``: the exact GP's multi-start hyperparameter fit on all its rows (below 1000 rows, or its
+#: subset), never less than ``fit-floor`` factorisations of 500 rows (below ~1200 rows the PyTensor and
+#: optimiser overhead of its evaluations, not their n^3, sets its time: 8-10 s at 500 to 900 rows);
 #: ``refine``: the refinement on all rows (1000 to 4000 rows); ``factorise``: the factorisation after the
-#: fit; ``sharp-gp-knot``: one knot of the sharp GP's ``full`` / ``cross-fitted`` variant (its L-BFGS-B
-#: evaluations, each a factorisation with its gradient).
+#: fit; ``loo`` and the GP conformal methods: the closed-form leave-one-out (an inverse) and the test
+#: predictions; ``sharp-gp-knot``: one knot of the sharp GP's ``full`` / ``cross-fitted`` variant (its
+#: L-BFGS-B evaluations, each a factorisation with its gradient).
 COST = {
     "fit-evals": 400.0,
-    "refine": 60.0,
-    "factorise": 5.0,
-    "loo": 6.0,
-    "jackknife-plus-gp": 8.0,
-    "asym-jackknife-plus-gp": 8.0,
-    "full-conformal-gp": 8.0,
+    "fit-floor": 6000.0,
+    "refine": 27.0,
+    "factorise": 3.0,
+    "loo": 7.0,
+    "jackknife-plus-gp": 5.0,
+    "asym-jackknife-plus-gp": 5.0,
+    "full-conformal-gp": 5.0,
     "sharp-gp-knot": 60.0,
 }
 
@@ -232,7 +236,8 @@ def gp_fit_factorisations(n: int, base_options: dict | None = None) -> list[tupl
     if m == "auto":
         m = None if n < _SUBSET_MIN_N else (_SUBSET_SIZE if n <= _REFINE_MAX_N else _LARGE_SUBSET_SIZE)
     if m is None or int(m) >= n:
-        return [(COST["fit-evals"], n), *out]
+        # (the floor: a 500-row fit's overhead, counted in factorisations of n rows)
+        return [(max(COST["fit-evals"], COST["fit-floor"] * (_SUBSET_SIZE / n) ** 3), n), *out]
     refine = opts.get("refine_hyper", "auto")
     refine = n <= _REFINE_MAX_N if refine == "auto" else bool(refine)
     sub = gp_fit_factorisations(int(m), {k: v for k, v in opts.items() if k not in ("n_hyper_subset", "refine_hyper")})

@@ -190,6 +190,31 @@ def test_max_method_minutes_round_trips_and_leaves_the_fingerprint_alone():
     assert plain.fingerprint == capped.fingerprint  # it decides what is refused, not what is scored
 
 
+def test_a_serial_rerun_reuses_the_method_parts_of_a_run_split_by_method(tmp_path, monkeypatch):
+    """Granularity "auto" with one worker after a run split by method: every method part is reused, none recomputed."""
+    spec = parse_spec(
+        {
+            **SPEC,
+            "base": {"kind": "ols"},
+            "methods": {"b": {"kind": "base"}, "iso": {"kind": "isotonic", "extrapolate": True}},
+        }
+    )
+    first = run_comparison(spec, tmp_path / "r.nc", progress=False, granularity="method")
+    parts = sorted((tmp_path / "r.nc.parts").glob("*__m*.nc"))
+    stamps = [p.stat().st_mtime_ns for p in parts]
+    assert len(parts) == 2
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a finished method was computed again")
+
+    monkeypatch.setattr(compare_runner, "run_task", refuse)
+    monkeypatch.setattr(compare_runner, "fit_bases", refuse)
+    again = run_comparison(spec, tmp_path / "r.nc", progress=False)  # serial, granularity "auto"
+    assert (first["error"] == "").all() and np.isfinite(first["crps"]).all()
+    xr.testing.assert_identical(first["crps"], again["crps"])
+    assert [p.stat().st_mtime_ns for p in parts] == stamps
+
+
 class _PeakRSS:
     """Peak resident size above its value at entry while the block runs (sampled every 2 ms)."""
 
