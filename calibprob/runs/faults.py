@@ -31,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from calibprob._core.memory import GIB as _GIB
-from calibprob._core.memory import PEAK_N_BY_N, memory_budget
+from calibprob._core.memory import GIB
+from calibprob._core.memory import PEAK_N_BY_N, PEAK_OVERHEAD, memory_budget
 from calibprob._core.memory import terminate_fraction as _terminate_fraction
 
 __all__ = [
@@ -141,11 +141,11 @@ def killed_message(err: BaseException, events=()) -> str:
     address = getattr(last, "address", "?")
     limit = float(getattr(last, "memory_limit", 0) or 0)
     rss = [float(e.get("rss", 0)) for _, e in events if isinstance(e, dict) and e.get("worker") == address]
-    limit_text = f"{limit / _GIB:.1f} GiB" if limit else "unknown"
+    limit_text = f"{limit / GIB:.1f} GiB" if limit else "unknown"
     if rss:
         cause = (
             f"worker killed: out of memory at {_terminate_fraction() * 100:.0f} % of its {limit_text} limit "
-            f"(its nanny restarted it at {rss[-1] / _GIB:.1f} GiB)"
+            f"(its nanny restarted it at {rss[-1] / GIB:.1f} GiB)"
         )
     else:
         cause = (
@@ -159,24 +159,28 @@ def killed_message(err: BaseException, events=()) -> str:
 
 
 #: Measured time of each step in Cholesky factorisations of its ``n x n`` matrix (``n^3/3`` flops at the
-#: process's :func:`factorisation_rate`; ``benchmarks/faults_measure.py``, n = 1000 to 4600, rounded up).
-#: ``fit-evals``: the exact GP's multi-start hyperparameter fit on all its rows (below 1000 rows, or its
-#: subset), never less than ``fit-floor`` factorisations of 500 rows (below ~1200 rows the PyTensor and
-#: optimiser overhead of its evaluations, not their n^3, sets its time: 8-10 s at 500 to 900 rows);
-#: ``refine``: the refinement on all rows (1000 to 4000 rows); ``factorise``: the factorisation after the
-#: fit; ``loo`` and the GP conformal methods: the closed-form leave-one-out (an inverse) and the test
-#: predictions; ``sharp-gp-knot``: one knot of the sharp GP's ``full`` / ``cross-fitted`` variant (its
-#: L-BFGS-B evaluations, each a factorisation with its gradient).
+#: process's :func:`factorisation_rate`; ``benchmarks/faults_measure.py`` and ``tests/runs/test_faults.py``,
+#: n = 1000 to 4600). ``fit-evals``: the exact GP's multi-start hyperparameter fit on all its rows (below
+#: 1000 rows, or its subset), never less than ``fit-floor`` factorisations of 500 rows (below ~1200 rows the
+#: PyTensor and optimiser overhead of its evaluations, not their n^3, sets its time: 8-10 s at 500 to 900
+#: rows); ``refine``: the refinement on all rows (1000 to 4000 rows; fit at 2000 rows measured 3.3-3.5e11
+#: flops with its 500-row subset); ``factorise``: the factorisation after the fit (2.0-3.0 measured);
+#: ``loo`` and the GP conformal methods: the closed-form leave-one-out and the test predictions (J+GP
+#: 1.5-3.1 on an idle machine, 7-10 at a load average of 8, where the short timing of the rate
+#: overstates the sustained speed); ``sharp-gp-knot``: one knot of the sharp GP's ``full`` /
+#: ``cross-fitted`` variant (its L-BFGS-B evaluations, each a factorisation with its gradient; 1066 per
+#: knot at n = 1000, where the objective's overhead dominates -- an assumed 300 at large n, so the
+#: estimate is low for a small training set and refuses only what is hours long).
 COST = {
     "fit-evals": 400.0,
     "fit-floor": 6000.0,
-    "refine": 27.0,
+    "refine": 30.0,
     "factorise": 3.0,
-    "loo": 7.0,
-    "jackknife-plus-gp": 5.0,
-    "asym-jackknife-plus-gp": 5.0,
+    "loo": 5.0,
+    "jackknife-plus-gp": 4.0,
+    "asym-jackknife-plus-gp": 4.0,
     "full-conformal-gp": 5.0,
-    "sharp-gp-knot": 60.0,
+    "sharp-gp-knot": 300.0,
 }
 
 #: Exact-GP base kinds (their methods' n x n work is what :func:`check_method_memory` refuses).
@@ -253,7 +257,7 @@ def _kind_work(kind: str, options: dict, base_options: dict, n: int, refits: tup
         return Work(
             tuple((count * c, r) for c, r in one),
             f"{count} refits of the GP on {rows} rows, each a hyperparameter fit and a factorisation",
-            held + PEAK_N_BY_N["fit"] * 8.0 * rows**2,
+            PEAK_OVERHEAD + held + PEAK_N_BY_N["fit"] * 8.0 * rows**2,
             f"{count} refitted GPs of {rows} rows kept until the method is assembled, and one fit",
         )
     if kind == "sharp-gp" and options.get("variant", "full") in ("full", "cross-fitted"):
@@ -262,15 +266,15 @@ def _kind_work(kind: str, options: dict, base_options: dict, n: int, refits: tup
         return Work(
             ((knots * COST["sharp-gp-knot"], rows),),
             f"{knots} knots' L-BFGS-B evaluations",
-            PEAK_N_BY_N["sharp-gp"] * 8.0 * rows**2,
-            f"{PEAK_N_BY_N['sharp-gp']:g} arrays of {rows} x {rows}",
+            PEAK_OVERHEAD + PEAK_N_BY_N["sharp-gp"] * 8.0 * rows**2,
+            f"{PEAK_N_BY_N['sharp-gp']:g} arrays of {rows} x {rows} and {PEAK_OVERHEAD / GIB:g} GiB",
         )
     if kind in COST and kind in PEAK_N_BY_N:  # the GP conformal methods: the closed-form LOO on all rows
         return Work(
             ((COST[kind], n),),
             "the closed-form leave-one-out and the test predictions",
-            PEAK_N_BY_N[kind] * 8.0 * n**2,
-            f"{PEAK_N_BY_N[kind]:g} arrays of {n} x {n}",
+            PEAK_OVERHEAD + PEAK_N_BY_N[kind] * 8.0 * n**2,
+            f"{PEAK_N_BY_N[kind]:g} arrays of {n} x {n} and {PEAK_OVERHEAD / GIB:g} GiB",
         )
     return Work()
 

