@@ -16,7 +16,7 @@ try:  # installed with Dask (a dependency of distributed); optional for calibpro
 except ImportError:  # pragma: no cover - depends on the install
     psutil = None
 
-__all__ = ["GIB", "PEAK_N_BY_N", "PEAK_OVERHEAD", "memory_budget", "terminate_fraction"]
+__all__ = ["GIB", "PEAK_N_BY_N", "PEAK_OVERHEAD", "machine_total", "memory_budget", "terminate_fraction"]
 
 #: Bytes in a GiB (the unit Dask reports worker limits in).
 GIB = 2.0**30
@@ -57,6 +57,13 @@ def _machine_available() -> float:
     except OSError:  # pragma: no cover
         pass
     return float("inf")  # pragma: no cover
+
+
+def machine_total() -> float:
+    """The machine's total memory in bytes (psutil; inf if unknown): what one worker could have at most."""
+    if psutil is None:  # pragma: no cover - depends on the install
+        return float("inf")
+    return float(psutil.virtual_memory().total)
 
 
 def memory_budget() -> tuple[float, str]:

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from calibprob._core.memory import GIB
-from calibprob._core.memory import PEAK_N_BY_N, PEAK_OVERHEAD, memory_budget
+from calibprob._core.memory import GIB, PEAK_N_BY_N, PEAK_OVERHEAD, machine_total, memory_budget
 from calibprob._core.memory import terminate_fraction as _terminate_fraction
 
 __all__ = [
@@ -359,11 +358,20 @@ def check_method_memory(
         return
     budget, source = memory_budget()
     if work.peak_bytes > budget:
+        fix = MEMORY_FIX
+        if work.peak_bytes > 0.95 * machine_total():  # one worker with all the memory would not hold it either
+            fix = f"use the sparse GP base (kind = 'sparse-gp', linear memory in n) or fewer training rows ({fix_rows(work, n_train)})"
         raise MemoryError(
             f"{_method_label(kind, options, n_train)} needs about {work.peak_bytes / 1e9:.1f} GB ({work.peak_text}, "
             f"measured) but {source} is {budget / 1e9:.1f} GB; refused before allocating. "
-            f"Fix: {_method_fix(kind, options, MEMORY_FIX)}."
+            f"Fix: {_method_fix(kind, options, fix)}."
         )
+
+
+def fix_rows(work: Work, n_train: int) -> str:
+    """How many training rows would fit in 95 % of the machine's memory (the estimate grows as n^2)."""
+    scale = (0.95 * machine_total() / max(work.peak_bytes, 1.0)) ** 0.5
+    return f"at most about {int(n_train * scale)} on this machine's {machine_total() / GIB:.1f} GiB"
 
 
 def _method_label(kind: str, options: dict, n_train: int) -> str:

@@ -8,6 +8,7 @@ naming the cause and the fix, and a rerun of the same command that computes only
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -134,6 +135,22 @@ def test_a_method_that_would_not_fit_is_refused_and_the_others_are_scored(monkey
     assert sharp.startswith("MemoryError: sharp-gp (variant 'full') on an exact GP of 60 training rows needs")
     assert "Fix: variant = 'scaled'" in sharp and "--workers 1" in sharp
     assert np.isfinite(tree["crps"].sel(calibrator=["b", "iso"])).all()
+
+
+def test_a_method_beyond_the_machines_memory_is_not_told_to_use_one_worker(monkeypatch):
+    """CV+ on 12 000 rows keeps ten 10 800-row GPs (25 GB): one worker would not hold them on a 24 GB machine."""
+    monkeypatch.setattr(faults, "memory_budget", lambda: (11e9, "the room left in this Dask worker: test"))
+    monkeypatch.setattr(faults, "machine_total", lambda: 24 * GIB)
+    with pytest.raises(MemoryError, match=r"needs about 25\.0 GB .* Fix: use the sparse GP base") as err:
+        faults.check_method_memory("cv-plus", {}, "gp", 12000, refits=(10, 10800))
+    assert "--workers 1" not in str(err.value)
+    rows = int(re.search(r"at most about (\d+) on this machine's 24\.0 GiB", str(err.value)).group(1))
+    # independent check: ten refits of 0.9 n rows held (2 arrays each) and one fit (6.5) fit in 95 % of 24 GiB
+    need = faults.method_work("cv-plus", {}, {"kind": "gp"}, rows, (10, int(0.9 * rows))).peak_bytes
+    assert need == pytest.approx(0.95 * 24 * GIB, rel=0.05)
+    monkeypatch.setattr(faults, "machine_total", lambda: 64 * GIB)  # a bigger machine: one worker would do
+    with pytest.raises(MemoryError, match=r"--workers 1"):
+        faults.check_method_memory("cv-plus", {}, "gp", 12000, refits=(10, 10800))
 
 
 def test_check_method_time_refuses_with_the_estimate_its_make_up_the_rate_and_the_fix(monkeypatch):
