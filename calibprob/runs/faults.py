@@ -1,6 +1,6 @@
 """Faults cost only what they touch: a worker killed mid-run, and work that would not fit in its worker.
 
-Three pieces, used by :mod:`calibprob.runs.scheduling` and by the methods that allocate n x n arrays:
+Four pieces, used by :mod:`calibprob.runs.scheduling` and by the methods that allocate n x n arrays:
 
 * **Why a task's worker died.** A task whose worker process died while running it comes back from Dask
   as ``KilledWorker``. :func:`killed_message` turns that into the row the user reads: the cause (out of
@@ -14,11 +14,16 @@ Three pieces, used by :mod:`calibprob.runs.scheduling` and by the methods that a
   need it are cancelled, and submitting another task that names it raises ``FuturesCancelledError:
   ... already forgotten``, which used to end the run. :func:`is_cancelled` recognises that outcome; the
   scheduler then scatters the stage again (from this process, which keeps it) and re-queues those tasks.
-* **Memory budgets.** :func:`memory_budget` is what this process may still allocate: inside a Dask
-  worker, the room below the fraction of the worker's ``memory_limit`` at which its nanny restarts it
-  (not the machine's available memory, which two workers share); elsewhere, the machine's available
-  memory. :func:`check_n_by_n` refuses, before allocating, work of ``k`` float64 ``n x n`` arrays that
-  would not fit, naming the cause and the fix.
+* **Memory budgets.** :func:`calibprob._core.memory.memory_budget` is what this process may still
+  allocate: inside a Dask worker, the room below the fraction of the worker's ``memory_limit`` at which
+  its nanny restarts it (not the machine's available memory, which two workers share); elsewhere, the
+  machine's available memory. :func:`check_n_by_n` refuses, before allocating, work of ``k`` float64
+  ``n x n`` arrays that would not fit, naming the cause and the fix.
+* **Estimates before the n x n work of a method on an exact GP** (:func:`method_work`): its Cholesky
+  factorisations counted by size (:data:`COST`, measured) and its peak memory (measured coefficients,
+  :data:`calibprob._core.memory.PEAK_N_BY_N`). :func:`check_method_time` refuses a method whose
+  factorisations, at this process's measured :func:`factorisation_rate`, would take longer than the
+  spec's ``max_method_minutes``; :func:`check_method_memory` one that would not fit in the worker.
 """
 
 from __future__ import annotations
