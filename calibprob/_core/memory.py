@@ -113,7 +113,7 @@ def memory_budget() -> tuple[float, str]:
 #: as above 4000 rows) 4.6 / 2.7 / 2.2; ``loo`` (its closed-form leave-one-out) 3.0 / 3.0 / - (4.0 at 2500 and 3500 rows of 3 features);
 #: ``refit`` (one refit of CV+ / jackknife+, kept until the method is assembled; in arrays of the refit's
 #: own rows) 1.8 / 1.8 / 1.8; J+GP 7.7 / 2.8 / 2.0; the full-conformal GP 8.4 / 2.9 / -; the sharp GP's
-#: ``full`` variant 21.2 / - / - (its objective's compilation: 0.16 GiB at n = 1000).
+#: ``full`` variant 21.2 / 11.0 / - (its objective's compilation: most of the 0.16 GiB at n = 1000).
 PEAK_N_BY_N = {
     "fit": 6.5,
     "factorise": 5.0,

@@ -173,8 +173,9 @@ def killed_message(err: BaseException, events=()) -> str:
 #: 1.5-3.1 on an idle machine, 7-10 at a load average of 8, where the short timing of the rate
 #: overstates the sustained speed); ``sharp-gp-knot``: one knot of the sharp GP's ``full`` /
 #: ``cross-fitted`` variant (its L-BFGS-B evaluations, each a factorisation with its gradient; 1066 per
-#: knot at n = 1000, where the objective's overhead dominates -- an assumed 300 at large n, so the
-#: estimate is low for a small training set and refuses only what is hours long).
+#: knot at n = 1000 with 21 knots, where the objective's overhead dominates; 665 per knot at n = 2000
+#: with 3 knots, whose first knot's restarts weigh 2.45 times more than with 21 at n = 1000, so about
+#: 270 with 21 knots: 300 is used, low for a small training set, where overhead dominates).
 COST = {
     "fit-evals": 400.0,
     "fit-floor": 6000.0,
