@@ -9,7 +9,7 @@ starve the others.
 
 Run::
 
-    python benchmarks/watch_memory.py [--interval 0.5] [--kill-worker 120] -- calibprob compare SPEC --workers 2
+    python benchmarks/watch_memory.py [--interval 0.5] [--kill-worker 120] [--log-every 60] -- calibprob compare SPEC --workers 2
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=0.5)
     parser.add_argument("--kill-worker", type=float, default=None, help="seconds after start: SIGKILL one worker")
     parser.add_argument("--min-available", type=float, default=2.0, help="GB: stop the command below this")
+    parser.add_argument("--log-every", type=float, default=None, help="seconds: print each process's RSS so far")
     parser.add_argument("cmd", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -45,6 +46,7 @@ def main() -> int:
     root = psutil.Process(child.pid)
     peaks: dict[int, tuple[float, str]] = {}
     killed = None
+    logged = t0
     while child.poll() is None:
         procs = [root]
         try:
@@ -60,6 +62,11 @@ def main() -> int:
             if rss > peaks.get(p.pid, (0.0, ""))[0]:
                 peaks[p.pid] = (rss, role)
         elapsed = time.time() - t0
+        if args.log_every is not None and time.time() - logged >= args.log_every:
+            logged = time.time()
+            now = ", ".join(f"{role} {pid} peak {rss:.2f}" for pid, (rss, role) in sorted(peaks.items()))
+            avail = psutil.virtual_memory().available / 2**30
+            print(f"[watch] {elapsed / 60:.1f} min: {now} GiB; machine available {avail:.1f} GiB", flush=True)
         if args.kill_worker is not None and killed is None and elapsed >= args.kill_worker:
             workers = [p for p in procs if _is_worker(p)]
             if workers:

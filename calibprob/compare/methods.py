@@ -34,6 +34,7 @@ from calibprob.calibrators.conformal.scores import get_score
 from calibprob.metrics import interval_levels
 from calibprob.predictive import normal
 from calibprob.predictive.loo import from_loo
+from calibprob.runs import faults
 
 __all__ = [
     "TaskContext",
@@ -80,6 +81,8 @@ class TaskContext:
     refits: list | BaseException | None = None
     #: Mondrian group labels per part (``{"train", "calibrate", "test"}``) from a spec's ``groups``.
     groups: dict | None = None
+    #: The spec's ``max_method_minutes``: a method whose estimated n x n work is longer is refused.
+    max_method_minutes: float = float("inf")
 
     def new_base(self):
         """A fresh, unfitted copy of the base model (for methods that refit it)."""
@@ -420,11 +423,39 @@ def count_refits(ctx: TaskContext, kind: str, options: dict) -> int:
         return 0
 
 
+def check_method_work(ctx: TaskContext, kind: str, options: dict) -> None:
+    """Refuse, before it starts, a method whose n x n work on an exact GP is too long or would not fit.
+
+    The estimate of :func:`calibprob.runs.faults.method_work` (a method that refits the base counts its
+    refits, :func:`count_refits`, on the rows of the other folds) is checked against the spec's
+    ``max_method_minutes`` (:func:`~calibprob.runs.faults.check_method_time`) and the memory this
+    process may still allocate (:func:`~calibprob.runs.faults.check_method_memory`).
+
+    Raises
+    ------
+    TimeoutError, MemoryError
+        Naming the estimate, its make-up, the budget and the fix.
+    """
+    n = len(ctx.y_train)
+    refits = None
+    if refits_its_base(kind) and ctx.base_spec.get("kind") in faults.EXACT_GP_BASES:
+        count = count_refits(ctx, kind, options)
+        folds = max(count - (options.get("method") == "base"), 2)
+        refits = (count, n - -(-n // folds))  # each refit leaves one fold out
+    faults.check_method_time(kind, options, ctx.base_spec, n, ctx.max_method_minutes, refits=refits)
+    faults.check_method_memory(kind, options, ctx.base_spec.get("kind"), n, base_spec=ctx.base_spec, refits=refits)
+
+
 def run_refits(ctx: TaskContext, kind: str, options: dict, ks) -> list | BaseException:
-    """Refits ``ks`` of the calibrator ``kind`` (see :func:`count_refits`), or the exception one raised."""
+    """Refits ``ks`` of the calibrator ``kind`` (see :func:`count_refits`), or the exception one raised.
+
+    The whole method's work is checked first (:func:`check_method_work`): a method refused for time or
+    memory is refused by each of its refit tasks at once, not after them.
+    """
     entry = registry.METHODS[kind]
     model, _ = _cross_conformal_model(ctx, entry, {**entry.defaults, **options})
     try:
+        check_method_work(ctx, kind, options)
         return [model.fit_refit(ctx.X_train, ctx.y_train, int(k)) for k in ks]
     except Exception as err:  # raised again where the method is assembled, recorded like a serial failure
         return err

@@ -146,6 +146,8 @@ def run_comparison(
     mode = _granularity(granularity, spec, workers)
     keys = task_keys(spec)
     with RunOutput(out, wait=wait) as output:
+        if granularity == "auto" and mode == "task" and _has_method_parts(spec, output):
+            mode = "method"  # an earlier run's method parts are reused (whatever its number of workers)
         if mode == "task":
             results = execute(
                 run_task, spec.to_dict(), keys, **_run_options(spec, output, workers, scheduler, progress)
@@ -167,6 +169,17 @@ def _granularity(granularity: str, spec: Spec, workers: int | None) -> str:
     if granularity != "auto":
         return granularity
     return "method" if workers is not None and len(task_keys(spec)) < workers else "task"
+
+
+def _has_method_parts(spec: Spec, output) -> bool:
+    """Whether an earlier run of this spec left a (data set, repetition, method) part, finished or failed.
+
+    A run split by method (``--workers`` above the number of tasks) writes one part per method; a later
+    run of ``"auto"`` granularity with fewer workers then resumes by method too, reusing those parts,
+    instead of recomputing every task whole. The numbers are the same either way (the module docstring).
+    """
+    name = _method_part_name(spec)
+    return any(output.part(name((d, r, m))).exists() for d, r in task_keys(spec) for m in spec.method_names)
 
 
 def _run_options(spec: Spec, output, workers, scheduler, progress) -> dict:

@@ -19,11 +19,18 @@ import xarray as xr
 from calibprob import datasets as cds
 from calibprob import registry
 from calibprob._core.validation import GROUP_COORD
-from calibprob.compare.methods import METHOD_KINDS, TaskContext, count_refits, make_base, refits_its_base, run_refits
+from calibprob.compare.methods import (
+    METHOD_KINDS,
+    TaskContext,
+    check_method_work,
+    count_refits,
+    make_base,
+    refits_its_base,
+    run_refits,
+)
 from calibprob.compare.spec.model import Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
 from calibprob.metrics import evaluate, evaluate_intervals, is_interval_family
-from calibprob.runs.faults import check_method_memory
 from calibprob.transforms import back_transform, transform_target
 
 
@@ -376,6 +383,7 @@ def _context(spec: Spec, table: dict, arrays: dict, seed: int, base):
         seed,
         tuple(spec.confidence_levels),
         groups=arrays.get("groups"),
+        max_method_minutes=spec.max_method_minutes,
     )
 
 
@@ -424,8 +432,8 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
     for m in methods:
         t0 = time.perf_counter()
         try:
-            # refuse a method that cannot fit in this worker's memory before it starts, not after the kill
-            check_method_memory(m.kind, m.options, ctx.base_spec.get("kind"), len(ctx.y_train))
+            if refits is None:  # (a method's refit tasks checked it before refitting)
+                check_method_work(ctx, m.kind, m.options)
             pred = METHOD_KINDS[m.kind].func(ctx, **m.options)
             if back is not None:  # fitted on g(y): score the law of y, on the original scale
                 pred = back_transform(pred, **back)

@@ -1,6 +1,6 @@
 """Faults cost only what they touch: a worker killed mid-run, and work that would not fit in its worker.
 
-Three pieces, used by :mod:`calibprob.runs.scheduling` and by the methods that allocate n x n arrays:
+Four pieces, used by :mod:`calibprob.runs.scheduling` and by the methods that allocate n x n arrays:
 
 * **Why a task's worker died.** A task whose worker process died while running it comes back from Dask
   as ``KilledWorker``. :func:`killed_message` turns that into the row the user reads: the cause (out of
@@ -14,23 +14,30 @@ Three pieces, used by :mod:`calibprob.runs.scheduling` and by the methods that a
   need it are cancelled, and submitting another task that names it raises ``FuturesCancelledError:
   ... already forgotten``, which used to end the run. :func:`is_cancelled` recognises that outcome; the
   scheduler then scatters the stage again (from this process, which keeps it) and re-queues those tasks.
-* **Memory budgets.** :func:`memory_budget` is what this process may still allocate: inside a Dask
-  worker, the room below the fraction of the worker's ``memory_limit`` at which its nanny restarts it
-  (not the machine's available memory, which two workers share); elsewhere, the machine's available
-  memory. :func:`check_n_by_n` refuses, before allocating, work of ``k`` float64 ``n x n`` arrays that
-  would not fit, naming the cause and the fix.
+* **Memory budgets.** :func:`calibprob._core.memory.memory_budget` is what this process may still
+  allocate: inside a Dask worker, the room below the fraction of the worker's ``memory_limit`` at which
+  its nanny restarts it (not the machine's available memory, which two workers share); elsewhere, the
+  machine's available memory. :func:`check_n_by_n` refuses, before allocating, work of ``k`` float64
+  ``n x n`` arrays that would not fit, naming the cause and the fix.
+* **Estimates before the n x n work of a method on an exact GP** (:func:`method_work`): its Cholesky
+  factorisations counted by size (:data:`COST`, measured) and its peak memory (measured coefficients,
+  :data:`calibprob._core.memory.PEAK_N_BY_N`). :func:`check_method_time` refuses a method whose
+  factorisations, at this process's measured :func:`factorisation_rate`, would take longer than the
+  spec's ``max_method_minutes``; :func:`check_method_memory` one that would not fit in the worker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
+import time
+from dataclasses import dataclass
 
-try:  # installed with Dask (a dependency of distributed); optional for calibprob itself
-    import psutil
-except ImportError:  # pragma: no cover - depends on the install
-    psutil = None
+import numpy as np
+import scipy.linalg
+
+from calibprob._core.memory import GIB, PEAK_N_BY_N, PEAK_OVERHEAD, machine_total, memory_budget
+from calibprob._core.memory import terminate_fraction as _terminate_fraction
 
 __all__ = [
     "FAULT_CONFIG",
@@ -40,9 +47,14 @@ __all__ = [
     "is_cancelled",
     "is_killed_worker",
     "killed_message",
-    "N_BY_N",
-    "method_memory_arrays",
+    "PEAK_N_BY_N",
+    "COST",
+    "Work",
+    "method_work",
+    "gp_fit_factorisations",
     "check_method_memory",
+    "check_method_time",
+    "factorisation_rate",
 ]
 
 #: Dask configuration of the clusters calibprob starts: a task whose worker dies while running it is
@@ -55,83 +67,6 @@ MEMORY_FIX = (
     "use the sparse GP base (kind = 'sparse-gp', linear memory in n), run with --workers 1 (one worker "
     "gets all the memory), or, for the base fit, a smaller n_hyper_subset"
 )
-
-_GIB = 2.0**30
-
-
-def _dask_worker():
-    """The Dask worker running this code, or None (serial runs, the main process, no Dask installed)."""
-    try:
-        from distributed import get_worker
-    except ImportError:  # pragma: no cover - Dask is optional
-        return None
-    try:
-        return get_worker()
-    except ValueError:  # "No worker found": not inside a task
-        return None
-
-
-def _terminate_fraction() -> float:
-    """The fraction of its memory limit at which a worker's nanny restarts it (Dask's default 0.95)."""
-    try:
-        import dask
-
-        value = dask.config.get("distributed.worker.memory.terminate", 0.95)
-    except ImportError:  # pragma: no cover
-        value = 0.95
-    return float(value) if value else 1.0
-
-
-def _machine_available() -> float:
-    """The memory the operating system reports as available (psutil, else ``/proc/meminfo``; inf if unknown)."""
-    if psutil is not None:
-        return float(psutil.virtual_memory().available)
-    try:  # pragma: no cover - Linux without psutil
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return float(line.split()[1]) * 1024.0
-    except OSError:  # pragma: no cover
-        pass
-    return float("inf")  # pragma: no cover
-
-
-def memory_budget() -> tuple[float, str]:
-    r"""Bytes this process may still allocate, and where the figure comes from.
-
-    Inside a Dask worker with a memory limit :math:`M` whose nanny restarts it at the fraction
-    :math:`f` of it (``distributed.worker.memory.terminate``, 0.95 by default), the budget is
-    :math:`f M - \mathrm{RSS}`, the room left before the restart, capped by the machine's available
-    memory; elsewhere the machine's available memory.
-
-    Returns
-    -------
-    budget : float
-        Bytes.
-    source : str
-        What the figure is, for messages (e.g. "the room left in this Dask worker: 95 % of its
-        11.8 GiB memory limit minus 2.3 GiB in use").
-
-    Examples
-    --------
-    >>> from calibprob.runs.faults import memory_budget
-    >>> budget, source = memory_budget()  # not in a Dask worker: the machine's available memory
-    >>> budget > 0, source
-    (True, "the machine's available memory")
-    """
-    machine = _machine_available()
-    worker = _dask_worker()
-    limit = getattr(getattr(worker, "memory_manager", None), "memory_limit", None)
-    if not limit:
-        return machine, "the machine's available memory"
-    fraction = _terminate_fraction()
-    used = float(psutil.Process(os.getpid()).memory_info().rss)
-    room = max(0.0, fraction * float(limit) - used)
-    source = (
-        f"the room left in this Dask worker: {fraction:.0%} of its {float(limit) / _GIB:.1f} GiB memory "
-        f"limit minus {used / _GIB:.1f} GiB in use"
-    )
-    return (room, source) if room <= machine else (machine, "the machine's available memory")
 
 
 def check_n_by_n(n: int, n_matrices: float, what: str, *, fix: str = MEMORY_FIX) -> None:
@@ -210,11 +145,11 @@ def killed_message(err: BaseException, events=()) -> str:
     address = getattr(last, "address", "?")
     limit = float(getattr(last, "memory_limit", 0) or 0)
     rss = [float(e.get("rss", 0)) for _, e in events if isinstance(e, dict) and e.get("worker") == address]
-    limit_text = f"{limit / _GIB:.1f} GiB" if limit else "unknown"
+    limit_text = f"{limit / GIB:.1f} GiB" if limit else "unknown"
     if rss:
         cause = (
             f"worker killed: out of memory at {_terminate_fraction() * 100:.0f} % of its {limit_text} limit "
-            f"(its nanny restarted it at {rss[-1] / _GIB:.1f} GiB)"
+            f"(its nanny restarted it at {rss[-1] / GIB:.1f} GiB)"
         )
     else:
         cause = (
@@ -227,30 +162,174 @@ def killed_message(err: BaseException, events=()) -> str:
     )
 
 
-#: Float64 ``n x n`` arrays alive at the peak of a method kind on an exact-GP base of ``n`` training rows,
-#: by kind and variant, for the work that the GP's own checks (fit, leave-one-out) do not cover. The sharp
-#: GP's ``full`` and ``cross-fitted`` variants factorise K(θ_δ) + σ²I at every objective evaluation: the
-#: forward pass keeps the distances, the covariance, its Cholesky factor and the distances to the
-#: calibration points; the gradient adds the covariance again, the n x n gradient with its triangle
-#: copies and the lengthscale derivative (counted from ``calibrators/sharp_gp/_op.py``: 8-9). The
-#: full-conformal GP adds L⁻¹ and one more n x n product to the fitted GP's factor.
-N_BY_N = {
-    ("sharp-gp", "full"): 9.0,
-    ("sharp-gp", "cross-fitted"): 9.0,
-    ("full-conformal-gp", None): 2.0,
+#: Measured time of each step in Cholesky factorisations of its ``n x n`` matrix (``n^3/3`` flops at the
+#: process's :func:`factorisation_rate`; ``benchmarks/faults_measure.py`` and ``tests/runs/test_faults.py``,
+#: n = 1000 to 4600). ``fit-evals``: the exact GP's multi-start hyperparameter fit on all its rows (below
+#: 1000 rows, or its subset), never less than ``fit-floor`` factorisations of 500 rows (below ~1200 rows the
+#: PyTensor and optimiser overhead of its evaluations, not their n^3, sets its time: 8-10 s at 500 to 900
+#: rows); ``refine``: the refinement on all rows (1000 to 4000 rows; fit at 2000 rows measured 3.3-3.5e11
+#: flops with its 500-row subset); ``factorise``: the factorisation after the fit (2.0-3.0 measured);
+#: ``loo`` and the GP conformal methods: the closed-form leave-one-out and the test predictions (J+GP
+#: 1.5-3.1 on an idle machine, 7-10 at a load average of 8, where the short timing of the rate
+#: overstates the sustained speed); ``sharp-gp-knot``: one knot of the sharp GP's ``full`` /
+#: ``cross-fitted`` variant (its L-BFGS-B evaluations, each a factorisation with its gradient; 1066 per
+#: knot at n = 1000 with 21 knots, where the objective's overhead dominates; 665 per knot at n = 2000
+#: with 3 knots, whose first knot's restarts weigh 2.45 times more than with 21 at n = 1000, so about
+#: 270 with 21 knots: 300 is used, low for a small training set, where overhead dominates).
+COST = {
+    "fit-evals": 400.0,
+    "fit-floor": 6000.0,
+    "refine": 30.0,
+    "factorise": 3.0,
+    "loo": 5.0,
+    "jackknife-plus-gp": 4.0,
+    "asym-jackknife-plus-gp": 4.0,
+    "full-conformal-gp": 5.0,
+    "sharp-gp-knot": 300.0,
 }
 
 #: Exact-GP base kinds (their methods' n x n work is what :func:`check_method_memory` refuses).
 EXACT_GP_BASES = ("gp",)
 
+#: The exact GP's automatic hyperparameter subset (mirrors :mod:`calibprob.bases.gp.exact`'s constants).
+_SUBSET_MIN_N, _SUBSET_SIZE, _REFINE_MAX_N, _LARGE_SUBSET_SIZE = 1000, 500, 4000, 2000
 
-def method_memory_arrays(kind: str, options: dict) -> float:
-    """How many ``n x n`` float64 arrays a method of ``kind`` allocates on an exact GP at its peak (0: none)."""
-    variant = options.get("variant", "full") if kind == "sharp-gp" else None
-    return N_BY_N.get((kind, variant), 0.0)
+#: The fix of a method whose estimated time is beyond the spec's ``max_method_minutes``.
+TIME_FIX = (
+    "use the sparse GP base (kind = 'sparse-gp', time linear in n), raise max_method_minutes at the top of "
+    "the spec, or give the base a smaller n_hyper_subset"
+)
 
 
-def check_method_memory(kind: str, options: dict, base_kind, n_train: int) -> None:
+@dataclass(frozen=True)
+class Work:
+    r"""A method's estimated ``n x n`` work on an exact GP: Cholesky factorisations by size, and its peak memory.
+
+    ``factorisations``: ``(count, rows)`` items, each ``count`` factorisation-equivalents of a
+    ``rows x rows`` matrix (:math:`\text{rows}^3/3` flops each); ``what``: the steps they count, for
+    messages; ``peak_bytes``: float64 bytes alive at the peak beyond the fitted base; ``peak_text``: how
+    that figure is made up.
+    """
+
+    factorisations: tuple[tuple[float, int], ...] = ()
+    what: str = ""
+    peak_bytes: float = 0.0
+    peak_text: str = ""
+
+    @property
+    def flops(self) -> float:
+        r"""Floating-point operations of the factorisations: :math:`\sum \text{count}\cdot\text{rows}^3/3`."""
+        return sum(c * float(r) ** 3 / 3.0 for c, r in self.factorisations)
+
+    def describe(self) -> str:
+        """The factorisations by size, e.g. ``"1260 of 12000 x 12000 (21 knots' L-BFGS-B evaluations)"``."""
+        sizes: dict[int, float] = {}
+        for c, r in self.factorisations:
+            sizes[r] = sizes.get(r, 0.0) + c
+        counts = " + ".join(f"{c:.0f} of {r} x {r}" for r, c in sorted(sizes.items(), key=lambda rc: -rc[0]))
+        return f"{counts} ({self.what})" if self.what else counts
+
+
+def gp_fit_factorisations(n: int, base_options: dict | None = None) -> list[tuple[float, int]]:
+    """Factorisation-equivalents of fitting the exact GP on ``n`` rows with its spec options (``n_hyper_subset``...).
+
+    Mirrors :meth:`calibprob.bases.gp.GaussianProcessRegressor._subset_plan`: no optimisation, one
+    factorisation; all rows (below 1000, or ``n_hyper_subset = None``-like), the multi-start fit on them;
+    otherwise the fit of the subset (itself by these rules) and, up to 4000 rows, a refinement on all rows.
+    """
+    opts = base_options or {}
+    out = [(COST["factorise"], n)]
+    if opts.get("optimize", True) is False or opts.get("optimizer", "lbfgs") != "lbfgs":
+        return out
+    m = opts.get("n_hyper_subset", "auto")
+    if m == "auto":
+        m = None if n < _SUBSET_MIN_N else (_SUBSET_SIZE if n <= _REFINE_MAX_N else _LARGE_SUBSET_SIZE)
+    if m is None or int(m) >= n:
+        # (the floor: a 500-row fit's overhead, counted in factorisations of n rows)
+        return [(max(COST["fit-evals"], COST["fit-floor"] * (_SUBSET_SIZE / n) ** 3), n), *out]
+    refine = opts.get("refine_hyper", "auto")
+    refine = n <= _REFINE_MAX_N if refine == "auto" else bool(refine)
+    sub = gp_fit_factorisations(int(m), {k: v for k, v in opts.items() if k not in ("n_hyper_subset", "refine_hyper")})
+    return sub + ([(COST["refine"], n)] if refine else []) + out
+
+
+def _kind_work(kind: str, options: dict, base_options: dict, n: int, refits: tuple[int, int] | None) -> Work:
+    """:class:`Work` of one method kind on an exact GP of ``n`` training rows (``refits``: count and rows)."""
+    if refits is not None and refits[0] > 0:
+        count, rows = refits
+        one = gp_fit_factorisations(rows, base_options)
+        held = count * PEAK_N_BY_N["refit"] * 8.0 * rows**2
+        return Work(
+            tuple((count * c, r) for c, r in one),
+            f"{count} refits of the GP on {rows} rows, each a hyperparameter fit and a factorisation",
+            PEAK_OVERHEAD + held + PEAK_N_BY_N["fit"] * 8.0 * rows**2,
+            f"{count} refitted GPs of {rows} rows kept until the method is assembled, and one fit",
+        )
+    if kind == "sharp-gp" and options.get("variant", "full") in ("full", "cross-fitted"):
+        rows = min(n, int(options.get("n_train_subset") or n))
+        knots = int(options.get("n_levels", 21))
+        return Work(
+            ((knots * COST["sharp-gp-knot"], rows),),
+            f"{knots} knots' L-BFGS-B evaluations",
+            PEAK_OVERHEAD + PEAK_N_BY_N["sharp-gp"] * 8.0 * rows**2,
+            f"{PEAK_N_BY_N['sharp-gp']:g} arrays of {rows} x {rows} and {PEAK_OVERHEAD / GIB:g} GiB",
+        )
+    if kind in COST and kind in PEAK_N_BY_N:  # the GP conformal methods: the closed-form LOO on all rows
+        return Work(
+            ((COST[kind], n),),
+            "the closed-form leave-one-out and the test predictions",
+            PEAK_OVERHEAD + PEAK_N_BY_N[kind] * 8.0 * n**2,
+            f"{PEAK_N_BY_N[kind]:g} arrays of {n} x {n} and {PEAK_OVERHEAD / GIB:g} GiB",
+        )
+    return Work()
+
+
+def method_work(kind: str, options: dict, base_spec: dict, n_train: int, refits: tuple[int, int] | None = None) -> Work:
+    """The estimated ``n x n`` work of a method on its base (none unless the base is an exact GP).
+
+    Parameters
+    ----------
+    kind : str
+        The method's kind.
+    options : dict
+        Its spec options (``variant``, ``n_levels``, ``n_train_subset`` of the sharp GP).
+    base_spec : dict
+        The base's spec table (``kind``; ``n_hyper_subset``, ``refine_hyper``, ``optimize``).
+    n_train : int
+        The base's training rows.
+    refits : (int, int), optional
+        For a method that refits the base (CV+, jackknife+, jackknife): how many refits, on how many rows.
+
+    Returns
+    -------
+    Work
+
+    Examples
+    --------
+    >>> from calibprob.runs.faults import method_work
+    >>> method_work("sharp-gp", {}, {"kind": "gp"}, 2000).describe()
+    "1260 of 2000 x 2000 (21 knots' L-BFGS-B evaluations)"
+    >>> method_work("sharp-gp", {}, {"kind": "sparse-gp"}, 2000).flops
+    0
+    """
+    if base_spec.get("kind") not in EXACT_GP_BASES:
+        return Work()
+    options = {k: v for k, v in options.items() if k != "bases"}
+    return _kind_work(kind, options, {k: v for k, v in base_spec.items() if k != "kind"}, int(n_train), refits)
+
+
+def _method_fix(kind: str, options: dict, generic: str) -> str:
+    if kind == "sharp-gp":
+        return (
+            "variant = 'scaled' (the base GP's own σ: no n x n work), n_train_subset = 2000 (θ fitted on a subset "
+            "of the training rows), " + generic
+        )
+    return generic
+
+
+def check_method_memory(
+    kind: str, options: dict, base_kind, n_train: int, *, base_spec: dict | None = None, refits=None
+) -> None:
     """Refuse a method whose n x n work on an exact-GP base would not fit in this worker, before it starts.
 
     Parameters
@@ -263,12 +342,16 @@ def check_method_memory(kind: str, options: dict, base_kind, n_train: int) -> No
         The kind of the base it runs on; only an exact GP (``"gp"``) has n x n work.
     n_train : int
         The base's training rows.
+    base_spec : dict, optional
+        The base's spec table (its options); default ``{"kind": base_kind}``.
+    refits : (int, int), optional
+        Refits of the base and their rows (CV+, jackknife+), see :func:`method_work`.
 
     Raises
     ------
     MemoryError
-        From :func:`check_n_by_n`, naming the method, the memory it needs, the worker's budget and the
-        fix (the sharp GP's ``variant = "scaled"``, the sparse GP base, ``--workers 1``).
+        Naming the method, the memory it needs (:data:`PEAK_N_BY_N`, measured), the worker's budget and
+        the fix (the sharp GP's ``variant = "scaled"``, the sparse GP base, ``--workers 1``).
 
     Examples
     --------
@@ -276,9 +359,113 @@ def check_method_memory(kind: str, options: dict, base_kind, n_train: int) -> No
     >>> check_method_memory("sharp-gp", {"variant": "scaled"}, "gp", 10**6)  # no n x n work: nothing to check
     >>> check_method_memory("sharp-gp", {}, "gp", 300)  # 6 MB: fits
     """
-    k = method_memory_arrays(kind, options)
-    if not k or base_kind not in EXACT_GP_BASES:
+    work = method_work(kind, options, base_spec or {"kind": base_kind}, n_train, refits)
+    if not work.peak_bytes:
         return
-    fix = ("variant = 'scaled' (the base GP's own σ, no n x n work), " if kind == "sharp-gp" else "") + MEMORY_FIX
+    budget, source = memory_budget()
+    if work.peak_bytes > budget:
+        fix = MEMORY_FIX
+        if work.peak_bytes > 0.95 * machine_total():  # one worker with all the memory would not hold it either
+            fix = f"use the sparse GP base (kind = 'sparse-gp', linear memory in n) or fewer training rows ({fix_rows(work, n_train)})"
+        raise MemoryError(
+            f"{_method_label(kind, options, n_train)} needs about {work.peak_bytes / 1e9:.1f} GB ({work.peak_text}, "
+            f"measured) but {source} is {budget / 1e9:.1f} GB; refused before allocating. "
+            f"Fix: {_method_fix(kind, options, fix)}."
+        )
+
+
+def fix_rows(work: Work, n_train: int) -> str:
+    """How many training rows would fit in 95 % of the machine's memory (the estimate grows as n^2)."""
+    scale = (0.95 * machine_total() / max(work.peak_bytes, 1.0)) ** 0.5
+    return f"at most about {int(n_train * scale)} on this machine's {machine_total() / GIB:.1f} GiB"
+
+
+def _method_label(kind: str, options: dict, n_train: int) -> str:
     variant = f" (variant {options.get('variant', 'full')!r})" if kind == "sharp-gp" else ""
-    check_n_by_n(n_train, k, f"{kind}{variant} on an exact GP of {n_train} training rows", fix=fix)
+    return f"{kind}{variant} on an exact GP of {n_train} training rows"
+
+
+def check_method_time(
+    kind: str, options: dict, base_spec: dict, n_train: int, max_minutes: float, *, refits=None
+) -> float:
+    r"""Refuse a method whose estimated time on an exact GP is beyond ``max_minutes``, before it starts.
+
+    The estimate is :math:`\sum_i c_i\, n_i^3/3` flops (:func:`method_work`: the count :math:`c_i` of
+    Cholesky factorisations of each size :math:`n_i`, measured per step in :data:`COST`) over this process's
+    measured :func:`factorisation_rate`.
+
+    Parameters
+    ----------
+    kind, options, base_spec, n_train, refits
+        As in :func:`method_work`.
+    max_minutes : float
+        The spec's ``max_method_minutes``.
+
+    Returns
+    -------
+    float
+        The estimated minutes (0 for a method without n x n work).
+
+    Raises
+    ------
+    TimeoutError
+        Naming the estimate, the count and size of the factorisations, the measured rate, the budget and the
+        fix (the sparse GP base, a larger ``max_method_minutes``, ``n_hyper_subset``; for the sharp GP its
+        ``variant = "scaled"`` or ``n_train_subset``).
+
+    Examples
+    --------
+    >>> from calibprob.runs.faults import check_method_time
+    >>> check_method_time("isotonic", {}, {"kind": "gp"}, 10**6, 1.0)  # no n x n work
+    0.0
+    """
+    work = method_work(kind, options, base_spec, n_train, refits)
+    if not work.flops:
+        return 0.0
+    rate = factorisation_rate()
+    minutes = work.flops / rate / 60.0
+    if minutes > max_minutes:
+        raise TimeoutError(
+            f"{_method_label(kind, options, n_train)} would take about {minutes:.0f} min "
+            f"({work.describe()} Cholesky factorisations at the {rate / 1e9:.1f} GFLOP/s measured in this "
+            f"process), beyond max_method_minutes = {max_minutes:g}; refused before starting. "
+            f"Fix: {_method_fix(kind, options, TIME_FIX)}."
+        )
+    return minutes
+
+
+#: Rows of the Cholesky factorisation timed by :func:`factorisation_rate` (0.33 GFLOP: a tenth of a second).
+RATE_N = 1000
+
+_RATE: dict[str, float] = {}
+
+
+def factorisation_rate() -> float:
+    r"""This process's measured Cholesky rate in flop/s: :math:`n^3/3` flops over the best of three timings.
+
+    A one-off timing of the factorisation of a :data:`RATE_N`-row SPD matrix (seeded), cached for the
+    life of the process (a Dask worker measures once, with the BLAS threads it runs with).
+
+    Returns
+    -------
+    float
+        Flop/s.
+
+    Examples
+    --------
+    >>> from calibprob.runs.faults import factorisation_rate
+    >>> factorisation_rate() > 1e7  # any machine: more than 10 Mflop/s
+    True
+    """
+    if "rate" not in _RATE:
+        rng = np.random.default_rng(0)
+        A = rng.standard_normal((RATE_N, RATE_N))
+        A = A @ A.T + RATE_N * np.eye(RATE_N)
+        best = np.inf
+        for _ in range(3):
+            B = A.copy()
+            t0 = time.perf_counter()
+            scipy.linalg.cho_factor(B, lower=True, overwrite_a=True, check_finite=False)
+            best = min(best, time.perf_counter() - t0)
+        _RATE["rate"] = RATE_N**3 / 3.0 / max(best, 1e-9)
+    return _RATE["rate"]

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from calibprob._core.estimator import BaseEstimator, ConvergenceWarning, check_is_fitted
+from calibprob._core.memory import memory_budget
 from calibprob._core.stable import stable_mean, stable_rms
 from calibprob._core.validation import (
     check_array,
@@ -25,7 +26,6 @@ from calibprob._core.validation import (
 )
 from calibprob.bases.gp import _objective, _pymc, kernels
 from calibprob.predictive import normal
-from calibprob.runs.faults import memory_budget
 
 _THETA_KEYS = ("lengthscale", "variance", "noise", "mean_", "mean")
 _CHUNK = 2048  # test rows per block in prediction (at most; see _predict_rows)
@@ -569,7 +569,7 @@ def available_memory() -> tuple[float, str]:
     """Bytes the exact GP may allocate, and where that figure comes from.
 
     The cap in GB from the environment variable ``CALIBPROB_GP_MEMORY_GB`` when set;
-    otherwise :func:`calibprob.runs.faults.memory_budget`: inside a Dask worker the room
+    otherwise :func:`calibprob._core.memory.memory_budget`: inside a Dask worker the room
     left below its memory limit (where its nanny restarts it), else the memory the
     operating system reports as available.
 
@@ -590,15 +590,16 @@ def available_memory() -> tuple[float, str]:
     return memory_budget()
 
 
-def check_memory(n: int, n_matrices: int, what: str, owner) -> None:
+def check_memory(n: int, n_matrices: float, what: str, owner) -> None:
     """Refuse, before allocating, work that needs ``n_matrices`` float64 ``n x n`` arrays beyond :func:`available_memory`.
 
     Parameters
     ----------
     n : int
         Rows of the covariance matrix.
-    n_matrices : int
-        How many ``n x n`` arrays are alive at the peak.
+    n_matrices : float
+        How many ``n x n`` arrays are alive at the peak (measured:
+        :data:`calibprob._core.memory.PEAK_N_BY_N`).
     what : str
         The step, for the message.
     owner : object
@@ -613,7 +614,7 @@ def check_memory(n: int, n_matrices: int, what: str, owner) -> None:
     cap, source = available_memory()
     if need > cap:
         raise MemoryError(
-            f"{type(owner).__name__}: {what} needs about {need / 1e9:.2f} GB ({n_matrices} float64 "
+            f"{type(owner).__name__}: {what} needs about {need / 1e9:.2f} GB ({n_matrices:g} float64 "
             f"{n} x {n} matrices) but {source} is {cap / 1e9:.2f} GB. Use the sparse GP "
             "(SparseGaussianProcessRegressor, spec kind 'sparse-gp'), fewer rows, fewer workers (--workers 1), "
             "or, if the memory "

@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
+from calibprob._core.memory import PEAK_N_BY_N
 from calibprob._core.validation import check_int
 from calibprob.bases.gp import _objective, _pymc
 from calibprob.bases.gp._shared import _BLOCK_ELEMENTS, _CHUNK, _GPBase, check_memory
@@ -268,9 +269,9 @@ class GaussianProcessRegressor(_GPBase):
         n = len(self.y_train_)
         m, refine = self._subset_plan(n)
         if self.optimize and (m is None or refine):
-            check_memory(n, 5 if self.kernel == "matern" else 4, "the hyperparameter fit on all rows", self)
+            check_memory(n, PEAK_N_BY_N["fit"], "the hyperparameter fit on all rows", self)
         else:
-            check_memory(n, 2, "the factorisation of the covariance", self)
+            check_memory(n, PEAK_N_BY_N["factorise"], "the factorisation of the covariance", self)
         if m is None:
             return super()._fit_theta(spec, rng, info)
         return self._fit_on_subset(spec, rng, info, m, refine)
@@ -331,7 +332,7 @@ class GaussianProcessRegressor(_GPBase):
         # zero mean is the centred data's
         X, y = self.X_train_, self._y_centred()
         n = y.shape[0]
-        check_memory(n, 2, "the factorisation of the covariance", self)
+        check_memory(n, PEAK_N_BY_N["factorise"], "the factorisation of the covariance", self)
         K = self._k(X, None, theta)
         K[np.diag_indices(n)] += theta["noise"]
         factor = scipy.linalg.cho_factor(K, lower=True, overwrite_a=True, check_finite=False)
@@ -391,7 +392,7 @@ class GaussianProcessRegressor(_GPBase):
             constant mean re-estimated in each fold).
         """
         th = self._theta_for(theta)
-        check_memory(self.X_train_.shape[0], 3, "the leave-one-out predictions", self)
+        check_memory(self.X_train_.shape[0], PEAK_N_BY_N["loo"], "the leave-one-out predictions", self)
         K = self._k(self.X_train_, None, th)
         K[np.diag_indices_from(K)] += th["noise"]
         mu, sd = loo_from_kernel(K, self._y_centred(), mean=self.mean)

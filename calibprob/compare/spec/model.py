@@ -32,7 +32,11 @@ TOP_KEYS = {
     "confidence_levels": "levels of the central intervals scored for coverage and width",
     "levels": "quantile levels stored in each prediction (default 0.01..0.99)",
     "target_transform": "'log' or 'log1p': fit on the transformed target, score on the original scale",
+    "max_method_minutes": "minutes a method's estimated n x n work on an exact GP may take before it is refused",
 }
+
+#: Default of the spec's ``max_method_minutes`` (:func:`calibprob.runs.faults.check_method_time`).
+DEFAULT_MAX_METHOD_MINUTES = 60.0
 
 
 #: Values of the top-level ``target_transform`` key (:mod:`calibprob.transforms`).
@@ -285,6 +289,7 @@ class Spec:
     source: str = ""
     root: str = "."
     bases: tuple[tuple[str, dict], ...] | None = None
+    max_method_minutes: float = DEFAULT_MAX_METHOD_MINUTES
 
     def to_dict(self) -> dict:
         """A JSON-able dict that rebuilds the spec with :func:`parse_spec` (used to ship it to Dask workers)."""
@@ -313,6 +318,8 @@ class Spec:
             out["levels"] = list(self.levels)
         if self.target_transform is not None:
             out["target_transform"] = self.target_transform
+        if self.max_method_minutes != DEFAULT_MAX_METHOD_MINUTES:
+            out["max_method_minutes"] = self.max_method_minutes
         return out
 
     @property
@@ -333,6 +340,7 @@ class Spec:
         payload.pop("metrics", None)  # display only
         payload.pop("rank_by", None)  # display only: the ranking is recomputed from the scores
         payload.pop("repetitions", None)  # tasks are keyed by their own index
+        payload.pop("max_method_minutes", None)  # decides what is refused, not what a finished method scores
         text = json.dumps(payload, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -7,12 +7,20 @@ import tomllib
 from pathlib import Path
 
 from calibprob import registry
-from calibprob._core.options import Bool, Choice, Int, ListOf, SpecError, Str, _check_keys, _short, _suggest
+from calibprob._core.options import Bool, Choice, Float, Int, ListOf, SpecError, Str, _check_keys, _short, _suggest
 from calibprob._core.validation import check_levels, describe_unreadable_path
 from calibprob.bases.user import check_python_table
 from calibprob.compare.ranking import RANK_SCORES
 from calibprob.compare.spec.data import _parse_datasets, _parse_split
-from calibprob.compare.spec.model import DEFAULT_METRICS, TARGET_TRANSFORMS, TOP_KEYS, MethodSpec, Spec, _capped
+from calibprob.compare.spec.model import (
+    DEFAULT_MAX_METHOD_MINUTES,
+    DEFAULT_METRICS,
+    TARGET_TRANSFORMS,
+    TOP_KEYS,
+    MethodSpec,
+    Spec,
+    _capped,
+)
 from calibprob.metrics import METRIC_NAMES
 from calibprob.runs import safe_name
 
@@ -222,6 +230,7 @@ def _parse_spec(data, *, source, root) -> Spec:
     if "target_transform" in data:
         target_transform = Choice(TARGET_TRANSFORMS).check(data["target_transform"], "target_transform")
     split = _parse_split(data["split"])
+    max_minutes = _parse_max_method_minutes(data.get("max_method_minutes", DEFAULT_MAX_METHOD_MINUTES))
     return Spec(
         name=name,
         description=description,
@@ -240,7 +249,19 @@ def _parse_spec(data, *, source, root) -> Spec:
         target_transform=target_transform,
         source=source,
         root=str(root),
+        max_method_minutes=max_minutes,
     )
+
+
+def _parse_max_method_minutes(value) -> float:
+    """The spec's ``max_method_minutes``: a positive number of minutes (as a float)."""
+    try:
+        return float(Float(0.0, lo_open=True).check(value, "max_method_minutes"))
+    except SpecError as err:
+        raise SpecError(
+            f"{err} It caps the estimated time of each method's n x n work on an exact GP (refused beyond it); "
+            f"write e.g. max_method_minutes = 120 to allow two hours (default {DEFAULT_MAX_METHOD_MINUTES:g})."
+        ) from None
 
 
 def _check_top_level(data) -> None:
