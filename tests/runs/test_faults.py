@@ -193,7 +193,7 @@ def test_a_method_beyond_max_method_minutes_is_refused_in_its_row_and_the_others
 def test_max_method_minutes_is_validated(value, got):
     with pytest.raises(
         SpecError,
-        match=rf"max_method_minutes must be a finite number > 0; got {got}\..*write e\.g\. max_method_minutes = 120",
+        match=rf"max_method_minutes must be a finite number > 0; got {got}\..*set it larger.*e\.g\. max_method_minutes = 120",
     ):
         parse_spec({**SPEC, "max_method_minutes": value})
     with pytest.raises(SpecError, match="max_method_minute.*max_method_minutes"):

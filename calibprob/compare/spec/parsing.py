@@ -259,8 +259,8 @@ def _parse_max_method_minutes(value) -> float:
         return float(Float(0.0, lo_open=True).check(value, "max_method_minutes"))
     except SpecError as err:
         raise SpecError(
-            f"{err} It caps the estimated time of each method's n x n work on an exact GP (refused beyond it); "
-            f"write e.g. max_method_minutes = 120 to allow two hours (default {DEFAULT_MAX_METHOD_MINUTES:g})."
+            f"{err} It caps the estimated time of each method's n x n work on an exact GP (refused beyond it); set it "
+            f"larger to allow more, e.g. max_method_minutes = 120 for two hours (default {DEFAULT_MAX_METHOD_MINUTES:g})."
         ) from None
 
 
