@@ -16,6 +16,8 @@ spec that does not use them never pays for them.
 
 from __future__ import annotations
 
+import functools
+
 import warnings
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
@@ -504,11 +506,19 @@ def run_conformal_bayes(ctx: TaskContext, entry, *, grid_size: int = 100, grid_m
     model = entry.load()(confidence_level=levels, **kwargs).fit(ll, y=y)
     # a block of test points at a time: the log densities are draws x block x grid doubles
     step = max(1, 2_000_000 // (ll.shape[0] * len(grid)))
-    parts = [
-        model.predict(base.log_density(ctx.X_test[i : i + step], grid), grid) for i in range(0, len(ctx.X_test), step)
-    ]
+    parts = []
+    for i in range(0, len(ctx.X_test), step):
+        X_part = ctx.X_test[i : i + step]
+        # the ends are refined between grid points on the exact p-value: the base scores any candidates
+        refine = functools.partial(_log_density_rows, base, X_part)
+        parts.append(model.predict(base.log_density(X_part, grid), grid, log_density=refine))
     out = xr.concat(parts, dim="obs", data_vars="all", coords="different", compat="equals", join="outer")
     return out.assign_coords(obs=np.arange(out.sizes["obs"]))
+
+
+def _log_density_rows(base, X, rows: slice, values: np.ndarray) -> np.ndarray:
+    """The base's log density of the test points ``X[rows]`` at per-point candidates ``values`` (b, K)."""
+    return base.log_density(X[rows], values)
 
 
 def run_cqr(ctx: TaskContext, entry, **options) -> xr.Dataset:

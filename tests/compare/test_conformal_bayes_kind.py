@@ -46,12 +46,27 @@ def test_sets_equal_a_brute_force_conformal_bayes(task):
     grid = np.linspace(y.min() - 1.5 * y.std(), y.max() + 1.5 * y.std(), 60)
     ll = ctx.base.log_density(ctx.X_train, y[:, None])[:, :, 0]
     logf = ctx.base.log_density(ctx.X_test, grid)
+    lower, upper = (out[k].sel(confidence_level=0.8).values for k in ("lower", "upper"))
+    step = grid[1] - grid[0]
+    tol = step / 2**10  # the refinement's final bracket
+    refined = 0
     for j in range(15):
         kept = ref.reference_kept(ll, logf[:, j, :], alpha=0.2)
-        lo = grid[kept][0] if not kept[0] else -np.inf
-        hi = grid[kept][-1] if not kept[-1] else np.inf
-        assert out["lower"].sel(confidence_level=0.8).values[j] == lo
-        assert out["upper"].sel(confidence_level=0.8).values[j] == hi
+        first, last = grid[kept][[0, -1]]
+        # a set reaching the grid's edge is unbounded on that side, as before
+        assert (lower[j] == -np.inf) == kept[0] and (upper[j] == np.inf) == kept[-1]
+        # a finite end is refined between the grid points bracketing it, to 2**-10 of the spacing, and reported
+        # at the final bracket's outer end: outside the set, with the set one bracket width further in
+        for end, inner, side in ((lower[j], first, 1.0), (upper[j], last, -1.0)):
+            if np.isinf(end):
+                continue
+            assert 0.0 < side * (inner - end) <= step
+            cand = np.array([[end, end + side * tol]])
+            at = ref.reference_kept(ll, ctx.base.log_density(ctx.X_test[j : j + 1], cand)[:, 0, :], alpha=0.2)
+            assert at.tolist() == [False, True]
+            refined += 1
+    assert refined >= 20
+    assert out.attrs["interval_ends"].startswith("refined by bisection")
 
 
 def test_a_base_without_posterior_draws_is_refused(task):

@@ -87,16 +87,11 @@ class BambiDoor:
             )
         return "logp" if method == "logp" or self.likelihood not in _CLOSED_FORM else "closed-form"
 
-    def closed_form_blocks(self, new, g, logpdf) -> Iterator[tuple[slice, np.ndarray]]:
-        """The family's parameters at the new rows (bambi's ``predict``), then the log density per block."""
-        m = g.shape[0]
+    def closed_form_params(self, new, m: int) -> tuple[str, list[np.ndarray]]:
+        """The family and its parameters (draws, m) at the new rows, by bambi's ``predict``."""
         family, names = _CLOSED_FORM[self.likelihood]
         post = self.model.predict(self.slim, kind="response_params", data=new, inplace=False)["posterior"]
-        params = [self._per_draw(post[name], m) for name in names]
-        per = max(1, _BLOCK_BYTES // (8 * self.n_draws * g.shape[1]))
-        for start in range(0, m, per):
-            sl = slice(start, min(start + per, m))
-            yield sl, logpdf(family, [p[:, sl, None] for p in params], g[None, sl, :])
+        return family, [self._per_draw(post[name], m) for name in names]
 
     def _per_draw(self, da: xr.DataArray, m: int) -> np.ndarray:
         """A parameter as (draws, m): per row (``__obs__``) or shared by the rows."""

@@ -188,7 +188,9 @@ class ConformalBayes(BaseEstimator):
         if self.block_rows is not None:
             check_int(self.block_rows, "block_rows", minimum=1)
 
-    def predict(self, test_log_density, grid, *, groups=None, confidence_level=None) -> xr.Dataset:
+    def predict(
+        self, test_log_density, grid, *, groups=None, confidence_level=None, log_density=None
+    ) -> xr.Dataset:
         r"""Conformal Bayes sets on the grid at the test points.
 
         Parameters
@@ -204,17 +206,27 @@ class ConformalBayes(BaseEstimator):
             The test points' groups (needs ``train_groups`` at :meth:`fit`): rank within the group.
         confidence_level : float or sequence of float, optional
             Default: the constructor's.
+        log_density : callable, optional
+            ``log_density(rows, y) -> (S, len(rows), K)``: :math:`\log f_{\theta_s}(y_{jk} \mid x_j)`
+            for the test points ``rows`` (a slice) at any candidates ``y`` of shape (len(rows), K),
+            same draws in the same order. With it, each end of the set is refined between the
+            last grid point inside and the first outside by bisection on the exact p-value
+            (:data:`REFINE_STEPS` halvings, to :math:`2^{-10}` of the spacing) and reported at the
+            outer end of the final bracket; without it, the end is the first grid point *outside*
+            the set. Either way the reported interval contains the set's hull on the grid's span,
+            so its coverage is at least the set's (``attrs["interval_ends"]`` says which).
 
         Returns
         -------
         xarray.Dataset
             The interval family (``attrs["family"] == "interval"``): ``lower``, ``upper``
-            (obs, confidence_level) — the hull of the set, :math:`\mp\infty` on a side where the
+            (obs, confidence_level) — the hull of the set with its ends refined or widened to the
+            outer grid neighbour (see ``log_density``), :math:`\mp\infty` on a side where the
             set reaches the grid's edge or the group is too small; ``n_pieces`` (1: an
             interval), ``touches_edge``, ``grid_length`` (kept grid points × spacing, Fong and
             Holmes's length); per test point ``p_value`` and ``ess`` over the grid (``grid``),
-            ``min_ess`` and ``pareto_k`` (at the set's boundary), ``n_ranked``; and with groups
-            ``group`` and ``marginal_fallback``.
+            per test point *and level* ``min_ess`` and ``pareto_k`` (at that level's set boundary),
+            ``n_ranked``; and with groups ``group`` and ``marginal_fallback``.
         """
         check_is_fitted(self, "log_likelihood_", method="fit")
         arr = _inputs.test_density_array(test_log_density, self.n_draws_, self.sample_shape_)
@@ -231,7 +243,14 @@ class ConformalBayes(BaseEstimator):
                 # contiguous copy of the slab: reductions over the draws of a transposed view are ~10x slower
                 yield sl, np.asarray(arr[:, sl, :]) if contiguous else np.ascontiguousarray(arr[:, sl, :], dtype=float)
 
-        return self._predict_blocks(blocks(), g, groups=groups, confidence_level=confidence_level)
+        if log_density is not None and not callable(log_density):
+            raise TypeError(
+                f"log_density must be a callable log_density(rows, y) -> (S, len(rows), K); got "
+                f"{type(log_density).__name__}. Pass None to report the outer grid neighbours instead."
+            )
+        return self._predict_blocks(
+            blocks(), g, groups=groups, confidence_level=confidence_level, log_density=log_density
+        )
 
     def _points_per_block(self, G: int) -> int:
         rows = self.block_rows or max(1, _BLOCK_BYTES // (8 * self.n_draws_))
@@ -258,7 +277,9 @@ class ConformalBayes(BaseEstimator):
         fallback = np.array([v not in seen for v in labels.tolist()], bool)
         return labels, self.train_groups_, fallback
 
-    def _predict_blocks(self, blocks, g: np.ndarray, *, groups=None, confidence_level=None) -> xr.Dataset:
+    def _predict_blocks(
+        self, blocks, g: np.ndarray, *, groups=None, confidence_level=None, log_density=None
+    ) -> xr.Dataset:
         """The core loop over blocks ``(slice of test points, logf (S, b, G))``; see :meth:`predict`."""
         levels = check_confidence_levels(
             self.confidence_level if confidence_level is None else confidence_level, "confidence_level"
@@ -270,25 +291,42 @@ class ConformalBayes(BaseEstimator):
         rank = np.empty((m, G), np.int64)
         ess = np.empty((m, G))
         n_ranked = np.full(m, self.n_train_, np.int64)
-        logw_focus = np.empty((self.n_draws_, m))
-        alpha_min = 1.0 - float(levels.max())
+        if labels is not None:
+            member = (train_labels[None, :] == labels[:, None]) | fallback[:, None]
+            n_ranked = member.sum(axis=1)
+        thresholds = np.stack([lower_rank_vec(1.0 - float(lv), n_ranked) for lv in levels], axis=1)
+        # the AOI log weights at each level's deciding point: Pareto k-hat per test point and level
+        logw_focus = np.empty((self.n_draws_, m, len(levels)))
         for sl, logf in blocks:
             b = logf.shape[1]
             if not np.isfinite(logf).all():  # one pass in the common case; details only when needed
                 _inputs.check_log_density(logf, "test_log_density", allow_minus_inf=True)
                 _check_support(logf, g[sl], sl.start)
-            members = None
-            if labels is not None:
-                mem = (train_labels[None, :] == labels[sl, None]) | fallback[sl, None]
-                n_ranked[sl] = mem.sum(axis=1)
-                members = np.repeat(mem, G, axis=0)
+            members = None if labels is None else np.repeat(member[sl], G, axis=0)
             r, e, log_norm = aoi_block(logf, self.log_likelihood_, E, c, members, E32)
             self._check_mass(log_norm.reshape(b, G), g[sl], sl.start)
             rank[sl] = r.reshape(b, G)
             ess[sl] = e.reshape(b, G)
-            focus = _focus_points(rank[sl], ess[sl], lower_rank_vec(alpha_min, n_ranked[sl]))
-            logw_focus[:, sl] = log_weights(logf[:, np.arange(b), focus])
-        return self._assemble(rank, ess, n_ranked, g, levels, labels, fallback, logw_focus)
+            for k in range(len(levels)):
+                focus = _focus_points(rank[sl], ess[sl], thresholds[sl, k])
+                logw_focus[:, sl, k] = log_weights(logf[:, np.arange(b), focus])
+        out = _set_summaries(rank, thresholds, g)
+        if log_density is None:
+            ends = "outer grid neighbours"
+            out["lower"], out["upper"] = out.pop("lower_out"), out.pop("upper_out")
+        else:
+            ends = f"refined by bisection on the p-value ({REFINE_STEPS} halvings of the grid spacing)"
+            refine = _EndRefiner(self.log_likelihood_, E, c, E32, None if labels is None else member, thresholds)
+            out["lower"], out["upper"] = refine(log_density, out)
+        for key in ("lower_in", "upper_in", "lower_out", "upper_out"):
+            out.pop(key, None)
+        ds = self._assemble(out, rank, ess, n_ranked, g, levels, thresholds, logw_focus)
+        ds.attrs["interval_ends"] = ends
+        if labels is not None:
+            ds["group"] = ("obs", labels)
+            ds["marginal_fallback"] = ("obs", fallback)
+        self._warn(ds, levels, labels)
+        return ds
 
     def _check_mass(self, log_norm: np.ndarray, g: np.ndarray, start: int) -> None:
         """Refuse test points whose posterior predictive leaves the grid (the set would be clipped)."""
@@ -303,12 +341,16 @@ class ConformalBayes(BaseEstimator):
                 "grid and would be clipped. Widen the grid to cover the predictive's bulk (or lower min_grid_mass)."
             )
 
-    def _assemble(self, rank, ess, n_ranked, g, levels, labels, fallback, logw_focus) -> xr.Dataset:
+    def _assemble(self, out, rank, ess, n_ranked, g, levels, thresholds, logw_focus) -> xr.Dataset:
         m, G = rank.shape
-        out = _set_summaries(rank, n_ranked, g, levels)
-        k_widest = lower_rank_vec(1.0 - float(levels.max()), n_ranked)
-        focus_ess = np.array([ess[j][_focus_mask(rank[j], int(k_widest[j]))].min() for j in range(m)])
-        khat = self._pareto_k(logw_focus) if self.pareto_k else np.full(m, np.nan)
+        L = len(levels)
+        focus_ess = np.array(
+            [[ess[j][_focus_mask(rank[j], int(thresholds[j, k]))].min() for k in range(L)] for j in range(m)]
+        ).reshape(m, L)
+        if self.pareto_k:
+            khat = np.stack([self._pareto_k(logw_focus[:, :, k]) for k in range(L)], axis=1)
+        else:
+            khat = np.full((m, L), np.nan)
         ds = xr.Dataset(
             {name: (("obs", "confidence_level"), v) for name, v in out.items()},
             coords={"obs": np.arange(m), "confidence_level": levels, "grid_point": np.arange(G)},
@@ -316,14 +358,10 @@ class ConformalBayes(BaseEstimator):
         ds["p_value"] = (("obs", "grid_point"), rank / (n_ranked[:, None] + 1.0))
         ds["grid"] = (("obs", "grid_point"), np.ascontiguousarray(g))
         ds["ess"] = (("obs", "grid_point"), ess)
-        ds["min_ess"] = ("obs", focus_ess)
-        ds["pareto_k"] = ("obs", khat)
+        ds["min_ess"] = (("obs", "confidence_level"), focus_ess)
+        ds["pareto_k"] = (("obs", "confidence_level"), khat)
         ds["n_ranked"] = ("obs", n_ranked)
-        if labels is not None:
-            ds["group"] = ("obs", labels)
-            ds["marginal_fallback"] = ("obs", fallback)
         ds.attrs.update(method="conformal-bayes", family="interval", n_train=self.n_train_, n_draws=self.n_draws_)
-        self._warn(ds, levels, labels)
         return ds
 
     def _pareto_k(self, logw: np.ndarray) -> np.ndarray:
@@ -331,20 +369,81 @@ class ConformalBayes(BaseEstimator):
         return pareto_khat(logw)
 
     def _warn(self, ds: xr.Dataset, levels, labels) -> None:
-        _warn_diagnostics(ds, self.min_ess, self.max_pareto_k)
+        """One warning per call, a line per problem and level (diagnostics are per test point and level)."""
+        lines = _diagnostic_lines(ds, self.min_ess, self.max_pareto_k)
         small = np.isinf(ds["lower"].values) & np.isinf(ds["upper"].values) & (ds["grid_length"].values < 0)
         for k, c in enumerate(levels):
             rows = np.flatnonzero(small[:, k])
             if rows.size:
                 need = min_conformal_points(float(c))
                 who = sorted({str(labels[j]) for j in rows}) if labels is not None else ["(all training points)"]
-                warnings.warn(
+                lines.append(
                     f"confidence_level={c:g}: group(s) {', '.join(who[:8])} have fewer than {need} training points "
                     f"(the level needs alpha (n_j + 1) >= 1, n_j >= {need}); their {rows.size} test point(s) get the "
-                    "whole real line (-inf, inf). Lower the level or pool groups.",
-                    CalibprobWarning,
-                    stacklevel=5,
+                    "whole real line (-inf, inf). Lower the level or pool groups."
                 )
+        if lines:
+            warnings.warn("conformal Bayes:\n- " + "\n- ".join(lines), CalibprobWarning, stacklevel=4)
+
+
+#: Bisection steps of each refined set end: the bracket shrinks to 2**-10 of the grid spacing.
+REFINE_STEPS = 10
+
+
+class _EndRefiner:
+    r"""Refine the set's hull ends between grid points by bisection on the exact conformal p-value.
+
+    The p-value :math:`\pi(y)` is computed exactly (up to the draws' Monte Carlo error) at any
+    candidate by the same add-one-in ranks as on the grid; each end's bracket (last grid point
+    inside, first outside) is halved :data:`REFINE_STEPS` times and the *outer* end of the final
+    bracket is reported, so the interval contains the set near that end.
+    """
+
+    def __init__(self, log_lik, E, c, E32, member, thresholds):
+        self.log_lik, self.E, self.c, self.E32 = log_lik, E, c, E32
+        self.member, self.thresholds = member, thresholds
+
+    def __call__(self, log_density, out) -> tuple[np.ndarray, np.ndarray]:
+        lo_in, lo_out = out["lower_in"].copy(), out["lower_out"].copy()
+        up_in, up_out = out["upper_in"].copy(), out["upper_out"].copy()
+        m, L = lo_in.shape
+        # only finite brackets are refined (an infinite end, an empty set or a too-small group stay as they are)
+        act = np.concatenate([np.isfinite(lo_in) & np.isfinite(lo_out), np.isfinite(up_in) & np.isfinite(up_out)], 1)
+        if not act.any():
+            return lo_out, up_out
+        inside = np.concatenate([lo_in, up_in], axis=1)
+        outside = np.concatenate([lo_out, up_out], axis=1)
+        thr = np.concatenate([self.thresholds, self.thresholds], axis=1)
+        rows_needed = np.flatnonzero(act.any(axis=1))
+        per = max(1, _BLOCK_BYTES // (8 * self.log_lik.shape[0] * 2 * L))
+        for _ in range(REFINE_STEPS):
+            mid = 0.5 * (inside + outside)
+            # inactive entries are evaluated at an active candidate of their row (a finite value in the support)
+            fill = mid[np.arange(m), np.argmax(act, axis=1)]
+            mid = np.where(act, mid, fill[:, None])
+            keep = np.zeros_like(act)
+            for start in range(0, rows_needed.size, per):
+                rows = rows_needed[start : start + per]
+                keep[rows] = self._inside(log_density, rows, mid[rows], thr[rows], act[rows])
+            inside = np.where(act & keep, mid, inside)
+            outside = np.where(act & ~keep, mid, outside)
+        return outside[:, :L], outside[:, L:]
+
+    def _inside(self, log_density, rows, y, thr, act) -> np.ndarray:
+        # the callable takes a slice of consecutive test points: ask for the span, use the rows needed
+        sl = slice(int(rows[0]), int(rows[-1]) + 1)
+        span = np.zeros((sl.stop - sl.start, y.shape[1]))
+        span[rows - sl.start] = y
+        logf = np.asarray(log_density(sl, span), dtype=float)
+        if logf.shape != (self.log_lik.shape[0], span.shape[0], span.shape[1]):
+            raise ValueError(
+                f"log_density(rows, y) must return shape (S, len(rows), K) = ({self.log_lik.shape[0]}, "
+                f"{span.shape[0]}, {span.shape[1]}); got {logf.shape}. Return the same draws' log densities."
+            )
+        logf = logf[:, rows - sl.start]
+        members = None if self.member is None else np.repeat(self.member[rows], y.shape[1], axis=0)
+        r, _, _ = aoi_block(np.ascontiguousarray(logf), self.log_lik, self.E, self.c, members, self.E32)
+        return (r.reshape(y.shape) > thr) & act
 
 
 def _check_support(logf: np.ndarray, g: np.ndarray, start: int) -> None:
@@ -383,66 +482,81 @@ def _focus_points(rank: np.ndarray, ess: np.ndarray, k: np.ndarray) -> np.ndarra
     return out
 
 
-def _set_summaries(rank: np.ndarray, n_ranked: np.ndarray, g: np.ndarray, levels) -> dict[str, np.ndarray]:
-    """Hull, pieces, edge flag and grid length of :math:`\\{y_g: \\text{rank} > \\lfloor\\alpha(n_j+1)\\rfloor\\}`.
+def _set_summaries(rank: np.ndarray, thresholds: np.ndarray, g: np.ndarray) -> dict[str, np.ndarray]:
+    """Hull brackets, pieces, edge flag and grid length of :math:`\\{y_g: \\text{rank} > \\lfloor\\alpha(n_j+1)\\rfloor\\}`.
 
-    A point whose group is too small for a level (:math:`\\alpha(n_j+1) < 1`) gets
-    :math:`(-\\infty, \\infty)` and ``grid_length = -1`` as the marker of that case.
+    Each finite end comes as a bracket: the outermost grid point inside the set (``*_in``) and its
+    neighbour outside (``*_out``). A point whose group is too small for a level
+    (:math:`\\alpha(n_j+1) < 1`) gets :math:`(-\\infty, \\infty)` and ``grid_length = -1`` as the
+    marker of that case.
     """
-    m, L = rank.shape[0], len(levels)
-    lower, upper = np.full((m, L), np.nan), np.full((m, L), np.nan)
+    m, L = thresholds.shape
+    nan = np.full((m, L), np.nan)
+    lo_in, lo_out, up_in, up_out = nan.copy(), nan.copy(), nan.copy(), nan.copy()
     pieces, edge, length = np.zeros((m, L), np.int64), np.zeros((m, L), bool), np.zeros((m, L))
     step = g[:, 1] - g[:, 0]
-    for k, c in enumerate(levels):
-        thr = lower_rank_vec(1.0 - float(c), n_ranked)
+    for k in range(L):
         for j in range(m):
-            if thr[j] == 0:  # alpha (n_j + 1) < 1: every candidate passes, whatever the grid
-                lower[j, k], upper[j, k], pieces[j, k], edge[j, k], length[j, k] = -np.inf, np.inf, 1, True, -1.0
+            if thresholds[j, k] == 0:  # alpha (n_j + 1) < 1: every candidate passes, whatever the grid
+                lo_in[j, k] = lo_out[j, k] = -np.inf
+                up_in[j, k] = up_out[j, k] = np.inf
+                pieces[j, k], edge[j, k], length[j, k] = 1, True, -1.0
                 continue
-            kept = rank[j] > thr[j]
+            kept = rank[j] > thresholds[j, k]
             pieces[j, k] = runs(kept)
             length[j, k] = kept.sum() * step[j]
             if not kept.any():
                 continue
             idx = np.flatnonzero(kept)
             edge[j, k] = bool(kept[0] or kept[-1])
-            lower[j, k] = -np.inf if kept[0] else g[j, idx[0]]
-            upper[j, k] = np.inf if kept[-1] else g[j, idx[-1]]
-    return {"lower": lower, "upper": upper, "n_pieces": pieces, "touches_edge": edge, "grid_length": length}
+            lo_in[j, k], lo_out[j, k] = (-np.inf, -np.inf) if kept[0] else (g[j, idx[0]], g[j, idx[0] - 1])
+            up_in[j, k], up_out[j, k] = (np.inf, np.inf) if kept[-1] else (g[j, idx[-1]], g[j, idx[-1] + 1])
+    return {
+        "lower_in": lo_in,
+        "lower_out": lo_out,
+        "upper_in": up_in,
+        "upper_out": up_out,
+        "n_pieces": pieces,
+        "touches_edge": edge,
+        "grid_length": length,
+    }
 
 
-def _warn_diagnostics(ds: xr.Dataset, min_ess: float, max_k: float) -> None:
+def _levels_where(mask: np.ndarray, levels) -> str:
+    """``"0.8 (3 points), 0.9 (5 points)"``: the levels at which a (obs, level) mask holds, with counts."""
+    return ", ".join(f"{lv:g} ({int(n)} point{'s' if n != 1 else ''})" for lv, n in zip(levels, mask.sum(0)) if n)
+
+
+def _diagnostic_lines(ds: xr.Dataset, min_ess: float, max_k: float) -> list[str]:
+    """The diagnostics' findings, per level: effective sample size, k-hat, edge hits, empty sets."""
+    levels = ds["confidence_level"].values
+    whole = ds["grid_length"].values < 0  # too-small group: the whole line by rule, no weights involved
     ess, khat = ds["min_ess"].values, ds["pareto_k"].values
-    low = ess < min_ess
+    lines = []
+    low = (ess < min_ess) & ~whole
     if low.any():
-        warnings.warn(
-            f"conformal Bayes: at {int(low.sum())} of {ess.size} test point(s) the add-one-in weights' effective "
-            f"sample size at the set's boundary is below {min_ess:g} (least {ess.min():.1f}); the p-values there "
-            "carry Monte Carlo error. Draw more posterior samples (or check x far from the data).",
-            CalibprobWarning,
-            stacklevel=6,
+        lines.append(
+            f"the add-one-in weights' effective sample size at the set's boundary is below {min_ess:g} (least "
+            f"{ess[low].min():.1f}) at level(s) {_levels_where(low, levels)}; the p-values there carry Monte Carlo "
+            "error. Draw more posterior samples (or check x far from the data)."
         )
-    bad = khat > max_k
+    bad = (khat > max_k) & ~whole
     if bad.any():
-        warnings.warn(
-            f"conformal Bayes: Pareto k-hat of the add-one-in weights exceeds {max_k:g} at {int(bad.sum())} test "
-            f"point(s) (largest {np.nanmax(khat):.2f}): the importance sampling is unreliable there.",
-            CalibprobWarning,
-            stacklevel=6,
+        lines.append(
+            f"Pareto k-hat of the add-one-in weights exceeds {max_k:g} (largest {np.nanmax(khat[bad]):.2f}) at "
+            f"level(s) {_levels_where(bad, levels)}: the importance sampling is unreliable there. Draw more "
+            "posterior samples or lower the level."
         )
-    edge = ds["touches_edge"].values & (ds["grid_length"].values >= 0)
+    edge = ds["touches_edge"].values & ~whole
     if edge.any():
-        warnings.warn(
-            f"conformal Bayes: {int(edge.any(axis=1).sum())} test point(s) have a set reaching the grid's edge; "
-            "that side is reported as -inf/inf (the set may extend beyond the grid). Widen the grid.",
-            CalibprobWarning,
-            stacklevel=6,
+        lines.append(
+            f"the set reaches the grid's edge at level(s) {_levels_where(edge, levels)}; that side is reported as "
+            "-inf/inf (the set may extend beyond the grid). Widen the grid or lower the level."
         )
     empty = ds["n_pieces"].values == 0
     if empty.any():
-        warnings.warn(
-            f"conformal Bayes: {int(empty.any(axis=1).sum())} test point(s) have an empty set on the grid "
-            "(lower/upper NaN); a finer grid may find it.",
-            CalibprobWarning,
-            stacklevel=6,
+        lines.append(
+            f"the set is empty on the grid (lower/upper NaN) at level(s) {_levels_where(empty, levels)}; "
+            "pass a finer grid."
         )
+    return lines

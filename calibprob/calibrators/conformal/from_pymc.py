@@ -126,30 +126,85 @@ def conformal_bayes(
     if not _bambi.is_bambi_model(model):
         door = _Door(model, idata, var_name, compile_mode)
     new = door.new_data(X_new)
-    g = _default_grid(grid, cb.y_train_, n_grid, door.n_new(new))
     if door.n_draws != cb.n_draws_:
         raise ValueError(
             f"idata: the posterior has {door.n_draws} draws but the log_likelihood group {cb.n_draws_}; "
             "recompute it with pm.compute_log_likelihood(idata) on this posterior."
         )
     path = door.choose(method)
+    m = door.n_new(new)
     if path == "closed-form":
-        blocks = door.closed_form_blocks(new, g, _closed_form_logpdf)
+        family, params = door.closed_form_params(new, m)
+
+        def log_density(rows: slice, y: np.ndarray) -> np.ndarray:
+            return _closed_form_logpdf(family, [p[:, rows, None] for p in params], y[None, :, :])
+
+        g = _default_grid(grid, cb.y_train_, n_grid, m, family=family, params=params)
     else:
-        blocks = door.logp_blocks(new, g)
-    pred = cb._predict_blocks(blocks, g, groups=groups)
+
+        def log_density(rows: slice, y: np.ndarray) -> np.ndarray:
+            out = np.empty((door.n_draws, *y.shape))
+            for sl, v in door.logp_blocks(_rows(new, rows), y):
+                out[:, sl] = v
+            return out
+
+        g = _default_grid(grid, cb.y_train_, n_grid, m)
+    per = max(1, _BLOCK_BYTES // (8 * door.n_draws * g.shape[1]))
+    blocks = ((sl, log_density(sl, g[sl])) for sl in (slice(s, min(s + per, m)) for s in range(0, m, per)))
+    pred = cb._predict_blocks(blocks, g, groups=groups, log_density=log_density)
     pred.attrs["log_density"] = path
+    pred.attrs["grid_rule"] = "given" if grid is not None else _GRID_RULES["closed" if path == "closed-form" else "logp"]
     return (pred, cb) if return_calibrator else pred
 
 
-def _default_grid(grid, y_train, n_grid: int, m: int) -> np.ndarray:
-    if grid is None:
+def _rows(new, rows: slice):
+    """The test points ``rows`` of the new inputs (a dict of arrays, or a bambi DataFrame)."""
+    if isinstance(new, dict):
+        return {k: v[rows] for k, v in new.items()}
+    return new.iloc[rows].reset_index(drop=True)
+
+
+#: Tail mass each posterior draw's predictive may leave outside a test point's default grid.
+GRID_TAIL = 1e-3
+_GRID_RULES = {
+    "closed": "per test point: the union over draws of each draw's central 1 - 1e-3 predictive interval",
+    "logp": "the training targets' range +- 2 sd (Fong and Holmes)",
+}
+
+
+def _default_grid(grid, y_train, n_grid: int, m: int, *, family=None, params=None) -> np.ndarray:
+    r"""The candidate grid: the user's, or a default.
+
+    With a closed-form likelihood the default is per test point, from its own posterior
+    predictive: :math:`[\min_s q_s(\epsilon/2),\ \max_s q_s(1-\epsilon/2)]` with :math:`q_s` the
+    quantile function of draw :math:`s`'s likelihood at the point and :math:`\epsilon` =
+    :data:`GRID_TAIL`. Each draw, hence the predictive (their mixture), puts at least
+    :math:`1-\epsilon` of its mass on the grid, wherever the test input lies, and the spacing
+    follows the point's own spread. Otherwise (the ``logp`` path), Fong and Holmes's
+    :math:`[\min y - 2 s_y, \max y + 2 s_y]`.
+    """
+    if grid is None and params is not None:
+        lo, hi = _predictive_span(family, params)
+        grid = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, n_grid)[None, :]
+    elif grid is None:
         if y_train is None:
             raise ValueError("grid: the tree has no observed_data to place a default grid; pass grid=.")
         sd = float(np.std(y_train)) or 1.0
         grid = np.linspace(y_train.min() - 2 * sd, y_train.max() + 2 * sd, n_grid)
     g = np.asarray(grid, float)
     return _inputs.check_grid(g, m, g.shape[-1])
+
+
+def _predictive_span(family: str, params) -> tuple[np.ndarray, np.ndarray]:
+    """Per test point, the union over draws of each draw's central ``1 - GRID_TAIL`` interval."""
+    p = 1.0 - GRID_TAIL / 2
+    if family == "NormalRV":
+        mu, sigma = params
+        z = special.ndtri(p)
+    else:
+        nu, mu, sigma = params
+        z = special.stdtrit(nu, p)
+    return (mu - z * sigma).min(axis=0), (mu + z * sigma).max(axis=0)
 
 
 class _Door:
@@ -259,9 +314,8 @@ class _Door:
         for start in range(0, self.n_draws, per):
             yield slice(start, min(start + per, self.n_draws))
 
-    def closed_form_blocks(self, new, g, logpdf) -> Iterator[tuple[slice, np.ndarray]]:
-        """Likelihood parameters at the m test inputs for all draws, then the log density per block."""
-        m = g.shape[0]
+    def closed_form_params(self, new, m: int) -> tuple[str, list[np.ndarray]]:
+        """The likelihood's family and parameters (draws, m) at the m test inputs, for all draws."""
         data = dict(new)
         if self.target is not None:
             data[self.target] = np.zeros(m)
@@ -272,15 +326,12 @@ class _Door:
         for sl in self._draw_batches(8 * m * 4):
             for k, p in enumerate(fn(sl)):
                 params[k][sl] = _per_draw(np.asarray(p, float), sl.stop - sl.start, m, self.batched[k])
-        per = max(1, _BLOCK_BYTES // (8 * self.n_draws * g.shape[1]))
-        for start in range(0, m, per):
-            sl = slice(start, min(start + per, m))
-            yield sl, logpdf(family, [p[:, sl, None] for p in params], g[None, sl, :])
+        return family, params
 
     def logp_blocks(self, new, g) -> Iterator[tuple[slice, np.ndarray]]:
         """The model's elementwise logp of the observed variable at (test input, grid value) rows."""
         m, G = g.shape
-        fn = None
+        fn = getattr(self, "_logp_fn", None)  # compiled once per door: refinement calls this again
         per = max(1, _BLOCK_BYTES // (8 * self.n_draws * G))
         for start in range(0, m, per):
             sl = slice(start, min(start + per, m))
@@ -289,7 +340,7 @@ class _Door:
             data[str(self.target)] = g[sl].reshape(-1)
             self._set(data)
             if fn is None:
-                fn = self._compile(self.clone.logp(vars=[self.rv], sum=False, jacobian=False))
+                fn = self._logp_fn = self._compile(self.clone.logp(vars=[self.rv], sum=False, jacobian=False))
             out = np.empty((self.n_draws, b, G))
             for ds in self._draw_batches(8 * b * G * 3):
                 out[ds] = np.asarray(fn(ds)[0]).reshape(ds.stop - ds.start, b, G)
