@@ -200,8 +200,8 @@ class ConformalBayes(BaseEstimator):
             the training log-likelihood (a DataArray: ``chain``/``draw`` (or ``sample``) dims, a
             grid dim named ``grid`` or ``grid_point`` — else the last — and the test points).
         grid : array_like, shape (G,) or (n_test, G)
-            Equispaced candidate values; it must span the training targets and hold at least
-            ``min_grid_mass`` of each test point's posterior predictive.
+            Equispaced candidate values holding at least ``min_grid_mass`` of each test point's
+            posterior predictive; one grid (G,) for every point must also span the training targets.
         groups : array_like, optional
             The test points' groups (needs ``train_groups`` at :meth:`fit`): rank within the group.
         confidence_level : float or sequence of float, optional
@@ -232,7 +232,10 @@ class ConformalBayes(BaseEstimator):
         arr = _inputs.test_density_array(test_log_density, self.n_draws_, self.sample_shape_)
         m, G = arr.shape[1], arr.shape[2]
         g = _inputs.check_grid(grid, m, G)
-        _inputs.check_grid_covers(g, self.y_train_)
+        if np.ndim(grid) == 1:
+            # one grid for every point must span the training targets (Fong and Holmes's rule); a grid per
+            # test point is placed on that point's predictive, and min_grid_mass checks it holds its bulk
+            _inputs.check_grid_covers(g, self.y_train_)
         per = self._points_per_block(G)
         contiguous = isinstance(arr, np.ndarray) and arr.dtype == np.float64 and arr.flags.c_contiguous
 

@@ -139,7 +139,7 @@ def conformal_bayes(
         def log_density(rows: slice, y: np.ndarray) -> np.ndarray:
             return _closed_form_logpdf(family, [p[:, rows, None] for p in params], y[None, :, :])
 
-        g = _default_grid(grid, cb.y_train_, n_grid, m, family=family, params=params)
+        g = _default_grid(grid, cb.y_train_, n_grid, m, family=family, params=params, log_likelihood=cb.log_likelihood_)
     else:
 
         def log_density(rows: slice, y: np.ndarray) -> np.ndarray:
@@ -166,25 +166,37 @@ def _rows(new, rows: slice):
 
 #: Tail mass each posterior draw's predictive may leave outside a test point's default grid.
 GRID_TAIL = 1e-3
+#: The default grid reaches where every draw's density at the test point is below this fraction of the
+#: least training point's posterior predictive density: candidates beyond rank last, outside every set.
+GRID_DENSITY_FLOOR = 0.1
 _GRID_RULES = {
-    "closed": "per test point: the union over draws of each draw's central 1 - 1e-3 predictive interval",
+    "closed": (
+        "per test point: every draw's central 1 - 1e-3 predictive interval, and out to where each draw's density "
+        "falls below 0.1 x the least training point's predictive density"
+    ),
     "logp": "the training targets' range +- 2 sd (Fong and Holmes)",
 }
 
 
-def _default_grid(grid, y_train, n_grid: int, m: int, *, family=None, params=None) -> np.ndarray:
+def _default_grid(grid, y_train, n_grid: int, m: int, *, family=None, params=None, log_likelihood=None):
     r"""The candidate grid: the user's, or a default.
 
-    With a closed-form likelihood the default is per test point, from its own posterior
-    predictive: :math:`[\min_s q_s(\epsilon/2),\ \max_s q_s(1-\epsilon/2)]` with :math:`q_s` the
-    quantile function of draw :math:`s`'s likelihood at the point and :math:`\epsilon` =
-    :data:`GRID_TAIL`. Each draw, hence the predictive (their mixture), puts at least
-    :math:`1-\epsilon` of its mass on the grid, wherever the test input lies, and the spacing
-    follows the point's own spread. Otherwise (the ``logp`` path), Fong and Holmes's
-    :math:`[\min y - 2 s_y, \max y + 2 s_y]`.
+    With a closed-form likelihood the default is per test point :math:`j`, from its own
+    posterior predictive, the union over draws :math:`s` of two intervals:
+
+    * the draw's central :math:`1-\epsilon` interval (:math:`\epsilon` = :data:`GRID_TAIL`), so the
+      predictive (a mixture of the draws) puts at least :math:`1-\epsilon` of its mass on the grid
+      wherever the test input lies;
+    * where the draw's density exceeds :math:`t = c \min_i \hat p(y_i)` (:math:`c` =
+      :data:`GRID_DENSITY_FLOOR`, :math:`\hat p(y_i) = \frac1S\sum_s f_{\theta_s}(y_i)` the training points'
+      predictive densities, from ``log_likelihood``): beyond it a candidate's predictive density is
+      below every training point's, it ranks last and lies outside every set, so the set's ends
+      fall inside the grid even when the model is too narrow for the data.
+
+    Otherwise (the ``logp`` path), Fong and Holmes's :math:`[\min y - 2 s_y, \max y + 2 s_y]`.
     """
     if grid is None and params is not None:
-        lo, hi = _predictive_span(family, params)
+        lo, hi = _predictive_span(family, params, GRID_TAIL, _log_density_floor(log_likelihood))
         grid = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, n_grid)[None, :]
     elif grid is None:
         if y_train is None:
@@ -195,15 +207,30 @@ def _default_grid(grid, y_train, n_grid: int, m: int, *, family=None, params=Non
     return _inputs.check_grid(g, m, g.shape[-1])
 
 
-def _predictive_span(family: str, params) -> tuple[np.ndarray, np.ndarray]:
-    """Per test point, the union over draws of each draw's central ``1 - GRID_TAIL`` interval."""
-    p = 1.0 - GRID_TAIL / 2
+def _log_density_floor(log_likelihood) -> float | None:
+    r""":math:`\log(c \min_i \frac1S \sum_s e^{\ell_{si}})`, or None without a log-likelihood."""
+    if log_likelihood is None:
+        return None
+    ll = np.asarray(log_likelihood, float)
+    log_p = special.logsumexp(ll, axis=0) - np.log(ll.shape[0])
+    return float(np.log(GRID_DENSITY_FLOOR) + log_p.min())
+
+
+def _predictive_span(family: str, params, tail: float, log_floor: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per test point, the union over draws of the central ``1 - tail`` interval and the density-floor region."""
+    p = 1.0 - tail / 2
     if family == "NormalRV":
         mu, sigma = params
         z = special.ndtri(p)
+        if log_floor is not None:  # N(z) / sigma >= t  <=>  z^2 <= -2 log(t sigma sqrt(2 pi))
+            z = np.maximum(z, np.sqrt(np.maximum(0.0, -2.0 * (log_floor + np.log(sigma) + 0.5 * np.log(2 * np.pi)))))
     else:
         nu, mu, sigma = params
         z = special.stdtrit(nu, p)
+        if log_floor is not None:  # t_nu(z) / sigma >= t  <=>  z^2 <= nu ((C / (t sigma))^(2 / (nu + 1)) - 1)
+            log_c = special.gammaln((nu + 1) / 2) - special.gammaln(nu / 2) - 0.5 * np.log(nu * np.pi)
+            expo = np.minimum(2.0 / (nu + 1) * (log_c - log_floor - np.log(sigma)), 700.0)
+            z = np.maximum(z, np.sqrt(np.maximum(0.0, nu * np.expm1(expo))))
     return (mu - z * sigma).min(axis=0), (mu + z * sigma).max(axis=0)
 
 

@@ -63,10 +63,16 @@ def test_the_door_equals_the_core_fed_by_hand(problem):
     mu = b @ problem["X_new"].T  # (S, m)
     logf = stats.norm.logpdf(grid[None, None, :], mu[:, :, None], s[:, None, None])
     ll = stats.norm.logpdf(problem["y"][None, :], (b @ problem["X"].T), s[:, None])
-    by_hand = calibprob.ConformalBayes(confidence_level=[0.8, 0.9]).fit(ll, y=problem["y"]).predict(logf, grid)
+    by_hand = (
+        calibprob.ConformalBayes(confidence_level=[0.8, 0.9])
+        .fit(ll, y=problem["y"])
+        .predict(logf, grid, log_density=lambda rows, y: stats.norm.logpdf(y[None], mu[:, rows, None], s[:, None, None]))
+    )
     np.testing.assert_array_equal(pred["p_value"].values, by_hand["p_value"].values)
-    np.testing.assert_array_equal(pred["lower"].values, by_hand["lower"].values)
-    assert pred.attrs["log_density"] == "closed-form"
+    # the ends are refined on the exact p-value by the door's own density: the same bisection by hand
+    np.testing.assert_allclose(pred["lower"].values, by_hand["lower"].values, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(pred["upper"].values, by_hand["upper"].values, rtol=0, atol=1e-12)
+    assert pred.attrs["log_density"] == "closed-form" and pred.attrs["interval_ends"].startswith("refined")
     # the user's model keeps its data
     assert model["X"].get_value().shape == (N, D)
 
@@ -77,9 +83,8 @@ def test_the_logp_path_equals_the_closed_form_to_1e_10(problem, likelihood):
     idata = _idata(problem, model)
     g = np.broadcast_to(np.linspace(-6, 6, 31), (5, 31))
     new = {"X": problem["X_new"]}
-    fast = np.concatenate(
-        [blk for _, blk in _Door(model, idata, None, None).closed_form_blocks(new, g, _closed_form_logpdf)], axis=1
-    )
+    family, params = _Door(model, idata, None, None).closed_form_params(new, 5)
+    fast = _closed_form_logpdf(family, [p[:, :, None] for p in params], g[None])
     slow = np.concatenate([blk for _, blk in _Door(model, idata, None, None).logp_blocks(new, g)], axis=1)
     assert fast.shape == (CHAINS * DRAWS, 5, 31)
     # Normal: to 1e-10. Student-t: PyTensor's gammaln/log1p terms differ from SciPy's by ~6e-10
@@ -88,6 +93,7 @@ def test_the_logp_path_equals_the_closed_form_to_1e_10(problem, likelihood):
     p_fast = calibprob.conformal_bayes(model, idata, new, grid=g[0], method="closed-form")
     p_slow = calibprob.conformal_bayes(model, idata, new, grid=g[0], method="logp")
     np.testing.assert_array_equal(p_fast["p_value"].values, p_slow["p_value"].values)
+    np.testing.assert_array_equal(p_fast["lower"].values, p_slow["lower"].values)
 
 
 def test_any_likelihood_pymc_can_score_goes_through_logp(problem):
@@ -152,3 +158,27 @@ def test_return_calibrator_gives_the_fitted_conformal_bayes_that_saves_and_predi
     cb.save(path)
     again = calibprob.load(path).predict(logf, grid)
     np.testing.assert_array_equal(again["p_value"].values, pred["p_value"].values)
+
+
+@pytest.mark.parametrize("likelihood", ["normal", "student"])
+def test_a_default_call_far_outside_the_training_range_returns_sets_per_point_and_level(problem, likelihood):
+    """The default grid is each test point's own: a point 40 sd away from the data gets a set, not a refusal."""
+    model = _model(problem["X"], problem["y"], likelihood)
+    idata = _idata(problem, model)
+    far = np.vstack([problem["X_new"][:2], [[40.0, -40.0], [-25.0, 60.0]]])  # predictive means ~ +80, -85
+    with pytest.warns(calibprob.CalibprobWarning):  # few draws at such x: the diagnostics say so, per level
+        pred = calibprob.conformal_bayes(model, idata, far, confidence_level=[0.8, 0.9])
+    assert np.isfinite(pred["lower"].values).all() and np.isfinite(pred["upper"].values).all()
+    mu = (problem["post"]["b"].reshape(-1, D) @ far.T).mean(axis=0)
+    inside = (pred["lower"].values < mu[:, None]) & (mu[:, None] < pred["upper"].values)
+    assert inside.all()
+    assert pred["min_ess"].dims == ("obs", "confidence_level") and pred["pareto_k"].dims == ("obs", "confidence_level")
+    assert pred.attrs["grid_rule"].startswith("per test point")
+    # every draw leaves at most GRID_TAIL of its mass off the point's grid
+    g = pred["grid"].values
+    s = problem["post"]["s"].reshape(-1)
+    b = problem["post"]["b"].reshape(-1, D)
+    dist = stats.norm if likelihood == "normal" else stats.t(4.0)
+    z_lo, z_hi = ((g[None, :, [0, -1]] - (b @ far.T)[:, :, None]) / s[:, None, None]).transpose(2, 0, 1)
+    mass = dist.cdf(z_hi) - dist.cdf(z_lo)
+    assert mass.min() >= 1 - 1.0001e-3
