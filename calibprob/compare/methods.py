@@ -16,8 +16,6 @@ spec that does not use them never pays for them.
 
 from __future__ import annotations
 
-import functools
-
 import warnings
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
@@ -510,7 +508,7 @@ def run_conformal_bayes(ctx: TaskContext, entry, *, grid_size: int = 100, grid_m
     for i in range(0, len(ctx.X_test), step):
         X_part = ctx.X_test[i : i + step]
         # the ends are refined between grid points on the exact p-value: the base scores any candidates
-        refine = functools.partial(_log_density_rows, base, X_part)
+        refine = partial(_log_density_rows, base, X_part)
         parts.append(model.predict(base.log_density(X_part, grid), grid, log_density=refine))
     out = xr.concat(parts, dim="obs", data_vars="all", coords="different", compat="equals", join="outer")
     return out.assign_coords(obs=np.arange(out.sizes["obs"]))

@@ -188,9 +188,7 @@ class ConformalBayes(BaseEstimator):
         if self.block_rows is not None:
             check_int(self.block_rows, "block_rows", minimum=1)
 
-    def predict(
-        self, test_log_density, grid, *, groups=None, confidence_level=None, log_density=None
-    ) -> xr.Dataset:
+    def predict(self, test_log_density, grid, *, groups=None, confidence_level=None, log_density=None) -> xr.Dataset:
         r"""Conformal Bayes sets on the grid at the test points.
 
         Parameters

@@ -153,7 +153,9 @@ def conformal_bayes(
     blocks = ((sl, log_density(sl, g[sl])) for sl in (slice(s, min(s + per, m)) for s in range(0, m, per)))
     pred = cb._predict_blocks(blocks, g, groups=groups, log_density=log_density)
     pred.attrs["log_density"] = path
-    pred.attrs["grid_rule"] = "given" if grid is not None else _GRID_RULES["closed" if path == "closed-form" else "logp"]
+    pred.attrs["grid_rule"] = (
+        "given" if grid is not None else _GRID_RULES["closed" if path == "closed-form" else "logp"]
+    )
     return (pred, cb) if return_calibrator else pred
 
 

@@ -74,8 +74,11 @@ def test_refined_ends_sit_on_the_p_value_crossing():
     ll = normal_logpdf(y[None, :], theta[:, None])
     grid = np.linspace(-4, 4, 41)
     cb = ConformalBayes(confidence_level=0.8, min_ess=0.0).fit(ll, y=y)
-    pred = cb.predict(normal_logpdf(grid[None, None, :], theta[:, None, None]), grid,
-                      log_density=lambda rows, v: normal_logpdf(v[None], theta[:, None, None]))
+    pred = cb.predict(
+        normal_logpdf(grid[None, None, :], theta[:, None, None]),
+        grid,
+        log_density=lambda rows, v: normal_logpdf(v[None], theta[:, None, None]),
+    )
     tol = (grid[1] - grid[0]) / 2**REFINE_STEPS
     lo, hi = pred["lower"].item(), pred["upper"].item()
     probe = ConformalBayes(confidence_level=0.8, min_ess=0.0, min_grid_mass=0.0, pareto_k=False).fit(ll, y=y)
@@ -109,7 +112,9 @@ def test_diagnostics_and_ends_of_one_level_do_not_depend_on_the_other_levels_ask
     with pytest.warns(CalibprobWarning, match=r"grid's edge at level\(s\) 0.95 \(2 points\)"):
         both = cb.predict(logf, grid, confidence_level=[0.5, 0.95], log_density=density)
     for name in ("lower", "upper", "min_ess", "pareto_k", "n_pieces"):
-        np.testing.assert_array_equal(both[name].sel(confidence_level=0.5).values, alone[name].sel(confidence_level=0.5).values)
+        np.testing.assert_array_equal(
+            both[name].sel(confidence_level=0.5).values, alone[name].sel(confidence_level=0.5).values
+        )
     assert np.isinf(both["upper"].sel(confidence_level=0.95).values).all()
 
 

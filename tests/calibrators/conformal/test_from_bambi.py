@@ -61,7 +61,9 @@ def test_a_gaussian_bambi_model_equals_the_core_fed_by_hand_on_both_paths(data, 
     by_hand = (
         calibprob.ConformalBayes(confidence_level=0.8, min_ess=0)
         .fit(ll, y=df["y"].values)
-        .predict(logf, grid, log_density=lambda rows, y: stats.norm.logpdf(y[None], mu[:, rows, None], s[:, None, None]))
+        .predict(
+            logf, grid, log_density=lambda rows, y: stats.norm.logpdf(y[None], mu[:, rows, None], s[:, None, None])
+        )
     )
     for method in ("closed-form", "logp"):
         pred = calibprob.conformal_bayes(model, idata, new, grid=grid, confidence_level=0.8, method=method, min_ess=0)

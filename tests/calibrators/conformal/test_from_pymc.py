@@ -66,7 +66,9 @@ def test_the_door_equals_the_core_fed_by_hand(problem):
     by_hand = (
         calibprob.ConformalBayes(confidence_level=[0.8, 0.9])
         .fit(ll, y=problem["y"])
-        .predict(logf, grid, log_density=lambda rows, y: stats.norm.logpdf(y[None], mu[:, rows, None], s[:, None, None]))
+        .predict(
+            logf, grid, log_density=lambda rows, y: stats.norm.logpdf(y[None], mu[:, rows, None], s[:, None, None])
+        )
     )
     np.testing.assert_array_equal(pred["p_value"].values, by_hand["p_value"].values)
     # the ends are refined on the exact p-value by the door's own density: the same bisection by hand
