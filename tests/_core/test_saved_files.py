@@ -4,9 +4,10 @@
 (every row of ``tests.support.saved_rows.ROWS``), written by the 0.1.0 tree with
 ``tests/data/make_saved_files.py``, and beside each the arrays its prediction gave at
 that time. The reference is those stored arrays: each file is loaded with the current
-code, predicts on the same seeded inputs, and must give the same arrays — bit for bit
-(``np.array_equal``), since every prediction here is deterministic given the saved state
-(seeded generators are saved with their state).
+code, predicts on the same seeded inputs, and must give the same arrays: the same
+infinities, and finite values within ``CROSS_MACHINE`` of the array's scale (bit for bit on
+the machine that wrote them; the last bits move with the processor). Every prediction here
+is deterministic given the saved state (seeded generators are saved with their state).
 """
 
 from __future__ import annotations
@@ -42,15 +43,13 @@ def test_every_class_saved_by_0_1_0_is_still_registered_and_saveable():
     assert saved <= savable, sorted(saved - savable)
 
 
-#: (row, key prefix) of outputs recomputed, after loading, by code whose floating-point steps changed
-#: since 0.1.0 on purpose, with the relative tolerance and why. Everything else is bit for bit.
-RECOMPUTED = {
-    ("GaussianProcessRegressor-constant-matern", "1."): (
-        1e-13,
-        "GP.loo() now goes through the one closed-form LOO (calibprob.bases.gp.loo's kriging system: Cholesky "
-        "and trtri, instead of cho_solve against the identity); the same formula, 5.4e-15 relative apart",
-    ),
-}
+#: Largest difference allowed between a prediction now and the one stored, relative to the array's largest finite
+#: magnitude. The stored arrays were written on another processor: NumPy's SIMD loops (exp, log, sqrt) and
+#: OpenBLAS's kernels are chosen by CPU at run time, so the last bits of a GP's Cholesky solve differ between
+#: machines with the same package versions (measured on an AMD EPYC with AVX-512 against the stored files:
+#: at most 1.6e-13 of the array's scale, over every class; GP.loo() moved to the one closed-form LOO since
+#: 0.1.0, 4.4e-14). A wrong load (another hyperparameter, another calibration set) moves them by orders more.
+CROSS_MACHINE = 1e-11
 
 
 @pytest.mark.parametrize("name", sorted(INDEX))
@@ -64,10 +63,11 @@ def test_file_saved_by_0_1_0_loads_and_predicts_the_same(data, name):
     assert set(got) == set(want)
     for key, expected in want.items():
         assert got[key].shape == expected.shape, key
-        tol = next(
-            (t for (row_name, prefix), (t, _) in RECOMPUTED.items() if row_name == name and key.startswith(prefix)), 0
-        )
-        if tol:
-            np.testing.assert_allclose(got[key], expected, rtol=tol, atol=0, err_msg=key)
-        else:
-            assert np.array_equal(got[key], expected, equal_nan=expected.dtype.kind == "f"), key
+        if expected.dtype.kind != "f":
+            assert np.array_equal(got[key], expected), key
+            continue
+        finite = np.isfinite(expected)
+        np.testing.assert_array_equal(np.isfinite(got[key]), finite, err_msg=key)
+        np.testing.assert_array_equal(got[key][~finite], expected[~finite], err_msg=key)  # the same infinities
+        scale = np.max(np.abs(expected[finite]), initial=0.0)
+        np.testing.assert_allclose(got[key][finite], expected[finite], rtol=0, atol=CROSS_MACHINE * scale, err_msg=key)
