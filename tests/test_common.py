@@ -322,6 +322,25 @@ def fitted_aware(problem):
 
 
 @pytest.mark.parametrize("name", sorted(MODEL_AWARE))
+def test_evaluate_scores_an_interval_only_prediction_at_its_own_levels(name, problem, fitted_aware):
+    """No level demanded: an interval-only output is scored where it was predicted, the IAE said unavailable."""
+    model = fitted_aware[name]
+    if not is_interval_family(model.predict(problem["X_te"])):
+        pytest.skip(f"{name} returns a quantile function")
+    pred = model.predict(problem["X_te"], confidence_level=[0.8, 0.9])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not one warning about levels nobody asked for
+        m = calibprob.evaluate(pred, problem["y_te"])
+    assert m["coverage"]["confidence_level"].values.tolist() == [0.8, 0.9]
+    lo, hi = (pred[k].transpose("obs", "confidence_level").values for k in ("lower", "upper"))
+    y = np.asarray(problem["y_te"])[:, None]
+    np.testing.assert_array_equal(m["coverage"].values, ((y >= lo) & (y <= hi)).mean(axis=0))
+    assert np.isnan(float(m["iae"])) and "interval_levels()" in m["iae"].attrs["not_available"]
+    with pytest.raises(ValueError, match=r"intervals lack confidence_level=0.5; they hold 0.8, 0.9\. Ask for those"):
+        calibprob.evaluate(pred, problem["y_te"], confidence_levels=[0.5])
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_AWARE))
 def test_model_aware_fit_predict_contract(name, problem, fitted_aware):
     model = fitted_aware[name]
     assert isinstance(model, ModelAwareCalibrator)

@@ -377,13 +377,16 @@ def evaluate_intervals(
     Parameters
     ----------
     intervals : xarray.Dataset
-        ``lower`` and ``upper`` over (``obs``, ``confidence_level``), at least at
-        :func:`interval_levels` ``(confidence_levels)``. An unbounded interval
-        (``-inf``/``inf``, the honest conformal answer when too few points
-        resolve a level) counts as covering with infinite width.
+        ``lower`` and ``upper`` over (``obs``, ``confidence_level``). An
+        unbounded interval (``-inf``/``inf``, the honest conformal answer when
+        too few points resolve a level) counts as covering with infinite width.
     y : array_like, shape (n_obs,)
-    confidence_levels : sequence of float
-        Levels of the reported ``coverage`` and ``width``.
+    confidence_levels : sequence of float, optional
+        Levels of the reported ``coverage`` and ``width``, among those the
+        intervals hold; default (or the library's default list): the
+        intervals' own levels. The IAE needs the 21 levels of
+        :func:`interval_levels`; without them ``iae`` is NaN and its
+        ``not_available`` attribute says why (nothing is demanded).
     groups, X, diagnostics
         The conditional-coverage diagnostics, as in :func:`evaluate` (a
         ``str`` names an ``obs`` coordinate of ``intervals``).
@@ -424,17 +427,29 @@ def evaluate_intervals(
     lo_all = intervals["lower"].transpose("obs", "confidence_level")
     hi_all = intervals["upper"].transpose("obs", "confidence_level")
     yv = check_targets(y, lo_all.sizes["obs"], "y", obs=intervals["obs"].values if "obs" in intervals.coords else None)
-    c = check_confidence_levels(confidence_levels, "confidence_levels")
+    have = np.round(np.asarray(intervals["confidence_level"].values, float), 12)
+    # scored at its own levels unless levels were asked for: an interval-only method predicts the levels it was
+    # asked for, and the library's default list is not a demand on it
+    own = confidence_levels is DEFAULT_CONFIDENCE_LEVELS or confidence_levels is None
+    c = check_confidence_levels(have if own else confidence_levels, "confidence_levels")
     cond = _Conditional.parse(intervals, yv.size, groups, X, diagnostics)
     c_iae = iae_confidence_levels()
-    have = np.round(np.asarray(intervals["confidence_level"].values, float), 12)
     lo, hi = _interval_columns(lo_all.values, hi_all.values, have, c)
-    lo_i, hi_i = _interval_columns(lo_all.values, hi_all.values, have, c_iae)
-    iae_cov = interval_coverage(yv, lo_i, hi_i)
+    iae_attrs = dict(_ATTRS["iae"])
+    if all(np.isclose(have, lv, rtol=0, atol=1e-9).any() for lv in np.round(c_iae, 12)):
+        lo_i, hi_i = _interval_columns(lo_all.values, hi_all.values, have, c_iae)
+        iae_cov = interval_coverage(yv, lo_i, hi_i)
+        iae_value = integrated_absolute_error(iae_cov, c_iae)
+    else:
+        iae_cov, iae_value = np.full(c_iae.size, np.nan), np.nan
+        iae_attrs["not_available"] = (
+            f"the IAE integrates coverage over the {c_iae.size} levels of calibprob.metrics.interval_levels(); these "
+            f"intervals hold {_level_list(have)}. Predict at those levels to have it."
+        )
     with np.errstate(invalid="ignore"):
         widths = mean_interval_width(lo, hi)
     data = {
-        "iae": _scalar(integrated_absolute_error(iae_cov, c_iae), "iae", dict(_ATTRS["iae"])),
+        "iae": _scalar(iae_value, "iae", iae_attrs),
         "coverage": _along(interval_coverage(yv, lo, hi), "confidence_level", "coverage"),
         "width": _along(widths, "confidence_level", "width"),
         "iae_coverage": _along(iae_cov, "iae_level", "iae_coverage"),
@@ -451,6 +466,11 @@ def evaluate_intervals(
     return cond.add_to(out, *coverage_indicators(yv, lo, hi), c)
 
 
+def _level_list(levels: np.ndarray) -> str:
+    """Levels as short decimals (``0.8, 0.9``), never float noise such as 0.07500000000000001."""
+    return ", ".join(f"{float(v):.10g}" for v in levels)
+
+
 def _interval_columns(lower: np.ndarray, upper: np.ndarray, have: np.ndarray, levels: np.ndarray):
     """The ``(obs, level)`` columns of ``lower`` / ``upper`` at ``levels`` (``have``: their levels, rounded)."""
     idx = []
@@ -458,8 +478,8 @@ def _interval_columns(lower: np.ndarray, upper: np.ndarray, have: np.ndarray, le
         hit = np.flatnonzero(np.isclose(have, lv, rtol=0, atol=1e-9))
         if hit.size == 0:
             raise ValueError(
-                f"intervals lack confidence_level={lv:g}; predict them at "
-                "calibprob.metrics.interval_levels(confidence_levels)."
+                f"intervals lack confidence_level={lv:g}; they hold {_level_list(have)}. Ask for those levels "
+                "(or leave confidence_levels out: intervals are scored at their own), or predict at this one."
             )
         idx.append(hit[0])
     return lower[:, idx], upper[:, idx]
