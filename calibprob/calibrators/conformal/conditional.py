@@ -421,6 +421,29 @@ class ConditionalConformal(BaseEstimator):
         ds.attrs.update(n_calibration=self.n_calibration_, n_unbounded=int(np.isinf(cut).any(axis=1).sum()))
         return ds.assign_coords(obs=pred["obs"].values)
 
+    def predict_interval(self, pred, confidence_level=None, *, groups=None, features=None, X=None) -> xr.Dataset:
+        """The interval family's entry point: :meth:`predict`, a scalar level dropping its dimension.
+
+        The same intervals as :meth:`predict` (this method's only output), under the name every
+        interval method of calibprob answers to, so that wrappers (:class:`~calibprob.Mondrian`)
+        and users reach them alike.
+
+        Parameters
+        ----------
+        pred : xarray.Dataset
+        confidence_level : float or sequence, optional
+            Default: the constructor's.
+        groups, features, X :
+            As given to :meth:`fit`, for the test points.
+
+        Returns
+        -------
+        xarray.Dataset
+        """
+        level = self.confidence_level if confidence_level is None else confidence_level
+        ds = self.predict(pred, groups=groups, features=features, X=X, confidence_level=level)
+        return ds.isel(confidence_level=0) if np.ndim(level) == 0 else ds
+
     @staticmethod
     def _warn_unbounded(cut: np.ndarray, phi: np.ndarray) -> None:
         inf = np.isinf(cut).any(axis=1)

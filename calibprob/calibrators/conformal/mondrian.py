@@ -380,28 +380,38 @@ class Mondrian(BaseEstimator):
         need = _needed(self.calibrator, levels)
         uniq, codes = np.unique(labels, return_inverse=True)
         fitted, counts = [], np.bincount(codes, minlength=uniq.size)
-        for k, label in enumerate(uniq):
+        for k in range(uniq.size):
             rows = np.flatnonzero(codes == k)
-            ok = counts[k] >= need
-            if not ok.all():
-                self._warn_small(label, int(counts[k]), levels, need, ok)
-            fitted.append(self._fit_one(pred.isel(obs=rows), y[rows], ok, levels))
+            fitted.append(self._fit_one(pred.isel(obs=rows), y[rows], counts[k] >= need, levels))
         self.groups_, self.counts_, self.calibrators_ = uniq, counts.astype(np.int64), fitted
         self.confidence_levels_, self.min_sizes_ = levels, need.astype(np.int64)
+        self.small_groups_ = _small_table(uniq, self.counts_, levels, self.min_sizes_)
+        if self.small_groups_:
+            warnings.warn(self._small_message(self.small_groups_), CalibprobWarning, stacklevel=2)
         self.pooled_ = None
         if self.fallback == "pooled":
             self.pooled_ = self._fit_one(pred, y, pred.sizes["obs"] >= need, levels)
         return self
 
-    def _warn_small(self, label, n_k: int, levels, need, ok) -> None:
-        bad = ", ".join(f"{c:g} needs {m}" for c, m, o in zip(levels, need, ok) if not o)
-        what = "calibrated by the pooled fallback" if self.fallback == "pooled" else "given (-inf, inf)"
-        warnings.warn(
-            f"group {_describe(label)} has {n_k} calibration point(s), below the minimum group size at "
-            f"confidence_level {bad}; its rows are {what} at those levels. Merge small groups (e.g. fewer bins), "
-            "add calibration data" + ("" if self.fallback == "pooled" else ", or pass fallback='pooled'") + ".",
-            CalibprobWarning,
-            stacklevel=3,
+    def _extrapolates(self) -> bool:
+        """True when the inner calibrator defines every level itself (``extrapolate=True``)."""
+        hook = getattr(self.calibrator, "_mondrian_extrapolates", None)
+        return bool(hook()) if callable(hook) else False
+
+    def _small_message(self, table: list[tuple]) -> str:
+        """The one warning of a call: every group below a level's minimum size, with its levels."""
+        if self.fallback == "pooled":
+            what = "calibrated by the pooled fallback"
+        elif self._extrapolates():
+            what = "given the group calibrator's extrapolated quantiles (extrapolate=True; no finite-sample guarantee)"
+        else:
+            what = "given (-inf, inf)"
+        return (
+            f"{len(table)} group(s) below the minimum group size of a confidence level: {_table_text(table)}. "
+            f"At each listed level only, those groups' rows are {what}; their other levels keep the group's own "
+            "calibration. Merge small groups (e.g. fewer bins), add calibration data"
+            + ("" if self.fallback == "pooled" else ", or pass fallback='pooled'")
+            + ". The table: the fitted Mondrian's small_groups_, and the small_groups attribute of predict_interval."
         )
 
     # -- dispatch ---------------------------------------------------------------
@@ -436,7 +446,8 @@ class Mondrian(BaseEstimator):
         inner = getattr(self.calibrator, "_method", type(self.calibrator).__name__)
         ds = ds.assign_coords({GROUP_COORD: ("obs", labels)})
         if self.fallback == "pooled":
-            ds = ds.assign_coords({POOLED_COORD: ("obs", pooled)})
+            dims = ("obs",) if pooled.ndim == 1 else ("obs", "confidence_level")
+            ds = ds.assign_coords({POOLED_COORD: (dims, pooled)})
         ds.attrs["method"] = f"{self._method}-{ds.attrs.get('method') or inner}"
         ds.attrs["n_groups"] = int(self.groups_.size)
         return ds.assign_coords(obs=pred["obs"].values)
@@ -564,29 +575,72 @@ class Mondrian(BaseEstimator):
         scalar = np.ndim(self._level_param() if confidence_level is None else confidence_level) == 0
         levels = self.confidence_levels_ if confidence_level is None else check_confidence_levels(confidence_level)
         need = _needed(self.calibrator, levels)
-        counts = np.append(self.counts_, 0)  # codes == -1 (unseen) -> the pooled row below
-        if self.fallback == "pooled":
-            small = np.array(
-                [est is None or counts[k] < need.max() for k, est in enumerate(self.calibrators_)] + [True]
-            )
-            codes = np.where(small[codes], -1, codes)
         lower = np.full((codes.size, levels.size), -np.inf)
         upper = np.full((codes.size, levels.size), np.inf)
+        pooled = np.zeros((codes.size, levels.size), dtype=bool)
         for k, rows, est in self._blocks(codes):
-            n_k = int(self.counts_.sum() if k < 0 else counts[k])
-            ok = n_k >= need
-            if est is None or not ok.any():
-                continue
-            lo, hi = _interval_ends(est, pred.isel(obs=rows), levels[ok])
-            lower[np.ix_(rows, np.flatnonzero(ok))] = lo
-            upper[np.ix_(rows, np.flatnonzero(ok))] = hi
+            own = self._own_levels(k, need)
+            _fill(lower, upper, rows, own, est, pred.isel(obs=rows), levels)
+            if self.fallback == "pooled" and not own.all():
+                # the pooled fallback at the levels this group misses (and only there), where it resolves
+                rest = ~own & (int(self.counts_.sum()) >= need) & (self.pooled_ is not None)
+                _fill(lower, upper, rows, rest, self.pooled_, pred.isel(obs=rows), levels)
+                pooled[np.ix_(rows, np.flatnonzero(rest))] = True
         out = xr.Dataset(
             {"lower": (("obs", "confidence_level"), lower), "upper": (("obs", "confidence_level"), upper)},
             coords={"obs": np.arange(codes.size), "confidence_level": levels},
             attrs={"method": getattr(self.calibrator, "_method", ""), "family": "interval"},
         )
-        out = self._finish(out, pred, labels, codes < 0)
+        out = self._finish(out, pred, labels, pooled)
+        table = _small_table(self.groups_, self.counts_, levels, need, present=np.unique(codes[codes >= 0]))
+        if table:
+            out.attrs["small_groups"] = _table_text(table)
         return out.isel(confidence_level=0) if scalar else out
+
+    def _own_levels(self, k: int, need: np.ndarray) -> np.ndarray:
+        r"""Mask of the levels at which group ``k``'s own calibrator gives the interval.
+
+        The levels its size resolves (:math:`n_k \ge` the minimum at that level), each on its
+        own: a level the group misses never moves the group's other levels to the fallback.
+        An extrapolating calibrator (``extrapolate=True``) defines every level itself. An
+        unseen group (``k = -1``) or a group too small to fit has none.
+        """
+        if k < 0 or self.calibrators_[k] is None:
+            return np.zeros(need.size, dtype=bool)
+        if self._extrapolates() and self.fallback != "pooled":
+            return np.ones(need.size, dtype=bool)
+        return self.counts_[k] >= need
+
+
+def _fill(lower, upper, rows: np.ndarray, mask: np.ndarray, est, sub: xr.Dataset, levels: np.ndarray) -> None:
+    """Write ``est``'s interval ends at ``levels[mask]`` into the rows ``rows`` of ``lower``/``upper``."""
+    if est is None or not mask.any():
+        return
+    cols = np.flatnonzero(mask)
+    lo, hi = _interval_ends(est, sub, levels[mask])
+    lower[np.ix_(rows, cols)] = lo
+    upper[np.ix_(rows, cols)] = hi
+
+
+def _small_table(groups, counts, levels, need, present=None) -> list[tuple]:
+    """``(group, n_k, [(level, needed size), ...])`` for every group below a level's minimum size."""
+    keep = range(len(groups)) if present is None else present
+    table = []
+    for k in keep:
+        missed = [(float(c), int(m)) for c, m in zip(levels, need) if counts[k] < m]
+        if missed:
+            table.append((groups[k].item() if hasattr(groups[k], "item") else groups[k], int(counts[k]), missed))
+    return table
+
+
+def _table_text(table: list[tuple], limit: int = 20) -> str:
+    """The table as one line: ``group 7 has 5 calibration point(s), 0.9 needs 9; ...``."""
+    rows = [
+        f"group {label!r} has {n_k} calibration point(s), " + ", ".join(f"{c:g} needs {m}" for c, m in missed)
+        for label, n_k, missed in table
+    ]
+    more = f"; and {len(rows) - limit} more" if len(rows) > limit else ""
+    return "; ".join(rows[:limit]) + more
 
 
 def _assemble(parts: dict, n: int, levels: np.ndarray) -> xr.Dataset:
