@@ -72,9 +72,9 @@ from scipy.linalg import qr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.validation import check_array, check_choice, check_targets
-from calibprob.calibrators.conformal._common import interval_dataset, resolve_levels
 from calibprob.calibrators.conformal._condconf_lp import thresholds
-from calibprob.calibrators.conformal.distribution import predictive_mean_std
+from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
+from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std
 from calibprob.predictive import CalibprobWarning
 
 __all__ = ["ConditionalConformal", "conditional_thresholds", "one_hot"]

@@ -71,7 +71,7 @@ import xarray as xr
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.ranks import upper_rank
 from calibprob._core.validation import check_array, check_choice, check_targets
-from calibprob.calibrators.conformal._common import check_enough_points, interval_dataset, resolve_levels
+from calibprob.calibrators.conformal._intervals import check_enough_points, interval_dataset, resolve_levels
 
 __all__ = [
     "ConformalizedQuantileRegression",

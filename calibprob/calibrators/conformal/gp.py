@@ -129,7 +129,12 @@ from calibprob._core.validation import check_choice
 # the kriging algebra (one closed-form leave-one-out, shared with the GP base) lives with the GPs
 from calibprob.bases.gp._sparse_loo import sparse_kriging_predict, sparse_kriging_system
 from calibprob.bases.gp.loo import KrigingSystem, _system_from_factor, kriging_predict, kriging_system, loo_at_points
-from calibprob.calibrators.conformal._common import (
+from calibprob.calibrators.conformal._gp_bounds import (
+    _jackknife_plus_gp_bounds_test_major,
+    full_conformal_gp_bounds,
+    jackknife_plus_gp_bounds,
+)
+from calibprob.calibrators.conformal._intervals import (
     as_regressor,
     check_enough_points,
     check_Xy,
@@ -137,11 +142,6 @@ from calibprob.calibrators.conformal._common import (
     default_chunk_size,
     interval_prediction,
     resolve_levels,
-)
-from calibprob.calibrators.conformal._gp_bounds import (
-    _jackknife_plus_gp_bounds_test_major,
-    full_conformal_gp_bounds,
-    jackknife_plus_gp_bounds,
 )
 from calibprob.calibrators.conformal.scores import get_score
 

@@ -62,7 +62,7 @@ import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
 from calibprob._core.validation import check_choice, check_int
-from calibprob.calibrators.conformal._common import (
+from calibprob.calibrators.conformal._intervals import (
     as_regressor,
     check_enough_points,
     check_Xy,

@@ -71,7 +71,7 @@ import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
 from calibprob._core.validation import check_array, check_choice, check_targets
-from calibprob.calibrators.conformal._common import (
+from calibprob.calibrators.conformal._intervals import (
     check_enough_points,
     default_chunk_size,
     interval_dataset,

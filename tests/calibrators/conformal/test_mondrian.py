@@ -23,7 +23,7 @@ from calibprob.calibrators.conformal import (
     min_group_size,
     min_group_size_for_level,
 )
-from calibprob.calibrators.conformal._common import check_enough_points
+from calibprob.calibrators.conformal._intervals import check_enough_points
 from calibprob.predictive import CalibprobWarning
 
 LEVELS = sorted({round(0.5 + 0.01 * i, 2) for i in range(50)} | {0.995, 0.999, 0.8, 0.9, 0.95, 0.975})

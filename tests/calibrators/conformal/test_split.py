@@ -8,7 +8,7 @@ import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, NotFittedError
 from calibprob.calibrators.conformal import SplitConformalRegressor
-from calibprob.calibrators.conformal._common import min_points, upper_rank
+from calibprob.calibrators.conformal._intervals import min_points, upper_rank
 from calibprob.calibrators.conformal.split import conformal_thresholds
 
 

@@ -40,7 +40,7 @@ import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.validation import check_targets
-from calibprob.calibrators.conformal._common import (
+from calibprob.calibrators.conformal._intervals import (
     conformal_quantile_function,
     interval_dataset,
     resolve_levels,
@@ -166,7 +166,7 @@ class SplitConformalCalibrator(BaseEstimator):
         The quantile at level :math:`p` is the calibration score at the
         continuous rank :math:`p(n+1)` (signed score) or :math:`|2p-1|(n+1)`
         (symmetric score, mirrored around :math:`\mu`), linearly interpolated
-        between order statistics (:func:`calibprob.calibrators.conformal._common.conformal_quantile_function`).
+        between order statistics (:func:`calibprob.calibrators.conformal._intervals.conformal_quantile_function`).
 
         Parameters
         ----------

@@ -1,4 +1,6 @@
-r"""Shared plumbing of the conformal post-processors.
+r"""Intervals of the conformal calibrators: ranks, base regressors, chunked prediction, interval Datasets.
+
+What every conformal method needs to turn scores into intervals (formerly ``_common.py``):
 
 * finite-sample ranks of conformal quantiles (the :math:`N + 1` convention)
   and the error that says how many calibration points a level needs;
