@@ -23,15 +23,13 @@ real line and calibprob raises instead of returning infinite ends.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
 import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted
-from calibprob._core.ranks import RANK_TOL as _RANK_TOL
-from calibprob._core.ranks import lower_rank, upper_rank
+from calibprob._core.ranks import least_n, lower_rank, upper_rank
 from calibprob._core.ranks import min_conformal_points as min_points
 from calibprob._core.validation import check_array, check_confidence_levels, check_int, check_levels, check_prediction
 from calibprob.predictive import DEFAULT_LEVELS, from_intervals
@@ -73,9 +71,8 @@ def check_enough_points(confidence_level: float, n: int, *, what: str = "calibra
     sides : int
         1 or 2; only used to word the message.
     """
-    c_side = confidence_level if sides == 1 else 1.0 - (1.0 - confidence_level) / 2.0
-    if upper_rank(c_side, n) > n:
-        need = min_points(c_side)
+    need = max(least_n(confidence_level, rule="upper" if sides == 1 else "two-sided"), 1)
+    if n < need:
         rule = "n >= c/(1-c) = 1/(1-c) - 1" if sides == 1 else "n >= 2/(1-c) - 1 (each tail gets (1-c)/2)"
         raise ValueError(
             f"too few {what} for confidence_level={confidence_level:g}: the conformal quantile "
@@ -313,9 +310,8 @@ def interval_dataset(lower, upper, levels, scalar: bool, *, method: str, attrs=N
 
 def reachable_levels(levels, n: int, *, sides: int) -> np.ndarray:
     """Mask of the confidence levels that ``n`` scores resolve (finite conformal ends)."""
-    levels = np.asarray(levels, float)
-    per_side = levels if sides == 1 else 1.0 - (1.0 - levels) / 2.0
-    return np.array([upper_rank(float(c), n) <= n for c in per_side], dtype=bool)
+    rule = "upper" if sides == 1 else "two-sided"
+    return np.array([n >= least_n(float(c), rule=rule) for c in np.asarray(levels, float)], dtype=bool)
 
 
 def interval_prediction(model, X, confidence_level, *, n: int, sides: int) -> xr.Dataset:
@@ -359,10 +355,7 @@ def interval_prediction(model, X, confidence_level, *, n: int, sides: int) -> xr
 
 def _needed_for_level(p: float, symmetric: bool) -> int:
     """Smallest n whose rank interpolation reaches level ``p``."""
-    if symmetric:
-        c = abs(2.0 * p - 1.0)
-        return 0 if c == 0 else int(math.ceil(c / (1.0 - c) - _RANK_TOL))
-    return int(math.ceil(max(1.0 / p - 1.0, p / (1.0 - p)) - _RANK_TOL))
+    return least_n(p, rule="mirrored" if symmetric else "quantile")
 
 
 def valid_levels(levels, n: int, *, symmetric: bool) -> np.ndarray:

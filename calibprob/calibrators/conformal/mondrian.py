@@ -17,8 +17,9 @@ and the smoothed CPS value :math:`Q(Y, \tau)` is uniform within every group.
 
 Minimum group sizes (exact)
 ---------------------------
-With :math:`\alpha = 1 - c` taken as an exact fraction (its shortest decimal form, so
-``0.9`` is :math:`9/10`, never the binary float :math:`0.9000000000000000222\ldots`):
+With :math:`\alpha = 1 - c` taken as an exact fraction (:func:`calibprob._core.ranks.exact_level`, so
+``0.9`` is :math:`9/10`, never the binary float :math:`0.9000000000000000222\ldots`), every minimum
+below is :func:`calibprob._core.ranks.least_n`:
 
 * a symmetric score's interval (split conformal with the absolute or normalised score)
   needs :math:`\lfloor \alpha (n_k+1) \rfloor \ge 1`, i.e.
@@ -50,7 +51,7 @@ Lei, J. et al. (2018). Distribution-free predictive inference for regression. *J
 
 from __future__ import annotations
 
-import math
+import inspect
 import warnings
 from fractions import Fraction
 from typing import Self
@@ -59,6 +60,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive, clone
+from calibprob._core.ranks import exact_level, least_n
 from calibprob._core.validation import GROUP_COORD, check_confidence_levels, check_groups, check_targets
 from calibprob.predictive import CalibprobWarning, from_quantiles, normal
 
@@ -79,14 +81,6 @@ POOLED_COORD = "mondrian_pooled"
 _FALLBACKS = (None, "pooled")
 
 
-def _exact_level(value, name: str) -> Fraction:
-    """A level in (0, 1) as the exact fraction of its shortest decimal form (``0.9`` -> 9/10)."""
-    c = float(value)
-    if not 0.0 < c < 1.0 or not math.isfinite(c):
-        raise ValueError(f"{name} must be in (0, 1); got {value!r}.")
-    return Fraction(repr(c))
-
-
 def min_group_size(confidence_level, *, sides: int = 1) -> int:
     r"""The smallest group size whose conformal interval at ``confidence_level`` is finite.
 
@@ -102,7 +96,7 @@ def min_group_size(confidence_level, *, sides: int = 1) -> int:
     Parameters
     ----------
     confidence_level : float
-        :math:`c` in (0, 1), read as its shortest decimal form.
+        :math:`c` in (0, 1), read as the fraction it stands for (:func:`calibprob._core.ranks.exact_level`).
     sides : {1, 2}, default 1
         1: a symmetric score (one rank, :math:`\lceil c(n+1) \rceil`); 2: a signed score or a
         quantile function, each tail getting :math:`\alpha/2`.
@@ -124,8 +118,8 @@ def min_group_size(confidence_level, *, sides: int = 1) -> int:
     """
     if sides not in (1, 2):
         raise ValueError(f"sides must be 1 (symmetric score) or 2 (signed score / quantiles); got {sides!r}.")
-    alpha = 1 - _exact_level(confidence_level, "confidence_level")
-    return max(math.ceil(Fraction(sides) / alpha) - 1, 1)
+    exact_level(confidence_level, "confidence_level")  # names the parameter in the error
+    return max(least_n(confidence_level, rule="upper" if sides == 1 else "two-sided"), 1)
 
 
 def min_group_size_for_level(level, *, symmetric: bool = False) -> int:
@@ -164,11 +158,8 @@ def min_group_size_for_level(level, *, symmetric: bool = False) -> int:
     ----------
     Vovk et al. (2020), Neurocomputing 397 (the split-CPS ranks).
     """
-    p = _exact_level(level, "level")
-    if symmetric:
-        c = abs(2 * p - 1)
-        return 1 if c == 0 else max(math.ceil(1 / (1 - c)) - 1, 1)
-    return max(math.ceil(max(1 / p, 1 / (1 - p))) - 1, 1)
+    exact_level(level, "level")  # names the parameter in the error
+    return max(least_n(level, rule="mirrored" if symmetric else "quantile"), 1)
 
 
 def interval_sides(calibrator) -> int:
@@ -477,8 +468,18 @@ class Mondrian(BaseEstimator):
         -------
         xarray.Dataset
             ``quantile(obs, level)`` in ``pred``'s row order, with the ``group`` coordinate
-            (and ``mondrian_pooled`` with ``fallback="pooled"``).
+            (and ``mondrian_pooled`` with ``fallback="pooled"``). An intervals-only calibrator
+            (CQR, conditional conformal: its ``predict`` has no ``levels``) gives the interval
+            family of :meth:`predict_interval` at every fitted level, as its own ``predict`` does.
         """
+        if _gives_intervals(self.calibrator):
+            if levels is not None:
+                raise ValueError(
+                    f"levels= was given, but {type(self.calibrator).__name__} predicts intervals only (no quantile "
+                    "levels). Drop levels=, or call predict_interval(pred, confidence_level=...)."
+                )
+            check_is_fitted(self, "groups_", method="fit")
+            return self.predict_interval(pred, self.confidence_levels_.tolist(), groups=groups)
         pred, labels, codes = self._prepare(pred, groups)
         codes = self._route_unfitted(codes, "predict")
         parts = {
@@ -610,6 +611,14 @@ class Mondrian(BaseEstimator):
         if self._extrapolates() and self.fallback != "pooled":
             return np.ones(need.size, dtype=bool)
         return self.counts_[k] >= need
+
+
+def _gives_intervals(calibrator) -> bool:
+    """True for an intervals-only post-processor: a ``predict_interval``, and a ``predict`` without ``levels``."""
+    predict = getattr(calibrator, "predict", None)
+    if not hasattr(calibrator, "predict_interval") or predict is None:
+        return False
+    return "levels" not in inspect.signature(predict).parameters
 
 
 def _fill(lower, upper, rows: np.ndarray, mask: np.ndarray, est, sub: xr.Dataset, levels: np.ndarray) -> None:
