@@ -533,3 +533,28 @@ def test_mondrian_levels_are_independent(name, fallback, problem):
             assert bool(iv2["mondrian_pooled"].sel(confidence_level=c).values[rows].any()) is not own
         elif not own:
             assert np.all(np.isinf(iv2["lower"].sel(confidence_level=c).values[rows]))
+
+
+def _takes_groups(name) -> bool:
+    """``fit(..., groups=)`` meaning Mondrian (per group); conditional conformal's ``groups`` are its LP's features."""
+    params = inspect.signature(registry.CLASSES[name].load().fit).parameters
+    return "groups" in params and "features" not in params
+
+
+@pytest.mark.parametrize("name", sorted(n for n in POST_PROCESSORS if _takes_groups(n)))
+def test_groups_is_the_mondrian_wrapper(name, problem):
+    """``cls(...).fit(..., groups=g)`` is ``Mondrian(cls(...))``, bit for bit: one way to say it, one code path."""
+    pred_cal, pred_te = problem["normal"]
+    g_cal = _grouped(pred_cal.sizes["obs"], sizes=(12,))
+    g_te = np.resize(np.array(["small12", "a", "b"]), pred_te.sizes["obs"])
+    make = POST_PROCESSORS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", calibprob.CalibprobWarning)
+        direct = make(problem).fit(pred_cal, problem["y_cal"], groups=g_cal)
+        wrapped = calibprob.Mondrian(make(problem)).fit(pred_cal, problem["y_cal"], groups=g_cal)
+        np.testing.assert_array_equal(
+            _values(direct.predict(pred_te, groups=g_te)), _values(wrapped.predict(pred_te, groups=g_te))
+        )
+    if hasattr(direct, "predict_interval"):
+        a = direct.predict_interval(pred_te, groups=g_te)
+        assert a.identical(wrapped.predict_interval(pred_te, groups=g_te))
