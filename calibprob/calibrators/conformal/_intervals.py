@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import xarray as xr
 
-from calibprob._core.estimator import BaseEstimator, check_is_fitted
+from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive
 from calibprob._core.ranks import least_n, lower_rank, upper_rank
 from calibprob._core.ranks import min_conformal_points as min_points
 from calibprob._core.validation import check_array, check_confidence_levels, check_int, check_levels, check_prediction
@@ -46,6 +46,7 @@ __all__ = [
     "iter_chunks",
     "default_chunk_size",
     "interval_dataset",
+    "IntervalPredictor",
 ]
 
 
@@ -346,6 +347,96 @@ def interval_prediction(model, X, confidence_level, *, n: int, sides: int) -> xr
     )
     out.attrs["unbounded_levels"] = int((~ok).sum())
     return out
+
+
+class IntervalPredictor:
+    """The ``predict`` / ``predict_interval`` pair of a model-aware interval method, written once.
+
+    Jackknife(+) / CV(+), J+GP / FCP-GP and the LOO jackknife+ give intervals only; their
+    ``predict`` is the contract's interval family at every level asked for (unresolvable levels
+    unbounded, :func:`interval_prediction`) and their ``predict_interval`` the exact ends, in
+    test-point chunks (:func:`chunked_intervals`). A subclass provides what differs:
+
+    * ``_fitted``: the attribute :meth:`fit` sets (the not-fitted check names ``fit``);
+    * ``_interval_sides()``: 1 for a symmetric score, 2 for a signed one (the ranks' minimum);
+    * ``_check_predict()``: refuses a prediction this fit cannot make (default: none);
+    * for :meth:`predict_interval`: ``_chunk_bounds(X_chunk, levels) -> (lower, upper)``,
+      ``_interval_chunk()`` (test points per chunk, or ``None``), ``_method_name()`` and
+      ``_interval_attrs()``; a method whose intervals come another way overrides it.
+    """
+
+    _fitted = "scores_"
+    # set by the subclass's __init__ and fit
+    confidence_level: object
+    n_train_: int
+
+    def _interval_sides(self) -> int:
+        return 1
+
+    def _check_predict(self) -> None:
+        """Refuse a prediction this fit cannot make (default: none)."""
+
+    def _interval_chunk(self) -> int | None:
+        """Test points per call of ``_chunk_bounds`` (default: all at once)."""
+        return None
+
+    def _interval_attrs(self) -> dict:
+        return {"n_train": self.n_train_}
+
+    def _method_name(self) -> str:
+        raise NotImplementedError(
+            f"{type(self).__name__} must name its method (_method_name) to use IntervalPredictor."
+        )
+
+    def _chunk_bounds(self, X: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError(
+            f"{type(self).__name__} must give its interval ends (_chunk_bounds) or override predict_interval."
+        )
+
+    def predict(self, X, *, confidence_level=None) -> xr.Dataset:
+        """Intervals at the levels asked for, as the contract's interval family.
+
+        Parameters
+        ----------
+        X : array_like, shape (m, d)
+        confidence_level : float or sequence, optional
+            Default: the constructor's ``confidence_level``. Levels the ``n``
+            training points cannot resolve come back unbounded.
+
+        Returns
+        -------
+        xarray.Dataset
+            ``lower``, ``upper`` over (obs, confidence_level),
+            ``attrs["family"] == "interval"``; :func:`calibprob.evaluate` scores it.
+        """
+        check_is_fitted(self, self._fitted, method="fit")
+        check_not_predictive(X, self)
+        self._check_predict()
+        return interval_prediction(self, X, confidence_level, n=self.n_train_, sides=self._interval_sides())
+
+    def predict_interval(self, X, confidence_level=None) -> xr.Dataset:
+        """Intervals at one or several confidence levels, computed in test-point chunks.
+
+        Parameters
+        ----------
+        X : array_like, shape (m, d)
+        confidence_level : float or sequence, optional
+
+        Returns
+        -------
+        xarray.Dataset
+            ``lower``, ``upper`` over (obs, confidence_level); a scalar level drops that dimension.
+        """
+        check_is_fitted(self, self._fitted, method="fit")
+        check_not_predictive(X, self)
+        return chunked_intervals(
+            self.confidence_level if confidence_level is None else confidence_level,
+            X,
+            self._chunk_bounds,
+            chunk=self._interval_chunk(),
+            method=self._method_name(),
+            attrs=self._interval_attrs(),
+        )
 
 
 # ---------------------------------------------------------------------------
