@@ -74,6 +74,7 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_pred
 from calibprob._core.validation import check_array, check_choice, check_targets
 from calibprob.calibrators.conformal._condconf_lp import thresholds
 from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
+from calibprob.calibrators.conformal.scores import invert
 from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std
 from calibprob.predictive import CalibprobWarning
 
@@ -416,7 +417,7 @@ class ConditionalConformal(BaseEstimator):
             [thresholds(self.scores_, self.features_, phi, float(c), self._theta(c, m, rng)) for c in levels]
         )
         self._warn_unbounded(cut, phi)
-        lower, upper = mu[:, None] - cut * scale[:, None], mu[:, None] + cut * scale[:, None]
+        lower, upper = invert(mu[:, None], scale[:, None], -cut), invert(mu[:, None], scale[:, None], cut)
         ds = interval_dataset(lower, upper, levels, False, method=f"conditional-conformal-{self.score}")
         ds.attrs.update(n_calibration=self.n_calibration_, n_unbounded=int(np.isinf(cut).any(axis=1).sum()))
         return ds.assign_coords(obs=pred["obs"].values)

@@ -425,8 +425,7 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
         mu, sigma = predict_mean_std_chunked(
             self.estimator_, X, need_sigma=self.score_.needs_sigma, chunk_size=self.chunk_size
         )
-        s = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)
-        return mu[:, None] + s[:, None] * lo, mu[:, None] + s[:, None] * hi
+        return self.score_.bounds(mu, self.score_.scale(sigma), lo, hi)
 
     def _plus_bounds(self, X, levels):
         """Jackknife+ / CV+: each fold's prediction plus (minus) its scores, order statistics over folds."""

@@ -315,8 +315,7 @@ class SplitConformalRegressor(BaseEstimator):
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
         lo, hi = conformal_thresholds(self.scores_, levels, symmetric=self.score_.symmetric)
         mu, scale = self._mu_scale(X)
-        lower = mu[:, None] + scale[:, None] * lo[None, :]
-        upper = mu[:, None] + scale[:, None] * hi[None, :]
+        lower, upper = self.score_.bounds(mu, scale, lo, hi)
         return interval_dataset(
             lower,
             upper,

@@ -220,8 +220,7 @@ class SplitConformalCalibrator(BaseEstimator):
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
         lo, hi = conformal_thresholds(self.scores_, levels, symmetric=self.score_.symmetric)
         pred, mu, scale = self._mu_scale(pred)
-        lower = mu[:, None] + scale[:, None] * lo[None, :]
-        upper = mu[:, None] + scale[:, None] * hi[None, :]
+        lower, upper = self.score_.bounds(mu, scale, lo, hi)
         ds = interval_dataset(
             lower, upper, levels, scalar, method=self._method_name(), attrs={"n_calibration": self.n_calibration_}
         )
