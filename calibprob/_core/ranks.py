@@ -43,6 +43,7 @@ __all__ = [
     "RANK_TOL",
     "exact_level",
     "least_n",
+    "weighted_upper_rank",
     "upper_rank",
     "lower_rank",
     "min_conformal_points",
@@ -167,6 +168,59 @@ def least_n(level, *, rule: str = "upper") -> int:
         raise ValueError(f"rule must be one of {sorted(_RULES)}; got {rule!r}.")
     qs = _RULES[rule](exact_level(level))
     return max(0 if q == 0 else math.ceil(1 / (1 - q)) - 1 for q in qs)
+
+
+def weighted_upper_rank(weights, level, test_weight: float = 1.0) -> int:
+    r"""The 1-based rank of the weighted conformal quantile at ``level``; ``n + 1`` for :math:`+\infty`.
+
+    The level-:math:`q` quantile of :math:`\sum_i p_i \delta_{R_{(i)}} + p_{n+1} \delta_{+\infty}`,
+    :math:`p_i = w_i / (\sum_j w_j + w_{n+1})` (Tibshirani, Barber, Candès & Ramdas 2019,
+    weighted conformal prediction): the least :math:`k` with
+    :math:`\sum_{i \le k} w_i \ge q \,(\sum_j w_j + w_{n+1})`, the weights in the scores'
+    increasing order; :math:`n + 1` when only the mass at :math:`+\infty` reaches :math:`q`.
+
+    The weights are divided by the smallest one and :math:`q = a/b` is :func:`exact_level`, the
+    condition tested as :math:`b \sum_{i \le k} w_i \ge a\, W`: with equal weights every sum
+    is an exact integer and the rank is :func:`upper_rank`'s :math:`\lceil q(n+1) \rceil`, bit
+    for bit (tested). The lower end of a signed score is this rule on the reversed weights at
+    :math:`1 - \alpha/2` (the mass at :math:`-\infty`): :math:`n + 1 - k`.
+
+    Parameters
+    ----------
+    weights : array_like, shape (n,)
+        Non-negative calibration weights, in the order of the sorted scores.
+    level : float
+        :math:`q` in (0, 1).
+    test_weight : float, default 1.0
+        :math:`w_{n+1}`, the test point's weight (its mass sits at :math:`+\infty`).
+
+    Returns
+    -------
+    int
+        In ``1 .. n + 1``.
+
+    Examples
+    --------
+    >>> weighted_upper_rank([1.0] * 9, 0.9), upper_rank(0.9, 9)
+    (9, 9)
+    >>> weighted_upper_rank([1.0, 1.0, 4.0], 0.5)   # the heavy third score carries the median
+    3
+    >>> weighted_upper_rank([1.0] * 8, 0.9)         # too few points: +inf
+    9
+    """
+    w = np.asarray(weights, float)
+    if w.ndim != 1 or not np.all(np.isfinite(w)) or np.any(w < 0) or not (np.isfinite(test_weight) and test_weight > 0):
+        raise ValueError(
+            "weights must be a 1-D array of finite non-negative numbers and test_weight a finite positive number; "
+            f"got weights of shape {w.shape} and test_weight={test_weight!r}. Pass one weight per calibration score."
+        )
+    q = exact_level(level)
+    positive = w[w > 0]
+    ref = min(float(positive.min()), float(test_weight)) if positive.size else float(test_weight)
+    cum = np.cumsum(w / ref)
+    total = (cum[-1] if cum.size else 0.0) + float(test_weight) / ref
+    hit = np.flatnonzero(q.denominator * cum >= q.numerator * total)
+    return int(hit[0]) + 1 if hit.size else int(w.size) + 1
 
 
 def min_conformal_points(confidence_level: float) -> int:

@@ -48,6 +48,7 @@ import xarray as xr
 
 from calibprob import registry as _registry
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
+from calibprob._core.ranks import weighted_upper_rank
 from calibprob._core.validation import check_array
 from calibprob.calibrators.conformal._intervals import (
     as_regressor,
@@ -68,10 +69,10 @@ from calibprob.predictive import from_quantiles, normal
 __all__ = ["SplitConformalRegressor", "conformal_thresholds"]
 
 
-def conformal_thresholds(sorted_scores, confidence_levels, *, symmetric: bool = True):
-    r"""Score thresholds ``(lo, hi)`` of split-conformal intervals.
+def conformal_thresholds(sorted_scores, confidence_levels, *, symmetric: bool = True, weights=None, test_weight=1.0):
+    r"""Score thresholds ``(lo, hi)`` of split-conformal intervals: the split threshold rule.
 
-    The interval at a test point is ``[mu + lo * s, mu + hi * s]``.
+    The interval at a test point is ``[mu + lo * s, mu + hi * s]`` (:meth:`Score.bounds`).
 
     Parameters
     ----------
@@ -82,6 +83,13 @@ def conformal_thresholds(sorted_scores, confidence_levels, *, symmetric: bool = 
         ``True``: ``hi = R_(ceil(c (n+1)))`` and ``lo = -hi``.
         ``False`` (signed scores): ``lo = R_(floor(alpha/2 (n+1)))``,
         ``hi = R_(ceil((1 - alpha/2)(n+1)))``.
+    weights : array_like, shape (n,), optional
+        Per-point weights in the order of ``sorted_scores``: the weighted conformal quantile
+        with the test point's mass ``test_weight`` at :math:`\pm\infty`
+        (:func:`calibprob._core.ranks.weighted_upper_rank`; Tibshirani et al. 2019). A level
+        the finite scores do not reach gives an infinite threshold. Equal weights give the
+        unweighted thresholds bit for bit.
+    test_weight : float, default 1.0
 
     Returns
     -------
@@ -90,13 +98,29 @@ def conformal_thresholds(sorted_scores, confidence_levels, *, symmetric: bool = 
     Raises
     ------
     ValueError
-        If a rank falls outside ``1..n`` (the message says how many scores
+        Unweighted: if a rank falls outside ``1..n`` (the message says how many scores
         are needed).
     """
     R = np.asarray(sorted_scores, float)
     n = R.size
     lo = np.empty(len(confidence_levels))
     hi = np.empty(len(confidence_levels))
+    if weights is not None:
+        w = np.asarray(weights, float)
+        if w.shape != R.shape:
+            raise ValueError(
+                f"weights has shape {w.shape} but there are {n} scores; pass one weight per score, in their order."
+            )
+        for j, c in enumerate(confidence_levels):
+            q = c if symmetric else 1.0 - (1.0 - c) / 2.0
+            k = weighted_upper_rank(w, q, test_weight)
+            hi[j] = np.inf if k > n else R[k - 1]
+            if symmetric:
+                lo[j] = -hi[j]
+            else:  # the lower tail: the same rule on the reversed order, the test mass at -inf
+                k = weighted_upper_rank(w[::-1], q, test_weight)
+                lo[j] = -np.inf if k > n else R[n - k]
+        return lo, hi
     for j, c in enumerate(confidence_levels):
         if symmetric:
             check_enough_points(c, n)
