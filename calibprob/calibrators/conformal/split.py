@@ -46,92 +46,27 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from calibprob import registry as _registry
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
-from calibprob._core.ranks import weighted_upper_rank
 from calibprob._core.validation import check_array
 from calibprob.calibrators.conformal._intervals import (
     as_regressor,
-    check_enough_points,
     check_Xy,
-    conformal_quantile_function,
     interval_dataset,
-    lower_rank,
     predict_mean_std_chunked,
     resolve_levels,
-    upper_rank,
-    valid_levels,
 )
 from calibprob.calibrators.conformal.mondrian import Mondrian, predict_with_groups
 from calibprob.calibrators.conformal.scores import Score, get_score
+from calibprob.calibrators.conformal.split_calibrator import (
+    SplitConformalCalibrator,
+    conformal_thresholds,
+    split_intervals,
+    split_quantiles,
+    split_scores,
+)
 from calibprob.predictive import from_quantiles, normal
 
 __all__ = ["SplitConformalRegressor", "conformal_thresholds"]
-
-
-def conformal_thresholds(sorted_scores, confidence_levels, *, symmetric: bool = True, weights=None, test_weight=1.0):
-    r"""Score thresholds ``(lo, hi)`` of split-conformal intervals: the split threshold rule.
-
-    The interval at a test point is ``[mu + lo * s, mu + hi * s]`` (:meth:`Score.bounds`).
-
-    Parameters
-    ----------
-    sorted_scores : ndarray, shape (n,)
-        Calibration scores in increasing order.
-    confidence_levels : ndarray, shape (C,)
-    symmetric : bool
-        ``True``: ``hi = R_(ceil(c (n+1)))`` and ``lo = -hi``.
-        ``False`` (signed scores): ``lo = R_(floor(alpha/2 (n+1)))``,
-        ``hi = R_(ceil((1 - alpha/2)(n+1)))``.
-    weights : array_like, shape (n,), optional
-        Per-point weights in the order of ``sorted_scores``: the weighted conformal quantile
-        with the test point's mass ``test_weight`` at :math:`\pm\infty`
-        (:func:`calibprob._core.ranks.weighted_upper_rank`; Tibshirani et al. 2019). A level
-        the finite scores do not reach gives an infinite threshold. Equal weights give the
-        unweighted thresholds bit for bit.
-    test_weight : float, default 1.0
-
-    Returns
-    -------
-    lo, hi : ndarray, shape (C,)
-
-    Raises
-    ------
-    ValueError
-        Unweighted: if a rank falls outside ``1..n`` (the message says how many scores
-        are needed).
-    """
-    R = np.asarray(sorted_scores, float)
-    n = R.size
-    lo = np.empty(len(confidence_levels))
-    hi = np.empty(len(confidence_levels))
-    if weights is not None:
-        w = np.asarray(weights, float)
-        if w.shape != R.shape:
-            raise ValueError(
-                f"weights has shape {w.shape} but there are {n} scores; pass one weight per score, in their order."
-            )
-        for j, c in enumerate(confidence_levels):
-            q = c if symmetric else 1.0 - (1.0 - c) / 2.0
-            k = weighted_upper_rank(w, q, test_weight)
-            hi[j] = np.inf if k > n else R[k - 1]
-            if symmetric:
-                lo[j] = -hi[j]
-            else:  # the lower tail: the same rule on the reversed order, the test mass at -inf
-                k = weighted_upper_rank(w[::-1], q, test_weight)
-                lo[j] = -np.inf if k > n else R[n - k]
-        return lo, hi
-    for j, c in enumerate(confidence_levels):
-        if symmetric:
-            check_enough_points(c, n)
-            hi[j] = R[upper_rank(c, n) - 1]
-            lo[j] = -hi[j]
-        else:
-            check_enough_points(c, n, sides=2)
-            a = (1.0 - c) / 2.0
-            lo[j] = R[lower_rank(a, n) - 1]
-            hi[j] = R[upper_rank(1.0 - a, n) - 1]
-    return lo, hi
 
 
 class SplitConformalRegressor(BaseEstimator):
@@ -277,17 +212,14 @@ class SplitConformalRegressor(BaseEstimator):
         X_cal, y_cal = check_Xy(X_cal, y_cal, X_name="X_cal", y_name="y_cal")
         self.mondrian_ = None
         if groups is not None:
-            inner = _registry.CLASSES["SplitConformalCalibrator"].load()(
-                score=score, confidence_level=self.confidence_level
-            )
+            inner = SplitConformalCalibrator(score=score, confidence_level=self.confidence_level)
             self.mondrian_ = Mondrian(inner).fit(self._as_predictive(X_cal, score), y_cal, groups=groups)
             self.scores_, self.n_calibration_, self.score_ = np.zeros(0), int(y_cal.size), score
             return self
         mu, sigma = predict_mean_std_chunked(
             self.estimator_, X_cal, need_sigma=score.needs_sigma, chunk_size=self.chunk_size
         )
-        R = np.sort(score.score(y_cal, mu, sigma))
-        conformal_thresholds(R, levels, symmetric=score.symmetric)  # early, clear error
+        R = split_scores(score, y_cal, mu, sigma, levels)
         self.scores_ = R
         self.n_calibration_ = R.size
         self.score_ = score
@@ -337,9 +269,8 @@ class SplitConformalRegressor(BaseEstimator):
             out = mondrian.predict_interval(pred, confidence_level, groups=groups)
             return out.assign_coords(obs=np.arange(pred.sizes["obs"]))
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
-        lo, hi = conformal_thresholds(self.scores_, levels, symmetric=self.score_.symmetric)
         mu, scale = self._mu_scale(X)
-        lower, upper = self.score_.bounds(mu, scale, lo, hi)
+        lower, upper = split_intervals(self.score_, self.scores_, mu, scale, levels)
         return interval_dataset(
             lower,
             upper,
@@ -380,9 +311,8 @@ class SplitConformalRegressor(BaseEstimator):
         if grouped is not None:
             mondrian, pred = grouped
             return mondrian.predict(pred, levels=levels, groups=groups)
-        levels = valid_levels(levels, self.n_calibration_, symmetric=self.score_.symmetric)
         mu, scale = self._mu_scale(X)
-        q = conformal_quantile_function(mu, scale, self.scores_, levels, symmetric=self.score_.symmetric)
+        q, levels = split_quantiles(self.score_, self.scores_, mu, scale, levels)
         ds = from_quantiles(q, levels, method=f"split-conformal-{self.score_.name}")
         ds.attrs["n_calibration"] = self.n_calibration_
         return ds
