@@ -59,7 +59,7 @@ from scipy import linalg  # noqa: E402
 
 from calibprob.bases.gp.kernels import matern  # noqa: E402
 from calibprob.calibrators.conformal import SplitConformalRegressor  # noqa: E402
-from calibprob.calibrators.conformal._common import lower_rank, upper_rank  # noqa: E402
+from calibprob.calibrators.conformal._intervals import lower_rank, upper_rank  # noqa: E402
 from calibprob.calibrators.conformal.gp import (  # noqa: E402
     full_conformal_gp_bounds,
     jackknife_plus_gp_bounds,

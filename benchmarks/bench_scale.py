@@ -77,7 +77,7 @@ def _variant(n: int, chunk: int | None, queue) -> None:
     if chunk is None:
         pred = cps.predict(pred_test)
     else:  # the whole test set as one block: the one-shot formula mu + s * r of the earlier code
-        from calibprob.calibrators.conformal._common import conformal_quantile_function, valid_levels
+        from calibprob.calibrators.conformal._intervals import conformal_quantile_function, valid_levels
         from calibprob.predictive import from_quantiles
 
         _, m, s = cps._mu_scale(pred_test)

@@ -19,7 +19,7 @@ import pytest
 
 import calibprob
 from calibprob.calibrators.conformal import ConformalPredictiveSystem, CrossConformalRegressor
-from calibprob.calibrators.conformal._common import conformal_quantile_function, rank_interpolated_quantiles
+from calibprob.calibrators.conformal._intervals import conformal_quantile_function, rank_interpolated_quantiles
 from calibprob.calibrators.conformal.jackknife import jackknife_plus_bounds
 from calibprob.metrics import crps_quantile, evaluate
 from calibprob.predictive import DEFAULT_LEVELS, quantile_ppf

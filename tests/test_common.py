@@ -497,3 +497,83 @@ def test_base_save_load_round_trip(name, tmp_path):
         back = calibprob.load(path, **{k: getattr(model, k) for k in keys})
     assert type(back) is type(model) and back.get_params().keys() == model.get_params().keys()
     xr.testing.assert_allclose(back.predict(X_TE), model.predict(X_TE), rtol=0, atol=1e-10)
+
+
+# ---------------------------------------------------------------------------
+# groups: every post-processor per group, each level on its own (issue 35)
+# ---------------------------------------------------------------------------
+
+
+def _grouped(n, sizes=(3, 12)):
+    """Labels: a tiny group, a small one (resolves 0.8, not 0.98), the rest split in two large groups."""
+    small = np.concatenate([np.full(s, f"small{s}") for s in sizes])
+    rest = np.where(np.arange(n - small.size) % 2 == 0, "a", "b")
+    return np.concatenate([small, rest])
+
+
+@pytest.mark.parametrize("fallback", [None, "pooled"])
+@pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
+def test_mondrian_levels_are_independent(name, fallback, problem):
+    """Adding a level to the request leaves every other level's intervals bitwise unchanged.
+
+    Asked at fit (the Mondrian's ``confidence_level``) and at predict; a group too small for
+    0.98 falls back (pooled or infinite) at 0.98 only, and ``fit`` warns once, with the table.
+    """
+    pred_cal, pred_te = problem["normal"]
+    g_cal = _grouped(pred_cal.sizes["obs"])
+    g_te = np.resize(np.array(["small3", "small12", "a", "b"]), pred_te.sizes["obs"])
+    out = {}
+    for request in ([0.8], [0.8, 0.98]):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            m = calibprob.Mondrian(POST_PROCESSORS[name](problem), fallback=fallback, confidence_level=request)
+            m.fit(pred_cal, problem["y_cal"], groups=g_cal)
+        small = [w for w in caught if "below the minimum group size" in str(w.message)]
+        assert len(small) == (1 if m.small_groups_ else 0)  # one warning per call, not one per group
+        for label, _, missed in m.small_groups_:
+            assert f"group {label!r} has" in str(small[0].message)
+            assert all(f"{c:g} needs {k}" in str(small[0].message) for c, k in missed)
+        out[tuple(request)] = m, m.predict_interval(pred_te, request, groups=g_te)
+    m1, iv1 = out[(0.8,)]
+    m2, iv2 = out[(0.8, 0.98)]
+    for end in ("lower", "upper"):
+        np.testing.assert_array_equal(
+            iv1[end].sel(confidence_level=0.8).values, iv2[end].sel(confidence_level=0.8).values
+        )
+        np.testing.assert_array_equal(
+            m2.predict_interval(pred_te, 0.8, groups=g_te)[end].values, iv2[end].sel(confidence_level=0.8).values
+        )
+    # the 12-point group: its own calibrator at every level its size resolves, the fallback only at the others
+    rows = g_te == "small12"
+    need = dict(zip(m2.confidence_levels_.tolist(), m2.min_sizes_.tolist()))
+    for c in (0.8, 0.98):
+        own = 12 >= need[c] or (m2._extrapolates() and fallback is None)
+        if fallback == "pooled":
+            assert bool(iv2["mondrian_pooled"].sel(confidence_level=c).values[rows].any()) is not own
+        elif not own:
+            assert np.all(np.isinf(iv2["lower"].sel(confidence_level=c).values[rows]))
+
+
+def _takes_groups(name) -> bool:
+    """``fit(..., groups=)`` meaning Mondrian (per group); conditional conformal's ``groups`` are its LP's features."""
+    params = inspect.signature(registry.CLASSES[name].load().fit).parameters
+    return "groups" in params and "features" not in params
+
+
+@pytest.mark.parametrize("name", sorted(n for n in POST_PROCESSORS if _takes_groups(n)))
+def test_groups_is_the_mondrian_wrapper(name, problem):
+    """``cls(...).fit(..., groups=g)`` is ``Mondrian(cls(...))``, bit for bit: one way to say it, one code path."""
+    pred_cal, pred_te = problem["normal"]
+    g_cal = _grouped(pred_cal.sizes["obs"], sizes=(12,))
+    g_te = np.resize(np.array(["small12", "a", "b"]), pred_te.sizes["obs"])
+    make = POST_PROCESSORS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", calibprob.CalibprobWarning)
+        direct = make(problem).fit(pred_cal, problem["y_cal"], groups=g_cal)
+        wrapped = calibprob.Mondrian(make(problem)).fit(pred_cal, problem["y_cal"], groups=g_cal)
+        np.testing.assert_array_equal(
+            _values(direct.predict(pred_te, groups=g_te)), _values(wrapped.predict(pred_te, groups=g_te))
+        )
+    if hasattr(direct, "predict_interval"):
+        a = direct.predict_interval(pred_te, groups=g_te)
+        assert a.identical(wrapped.predict_interval(pred_te, groups=g_te))

@@ -55,6 +55,9 @@ MOVED: dict[str, str] = {
     "calibprob.loo_predictive": "calibprob.predictive.loo",
     "calibprob.compare.group_plots": "calibprob.compare.report.group_plots",
     "calibprob._executor": "calibprob.runs",  # the executor became a package (outputs, scheduling, cluster apart)
+    # the conformal package's modules named for what they hold (issue 40)
+    "calibprob.calibrators.conformal.distribution": "calibprob.calibrators.conformal.split_calibrator",
+    "calibprob.calibrators.conformal._common": "calibprob.calibrators.conformal._intervals",
 }
 
 

@@ -141,6 +141,15 @@ class _Recalibrator(BaseEstimator):
             raise ValueError(f"levels must hold at least 2 levels to define a quantile function; got {out.size}.")
         return out
 
+    def _mondrian_extrapolates(self) -> bool:
+        r"""Mondrian's hook: with ``extrapolate=True`` this calibrator defines every level itself.
+
+        A group below a level's minimum size then gets the group's own extrapolated quantiles
+        at that level (what :meth:`predict` returns for it), not :math:`(-\infty, \infty)`, and
+        Mondrian's warning says so: the output and the warning agree.
+        """
+        return bool(getattr(self, "extrapolate", False))
+
     def _check_range(self, levels: np.ndarray, n: int) -> np.ndarray:
         """Which levels need extrapolation; raise unless ``extrapolate`` allows it."""
         inside = levels_in_range(levels, n)

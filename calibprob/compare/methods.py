@@ -28,7 +28,7 @@ import xarray as xr
 from calibprob import registry
 from calibprob._core.options import Anything
 from calibprob._core.validation import check_choice
-from calibprob.calibrators.conformal._common import interval_dataset, reachable_levels
+from calibprob.calibrators.conformal._intervals import interval_dataset, reachable_levels
 from calibprob.calibrators.conformal.mondrian import Mondrian
 from calibprob.calibrators.conformal.scores import get_score
 from calibprob.metrics import interval_levels

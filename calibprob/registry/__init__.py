@@ -113,7 +113,7 @@ _TOP = ("calibprob",)
 
 # --- helpers held by the estimators (saved and loaded with them) ---------------------
 register_class(
-    "calibprob.calibrators.conformal._common:CallableRegressor",
+    "calibprob.calibrators.conformal._intervals:CallableRegressor",
     role="helper",
     exports=("calibprob.calibrators.conformal",),
 )
@@ -326,7 +326,7 @@ register_method(
 _CONF = (*_TOP, "calibprob.calibrators.conformal")
 register_method(
     "split-conformal",
-    "calibprob.calibrators.conformal.distribution:SplitConformalCalibrator",
+    "calibprob.calibrators.conformal.split_calibrator:SplitConformalCalibrator",
     family="distribution",
     output="distribution",
     options={"score": _SCORE, **_CONFORMAL, **_CALIBRATION_DATA},

@@ -3,7 +3,7 @@
 Three families (:mod:`calibprob._core.estimator`; the registry's ``family``):
 
 * distribution post-processors -- ``fit(pred_cal, y_cal)``, ``predict(pred)`` on the base's predictive Dataset:
-  :class:`~calibprob.calibrators.conformal.distribution.SplitConformalCalibrator`,
+  :class:`~calibprob.calibrators.conformal.split_calibrator.SplitConformalCalibrator`,
   :class:`~calibprob.calibrators.conformal.predictive_system.ConformalPredictiveSystem` (Vovk et al. 2020),
   :class:`~calibprob.calibrators.conformal.cqr.ConformalizedQuantileRegression` (Romano, Patterson & Candès 2019;
   CQR-r / CQR-m, Sesia & Candès 2020), :class:`~calibprob.calibrators.conformal.conditional.ConditionalConformal`
@@ -22,7 +22,7 @@ The intervals-only methods' ``predict`` returns ``lower``/``upper`` over (obs, c
 ``attrs["family"] == "interval"``, which :func:`calibprob.evaluate` scores like any prediction. Scores live in
 :mod:`calibprob.calibrators.conformal.scores`; the NumPy layer (thresholds, jackknife+ bounds, the GP bounds, the
 FCP-GP sweep) is public in the submodules, and one helper predicts intervals in row chunks
-(:func:`~calibprob.calibrators.conformal._common.chunked_intervals`).
+(:func:`~calibprob.calibrators.conformal._intervals.chunked_intervals`).
 
 The classes this package exports are those registered for it in :mod:`calibprob.registry` (the one source),
 imported on first access; so are the submodules.

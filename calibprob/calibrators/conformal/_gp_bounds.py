@@ -8,7 +8,7 @@ import numpy as np
 
 # the kriging algebra (one closed-form leave-one-out, shared with the GP base) lives with the GPs
 from calibprob.bases.gp.loo import KrigingSystem, loo_at_points
-from calibprob.calibrators.conformal._common import (
+from calibprob.calibrators.conformal._intervals import (
     check_enough_points,
     lower_rank,
     order_statistic,

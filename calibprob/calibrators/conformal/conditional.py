@@ -72,9 +72,10 @@ from scipy.linalg import qr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.validation import check_array, check_choice, check_targets
-from calibprob.calibrators.conformal._common import interval_dataset, resolve_levels
 from calibprob.calibrators.conformal._condconf_lp import thresholds
-from calibprob.calibrators.conformal.distribution import predictive_mean_std
+from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
+from calibprob.calibrators.conformal.scores import invert
+from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std
 from calibprob.predictive import CalibprobWarning
 
 __all__ = ["ConditionalConformal", "conditional_thresholds", "one_hot"]
@@ -416,10 +417,33 @@ class ConditionalConformal(BaseEstimator):
             [thresholds(self.scores_, self.features_, phi, float(c), self._theta(c, m, rng)) for c in levels]
         )
         self._warn_unbounded(cut, phi)
-        lower, upper = mu[:, None] - cut * scale[:, None], mu[:, None] + cut * scale[:, None]
+        lower, upper = invert(mu[:, None], scale[:, None], -cut), invert(mu[:, None], scale[:, None], cut)
         ds = interval_dataset(lower, upper, levels, False, method=f"conditional-conformal-{self.score}")
         ds.attrs.update(n_calibration=self.n_calibration_, n_unbounded=int(np.isinf(cut).any(axis=1).sum()))
         return ds.assign_coords(obs=pred["obs"].values)
+
+    def predict_interval(self, pred, confidence_level=None, *, groups=None, features=None, X=None) -> xr.Dataset:
+        """The interval family's entry point: :meth:`predict`, a scalar level dropping its dimension.
+
+        The same intervals as :meth:`predict` (this method's only output), under the name every
+        interval method of calibprob answers to, so that wrappers (:class:`~calibprob.Mondrian`)
+        and users reach them alike.
+
+        Parameters
+        ----------
+        pred : xarray.Dataset
+        confidence_level : float or sequence, optional
+            Default: the constructor's.
+        groups, features, X :
+            As given to :meth:`fit`, for the test points.
+
+        Returns
+        -------
+        xarray.Dataset
+        """
+        level = self.confidence_level if confidence_level is None else confidence_level
+        ds = self.predict(pred, groups=groups, features=features, X=X, confidence_level=level)
+        return ds.isel(confidence_level=0) if np.ndim(level) == 0 else ds
 
     @staticmethod
     def _warn_unbounded(cut: np.ndarray, phi: np.ndarray) -> None:

@@ -71,7 +71,8 @@ import xarray as xr
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.ranks import upper_rank
 from calibprob._core.validation import check_array, check_choice, check_targets
-from calibprob.calibrators.conformal._common import check_enough_points, interval_dataset, resolve_levels
+from calibprob.calibrators.conformal._intervals import check_enough_points, interval_dataset, resolve_levels
+from calibprob.calibrators.conformal.mondrian import fit_with_groups, predict_with_groups
 
 __all__ = [
     "ConformalizedQuantileRegression",
@@ -389,7 +390,7 @@ class ConformalizedQuantileRegression(BaseEstimator):
         # ceil((1 - alpha/2)(n+1)) <= n, the two-sided minimum.
         return 2 if self.variant == "asymmetric" else 1
 
-    def fit(self, pred_cal, y_cal) -> Self:
+    def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
         """Score the calibration points at every confidence level; returns ``self``.
 
         Parameters
@@ -398,6 +399,9 @@ class ConformalizedQuantileRegression(BaseEstimator):
             The base's predictive distribution on the calibration data, storing the
             levels :math:`(1 \\mp c)/2` (and 0.5 for CQR-m).
         y_cal : array_like or 1-D xarray.DataArray, shape (n_cal,)
+        groups : array_like, xarray.DataArray or str, optional
+            One label per calibration point (or an ``obs`` coordinate name): Mondrian CQR, one
+            clone per group (:class:`calibprob.Mondrian`), each level on its own.
 
         Raises
         ------
@@ -407,6 +411,8 @@ class ConformalizedQuantileRegression(BaseEstimator):
         TypeError
             ``pred_cal`` is not a predictive Dataset.
         """
+        if fit_with_groups(self, pred_cal, y_cal, groups):
+            return self
         variant = self._check_params()
         levels, _ = resolve_levels(self.confidence_level)
         pred = _checked_predictive(pred_cal, self, "pred_cal")
@@ -437,7 +443,7 @@ class ConformalizedQuantileRegression(BaseEstimator):
             )
         return levels, np.asarray(idx), scalar
 
-    def predict_interval(self, pred, confidence_level=None) -> xr.Dataset:
+    def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
         """CQR intervals at one or several of the fitted confidence levels.
 
         Parameters
@@ -447,12 +453,17 @@ class ConformalizedQuantileRegression(BaseEstimator):
         confidence_level : float or sequence, optional
             Fitted levels to return (default: all); a scalar drops the
             ``confidence_level`` dimension.
+        groups : array_like, xarray.DataArray or str, optional
+            Per-row group labels when fitted with ``groups=``.
 
         Returns
         -------
         xarray.Dataset
             The interval family: ``lower``, ``upper`` over (obs, confidence_level).
         """
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None:
+            return mondrian.predict_interval(pred, confidence_level, groups=groups)
         levels, idx, scalar = self._level_index(confidence_level)
         pred = _checked_predictive(pred, self, "pred")
         variant = self._check_params()
@@ -469,19 +480,25 @@ class ConformalizedQuantileRegression(BaseEstimator):
         )
         return ds.assign_coords(obs=pred["obs"].values)
 
-    def predict(self, pred, *, confidence_level=None) -> xr.Dataset:
+    def predict(self, pred, *, confidence_level=None, groups=None) -> xr.Dataset:
         """The interval family at every fitted level (or those asked for), ``confidence_level`` kept as a dimension.
 
         Parameters
         ----------
         pred : xarray.Dataset
         confidence_level : float or sequence, optional
+        groups : array_like, xarray.DataArray or str, optional
+            Per-row group labels when fitted with ``groups=``.
 
         Returns
         -------
         xarray.Dataset
             ``lower``, ``upper`` over (obs, confidence_level), ``attrs["family"] == "interval"``.
         """
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None:
+            levels = mondrian.confidence_levels_ if confidence_level is None else np.atleast_1d(confidence_level)
+            return mondrian.predict_interval(pred, list(np.asarray(levels, float)), groups=groups)
         check_is_fitted(self, "corrections_", method="fit")
         levels = self.confidence_levels_ if confidence_level is None else np.atleast_1d(confidence_level)
         return self.predict_interval(pred, confidence_level=list(np.asarray(levels, float)))

@@ -129,19 +129,18 @@ from calibprob._core.validation import check_choice
 # the kriging algebra (one closed-form leave-one-out, shared with the GP base) lives with the GPs
 from calibprob.bases.gp._sparse_loo import sparse_kriging_predict, sparse_kriging_system
 from calibprob.bases.gp.loo import KrigingSystem, _system_from_factor, kriging_predict, kriging_system, loo_at_points
-from calibprob.calibrators.conformal._common import (
-    as_regressor,
-    check_enough_points,
-    check_Xy,
-    chunked_intervals,
-    default_chunk_size,
-    interval_prediction,
-    resolve_levels,
-)
 from calibprob.calibrators.conformal._gp_bounds import (
     _jackknife_plus_gp_bounds_test_major,
     full_conformal_gp_bounds,
     jackknife_plus_gp_bounds,
+)
+from calibprob.calibrators.conformal._intervals import (
+    IntervalPredictor,
+    as_regressor,
+    check_enough_points,
+    check_Xy,
+    default_chunk_size,
+    resolve_levels,
 )
 from calibprob.calibrators.conformal.scores import get_score
 
@@ -256,11 +255,14 @@ def _gp_view(gp, refit_mean: bool) -> _GPView:
     return _GPView(X, system, kern, noise, offset, gls, float(theta["variance"]))
 
 
-class _GPConformalBase:
+class _GPConformalBase(IntervalPredictor):
     """Shared fit/predict plumbing of :class:`JackknifePlusGP` and :class:`FullConformalGP`."""
 
+    _fitted = "view_"
     _min_sides = 1
     refit_mean: bool  # a parameter of both subclasses
+    chunk_size: int | None  # a parameter of both subclasses
+    _rows_per_point: int  # the subclass's temporaries per test point and training point
     #: the kriging view is derived from the fitted GP: not saved, rebuilt after loading
     _transient_attrs: tuple[str, ...] = ("view_",)
 
@@ -311,50 +313,12 @@ class _GPConformalBase:
         lam, mu, var, extra = self.view_.predict_with_extra(Xs)
         return self._bounds(lam, mu, var, levels, extra)
 
-    def predict(self, X, *, confidence_level=None):
-        """Intervals at the levels asked for, as the contract's interval family.
+    # the predict / predict_interval pair: IntervalPredictor's
+    def _interval_sides(self) -> int:
+        return self._min_sides
 
-        Parameters
-        ----------
-        X : array_like, shape (m, d)
-        confidence_level : float or sequence, optional
-            Default: the constructor's ``confidence_level``. Levels the ``n``
-            training points cannot resolve come back unbounded.
-
-        Returns
-        -------
-        xarray.Dataset
-            ``lower``, ``upper`` over (obs, confidence_level),
-            ``attrs["family"] == "interval"``; :func:`calibprob.evaluate` scores it.
-        """
-        check_is_fitted(self, "view_", method="fit")
-        check_not_predictive(X, self)
-        return interval_prediction(self, X, confidence_level, n=self.n_train_, sides=self._min_sides)
-
-    def predict_interval(self, X, confidence_level=None):
-        """Intervals at one or several confidence levels (computed in test-point chunks).
-
-        Parameters
-        ----------
-        X : array_like, shape (m, d)
-        confidence_level : float or sequence, optional
-
-        Returns
-        -------
-        xarray.Dataset
-            ``lower``, ``upper`` over (obs, confidence_level).
-        """
-        check_is_fitted(self, "view_", method="fit")
-        check_not_predictive(X, self)
-        n = self.n_train_
-        return chunked_intervals(
-            self.confidence_level if confidence_level is None else confidence_level,
-            X,
-            self._chunk_bounds,
-            chunk=default_chunk_size(self._rows_per_point * n, self.chunk_size),
-            method=self._method_name(),
-            attrs={"n_train": n},
-        )
+    def _interval_chunk(self) -> int:
+        return default_chunk_size(self._rows_per_point * self.n_train_, self.chunk_size)
 
 
 class JackknifePlusGP(_GPConformalBase, BaseEstimator):

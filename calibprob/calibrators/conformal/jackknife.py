@@ -58,17 +58,15 @@ prediction, §2.4–2.5.
 from __future__ import annotations
 
 import numpy as np
-import xarray as xr
 
-from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
+from calibprob._core.estimator import BaseEstimator, check_not_predictive, clone
 from calibprob._core.validation import check_choice, check_int
-from calibprob.calibrators.conformal._common import (
+from calibprob.calibrators.conformal._intervals import (
+    IntervalPredictor,
     as_regressor,
     check_enough_points,
     check_Xy,
-    chunked_intervals,
     default_chunk_size,
-    interval_prediction,
     iter_chunks,
     lower_rank,
     order_statistic,
@@ -149,7 +147,7 @@ def jackknife_plus_bounds(
     return lower, upper
 
 
-class CrossConformalRegressor(BaseEstimator):
+class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
     r"""Jackknife, jackknife+ and CV+ around any refittable base regressor.
 
     ================================  ===============  ==========
@@ -401,55 +399,25 @@ class CrossConformalRegressor(BaseEstimator):
                 S[k] = self.score_.scale(sigma)
         return M, S
 
-    def predict(self, X, *, confidence_level=None) -> xr.Dataset:
-        """Intervals at the levels asked for, as the contract's interval family (jackknife+ gives no quantile function).
+    # the predict / predict_interval pair: IntervalPredictor's
+    def _interval_sides(self) -> int:
+        return 1 if self.score_.symmetric else 2
 
-        Parameters
-        ----------
-        X : array_like, shape (m, d)
-        confidence_level : float or sequence, optional
-            Default: the constructor's ``confidence_level``. Levels the
-            ``n`` training points cannot resolve come back unbounded.
-
-        Returns
-        -------
-        xarray.Dataset
-            ``lower``, ``upper`` over (obs, confidence_level),
-            ``attrs["family"] == "interval"``; :func:`calibprob.evaluate` scores it.
-        """
-        check_is_fitted(self, "scores_", method="fit")
-        check_not_predictive(X, self)
-        return interval_prediction(self, X, confidence_level, n=self.n_train_, sides=1 if self.score_.symmetric else 2)
-
-    def predict_interval(self, X, confidence_level=None) -> xr.Dataset:
-        """Intervals at one or several confidence levels, computed in test-point chunks.
-
-        Parameters
-        ----------
-        X : array_like, shape (m, d)
-        confidence_level : float or sequence, optional
-
-        Returns
-        -------
-        xarray.Dataset
-            ``lower``, ``upper`` over (obs, confidence_level).
-        """
-        check_is_fitted(self, "scores_", method="fit")
-        check_not_predictive(X, self)
+    def _method_name(self) -> str:
         name = {("loo", "plus"): "jackknife+", ("loo", "base"): "jackknife"}.get(
             (self.cv if isinstance(self.cv, str) else "cv", self.method),
             "cv+" if self.method == "plus" else "cv",
         )
-        n = self.n_train_
-        base = self.method == "base"
-        return chunked_intervals(
-            self.confidence_level if confidence_level is None else confidence_level,
-            X,
-            self._base_bounds if base else self._plus_bounds,
-            chunk=None if base else default_chunk_size(4 * n, self.chunk_size),
-            method=f"{name}-{self.score_.name}",
-            attrs={"n_train": n, "n_folds": len(self.estimators_)},
-        )
+        return f"{name}-{self.score_.name}"
+
+    def _interval_chunk(self) -> int | None:
+        return None if self.method == "base" else default_chunk_size(4 * self.n_train_, self.chunk_size)
+
+    def _interval_attrs(self) -> dict:
+        return {"n_train": self.n_train_, "n_folds": len(self.estimators_)}
+
+    def _chunk_bounds(self, X, levels):
+        return self._base_bounds(X, levels) if self.method == "base" else self._plus_bounds(X, levels)
 
     def _base_bounds(self, X, levels):
         """Jackknife / CV: the full model's mean (and scale) plus the score quantiles."""
@@ -457,8 +425,7 @@ class CrossConformalRegressor(BaseEstimator):
         mu, sigma = predict_mean_std_chunked(
             self.estimator_, X, need_sigma=self.score_.needs_sigma, chunk_size=self.chunk_size
         )
-        s = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)
-        return mu[:, None] + s[:, None] * lo, mu[:, None] + s[:, None] * hi
+        return self.score_.bounds(mu, self.score_.scale(sigma), lo, hi)
 
     def _plus_bounds(self, X, levels):
         """Jackknife+ / CV+: each fold's prediction plus (minus) its scores, order statistics over folds."""

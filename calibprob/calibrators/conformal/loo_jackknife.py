@@ -71,11 +71,11 @@ import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
 from calibprob._core.validation import check_array, check_choice, check_targets
-from calibprob.calibrators.conformal._common import (
+from calibprob.calibrators.conformal._intervals import (
+    IntervalPredictor,
     check_enough_points,
     default_chunk_size,
     interval_dataset,
-    interval_prediction,
     iter_chunks,
     resolve_levels,
 )
@@ -132,7 +132,7 @@ def loo_scores(weights, y, draws_train, *, score: str = "absolute"):
     return mean, sd, R
 
 
-class LOOJackknifePlus(BaseEstimator):
+class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
     r"""Jackknife+ intervals from one posterior, by PSIS-LOO weights (no refits).
 
     See :mod:`calibprob.calibrators.conformal.loo_jackknife` for the equations, the
@@ -294,28 +294,13 @@ class LOOJackknifePlus(BaseEstimator):
         self.sample_sizes_ = (int(draws.sizes["chain"]), int(draws.sizes["draw"]))
         _warn_high_k(lw)
 
-    def predict(self, X, *, confidence_level=None) -> xr.Dataset:
-        """Intervals at new inputs, as the contract's interval family (levels ``n`` cannot resolve: unbounded).
-
-        Parameters
-        ----------
-        X : array_like, shape (m, d)
-        confidence_level : float or sequence, optional
-            Default: the constructor's.
-
-        Returns
-        -------
-        xarray.Dataset
-            ``lower``, ``upper`` over (obs, confidence_level), ``attrs["family"] == "interval"``.
-        """
-        check_is_fitted(self, "scores_", method="fit")
-        check_not_predictive(X, self)
+    # predict: IntervalPredictor's (the interval family; levels n cannot resolve: unbounded)
+    def _check_predict(self) -> None:
         if self.estimator_ is None:
             raise ValueError(
                 "this LOOJackknifePlus was fitted from a tree (fit_tree): it has no model to draw at X. "
                 "Pass the posterior-predictive draws at the new points to predict_draws(draws_new)."
             )
-        return interval_prediction(self, X, confidence_level, n=self.n_train_, sides=1)
 
     def predict_interval(self, X, confidence_level=None) -> xr.Dataset:
         """Intervals at ``X`` at levels that the ``n`` scores resolve (see :meth:`predict`)."""

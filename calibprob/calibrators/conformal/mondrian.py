@@ -17,8 +17,9 @@ and the smoothed CPS value :math:`Q(Y, \tau)` is uniform within every group.
 
 Minimum group sizes (exact)
 ---------------------------
-With :math:`\alpha = 1 - c` taken as an exact fraction (its shortest decimal form, so
-``0.9`` is :math:`9/10`, never the binary float :math:`0.9000000000000000222\ldots`):
+With :math:`\alpha = 1 - c` taken as an exact fraction (:func:`calibprob._core.ranks.exact_level`, so
+``0.9`` is :math:`9/10`, never the binary float :math:`0.9000000000000000222\ldots`), every minimum
+below is :func:`calibprob._core.ranks.least_n`:
 
 * a symmetric score's interval (split conformal with the absolute or normalised score)
   needs :math:`\lfloor \alpha (n_k+1) \rfloor \ge 1`, i.e.
@@ -50,7 +51,7 @@ Lei, J. et al. (2018). Distribution-free predictive inference for regression. *J
 
 from __future__ import annotations
 
-import math
+import inspect
 import warnings
 from fractions import Fraction
 from typing import Self
@@ -59,6 +60,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive, clone
+from calibprob._core.ranks import exact_level, least_n
 from calibprob._core.validation import GROUP_COORD, check_confidence_levels, check_groups, check_targets
 from calibprob.predictive import CalibprobWarning, from_quantiles, normal
 
@@ -79,14 +81,6 @@ POOLED_COORD = "mondrian_pooled"
 _FALLBACKS = (None, "pooled")
 
 
-def _exact_level(value, name: str) -> Fraction:
-    """A level in (0, 1) as the exact fraction of its shortest decimal form (``0.9`` -> 9/10)."""
-    c = float(value)
-    if not 0.0 < c < 1.0 or not math.isfinite(c):
-        raise ValueError(f"{name} must be in (0, 1); got {value!r}.")
-    return Fraction(repr(c))
-
-
 def min_group_size(confidence_level, *, sides: int = 1) -> int:
     r"""The smallest group size whose conformal interval at ``confidence_level`` is finite.
 
@@ -102,7 +96,7 @@ def min_group_size(confidence_level, *, sides: int = 1) -> int:
     Parameters
     ----------
     confidence_level : float
-        :math:`c` in (0, 1), read as its shortest decimal form.
+        :math:`c` in (0, 1), read as the fraction it stands for (:func:`calibprob._core.ranks.exact_level`).
     sides : {1, 2}, default 1
         1: a symmetric score (one rank, :math:`\lceil c(n+1) \rceil`); 2: a signed score or a
         quantile function, each tail getting :math:`\alpha/2`.
@@ -124,8 +118,8 @@ def min_group_size(confidence_level, *, sides: int = 1) -> int:
     """
     if sides not in (1, 2):
         raise ValueError(f"sides must be 1 (symmetric score) or 2 (signed score / quantiles); got {sides!r}.")
-    alpha = 1 - _exact_level(confidence_level, "confidence_level")
-    return max(math.ceil(Fraction(sides) / alpha) - 1, 1)
+    exact_level(confidence_level, "confidence_level")  # names the parameter in the error
+    return max(least_n(confidence_level, rule="upper" if sides == 1 else "two-sided"), 1)
 
 
 def min_group_size_for_level(level, *, symmetric: bool = False) -> int:
@@ -164,11 +158,8 @@ def min_group_size_for_level(level, *, symmetric: bool = False) -> int:
     ----------
     Vovk et al. (2020), Neurocomputing 397 (the split-CPS ranks).
     """
-    p = _exact_level(level, "level")
-    if symmetric:
-        c = abs(2 * p - 1)
-        return 1 if c == 0 else max(math.ceil(1 / (1 - c)) - 1, 1)
-    return max(math.ceil(max(1 / p, 1 / (1 - p))) - 1, 1)
+    exact_level(level, "level")  # names the parameter in the error
+    return max(least_n(level, rule="mirrored" if symmetric else "quantile"), 1)
 
 
 def interval_sides(calibrator) -> int:
@@ -380,28 +371,38 @@ class Mondrian(BaseEstimator):
         need = _needed(self.calibrator, levels)
         uniq, codes = np.unique(labels, return_inverse=True)
         fitted, counts = [], np.bincount(codes, minlength=uniq.size)
-        for k, label in enumerate(uniq):
+        for k in range(uniq.size):
             rows = np.flatnonzero(codes == k)
-            ok = counts[k] >= need
-            if not ok.all():
-                self._warn_small(label, int(counts[k]), levels, need, ok)
-            fitted.append(self._fit_one(pred.isel(obs=rows), y[rows], ok, levels))
+            fitted.append(self._fit_one(pred.isel(obs=rows), y[rows], counts[k] >= need, levels))
         self.groups_, self.counts_, self.calibrators_ = uniq, counts.astype(np.int64), fitted
         self.confidence_levels_, self.min_sizes_ = levels, need.astype(np.int64)
+        self.small_groups_ = _small_table(uniq, self.counts_, levels, self.min_sizes_)
+        if self.small_groups_:
+            warnings.warn(self._small_message(self.small_groups_), CalibprobWarning, stacklevel=2)
         self.pooled_ = None
         if self.fallback == "pooled":
             self.pooled_ = self._fit_one(pred, y, pred.sizes["obs"] >= need, levels)
         return self
 
-    def _warn_small(self, label, n_k: int, levels, need, ok) -> None:
-        bad = ", ".join(f"{c:g} needs {m}" for c, m, o in zip(levels, need, ok) if not o)
-        what = "calibrated by the pooled fallback" if self.fallback == "pooled" else "given (-inf, inf)"
-        warnings.warn(
-            f"group {_describe(label)} has {n_k} calibration point(s), below the minimum group size at "
-            f"confidence_level {bad}; its rows are {what} at those levels. Merge small groups (e.g. fewer bins), "
-            "add calibration data" + ("" if self.fallback == "pooled" else ", or pass fallback='pooled'") + ".",
-            CalibprobWarning,
-            stacklevel=3,
+    def _extrapolates(self) -> bool:
+        """True when the inner calibrator defines every level itself (``extrapolate=True``)."""
+        hook = getattr(self.calibrator, "_mondrian_extrapolates", None)
+        return bool(hook()) if callable(hook) else False
+
+    def _small_message(self, table: list[tuple]) -> str:
+        """The one warning of a call: every group below a level's minimum size, with its levels."""
+        if self.fallback == "pooled":
+            what = "calibrated by the pooled fallback"
+        elif self._extrapolates():
+            what = "given the group calibrator's extrapolated quantiles (extrapolate=True; no finite-sample guarantee)"
+        else:
+            what = "given (-inf, inf)"
+        return (
+            f"{len(table)} group(s) below the minimum group size of a confidence level: {_table_text(table)}. "
+            f"At each listed level only, those groups' rows are {what}; their other levels keep the group's own "
+            "calibration. Merge small groups (e.g. fewer bins), add calibration data"
+            + ("" if self.fallback == "pooled" else ", or pass fallback='pooled'")
+            + ". The table: the fitted Mondrian's small_groups_, and the small_groups attribute of predict_interval."
         )
 
     # -- dispatch ---------------------------------------------------------------
@@ -436,7 +437,8 @@ class Mondrian(BaseEstimator):
         inner = getattr(self.calibrator, "_method", type(self.calibrator).__name__)
         ds = ds.assign_coords({GROUP_COORD: ("obs", labels)})
         if self.fallback == "pooled":
-            ds = ds.assign_coords({POOLED_COORD: ("obs", pooled)})
+            dims = ("obs",) if pooled.ndim == 1 else ("obs", "confidence_level")
+            ds = ds.assign_coords({POOLED_COORD: (dims, pooled)})
         ds.attrs["method"] = f"{self._method}-{ds.attrs.get('method') or inner}"
         ds.attrs["n_groups"] = int(self.groups_.size)
         return ds.assign_coords(obs=pred["obs"].values)
@@ -466,8 +468,18 @@ class Mondrian(BaseEstimator):
         -------
         xarray.Dataset
             ``quantile(obs, level)`` in ``pred``'s row order, with the ``group`` coordinate
-            (and ``mondrian_pooled`` with ``fallback="pooled"``).
+            (and ``mondrian_pooled`` with ``fallback="pooled"``). An intervals-only calibrator
+            (CQR, conditional conformal: its ``predict`` has no ``levels``) gives the interval
+            family of :meth:`predict_interval` at every fitted level, as its own ``predict`` does.
         """
+        if _gives_intervals(self.calibrator):
+            if levels is not None:
+                raise ValueError(
+                    f"levels= was given, but {type(self.calibrator).__name__} predicts intervals only (no quantile "
+                    "levels). Drop levels=, or call predict_interval(pred, confidence_level=...)."
+                )
+            check_is_fitted(self, "groups_", method="fit")
+            return self.predict_interval(pred, self.confidence_levels_.tolist(), groups=groups)
         pred, labels, codes = self._prepare(pred, groups)
         codes = self._route_unfitted(codes, "predict")
         parts = {
@@ -564,29 +576,80 @@ class Mondrian(BaseEstimator):
         scalar = np.ndim(self._level_param() if confidence_level is None else confidence_level) == 0
         levels = self.confidence_levels_ if confidence_level is None else check_confidence_levels(confidence_level)
         need = _needed(self.calibrator, levels)
-        counts = np.append(self.counts_, 0)  # codes == -1 (unseen) -> the pooled row below
-        if self.fallback == "pooled":
-            small = np.array(
-                [est is None or counts[k] < need.max() for k, est in enumerate(self.calibrators_)] + [True]
-            )
-            codes = np.where(small[codes], -1, codes)
         lower = np.full((codes.size, levels.size), -np.inf)
         upper = np.full((codes.size, levels.size), np.inf)
+        pooled = np.zeros((codes.size, levels.size), dtype=bool)
         for k, rows, est in self._blocks(codes):
-            n_k = int(self.counts_.sum() if k < 0 else counts[k])
-            ok = n_k >= need
-            if est is None or not ok.any():
-                continue
-            lo, hi = _interval_ends(est, pred.isel(obs=rows), levels[ok])
-            lower[np.ix_(rows, np.flatnonzero(ok))] = lo
-            upper[np.ix_(rows, np.flatnonzero(ok))] = hi
+            own = self._own_levels(k, need)
+            _fill(lower, upper, rows, own, est, pred.isel(obs=rows), levels)
+            if self.fallback == "pooled" and not own.all():
+                # the pooled fallback at the levels this group misses (and only there), where it resolves
+                rest = ~own & (int(self.counts_.sum()) >= need) & (self.pooled_ is not None)
+                _fill(lower, upper, rows, rest, self.pooled_, pred.isel(obs=rows), levels)
+                pooled[np.ix_(rows, np.flatnonzero(rest))] = True
         out = xr.Dataset(
             {"lower": (("obs", "confidence_level"), lower), "upper": (("obs", "confidence_level"), upper)},
             coords={"obs": np.arange(codes.size), "confidence_level": levels},
             attrs={"method": getattr(self.calibrator, "_method", ""), "family": "interval"},
         )
-        out = self._finish(out, pred, labels, codes < 0)
+        out = self._finish(out, pred, labels, pooled)
+        table = _small_table(self.groups_, self.counts_, levels, need, present=np.unique(codes[codes >= 0]))
+        if table:
+            out.attrs["small_groups"] = _table_text(table)
         return out.isel(confidence_level=0) if scalar else out
+
+    def _own_levels(self, k: int, need: np.ndarray) -> np.ndarray:
+        r"""Mask of the levels at which group ``k``'s own calibrator gives the interval.
+
+        The levels its size resolves (:math:`n_k \ge` the minimum at that level), each on its
+        own: a level the group misses never moves the group's other levels to the fallback.
+        An extrapolating calibrator (``extrapolate=True``) defines every level itself. An
+        unseen group (``k = -1``) or a group too small to fit has none.
+        """
+        if k < 0 or self.calibrators_[k] is None:
+            return np.zeros(need.size, dtype=bool)
+        if self._extrapolates() and self.fallback != "pooled":
+            return np.ones(need.size, dtype=bool)
+        return self.counts_[k] >= need
+
+
+def _gives_intervals(calibrator) -> bool:
+    """True for an intervals-only post-processor: a ``predict_interval``, and a ``predict`` without ``levels``."""
+    predict = getattr(calibrator, "predict", None)
+    if not hasattr(calibrator, "predict_interval") or predict is None:
+        return False
+    return "levels" not in inspect.signature(predict).parameters
+
+
+def _fill(lower, upper, rows: np.ndarray, mask: np.ndarray, est, sub: xr.Dataset, levels: np.ndarray) -> None:
+    """Write ``est``'s interval ends at ``levels[mask]`` into the rows ``rows`` of ``lower``/``upper``."""
+    if est is None or not mask.any():
+        return
+    cols = np.flatnonzero(mask)
+    lo, hi = _interval_ends(est, sub, levels[mask])
+    lower[np.ix_(rows, cols)] = lo
+    upper[np.ix_(rows, cols)] = hi
+
+
+def _small_table(groups, counts, levels, need, present=None) -> list[tuple]:
+    """``(group, n_k, [(level, needed size), ...])`` for every group below a level's minimum size."""
+    keep = range(len(groups)) if present is None else present
+    table = []
+    for k in keep:
+        missed = [(float(c), int(m)) for c, m in zip(levels, need) if counts[k] < m]
+        if missed:
+            table.append((groups[k].item() if hasattr(groups[k], "item") else groups[k], int(counts[k]), missed))
+    return table
+
+
+def _table_text(table: list[tuple], limit: int = 20) -> str:
+    """The table as one line: ``group 7 has 5 calibration point(s), 0.9 needs 9; ...``."""
+    rows = [
+        f"group {label!r} has {n_k} calibration point(s), " + ", ".join(f"{c:g} needs {m}" for c, m in missed)
+        for label, n_k, missed in table
+    ]
+    more = f"; and {len(rows) - limit} more" if len(rows) > limit else ""
+    return "; ".join(rows[:limit]) + more
 
 
 def _assemble(parts: dict, n: int, levels: np.ndarray) -> xr.Dataset:

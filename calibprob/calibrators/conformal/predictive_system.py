@@ -48,9 +48,9 @@ import xarray as xr
 
 from calibprob._core.estimator import check_is_fitted
 from calibprob._core.validation import check_targets, check_tau
-from calibprob.calibrators.conformal.distribution import SplitConformalCalibrator
 from calibprob.calibrators.conformal.scores import SignedAbsoluteScore, SignedNormalizedScore
 from calibprob.calibrators.conformal.split import SplitConformalRegressor
+from calibprob.calibrators.conformal.split_calibrator import SplitConformalCalibrator
 
 __all__ = ["ConformalPredictiveSystem", "cps_cdf"]
 

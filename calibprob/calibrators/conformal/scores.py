@@ -40,7 +40,23 @@ __all__ = [
     "SignedAbsoluteScore",
     "get_score",
     "SCORES",
+    "invert",
 ]
+
+
+def invert(mu, scale, threshold):
+    r"""Interval end :math:`\mu + s\,t` of a score threshold :math:`t`: the one place a (centre, scale) score is inverted.
+
+    Every score of this module is :math:`(y - \mu)/s` (or its absolute value), so the set
+    :math:`\{y : \text{score} \le t\}` ends at :math:`\mu \pm s\,t`; split conformal, the CPS,
+    jackknife / CV and conditional conformal all turn thresholds into ends here (arrays broadcast).
+
+    Examples
+    --------
+    >>> float(invert(1.0, 2.0, -1.5))
+    -2.0
+    """
+    return mu + scale * threshold
 
 
 class Score:
@@ -94,7 +110,7 @@ class Score:
         return np.abs(r) if self.symmetric else r
 
     def inverse(self, r, mu, sigma=None):
-        """Interval ends from score thresholds.
+        """Interval ends from score thresholds (:func:`invert`).
 
         Symmetric scores: ``(mu - r s, mu + r s)`` for a threshold ``r >= 0``.
         Signed scores: ``mu + r s`` (call once per end).
@@ -103,8 +119,26 @@ class Score:
         mu = np.asarray(mu, float)
         r = np.asarray(r, float)
         if self.symmetric:
-            return mu - r * s, mu + r * s
-        return mu + r * s
+            return invert(mu, s, -r), invert(mu, s, r)
+        return invert(mu, s, r)
+
+    def bounds(self, mu, scale, lo, hi) -> tuple[np.ndarray, np.ndarray]:
+        r"""Interval ends of every point at every level: :math:`\mu + s\,t_{lo}` and :math:`\mu + s\,t_{hi}`.
+
+        Parameters
+        ----------
+        mu, scale : ndarray, shape (m,)
+            The centre and this score's normaliser :math:`s = ` :meth:`scale` of each point.
+        lo, hi : ndarray, shape (L,)
+            The signed score thresholds per level (``-r`` and ``r`` for a symmetric score).
+
+        Returns
+        -------
+        (ndarray, ndarray), each shape (m, L)
+        """
+        mu = np.asarray(mu, float)[:, None]
+        scale = np.broadcast_to(np.asarray(scale, float), mu.shape[:1])[:, None]
+        return invert(mu, scale, np.asarray(lo, float)[None, :]), invert(mu, scale, np.asarray(hi, float)[None, :])
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

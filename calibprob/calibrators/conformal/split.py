@@ -46,68 +46,27 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from calibprob import registry as _registry
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
 from calibprob._core.validation import check_array
-from calibprob.calibrators.conformal._common import (
+from calibprob.calibrators.conformal._intervals import (
     as_regressor,
-    check_enough_points,
     check_Xy,
-    conformal_quantile_function,
     interval_dataset,
-    lower_rank,
     predict_mean_std_chunked,
     resolve_levels,
-    upper_rank,
-    valid_levels,
 )
 from calibprob.calibrators.conformal.mondrian import Mondrian, predict_with_groups
 from calibprob.calibrators.conformal.scores import Score, get_score
+from calibprob.calibrators.conformal.split_calibrator import (
+    SplitConformalCalibrator,
+    conformal_thresholds,
+    split_intervals,
+    split_quantiles,
+    split_scores,
+)
 from calibprob.predictive import from_quantiles, normal
 
 __all__ = ["SplitConformalRegressor", "conformal_thresholds"]
-
-
-def conformal_thresholds(sorted_scores, confidence_levels, *, symmetric: bool = True):
-    r"""Score thresholds ``(lo, hi)`` of split-conformal intervals.
-
-    The interval at a test point is ``[mu + lo * s, mu + hi * s]``.
-
-    Parameters
-    ----------
-    sorted_scores : ndarray, shape (n,)
-        Calibration scores in increasing order.
-    confidence_levels : ndarray, shape (C,)
-    symmetric : bool
-        ``True``: ``hi = R_(ceil(c (n+1)))`` and ``lo = -hi``.
-        ``False`` (signed scores): ``lo = R_(floor(alpha/2 (n+1)))``,
-        ``hi = R_(ceil((1 - alpha/2)(n+1)))``.
-
-    Returns
-    -------
-    lo, hi : ndarray, shape (C,)
-
-    Raises
-    ------
-    ValueError
-        If a rank falls outside ``1..n`` (the message says how many scores
-        are needed).
-    """
-    R = np.asarray(sorted_scores, float)
-    n = R.size
-    lo = np.empty(len(confidence_levels))
-    hi = np.empty(len(confidence_levels))
-    for j, c in enumerate(confidence_levels):
-        if symmetric:
-            check_enough_points(c, n)
-            hi[j] = R[upper_rank(c, n) - 1]
-            lo[j] = -hi[j]
-        else:
-            check_enough_points(c, n, sides=2)
-            a = (1.0 - c) / 2.0
-            lo[j] = R[lower_rank(a, n) - 1]
-            hi[j] = R[upper_rank(1.0 - a, n) - 1]
-    return lo, hi
 
 
 class SplitConformalRegressor(BaseEstimator):
@@ -253,17 +212,14 @@ class SplitConformalRegressor(BaseEstimator):
         X_cal, y_cal = check_Xy(X_cal, y_cal, X_name="X_cal", y_name="y_cal")
         self.mondrian_ = None
         if groups is not None:
-            inner = _registry.CLASSES["SplitConformalCalibrator"].load()(
-                score=score, confidence_level=self.confidence_level
-            )
+            inner = SplitConformalCalibrator(score=score, confidence_level=self.confidence_level)
             self.mondrian_ = Mondrian(inner).fit(self._as_predictive(X_cal, score), y_cal, groups=groups)
             self.scores_, self.n_calibration_, self.score_ = np.zeros(0), int(y_cal.size), score
             return self
         mu, sigma = predict_mean_std_chunked(
             self.estimator_, X_cal, need_sigma=score.needs_sigma, chunk_size=self.chunk_size
         )
-        R = np.sort(score.score(y_cal, mu, sigma))
-        conformal_thresholds(R, levels, symmetric=score.symmetric)  # early, clear error
+        R = split_scores(score, y_cal, mu, sigma, levels)
         self.scores_ = R
         self.n_calibration_ = R.size
         self.score_ = score
@@ -313,10 +269,8 @@ class SplitConformalRegressor(BaseEstimator):
             out = mondrian.predict_interval(pred, confidence_level, groups=groups)
             return out.assign_coords(obs=np.arange(pred.sizes["obs"]))
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
-        lo, hi = conformal_thresholds(self.scores_, levels, symmetric=self.score_.symmetric)
         mu, scale = self._mu_scale(X)
-        lower = mu[:, None] + scale[:, None] * lo[None, :]
-        upper = mu[:, None] + scale[:, None] * hi[None, :]
+        lower, upper = split_intervals(self.score_, self.scores_, mu, scale, levels)
         return interval_dataset(
             lower,
             upper,
@@ -357,9 +311,8 @@ class SplitConformalRegressor(BaseEstimator):
         if grouped is not None:
             mondrian, pred = grouped
             return mondrian.predict(pred, levels=levels, groups=groups)
-        levels = valid_levels(levels, self.n_calibration_, symmetric=self.score_.symmetric)
         mu, scale = self._mu_scale(X)
-        q = conformal_quantile_function(mu, scale, self.scores_, levels, symmetric=self.score_.symmetric)
+        q, levels = split_quantiles(self.score_, self.scores_, mu, scale, levels)
         ds = from_quantiles(q, levels, method=f"split-conformal-{self.score_.name}")
         ds.attrs["n_calibration"] = self.n_calibration_
         return ds

@@ -286,3 +286,30 @@ def test_wrong_lengths_nan_and_unseen_groups_are_refused():
         cc.predict(pred.isel(obs=slice(2)), groups=[0, 1], features=np.ones((2, 1)))
     with pytest.raises(ValueError, match=r"feature_map and X go together"):
         calibprob.ConditionalConformal().fit(pred, y, X=np.ones((n, 1)))
+
+
+def test_groups_with_the_normalized_score_equal_a_hand_computation():
+    """Conditional conformal x the normalised score, disjoint groups: mu +- R_(k_g) sd per group.
+
+    With the group indicators as the function class (they span the constant), Gibbs et al.'s
+    deterministic threshold in group g is the ceil(c (n_g + 1))-th smallest of the group's
+    normalised scores |y - mu|/sd; ``predict_interval`` gives the same as ``predict``.
+    """
+    rng = np.random.default_rng(40)
+    sizes = [30, 55, 41]
+    g = np.repeat(np.arange(3), sizes)
+    sd = rng.uniform(0.5, 2.0, g.size)
+    mu = rng.normal(size=g.size)
+    y = mu + sd * rng.normal(size=g.size) * (1 + g)
+    cc = calibprob.ConditionalConformal(score="normalized").fit(calibprob.normal(mu, sd), y, groups=g)
+    test = calibprob.normal(np.array([0.0, 1.0, -1.0]), np.array([1.0, 2.0, 0.5]))
+    iv = cc.predict_interval(test, 0.9, groups=np.arange(3))
+    R = np.abs(y - mu) / sd
+    k = np.array([np.sort(R[g == j])[_rank(0.9, sizes[j]) - 1] for j in range(3)])
+    np.testing.assert_allclose(
+        iv["upper"].values, np.array([0.0, 1.0, -1.0]) + k * np.array([1.0, 2.0, 0.5]), atol=1e-10
+    )
+    np.testing.assert_allclose(
+        iv["lower"].values, np.array([0.0, 1.0, -1.0]) - k * np.array([1.0, 2.0, 0.5]), atol=1e-10
+    )
+    assert cc.predict(test, groups=np.arange(3)).sel(confidence_level=0.9).identical(iv)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from calibprob.bases.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor
-from calibprob.calibrators.conformal._common import upper_rank
+from calibprob.calibrators.conformal._intervals import upper_rank
 from calibprob.calibrators.conformal.gp import FullConformalGP, JackknifePlusGP, _gp_view, loo_at_points
 
 THETA = {"lengthscale": np.array([0.3, 0.4]), "variance": 1.0, "noise": 0.04}

@@ -23,7 +23,7 @@ from calibprob.calibrators.conformal import (
     min_group_size,
     min_group_size_for_level,
 )
-from calibprob.calibrators.conformal._common import check_enough_points
+from calibprob.calibrators.conformal._intervals import check_enough_points
 from calibprob.predictive import CalibprobWarning
 
 LEVELS = sorted({round(0.5 + 0.01 * i, 2) for i in range(50)} | {0.995, 0.999, 0.8, 0.9, 0.95, 0.975})
@@ -448,3 +448,83 @@ def test_gp_beta_per_group_equals_gp_beta_on_each_group(data):
         rc, rt = np.flatnonzero(gc == k), np.flatnonzero(gt == k)
         alone = make().fit(pc.isel(obs=rc), yc[rc]).predict(pt.isel(obs=rt), levels=[0.05, 0.5, 0.95])
         np.testing.assert_allclose(pred.calib.quantiles[rt], alone.calib.quantiles, rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# each level on its own (issue 35): the fallback, one warning with the table, isotonic
+# ---------------------------------------------------------------------------
+
+
+def test_pooled_fallback_at_the_missed_level_only(data):
+    (pc, yc, gc), (pt, _, gt) = data["cal"], data["test"]
+    gc, gt = gc.copy(), gt.copy()
+    gc[:12], gt[:5] = 7, 7  # 12 points: split conformal resolves 0.9 (needs 9), not 0.95 (needs 19)
+    with pytest.warns(CalibprobWarning, match=r"group 7 has 12 calibration point\(s\), 0.95 needs 19\."):
+        m = Mondrian(SplitConformalCalibrator(confidence_level=[0.9, 0.95]), fallback="pooled").fit(pc, yc, groups=gc)
+    iv = m.predict_interval(pt, groups=gt)
+    alone = (
+        SplitConformalCalibrator()
+        .fit(pc.isel(obs=slice(0, 12)), yc[:12])
+        .predict_interval(pt.isel(obs=slice(0, 5)), 0.9)
+    )
+    pooled = SplitConformalCalibrator().fit(pc, yc).predict_interval(pt.isel(obs=slice(0, 5)), 0.95)
+    for end in ("lower", "upper"):
+        np.testing.assert_array_equal(iv[end].sel(confidence_level=0.9).values[:5], alone[end].values)
+        np.testing.assert_array_equal(iv[end].sel(confidence_level=0.95).values[:5], pooled[end].values)
+    flag = iv["mondrian_pooled"]
+    assert not flag.sel(confidence_level=0.9).values.any()
+    assert flag.sel(confidence_level=0.95).values[:5].all() and not flag.sel(confidence_level=0.95).values[5:].any()
+    assert iv.attrs["small_groups"] == "group 7 has 12 calibration point(s), 0.95 needs 19"
+
+
+def test_one_warning_per_call_with_the_table(data):
+    (pc, yc, gc), (pt, _, gt) = data["cal"], data["test"]
+    gc = gc.copy()
+    gc[:30] = np.repeat(np.arange(10, 20), 3)  # ten groups of 3 points: below 0.8's 4
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = Mondrian(SplitConformalCalibrator(confidence_level=[0.8, 0.9])).fit(pc, yc, groups=gc)
+    assert len(caught) == 1
+    msg = str(caught[0].message)
+    assert msg.startswith("10 group(s) below the minimum group size of a confidence level: ")
+    assert all(f"group {k} has 3 calibration point(s), 0.8 needs 4, 0.9 needs 9" in msg for k in range(10, 20))
+    assert "At each listed level only" in msg and "(-inf, inf)" in msg
+    assert m.small_groups_[0] == (10, 3, [(0.8, 4), (0.9, 9)])
+    assert len(m.small_groups_) == 10
+    # predict_interval carries the table of the groups it was given, at the levels it was asked
+    gt = gt.copy()
+    gt[:2] = 12
+    iv = m.predict_interval(pt, 0.9, groups=gt)
+    assert iv.attrs["small_groups"] == "group 12 has 3 calibration point(s), 0.9 needs 9"
+    assert "small_groups" not in m.predict_interval(pt, 0.9, groups=np.where(gt == 12, 0, gt)).attrs
+
+
+@pytest.mark.parametrize("extrapolate", [False, True])
+def test_isotonic_small_group_output_agrees_with_the_warning(extrapolate):
+    rng = np.random.default_rng(35)
+    n = 300
+    g = np.r_[[9, 9], rng.integers(0, 2, size=n - 2)]  # a county with 2 calibration points
+    mu = rng.normal(size=n)
+    y = mu + rng.normal(size=n)
+    base = calibprob.normal(mu, np.ones(n))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = Mondrian(calibprob.IsotonicRecalibrator(extrapolate=extrapolate), confidence_level=0.8).fit(
+            base, y, groups=g
+        )
+    (w,) = caught
+    iv = m.predict_interval(base.isel(obs=slice(0, 4)), 0.8, groups=g[:4])
+    if extrapolate:
+        # the method defines every level (Gaussian tails beyond its 2 scores): the interval is
+        # the group's own quantiles at 0.1 and 0.9, and the warning says so
+        assert "extrapolated quantiles (extrapolate=True" in str(w.message) and "(-inf, inf)" not in str(w.message)
+        own = m.calibrators_[2].predict(base.isel(obs=slice(0, 2)), levels=[0.1, 0.9]).calib.quantiles
+        np.testing.assert_array_equal(iv["lower"].values[:2], own[:, 0])
+        np.testing.assert_array_equal(iv["upper"].values[:2], own[:, 1])
+    else:
+        # the quantiles at 0.1 and 0.9 are undefined from 2 scores: infinite, as the warning says
+        assert "given (-inf, inf)" in str(w.message)
+        assert np.all(np.isinf(iv["lower"].values[:2])) and np.all(np.isinf(iv["upper"].values[:2]))
+        with pytest.raises(ValueError, match=r"group 9 \(2 calibration points\): too few calibration points"):
+            m.predict(base.isel(obs=slice(0, 2)), levels=[0.1, 0.9], groups=g[:2])
+    assert np.isfinite(iv["lower"].values[2:]).all()

@@ -8,7 +8,7 @@ import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, NotFittedError
 from calibprob.calibrators.conformal import SplitConformalRegressor
-from calibprob.calibrators.conformal._common import min_points, upper_rank
+from calibprob.calibrators.conformal._intervals import min_points, upper_rank
 from calibprob.calibrators.conformal.split import conformal_thresholds
 
 
@@ -253,3 +253,51 @@ def test_lifecycle_errors(data):
         SplitConformalRegressor(estimator=HeteroOLS()).fit(X[:50], y[:50]).calibrate(X[50:], y[51:])
     with pytest.raises(ValueError, match=r"y must be finite"):
         SplitConformalRegressor(estimator=HeteroOLS()).fit(X[:50], np.r_[y[:49], np.nan])
+
+
+# ---------------------------------------------------------------------------
+# the split threshold rule with per-point weights (weighted conformal, mass at +inf)
+# ---------------------------------------------------------------------------
+
+LEVELS_W = [0.5, 0.7, 0.8, 0.9, 0.95]
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+@pytest.mark.parametrize("n", [39, 100, 257])
+@pytest.mark.parametrize("w", [1.0, 0.3, 7.1])
+def test_equal_weights_give_the_unweighted_thresholds_bitwise(symmetric, n, w):
+    from calibprob.calibrators.conformal.split import conformal_thresholds
+
+    R = np.sort(np.random.default_rng(n).normal(size=n))
+    R = np.abs(R) if symmetric else R
+    R.sort()
+    plain = conformal_thresholds(R, LEVELS_W, symmetric=symmetric)
+    weighted = conformal_thresholds(R, LEVELS_W, symmetric=symmetric, weights=np.full(n, w), test_weight=w)
+    for a, b in zip(plain, weighted):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_weighted_thresholds_equal_a_brute_force_weighted_quantile():
+    """Random weights: hi is the least score whose weight share (test mass at +inf) reaches c, by Fractions."""
+    from fractions import Fraction
+
+    from calibprob.calibrators.conformal.split import conformal_thresholds
+
+    rng = np.random.default_rng(41)
+    n = 60
+    R = np.sort(np.abs(rng.normal(size=n)))
+    w = rng.integers(1, 9, size=n).astype(float)
+    w_test = 5.0
+    _, hi = conformal_thresholds(R, LEVELS_W, weights=w, test_weight=w_test)
+    total = Fraction(int(w.sum() + w_test))
+    for c, h in zip(LEVELS_W, hi):
+        cum = np.cumsum(w)
+        k = next(i for i in range(n) if Fraction(int(cum[i])) / total >= Fraction(str(c)))
+        assert h == R[k]
+    # the mass at +inf: a heavy test point leaves the 0.95 level unreachable
+    _, hi = conformal_thresholds(R, [0.95], weights=w, test_weight=float(w.sum()))
+    assert hi[0] == np.inf
+    with pytest.raises(ValueError, match="weights has shape"):
+        conformal_thresholds(R, [0.9], weights=w[:3])
+    with pytest.raises(ValueError, match="weights must be a 1-D array of finite non-negative numbers"):
+        conformal_thresholds(R, [0.9], weights=-w)

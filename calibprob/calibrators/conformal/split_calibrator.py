@@ -39,19 +39,29 @@ import numpy as np
 import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
+from calibprob._core.ranks import weighted_upper_rank
 from calibprob._core.validation import check_targets
-from calibprob.calibrators.conformal._common import (
+from calibprob.calibrators.conformal._intervals import (
+    check_enough_points,
     conformal_quantile_function,
     interval_dataset,
+    lower_rank,
     resolve_levels,
+    upper_rank,
     valid_levels,
 )
 from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.conformal.scores import Score, get_score
-from calibprob.calibrators.conformal.split import conformal_thresholds
 from calibprob.predictive import from_quantiles
 
-__all__ = ["SplitConformalCalibrator", "predictive_mean_std"]
+__all__ = [
+    "SplitConformalCalibrator",
+    "predictive_mean_std",
+    "conformal_thresholds",
+    "split_scores",
+    "split_intervals",
+    "split_quantiles",
+]
 
 
 def predictive_mean_std(pred: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
@@ -59,6 +69,95 @@ def predictive_mean_std(pred: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
     mu = np.asarray(pred.calib.mean().values, float)
     sigma = np.asarray(pred.calib.std().values, float)
     return mu, sigma
+
+
+def conformal_thresholds(sorted_scores, confidence_levels, *, symmetric: bool = True, weights=None, test_weight=1.0):
+    r"""Score thresholds ``(lo, hi)`` of split-conformal intervals: the split threshold rule.
+
+    The interval at a test point is ``[mu + lo * s, mu + hi * s]`` (:meth:`Score.bounds`).
+
+    Parameters
+    ----------
+    sorted_scores : ndarray, shape (n,)
+        Calibration scores in increasing order.
+    confidence_levels : ndarray, shape (C,)
+    symmetric : bool
+        ``True``: ``hi = R_(ceil(c (n+1)))`` and ``lo = -hi``.
+        ``False`` (signed scores): ``lo = R_(floor(alpha/2 (n+1)))``,
+        ``hi = R_(ceil((1 - alpha/2)(n+1)))``.
+    weights : array_like, shape (n,), optional
+        Per-point weights in the order of ``sorted_scores``: the weighted conformal quantile
+        with the test point's mass ``test_weight`` at :math:`\pm\infty`
+        (:func:`calibprob._core.ranks.weighted_upper_rank`; Tibshirani et al. 2019). A level
+        the finite scores do not reach gives an infinite threshold. Equal weights give the
+        unweighted thresholds bit for bit.
+    test_weight : float, default 1.0
+
+    Returns
+    -------
+    lo, hi : ndarray, shape (C,)
+
+    Raises
+    ------
+    ValueError
+        Unweighted: if a rank falls outside ``1..n`` (the message says how many scores
+        are needed).
+    """
+    R = np.asarray(sorted_scores, float)
+    n = R.size
+    lo = np.empty(len(confidence_levels))
+    hi = np.empty(len(confidence_levels))
+    if weights is not None:
+        w = np.asarray(weights, float)
+        if w.shape != R.shape:
+            raise ValueError(
+                f"weights has shape {w.shape} but there are {n} scores; pass one weight per score, in their order."
+            )
+        for j, c in enumerate(confidence_levels):
+            q = c if symmetric else 1.0 - (1.0 - c) / 2.0
+            k = weighted_upper_rank(w, q, test_weight)
+            hi[j] = np.inf if k > n else R[k - 1]
+            if symmetric:
+                lo[j] = -hi[j]
+            else:  # the lower tail: the same rule on the reversed order, the test mass at -inf
+                k = weighted_upper_rank(w[::-1], q, test_weight)
+                lo[j] = -np.inf if k > n else R[n - k]
+        return lo, hi
+    for j, c in enumerate(confidence_levels):
+        if symmetric:
+            check_enough_points(c, n)
+            hi[j] = R[upper_rank(c, n) - 1]
+            lo[j] = -hi[j]
+        else:
+            check_enough_points(c, n, sides=2)
+            a = (1.0 - c) / 2.0
+            lo[j] = R[lower_rank(a, n) - 1]
+            hi[j] = R[upper_rank(1.0 - a, n) - 1]
+    return lo, hi
+
+
+# ---------------------------------------------------------------------------
+# the split rule on (mu, sigma) arrays: what the post-processor and SplitConformalRegressor share
+# ---------------------------------------------------------------------------
+
+
+def split_scores(score: Score, y, mu, sigma, levels) -> np.ndarray:
+    """The sorted calibration scores, checked early against every level (the message says how many points)."""
+    R = np.sort(score.score(y, mu, sigma))
+    conformal_thresholds(R, levels, symmetric=score.symmetric)
+    return R
+
+
+def split_intervals(score: Score, sorted_scores, mu, scale, levels) -> tuple[np.ndarray, np.ndarray]:
+    """Interval ends ``(lower, upper)``, each (m, L): the split thresholds inverted by the score."""
+    lo, hi = conformal_thresholds(sorted_scores, levels, symmetric=score.symmetric)
+    return score.bounds(mu, scale, lo, hi)
+
+
+def split_quantiles(score: Score, sorted_scores, mu, scale, levels) -> tuple[np.ndarray, np.ndarray]:
+    """``(quantiles (m, L), levels)`` of the conformal quantile function at the levels the scores resolve."""
+    levels = valid_levels(levels, sorted_scores.size, symmetric=score.symmetric)
+    return conformal_quantile_function(mu, scale, sorted_scores, levels, symmetric=score.symmetric), levels
 
 
 class SplitConformalCalibrator(BaseEstimator):
@@ -143,8 +242,7 @@ class SplitConformalCalibrator(BaseEstimator):
         pred = check_predictive(pred_cal, self, "pred_cal")
         y = check_targets(y_cal, pred.sizes["obs"], "y_cal")
         mu, sigma = predictive_mean_std(pred)
-        R = np.sort(score.score(y, mu, sigma))
-        conformal_thresholds(R, levels, symmetric=score.symmetric)  # early, clear error
+        R = split_scores(score, y, mu, sigma, levels)
         self.scores_ = R
         self.n_calibration_ = int(R.size)
         self.score_ = score
@@ -166,7 +264,7 @@ class SplitConformalCalibrator(BaseEstimator):
         The quantile at level :math:`p` is the calibration score at the
         continuous rank :math:`p(n+1)` (signed score) or :math:`|2p-1|(n+1)`
         (symmetric score, mirrored around :math:`\mu`), linearly interpolated
-        between order statistics (:func:`calibprob.calibrators.conformal._common.conformal_quantile_function`).
+        between order statistics (:func:`calibprob.calibrators.conformal._intervals.conformal_quantile_function`).
 
         Parameters
         ----------
@@ -189,8 +287,7 @@ class SplitConformalCalibrator(BaseEstimator):
         if mondrian is not None:
             return mondrian.predict(pred, levels=levels, groups=groups)
         pred, mu, scale = self._mu_scale(pred)
-        levels = valid_levels(levels, self.n_calibration_, symmetric=self.score_.symmetric)
-        q = conformal_quantile_function(mu, scale, self.scores_, levels, symmetric=self.score_.symmetric)
+        q, levels = split_quantiles(self.score_, self.scores_, mu, scale, levels)
         ds = from_quantiles(q, levels, obs=pred["obs"].values, method=self._method_name())
         ds.attrs["n_calibration"] = self.n_calibration_
         return keep_group_coord(ds, pred)
@@ -218,10 +315,8 @@ class SplitConformalCalibrator(BaseEstimator):
             return mondrian.predict_interval(pred, confidence_level, groups=groups)
         check_is_fitted(self, "scores_", method="fit")
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
-        lo, hi = conformal_thresholds(self.scores_, levels, symmetric=self.score_.symmetric)
         pred, mu, scale = self._mu_scale(pred)
-        lower = mu[:, None] + scale[:, None] * lo[None, :]
-        upper = mu[:, None] + scale[:, None] * hi[None, :]
+        lower, upper = split_intervals(self.score_, self.scores_, mu, scale, levels)
         ds = interval_dataset(
             lower, upper, levels, scalar, method=self._method_name(), attrs={"n_calibration": self.n_calibration_}
         )

@@ -1,4 +1,6 @@
-r"""Shared plumbing of the conformal post-processors.
+r"""Intervals of the conformal calibrators: ranks, base regressors, chunked prediction, interval Datasets.
+
+What every conformal method needs to turn scores into intervals (formerly ``_common.py``):
 
 * finite-sample ranks of conformal quantiles (the :math:`N + 1` convention)
   and the error that says how many calibration points a level needs;
@@ -21,15 +23,13 @@ real line and calibprob raises instead of returning infinite ends.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
 import xarray as xr
 
-from calibprob._core.estimator import BaseEstimator, check_is_fitted
-from calibprob._core.ranks import RANK_TOL as _RANK_TOL
-from calibprob._core.ranks import lower_rank, upper_rank
+from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive
+from calibprob._core.ranks import least_n, lower_rank, upper_rank
 from calibprob._core.ranks import min_conformal_points as min_points
 from calibprob._core.validation import check_array, check_confidence_levels, check_int, check_levels, check_prediction
 from calibprob.predictive import DEFAULT_LEVELS, from_intervals
@@ -46,6 +46,7 @@ __all__ = [
     "iter_chunks",
     "default_chunk_size",
     "interval_dataset",
+    "IntervalPredictor",
 ]
 
 
@@ -71,9 +72,8 @@ def check_enough_points(confidence_level: float, n: int, *, what: str = "calibra
     sides : int
         1 or 2; only used to word the message.
     """
-    c_side = confidence_level if sides == 1 else 1.0 - (1.0 - confidence_level) / 2.0
-    if upper_rank(c_side, n) > n:
-        need = min_points(c_side)
+    need = max(least_n(confidence_level, rule="upper" if sides == 1 else "two-sided"), 1)
+    if n < need:
         rule = "n >= c/(1-c) = 1/(1-c) - 1" if sides == 1 else "n >= 2/(1-c) - 1 (each tail gets (1-c)/2)"
         raise ValueError(
             f"too few {what} for confidence_level={confidence_level:g}: the conformal quantile "
@@ -311,9 +311,8 @@ def interval_dataset(lower, upper, levels, scalar: bool, *, method: str, attrs=N
 
 def reachable_levels(levels, n: int, *, sides: int) -> np.ndarray:
     """Mask of the confidence levels that ``n`` scores resolve (finite conformal ends)."""
-    levels = np.asarray(levels, float)
-    per_side = levels if sides == 1 else 1.0 - (1.0 - levels) / 2.0
-    return np.array([upper_rank(float(c), n) <= n for c in per_side], dtype=bool)
+    rule = "upper" if sides == 1 else "two-sided"
+    return np.array([n >= least_n(float(c), rule=rule) for c in np.asarray(levels, float)], dtype=bool)
 
 
 def interval_prediction(model, X, confidence_level, *, n: int, sides: int) -> xr.Dataset:
@@ -350,6 +349,96 @@ def interval_prediction(model, X, confidence_level, *, n: int, sides: int) -> xr
     return out
 
 
+class IntervalPredictor:
+    """The ``predict`` / ``predict_interval`` pair of a model-aware interval method, written once.
+
+    Jackknife(+) / CV(+), J+GP / FCP-GP and the LOO jackknife+ give intervals only; their
+    ``predict`` is the contract's interval family at every level asked for (unresolvable levels
+    unbounded, :func:`interval_prediction`) and their ``predict_interval`` the exact ends, in
+    test-point chunks (:func:`chunked_intervals`). A subclass provides what differs:
+
+    * ``_fitted``: the attribute :meth:`fit` sets (the not-fitted check names ``fit``);
+    * ``_interval_sides()``: 1 for a symmetric score, 2 for a signed one (the ranks' minimum);
+    * ``_check_predict()``: refuses a prediction this fit cannot make (default: none);
+    * for :meth:`predict_interval`: ``_chunk_bounds(X_chunk, levels) -> (lower, upper)``,
+      ``_interval_chunk()`` (test points per chunk, or ``None``), ``_method_name()`` and
+      ``_interval_attrs()``; a method whose intervals come another way overrides it.
+    """
+
+    _fitted = "scores_"
+    # set by the subclass's __init__ and fit
+    confidence_level: object
+    n_train_: int
+
+    def _interval_sides(self) -> int:
+        return 1
+
+    def _check_predict(self) -> None:
+        """Refuse a prediction this fit cannot make (default: none)."""
+
+    def _interval_chunk(self) -> int | None:
+        """Test points per call of ``_chunk_bounds`` (default: all at once)."""
+        return None
+
+    def _interval_attrs(self) -> dict:
+        return {"n_train": self.n_train_}
+
+    def _method_name(self) -> str:
+        raise NotImplementedError(
+            f"{type(self).__name__} must name its method (_method_name) to use IntervalPredictor."
+        )
+
+    def _chunk_bounds(self, X: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError(
+            f"{type(self).__name__} must give its interval ends (_chunk_bounds) or override predict_interval."
+        )
+
+    def predict(self, X, *, confidence_level=None) -> xr.Dataset:
+        """Intervals at the levels asked for, as the contract's interval family.
+
+        Parameters
+        ----------
+        X : array_like, shape (m, d)
+        confidence_level : float or sequence, optional
+            Default: the constructor's ``confidence_level``. Levels the ``n``
+            training points cannot resolve come back unbounded.
+
+        Returns
+        -------
+        xarray.Dataset
+            ``lower``, ``upper`` over (obs, confidence_level),
+            ``attrs["family"] == "interval"``; :func:`calibprob.evaluate` scores it.
+        """
+        check_is_fitted(self, self._fitted, method="fit")
+        check_not_predictive(X, self)
+        self._check_predict()
+        return interval_prediction(self, X, confidence_level, n=self.n_train_, sides=self._interval_sides())
+
+    def predict_interval(self, X, confidence_level=None) -> xr.Dataset:
+        """Intervals at one or several confidence levels, computed in test-point chunks.
+
+        Parameters
+        ----------
+        X : array_like, shape (m, d)
+        confidence_level : float or sequence, optional
+
+        Returns
+        -------
+        xarray.Dataset
+            ``lower``, ``upper`` over (obs, confidence_level); a scalar level drops that dimension.
+        """
+        check_is_fitted(self, self._fitted, method="fit")
+        check_not_predictive(X, self)
+        return chunked_intervals(
+            self.confidence_level if confidence_level is None else confidence_level,
+            X,
+            self._chunk_bounds,
+            chunk=self._interval_chunk(),
+            method=self._method_name(),
+            attrs=self._interval_attrs(),
+        )
+
+
 # ---------------------------------------------------------------------------
 # Conformal quantile functions (rank interpolation)
 # ---------------------------------------------------------------------------
@@ -357,10 +446,7 @@ def interval_prediction(model, X, confidence_level, *, n: int, sides: int) -> xr
 
 def _needed_for_level(p: float, symmetric: bool) -> int:
     """Smallest n whose rank interpolation reaches level ``p``."""
-    if symmetric:
-        c = abs(2.0 * p - 1.0)
-        return 0 if c == 0 else int(math.ceil(c / (1.0 - c) - _RANK_TOL))
-    return int(math.ceil(max(1.0 / p - 1.0, p / (1.0 - p)) - _RANK_TOL))
+    return least_n(p, rule="mirrored" if symmetric else "quantile")
 
 
 def valid_levels(levels, n: int, *, symmetric: bool) -> np.ndarray:
