@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
+import types
 
 from calibprob import registry as _registry
 from calibprob.calibrators.conformal.bins import Bins, bins
@@ -41,6 +43,23 @@ from calibprob.calibrators.conformal.mondrian import Mondrian, min_group_size, m
 _LAZY = {**_registry.exports("calibprob.calibrators.conformal"), "get_score": "calibprob.calibrators.conformal.scores"}
 
 __all__ = ["Mondrian", "Bins", "bins", "min_group_size", "min_group_size_for_level", *sorted(_LAZY)]
+
+
+class _Package(types.ModuleType):
+    """This package, keeping its function ``bins`` when its submodule ``bins`` is imported again by an old path.
+
+    ``import calibprob.conformal.bins`` (the 0.1 path, aliased by :mod:`calibprob._core.deprecation`) makes the
+    import system set the submodule as the parent package's attribute ``bins`` -- over the function of that name
+    imported above, so ``calibprob.calibrators.conformal.bins(...)`` would then fail, depending on import order.
+    """
+
+    def __setattr__(self, name: str, value) -> None:
+        if isinstance(value, types.ModuleType) and callable(self.__dict__.get(name)):
+            return  # a function already holds the name: the submodule stays reachable through sys.modules
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name):
