@@ -1,6 +1,7 @@
 # calibprob — every command does its own set-up (virtual environment + install) on a fresh machine.
 #   make run        the main job: quickstart comparison on bundled data
 #   make test       the default test suite (what CI runs; installs Debian's chromium as root if missing)
+#   make test-fast  the package's unit tests in parallel, under 2 min (no docs, notebooks, CLI, runner, lint)
 #   make test-slow  the long statistical tests (they assert too; not in CI's default run)
 #   make docs       build the documentation (warnings are errors)
 #   make bench      print the benchmark ratios
@@ -17,14 +18,29 @@ BIN := $(VENV)/bin
 export OPENBLAS_NUM_THREADS ?= 1
 export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
+# The default suite runs on pytest-xdist workers: one per core (auto), work-stealing because test
+# durations range from milliseconds to minutes. TEST_WORKERS=0 runs it serially in one process.
+TEST_WORKERS ?= auto
+XDIST := -n $(TEST_WORKERS) --dist worksteal
+# make test-fast: the unit tests of the contract, metrics, data sets, core, calibrators and the NumPy/GP
+# bases, spec and ranking; not the tests that run whole things (Sphinx, notebooks, lint and mypy, the CLI,
+# runner and faults in subprocesses, PyMC/bambi sampling, GP-Beta, paper-table rows, saved-file replays).
+FAST_TESTS := tests/predictive tests/metrics tests/datasets tests/_core tests/calibrators/test_recalibration.py \
+  tests/calibrators/online tests/calibrators/conformal tests/bases/test_linear.py tests/bases/test_linear_numerics.py \
+  tests/bases/test_transforms.py tests/bases/gp tests/compare/test_spec.py tests/compare/test_spec_values.py \
+  tests/compare/test_ranking.py tests/compare/test_ranking_groups.py \
+  --ignore=tests/_core/test_io.py --ignore=tests/_core/test_saved_files.py --ignore=tests/predictive/test_pymc_workflow.py \
+  --ignore=tests/calibrators/conformal/test_gp.py --ignore=tests/calibrators/conformal/test_from_bambi.py \
+  --ignore=tests/calibrators/conformal/test_from_pymc.py --ignore=tests/calibrators/conformal/test_loo_jackknife_pymc.py
 
-.PHONY: run test test-slow test-all docs bench clean venv browser coverage
+.PHONY: run test test-fast test-slow test-all docs bench clean venv browser coverage
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else "calibprob needs Python >= 3.12 (PyMC 6); found " + sys.version.split()[0] + ". Install 3.12 or set PYTHON=/path/to/python3.12")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@# constraints.txt: the versions the suite was last green with (CONTRIBUTING.md says how to move them).
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
 	@# Compile once per machine, not on the first run: every PyTensor graph the quickstart
 	@# compiles goes into PyTensor's disk cache now (today it compiles none: the GP, GP-Beta's
 	@# MAP/ADVI and the sharp GP run NumPy or FAST_COMPILE graphs; specs with NUTS or PyMC bases do).
@@ -48,7 +64,10 @@ browser:
 	  else echo "note: chromium is not installed (needs root and apt-get); the HTML-report browser test will skip"; fi; }
 
 test: $(STAMP) browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(XDIST) --durations=15
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest $(XDIST) $(FAST_TESTS)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
@@ -59,7 +78,7 @@ test-all: $(STAMP)
 # Line coverage of calibprob/ by the default suite (what CI runs). Code run in subprocesses (the CLI tests,
 # Dask workers) is not counted, so the figure is a lower bound; docs/contributing.md gives the last one.
 coverage: $(STAMP)
-	$(BIN)/python -m pytest --cov=calibprob --cov-report=term:skip-covered --cov-report=html:coverage-html
+	$(BIN)/python -m pytest $(XDIST) --cov=calibprob --cov-report=term:skip-covered --cov-report=html:coverage-html
 
 docs: $(STAMP)
 	$(BIN)/python -m sphinx -W --keep-going -b html docs docs/_build/html

@@ -7,22 +7,44 @@ from calibprob.bases.gp import GaussianProcessRegressor
 from calibprob.bases.pymc_hsgp import PyMCHSGPRegression
 
 
-@pytest.fixture(scope="module")
-def fitted():
+def _data():
+    """150 noisy points of sin(2x) + 5 to fit on, 300 fresh ones to check coverage on (seeded)."""
     rng = np.random.default_rng(0)
     X = rng.uniform(-3, 3, size=(150, 1))
     y = np.sin(2 * X[:, 0]) + 0.3 * rng.normal(size=150) + 5.0
     Xt = np.linspace(-2.8, 2.8, 300)[:, None]
     yt = np.sin(2 * Xt[:, 0]) + 0.3 * rng.normal(size=300) + 5.0
-    model = PyMCHSGPRegression(tune=300, draws=300, chains=1, target_accept=0.95, random_state=1).fit(X, y)
-    return X, y, Xt, yt, model
+    return X, y, Xt, yt
 
 
-def test_hsgp_predictive_mean_is_the_exact_gps_at_its_hyperparameters(fitted):
+def _fit(X, y, seed):
+    return PyMCHSGPRegression(tune=300, draws=300, chains=1, target_accept=0.95, random_state=seed).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, y, Xt, yt = _data()
+    return X, y, Xt, yt, _fit(X, y, seed=1)
+
+
+#: Bulk ESS floor for 300 draws of one chain, and the divergent transitions allowed. The seeded NUTS path
+#: depends on the CPU's floating-point kernels and on what ran before in the process (another machine gave
+#: 26.6 at seed 1, where this one gives 47.6-76.2), so a run elsewhere is in effect another sampler seed.
+#: Over the 24 seeds of test_hsgp_sweep_over_sampler_seeds on this machine (2026-11-28, PyMC 6.4.0,
+#: PyTensor 3.3.8, NumPy 2.5.5) bulk ESS ranged 18.1-106.3 (median 63; the two lowest 18.1 and 38.5:
+#: a long lower tail) and 6 of 24 seeds had one divergent transition, none two. The floor is half the
+#: sweep's minimum, rounded down, for a path worse than any of 24 seen; a chain that does not move gives
+#: a bulk ESS of one to a few draws, still below it. One divergence in 300 draws is the sampler's normal
+#: behaviour here; two is the margin over the most seen.
+ESS_FLOOR = 9
+MAX_DIVERGENCES = 2
+SWEEP_SEEDS = range(24)
+
+
+def _check_against_exact_gp(X, y, Xt, yt, model):
     """The HSGP's posterior-predictive mean against the exact GP (constant mean, GLS) with the
-    HSGP's posterior-mean hyperparameters: measured max |diff| 0.079 (sd(y) ~ 0.78), noise
-    sd 0.329 for a true 0.3; 90 % interval coverage on 300 fresh points."""
-    X, y, Xt, yt, model = fitted
+    HSGP's posterior-mean hyperparameters, its noise sd against the true 0.3, its 90 % interval
+    coverage on 300 fresh points, and its convergence (divergences and bulk ESS: see ESS_FLOOR)."""
     theta = {"lengthscale": model.lengthscale_, "variance": model.amplitude_**2, "noise": model.noise_std_**2}
     exact = GaussianProcessRegressor(mean="constant", theta=theta, optimize=False).fit(X, y)
     mu_exact, sd_exact = exact.predict_mean_std(Xt)
@@ -36,12 +58,25 @@ def test_hsgp_predictive_mean_is_the_exact_gps_at_its_hyperparameters(fitted):
     cover = np.mean((yt >= lo) & (yt <= hi))
     assert 0.82 <= cover <= 0.97, cover
     d = model.diagnostics_
-    # ESS of 300 draws of one chain: 76.2 alone, 48.0 once in a full suite run (1 of 4 on
-    # 2026-11-26, same code): state left by earlier tests changes the NUTS path (not yet found).
-    # target_accept 0.95: at the default 0.9 the same seed gave 1 divergent transition with
-    # PyTensor 3.3.8 / NumPy 2.5.5 / SciPy 1.18.1 (none with the versions of the last stop)
-    assert float(d["divergences"]) == 0 and float(d["ess_bulk"]) > 30
+    # target_accept 0.95 (not the default 0.9): fewer divergent transitions; see MAX_DIVERGENCES
+    assert float(d["divergences"]) <= MAX_DIVERGENCES, float(d["divergences"])
+    assert float(d["ess_bulk"]) > ESS_FLOOR, float(d["ess_bulk"])
     assert np.isnan(float(d["rhat"]))  # one chain: r-hat undefined
+
+
+def test_hsgp_predictive_mean_is_the_exact_gps_at_its_hyperparameters(fitted):
+    """Seed 1: measured max |diff| 0.083 sd(y) (sd(y) ~ 0.78), noise sd 0.330 for a true 0.3, bulk ESS
+    47.6 after one earlier fit in the same process, 76.2 alone, 26.6 on another machine (see ESS_FLOOR)."""
+    _check_against_exact_gp(*fitted)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SWEEP_SEEDS)
+def test_hsgp_sweep_over_sampler_seeds(seed):
+    """The default test's checks at every sampler seed of SWEEP_SEEDS (about 1 min a fit): the margin
+    ESS_FLOOR and the other tolerances keep against a change of NUTS path (another CPU, other versions)."""
+    X, y, Xt, yt = _data()
+    _check_against_exact_gp(X, y, Xt, yt, _fit(X, y, seed))
 
 
 def test_hsgp_bad_input():
