@@ -172,7 +172,10 @@ def test_evaluate_intervals_rejects_missing_levels():
         },
         coords={"confidence_level": [0.9]},
     )
-    with pytest.raises(ValueError, match="lack confidence_level"):
-        evaluate_intervals(ds, np.zeros(2), [0.9])
+    with pytest.raises(ValueError, match=r"lack confidence_level=0.5; they hold 0.9"):
+        evaluate_intervals(ds, np.zeros(2), [0.5])
+    # the IAE's 21 levels are not demanded: it is NaN and says why
+    m = evaluate_intervals(ds, np.zeros(2), [0.9])
+    assert np.isnan(float(m["iae"])) and "not_available" in m["iae"].attrs
     with pytest.raises(ValueError, match="lower"):
         evaluate_intervals(ds.drop_vars("lower"), np.zeros(2), [0.9])

@@ -680,7 +680,16 @@ def _interval_ends(est, sub: xr.Dataset, levels: np.ndarray) -> tuple[np.ndarray
         )
     tails = np.concatenate([(1.0 - levels) / 2.0, (1.0 + levels) / 2.0])
     grid, where = np.unique(tails, return_inverse=True)
-    q = est.predict(sub, levels=grid).calib.quantiles
+    out = est.predict(sub, levels=grid)
+    got = np.asarray(out.calib.levels, float)
+    if got.shape != grid.shape or not np.allclose(got, grid, rtol=0.0, atol=1e-12):
+        # a calibrator that does not honour levels= (a third party's): read its ends by level, never by position
+        iv = out.calib.interval(levels.tolist())
+        return (
+            iv["lower"].transpose("obs", "confidence_level").values,
+            iv["upper"].transpose("obs", "confidence_level").values,
+        )
+    q = out.calib.quantiles
     return q[:, where[: levels.size]], q[:, where[levels.size :]]
 
 
