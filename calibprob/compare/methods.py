@@ -83,6 +83,8 @@ class TaskContext:
     groups: dict | None = None
     #: The spec's ``max_method_minutes``: a method whose estimated n x n work is longer is refused.
     max_method_minutes: float = float("inf")
+    #: :class:`calibprob.Mondrian`'s ``fallback`` for this method (a method's ``fallback`` key): None or "pooled".
+    group_fallback: str | None = None
 
     def new_base(self):
         """A fresh, unfitted copy of the base model (for methods that refit it)."""
@@ -278,8 +280,11 @@ def post_process(ctx: TaskContext, calibrator, *, calibration_data: str = "in-sa
     pred_cal, y_cal = calibration_prediction(ctx, calibration_data)
     groups = None
     if ctx.groups is not None:
-        groups = ctx.groups["calibrate" if ctx.X_cal is not None else "train"], ctx.groups["test"]
-        calibrator = Mondrian(calibrator).fit(pred_cal, y_cal, groups=groups[0])
+        # the groups of the rows calibrated on: the training part for LOO calibration, as for no calibration part
+        on_train = ctx.X_cal is None or calibration_data == "loo"
+        groups = ctx.groups["train" if on_train else "calibrate"], ctx.groups["test"]
+        mondrian = Mondrian(calibrator, fallback=ctx.group_fallback)
+        calibrator = mondrian.fit(pred_cal, y_cal, groups=groups[0])
     else:
         calibrator.fit(pred_cal, y_cal)
     pred_test = ctx.predict_base(ctx.X_test)
