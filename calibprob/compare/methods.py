@@ -85,6 +85,8 @@ class TaskContext:
     max_method_minutes: float = float("inf")
     #: :class:`calibprob.Mondrian`'s ``fallback`` for this method (a method's ``fallback`` key): None or "pooled".
     group_fallback: str | None = None
+    #: The method asked for its per-group version (``groups = true``): grouped ranks for conformal Bayes.
+    mondrian: bool = False
 
     def new_base(self):
         """A fresh, unfitted copy of the base model (for methods that refit it)."""
@@ -506,11 +508,22 @@ def run_conformal_bayes(ctx: TaskContext, entry, *, grid_size: int = 100, grid_m
     y = np.asarray(ctx.y_train, dtype=float)
     ll = base.log_density(ctx.X_train, y[:, None])[:, :, 0]
     grid = np.linspace(y.min() - grid_margin * y.std(), y.max() + grid_margin * y.std(), int(grid_size))
-    model = entry.load()(confidence_level=levels, **kwargs).fit(ll, y=y)
+    # groups = true: grouped ranks (Fong & Holmes 2021, partial exchangeability); a test group absent
+    # from training ranks among all points with fallback = "pooled", else it is refused
+    grouped = ctx.groups if ctx.mondrian else None
+    if grouped is not None:
+        kwargs.setdefault("unseen_group", "marginal" if ctx.group_fallback == "pooled" else "raise")
+    train_groups = None if grouped is None else grouped["train"]
+    model = entry.load()(confidence_level=levels, **kwargs).fit(ll, y=y, train_groups=train_groups)
     # a block of test points at a time: the log densities are draws x block x grid doubles
     step = max(1, 2_000_000 // (ll.shape[0] * len(grid)))
     parts = [
-        model.predict(base.log_density(ctx.X_test[i : i + step], grid), grid) for i in range(0, len(ctx.X_test), step)
+        model.predict(
+            base.log_density(ctx.X_test[i : i + step], grid),
+            grid,
+            **({} if grouped is None else {"groups": grouped["test"][i : i + step]}),
+        )
+        for i in range(0, len(ctx.X_test), step)
     ]
     out = xr.concat(parts, dim="obs", data_vars="all", coords="different", compat="equals", join="outer")
     return out.assign_coords(obs=np.arange(out.sizes["obs"]))

@@ -428,7 +428,7 @@ def _method_context(ctx: TaskContext, m) -> TaskContext:
     if m.groups is False:
         return dataclasses.replace(ctx, groups=None)
     if m.groups:
-        return dataclasses.replace(ctx, group_fallback=METHOD_FALLBACKS[m.fallback or "pooled"])
+        return dataclasses.replace(ctx, group_fallback=METHOD_FALLBACKS[m.fallback or "pooled"], mondrian=True)
     return ctx
 
 

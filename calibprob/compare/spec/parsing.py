@@ -158,9 +158,11 @@ def _parse_methods(value, named_bases: bool = False) -> tuple[MethodSpec, ...]:
 
 
 def _groups_capable(kind: str) -> bool:
-    """Whether a kind has a Mondrian version: a distribution post-processor run by the family's lifecycle."""
+    """Whether a kind has a per-group version: a distribution post-processor run by the family's lifecycle
+    (as :class:`calibprob.Mondrian` of itself), or conformal Bayes (grouped ranks)."""
     entry = registry.METHODS[kind]
-    return entry.family == "distribution" and entry.adapter is None
+    # conformal Bayes: grouped ranks over the training part (its own per-group version)
+    return (entry.family == "distribution" and entry.adapter is None) or kind == "conformal-bayes"
 
 
 def _parse_method_groups(entry: dict, name: str, kind: str) -> tuple[bool | None, str | None]:
