@@ -83,6 +83,10 @@ class TaskContext:
     groups: dict | None = None
     #: The spec's ``max_method_minutes``: a method whose estimated n x n work is longer is refused.
     max_method_minutes: float = float("inf")
+    #: :class:`calibprob.Mondrian`'s ``fallback`` for this method (a method's ``fallback`` key): None or "pooled".
+    group_fallback: str | None = None
+    #: The method asked for its per-group version (``groups = true``): grouped ranks for conformal Bayes.
+    mondrian: bool = False
 
     def new_base(self):
         """A fresh, unfitted copy of the base model (for methods that refit it)."""
@@ -278,8 +282,11 @@ def post_process(ctx: TaskContext, calibrator, *, calibration_data: str = "in-sa
     pred_cal, y_cal = calibration_prediction(ctx, calibration_data)
     groups = None
     if ctx.groups is not None:
-        groups = ctx.groups["calibrate" if ctx.X_cal is not None else "train"], ctx.groups["test"]
-        calibrator = Mondrian(calibrator).fit(pred_cal, y_cal, groups=groups[0])
+        # the groups of the rows calibrated on: the training part for LOO calibration, as for no calibration part
+        on_train = ctx.X_cal is None or calibration_data == "loo"
+        groups = ctx.groups["train" if on_train else "calibrate"], ctx.groups["test"]
+        mondrian = Mondrian(calibrator, fallback=ctx.group_fallback)
+        calibrator = mondrian.fit(pred_cal, y_cal, groups=groups[0])
     else:
         calibrator.fit(pred_cal, y_cal)
     pred_test = ctx.predict_base(ctx.X_test)
@@ -501,7 +508,13 @@ def run_conformal_bayes(ctx: TaskContext, entry, *, grid_size: int = 100, grid_m
     y = np.asarray(ctx.y_train, dtype=float)
     ll = base.log_density(ctx.X_train, y[:, None])[:, :, 0]
     grid = np.linspace(y.min() - grid_margin * y.std(), y.max() + grid_margin * y.std(), int(grid_size))
-    model = entry.load()(confidence_level=levels, **kwargs).fit(ll, y=y)
+    # groups = true: grouped ranks (Fong & Holmes 2021, partial exchangeability); a test group absent
+    # from training ranks among all points with fallback = "pooled", else it is refused
+    grouped = ctx.groups if ctx.mondrian else None
+    if grouped is not None:
+        kwargs.setdefault("unseen_group", "marginal" if ctx.group_fallback == "pooled" else "raise")
+    train_groups = None if grouped is None else grouped["train"]
+    model = entry.load()(confidence_level=levels, **kwargs).fit(ll, y=y, train_groups=train_groups)
     # a block of test points at a time: the log densities are draws x block x grid doubles
     step = max(1, 2_000_000 // (ll.shape[0] * len(grid)))
     parts = []
@@ -509,7 +522,8 @@ def run_conformal_bayes(ctx: TaskContext, entry, *, grid_size: int = 100, grid_m
         X_part = ctx.X_test[i : i + step]
         # the ends are refined between grid points on the exact p-value: the base scores any candidates
         refine = partial(_log_density_rows, base, X_part)
-        parts.append(model.predict(base.log_density(X_part, grid), grid, log_density=refine))
+        groups = {} if grouped is None else {"groups": grouped["test"][i : i + step]}
+        parts.append(model.predict(base.log_density(X_part, grid), grid, log_density=refine, **groups))
     out = xr.concat(parts, dim="obs", data_vars="all", coords="different", compat="equals", join="outer")
     return out.assign_coords(obs=np.arange(out.sizes["obs"]))
 

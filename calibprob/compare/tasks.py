@@ -28,7 +28,7 @@ from calibprob.compare.methods import (
     refits_its_base,
     run_refits,
 )
-from calibprob.compare.spec.model import Spec, file_sha256
+from calibprob.compare.spec.model import METHOD_FALLBACKS, Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
 from calibprob.metrics import evaluate, evaluate_intervals, is_interval_family
 from calibprob.transforms import back_transform, transform_target
@@ -420,6 +420,18 @@ def _score(spec: Spec, kind: str, pred, y_score, groups=None) -> xr.Dataset:
     return evaluate(pred, y_score, confidence_levels=spec.confidence_levels, groups=groups)
 
 
+def _method_context(ctx: TaskContext, m) -> TaskContext:
+    """The task's context as method ``m`` sees it: marginal (``groups = false``), or Mondrian with its ``fallback``.
+
+    Scoring keeps the task's test groups either way, so a marginal method is scored per group too.
+    """
+    if m.groups is False:
+        return dataclasses.replace(ctx, groups=None)
+    if m.groups:
+        return dataclasses.replace(ctx, group_fallback=METHOD_FALLBACKS[m.fallback or "pooled"], mondrian=True)
+    return ctx
+
+
 def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None = None) -> xr.Dataset:
     """Every method of ``methods`` on one fitted base: scores over ``calibrator``, fit times and errors.
 
@@ -434,7 +446,7 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
         try:
             if refits is None:  # (a method's refit tasks checked it before refitting)
                 check_method_work(ctx, m.kind, m.options)
-            pred = METHOD_KINDS[m.kind].func(ctx, **m.options)
+            pred = METHOD_KINDS[m.kind].func(_method_context(ctx, m), **m.options)
             if back is not None:  # fitted on g(y): score the law of y, on the original scale
                 pred = back_transform(pred, **back)
             score = _score(spec, m.kind, pred, y_score, None if ctx.groups is None else ctx.groups["test"])

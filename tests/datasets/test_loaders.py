@@ -32,7 +32,7 @@ DATA = resources.files("calibprob.datasets").joinpath("data")
 def _provenance_table() -> dict[str, tuple[int, int, str]]:
     """name -> (rows, cols, target) parsed from PROVENANCE.md (the shipped documentation)."""
     text = DATA.joinpath("PROVENANCE.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\|\s*(\w+)\.csv\s*\|\s*(\d+)\s*×\s*(\d+)\s*\|\s*(\w+)\s*\|", text, flags=re.M)
+    rows = re.findall(r"^\|\s*(\w+)\.csv\s*\|\s*(\d+)\s*×\s*(\d+)\s*\|\s*([\w.]+)\s*\|", text, flags=re.M)
     return {name: (int(r), int(c), target) for name, r, c, target in rows}
 
 
@@ -41,7 +41,33 @@ BUNDLED = ["boston", "auto_mpg", "concrete", "diabetes", "wine_quality_red"]
 
 
 def test_provenance_lists_every_bundled_set():
-    assert sorted(PROVENANCE) == sorted([*BUNDLED, "diamonds"])
+    assert sorted(PROVENANCE) == sorted([*BUNDLED, "diamonds", "radon_mn"])
+
+
+def test_radon_is_shipped_with_its_county_names_one_hot_encoded():
+    """The hierarchical-model set (homes within 85 counties), against the standard-library csv reader."""
+    rows, cols, target = PROVENANCE["radon_mn"]
+    with DATA.joinpath("radon_mn.csv").open("r", encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader)
+        raw = list(reader)
+    assert (len(raw), len(header), header[-1]) == (rows, cols, target) == (919, 5, "log.radon")
+    ds = load_dataset("radon")  # the alias
+    assert ds.attrs["name"] == "radon_mn" and ds["y"].attrs["target"] == "log.radon"
+    np.testing.assert_array_equal(ds["y"].values, [float(r[-1]) for r in raw])
+    feats = list(ds["feature"].values)
+    names = sorted({r[3] for r in raw})
+    assert len(names) == 85 and len(feats) == 3 + 84
+    for lv in names[1:]:
+        np.testing.assert_array_equal(
+            ds["X"].values[:, feats.index(f"county.name={lv}")], [float(r[3] == lv) for r in raw]
+        )
+    for col in ("basement", "uranium", "county"):
+        j = header.index(col)
+        np.testing.assert_array_equal(ds["X"].values[:, feats.index(col)], [float(r[j]) for r in raw])
+    grouped = load_dataset("radon_mn", groups="county")
+    counts = np.unique(grouped["group"].values, return_counts=True)[1]
+    assert (counts.size, counts.min(), counts.max()) == (85, 1, 116)
 
 
 def test_diamonds_is_shipped_with_its_grades_one_hot_encoded():
@@ -103,7 +129,7 @@ def test_aliases_and_case():
     assert mpg.attrs["name"] == "auto_mpg"
     xr.testing.assert_identical(mpg, load_dataset("auto_mpg"))
     assert load_dataset("WINE").attrs["name"] == "wine_quality_red"
-    assert {"mpg", "wine", "diamonds", *BUNDLED} == set(available_datasets())
+    assert {"mpg", "wine", "diamonds", "radon", "radon_mn", *BUNDLED} == set(available_datasets())
 
 
 def test_unknown_dataset_lists_valid_names():
@@ -124,11 +150,12 @@ def test_boston_carries_the_b_column_note():
 def test_list_datasets_table():
     table = list_datasets()
     assert list(table.columns[:5]) == ["name", "rows", "features", "target", "source"]
-    assert list(table["name"]) == [*BUNDLED, "diamonds"]
+    assert list(table["name"]) == [*BUNDLED, "diamonds", "radon_mn"]
     for _, row in table.iterrows():
         rows, cols, target = PROVENANCE[row["name"]]
         # diamonds: 9 raw feature columns, 3 of them text grades one-hot encoded into 17
-        n_features = 23 if row["name"] == "diamonds" else cols - 1
+        # radon: 4 raw feature columns, the text county name one-hot encoded into 84
+        n_features = {"diamonds": 23, "radon_mn": 87}.get(row["name"], cols - 1)
         assert (row["rows"], row["features"], row["target"]) == (rows, n_features, target)
 
 

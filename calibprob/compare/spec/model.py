@@ -208,6 +208,27 @@ class MethodSpec:
     options: dict = field(default_factory=dict)
     #: names of the ``[bases.*]`` this method runs on; ``None``: every base
     bases: tuple[str, ...] | None = None
+    #: ``True``: the method's Mondrian version (per group of the data sets' ``groups`` column);
+    #: ``False``: marginal; ``None``: as the data set says (Mondrian when it has ``groups``)
+    groups: bool | None = None
+    #: with ``groups = true``: ``"pooled"`` (default: a group too small, or absent from the
+    #: calibration data, is calibrated on all points, labelled) or ``"none"`` (infinite bounds)
+    fallback: str | None = None
+
+    def table(self) -> dict:
+        """The method's spec table (``kind``, its options and the runner keys it sets)."""
+        out = {"kind": self.kind, **self.options}
+        if self.bases is not None:
+            out["bases"] = list(self.bases)
+        if self.groups is not None:
+            out["groups"] = self.groups
+        if self.fallback is not None:
+            out["fallback"] = self.fallback
+        return out
+
+
+#: Values of a method's ``fallback`` key (with ``groups = true``) and :class:`calibprob.Mondrian`'s ``fallback``.
+METHOD_FALLBACKS = {"pooled": "pooled", "none": None}
 
 
 @dataclass(frozen=True)
@@ -301,10 +322,7 @@ class Spec:
             "standardize": self.standardize,
             "repetitions": self.repetitions,
             "seed": self.seed,
-            "methods": {
-                m.name: {"kind": m.kind, **m.options, **({} if m.bases is None else {"bases": list(m.bases)})}
-                for m in self.methods
-            },
+            "methods": {m.name: m.table() for m in self.methods},
             "metrics": list(self.metrics),
             "rank_by": self.rank_by,
             "confidence_levels": list(self.confidence_levels),

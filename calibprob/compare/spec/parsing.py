@@ -15,6 +15,7 @@ from calibprob.compare.spec.data import _parse_datasets, _parse_split
 from calibprob.compare.spec.model import (
     DEFAULT_MAX_METHOD_MINUTES,
     DEFAULT_METRICS,
+    METHOD_FALLBACKS,
     TARGET_TRANSFORMS,
     TOP_KEYS,
     MethodSpec,
@@ -145,14 +146,55 @@ def _parse_methods(value, named_bases: bool = False) -> tuple[MethodSpec, ...]:
                 f"methods.{name}.kind = {_short(kind)} is unknown.{_suggest(kind, registry.METHODS)} Valid kinds: "
                 f"{', '.join(sorted(registry.METHODS))}."
             )
-        options = {k: v for k, v in entry.items() if k not in ("kind", "bases")}
+        options = {k: v for k, v in entry.items() if k not in ("kind", "bases", "groups", "fallback")}
         bases = _parse_method_bases(entry, name, named_bases)
+        groups, fallback = _parse_method_groups(entry, name, kind)
         types = registry.METHODS[kind].options
         _check_keys(options, types, f"methods.{name} (kind {kind!r})")
         for k, v in options.items():
             types[k].check(v, f"methods.{name}.{k}")
-        out.append(MethodSpec(name=name, kind=kind, options=options, bases=bases))
+        out.append(MethodSpec(name=name, kind=kind, options=options, bases=bases, groups=groups, fallback=fallback))
     return tuple(out)
+
+
+def _groups_capable(kind: str) -> bool:
+    """Whether a kind has a per-group version: a distribution post-processor run by the family's lifecycle
+    (as :class:`calibprob.Mondrian` of itself), or conformal Bayes (grouped ranks)."""
+    entry = registry.METHODS[kind]
+    # conformal Bayes: grouped ranks over the training part (its own per-group version)
+    return (entry.family == "distribution" and entry.adapter is None) or kind == "conformal-bayes"
+
+
+def _parse_method_groups(entry: dict, name: str, kind: str) -> tuple[bool | None, str | None]:
+    """A method's ``groups = true/false`` (Mondrian or marginal) and its ``fallback`` (with ``groups = true``)."""
+    groups = Bool().check(entry["groups"], f"methods.{name}.groups") if "groups" in entry else None
+    if groups and not _groups_capable(kind):
+        able = ", ".join(sorted(k for k in registry.METHODS if _groups_capable(k)))
+        raise SpecError(
+            f"methods.{name}.groups = true: kind {kind!r} has no Mondrian (per-group) version; set groups = false "
+            f"or remove the key, or use one of the kinds that have one: {able}."
+        )
+    if "fallback" not in entry:
+        return groups, ("pooled" if groups else None)
+    if not groups:
+        raise SpecError(
+            f"methods.{name}.fallback applies with groups = true only (what a too-small or unseen group gets); "
+            "add groups = true or remove the key."
+        )
+    fallback = Choice(tuple(METHOD_FALLBACKS)).check(entry["fallback"], f"methods.{name}.fallback")
+    return groups, fallback
+
+
+def _check_method_groups(methods, datasets) -> None:
+    """A method with ``groups = true`` needs every data set to name its ``groups`` column."""
+    for m in methods:
+        missing = [d.name for d in datasets if d.groups is None]
+        if m.groups and missing:
+            raise SpecError(
+                f"methods.{m.name}.groups = true needs a group column on every data set, but {missing[0]!r} has "
+                f'none; add groups = "<column>" to that data set entry (e.g. {{name = "{missing[0]}", '
+                'groups = "county"}).'
+            )
 
 
 def parse_spec(data: dict, *, source: str = "", root: str | Path = ".") -> Spec:
@@ -231,14 +273,17 @@ def _parse_spec(data, *, source, root) -> Spec:
         target_transform = Choice(TARGET_TRANSFORMS).check(data["target_transform"], "target_transform")
     split = _parse_split(data["split"])
     max_minutes = _parse_max_method_minutes(data.get("max_method_minutes", DEFAULT_MAX_METHOD_MINUTES))
+    datasets = _parse_datasets(data["datasets"], root, split, seed, base_kind, target_transform)
+    methods = _check_method_bases(_parse_methods(data["methods"], bases is not None), tables)
+    _check_method_groups(methods, datasets)
     return Spec(
         name=name,
         description=description,
-        datasets=_parse_datasets(data["datasets"], root, split, seed, base_kind, target_transform),
+        datasets=datasets,
         split=split,
         base=base,
         bases=bases,
-        methods=_check_method_bases(_parse_methods(data["methods"], bases is not None), tables),
+        methods=methods,
         repetitions=reps,
         seed=seed,
         standardize=standardize,
