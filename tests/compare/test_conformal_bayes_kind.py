@@ -113,7 +113,12 @@ def test_groups_true_gives_grouped_conformal_bayes(task):
         grid = np.linspace(y.min() - 1.5 * y.std(), y.max() + 1.5 * y.std(), 60)
         ll = ctx.base.log_density(ctx.X_train, y[:, None])[:, :, 0]
         cb = ConformalBayes(confidence_level=[0.8], unseen_group="marginal").fit(ll, y=y, train_groups=train)
-        ref = cb.predict(ctx.base.log_density(ctx.X_test, grid), grid, groups=test)
+        ref = cb.predict(
+            ctx.base.log_density(ctx.X_test, grid),
+            grid,
+            groups=test,
+            log_density=lambda rows, v: ctx.base.log_density(ctx.X_test[rows], v),  # the same end refinement
+        )
         marginal = run_kind("conformal-bayes", ctx, grid_size=60, grid_margin=1.5)
     at = {"confidence_level": 0.8}
     np.testing.assert_array_equal(out["lower"].sel(at).values, ref["lower"].sel(at).values)
