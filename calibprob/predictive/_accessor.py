@@ -168,6 +168,36 @@ class CalibAccessor:
         )
         return ds.isel(confidence_level=0) if scalar else ds
 
+    def centre(self, confidence_level=None) -> xr.DataArray:
+        """Midpoint ``(lower + upper) / 2`` of the central interval at each level.
+
+        Every family has it; ``confidence_level`` defaults to an interval family's stored levels
+        (another family needs it). Dims as :meth:`interval`.
+        """
+        iv = self.interval(self._interval_levels(confidence_level, "centre"))
+        return ((iv["lower"] + iv["upper"]) / 2).rename("centre")
+
+    def width(self, confidence_level=None) -> xr.DataArray:
+        """Width ``upper - lower`` of the central interval at each level (``inf`` where unbounded)."""
+        iv = self.interval(self._interval_levels(confidence_level, "width"))
+        return (iv["upper"] - iv["lower"]).rename("width")
+
+    def contains(self, y, confidence_level=None) -> xr.DataArray:
+        """Whether ``lower <= y_i <= upper`` at each level: the coverage indicator a user reads."""
+        iv = self.interval(self._interval_levels(confidence_level, "contains"))
+        yv = _as_values(self._ds, y)
+        return ((iv["lower"] <= yv) & (yv <= iv["upper"])).rename("contains")
+
+    def _interval_levels(self, confidence_level, method: str):
+        if confidence_level is not None:
+            return confidence_level
+        if "confidence_level" in self._ds.coords and "lower" in self._ds:
+            return self._ds["confidence_level"].values.tolist()
+        raise ValueError(
+            f"calib.{method}() needs confidence_level= for a distribution (only an interval-family prediction "
+            f"has levels of its own); e.g. calib.{method}(confidence_level=0.9)."
+        )
+
     def mean(self) -> xr.DataArray:
         """Predictive mean: stored ``mean`` if present, else exact from the family."""
         if "mean" in self._ds:

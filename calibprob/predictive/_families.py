@@ -298,7 +298,8 @@ class IntervalFamily(Family):
         col = np.argmin(dist, axis=1)
         bad = dist[np.arange(p.size), col] > self.TOL
         if bad.any():
-            self._refuse(f"quantiles at p={float(p[bad][0])!r}: it states them only at p in {sorted(stated.tolist())}")
+            listed = ", ".join(f"{v:.10g}" for v in sorted(stated.tolist()))  # 0.05, not 0.04999999999999999
+            self._refuse(f"quantiles at p={float(p[bad][0]):.10g}: it states them only at p in [{listed}]")
         return col
 
     def ppf(self, p, rows: slice = _ALL) -> np.ndarray:

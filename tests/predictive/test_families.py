@@ -189,3 +189,32 @@ def test_from_intervals_keeps_obs_labels_and_attrs(intervals):
     iv = from_intervals(*intervals, obs=["a", "b", "c"], attrs={"n_calibration": 7})
     assert iv["obs"].values.tolist() == ["a", "b", "c"] and iv.attrs["n_calibration"] == 7
     assert isinstance(iv, xr.Dataset)
+
+
+def test_interval_family_centre_width_contains_and_refusals_name_the_family():
+    """The interval family answers what its ends state (centre, width, contains) and refuses the rest, naming it."""
+    lower = np.array([[0.0, -1.0], [2.0, 1.5], [-np.inf, -np.inf]])
+    upper = np.array([[1.0, 2.0], [3.0, 3.5], [np.inf, np.inf]])
+    ds = xr.Dataset(
+        {"lower": (("obs", "confidence_level"), lower), "upper": (("obs", "confidence_level"), upper)},
+        coords={"obs": np.arange(3), "confidence_level": [0.8, 0.9]},
+        attrs={"family": "interval"},
+    )
+    np.testing.assert_array_equal(ds.calib.width().values, upper - lower)
+    np.testing.assert_array_equal(ds.calib.centre(0.9).values, [0.5, 2.5, np.nan])  # (-inf + inf) / 2 is undefined
+    y = np.array([0.5, 1.75, 1e300])
+    np.testing.assert_array_equal(ds.calib.contains(y).values, [[True, True], [False, True], [True, True]])
+    with pytest.raises(ValueError, match=r"interval-family prediction .*cannot give a mean"):
+        ds.calib.mean()
+    # the stated levels are printed as they are meant (0.05, not 0.04999999999999999)
+    with pytest.raises(
+        ValueError, match=r"quantiles at p=0\.5: it states them only at p in \[0\.05, 0\.1, 0\.9, 0\.95\]"
+    ):
+        ds.calib.median()
+    # a distribution has no levels of its own: the level is asked for
+    normal = calibprob.normal(np.zeros(3), np.ones(3))
+    with pytest.raises(
+        ValueError, match=r"calib\.width\(\) needs confidence_level= .*calib\.width\(confidence_level=0\.9\)"
+    ):
+        normal.calib.width()
+    np.testing.assert_allclose(normal.calib.width(0.9).values, 2 * 1.6448536269514722, rtol=1e-12)
