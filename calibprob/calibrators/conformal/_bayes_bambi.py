@@ -93,6 +93,12 @@ class BambiDoor:
         post = self.model.predict(self.slim, kind="response_params", data=new, inplace=False)["posterior"]
         return family, [self._per_draw(post[name], m) for name in names]
 
+    def predictive_draws(self, new, m: int, random_seed) -> np.ndarray:
+        """One posterior predictive draw per posterior draw at each new row, (draws, m), by bambi's ``predict``."""
+        tree = self.model.predict(self.slim, kind="response", data=new, inplace=False, random_seed=random_seed)
+        values, _ = _inputs.sample_matrix(tree["posterior_predictive"][self.response], "bambi predictive draws")
+        return np.asarray(values, float).reshape(self.n_draws, m)
+
     def _per_draw(self, da: xr.DataArray, m: int) -> np.ndarray:
         """A parameter as (draws, m): per row (``__obs__``) or shared by the rows."""
         values, _ = _inputs.sample_matrix(da, "bambi parameter")

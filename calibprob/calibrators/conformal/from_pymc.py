@@ -19,6 +19,7 @@ are left as they were.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -28,6 +29,7 @@ from scipy import special
 from calibprob._core.pytensor_setup import get_compile_mode
 from calibprob._core.validation import check_choice, check_int
 from calibprob.calibrators.conformal import _bayes_bambi as _bambi
+from calibprob.calibrators.conformal import _bayes_grid as _grid
 from calibprob.calibrators.conformal import _bayes_inputs as _inputs
 from calibprob.calibrators.conformal.bayes import ConformalBayes
 
@@ -51,6 +53,7 @@ def conformal_bayes(
     var_name: str | None = None,
     method: str = "auto",
     compile_mode=None,
+    random_seed: int | None = 0,
     return_calibrator: bool = False,
     **options,
 ) -> xr.Dataset | tuple[xr.Dataset, ConformalBayes]:
@@ -76,9 +79,17 @@ def conformal_bayes(
         Grouped conformal Bayes (see :class:`calibprob.ConformalBayes`): the test points' groups,
         and the training points' (labels or a coordinate name of ``observed_data``).
     grid : array_like, optional
-        Equispaced candidates, shape (G,) or (m, G). Default: ``n_grid`` points on
-        :math:`[\min y - 2 s_y, \max y + 2 s_y]` (Fong and Holmes's :math:`\pm 2` on standardised
-        :math:`y`).
+        Equispaced candidates, shape (G,) or (m, G). Default: ``n_grid`` points per test point,
+        placed by its own posterior predictive (so a test input far from the training data gets
+        a grid where its set lies, never a refusal): with a Normal or Student-t likelihood, the
+        union over draws of each draw's central :math:`1 - 10^{-3}` interval and the region where
+        a candidate can rank inside a set; otherwise the range of one posterior predictive draw
+        per posterior draw, widened by half of it on each side (a multivariate likelihood, which
+        PyMC cannot draw one coordinate of, gets Fong and Holmes's
+        :math:`[\min y - 2 s_y, \max y + 2 s_y]`). A test point whose set reaches its default
+        grid's edge gets its grid tripled about its centre and is evaluated again (up to 3 times).
+        ``attrs["grid_rule"]`` says which rule placed the grid. See
+        :mod:`calibprob.calibrators.conformal._bayes_grid`.
     n_grid : int, default 100
     var_name : str, optional
         The observed variable, when the model has several.
@@ -86,6 +97,10 @@ def conformal_bayes(
         ``auto``: closed form for Normal and Student-t likelihoods, PyMC's ``logp`` otherwise.
     compile_mode : str, optional
         PyTensor mode; default :func:`calibprob._core.pytensor_setup.get_compile_mode`.
+    random_seed : int or None, default 0
+        Seed of the posterior predictive draws that place the default grid on the ``logp`` path
+        (fixed by default, so a call is reproducible; the sets' ends are refined on the exact
+        p-value and move with the grid only within the refinement's tolerance).
     return_calibrator : bool, default False
         Also return the fitted :class:`calibprob.ConformalBayes` (it holds the training
         log-likelihood: save it with its ``save`` method, or call its ``predict`` on other test
@@ -132,31 +147,66 @@ def conformal_bayes(
             "recompute it with pm.compute_log_likelihood(idata) on this posterior."
         )
     path = door.choose(method)
+    log_density, g, rule = _density_and_grid(door, path, new, cb, grid, n_grid, random_seed)
+    pred, widened = _predict_widening(cb, log_density, g, groups, door.n_draws, widen=grid is None)
+    pred.attrs["log_density"] = path
+    pred.attrs["grid_rule"] = rule + (_grid.EXTENDED.format(n=int(widened.sum())) if widened.any() else "")
+    return (pred, cb) if return_calibrator else pred
+
+
+def _density_and_grid(door, path: str, new, cb: ConformalBayes, grid, n_grid: int, random_seed):
+    """The test log density ``f(rows, y) -> (S, b, K)``, the (m, G) grid and the grid's rule."""
     m = door.n_new(new)
     if path == "closed-form":
         family, params = door.closed_form_params(new, m)
 
-        def log_density(rows: slice, y: np.ndarray) -> np.ndarray:
+        def closed(rows: slice, y: np.ndarray) -> np.ndarray:
             return _closed_form_logpdf(family, [p[:, rows, None] for p in params], y[None, :, :])
 
-        g = _default_grid(grid, cb.y_train_, n_grid, m, family=family, params=params, log_likelihood=cb.log_likelihood_)
-    else:
+        g = _grid.default_grid(
+            grid, cb.y_train_, n_grid, m, family=family, params=params, log_likelihood=cb.log_likelihood_
+        )
+        return closed, g, "given" if grid is not None else _grid.GRID_RULES["closed"]
 
-        def log_density(rows: slice, y: np.ndarray) -> np.ndarray:
-            out = np.empty((door.n_draws, *y.shape))
-            for sl, v in door.logp_blocks(_rows(new, rows), y):
-                out[:, sl] = v
-            return out
+    def logp(rows: slice, y: np.ndarray) -> np.ndarray:
+        out = np.empty((door.n_draws, *y.shape))
+        for sl, v in door.logp_blocks(_rows(new, rows), y):
+            out[:, sl] = v
+        return out
 
-        g = _default_grid(grid, cb.y_train_, n_grid, m)
-    per = max(1, _BLOCK_BYTES // (8 * door.n_draws * g.shape[1]))
+    draws = None if grid is not None else door.predictive_draws(new, m, random_seed)
+    if draws is not None:
+        return logp, _inputs.check_grid(_grid.grid_from_draws(draws, n_grid), m, n_grid), _grid.GRID_RULES["draws"]
+    g = _grid.default_grid(grid, cb.y_train_, n_grid, m)
+    return logp, g, "given" if grid is not None else _grid.GRID_RULES["training"]
+
+
+def _predict(cb: ConformalBayes, log_density, g: np.ndarray, groups, n_draws: int) -> xr.Dataset:
+    """The core over blocks of test points, each block's log densities in bounded memory."""
+    m = g.shape[0]
+    per = max(1, _BLOCK_BYTES // (8 * n_draws * g.shape[1]))
     blocks = ((sl, log_density(sl, g[sl])) for sl in (slice(s, min(s + per, m)) for s in range(0, m, per)))
-    pred = cb._predict_blocks(blocks, g, groups=groups, log_density=log_density)
-    pred.attrs["log_density"] = path
-    pred.attrs["grid_rule"] = (
-        "given" if grid is not None else _GRID_RULES["closed" if path == "closed-form" else "logp"]
-    )
-    return (pred, cb) if return_calibrator else pred
+    return cb._predict_blocks(blocks, g, groups=groups, log_density=log_density)
+
+
+def _predict_widening(cb: ConformalBayes, log_density, g, groups, n_draws: int, *, widen: bool):
+    """Predict; while a default grid is too narrow for a point's set (the set reaches its edge), widen it.
+
+    Warnings of a pass that is done again are dropped: only the final pass's diagnostics reach the user.
+    Returns the prediction and which test points' grids were widened.
+    """
+    widened = np.zeros(g.shape[0], bool)
+    for _ in range(_grid.GRID_EXTEND_ROUNDS if widen else 0):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pred = _predict(cb, log_density, g, groups, n_draws)
+        edge = _grid.reaches_edge(pred)
+        if not edge.any():
+            for w in caught:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            return pred, widened
+        g, widened = _grid.widen_where(g, edge), widened | edge
+    return _predict(cb, log_density, g, groups, n_draws), widened
 
 
 def _rows(new, rows: slice):
@@ -164,76 +214,6 @@ def _rows(new, rows: slice):
     if isinstance(new, dict):
         return {k: v[rows] for k, v in new.items()}
     return new.iloc[rows].reset_index(drop=True)
-
-
-#: Tail mass each posterior draw's predictive may leave outside a test point's default grid.
-GRID_TAIL = 1e-3
-#: The default grid reaches where every draw's density at the test point is below this fraction of the
-#: least training point's posterior predictive density: candidates beyond rank last, outside every set.
-GRID_DENSITY_FLOOR = 0.1
-_GRID_RULES = {
-    "closed": (
-        "per test point: every draw's central 1 - 1e-3 predictive interval, and out to where each draw's density "
-        "falls below 0.1 x the least training point's predictive density"
-    ),
-    "logp": "the training targets' range +- 2 sd (Fong and Holmes)",
-}
-
-
-def _default_grid(grid, y_train, n_grid: int, m: int, *, family=None, params=None, log_likelihood=None):
-    r"""The candidate grid: the user's, or a default.
-
-    With a closed-form likelihood the default is per test point :math:`j`, from its own
-    posterior predictive, the union over draws :math:`s` of two intervals:
-
-    * the draw's central :math:`1-\epsilon` interval (:math:`\epsilon` = :data:`GRID_TAIL`), so the
-      predictive (a mixture of the draws) puts at least :math:`1-\epsilon` of its mass on the grid
-      wherever the test input lies;
-    * where the draw's density exceeds :math:`t = c \min_i \hat p(y_i)` (:math:`c` =
-      :data:`GRID_DENSITY_FLOOR`, :math:`\hat p(y_i) = \frac1S\sum_s f_{\theta_s}(y_i)` the training points'
-      predictive densities, from ``log_likelihood``): beyond it a candidate's predictive density is
-      below every training point's, it ranks last and lies outside every set, so the set's ends
-      fall inside the grid even when the model is too narrow for the data.
-
-    Otherwise (the ``logp`` path), Fong and Holmes's :math:`[\min y - 2 s_y, \max y + 2 s_y]`.
-    """
-    if grid is None and params is not None:
-        lo, hi = _predictive_span(family, params, GRID_TAIL, _log_density_floor(log_likelihood))
-        grid = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, n_grid)[None, :]
-    elif grid is None:
-        if y_train is None:
-            raise ValueError("grid: the tree has no observed_data to place a default grid; pass grid=.")
-        sd = float(np.std(y_train)) or 1.0
-        grid = np.linspace(y_train.min() - 2 * sd, y_train.max() + 2 * sd, n_grid)
-    g = np.asarray(grid, float)
-    return _inputs.check_grid(g, m, g.shape[-1])
-
-
-def _log_density_floor(log_likelihood) -> float | None:
-    r""":math:`\log(c \min_i \frac1S \sum_s e^{\ell_{si}})`, or None without a log-likelihood."""
-    if log_likelihood is None:
-        return None
-    ll = np.asarray(log_likelihood, float)
-    log_p = special.logsumexp(ll, axis=0) - np.log(ll.shape[0])
-    return float(np.log(GRID_DENSITY_FLOOR) + log_p.min())
-
-
-def _predictive_span(family: str, params, tail: float, log_floor: float | None) -> tuple[np.ndarray, np.ndarray]:
-    """Per test point, the union over draws of the central ``1 - tail`` interval and the density-floor region."""
-    p = 1.0 - tail / 2
-    if family == "NormalRV":
-        mu, sigma = params
-        z = special.ndtri(p)
-        if log_floor is not None:  # N(z) / sigma >= t  <=>  z^2 <= -2 log(t sigma sqrt(2 pi))
-            z = np.maximum(z, np.sqrt(np.maximum(0.0, -2.0 * (log_floor + np.log(sigma) + 0.5 * np.log(2 * np.pi)))))
-    else:
-        nu, mu, sigma = params
-        z = special.stdtrit(nu, p)
-        if log_floor is not None:  # t_nu(z) / sigma >= t  <=>  z^2 <= nu ((C / (t sigma))^(2 / (nu + 1)) - 1)
-            log_c = special.gammaln((nu + 1) / 2) - special.gammaln(nu / 2) - 0.5 * np.log(nu * np.pi)
-            expo = np.minimum(2.0 / (nu + 1) * (log_c - log_floor - np.log(sigma)), 700.0)
-            z = np.maximum(z, np.sqrt(np.maximum(0.0, nu * np.expm1(expo))))
-    return (mu - z * sigma).min(axis=0), (mu + z * sigma).max(axis=0)
 
 
 class _Door:
@@ -321,9 +301,38 @@ class _Door:
                 coords[dims[0]] = np.arange(n)
         pm.set_data(data, model=self.clone, coords=coords or None)
 
-    def _compile(self, outs):
+    def predictive_draws(self, new, m: int, random_seed) -> np.ndarray | None:
+        """One posterior predictive draw per posterior draw at each test input, (draws, m).
+
+        None when the likelihood is not univariate (one coordinate cannot be drawn alone).
+        """
+        import pytensor.tensor as pt
+        from pytensor.tensor.type_other import NoneTypeT
+
+        op = self.rv.owner.op
+        if getattr(op, "ndim_supp", None) != 0:
+            return None
+        data = dict(new)
+        if self.target is not None:
+            data[self.target] = np.zeros(m)
+        self._set(data)
+        rng, size, *params = self.rv.owner.inputs
+        # the observed variable's fixed size would block batching over draws: give the parameters that
+        # shape instead and draw without a size
+        if isinstance(size.type, NoneTypeT):
+            params = list(pt.broadcast_arrays(*params))
+        else:
+            params = [pt.broadcast_to(p, size) for p in params]
+        fn = self._compile([op.make_node(rng, None, *params).outputs[1]], draws=True, random_seed=random_seed)
+        out = np.empty((self.n_draws, m))
+        for sl in self._draw_batches(8 * m * 4):
+            out[sl] = np.asarray(fn(sl)[0], float).reshape(sl.stop - sl.start, m)
+        return out
+
+    def _compile(self, outs, *, draws: bool = False, random_seed=None):
         import pytensor
         import pytensor.tensor as pt
+        from pymc.pytensorf import compile as compile_with_rngs
         from pytensor.graph.replace import vectorize_graph
 
         batched = {
@@ -334,7 +343,12 @@ class _Door:
         outs = vectorize_graph(plain, replace=batched)
         # an output that does not depend on the draws (a constant nu) keeps its shape: no draw axis
         self.batched = [o.type.ndim == p.type.ndim + 1 for o, p in zip(outs, plain, strict=True)]
-        fn = pytensor.function(list(batched.values()), outs, on_unused_input="ignore", mode=self.mode)
+        if not draws:
+            fn = pytensor.function(list(batched.values()), outs, on_unused_input="ignore", mode=self.mode)
+        else:  # PyMC's compile seeds the graph's random generators and updates them between calls
+            fn = compile_with_rngs(
+                list(batched.values()), outs, random_seed=random_seed, on_unused_input="ignore", mode=self.mode
+            )
         names = [v.name for v in self.clone.value_vars]
         return lambda sl: fn(*(self.values[k][sl] for k in names))
 

@@ -113,3 +113,20 @@ def test_groups_pass_through_and_bad_inputs_name_the_fix(data, gaussian, gamma):
     logged.build()
     with pytest.raises(ValueError, match="transformed response"):
         calibprob.conformal_bayes(logged, idata, new)
+
+
+def test_a_default_grid_for_a_positive_family_stays_in_its_support(data, gamma):
+    """The gamma family by bambi's logp at its default grid: positive candidates only, the sets as fed by hand."""
+    df, new = data
+    model, idata = gamma
+    pred = calibprob.conformal_bayes(model, idata, new, confidence_level=0.8, min_ess=0)
+    g = pred["grid"].values
+    assert (g > 0).all() and pred.attrs["grid_rule"].startswith("per test point: the range")
+    a, b0, alpha = _draws(idata, "x"), _draws(idata, "Intercept"), _draws(idata, "alpha")
+    mu_tr = np.exp(b0[:, None] + a[:, None] * df["x"].values[None, :])
+    ll = stats.gamma.logpdf(df["pos"].values[None, :], alpha[:, None], scale=mu_tr / alpha[:, None])
+    scale = (np.exp(b0[:, None] + a[:, None] * new["x"].values[None, :]) / alpha[:, None])[:, :, None]
+    logf = stats.gamma.logpdf(g[None], alpha[:, None, None], scale=scale)
+    by_hand = calibprob.ConformalBayes(confidence_level=0.8, min_ess=0).fit(ll, y=df["pos"].values).predict(logf, g)
+    np.testing.assert_array_equal(pred["p_value"].values, by_hand["p_value"].values)
+    assert np.isfinite(pred["lower"].values).all() and (pred["lower"].values > 0).all()

@@ -184,3 +184,45 @@ def test_a_default_call_far_outside_the_training_range_returns_sets_per_point_an
     z_lo, z_hi = ((g[None, :, [0, -1]] - (b @ far.T)[:, :, None]) / s[:, None, None]).transpose(2, 0, 1)
     mass = dist.cdf(z_hi) - dist.cdf(z_lo)
     assert mass.min() >= 1 - 1.0001e-3
+
+
+def test_the_logp_paths_default_grid_is_each_points_own(problem):
+    """Any likelihood: a point 40 sd away gets a grid from its own predictive draws, holding its mass."""
+    model = _model(problem["X"], problem["y"], "laplace")
+    idata = _idata(problem, model)
+    far = np.vstack([problem["X_new"][:2], [[40.0, -40.0], [-25.0, 60.0]]])
+    with pytest.warns(calibprob.CalibprobWarning, match="effective sample size"):
+        pred = calibprob.conformal_bayes(model, idata, far, confidence_level=[0.8, 0.9])
+    assert pred.attrs["log_density"] == "logp" and pred.attrs["grid_rule"].startswith("per test point: the range")
+    assert np.isfinite(pred["lower"].values).all() and np.isfinite(pred["upper"].values).all()
+    b, s = problem["post"]["b"].reshape(-1, D), problem["post"]["s"].reshape(-1)
+    mu = b @ far.T
+    assert ((pred["lower"].values < mu.mean(0)[:, None]) & (mu.mean(0)[:, None] < pred["upper"].values)).all()
+    assert pred["min_ess"].dims == ("obs", "confidence_level") and not pred["touches_edge"].values.any()
+    g = pred["grid"].values  # the Laplace mixture's mass on each point's grid, by scipy
+    mass = (stats.laplace.cdf(g[None, :, -1], mu, s[:, None]) - stats.laplace.cdf(g[None, :, 0], mu, s[:, None])).mean(
+        0
+    )
+    assert mass.min() > 0.999
+    again = calibprob.conformal_bayes(model, idata, far, confidence_level=[0.8, 0.9], random_seed=0)
+    np.testing.assert_array_equal(again["lower"].values, pred["lower"].values)  # seeded: reproducible
+
+
+def test_a_default_grid_too_narrow_for_the_set_is_widened_until_the_set_fits(problem):
+    """A model far too sure of itself: its set is wider than its predictive draws; the grid grows to hold it."""
+    rng = np.random.default_rng(7)
+    y_noisy = problem["X"] @ np.array([1.0, -1.0]) + 4.0 * rng.normal(size=N)
+    model = _model(problem["X"], y_noisy, "laplace")
+    post = {"b": problem["post"]["b"], "s": np.full((CHAINS, DRAWS), 0.3)}  # the noise is ~4, the model says 0.3
+    idata = az.from_dict({"posterior": post, "observed_data": {"lik": y_noisy}})
+    pm.compute_log_likelihood(idata, model=model, progressbar=False)
+    new = problem["X_new"][:3]
+    pred = calibprob.conformal_bayes(model, idata, new, confidence_level=0.8, n_grid=200)
+    assert "widened" in pred.attrs["grid_rule"] and not pred["touches_edge"].values.any()
+    # the same sets on one wide, fine grid given by hand (ends agree to the refinement's tolerance)
+    wide = np.linspace(-40.0, 40.0, 2001)
+    ref = calibprob.conformal_bayes(model, idata, new, confidence_level=0.8, grid=wide)
+    assert not ref["touches_edge"].values.any()
+    tol = 2 * (wide[1] - wide[0]) + 2 * float(np.diff(pred["grid"].values, axis=1).max())
+    np.testing.assert_allclose(pred["lower"].values, ref["lower"].values, atol=tol)
+    np.testing.assert_allclose(pred["upper"].values, ref["upper"].values, atol=tol)
