@@ -366,7 +366,7 @@ def cb_kept(inp, engine: str, chunk: int = 32):
             logf = _normal_logpdf(grid[None, :], mu_t[:, j : j + 1], sigma)
             mem = None if "g_train" not in inp else inp["g_train"] == inp["g_test"][j]
             kept[j] = reference_kept(ll, logf, members=mem)
-        return kept
+        return kept, None
     import calibprob
 
     # min_grid_mass=0: the authors' fixed grid, kept as is (calibprob would refuse a test point whose
@@ -374,15 +374,21 @@ def cb_kept(inp, engine: str, chunk: int = 32):
     cb = calibprob.ConformalBayes(confidence_level=1 - ALPHA, pareto_k=False, min_grid_mass=0.0)
     grouped = "g_train" in inp
     cb.fit(ll, train_groups=inp["g_train"] if grouped else None)
+    ends = np.empty((m, 2))
     for j0 in range(0, m, chunk):
         sl = slice(j0, min(j0 + chunk, m))
         logf = _normal_logpdf_inplace(grid[None, None, :], mu_t[:, sl, None], sigma[:, :, None])
+
+        def log_density(rows, y, sl=sl):  # the exact test density at any candidate: the ends are refined on it
+            return _normal_logpdf(y[None], mu_t[:, sl][:, rows, None], sigma[:, :, None])
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # ESS warnings at far grid tails are expected here
-            ds = cb.predict(logf, grid, groups=inp["g_test"][sl] if grouped else None)
+            ds = cb.predict(logf, grid, groups=inp["g_test"][sl] if grouped else None, log_density=log_density)
         thr = np.floor(ALPHA * (ds["n_ranked"].values + 1.0))
         kept[sl] = ds["p_value"].values * (ds["n_ranked"].values[:, None] + 1.0) > thr[:, None] + 1e-9
-    return kept
+        ends[sl] = np.stack([ds["lower"].values[:, 0], ds["upper"].values[:, 0]], axis=1)
+    return kept, ends
 
 
 def evaluate_rep(experiment: str, rep: int, engine: str) -> dict:
@@ -406,7 +412,7 @@ def _evaluate_rep(experiment: str, rep: int, engine: str) -> dict:
     grid, yt = inp["grid"], inp["y_test"]
     dy = grid[1] - grid[0]
     band = bayes_band(inp["mu_test"], inp["sigma"], grid)
-    kept = cb_kept(inp, engine)
+    kept, ends = cb_kept(inp, engine)
     nearest = np.argmin(np.abs(yt[:, None] - grid[None, :]), axis=1)
     res = {
         "cov_bayes": (yt >= band[:, 0]) & (yt <= band[:, 1]),
@@ -416,6 +422,9 @@ def _evaluate_rep(experiment: str, rep: int, engine: str) -> dict:
         "seconds": inp["seconds"],
         "divergences": inp["divergences"],
     }
+    if ends is not None:  # issue 35: the interval a user reads (calibprob's refined ends), counted on y itself
+        res["cov_cb_interval"] = (yt >= ends[:, 0]) & (yt <= ends[:, 1])
+        res["len_cb_interval"] = ends[:, 1] - ends[:, 0]
     if "g_test" in inp:
         res["group"] = inp["g_test"]
     return res
@@ -438,14 +447,18 @@ def summarise(experiment: str, reps: int, engine: str, verbose: bool = False, on
     out: dict = {"experiment": experiment, "reps": len(done)}
     if not rows:
         return out
-    for key in ("cov_bayes", "len_bayes", "cov_cb", "len_cb"):
+    for key in ("cov_bayes", "len_bayes", "cov_cb", "len_cb", "cov_cb_interval", "len_cb_interval"):
+        if key not in rows[0]:  # the reference engine reports the grid count only
+            continue
         per_rep = np.array([np.mean(r[key]) for r in rows])
         out[key] = (float(per_rep.mean()), float(per_rep.std() / np.sqrt(len(per_rep))))
     out["mcmc_seconds"] = float(np.median([r["seconds"] for r in rows]))  # rep 0 includes the compile
     out["divergences"] = int(sum(r["divergences"] for r in rows))
     if "group" in rows[0]:
         groups = np.unique(rows[0]["group"])
-        for key in ("cov_bayes", "cov_cb", "len_bayes", "len_cb"):
+        for key in ("cov_bayes", "cov_cb", "len_bayes", "len_cb", "cov_cb_interval", "len_cb_interval"):
+            if key not in rows[0]:
+                continue
             out[key + "_group"] = [float(np.mean([np.mean(r[key][r["group"] == k]) for r in rows])) for k in groups]
     return out
 
@@ -459,16 +472,25 @@ AUTHORS = {
 }
 
 
+def _cell(s: dict, key: str, digits: int, se: bool = False) -> str:
+    if key not in s:
+        return "-"
+    mean, err = s[key]
+    return f"{mean:.{digits}f} ({err:.{digits}f})" if se else f"{mean:.{digits}f}"
+
+
 def _markdown(rows: list[dict]) -> None:
     print(
-        "| experiment | reps | Bayes cov | CB cov | Bayes len | CB len | authors Bayes cov / CB cov / Bayes len / CB len |"
+        "| experiment | reps | Bayes cov | CB cov | Bayes len | CB len | CB interval cov | CB interval len "
+        "| authors Bayes cov / CB cov / Bayes len / CB len |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for s in rows:
         a = AUTHORS[s["experiment"]]
         print(
             f"| {s['experiment']} | {s['reps']} | {s['cov_bayes'][0]:.3f} ({s['cov_bayes'][1]:.3f}) | "
             f"{s['cov_cb'][0]:.3f} ({s['cov_cb'][1]:.3f}) | {s['len_bayes'][0]:.2f} | {s['len_cb'][0]:.2f} | "
+            f"{_cell(s, 'cov_cb_interval', 3, se=True)} | {_cell(s, 'len_cb_interval', 2)} | "
             f"{a[0]:.3f} / {a[1]:.3f} / {a[2]:.2f} / {a[3]:.2f} |"
         )
 
@@ -488,9 +510,15 @@ def main_table(args) -> None:
             f"CB cov {s['cov_cb'][0]:.3f} ({s['cov_cb'][1]:.3f}) len {s['len_cb'][0]:.2f} | "
             f"authors: Bayes {a[0]:.3f}/{a[2]:.2f}, CB {a[1]:.3f}/{a[3]:.2f}"
         )
+        if "cov_cb_interval" in s:
+            print(
+                f"  CB on the interval a user reads (ends refined on the exact p-value): cov "
+                f"{s['cov_cb_interval'][0]:.3f} ({s['cov_cb_interval'][1]:.3f}) len {s['len_cb_interval'][0]:.2f}"
+            )
         if "cov_cb_group" in s:
-            for key in ("cov_bayes_group", "cov_cb_group", "len_bayes_group", "len_cb_group"):
-                print(f"  {key}: " + ", ".join(f"{v:.3f}" for v in s[key]))
+            for key in ("cov_bayes_group", "cov_cb_group", "len_bayes_group", "len_cb_group", "cov_cb_interval_group"):
+                if key in s:
+                    print(f"  {key}: " + ", ".join(f"{v:.3f}" for v in s[key]))
     if rows:
         _markdown(rows)
 

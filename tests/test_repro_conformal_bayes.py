@@ -80,6 +80,9 @@ def test_diabetes_reproduces_the_authors_numbers(repro, tmp_path, monkeypatch):
         assert abs(b - bayes) <= 0.02 + 2 * b_se, (exp, s)
         assert abs(c - cb) <= 0.02 + 2 * c_se, (exp, s)
         assert abs(s["len_cb"][0] / 1.87 - 1.0) <= 0.10, (exp, s)
+        # issue 35, counted on the interval a user reads (ends refined on the exact p-value)
+        (ci, ci_se) = s["cov_cb_interval"]
+        assert ci >= 0.8 - 3 * ci_se and abs(s["len_cb_interval"][0] / 1.87 - 1.0) <= 0.10, (exp, s)
 
 
 @pytest.mark.slow
@@ -100,6 +103,9 @@ def test_all_50_repetitions_reproduce_the_authors_table(repro):
         assert abs(s["cov_bayes"][0] - bayes) <= 0.02, (exp, s)
         assert abs(s["cov_cb"][0] - cb) <= 0.02, (exp, s)
         assert abs(s["len_cb"][0] / cb_len - 1.0) <= 0.10, (exp, s)
+        # on the interval a user reads: the authors' conformal Bayes coverage, the same length
+        assert abs(s["cov_cb_interval"][0] - cb) <= 0.02 and abs(s["len_cb_interval"][0] / cb_len - 1.0) <= 0.10, s
     s = repro.summarise("hier_sim_misspec", 50, "calibprob")
     assert all(0.75 <= c <= 0.87 for c in s["cov_cb_group"]), s
+    assert all(0.75 <= c <= 0.87 for c in s["cov_cb_interval_group"]), s
     assert min(s["cov_bayes_group"]) < 0.6 and max(s["cov_bayes_group"]) > 0.95, s  # Bayes: 0.52-1.00

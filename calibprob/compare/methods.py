@@ -504,6 +504,8 @@ def run_conformal_bayes(ctx: TaskContext, entry, *, grid_size: int = 100, grid_m
             f"(kind 'pymc-linear'); got {type(base).__name__}."
         )
     kwargs = _constructor_kwargs(ctx, entry, options)
+    # one thread per task: the runner parallelises over tasks (as with its one BLAS thread per process)
+    kwargs.setdefault("n_jobs", 1)
     levels, _ = interval_levels_reachable(ctx, len(ctx.y_train), 1)  # too-small levels: CB returns infinite bounds
     y = np.asarray(ctx.y_train, dtype=float)
     ll = base.log_density(ctx.X_train, y[:, None])[:, :, 0]

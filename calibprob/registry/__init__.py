@@ -449,7 +449,8 @@ register_method(
     serves=("pymc-linear",),
     runner_options=("grid_size", "grid_margin"),
     defaults={"grid_size": 100, "grid_margin": 2.0},
-    hidden=("block_rows", "unseen_group"),  # memory tuning; specs carry no groups for it yet
+    # memory and thread tuning (n_jobs: the runner sets it from its own workers); specs carry no groups for it yet
+    hidden=("block_rows", "unseen_group", "n_jobs"),
     adapter="calibprob.compare.methods:run_conformal_bayes",
 )
 register_method(

@@ -348,3 +348,20 @@ def test_other_bad_inputs_name_the_parameter(fitted):
         ConformalBayes().fit(fitted["tree"], train_groups="county")
     with pytest.raises(calibprob.NotFittedError, match=r"Call fit"):
         ConformalBayes().predict(fitted["logf"], fitted["grid"])
+
+
+def test_threads_over_blocks_give_bitwise_the_one_thread_sets(fitted):
+    """n_jobs=2 runs blocks of test points in threads: every output bit equals the serial run's."""
+    rng = np.random.default_rng(11)
+    theta = fitted["theta"].reshape(-1)
+    mu_new = rng.normal(size=9)  # 9 test points, blocks of one or two (block_rows below): several blocks per thread
+    grid = fitted["grid"]
+    logf = normal_logpdf(grid[None, None, :], theta[:, None, None] + mu_new[None, :, None] * 0.1)
+    ll = fitted["tree"]["log_likelihood"]["y"].values.reshape(theta.size, -1)
+    runs = [
+        ConformalBayes(confidence_level=[0.5, 0.9], block_rows=2 * grid.size, n_jobs=n).fit(ll).predict(logf, grid)
+        for n in (1, 2)
+    ]
+    xr.testing.assert_identical(runs[0], runs[1])
+    with pytest.raises(ValueError, match=r"n_jobs must be >= 1; got 0"):
+        ConformalBayes(n_jobs=0).fit(ll)
