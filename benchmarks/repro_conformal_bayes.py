@@ -450,8 +450,13 @@ def summarise(experiment: str, reps: int, engine: str, verbose: bool = False, on
     for key in ("cov_bayes", "len_bayes", "cov_cb", "len_cb", "cov_cb_interval", "len_cb_interval"):
         if key not in rows[0]:  # the reference engine reports the grid count only
             continue
-        per_rep = np.array([np.mean(r[key]) for r in rows])
+        # an empty set (narrower than the grid spacing: no grid point kept) has no ends (NaN, counted as a
+        # miss) and a set reaching the grid's edge an infinite one: the mean length is over finite intervals
+        per_rep = np.array([np.mean(r[key][np.isfinite(r[key])]) for r in rows])
         out[key] = (float(per_rep.mean()), float(per_rep.std() / np.sqrt(len(per_rep))))
+    if "len_cb_interval" in rows[0]:
+        out["cb_interval_empty"] = int(sum(np.isnan(r["len_cb_interval"]).sum() for r in rows))
+        out["cb_interval_infinite"] = int(sum(np.isinf(r["len_cb_interval"]).sum() for r in rows))
     out["mcmc_seconds"] = float(np.median([r["seconds"] for r in rows]))  # rep 0 includes the compile
     out["divergences"] = int(sum(r["divergences"] for r in rows))
     if "group" in rows[0]:
@@ -513,7 +518,9 @@ def main_table(args) -> None:
         if "cov_cb_interval" in s:
             print(
                 f"  CB on the interval a user reads (ends refined on the exact p-value): cov "
-                f"{s['cov_cb_interval'][0]:.3f} ({s['cov_cb_interval'][1]:.3f}) len {s['len_cb_interval'][0]:.2f}"
+                f"{s['cov_cb_interval'][0]:.3f} ({s['cov_cb_interval'][1]:.3f}) len {s['len_cb_interval'][0]:.2f} "
+                f"(finite ones; {s['cb_interval_empty']} empty: narrower than the grid spacing, counted as misses; "
+                f"{s['cb_interval_infinite']} reaching the grid's edge)"
             )
         if "cov_cb_group" in s:
             for key in ("cov_bayes_group", "cov_cb_group", "len_bayes_group", "len_cb_group", "cov_cb_interval_group"):
