@@ -1,0 +1,284 @@
+r"""Adaptive conformal inference (ACI; Gibbs & Candès 2021) around any predictive Dataset.
+
+Split conformal's interval at confidence :math:`c = 1 - \alpha` is the calibration scores'
+:math:`\lceil c (n+1) \rceil`-th smallest, inverted around the base's prediction. ACI keeps that
+rule but moves the level it is read at, one outcome at a time:
+
+.. math::
+
+    \mathrm{err}_t = \mathbb 1\{y_t \notin C_t(\alpha_t)\}, \qquad
+    \alpha_{t+1} = \alpha_t + \gamma\,(\alpha - \mathrm{err}_t),
+
+so a miss widens the next interval and a hit narrows it. Summing the update gives, for *any*
+sequence of outcomes, :math:`\frac1T \sum_t \mathrm{err}_t - \alpha = (\alpha_1 - \alpha_{T+1})/(\gamma T)`,
+and because a level :math:`\alpha_t < 0` issues the whole line (no miss possible) and
+:math:`\alpha_t > 1` the empty set, :math:`\alpha_t \in [-\gamma, 1 + \gamma]` and
+
+.. math::
+
+    \Bigl| \frac1T \sum_{t=1}^T \mathrm{err}_t - \alpha \Bigr|
+    \le \frac{\max(\alpha_1, 1 - \alpha_1) + \gamma}{\gamma T}
+    \qquad \text{(Gibbs and Candès 2021, Proposition 4.1)}.
+
+calibprob never prints ``inf`` by default: with ``infinite="clip"`` a level the scores cannot
+reach issues the largest score instead (the widest finite interval the data support), counts it
+(``n_clipped_``), and the bound above is then replaced by the exact identity's
+:math:`|\alpha_1 - \alpha_{T+1}|/(\gamma T)` (``coverage_error_bound()`` says which holds);
+``infinite="allow"`` keeps the paper's infinite sets and its bound.
+
+References
+----------
+Gibbs, I. and Candès, E. (2021). Adaptive conformal inference under distribution shift.
+NeurIPS 34, §2 (the update), Proposition 4.1 (the bound).
+Zaffran, M., Féron, O., Goude, Y., Josse, J. and Dieuleveut, A. (2022). Adaptive conformal
+predictions for time series. ICML (the refit-per-step protocol of :meth:`AdaptiveConformalInterval.calibrate`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Self
+
+import numpy as np
+import xarray as xr
+
+from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
+from calibprob._core.ranks import upper_rank
+from calibprob._core.validation import check_choice, check_int, check_targets
+from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
+from calibprob.calibrators.conformal.scores import Score, get_score
+from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std
+
+__all__ = ["AdaptiveConformalInterval", "aci_threshold", "INFINITE"]
+
+#: What a level the calibration scores cannot reach issues: the largest score, or the paper's +inf.
+INFINITE = ("clip", "allow")
+
+
+def aci_threshold(sorted_scores: np.ndarray, alpha_t: float, *, infinite: str = "clip") -> tuple[float, bool]:
+    r"""The symmetric score threshold at miscoverage :math:`\alpha_t`, and whether it was clipped.
+
+    :math:`R_{(k)}` with :math:`k = \lceil (1-\alpha_t)(n+1) \rceil` (exact arithmetic,
+    :func:`calibprob._core.ranks.upper_rank`); :math:`\alpha_t \ge 1` gives 0 (the empty set's
+    stand-in: a zero-width interval), :math:`k > n` (including :math:`\alpha_t \le 0`) gives
+    :math:`+\infty`, or with ``infinite="clip"`` the largest score :math:`R_{(n)}`.
+
+    Parameters
+    ----------
+    sorted_scores : ndarray, shape (n,)
+        Calibration scores in increasing order.
+    alpha_t : float
+        The current miscoverage level (any real number: ACI's levels leave [0, 1]).
+    infinite : {"clip", "allow"}, default "clip"
+
+    Returns
+    -------
+    threshold : float
+    clipped : bool
+        Whether ``infinite="clip"`` replaced :math:`+\infty` by the largest score.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> R = np.arange(1.0, 10.0)                     # 9 scores
+    >>> aci_threshold(R, 0.1), aci_threshold(R, 0.05), aci_threshold(R, 0.05, infinite="allow")
+    ((9.0, False), (9.0, True), (inf, False))
+    """
+    n = sorted_scores.size
+    if alpha_t >= 1.0:
+        return 0.0, False
+    k = n + 1 if alpha_t <= 0.0 else upper_rank(1.0 - alpha_t, n)
+    if k <= n:
+        return float(sorted_scores[max(k, 1) - 1]), False
+    if infinite == "allow":
+        return np.inf, False
+    return float(sorted_scores[-1]), True
+
+
+class AdaptiveConformalInterval(BaseEstimator):
+    r"""ACI: split-conformal intervals whose level adapts online to the misses (Gibbs & Candès 2021).
+
+    ``fit`` scores a calibration set; ``predict_interval`` issues the interval at the current
+    levels :math:`\alpha_t` (one per confidence level, each its own recursion);
+    ``update(pred, y)`` takes outcomes in time order, one row after another, and moves each
+    :math:`\alpha_t` by :math:`\gamma(\alpha - \mathrm{err}_t)`. With ``window`` the scores are a
+    sliding window of the most recent ones (each outcome's score joins it); otherwise they are
+    the calibration set's until :meth:`calibrate` replaces them (a base refitted at every step,
+    Zaffran et al. 2022's protocol).
+
+    Parameters
+    ----------
+    confidence_level : float or sequence of float, default 0.9
+        Target coverage :math:`1 - \alpha` per level.
+    gamma : float, default 0.005
+        Step size :math:`\gamma > 0` (Gibbs and Candès's value; Zaffran et al. use 0.01-0.05 on
+        daily prices). Larger adapts faster; the long-run bound shrinks as :math:`1/(\gamma T)`.
+    score : {"absolute", "normalized"} or Score, default "absolute"
+        A symmetric conformity score of :mod:`calibprob.calibrators.conformal.scores`.
+    beta, eps : float
+        The normalised score's exponent and floor (Pion & Vazquez eq. 9).
+    window : int, optional
+        Keep the ``window`` most recent scores (the fit's, then each outcome's).
+    infinite : {"clip", "allow"}, default "clip"
+        A level the scores cannot reach: the largest score (finite, counted in ``n_clipped_``)
+        or :math:`(-\infty, \infty)` as in the paper.
+
+    Attributes
+    ----------
+    alpha_ : ndarray, shape (L,)
+        Current miscoverage levels :math:`\alpha_t`.
+    alpha_start_ : ndarray, shape (L,)
+        :math:`\alpha_1 = 1 - c`.
+    misses_ : ndarray, shape (L,)
+        :math:`\sum_t \mathrm{err}_t`.
+    n_clipped_ : ndarray, shape (L,)
+        Outcomes whose interval was clipped to the largest score.
+    n_updates_ : int
+    scores_ : ndarray
+        The scores the next interval is read from, in time order.
+
+    References
+    ----------
+    Gibbs, I. and Candès, E. (2021). Adaptive conformal inference under distribution shift. NeurIPS 34.
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.calibrators.online import AdaptiveConformalInterval
+    >>> rng = np.random.default_rng(0)
+    >>> aci = AdaptiveConformalInterval(confidence_level=0.8, gamma=0.05)
+    >>> _ = aci.fit(calibprob.normal(np.zeros(50), np.ones(50)), rng.normal(size=50))
+    >>> for t in range(400):                      # the noise doubles after calibration
+    ...     _ = aci.update(calibprob.normal([0.0], [1.0]), [2.0 * rng.normal()])
+    >>> bool(abs(aci.misses_[0] / aci.n_updates_ - 0.2) <= aci.coverage_error_bound()[0])
+    True
+    """
+
+    def __init__(
+        self,
+        *,
+        confidence_level=0.9,
+        gamma: float = 0.005,
+        score="absolute",
+        beta: float = 1.0,
+        eps: float = 0.0,
+        window: int | None = None,
+        infinite: str = "clip",
+    ):
+        self.confidence_level = confidence_level
+        self.gamma = gamma
+        self.score = score
+        self.beta = beta
+        self.eps = eps
+        self.window = window
+        self.infinite = infinite
+
+    def _check_params(self) -> tuple[np.ndarray, Score]:
+        levels, _ = resolve_levels(self.confidence_level)
+        if not (np.isfinite(self.gamma) and 0.0 < float(self.gamma) < 1.0):
+            raise ValueError(
+                f"gamma must be a step size in (0, 1); got {self.gamma!r}. Gibbs and Candès use 0.005; "
+                "larger adapts faster."
+            )
+        check_choice(self.infinite, "infinite", INFINITE)
+        if self.window is not None:
+            check_int(self.window, "window", minimum=1)
+        score = get_score(self.score, beta=self.beta, eps=self.eps)
+        if not score.symmetric:
+            raise ValueError(
+                f"score={score.name!r} is signed; ACI here adapts one symmetric threshold per level. Use "
+                "score='absolute' or 'normalized'."
+            )
+        return levels, score
+
+    # -- state ----------------------------------------------------------------
+    def fit(self, pred_cal, y_cal) -> Self:
+        """Score the calibration set and start every level at :math:`\\alpha_1 = 1 - c`; returns ``self``."""
+        levels, score = self._check_params()
+        self.levels_, self.score_ = levels, score
+        self.alpha_start_ = 1.0 - levels
+        self.alpha_ = self.alpha_start_.copy()
+        self.misses_ = np.zeros(levels.size, np.int64)
+        self.n_clipped_ = np.zeros(levels.size, np.int64)
+        self.n_updates_ = 0
+        return self.calibrate(pred_cal, y_cal)
+
+    def calibrate(self, pred_cal, y_cal) -> Self:
+        """Replace the scores by a new calibration set's, keeping the levels :math:`\\alpha_t`; returns ``self``.
+
+        For a base refitted at every step (Zaffran et al. 2022): refit, ``calibrate`` on its
+        calibration part, ``predict_interval``, then ``update`` with the outcome.
+        """
+        check_is_fitted(self, "alpha_", method="fit")
+        pred = check_predictive(pred_cal, self, "pred_cal")
+        y = check_targets(y_cal, pred.sizes["obs"], "y_cal")
+        mu, sigma = predictive_mean_std(pred)
+        scores = self.score_.score(y, mu, sigma)
+        if self.window is not None:
+            scores = scores[-int(self.window) :]
+        self.scores_ = np.asarray(scores, float)
+        self._sorted = np.sort(self.scores_)
+        return self
+
+    def _thresholds(self) -> tuple[np.ndarray, np.ndarray]:
+        out = [aci_threshold(self._sorted, float(a), infinite=self.infinite) for a in self.alpha_]
+        return np.array([t for t, _ in out]), np.array([c for _, c in out])
+
+    # -- the online loop ------------------------------------------------------
+    def predict_interval(self, pred) -> xr.Dataset:
+        r"""Intervals at the current levels :math:`\alpha_t` for every row of ``pred``.
+
+        Returns
+        -------
+        xarray.Dataset
+            ``lower``, ``upper`` over (obs, confidence_level) (the *target* levels label the
+            dimension; ``alpha_t`` and ``clipped`` per level say what was issued).
+        """
+        check_is_fitted(self, "alpha_", method="fit")
+        pred = check_predictive(pred, self, "pred")
+        mu, sigma = predictive_mean_std(pred)
+        thr, clipped = self._thresholds()
+        scale = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)
+        lower, upper = self.score_.bounds(mu, scale, -thr, thr)
+        ds = interval_dataset(lower, upper, self.levels_, False, method="aci", attrs={"gamma": float(self.gamma)})
+        ds = ds.assign_coords(obs=pred["obs"].values)
+        ds["alpha_t"] = ("confidence_level", self.alpha_.copy())
+        ds["clipped"] = ("confidence_level", clipped)
+        return ds
+
+    def update(self, pred, y) -> Self:
+        """Take outcomes in time order (row by row): count the misses, move each level; returns ``self``."""
+        check_is_fitted(self, "alpha_", method="fit")
+        pred = check_predictive(pred, self, "pred")
+        y = check_targets(y, pred.sizes["obs"], "y")
+        mu, sigma = predictive_mean_std(pred)
+        s = np.asarray(self.score_.score(y, mu, sigma), float).reshape(-1)
+        window = deque(self.scores_, maxlen=None if self.window is None else int(self.window))
+        for st in s:
+            thr, clipped = self._thresholds()
+            err = st > thr
+            self.misses_ += err
+            self.n_clipped_ += clipped
+            self.alpha_ = self.alpha_ + float(self.gamma) * ((1.0 - self.levels_) - err)
+            self.n_updates_ += 1
+            if self.window is not None:  # the new score joins the lookback window
+                window.append(st)
+                self.scores_ = np.asarray(window, float)
+                self._sorted = np.sort(self.scores_)
+        return self
+
+    # -- guarantees -----------------------------------------------------------
+    def coverage_error_bound(self) -> np.ndarray:
+        r"""A bound on :math:`|\frac1T\sum_t \mathrm{err}_t - \alpha|` per level, for the outcomes seen.
+
+        :math:`(\max(\alpha_1, 1-\alpha_1) + \gamma)/(\gamma T)` (Proposition 4.1) where no interval
+        was clipped; otherwise the exact identity's :math:`|\alpha_1 - \alpha_{T+1}|/(\gamma T)`
+        (clipping can let :math:`\alpha_t` fall below :math:`-\gamma`, so the a-priori bound need not hold).
+        """
+        check_is_fitted(self, "alpha_", method="fit")
+        T = max(self.n_updates_, 1)
+        g = float(self.gamma)
+        a1 = self.alpha_start_
+        paper = (np.maximum(a1, 1.0 - a1) + g) / (g * T)
+        exact = np.abs(a1 - self.alpha_) / (g * T)
+        return np.where(self.n_clipped_ > 0, exact, paper)
