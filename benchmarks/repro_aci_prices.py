@@ -9,7 +9,7 @@ The protocol of Zaffran et al.'s ``ACP`` runs as MAPIE's reproduction example sp
 * each of the 365 test days: a random forest (1 000 trees, ``max_features=6``,
   ``min_samples_leaf=1``, ``random_state=1``) is fitted on the window's first half, its absolute
   residuals on the second half are the calibration scores
-  (:meth:`calibprob.calibrators.online.AdaptiveConformalInterval.calibrate`), the day's interval
+  (:meth:`calibprob.calibrators.online.aci.AdaptiveConformalInterval.calibrate`), the day's interval
   is issued at the current level, and the level moves with the outcome (γ = 0.04, α = 0.1);
 * the authors' bounds: ``reference/zaffran2022_aci_reference.csv`` (MAPIE's copy of their
   ``ACP_0.04_RF.pkl``): coverage 0.896, mean width 12.84 €/MWh.
@@ -73,7 +73,7 @@ def forecasts(X, y, train_size: int) -> dict[str, np.ndarray]:
 def run_aci(y, train_size: int, f: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, object]:
     """calibprob's ACI over the 365 test days: (lower, upper) per day and the fitted object."""
     import calibprob
-    from calibprob.calibrators.online import AdaptiveConformalInterval
+    from calibprob.calibrators.online.aci import AdaptiveConformalInterval
 
     half = train_size // 2
     point = lambda mu: calibprob.normal(np.atleast_1d(mu), np.ones(np.size(mu)))  # noqa: E731 (the mean is what counts)

@@ -13,7 +13,10 @@ import os
 from collections.abc import Iterable
 
 import numpy as np
+import pandas as pd
 import xarray as xr
+
+from calibprob._core import labels as _labels
 
 __all__ = [
     "check_array",
@@ -394,14 +397,6 @@ def _groups_from_name(name_value: str, pred, name: str):
     return coord.values
 
 
-def _is_missing_label(values: np.ndarray) -> np.ndarray:
-    if values.dtype.kind == "f":
-        return np.isnan(values)
-    if values.dtype.kind == "O":
-        return np.array([v is None or (isinstance(v, float) and v != v) for v in values], dtype=bool)
-    return np.zeros(values.shape, dtype=bool)
-
-
 def check_groups(groups, n: int, *, pred=None, name: str = "groups") -> np.ndarray | None:
     """One group label per observation, as a 1-D array (or ``None`` when no groups are given).
 
@@ -411,9 +406,16 @@ def check_groups(groups, n: int, *, pred=None, name: str = "groups") -> np.ndarr
     * ``None``: no groups;
     * a ``str``: the name of a coordinate along ``obs`` of ``pred`` (by convention
       :data:`GROUP_COORD`, ``"group"``);
-    * a 1-D ``xarray.DataArray`` with any single dimension (e.g. PyMC's ``obs_id``), taken by
-      position;
+    * a 1-D ``xarray.DataArray``: along ``obs`` with an ``obs`` coordinate, aligned to
+      ``pred``'s rows by that coordinate (refused if the labels do not match); along any other
+      dimension (e.g. PyMC's ``obs_id``), taken by position;
+    * a pandas Series: with a non-default index, aligned to ``pred``'s rows by it (as pandas
+      aligns); otherwise by position;
     * any 1-D array-like of labels (integers, strings, categories, booleans or floats).
+
+    Missing labels (NaN, None, pandas ``NA``, ``NaT``) are refused with their rows, and labels of
+    different types that print the same (``1`` and ``"1"``) are refused rather than merged
+    (:mod:`calibprob._core.labels`).
 
     Parameters
     ----------
@@ -449,7 +451,7 @@ def check_groups(groups, n: int, *, pred=None, name: str = "groups") -> np.ndarr
             )
         values = np.asarray(groups.values)
     else:
-        values = np.asarray(groups)
+        values = np.asarray(groups.to_numpy() if isinstance(groups, pd.Series) else groups)
         if values.ndim == 2 and 1 in values.shape:
             raise ValueError(
                 f"{name} must be 1-D (one label per observation); got shape {values.shape}. "
@@ -461,13 +463,17 @@ def check_groups(groups, n: int, *, pred=None, name: str = "groups") -> np.ndarr
         raise ValueError(
             f"{name} has {values.shape[0]} labels but there are {n} observations. Pass one label per observation."
         )
-    missing = _is_missing_label(values)
+    if not isinstance(groups, str):  # labels that carry row labels are read by them (issue 36)
+        values = _labels.aligned_values(groups, pred, n, name)
+    missing = _labels.missing_labels(values)
     if missing.any():
-        first = int(np.flatnonzero(missing)[0])
+        rows = np.flatnonzero(missing)
         raise ValueError(
-            f"{name} has {int(missing.sum())} missing label(s) (NaN or None), the first at index {first}. "
+            f"{name} has {rows.size} missing label(s) (NaN, None, pandas NA or NaT) at row(s) "
+            f"{', '.join(map(str, rows[:5]))}{', ...' if rows.size > 5 else ''}. "
             "Give every observation a group, e.g. a label such as 'unknown' for the missing ones."
         )
+    _labels.check_label_types(values, name)
     return values
 
 

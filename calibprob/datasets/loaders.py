@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from calibprob._core.labels import missing_labels
 from calibprob._core.validation import check_int, describe_unreadable_path
 
 __all__ = ["load_dataset", "load_csv", "list_datasets", "available_datasets"]
@@ -459,6 +460,14 @@ def _group_labels(frame: pd.DataFrame, groups: str | None, target: str, where: s
 def _with_groups(ds: xr.Dataset, labels, column: str | None) -> xr.Dataset:
     """``ds`` with the ``group`` coordinate along ``obs`` (the column's raw labels, e.g. text)."""
     values = labels.to_numpy()
+    missing = missing_labels(values, blank_is_missing=True)
+    if missing.any():  # else the cell would become a calibrated (and ranked) group named 'nan' (issue 36)
+        rows = np.asarray(labels.index)[missing]
+        raise ValueError(
+            f"groups column {column!r} has {rows.size} missing or blank cell(s), at data row(s) "
+            f"{', '.join(map(str, rows[:5]))}{', ...' if rows.size > 5 else ''} (0-based, header excluded). "
+            "Fill them in the file (e.g. with 'unknown'), or drop those rows before calibrating by group."
+        )
     if values.dtype.kind == "O":
         values = values.astype(str)
     out = ds.assign_coords(group=("obs", values))

@@ -26,12 +26,10 @@ reach issues the largest score instead (the widest finite interval the data supp
 :math:`|\alpha_1 - \alpha_{T+1}|/(\gamma T)` (``coverage_error_bound()`` says which holds);
 ``infinite="allow"`` keeps the paper's infinite sets and its bound.
 
-References
-----------
-Gibbs, I. and Candès, E. (2021). Adaptive conformal inference under distribution shift.
-NeurIPS 34, §2 (the update), Proposition 4.1 (the bound).
-Zaffran, M., Féron, O., Goude, Y., Josse, J. and Dieuleveut, A. (2022). Adaptive conformal
-predictions for time series. ICML (the refit-per-step protocol of :meth:`AdaptiveConformalInterval.calibrate`).
+Gibbs, I. and Candès, E. (2021), *Adaptive conformal inference under distribution shift*,
+NeurIPS 34, §2 (the update) and Proposition 4.1 (the bound); Zaffran, M., Féron, O., Goude, Y.,
+Josse, J. and Dieuleveut, A. (2022), *Adaptive conformal predictions for time series*, ICML (the
+refit-per-step protocol of :meth:`AdaptiveConformalInterval.calibrate`).
 """
 
 from __future__ import annotations
@@ -144,7 +142,7 @@ class AdaptiveConformalInterval(BaseEstimator):
     Examples
     --------
     >>> import numpy as np, calibprob
-    >>> from calibprob.calibrators.online import AdaptiveConformalInterval
+    >>> from calibprob.calibrators.online.aci import AdaptiveConformalInterval
     >>> rng = np.random.default_rng(0)
     >>> aci = AdaptiveConformalInterval(confidence_level=0.8, gamma=0.05)
     >>> _ = aci.fit(calibprob.normal(np.zeros(50), np.ones(50)), rng.normal(size=50))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import calibprob
-from calibprob.calibrators.online import AdaptiveConformalInterval
+from calibprob.calibrators.online.aci import AdaptiveConformalInterval
 
 
 def _gauss(mu, sigma):
