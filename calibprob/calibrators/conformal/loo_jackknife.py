@@ -70,6 +70,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
+from calibprob._core.tables import check_columns, record_columns
 from calibprob._core.validation import check_array, check_choice, check_targets
 from calibprob.calibrators.conformal._intervals import (
     IntervalPredictor,
@@ -220,6 +221,7 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
         """
         self._check_params()
         check_not_predictive(X, self)
+        record_columns(self, X)
         est = self.estimator
         if est is None or not callable(getattr(est, "loo_tree", None)):
             raise TypeError(
@@ -305,6 +307,7 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
     def predict_interval(self, X, confidence_level=None) -> xr.Dataset:
         """Intervals at ``X`` at levels that the ``n`` scores resolve (see :meth:`predict`)."""
         check_is_fitted(self, "scores_", method="fit")
+        check_columns(self, X)
         draws = self.estimator_.sample_predictive(X, random_state=self.random_state)
         return self.predict_draws(draws, confidence_level=confidence_level)
 
