@@ -15,6 +15,8 @@ from collections.abc import Iterable
 import numpy as np
 import xarray as xr
 
+from calibprob._core.dims import SAMPLE_DIMS
+
 __all__ = [
     "check_array",
     "check_targets",
@@ -112,7 +114,7 @@ def check_same_length(**arrays) -> int:
 
 #: Dimension names that index draws in PyMC / ArviZ output; a target carrying one is
 #: almost certainly predictive draws passed where observed values were meant.
-_SAMPLE_DIMS = ("chain", "draw", "sample")
+_SAMPLE_DIMS = SAMPLE_DIMS
 
 
 def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int, ...] | None = 1) -> np.ndarray:

@@ -42,12 +42,14 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
+from calibprob._core.dims import MCMC_DIMS
+from calibprob._core.trees import check_tree
 from calibprob.predictive._common import CalibprobWarning, _levels_or_default
 from calibprob.predictive._draws import _pick_variable, _tree_groups, from_draws
 
 __all__ = ["from_loo", "LOOWeights", "loo_weights"]
 
-_SAMPLE_DIMS = ("chain", "draw")
+_SAMPLE_DIMS = MCMC_DIMS  # the core's table of reserved dim names
 
 
 @dataclass
@@ -168,6 +170,8 @@ def loo_weights(tree, *, var_name: str | None = None) -> LOOWeights:
         )
     ll = _group(groups, "log_likelihood", "compute it with pm.compute_log_likelihood(idata) first.")
     var_name, obs_dim = _var_and_obs_dim(ll, var_name)
+    # r_eff reads the posterior: its draws must be the log-likelihood's
+    check_tree(tree, ("posterior", "log_likelihood"), var_name=var_name, where="tree")
     da = ll[var_name]
     n_samples = int(da.sizes["chain"] * da.sizes["draw"])
     if not np.isfinite(da.values).all():
@@ -274,7 +278,7 @@ def from_loo(tree, *, var_name: str | None = None, levels=None) -> xr.Dataset:
     """
     levels = _levels_or_default(levels)
     weights = loo_weights(tree, var_name=var_name)
-    groups = _tree_groups(tree) or {}
+    groups = check_tree(tree, ("posterior", "log_likelihood", "posterior_predictive"), var_name=weights.var_name, where="tree")
     pp = _group(
         groups,
         "posterior_predictive",

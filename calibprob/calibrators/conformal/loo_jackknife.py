@@ -71,6 +71,7 @@ import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
 from calibprob._core.tables import check_columns, record_columns
+from calibprob._core.trees import check_tree
 from calibprob._core.validation import check_array, check_choice, check_targets
 from calibprob.calibrators.conformal._intervals import (
     IntervalPredictor,
@@ -271,7 +272,7 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
 
     def _fit_from_tree(self, tree, y, *, var_name) -> None:
         lw = loo_weights(tree, var_name=var_name)
-        groups = _tree_groups(tree) or {}
+        groups = check_tree(tree, ("posterior", "log_likelihood", "posterior_predictive"), var_name=lw.var_name)
         if "posterior_predictive" not in groups:
             raise ValueError(
                 "the tree has no 'posterior_predictive' group; draw it with "
