@@ -48,6 +48,7 @@ __all__ = [
     "record_columns",
     "check_columns",
     "dependent_columns",
+    "adopt_columns",
 ]
 
 
@@ -262,3 +263,21 @@ def dependent_columns(A: np.ndarray, *, rtol: float = RANK_RTOL) -> np.ndarray:
         r = qr(scaled[:, cols] / norms[cols], mode="r")[0]
         (kept if abs(r[len(kept), len(kept)]) > rtol else dep).append(j)
     return np.asarray(dep, dtype=int)
+
+
+def adopt_columns(owner, estimator) -> bool:
+    """A wrapper around a *prefit* estimator takes the columns that estimator was fitted on.
+
+    The wrapper hands the estimator plain arrays, so a DataFrame given to the wrapper is checked
+    here against the estimator's ``feature_names_in_`` (and ``n_features_in_``) instead. Returns
+    whether the estimator had column names to adopt; stale names of an earlier fit are removed.
+    """
+    names = getattr(estimator, "feature_names_in_", None)
+    width = getattr(estimator, "n_features_in_", None)
+    if "feature_names_in_" in vars(owner):
+        del owner.feature_names_in_
+    if names is not None:
+        owner.feature_names_in_ = np.asarray(list(names), dtype=object)
+    if isinstance(width, (int, np.integer)):
+        owner.n_features_in_ = int(width)
+    return names is not None

@@ -70,7 +70,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
-from calibprob._core.tables import check_columns, record_columns
+from calibprob._core.tables import adopt_columns, check_columns, record_columns
 from calibprob._core.trees import check_tree
 from calibprob._core.validation import check_array, check_choice, check_targets
 from calibprob.calibrators.conformal._intervals import (
@@ -222,7 +222,9 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
         """
         self._check_params()
         check_not_predictive(X, self)
-        record_columns(self, X)
+        if not (self.prefit and adopt_columns(self, self.estimator)):  # a prefit base's own columns
+            record_columns(self, X)
+        check_columns(self, X)
         est = self.estimator
         if est is None or not callable(getattr(est, "loo_tree", None)):
             raise TypeError(

@@ -47,7 +47,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
-from calibprob._core.tables import check_columns, record_columns
+from calibprob._core.tables import adopt_columns, check_columns, record_columns
 from calibprob._core.validation import check_array
 from calibprob.calibrators.conformal._intervals import (
     as_regressor,
@@ -211,10 +211,10 @@ class SplitConformalRegressor(BaseEstimator):
         else:
             check_is_fitted(self, "estimator_", method="fit")
         check_not_predictive(X_cal, self, "X_cal")
-        if self.prefit:  # a prefit model is first seen here; otherwise fit recorded its columns
+        # a prefit model is first seen here: its own columns, else X_cal's; otherwise fit's
+        if self.prefit and not adopt_columns(self, self.estimator_):
             record_columns(self, X_cal)
-        else:
-            check_columns(self, X_cal, "X_cal")
+        check_columns(self, X_cal, "X_cal")
         X_cal, y_cal = check_Xy(X_cal, y_cal, X_name="X_cal", y_name="y_cal")
         self.mondrian_ = None
         if groups is not None:
