@@ -93,8 +93,8 @@ def _same_observations(groups: dict[str, xr.Dataset], var_name: str | None, wher
                 bad = int(np.flatnonzero(a[d].values != b[d].values)[0])
                 raise ValueError(
                     f"{where}: log_likelihood[{name!r}] and observed_data[{name!r}] label the observations "
-                    f"differently along {d!r} (first at position {bad}: {a[d].values[bad]!r} vs "
-                    f"{b[d].values[bad]!r}). Put both in the same order (idata.sel({d}=...)) or recompute "
+                    f"differently along {d!r} (first at position {bad}: {a[d].values[bad].item()!r} vs "
+                    f"{b[d].values[bad].item()!r}). Put both in the same order (idata.sel({d}=...)) or recompute "
                     "the log-likelihood on this tree."
                 )
 

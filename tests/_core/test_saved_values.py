@@ -41,7 +41,9 @@ def test_a_boolean_edited_to_text_loads_as_that_boolean(tmp_path, text, expected
 
 @pytest.mark.parametrize("text", ["no", "", "2", 2.5])
 def test_anything_else_is_refused_naming_the_path_and_the_type(tmp_path, text):
-    with pytest.raises(ValueError, match=r"at /params/fit_intercept: the saved value .* is not a bool.* Write a bool \(true or false\)"):
+    with pytest.raises(
+        ValueError, match=r"at /params/fit_intercept: the saved value .* is not a bool.* Write a bool \(true or false\)"
+    ):
         calibprob.load(_edited(tmp_path, "fit_intercept", text))
 
 
@@ -66,8 +68,15 @@ def test_convert_scalar_by_declared_type(value, declared, expected):
 
 @pytest.mark.parametrize(
     "value, declared",
-    [(np.asarray("yes"), "bool"), (np.int64(2), "bool"), (np.bool_(True), "int"), (np.float64(2.5), "int"),
-     (np.asarray("x1"), "float"), (np.bool_(False), "float"), (np.int64(1), "str")],
+    [
+        (np.asarray("yes"), "bool"),
+        (np.int64(2), "bool"),
+        (np.bool_(True), "int"),
+        (np.float64(2.5), "int"),
+        (np.asarray("x1"), "float"),
+        (np.bool_(False), "float"),
+        (np.int64(1), "str"),
+    ],
 )
 def test_convert_scalar_refuses_what_is_not_of_the_declared_type(value, declared):
     with pytest.raises(ValueError, match=rf"here: the saved value .* is not a {declared}, the type the file declares"):

@@ -103,9 +103,7 @@ def test_a_model_aware_wrapper_refuses_reordered_columns(prefit):
         est = sklearn_linear.LinearRegression().fit(DF.iloc[:30], Y[:30])
         model = calibprob.SplitConformalRegressor(estimator=est, prefit=True)
     else:
-        model = calibprob.SplitConformalRegressor(estimator=sklearn_linear.LinearRegression()).fit(
-            DF.iloc[:30], Y[:30]
-        )
+        model = calibprob.SplitConformalRegressor(estimator=sklearn_linear.LinearRegression()).fit(DF.iloc[:30], Y[:30])
     model.calibrate(DF.iloc[30:], Y[30:])
     model.predict_interval(DF.iloc[:3], 0.8)
     with pytest.raises(ValueError, match=r"X has the fitted columns in another order"):
@@ -127,7 +125,9 @@ def test_a_wrapped_callable_gets_the_width_checked_before_any_product(kind):
     else:
         model = calibprob.SplitConformalRegressor(estimator=_least_squares).fit(X[:30], Y[:30])
         model.calibrate(X[30:], Y[30:])
-    with pytest.raises(ValueError, match=r"X has 2 features but \w+ConformalRegressor was fitted with 3\. Pass the same"):
+    with pytest.raises(
+        ValueError, match=r"X has 2 features but \w+ConformalRegressor was fitted with 3\. Pass the same"
+    ):
         model.predict_interval(X[:3, :2], 0.8)
 
 
@@ -160,5 +160,7 @@ def test_conditional_conformal_keeps_independent_columns_in_other_units():
 
 def test_conditional_conformal_refuses_as_many_columns_as_calibration_points():
     pred, y, rng = _cc_problem(12)
-    with pytest.raises(ValueError, match=r"more calibration points than independent feature columns: n_cal = 12, columns = 12"):
+    with pytest.raises(
+        ValueError, match=r"more calibration points than independent feature columns: n_cal = 12, columns = 12"
+    ):
         calibprob.ConditionalConformal(intercept=False).fit(pred, y, features=rng.normal(size=(12, 12)))

@@ -24,7 +24,10 @@ def test_predict_quantiles_sorts_every_row_and_says_how_many_it_changed():
     kw = {"max_iter": 10, "min_samples_leaf": 5, "random_state": 0}
     gbm = calibprob.QuantileGradientBoosting(levels=levels, **kw).fit(X[:120], y[:120])
     raw = np.column_stack(
-        [HistGradientBoostingRegressor(loss="quantile", quantile=p, **kw).fit(X[:120], y[:120]).predict(X[120:]) for p in levels]
+        [
+            HistGradientBoostingRegressor(loss="quantile", quantile=p, **kw).fit(X[:120], y[:120]).predict(X[120:])
+            for p in levels
+        ]
     )
     crossed = int(np.any(np.diff(raw, axis=1) < 0, axis=1).sum())
     assert crossed > 0  # the input exercises the promise
