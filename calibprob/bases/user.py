@@ -259,8 +259,9 @@ class PythonBase:
         """
         check_feature_names(self, X, "X")
         X = np.asarray(X)
-        if getattr(self, "n_features_in_", None) is not None:
-            check_width(X, self.n_features_in_, "X", fitted=f"base {self.name!r} was fitted")
+        width = getattr(self, "n_features_in_", None)
+        if width is not None:
+            check_width(X, width, "X", fitted=f"base {self.name!r} was fitted")
         n = len(X)
         if self.mode_ == "function" and self.predict_ is not None:
             return self._check_dataset(self.predict_(X), n)

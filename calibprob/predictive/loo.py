@@ -278,7 +278,9 @@ def from_loo(tree, *, var_name: str | None = None, levels=None) -> xr.Dataset:
     """
     levels = _levels_or_default(levels)
     weights = loo_weights(tree, var_name=var_name)
-    groups = check_tree(tree, ("posterior", "log_likelihood", "posterior_predictive"), var_name=weights.var_name, where="tree")
+    groups = check_tree(
+        tree, ("posterior", "log_likelihood", "posterior_predictive"), var_name=weights.var_name, where="tree"
+    )
     pp = _group(
         groups,
         "posterior_predictive",
