@@ -6,7 +6,7 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
-from calibprob._core.dims import MCMC_DIMS, check_obs_dim, sample_dims_of
+from calibprob._core.dims import CHAIN_DIM, DRAW_DIM, MCMC_DIMS, check_obs_dim, sample_dims_of
 from calibprob._core.validation import check_int, check_targets
 from calibprob.predictive._draws import _pick_variable
 from calibprob.predictive._validate import validate
@@ -131,8 +131,8 @@ def to_datatree(
     rng = np.random.default_rng(random_state)
     draws = pred.calib.sample(n_chains * n_draws, rng).values  # (obs, chain * draw)
     draws = draws.T.reshape(n_chains, n_draws, n)
-    coords = {"chain": np.arange(n_chains), "draw": np.arange(n_draws), dim: coord}
-    sample = ("chain", "draw", dim)
+    coords = {CHAIN_DIM: np.arange(n_chains), DRAW_DIM: np.arange(n_draws), dim: coord}
+    sample = (CHAIN_DIM, DRAW_DIM, dim)
     attrs = {"created_by": "calibprob.to_datatree", "method": str(pred.attrs.get("method", "unknown"))}
     groups = {"posterior_predictive": xr.Dataset({var_name: (sample, draws)}, coords=coords, attrs=attrs)}
     if yv is not None:

@@ -124,7 +124,7 @@ def good_k_threshold(n_samples: int) -> float:
 def _relative_efficiency(groups: dict, n_samples: int) -> float:
     """ArviZ's default r_eff of ``arviz_stats.loo`` (1 for one chain or no posterior; else mean ESS / S)."""
     post = groups.get("posterior")
-    if post is None or post.sizes.get("chain", 1) == 1 or not post.data_vars:
+    if post is None or post.sizes.get(MCMC_DIMS[0], 1) == 1 or not post.data_vars:
         return 1.0
     ess = post.azstats.ess(method="mean")
     return float(np.hstack([ess[v].values.ravel() for v in ess.data_vars]).mean() / n_samples)
@@ -173,7 +173,7 @@ def loo_weights(tree, *, var_name: str | None = None) -> LOOWeights:
     # r_eff reads the posterior: its draws must be the log-likelihood's
     check_tree(tree, ("posterior", "log_likelihood"), var_name=var_name, where="tree")
     da = ll[var_name]
-    n_samples = int(da.sizes["chain"] * da.sizes["draw"])
+    n_samples = int(np.prod([da.sizes[d] for d in _SAMPLE_DIMS]))
     if not np.isfinite(da.values).all():
         raise ValueError(
             f"log_likelihood[{var_name!r}] holds {int((~np.isfinite(da.values)).sum())} non-finite values; "
