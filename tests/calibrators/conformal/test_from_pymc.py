@@ -184,3 +184,19 @@ def test_a_default_call_far_outside_the_training_range_returns_sets_per_point_an
     z_lo, z_hi = ((g[None, :, [0, -1]] - (b @ far.T)[:, :, None]) / s[:, None, None]).transpose(2, 0, 1)
     mass = dist.cdf(z_hi) - dist.cdf(z_lo)
     assert mass.min() >= 1 - 1.0001e-3
+
+
+def test_the_door_checks_x_new_width_and_the_trees_draws_first(problem):
+    # issue 36: a narrower X_new reached the model's matrix product; a truncated posterior was paired
+    # with the log-likelihood of the whole one
+    model = _model(problem["X"], problem["y"])
+    idata = _idata(problem, model)
+    with pytest.raises(
+        ValueError,
+        match=r"X_new\['X'\] has rows of shape \(1,\) but the model's container 'X' holds rows of shape \(2,\)",
+    ):
+        calibprob.conformal_bayes(model, idata, problem["X_new"][:, :1])
+    short = idata.copy()
+    short["posterior"] = idata["posterior"].isel(draw=slice(0, DRAWS // 2))
+    with pytest.raises(ValueError, match=r"do not hold the same draws .*posterior \(chain=\d+, draw=\d+\)"):
+        calibprob.conformal_bayes(model, idata=short, X_new=problem["X_new"])
