@@ -49,6 +49,7 @@ __all__ = [
     "check_columns",
     "dependent_columns",
     "adopt_columns",
+    "column_rank",
 ]
 
 
@@ -281,3 +282,20 @@ def adopt_columns(owner, estimator) -> bool:
     if isinstance(width, (int, np.integer)):
         owner.n_features_in_ = int(width)
     return names is not None
+
+
+def column_rank(A: np.ndarray) -> int:
+    """The numerical rank of ``A`` decided on its column-scaled copy (each column of unit norm).
+
+    NumPy's ``matrix_rank`` compares singular values with a tolerance relative to the largest
+    one, so a column in 1e12 beside a column in 1 makes the small one look dependent; scaling
+    each column first (a zero column stays zero) makes the decision independent of units.
+    """
+    A = np.asarray(A, dtype=float)
+    if A.size == 0:
+        return 0
+    peak = np.max(np.abs(A), axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scaled = np.where(peak > 0, A / np.where(peak > 0, peak, 1.0), 0.0)
+    norms = np.linalg.norm(scaled, axis=0)
+    return int(np.linalg.matrix_rank(scaled / np.where(norms > 0, norms, 1.0)))

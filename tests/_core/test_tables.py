@@ -18,6 +18,7 @@ from calibprob._core.tables import (
     adopt_columns,
     check_columns,
     check_table,
+    column_rank,
     dependent_columns,
     record_columns,
     record_table,
@@ -164,3 +165,12 @@ def test_conditional_conformal_refuses_as_many_columns_as_calibration_points():
         ValueError, match=r"more calibration points than independent feature columns: n_cal = 12, columns = 12"
     ):
         calibprob.ConditionalConformal(intercept=False).fit(pred, y, features=rng.normal(size=(12, 12)))
+
+
+def test_column_rank_is_decided_on_unit_columns():
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=30), rng.normal(size=30)
+    A = np.c_[1e15 * a, b]
+    assert np.linalg.matrix_rank(A) == 1  # NumPy's whole-matrix tolerance: the unit column is lost
+    assert column_rank(A) == 2
+    assert column_rank(np.c_[a, 1e15 * a, b]) == 2 and column_rank(np.zeros((3, 2))) == 0
