@@ -10,10 +10,12 @@ calibrators that do not need a PyMC posterior), so a class registered tomorrow i
 * **reorder** — a non-identity permutation of the columns, names carried along: refused naming
   the order, or the aligned prediction;
 * **rename / drop / add** — one column renamed (to any other text), one dropped, or one extra
-  column (any name, any position): refused, the message naming the column.
+  column (any name, any position): refused, the message naming the column;
+* **promise** — every base with ``predict_quantiles`` (documented as non-crossing) returns sorted
+  rows, one per input row, and counts the rows it rearranged.
 
-Counts (default ``props`` profile): 7 bases x 2 properties and 5 model-aware classes x 2
-properties; examples per property: :data:`conftest.MAX_EXAMPLES` // 2 (= 6) for the bases,
+Counts (default ``props`` profile): 7 bases x 2 properties, the bases with ``predict_quantiles``
+(1 today) x 1, and 5 model-aware classes x 2 properties; examples per property: :data:`conftest.MAX_EXAMPLES` // 2 (= 6) for the bases,
 // 4 (= 3) for the model-aware classes (each example predicts once on a model fitted once per
 class and session, so the examples cost a prediction each).
 """
@@ -29,10 +31,11 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 import calibprob
 from calibprob import registry
-from tests.support.bases import BASES, X_TE, X_TR, Y_TR, build_base
+from tests.support.bases import BASES, X_TE, X_TR, Y_TR, base_class, build_base
 
 from .conftest import build, calibrators, gp_only, pymc_only
 
@@ -147,3 +150,16 @@ def test_a_model_aware_class_reordered_by_name_refuses_or_aligns(name, order):
 def test_a_model_aware_class_refuses_renamed_missing_or_extra_columns(name, change):
     with pytest.raises(ValueError, match=REFUSED):
         _aware_output(name, _fitted_aware(name), change[1])
+
+
+#: Bases with a ``predict_quantiles`` method, whose docstring promises non-crossing rows.
+QUANTILE_BASES = [n for n in BASES if callable(getattr(base_class(n), "predict_quantiles", None))]
+
+
+@pytest.mark.parametrize("name", QUANTILE_BASES)
+@settings(max_examples=_BASE_EXAMPLES)
+@given(X=arrays(np.float64, st.tuples(st.integers(1, 25), st.just(2)), elements=st.floats(-6, 6)))
+def test_predict_quantiles_keeps_its_non_crossing_promise(name, X):
+    q, n_changed = _fitted_base(name).predict_quantiles(X, return_n_rearranged=True)
+    assert q.shape[0] == len(X) and np.all(np.diff(q, axis=1) >= 0)
+    assert 0 <= n_changed <= len(X)
