@@ -174,3 +174,12 @@ def test_column_rank_is_decided_on_unit_columns():
     assert np.linalg.matrix_rank(A) == 1  # NumPy's whole-matrix tolerance: the unit column is lost
     assert column_rank(A) == 2
     assert column_rank(np.c_[a, 1e15 * a, b]) == 2 and column_rank(np.zeros((3, 2))) == 0
+
+
+def test_the_recorded_columns_survive_save_and_load(tmp_path):
+    model = calibprob.CrossConformalRegressor(estimator=calibprob.LinearRegression(), cv=5).fit(DF, Y)
+    model.save(tmp_path / "cv.nc")
+    back = calibprob.load(tmp_path / "cv.nc")
+    assert back.feature_names_in_.tolist() == ["a", "b", "c"] and back.n_features_in_ == 3
+    with pytest.raises(ValueError, match="another order"):
+        back.predict_interval(DF.iloc[:2][["c", "a", "b"]], 0.8)
