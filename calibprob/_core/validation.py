@@ -17,6 +17,7 @@ import pandas as pd
 import xarray as xr
 
 from calibprob._core import labels as _labels
+from calibprob._core.dims import SAMPLE_DIMS
 
 __all__ = [
     "check_array",
@@ -29,9 +30,6 @@ __all__ = [
     "check_confidence_levels",
     "check_choice",
     "check_int",
-    "record_feature_names",
-    "check_feature_names",
-    "check_fitted_X",
     "GROUP_COORD",
     "check_groups",
 ]
@@ -118,7 +116,7 @@ def check_same_length(**arrays) -> int:
 
 #: Dimension names that index draws in PyMC / ArviZ output; a target carrying one is
 #: almost certainly predictive draws passed where observed values were meant.
-_SAMPLE_DIMS = ("chain", "draw", "sample")
+_SAMPLE_DIMS = SAMPLE_DIMS
 
 
 def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int, ...] | None = 1) -> np.ndarray:
@@ -306,70 +304,6 @@ def check_int(value, name: str, *, minimum: int | None = None) -> int:
     return int(value)
 
 
-def _column_names(X):
-    """The column names of a pandas DataFrame when they are all strings, else None."""
-    if not (hasattr(X, "columns") and hasattr(X, "iloc")):
-        return None
-    names = list(X.columns)
-    if not names or not all(isinstance(c, str) for c in names):
-        return None
-    return np.asarray(names, dtype=object)
-
-
-def record_feature_names(estimator, X) -> None:
-    """At fit: set ``estimator.feature_names_in_`` from a DataFrame's string columns (or remove it).
-
-    Examples
-    --------
-    >>> import pandas as pd, calibprob
-    >>> X = pd.DataFrame({"a": [0.0, 1.0, 2.0, 3.0], "b": [1.0, 0.0, 1.0, 3.0]})
-    >>> ols = calibprob.LinearRegression().fit(X, [0.1, 1.2, 1.9, 3.1])
-    >>> ols.feature_names_in_.tolist()
-    ['a', 'b']
-    """
-    names = _column_names(X)
-    if names is None:
-        if "feature_names_in_" in vars(estimator):
-            del estimator.feature_names_in_
-    else:
-        estimator.feature_names_in_ = names
-
-
-def check_feature_names(estimator, X, name: str = "X") -> None:
-    """At predict: a DataFrame must have the columns seen in fit, in the same order.
-
-    Plain arrays are accepted as they are (their columns are taken in fit's
-    order); a DataFrame with reordered, missing or extra columns raises, because
-    taking its columns by position would silently give other predictions.
-
-    Raises
-    ------
-    ValueError
-        Naming the missing, unexpected or reordered columns and the fix.
-    """
-    fitted = getattr(estimator, "feature_names_in_", None)
-    names = _column_names(X)
-    if fitted is None or names is None or list(names) == list(fitted):
-        return
-    missing = [c for c in fitted if c not in set(names)]
-    extra = [c for c in names if c not in set(fitted)]
-    fix = f"Pass {name}[model.feature_names_in_] (the fitted columns: {_short(list(fitted))})."
-    if missing or extra:
-        desc = "; ".join(
-            part
-            for part in (
-                f"missing {', '.join(map(repr, missing))}" if missing else "",
-                f"not seen in fit {', '.join(map(repr, extra))}" if extra else "",
-            )
-            if part
-        )
-        raise ValueError(f"{name} has other columns than in fit ({desc}). {fix}")
-    raise ValueError(
-        f"{name} has the fitted columns in another order ({_short(list(names))}); taking them by position "
-        f"would give wrong predictions. {fix}"
-    )
-
-
 #: Name of the ``obs`` coordinate that carries each observation's group label in a
 #: predictive Dataset (a data column, a PyMC coordinate or a binning of
 #: :func:`calibprob.bins`). ``groups="group"`` refers to it.
@@ -475,22 +409,6 @@ def check_groups(groups, n: int, *, pred=None, name: str = "groups") -> np.ndarr
         )
     _labels.check_label_types(values, name)
     return values
-
-
-def check_fitted_X(estimator, X, name: str = "X") -> np.ndarray:
-    """``X`` at predict time: a finite 2-D float array with the columns the estimator was fitted on.
-
-    Checks the column names a DataFrame was fitted with (:func:`check_feature_names`) and the
-    width against ``estimator.n_features_in_``; the caller checks it is fitted first.
-    """
-    check_feature_names(estimator, X, name)
-    X = check_array(X, name, ndim=2)
-    if X.shape[1] != estimator.n_features_in_:
-        raise ValueError(
-            f"{name} has {X.shape[1]} features but the model was fitted with "
-            f"{estimator.n_features_in_}. Pass the same columns as in fit."
-        )
-    return X
 
 
 def check_prediction(value, n: int, name: str, *, source: str = "the base's predict") -> np.ndarray:

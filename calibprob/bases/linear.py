@@ -26,7 +26,8 @@ import numpy as np
 import scipy.linalg
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted
-from calibprob._core.validation import check_array, check_fitted_X, check_int, check_same_length, record_feature_names
+from calibprob._core.tables import check_fitted_X, record_feature_names
+from calibprob._core.validation import check_array, check_int, check_same_length
 from calibprob.predictive import normal
 
 __all__ = ["LinearRegression", "BayesianRidge"]

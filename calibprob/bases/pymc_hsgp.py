@@ -51,7 +51,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from calibprob._core.validation import check_array, check_choice, check_int, check_same_length, record_feature_names
+from calibprob._core.tables import record_feature_names
+from calibprob._core.validation import check_array, check_choice, check_int, check_same_length
 from calibprob.bases._pymc_sampling import sample_posterior
 from calibprob.bases.pymc_linear import _PosteriorDrawsRegressor
 

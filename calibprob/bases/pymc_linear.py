@@ -50,13 +50,12 @@ import xarray as xr
 from scipy import stats
 
 from calibprob._core.estimator import BaseEstimator, ConvergenceWarning, check_is_fitted
+from calibprob._core.tables import check_fitted_X, record_feature_names
 from calibprob._core.validation import (
     check_array,
     check_choice,
-    check_fitted_X,
     check_int,
     check_same_length,
-    record_feature_names,
 )
 from calibprob.bases._pymc_sampling import convergence_problems, convergence_summary, sample_posterior
 from calibprob.predictive import from_draws

@@ -32,6 +32,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted
+from calibprob._core.tables import check_table, record_table
 from calibprob._core.validation import check_array, check_int, check_levels, check_same_length
 from calibprob.predictive import from_quantiles
 
@@ -72,6 +73,9 @@ class QuantileGradientBoosting(BaseEstimator):
     levels_ : ndarray, shape (L,)
     models_ : list of ``HistGradientBoostingRegressor``
     n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        The column names when fitted on a DataFrame with string columns; ``predict`` then
+        refuses a DataFrame whose columns are reordered, renamed, missing or extra.
 
     Examples
     --------
@@ -113,6 +117,7 @@ class QuantileGradientBoosting(BaseEstimator):
         y : array_like, shape (n,)
         """
         levels = GBM_LEVELS if self.levels is None else check_levels(self.levels, "levels")
+        X_in = X
         X = check_array(X, "X", ndim=2)
         y = check_array(y, "y", ndim=1)
         check_same_length(X=X, y=y)
@@ -132,18 +137,36 @@ class QuantileGradientBoosting(BaseEstimator):
             for p in levels
         ]
         self.levels_ = np.asarray(levels, float)
-        self.n_features_in_ = X.shape[1]
+        record_table(self, X_in)  # n_features_in_ and a DataFrame's column names, checked at predict
         return self
 
-    def predict_quantiles(self, X) -> np.ndarray:
-        """The fitted quantiles, each row sorted (non-crossing), shape (n, L)."""
+    def predict_quantiles(self, X, *, return_n_rearranged: bool = False):
+        r"""The fitted quantiles at ``self.levels_``, each row sorted (non-crossing), shape (n, L).
+
+        The per-level models are fitted separately and their predictions can cross; each row is
+        sorted (the monotone rearrangement :math:`\tilde q_{(1)} \le \dots \le \tilde q_{(L)}`
+        of Chernozhukov et al. 2010, which never increases the pinball loss of any row).
+
+        Parameters
+        ----------
+        X : array_like or pandas.DataFrame, shape (n, d)
+            The fitted columns (by name for a DataFrame fitted on one).
+        return_n_rearranged : bool, default False
+            Also return how many rows crossed and were sorted.
+
+        Returns
+        -------
+        q : ndarray, shape (n, L)
+            Non-decreasing along each row.
+        n_rearranged : int
+            Only with ``return_n_rearranged=True``: the rows whose fitted quantiles crossed.
+        """
         check_is_fitted(self, "models_", method="fit")
-        X = check_array(X, "X", ndim=2)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {X.shape[1]} features but the model was fitted with {self.n_features_in_}; pass the same columns."
-            )
-        return np.column_stack([m.predict(X) for m in self.models_])
+        X = check_table(self, X, "X")
+        raw = np.column_stack([m.predict(X) for m in self.models_])
+        crossed = int(np.any(np.diff(raw, axis=1) < 0, axis=1).sum())
+        q = np.sort(raw, axis=1)
+        return (q, crossed) if return_n_rearranged else q
 
     def predict(self, X, *, levels=None) -> xr.Dataset:
         """The quantile predictive Dataset at ``X``.
@@ -160,9 +183,8 @@ class QuantileGradientBoosting(BaseEstimator):
         xarray.Dataset
             ``family="quantile"``; ``attrs["n_rearranged"]``: rows whose fitted quantiles crossed and were sorted.
         """
-        q = self.predict_quantiles(X)
-        crossed = int(np.any(np.diff(q, axis=1) < 0, axis=1).sum())
-        pred = from_quantiles(np.sort(q, axis=1), self.levels_, method="quantile-gbm")
+        q, crossed = self.predict_quantiles(X, return_n_rearranged=True)
+        pred = from_quantiles(q, self.levels_, method="quantile-gbm")
         if levels is not None:
             lv = check_levels(levels, "levels")
             if lv.shape != self.levels_.shape or not np.array_equal(lv, self.levels_):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, clone
+from calibprob._core.tables import check_columns, record_columns
 from calibprob.transforms import back_transform, transform_target
 
 __all__ = ["TransformedTargetRegressor"]
@@ -58,10 +59,12 @@ class TransformedTargetRegressor(BaseEstimator):
                 f"(e.g. calibprob.LinearRegression()); got {self.estimator!r}."
             )
         z = transform_target(y, self.transform, name="y")
+        record_columns(self, X)  # checked here too, whatever the wrapped base does with names
         self.estimator_ = clone(self.estimator).fit(X, z)
         return self
 
     def predict(self, X) -> xr.Dataset:
         """The original-scale predictive distribution (:func:`~calibprob.transforms.back_transform` of the base's)."""
         check_is_fitted(self, "estimator_", method="fit")
+        check_columns(self, X)
         return back_transform(self.estimator_.predict(X), self.transform)

@@ -45,6 +45,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._core.options import SpecError, _short
+from calibprob._core.tables import check_feature_names, check_width, record_feature_names
 from calibprob._core.validation import check_prediction
 from calibprob.predictive import DEFAULT_LEVELS, from_quantiles, normal, validate
 
@@ -199,7 +200,10 @@ class PythonBase:
         self.predict_: Callable | None = None  # set by fit (a function factory's predict)
 
     def fit(self, X, y) -> PythonBase:
+        # the user's model sees a plain array: the names and width are kept here and checked at predict
+        record_feature_names(self, X)
         X, y = np.asarray(X), np.asarray(y)
+        self.n_features_in_ = X.shape[1] if X.ndim == 2 else None
         if not (hasattr(self.factory, "fit") and hasattr(self.factory, "predict")):
             out = self.factory(X, y)
             self.predict_ = out if callable(out) else getattr(out, "predict", None)
@@ -248,8 +252,16 @@ class PythonBase:
         return check_prediction(values, n, "the prediction", source=f"base {self.name!r}'s predict(X)")
 
     def predict(self, X, levels=None) -> xr.Dataset:
-        """The predictive distribution at ``X`` (the contract of :mod:`calibprob.predictive`)."""
+        """The predictive distribution at ``X`` (the contract of :mod:`calibprob.predictive`).
+
+        A DataFrame is checked against the columns of the one given to :meth:`fit` (names and order),
+        and any 2-D ``X`` against the fitted width, before the user's model sees it.
+        """
+        check_feature_names(self, X, "X")
         X = np.asarray(X)
+        width = getattr(self, "n_features_in_", None)
+        if width is not None:
+            check_width(X, width, "X", fitted=f"base {self.name!r} was fitted")
         n = len(X)
         if self.mode_ == "function" and self.predict_ is not None:
             return self._check_dataset(self.predict_(X), n)

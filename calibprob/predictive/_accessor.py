@@ -7,6 +7,7 @@ from typing import cast
 import numpy as np
 import xarray as xr
 
+from calibprob._core.dims import OBS_DIM, STACKED_SAMPLE_DIM
 from calibprob._core.validation import check_array, check_confidence_levels, check_finite, check_targets
 from calibprob.predictive._families import Family, TransformedFamily, family_of
 
@@ -221,4 +222,7 @@ class CalibAccessor:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n must be a positive integer; got {n!r}.")
         vals = self.family.sample(n, np.random.default_rng(rng))
-        return xr.DataArray(vals, dims=("obs", "sample"), coords={"obs": self._ds["obs"]}, name="sample")
+        # the draws dim is the table's stacked-sample name, which from_draws reads back as draws
+        return xr.DataArray(
+            vals, dims=(OBS_DIM, STACKED_SAMPLE_DIM), coords={OBS_DIM: self._ds[OBS_DIM]}, name=STACKED_SAMPLE_DIM
+        )

@@ -6,6 +6,7 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
+from calibprob._core.dims import CHAIN_DIM, DRAW_DIM, MCMC_DIMS, check_obs_dim, sample_dims_of
 from calibprob._core.validation import check_int, check_targets
 from calibprob.predictive._draws import _pick_variable
 from calibprob.predictive._validate import validate
@@ -86,7 +87,8 @@ def to_datatree(
     ValueError
         A prediction breaking the contract, a bad ``n_draws`` / ``n_chains``, a
         ``y`` that is not finite or of the wrong length (both lengths named), or
-        a dim name that clashes with ``chain`` / ``draw``.
+        an observation dim named like a draw dim (``chain``, ``draw`` or ``sample``, the
+        reserved names of :mod:`calibprob._core.dims`): it would be read back as draws.
 
     References
     ----------
@@ -124,16 +126,13 @@ def to_datatree(
                 coord = y[dim].values
     if obs_dim is not None:
         dim = obs_dim
-    if not isinstance(dim, str) or dim in ("chain", "draw"):
-        raise ValueError(
-            f"obs_dim must be a string other than 'chain' and 'draw'; got {dim!r}. "
-            "Pass obs_dim='obs' (or your model's name, e.g. 'obs_id')."
-        )
+    # a dim named like a draw dim (az.extract's 'sample') would be read back as draws
+    check_obs_dim(dim, "obs_dim")
     rng = np.random.default_rng(random_state)
     draws = pred.calib.sample(n_chains * n_draws, rng).values  # (obs, chain * draw)
     draws = draws.T.reshape(n_chains, n_draws, n)
-    coords = {"chain": np.arange(n_chains), "draw": np.arange(n_draws), dim: coord}
-    sample = ("chain", "draw", dim)
+    coords = {CHAIN_DIM: np.arange(n_chains), DRAW_DIM: np.arange(n_draws), dim: coord}
+    sample = (CHAIN_DIM, DRAW_DIM, dim)
     attrs = {"created_by": "calibprob.to_datatree", "method": str(pred.attrs.get("method", "unknown"))}
     groups = {"posterior_predictive": xr.Dataset({var_name: (sample, draws)}, coords=coords, attrs=attrs)}
     if yv is not None:
@@ -201,7 +200,7 @@ def heldout_elpd(data, *, var_name: str | None = None):
             + ". Build one with calibprob.to_datatree(pred, y)."
         )
     ll = _pick_variable(data["log_likelihood"].dataset, var_name, "log_likelihood group")
-    sample = [d for d in ("chain", "draw") if d in ll.dims]
+    sample = sample_dims_of(ll.dims, MCMC_DIMS)
     if not sample:
         raise ValueError(
             f"log_likelihood variable {ll.name!r} has dims {ll.dims}, without 'chain'/'draw'; "

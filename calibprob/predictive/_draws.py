@@ -7,7 +7,9 @@ from collections.abc import Hashable
 import numpy as np
 import xarray as xr
 
+from calibprob._core.dims import MCMC_DIMS, SAMPLE_DIMS, STACKED_SAMPLE_DIM
 from calibprob._core.stable import pow2_scale
+from calibprob._core.trees import tree_groups as _tree_groups
 from calibprob._core.validation import check_array, check_finite
 from calibprob.predictive._common import _dataset, _levels_or_default, _obs_coord
 
@@ -16,17 +18,6 @@ from calibprob.predictive._common import _dataset, _levels_or_default, _obs_coor
 #: data swapped in with ``pm.set_data``) and ``predictions`` (draws at new data,
 #: ``pm.sample_posterior_predictive(..., predictions=True)``).
 _PREDICTIVE_GROUPS = ("posterior_predictive", "predictions")
-
-
-def _tree_groups(obj) -> dict | None:
-    """``{group name: Dataset}`` of a DataTree or a legacy ``az.InferenceData``; else None."""
-    if isinstance(obj, xr.DataTree):
-        return {name: child.dataset for name, child in obj.children.items()}
-    groups = getattr(obj, "groups", None)
-    if callable(groups) and not isinstance(obj, (xr.Dataset, xr.DataArray)):
-        # ArviZ < 1 InferenceData: groups() lists names, each an attribute holding a Dataset
-        return {name: getattr(obj, name) for name in groups()}
-    return None
 
 
 def _predictive_dataset(draws, group):
@@ -104,6 +95,26 @@ def _select_draws(draws, var_name, group):
     return draws
 
 
+def _check_reserved(draws: xr.DataArray, present: list, obs_dim, label: str) -> None:
+    """Refuse a dim that is both a draw dim and the observation dim (:mod:`calibprob._core.dims`).
+
+    ``az.extract`` stacks ``(chain, draw)`` into ``sample``, so the three never index draws
+    together: a ``sample`` beside ``chain`` / ``draw`` is an observation dim named like a draw dim,
+    which one reader would take as observations and another as draws.
+    """
+    if STACKED_SAMPLE_DIM in present and any(d in present for d in MCMC_DIMS):
+        raise ValueError(
+            f"{label} has dims {draws.dims}: {STACKED_SAMPLE_DIM!r} beside {MCMC_DIMS} is not az.extract's "
+            "stacked draws, so it must be the observation dim, whose name is reserved for draws. Rename it, "
+            f"e.g. draws.rename({{{STACKED_SAMPLE_DIM!r}: 'obs_id'}})."
+        )
+    if obs_dim is not None and obs_dim in present:
+        raise ValueError(
+            f"obs_dim={obs_dim!r} is also one of the draw dims {present} of {label}; name the observation "
+            "dim, or pass sample_dims= without it."
+        )
+
+
 def _draws_matrix(draws: xr.DataArray, sample_dims, obs_dim: Hashable | None):
     """``(draws x obs)`` values of a DataArray, its ``obs`` labels and the attrs recording where they came from."""
     attrs: dict[str, str] = {}
@@ -115,6 +126,7 @@ def _draws_matrix(draws: xr.DataArray, sample_dims, obs_dim: Hashable | None):
         )
     others = [d for d in draws.dims if d not in present]
     label = f"variable {draws.name!r}" if draws.name is not None else "draws"
+    _check_reserved(draws, present, obs_dim, label)
     if obs_dim is None and len(others) == 1:
         obs_dim = others[0]
     if obs_dim is None or others != [obs_dim]:
@@ -146,7 +158,7 @@ def from_draws(
     *,
     var_name: str | None = None,
     group: str | None = None,
-    sample_dims=("chain", "draw", "sample"),
+    sample_dims=SAMPLE_DIMS,
     obs_dim: Hashable | None = None,
     method: str = "draws",
     weights=None,
@@ -184,7 +196,10 @@ def from_draws(
         ``posterior_predictive`` and ``predictions``.
     sample_dims : tuple of str, default ("chain", "draw", "sample")
         Dimensions that index draws; those present are flattened together into
-        the draws (DataArray / Dataset / tree input).
+        the draws (DataArray / Dataset / tree input). The default is the core's table of
+        reserved names (``calibprob._core.dims.SAMPLE_DIMS``); an observation dim named
+        ``sample`` beside ``chain`` / ``draw`` is refused (rename it), as one reader would
+        take it for draws.
     obs_dim : str, optional
         Name of the observation dimension; inferred when there is exactly one
         non-sample dimension. Renamed to ``obs`` (its name is kept in

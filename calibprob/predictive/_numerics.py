@@ -4,7 +4,7 @@ A predictive distribution is given by its quantiles :math:`q_1 \le \dots \le q_L
 levels :math:`\tau_1 < \dots < \tau_L`, joined as a piecewise-Gaussian quantile function
 (:mod:`calibprob.predictive` describes the law). This module holds its CDF, density, quantile
 function, z-score, moments and sampler on plain arrays (observation axes first, level last).
-It imports nothing of calibprob, so that both the contract (:mod:`calibprob.predictive`,
+It imports nothing of calibprob but the core, so that both the contract (:mod:`calibprob.predictive`,
 which re-exports the public ``quantile_*`` functions) and the target transforms
 (:mod:`calibprob.predictive._transformed`) build on it without an import circle.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
+from calibprob._core.dims import check_levels_match
 from calibprob._core.stable import pow2_scale
 
 _LOG_SQRT_2PI = 0.5 * np.log(2.0 * np.pi)
@@ -23,6 +24,11 @@ _CHUNK = 4096  # rows per block where temporaries are (rows x L)
 # ---------------------------------------------------------------------------
 # NumPy layer: quantile function on arrays (obs-like axes first, level last)
 # ---------------------------------------------------------------------------
+
+
+def _probit_levels(q, levels) -> np.ndarray:
+    """:math:`z_k = \\Phi^{-1}(p_k)` of ``levels``, refused unless there is one level per quantile column."""
+    return special.ndtri(check_levels_match(np.asarray(q), levels))
 
 
 def _slopes(q: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -97,7 +103,7 @@ def quantile_cdf(q, levels, y) -> np.ndarray:
     >>> bool(np.isclose(quantile_cdf(q, levels, 0.3), stats.norm.cdf(0.3)))
     True
     """
-    u, _ = _locate(np.asarray(q, float), y, special.ndtri(np.asarray(levels, float)))
+    u, _ = _locate(np.asarray(q, float), y, _probit_levels(q, levels))
     return special.ndtr(u)
 
 
@@ -139,7 +145,7 @@ def quantile_logpdf(q, levels, y) -> np.ndarray:
     >>> bool(np.isclose(quantile_logpdf(stats.norm.ppf(levels), levels, 0.3), stats.norm.logpdf(0.3)))
     True
     """
-    u, s = _locate(np.asarray(q, float), y, special.ndtri(np.asarray(levels, float)))
+    u, s = _locate(np.asarray(q, float), y, _probit_levels(q, levels))
     return -0.5 * u * u - _LOG_SQRT_2PI - np.log(s)
 
 
@@ -172,7 +178,7 @@ def quantile_ppf(q, levels, p) -> np.ndarray:
     True
     """
     q = np.asarray(q, float)
-    z = special.ndtri(np.asarray(levels, float))
+    z = _probit_levels(q, levels)
     p_arr = np.asarray(p, float)
     u = special.ndtri(np.atleast_1d(p_arr))
     S = _slopes(q, z)
@@ -221,7 +227,7 @@ def quantile_zscore(q, levels, y) -> np.ndarray:
     """
     q = np.asarray(q, float)
     y = np.asarray(y, float)
-    z = special.ndtri(np.asarray(levels, float))
+    z = _probit_levels(q, levels)
     out = np.empty(y.shape)
     for i in range(0, y.shape[0], _CHUNK):
         out[i : i + _CHUNK] = _locate(q[i : i + _CHUNK], y[i : i + _CHUNK], z)[0]
@@ -265,7 +271,7 @@ def quantile_ppf_zscore(q, levels, u) -> np.ndarray:
     n = q.shape[0]
     u = np.asarray(u, float)
     u = np.broadcast_to(u, (n,) + u.shape[-1:])
-    z = special.ndtri(np.asarray(levels, float))
+    z = _probit_levels(q, levels)
     out = np.empty(u.shape)
     for i in range(0, n, _CHUNK):
         qc, uc = q[i : i + _CHUNK], u[i : i + _CHUNK]
@@ -337,7 +343,7 @@ def quantile_pieces(q, levels) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     ([-inf, -1.2816, 0.0, 1.2816], [-1.2816, 0.0, 1.2816, inf])
     """
     q = np.asarray(q, float)
-    z = special.ndtri(np.asarray(levels, float))
+    z = _probit_levels(q, levels)
     S = _slopes(q, z)
     L = z.size
     anchor = np.maximum(np.arange(L + 1) - 1, 0)
@@ -446,7 +452,7 @@ def quantile_sample(q, levels, size: int, rng: np.random.Generator) -> np.ndarra
     ((20000,), True)
     """
     q = np.asarray(q, float)
-    z = special.ndtri(np.asarray(levels, float))
+    z = _probit_levels(q, levels)
     S = _slopes(q, z)
     u = rng.standard_normal(q.shape[:-1] + (size,))
     idx = np.searchsorted(z, u, side="right")

@@ -42,12 +42,14 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
+from calibprob._core.dims import MCMC_DIMS
+from calibprob._core.trees import check_tree
 from calibprob.predictive._common import CalibprobWarning, _levels_or_default
 from calibprob.predictive._draws import _pick_variable, _tree_groups, from_draws
 
 __all__ = ["from_loo", "LOOWeights", "loo_weights"]
 
-_SAMPLE_DIMS = ("chain", "draw")
+_SAMPLE_DIMS = MCMC_DIMS  # the core's table of reserved dim names
 
 
 @dataclass
@@ -122,7 +124,7 @@ def good_k_threshold(n_samples: int) -> float:
 def _relative_efficiency(groups: dict, n_samples: int) -> float:
     """ArviZ's default r_eff of ``arviz_stats.loo`` (1 for one chain or no posterior; else mean ESS / S)."""
     post = groups.get("posterior")
-    if post is None or post.sizes.get("chain", 1) == 1 or not post.data_vars:
+    if post is None or post.sizes.get(MCMC_DIMS[0], 1) == 1 or not post.data_vars:
         return 1.0
     ess = post.azstats.ess(method="mean")
     return float(np.hstack([ess[v].values.ravel() for v in ess.data_vars]).mean() / n_samples)
@@ -168,8 +170,10 @@ def loo_weights(tree, *, var_name: str | None = None) -> LOOWeights:
         )
     ll = _group(groups, "log_likelihood", "compute it with pm.compute_log_likelihood(idata) first.")
     var_name, obs_dim = _var_and_obs_dim(ll, var_name)
+    # r_eff reads the posterior: its draws must be the log-likelihood's
+    check_tree(tree, ("posterior", "log_likelihood"), var_name=var_name, where="tree")
     da = ll[var_name]
-    n_samples = int(da.sizes["chain"] * da.sizes["draw"])
+    n_samples = int(np.prod([da.sizes[d] for d in _SAMPLE_DIMS]))
     if not np.isfinite(da.values).all():
         raise ValueError(
             f"log_likelihood[{var_name!r}] holds {int((~np.isfinite(da.values)).sum())} non-finite values; "
@@ -274,7 +278,9 @@ def from_loo(tree, *, var_name: str | None = None, levels=None) -> xr.Dataset:
     """
     levels = _levels_or_default(levels)
     weights = loo_weights(tree, var_name=var_name)
-    groups = _tree_groups(tree) or {}
+    groups = check_tree(
+        tree, ("posterior", "log_likelihood", "posterior_predictive"), var_name=weights.var_name, where="tree"
+    )
     pp = _group(
         groups,
         "posterior_predictive",

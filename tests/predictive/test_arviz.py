@@ -346,7 +346,11 @@ def test_round_trip_from_draws_to_datatree_keeps_the_distribution(pp):
     [
         ({"n_draws": 0}, r"n_draws must be >= 1; got 0"),
         ({"n_chains": 0}, r"n_chains must be >= 1; got 0"),
-        ({"obs_dim": "draw"}, r"obs_dim must be a string other than 'chain' and 'draw'; got 'draw'"),
+        (
+            {"obs_dim": "draw"},
+            r"obs_dim must be a string other than the draw dims \('chain', 'draw', 'sample'\); got 'draw'",
+        ),
+        ({"obs_dim": "sample"}, r"obs_dim must be .* got 'sample', which would be read back as draws. Rename"),
         ({"var_name": ""}, r"var_name must be a non-empty string; got ''"),
         ({"y": [0.0, 1.0]}, r"mismatched lengths: y has 2 entries, the prediction has 3 observations"),
     ],

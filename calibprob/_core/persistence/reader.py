@@ -23,6 +23,7 @@ from calibprob._core.persistence.format import (
     _Unsaved,
 )
 from calibprob._core.persistence.safety import _check_file, _check_no_bytes, _parse_version
+from calibprob._core.persistence.values import SCALAR_TYPES, convert_scalar
 from calibprob._version import __version__
 
 
@@ -109,27 +110,21 @@ class _Reader:
         values = var.values
         if tag == "none":
             return None
-        if tag == "bool":
-            return bool(values)
-        if tag == "int":
-            return int(values)
+        if tag in ("bool", "int", "float", "str"):  # by the declared type, never by truthiness
+            return convert_scalar(values, tag, f"'{self.path}' at {path}")
         if tag == "bigint":
             text = str(values)
             if not re.fullmatch(r"-?\d{1,2000}", text):
                 self.fail(path, f"bigint {text[:40]!r} is not an integer")
             return int(text)
-        if tag == "float":
-            return float(values)
-        if tag == "str":
-            return str(values)
         if tag == "ndarray":
             arr = np.array(values)
             return arr[()] if int(attrs.get("calibprob_scalar", 0)) else arr
         if tag in ("list", "tuple"):
             elem = attrs.get("calibprob_elem")
-            if elem not in ("float", "str", "bool", "int"):
+            if elem not in SCALAR_TYPES:
                 self.fail(path, f"unknown list element type {elem!r}")
-            vals = [{"float": float, "str": str, "bool": bool, "int": int}[elem](v) for v in np.ravel(values)]
+            vals = [convert_scalar(v, elem, f"'{self.path}' at {path}[{i}]") for i, v in enumerate(np.ravel(values))]
             return vals if tag == "list" else tuple(vals)
         if tag == "ref":
             target = str(values)

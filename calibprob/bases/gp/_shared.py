@@ -15,14 +15,13 @@ import numpy as np
 from calibprob._core.estimator import BaseEstimator, ConvergenceWarning, check_is_fitted
 from calibprob._core.memory import memory_budget
 from calibprob._core.stable import stable_mean, stable_rms
+from calibprob._core.tables import check_fitted_X, record_feature_names
 from calibprob._core.validation import (
     check_array,
     check_choice,
-    check_fitted_X,
     check_int,
     check_positive,
     check_same_length,
-    record_feature_names,
 )
 from calibprob.bases.gp import _objective, _pymc, kernels
 from calibprob.predictive import normal

@@ -8,9 +8,11 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from calibprob._core.dims import MCMC_DIMS, STACKED_SAMPLE_DIM
+from calibprob._core.trees import check_tree
 from calibprob._core.validation import check_groups
 
-SAMPLE_DIMS = ("chain", "draw")
+SAMPLE_DIMS = MCMC_DIMS  # the reserved names of the core's table (chain, draw; az.extract's sample)
 
 
 def _fix_ll() -> str:
@@ -40,6 +42,8 @@ def _tree_log_likelihood(tree: xr.DataTree, var_name):
             f"{sorted(g for g in groups if g)}). {_fix_ll()}"
         )
     da = _pick(tree["log_likelihood"].to_dataset(), var_name, "log_likelihood")
+    # the weights pair log_likelihood's draws with the posterior's (the PyMC and bambi doors read it)
+    check_tree(tree, ("posterior", "log_likelihood"), var_name=str(da.name), where="log_likelihood")
     obs = None
     name = str(da.name)
     if "observed_data" in groups and name in tree["observed_data"].data_vars:
@@ -49,7 +53,7 @@ def _tree_log_likelihood(tree: xr.DataTree, var_name):
 
 def sample_matrix(da: xr.DataArray, name: str) -> tuple[np.ndarray, tuple[int, ...]]:
     """``(values (S, rest...), sample shape)`` of a DataArray with (chain, draw) or draw dims first."""
-    sample = [d for d in SAMPLE_DIMS if d in da.dims] or (["sample"] if "sample" in da.dims else [])
+    sample = [d for d in SAMPLE_DIMS if d in da.dims] or ([STACKED_SAMPLE_DIM] if STACKED_SAMPLE_DIM in da.dims else [])
     if not sample:
         raise ValueError(
             f"{name} has dims {da.dims} and no draw dimension; name the draws 'chain'/'draw' (ArviZ) "

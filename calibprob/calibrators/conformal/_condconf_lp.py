@@ -68,6 +68,7 @@ from scipy.linalg import qr
 from scipy.optimize import linprog
 
 from calibprob._core.stable import pow2_scale
+from calibprob._core.tables import column_rank
 
 __all__ = ["tilted_threshold", "fast_threshold", "thresholds"]
 
@@ -190,7 +191,8 @@ def tilted_threshold(S, Phi, phi, tau, theta, r0, order=None, k=None) -> float:
     eta, _ = sol
     inner = (eta > tau - 1.0 + ETA_TOL) & (eta < tau - ETA_TOL)
     d = Phi.shape[1]
-    if inner.sum() >= d and np.linalg.matrix_rank(Phi[inner]) == d:
+    # the rank on unit-norm columns: features in different units are not "dependent"
+    if inner.sum() >= d and column_rank(Phi[inner]) == d:
         exact = _exact_on(Phi[inner], S[inner], phi)
         if exact is not None:
             return exact

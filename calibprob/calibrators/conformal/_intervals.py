@@ -31,6 +31,7 @@ import xarray as xr
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive
 from calibprob._core.ranks import least_n, lower_rank, upper_rank
 from calibprob._core.ranks import min_conformal_points as min_points
+from calibprob._core.tables import check_columns
 from calibprob._core.validation import check_array, check_confidence_levels, check_int, check_levels, check_prediction
 from calibprob.predictive import DEFAULT_LEVELS, from_intervals
 
@@ -411,6 +412,7 @@ class IntervalPredictor:
         """
         check_is_fitted(self, self._fitted, method="fit")
         check_not_predictive(X, self)
+        check_columns(self, X)
         self._check_predict()
         return interval_prediction(self, X, confidence_level, n=self.n_train_, sides=self._interval_sides())
 
@@ -429,6 +431,7 @@ class IntervalPredictor:
         """
         check_is_fitted(self, self._fitted, method="fit")
         check_not_predictive(X, self)
+        check_columns(self, X)
         return chunked_intervals(
             self.confidence_level if confidence_level is None else confidence_level,
             X,

@@ -68,9 +68,9 @@ from typing import Self
 
 import numpy as np
 import xarray as xr
-from scipy.linalg import qr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
+from calibprob._core.tables import dependent_columns
 from calibprob._core.validation import check_array, check_choice, check_targets
 from calibprob.calibrators.conformal._condconf_lp import thresholds
 from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
@@ -146,20 +146,9 @@ def conditional_thresholds(scores, features, test_features, confidence_level: fl
     return thresholds(S, Phi, phi, tau, theta)
 
 
-def _dependent_columns(Phi: np.ndarray) -> np.ndarray:
-    """Columns in the span of the columns *before* them (left to right, relative tolerance 1e-10).
-
-    Scanning in order makes the rule predictable: of two proportional columns the later one
-    is named (and dropped by ``rank_deficient="reduce"``), an intercept given first is kept.
-    """
-    kept: list[int] = []
-    dep: list[int] = []
-    scale = max(float(np.abs(Phi).max()) if Phi.size else 0.0, 1e-300)
-    for j in range(Phi.shape[1]):
-        trial = Phi[:, kept + [j]]
-        diag = np.abs(np.diag(qr(trial, mode="r")[0]))
-        (kept if diag.size and diag[-1] > 1e-10 * scale * np.sqrt(Phi.shape[0]) else dep).append(j)
-    return np.asarray(dep, dtype=int)
+def _short_names(names: list[str], idx, limit: int = 6) -> str:
+    shown = [names[j] for j in idx[:limit]]
+    return ", ".join(shown) + (f", ... ({len(idx) - limit} more)" if len(idx) > limit else "")
 
 
 def _constant_in_span(Phi: np.ndarray) -> bool:
@@ -312,7 +301,7 @@ class ConditionalConformal(BaseEstimator):
             raise ValueError(
                 "no features: with intercept=False, pass groups=, features= or X= (with feature_map), or use intercept='auto'."
             )
-        dep = _dependent_columns(Phi)
+        dep = dependent_columns(Phi)  # decided on unit-norm columns: units do not matter
         if dep.size and self.rank_deficient == "raise":
             raise ValueError(
                 f"rank-deficient features: the columns {[names[j] for j in dep]} are linear combinations of the "
@@ -326,6 +315,14 @@ class ConditionalConformal(BaseEstimator):
                 stacklevel=3,
             )
         self.kept_ = np.setdiff1d(np.arange(Phi.shape[1]), dep)
+        if Phi.shape[0] <= self.kept_.size:
+            # n <= d independent columns: the quantile regression interpolates every score, so the
+            # threshold of a new point is unbounded whatever the level (Gibbs et al. need n > d)
+            raise ValueError(
+                f"conditional conformal needs more calibration points than independent feature columns: "
+                f"n_cal = {Phi.shape[0]}, columns = {self.kept_.size} ({_short_names(names, self.kept_)}). "
+                "Pass more calibration points, or fewer columns (coarser groups, fewer features)."
+            )
         return Phi[:, self.kept_], [names[j] for j in self.kept_]
 
     def _test_columns(self, Phi: np.ndarray) -> np.ndarray:

@@ -268,6 +268,13 @@ class _Door:
         lengths = {k: v.shape[0] if v.ndim else 0 for k, v in new.items()}
         if len(set(lengths.values())) != 1 or 0 in lengths.values():
             raise ValueError(f"X_new: every container needs one row per test point; got lengths {lengths}.")
+        for k, v in new.items():  # the width before any product inside the model's graph
+            fitted = np.shape(self.clone[k].get_value())
+            if v.shape[1:] != tuple(fitted[1:]):
+                raise ValueError(
+                    f"X_new[{k!r}] has rows of shape {v.shape[1:]} but the model's container {k!r} holds rows of "
+                    f"shape {tuple(fitted[1:])}; pass the same columns as the training data, one row per test point."
+                )
         return new
 
     @staticmethod

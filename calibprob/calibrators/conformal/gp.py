@@ -124,6 +124,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
+from calibprob._core.tables import adopt_columns, check_columns, record_columns
 from calibprob._core.validation import check_choice
 
 # the kriging algebra (one closed-form leave-one-out, shared with the GP base) lives with the GPs
@@ -285,10 +286,14 @@ class _GPConformalBase(IntervalPredictor):
             gp = self.estimator
             if gp is None:
                 raise ValueError("prefit=True needs a fitted GP as estimator; got None.")
+            adopt_columns(self, gp)  # the GP's own columns: predict's DataFrames are checked against them
+            if X is not None:
+                check_columns(self, X)
         else:
             if X is None or y is None:
                 raise ValueError("fit(X, y) needs training data unless prefit=True.")
             check_not_predictive(X, self)
+            record_columns(self, X)
             X, y = check_Xy(X, y, min_length=2)
             gp = clone(as_regressor(self.estimator)).fit(X, y)
         if not hasattr(gp, "kernel_matrix"):

@@ -60,6 +60,7 @@ from __future__ import annotations
 import numpy as np
 
 from calibprob._core.estimator import BaseEstimator, check_not_predictive, clone
+from calibprob._core.tables import record_columns
 from calibprob._core.validation import check_choice, check_int
 from calibprob.calibrators.conformal._intervals import (
     IntervalPredictor,
@@ -261,6 +262,7 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
         levels, _ = resolve_levels(self.confidence_level)
         score = get_score(self.score, beta=self.beta, eps=self.eps)
         check_not_predictive(X, self)
+        record_columns(self, X)
         X, y = check_Xy(X, y, min_length=2)
         for c in levels:
             check_enough_points(c, y.size, what="training points", sides=1 if score.symmetric else 2)

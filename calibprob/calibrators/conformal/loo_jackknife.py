@@ -69,7 +69,10 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from calibprob._core.dims import MCMC_DIMS, SAMPLE_DIMS
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
+from calibprob._core.tables import adopt_columns, check_columns, record_columns
+from calibprob._core.trees import check_tree
 from calibprob._core.validation import check_array, check_choice, check_targets
 from calibprob.calibrators.conformal._intervals import (
     IntervalPredictor,
@@ -220,6 +223,9 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
         """
         self._check_params()
         check_not_predictive(X, self)
+        if not (self.prefit and adopt_columns(self, self.estimator)):  # a prefit base's own columns
+            record_columns(self, X)
+        check_columns(self, X)
         est = self.estimator
         if est is None or not callable(getattr(est, "loo_tree", None)):
             raise TypeError(
@@ -269,7 +275,7 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
 
     def _fit_from_tree(self, tree, y, *, var_name) -> None:
         lw = loo_weights(tree, var_name=var_name)
-        groups = _tree_groups(tree) or {}
+        groups = check_tree(tree, ("posterior", "log_likelihood", "posterior_predictive"), var_name=lw.var_name)
         if "posterior_predictive" not in groups:
             raise ValueError(
                 "the tree has no 'posterior_predictive' group; draw it with "
@@ -282,7 +288,7 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
                 "the LOO weights need the same draws and training observations."
             )
         W = lw.matrix()
-        Y, _, _ = _draws_matrix(draws, ("chain", "draw"), lw.obs_dim)
+        Y, _, _ = _draws_matrix(draws, MCMC_DIMS, lw.obs_dim)
         y = check_targets(y, W.shape[1])
         for c in resolve_levels(self.confidence_level)[0]:
             check_enough_points(c, y.size, what="training points")
@@ -305,6 +311,7 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
     def predict_interval(self, X, confidence_level=None) -> xr.Dataset:
         """Intervals at ``X`` at levels that the ``n`` scores resolve (see :meth:`predict`)."""
         check_is_fitted(self, "scores_", method="fit")
+        check_columns(self, X)
         draws = self.estimator_.sample_predictive(X, random_state=self.random_state)
         return self.predict_draws(draws, confidence_level=confidence_level)
 
@@ -347,13 +354,13 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
         S = self.weights_.shape[0]
         sel = _select_draws(draws_new, var_name, None)
         if isinstance(sel, xr.DataArray):
-            sizes = tuple(int(sel.sizes.get(d, 1)) for d in ("chain", "draw"))
-            if "chain" in sel.dims and "draw" in sel.dims and sizes != tuple(self.sample_sizes_):
+            sizes = tuple(int(sel.sizes.get(d, 1)) for d in MCMC_DIMS)
+            if all(d in sel.dims for d in MCMC_DIMS) and sizes != tuple(self.sample_sizes_):
                 raise ValueError(
                     f"draws_new has (chain, draw) = {sizes} but the LOO weights were computed on "
                     f"{tuple(self.sample_sizes_)}: pass draws from the same posterior, in the same order."
                 )
-            Y, obs, _ = _draws_matrix(sel, ("chain", "draw", "sample"), None)
+            Y, obs, _ = _draws_matrix(sel, SAMPLE_DIMS, None)
         else:
             Y, obs = check_array(sel, "draws_new", ndim=2), None
         if Y.shape[0] != S:

@@ -47,6 +47,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
+from calibprob._core.tables import adopt_columns, check_columns, record_columns
 from calibprob._core.validation import check_array
 from calibprob.calibrators.conformal._intervals import (
     as_regressor,
@@ -167,6 +168,7 @@ class SplitConformalRegressor(BaseEstimator):
         resolve_levels(self.confidence_level)
         self._score()
         check_not_predictive(X, self)
+        record_columns(self, X)
         X, y = check_Xy(X, y)
         self.estimator_ = clone(as_regressor(self.estimator)).fit(X, y)
         self.scores_ = None
@@ -209,6 +211,10 @@ class SplitConformalRegressor(BaseEstimator):
         else:
             check_is_fitted(self, "estimator_", method="fit")
         check_not_predictive(X_cal, self, "X_cal")
+        # a prefit model is first seen here: its own columns, else X_cal's; otherwise fit's
+        if self.prefit and not adopt_columns(self, self.estimator_):
+            record_columns(self, X_cal)
+        check_columns(self, X_cal, "X_cal")
         X_cal, y_cal = check_Xy(X_cal, y_cal, X_name="X_cal", y_name="y_cal")
         self.mondrian_ = None
         if groups is not None:
@@ -229,6 +235,7 @@ class SplitConformalRegressor(BaseEstimator):
     def _mu_scale(self, X):
         check_is_fitted(self, "scores_", method="calibrate")
         check_not_predictive(X, self)
+        check_columns(self, X)
         X = check_array(X, "X", ndim=2)
         mu, sigma = predict_mean_std_chunked(
             self.estimator_, X, need_sigma=self.score_.needs_sigma, chunk_size=self.chunk_size
@@ -243,6 +250,7 @@ class SplitConformalRegressor(BaseEstimator):
         if mondrian is None:
             return None
         check_not_predictive(X, self)
+        check_columns(self, X)
         return mondrian, self._as_predictive(check_array(X, "X", ndim=2), self.score_)
 
     def predict_interval(self, X, confidence_level=None, *, groups=None) -> xr.Dataset:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from calibprob._core.dims import check_obs_dim
 from calibprob.calibrators.gp_beta._link import _latent_numpy, beta_calibration_map, beta_link_ppf_z
 
 
@@ -16,6 +17,7 @@ def _obs_dim(pred: xr.Dataset, y, n: int):
         obs_dim = str(y.dims[0])
         if obs_dim in y.coords and y.sizes[obs_dim] == n:
             obs_values = y[obs_dim].values
+    check_obs_dim(obs_dim, "the observation dim")  # written beside chain/draw: never a draw dim's name
     return obs_dim, obs_values
 
 

@@ -16,6 +16,7 @@ import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive
 from calibprob._core.pytensor_setup import get_compile_mode, limit_blas_threads
+from calibprob._core.tables import adopt_columns, check_columns, record_columns
 from calibprob._core.validation import check_array, check_levels, check_same_length
 from calibprob.calibrators.sharp_gp._diagnostics import calibration_dataset
 from calibprob.calibrators.sharp_gp._graph import _compiled, _GraphKey, _placeholder
@@ -284,6 +285,9 @@ class SharpCalibratedGP(BaseEstimator):
         self._check_params()
         base = self._check_base()
         check_not_predictive(X_cal, self, "X_cal")
+        if not adopt_columns(self, base):  # the base's own columns, else X_cal's
+            record_columns(self, X_cal)
+        check_columns(self, X_cal, "X_cal")
         X = check_array(X_cal, "X_cal", ndim=2)
         y = check_array(y_cal, "y_cal", ndim=1)
         check_same_length(X_cal=X, y_cal=y)
@@ -511,6 +515,7 @@ class SharpCalibratedGP(BaseEstimator):
         scalar = np.ndim(levels) == 0
         lv = check_levels(levels, "levels")
         check_not_predictive(X, self)
+        check_columns(self, X)
         X = check_array(X, "X", ndim=2)
         mu, _ = base.predict_mean_std(X)
         if self.interpolate_ == "quantile" and self.nodes_level_.size > 1:

@@ -226,3 +226,19 @@ def test_a_default_grid_too_narrow_for_the_set_is_widened_until_the_set_fits(pro
     tol = 2 * (wide[1] - wide[0]) + 2 * float(np.diff(pred["grid"].values, axis=1).max())
     np.testing.assert_allclose(pred["lower"].values, ref["lower"].values, atol=tol)
     np.testing.assert_allclose(pred["upper"].values, ref["upper"].values, atol=tol)
+
+
+def test_the_door_checks_x_new_width_and_the_trees_draws_first(problem):
+    # issue 36: a narrower X_new reached the model's matrix product; a truncated posterior was paired
+    # with the log-likelihood of the whole one
+    model = _model(problem["X"], problem["y"])
+    idata = _idata(problem, model)
+    with pytest.raises(
+        ValueError,
+        match=r"X_new\['X'\] has rows of shape \(1,\) but the model's container 'X' holds rows of shape \(2,\)",
+    ):
+        calibprob.conformal_bayes(model, idata, problem["X_new"][:, :1])
+    short = idata.copy()
+    short["posterior"] = idata["posterior"].isel(draw=slice(0, DRAWS // 2))
+    with pytest.raises(ValueError, match=r"do not hold the same draws .*posterior \(chain=\d+, draw=\d+\)"):
+        calibprob.conformal_bayes(model, idata=short, X_new=problem["X_new"])
