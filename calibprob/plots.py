@@ -584,7 +584,9 @@ def _from_frame(frame: pd.DataFrame, level) -> pd.DataFrame:
     ):
         if not ok.all():
             bad = t.loc[~ok, col].iloc[0]
-            raise ValueError(f"data column {col!r} holds {bad!r}; coverage and infinite are shares in [0, 1], count >= 0.")
+            raise ValueError(
+                f"data column {col!r} holds {float(bad):g}; coverage and infinite are shares in [0, 1], count >= 0."
+            )
     return t[t["coverage"].notna()]
 
 
@@ -629,7 +631,8 @@ def coverage_by_group(
 
     The figure is :data:`GROUP_FIGURE_WIDTH` inches wide whatever the number of groups: rows take
     about 0.15 in (0.075 in per method with three or more, side by side within a row) and wrap
-    into up to four columns of panels (small multiples) when a level's rows would pass 10 in; labels
+    into up to four columns of panels (small multiples) when a level's rows would pass 10 in
+    (then rows get closer, down to 0.15 in, before the figure grows taller); labels
     longer than 18 characters are shortened with "…". Each level is one block of panels,
     stacked; pass ``level=`` for one. Markers at the axis edge are not clipped.
 
@@ -681,8 +684,8 @@ def coverage_by_group(
     >>> y = rng.normal(size=600) * (0.7 + 0.05 * g)           # noise grows with the group label
     >>> m = calibprob.evaluate(calibprob.normal(np.zeros(600), np.ones(600)), y, [0.9], groups=g)
     >>> fig = coverage_by_group({"N(0, 1)": m}, level=0.9, sort="label")
-    >>> [t.get_text() for t in fig.axes[0].get_yticklabels()][:3]
-    ['0 (n=58)', '1 (n=51)', '2 (n=51)']
+    >>> [t.get_text() for t in fig.axes[0].get_yticklabels()][8:]      # natural order: 9 before 10
+    ['8 (n=55)', '9 (n=54)', '10 (n=52)', '11 (n=62)']
     >>> fig.get_size_inches()[0]
     np.float64(8.0)
     """
@@ -721,7 +724,9 @@ def _group_grid(n_groups: int, n_methods: int) -> tuple[int, int, float]:
     """(columns of panels, rows per panel, inches per row) of one level's block."""
     row_h = max(0.15, 0.075 * n_methods)
     ncol = int(min(_MAX_COLUMNS, max(1, np.ceil(n_groups * row_h / _PANEL_HEIGHT))))
-    return ncol, int(np.ceil(n_groups / ncol)), row_h
+    rows = int(np.ceil(n_groups / ncol))
+    # at the last column the rows get closer (not below 0.15 in) before the figure grows taller
+    return ncol, rows, max(0.15, min(row_h, _PANEL_HEIGHT / rows))
 
 
 def _group_order(block: pd.DataFrame, sort: str) -> list[str]:
@@ -753,6 +758,7 @@ def _draw_group_level(axes, block, c, methods, colors, sort, rows, mass) -> None
     below = block.groupby("group")["below_band"].any().reindex(groups).to_numpy()
     # the axis spans the coverages and the nominal level; a small group's band may run past it (clipped)
     xlo = max(0.0, np.floor((min(np.nanmin(cov.to_numpy()), c) - 0.04) * 20) / 20)
+    xhi = min(1.0, np.ceil((max(np.nanmax(cov.to_numpy()), np.nanmax(hi), c) + 0.02) * 20) / 20)
     step = min(0.8 / len(methods), 0.25)
     offsets = (np.arange(len(methods)) - (len(methods) - 1) / 2) * step
     fontsize = 7.5 if ncol <= 2 else 6.5
@@ -760,7 +766,7 @@ def _draw_group_level(axes, block, c, methods, colors, sort, rows, mass) -> None
         part = slice(j * rows, (j + 1) * rows)
         y = np.arange(len(groups[part]))
         ax.barh(y, (hi - lo)[part], left=lo[part], height=0.8, color="0.87", lw=0, zorder=0)
-        ax.axvline(c, color="0.3", ls="--", lw=1, zorder=1)
+        ax.axvline(c, color="0.25", ls="--", lw=1, zorder=2.5)  # above the grid line at the same place
         for k, m in enumerate(methods):
             x, trivial = cov[m].to_numpy()[part], inf[m].to_numpy()[part] > 0
             ms = 5 if len(methods) <= 3 else 4
@@ -776,7 +782,7 @@ def _draw_group_level(axes, block, c, methods, colors, sort, rows, mass) -> None
         for tick, bad in zip(ax.get_yticklabels(), below[part]):
             tick.set_color("#b3261e" if bad else "0.1")
         ax.set_ylim(rows - 0.5, -0.5)
-        ax.set_xlim(xlo, 1.0 + 0.03 * (1 - xlo))
+        ax.set_xlim(xlo, xhi + 0.03 * (xhi - xlo))
         ax.tick_params(axis="y", length=0)
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(axis="x", color="0.92", lw=0.8, zorder=-1)

@@ -94,22 +94,6 @@ def _grouped_results():
     )
 
 
-def test_binomial_band_is_the_exact_binomial_central_interval():
-    from scipy import stats
-
-    from calibprob.compare.report.group_plots import binomial_band
-
-    for n in (5, 37, 300):
-        lo, hi = binomial_band(0.9, n)
-        k = np.arange(n + 1)
-        pmf = stats.binom.pmf(k, n, 0.9)
-        # brute force: the smallest k with P(K <= k) >= 0.025, and with P(K <= k) >= 0.975
-        cdf = np.cumsum(pmf)
-        assert float(lo) == k[np.argmax(cdf >= 0.025 - 1e-12)] / n
-        assert float(hi) == k[np.argmax(cdf >= 0.975 - 1e-12)] / n
-    assert np.isnan(binomial_band(0.9, 0)[0])
-
-
 def test_the_coverage_by_group_plot_is_in_the_png_plots_and_the_html_report(tmp_path):
     from calibprob.compare.report import GROUP_SECTION, write_html, write_plots
 
@@ -125,7 +109,7 @@ def test_the_coverage_by_group_plot_is_in_the_png_plots_and_the_html_report(tmp_
     assert GROUP_SECTION not in write_html(plain, tmp_path / "p.html").read_text()
 
 
-def test_plot_coverage_by_group_of_evaluate_outputs():
+def test_plot_coverage_by_group_of_evaluate_outputs_is_the_public_plot():
     import calibprob
     from calibprob.compare.report.group_plots import plot_coverage_by_group
 
@@ -134,9 +118,10 @@ def test_plot_coverage_by_group_of_evaluate_outputs():
     y = rng.normal(size=300) * (1 + g)
     m = calibprob.evaluate(calibprob.normal(np.zeros(300), np.ones(300)), y, [0.8, 0.9], groups=g)
     fig = plot_coverage_by_group({"a": m, "b": m})
-    assert len([ax for ax in fig.axes if ax.get_visible() and ax.has_data()]) == 2  # one panel per level
-    # the markers are the group coverages
-    ys = sorted(float(v) for v in fig.axes[1].lines[1].get_ydata())
-    assert ys == sorted(m["group_coverage"].sel(confidence_level=0.9).values.tolist())
-    with pytest.raises(ValueError, match=r"metrics\['x'\] has no group diagnostics; compute it with"):
+    assert len(fig.subfigs) == 2  # one block of panels per level
+    # the markers of level 0.9 (the second block) are the group coverages, once per method
+    ax = fig.subfigs[1].axes[0]
+    xs = sorted(float(v) for line in ax.lines if line.get_marker() == "o" for v in line.get_xdata())
+    assert xs == sorted(2 * m["group_coverage"].sel(confidence_level=0.9).values.tolist())
+    with pytest.raises(ValueError, match=r"data\['x'\] has no group coverage; compute it with"):
         plot_coverage_by_group({"x": calibprob.evaluate(calibprob.normal(np.zeros(300), np.ones(300)), y)})
