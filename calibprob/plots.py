@@ -506,7 +506,7 @@ def _from_results(ds: xr.Dataset, dataset) -> pd.DataFrame:
     if dataset is None and len(names) > 1:
         raise ValueError(f"data holds data sets {names}; pass dataset= one of them.")
     if dataset is not None and str(dataset) not in names:
-        raise ValueError(f"dataset={dataset!r} is not in data; its data sets are {names}.")
+        raise ValueError(f"dataset={dataset!r} is not in data; its data sets are {names}; pass one of them.")
     ds = ds.sel(dataset=names[0] if dataset is None else str(dataset))
     return _from_evaluate({"": ds})
 
@@ -522,7 +522,7 @@ def _infinite_share(m: xr.Dataset) -> xr.DataArray:
     if "group_infinite" in m:
         return m["group_infinite"]
     if "group_width" in m:
-        return np.isinf(m["group_width"]).astype(float)
+        return xr.apply_ufunc(np.isinf, m["group_width"]).astype(float)
     return xr.zeros_like(m["group_coverage"])
 
 
@@ -572,7 +572,7 @@ def _from_frame(frame: pd.DataFrame, level) -> pd.DataFrame:
             raise ValueError(
                 "level= must be one nominal level (e.g. level=0.9) when data (a DataFrame) has no level column."
             )
-        t["level"] = float(level)
+        t["level"] = float(level)  # type: ignore[arg-type]  # a scalar: checked above
     t["method"] = t["method"].astype(str) if "method" in t.columns else "method"
     t["infinite"] = t["infinite"].astype(float) if "infinite" in t.columns else 0.0
     t["group"] = t["group"].astype(str)
@@ -585,7 +585,7 @@ def _from_frame(frame: pd.DataFrame, level) -> pd.DataFrame:
         if not ok.all():
             bad = t.loc[~ok, col].iloc[0]
             raise ValueError(
-                f"data column {col!r} holds {float(bad):g}; coverage and infinite are shares in [0, 1], count >= 0."
+                f"data column {col!r} holds {float(bad):g}; coverage and infinite must be shares in [0, 1], count >= 0."
             )
     return t[t["coverage"].notna()]
 
@@ -701,9 +701,7 @@ def coverage_by_group(
     blocks = [table[table["level"] == c] for c in levels]
     ncol, _, row_h = _group_grid(table["group"].nunique(), len(methods))
     rows = [int(np.ceil(block["group"].nunique() / ncol)) for block in blocks]
-    fig = plt.figure(
-        figsize=(GROUP_FIGURE_WIDTH, sum(rows) * row_h + 0.95 * len(levels) + 0.9), layout="constrained"
-    )
+    fig = plt.figure(figsize=(GROUP_FIGURE_WIDTH, sum(rows) * row_h + 0.95 * len(levels) + 0.9), layout="constrained")
     # one sub-figure per level, so a level's title does not widen the first column of panels
     subs = fig.subfigures(len(levels), 1, height_ratios=[r * row_h + 0.95 for r in rows], squeeze=False)
     for sub, c, block, n_rows in zip(subs.ravel(), levels, blocks, rows):
@@ -800,7 +798,7 @@ def _group_legend(methods, colors, any_infinite: bool, mass: float) -> list:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles = [Line2D([], [], ls="", marker="o", color=colors[m], label=m) for m in methods]
+    handles: list = [Line2D([], [], ls="", marker="o", color=colors[m], label=m) for m in methods]
     if any_infinite:
         handles.append(
             Line2D([], [], ls="", marker=">", mfc="white", mec="0.3", ms=6.5, label="infinite interval (trivial hit)")

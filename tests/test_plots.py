@@ -256,7 +256,7 @@ def test_bad_input_is_refused_with_the_parameter_the_value_and_the_fix():
         coverage_by_group(t.drop(columns="count"), level=0.9)
     with pytest.raises(ValueError, match=r"level= must be one nominal level \(e.g. level=0.9\) when data"):
         coverage_by_group(t)
-    with pytest.raises(ValueError, match=r"data column 'coverage' holds 1.5; coverage and infinite are shares"):
+    with pytest.raises(ValueError, match=r"data column 'coverage' holds 1.5; coverage and infinite must be shares"):
         coverage_by_group(t.assign(coverage=1.5), level=0.9)
     with pytest.raises(ValueError, match=r"mass must be a probability in \(0, 1\), e.g. 0.95 .*; got 95"):
         coverage_by_group(t, level=0.9, mass=95)
