@@ -407,6 +407,9 @@ def write_html(
 
 #: The HTML section shown after "Coverage and width" when the results carry per-group diagnostics.
 GROUP_SECTION = "Coverage by group"
+#: Up to this many groups the report's group plots keep the labels' natural order at every level;
+#: beyond it they sort by coverage, worst first.
+GROUPS_IN_LABEL_ORDER = 12
 
 
 def _group_coverage_html(st: xr.Dataset, datasets, colors) -> str:
@@ -420,14 +423,19 @@ def _group_coverage_html(st: xr.Dataset, datasets, colors) -> str:
         if not bool(b["group_coverage"].notnull().any()):
             continue
         parts.append(f"<h3>{_esc(d)}</h3>")
+        # a few groups read best in the same order at every level; many, worst first
+        seen = b["group_coverage"].notnull().any([k for k in b["group_coverage"].dims if k != "group"])
+        sort = "label" if int(seen.sum()) <= GROUPS_IN_LABEL_ORDER else "coverage"
         for c in b["confidence_level"].values:
             if bool(b["group_coverage"].sel(confidence_level=c).notnull().any()):
-                parts.append(_png(coverage_by_group(b, level=float(c), colors=colors, title=f"{d}: coverage by group")))
+                fig = coverage_by_group(b, level=float(c), sort=sort, colors=colors, title=f"{d}: coverage by group")
+                parts.append(_png(fig))
     if not parts:
         return ""
     return (
         '<p class="note">Coverage within each group, pooled over repetitions, one marker per pipeline; groups '
-        "sorted by their lowest coverage, worst at the top. Grey: where a group of that many test points falls "
+        f"in natural order of their labels when there are at most {GROUPS_IN_LABEL_ORDER}, else sorted by their "
+        "lowest coverage over the pipelines, worst at the top. Grey: where a group of that many test points falls "
         f"{BAND_MASS:.0%} of the time under exactly nominal coverage (exact binomial); a marker left of its band is "
         "a group the method fails (its label is red). A hollow triangle is a group whose interval was infinite for "
         "some or all of its points (too small for the level): covered, but trivially. The ranking never names as "
