@@ -104,6 +104,8 @@ def test_the_coverage_by_group_plot_is_in_the_png_plots_and_the_html_report(tmp_
     assert f'<h2 id="coverage-by-group">{GROUP_SECTION}</h2>' in page
     assert page.index("Coverage and width</h2>") < page.index(f"{GROUP_SECTION}</h2>")
     assert "worst group y under-covers" in page  # the ranking says why narrow is not best
+    section = page[page.index(f"{GROUP_SECTION}</h2>") :].split("</section>")[0]
+    assert section.count('<img alt="d: coverage by group"') == 1  # one figure per data set and level
     plain = res.drop_vars(["group_coverage", "group_count", "group"])
     assert "d_coverage_by_group.png" not in [p.name for p in write_plots(plain, tmp_path / "p")]
     assert GROUP_SECTION not in write_html(plain, tmp_path / "p.html").read_text()
