@@ -1,9 +1,12 @@
 """Plots on the predictive-distribution contract (matplotlib).
 
-Each function takes one prediction or a ``{name: prediction}`` dict plus the
+Each ``plot_*`` function takes one prediction or a ``{name: prediction}`` dict plus the
 observed ``y``, draws on ``ax`` (a new figure when omitted) and returns the
 Axes. The curve-drawing helpers (``draw_*``) take precomputed curves so that
 ``calibprob report`` redraws them from a results file without the predictions.
+:func:`coverage_by_group` draws coverage within groups from a comparison's results,
+:func:`calibprob.evaluate` outputs or a plain per-group table, and returns a Figure of a
+fixed width (:func:`group_coverage_table` gives its numbers).
 """
 
 from __future__ import annotations
@@ -455,6 +458,10 @@ def group_coverage_table(data, level=None, *, dataset=None, mass: float = BAND_M
     [['a', 0.84, 0.95, True], ['b', 0.6, 1.0, False]]
     """
     mass = _check_mass(mass)
+    if level is not None:
+        asked = np.atleast_1d(np.asarray(level, dtype=float))
+        if asked.ndim != 1 or asked.size == 0 or not np.all((asked > 0) & (asked < 1)):
+            raise ValueError(f"level must be a confidence level in (0, 1) or a list of them, e.g. 0.9; got {level!r}.")
     table = _read_group_data(data, dataset, level)
     table = _select_levels(table, level)
     lo, hi = binomial_band(table["level"].to_numpy(float), table["count"].to_numpy(float), mass)

@@ -248,6 +248,10 @@ def test_bad_input_is_refused_with_the_parameter_the_value_and_the_fix():
     t = _table(3)
     with pytest.raises(ValueError, match=r"level=0.95 is not in data; its levels are \[0.5, 0.8, 0.9\]; pass one"):
         coverage_by_group(t.assign(level=np.repeat([0.5, 0.8, 0.9], 1)), level=0.95)
+    with pytest.raises(
+        ValueError, match=r"level must be a confidence level in \(0, 1\) or a list of them, e.g. 0.9; got 90"
+    ):
+        coverage_by_group(t, level=90)
     with pytest.raises(ValueError, match=r"data holds no group with a coverage \(an empty table\); give at least"):
         coverage_by_group(t.iloc[:0], level=0.9)
     with pytest.raises(ValueError, match=r"sort='size' is not a row order; pass one of 'coverage', 'label', 'count'"):
