@@ -127,3 +127,27 @@ def test_plot_coverage_by_group_of_evaluate_outputs_is_the_public_plot():
     assert xs == sorted(2 * m["group_coverage"].sel(confidence_level=0.9).values.tolist())
     with pytest.raises(ValueError, match=r"data\['x'\] has no group coverage; compute it with"):
         plot_coverage_by_group({"x": calibprob.evaluate(calibprob.normal(np.zeros(300), np.ones(300)), y)})
+
+
+def test_repetitions_whose_test_parts_hold_different_groups_combine_without_spreading_scores(monkeypatch):
+    spec = _spec()
+    load = tasks_mod._load
+
+    def many_groups(spec, dataset, seed):
+        data = load(spec, dataset, seed)
+        # 40 groups of 6 points: a random test part of 60 points misses some, a different few each repetition
+        return data.assign_coords(group=("obs", np.arange(data.sizes["obs"]) % 40))
+
+    monkeypatch.setattr(tasks_mod, "_load", many_groups)
+    tasks = [tasks_mod.run_task(spec.to_dict(), "branin", r) for r in range(2)]
+    labels = [set(t["group"].values.tolist()) for t in tasks]
+    assert labels[0] != labels[1]  # the case that broke the combination
+    ds = assembly._combine(spec, tasks).to_dataset()
+    assert ds["nll"].dims == ("dataset", "repetition", "calibrator")  # no group dimension spread over the scores
+    assert set(ds["group"].values.tolist()) == labels[0] | labels[1]
+    for r, t in enumerate(tasks):
+        xr.testing.assert_equal(ds["nll"].isel(repetition=r), t["nll"].isel(repetition=0))
+        # a group absent from a repetition's test part has no count there; the others add up to the test part
+        counts = ds["group_count"].isel(repetition=r).sel(calibrator="b").squeeze()
+        assert int(counts.sum()) == int(t["n_test"].values.ravel()[0])
+        assert int(counts.notnull().sum()) == len(labels[r])
