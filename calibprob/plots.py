@@ -787,8 +787,9 @@ def _draw_group_level(axes, block, c, methods, colors, sort, rows, mass) -> None
         for tick, bad in zip(ax.get_yticklabels(), below[part]):
             tick.set_color("#b3261e" if bad else "0.1")
         ax.set_ylim(rows - 0.5, -0.5)
-        ax.set_xlim(xlo, xhi + 0.03 * (xhi - xlo))
-        ax.tick_params(axis="y", length=0)
+        # a little room past 0 and 1, so a marker there sits whole inside the panel, clear of the labels
+        ax.set_xlim(xlo - 0.02 * (xhi - xlo), xhi + 0.03 * (xhi - xlo))
+        ax.tick_params(axis="y", length=0, pad=4)
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(axis="x", color="0.92", lw=0.8, zorder=-1)
         ax.set_xlabel("coverage in group", fontsize=8)
