@@ -121,6 +121,13 @@ def _combine(spec: Spec, pieces) -> xr.DataTree:
         else:
             p["task_error"] = p["task_error"].broadcast_like(p["repetition"]).broadcast_like(p["dataset"])
         clean.append(p)
+    # a random split puts different groups in each repetition's test part (radon: 85 counties, a few
+    # homes each): the pieces are put on the union of the group labels first, so that the combination
+    # runs along dataset and repetition only (combine_by_coords would otherwise take `group` for a
+    # dimension to concatenate along and spread every score over it)
+    if sum("group" in p.dims for p in clean) > 1:
+        groups = sorted(set().union(*(p["group"].values.tolist() for p in clean if "group" in p.dims)))
+        clean = [p.reindex(group=groups) if "group" in p.dims else p for p in clean]
     ds = xr.combine_by_coords(clean, combine_attrs="drop", join="outer")
     assert isinstance(ds, xr.Dataset)  # the parts are Datasets, so is their combination
     index: dict[str, object] = {

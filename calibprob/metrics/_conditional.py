@@ -143,8 +143,10 @@ def coverage_by_group(covered, widths, groups) -> dict:
     -------
     dict
         ``labels`` (sorted unique labels, shape (G,)), ``count`` (G,),
-        ``coverage``, ``se``, ``width`` (G, k). A group with an infinite
-        interval has infinite mean width.
+        ``coverage``, ``se``, ``width``, ``infinite`` (G, k). A group with an infinite
+        interval has infinite mean width; ``infinite`` is the share of the group's
+        points whose interval is unbounded (a Mondrian group too small for the level,
+        a conformal set that is the whole line): they count as covered, but trivially.
 
     References
     ----------
@@ -168,14 +170,16 @@ def coverage_by_group(covered, widths, groups) -> dict:
     hits = np.stack([np.bincount(inverse, weights=cov[:, k], minlength=G) for k in range(cov.shape[1])], axis=1)
     coverage = hits / count[:, None]
     width = np.empty_like(coverage)
+    infinite = np.empty_like(coverage)
     for k in range(w.shape[1]):
         finite = np.isfinite(w[:, k])
         s = np.bincount(inverse[finite], weights=w[finite, k], minlength=G)
         # an infinite interval makes its group's mean width infinite, never NaN
         n_inf = np.bincount(inverse[~finite], minlength=G)
         width[:, k] = np.where(n_inf > 0, np.inf, s / count)
+        infinite[:, k] = n_inf / count
     se = np.sqrt(coverage * (1 - coverage) / count[:, None])
-    return {"labels": labels, "count": count, "coverage": coverage, "se": se, "width": width}
+    return {"labels": labels, "count": count, "coverage": coverage, "se": se, "width": width, "infinite": infinite}
 
 
 def worst_group(coverage, count) -> tuple[np.ndarray, np.ndarray]:

@@ -120,8 +120,9 @@ def evaluate(
         :mod:`calibprob.metrics._conditional`: ``ssc_coverage(confidence_level,
         ssc_bin)`` (size-stratified coverage) and ``hsic(confidence_level)``
         always; with ``groups``, over the new ``group`` coordinate,
-        ``group_count(group)``, ``group_coverage``, ``group_coverage_se`` and
-        ``group_width`` over (``group``, ``confidence_level``), and over
+        ``group_count(group)``, ``group_coverage``, ``group_coverage_se``,
+        ``group_width`` and ``group_infinite`` (the share of the group's points
+        whose interval is infinite) over (``group``, ``confidence_level``), and over
         ``confidence_level`` ``worst_group`` (label), ``worst_group_coverage``,
         ``worst_group_count``, ``coverage_gap``, ``coverage_gap_weighted``;
         with ``X``, ``worst_slab_coverage(confidence_level)``. Definitions:

@@ -94,22 +94,6 @@ def _grouped_results():
     )
 
 
-def test_binomial_band_is_the_exact_binomial_central_interval():
-    from scipy import stats
-
-    from calibprob.compare.report.group_plots import binomial_band
-
-    for n in (5, 37, 300):
-        lo, hi = binomial_band(0.9, n)
-        k = np.arange(n + 1)
-        pmf = stats.binom.pmf(k, n, 0.9)
-        # brute force: the smallest k with P(K <= k) >= 0.025, and with P(K <= k) >= 0.975
-        cdf = np.cumsum(pmf)
-        assert float(lo) == k[np.argmax(cdf >= 0.025 - 1e-12)] / n
-        assert float(hi) == k[np.argmax(cdf >= 0.975 - 1e-12)] / n
-    assert np.isnan(binomial_band(0.9, 0)[0])
-
-
 def test_the_coverage_by_group_plot_is_in_the_png_plots_and_the_html_report(tmp_path):
     from calibprob.compare.report import GROUP_SECTION, write_html, write_plots
 
@@ -120,12 +104,14 @@ def test_the_coverage_by_group_plot_is_in_the_png_plots_and_the_html_report(tmp_
     assert f'<h2 id="coverage-by-group">{GROUP_SECTION}</h2>' in page
     assert page.index("Coverage and width</h2>") < page.index(f"{GROUP_SECTION}</h2>")
     assert "worst group y under-covers" in page  # the ranking says why narrow is not best
+    section = page[page.index(f"{GROUP_SECTION}</h2>") :].split("</section>")[0]
+    assert section.count('<img alt="d: coverage by group"') == 1  # one figure per data set and level
     plain = res.drop_vars(["group_coverage", "group_count", "group"])
     assert "d_coverage_by_group.png" not in [p.name for p in write_plots(plain, tmp_path / "p")]
     assert GROUP_SECTION not in write_html(plain, tmp_path / "p.html").read_text()
 
 
-def test_plot_coverage_by_group_of_evaluate_outputs():
+def test_plot_coverage_by_group_of_evaluate_outputs_is_the_public_plot():
     import calibprob
     from calibprob.compare.report.group_plots import plot_coverage_by_group
 
@@ -134,9 +120,34 @@ def test_plot_coverage_by_group_of_evaluate_outputs():
     y = rng.normal(size=300) * (1 + g)
     m = calibprob.evaluate(calibprob.normal(np.zeros(300), np.ones(300)), y, [0.8, 0.9], groups=g)
     fig = plot_coverage_by_group({"a": m, "b": m})
-    assert len([ax for ax in fig.axes if ax.get_visible() and ax.has_data()]) == 2  # one panel per level
-    # the markers are the group coverages
-    ys = sorted(float(v) for v in fig.axes[1].lines[1].get_ydata())
-    assert ys == sorted(m["group_coverage"].sel(confidence_level=0.9).values.tolist())
-    with pytest.raises(ValueError, match=r"metrics\['x'\] has no group diagnostics; compute it with"):
+    assert len(fig.subfigs) == 2  # one block of panels per level
+    # the markers of level 0.9 (the second block) are the group coverages, once per method
+    ax = fig.subfigs[1].axes[0]
+    xs = sorted(float(v) for line in ax.lines if line.get_marker() == "o" for v in line.get_xdata())
+    assert xs == sorted(2 * m["group_coverage"].sel(confidence_level=0.9).values.tolist())
+    with pytest.raises(ValueError, match=r"data\['x'\] has no group coverage; compute it with"):
         plot_coverage_by_group({"x": calibprob.evaluate(calibprob.normal(np.zeros(300), np.ones(300)), y)})
+
+
+def test_repetitions_whose_test_parts_hold_different_groups_combine_without_spreading_scores(monkeypatch):
+    spec = _spec()
+    load = tasks_mod._load
+
+    def many_groups(spec, dataset, seed):
+        data = load(spec, dataset, seed)
+        # 40 groups of 6 points: a random test part of 60 points misses some, a different few each repetition
+        return data.assign_coords(group=("obs", np.arange(data.sizes["obs"]) % 40))
+
+    monkeypatch.setattr(tasks_mod, "_load", many_groups)
+    tasks = [tasks_mod.run_task(spec.to_dict(), "branin", r) for r in range(2)]
+    labels = [set(t["group"].values.tolist()) for t in tasks]
+    assert labels[0] != labels[1]  # the case that broke the combination
+    ds = assembly._combine(spec, tasks).to_dataset()
+    assert ds["nll"].dims == ("dataset", "repetition", "calibrator")  # no group dimension spread over the scores
+    assert set(ds["group"].values.tolist()) == labels[0] | labels[1]
+    for r, t in enumerate(tasks):
+        xr.testing.assert_equal(ds["nll"].isel(repetition=r), t["nll"].isel(repetition=0))
+        # a group absent from a repetition's test part has no count there; the others add up to the test part
+        counts = ds["group_count"].isel(repetition=r).sel(calibrator="b").squeeze()
+        assert int(counts.sum()) == int(t["n_test"].values.ravel()[0])
+        assert int(counts.notnull().sum()) == len(labels[r])

@@ -22,7 +22,8 @@ def _png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=96, bbox_inches="tight")
     plt.close(fig)
-    alt = fig.axes[0].get_title() if fig.axes else "figure"
+    # the first panel's title, else the figure's (a figure of sub-figures titles those, not its axes)
+    alt = (fig.axes[0].get_title() if fig.axes else "") or fig.get_suptitle() or "figure"
     return f'<img alt="{_esc(alt)}" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode("ascii")}">'
 
 

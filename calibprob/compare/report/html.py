@@ -20,9 +20,9 @@ from calibprob.compare.report.figures import (
     _png,
     _reliability_fig,
 )
-from calibprob.compare.report.group_plots import group_coverage_figure
 from calibprob.compare.report.results import load_results
 from calibprob.compare.report.text import summary
+from calibprob.plots import BAND_MASS, coverage_by_group
 
 # ----------------------------------------------------------------------------- the HTML report
 #: Root variables of a results file shown in the report's diagnostics section when present
@@ -298,7 +298,8 @@ def write_html(
     any — convergence diagnostics (a ``diagnostics`` group, or root variables
     named in :data:`DIAGNOSTIC_NAMES`) and, after coverage vs width, the
     coverage by group with binomial bands (:data:`GROUP_SECTION`; results of
-    a data set with groups, :mod:`calibprob.compare.report.group_plots`).
+    a data set with groups, :func:`calibprob.plots.coverage_by_group`, one
+    figure per data set and level).
 
     The PIT histograms are derived from the stored reliability curves:
     ``observed_fraction`` at level :math:`p_j` is the fraction of test points
@@ -406,25 +407,39 @@ def write_html(
 
 #: The HTML section shown after "Coverage and width" when the results carry per-group diagnostics.
 GROUP_SECTION = "Coverage by group"
+#: Up to this many groups the report's group plots keep the labels' natural order at every level;
+#: beyond it they sort by coverage, worst first.
+GROUPS_IN_LABEL_ORDER = 12
 
 
 def _group_coverage_html(st: xr.Dataset, datasets, colors) -> str:
-    """The coverage-by-group figures, one per data set with group diagnostics ('' when none has them)."""
+    """The coverage-by-group figures, one per data set with group diagnostics and level ('' when none has them)."""
     if "group_coverage" not in st or "group_count" not in st:
         return ""
 
-    figs = []
+    parts = []
     for d in datasets:
         b = st.sel(dataset=d)
-        if bool(b["group_coverage"].notnull().any()):
-            figs.append(_png(group_coverage_figure(b["group_coverage"], b["group_count"], "pipeline", f"{d}", colors)))
-    if not figs:
+        if not bool(b["group_coverage"].notnull().any()):
+            continue
+        parts.append(f"<h3>{_esc(d)}</h3>")
+        # a few groups read best in the same order at every level; many, worst first
+        seen = b["group_coverage"].notnull().any([k for k in b["group_coverage"].dims if k != "group"])
+        sort = "label" if int(seen.sum()) <= GROUPS_IN_LABEL_ORDER else "coverage"
+        for c in b["confidence_level"].values:
+            if bool(b["group_coverage"].sel(confidence_level=c).notnull().any()):
+                fig = coverage_by_group(b, level=float(c), sort=sort, colors=colors, title=f"{d}: coverage by group")
+                parts.append(_png(fig))
+    if not parts:
         return ""
     return (
-        '<p class="note">Coverage within each group, pooled over repetitions, one marker per pipeline; '
-        "grey: where a group of that many test points falls 95% of the time under exactly nominal coverage "
-        "(binomial); a marker below its band is a group the method fails. The ranking never names as best "
-        "for width a pipeline whose worst group is short of nominal by more than 2 se.</p>" + "\n".join(figs)
+        '<p class="note">Coverage within each group, pooled over repetitions, one marker per pipeline; groups '
+        f"in natural order of their labels when there are at most {GROUPS_IN_LABEL_ORDER}, else sorted by their "
+        "lowest coverage over the pipelines, worst at the top. Grey: where a group of that many test points falls "
+        f"{BAND_MASS:.0%} of the time under exactly nominal coverage (exact binomial); a marker left of its band is "
+        "a group the method fails (its label is red). A hollow triangle is a group whose interval was infinite for "
+        "some or all of its points (too small for the level): covered, but trivially. The ranking never names as "
+        "best for width a pipeline whose worst group is short of nominal by more than 2 se.</p>" + "\n".join(parts)
     )
 
 

@@ -7,9 +7,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from calibprob.compare.report.group_plots import group_coverage_figure
 from calibprob.compare.report.results import _flat
-from calibprob.plots import draw_coverage, draw_reliability
+from calibprob.plots import coverage_by_group, draw_coverage, draw_reliability
 from calibprob.runs import inside, safe_name
 
 
@@ -78,8 +77,8 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
 
 
 def _plot_group_coverage(r: xr.Dataset, cals: list[str], d):
-    """Coverage of each group against its binomial band (:mod:`calibprob.compare.report.group_plots`)."""
-    return group_coverage_figure(r["group_coverage"], r["group_count"], "calibrator", f"Coverage by group — {d}")
+    """Coverage of each group against its binomial band, every level (:func:`calibprob.plots.coverage_by_group`)."""
+    return coverage_by_group(r, title=f"Coverage by group — {d}")
 
 
 def _check_plot_stems(datasets) -> None:
