@@ -168,7 +168,14 @@ def loo_weights(tree, *, var_name: str | None = None) -> LOOWeights:
             f"tree must be an xarray.DataTree (what pm.sample returns); got {type(tree).__name__}. "
             "Pass the idata of the fitted model."
         )
-    ll = _group(groups, "log_likelihood", "compute it with pm.compute_log_likelihood(idata) first.")
+    ll = _group(
+        groups,
+        "log_likelihood",
+        (
+            "compute it with pm.compute_log_likelihood(idata) first "
+            "(bambi: model.compute_log_likelihood(idata), or fit with idata_kwargs={'log_likelihood': True})."
+        ),
+    )
     var_name, obs_dim = _var_and_obs_dim(ll, var_name)
     # r_eff reads the posterior: its draws must be the log-likelihood's
     check_tree(tree, ("posterior", "log_likelihood"), var_name=var_name, where="tree")
@@ -284,7 +291,8 @@ def from_loo(tree, *, var_name: str | None = None, levels=None) -> xr.Dataset:
     pp = _group(
         groups,
         "posterior_predictive",
-        "draw it with pm.sample_posterior_predictive(idata, extend_inferencedata=True).",
+        "draw it with pm.sample_posterior_predictive(idata, extend_inferencedata=True) "
+        "(bambi: model.predict(idata, kind='response', inplace=True)).",
     )
     draws = _pick_variable(pp, weights.var_name if weights.var_name in pp else var_name, "group 'posterior_predictive'")
     lw = weights.log_weights

@@ -182,11 +182,12 @@ def test_from_loo_bad_input():
     X = _design(rng, 12)
     y = X @ [0.0, 1.0, 0.0] + rng.standard_normal(12)
     idata, _ = tree(rng, X, y, 1.0, 3.0, draws=300)
-    with pytest.raises(ValueError, match=r"no 'log_likelihood' group.*pm\.compute_log_likelihood\(idata\)"):
+    with pytest.raises(ValueError, match=r"no 'log_likelihood' group.*pm\.compute_log_likelihood\(idata\).*bambi"):
         calibprob.from_loo(_without(idata, "log_likelihood"))
     with pytest.raises(
         ValueError,
-        match=r"no 'posterior_predictive' group.*pm\.sample_posterior_predictive\(idata, extend_inferencedata=True\)",
+        match=r"no 'posterior_predictive' group.*pm\.sample_posterior_predictive\(idata, extend_inferencedata=True\)"
+        r".*bambi: model\.predict\(idata, kind='response', inplace=True\)",
     ):
         calibprob.from_loo(_without(idata, "posterior_predictive"))
     short = {k: v.dataset for k, v in idata.children.items()}
