@@ -63,6 +63,7 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_pred
 from calibprob._core.ranks import exact_level, least_n
 from calibprob._core.validation import GROUP_COORD, check_confidence_levels, check_groups, check_targets
 from calibprob.predictive import CalibprobWarning, from_quantiles, normal
+from calibprob.registry import CLASSES, METHODS, load_object
 
 __all__ = [
     "Mondrian",
@@ -136,8 +137,6 @@ def min_group_size(confidence_level, method=None, *, sides: int = 1) -> int:
 
 def _method_instance(method):
     """An unfitted calibrator for ``method`` (a registry kind Mondrian can wrap, or an instance)."""
-    from calibprob.registry import CLASSES, METHODS, load_object
-
     if not isinstance(method, str):
         if not callable(getattr(method, "fit", None)):
             raise TypeError(
@@ -148,7 +147,9 @@ def _method_instance(method):
     wrappable = sorted(k for k, e in METHODS.items() if e.family == "distribution" and e.cls is not None)
     entry = METHODS.get(method)
     if entry is None or method not in wrappable:
-        why = "is not a calibrator kind" if entry is None else f"is a {entry.family!r} kind, which Mondrian does not wrap"
+        why = (
+            "is not a calibrator kind" if entry is None else f"is a {entry.family!r} kind, which Mondrian does not wrap"
+        )
         raise ValueError(
             f"method={method!r} {why}. Pass one of the kinds Mondrian wraps per group: {', '.join(wrappable)}."
         )
