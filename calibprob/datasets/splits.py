@@ -114,7 +114,7 @@ def train_calibrate_test_split(
         ``groups=`` makes). Each group is split on its own with the same fractions
         (largest-remainder rule per group), so every group with at least
         ``ceil(1 / min(fractions))`` rows gets rows in every part, in proportion: what
-        a Mondrian (group-conditional) calibrator needs, :func:`calibprob.min_group_size`
+        a Mondrian (group-conditional) calibrator needs, :func:`calibprob.min_group_size <calibprob.calibrators.conformal.min_group_size>`
         calibration rows per group. A group too small for a part is named in one
         :class:`~calibprob.CalibprobWarning` (its rows go to the earlier parts, train first).
     time : array_like or str, optional
