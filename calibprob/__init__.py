@@ -43,6 +43,7 @@ _LAZY = {
     "TransformedTargetRegressor": "calibprob.bases.transformed",
     "conformal_bayes": "calibprob.calibrators.conformal.from_pymc",
     "bins": "calibprob.calibrators.conformal",
+    "min_group_size": "calibprob.calibrators.conformal",
     **_registry.exports("calibprob"),
 }
 

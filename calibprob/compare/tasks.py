@@ -93,7 +93,7 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
     d = next(d for d in spec.datasets if d.name == dataset)
     split = d.split if d.split is not None else spec.split
     fractions = tuple(split[k] for k in ("train", "calibrate", "test") if k in split)
-    parts = cds.train_calibrate_test_split(data, fractions, seed=seed)
+    parts = cds.train_calibrate_test_split(data, fractions, seed=seed, stratify=_stratify_labels(d, split, data))
     test_groups = _test_groups(parts["test"])
     # the Mondrian groups of each part (a spec's groups = "<column>"), taken before any transform
     groups = {k: v["group"].values for k, v in parts.items()} if "group" in data.coords else None
@@ -131,6 +131,24 @@ def _test_groups(test: xr.Dataset) -> np.ndarray | None:
     if GROUP_COORD not in test.coords:
         return None
     return np.asarray([str(v) for v in test[GROUP_COORD].values])
+
+
+def _stratify_labels(d, split: dict, data: xr.Dataset):
+    """The labels of the split's ``stratify`` column (None without one), one per row of ``data``.
+
+    The data set's own ``groups`` column is already the ``group`` coordinate; another column is
+    read by loading the same rows again with that column as the groups (same file, same
+    ``dropna``/``subsample``, so the same rows in the same order).
+    """
+    column = split.get("stratify")
+    if column is None:
+        return None
+    if column == d.groups:
+        return data["group"].values
+    again = _load_table(dataclasses.replace(d, groups=column)) if d.path is not None else None
+    if again is None:
+        again = cds.load_dataset(d.name, groups=column)
+    return again["group"].values
 
 
 def _load_table(d):

@@ -8,6 +8,7 @@ about the calibration or test data leaks into the model.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -15,6 +16,7 @@ import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted
 from calibprob._core.validation import check_array, check_same_length
+from calibprob.predictive._common import CalibprobWarning
 
 __all__ = ["train_calibrate_test_split", "Standardizer"]
 
@@ -90,7 +92,9 @@ def _take(data, idx: np.ndarray):
     return tuple(np.asarray(a)[idx] for a in data)
 
 
-def train_calibrate_test_split(data, fractions: Sequence[float] = (0.6, 0.2, 0.2), *, seed) -> dict:
+def train_calibrate_test_split(
+    data, fractions: Sequence[float] = (0.6, 0.2, 0.2), *, seed, stratify=None, time=None
+) -> dict:
     """Split data at random into train / calibrate / test (or train / test) parts.
 
     Parameters
@@ -104,6 +108,20 @@ def train_calibrate_test_split(data, fractions: Sequence[float] = (0.6, 0.2, 0.2
         (train, test). Each must be > 0 and they must sum to 1.
     seed : int, numpy.random.SeedSequence or numpy.random.Generator
         Seed of the random permutation (required, so every split is reproducible).
+    stratify : array_like or str, optional
+        One group label per observation, or the name of an ``obs`` coordinate or variable of
+        a Dataset (e.g. ``"group"``, as :func:`~calibprob.datasets.load_dataset` with
+        ``groups=`` makes). Each group is split on its own with the same fractions
+        (largest-remainder rule per group), so every group with at least
+        ``ceil(1 / min(fractions))`` rows gets rows in every part, in proportion: what
+        a Mondrian (group-conditional) calibrator needs, :func:`calibprob.min_group_size <calibprob.calibrators.conformal.min_group_size>`
+        calibration rows per group. A group too small for a part is named in one
+        :class:`~calibprob.CalibprobWarning` (its rows go to the earlier parts, train first).
+    time : array_like or str, optional
+        With ``stratify``: one sortable time stamp per observation (or the name of a coordinate
+        or variable). Each group is then split in time order instead of at random: its
+        earliest rows train, the next calibrate, the latest test (a forecast's split, no
+        future row in an earlier part). Ties keep the data's order.
 
     Returns
     -------
@@ -141,8 +159,12 @@ def train_calibrate_test_split(data, fractions: Sequence[float] = (0.6, 0.2, 0.2
     """
     fr = _check_fractions(fractions)
     n = _n_obs(data)
-    counts = _allocate(n, fr)
     names = _PART_NAMES[fr.size]
+    if stratify is not None:
+        return _stratified(data, fr, n, names, seed, stratify, time)
+    if time is not None:
+        raise ValueError("time is given without stratify; pass stratify= (the group column) with time=, or neither.")
+    counts = _allocate(n, fr)
     if (counts == 0).any():
         needed = int(np.ceil(1.0 / fr.min() - 1e-9))
         raise ValueError(
@@ -153,6 +175,72 @@ def train_calibrate_test_split(data, fractions: Sequence[float] = (0.6, 0.2, 0.2
     perm = np.random.default_rng(seed).permutation(n)
     bounds = np.concatenate([[0], np.cumsum(counts)])
     return {name: _take(data, np.sort(perm[bounds[k] : bounds[k + 1]])) for k, name in enumerate(names)}
+
+
+def _column(data, value, name: str, n: int) -> np.ndarray:
+    """``value`` as one entry per observation: an array, or a coordinate / variable of a Dataset."""
+    if isinstance(value, str):
+        if not isinstance(data, xr.Dataset) or value not in data.variables:
+            have = sorted(map(str, data.variables)) if isinstance(data, xr.Dataset) else []
+            raise ValueError(
+                f"{name}={value!r} is not a coordinate or variable of data (it has {have}); pass one of those "
+                f"names, or the {n} labels themselves."
+            )
+        out = np.asarray(data[value].values)
+    else:
+        out = np.asarray(value)
+    if out.shape != (n,):
+        raise ValueError(f"{name} must hold one entry per observation ({n}); got shape {out.shape}. Pass {n} entries.")
+    return out
+
+
+def _stratified(data, fr: np.ndarray, n: int, names: tuple, seed, stratify, time) -> dict:
+    """Each group split on its own (at random, or in ``time`` order); groups too small for a part warned."""
+    labels = _column(data, stratify, "stratify", n)
+    stamps = None if time is None else _column(data, time, "time", n)
+    uniq, codes = np.unique(labels, return_inverse=True)
+    rng = np.random.default_rng(seed)
+    parts: list[list[np.ndarray]] = [[] for _ in names]
+    short = []
+    for k in range(uniq.size):
+        rows = np.flatnonzero(codes == k)
+        # random order per group from one generator (groups in sorted order: deterministic), or time order
+        rows = rows[np.argsort(stamps[rows], kind="stable")] if stamps is not None else rng.permutation(rows)
+        counts = _allocate(rows.size, fr)
+        if (counts == 0).any():
+            short.append(
+                (
+                    uniq[k].item() if hasattr(uniq[k], "item") else uniq[k],
+                    rows.size,
+                    [names[j] for j in np.flatnonzero(counts == 0)],
+                )
+            )
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        for j in range(len(names)):
+            parts[j].append(rows[bounds[j] : bounds[j + 1]])
+    idx = [np.sort(np.concatenate(p)) for p in parts]
+    empty = [names[j] for j, p in enumerate(idx) if p.size == 0]
+    if empty:
+        raise ValueError(
+            f"the {empty[0]!r} part would be empty: every group of stratify has too few rows for fractions "
+            f"{tuple(fr.tolist())}. Pass larger groups, larger fractions, or no stratify."
+        )
+    if short:
+        _warn_short(short, fr)
+    return {name: _take(data, idx[j]) for j, name in enumerate(names)}
+
+
+def _warn_short(short: list, fr: np.ndarray) -> None:
+    """One warning naming every group too small to reach a part."""
+    text = "; ".join(f"group {g!r} ({m} row(s)) has no {', '.join(p)} row" for g, m, p in short[:20])
+    more = f"; and {len(short) - 20} more" if len(short) > 20 else ""
+    warnings.warn(
+        f"{len(short)} group(s) too small for every part of the split {tuple(fr.tolist())}: {text}{more}. "
+        f"A group needs {int(np.ceil(1.0 / fr.min() - 1e-9))} rows to reach every part; merge small groups or "
+        "use a Mondrian fallback for them.",
+        CalibprobWarning,
+        stacklevel=4,
+    )
 
 
 class Standardizer(BaseEstimator):

@@ -63,6 +63,7 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_pred
 from calibprob._core.ranks import exact_level, least_n
 from calibprob._core.validation import GROUP_COORD, check_confidence_levels, check_groups, check_targets
 from calibprob.predictive import CalibprobWarning, from_quantiles, normal
+from calibprob.registry import CLASSES, METHODS, load_object
 
 __all__ = [
     "Mondrian",
@@ -81,7 +82,7 @@ POOLED_COORD = "mondrian_pooled"
 _FALLBACKS = (None, "pooled")
 
 
-def min_group_size(confidence_level, *, sides: int = 1) -> int:
+def min_group_size(confidence_level, method=None, *, sides: int = 1) -> int:
     r"""The smallest group size whose conformal interval at ``confidence_level`` is finite.
 
     Computed in exact rational arithmetic on :math:`\alpha = 1 - c`:
@@ -97,6 +98,12 @@ def min_group_size(confidence_level, *, sides: int = 1) -> int:
     ----------
     confidence_level : float
         :math:`c` in (0, 1), read as the fraction it stands for (:func:`calibprob._core.ranks.exact_level`).
+    method : str or calibrator, optional
+        A calibrator kind of :data:`calibprob.registry.METHODS` that :class:`Mondrian` can wrap
+        (a distribution post-processor: ``"split-conformal"``, ``"conformal-predictive"``,
+        ``"isotonic"``, ``"cqr"``, ...) or an unfitted calibrator instance. Its count is the one
+        :class:`Mondrian` applies per group (the calibrator's ``_mondrian_sides``; 1 if its
+        guarantee needs no minimum), so ``sides`` is then ignored.
     sides : {1, 2}, default 1
         1: a symmetric score (one rank, :math:`\lceil c(n+1) \rceil`); 2: a signed score or a
         quantile function, each tail getting :math:`\alpha/2`.
@@ -111,15 +118,42 @@ def min_group_size(confidence_level, *, sides: int = 1) -> int:
     [4, 9, 19, 99]
     >>> [min_group_size(c, sides=2) for c in (0.8, 0.9, 0.95)]
     [9, 19, 39]
+    >>> min_group_size(0.9, "split-conformal"), min_group_size(0.9, "isotonic")
+    (9, 19)
 
     References
     ----------
     Vovk, Gammerman & Shafer (2005), §4.5; ``notes/conditional-calibration.md`` §1.
     """
+    exact_level(confidence_level, "confidence_level")  # names the parameter in the error
+    if method is not None:
+        sides = interval_sides(_method_instance(method))
+        if sides == 0:
+            return 1  # a guarantee on any stream: one point gives a finite interval
     if sides not in (1, 2):
         raise ValueError(f"sides must be 1 (symmetric score) or 2 (signed score / quantiles); got {sides!r}.")
-    exact_level(confidence_level, "confidence_level")  # names the parameter in the error
     return max(least_n(confidence_level, rule="upper" if sides == 1 else "two-sided"), 1)
+
+
+def _method_instance(method):
+    """An unfitted calibrator for ``method`` (a registry kind Mondrian can wrap, or an instance)."""
+    if not isinstance(method, str):
+        if not callable(getattr(method, "fit", None)):
+            raise TypeError(
+                f"method must be a calibrator kind name or a calibrator instance; got {method!r}. "
+                "Pass e.g. method='split-conformal' or method=calibprob.IsotonicRecalibrator()."
+            )
+        return method
+    wrappable = sorted(k for k, e in METHODS.items() if e.family == "distribution" and e.cls is not None)
+    entry = METHODS.get(method)
+    if entry is None or method not in wrappable:
+        why = (
+            "is not a calibrator kind" if entry is None else f"is a {entry.family!r} kind, which Mondrian does not wrap"
+        )
+        raise ValueError(
+            f"method={method!r} {why}. Pass one of the kinds Mondrian wraps per group: {', '.join(wrappable)}."
+        )
+    return load_object(CLASSES[entry.cls].target)(**dict(entry.fixed))
 
 
 def min_group_size_for_level(level, *, symmetric: bool = False) -> int:
@@ -370,15 +404,18 @@ class Mondrian(BaseEstimator):
         levels = self._levels()
         need = _needed(self.calibrator, levels)
         uniq, codes = np.unique(labels, return_inverse=True)
-        fitted, counts = [], np.bincount(codes, minlength=uniq.size)
+        counts = np.bincount(codes, minlength=uniq.size).astype(np.int64)
+        # said up front, before any group is fitted: which groups miss which levels (one warning)
+        small = _small_table(uniq, counts, levels, need.astype(np.int64))
+        if small:
+            warnings.warn(self._small_message(small), CalibprobWarning, stacklevel=2)
+        fitted = []
         for k in range(uniq.size):
             rows = np.flatnonzero(codes == k)
             fitted.append(self._fit_one(pred.isel(obs=rows), y[rows], counts[k] >= need, levels))
-        self.groups_, self.counts_, self.calibrators_ = uniq, counts.astype(np.int64), fitted
+        self.groups_, self.counts_, self.calibrators_ = uniq, counts, fitted
         self.confidence_levels_, self.min_sizes_ = levels, need.astype(np.int64)
-        self.small_groups_ = _small_table(uniq, self.counts_, levels, self.min_sizes_)
-        if self.small_groups_:
-            warnings.warn(self._small_message(self.small_groups_), CalibprobWarning, stacklevel=2)
+        self.small_groups_ = small
         self.pooled_ = None
         if self.fallback == "pooled":
             self.pooled_ = self._fit_one(pred, y, pred.sizes["obs"] >= need, levels)

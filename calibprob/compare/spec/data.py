@@ -53,7 +53,7 @@ def _check_rows(n: int, split: dict, where: str) -> None:
     names = [k for k in SPLIT_KEYS if k in split]
     counts = _allocate(n, np.asarray([split[k] for k in names], dtype=float))
     if counts.min() < MIN_PART_ROWS:
-        needed = int(math.ceil(MIN_PART_ROWS / min(split.values()) - 1e-9))
+        needed = int(math.ceil(MIN_PART_ROWS / min(split[k] for k in names) - 1e-9))
         sizes = ", ".join(f"{k} {int(c)}" for k, c in zip(names, counts))
         raise SpecError(
             f"{where} has {n} rows, too few for the split ({sizes}): every part needs at least "
@@ -112,6 +112,7 @@ def _parse_datasets(
         where = f"datasets[{i}]"
         if isinstance(entry, str):
             out.append(_parse_bundled_name(entry, bundled, split, base_kind, where))
+            _check_stratify(split, "bundled", entry, entry, root, where)
             continue
         if not isinstance(entry, dict):
             raise SpecError(f"{where} must be a bundled name or a table; got {_short(entry)}.")
@@ -126,6 +127,7 @@ def _parse_datasets(
             out.append(_parse_function_entry(entry, name, own_split, eff_split, base_kind, where))
         else:
             out.append(_parse_bundled_entry(entry, name, bundled, own_split, eff_split, base_kind, where))
+        _check_stratify(eff_split, kind, name, entry, root, where)
     _check_dataset_names([d.name for d in out])
     return tuple(out)
 
@@ -364,9 +366,12 @@ def _parse_dataset_split(value, n: int, where: str) -> dict:
 
 
 def _parse_split(value, where: str = "split") -> dict:
+    """Fractions per part, and the optional ``stratify`` column (a string, checked per data set later)."""
     if not isinstance(value, dict):
         raise SpecError(f"{where} must be a table, e.g. [split] train = 0.6, calibrate = 0.2, test = 0.2.")
-    _check_keys(value, SPLIT_KEYS, where)
+    _check_keys(value, (*SPLIT_KEYS, "stratify"), where)
+    stratify = Str().check(value["stratify"], f"{where}.stratify") if "stratify" in value else None
+    value = {k: v for k, v in value.items() if k != "stratify"}
     if "train" not in value or "test" not in value:
         raise SpecError(f"{where} needs at least 'train' and 'test' fractions (and optionally 'calibrate').")
     for k, v in value.items():
@@ -378,4 +383,29 @@ def _parse_split(value, where: str = "split") -> dict:
             f"{where} fractions must sum to 1; got {' + '.join(f'{k}={v}' for k, v in value.items())} = "
             f"{total:g}. Adjust them."
         )
-    return {k: float(value[k]) for k in SPLIT_KEYS if k in value}
+    out = {k: float(value[k]) for k in SPLIT_KEYS if k in value}
+    return out if stratify is None else {**out, "stratify": stratify}
+
+
+def _check_stratify(split: dict, kind: str, name: str, entry, root: Path, where: str) -> None:
+    """A split's ``stratify`` names a feature column of this data set (refused otherwise, with the columns)."""
+    if "stratify" not in split:
+        return
+    value = split["stratify"]
+    if kind == "function":
+        raise SpecError(
+            f"{where}: split.stratify = {value!r} names a data column, so it applies to bundled and CSV entries "
+            "only; a synthetic entry has no such column. Give this entry its own split without stratify."
+        )
+    if kind == "csv":
+        path = Path(entry["path"])
+        names = [str(c) for c in pd.read_csv(path if path.is_absolute() else root / path, nrows=0).columns]
+        target = entry["target"]
+    else:
+        names, target = _bundled_columns(name)
+    if value not in names or value == target:
+        what = "is the target" if value == target else "is not a column of the data"
+        raise SpecError(
+            f"{where}: split.stratify = {value!r} {what}.{_suggest(value, names)} Name a feature column "
+            f"(e.g. a category); columns: {', '.join(n for n in names if n != target)}."
+        )
