@@ -135,7 +135,7 @@ def _cmd_report(args) -> int:
             metrics = None
     print(compare.format_table(results, metrics or ["ece", "nll", "crps", "std", "rmse", "coverage", "width"]))
     rank_by = args.rank_by or _spec_key(results, "rank_by") or "nll"
-    timing = [v for v in ("fit_time", "base_fit_time") if v in results]
+    timing = [v for v in ("fit_time", "base_fit_time", "base_predict_time") if v in results]
     print(format_ranking(rank_results(results.drop_vars(timing), rank_by), results.sizes.get("repetition")))
     paths = []
     try:

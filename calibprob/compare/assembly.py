@@ -138,7 +138,7 @@ def _combine(spec: Spec, pieces) -> xr.DataTree:
     for name in ("error", "task_error"):
         if name in ds:
             ds[name] = ds[name].fillna("").astype(str)
-    timing_vars = [v for v in ("fit_time", "base_fit_time") if v in ds]
+    timing_vars = [v for v in ("fit_time", "base_fit_time", "base_predict_time") if v in ds]
     timing = ds[timing_vars]
     metrics = ds.drop_vars(timing_vars)
 

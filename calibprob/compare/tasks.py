@@ -27,6 +27,7 @@ from calibprob.compare.methods import (
     make_base,
     refits_its_base,
     run_refits,
+    share_base_predictions,
 )
 from calibprob.compare.spec.model import METHOD_FALLBACKS, Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
@@ -211,8 +212,11 @@ def fit_bases(spec_dict: dict, dataset: str, repetition: int) -> dict:
     -------
     dict
         ``back`` and ``y_score`` (how to score) and ``fits``: base name (None for a
-        ``[base]`` spec) -> ``(TaskContext, fit time)``, or the error message of a
-        ``[bases.*]`` base whose fit raised.
+        ``[base]`` spec) -> ``(TaskContext, fit time, prediction time)``, or the error
+        message of a ``[bases.*]`` base whose fit raised. The context carries the base's
+        predictives on the task's parts, computed here once (``TaskContext.shared``,
+        :func:`~calibprob.compare.methods.share_base_predictions`), so no method task
+        asks the base for them again.
 
     Raises
     ------
@@ -308,7 +312,11 @@ def _fit_stage(spec: Spec, dataset: str, repetition: int) -> dict:
     fits: dict = {}
     for base_name, table in spec.base_tables():
         try:
-            fits[base_name] = _fit_base(spec, table, arrays, seed)
+            ctx, base_time = _fit_base(spec, table, arrays, seed)
+            # --- shared base predictions (issue 37): once per (data set, repetition, base) ---
+            t0 = time.perf_counter()
+            ctx = share_base_predictions(ctx, spec.methods_on(base_name) if spec.bases is not None else spec.methods)
+            fits[base_name] = (ctx, base_time, time.perf_counter() - t0)
         except Exception as err:
             if spec.bases is None:
                 raise  # the one base failed: the task failed (recorded by the executor)
@@ -333,9 +341,10 @@ def _task_scores(
             # one base of several failed: its methods record why, the other bases' scores stand
             pieces.append(_failed_base(base_name, methods, fit))
             continue
-        ctx, base_time = fit
+        ctx, base_time, predict_time = fit
         piece = _run_methods(spec, methods, ctx, back, y_score, (refits or {}).get(base_name))
         piece["base_fit_time"] = base_time
+        piece["base_predict_time"] = predict_time
         diag = getattr(ctx.base, "diagnostics_", None)
         if isinstance(diag, xr.Dataset):  # a PyMC base's rhat, ess_bulk, divergences (report's diagnostics)
             for k, v in diag.data_vars.items():
