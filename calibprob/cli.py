@@ -86,6 +86,8 @@ def _cmd_compare(args) -> int:
         f"repetition(s) = {n_tasks} tasks, {len(spec.methods)} calibrator(s), running {where}",
         file=sys.stderr,
     )
+    for (dataset, base_name), line in compare.gp_choices(spec).items():  # kind = "gp": exact or sparse, and why
+        print(f"  {dataset}{'' if base_name is None else f' / base {base_name}'}: kind 'gp' runs as the {line}", file=sys.stderr)
     t0 = time.perf_counter()
     tree = compare.run_comparison(
         spec, out, workers=args.workers, scheduler=args.scheduler, progress=not args.no_progress

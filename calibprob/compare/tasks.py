@@ -32,7 +32,24 @@ from calibprob.compare.methods import (
 from calibprob.compare.spec.model import METHOD_FALLBACKS, Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
 from calibprob.metrics import evaluate, evaluate_intervals, is_interval_family
+from calibprob.runs.faults import choose_gp
 from calibprob.transforms import back_transform, transform_target
+
+
+def gp_choices(spec: Spec) -> dict:
+    """What each ``kind = "gp"`` base runs as on each data set: ``{(data set, base name): line}``.
+
+    The choice (:func:`calibprob.runs.faults.choose_gp`) depends on the training rows only, the same in
+    every repetition (the split's fractions are fixed), so the first repetition's split decides it.
+    Empty when no base is ``kind = "gp"``; printed in the run's header and stored in the results.
+    """
+    tables = [(b, t) for b, t in spec.base_tables() if t.get("kind") == "gp"]
+    out: dict = {}
+    for d in spec.datasets if tables else ():
+        _, arrays = _prepare(spec, d.name, 0)
+        for base_name, table in tables:
+            out[(d.name, base_name)] = choose_gp(table, len(arrays["train"][1]))[1]
+    return out
 
 
 def task_keys(spec: Spec) -> list[tuple[str, int]]:
@@ -303,8 +320,13 @@ def run_method_refits(
 def _refit_context(spec: Spec, dataset: str, repetition: int, base_name):
     """The task's :class:`TaskContext` for one base, unfitted (``base=None``): what a refit needs."""
     seed, arrays = _prepare(spec, dataset, repetition)
-    table = dict(spec.base_tables())[base_name]
+    table = _chosen_table(dict(spec.base_tables())[base_name], arrays)
     return _context(spec, table, arrays, seed, None)
+
+
+def _chosen_table(table: dict, arrays: dict) -> dict:
+    """The base table as it runs on the task's training rows: ``kind = "gp"`` exact or sparse (:func:`choose_gp`)."""
+    return choose_gp(table, len(arrays["train"][1]))[0]
 
 
 def _fit_stage(spec: Spec, dataset: str, repetition: int) -> dict:
@@ -368,6 +390,7 @@ def _fit_base(spec: Spec, table: dict, arrays: dict, seed: int):
     """Build and fit one base on the task's training part: its :class:`TaskContext` and fit time."""
     # every base gets the task's seed and split, so a base of a [bases.*] spec scores exactly as
     # it would as the [base] of a spec of its own
+    table = _chosen_table(table, arrays)
     base = make_base(table, seed=seed)
     t0 = time.perf_counter()
     base.fit(*arrays["train"])

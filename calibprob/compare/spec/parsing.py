@@ -258,8 +258,9 @@ def _parse_spec(data, *, source, root) -> Spec:
     else:
         bases = _parse_bases(data["bases"])
         tables = list(bases)
-    # the exact-GP size cap applies when any base is an exact GP
-    base_kind = "gp" if any(t["kind"] == "gp" for _, t in tables) else tables[0][1]["kind"]
+    # the exact GP's size cap binds only where it is forced: kind = "gp" chooses the sparse GP above its size
+    exact = any(t["kind"] == "gp" and t.get("exact") for _, t in tables)
+    base_kind = "gp" if exact else ("sparse-gp" if tables[0][1]["kind"] == "gp" else tables[0][1]["kind"])
     reps = data.get("repetitions", 1)
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
         raise SpecError(f"repetitions must be a positive integer; got {_short(reps)}.")
