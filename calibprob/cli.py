@@ -52,6 +52,19 @@ def _render(rows) -> str:
     return "\n".join(lines)
 
 
+def _ran_as(results) -> list[str]:
+    """One line per method that ran as its scalable form (the results' ``ran_as``), naming it and why."""
+    if "ran_as" not in results:
+        return []
+    lines: dict = {}
+    da = results["ran_as"]
+    for cal in da["calibrator"].values:
+        for note in da.sel(calibrator=cal).values.ravel():
+            if str(note):
+                lines[f"{cal}: {note}"] = None
+    return list(lines)
+
+
 def _cmd_compare(args) -> int:
     spec = load_spec(args.spec)
     if args.repetitions is not None:
@@ -87,7 +100,10 @@ def _cmd_compare(args) -> int:
         file=sys.stderr,
     )
     for (dataset, base_name), line in compare.gp_choices(spec).items():  # kind = "gp": exact or sparse, and why
-        print(f"  {dataset}{'' if base_name is None else f' / base {base_name}'}: kind 'gp' runs as the {line}", file=sys.stderr)
+        print(
+            f"  {dataset}{'' if base_name is None else f' / base {base_name}'}: kind 'gp' runs as the {line}",
+            file=sys.stderr,
+        )
     t0 = time.perf_counter()
     tree = compare.run_comparison(
         spec, out, workers=args.workers, scheduler=args.scheduler, progress=not args.no_progress
@@ -103,6 +119,8 @@ def _cmd_compare(args) -> int:
     if not all_failed:
         print(compare.format_table(results, list(spec.metrics)))
         print(format_ranking(tree["ranking"].to_dataset(), spec.repetitions))
+    for line in _ran_as(results):  # a method refused at its defaults ran as its scalable form: never silently
+        print(line, file=sys.stderr)
     if failed:
         n_tasks_failed = int(task_failed.sum()) if task_failed is not None else 0
         print(

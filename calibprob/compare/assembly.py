@@ -135,7 +135,7 @@ def _combine(spec: Spec, pieces) -> xr.DataTree:
     # string of that part's data set name); reused on write they truncate longer names.
     for var in ds.variables.values():
         var.encoding = {}
-    for name in ("error", "task_error"):
+    for name in ("error", "task_error", "ran_as"):
         if name in ds:
             ds[name] = ds[name].fillna("").astype(str)
     timing_vars = [v for v in ("fit_time", "base_fit_time", "base_predict_time") if v in ds]

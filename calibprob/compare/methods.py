@@ -16,9 +16,9 @@ spec that does not use them never pays for them.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Iterator, MutableMapping
-import dataclasses
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -53,6 +53,7 @@ __all__ = [
     "count_refits",
     "refits_its_base",
     "run_refits",
+    "scalable_form",
     "run_gp_conformal",
     "run_loo_jackknife",
     "interval_levels_reachable",
@@ -539,6 +540,52 @@ def check_method_work(ctx: TaskContext, kind: str, options: dict) -> None:
         refits = (count, n - -(-n // folds))  # each refit leaves one fold out
     faults.check_method_time(kind, options, ctx.base_spec, n, ctx.max_method_minutes, refits=refits)
     faults.check_method_memory(kind, options, ctx.base_spec.get("kind"), n, base_spec=ctx.base_spec, refits=refits)
+
+
+# ---------------------------------------------------------------------------
+# Methods switch to their scalable form instead of refusing at their defaults (issue 37)
+# ---------------------------------------------------------------------------
+
+
+def scalable_form(ctx: TaskContext, kind: str, options: dict, strict: bool = False) -> tuple[TaskContext, dict, str]:
+    """The context and options method ``kind`` runs with: as given, or its scalable form where refused.
+
+    A method whose n x n work on an exact GP :func:`check_method_work` refuses runs instead as
+
+    * the sharp GP's ``full`` / ``cross-fitted`` variant: ``variant = "scaled"`` (Capone et al. 2023's
+      one-scale-per-level line search on the base GP's own σ, no n x n work);
+    * CV+, jackknife+, jackknife refitting an exact GP: refits of the sparse GP
+      (:func:`calibprob.runs.faults.sparse_gp_table`: the shared options, 300 inducing points);
+
+    and says so: the third item is the line the results store (``ran_as``), empty when nothing
+    changed. ``strict = True`` (a method's ``strict = true``) keeps the refusal, as does a method with
+    no scalable form, or whose scalable form is refused too.
+
+    Raises
+    ------
+    TimeoutError, MemoryError
+        :func:`check_method_work`'s refusal, where it stands.
+    """
+    try:
+        check_method_work(ctx, kind, options)
+        return ctx, options, ""
+    except (TimeoutError, MemoryError) as err:
+        if strict:
+            raise
+        refused = str(err).split("; refused")[0]
+        if kind == "sharp-gp" and options.get("variant", "full") in ("full", "cross-fitted"):
+            switched, note = (
+                {**options, "variant": "scaled"},
+                "variant 'scaled' (the base GP's own sigma, one scale per level)",
+            )
+        elif refits_its_base(kind) and ctx.base_spec.get("kind") in faults.EXACT_GP_BASES:
+            table = faults.sparse_gp_table(ctx.base_spec)
+            ctx = dataclasses.replace(ctx, base_spec=table)
+            switched, note = options, f"refits of the sparse GP with {table['n_inducing']} inducing points"
+        else:
+            raise
+    check_method_work(ctx, kind, switched)  # the scalable form answers to the same budget
+    return ctx, switched, f"ran as {note}: its default was refused ({refused}); strict = true keeps the refusal"
 
 
 def run_refits(ctx: TaskContext, kind: str, options: dict, ks) -> list | BaseException:

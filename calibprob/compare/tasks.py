@@ -22,11 +22,11 @@ from calibprob._core.validation import GROUP_COORD
 from calibprob.compare.methods import (
     METHOD_KINDS,
     TaskContext,
-    check_method_work,
     count_refits,
     make_base,
     refits_its_base,
     run_refits,
+    scalable_form,
     share_base_predictions,
 )
 from calibprob.compare.spec.model import METHOD_FALLBACKS, Spec, file_sha256
@@ -314,7 +314,12 @@ def run_method_refits(
     ctx = _refit_context(spec, dataset, repetition, base_name)
     t0 = time.perf_counter()
     ks = np.array_split(np.arange(count_refits(ctx, m.kind, m.options)), groups)[group]
-    return base_name, run_refits(ctx, m.kind, m.options, ks), time.perf_counter() - t0
+    options = m.options
+    try:  # refused at its default: the refits of its scalable form (the method task decides the same)
+        ctx, options, _ = scalable_form(ctx, m.kind, m.options, m.strict)
+    except (TimeoutError, MemoryError):
+        pass  # strict, or no scalable form: run_refits refuses it, and the method records why
+    return base_name, run_refits(ctx, m.kind, options, ks), time.perf_counter() - t0
 
 
 def _refit_context(spec: Spec, dataset: str, repetition: int, base_name):
@@ -431,6 +436,8 @@ def _merge_bases(spec: Spec, pieces, names: list[str]) -> xr.Dataset:
     out = xr.merge(pieces, join="outer", compat="no_conflicts", combine_attrs="drop_conflicts")
     out = out.reindex(base=spec.base_names, calibrator=names)
     out["error"] = out["error"].fillna("").astype(str)
+    if "ran_as" in out:
+        out["ran_as"] = out["ran_as"].fillna("").astype(str)
     return out
 
 
@@ -472,13 +479,16 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
     if refits is not None:  # a copy: the fitted stage is shared by every task on this worker
         ctx = dataclasses.replace(ctx, refits=refits[0])
 
-    scores, times, errors = [], [], []
+    scores, times, errors, ran_as = [], [], [], []
     for m in methods:
         t0 = time.perf_counter()
+        note = ""
         try:
-            if refits is None:  # (a method's refit tasks checked it before refitting)
-                check_method_work(ctx, m.kind, m.options)
-            pred = METHOD_KINDS[m.kind].func(_method_context(ctx, m), **m.options)
+            m_ctx, options = ctx, m.options
+            if refits is None or not m.strict:  # (a strict method's refit tasks checked it before refitting)
+                # refused at its defaults: its scalable form, and the row says so (issue 37)
+                m_ctx, options, note = scalable_form(ctx, m.kind, m.options, m.strict)
+            pred = METHOD_KINDS[m.kind].func(_method_context(m_ctx, m), **options)
             if back is not None:  # fitted on g(y): score the law of y, on the original scale
                 pred = back_transform(pred, **back)
             score = _score(spec, m.kind, pred, y_score, None if ctx.groups is None else ctx.groups["test"])
@@ -487,6 +497,7 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
         except Exception as err:  # recorded, never fatal for the other methods
             errors.append(f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}")
         times.append(time.perf_counter() - t0 + (0.0 if refits is None else refits[1]))
+        ran_as.append(note)
     names = [m.name for m in methods]
     if scores:
         # merge, not concat: interval-only methods lack the density metrics (NaN there)
@@ -496,4 +507,6 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
         out = xr.Dataset(coords={"calibrator": names})
     out["fit_time"] = ("calibrator", np.asarray(times))
     out["error"] = ("calibrator", np.asarray(errors, dtype=object).astype(str))
+    if any(ran_as):  # only where a method switched: the results of every other run are as before
+        out["ran_as"] = ("calibrator", np.asarray(ran_as, dtype=object).astype(str))
     return out

@@ -57,6 +57,7 @@ __all__ = [
     "factorisation_rate",
     "choose_gp",
     "gp_exact_max_rows",
+    "sparse_gp_table",
 ]
 
 #: Dask configuration of the clusters calibprob starts: a task whose worker dies while running it is
@@ -356,6 +357,22 @@ def gp_exact_max_rows() -> int:
     return int(((GP_EXACT_MEMORY - PEAK_OVERHEAD) / (8.0 * PEAK_N_BY_N["fit"])) ** 0.5)
 
 
+def sparse_gp_table(table: dict) -> dict:
+    """The sparse GP's table for an exact GP's (``kind`` ``gp``): the options they share, ``n_inducing``.
+
+    ``n_inducing`` is the table's, else :data:`GP_SPARSE_INDUCING`; the exact GP's own options are dropped.
+
+    Examples
+    --------
+    >>> from calibprob.runs.faults import sparse_gp_table
+    >>> sparse_gp_table({"kind": "gp", "kernel": "se", "refine_hyper": True, "exact": True})
+    {'kind': 'sparse-gp', 'kernel': 'se', 'n_inducing': 300}
+    """
+    m = int(table.get("n_inducing", GP_SPARSE_INDUCING))
+    rest = {k: v for k, v in table.items() if k not in (*GP_CHOICE_OPTIONS, *_EXACT_ONLY)}
+    return {**rest, "kind": "sparse-gp", "n_inducing": m}
+
+
 def choose_gp(table: dict, n_train: int) -> tuple[dict, str]:
     """The base table a ``kind = "gp"`` base runs as on ``n_train`` rows, and a line saying what and why.
 
@@ -379,8 +396,8 @@ def choose_gp(table: dict, n_train: int) -> tuple[dict, str]:
     if table.get("exact") or n_train <= limit:
         why = "exact = true" if table.get("exact") else f"{n_train} training rows <= {limit}"
         return rest, f"exact GP ({why})"
-    m = int(table.get("n_inducing", GP_SPARSE_INDUCING))
-    sparse = {**{k: v for k, v in rest.items() if k not in _EXACT_ONLY}, "kind": "sparse-gp", "n_inducing": m}
+    sparse = sparse_gp_table(table)
+    m = sparse["n_inducing"]
     return sparse, (
         f"sparse GP with {m} inducing points ({n_train} training rows > {limit}, where the exact GP's fit "
         f"alone would need about {(PEAK_OVERHEAD + 8.0 * PEAK_N_BY_N['fit'] * n_train**2) / 1e9:.1f} GB; "

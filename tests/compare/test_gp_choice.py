@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from calibprob._core.memory import PEAK_N_BY_N, PEAK_OVERHEAD
 from calibprob._core.options import SpecError
 from calibprob.bases.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor
-from calibprob.compare import gp_choices, parse_spec
+from calibprob.compare import gp_choices, parse_spec, run_task
 from calibprob.compare import tasks as ct
 from calibprob.runs import faults
 from calibprob.runs.faults import GP_SPARSE_INDUCING, choose_gp, gp_exact_max_rows
@@ -86,3 +87,65 @@ def test_the_exact_gp_size_cap_binds_only_where_exact_is_forced():
     spec["base"] = {"kind": "gp", "exact": True}
     with pytest.raises(SpecError, match="25000 training rows for an exact GP base"):
         parse_spec(spec)
+
+
+# --- methods switch to their scalable form instead of refusing at their defaults ---------------
+
+
+def _tiny_budget(methods: dict, base: dict | None = None) -> dict:
+    spec = _spec(base or {"kind": "gp", "kernel": "se", "n_restarts": 1})
+    spec["datasets"][0]["n"] = 60
+    spec["max_method_minutes"] = 1e-9  # every n x n estimate is beyond it: the defaults are refused
+    spec["methods"] = methods
+    return spec
+
+
+def _scores(ds):
+    drop = ("fit_time", "base_fit_time", "base_predict_time", "ran_as")
+    return ds.drop_vars([v for v in drop if v in ds])
+
+
+def test_sharp_gp_refused_for_time_runs_its_scaled_variant_and_says_so():
+    got = run_task(_tiny_budget({"sharp": {"kind": "sharp-gp", "n_levels": 5}}), "forrester", 0)
+    note = str(got["ran_as"].sel(calibrator="sharp").item())
+    assert got["error"].sel(calibrator="sharp").item() == ""
+    assert note.startswith("ran as variant 'scaled'") and "max_method_minutes" in note and "strict = true" in note
+    # the same numbers as asking for the scaled variant (which has no n x n work: nothing switched)
+    ref = run_task(_tiny_budget({"sharp": {"kind": "sharp-gp", "n_levels": 5, "variant": "scaled"}}), "forrester", 0)
+    assert "ran_as" not in ref
+    assert _scores(got).identical(_scores(ref))
+
+
+def test_strict_keeps_the_refusal():
+    got = run_task(_tiny_budget({"sharp": {"kind": "sharp-gp", "n_levels": 5, "strict": True}}), "forrester", 0)
+    assert got["error"].sel(calibrator="sharp").item().startswith("TimeoutError: sharp-gp (variant 'full')")
+    assert "ran_as" not in got
+
+
+def test_cv_plus_refused_on_an_exact_gp_refits_the_sparse_gp():
+    got = run_task(_tiny_budget({"cv": {"kind": "cv-plus", "folds": 3}}), "forrester", 0)
+    note = str(got["ran_as"].sel(calibrator="cv").item())
+    assert note.startswith("ran as refits of the sparse GP with 300 inducing points")
+    # the same intervals as CV+ on a sparse-GP base of the same options
+    base = {"kind": "sparse-gp", "kernel": "se", "n_restarts": 1, "n_inducing": 300}
+    ref = run_task(_tiny_budget({"cv": {"kind": "cv-plus", "folds": 3}}, base), "forrester", 0)
+    np.testing.assert_array_equal(got["coverage"].values, ref["coverage"].values)
+    np.testing.assert_array_equal(got["width"].values, ref["width"].values)
+
+
+def test_strict_must_be_a_bool():
+    with pytest.raises(SpecError, match="methods.sharp.strict must be"):
+        parse_spec(_tiny_budget({"sharp": {"kind": "sharp-gp", "strict": "yes"}}))
+
+
+def test_cv_plus_switch_at_method_granularity_equals_the_serial_run():
+    # --workers: the refits run as tasks of their own and the method is assembled from them
+    spec = _tiny_budget({"cv": {"kind": "cv-plus", "folds": 3}})
+    serial = run_task(spec, "forrester", 0)
+    fitted = ct.fit_bases(spec, "forrester", 0)
+    groups = ct.method_refit_tasks(spec, "forrester", 0, "cv")
+    assert len(groups) > 1
+    refits = [ct.run_method_refits(spec, "forrester", 0, "cv", *g) for g in groups]
+    sliced = ct.run_method_task(spec, fitted, "forrester", 0, "cv", refits=refits)
+    assert _scores(sliced).identical(_scores(serial))
+    assert sliced["ran_as"].item() == serial["ran_as"].item()
