@@ -42,6 +42,24 @@ def gp_choices(spec: Spec) -> dict:
     The choice (:func:`calibprob.runs.faults.choose_gp`) depends on the training rows only, the same in
     every repetition (the split's fractions are fixed), so the first repetition's split decides it.
     Empty when no base is ``kind = "gp"``; printed in the run's header and stored in the results.
+
+    Parameters
+    ----------
+    spec : Spec
+
+    Returns
+    -------
+    dict
+        ``(data set name, base name or None) -> line`` for every ``kind = "gp"`` base.
+
+    Examples
+    --------
+    >>> from calibprob.compare import gp_choices, parse_spec
+    >>> spec = parse_spec({"name": "g", "split": {"train": 0.5, "test": 0.5},
+    ...                    "datasets": [{"name": "f", "function": "forrester", "n": 40}],
+    ...                    "base": {"kind": "gp"}, "methods": {"raw": {"kind": "base"}}})
+    >>> gp_choices(spec)
+    {('f', None): 'exact GP (20 training rows <= 5060)'}
     """
     tables = [(b, t) for b, t in spec.base_tables() if t.get("kind") == "gp"]
     out: dict = {}
