@@ -149,3 +149,21 @@ def test_cv_plus_switch_at_method_granularity_equals_the_serial_run():
     sliced = ct.run_method_task(spec, fitted, "forrester", 0, "cv", refits=refits)
     assert _scores(sliced).identical(_scores(serial))
     assert sliced["ran_as"].item() == serial["ran_as"].item()
+
+
+def test_the_results_file_says_what_ran(monkeypatch, tmp_path):
+    from calibprob.cli import _ran_as
+    from calibprob.compare import run_comparison
+
+    monkeypatch.setattr(faults, "GP_EXACT_MEMORY", _fit_peak(20))  # 30 training rows: the sparse GP
+    spec = _tiny_budget({"raw": {"kind": "base"}, "sharp": {"kind": "sharp-gp", "n_levels": 5}})
+    spec["datasets"][0]["n"] = 60
+    tree = run_comparison(parse_spec(spec), tmp_path / "r.nc", progress=False)
+    assert tree.attrs["gp_choice"].startswith("forrester: sparse GP with 300 inducing points (30 training rows > 20")
+    # on the sparse GP the sharp GP's full variant has no n x n work: nothing switched, nothing recorded
+    assert "ran_as" not in tree.to_dataset()
+    monkeypatch.setattr(faults, "GP_EXACT_MEMORY", _fit_peak(40))  # the exact GP: its full variant is refused
+    tree = run_comparison(parse_spec(spec), tmp_path / "r2.nc", progress=False)
+    assert "gp_choice" not in tree.attrs
+    (line,) = _ran_as(tree.to_dataset())
+    assert line.startswith("sharp: ran as variant 'scaled'")
