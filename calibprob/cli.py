@@ -52,6 +52,19 @@ def _render(rows) -> str:
     return "\n".join(lines)
 
 
+def _ran_as(results) -> list[str]:
+    """One line per method that ran as its scalable form (the results' ``ran_as``), naming it and why."""
+    if "ran_as" not in results:
+        return []
+    lines: dict = {}
+    da = results["ran_as"]
+    for cal in da["calibrator"].values:
+        for note in da.sel(calibrator=cal).values.ravel():
+            if str(note):
+                lines[f"{cal}: {note}"] = None
+    return list(lines)
+
+
 def _cmd_compare(args) -> int:
     spec = load_spec(args.spec)
     if args.repetitions is not None:
@@ -86,6 +99,11 @@ def _cmd_compare(args) -> int:
         f"repetition(s) = {n_tasks} tasks, {len(spec.methods)} calibrator(s), running {where}",
         file=sys.stderr,
     )
+    for (dataset, base_name), line in compare.gp_choices(spec).items():  # kind = "gp": exact or sparse, and why
+        print(
+            f"  {dataset}{'' if base_name is None else f' / base {base_name}'}: kind 'gp' runs as the {line}",
+            file=sys.stderr,
+        )
     t0 = time.perf_counter()
     tree = compare.run_comparison(
         spec, out, workers=args.workers, scheduler=args.scheduler, progress=not args.no_progress
@@ -101,6 +119,8 @@ def _cmd_compare(args) -> int:
     if not all_failed:
         print(compare.format_table(results, list(spec.metrics)))
         print(format_ranking(tree["ranking"].to_dataset(), spec.repetitions))
+    for line in _ran_as(results):  # a method refused at its defaults ran as its scalable form: never silently
+        print(line, file=sys.stderr)
     if failed:
         n_tasks_failed = int(task_failed.sum()) if task_failed is not None else 0
         print(
@@ -135,7 +155,7 @@ def _cmd_report(args) -> int:
             metrics = None
     print(compare.format_table(results, metrics or ["ece", "nll", "crps", "std", "rmse", "coverage", "width"]))
     rank_by = args.rank_by or _spec_key(results, "rank_by") or "nll"
-    timing = [v for v in ("fit_time", "base_fit_time") if v in results]
+    timing = [v for v in ("fit_time", "base_fit_time", "base_predict_time") if v in results]
     print(format_ranking(rank_results(results.drop_vars(timing), rank_by), results.sizes.get("repetition")))
     paths = []
     try:

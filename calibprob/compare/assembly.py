@@ -17,7 +17,7 @@ import xarray as xr
 from calibprob import __version__
 from calibprob.compare.ranking import rank_results
 from calibprob.compare.spec.model import Spec
-from calibprob.compare.tasks import task_keys
+from calibprob.compare.tasks import gp_choices, task_keys
 from calibprob.runs import inside, load_part, safe_name
 
 
@@ -142,10 +142,10 @@ def _combine(spec: Spec, pieces) -> xr.DataTree:
     # string of that part's data set name); reused on write they truncate longer names.
     for var in ds.variables.values():
         var.encoding = {}
-    for name in ("error", "task_error"):
+    for name in ("error", "task_error", "ran_as"):
         if name in ds:
             ds[name] = ds[name].fillna("").astype(str)
-    timing_vars = [v for v in ("fit_time", "base_fit_time") if v in ds]
+    timing_vars = [v for v in ("fit_time", "base_fit_time", "base_predict_time") if v in ds]
     timing = ds[timing_vars]
     metrics = ds.drop_vars(timing_vars)
 
@@ -160,6 +160,13 @@ def _combine(spec: Spec, pieces) -> xr.DataTree:
             "title": f"calibprob comparison: {spec.name}",
         }
     )
+    # kind = "gp" that ran as the sparse GP says so (issue 37: no silent switch); an exact GP, as
+    # before, adds nothing, so the results of a spec below the size are the same file as before
+    sparse = {k: v for k, v in gp_choices(spec).items() if not v.startswith("exact")}
+    if sparse:
+        metrics.attrs["gp_choice"] = "; ".join(
+            f"{d}{'' if b is None else f' / base {b}'}: {line}" for (d, b), line in sparse.items()
+        )
 
     # the ranking is derived from the scores (recomputed by `calibprob report`); stored so the file
     # answers "which is best" on its own, with the rule in its attributes

@@ -16,6 +16,7 @@ spec that does not use them never pays for them.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ __all__ = [
     "register",
     "make_base",
     "base_predictive",
+    "share_base_predictions",
     "calibration_prediction",
     "post_process",
     "run_kind",
@@ -51,6 +53,7 @@ __all__ = [
     "count_refits",
     "refits_its_base",
     "run_refits",
+    "scalable_form",
     "run_gp_conformal",
     "run_loo_jackknife",
     "interval_levels_reachable",
@@ -87,14 +90,39 @@ class TaskContext:
     group_fallback: str | None = None
     #: The method asked for its per-group version (``groups = true``): grouped ranks for conformal Bayes.
     mondrian: bool = False
+    #: The base's predictives computed once in the task's shared stage (:func:`share_base_predictions`):
+    #: part name (``"train"``, ``"calibrate"``, ``"test"``) -> Dataset, and ``"loo"`` -> (mean, std).
+    shared: dict | None = None
 
     def new_base(self):
         """A fresh, unfitted copy of the base model (for methods that refit it)."""
         return make_base(self.base_spec, seed=self.seed)
 
     def predict_base(self, X) -> xr.Dataset:
-        """The fitted base's predictive distribution at ``X`` (see :func:`base_predictive`)."""
+        """The fitted base's predictive distribution at ``X`` (see :func:`base_predictive`).
+
+        At one of the task's parts (the very array) it is the prediction of the shared stage
+        (:func:`share_base_predictions`), copied so that no method can change another's input.
+        """
+        part = self._part_of(X)
+        if part is not None and part in (self.shared or {}):
+            return self.shared[part].copy(deep=True)  # type: ignore[index]  # checked on the line above
         return base_predictive(self.base, X, levels=self.levels)
+
+    def base_loo(self) -> tuple[np.ndarray, np.ndarray]:
+        """The fitted base's closed-form leave-one-out mean and sd (``base.loo()``), shared when computed once."""
+        if self.shared is not None and "loo" in self.shared:
+            mean, std = self.shared["loo"]
+            return mean.copy(), std.copy()
+        return self.base.loo()  # type: ignore[attr-defined]  # the callers check it has loo()
+
+    def _part_of(self, X) -> str | None:
+        # identity, not equality: an array of the task's split is that part (also after a pickle
+        # round trip, which keeps the identities within one context)
+        for name, part in (("test", self.X_test), ("calibrate", self.X_cal), ("train", self.X_train)):
+            if X is part:
+                return name
+        return None
 
     @property
     def calibration(self) -> tuple[np.ndarray, np.ndarray]:
@@ -220,6 +248,67 @@ def make_base(base_spec: dict, *, seed: int | None = None):
     return entry.load()(**options)
 
 
+# ---------------------------------------------------------------------------
+# The shared stage's base predictions (computed once per data set, repetition and base)
+# ---------------------------------------------------------------------------
+
+
+def _calibration_data_of(kind: str, options: dict) -> str | None:
+    """The ``calibration_data`` a distribution post-processor of ``kind`` reads (None: not one)."""
+    entry = registry.METHODS.get(kind)
+    if entry is None or entry.family != "distribution" or entry.adapter is not None:
+        return None
+    return {**entry.defaults, **options}.get("calibration_data", "in-sample")
+
+
+def shared_parts(ctx: TaskContext, methods) -> list[str]:
+    """The base predictives the task's ``methods`` read through :meth:`TaskContext.predict_base` / ``base_loo``.
+
+    ``"test"`` and ``"calibrate"`` (with a calibration part) whenever a method runs; without
+    one, ``"loo"`` when a post-processor calibrates on the closed-form LOO of a base that has
+    it (``calibration_data`` ``"auto"`` or ``"loo"``) and ``"train"`` when one calibrates in sample.
+    """
+    if not methods:
+        return []
+    parts = ["test"] if ctx.X_cal is None else ["calibrate", "test"]
+    if ctx.X_cal is not None:
+        return parts
+    # as calibration_prediction reads them: a PyMC base's "loo" is its PSIS-LOO (not shared)
+    has_loo = callable(getattr(ctx.base, "loo", None))
+    posterior_loo = callable(getattr(ctx.base, "loo_tree", None))
+    for m in methods:
+        data = _calibration_data_of(m.kind, m.options)
+        if data is None or (data == "loo" and posterior_loo):
+            continue
+        wanted = "loo" if has_loo and data in ("auto", "loo") else "train"
+        if not (wanted == "train" and data == "loo") and wanted not in parts:
+            parts.append(wanted)
+    return parts
+
+
+def share_base_predictions(ctx: TaskContext, methods) -> TaskContext:
+    """``ctx`` with the base's predictives on the task's parts computed once (``ctx.shared``).
+
+    Every method of the task then reads them (:meth:`TaskContext.predict_base`,
+    :meth:`TaskContext.base_loo`) instead of asking the base again: with an exact GP on
+    n training rows each prediction is O(n) per test row, the same for every method
+    (issue 37). The same call with the same arrays gives the same bits, so the results are
+    unchanged. A prediction that raises is left out: the methods that need it ask the
+    base themselves and record its error as before.
+    """
+    shared: dict = {}
+    arrays = {"train": ctx.X_train, "calibrate": ctx.X_cal, "test": ctx.X_test}
+    for part in shared_parts(ctx, methods):
+        try:
+            if part == "loo":
+                shared[part] = ctx.base.loo()  # type: ignore[attr-defined]  # shared_parts checked it
+            else:
+                shared[part] = base_predictive(ctx.base, arrays[part], levels=ctx.levels)
+        except Exception:  # the method that needs it raises it again, and records it
+            continue
+    return dataclasses.replace(ctx, shared=shared)
+
+
 def run_base(ctx: TaskContext, entry=None) -> xr.Dataset:
     """The uncalibrated base model (B in Capone et al. 2023): its predictive distribution on the test part."""
     return ctx.predict_base(ctx.X_test)
@@ -259,7 +348,7 @@ def calibration_prediction(ctx: TaskContext, calibration_data: str = "in-sample"
             "calibration split, or a PyMC base (kind 'pymc-linear'); use 'auto' or 'in-sample'."
         )
     if in_sample and has_loo and calibration_data in ("auto", "loo"):
-        loo_mean, loo_std = ctx.base.loo()  # type: ignore[attr-defined]  # has_loo checked above
+        loo_mean, loo_std = ctx.base_loo()
         return normal(loo_mean, loo_std, levels=ctx.levels), y_cal
     return ctx.predict_base(X_cal), y_cal
 
@@ -451,6 +540,52 @@ def check_method_work(ctx: TaskContext, kind: str, options: dict) -> None:
         refits = (count, n - -(-n // folds))  # each refit leaves one fold out
     faults.check_method_time(kind, options, ctx.base_spec, n, ctx.max_method_minutes, refits=refits)
     faults.check_method_memory(kind, options, ctx.base_spec.get("kind"), n, base_spec=ctx.base_spec, refits=refits)
+
+
+# ---------------------------------------------------------------------------
+# Methods switch to their scalable form instead of refusing at their defaults (issue 37)
+# ---------------------------------------------------------------------------
+
+
+def scalable_form(ctx: TaskContext, kind: str, options: dict, strict: bool = False) -> tuple[TaskContext, dict, str]:
+    """The context and options method ``kind`` runs with: as given, or its scalable form where refused.
+
+    A method whose n x n work on an exact GP :func:`check_method_work` refuses runs instead as
+
+    * the sharp GP's ``full`` / ``cross-fitted`` variant: ``variant = "scaled"`` (Capone et al. 2023's
+      one-scale-per-level line search on the base GP's own σ, no n x n work);
+    * CV+, jackknife+, jackknife refitting an exact GP: refits of the sparse GP
+      (:func:`calibprob.runs.faults.sparse_gp_table`: the shared options, 300 inducing points);
+
+    and says so: the third item is the line the results store (``ran_as``), empty when nothing
+    changed. ``strict = True`` (a method's ``strict = true``) keeps the refusal, as does a method with
+    no scalable form, or whose scalable form is refused too.
+
+    Raises
+    ------
+    TimeoutError, MemoryError
+        :func:`check_method_work`'s refusal, where it stands.
+    """
+    try:
+        check_method_work(ctx, kind, options)
+        return ctx, options, ""
+    except (TimeoutError, MemoryError) as err:
+        if strict:
+            raise
+        refused = str(err).split("; refused")[0]
+        if kind == "sharp-gp" and options.get("variant", "full") in ("full", "cross-fitted"):
+            switched, note = (
+                {**options, "variant": "scaled"},
+                "variant 'scaled' (the base GP's own sigma, one scale per level)",
+            )
+        elif refits_its_base(kind) and ctx.base_spec.get("kind") in faults.EXACT_GP_BASES:
+            table = faults.sparse_gp_table(ctx.base_spec)
+            ctx = dataclasses.replace(ctx, base_spec=table)
+            switched, note = options, f"refits of the sparse GP with {table['n_inducing']} inducing points"
+        else:
+            raise
+    check_method_work(ctx, kind, switched)  # the scalable form answers to the same budget
+    return ctx, switched, f"ran as {note}: its default was refused ({refused}); strict = true keeps the refusal"
 
 
 def run_refits(ctx: TaskContext, kind: str, options: dict, ks) -> list | BaseException:

@@ -22,16 +22,52 @@ from calibprob._core.validation import GROUP_COORD
 from calibprob.compare.methods import (
     METHOD_KINDS,
     TaskContext,
-    check_method_work,
     count_refits,
     make_base,
     refits_its_base,
     run_refits,
+    scalable_form,
+    share_base_predictions,
 )
 from calibprob.compare.spec.model import METHOD_FALLBACKS, Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
 from calibprob.metrics import evaluate, evaluate_intervals, is_interval_family
+from calibprob.runs.faults import choose_gp
 from calibprob.transforms import back_transform, transform_target
+
+
+def gp_choices(spec: Spec) -> dict:
+    """What each ``kind = "gp"`` base runs as on each data set: ``{(data set, base name): line}``.
+
+    The choice (:func:`calibprob.runs.faults.choose_gp`) depends on the training rows only, the same in
+    every repetition (the split's fractions are fixed), so the first repetition's split decides it.
+    Empty when no base is ``kind = "gp"``; printed in the run's header and stored in the results.
+
+    Parameters
+    ----------
+    spec : Spec
+
+    Returns
+    -------
+    dict
+        ``(data set name, base name or None) -> line`` for every ``kind = "gp"`` base.
+
+    Examples
+    --------
+    >>> from calibprob.compare import gp_choices, parse_spec
+    >>> spec = parse_spec({"name": "g", "split": {"train": 0.5, "test": 0.5},
+    ...                    "datasets": [{"name": "f", "function": "forrester", "n": 40}],
+    ...                    "base": {"kind": "gp"}, "methods": {"raw": {"kind": "base"}}})
+    >>> gp_choices(spec)
+    {('f', None): 'exact GP (20 training rows <= 5060)'}
+    """
+    tables = [(b, t) for b, t in spec.base_tables() if t.get("kind") == "gp"]
+    out: dict = {}
+    for d in spec.datasets if tables else ():
+        _, arrays = _prepare(spec, d.name, 0)
+        for base_name, table in tables:
+            out[(d.name, base_name)] = choose_gp(table, len(arrays["train"][1]))[1]
+    return out
 
 
 def task_keys(spec: Spec) -> list[tuple[str, int]]:
@@ -229,8 +265,11 @@ def fit_bases(spec_dict: dict, dataset: str, repetition: int) -> dict:
     -------
     dict
         ``back`` and ``y_score`` (how to score) and ``fits``: base name (None for a
-        ``[base]`` spec) -> ``(TaskContext, fit time)``, or the error message of a
-        ``[bases.*]`` base whose fit raised.
+        ``[base]`` spec) -> ``(TaskContext, fit time, prediction time)``, or the error
+        message of a ``[bases.*]`` base whose fit raised. The context carries the base's
+        predictives on the task's parts, computed here once (``TaskContext.shared``,
+        :func:`~calibprob.compare.methods.share_base_predictions`), so no method task
+        asks the base for them again.
 
     Raises
     ------
@@ -311,14 +350,24 @@ def run_method_refits(
     ctx = _refit_context(spec, dataset, repetition, base_name)
     t0 = time.perf_counter()
     ks = np.array_split(np.arange(count_refits(ctx, m.kind, m.options)), groups)[group]
-    return base_name, run_refits(ctx, m.kind, m.options, ks), time.perf_counter() - t0
+    options = m.options
+    try:  # refused at its default: the refits of its scalable form (the method task decides the same)
+        ctx, options, _ = scalable_form(ctx, m.kind, m.options, m.strict)
+    except (TimeoutError, MemoryError):
+        pass  # strict, or no scalable form: run_refits refuses it, and the method records why
+    return base_name, run_refits(ctx, m.kind, options, ks), time.perf_counter() - t0
 
 
 def _refit_context(spec: Spec, dataset: str, repetition: int, base_name):
     """The task's :class:`TaskContext` for one base, unfitted (``base=None``): what a refit needs."""
     seed, arrays = _prepare(spec, dataset, repetition)
-    table = dict(spec.base_tables())[base_name]
+    table = _chosen_table(dict(spec.base_tables())[base_name], arrays)
     return _context(spec, table, arrays, seed, None)
+
+
+def _chosen_table(table: dict, arrays: dict) -> dict:
+    """The base table as it runs on the task's training rows: ``kind = "gp"`` exact or sparse (:func:`choose_gp`)."""
+    return choose_gp(table, len(arrays["train"][1]))[0]
 
 
 def _fit_stage(spec: Spec, dataset: str, repetition: int) -> dict:
@@ -326,7 +375,11 @@ def _fit_stage(spec: Spec, dataset: str, repetition: int) -> dict:
     fits: dict = {}
     for base_name, table in spec.base_tables():
         try:
-            fits[base_name] = _fit_base(spec, table, arrays, seed)
+            ctx, base_time = _fit_base(spec, table, arrays, seed)
+            # --- shared base predictions (issue 37): once per (data set, repetition, base) ---
+            t0 = time.perf_counter()
+            ctx = share_base_predictions(ctx, spec.methods_on(base_name) if spec.bases is not None else spec.methods)
+            fits[base_name] = (ctx, base_time, time.perf_counter() - t0)
         except Exception as err:
             if spec.bases is None:
                 raise  # the one base failed: the task failed (recorded by the executor)
@@ -351,9 +404,10 @@ def _task_scores(
             # one base of several failed: its methods record why, the other bases' scores stand
             pieces.append(_failed_base(base_name, methods, fit))
             continue
-        ctx, base_time = fit
+        ctx, base_time, predict_time = fit
         piece = _run_methods(spec, methods, ctx, back, y_score, (refits or {}).get(base_name))
         piece["base_fit_time"] = base_time
+        piece["base_predict_time"] = predict_time
         diag = getattr(ctx.base, "diagnostics_", None)
         if isinstance(diag, xr.Dataset):  # a PyMC base's rhat, ess_bulk, divergences (report's diagnostics)
             for k, v in diag.data_vars.items():
@@ -377,6 +431,7 @@ def _fit_base(spec: Spec, table: dict, arrays: dict, seed: int):
     """Build and fit one base on the task's training part: its :class:`TaskContext` and fit time."""
     # every base gets the task's seed and split, so a base of a [bases.*] spec scores exactly as
     # it would as the [base] of a spec of its own
+    table = _chosen_table(table, arrays)
     base = make_base(table, seed=seed)
     t0 = time.perf_counter()
     base.fit(*arrays["train"])
@@ -417,6 +472,8 @@ def _merge_bases(spec: Spec, pieces, names: list[str]) -> xr.Dataset:
     out = xr.merge(pieces, join="outer", compat="no_conflicts", combine_attrs="drop_conflicts")
     out = out.reindex(base=spec.base_names, calibrator=names)
     out["error"] = out["error"].fillna("").astype(str)
+    if "ran_as" in out:
+        out["ran_as"] = out["ran_as"].fillna("").astype(str)
     return out
 
 
@@ -458,13 +515,16 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
     if refits is not None:  # a copy: the fitted stage is shared by every task on this worker
         ctx = dataclasses.replace(ctx, refits=refits[0])
 
-    scores, times, errors = [], [], []
+    scores, times, errors, ran_as = [], [], [], []
     for m in methods:
         t0 = time.perf_counter()
+        note = ""
         try:
-            if refits is None:  # (a method's refit tasks checked it before refitting)
-                check_method_work(ctx, m.kind, m.options)
-            pred = METHOD_KINDS[m.kind].func(_method_context(ctx, m), **m.options)
+            m_ctx, options = ctx, m.options
+            if refits is None or not m.strict:  # (a strict method's refit tasks checked it before refitting)
+                # refused at its defaults: its scalable form, and the row says so (issue 37)
+                m_ctx, options, note = scalable_form(ctx, m.kind, m.options, m.strict)
+            pred = METHOD_KINDS[m.kind].func(_method_context(m_ctx, m), **options)
             if back is not None:  # fitted on g(y): score the law of y, on the original scale
                 pred = back_transform(pred, **back)
             score = _score(spec, m.kind, pred, y_score, None if ctx.groups is None else ctx.groups["test"])
@@ -473,6 +533,7 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
         except Exception as err:  # recorded, never fatal for the other methods
             errors.append(f"{type(err).__name__}: {err}\n{traceback.format_exc(limit=3)}")
         times.append(time.perf_counter() - t0 + (0.0 if refits is None else refits[1]))
+        ran_as.append(note)
     names = [m.name for m in methods]
     if scores:
         # merge, not concat: interval-only methods lack the density metrics (NaN there)
@@ -482,4 +543,6 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
         out = xr.Dataset(coords={"calibrator": names})
     out["fit_time"] = ("calibrator", np.asarray(times))
     out["error"] = ("calibrator", np.asarray(errors, dtype=object).astype(str))
+    if any(ran_as):  # only where a method switched: the results of every other run are as before
+        out["ran_as"] = ("calibrator", np.asarray(ran_as, dtype=object).astype(str))
     return out

@@ -175,9 +175,13 @@ register_base(
         # exact GP at scale: hyperparameters on a seeded subset of rows, refined on all
         "n_hyper_subset": AnyOf((Choice(("auto",)), Int(3, None))),
         "refine_hyper": AnyOf((_BOOL, Choice(("auto",)))),
+        # the runner's choice (calibprob.runs.faults.choose_gp): exact up to a documented size, sparse above
+        "exact": _BOOL,
+        "n_inducing": Int(1, 100_000),
     },
-    doc="exact Gaussian process (closed-form leave-one-out)",
+    doc="Gaussian process: exact (closed-form leave-one-out) up to 5 060 training rows, sparse above; exact = true forces exact",
     seed="random_state",
+    runner_options=("exact", "n_inducing"),
     exports=_TOP,
 )
 register_base(

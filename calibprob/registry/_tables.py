@@ -130,6 +130,8 @@ class BaseEntry:
     hidden: tuple[str, ...] = ()
     #: a factory ``"module:function"`` building the model from the table (kinds without a class)
     builder: str | None = None
+    #: options the runner reads and never gives the class (``kind = "gp"``'s choice: ``exact``, ``n_inducing``)
+    runner_options: tuple[str, ...] = ()
 
     def load(self) -> type:
         if self.cls is None:

@@ -55,6 +55,9 @@ __all__ = [
     "check_method_memory",
     "check_method_time",
     "factorisation_rate",
+    "choose_gp",
+    "gp_exact_max_rows",
+    "sparse_gp_table",
 ]
 
 #: Dask configuration of the clusters calibprob starts: a task whose worker dies while running it is
@@ -316,6 +319,90 @@ def method_work(kind: str, options: dict, base_spec: dict, n_train: int, refits:
         return Work()
     options = {k: v for k, v in options.items() if k != "bases"}
     return _kind_work(kind, options, {k: v for k, v in base_spec.items() if k != "kind"}, int(n_train), refits)
+
+
+# ---------------------------------------------------------------------------
+# kind = "gp" that chooses: the exact GP up to a documented size, the sparse GP above (issue 37)
+# ---------------------------------------------------------------------------
+
+#: The memory the exact GP's fit may take when ``kind = "gp"`` chooses (``exact`` not given): its
+#: measured peak, :data:`PEAK_N_BY_N` ``["fit"]`` arrays of n x n plus :data:`PEAK_OVERHEAD`, within
+#: 1.6 GB, so that two workers with the J+GP's closed form and CV+'s refits beside it stay within 8 GB.
+GP_EXACT_MEMORY = 1.6e9
+
+#: The sparse GP's inducing points when ``kind = "gp"`` chooses it (its own default; ``n_inducing`` sets them).
+GP_SPARSE_INDUCING = 300
+
+#: Options of ``kind = "gp"`` that the runner reads (the choice), never given to the class.
+GP_CHOICE_OPTIONS = ("exact", "n_inducing")
+
+#: Options of the exact GP that the sparse GP does not take (dropped when the sparse GP is chosen).
+_EXACT_ONLY = ("refine_hyper",)
+
+
+def gp_exact_max_rows() -> int:
+    r"""The largest training size at which ``kind = "gp"`` runs the exact GP: 5 061 rows.
+
+    The largest :math:`n` with :math:`8 \cdot 6.5\, n^2 + 0.25\ \text{GiB} \le` :data:`GP_EXACT_MEMORY`
+    (the exact fit's measured peak, :data:`PEAK_N_BY_N`); there its fit is about 3 factorisations of
+    n x n after a 2000-row hyperparameter subset (:func:`gp_fit_factorisations`), under a minute at
+    1 GFLOP/s, while the sharp GP's ``full`` variant and CV+'s refits are already hours or gigabytes.
+
+    Examples
+    --------
+    >>> from calibprob.runs.faults import gp_exact_max_rows
+    >>> gp_exact_max_rows()
+    5060
+    """
+    return int(((GP_EXACT_MEMORY - PEAK_OVERHEAD) / (8.0 * PEAK_N_BY_N["fit"])) ** 0.5)
+
+
+def sparse_gp_table(table: dict) -> dict:
+    """The sparse GP's table for an exact GP's (``kind`` ``gp``): the options they share, ``n_inducing``.
+
+    ``n_inducing`` is the table's, else :data:`GP_SPARSE_INDUCING`; the exact GP's own options are dropped.
+
+    Examples
+    --------
+    >>> from calibprob.runs.faults import sparse_gp_table
+    >>> sparse_gp_table({"kind": "gp", "kernel": "se", "refine_hyper": True, "exact": True})
+    {'kind': 'sparse-gp', 'kernel': 'se', 'n_inducing': 300}
+    """
+    m = int(table.get("n_inducing", GP_SPARSE_INDUCING))
+    rest = {k: v for k, v in table.items() if k not in (*GP_CHOICE_OPTIONS, *_EXACT_ONLY)}
+    return {**rest, "kind": "sparse-gp", "n_inducing": m}
+
+
+def choose_gp(table: dict, n_train: int) -> tuple[dict, str]:
+    """The base table a ``kind = "gp"`` base runs as on ``n_train`` rows, and a line saying what and why.
+
+    Up to :func:`gp_exact_max_rows` training rows (or with ``exact = true``) the exact GP, its table
+    unchanged but for the choice options; above, the sparse GP (kind ``sparse-gp``) with
+    ``n_inducing`` (default :data:`GP_SPARSE_INDUCING`) and the exact GP's options it shares. Any other
+    kind comes back as it is, with an empty line.
+
+    Examples
+    --------
+    >>> from calibprob.runs.faults import choose_gp
+    >>> choose_gp({"kind": "gp", "kernel": "se"}, 300)[0]
+    {'kind': 'gp', 'kernel': 'se'}
+    >>> choose_gp({"kind": "gp", "kernel": "se"}, 12000)[0]
+    {'kind': 'sparse-gp', 'kernel': 'se', 'n_inducing': 300}
+    """
+    if table.get("kind") != "gp":
+        return table, ""
+    limit = gp_exact_max_rows()
+    rest = {k: v for k, v in table.items() if k not in GP_CHOICE_OPTIONS}
+    if table.get("exact") or n_train <= limit:
+        why = "exact = true" if table.get("exact") else f"{n_train} training rows <= {limit}"
+        return rest, f"exact GP ({why})"
+    sparse = sparse_gp_table(table)
+    m = sparse["n_inducing"]
+    return sparse, (
+        f"sparse GP with {m} inducing points ({n_train} training rows > {limit}, where the exact GP's fit "
+        f"alone would need about {(PEAK_OVERHEAD + 8.0 * PEAK_N_BY_N['fit'] * n_train**2) / 1e9:.1f} GB; "
+        "exact = true forces the exact GP)"
+    )
 
 
 def _method_fix(kind: str, options: dict, generic: str) -> str:

@@ -83,7 +83,7 @@ from tests.support.specs import csv_spec, spec_dict, write_csv
             r"datasets\[0\]\.name must be a non-empty string",
         ),
         (
-            {"base": {"kind": "gp"}, "datasets": [{"name": "b", "function": "branin", "n": 900_000}]},
+            {"base": {"kind": "gp", "exact": True}, "datasets": [{"name": "b", "function": "branin", "n": 900_000}]},
             r"training rows for an exact GP base .* exceed the cap of 20000.*sparse-gp",
         ),
     ],
@@ -227,10 +227,13 @@ def test_defaults_of_every_option_pass_their_declared_type():
 
     from calibprob.compare.methods import make_base
     from calibprob.compare.spec import BASE_OPTION_TYPES
+    from calibprob.runs.faults import GP_SPARSE_INDUCING
 
+    # kind = "gp"'s choice options are the runner's (calibprob.runs.faults.choose_gp), not the class's
+    runner_defaults = {"exact": False, "n_inducing": GP_SPARSE_INDUCING}
     for kind, types in BASE_OPTION_TYPES.items():
         params = inspect.signature(type(make_base({"kind": kind}))).parameters
         for name, t in types.items():
-            default = params[name].default
+            default = params[name].default if name in params else runner_defaults[name]
             if default is not None:
                 t.check(default, f"base.{name}")

@@ -121,13 +121,16 @@ SPEC = {
     },
 }
 
+#: The sharp GP refused where its default's work is too large (``strict``), not switched to ``scaled``
+STRICT = {**SPEC, "methods": {**SPEC["methods"], "sharp": {"kind": "sharp-gp", "n_levels": 5, "strict": True}}}
+
 
 def test_a_method_that_would_not_fit_is_refused_and_the_others_are_scored(monkeypatch, tmp_path):
     """The runner checks a sharp GP's n x n work before running it (serially: against the machine's budget)."""
     real = faults.memory_budget
     # room for the base GP's own checks (a few 60 x 60 arrays) but not for the sharp GP's 9
     monkeypatch.setattr(faults, "memory_budget", lambda: (8.0 * 60**2 * 5, "the test's budget"))
-    tree = run_comparison(parse_spec(SPEC), tmp_path / "r.nc", progress=False)
+    tree = run_comparison(parse_spec(STRICT), tmp_path / "r.nc", progress=False)
     monkeypatch.setattr(faults, "memory_budget", real)
     err = tree["error"].sel(dataset="branin", repetition=0)
     assert err.sel(calibrator="b").item() == "" and err.sel(calibrator="iso").item() == ""
@@ -176,7 +179,7 @@ def test_check_method_time_refuses_with_the_estimate_its_make_up_the_rate_and_th
 
 
 def test_a_method_beyond_max_method_minutes_is_refused_in_its_row_and_the_others_are_scored(tmp_path):
-    spec = parse_spec({**SPEC, "max_method_minutes": 1e-12})
+    spec = parse_spec({**STRICT, "max_method_minutes": 1e-12})
     tree = run_comparison(spec, tmp_path / "r.nc", progress=False)
     err = tree["error"].sel(dataset="branin", repetition=0)
     assert err.sel(calibrator="b").item() == "" and err.sel(calibrator="iso").item() == ""
@@ -324,6 +327,7 @@ def test_no_bundled_spec_is_refused_at_the_default_budget():
         for d in spec.datasets:
             n = len(_prepare(spec, d.name, 0)[1]["train"][1])
             for _, table in spec.base_tables():
+                table = faults.choose_gp(table, n)[0]  # kind = "gp": the exact GP only up to its size
                 for m in spec.methods:
                     refits = (10, n - n // 10) if m.kind in ("cv-plus", "jackknife-plus") else None
                     work = faults.method_work(m.kind, m.options, table, n, refits)

@@ -357,7 +357,7 @@ def write_html(
     spec = _stored_spec(results)
     by = _check_by(rank_by if rank_by is not None else spec.get("rank_by", "nll"))
     metrics = metrics or spec.get("metrics") or ["ece", "nll", "crps", "std", "rmse", "coverage", "width"]
-    metric_vars = results.drop_vars([v for v in ("fit_time", "base_fit_time") if v in results])
+    metric_vars = results.drop_vars([v for v in ("fit_time", "base_fit_time", "base_predict_time") if v in results])
     rk = rank_results(metric_vars, by)
     st = stack_pipelines(results)
     pipes = [str(p) for p in st["pipeline"].values]

@@ -214,6 +214,9 @@ class MethodSpec:
     #: with ``groups = true``: ``"pooled"`` (default: a group too small, or absent from the
     #: calibration data, is calibrated on all points, labelled) or ``"none"`` (infinite bounds)
     fallback: str | None = None
+    #: ``True``: refused where its default's n x n work is too long or too large, never switched to its
+    #: scalable form (:func:`calibprob.compare.methods.scalable_form`)
+    strict: bool = False
 
     def table(self) -> dict:
         """The method's spec table (``kind``, its options and the runner keys it sets)."""
@@ -224,6 +227,8 @@ class MethodSpec:
             out["groups"] = self.groups
         if self.fallback is not None:
             out["fallback"] = self.fallback
+        if self.strict:
+            out["strict"] = True
         return out
 
 

@@ -146,14 +146,19 @@ def _parse_methods(value, named_bases: bool = False) -> tuple[MethodSpec, ...]:
                 f"methods.{name}.kind = {_short(kind)} is unknown.{_suggest(kind, registry.METHODS)} Valid kinds: "
                 f"{', '.join(sorted(registry.METHODS))}."
             )
-        options = {k: v for k, v in entry.items() if k not in ("kind", "bases", "groups", "fallback")}
+        options = {k: v for k, v in entry.items() if k not in ("kind", "bases", "groups", "fallback", "strict")}
         bases = _parse_method_bases(entry, name, named_bases)
         groups, fallback = _parse_method_groups(entry, name, kind)
         types = registry.METHODS[kind].options
         _check_keys(options, types, f"methods.{name} (kind {kind!r})")
         for k, v in options.items():
             types[k].check(v, f"methods.{name}.{k}")
-        out.append(MethodSpec(name=name, kind=kind, options=options, bases=bases, groups=groups, fallback=fallback))
+        strict = Bool().check(entry.get("strict", False), f"methods.{name}.strict")  # refused, never switched
+        out.append(
+            MethodSpec(
+                name=name, kind=kind, options=options, bases=bases, groups=groups, fallback=fallback, strict=strict
+            )
+        )
     return tuple(out)
 
 
@@ -258,8 +263,9 @@ def _parse_spec(data, *, source, root) -> Spec:
     else:
         bases = _parse_bases(data["bases"])
         tables = list(bases)
-    # the exact-GP size cap applies when any base is an exact GP
-    base_kind = "gp" if any(t["kind"] == "gp" for _, t in tables) else tables[0][1]["kind"]
+    # the exact GP's size cap binds only where it is forced: kind = "gp" chooses the sparse GP above its size
+    exact = any(t["kind"] == "gp" and t.get("exact") for _, t in tables)
+    base_kind = "gp" if exact else ("sparse-gp" if tables[0][1]["kind"] == "gp" else tables[0][1]["kind"])
     reps = data.get("repetitions", 1)
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
         raise SpecError(f"repetitions must be a positive integer; got {_short(reps)}.")
