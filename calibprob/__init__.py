@@ -79,7 +79,7 @@ SUBPACKAGES = (
     "registry",
     "transforms",
 )
-#: Subpackages that moved (``calibprob.bases.gp`` is now ``calibprob.bases.gp``): still reachable as attributes for one
+#: Subpackages that moved (``calibprob.gp`` is now ``calibprob.bases.gp``): still reachable as attributes for one
 #: release, through the old-path finder (which warns); not listed by ``dir(calibprob)``.
 _MOVED_SUBPACKAGES = ("gp", "conformal", "online")
 

@@ -1,3 +1,3 @@
 """The one definition of calibprob's version (pyproject.toml reads it; so do the docs)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -18,7 +18,6 @@ import sys
 
 import numpy as np
 import pytest
-import xarray as xr
 
 import calibprob
 from calibprob import registry
@@ -282,21 +281,3 @@ def test_registration_refuses_bad_entries():
     with pytest.raises(ValueError, match="needs a class target or an adapter"):
         registry.register_method("x", None, family="distribution", output="distribution")
     assert "x" not in registry.METHODS
-
-
-def test_the_deprecated_register_decorator_still_registers(monkeypatch):
-    from calibprob.compare import methods
-
-    with pytest.warns(DeprecationWarning, match="use calibprob.registry.register_method"):
-
-        @methods.register("toy-legacy", options=("k",), doc="legacy")
-        def _legacy(ctx, k=1.0):
-            return calibprob.normal(np.zeros(len(ctx.X_test)), np.full(len(ctx.X_test), k))
-
-    try:
-        assert registry.METHODS["toy-legacy"].options.keys() == {"k"}
-        ctx = methods.TaskContext(np.zeros((3, 1)), np.zeros(3), None, None, np.zeros((4, 1)), None, {}, None, 0)
-        pred = methods.METHOD_KINDS["toy-legacy"].func(ctx, k=2.0)
-        assert isinstance(pred, xr.Dataset) and float(pred["scale"][0]) == 2.0
-    finally:
-        registry.METHODS.pop("toy-legacy")

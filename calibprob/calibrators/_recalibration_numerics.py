@@ -5,8 +5,6 @@ estimators apply to a predictive Dataset."""
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import xarray as xr
 from scipy import optimize
@@ -56,27 +54,6 @@ def probit_interpolated_quantiles(sorted_scores, levels) -> np.ndarray:
     """
     s = np.asarray(sorted_scores, float)
     return quantile_ppf(s, knot_levels(s.size), np.asarray(levels, float))
-
-
-def score_quantiles(sorted_scores, levels) -> np.ndarray:
-    """Deprecated name of :func:`probit_interpolated_quantiles` (kept for one release; warns ``FutureWarning``).
-
-    Parameters
-    ----------
-    sorted_scores : ndarray, shape (n,)
-    levels : ndarray, shape (L,)
-
-    Returns
-    -------
-    ndarray, shape (L,)
-    """
-    warnings.warn(
-        "calibprob.calibrators.recalibration.score_quantiles is renamed probit_interpolated_quantiles "
-        "(the old name goes in the next release); call probit_interpolated_quantiles(sorted_scores, levels).",
-        FutureWarning,
-        stacklevel=2,
-    )
-    return probit_interpolated_quantiles(sorted_scores, levels)
 
 
 def isotonic_calibration_knots(pit_scores) -> tuple[np.ndarray, np.ndarray]:

@@ -84,7 +84,6 @@ from calibprob.calibrators._recalibration_numerics import (
     _probit_pit,
     isotonic_calibration_knots,
     probit_interpolated_quantiles,
-    score_quantiles,
     variance_scale_factor,
     vovk_ranks,
 )
@@ -102,7 +101,6 @@ __all__ = [
     "levels_in_range",
     "knot_levels",
     "probit_interpolated_quantiles",
-    "score_quantiles",
     "isotonic_calibration_knots",
     "vovk_ranks",
     "variance_scale_factor",

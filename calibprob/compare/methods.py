@@ -27,7 +27,6 @@ import numpy as np
 import xarray as xr
 
 from calibprob import registry
-from calibprob._core.options import Anything
 from calibprob._core.validation import check_choice
 from calibprob.calibrators.conformal._intervals import interval_dataset, reachable_levels
 from calibprob.calibrators.conformal.mondrian import Mondrian
@@ -41,7 +40,6 @@ __all__ = [
     "TaskContext",
     "MethodKind",
     "METHOD_KINDS",
-    "register",
     "make_base",
     "base_predictive",
     "share_base_predictions",
@@ -197,37 +195,6 @@ class _MethodKinds(MutableMapping):
 
 #: Every calibrator kind a spec can name, as the runner calls it (read from :mod:`calibprob.registry`).
 METHOD_KINDS: MutableMapping[str, MethodKind] = _MethodKinds()
-
-
-def register(name: str, options=(), doc: str = "", output: str = "distribution"):
-    """Decorator registering a function ``(ctx, **options) -> Dataset`` as a calibrator kind.
-
-    .. deprecated::
-        Register a class with :func:`calibprob.registry.register_method` instead (its family
-        and output then decide how it runs); this decorator registers the function there as
-        the kind's adapter, with untyped options, and will be removed in the next release.
-    """
-
-    warnings.warn(
-        "calibprob.compare.methods.register is deprecated; use calibprob.registry.register_method "
-        "(a class, its family, output and typed options).",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-
-    def deco(func):
-        registry.register_method(
-            name,
-            None,
-            family="distribution",
-            output=output,
-            options={o: Anything() for o in options},
-            doc=doc or (func.__doc__ or "").strip(),
-            adapter=lambda ctx, entry, **opts: func(ctx, **opts),
-        )
-        return func
-
-    return deco
 
 
 def make_base(base_spec: dict, *, seed: int | None = None):

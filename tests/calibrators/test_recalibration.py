@@ -609,16 +609,6 @@ def test_recalibrated_ece_skewed_noise_many_seeds(name):
     assert np.mean(e_rec) < 2.5 * floor and np.mean(e_rec) < np.mean(e_base) / 30, (np.mean(e_rec), floor)
 
 
-def test_score_quantiles_is_a_deprecated_alias():
-    """The old name warns for one release and returns exactly the renamed function's values."""
-    from calibprob.calibrators import recalibration
-
-    w = np.sort(np.random.default_rng(4).normal(size=40))
-    with pytest.warns(FutureWarning, match="score_quantiles is renamed probit_interpolated_quantiles"):
-        old = recalibration.score_quantiles(w, [0.05, 0.5, 0.95])
-    np.testing.assert_array_equal(old, probit_interpolated_quantiles(w, [0.05, 0.5, 0.95]))
-
-
 def test_fit_targets_follow_the_shared_validator(small_problem):
     """y_cal is checked by calibprob._core.validation.check_targets: a Dataset is refused with a
     TypeError naming y_cal, and a DataArray with dim ``obs`` must carry the prediction's labels."""

@@ -37,7 +37,7 @@ A group below the minimum for a confidence level gets the interval
 :math:`(-\infty, \infty)` at that level — explicitly infinite, never NaN, never clipped — and
 :meth:`Mondrian.fit` warns naming the group, its size and the size it needs. crepes computes
 ``int((1 - c) * (n + 1))`` in floating point and so asks one point more than needed at
-:math:`c = 0.8` and :math:`0.9` (``notes/conditional-calibration.md``); calibprob does not.
+:math:`c = 0.8` and :math:`0.9` (``docs/methods/mondrian.md``, "Minimum group sizes"); calibprob does not.
 
 References
 ----------
@@ -123,7 +123,7 @@ def min_group_size(confidence_level, method=None, *, sides: int = 1) -> int:
 
     References
     ----------
-    Vovk, Gammerman & Shafer (2005), §4.5; ``notes/conditional-calibration.md`` §1.
+    Vovk, Gammerman & Shafer (2005), §4.5; ``docs/methods/mondrian.md``, "Minimum group sizes".
     """
     exact_level(confidence_level, "confidence_level")  # names the parameter in the error
     if method is not None:

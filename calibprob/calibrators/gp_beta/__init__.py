@@ -152,7 +152,6 @@ from calibprob.calibrators.gp_beta.estimator import (
 )
 from calibprob.calibrators.gp_beta.plots import plot_calibration_map
 
-_build_model = build_model  # the name before the package split
 # The estimator's public home is this package (as before the split): saved files, pickles,
 # the class registry of calibprob._core.persistence and the docs name it calibprob.calibrators.gp_beta.
 GPBetaCalibrator.__module__ = __name__

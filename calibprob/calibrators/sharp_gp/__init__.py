@@ -172,32 +172,14 @@ Package layout
     :class:`SharpCalibratedGP` and :func:`sharp_gp_ucb`.
 """
 
-from calibprob.calibrators.sharp_gp._graph import (  # noqa: F401  (private names kept for tests and tools)
-    _CACHE,
-    _Compiled,
-    _compiled,
-    _GraphKey,
-    _placeholder,
-    build_model,
-    clear_cache,
-)
-from calibprob.calibrators.sharp_gp._knots import (  # noqa: F401
-    _phi_from_theta,
-    _theta_from_phi,
+from calibprob.calibrators.sharp_gp._graph import build_model, clear_cache
+from calibprob.calibrators.sharp_gp._knots import (
     interpolate_knots,
     interpolate_quantiles,
     knot_levels,
     monotone_knots,
     q_lin,
     required_calibration_points,
-)
-from calibprob.calibrators.sharp_gp._solver import (  # noqa: F401
-    _fit_path,
-    _FullSolver,
-    _Knot,
-    _passes,
-    _phi_from_passes,
-    _ScaledSolver,
 )
 from calibprob.calibrators.sharp_gp._validate import INTERPOLATIONS, VARIANTS
 from calibprob.calibrators.sharp_gp.estimator import SharpCalibratedGP, sharp_gp_ucb

@@ -27,10 +27,6 @@ from calibprob._core.estimator import NotFittedError
 from calibprob.bases.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor, get_compile_mode
 from calibprob.calibrators.sharp_gp import (
     SharpCalibratedGP,
-    _compiled,
-    _GraphKey,
-    _phi_from_theta,
-    _placeholder,
     interpolate_knots,
     knot_levels,
     monotone_knots,
@@ -38,6 +34,8 @@ from calibprob.calibrators.sharp_gp import (
     required_calibration_points,
     sharp_gp_ucb,
 )
+from calibprob.calibrators.sharp_gp._graph import _compiled, _GraphKey, _placeholder
+from calibprob.calibrators.sharp_gp._knots import _phi_from_theta
 
 # ---------------------------------------------------------------------------
 # data
