@@ -43,6 +43,7 @@ _LAZY = {
     "TransformedTargetRegressor": "calibprob.bases.transformed",
     "conformal_bayes": "calibprob.calibrators.conformal.from_pymc",
     "bins": "calibprob.calibrators.conformal",
+    "list_calibrators": "calibprob.registry",  # issue 40 (surface): the registry's calibrators, filterable
     **_registry.exports("calibprob"),
 }
 

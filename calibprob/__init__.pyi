@@ -58,6 +58,7 @@ from calibprob.predictive import normal as normal
 from calibprob.predictive import to_datatree as to_datatree
 from calibprob.predictive import validate as validate
 from calibprob.predictive.loo import from_loo as from_loo
+from calibprob.registry import list_calibrators as list_calibrators
 from calibprob.transforms import back_transform as back_transform
 from calibprob.transforms import transform_target as transform_target
 
@@ -104,6 +105,7 @@ __all__ = [
     "from_loo",
     "from_quantiles",
     "heldout_elpd",
+    "list_calibrators",
     "list_datasets",
     "load",
     "load_csv",

@@ -348,3 +348,10 @@ def test_other_bad_inputs_name_the_parameter(fitted):
         ConformalBayes().fit(fitted["tree"], train_groups="county")
     with pytest.raises(calibprob.NotFittedError, match=r"Call fit"):
         ConformalBayes().predict(fitted["logf"], fitted["grid"])
+
+
+def test_predict_interval_is_predict_with_the_level_by_position(fitted):
+    """The interval family's ``predict_interval`` (every interval method has it) returns ``predict``'s Dataset."""
+    cb = ConformalBayes(confidence_level=[0.5, 0.9]).fit(fitted["tree"], train_groups="school")
+    direct = cb.predict(fitted["logf"], fitted["grid"], groups=["a", "b"], confidence_level=0.8)
+    xr.testing.assert_identical(cb.predict_interval(fitted["logf"], fitted["grid"], 0.8, groups=["a", "b"]), direct)
