@@ -44,6 +44,7 @@ _LAZY = {
     "conformal_bayes": "calibprob.calibrators.conformal.from_pymc",
     "bins": "calibprob.calibrators.conformal",
     "min_group_size": "calibprob.calibrators.conformal",
+    "list_calibrators": "calibprob.registry",  # issue 40 (surface): the registry's calibrators, filterable
     **_registry.exports("calibprob"),
 }
 

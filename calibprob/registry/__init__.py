@@ -62,6 +62,7 @@ from calibprob.registry._tables import (
     MethodEntry,
     base_kind,
     exports,
+    list_calibrators,
     load_object,
     register_base,
     register_class,
@@ -76,6 +77,7 @@ from calibprob.registry._tables import ROLES as ROLES
 from calibprob.registry._tables import builtin_classes as builtin_classes  # calibprob.load's class table
 
 __all__ = [
+    "list_calibrators",
     "ClassEntry",
     "MethodEntry",
     "BaseEntry",

@@ -303,6 +303,42 @@ def exports(namespace: str) -> dict[str, str]:
     return {e.name: e.module for e in CLASSES.values() if namespace in e.exports}
 
 
+def list_calibrators(family: str | None = None, output: str | None = None) -> list[tuple[str, type, str, str]]:
+    """Every registered calibrator as ``(name, class, family, output)``, sorted by name.
+
+    Like scikit-learn's :func:`sklearn.utils.all_estimators`: what a tool or a test loops over. The
+    classes are imported (calibprob's own import no PyMC model at import time); a third party's appear
+    once its :func:`register_class` or :func:`register_method` call has run.
+
+    Parameters
+    ----------
+    family : {"distribution", "model-aware", "posterior"}, optional
+        Keep only this family (the lifecycle: ``fit(pred_cal, y_cal)``, ``estimator=`` with
+        ``fit(X, y)``, or ``fit(log_likelihood)``).
+    output : {"distribution", "intervals"}, optional
+        Keep only this output kind (a quantile function, or central intervals only).
+
+    Returns
+    -------
+    list of (str, type, str, str)
+
+    Examples
+    --------
+    >>> import calibprob
+    >>> [name for name, *_ in calibprob.list_calibrators(family="model-aware", output="intervals")][:2]
+    ['CrossConformalRegressor', 'FullConformalGP']
+    """
+    if family is not None:
+        _check_choice(family, "family", FAMILIES)
+    if output is not None:
+        _check_choice(output, "output", OUTPUTS)
+    return [
+        (e.name, e.load(), str(e.family), str(e.output))
+        for e in sorted(CLASSES.values(), key=lambda e: e.name)
+        if e.role == "calibrator" and family in (None, e.family) and output in (None, e.output)
+    ]
+
+
 def builtin_classes() -> dict[str, str]:
     """``{name: module}`` of calibprob's own classes (what :func:`calibprob.load` may construct)."""
     return {e.name: e.module for e in CLASSES.values() if e.module.split(".")[0] == "calibprob"}

@@ -365,3 +365,10 @@ def test_threads_over_blocks_give_bitwise_the_one_thread_sets(fitted):
     xr.testing.assert_identical(runs[0], runs[1])
     with pytest.raises(ValueError, match=r"n_jobs must be >= 1; got 0"):
         ConformalBayes(n_jobs=0).fit(ll)
+
+
+def test_predict_interval_is_predict_with_the_level_by_position(fitted):
+    """The interval family's ``predict_interval`` (every interval method has it) returns ``predict``'s Dataset."""
+    cb = ConformalBayes(confidence_level=[0.5, 0.9]).fit(fitted["tree"], train_groups="school")
+    direct = cb.predict(fitted["logf"], fitted["grid"], groups=["a", "b"], confidence_level=0.8)
+    xr.testing.assert_identical(cb.predict_interval(fitted["logf"], fitted["grid"], 0.8, groups=["a", "b"]), direct)
