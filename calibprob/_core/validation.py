@@ -13,7 +13,11 @@ import os
 from collections.abc import Iterable
 
 import numpy as np
+import pandas as pd
 import xarray as xr
+
+from calibprob._core.alignment import align_to_obs
+from calibprob._core.labels import read_labels
 
 __all__ = [
     "check_array",
@@ -394,14 +398,6 @@ def _groups_from_name(name_value: str, pred, name: str):
     return coord.values
 
 
-def _is_missing_label(values: np.ndarray) -> np.ndarray:
-    if values.dtype.kind == "f":
-        return np.isnan(values)
-    if values.dtype.kind == "O":
-        return np.array([v is None or (isinstance(v, float) and v != v) for v in values], dtype=bool)
-    return np.zeros(values.shape, dtype=bool)
-
-
 def check_groups(groups, n: int, *, pred=None, name: str = "groups") -> np.ndarray | None:
     """One group label per observation, as a 1-D array (or ``None`` when no groups are given).
 
@@ -447,28 +443,27 @@ def check_groups(groups, n: int, *, pred=None, name: str = "groups") -> np.ndarr
             raise ValueError(
                 f"{name} must be 1-D (one label per observation); got a DataArray with dims {groups.dims}."
             )
-        values = np.asarray(groups.values)
+        values = align_to_obs(groups, pred, name).values
     else:
-        values = np.asarray(groups)
-        if values.ndim == 2 and 1 in values.shape:
+        if isinstance(groups, pd.DataFrame):
             raise ValueError(
-                f"{name} must be 1-D (one label per observation); got shape {values.shape}. "
+                f"{name} must be 1-D (one label per observation); got a DataFrame with columns "
+                f"{list(groups.columns)}. Pass one column, e.g. df[{str(groups.columns[0])!r}]."
+            )
+        values = align_to_obs(groups, pred, name)
+        shape = np.shape(values)
+        if len(shape) == 2 and 1 in shape:
+            raise ValueError(
+                f"{name} must be 1-D (one label per observation); got shape {shape}. "
                 "Pass groups.ravel() if it is a single column."
             )
-        if values.ndim != 1:
-            raise ValueError(f"{name} must be 1-D (one label per observation); got shape {values.shape}.")
-    if values.shape[0] != n:
+        if len(shape) != 1:
+            raise ValueError(f"{name} must be 1-D (one label per observation); got shape {shape}.")
+    if len(values) != n:
         raise ValueError(
-            f"{name} has {values.shape[0]} labels but there are {n} observations. Pass one label per observation."
+            f"{name} has {len(values)} labels but there are {n} observations. Pass one label per observation."
         )
-    missing = _is_missing_label(values)
-    if missing.any():
-        first = int(np.flatnonzero(missing)[0])
-        raise ValueError(
-            f"{name} has {int(missing.sum())} missing label(s) (NaN or None), the first at index {first}. "
-            "Give every observation a group, e.g. a label such as 'unknown' for the missing ones."
-        )
-    return values
+    return read_labels(values, name)
 
 
 def check_fitted_X(estimator, X, name: str = "X") -> np.ndarray:
