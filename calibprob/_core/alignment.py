@@ -27,9 +27,12 @@ __all__ = ["align_to_obs"]
 
 
 def _obs_index(pred) -> pd.Index | None:
-    if isinstance(pred, (xr.Dataset, xr.DataArray)) and "obs" in pred.indexes:
-        return pred.indexes["obs"]
-    return None
+    """The prediction's ``obs`` labels: from a Dataset / DataArray, or given as labels directly."""
+    if isinstance(pred, (xr.Dataset, xr.DataArray)):
+        return pred.indexes["obs"] if "obs" in pred.indexes else None
+    if pred is None:
+        return None
+    return pd.Index(np.asarray(pred))
 
 
 def _is_default(index: pd.Index) -> bool:
@@ -77,8 +80,9 @@ def align_to_obs(value, pred, name: str):
     value : object
         The argument (``groups=``, ``y``, ``weights=``); only a ``DataArray`` with an ``obs``
         coordinate and a ``pandas.Series`` / ``DataFrame`` are labelled.
-    pred : xarray.Dataset or None
-        The prediction whose ``obs`` coordinate gives the rows; None reads by position.
+    pred : xarray.Dataset, array_like or None
+        The prediction whose ``obs`` coordinate gives the rows (or those ``obs`` labels
+        themselves); None reads by position.
     name : str
         The parameter name used in error messages.
 

@@ -133,10 +133,11 @@ def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int
     * a 1-D ``xarray.DataArray`` with **any** single dimension name, e.g. PyMC's
       ``idata.observed_data["y"]`` with dim ``obs_id`` (or ``y_dim_0``). It is
       aligned with the prediction **by position**: the prediction's row ``i``
-      scores ``y[i]``. Only when the dim is literally ``obs`` and both carry
-      ``obs`` labels are these required to agree, since then xarray users
-      expect label alignment and a silent positional match would hide a
-      reordering.
+      scores ``y[i]``. When the dim is literally ``obs`` (or ``y`` is a pandas
+      Series with a non-default index) and the prediction's ``obs`` labels are
+      given, ``y`` is aligned to them by label, and refused, naming the first
+      mismatch, when its labels are others
+      (:func:`calibprob._core.alignment.align_to_obs`).
 
     Parameters
     ----------
@@ -147,7 +148,7 @@ def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int
     name : str, default "y"
         Parameter name used in error messages.
     obs : array_like, optional
-        The prediction's ``obs`` labels (checked against a DataArray with dim ``obs``).
+        The prediction's ``obs`` labels (a labelled ``y`` is aligned to them).
     ndim : int or None, default 1
         Required number of dimensions of a NumPy ``y`` (``None``: any, at least 1).
         A DataArray must always be 1-D.
@@ -185,6 +186,8 @@ def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int
             f"{name} must be an array or a 1-D DataArray; got a {type(y).__name__} with variables "
             f"{names}. Pass one variable, e.g. idata.observed_data['y']."
         )
+    # labelled y (a DataArray with an obs coordinate, a Series with an index) follows the prediction's rows
+    y = align_to_obs(y, obs, name)
     if isinstance(y, xr.DataArray):
         if y.ndim != 1:
             draws = [d for d in y.dims if d in _SAMPLE_DIMS]
@@ -197,18 +200,6 @@ def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int
             raise ValueError(
                 f"{name} as a DataArray must be 1-D, one value per observation (any dim name, "
                 f"e.g. PyMC's 'obs_id'); got dims {y.dims}.{hint}"
-            )
-        dim = y.dims[0]
-        if (
-            dim == "obs"
-            and obs is not None
-            and "obs" in y.coords
-            and y.sizes["obs"] == len(obs)
-            and not np.array_equal(y["obs"].values, np.asarray(obs))
-        ):
-            raise ValueError(
-                f"{name}'s 'obs' coordinate differs from the prediction's; align them first "
-                f"({name} = {name}.sel(obs=pred.obs)), or rename the dim to align by position."
             )
         y = y.values
     arr = check_array(y, name, min_length=0)

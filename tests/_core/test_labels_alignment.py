@@ -145,3 +145,21 @@ def test_plain_array_and_unlabelled_series_read_by_position():
     series = pd.Series(g, index=np.arange(g.size) + 1000)  # e.g. after a random split: no labels to match
     assert align_to_obs(series, pred, "groups") is series
     assert align_to_obs(g, pred, "groups") is g
+
+
+@pytest.mark.parametrize("kind", ["series", "dataarray"])
+def test_shuffled_labelled_y_is_aligned_by_label(kind):
+    pred, y, g = _data()
+    perm = np.random.default_rng(2).permutation(y.size)
+    obs = pred["obs"].values
+    shuffled = (
+        pd.Series(y, index=obs).iloc[perm]
+        if kind == "series"
+        else xr.DataArray(y, dims="obs", coords={"obs": obs}).isel(obs=perm)
+    )
+    want = SplitConformalCalibrator(confidence_level=0.8).fit(pred, y).predict(pred)
+    got = SplitConformalCalibrator(confidence_level=0.8).fit(pred, shuffled).predict(pred)
+    xr.testing.assert_identical(got, want)
+    np.testing.assert_array_equal(
+        calibprob.evaluate(pred, shuffled)["crps"].values, calibprob.evaluate(pred, y)["crps"].values
+    )

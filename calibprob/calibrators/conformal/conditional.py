@@ -378,7 +378,7 @@ class ConditionalConformal(BaseEstimator):
         resolve_levels(self.confidence_level)
         pred = check_predictive(pred_cal, self, "pred_cal")
         n = pred.sizes["obs"]
-        y = check_targets(y_cal, n, "y_cal")
+        y = check_targets(y_cal, n, "y_cal", obs=pred["obs"].values)
         _, _, S = self._scores(pred, y)
         self._pred = pred
         Phi, names = self._raw_features(n, groups, features, X, fitting=True)
