@@ -629,7 +629,11 @@ def test_fit_targets_follow_the_shared_validator(small_problem):
     labelled = xr.DataArray(y_cal, dims=("obs",), coords={"obs": base_cal["obs"].values})
     reversed_ = labelled.isel(obs=slice(None, None, -1))
     want = IsotonicRecalibrator().fit(base_cal, y_cal).predict(base_cal).calib.quantiles
-    np.testing.assert_array_equal(IsotonicRecalibrator().fit(base_cal, reversed_).predict(base_cal).calib.quantiles, want)
+    np.testing.assert_array_equal(
+        IsotonicRecalibrator().fit(base_cal, reversed_).predict(base_cal).calib.quantiles, want
+    )
     other = labelled.assign_coords(obs=base_cal["obs"].values + 10**6)
-    with pytest.raises(ValueError, match=r"y_cal's obs coordinate does not match the prediction's obs labels: 1000000 is"):
+    with pytest.raises(
+        ValueError, match=r"y_cal's obs coordinate does not match the prediction's obs labels: 1000000 is"
+    ):
         IsotonicRecalibrator().fit(base_cal, other)

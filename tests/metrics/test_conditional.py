@@ -265,7 +265,9 @@ def test_bad_input_is_refused_with_the_fix():
         evaluate(pred, y, groups=g[:99])
     bad = g.astype(float)
     bad[5] = np.nan
-    with pytest.raises(ValueError, match=r"groups has 1 missing label\(s\) \(NaN, None, pandas NA, NaT\) at row index 5"):
+    with pytest.raises(
+        ValueError, match=r"groups has 1 missing label\(s\) \(NaN, None, pandas NA, NaT\) at row index 5"
+    ):
         evaluate(pred, y, groups=bad)
     z = pred.calib.interval(interval_levels([0.9]))
     with pytest.raises(ValueError, match="groups has 99 labels but there are 100 observations"):

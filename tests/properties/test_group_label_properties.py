@@ -126,6 +126,4 @@ def test_shuffled_labelled_groups_change_nothing(name, perm_cal, perm_te):
     # the values without their labels: read by position, exactly as the permuted plain groups
     shuffled = pd.Series(G_CAL[perm_cal])  # default index: no labels
     if not np.array_equal(G_CAL[perm_cal], G_CAL):
-        np.testing.assert_array_equal(
-            _run(name, shuffled, G_TE), _run(name, np.asarray(G_CAL[perm_cal]), G_TE)
-        )
+        np.testing.assert_array_equal(_run(name, shuffled, G_TE), _run(name, np.asarray(G_CAL[perm_cal]), G_TE))

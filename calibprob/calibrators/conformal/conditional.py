@@ -71,8 +71,8 @@ import pandas as pd
 import xarray as xr
 from scipy.linalg import qr
 
-from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.alignment import align_to_obs
+from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.validation import check_array, check_choice, check_groups, check_targets
 from calibprob.calibrators.conformal._condconf_lp import thresholds
 from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
@@ -285,8 +285,9 @@ class ConditionalConformal(BaseEstimator):
         if g.ndim == 1:
             # one label per point: read by the package's one label reader (missing, value and type)
             self._check_rows(g[:, None], n, "groups")
-            g = check_groups(groups, n, name="groups")
-            G, cats = one_hot(g, None if fitting else self.categories_)
+            labels = check_groups(groups, n, name="groups")
+            assert labels is not None  # groups is not None here
+            G, cats = one_hot(labels, None if fitting else self.categories_)
             if fitting:
                 self.categories_ = cats
             return G, [f"group {c}" for c in cats]

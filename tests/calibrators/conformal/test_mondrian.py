@@ -327,7 +327,9 @@ def test_bad_groups(data):
         Mondrian(SplitConformalCalibrator()).fit(pc, yc, groups=gc[:10])
     bad = gc.astype(float)
     bad[3] = np.nan
-    with pytest.raises(ValueError, match=r"groups has 1 missing label\(s\) \(NaN, None, pandas NA, NaT\) at row index 3"):
+    with pytest.raises(
+        ValueError, match=r"groups has 1 missing label\(s\) \(NaN, None, pandas NA, NaT\) at row index 3"
+    ):
         SplitConformalCalibrator().fit(pc, yc, groups=bad)
     m = ConformalPredictiveSystem().fit(pc, yc, groups=gc)
     unseen = gt.copy()
