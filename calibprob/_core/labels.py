@@ -1,123 +1,174 @@
-"""Group labels and row labels: one definition of "missing", of "the same label", and of alignment.
+"""The one reader of group labels: what "missing" means, and when two labels are the same.
 
-Every ``groups=`` argument is read by :func:`calibprob._core.validation.check_groups`, which
-calls these three rules, so that no entry point decides them on its own:
+Every ``groups=`` argument of calibprob (Mondrian calibrators, conformal Bayes, bins,
+:func:`calibprob.evaluate`) and every group column a spec reads from a file ends here, through
+:func:`calibprob._core.validation.check_groups`, so that they agree on two questions:
 
-* **missing** (:func:`missing_labels`): ``None``, NaN, pandas' ``NA`` (nullable string and
-  Categorical columns), ``NaT``; in data read from files also an empty or whitespace-only cell
-  (pandas reads a blank text cell as NaN, but a quoted one as ``""``);
-* **the same label** (:func:`check_label_types`): labels are compared by value *and* type, never
-  by their text; a mix such as the integer ``1`` and the string ``"1"``, which print the same
-  and would silently become one group wherever labels meet text (a results file, a plot, a
-  ranking), is refused, naming the colliding values;
-* **alignment** (:func:`aligned_values`): an argument that carries its own row labels (a
-  DataArray along ``obs`` with an ``obs`` coordinate, a pandas Series with a non-default index) is
-  put in the prediction's row order by those labels, or refused when they do not match; a plain
-  array is read by position.
+* **Missing.** NaN, ``None``, pandas' missing value (``pd.NA`` in a nullable string, integer or
+  Categorical column), ``NaT``; and, for data read from a file, an empty or whitespace-only
+  cell. A missing label is refused with its row numbers: calibrating the missing rows as a
+  group of their own (the old behaviour turned them into a group named ``'nan'``) reports a
+  coverage for a group nobody defined.
+* **Equality.** Two labels are the same group when they are equal *and of the same kind*
+  (integer, float, boolean, text, ...), never because they print the same: the integer ``1``
+  and the text ``"1"`` are different labels. A mix of kinds in which two labels would collide
+  (same text, or equal values such as ``1`` and ``1.0`` or ``True``) is refused, naming them,
+  because every later step (netCDF files, result tables) stores labels as text or compares them
+  by value, and would merge them silently.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import xarray as xr
 
-__all__ = ["missing_labels", "check_label_types", "aligned_values"]
-
-
-def missing_labels(values: np.ndarray, *, blank_is_missing: bool = False) -> np.ndarray:
-    """Boolean mask of the missing labels in a 1-D array (see the module's definition)."""
-    values = np.asarray(values)
-    if values.dtype.kind == "f":
-        return np.isnan(values)
-    if values.dtype.kind in "mM":
-        return np.isnat(values)
-    if values.dtype.kind in "US":
-        return np.char.strip(values.astype(str)) == "" if blank_is_missing else np.zeros(values.shape, bool)
-    if values.dtype.kind != "O":
-        return np.zeros(values.shape, bool)
-    out = np.asarray(pd.isna(values), dtype=bool)
-    if blank_is_missing:
-        out |= np.array([isinstance(v, str) and not v.strip() for v in values], dtype=bool)
-    return out
+__all__ = ["label_kind", "missing_mask", "read_labels"]
 
 
-def check_label_types(values: np.ndarray, name: str) -> None:
-    """Refuse labels of different types that print the same (``1`` and ``"1"``): they would merge as text."""
-    values = np.asarray(values)
-    if values.dtype.kind != "O" or values.size == 0:
-        return
-    seen: dict[str, set] = {}
-    for v in values:
-        # numbers compare by value (1 == 1.0 == True are one label to NumPy and to Python's ==)
-        kind = "number" if isinstance(v, (bool, int, float, np.number)) else type(v).__name__
-        seen.setdefault(str(v), set()).add(kind)
-    clashes = [text for text, kinds in seen.items() if len(kinds) > 1]
-    if clashes:
-        text = clashes[0]
-        kinds = sorted(seen[text])
-        raise ValueError(
-            f"{name} mixes label types that print the same: {text!r} is both a {kinds[0]} and a {kinds[1]} "
-            f"({len(clashes)} such label(s)), and they would merge into one group wherever labels become text. "
-            "Convert the labels to one type first, e.g. groups.astype(str) or pandas' .astype('category')."
-        )
+def label_kind(value) -> str:
+    """The kind of one label: ``"bool"``, ``"int"``, ``"float"``, ``"text"`` or its type name."""
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, (int, np.integer)):
+        return "int"
+    if isinstance(value, (float, np.floating)):
+        return "float"
+    if isinstance(value, (str, np.str_)):
+        return "text"
+    return type(value).__name__
 
 
-def aligned_values(arg, pred, n: int, name: str) -> np.ndarray:
-    """The values of ``arg`` in the prediction's row order: by label when ``arg`` carries row labels.
+def _as_object_or_native(values) -> np.ndarray:
+    """A 1-D NumPy array of the labels, keeping each label's own type.
+
+    pandas extension columns (nullable strings and integers, Categorical) become object arrays
+    whose missing entries are ``pd.NA`` / NaN, which :func:`missing_mask` recognises; a list of
+    mixed kinds stays an object array (``np.asarray([1, "1"])`` would turn both into text).
+    """
+    if isinstance(values, (pd.Series, pd.Index)):
+        values = values.array
+    if isinstance(values, pd.api.extensions.ExtensionArray):
+        return np.asarray(values.astype(object), dtype=object)
+    if isinstance(values, np.ndarray):
+        return values
+    arr = np.asarray(values)
+    if arr.ndim == 1 and len({label_kind(v) for v in values}) > 1:
+        # mixed kinds: np.asarray would make [1, "1"] text and [True, 1] integers
+        return np.asarray(list(values), dtype=object)
+    return arr
+
+
+def missing_mask(values: np.ndarray, *, from_file: bool = False) -> np.ndarray:
+    """Where ``values`` hold a missing label (see the module's definition).
 
     Parameters
     ----------
-    arg : xarray.DataArray, pandas.Series or array_like
-    pred : xarray.Dataset or None
-        The prediction whose ``obs`` coordinate gives the row order (None: by position).
-    n : int
-        The number of rows.
-    name : str
-        The parameter name, for messages.
+    values : numpy.ndarray, shape (n,)
+    from_file : bool, default False
+        The labels were read from a file: an empty or whitespace-only text cell is missing too.
+        (In memory, ``""`` is a label a user chose.)
     """
-    labels, values = _row_labels(arg)
-    if labels is None or pred is None or "obs" not in getattr(pred, "coords", {}):
-        return values
-    target = np.asarray(pred["obs"].values)
-    if labels.shape == target.shape and np.array_equal(labels, target):
-        return values
-    index = pd.Index(labels)
-    if not index.is_unique:
+    kind = values.dtype.kind
+    if kind in "fc":
+        mask = np.isnan(values)
+    elif kind in "mM":
+        mask = np.isnat(values)
+    elif kind == "O":
+        mask = np.asarray(pd.isna(values), dtype=bool)
+    else:
+        mask = np.zeros(values.shape, dtype=bool)
+    if from_file and kind in "OU":
+        blank = np.array([isinstance(v, str) and not v.strip() for v in values.tolist()], dtype=bool)
+        mask = mask | blank
+    return mask
+
+
+def _rows(index: np.ndarray, limit: int = 5) -> str:
+    shown = ", ".join(str(int(i)) for i in index[:limit])
+    return shown + (f", ... ({index.size} rows)" if index.size > limit else "")
+
+
+def _refuse_missing(values: np.ndarray, name: str, from_file: bool) -> None:
+    missing = missing_mask(values, from_file=from_file)
+    if missing.any():
+        where = np.flatnonzero(missing)
+        spelled = "NaN, None, pandas NA, NaT" + (" or an empty cell" if from_file else "")
         raise ValueError(
-            f"{name}'s row labels repeat (e.g. {index[index.duplicated()][0]!r}); give each row one label, or pass "
-            "plain values (e.g. .values) to be read by position."
+            f"{name} has {where.size} missing label(s) ({spelled}) at row index {_rows(where)}. "
+            "Give every observation a group, e.g. fill them with a label such as 'unknown' "
+            "(series.fillna('unknown')), or drop those rows before calibrating."
         )
-    pos = index.get_indexer(target)
-    if (pos < 0).any() or len(labels) != n:
-        j = int(np.argmax(pos < 0)) if (pos < 0).any() else 0
-        missing = _plain(target[j]) if (pos < 0).any() else None
-        extra = sorted(set(map(str, labels)) - set(map(str, target)))[:1]
+
+
+def _collisions(items: list) -> list[tuple]:
+    """Pairs of distinct labels of different kinds that would become one group (same text or equal)."""
+    by_text: dict[str, object] = {}
+    by_value: dict[object, object] = {}
+    found = []
+    for v in dict.fromkeys((label_kind(x), x) for x in items):
+        label = v[1]
+        text = str(label)
+        if text in by_text and label_kind(by_text[text]) != v[0]:
+            found.append((by_text[text], label))
+        by_text.setdefault(text, label)
+        try:
+            other = by_value.get(label)
+        except TypeError:  # an unhashable label: compared by its text only
+            continue
+        if other is not None and label_kind(other) != v[0]:
+            found.append((other, label))
+        by_value.setdefault(label, label)
+    return found
+
+
+def _narrow(values: np.ndarray, name: str) -> np.ndarray:
+    """An object array of labels as the narrowest array that keeps them distinct.
+
+    One kind: that kind's dtype (text, int64, bool, float). Several kinds: refused if two labels
+    would collide; otherwise their text, which is then one-to-one.
+    """
+    items = values.tolist()
+    kinds = {label_kind(v) for v in items}
+    if len(kinds) <= 1:
+        kind = next(iter(kinds), "text")
+        dtype = {"text": str, "int": np.int64, "bool": bool, "float": float}.get(kind)
+        return values if dtype is None else np.asarray(items, dtype=dtype)
+    clash = _collisions(items)
+    if clash:
+        shown = "; ".join(f"{a!r} ({label_kind(a)}) and {b!r} ({label_kind(b)})" for a, b in clash[:3])
         raise ValueError(
-            f"{name}'s row labels do not match the prediction's obs coordinate: "
-            + (f"the prediction's row {missing!r} has no label in {name}" if missing is not None else "")
-            + (f"; {name} has the label {extra[0]!r} the prediction lacks" if extra else "")
-            + ". Pass values for the same rows (aligned by label), or plain values (e.g. .values) to be read by "
-            "position."
+            f"{name} mixes label types and some would be merged into one group: {shown}. Labels are compared "
+            "by value and type; convert the column to one type first (e.g. groups.astype(str) if they are "
+            "the same group, or rename one of them if they are not)."
         )
-    return values[pos]
+    return np.asarray([str(v) for v in items], dtype=str)
 
 
-def _plain(value):
-    """A NumPy scalar as the Python value it holds (so that messages print 'r0', not np.str_('r0'))."""
-    return value.item() if isinstance(value, np.generic) else value
+def read_labels(values, name: str = "groups", *, from_file: bool = False) -> np.ndarray:
+    """Group labels as a 1-D NumPy array, missing labels and colliding types refused.
 
+    Parameters
+    ----------
+    values : array_like, pandas.Series, pandas.Categorical or numpy.ndarray, shape (n,)
+        One label per observation (the caller has checked the length and dimensions).
+    name : str, default "groups"
+        The parameter name used in error messages.
+    from_file : bool, default False
+        The labels were read from a file: an empty or whitespace-only cell is missing too.
 
-def _row_labels(arg) -> tuple[np.ndarray | None, np.ndarray]:
-    """``(row labels or None, values)`` of a DataArray (its dimension's coordinate), a Series (its index), or an array."""
-    if isinstance(arg, xr.DataArray):
-        # xarray aligns dimensions of the same name: a DataArray along the prediction's own "obs" is aligned by
-        # its coordinate; one along another dimension (PyMC's obs_id) is read by position, as documented
-        if arg.ndim == 1 and arg.dims[0] == "obs" and "obs" in arg.coords:
-            return np.asarray(arg[arg.dims[0]].values), np.asarray(arg.values)
-        return None, np.asarray(arg.values)
-    if isinstance(arg, pd.Series):
-        index = arg.index
-        default = isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
-        return (None if default else np.asarray(index)), np.asarray(arg.to_numpy())
-    return None, np.asarray(arg)
+    Returns
+    -------
+    numpy.ndarray, shape (n,)
+        Text labels as a ``str`` array, integers as ``int64``, booleans as ``bool``; a mix of
+        kinds with no collision as their text.
+
+    Raises
+    ------
+    ValueError
+        A missing label (its rows named) or two labels of different types that would merge.
+    """
+    arr = _as_object_or_native(values)
+    _refuse_missing(arr, name, from_file)
+    if arr.dtype.kind == "O":
+        arr = _narrow(arr, name)
+    return arr

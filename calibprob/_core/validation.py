@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from calibprob._core import labels as _labels
+from calibprob._core.alignment import align_to_obs
 from calibprob._core.dims import SAMPLE_DIMS
+from calibprob._core.labels import read_labels
 
 __all__ = [
     "check_array",
@@ -130,10 +131,11 @@ def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int
     * a 1-D ``xarray.DataArray`` with **any** single dimension name, e.g. PyMC's
       ``idata.observed_data["y"]`` with dim ``obs_id`` (or ``y_dim_0``). It is
       aligned with the prediction **by position**: the prediction's row ``i``
-      scores ``y[i]``. Only when the dim is literally ``obs`` and both carry
-      ``obs`` labels are these required to agree, since then xarray users
-      expect label alignment and a silent positional match would hide a
-      reordering.
+      scores ``y[i]``. When the dim is literally ``obs`` (or ``y`` is a pandas
+      Series with a non-default index) and the prediction's ``obs`` labels are
+      given, ``y`` is aligned to them by label, and refused, naming the first
+      mismatch, when its labels are others
+      (:func:`calibprob._core.alignment.align_to_obs`).
 
     Parameters
     ----------
@@ -144,7 +146,7 @@ def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int
     name : str, default "y"
         Parameter name used in error messages.
     obs : array_like, optional
-        The prediction's ``obs`` labels (checked against a DataArray with dim ``obs``).
+        The prediction's ``obs`` labels (a labelled ``y`` is aligned to them).
     ndim : int or None, default 1
         Required number of dimensions of a NumPy ``y`` (``None``: any, at least 1).
         A DataArray must always be 1-D.
@@ -182,6 +184,8 @@ def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int
             f"{name} must be an array or a 1-D DataArray; got a {type(y).__name__} with variables "
             f"{names}. Pass one variable, e.g. idata.observed_data['y']."
         )
+    # labelled y (a DataArray with an obs coordinate, a Series with an index) follows the prediction's rows
+    y = align_to_obs(y, obs, name)
     if isinstance(y, xr.DataArray):
         if y.ndim != 1:
             draws = [d for d in y.dims if d in _SAMPLE_DIMS]
@@ -194,18 +198,6 @@ def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int
             raise ValueError(
                 f"{name} as a DataArray must be 1-D, one value per observation (any dim name, "
                 f"e.g. PyMC's 'obs_id'); got dims {y.dims}.{hint}"
-            )
-        dim = y.dims[0]
-        if (
-            dim == "obs"
-            and obs is not None
-            and "obs" in y.coords
-            and y.sizes["obs"] == len(obs)
-            and not np.array_equal(y["obs"].values, np.asarray(obs))
-        ):
-            raise ValueError(
-                f"{name}'s 'obs' coordinate differs from the prediction's; align them first "
-                f"({name} = {name}.sel(obs=pred.obs)), or rename the dim to align by position."
             )
         y = y.values
     arr = check_array(y, name, min_length=0)
@@ -383,32 +375,27 @@ def check_groups(groups, n: int, *, pred=None, name: str = "groups") -> np.ndarr
             raise ValueError(
                 f"{name} must be 1-D (one label per observation); got a DataArray with dims {groups.dims}."
             )
-        values = np.asarray(groups.values)
+        values = align_to_obs(groups, pred, name).values
     else:
-        values = np.asarray(groups.to_numpy() if isinstance(groups, pd.Series) else groups)
-        if values.ndim == 2 and 1 in values.shape:
+        if isinstance(groups, pd.DataFrame):
             raise ValueError(
-                f"{name} must be 1-D (one label per observation); got shape {values.shape}. "
+                f"{name} must be 1-D (one label per observation); got a DataFrame with columns "
+                f"{list(groups.columns)}. Pass one column, e.g. df[{str(groups.columns[0])!r}]."
+            )
+        values = align_to_obs(groups, pred, name)
+        shape = np.shape(values)
+        if len(shape) == 2 and 1 in shape:
+            raise ValueError(
+                f"{name} must be 1-D (one label per observation); got shape {shape}. "
                 "Pass groups.ravel() if it is a single column."
             )
-        if values.ndim != 1:
-            raise ValueError(f"{name} must be 1-D (one label per observation); got shape {values.shape}.")
-    if values.shape[0] != n:
+        if len(shape) != 1:
+            raise ValueError(f"{name} must be 1-D (one label per observation); got shape {shape}.")
+    if len(values) != n:
         raise ValueError(
-            f"{name} has {values.shape[0]} labels but there are {n} observations. Pass one label per observation."
+            f"{name} has {len(values)} labels but there are {n} observations. Pass one label per observation."
         )
-    if not isinstance(groups, str):  # labels that carry row labels are read by them (issue 36)
-        values = _labels.aligned_values(groups, pred, n, name)
-    missing = _labels.missing_labels(values)
-    if missing.any():
-        rows = np.flatnonzero(missing)
-        raise ValueError(
-            f"{name} has {rows.size} missing label(s) (NaN, None, pandas NA or NaT) at row(s) "
-            f"{', '.join(map(str, rows[:5]))}{', ...' if rows.size > 5 else ''}. "
-            "Give every observation a group, e.g. a label such as 'unknown' for the missing ones."
-        )
-    _labels.check_label_types(values, name)
-    return values
+    return read_labels(values, name)
 
 
 def check_prediction(value, n: int, name: str, *, source: str = "the base's predict") -> np.ndarray:

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from calibprob._core.labels import missing_labels
+from calibprob._core.labels import missing_mask, read_labels
 from calibprob._core.validation import check_int, describe_unreadable_path
 
 __all__ = ["load_dataset", "load_csv", "list_datasets", "available_datasets"]
@@ -351,9 +351,10 @@ def load_csv(
     name : str, optional
         Dataset attribute ``name``; default the file name without extension.
     dropna : bool, default False
-        Drop rows with a missing value in the used columns (the number dropped
-        is recorded in the attribute ``rows_dropped``). By default missing
-        values raise.
+        Drop rows with a missing value in the used columns or an empty,
+        whitespace-only or missing cell in the ``groups`` column (the number
+        dropped is recorded in the attribute ``rows_dropped``). By default
+        missing values raise (a missing group is never a group of its own).
     subsample : int, optional
         Keep this many rows drawn at random without replacement (after
         ``dropna``; all rows if the file has fewer), in file order.
@@ -416,6 +417,8 @@ def load_csv(
     raw_labels = _group_labels(frame, groups, target, f"file {base}")
     frame = frame[[*used, target]]
     n_before = len(frame)
+    if raw_labels is not None:
+        frame = frame.loc[~_missing_groups(raw_labels, dropna, groups, base)]
     if dropna:
         frame = frame.dropna()
     n_dropped = n_before - len(frame)
@@ -457,19 +460,26 @@ def _group_labels(frame: pd.DataFrame, groups: str | None, target: str, where: s
     return frame[frame.columns[columns.index(groups)]]
 
 
+def _missing_groups(labels: pd.Series, dropna: bool, column, base: str) -> np.ndarray:
+    """Rows whose group cell is missing (empty, whitespace, NA): dropped under ``dropna``, else refused.
+
+    A missing group must not become a group of its own (pandas reads an empty cell as NaN, whose
+    text is ``'nan'``): the results file and the worst-group ranking would report it as a group.
+    """
+    gone = missing_mask(np.asarray(labels.astype(object), dtype=object), from_file=True)
+    if gone.any() and not dropna:
+        lines = ", ".join(str(i + 2) for i in np.flatnonzero(gone)[:5])
+        raise ValueError(
+            f"groups column {column!r} of file {base} has {int(gone.sum())} empty or missing cell(s), at "
+            f"line(s) {lines} (the header is line 1). Fill them with a group label, or set dropna = true to "
+            "drop those rows."
+        )
+    return gone
+
+
 def _with_groups(ds: xr.Dataset, labels, column: str | None) -> xr.Dataset:
     """``ds`` with the ``group`` coordinate along ``obs`` (the column's raw labels, e.g. text)."""
-    values = labels.to_numpy()
-    missing = missing_labels(values, blank_is_missing=True)
-    if missing.any():  # else the cell would become a calibrated (and ranked) group named 'nan' (issue 36)
-        rows = np.asarray(labels.index)[missing]
-        raise ValueError(
-            f"groups column {column!r} has {rows.size} missing or blank cell(s), at data row(s) "
-            f"{', '.join(map(str, rows[:5]))}{', ...' if rows.size > 5 else ''} (0-based, header excluded). "
-            "Fill them in the file (e.g. with 'unknown'), or drop those rows before calibrating by group."
-        )
-    if values.dtype.kind == "O":
-        values = values.astype(str)
+    values = read_labels(labels.reset_index(drop=True), "groups", from_file=True)
     out = ds.assign_coords(group=("obs", values))
     out["group"].attrs["column"] = str(column)
     return out

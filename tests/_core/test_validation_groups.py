@@ -21,7 +21,7 @@ def test_groups_forms_agree():
     "bad, match",
     [
         (np.array([1, 2, 3]), "3 labels but there are 4"),
-        (np.array([1.0, np.nan, 2.0, 3.0]), "missing label.*row\\(s\\) 1\\."),
+        (np.array([1.0, np.nan, 2.0, 3.0]), "missing label.*index 1"),
         (np.array(["a", None, "b", "c"], dtype=object), "missing label"),
         (np.ones((4, 1)), r"must be 1-D.*ravel"),
         (np.ones((2, 2)), "must be 1-D"),

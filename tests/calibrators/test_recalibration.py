@@ -611,10 +611,19 @@ def test_recalibrated_ece_skewed_noise_many_seeds(name):
 
 def test_fit_targets_follow_the_shared_validator(small_problem):
     """y_cal is checked by calibprob._core.validation.check_targets: a Dataset is refused with a
-    TypeError naming y_cal, and a DataArray with dim ``obs`` must carry the prediction's labels."""
+    TypeError naming y_cal, and a DataArray with dim ``obs`` is aligned to the prediction's labels (or refused)."""
     y_cal, base_cal, _ = small_problem
     with pytest.raises(TypeError, match="y_cal must be an array or a 1-D DataArray"):
         IsotonicRecalibrator().fit(base_cal, xr.Dataset({"y": ("obs", y_cal)}))
-    shuffled = xr.DataArray(y_cal, dims=("obs",), coords={"obs": base_cal["obs"].values[::-1]})
-    with pytest.raises(ValueError, match="y_cal's 'obs' coordinate differs from the prediction's"):
-        IsotonicRecalibrator().fit(base_cal, shuffled)
+    # a labelled y_cal in another order is aligned by label (issue 36): the same fit as in order
+    labelled = xr.DataArray(y_cal, dims=("obs",), coords={"obs": base_cal["obs"].values})
+    reversed_ = labelled.isel(obs=slice(None, None, -1))
+    want = IsotonicRecalibrator().fit(base_cal, y_cal).predict(base_cal).calib.quantiles
+    np.testing.assert_array_equal(
+        IsotonicRecalibrator().fit(base_cal, reversed_).predict(base_cal).calib.quantiles, want
+    )
+    other = labelled.assign_coords(obs=base_cal["obs"].values + 10**6)
+    with pytest.raises(
+        ValueError, match=r"y_cal's obs coordinate does not match the prediction's obs labels: 1000000 is"
+    ):
+        IsotonicRecalibrator().fit(base_cal, other)

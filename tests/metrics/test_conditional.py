@@ -266,7 +266,7 @@ def test_bad_input_is_refused_with_the_fix():
     bad = g.astype(float)
     bad[5] = np.nan
     with pytest.raises(
-        ValueError, match=r"groups has 1 missing label\(s\) \(NaN, None, pandas NA or NaT\) at row\(s\) 5\."
+        ValueError, match=r"groups has 1 missing label\(s\) \(NaN, None, pandas NA, NaT\) at row index 5"
     ):
         evaluate(pred, y, groups=bad)
     z = pred.calib.interval(interval_levels([0.9]))

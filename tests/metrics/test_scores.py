@@ -361,8 +361,10 @@ def test_bad_prediction_and_levels_are_rejected():
         M.calibration_curve(pred, [0.0, 1.0], [0.5, 1.2])
     with pytest.raises(ValueError, match="levels must be strictly increasing"):
         M.calibration_curve(pred, [0.0, 1.0], [0.5, 0.2])
-    shuffled = xr.DataArray([0.0, 1.0], dims=("obs",), coords={"obs": [1, 0]})
-    with pytest.raises(ValueError, match="y's 'obs' coordinate differs from the prediction's"):
+    shuffled = xr.DataArray([0.0, 1.0], dims=("obs",), coords={"obs": [1, 5]})
+    with pytest.raises(
+        ValueError, match=r"y's obs coordinate does not match the prediction's obs labels: 5 is not an obs label"
+    ):
         M.nll(pred, shuffled)
 
 

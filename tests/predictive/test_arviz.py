@@ -257,8 +257,10 @@ def test_bad_targets_are_rejected_everywhere(pp, observed, y, err, match):
 
 def test_obs_dim_labels_still_checked_when_the_dim_is_obs():
     pred = calibprob.normal([0.0, 1.0], [1.0, 1.0])
-    shuffled = xr.DataArray([0.0, 1.0], dims=("obs",), coords={"obs": [1, 0]})
-    with pytest.raises(ValueError, match="y's 'obs' coordinate differs from the prediction's"):
+    shuffled = xr.DataArray([0.0, 1.0], dims=("obs",), coords={"obs": [1, 5]})
+    with pytest.raises(
+        ValueError, match=r"y's obs coordinate does not match the prediction's obs labels: 5 is not an obs label"
+    ):
         pred.calib.logpdf(shuffled)
 
 

@@ -67,11 +67,13 @@ from collections.abc import Callable
 from typing import Self
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
+from calibprob._core.alignment import align_to_obs
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.tables import dependent_columns
-from calibprob._core.validation import check_array, check_choice, check_targets
+from calibprob._core.validation import check_array, check_choice, check_groups, check_targets
 from calibprob.calibrators.conformal._condconf_lp import thresholds
 from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
 from calibprob.calibrators.conformal.scores import invert
@@ -265,12 +267,16 @@ class ConditionalConformal(BaseEstimator):
                     "labels as an array, or assign_coords the group labels along obs."
                 )
             groups = pred[groups]
-        g = np.asarray(groups.values if isinstance(groups, xr.DataArray) else groups)
+        # labelled groups (a DataArray with an obs coordinate, a Series / DataFrame with an index) are
+        # aligned to the prediction's rows by the package's one alignment reader
+        groups = align_to_obs(groups, getattr(self, "_pred", None), "groups")
+        g = np.asarray(groups.values if isinstance(groups, (xr.DataArray, pd.Series, pd.DataFrame)) else groups)
         if g.ndim == 1:
-            if g.dtype.kind == "f" and not np.all(np.isfinite(g)):
-                raise ValueError("groups has NaN or infinite labels; give every point a group label (NaN is none).")
+            # one label per point: read by the package's one label reader (missing, value and type)
             self._check_rows(g[:, None], n, "groups")
-            G, cats = one_hot(g, None if fitting else self.categories_)
+            labels = check_groups(groups, n, name="groups")
+            assert labels is not None  # groups is not None here
+            G, cats = one_hot(labels, None if fitting else self.categories_)
             if fitting:
                 self.categories_ = cats
             return G, [f"group {c}" for c in cats]
@@ -370,7 +376,7 @@ class ConditionalConformal(BaseEstimator):
         resolve_levels(self.confidence_level)
         pred = check_predictive(pred_cal, self, "pred_cal")
         n = pred.sizes["obs"]
-        y = check_targets(y_cal, n, "y_cal")
+        y = check_targets(y_cal, n, "y_cal", obs=pred["obs"].values)
         _, _, S = self._scores(pred, y)
         self._pred = pred
         Phi, names = self._raw_features(n, groups, features, X, fitting=True)

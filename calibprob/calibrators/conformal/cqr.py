@@ -416,7 +416,7 @@ class ConformalizedQuantileRegression(BaseEstimator):
         variant = self._check_params()
         levels, _ = resolve_levels(self.confidence_level)
         pred = _checked_predictive(pred_cal, self, "pred_cal")
-        y = check_targets(y_cal, pred.sizes["obs"], "y_cal")
+        y = check_targets(y_cal, pred.sizes["obs"], "y_cal", obs=pred["obs"].values)
         q = read_quantiles(pred, levels, median=variant == "cqr-m", missing=self.missing_levels)
         scores, corrections = [], []
         for j, c in enumerate(levels):

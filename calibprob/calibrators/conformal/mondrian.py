@@ -399,7 +399,7 @@ class Mondrian(BaseEstimator):
         """
         self._check_params()
         pred = check_predictive(pred_cal, self, "pred_cal")
-        y = check_targets(y_cal, pred.sizes["obs"], "y_cal")
+        y = check_targets(y_cal, pred.sizes["obs"], "y_cal", obs=pred["obs"].values)
         labels = self._labels(groups, pred, "groups")
         levels = self._levels()
         need = _needed(self.calibrator, levels)
@@ -580,7 +580,7 @@ class Mondrian(BaseEstimator):
         Mondrian
         """
         pred, _, codes = self._prepare(pred, groups)
-        y = check_targets(y, pred.sizes["obs"], "y")
+        y = check_targets(y, pred.sizes["obs"], "y", obs=pred["obs"].values)
         for k, rows, est in self._blocks(self._route_unfitted(codes, "update")):
             if not hasattr(est, "update"):
                 raise TypeError(f"{type(est).__name__} has no update: only online calibrators continue a stream.")

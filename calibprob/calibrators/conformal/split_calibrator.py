@@ -240,7 +240,7 @@ class SplitConformalCalibrator(BaseEstimator):
         levels, _ = resolve_levels(self.confidence_level)
         score = self._score()
         pred = check_predictive(pred_cal, self, "pred_cal")
-        y = check_targets(y_cal, pred.sizes["obs"], "y_cal")
+        y = check_targets(y_cal, pred.sizes["obs"], "y_cal", obs=pred["obs"].values)
         mu, sigma = predictive_mean_std(pred)
         R = split_scores(score, y, mu, sigma, levels)
         self.scores_ = R

@@ -277,7 +277,7 @@ def test_wrong_lengths_nan_and_unseen_groups_are_refused():
         calibprob.ConditionalConformal().fit(pred, y, features=np.ones((50, 1)))
     with pytest.raises(ValueError, match=r"features .*(NaN|finite)"):
         calibprob.ConditionalConformal().fit(pred, y, features=np.r_[np.ones(59), np.nan][:, None])
-    with pytest.raises(ValueError, match=r"groups has NaN"):
+    with pytest.raises(ValueError, match=r"groups has 1 missing label\(s\).*row index 59"):
         calibprob.ConditionalConformal().fit(pred, y, groups=np.r_[g[:-1], np.nan].astype(float))
     cc = calibprob.ConditionalConformal().fit(pred, y, groups=g)
     with pytest.raises(ValueError, match=r"groups has labels \[7\] that calibration never saw"):

@@ -328,7 +328,7 @@ def test_bad_groups(data):
     bad = gc.astype(float)
     bad[3] = np.nan
     with pytest.raises(
-        ValueError, match=r"groups has 1 missing label\(s\) \(NaN, None, pandas NA or NaT\) at row\(s\) 3\."
+        ValueError, match=r"groups has 1 missing label\(s\) \(NaN, None, pandas NA, NaT\) at row index 3"
     ):
         SplitConformalCalibrator().fit(pc, yc, groups=bad)
     m = ConformalPredictiveSystem().fit(pc, yc, groups=gc)
