@@ -6,7 +6,6 @@ it, where that folder is absent)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
@@ -14,16 +13,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("CALIBPROB_SHARED_DATA", ROOT.parent / "shared" / "data"))
+from tests.support.paths import REPO_ROOT, load_benchmark
+
+DATA = Path(os.environ.get("CALIBPROB_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
 @pytest.fixture(scope="module")
 def repro():
-    spec = importlib.util.spec_from_file_location("repro_aci_prices", ROOT / "benchmarks" / "repro_aci_prices.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("repro_aci_prices")
 
 
 @pytest.mark.slow

@@ -3,22 +3,15 @@
 slow test on fewer repetitions than the authors' 50 (tolerance widened by the standard error),
 and in a slow test on all 50 from the resumable cache."""
 
-import importlib.util
-
 import numpy as np
 import pytest
 
-from tests.support.paths import REPO_ROOT
-
-ROOT = REPO_ROOT
+from tests.support.paths import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def repro():
-    spec = importlib.util.spec_from_file_location("repro_cb", ROOT / "benchmarks" / "repro_conformal_bayes.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("repro_conformal_bayes")
 
 
 def test_bundled_diabetes_is_sklearns_and_the_split_is_the_authors(repro):

@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import qr
 
-from calibprob._core.validation import check_array
+from calibprob._core.validation import _short, check_array
 
 __all__ = [
     "column_names",
@@ -51,11 +51,6 @@ __all__ = [
     "adopt_columns",
     "column_rank",
 ]
-
-
-def _short(value, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def column_names(X) -> np.ndarray | None:

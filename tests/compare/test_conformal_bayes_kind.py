@@ -1,6 +1,5 @@
 """The comparison runner's ``conformal-bayes`` kind on a ``pymc-linear`` base."""
 
-import importlib.util
 import warnings
 
 import numpy as np
@@ -10,9 +9,7 @@ from calibprob import ConvergenceWarning, LinearRegression
 from calibprob.bases.pymc_linear import PyMCLinearRegression
 from calibprob.compare import SpecError, parse_spec
 from calibprob.compare.methods import TaskContext, run_kind
-from tests.support.paths import REPO_ROOT
-
-ROOT = REPO_ROOT
+from tests.support.paths import load_benchmark
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +31,7 @@ def task():
 def test_sets_equal_a_brute_force_conformal_bayes(task):
     # independent check: the authors' rank computation written out in NumPy (the benchmark's
     # reference_kept) on the same draws and grid gives the same sets
-    spec = importlib.util.spec_from_file_location("repro_cb", ROOT / "benchmarks" / "repro_conformal_bayes.py")
-    ref = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ref)
+    ref = load_benchmark("repro_conformal_bayes")
     ctx, _ = task
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

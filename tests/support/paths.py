@@ -24,3 +24,14 @@ TEST_DATA = TESTS / "data"
 MODELS = REPO_ROOT / "models"
 DOCS = REPO_ROOT / "docs"
 NOTEBOOKS = REPO_ROOT / "notebooks"
+BENCHMARKS = REPO_ROOT / "benchmarks"
+
+
+def load_benchmark(name: str):
+    """Import ``benchmarks/<name>.py`` as a module (the benchmarks are scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

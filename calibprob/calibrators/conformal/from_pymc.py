@@ -132,6 +132,8 @@ def conformal_bayes(
     """
     check_choice(method, "method", ("auto", "closed-form", "logp"))
     n_grid = check_int(n_grid, "n_grid", minimum=2)
+    if random_seed is not None:  # checked before any work: it seeds the default grid's predictive draws
+        random_seed = check_int(random_seed, "random_seed (a seed for the default grid's draws, e.g. 0)", minimum=0)
     cb = ConformalBayes(confidence_level=confidence_level, **options)
     door: _Door | _bambi.BambiDoor
     if _bambi.is_bambi_model(model):

@@ -204,6 +204,12 @@ def test_the_logp_paths_default_grid_is_each_points_own(problem):
         0
     )
     assert mass.min() > 0.999
+    with pytest.raises(
+        TypeError, match=r"random_seed \(a seed for the default grid's draws, e.g. 0\) must be an integer"
+    ):
+        calibprob.conformal_bayes(model, idata, far, random_seed=0.5)
+    with pytest.raises(ValueError, match=r"random_seed .* must be >= 0; got -1"):
+        calibprob.conformal_bayes(model, idata, far, random_seed=-1)
     again = calibprob.conformal_bayes(model, idata, far, confidence_level=[0.8, 0.9], random_seed=0)
     np.testing.assert_array_equal(again["lower"].values, pred["lower"].values)  # seeded: reproducible
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import xarray as xr
 
 import calibprob
 from calibprob.calibrators.online.aci import AdaptiveConformalInterval
@@ -114,3 +115,41 @@ def test_bad_input_names_the_parameter_and_the_fix():
     aci = AdaptiveConformalInterval().fit(pred, y)
     with pytest.raises(ValueError, match=r"\by\b"):
         aci.update(_gauss([0.0, 1.0], [1.0, 1.0]), [0.0])
+
+
+def test_levels_are_independent_and_a_pymc_predictive_goes_straight_in():
+    """Each level runs its own recursion (asking 0.9 too changes nothing at 0.8); draws with PyMC's obs_id
+    and a y DataArray along obs_id are read as any predictive."""
+    rng = np.random.default_rng(4)
+    n, T = 40, 120
+    draws = rng.normal(size=(2, 100, n)) + np.linspace(-1, 1, n)
+    pred_cal = calibprob.from_draws(xr.DataArray(draws, dims=("chain", "draw", "obs_id")))
+    y_cal = xr.DataArray(np.linspace(-1, 1, n) + 1.5 * rng.normal(size=n), dims="obs_id")
+    one = AdaptiveConformalInterval(confidence_level=0.8, gamma=0.05).fit(pred_cal, y_cal)
+    two = AdaptiveConformalInterval(confidence_level=[0.8, 0.9], gamma=0.05).fit(pred_cal, y_cal)
+    for t in range(T):
+        f, y_t = _gauss(0.0, 1.0), [(1.0 + (t > 60)) * rng.normal()]
+        a, b = one.predict_interval(f), two.predict_interval(f)
+        np.testing.assert_array_equal(a["upper"].sel(confidence_level=0.8), b["upper"].sel(confidence_level=0.8))
+        one.update(f, y_t)
+        two.update(f, y_t)
+    assert one.alpha_[0] == two.alpha_[0] and one.misses_[0] == two.misses_[0]
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e-8, 1.0, 1e8, 1e200])
+def test_intervals_move_with_the_data_from_1e_minus_200_to_1e200(scale):
+    """Scale and shift equivariance: y -> a y + b moves every interval the same way; the levels' path is unchanged."""
+    rng = np.random.default_rng(9)
+    mu, y = rng.normal(size=60), rng.normal(size=60) * 1.4
+    runs = []
+    for a, b in ((1.0, 0.0), (scale, 3.0 * scale)):
+        aci = AdaptiveConformalInterval(confidence_level=[0.5, 0.9], gamma=0.05, window=30)
+        aci.fit(_gauss(a * mu[:30] + b, a * np.ones(30)), a * y[:30] + b)
+        aci.update(_gauss(a * mu[30:50] + b, a * np.ones(20)), a * y[30:50] + b)
+        ds = aci.predict_interval(_gauss(a * mu[50:] + b, a * np.ones(10)))
+        assert ds.sizes["obs"] == 10 and np.isfinite(ds["lower"].values).all()
+        runs.append((ds, aci.alpha_.copy()))
+    (ref, alpha_ref), (got, alpha_got) = runs
+    np.testing.assert_array_equal(alpha_got, alpha_ref)
+    for end in ("lower", "upper"):
+        np.testing.assert_allclose((got[end].values - 3.0 * scale) / scale, ref[end].values, rtol=1e-9, atol=1e-9)
