@@ -45,6 +45,7 @@ _LAZY = {
     "bins": "calibprob.calibrators.conformal",
     "min_group_size": "calibprob.calibrators.conformal",
     "list_calibrators": "calibprob.registry",  # issue 40 (surface): the registry's calibrators, filterable
+    "show_progress": "calibprob._core.progress",  # issue 37 item 5: progress lines inside long calls
     **_registry.exports("calibprob"),
 }
 

@@ -15,6 +15,7 @@ from calibprob._core.estimator import DistributionCalibrator as DistributionCali
 from calibprob._core.estimator import ModelAwareCalibrator as ModelAwareCalibrator
 from calibprob._core.estimator import NotFittedError as NotFittedError
 from calibprob._core.persistence import load as load
+from calibprob._core.progress import show_progress as show_progress
 from calibprob._version import __version__ as __version__
 from calibprob.bases.gp import GaussianProcessRegressor as GaussianProcessRegressor
 from calibprob.bases.gp import SparseGaussianProcessRegressor as SparseGaussianProcessRegressor
@@ -113,6 +114,7 @@ __all__ = [
     "load_dataset",
     "min_group_size",
     "normal",
+    "show_progress",
     "to_datatree",
     "transform_target",
     "validate",

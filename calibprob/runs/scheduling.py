@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import xarray as xr
 from tqdm.auto import tqdm
 
+from calibprob._core.progress import Quietly
 from calibprob.runs import faults
 from calibprob.runs.cluster import check_scheduler_address, connect, local_cluster
 from calibprob.runs.outputs import RunOutput, default_part_name, finished_parts, store_part
@@ -118,6 +119,11 @@ def execute(
     if scheduler is not None:
         check_scheduler_address(scheduler)
     name_of = part_name or default_part_name
+    # the work inside a task (a GP fit, conformal Bayes) shows no line of its own: lines from parallel
+    # workers would interleave with this bar, which already counts the tasks
+    task = Quietly(task)
+    prepare = None if prepare is None else Quietly(prepare)
+    split = None if split is None else (split[0], Quietly(split[1]))
     results = finished_parts(keys, output, name_of, fingerprint, coords)
     todo = [key for key in keys if key not in results]
     bar = tqdm(

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from calibprob._core import progress as _progress
 from calibprob._core.estimator import BaseEstimator, ConvergenceWarning, check_is_fitted
 from calibprob._core.memory import memory_budget
 from calibprob._core.stable import stable_mean, stable_rms
@@ -211,6 +212,13 @@ class _GPBase(BaseEstimator):
             )
         return _pymc.CompiledObjective(_pymc.compiled(spec, self._compile_mode()), data)
 
+    @contextlib.contextmanager
+    def _objective(self, spec: _pymc.GPModelSpec):
+        """:meth:`_objective_for`, each evaluation counted on a progress line (shown once a fit runs a few seconds)."""
+        what = f"{type(self).__name__} fit ({len(self.y_train_)} rows)"
+        with self._objective_for(spec) as fun, _progress.bar(desc=what, unit=" evaluations") as line:
+            yield _Counted(fun, line)
+
     def _objective_offset(self) -> float:
         r"""Objective of y minus objective of the scaled targets (log-Jacobian of the scaling).
 
@@ -318,7 +326,7 @@ class _GPBase(BaseEstimator):
         else:
             start = _pymc.pack(spec, given_s)
         n = len(self.y_train_)
-        with _pymc._blas_limit(self._blas_rows(), info), self._objective_for(spec) as fun:
+        with _pymc._blas_limit(self._blas_rows(), info), self._objective(spec) as fun:
             x_best, value = _pymc.adam(
                 fun, start, bounds, steps=int(self.adam_steps), learning_rate=float(self.learning_rate), n=n
             )
@@ -339,7 +347,7 @@ class _GPBase(BaseEstimator):
 
     def _fit_lbfgs(self, spec: _pymc.GPModelSpec, x_starts, bounds, info: dict) -> dict:
         """Multi-start L-BFGS-B on all rows (value-only start scan first); sets ``fit_info_``."""
-        with _pymc._blas_limit(self._blas_rows(), info), self._objective_for(spec) as fun:
+        with _pymc._blas_limit(self._blas_rows(), info), self._objective(spec) as fun:
             x_best, value, runs = _pymc.maximize(fun, spec.d, x_starts, bounds)
         self._record_runs(spec, x_best, value, runs, bounds, fun, x_starts)
         return self._complete_theta(self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
@@ -680,3 +688,21 @@ def _y_transform(y: np.ndarray, mean: str) -> tuple[float, float]:
 def _param_labels(spec):
     labels = [f"log_lengthscale[{j}]" for j in range(spec.d)] + ["log_variance"]
     return labels + (["log_noise"] if spec.noise else [])
+
+
+class _Counted:
+    """An objective whose evaluations advance a progress line; everything else is the objective's own."""
+
+    def __init__(self, objective, line):
+        self._objective, self._line = objective, line
+
+    def value(self, x):
+        self._line.update(1)
+        return self._objective.value(x)
+
+    def value_and_grad(self, x):
+        self._line.update(1)
+        return self._objective.value_and_grad(x)
+
+    def __getattr__(self, name):  # n_value, n_grad, ... of the objective itself
+        return getattr(self._objective, name)

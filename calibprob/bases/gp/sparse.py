@@ -308,7 +308,7 @@ class SparseGaussianProcessRegressor(_GPBase):
         hessian = _pymc.fd_hessian(sub_objective, x_start) * (n / size)
         record["hessian_evaluations"] = sub_objective.n_grad
         record["seconds"] = time.perf_counter() - clock
-        with _pymc._blas_limit(self._blas_rows(), info), self._objective_for(spec) as fun:
+        with _pymc._blas_limit(self._blas_rows(), info), self._objective(spec) as fun:
             x_best, value, runs = _pymc.refine(fun, x_start, bounds, hessian)
         self._record_runs(spec, x_best, value, runs, bounds, fun, [x_start])
         self.fit_info_["hyper_subset"] = record

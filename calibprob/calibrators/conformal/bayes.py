@@ -43,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import xarray as xr
 
+from calibprob._core import progress as _progress
 from calibprob._core.estimator import BaseEstimator, check_is_fitted
 from calibprob._core.ranks import lower_rank, min_conformal_points
 from calibprob._core.validation import check_choice, check_confidence_levels, check_int
@@ -94,6 +95,10 @@ class ConformalBayes(BaseEstimator):
         Threads over blocks of test points (at most :math:`2\,n_\text{jobs}` blocks in memory);
         default: the cores this process may use (``os.sched_getaffinity``). The sets are bitwise
         the same whatever ``n_jobs``.
+    progress : bool, optional
+        A progress line (test points done, then the set ends refined) once a call has run a few
+        seconds: ``True`` shows it, ``False`` hides it; default: :func:`calibprob.show_progress`'s
+        setting, else shown on a terminal or in a notebook (:mod:`calibprob._core.progress`).
 
     Attributes
     ----------
@@ -134,6 +139,7 @@ class ConformalBayes(BaseEstimator):
         unseen_group: str = "raise",
         block_rows: int | None = None,
         n_jobs: int | None = None,
+        progress: bool | None = None,
     ):
         self.confidence_level = confidence_level
         self.min_grid_mass = min_grid_mass
@@ -143,6 +149,7 @@ class ConformalBayes(BaseEstimator):
         self.unseen_group = unseen_group
         self.block_rows = block_rows
         self.n_jobs = n_jobs
+        self.progress = progress
 
     def fit(self, log_likelihood, *, var_name=None, train_groups=None, y=None) -> ConformalBayes:
         """Store the training log-likelihood of the posterior draws.
@@ -198,6 +205,7 @@ class ConformalBayes(BaseEstimator):
             check_int(self.block_rows, "block_rows", minimum=1)
         if self.n_jobs is not None:
             check_int(self.n_jobs, "n_jobs", minimum=1)
+        _progress._check_progress(self.progress)
 
     def predict(self, test_log_density, grid, *, groups=None, confidence_level=None, log_density=None) -> xr.Dataset:
         r"""Conformal Bayes sets on the grid at the test points.
@@ -323,7 +331,7 @@ class ConformalBayes(BaseEstimator):
         # the AOI log weights at each level's deciding point: Pareto k-hat per test point and level
         logw_focus = np.empty((self.n_draws_, m, len(levels)))
 
-        def work(item) -> None:
+        def work(item) -> int:
             sl, logf = item
             b = logf.shape[1]
             if not np.isfinite(logf).all():  # one pass in the common case; details only when needed
@@ -337,20 +345,24 @@ class ConformalBayes(BaseEstimator):
             for k in range(len(levels)):
                 focus = _focus_points(rank[sl], ess[sl], thresholds[sl, k])
                 logw_focus[:, sl, k] = log_weights(logf[:, np.arange(b), focus])
+            return b
 
-        # blocks write disjoint slices of the outputs, so they run in threads (NumPy's matrix product
-        # and element-wise work release the GIL); each block's arithmetic is the one-thread arithmetic,
-        # so the result is bitwise the same whatever n_jobs
-        for _ in _bounded_map(work, blocks, _n_jobs(self.n_jobs)):
-            pass
-        out = _set_summaries(rank, thresholds, g)
-        if log_density is None:
-            ends = "outer grid neighbours"
-            out["lower"], out["upper"] = out.pop("lower_out"), out.pop("upper_out")
-        else:
-            ends = f"refined by bisection on the p-value ({REFINE_STEPS} halvings of the grid spacing)"
-            refine = _EndRefiner(self.log_likelihood_, E, c, E32, None if labels is None else member, thresholds)
-            out["lower"], out["upper"] = refine(log_density, out)
+        # a line once the work runs longer than a few seconds (the blocks' log densities, often the
+        # PyMC door's, are computed as the loop asks for them, so the line times them too)
+        with _progress.bar(desc="conformal Bayes", unit=" test points", total=m, progress=self.progress) as line:
+            # blocks write disjoint slices of the outputs, so they run in threads (NumPy's matrix product
+            # and element-wise work release the GIL); each block's arithmetic is the one-thread arithmetic,
+            # so the result is bitwise the same whatever n_jobs
+            for b in _bounded_map(work, blocks, _n_jobs(self.n_jobs)):
+                line.update(b)
+            out = _set_summaries(rank, thresholds, g)
+            if log_density is None:
+                ends = "outer grid neighbours"
+                out["lower"], out["upper"] = out.pop("lower_out"), out.pop("upper_out")
+            else:
+                ends = f"refined by bisection on the p-value ({REFINE_STEPS} halvings of the grid spacing)"
+                refine = _EndRefiner(self.log_likelihood_, E, c, E32, None if labels is None else member, thresholds)
+                out["lower"], out["upper"] = refine(log_density, out, line)
         for key in ("lower_in", "upper_in", "lower_out", "upper_out"):
             out.pop(key, None)
         ds = self._assemble(out, rank, ess, n_ranked, g, levels, thresholds, logw_focus)
@@ -436,7 +448,7 @@ class _EndRefiner:
         self.log_lik, self.E, self.c, self.E32 = log_lik, E, c, E32
         self.member, self.thresholds = member, thresholds
 
-    def __call__(self, log_density, out) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, log_density, out, line=None) -> tuple[np.ndarray, np.ndarray]:
         lo_in, lo_out = out["lower_in"].copy(), out["lower_out"].copy()
         up_in, up_out = out["upper_in"].copy(), out["upper_out"].copy()
         m, L = lo_in.shape
@@ -449,6 +461,9 @@ class _EndRefiner:
         thr = np.concatenate([self.thresholds, self.thresholds], axis=1)
         rows_needed = np.flatnonzero(act.any(axis=1))
         per = max(1, _BLOCK_BYTES // (8 * self.log_lik.shape[0] * 2 * L))
+        if line is not None:
+            line.set_description("conformal Bayes: refining set ends")
+            line.reset(total=REFINE_STEPS * rows_needed.size)
         for _ in range(REFINE_STEPS):
             mid = 0.5 * (inside + outside)
             # inactive entries are evaluated at an active candidate of their row (a finite value in the support)
@@ -458,6 +473,8 @@ class _EndRefiner:
             for start in range(0, rows_needed.size, per):
                 rows = rows_needed[start : start + per]
                 keep[rows] = self._inside(log_density, rows, mid[rows], thr[rows], act[rows])
+                if line is not None:
+                    line.update(rows.size)
             inside = np.where(act & keep, mid, inside)
             outside = np.where(act & ~keep, mid, outside)
         return outside[:, :L], outside[:, L:]

@@ -106,7 +106,8 @@ def conformal_bayes(
         log-likelihood: save it with its ``save`` method, or call its ``predict`` on other test
         log densities of the same draws).
     **options
-        Other :class:`calibprob.ConformalBayes` parameters (``min_ess``, ``unseen_group``, ...).
+        Other :class:`calibprob.ConformalBayes` parameters (``min_ess``, ``unseen_group``, ``n_jobs``,
+        ``progress``: a progress line over the test points, the model's log densities included, ...).
 
     Returns
     -------
