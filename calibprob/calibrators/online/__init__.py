@@ -2,7 +2,9 @@
 
 - :class:`OnlineQuantileRecalibrator` — ``recalibrate(forecast)`` /
   ``update(forecast, y)`` on any stream of forecasts in the predictive contract,
-  state saved with ``to_dataset()`` and restored with ``from_dataset()``.
+  state saved with ``to_dataset()`` and restored with ``from_dataset()``; ``rule="osd"``
+  (Deshpande et al.'s update, the default) or ``rule="aci"`` (ACI on the PIT scale, every
+  central pair of levels at once; see :mod:`calibprob.calibrators.online._aci_pit`).
 - :class:`AdaptiveConformalInterval` — adaptive conformal inference (Gibbs & Candès 2021):
   split-conformal intervals whose level moves with the misses, ``update(pred, y)`` per outcome,
   saved and loaded with its whole recursion (levels, score window, counters).
@@ -22,7 +24,7 @@ from calibprob.calibrators.online._osd import (
     theorem2_bound,
 )
 from calibprob.calibrators.online.aci import AdaptiveConformalInterval, aci_threshold
-from calibprob.calibrators.online.recalibrator import OnlineQuantileRecalibrator, check_eta
+from calibprob.calibrators.online.recalibrator import RULES, OnlineQuantileRecalibrator, check_eta
 
 __all__ = [
     "OnlineQuantileRecalibrator",
@@ -30,6 +32,7 @@ __all__ = [
     "aci_threshold",
     "check_eta",
     "COUPLINGS",
+    "RULES",
     "osd_step",
     "osd_path",
     "publish",

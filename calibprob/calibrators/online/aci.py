@@ -226,7 +226,7 @@ class AdaptiveConformalInterval(BaseEstimator):
         if getattr(self, "mondrian_", None) is not None:
             raise ValueError(
                 "calibrate replaces one stream's scores, but this AdaptiveConformalInterval was fitted with groups "
-                "(one stream per group). Fit again with fit(pred_cal, y_cal, groups=...) to rescore the groups."
+                "(one stream per group). Refit with fit(pred_cal, y_cal, groups=...) to rescore the groups."
             )
         check_is_fitted(self, "alpha_", method="fit")
         pred = check_predictive(pred_cal, self, "pred_cal")
@@ -267,7 +267,7 @@ class AdaptiveConformalInterval(BaseEstimator):
         if missing.size:
             raise ValueError(
                 f"confidence_level={missing.tolist()} was not fitted: each level runs its own recursion from fit on, "
-                f"and this ACI tracks {self.levels_.tolist()}. Ask for those, or fit with "
+                f"and this ACI tracks {self.levels_.tolist()}. Pass some of those, or refit with "
                 "confidence_level= including the new level."
             )
         return hit.any(axis=0)

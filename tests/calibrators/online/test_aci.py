@@ -223,7 +223,7 @@ def test_a_subset_of_levels_and_a_scalar_level():
     one = aci.predict_interval(f, 0.8)
     assert "confidence_level" not in one.dims and one["upper"].shape == (3,)
     xr.testing.assert_identical(aci.predict(f), full)
-    with pytest.raises(ValueError, match=r"confidence_level=\[0.95\] was not fitted.*fit with confidence_level="):
+    with pytest.raises(ValueError, match=r"confidence_level=\[0.95\] was not fitted.*refit with confidence_level="):
         aci.predict_interval(f, [0.8, 0.95])
 
 
