@@ -149,7 +149,7 @@ def aci_pit_map(levels, sorted_scores, alpha) -> tuple[np.ndarray, np.ndarray]:
     >>> s = np.sort(np.linspace(0.05, 0.95, 19))           # 19 scores: 0.9 reads the 18th smallest
     >>> R, r = aci_pit_map(np.array([0.05, 0.5, 0.95]), s, np.array([0.1]))
     >>> R.round(3).tolist(), r.round(3).tolist()
-    [[0.05, 0.5, 0.95], [0.9]]
+    ([0.05, 0.5, 0.95], [0.9])
     """
     lower, upper, middle = central_pairs(levels)
     r = np.array([aci_threshold(sorted_scores, float(a), infinite="allow")[0] for a in np.asarray(alpha, float)])

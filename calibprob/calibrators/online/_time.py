@@ -57,7 +57,7 @@ def check_stream_times(pred: xr.Dataset, last, name: str = "pred"):
     ...     check_stream_times(f, np.array([2.5]))
     ... except ValueError as err:
     ...     print(str(err)[:60])
-    pred's first time 1.0 is not after the last time already se
+    pred's first time 1.0 is not after the last time already see
     """
     if TIME_COORD not in pred.coords or pred.coords[TIME_COORD].dims != ("obs",):
         return None

@@ -34,6 +34,7 @@ from calibprob._core.validation import (
 )
 from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.online._aci_pit import aci_pit_map, central_pairs, pit_scores
+from calibprob.calibrators.online._dtaci import DTACI_GAMMAS, dtaci_eta, dtaci_step
 from calibprob.calibrators.online._osd import (
     COUPLINGS,
     coverage_bound,
@@ -48,8 +49,8 @@ from calibprob.predictive import DEFAULT_LEVELS, from_quantiles
 
 __all__ = ["OnlineQuantileRecalibrator", "check_eta", "RULES"]
 
-#: Update rules of :class:`OnlineQuantileRecalibrator`: Deshpande et al.'s OSD, ACI on the PIT scale.
-RULES = ("osd", "aci")
+#: Update rules of :class:`OnlineQuantileRecalibrator`: Deshpande et al.'s OSD, ACI and DtACI on the PIT scale.
+RULES = ("osd", "aci", "dtaci")
 
 
 def check_eta(eta, name: str = "eta") -> float:
@@ -144,7 +145,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         for :math:`q` outside [0, 1] becomes the finite quantile at the floor
         (a Gaussian base at 1e-3 gives :math:`\mu \mp 3.09\sigma`). The state
         and the guarantee use the unclipped map.
-    rule : {"osd", "aci"}, default "osd"
+    rule : {"osd", "aci", "dtaci"}, default "osd"
         How :math:`R_t` moves. ``"osd"``: the update above (Deshpande et al.'s, unchanged).
         ``"aci"``: adaptive conformal inference (Gibbs & Candès 2021) on the PIT scale, one
         recursion per central pair of levels :math:`(p, 1 - p)` with the score
@@ -154,9 +155,18 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         (:meth:`coverage_error_bound`). Levels must be symmetric about 1/2.
     gamma : float, default 0.005
         ACI's step size :math:`\gamma \in (0, 1)` (``rule="aci"``; Gibbs and Candès's value).
+        ``"dtaci"``: Gibbs & Candès's (2022) DtACI on the same pairs: ACI experts over the step
+        sizes ``gammas``, their levels mixed by exponential weights on the pinball loss with a
+        fixed share (:mod:`calibprob.calibrators.online._dtaci`).
     window : int, optional
-        ``rule="aci"``: keep the ``window`` most recent PIT scores (the calibration stream's,
-        then each outcome's); default: the calibration scores, fixed.
+        ``rule="aci"``/``"dtaci"``: keep the ``window`` most recent PIT scores (the calibration
+        stream's, then each outcome's); default: the calibration scores, fixed.
+    gammas : sequence of float, optional
+        ``rule="dtaci"``: the experts' step sizes, increasing in (0, 1); default the paper's
+        :math:`0.001 \cdot 2^i`, :math:`i = 0, \dots, 7`.
+    regret_window : int, default 100
+        ``rule="dtaci"``: the interval length :math:`I` the weights are tuned for (the paper's 100):
+        fixed share :math:`\sigma = 1/(2I)` and the paper's learning rate :math:`\eta(\alpha, k, I)`.
 
     Attributes
     ----------
@@ -169,16 +179,21 @@ class OnlineQuantileRecalibrator(BaseEstimator):
     n_updates_ : int
         Number of outcomes seen, :math:`t - 1`.
     alpha_, alpha_start_ : ndarray, shape (P,)
-        ``rule="aci"``: :math:`\alpha_t` and :math:`\alpha_1 = 2p` per central pair, outermost first.
+        ``rule="aci"``/``"dtaci"``: :math:`\alpha_t` and :math:`\alpha_1 = 2p` per central pair, outermost first.
     confidence_levels_ : ndarray, shape (P,)
-        ``rule="aci"``: the pairs' target coverage :math:`1 - 2p`.
+        ``rule="aci"``/``"dtaci"``: the pairs' target coverage :math:`1 - 2p`.
     misses_ : ndarray of int, shape (P,)
-        ``rule="aci"``: :math:`\sum_t \mathrm{err}_t` per pair.
+        ``rule="aci"``/``"dtaci"``: :math:`\sum_t \mathrm{err}_t` per pair.
     n_floored_ : ndarray of int, shape (L,)
-        ``rule="aci"``: outcomes whose issued level :math:`R_t(p)` was outside
+        ``rule="aci"``/``"dtaci"``: outcomes whose issued level :math:`R_t(p)` was outside
         ``[level_floor, 1 - level_floor]`` (the forecast read at the floor instead).
     scores_ : ndarray
-        ``rule="aci"``: the PIT scores the next thresholds are read from, in time order.
+        ``rule="aci"``/``"dtaci"``: the PIT scores the next thresholds are read from, in time order.
+    expert_alpha_, expert_weights_ : ndarray, shape (P, k)
+        ``rule="dtaci"``: the experts' levels :math:`\alpha_t^i` and weights :math:`p_t^i` per pair
+        (``alpha_`` is their weighted mean, the level issued).
+    expert_misses_ : ndarray of int, shape (P, k)
+        ``rule="dtaci"``: each expert's own misses (each expert is plain ACI).
 
     Notes
     -----
@@ -213,6 +228,8 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         rule: str = "osd",
         gamma: float = 0.005,
         window: int | None = None,
+        gammas=None,
+        regret_window: int = 100,
     ):
         self.levels = levels
         self.eta = eta
@@ -221,6 +238,8 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         self.rule = rule
         self.gamma = gamma
         self.window = window
+        self.gammas = gammas
+        self.regret_window = regret_window
 
     #: the sorted ACI scores are a view of ``scores_``: not saved, rebuilt on load
     _transient_attrs: tuple[str, ...] = ("_sorted",)
@@ -253,8 +272,22 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             )
         if self.window is not None:
             check_int(self.window, "window", minimum=1)
-        if self.rule == "aci":
+        check_int(self.regret_window, "regret_window", minimum=1)
+        self._expert_gammas()
+        if self.rule != "osd":
             central_pairs(np.asarray(levels, float))
+
+    def _expert_gammas(self) -> np.ndarray:
+        """DtACI's expert step sizes: increasing, in (0, 1)."""
+        if self.gammas is None:
+            return DTACI_GAMMAS.copy()
+        g = check_array(np.atleast_1d(self.gammas), "gammas", ndim=1)
+        if g.size < 1 or np.any(g <= 0) or np.any(g >= 1) or np.any(np.diff(g) <= 0):
+            raise ValueError(
+                f"gammas must be increasing step sizes in (0, 1); got {self.gammas!r}. Pass e.g. the paper's "
+                "[0.001, 0.002, 0.004, ..., 0.128] (the default)."
+            )
+        return g
 
     def reset(self) -> OnlineQuantileRecalibrator:
         """Start again from the identity map :math:`R_1(p) = p`; returns ``self``."""
@@ -265,13 +298,18 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         self.hits_ = np.zeros(levels.size)
         self.n_updates_ = 0
         self.__dict__.pop("last_time_", None)
-        if self.rule == "aci":
+        if self.rule != "osd":
             lower, _, _ = central_pairs(levels)
             self.alpha_start_ = 2.0 * levels[lower]  # alpha = 1 - c with c = 1 - 2p, exact in binary
             self.alpha_ = self.alpha_start_.copy()
             self.confidence_levels_ = 1.0 - self.alpha_start_
             self.misses_ = np.zeros(lower.size, np.int64)
             self.n_floored_ = np.zeros(levels.size, np.int64)
+            if self.rule == "dtaci":  # k experts per pair, all starting at the target, equal weights
+                k = self._expert_gammas().size
+                self.expert_alpha_ = np.repeat(self.alpha_start_[:, None], k, axis=1)
+                self.expert_weights_ = np.full((lower.size, k), 1.0 / k)
+                self.expert_misses_ = np.zeros((lower.size, k), np.int64)
             self._set_scores(np.empty(0))
         return self
 
@@ -299,7 +337,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         """
         if fit_with_groups(self, forecast, y, groups):
             return self
-        if self.rule == "aci":
+        if self.rule != "osd":
             return self.reset()._calibrate_aci(forecast, y)
         return self.reset().update(forecast, y)
 
@@ -364,7 +402,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
                 f"pit values must lie in [0, 1]; got range [{u.min():.3g}, {u.max():.3g}]. "
                 "Pass F_t(y_t), the base forecast's CDF at the outcome."
             )
-        if self.rule == "aci":
+        if self.rule != "osd":
             return self._update_pit_aci(u)
         theta = self.theta_
         for ut in u:
@@ -389,7 +427,10 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             self.misses_ += err
             self.hits_ = self.hits_ + (ut <= issued)
             self.n_floored_ += (issued < floor) | (issued > 1.0 - floor)
-            self.alpha_ = self.alpha_ + gamma * (target - err)
+            if self.rule == "dtaci":
+                self._dtaci_step(s_t)
+            else:
+                self.alpha_ = self.alpha_ + gamma * (target - err)
             if self.window is not None:  # the new score joins the lookback window
                 window.append(s_t)
                 self.scores_ = np.asarray(window, float)
@@ -399,6 +440,26 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         self.theta_ = R
         self.recalibration_ = publish(R, self.coupling)
         return self
+
+    def _dtaci_step(self, s_t: float) -> None:
+        """Every pair's experts and weights after the score ``s_t``; ``alpha_`` becomes their weighted mean."""
+        gammas = self._expert_gammas()
+        horizon = int(self.regret_window)  # the paper's I
+        sigma = 1.0 / (2.0 * horizon)
+        for j, a in enumerate(self.alpha_start_):
+            nxt, w, _, expert_err, _ = dtaci_step(
+                self.expert_alpha_[j],
+                self.expert_weights_[j],
+                self._sorted,
+                s_t,
+                float(a),
+                gammas,
+                float(dtaci_eta(a, gammas.size, horizon)),
+                sigma,
+            )
+            self.expert_alpha_[j], self.expert_weights_[j] = nxt, w
+            self.expert_misses_[j] += expert_err
+        self.alpha_ = np.sum(self.expert_weights_ * self.expert_alpha_, axis=1)
 
     # -- the map -------------------------------------------------------------
     def recalibration_map(self, p=None, *, clip: bool = False) -> np.ndarray:
@@ -443,31 +504,32 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         n = self.n_updates_
         return self.hits_ / n if n else np.full(self.levels_.size, np.nan)
 
-    def _require_rule(self, rule: str, method: str, instead: str) -> None:
-        if self.rule != rule:
+    def _require_rule(self, rules: tuple[str, ...], method: str, instead: str) -> None:
+        if self.rule not in rules:
+            names = " or ".join(repr(r) for r in rules)
             raise ValueError(
-                f"{method}() is the guarantee of rule={rule!r}; this recalibrator runs rule={self.rule!r}. "
-                f"Use {instead}() for its guarantee."
+                f"{method}() is the guarantee of rule={names}; this recalibrator runs rule={self.rule!r}. "
+                f"Use {instead}() instead."
             )
 
     def coverage_bound(self) -> np.ndarray:
         """The proven bound on ``|coverage() - levels|`` after ``n_updates_`` outcomes, shape (L,) (``rule="osd"``)."""
         _, eta, _ = self._check_params()
-        self._require_rule("osd", "coverage_bound", "coverage_error_bound")
+        self._require_rule(("osd",), "coverage_bound", "coverage_error_bound (rule='aci') or miss_rate")
         self._ensure_state()
         return coverage_bound(self.levels_, eta, max(self.n_updates_, 1), coupling=self.coupling)
 
     def theorem2_bound(self) -> float:
         r"""Theorem 2's :math:`(1+\eta)/(\eta T)` at :math:`T` = ``n_updates_`` (``rule="osd"``)."""
         _, eta, _ = self._check_params()
-        self._require_rule("osd", "theorem2_bound", "coverage_error_bound")
+        self._require_rule(("osd",), "theorem2_bound", "coverage_error_bound (rule='aci') or miss_rate")
         self._ensure_state()
         return float(theorem2_bound(eta, max(self.n_updates_, 1)))
 
     def miss_rate(self) -> np.ndarray:
-        r"""``rule="aci"``: :math:`\frac1T\sum_t \mathrm{err}_t` per central pair, shape (P,) (NaN before any update)."""
+        r"""``rule="aci"``/``"dtaci"``: :math:`\frac1T\sum_t \mathrm{err}_t` per central pair, shape (P,) (NaN before any update)."""
         self._check_params()
-        self._require_rule("aci", "miss_rate", "coverage")
+        self._require_rule(("aci", "dtaci"), "miss_rate", "coverage")
         self._ensure_state()
         n = self.n_updates_
         return self.misses_ / n if n else np.full(self.misses_.size, np.nan)
@@ -485,7 +547,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             When the bound is vacuous (:math:`\gamma` too small for the :math:`T` outcomes seen).
         """
         self._check_params()
-        self._require_rule("aci", "coverage_error_bound", "coverage_bound")
+        self._require_rule(("aci",), "coverage_error_bound", "coverage_bound (rule='osd') or miss_rate")
         self._ensure_state()
         T = max(self.n_updates_, 1)
         g = float(self.gamma)
@@ -571,14 +633,19 @@ class OnlineQuantileRecalibrator(BaseEstimator):
                 "prediction improves Bayesian optimization, AISTATS",
             }
         )
-        if self.rule == "aci":  # the ACI recursion's state; rule="osd" writes exactly what it always wrote
+        if self.rule != "osd":  # the ACI recursion's state; rule="osd" writes exactly what it always wrote
             ds["alpha"] = ("pair", self.alpha_, {"long_name": "ACI levels alpha_t per central pair"})
             ds["misses"] = ("pair", self.misses_, {"long_name": "misses of the pair's central interval"})
             ds["n_floored"] = ("level", self.n_floored_, {"long_name": "outcomes whose issued level hit the floor"})
             ds["scores"] = ("score", self.scores_, {"long_name": "PIT scores |2u - 1|, in time order"})
-            ds.attrs.update({"rule": "aci", "gamma": float(self.gamma)})
+            ds.attrs.update({"rule": self.rule, "gamma": float(self.gamma), "regret_window": int(self.regret_window)})
             if self.window is not None:
                 ds.attrs["window"] = int(self.window)
+        if self.rule == "dtaci":
+            ds["expert_alpha"] = (("pair", "expert"), self.expert_alpha_, {"long_name": "DtACI experts' levels"})
+            ds["expert_weights"] = (("pair", "expert"), self.expert_weights_, {"long_name": "DtACI experts' weights"})
+            ds["expert_misses"] = (("pair", "expert"), self.expert_misses_, {"long_name": "DtACI experts' misses"})
+            ds = ds.assign_coords(expert_gamma=("expert", self._expert_gammas()))
         return ds
 
     @classmethod
@@ -599,15 +666,21 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             rule=str(ds.attrs.get("rule", "osd")),
             gamma=float(ds.attrs.get("gamma", 0.005)),
             window=int(ds.attrs["window"]) if "window" in ds.attrs else None,
+            gammas=np.asarray(ds["expert_gamma"].values, float) if "expert_gamma" in ds.coords else None,
+            regret_window=int(ds.attrs.get("regret_window", 100)),
         )
         est._check_params()
-        if est.rule == "aci":
+        if est.rule != "osd":
             est.reset()
             est.alpha_ = np.asarray(ds["alpha"].values, float).copy()
             est.misses_ = np.asarray(ds["misses"].values, np.int64).copy()
             est.n_floored_ = np.asarray(ds["n_floored"].values, np.int64).copy()
             est.scores_ = np.asarray(ds["scores"].values, float).copy()
             est._sorted = np.sort(est.scores_)
+        if est.rule == "dtaci":
+            est.expert_alpha_ = np.asarray(ds["expert_alpha"].values, float).copy()
+            est.expert_weights_ = np.asarray(ds["expert_weights"].values, float).copy()
+            est.expert_misses_ = np.asarray(ds["expert_misses"].values, np.int64).copy()
         est.levels_ = levels
         est.theta_ = np.asarray(ds["theta"].values, float).copy()
         est.recalibration_ = np.asarray(ds["recalibration"].values, float).copy()

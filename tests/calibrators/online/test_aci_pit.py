@@ -126,7 +126,7 @@ def test_aci_rule_state_saves_and_continues(tmp_path):
 
 def test_bad_input_names_the_parameter_and_the_fix():
     f, y = _gauss(np.zeros(30), np.ones(30)), np.zeros(30)
-    with pytest.raises(ValueError, match=r"rule must be one of 'osd', 'aci'; got 'pid'"):
+    with pytest.raises(ValueError, match=r"rule must be one of 'osd', 'aci', 'dtaci'; got 'pid'"):
         OnlineQuantileRecalibrator(rule="pid").fit(f, y)
     for bad in (0.0, -0.1, 1.0):
         with pytest.raises(ValueError, match=rf"gamma must be a step size in \(0, 1\); got {bad}"):
@@ -136,7 +136,9 @@ def test_bad_input_names_the_parameter_and_the_fix():
     with pytest.raises(ValueError, match=r"window=50 is larger than the history: .* 30 outcome\(s\).*window <= 30"):
         OnlineQuantileRecalibrator(levels=LEVELS, rule="aci", window=50).fit(f, y)
     rec = OnlineQuantileRecalibrator(levels=LEVELS, rule="aci", gamma=0.001).fit(f, y)
-    with pytest.raises(ValueError, match=r"coverage_bound\(\) is the guarantee of rule='osd'.*coverage_error_bound"):
+    with pytest.raises(
+        ValueError, match=r"coverage_bound\(\) is the guarantee of rule='osd'.*Use coverage_error_bound"
+    ):
         rec.coverage_bound()
     with pytest.raises(ValueError, match=r"coverage_error_bound\(\) is the guarantee of rule='aci'.*coverage_bound"):
         OnlineQuantileRecalibrator().coverage_error_bound()
