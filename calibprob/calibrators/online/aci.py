@@ -89,7 +89,8 @@ def aci_threshold(sorted_scores: np.ndarray, alpha_t: float, *, infinite: str = 
     n = sorted_scores.size
     if alpha_t >= 1.0:
         return 0.0, False
-    k = n + 1 if alpha_t <= 0.0 else upper_rank(1.0 - alpha_t, n)
+    # 1 - alpha_t rounds to 1.0 for 0 < alpha_t < 2**-54 (a DtACI mixture can land there): the whole line too
+    k = n + 1 if 1.0 - alpha_t >= 1.0 else upper_rank(1.0 - alpha_t, n)
     if k <= n:
         return float(sorted_scores[max(k, 1) - 1]), False
     if infinite == "allow":

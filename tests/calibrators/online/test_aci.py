@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 
 import calibprob
-from calibprob.calibrators.online.aci import AdaptiveConformalInterval
+from calibprob.calibrators.online.aci import AdaptiveConformalInterval, aci_threshold
 from tests.support.streams import adversarial_stream
 
 
@@ -256,3 +256,12 @@ def test_stream_order_window_and_vacuous_bound_are_checked():
         calibprob.CalibprobWarning, match=r"bound is vacuous: 9.01 >= 0.9 .*pass gamma > 0.0101 for T=100"
     ):
         small.coverage_error_bound()
+
+
+def test_a_level_too_small_for_its_complement_is_the_whole_line():
+    """0 < alpha_t < 2**-54: 1 - alpha_t rounds to 1.0, which is no confidence level; the threshold is the paper's
+    infinite one (k = n + 1), as at alpha_t <= 0 (a weighted mean of levels can land there)."""
+    R = np.arange(1.0, 10.0)
+    assert aci_threshold(R, 1e-17, infinite="allow") == (np.inf, False)
+    assert aci_threshold(R, 1e-17) == (9.0, True)
+    assert aci_threshold(R, 2.0**-52, infinite="allow") == (np.inf, False)  # 1 - alpha < 1: the rank is n + 1

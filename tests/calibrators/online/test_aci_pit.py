@@ -105,10 +105,11 @@ def test_prop41_holds_for_every_pair_on_adversarial_streams(kind):
     assert kind == "seasonal" or static > 0.1 + 0.05  # what ACI repairs
 
 
-def test_aci_rule_state_saves_and_continues(tmp_path):
+@pytest.mark.parametrize("rule", ["aci", "dtaci"])
+def test_aci_rule_state_saves_and_continues(rule, tmp_path):
     """save/load and to_dataset/from_dataset keep the whole recursion: a loaded copy continues bit for bit."""
     rng = np.random.default_rng(3)
-    rec = OnlineQuantileRecalibrator(levels=LEVELS, rule="aci", gamma=0.02, window=40)
+    rec = OnlineQuantileRecalibrator(levels=LEVELS, rule=rule, gamma=0.02, window=40, gammas=[0.01, 0.05, 0.2])
     rec.fit(_gauss(np.zeros(40), np.ones(40)), rng.normal(size=40))
     rec.update(_gauss(np.zeros(100), np.ones(100)), 2 * rng.normal(size=100))
     rec.save(tmp_path / "rec.nc")
@@ -117,9 +118,10 @@ def test_aci_rule_state_saves_and_continues(tmp_path):
     f = _gauss(np.zeros(80), np.ones(80))
     rec.update(f, more)
     for back in copies:
-        assert back.get_params().keys() == rec.get_params().keys() and back.rule == "aci" and back.window == 40
+        assert back.get_params().keys() == rec.get_params().keys() and back.rule == rule and back.window == 40
         back.update(f, more)
-        for name in ("alpha_", "misses_", "n_floored_", "scores_", "hits_", "recalibration_"):
+        extra = ("expert_alpha_", "expert_weights_", "expert_misses_") if rule == "dtaci" else ()
+        for name in ("alpha_", "misses_", "n_floored_", "scores_", "hits_", "recalibration_", *extra):
             np.testing.assert_array_equal(getattr(back, name), getattr(rec, name))
         np.testing.assert_array_equal(back.recalibrate(f).calib.quantiles, rec.recalibrate(f).calib.quantiles)
 
