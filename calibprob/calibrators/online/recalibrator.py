@@ -8,11 +8,21 @@ takes the outcomes (in ``obs`` order) and moves :math:`R_t` by one OSD step per
 outcome. The state (latent iterates, issued map, coverage counts) saves to a
 netCDF-able ``xr.Dataset`` and loads back exactly.
 
+``rule=`` chooses how :math:`R_t` moves, with the same loop: ``"osd"`` (the default, the
+update above), ``"aci"`` (adaptive conformal inference on the PIT scale, every central pair of
+levels at once; :mod:`calibprob.calibrators.online._aci_pit`) and ``"dtaci"`` (ACI experts over
+step sizes, mixed by exponential weights; :mod:`calibprob.calibrators.online._dtaci`). A
+``time`` coordinate along ``obs`` is checked to be in stream order
+(:mod:`calibprob.calibrators.online._time`).
+
 References
 ----------
 Deshpande, S., Marx, C. and Kuleshov, V. (2024). Online calibrated and
 conformal prediction improves Bayesian optimization. AISTATS, eq. (8)-(11),
 Theorems 2-3, Appendix G.
+Gibbs, I. and Candès, E. (2021). Adaptive conformal inference under distribution shift. NeurIPS 34.
+Gibbs, I. and Candès, E. (2022). Conformal inference for online prediction with arbitrary
+distribution shifts. arXiv:2208.08401 (JMLR 25, 2024).
 """
 
 from __future__ import annotations
