@@ -40,6 +40,7 @@ from calibprob.calibrators.conformal.predictive_system import ConformalPredictiv
 from calibprob.calibrators.conformal.split import SplitConformalRegressor as SplitConformalRegressor
 from calibprob.calibrators.conformal.split_calibrator import SplitConformalCalibrator as SplitConformalCalibrator
 from calibprob.calibrators.gp_beta import GPBetaCalibrator as GPBetaCalibrator
+from calibprob.calibrators.online import AdaptiveConformalInterval as AdaptiveConformalInterval
 from calibprob.calibrators.online import OnlineQuantileRecalibrator as OnlineQuantileRecalibrator
 from calibprob.calibrators.recalibration import IsotonicRecalibrator as IsotonicRecalibrator
 from calibprob.calibrators.recalibration import MarxRecalibrator as MarxRecalibrator
@@ -65,6 +66,7 @@ from calibprob.transforms import back_transform as back_transform
 from calibprob.transforms import transform_target as transform_target
 
 __all__ = [
+    "AdaptiveConformalInterval",
     "BayesianRidge",
     "CalibprobWarning",
     "ConditionalConformal",

@@ -211,6 +211,26 @@ ROWS = [
         lambda d: G.OnlineQuantileRecalibrator(eta=0.5).fit(d.pred(d.X_cal), d.y_cal),
         lambda e, d: e.predict(d.pred(d.X_test)),
     ),
+    Row(  # ACI on the PIT scale: calibration PITs, then outcomes moving every pair's level (issue 38)
+        "OnlineQuantileRecalibrator-aci",
+        "OnlineQuantileRecalibrator",
+        lambda d: (
+            G.OnlineQuantileRecalibrator(levels=[0.05, 0.25, 0.5, 0.75, 0.95], rule="aci", gamma=0.05, window=20)
+            .fit(d.pred(d.X_cal[:20]), d.y_cal[:20])
+            .update(d.pred(d.X_cal[20:]), d.y_cal[20:])
+        ),
+        lambda e, d: e.predict(d.pred(d.X_test)),
+    ),
+    Row(  # ACI with its recursion mid-stream: the score window, alpha_t and the counters are the state
+        "AdaptiveConformalInterval",
+        "AdaptiveConformalInterval",
+        lambda d: (
+            G.AdaptiveConformalInterval(confidence_level=[0.8, 0.9], gamma=0.05, window=20)
+            .fit(d.pred(d.X_cal[:20]), d.y_cal[:20])
+            .update(d.pred(d.X_cal[20:]), d.y_cal[20:])
+        ),
+        lambda e, d: e.predict(d.pred(d.X_test)),
+    ),
     # model-aware calibrators
     Row(
         "SharpCalibratedGP",

@@ -2,11 +2,12 @@
 
 - :class:`OnlineQuantileRecalibrator` — ``recalibrate(forecast)`` /
   ``update(forecast, y)`` on any stream of forecasts in the predictive contract,
-  state saved with ``to_dataset()`` and restored with ``from_dataset()``.
-- :mod:`calibprob.calibrators.online.aci` — adaptive conformal inference (Gibbs & Candès 2021):
-  ``AdaptiveConformalInterval``, split-conformal intervals whose level moves with the misses,
-  ``update(pred, y)`` per outcome. Imported from its module until it has save/load and a
-  registry entry (the contract every exported calibrator meets).
+  state saved with ``to_dataset()`` and restored with ``from_dataset()``; ``rule="osd"``
+  (Deshpande et al.'s update, the default) or ``rule="aci"`` (ACI on the PIT scale, every
+  central pair of levels at once; see :mod:`calibprob.calibrators.online._aci_pit`).
+- :class:`AdaptiveConformalInterval` — adaptive conformal inference (Gibbs & Candès 2021):
+  split-conformal intervals whose level moves with the misses, ``update(pred, y)`` per outcome,
+  saved and loaded with its whole recursion (levels, score window, counters).
 - NumPy layer: :func:`osd_step`, :func:`osd_path`, :func:`publish`,
   :func:`coverage_bound`, :func:`theorem2_bound`, :func:`interpolate_map`,
   :func:`lemma4_counterexample`.
@@ -22,12 +23,16 @@ from calibprob.calibrators.online._osd import (
     publish,
     theorem2_bound,
 )
-from calibprob.calibrators.online.recalibrator import OnlineQuantileRecalibrator, check_eta
+from calibprob.calibrators.online.aci import AdaptiveConformalInterval, aci_threshold
+from calibprob.calibrators.online.recalibrator import RULES, OnlineQuantileRecalibrator, check_eta
 
 __all__ = [
     "OnlineQuantileRecalibrator",
+    "AdaptiveConformalInterval",
+    "aci_threshold",
     "check_eta",
     "COUPLINGS",
+    "RULES",
     "osd_step",
     "osd_path",
     "publish",

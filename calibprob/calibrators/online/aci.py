@@ -34,6 +34,7 @@ refit-per-step protocol of :meth:`AdaptiveConformalInterval.calibrate`).
 
 from __future__ import annotations
 
+import warnings
 from collections import deque
 from typing import Self
 
@@ -44,10 +45,13 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_pred
 from calibprob._core.ranks import upper_rank
 from calibprob._core.validation import check_choice, check_int, check_targets
 from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
+from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.conformal.scores import Score, get_score
 from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std
+from calibprob.calibrators.online._time import check_stream_times
+from calibprob.predictive import CalibprobWarning
 
-__all__ = ["AdaptiveConformalInterval", "aci_threshold", "INFINITE"]
+__all__ = ["AdaptiveConformalInterval", "aci_threshold", "warn_vacuous", "INFINITE"]
 
 #: What a level the calibration scores cannot reach issues: the largest score, or the paper's +inf.
 INFINITE = ("clip", "allow")
@@ -85,7 +89,8 @@ def aci_threshold(sorted_scores: np.ndarray, alpha_t: float, *, infinite: str = 
     n = sorted_scores.size
     if alpha_t >= 1.0:
         return 0.0, False
-    k = n + 1 if alpha_t <= 0.0 else upper_rank(1.0 - alpha_t, n)
+    # 1 - alpha_t rounds to 1.0 for 0 < alpha_t < 2**-54 (a DtACI mixture can land there): the whole line too
+    k = n + 1 if 1.0 - alpha_t >= 1.0 else upper_rank(1.0 - alpha_t, n)
     if k <= n:
         return float(sorted_scores[max(k, 1) - 1]), False
     if infinite == "allow":
@@ -189,16 +194,28 @@ class AdaptiveConformalInterval(BaseEstimator):
             )
         return levels, score
 
+    def _mondrian_sides(self) -> int:
+        """1: before any outcome its interval is split conformal's with a symmetric score (one rank)."""
+        return 1
+
     # -- state ----------------------------------------------------------------
-    def fit(self, pred_cal, y_cal) -> Self:
-        """Score the calibration set and start every level at :math:`\\alpha_1 = 1 - c`; returns ``self``."""
+    def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
+        """Score the calibration set and start every level at :math:`\\alpha_1 = 1 - c`; returns ``self``.
+
+        With ``groups=`` (one label per calibration point, or an ``obs`` coordinate name) each
+        group runs its own recursion on its own scores (:class:`calibprob.Mondrian`); pass the
+        same ``groups=`` to :meth:`update` and :meth:`predict_interval`.
+        """
         levels, score = self._check_params()
+        if fit_with_groups(self, pred_cal, y_cal, groups):
+            return self
         self.levels_, self.score_ = levels, score
         self.alpha_start_ = 1.0 - levels
         self.alpha_ = self.alpha_start_.copy()
         self.misses_ = np.zeros(levels.size, np.int64)
         self.n_clipped_ = np.zeros(levels.size, np.int64)
         self.n_updates_ = 0
+        self.last_time_ = None
         return self.calibrate(pred_cal, y_cal)
 
     def calibrate(self, pred_cal, y_cal) -> Self:
@@ -207,9 +224,20 @@ class AdaptiveConformalInterval(BaseEstimator):
         For a base refitted at every step (Zaffran et al. 2022): refit, ``calibrate`` on its
         calibration part, ``predict_interval``, then ``update`` with the outcome.
         """
+        if getattr(self, "mondrian_", None) is not None:
+            raise ValueError(
+                "calibrate replaces one stream's scores, but this AdaptiveConformalInterval was fitted with groups "
+                "(one stream per group). Refit with fit(pred_cal, y_cal, groups=...) to rescore the groups."
+            )
         check_is_fitted(self, "alpha_", method="fit")
         pred = check_predictive(pred_cal, self, "pred_cal")
         y = check_targets(y_cal, pred.sizes["obs"], "y_cal")
+        if self.window is not None and int(self.window) > y.size:
+            raise ValueError(
+                f"window={self.window!r} is larger than the history: pred_cal holds {y.size} calibration point(s), "
+                f"so the first intervals would be read from fewer scores than the window promises. Pass "
+                f"window <= {y.size}, or calibrate on at least {self.window} points."
+            )
         mu, sigma = predictive_mean_std(pred)
         scores = self.score_.score(y, mu, sigma)
         if self.window is not None:
@@ -218,13 +246,45 @@ class AdaptiveConformalInterval(BaseEstimator):
         self._sorted = np.sort(self.scores_)
         return self
 
+    #: the sorted scores are a view of ``scores_``: not saved, rebuilt on load
+    _transient_attrs: tuple[str, ...] = ("_sorted",)
+
+    def _rebuild_after_load(self) -> None:
+        if getattr(self, "scores_", None) is not None:
+            self._sorted = np.sort(self.scores_)
+
     def _thresholds(self) -> tuple[np.ndarray, np.ndarray]:
         out = [aci_threshold(self._sorted, float(a), infinite=self.infinite) for a in self.alpha_]
         return np.array([t for t, _ in out]), np.array([c for _, c in out])
 
     # -- the online loop ------------------------------------------------------
-    def predict_interval(self, pred) -> xr.Dataset:
+    def _level_mask(self, confidence_level) -> np.ndarray:
+        """Which of the fitted levels ``confidence_level`` asks for (each level is its own recursion)."""
+        if confidence_level is None:
+            return np.ones(self.levels_.size, dtype=bool)
+        asked, _ = resolve_levels(confidence_level)
+        hit = np.isclose(asked[:, None], self.levels_[None, :], rtol=0.0, atol=1e-12)
+        missing = asked[~hit.any(axis=1)]
+        if missing.size:
+            raise ValueError(
+                f"confidence_level={missing.tolist()} was not fitted: each level runs its own recursion from fit on, "
+                f"and this ACI tracks {self.levels_.tolist()}. Pass some of those, or refit with "
+                "confidence_level= including the new level."
+            )
+        return hit.any(axis=0)
+
+    def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
         r"""Intervals at the current levels :math:`\alpha_t` for every row of ``pred``.
+
+        Parameters
+        ----------
+        pred : xarray.Dataset
+            The base's predictive distribution (any family of the contract).
+        confidence_level : float or sequence of float, optional
+            A subset of the fitted levels (default: all of them, the dimension kept); a scalar
+            drops the ``confidence_level`` dimension.
+        groups : array_like, xarray.DataArray or str, optional
+            After a grouped :meth:`fit`: one label per row.
 
         Returns
         -------
@@ -232,23 +292,46 @@ class AdaptiveConformalInterval(BaseEstimator):
             ``lower``, ``upper`` over (obs, confidence_level) (the *target* levels label the
             dimension; ``alpha_t`` and ``clipped`` per level say what was issued).
         """
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None:
+            return mondrian.predict_interval(pred, confidence_level, groups=groups)
         check_is_fitted(self, "alpha_", method="fit")
+        keep = self._level_mask(confidence_level)
         pred = check_predictive(pred, self, "pred")
         mu, sigma = predictive_mean_std(pred)
         thr, clipped = self._thresholds()
         scale = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)
-        lower, upper = self.score_.bounds(mu, scale, -thr, thr)
-        ds = interval_dataset(lower, upper, self.levels_, False, method="aci", attrs={"gamma": float(self.gamma)})
+        lower, upper = self.score_.bounds(mu, scale, -thr[keep], thr[keep])
+        ds = interval_dataset(lower, upper, self.levels_[keep], False, method="aci", attrs={"gamma": float(self.gamma)})
         ds = ds.assign_coords(obs=pred["obs"].values)
-        ds["alpha_t"] = ("confidence_level", self.alpha_.copy())
-        ds["clipped"] = ("confidence_level", clipped)
-        return ds
+        ds["alpha_t"] = ("confidence_level", self.alpha_[keep].copy())
+        ds["clipped"] = ("confidence_level", clipped[keep])
+        if confidence_level is not None and np.ndim(confidence_level) == 0:
+            ds = ds.isel(confidence_level=0)  # the calib.interval convention: a scalar level drops the dimension
+        return keep_group_coord(ds, pred)
 
-    def update(self, pred, y) -> Self:
-        """Take outcomes in time order (row by row): count the misses, move each level; returns ``self``."""
+    def predict(self, pred, *, groups=None) -> xr.Dataset:
+        """The intervals at every fitted level, ``confidence_level`` kept as a dimension (the contract's
+        name for :meth:`predict_interval`)."""
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None:
+            return mondrian.predict_interval(pred, mondrian.confidence_levels_.tolist(), groups=groups)
+        return self.predict_interval(pred)
+
+    def update(self, pred, y, *, groups=None) -> Self:
+        """Take outcomes in time order (row by row): count the misses, move each level; returns ``self``.
+
+        With a ``time`` coordinate along ``obs`` the rows must be strictly increasing in time and
+        later than every outcome already taken (:func:`~calibprob.calibrators.online._time.check_stream_times`).
+        """
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None:
+            mondrian.update(pred, y, groups=groups)
+            return self
         check_is_fitted(self, "alpha_", method="fit")
         pred = check_predictive(pred, self, "pred")
         y = check_targets(y, pred.sizes["obs"], "y")
+        times = check_stream_times(pred, self.last_time_)
         mu, sigma = predictive_mean_std(pred)
         s = np.asarray(self.score_.score(y, mu, sigma), float).reshape(-1)
         window = deque(self.scores_, maxlen=None if self.window is None else int(self.window))
@@ -263,6 +346,8 @@ class AdaptiveConformalInterval(BaseEstimator):
                 window.append(st)
                 self.scores_ = np.asarray(window, float)
                 self._sorted = np.sort(self.scores_)
+        if times is not None and times.size:
+            self.last_time_ = times[-1:].copy()
         return self
 
     # -- guarantees -----------------------------------------------------------
@@ -272,6 +357,12 @@ class AdaptiveConformalInterval(BaseEstimator):
         :math:`(\max(\alpha_1, 1-\alpha_1) + \gamma)/(\gamma T)` (Proposition 4.1) where no interval
         was clipped; otherwise the exact identity's :math:`|\alpha_1 - \alpha_{T+1}|/(\gamma T)`
         (clipping can let :math:`\alpha_t` fall below :math:`-\gamma`, so the a-priori bound need not hold).
+
+        Warns
+        -----
+        CalibprobWarning
+            When the bound is vacuous: at least :math:`\max(\alpha, 1-\alpha)`, which any miss rate
+            meets (:math:`\gamma` too small for the :math:`T` outcomes seen).
         """
         check_is_fitted(self, "alpha_", method="fit")
         T = max(self.n_updates_, 1)
@@ -279,4 +370,29 @@ class AdaptiveConformalInterval(BaseEstimator):
         a1 = self.alpha_start_
         paper = (np.maximum(a1, 1.0 - a1) + g) / (g * T)
         exact = np.abs(a1 - self.alpha_) / (g * T)
-        return np.where(self.n_clipped_ > 0, exact, paper)
+        bound = np.where(self.n_clipped_ > 0, exact, paper)
+        warn_vacuous(bound, a1, g, T)
+        return bound
+
+
+def warn_vacuous(bound: np.ndarray, alpha: np.ndarray, gamma: float, T: int) -> None:
+    r"""Warn when a long-run bound says nothing: :math:`\ge \max(\alpha, 1-\alpha)` at some level.
+
+    Proposition 4.1's bound falls below that only once
+    :math:`T > (\max(\alpha_1, 1-\alpha_1) + \gamma)/(\gamma \max(\alpha, 1-\alpha))`; the message
+    gives the :math:`\gamma` that would make it informative at the current :math:`T`.
+    """
+    trivial = np.maximum(alpha, 1.0 - alpha)
+    vacuous = bound >= trivial
+    if not vacuous.any():
+        return
+    j = int(np.flatnonzero(vacuous)[0])
+    need = float(np.maximum(alpha[j], 1.0 - alpha[j]) / (trivial[j] * T - 1.0)) if trivial[j] * T > 1.0 else np.inf
+    fix = f"pass gamma > {need:.3g} for T={T}" if np.isfinite(need) else "take more outcomes"
+    warnings.warn(
+        f"the long-run coverage bound is vacuous: {bound[j]:.3g} >= {trivial[j]:.3g} at alpha={alpha[j]:.3g} after "
+        f"T={T} outcome(s) with gamma={gamma:g}, so it constrains nothing. The step size is too small for so short a "
+        f"stream: {fix}, or judge coverage after more outcomes.",
+        CalibprobWarning,
+        stacklevel=3,
+    )

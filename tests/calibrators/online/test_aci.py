@@ -8,7 +8,8 @@ import pytest
 import xarray as xr
 
 import calibprob
-from calibprob.calibrators.online.aci import AdaptiveConformalInterval
+from calibprob.calibrators.online.aci import AdaptiveConformalInterval, aci_threshold
+from tests.support.streams import adversarial_stream
 
 
 def _gauss(mu, sigma):
@@ -26,7 +27,7 @@ def _hand_threshold(scores, alpha, infinite):
     return float(np.quantile(scores, q, method="inverted_cdf"))
 
 
-@pytest.mark.parametrize(("window", "infinite"), [(None, "clip"), (40, "allow"), (40, "clip")])
+@pytest.mark.parametrize(("window", "infinite"), [(None, "clip"), (25, "allow"), (25, "clip")])
 def test_the_recursion_equals_a_hand_loop(window, infinite):
     rng = np.random.default_rng(3)
     y_cal = rng.normal(size=30)
@@ -63,23 +64,14 @@ def test_before_any_outcome_it_is_split_conformal():
         np.testing.assert_array_equal(a["upper"].values, s["upper"].values)
 
 
-def _stream(kind, T, rng):
-    t = np.arange(T)
-    if kind == "abrupt":
-        return np.where(t < T // 3, 1.0, 4.0) * rng.normal(size=T)
-    if kind == "drift":
-        return rng.normal(size=T) + 3.0 * t / T
-    return (1.0 + 0.8 * np.sin(2 * np.pi * t / 200)) * rng.normal(size=T)  # seasonal noise
-
-
 @pytest.mark.parametrize("kind", ["abrupt", "drift", "seasonal"])
 @pytest.mark.parametrize("infinite", ["allow", "clip"])
 def test_long_run_coverage_is_within_the_bound_on_adversarial_sequences(kind, infinite):
     """Proposition 4.1 (and the exact identity it rests on) on streams split conformal fails."""
     rng = np.random.default_rng(21)
     T, gamma = 2000, 0.01
-    y = _stream(kind, T, rng)
-    aci = AdaptiveConformalInterval(confidence_level=0.9, gamma=gamma, window=100, infinite=infinite)
+    y = adversarial_stream(kind, T, rng)
+    aci = AdaptiveConformalInterval(confidence_level=0.9, gamma=gamma, window=50, infinite=infinite)
     aci.fit(_gauss(np.zeros(50), np.ones(50)), rng.normal(size=50))
     aci.update(_gauss(np.zeros(T), np.ones(T)), y)
     err = aci.misses_[0] / T
@@ -153,3 +145,123 @@ def test_intervals_move_with_the_data_from_1e_minus_200_to_1e200(scale):
     np.testing.assert_array_equal(alpha_got, alpha_ref)
     for end in ("lower", "upper"):
         np.testing.assert_allclose((got[end].values - 3.0 * scale) / scale, ref[end].values, rtol=1e-9, atol=1e-9)
+
+
+def _stream_pair(aci, rng, T, *, mu=0.0, scale=2.0):
+    """Feed T outcomes one by one; return the issued (lower, upper) per step, shape (T, L, 2)."""
+    out = []
+    for _ in range(T):
+        f = _gauss(mu, 1.0)
+        ds = aci.predict_interval(f)
+        out.append(np.stack([ds["lower"].values[0], ds["upper"].values[0]], axis=-1))
+        aci.update(f, [scale * rng.normal()])
+    return np.asarray(out)
+
+
+@pytest.mark.parametrize(("window", "infinite"), [(None, "allow"), (20, "clip")])
+def test_save_load_mid_stream_continues_the_same_recursion(window, infinite, tmp_path):
+    """The whole state is saved: levels alpha_t, the score window, the counters and the last time. A copy loaded
+    mid-stream then continues bit for bit as the original, step by step."""
+    rng = np.random.default_rng(12)
+    aci = AdaptiveConformalInterval(confidence_level=[0.8, 0.9], gamma=0.05, window=window, infinite=infinite)
+    aci.fit(_gauss(np.zeros(40), np.ones(40)), rng.normal(size=40))
+    timed = _gauss(np.zeros(60), np.ones(60)).assign_coords(time=("obs", np.arange(60.0)))
+    aci.update(timed, 2.5 * rng.normal(size=60))
+    assert aci.misses_.sum() > 0 and aci.n_updates_ == 60 and not np.allclose(aci.alpha_, aci.alpha_start_)
+    path = tmp_path / "aci.nc"
+    aci.save(path)
+    back = calibprob.load(path)
+    assert type(back) is AdaptiveConformalInterval and back.get_params() == aci.get_params()
+    for name in ("alpha_", "alpha_start_", "misses_", "n_clipped_", "scores_", "levels_", "last_time_"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(aci, name))
+    assert back.n_updates_ == aci.n_updates_ and type(back.score_) is type(aci.score_)
+    a = _stream_pair(aci, np.random.default_rng(5), 80)
+    b = _stream_pair(back, np.random.default_rng(5), 80)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(back.alpha_, aci.alpha_)
+    np.testing.assert_array_equal(back.coverage_error_bound(), aci.coverage_error_bound())
+    with pytest.raises(ValueError, match=r"first time 0.0 is not after the last time already seen, 59.0"):
+        back.update(timed.isel(obs=[0]), [0.0])  # the loaded copy remembers where the stream stopped
+
+
+def test_groups_run_one_recursion_per_group():
+    """fit/update/predict_interval with groups= equal one ACI per group fed that group's rows, bit for bit."""
+    rng = np.random.default_rng(6)
+    g_cal = np.repeat(["a", "b"], 30)
+    y_cal = rng.normal(size=60) * np.where(g_cal == "a", 1.0, 3.0)
+    cal = _gauss(np.zeros(60), np.ones(60))
+    grouped = AdaptiveConformalInterval(confidence_level=[0.8], gamma=0.05).fit(cal, y_cal, groups=g_cal)
+    alone = {k: AdaptiveConformalInterval(confidence_level=[0.8], gamma=0.05) for k in "ab"}
+    for k, est in alone.items():
+        est.fit(cal.isel(obs=np.flatnonzero(g_cal == k)), y_cal[g_cal == k])
+    for _ in range(40):
+        g = np.array(["a", "b"])
+        f = _gauss([0.0, 0.0], [1.0, 1.0])
+        iv = grouped.predict_interval(f, groups=g)
+        for i, k in enumerate(g):
+            own = alone[k].predict_interval(f.isel(obs=[i]))
+            assert iv["upper"].values[i, 0] == own["upper"].values[0, 0]
+        y = rng.normal(size=2) * np.array([1.0, 3.0]) * 1.5
+        grouped.update(f, y, groups=g)
+        for i, k in enumerate(g):
+            alone[k].update(f.isel(obs=[i]), y[i : i + 1])
+    for k, est in zip(grouped.mondrian_.groups_, grouped.mondrian_.calibrators_):
+        np.testing.assert_array_equal(est.alpha_, alone[str(k)].alpha_)
+    with pytest.raises(ValueError, match=r"fitted with groups.*fit\(pred_cal, y_cal, groups=\.\.\.\)"):
+        grouped.calibrate(cal, y_cal)
+
+
+def test_a_subset_of_levels_and_a_scalar_level():
+    rng = np.random.default_rng(2)
+    aci = AdaptiveConformalInterval(confidence_level=[0.5, 0.8, 0.9], gamma=0.05)
+    aci.fit(_gauss(np.zeros(50), np.ones(50)), rng.normal(size=50))
+    aci.update(_gauss(np.zeros(30), np.ones(30)), 2 * rng.normal(size=30))
+    f = _gauss(np.zeros(3), np.ones(3))
+    full = aci.predict_interval(f)
+    sub = aci.predict_interval(f, [0.9, 0.5])
+    np.testing.assert_array_equal(sub["upper"].sel(confidence_level=0.9), full["upper"].sel(confidence_level=0.9))
+    one = aci.predict_interval(f, 0.8)
+    assert "confidence_level" not in one.dims and one["upper"].shape == (3,)
+    xr.testing.assert_identical(aci.predict(f), full)
+    with pytest.raises(ValueError, match=r"confidence_level=\[0.95\] was not fitted.*refit with confidence_level="):
+        aci.predict_interval(f, [0.8, 0.95])
+
+
+def test_stream_order_window_and_vacuous_bound_are_checked():
+    """Bad input of the online loop: unordered or duplicated times, outcomes given out of order, a window
+    larger than the history, and a step size that leaves the long-run bound vacuous (warned)."""
+    rng = np.random.default_rng(1)
+    cal, y_cal = _gauss(np.zeros(30), np.ones(30)), rng.normal(size=30)
+    aci = AdaptiveConformalInterval(gamma=0.05).fit(cal, y_cal)
+
+    def timed(times):
+        return _gauss(np.zeros(len(times)), np.ones(len(times))).assign_coords(time=("obs", np.asarray(times)))
+
+    with pytest.raises(ValueError, match=r"time coordinate must be strictly increasing.*rows 1 and 2 are out of order"):
+        aci.update(timed([1.0, 3.0, 2.0]), [0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match=r"rows 0 and 1 are duplicated.*drop duplicated times"):
+        aci.update(timed([1.0, 1.0]), [0.0, 0.0])
+    assert aci.n_updates_ == 0  # a refused batch moves nothing
+    days = np.array(["2019-01-01", "2019-01-02"], dtype="datetime64[ns]")
+    aci.update(timed(days), [0.0, 0.0])
+    with pytest.raises(ValueError, match=r"first time 2019-01-02.* is not after the last time already seen"):
+        aci.update(timed(days[1:]), [0.0])
+    with pytest.raises(ValueError, match=r"time coordinate is float64 but the stream so far was timed by datetime64"):
+        aci.update(timed([5.0]), [0.0])
+    with pytest.raises(ValueError, match=r"window=40 is larger than the history: pred_cal holds 30.*window <= 30"):
+        AdaptiveConformalInterval(window=40).fit(cal, y_cal)
+    small = AdaptiveConformalInterval(gamma=0.001).fit(cal, y_cal)
+    small.update(_gauss(np.zeros(100), np.ones(100)), rng.normal(size=100))
+    with pytest.warns(
+        calibprob.CalibprobWarning, match=r"bound is vacuous: 9.01 >= 0.9 .*pass gamma > 0.0101 for T=100"
+    ):
+        small.coverage_error_bound()
+
+
+def test_a_level_too_small_for_its_complement_is_the_whole_line():
+    """0 < alpha_t < 2**-54: 1 - alpha_t rounds to 1.0, which is no confidence level; the threshold is the paper's
+    infinite one (k = n + 1), as at alpha_t <= 0 (a weighted mean of levels can land there)."""
+    R = np.arange(1.0, 10.0)
+    assert aci_threshold(R, 1e-17, infinite="allow") == (np.inf, False)
+    assert aci_threshold(R, 1e-17) == (9.0, True)
+    assert aci_threshold(R, 2.0**-52, infinite="allow") == (np.inf, False)  # 1 - alpha < 1: the rank is n + 1
