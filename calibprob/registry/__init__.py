@@ -463,7 +463,7 @@ register_method(
     runner_options=("grid_size", "grid_margin"),
     defaults={"grid_size": 100, "grid_margin": 2.0},
     # memory and thread tuning (n_jobs: the runner sets it from its own workers); specs carry no groups for it yet
-    hidden=("block_rows", "unseen_group", "n_jobs"),
+    hidden=("block_rows", "unseen_group", "n_jobs", "progress"),  # progress: tasks run silenced
     adapter="calibprob.compare.methods:run_conformal_bayes",
 )
 register_method(
