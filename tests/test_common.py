@@ -337,7 +337,7 @@ def test_evaluate_scores_an_interval_only_prediction_at_its_own_levels(name, pro
     np.testing.assert_array_equal(m["coverage"].values, ((y >= lo) & (y <= hi)).mean(axis=0))
     assert np.isnan(float(m["iae"])) and "interval_levels()" in m["iae"].attrs["not_available"]
     with pytest.raises(ValueError, match=r"intervals lack confidence_level=0.5; they hold 0.8, 0.9\. Ask for those"):
-        calibprob.evaluate(pred, problem["y_te"], confidence_levels=[0.5])
+        calibprob.evaluate(pred, problem["y_te"], confidence_level=[0.5])
 
 
 @pytest.mark.parametrize("name", sorted(MODEL_AWARE))
@@ -349,7 +349,7 @@ def test_model_aware_fit_predict_contract(name, problem, fitted_aware):
     if is_interval_family(pred):  # evaluate needs the IAE grid of levels: ask predict for it
         assert list(pred["confidence_level"].values) == [0.9]  # default: the constructor's level
         pred = model.predict(problem["X_te"], confidence_level=interval_levels([0.5, 0.9]))
-    m = calibprob.evaluate(pred, problem["y_te"], confidence_levels=[0.5, 0.9])
+    m = calibprob.evaluate(pred, problem["y_te"], confidence_level=[0.5, 0.9])
     if is_interval_family(pred):
         # non-empty at c >= 1/2 (the k-th order statistic of mu - R is below that of mu + R);
         # jackknife+/CV+ may invert at low levels (Barber et al. 2021 do not promise more)

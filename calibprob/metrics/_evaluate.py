@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
+from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.stable import stable_mean, stable_rms
 from calibprob._core.validation import (
     check_choice,
@@ -52,10 +53,11 @@ from calibprob.predictive import CalibprobWarning, is_interval_family, validate
 from calibprob.predictive._families import NormalFamily
 
 
+@renamed_keywords({"confidence_levels": "confidence_level"})
 def evaluate(
     pred: xr.Dataset,
     y,
-    confidence_levels=DEFAULT_CONFIDENCE_LEVELS,
+    confidence_level=DEFAULT_CONFIDENCE_LEVELS,
     *,
     n_ece_levels: int = 21,
     point: str = "mean",
@@ -77,9 +79,12 @@ def evaluate(
         metrics of :func:`evaluate_intervals`.
     y : array_like or xarray.DataArray, shape (n_obs,)
         Observed values, finite, one per observation of ``pred``.
-    confidence_levels : sequence of float, default (0.5, 0.8, 0.9, 0.95, 0.99)
+    confidence_level : float or sequence of float, default (0.5, 0.8, 0.9, 0.95, 0.99)
         Confidence levels in (0, 1) of the central intervals whose
-        ``coverage`` and ``width`` are reported.
+        ``coverage`` and ``width`` are reported (an interval-family prediction:
+        default, its own levels). Called ``confidence_levels`` before 0.2.0
+        (one name across calibprob): the old keyword warns ``FutureWarning``
+        until 0.3.0.
     n_ece_levels : int, default 21
         Number m of evenly spaced ECE levels :math:`p_j = j/(m-1)`.
     point : {"mean", "median"}, default "mean"
@@ -155,10 +160,10 @@ def evaluate(
     if is_interval_family(pred):
         # intervals-only methods (jackknife+, CV+, J+GP, FCP-GP): their predict(X) gives intervals,
         # not a quantile function, so only the interval metrics exist
-        return evaluate_intervals(pred, y, confidence_levels, groups=groups, X=X, diagnostics=diagnostics)
+        return evaluate_intervals(pred, y, confidence_level, groups=groups, X=X, diagnostics=diagnostics)
     validate(_check_pred(pred))
     yv = _check_y(pred, y)
-    plan = _Plan.parse(confidence_levels, n_ece_levels, point, pinball_levels, chunk_size)
+    plan = _Plan.parse(confidence_level, n_ece_levels, point, pinball_levels, chunk_size)
     cond = _Conditional.parse(pred, yv.size, groups, X, diagnostics)
     totals = _accumulate(pred, yv, plan)
     out = _metrics_dataset(pred, yv, plan, totals)
@@ -206,7 +211,7 @@ class _Plan:
 
     @classmethod
     def parse(cls, confidence_levels, n_ece_levels, point, pinball_levels, chunk_size) -> _Plan:
-        c = check_confidence_levels(confidence_levels, "confidence_levels")
+        c = check_confidence_levels(confidence_levels, "confidence_level")
         p = ece_levels(n_ece_levels)
         check_choice(point, "point", ("mean", "median"))
         tau = PINBALL_LEVELS if pinball_levels is None else check_levels(pinball_levels, "pinball_levels")
@@ -359,10 +364,11 @@ def _along(values: np.ndarray, dim: str, name: str) -> xr.DataArray:
     return xr.DataArray(values, dims=(dim,), attrs=dict(_ATTRS[name]))
 
 
+@renamed_keywords({"confidence_levels": "confidence_level"}, where="calibprob.metrics.evaluate_intervals")
 def evaluate_intervals(
     intervals: xr.Dataset,
     y,
-    confidence_levels=DEFAULT_CONFIDENCE_LEVELS,
+    confidence_level=DEFAULT_CONFIDENCE_LEVELS,
     *,
     groups=None,
     X=None,
@@ -382,12 +388,13 @@ def evaluate_intervals(
         unbounded interval (``-inf``/``inf``, the honest conformal answer when
         too few points resolve a level) counts as covering with infinite width.
     y : array_like, shape (n_obs,)
-    confidence_levels : sequence of float, optional
+    confidence_level : float or sequence of float, optional
         Levels of the reported ``coverage`` and ``width``, among those the
         intervals hold; default (or the library's default list): the
         intervals' own levels. The IAE needs the 21 levels of
         :func:`interval_levels`; without them ``iae`` is NaN and its
-        ``not_available`` attribute says why (nothing is demanded).
+        ``not_available`` attribute says why (nothing is demanded). Called
+        ``confidence_levels`` before 0.2.0 (warns ``FutureWarning`` until 0.3.0).
     groups, X, diagnostics
         The conditional-coverage diagnostics, as in :func:`evaluate` (a
         ``str`` names an ``obs`` coordinate of ``intervals``).
@@ -431,8 +438,8 @@ def evaluate_intervals(
     have = np.round(np.asarray(intervals["confidence_level"].values, float), 12)
     # scored at its own levels unless levels were asked for: an interval-only method predicts the levels it was
     # asked for, and the library's default list is not a demand on it
-    own = confidence_levels is DEFAULT_CONFIDENCE_LEVELS or confidence_levels is None
-    c = check_confidence_levels(have if own else confidence_levels, "confidence_levels")
+    own = confidence_level is DEFAULT_CONFIDENCE_LEVELS or confidence_level is None
+    c = check_confidence_levels(have if own else confidence_level, "confidence_level")
     cond = _Conditional.parse(intervals, yv.size, groups, X, diagnostics)
     c_iae = iae_confidence_levels()
     lo, hi = _interval_columns(lo_all.values, hi_all.values, have, c)
@@ -480,7 +487,7 @@ def _interval_columns(lower: np.ndarray, upper: np.ndarray, have: np.ndarray, le
         if hit.size == 0:
             raise ValueError(
                 f"intervals lack confidence_level={lv:g}; they hold {_level_list(have)}. Ask for those levels "
-                "(or leave confidence_levels out: intervals are scored at their own), or predict at this one."
+                "(or leave confidence_level out: intervals are scored at their own), or predict at this one."
             )
         idx.append(hit[0])
     return lower[:, idx], upper[:, idx]

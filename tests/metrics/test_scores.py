@@ -305,7 +305,7 @@ def test_evaluate_schema_and_agreement_with_each_metric(gaussian, skewed, family
     for name, da in single.items():
         np.testing.assert_allclose(res[name].values, da.values, rtol=1e-12, err_msg=name)
     np.testing.assert_allclose(res["iae_coverage"], M.coverage(pred, y, M.iae_confidence_levels(), dim="iae_level"))
-    med = calibprob.evaluate(pred, y, point="median", confidence_levels=[0.9], n_ece_levels=11)
+    med = calibprob.evaluate(pred, y, point="median", confidence_level=[0.9], n_ece_levels=11)
     assert med["mse"].item() == pytest.approx(M.mse(pred, y, point="median").item(), rel=1e-12)
     assert med.sizes["ece_level"] == 11 and med.sizes["confidence_level"] == 1
 
@@ -330,8 +330,8 @@ def test_evaluate_accepts_a_dataarray_and_round_trips_netcdf(skewed, tmp_path):
         ),
         ({"y": [0.0, 1.0]}, r"mismatched lengths: y has 2 entries, the prediction has 3 observations"),
         ({"y": np.zeros((3, 2))}, r"y must be 1-D; got an array of shape \(3, 2\)"),
-        ({"confidence_levels": [0.9, 1.5]}, r"confidence_levels must be in \(0, 1\); got 1.5"),
-        ({"confidence_levels": 0.0}, r"confidence_levels must be in \(0, 1\); got 0.0"),
+        ({"confidence_level": [0.9, 1.5]}, r"confidence_level must be in \(0, 1\); got 1.5"),
+        ({"confidence_level": 0.0}, r"confidence_level must be in \(0, 1\); got 0.0"),
         ({"n_ece_levels": 1}, r"n_ece_levels must be >= 2; got 1"),
         ({"point": "mode"}, r"point must be one of 'mean', 'median'; got 'mode'"),
         (
