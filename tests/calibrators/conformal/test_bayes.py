@@ -261,9 +261,7 @@ def test_low_ess_warns_and_a_too_small_group_gets_infinite_bounds(fitted):
     ll = normal_logpdf(y[None, :], theta[:, None])
     grid = np.linspace(-6, 6, 241)
     logf = normal_logpdf(grid[None, None, :], theta[:, None, None])
-    cb = ConformalBayes(confidence_level=[0.5, 0.95], min_ess=250.0).fit(
-        ll, groups=np.repeat(["big", "tiny"], [8, 2])
-    )
+    cb = ConformalBayes(confidence_level=[0.5, 0.95], min_ess=250.0).fit(ll, groups=np.repeat(["big", "tiny"], [8, 2]))
     # c = 0.5 needs floor(0.5 (n_j + 1)) >= 1: n_j = 2 is enough; c = 0.95 needs n_j >= 19
     with pytest.warns(CalibprobWarning, match=r"confidence_level=0.95: group\(s\) tiny have fewer than 19 training"):
         pred = cb.predict(logf, grid, groups=["tiny"])
