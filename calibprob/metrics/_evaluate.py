@@ -43,7 +43,7 @@ from calibprob.metrics._reading import (
     _scalar,
     _ueb_bounds,
 )
-from calibprob.metrics._scores import crps_normal, mean_squared_error, pinball_loss
+from calibprob.metrics._scores import crps_normal, interval_score, mean_squared_error, pinball_loss
 from calibprob.metrics._xr_conditional import (
     check_diagnostic_options,
     check_slab_features,
@@ -114,7 +114,8 @@ def evaluate(
         Scalars (no dims): ``ece``, ``iae``, ``nll``, ``crps``, ``pinball``,
         ``mse``, ``rmse``, ``std`` (mean predictive standard deviation),
         ``ueb_violation``, ``ueb_width``; over ``confidence_level``:
-        ``coverage``, ``width``; curves: ``observed_fraction(ece_level)``
+        ``coverage``, ``width``, ``interval_score`` (Gneiting & Raftery 2007,
+        eq. 43, the Winkler score); curves: ``observed_fraction(ece_level)``
         (reliability diagram, :func:`calibration_curve`) and
         ``iae_coverage(iae_level)`` (:func:`iae`). Every variable carries
         ``long_name``, ``definition`` and ``paper`` attributes. Lower is better
@@ -251,6 +252,7 @@ class _Totals:
         self.cov_hits = np.zeros(plan.c.size, dtype=np.int64)
         self.covered = np.empty((n, plan.c.size), dtype=bool)  # per observation: the conditional diagnostics
         self.widths = np.empty((n, plan.c.size))
+        self.interval_scores = np.empty((n, plan.c.size))
         self.pin_rows = np.empty(n)
         self.point_pred = np.empty(n)
         self.sd = np.empty(n)
@@ -265,6 +267,7 @@ class _Totals:
         self.iae_hits += _hits(yc, cols["iae_lo"], cols["iae_hi"])
         self.cov_hits += _hits(yc, cols["cov_lo"], cols["cov_hi"])
         self.widths[sl] = cols["cov_hi"] - cols["cov_lo"]
+        self.interval_scores[sl] = interval_score(yc, cols["cov_lo"], cols["cov_hi"], plan.c)
         self.covered[sl] = (cols["cov_lo"] <= yc[:, None]) & (yc[:, None] <= cols["cov_hi"])
         self.pin_rows[sl] = np.mean(pinball_loss(yc, cols["tau"], plan.tau), axis=1)
 
@@ -329,6 +332,7 @@ def _metrics_dataset(pred: xr.Dataset, yv: np.ndarray, plan: _Plan, totals: _Tot
         "std": _scalar(stable_mean(totals.sd), "std", dict(_ATTRS["std"])),
         "coverage": _along(totals.cov_hits / n, "confidence_level", "coverage"),
         "width": _along(stable_mean(totals.widths, axis=0), "confidence_level", "width"),
+        "interval_score": _along(stable_mean(totals.interval_scores, axis=0), "confidence_level", "interval_score"),
         "ueb_violation": _scalar(
             ueb_violation_rate(yv, ueb_lo, ueb_hi), "ueb_violation", _ATTRS["ueb_violation"] | ueb_attrs
         ),
@@ -402,7 +406,7 @@ def evaluate_intervals(
     Returns
     -------
     xarray.Dataset
-        ``iae`` (scalar), ``coverage`` and ``width`` over ``confidence_level``,
+        ``iae`` (scalar), ``coverage``, ``width`` and ``interval_score`` over ``confidence_level``,
         ``iae_coverage`` over ``iae_level`` — the same names, dims and
         attributes as in :func:`evaluate`; with ``groups`` or ``X`` also the
         conditional diagnostics of :func:`evaluate`.
@@ -425,7 +429,8 @@ def evaluate_intervals(
 
     References
     ----------
-    Pion, A., Vazquez, E. (2024), Table 1 (IAE, coverage, width).
+    Pion, A., Vazquez, E. (2024), Table 1 (IAE, coverage, width); Gneiting, T.,
+    Raftery, A. E. (2007), eq. (43) (interval score).
     """
     if not isinstance(intervals, xr.Dataset) or not {"lower", "upper"} <= set(intervals.data_vars):
         raise ValueError(
@@ -456,10 +461,12 @@ def evaluate_intervals(
         )
     with np.errstate(invalid="ignore"):
         widths = mean_interval_width(lo, hi)
+        scores = stable_mean(interval_score(yv, lo, hi, c), axis=0)
     data = {
         "iae": _scalar(iae_value, "iae", iae_attrs),
         "coverage": _along(interval_coverage(yv, lo, hi), "confidence_level", "coverage"),
         "width": _along(widths, "confidence_level", "width"),
+        "interval_score": _along(scores, "confidence_level", "interval_score"),
         "iae_coverage": _along(iae_cov, "iae_level", "iae_coverage"),
     }
     out = xr.Dataset(data, coords=_coords(confidence_level=c, iae_level=c_iae))

@@ -20,6 +20,7 @@ METRIC_NAMES = (
     "std",
     "coverage",
     "width",
+    "interval_score",
     "ueb_violation",
     "ueb_width",
 )

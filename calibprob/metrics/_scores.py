@@ -1,4 +1,4 @@
-"""Array layer, proper scoring rules: closed-form CRPS (normal and piecewise-Gaussian), pinball, MSE."""
+"""Array layer, proper scoring rules: closed-form CRPS (normal and piecewise-Gaussian), pinball, interval score, MSE."""
 
 from __future__ import annotations
 
@@ -193,6 +193,55 @@ def pinball_loss(y, q, tau) -> np.ndarray:
     r = np.asarray(y, float)[:, None] - np.asarray(q, float)
     tau = np.asarray(tau, float)
     return np.maximum(tau * r, (tau - 1.0) * r)
+
+
+def interval_score(y, lower, upper, confidence_levels) -> np.ndarray:
+    r"""Interval score of each central interval (Gneiting & Raftery 2007, eq. 43; Winkler 1972).
+
+    .. math::
+
+        S_\alpha(l, u; y) = (u - l) + \frac{2}{\alpha}(l - y)\,\mathbb 1\{y < l\}
+                          + \frac{2}{\alpha}(y - u)\,\mathbb 1\{y > u\},\qquad \alpha = 1 - c.
+
+    Negatively oriented and proper for the pair of quantiles :math:`(Q(\alpha/2), Q(1-\alpha/2))`: the
+    width, plus a penalty for a miss that grows with the miss and with the level. Winkler (1972) proposed
+    it; Gneiting & Raftery (2007, §6.2) named it the interval score, and it is also called the Winkler
+    score -- one formula under two names. An unbounded interval scores :math:`+\infty` (its width).
+
+    Parameters
+    ----------
+    y : ndarray, shape (n,)
+    lower, upper : ndarray, shape (n, C)
+        Interval ends at the ``C`` confidence levels (columns).
+    confidence_levels : ndarray, shape (C,)
+        :math:`c_k` in (0, 1).
+
+    Returns
+    -------
+    ndarray, shape (n, C)
+
+    References
+    ----------
+    Gneiting, T. and Raftery, A. E. (2007). Strictly proper scoring rules, prediction, and
+    estimation. JASA 102(477), §6.2, eq. (43).
+
+    Winkler, R. L. (1972). A decision-theoretic approach to interval estimation. JASA 67(337).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import interval_score
+    >>> interval_score(np.array([0.0, 3.0]), np.array([[-1.0], [-1.0]]), np.array([[1.0], [1.0]]), [0.8])
+    array([[ 2.],
+           [22.]])
+    """
+    yv = np.asarray(y, float)[:, None]
+    lo, hi = np.asarray(lower, float), np.asarray(upper, float)
+    penalty = 2.0 / (1.0 - np.asarray(confidence_levels, float))
+    # np.where, not indicator * distance: an infinite end times a zero indicator would be NaN
+    below = np.where(yv < lo, lo - yv, 0.0)
+    above = np.where(yv > hi, yv - hi, 0.0)
+    return (hi - lo) + penalty * (below + above)
 
 
 def mean_squared_error(y, point) -> float:
