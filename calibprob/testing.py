@@ -29,7 +29,7 @@ Examples
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -355,7 +355,9 @@ MODEL_AWARE_CHECKS: tuple[Callable[[_Subject], None], ...] = (
 )
 
 
-def check_calibrator(calibrator: Any, *, problem: dict[str, Any] | None = None, checks=None) -> list[str]:
+def check_calibrator(
+    calibrator: Any, *, problem: dict[str, Any] | None = None, checks: Sequence[str] | None = None
+) -> list[str]:
     """Run calibprob's contract checks on a calibrator; raise :class:`CheckFailed` at the first that fails.
 
     Parameters

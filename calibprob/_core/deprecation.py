@@ -30,7 +30,7 @@ import importlib.machinery
 import inspect
 import sys
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -110,7 +110,9 @@ class _AliasLoader(importlib.abc.Loader):
 class _MovedFinder(importlib.abc.MetaPathFinder):
     """Finds the old dotted names in :data:`MOVED` before the file system is searched."""
 
-    def find_spec(self, fullname, path=None, target=None):  # noqa: ANN001, ANN201 (importlib's protocol)
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         """A spec whose loader aliases ``fullname`` to its new module, or None when it did not move."""
         new = new_name(fullname) if fullname.startswith("calibprob.") else None
         if new is None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.stable import stable_mean, stable_rms
@@ -56,15 +57,15 @@ from calibprob.predictive._families import NormalFamily
 @renamed_keywords({"confidence_levels": "confidence_level"})
 def evaluate(
     pred: xr.Dataset,
-    y,
-    confidence_level=DEFAULT_CONFIDENCE_LEVELS,
+    y: ArrayLike,
+    confidence_level: ArrayLike = DEFAULT_CONFIDENCE_LEVELS,
     *,
     n_ece_levels: int = 21,
     point: str = "mean",
-    pinball_levels=None,
+    pinball_levels: ArrayLike | None = None,
     chunk_size: int | None = None,
-    groups=None,
-    X=None,
+    groups: ArrayLike | str | None = None,
+    X: ArrayLike | None = None,
     diagnostics: dict | None = None,
 ) -> xr.Dataset:
     r"""Every calibration, sharpness and scoring metric of a prediction, in one Dataset.
@@ -180,7 +181,9 @@ class _Conditional:
     options: dict
 
     @classmethod
-    def parse(cls, pred, n: int, groups, X, diagnostics) -> _Conditional:
+    def parse(
+        cls, pred: xr.Dataset, n: int, groups: ArrayLike | str | None, X: ArrayLike | None, diagnostics: dict | None
+    ) -> _Conditional:
         return cls(
             groups=check_groups(groups, n, pred=pred),
             X=None if X is None else check_slab_features(X, n),
@@ -211,7 +214,14 @@ class _Plan:
     chunk: int
 
     @classmethod
-    def parse(cls, confidence_levels, n_ece_levels, point, pinball_levels, chunk_size) -> _Plan:
+    def parse(
+        cls,
+        confidence_levels: ArrayLike,
+        n_ece_levels: int,
+        point: str,
+        pinball_levels: ArrayLike | None,
+        chunk_size: int | None,
+    ) -> _Plan:
         c = check_confidence_levels(confidence_levels, "confidence_level")
         p = ece_levels(n_ece_levels)
         check_choice(point, "point", ("mean", "median"))
@@ -371,11 +381,11 @@ def _along(values: np.ndarray, dim: str, name: str) -> xr.DataArray:
 @renamed_keywords({"confidence_levels": "confidence_level"}, where="calibprob.metrics.evaluate_intervals")
 def evaluate_intervals(
     intervals: xr.Dataset,
-    y,
-    confidence_level=DEFAULT_CONFIDENCE_LEVELS,
+    y: ArrayLike,
+    confidence_level: ArrayLike | None = DEFAULT_CONFIDENCE_LEVELS,
     *,
-    groups=None,
-    X=None,
+    groups: ArrayLike | str | None = None,
+    X: ArrayLike | None = None,
     diagnostics: dict | None = None,
 ) -> xr.Dataset:
     r"""The interval metrics of a method that gives intervals but no quantile function.
@@ -486,7 +496,9 @@ def _level_list(levels: np.ndarray) -> str:
     return ", ".join(f"{float(v):.10g}" for v in levels)
 
 
-def _interval_columns(lower: np.ndarray, upper: np.ndarray, have: np.ndarray, levels: np.ndarray):
+def _interval_columns(
+    lower: np.ndarray, upper: np.ndarray, have: np.ndarray, levels: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``(obs, level)`` columns of ``lower`` / ``upper`` at ``levels`` (``have``: their levels, rounded)."""
     idx = []
     for lv in np.round(levels, 12):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.validation import check_confidence_levels, check_int
@@ -98,7 +99,7 @@ def iae_confidence_levels() -> np.ndarray:
 
 
 @renamed_keywords({"confidence_levels": "confidence_level"}, where="calibprob.metrics.interval_levels")
-def interval_levels(confidence_level=DEFAULT_CONFIDENCE_LEVELS) -> np.ndarray:
+def interval_levels(confidence_level: ArrayLike = DEFAULT_CONFIDENCE_LEVELS) -> np.ndarray:
     """The confidence levels an interval-only method must provide for :func:`evaluate_intervals`.
 
     The union of ``confidence_level`` and the IAE grid :func:`iae_confidence_levels`.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import special
 
 from calibprob.metrics._levels import _CHUNK
@@ -13,7 +14,7 @@ _INV_2SQRTPI = 1.0 / (2.0 * np.sqrt(np.pi))
 _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
 
 
-def crps_normal(y, loc, scale) -> np.ndarray:
+def crps_normal(y: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> np.ndarray:
     r"""Closed-form CRPS of Gaussian predictions (Gneiting & Raftery 2007, eq. 21).
 
     .. math::
@@ -49,7 +50,7 @@ def crps_normal(y, loc, scale) -> np.ndarray:
     return scale * (z * (2.0 * special.ndtr(z) - 1.0) + 2.0 * pdf - 1.0 / np.sqrt(np.pi))
 
 
-def _piece_integrals(levels: np.ndarray):
+def _piece_integrals(levels: np.ndarray) -> tuple[np.ndarray, ...]:
     """Per-piece integrals that depend on the levels only (pieces j = 0..L, tails included).
 
     Returns ``lo, hi`` (piece bounds in u-space) and, over each whole piece,
@@ -69,7 +70,7 @@ def _piece_integrals(levels: np.ndarray):
     return lo, hi, Phi_hi, phi_hi, i0, i1, j0, j1
 
 
-def crps_quantile(y, q, levels, *, chunk_size: int = _CHUNK) -> np.ndarray:
+def crps_quantile(y: ArrayLike, q: ArrayLike, levels: ArrayLike, *, chunk_size: int = _CHUNK) -> np.ndarray:
     r"""Exact CRPS of piecewise-Gaussian predictions (the calibprob quantile contract).
 
     The CRPS is twice the pinball loss integrated over all levels,
@@ -155,7 +156,7 @@ def crps_quantile(y, q, levels, *, chunk_size: int = _CHUNK) -> np.ndarray:
     return np.maximum(out, 0.0)
 
 
-def pinball_loss(y, q, tau) -> np.ndarray:
+def pinball_loss(y: ArrayLike, q: ArrayLike, tau: ArrayLike) -> np.ndarray:
     r"""Pinball (quantile) loss of each quantile prediction.
 
     .. math::
@@ -195,7 +196,7 @@ def pinball_loss(y, q, tau) -> np.ndarray:
     return np.maximum(tau * r, (tau - 1.0) * r)
 
 
-def interval_score(y, lower, upper, confidence_levels) -> np.ndarray:
+def interval_score(y: ArrayLike, lower: ArrayLike, upper: ArrayLike, confidence_levels: ArrayLike) -> np.ndarray:
     r"""Interval score of each central interval (Gneiting & Raftery 2007, eq. 43; Winkler 1972).
 
     .. math::
@@ -244,7 +245,7 @@ def interval_score(y, lower, upper, confidence_levels) -> np.ndarray:
     return (hi - lo) + penalty * (below + above)
 
 
-def mean_squared_error(y, point) -> float:
+def mean_squared_error(y: ArrayLike, point: ArrayLike) -> float:
     r"""Mean squared error of point predictions, :math:`\frac1n\sum_i (y_i - \hat y_i)^2`.
 
     Parameters
