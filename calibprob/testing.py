@@ -228,6 +228,9 @@ def check_fit_predict(s: _Subject) -> None:
             raise s.fail("check_fit_predict", f"predict returned {type(pred).__name__}, not an xarray.Dataset")
         if pred.sizes.get("obs") != s.problem["y_te"].size:
             raise s.fail("check_fit_predict", f"predict gave {pred.sizes.get('obs')} rows for {s.problem['y_te'].size}")
+        if s.family == "distribution" and "obs" in pred.coords:
+            if not np.array_equal(pred["obs"].values, s.problem[kind][1]["obs"].values):
+                raise s.fail("check_fit_predict", "predict changed the obs labels of the base's prediction")
         if is_interval_family(pred):
             iv = pred.sel(confidence_level=pred["confidence_level"] >= 0.5)
             if not np.all(iv["lower"].values <= iv["upper"].values):

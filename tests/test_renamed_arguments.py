@@ -268,6 +268,12 @@ def test_a_0_1_0_saved_predictive_system_loads_with_its_normalize_as_score():
         "beta": 1.0,
         "score": "signed",
     }
+    # the other renamed constructors read their old saved names the same way (converted values included)
+    assert current_keywords(ConformalBayes.__init__, {"unseen_group": "marginal", "block_rows": 8}) == {
+        "fallback": "pooled",
+        "chunk_size": 8,
+    }
+    assert current_keywords(ConformalizedQuantileRegression.__init__, {"variant": "cqr-m"}) == {"score": "cqr-m"}
 
 
 # ---------------------------------------------------------------------------
