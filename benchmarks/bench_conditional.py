@@ -5,8 +5,8 @@
   n_test = 1 000, six overlapping group features plus an intercept: time of each
   (conformalize + predict) and the largest difference of the intervals;
 * CQR (:class:`calibprob.ConformalizedQuantileRegression`) vs MAPIE's
-  ``ConformalizedQuantileRegressor(prefit=True)``: ``variant="symmetric"`` against
-  ``symmetric_correction=True`` and ``variant="asymmetric"`` against the default
+  ``ConformalizedQuantileRegressor(prefit=True)``: ``score="symmetric"`` against
+  ``symmetric_correction=True`` and ``score="asymmetric"`` against the default
   ``symmetric_correction=False``; largest difference of the intervals.
 
 MAPIE needs its own environment (it pulls cvxpy and torch)::
@@ -69,7 +69,7 @@ def ours_conditional(mu, y, G, n_cal, c=0.9):
 
 def ours_cqr(q, y, n_cal, variant, c=0.9):
     pred = calibprob.from_quantiles(q, [(1 - c) / 2, 0.5, (1 + c) / 2])
-    cqr = calibprob.ConformalizedQuantileRegression(variant=variant, confidence_level=c)
+    cqr = calibprob.ConformalizedQuantileRegression(score=variant, confidence_level=c)
     cqr.fit(pred.isel(obs=slice(n_cal)), y[:n_cal])
     iv = cqr.predict(pred.isel(obs=slice(n_cal, None))).sel(confidence_level=c)
     return np.column_stack([iv["lower"].values, iv["upper"].values])

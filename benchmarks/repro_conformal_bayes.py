@@ -373,7 +373,7 @@ def cb_kept(inp, engine: str, chunk: int = 32):
     # predictive leaves it; Boston has a few with 95 % of their mass on it)
     cb = calibprob.ConformalBayes(confidence_level=1 - ALPHA, pareto_k=False, min_grid_mass=0.0)
     grouped = "g_train" in inp
-    cb.fit(ll, train_groups=inp["g_train"] if grouped else None)
+    cb.fit(ll, groups=inp["g_train"] if grouped else None)
     ends = np.empty((m, 2))
     for j0 in range(0, m, chunk):
         sl = slice(j0, min(j0 + chunk, m))

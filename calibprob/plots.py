@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from calibprob._core.deprecation import renamed_keywords
+
 __all__ = [
     "plot_reliability",
     "plot_pit_histogram",
@@ -210,7 +212,8 @@ def plot_pit_histogram(pred, y, *, bins: int = 20, ax=None):
     return ax
 
 
-def plot_intervals(x, pred, y=None, *, confidence_levels=(0.5, 0.9), ax=None, label=None):
+@renamed_keywords({"confidence_levels": "confidence_level"}, where="calibprob.plots.plot_intervals")
+def plot_intervals(x, pred, y=None, *, confidence_level=(0.5, 0.9), ax=None, label=None):
     """Central predictive intervals as bands over a 1-D input (sorted by ``x``).
 
     Parameters
@@ -220,7 +223,7 @@ def plot_intervals(x, pred, y=None, *, confidence_levels=(0.5, 0.9), ax=None, la
     pred : Dataset
     y : array_like, optional
         Observations drawn as points.
-    confidence_levels : sequence of float
+    confidence_level : sequence of float
 
     Returns
     -------
@@ -236,13 +239,13 @@ def plot_intervals(x, pred, y=None, *, confidence_levels=(0.5, 0.9), ax=None, la
     >>> import numpy as np, calibprob
     >>> from calibprob.plots import plot_intervals
     >>> x = np.linspace(0, 1, 40); y = np.sin(6 * x) + 0.1 * np.random.default_rng(0).normal(size=40)
-    >>> ax = plot_intervals(x, calibprob.normal(np.sin(6 * x), np.full(40, 0.1)), y, confidence_levels=(0.5, 0.9))
+    >>> ax = plot_intervals(x, calibprob.normal(np.sin(6 * x), np.full(40, 0.1)), y, confidence_level=(0.5, 0.9))
     """
     ax = _axes(ax, (7, 4))
     x = np.asarray(x, float).ravel()
     order = np.argsort(x)
     c = _colors()[0]
-    for k, cl in enumerate(sorted(confidence_levels, reverse=True)):
+    for k, cl in enumerate(sorted(confidence_level, reverse=True)):
         iv = pred.calib.interval(cl)
         ax.fill_between(
             x[order],
@@ -260,7 +263,8 @@ def plot_intervals(x, pred, y=None, *, confidence_levels=(0.5, 0.9), ax=None, la
     return ax
 
 
-def plot_coverage(preds, y, *, confidence_levels=None, ax=None):
+@renamed_keywords({"confidence_levels": "confidence_level"}, where="calibprob.plots.plot_coverage")
+def plot_coverage(preds, y, *, confidence_level=None, ax=None):
     """Empirical coverage of central intervals against the nominal level.
 
     Parameters
@@ -268,7 +272,7 @@ def plot_coverage(preds, y, *, confidence_levels=None, ax=None):
     preds : Dataset or dict of name -> Dataset
         Predictive distributions in the calibprob contract.
     y : array_like, shape (n,)
-    confidence_levels : array_like, optional
+    confidence_level : array_like, optional
         Nominal levels; default the IAE grid 0.02, ..., 0.98.
     ax : matplotlib Axes, optional
 
@@ -291,7 +295,7 @@ def plot_coverage(preds, y, *, confidence_levels=None, ax=None):
     >>> from calibprob.plots import plot_coverage
     >>> ax = plot_coverage({"calibrated": calibrated, "overconfident": overconfident}, y)
     """
-    nominal = np.linspace(0.02, 0.98, 25) if confidence_levels is None else np.asarray(confidence_levels)
+    nominal = np.linspace(0.02, 0.98, 25) if confidence_level is None else np.asarray(confidence_level)
     y = np.asarray(y, float)
     curves = {}
     for name, pred in _named(preds).items():

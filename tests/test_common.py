@@ -9,15 +9,18 @@ Two families, one shape each:
   ``calibrate(X_cal, y_cal)`` for split conformal), ``predict(X) -> Dataset``
   (a quantile function, or the interval family for intervals-only methods).
 
-Checks: fit returns self and predict a Dataset of the right family, unfitted
-errors name the method, each family refuses the other's input naming the fix,
-y of the wrong length or with NaN is refused, y as a DataArray with PyMC's
-``obs_id`` dim is accepted, quantiles are non-decreasing / intervals nested,
-the same seed gives the same prediction, and ``clone`` keeps the parameters.
-The independent reference of the coverage checks is each method's guarantee:
-on a base whose standard deviation is halved (90 % coverage below 0.8), every
-batch method covers at least 0.8 of 400 held-out points at 90 %, and the
-online recalibrator's stream coverage is within its proven bound.
+The family checks live in the package, public for third-party calibrators
+(:func:`calibprob.testing.check_calibrator`, as scikit-learn's ``check_estimator``):
+fit returns self and predict a Dataset of the right family, unfitted errors name
+fit, each family refuses the other's input, y of the wrong length or with NaN is
+refused, y as a DataArray with PyMC's ``obs_id`` dim is accepted, quantiles are
+non-decreasing / intervals nested, the same seed gives the same prediction, and
+``clone`` keeps the parameters. The independent reference of the coverage checks
+is each method's guarantee: on a base whose standard deviation is halved (90 %
+coverage below 0.8), every batch method covers at least 0.8 of 400 held-out points
+at 90 %, and the online recalibrator's stream coverage is within its proven bound.
+This file runs them over every registered calibrator, and checks calibprob's own
+wording of the errors on top.
 
 Which checks run, and how a calibrator is fitted, follow the registry's declared family and
 output and the class's own signature (:func:`lifecycle`), never its name. Every base model
@@ -38,8 +41,9 @@ import xarray as xr
 
 import calibprob
 from calibprob import registry
-from calibprob._core.estimator import DistributionCalibrator, ModelAwareCalibrator, NotFittedError, clone
-from calibprob.metrics import interval_levels, is_interval_family
+from calibprob._core.estimator import DistributionCalibrator, ModelAwareCalibrator, NotFittedError
+from calibprob.metrics import is_interval_family
+from calibprob.testing import MODEL_AWARE_CHECKS, POST_PROCESSOR_CHECKS, check_calibrator
 from tests.support.bases import BASES, X_TE, X_TR, Y_TR, build_base, fitted_base, samples_posterior
 
 # ---------------------------------------------------------------------------
@@ -221,39 +225,14 @@ def fitted_post(problem):
     return out
 
 
-@pytest.mark.parametrize("kind", ["normal", "draws"])
 @pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
-def test_post_processor_fit_predict_contract(name, kind, problem, fitted_post):
-    cal = fitted_post[name, kind]
+def test_post_processor_passes_check_calibrator(name, problem):
+    """The public checks (calibprob.testing.check_calibrator) on every registered post-processor, on this problem."""
+    base = calibprob.evaluate(problem["normal"][1], problem["y_te"], confidence_level=[0.9])
+    assert float(base["coverage"].sel(confidence_level=0.9)) < 0.8  # the base needs calibrating: coverage means it
+    cal = POST_PROCESSORS[name](problem)
     assert isinstance(cal, DistributionCalibrator)
-    pred = cal.predict(problem[kind][1])
-    assert isinstance(pred, xr.Dataset)
-    if is_interval_family(pred):  # intervals-only post-processors (CQR, conditional conformal)
-        _check_interval_post_processor(pred, problem, kind)
-        return
-    calibprob.validate(pred)
-    q = pred.calib.quantiles
-    assert q.shape[0] == problem["y_te"].size
-    assert np.all(np.diff(q, axis=1) >= -1e-12), "quantiles must be non-decreasing"
-    np.testing.assert_array_equal(pred["obs"].values, problem[kind][1]["obs"].values)
-    m = calibprob.evaluate(pred, problem["y_te"])
-    base = calibprob.evaluate(problem[kind][1], problem["y_te"])
-    assert float(base["coverage"].sel(confidence_level=0.9)) < 0.8
-    if _is_online(name):
-        # its guarantee is on the stream it has seen (Deshpande et al. 2024, Thm. 2), not held out
-        assert np.all(np.abs(cal.coverage() - cal.levels_) <= cal.coverage_bound() + 1e-12)
-    else:
-        assert float(m["coverage"].sel(confidence_level=0.9)) >= 0.8
-
-
-def _check_interval_post_processor(pred, problem, kind):
-    """The interval family at the constructor's level: obs kept, nested ends, coverage >= 0.8 at 90 %."""
-    assert pred.attrs["family"] == "interval"
-    np.testing.assert_array_equal(pred["obs"].values, problem[kind][1]["obs"].values)
-    iv = pred.sel(confidence_level=0.9)
-    assert np.all(iv["lower"].values <= iv["upper"].values)
-    y = problem["y_te"]
-    assert float(np.mean((y >= iv["lower"].values) & (y <= iv["upper"].values))) >= 0.8
+    assert check_calibrator(cal, problem=problem) == [c.__name__ for c in POST_PROCESSOR_CHECKS]
 
 
 def _values(pred):
@@ -268,48 +247,21 @@ def _starts_at_identity(name) -> bool:
     return _is_online(name) and callable(getattr(registry.CLASSES[name].load(), "reset", None))
 
 
-@pytest.mark.parametrize("name", sorted(n for n in POST_PROCESSORS if not _starts_at_identity(n)))
-def test_post_processor_unfitted(name, problem):
-    # (the online quantile recalibrator has no unfitted state: it starts from the identity map R_1(p) = p,
-    # Deshpande et al. 2024, Algorithm 3 — tested in test_recalibrator.py; ACI, online too, needs its
-    # calibration scores first and so is checked here)
-    with pytest.raises(NotFittedError, match=r"not fitted yet"):
-        POST_PROCESSORS[name](problem).predict(problem["normal"][1])
-
-
 @pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
-def test_post_processor_refuses_inputs_x_and_bad_targets(name, problem):
-    pred_cal, _ = problem["normal"]
+def test_post_processor_messages_follow_the_house_rules(name, problem):
+    """Beyond the public checks, calibprob's own wording: the error names the method, the argument and the fix."""
+    pred_cal, pred_te = problem["normal"]
     y = problem["y_cal"]
     make = POST_PROCESSORS[name]
+    if not _starts_at_identity(name):  # the online quantile recalibrator starts from R_1(p) = p (Deshpande et al.); ACI needs its scores first
+        with pytest.raises(NotFittedError, match=r"not fitted yet"):
+            make(problem).predict(pred_te)
     with pytest.raises(TypeError, match=r"distribution post-processor: .* must be the base model's predictive"):
         make(problem).fit(problem["X_cal"], y)
     with pytest.raises(ValueError, match=r"mismatched lengths|length|entries"):
         make(problem).fit(pred_cal, y[:-3])
     with pytest.raises(ValueError, match="finite"):
         make(problem).fit(pred_cal, np.r_[y[:-1], np.nan])
-
-
-@pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
-def test_post_processor_takes_pymc_observed_data(name, problem):
-    """y as PyMC's observed_data DataArray (dim ``obs_id``) fits exactly as the NumPy array."""
-    pred_cal, pred_te = problem["normal"]
-    y = problem["y_cal"]
-    y_da = xr.DataArray(y, dims=("obs_id",), coords={"obs_id": np.arange(1000, 1000 + y.size)}, name="y")
-    a = POST_PROCESSORS[name](problem).fit(pred_cal, y).predict(pred_te)
-    b = POST_PROCESSORS[name](problem).fit(pred_cal, y_da).predict(pred_te)
-    np.testing.assert_array_equal(_values(a), _values(b))
-
-
-@pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
-def test_post_processor_is_deterministic_and_cloneable(name, problem, fitted_post):
-    pred_cal, pred_te = problem["normal"]
-    cal = fitted_post[name, "normal"]
-    again = clone(cal)
-    assert again.get_params() == cal.get_params()
-    np.testing.assert_array_equal(
-        _values(again.fit(pred_cal, problem["y_cal"]).predict(pred_te)), _values(cal.predict(pred_te))
-    )
 
 
 # ---------------------------------------------------------------------------
@@ -343,57 +295,26 @@ def test_evaluate_scores_an_interval_only_prediction_at_its_own_levels(name, pro
     np.testing.assert_array_equal(m["coverage"].values, ((y >= lo) & (y <= hi)).mean(axis=0))
     assert np.isnan(float(m["iae"])) and "interval_levels()" in m["iae"].attrs["not_available"]
     with pytest.raises(ValueError, match=r"intervals lack confidence_level=0.5; they hold 0.8, 0.9\. Ask for those"):
-        calibprob.evaluate(pred, problem["y_te"], confidence_levels=[0.5])
+        calibprob.evaluate(pred, problem["y_te"], confidence_level=[0.5])
 
 
 @pytest.mark.parametrize("name", sorted(MODEL_AWARE))
-def test_model_aware_fit_predict_contract(name, problem, fitted_aware):
-    model = fitted_aware[name]
-    assert isinstance(model, ModelAwareCalibrator)
-    pred = model.predict(problem["X_te"])
-    assert isinstance(pred, xr.Dataset)
-    if is_interval_family(pred):  # evaluate needs the IAE grid of levels: ask predict for it
-        assert list(pred["confidence_level"].values) == [0.9]  # default: the constructor's level
-        pred = model.predict(problem["X_te"], confidence_level=interval_levels([0.5, 0.9]))
-    m = calibprob.evaluate(pred, problem["y_te"], confidence_levels=[0.5, 0.9])
-    if is_interval_family(pred):
-        # non-empty at c >= 1/2 (the k-th order statistic of mu - R is below that of mu + R);
-        # jackknife+/CV+ may invert at low levels (Barber et al. 2021 do not promise more)
-        half = pred.sel(confidence_level=pred["confidence_level"] >= 0.5)
-        assert np.all(half["lower"].values <= half["upper"].values)
-        assert pred.attrs["family"] == "interval"
-        assert "nll" not in m  # intervals only: coverage, width, IAE
-    else:
-        calibprob.validate(pred)
-        assert np.all(np.diff(pred.calib.quantiles, axis=1) >= -1e-12)
-        assert np.isfinite(float(m["nll"]))
-    assert float(m["coverage"].sel(confidence_level=0.9)) >= 0.8
+def test_model_aware_passes_check_calibrator(name, problem):
+    """The public checks on every registered model-aware calibrator; the current names raise no deprecation."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        model = MODEL_AWARE[name](problem)
+        ran = check_calibrator(model, problem=problem)
+    assert isinstance(model, ModelAwareCalibrator) and ran == [c.__name__ for c in MODEL_AWARE_CHECKS]
 
 
 @pytest.mark.parametrize("name", sorted(MODEL_AWARE))
-def test_model_aware_intervals_nest_across_levels(name, problem, fitted_aware):
-    model = fitted_aware[name]
-    if is_interval_family(model.predict(problem["X_te"][:3])):
-        iv = model.predict(problem["X_te"], confidence_level=[0.5, 0.8, 0.9])
-    else:
-        iv = model.predict(problem["X_te"]).calib.interval([0.5, 0.8, 0.9])
-    lo = iv["lower"].transpose("obs", "confidence_level").values
-    hi = iv["upper"].transpose("obs", "confidence_level").values
-    assert np.all(np.diff(lo, axis=1) <= 1e-9) and np.all(np.diff(hi, axis=1) >= -1e-9)
-
-
-@pytest.mark.parametrize("name", sorted(MODEL_AWARE))
-def test_model_aware_unfitted(name, problem):
-    model = MODEL_AWARE[name](problem)
+def test_model_aware_messages_follow_the_house_rules(name, problem, fitted_aware):
+    """calibprob's own wording: not fitted, the family refused naming the fix, bad targets named."""
     with pytest.raises(NotFittedError, match=r"not fitted yet"):
-        model.predict(problem["X_te"])
-
-
-@pytest.mark.parametrize("name", sorted(MODEL_AWARE))
-def test_model_aware_refuses_a_predictive_dataset_and_bad_targets(name, problem, fitted_aware):
-    pred_te = problem["normal"][1]
+        MODEL_AWARE[name](problem).predict(problem["X_te"])
     with pytest.raises(TypeError, match="model-aware calibrator: X must be the model's inputs"):
-        fitted_aware[name].predict(pred_te)
+        fitted_aware[name].predict(problem["normal"][1])
     if lifecycle(name) == "prefit":
         return  # fit() takes no data
     X, y = _fit_data(name, problem)
@@ -403,18 +324,6 @@ def test_model_aware_refuses_a_predictive_dataset_and_bad_targets(name, problem,
         _fit_model_aware(name, MODEL_AWARE[name](problem), problem, X=X, y=y[:-3])
     with pytest.raises(ValueError, match="finite"):
         _fit_model_aware(name, MODEL_AWARE[name](problem), problem, X=X, y=np.r_[y[:-1], np.nan])
-
-
-@pytest.mark.parametrize("name", sorted(MODEL_AWARE))
-def test_model_aware_is_deterministic_and_cloneable(name, problem, fitted_aware):
-    model = fitted_aware[name]
-    again = clone(model)
-    assert again.get_params().keys() == model.get_params().keys()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)  # the current names raise no deprecation
-        _fit_model_aware(name, again, problem)
-    a, b = again.predict(problem["X_te"]), model.predict(problem["X_te"])
-    xr.testing.assert_equal(a, b)
 
 
 # ---------------------------------------------------------------------------

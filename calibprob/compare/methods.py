@@ -616,9 +616,9 @@ def run_conformal_bayes(ctx: TaskContext, entry, *, grid_size: int = 100, grid_m
     # from training ranks among all points with fallback = "pooled", else it is refused
     grouped = ctx.groups if ctx.mondrian else None
     if grouped is not None:
-        kwargs.setdefault("unseen_group", "marginal" if ctx.group_fallback == "pooled" else "raise")
+        kwargs.setdefault("fallback", "pooled" if ctx.group_fallback == "pooled" else None)
     train_groups = None if grouped is None else grouped["train"]
-    model = entry.load()(confidence_level=levels, **kwargs).fit(ll, y=y, train_groups=train_groups)
+    model = entry.load()(confidence_level=levels, **kwargs).fit(ll, y=y, groups=train_groups)
     # a block of test points at a time: the log densities are draws x block x grid doubles
     step = max(1, 2_000_000 // (ll.shape[0] * len(grid)))
     parts = []
@@ -647,7 +647,7 @@ def run_cqr(ctx: TaskContext, entry, **options) -> xr.Dataset:
     conformal interval methods.
     """
     kwargs = _constructor_kwargs(ctx, entry, options)
-    sides = 2 if kwargs.get("variant") == "asymmetric" else 1
+    sides = 2 if kwargs.get("score") == "asymmetric" else 1
     X_cal, y_cal = _need_calibration_split(ctx, entry.kind)
     levels, ok = interval_levels_reachable(ctx, len(y_cal), sides)
     model = entry.load()(confidence_level=ok, missing_levels="interpolate", **kwargs)

@@ -492,7 +492,7 @@ def _score(spec: Spec, kind: str, pred, y_score, groups=None) -> xr.Dataset:
     y_score = np.asarray(y_score)
     if output == "intervals":  # jackknife+, CV+, J+GP, FCP-GP: coverage, width and IAE only
         return evaluate_intervals(pred, y_score, spec.confidence_levels, groups=groups)
-    return evaluate(pred, y_score, confidence_levels=spec.confidence_levels, groups=groups)
+    return evaluate(pred, y_score, confidence_level=spec.confidence_levels, groups=groups)
 
 
 def _method_context(ctx: TaskContext, m) -> TaskContext:

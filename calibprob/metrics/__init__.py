@@ -7,7 +7,7 @@ Three layers, as everywhere in calibprob:
    :func:`fraction_below`, :func:`calibration_curve_from_pit`,
    :func:`calibration_error`, :func:`interval_coverage`,
    :func:`mean_interval_width`, :func:`integrated_absolute_error`,
-   :func:`crps_normal`, :func:`crps_quantile`, :func:`pinball_loss`,
+   :func:`crps_normal`, :func:`crps_quantile`, :func:`pinball_loss`, :func:`interval_score`,
    :func:`mean_squared_error`, :func:`ueb_violation_rate`, and the Bayesian
    optimisation metrics :func:`best_so_far`, :func:`simple_regret`,
    :func:`cumulative_regret`, :func:`normalized_auc`.
@@ -83,7 +83,7 @@ from calibprob.metrics._levels import (
     interval_levels,
 )
 from calibprob.metrics._optimisation import best_so_far, cumulative_regret, normalized_auc, simple_regret
-from calibprob.metrics._scores import crps_normal, crps_quantile, mean_squared_error, pinball_loss
+from calibprob.metrics._scores import crps_normal, crps_quantile, interval_score, mean_squared_error, pinball_loss
 from calibprob.metrics._xr_calibration import (
     calibration_curve,
     coverage,
@@ -115,6 +115,7 @@ __all__ = [
     "crps_normal",
     "crps_quantile",
     "pinball_loss",
+    "interval_score",
     "mean_squared_error",
     "ueb_violation_rate",
     "best_so_far",

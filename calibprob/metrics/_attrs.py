@@ -59,6 +59,12 @@ _ATTRS = {
         "definition": "mean_i (Q_i((1+c)/2) - Q_i((1-c)/2))",
         "paper": _PAPER_CAPONE + ", Table 1 (95% CI); " + _PAPER_PION + ", Table 1 (90%W)",
     },
+    "interval_score": {
+        "long_name": "mean interval score (Winkler score) of central intervals",
+        "definition": "mean_i [(u_i - l_i) + (2/a)(l_i - y_i) 1[y_i < l_i] + (2/a)(y_i - u_i) 1[y_i > u_i]], "
+        "a = 1 - c, l_i = Q_i((1-c)/2), u_i = Q_i((1+c)/2); inf for an unbounded interval",
+        "paper": _PAPER_GNEITING + ", eq. (43); Winkler (1972), A decision-theoretic approach to interval estimation",
+    },
     "ueb_violation": {
         "long_name": "rate of uniform error bound violation",
         "definition": "mean_i 1[y_i outside [Q_i(p_min), Q_i(p_max)]], p_min/p_max the extreme stored levels",

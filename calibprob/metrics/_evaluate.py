@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
+from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.stable import stable_mean, stable_rms
 from calibprob._core.validation import (
     check_choice,
@@ -42,7 +44,7 @@ from calibprob.metrics._reading import (
     _scalar,
     _ueb_bounds,
 )
-from calibprob.metrics._scores import crps_normal, mean_squared_error, pinball_loss
+from calibprob.metrics._scores import crps_normal, interval_score, mean_squared_error, pinball_loss
 from calibprob.metrics._xr_conditional import (
     check_diagnostic_options,
     check_slab_features,
@@ -52,17 +54,18 @@ from calibprob.predictive import CalibprobWarning, is_interval_family, validate
 from calibprob.predictive._families import NormalFamily
 
 
+@renamed_keywords({"confidence_levels": "confidence_level"})
 def evaluate(
     pred: xr.Dataset,
-    y,
-    confidence_levels=DEFAULT_CONFIDENCE_LEVELS,
+    y: ArrayLike,
+    confidence_level: ArrayLike = DEFAULT_CONFIDENCE_LEVELS,
     *,
     n_ece_levels: int = 21,
     point: str = "mean",
-    pinball_levels=None,
+    pinball_levels: ArrayLike | None = None,
     chunk_size: int | None = None,
-    groups=None,
-    X=None,
+    groups: ArrayLike | str | None = None,
+    X: ArrayLike | None = None,
     diagnostics: dict | None = None,
 ) -> xr.Dataset:
     r"""Every calibration, sharpness and scoring metric of a prediction, in one Dataset.
@@ -77,9 +80,12 @@ def evaluate(
         metrics of :func:`evaluate_intervals`.
     y : array_like or xarray.DataArray, shape (n_obs,)
         Observed values, finite, one per observation of ``pred``.
-    confidence_levels : sequence of float, default (0.5, 0.8, 0.9, 0.95, 0.99)
+    confidence_level : float or sequence of float, default (0.5, 0.8, 0.9, 0.95, 0.99)
         Confidence levels in (0, 1) of the central intervals whose
-        ``coverage`` and ``width`` are reported.
+        ``coverage`` and ``width`` are reported (an interval-family prediction:
+        default, its own levels). Called ``confidence_levels`` before 0.2.0
+        (one name across calibprob): the old keyword warns ``FutureWarning``
+        until 0.3.0.
     n_ece_levels : int, default 21
         Number m of evenly spaced ECE levels :math:`p_j = j/(m-1)`.
     point : {"mean", "median"}, default "mean"
@@ -109,7 +115,8 @@ def evaluate(
         Scalars (no dims): ``ece``, ``iae``, ``nll``, ``crps``, ``pinball``,
         ``mse``, ``rmse``, ``std`` (mean predictive standard deviation),
         ``ueb_violation``, ``ueb_width``; over ``confidence_level``:
-        ``coverage``, ``width``; curves: ``observed_fraction(ece_level)``
+        ``coverage``, ``width``, ``interval_score`` (Gneiting & Raftery 2007,
+        eq. 43, the Winkler score); curves: ``observed_fraction(ece_level)``
         (reliability diagram, :func:`calibration_curve`) and
         ``iae_coverage(iae_level)`` (:func:`iae`). Every variable carries
         ``long_name``, ``definition`` and ``paper`` attributes. Lower is better
@@ -155,10 +162,10 @@ def evaluate(
     if is_interval_family(pred):
         # intervals-only methods (jackknife+, CV+, J+GP, FCP-GP): their predict(X) gives intervals,
         # not a quantile function, so only the interval metrics exist
-        return evaluate_intervals(pred, y, confidence_levels, groups=groups, X=X, diagnostics=diagnostics)
+        return evaluate_intervals(pred, y, confidence_level, groups=groups, X=X, diagnostics=diagnostics)
     validate(_check_pred(pred))
     yv = _check_y(pred, y)
-    plan = _Plan.parse(confidence_levels, n_ece_levels, point, pinball_levels, chunk_size)
+    plan = _Plan.parse(confidence_level, n_ece_levels, point, pinball_levels, chunk_size)
     cond = _Conditional.parse(pred, yv.size, groups, X, diagnostics)
     totals = _accumulate(pred, yv, plan)
     out = _metrics_dataset(pred, yv, plan, totals)
@@ -174,7 +181,9 @@ class _Conditional:
     options: dict
 
     @classmethod
-    def parse(cls, pred, n: int, groups, X, diagnostics) -> _Conditional:
+    def parse(
+        cls, pred: xr.Dataset, n: int, groups: ArrayLike | str | None, X: ArrayLike | None, diagnostics: dict | None
+    ) -> _Conditional:
         return cls(
             groups=check_groups(groups, n, pred=pred),
             X=None if X is None else check_slab_features(X, n),
@@ -205,8 +214,15 @@ class _Plan:
     chunk: int
 
     @classmethod
-    def parse(cls, confidence_levels, n_ece_levels, point, pinball_levels, chunk_size) -> _Plan:
-        c = check_confidence_levels(confidence_levels, "confidence_levels")
+    def parse(
+        cls,
+        confidence_levels: ArrayLike,
+        n_ece_levels: int,
+        point: str,
+        pinball_levels: ArrayLike | None,
+        chunk_size: int | None,
+    ) -> _Plan:
+        c = check_confidence_levels(confidence_levels, "confidence_level")
         p = ece_levels(n_ece_levels)
         check_choice(point, "point", ("mean", "median"))
         tau = PINBALL_LEVELS if pinball_levels is None else check_levels(pinball_levels, "pinball_levels")
@@ -246,6 +262,7 @@ class _Totals:
         self.cov_hits = np.zeros(plan.c.size, dtype=np.int64)
         self.covered = np.empty((n, plan.c.size), dtype=bool)  # per observation: the conditional diagnostics
         self.widths = np.empty((n, plan.c.size))
+        self.interval_scores = np.empty((n, plan.c.size))
         self.pin_rows = np.empty(n)
         self.point_pred = np.empty(n)
         self.sd = np.empty(n)
@@ -260,6 +277,7 @@ class _Totals:
         self.iae_hits += _hits(yc, cols["iae_lo"], cols["iae_hi"])
         self.cov_hits += _hits(yc, cols["cov_lo"], cols["cov_hi"])
         self.widths[sl] = cols["cov_hi"] - cols["cov_lo"]
+        self.interval_scores[sl] = interval_score(yc, cols["cov_lo"], cols["cov_hi"], plan.c)
         self.covered[sl] = (cols["cov_lo"] <= yc[:, None]) & (yc[:, None] <= cols["cov_hi"])
         self.pin_rows[sl] = np.mean(pinball_loss(yc, cols["tau"], plan.tau), axis=1)
 
@@ -324,6 +342,7 @@ def _metrics_dataset(pred: xr.Dataset, yv: np.ndarray, plan: _Plan, totals: _Tot
         "std": _scalar(stable_mean(totals.sd), "std", dict(_ATTRS["std"])),
         "coverage": _along(totals.cov_hits / n, "confidence_level", "coverage"),
         "width": _along(stable_mean(totals.widths, axis=0), "confidence_level", "width"),
+        "interval_score": _along(stable_mean(totals.interval_scores, axis=0), "confidence_level", "interval_score"),
         "ueb_violation": _scalar(
             ueb_violation_rate(yv, ueb_lo, ueb_hi), "ueb_violation", _ATTRS["ueb_violation"] | ueb_attrs
         ),
@@ -359,13 +378,14 @@ def _along(values: np.ndarray, dim: str, name: str) -> xr.DataArray:
     return xr.DataArray(values, dims=(dim,), attrs=dict(_ATTRS[name]))
 
 
+@renamed_keywords({"confidence_levels": "confidence_level"}, where="calibprob.metrics.evaluate_intervals")
 def evaluate_intervals(
     intervals: xr.Dataset,
-    y,
-    confidence_levels=DEFAULT_CONFIDENCE_LEVELS,
+    y: ArrayLike,
+    confidence_level: ArrayLike | None = DEFAULT_CONFIDENCE_LEVELS,
     *,
-    groups=None,
-    X=None,
+    groups: ArrayLike | str | None = None,
+    X: ArrayLike | None = None,
     diagnostics: dict | None = None,
 ) -> xr.Dataset:
     r"""The interval metrics of a method that gives intervals but no quantile function.
@@ -382,12 +402,13 @@ def evaluate_intervals(
         unbounded interval (``-inf``/``inf``, the honest conformal answer when
         too few points resolve a level) counts as covering with infinite width.
     y : array_like, shape (n_obs,)
-    confidence_levels : sequence of float, optional
+    confidence_level : float or sequence of float, optional
         Levels of the reported ``coverage`` and ``width``, among those the
         intervals hold; default (or the library's default list): the
         intervals' own levels. The IAE needs the 21 levels of
         :func:`interval_levels`; without them ``iae`` is NaN and its
-        ``not_available`` attribute says why (nothing is demanded).
+        ``not_available`` attribute says why (nothing is demanded). Called
+        ``confidence_levels`` before 0.2.0 (warns ``FutureWarning`` until 0.3.0).
     groups, X, diagnostics
         The conditional-coverage diagnostics, as in :func:`evaluate` (a
         ``str`` names an ``obs`` coordinate of ``intervals``).
@@ -395,7 +416,7 @@ def evaluate_intervals(
     Returns
     -------
     xarray.Dataset
-        ``iae`` (scalar), ``coverage`` and ``width`` over ``confidence_level``,
+        ``iae`` (scalar), ``coverage``, ``width`` and ``interval_score`` over ``confidence_level``,
         ``iae_coverage`` over ``iae_level`` — the same names, dims and
         attributes as in :func:`evaluate`; with ``groups`` or ``X`` also the
         conditional diagnostics of :func:`evaluate`.
@@ -418,7 +439,8 @@ def evaluate_intervals(
 
     References
     ----------
-    Pion, A., Vazquez, E. (2024), Table 1 (IAE, coverage, width).
+    Pion, A., Vazquez, E. (2024), Table 1 (IAE, coverage, width); Gneiting, T.,
+    Raftery, A. E. (2007), eq. (43) (interval score).
     """
     if not isinstance(intervals, xr.Dataset) or not {"lower", "upper"} <= set(intervals.data_vars):
         raise ValueError(
@@ -431,8 +453,8 @@ def evaluate_intervals(
     have = np.round(np.asarray(intervals["confidence_level"].values, float), 12)
     # scored at its own levels unless levels were asked for: an interval-only method predicts the levels it was
     # asked for, and the library's default list is not a demand on it
-    own = confidence_levels is DEFAULT_CONFIDENCE_LEVELS or confidence_levels is None
-    c = check_confidence_levels(have if own else confidence_levels, "confidence_levels")
+    own = confidence_level is DEFAULT_CONFIDENCE_LEVELS or confidence_level is None
+    c = check_confidence_levels(have if own else confidence_level, "confidence_level")
     cond = _Conditional.parse(intervals, yv.size, groups, X, diagnostics)
     c_iae = iae_confidence_levels()
     lo, hi = _interval_columns(lo_all.values, hi_all.values, have, c)
@@ -449,10 +471,12 @@ def evaluate_intervals(
         )
     with np.errstate(invalid="ignore"):
         widths = mean_interval_width(lo, hi)
+        scores = stable_mean(interval_score(yv, lo, hi, c), axis=0)
     data = {
         "iae": _scalar(iae_value, "iae", iae_attrs),
         "coverage": _along(interval_coverage(yv, lo, hi), "confidence_level", "coverage"),
         "width": _along(widths, "confidence_level", "width"),
+        "interval_score": _along(scores, "confidence_level", "interval_score"),
         "iae_coverage": _along(iae_cov, "iae_level", "iae_coverage"),
     }
     out = xr.Dataset(data, coords=_coords(confidence_level=c, iae_level=c_iae))
@@ -472,7 +496,9 @@ def _level_list(levels: np.ndarray) -> str:
     return ", ".join(f"{float(v):.10g}" for v in levels)
 
 
-def _interval_columns(lower: np.ndarray, upper: np.ndarray, have: np.ndarray, levels: np.ndarray):
+def _interval_columns(
+    lower: np.ndarray, upper: np.ndarray, have: np.ndarray, levels: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``(obs, level)`` columns of ``lower`` / ``upper`` at ``levels`` (``have``: their levels, rounded)."""
     idx = []
     for lv in np.round(levels, 12):
@@ -480,7 +506,7 @@ def _interval_columns(lower: np.ndarray, upper: np.ndarray, have: np.ndarray, le
         if hit.size == 0:
             raise ValueError(
                 f"intervals lack confidence_level={lv:g}; they hold {_level_list(have)}. Ask for those levels "
-                "(or leave confidence_levels out: intervals are scored at their own), or predict at this one."
+                "(or leave confidence_level out: intervals are scored at their own), or predict at this one."
             )
         idx.append(hit[0])
     return lower[:, idx], upper[:, idx]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.validation import check_confidence_levels, check_int
 
 #: Scalar or per-confidence-level metric variables returned by :func:`evaluate`
@@ -19,6 +21,7 @@ METRIC_NAMES = (
     "std",
     "coverage",
     "width",
+    "interval_score",
     "ueb_violation",
     "ueb_width",
 )
@@ -95,15 +98,17 @@ def iae_confidence_levels() -> np.ndarray:
     return np.sort(np.round(1.0 - IAE_MISCOVERAGE, 12))
 
 
-def interval_levels(confidence_levels=DEFAULT_CONFIDENCE_LEVELS) -> np.ndarray:
+@renamed_keywords({"confidence_levels": "confidence_level"}, where="calibprob.metrics.interval_levels")
+def interval_levels(confidence_level: ArrayLike = DEFAULT_CONFIDENCE_LEVELS) -> np.ndarray:
     """The confidence levels an interval-only method must provide for :func:`evaluate_intervals`.
 
-    The union of ``confidence_levels`` and the IAE grid :func:`iae_confidence_levels`.
+    The union of ``confidence_level`` and the IAE grid :func:`iae_confidence_levels`.
 
     Parameters
     ----------
-    confidence_levels : sequence of float, default :data:`DEFAULT_CONFIDENCE_LEVELS`
-        Levels in (0, 1) whose ``coverage`` and ``width`` are reported.
+    confidence_level : sequence of float, default :data:`DEFAULT_CONFIDENCE_LEVELS`
+        Levels in (0, 1) whose ``coverage`` and ``width`` are reported. Called
+        ``confidence_levels`` before 0.2.0 (warns ``FutureWarning`` until 0.3.0).
 
     Returns
     -------
@@ -121,5 +126,5 @@ def interval_levels(confidence_levels=DEFAULT_CONFIDENCE_LEVELS) -> np.ndarray:
     >>> levels.size, bool(0.9 in levels)
     (21, True)
     """
-    c = check_confidence_levels(confidence_levels, "confidence_levels")
+    c = check_confidence_levels(confidence_level, "confidence_level")
     return np.unique(np.round(np.concatenate([c, iae_confidence_levels()]), 12))

@@ -1,8 +1,9 @@
-"""Array layer, proper scoring rules: closed-form CRPS (normal and piecewise-Gaussian), pinball, MSE."""
+"""Array layer, proper scoring rules: closed-form CRPS (normal and piecewise-Gaussian), pinball, interval score, MSE."""
 
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import special
 
 from calibprob.metrics._levels import _CHUNK
@@ -13,7 +14,7 @@ _INV_2SQRTPI = 1.0 / (2.0 * np.sqrt(np.pi))
 _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
 
 
-def crps_normal(y, loc, scale) -> np.ndarray:
+def crps_normal(y: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> np.ndarray:
     r"""Closed-form CRPS of Gaussian predictions (Gneiting & Raftery 2007, eq. 21).
 
     .. math::
@@ -49,7 +50,7 @@ def crps_normal(y, loc, scale) -> np.ndarray:
     return scale * (z * (2.0 * special.ndtr(z) - 1.0) + 2.0 * pdf - 1.0 / np.sqrt(np.pi))
 
 
-def _piece_integrals(levels: np.ndarray):
+def _piece_integrals(levels: np.ndarray) -> tuple[np.ndarray, ...]:
     """Per-piece integrals that depend on the levels only (pieces j = 0..L, tails included).
 
     Returns ``lo, hi`` (piece bounds in u-space) and, over each whole piece,
@@ -69,7 +70,7 @@ def _piece_integrals(levels: np.ndarray):
     return lo, hi, Phi_hi, phi_hi, i0, i1, j0, j1
 
 
-def crps_quantile(y, q, levels, *, chunk_size: int = _CHUNK) -> np.ndarray:
+def crps_quantile(y: ArrayLike, q: ArrayLike, levels: ArrayLike, *, chunk_size: int = _CHUNK) -> np.ndarray:
     r"""Exact CRPS of piecewise-Gaussian predictions (the calibprob quantile contract).
 
     The CRPS is twice the pinball loss integrated over all levels,
@@ -155,7 +156,7 @@ def crps_quantile(y, q, levels, *, chunk_size: int = _CHUNK) -> np.ndarray:
     return np.maximum(out, 0.0)
 
 
-def pinball_loss(y, q, tau) -> np.ndarray:
+def pinball_loss(y: ArrayLike, q: ArrayLike, tau: ArrayLike) -> np.ndarray:
     r"""Pinball (quantile) loss of each quantile prediction.
 
     .. math::
@@ -195,7 +196,56 @@ def pinball_loss(y, q, tau) -> np.ndarray:
     return np.maximum(tau * r, (tau - 1.0) * r)
 
 
-def mean_squared_error(y, point) -> float:
+def interval_score(y: ArrayLike, lower: ArrayLike, upper: ArrayLike, confidence_levels: ArrayLike) -> np.ndarray:
+    r"""Interval score of each central interval (Gneiting & Raftery 2007, eq. 43; Winkler 1972).
+
+    .. math::
+
+        S_\alpha(l, u; y) = (u - l) + \frac{2}{\alpha}(l - y)\,\mathbb 1\{y < l\}
+                          + \frac{2}{\alpha}(y - u)\,\mathbb 1\{y > u\},\qquad \alpha = 1 - c.
+
+    Negatively oriented and proper for the pair of quantiles :math:`(Q(\alpha/2), Q(1-\alpha/2))`: the
+    width, plus a penalty for a miss that grows with the miss and with the level. Winkler (1972) proposed
+    it; Gneiting & Raftery (2007, §6.2) named it the interval score, and it is also called the Winkler
+    score -- one formula under two names. An unbounded interval scores :math:`+\infty` (its width).
+
+    Parameters
+    ----------
+    y : ndarray, shape (n,)
+    lower, upper : ndarray, shape (n, C)
+        Interval ends at the ``C`` confidence levels (columns).
+    confidence_levels : ndarray, shape (C,)
+        :math:`c_k` in (0, 1).
+
+    Returns
+    -------
+    ndarray, shape (n, C)
+
+    References
+    ----------
+    Gneiting, T. and Raftery, A. E. (2007). Strictly proper scoring rules, prediction, and
+    estimation. JASA 102(477), §6.2, eq. (43).
+
+    Winkler, R. L. (1972). A decision-theoretic approach to interval estimation. JASA 67(337).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.metrics import interval_score
+    >>> interval_score(np.array([0.0, 3.0]), np.array([[-1.0], [-1.0]]), np.array([[1.0], [1.0]]), [0.8])
+    array([[ 2.],
+           [22.]])
+    """
+    yv = np.asarray(y, float)[:, None]
+    lo, hi = np.asarray(lower, float), np.asarray(upper, float)
+    penalty = 2.0 / (1.0 - np.asarray(confidence_levels, float))
+    # np.where, not indicator * distance: an infinite end times a zero indicator would be NaN
+    below = np.where(yv < lo, lo - yv, 0.0)
+    above = np.where(yv > hi, yv - hi, 0.0)
+    return (hi - lo) + penalty * (below + above)
+
+
+def mean_squared_error(y: ArrayLike, point: ArrayLike) -> float:
     r"""Mean squared error of point predictions, :math:`\frac1n\sum_i (y_i - \hat y_i)^2`.
 
     Parameters

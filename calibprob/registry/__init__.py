@@ -61,6 +61,7 @@ from calibprob.registry._tables import (
     ClassEntry,
     MethodEntry,
     base_kind,
+    current_options,
     exports,
     list_calibrators,
     load_object,
@@ -91,6 +92,7 @@ __all__ = [
     "register_method",
     "register_base",
     "base_kind",
+    "current_options",
     "RENAMED_BASE_KINDS",
     "exports",
     "load_object",
@@ -354,7 +356,7 @@ register_method(
     "calibprob.calibrators.conformal.predictive_system:ConformalPredictiveSystem",
     family="distribution",
     output="distribution",
-    options={"normalize": _BOOL, **_CONFORMAL, **_CALIBRATION_DATA},
+    options={"score": Choice(("signed", "signed-absolute")), **_CONFORMAL, **_CALIBRATION_DATA},
     doc="Split conformal predictive system (Vovk et al. 2020): a full predictive CDF per test point.",
     fixed={"confidence_level": 0.5},
     needs_calibration_split=True,
@@ -463,7 +465,7 @@ register_method(
     runner_options=("grid_size", "grid_margin"),
     defaults={"grid_size": 100, "grid_margin": 2.0},
     # memory and thread tuning (n_jobs: the runner sets it from its own workers); specs carry no groups for it yet
-    hidden=("block_rows", "unseen_group", "n_jobs", "progress"),  # progress: tasks run silenced
+    hidden=("chunk_size", "fallback", "n_jobs", "progress"),  # progress: runner tasks run silenced
     adapter="calibprob.compare.methods:run_conformal_bayes",
 )
 register_method(
@@ -530,7 +532,7 @@ register_method(
     "calibprob.calibrators.conformal.cqr:ConformalizedQuantileRegression",
     family="distribution",
     output="intervals",
-    options={"variant": Choice(("symmetric", "asymmetric", "cqr-r", "cqr-m")), "eps": _NONNEG},
+    options={"score": Choice(("symmetric", "asymmetric", "cqr-r", "cqr-m")), "eps": _NONNEG},
     doc="Conformalized quantile regression (Romano et al. 2019; CQR-r/CQR-m, Sesia & Candès 2020) of the base's quantiles.",
     needs_calibration_split=True,
     hidden=("missing_levels",),

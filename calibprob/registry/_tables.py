@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from calibprob._core.options import Choice, OptionType
+from calibprob._core.deprecation import warn_renamed
+from calibprob._core.options import Choice, OptionType, SpecError
 
 #: The calibrator families: the two of :mod:`calibprob._core.estimator`, and ``posterior`` (fitted on a
 #: posterior's pointwise log-likelihood, e.g. conformal Bayes: ``fit(log_likelihood)``).
@@ -146,6 +147,59 @@ BASES: dict[str, BaseEntry] = {}
 #: Base kinds renamed in 0.2.0 (old -> new). A spec naming the old kind still runs for one release, with a
 #: FutureWarning naming the new one; the old name is removed in 0.3.0.
 RENAMED_BASE_KINDS = {"pymc-glm": "pymc-linear"}  # keep-old-name
+
+
+#: Method options renamed in 0.2.0 with their constructor argument (one name per idea, issue 40), per kind:
+#: old option -> (new option, {old value: new value} or None when the values are the same). A spec with the old
+#: option still runs for one release, with the FutureWarning of calibprob._core.deprecation; removed in 0.3.0.
+RENAMED_OPTIONS: dict[str, dict[str, tuple[str, dict | None]]] = {
+    "conformal-predictive": {"normalize": ("score", {True: "signed", False: "signed-absolute"})},
+    "cqr": {"variant": ("score", None)},
+}
+
+
+def current_options(kind: str, options: dict, where: str) -> dict:
+    """``options`` of a method of kind ``kind`` with every renamed option under its new name, with a FutureWarning.
+
+    Parameters
+    ----------
+    kind : str
+        A registered method kind.
+    options : dict
+        The spec table's options.
+    where : str
+        The table, for the messages (``"methods.cqr"``).
+
+    Returns
+    -------
+    dict
+        A copy; unchanged when no old name is used.
+
+    Raises
+    ------
+    SpecError
+        Both the old and the new name given, or an old value with no new equivalent.
+    """
+    out = dict(options)
+    for old, (new, values) in RENAMED_OPTIONS.get(kind, {}).items():
+        if old not in out:
+            continue
+        if new in out:
+            raise SpecError(
+                f"{where}: both {old!r} and {new!r} given; {old!r} is the old name of {new!r} (removed in calibprob "
+                f"0.3.0): keep only {new} = {out[new]!r}."
+            )
+        value = out.pop(old)
+        if values is not None:
+            if not isinstance(value, type(next(iter(values)))) or value not in values:
+                raise SpecError(
+                    f"{where}.{old} must be one of {', '.join(map(repr, values))}; got {value!r}. Better: write "
+                    f"{new} = {next(iter(values.values()))!r} (the new name)."
+                )
+            value = values[value]
+        out[new] = value
+        warn_renamed(f"{where}.{old}", old, new, f"{new} = {value!r}", stacklevel=3)
+    return out
 
 
 def base_kind(kind, where: str = "base.kind"):

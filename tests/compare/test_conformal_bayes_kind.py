@@ -107,7 +107,7 @@ def test_groups_true_gives_grouped_conformal_bayes(task):
         y = ctx.y_train
         grid = np.linspace(y.min() - 1.5 * y.std(), y.max() + 1.5 * y.std(), 60)
         ll = ctx.base.log_density(ctx.X_train, y[:, None])[:, :, 0]
-        cb = ConformalBayes(confidence_level=[0.8], unseen_group="marginal").fit(ll, y=y, train_groups=train)
+        cb = ConformalBayes(confidence_level=[0.8], fallback="pooled").fit(ll, y=y, groups=train)
         ref = cb.predict(
             ctx.base.log_density(ctx.X_test, grid),
             grid,

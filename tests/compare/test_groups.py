@@ -73,5 +73,5 @@ def test_shipped_mondrian_spec_runs_per_group():
         by_hand.append(cal.predict(ctx.predict_base(ctx.X_test[rt]), levels=pred["level"].values).calib.quantiles)
         np.testing.assert_array_equal(pred.calib.quantiles[rt], by_hand[-1])
     # what the runner scored is this per-origin CPS
-    mine = calibprob.evaluate(pred, arrays["test"][1], confidence_levels=small.confidence_levels)
+    mine = calibprob.evaluate(pred, arrays["test"][1], confidence_level=small.confidence_levels)
     assert float(scores["crps"].squeeze()) == pytest.approx(float(mine["crps"]), rel=1e-12)

@@ -275,7 +275,13 @@ def test_evaluate_schema_and_agreement_with_each_metric(gaussian, skewed, family
         pred, y = skewed
     res = calibprob.evaluate(pred, y)
     assert isinstance(res, xr.Dataset)
-    assert set(res.data_vars) == set(SCALARS) | {"coverage", "width", "observed_fraction", "iae_coverage"}
+    assert set(res.data_vars) == set(SCALARS) | {
+        "coverage",
+        "width",
+        "interval_score",
+        "observed_fraction",
+        "iae_coverage",
+    }
     for name in SCALARS:
         assert res[name].dims == (), name
     assert res["coverage"].dims == res["width"].dims == ("confidence_level",)
@@ -305,7 +311,18 @@ def test_evaluate_schema_and_agreement_with_each_metric(gaussian, skewed, family
     for name, da in single.items():
         np.testing.assert_allclose(res[name].values, da.values, rtol=1e-12, err_msg=name)
     np.testing.assert_allclose(res["iae_coverage"], M.coverage(pred, y, M.iae_confidence_levels(), dim="iae_level"))
-    med = calibprob.evaluate(pred, y, point="median", confidence_levels=[0.9], n_ece_levels=11)
+    # the interval score by brute force, from the interval ends and its definition (Gneiting & Raftery eq. 43)
+    iv = pred.calib.interval(res["confidence_level"].values)
+    lo, hi = iv["lower"].values, iv["upper"].values
+    alpha = 1 - res["confidence_level"].values
+    brute = [
+        np.mean(
+            [(u - lw) + (2 / a) * max(lw - v, 0) + (2 / a) * max(v - u, 0) for v, lw, u in zip(y, lo[:, k], hi[:, k])]
+        )
+        for k, a in enumerate(alpha)
+    ]
+    np.testing.assert_allclose(res["interval_score"].values, brute, rtol=1e-12)
+    med = calibprob.evaluate(pred, y, point="median", confidence_level=[0.9], n_ece_levels=11)
     assert med["mse"].item() == pytest.approx(M.mse(pred, y, point="median").item(), rel=1e-12)
     assert med.sizes["ece_level"] == 11 and med.sizes["confidence_level"] == 1
 
@@ -330,8 +347,8 @@ def test_evaluate_accepts_a_dataarray_and_round_trips_netcdf(skewed, tmp_path):
         ),
         ({"y": [0.0, 1.0]}, r"mismatched lengths: y has 2 entries, the prediction has 3 observations"),
         ({"y": np.zeros((3, 2))}, r"y must be 1-D; got an array of shape \(3, 2\)"),
-        ({"confidence_levels": [0.9, 1.5]}, r"confidence_levels must be in \(0, 1\); got 1.5"),
-        ({"confidence_levels": 0.0}, r"confidence_levels must be in \(0, 1\); got 0.0"),
+        ({"confidence_level": [0.9, 1.5]}, r"confidence_level must be in \(0, 1\); got 1.5"),
+        ({"confidence_level": 0.0}, r"confidence_level must be in \(0, 1\); got 0.0"),
         ({"n_ece_levels": 1}, r"n_ece_levels must be >= 2; got 1"),
         ({"point": "mode"}, r"point must be one of 'mean', 'median'; got 'mode'"),
         (
@@ -399,3 +416,33 @@ def test_normalized_auc_follows_deshpandes_rectangle():
         M.normalized_auc(flat_top)
     with pytest.raises(ValueError, match="curve needs at least 2 steps"):
         M.normalized_auc(np.array([1.0]))
+
+
+def test_unbounded_intervals_cover_with_infinite_width_and_interval_score():
+    """An interval-only prediction: the interval score by hand, and +inf for an unbounded interval (its width)."""
+    from calibprob.metrics import evaluate_intervals
+
+    lo = np.array([[-1.0, -np.inf], [-1.0, -np.inf]])
+    hi = np.array([[1.0, np.inf], [1.0, np.inf]])
+    ds = xr.Dataset(
+        {"lower": (("obs", "confidence_level"), lo), "upper": (("obs", "confidence_level"), hi)},
+        coords={"confidence_level": [0.8, 0.9]},
+    )
+    m = evaluate_intervals(ds, np.array([0.0, 3.0]))
+    assert m["coverage"].values.tolist() == [0.5, 1.0]
+    assert m["width"].values[0] == 2.0 and np.isinf(m["width"].values[1])
+    # (2 + 22) / 2: the miss at 3 pays 2 / 0.2 * 2 = 20 on top of the width
+    assert m["interval_score"].values[0] == pytest.approx(12.0) and np.isinf(m["interval_score"].values[1])
+
+
+def test_interval_score_is_the_pinball_sum_scaled():
+    """(alpha / 2) S_alpha = rho_{alpha/2}(y, l) + rho_{1-alpha/2}(y, u) (Gneiting & Raftery 2007, §6.2)."""
+    from calibprob.metrics import interval_score, pinball_loss
+
+    rng = np.random.default_rng(3)
+    y = rng.normal(size=50)
+    lo, hi = -np.abs(rng.normal(size=(50, 1))), np.abs(rng.normal(size=(50, 1)))
+    c = 0.8
+    a = 1 - c
+    pin = pinball_loss(y, np.hstack([lo, hi]), np.array([a / 2, 1 - a / 2])).sum(axis=1)
+    np.testing.assert_allclose(a / 2 * interval_score(y, lo, hi, [c])[:, 0], pin, rtol=1e-12)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from calibprob._core.deprecation import current_keywords
 from calibprob._core.persistence.format import (
     _BIT_GENERATORS,
     FORMAT_VERSION,
@@ -182,6 +183,8 @@ class _Reader:
         if _join(path, "params") not in self.groups or _join(path, "state") not in self.groups:
             self.fail(path, "an estimator without params/state groups")
         params = dict(self.items(_join(path, "params"), prefix, keyed=True, attr_labels=True))
+        # a file of an earlier release may hold a renamed parameter (0.1.0's normalize): its new name, silently
+        params = current_keywords(cls.__init__, params)
         valid = set(cls._param_names())
         unknown = sorted(set(params) - valid)
         if unknown:

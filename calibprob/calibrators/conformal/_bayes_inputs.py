@@ -194,17 +194,19 @@ def group_labels(value, n: int, name: str) -> np.ndarray:
 
 
 def train_groups_from(train_groups, n: int, obs, da) -> np.ndarray | None:
-    """Training groups: labels, or the name of a coordinate of observed_data / the log-likelihood."""
+    """Training groups (``fit(groups=)``): labels, or the name of a coordinate of observed_data / the log-likelihood."""
     if train_groups is None:
         return None
     if isinstance(train_groups, str):
         for source in (obs, da):
             if source is not None and train_groups in source.coords:
                 coord = source.coords[train_groups]
-                return group_labels(coord.values.reshape(-1) if coord.ndim else coord, n, "train_groups")
+                return group_labels(
+                    coord.values.reshape(-1) if coord.ndim else coord, n, "groups (the training points' labels)"
+                )
         raise ValueError(
-            f"train_groups={train_groups!r} names no coordinate of the tree's observed_data or log_likelihood "
+            f"groups={train_groups!r} (the training points' labels) names no coordinate of the tree's observed_data or log_likelihood "
             "variable; pass the labels themselves (one per training point) or add the coordinate "
             "(pm.Model(coords=...) with a per-observation coordinate)."
         )
-    return group_labels(train_groups, n, "train_groups")
+    return group_labels(train_groups, n, "groups (the training points' labels)")

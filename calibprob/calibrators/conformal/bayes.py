@@ -44,6 +44,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._core import progress as _progress
+from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.estimator import BaseEstimator, check_is_fitted
 from calibprob._core.ranks import lower_rank, min_conformal_points
 from calibprob._core.validation import check_choice, check_confidence_levels, check_int
@@ -61,6 +62,12 @@ __all__ = ["ConformalBayes"]
 
 #: Bytes the per-block temporaries (draws x rows) may take by default.
 _BLOCK_BYTES = 32 * 2**20
+
+
+def _fallback_of_unseen_group(unseen_group) -> str | None:
+    """The ``fallback`` of the deprecated ``unseen_group``: "raise" -> None, "marginal" -> "pooled"."""
+    check_choice(unseen_group, "unseen_group", ("raise", "marginal"))
+    return None if unseen_group == "raise" else "pooled"
 
 
 class ConformalBayes(BaseEstimator):
@@ -85,12 +92,16 @@ class ConformalBayes(BaseEstimator):
         Warn where the Pareto :math:`\hat k` of those weights exceeds this (Vehtari et al. 2024).
     pareto_k : bool, default True
         Compute :math:`\hat k` (one generalised-Pareto fit per test point, arviz-stats' ``psislw`` rule vectorised).
-    unseen_group : {"raise", "marginal"}, default "raise"
-        A test group absent from training: refuse, or rank among all training points, labelled
-        ``marginal_fallback`` in the output (marginal coverage only for those points).
-    block_rows : int, optional
+    fallback : {None, "pooled"}, default None
+        A test group absent from training: refuse it (None), or rank its points among all
+        training points (``"pooled"``, as :class:`calibprob.Mondrian`'s fallback), labelled
+        ``marginal_fallback`` in the output (marginal coverage only for those points). Called
+        ``unseen_group`` (``"raise"`` / ``"marginal"``) before 0.2.0; the old keyword warns
+        ``FutureWarning`` until 0.3.0.
+    chunk_size : int, optional
         (test point, grid value) rows per block; default: temporaries of about 32 MB. Memory is
-        :math:`O(S \cdot (n + \text{block\_rows}))`, never :math:`S \times n \times G`.
+        :math:`O(S \cdot (n + \text{chunk\_size}))`, never :math:`S \times n \times G`. Called
+        ``block_rows`` before 0.2.0 (warns ``FutureWarning`` until 0.3.0).
     n_jobs : int, optional
         Threads over blocks of test points (at most :math:`2\,n_\text{jobs}` blocks in memory);
         default: the cores this process may use (``os.sched_getaffinity``). The sets are bitwise
@@ -128,6 +139,7 @@ class ConformalBayes(BaseEstimator):
     (('obs', 'confidence_level'), True)
     """
 
+    @renamed_keywords({"unseen_group": ("fallback", _fallback_of_unseen_group), "block_rows": "chunk_size"})
     def __init__(
         self,
         *,
@@ -136,8 +148,8 @@ class ConformalBayes(BaseEstimator):
         min_ess: float = 100.0,
         max_pareto_k: float = 0.7,
         pareto_k: bool = True,
-        unseen_group: str = "raise",
-        block_rows: int | None = None,
+        fallback: str | None = None,
+        chunk_size: int | None = None,
         n_jobs: int | None = None,
         progress: bool | None = None,
     ):
@@ -146,12 +158,13 @@ class ConformalBayes(BaseEstimator):
         self.min_ess = min_ess
         self.max_pareto_k = max_pareto_k
         self.pareto_k = pareto_k
-        self.unseen_group = unseen_group
-        self.block_rows = block_rows
+        self.fallback = fallback
+        self.chunk_size = chunk_size
         self.n_jobs = n_jobs
         self.progress = progress
 
-    def fit(self, log_likelihood, *, var_name=None, train_groups=None, y=None) -> ConformalBayes:
+    @renamed_keywords({"train_groups": "groups"})
+    def fit(self, log_likelihood, *, var_name=None, groups=None, y=None) -> ConformalBayes:
         """Store the training log-likelihood of the posterior draws.
 
         Parameters
@@ -162,10 +175,11 @@ class ConformalBayes(BaseEstimator):
             or an (S, n) array, draws first.
         var_name : str, optional
             The observed variable, when the group holds several.
-        train_groups : array_like or str, optional
+        groups : array_like or str, optional
             One group label per training point, or the name of a coordinate of the tree's
             ``observed_data`` (or log-likelihood) variable holding them: enables grouped
-            conformal Bayes at :meth:`predict`.
+            conformal Bayes at :meth:`predict`. Called ``train_groups`` before 0.2.0 (warns
+            ``FutureWarning`` until 0.3.0).
         y : array_like, optional
             The training targets, when ``log_likelihood`` is not a tree (to check the grid).
 
@@ -183,7 +197,7 @@ class ConformalBayes(BaseEstimator):
             y = np.asarray(y, float).reshape(-1)
             if y.shape[0] != n or not np.isfinite(y).all():
                 raise ValueError(f"y must hold {n} finite training targets (one per column of log_likelihood).")
-        self.train_groups_ = _inputs.train_groups_from(train_groups, n, obs, da)
+        self.train_groups_ = _inputs.train_groups_from(groups, n, obs, da)
         self.log_likelihood_ = ll
         self.n_train_, self.n_draws_ = n, ll.shape[0]
         self.sample_shape_ = None if shape is None else list(shape)
@@ -200,9 +214,10 @@ class ConformalBayes(BaseEstimator):
             raise ValueError(f"min_ess must be a finite number >= 0; got {self.min_ess!r}.")
         if not (np.isfinite(self.max_pareto_k) and self.max_pareto_k > 0):
             raise ValueError(f"max_pareto_k must be a finite number > 0; got {self.max_pareto_k!r}.")
-        check_choice(self.unseen_group, "unseen_group", ("raise", "marginal"))
-        if self.block_rows is not None:
-            check_int(self.block_rows, "block_rows", minimum=1)
+        if self.fallback not in (None, "pooled"):
+            raise ValueError(f"fallback must be None or 'pooled'; got {self.fallback!r}.")
+        if self.chunk_size is not None:
+            check_int(self.chunk_size, "chunk_size", minimum=1)
         if self.n_jobs is not None:
             check_int(self.n_jobs, "n_jobs", minimum=1)
         _progress._check_progress(self.progress)
@@ -220,7 +235,7 @@ class ConformalBayes(BaseEstimator):
             Equispaced candidate values holding at least ``min_grid_mass`` of each test point's
             posterior predictive; one grid (G,) for every point must also span the training targets.
         groups : array_like, optional
-            The test points' groups (needs ``train_groups`` at :meth:`fit`): rank within the group.
+            The test points' groups (needs ``groups`` at :meth:`fit`): rank within the group.
         confidence_level : float or sequence of float, optional
             Default: the constructor's.
         log_density : callable, optional
@@ -286,7 +301,7 @@ class ConformalBayes(BaseEstimator):
         )
 
     def _points_per_block(self, G: int) -> int:
-        rows = self.block_rows or max(1, _BLOCK_BYTES // (8 * self.n_draws_))
+        rows = self.chunk_size or max(1, _BLOCK_BYTES // (8 * self.n_draws_))
         return max(1, rows // G)
 
     def _members(self, groups, m: int):
@@ -294,17 +309,15 @@ class ConformalBayes(BaseEstimator):
         if groups is None:
             return None, None, np.zeros(m, bool)
         if self.train_groups_ is None:
-            raise ValueError(
-                "groups= needs the training points' groups: fit(..., train_groups=labels or a coordinate name)."
-            )
+            raise ValueError("groups= needs the training points' groups: fit(..., groups=labels or a coordinate name).")
         labels = _inputs.group_labels(groups, m, "groups")
         seen = set(self.train_groups_.tolist())
         unseen = sorted({str(v) for v in labels.tolist() if v not in seen})
-        if unseen and self.unseen_group == "raise":
+        if unseen and self.fallback is None:
             raise ValueError(
                 f"groups: {len(unseen)} test group(s) never seen in training ({', '.join(unseen[:5])}); seen: "
                 f"{sorted(map(str, seen))[:10]}. Grouped conformal Bayes ranks within a seen group. Pass "
-                "ConformalBayes(unseen_group='marginal') to rank those points among all training points "
+                "ConformalBayes(fallback='pooled') to rank those points among all training points "
                 "(marginal coverage only, labelled marginal_fallback)."
             )
         fallback = np.array([v not in seen for v in labels.tolist()], bool)

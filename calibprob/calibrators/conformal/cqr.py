@@ -8,14 +8,14 @@ A base model gives, at every input, a lower and an upper quantile
 confidence :math:`c = 1 - \alpha` and :math:`k = \lceil c\,(n+1) \rceil`
 (:func:`calibprob._core.ranks.upper_rank`, exact integer rank):
 
-* **two-sided** (``variant="symmetric"``, Romano et al. 2019, eq. 6-7):
+* **two-sided** (``score="symmetric"``, Romano et al. 2019, eq. 6-7):
 
   .. math::
 
       E_i = \max\{\hat q_{lo}(x_i) - y_i,\ y_i - \hat q_{hi}(x_i)\},\qquad
       \hat C(x) = [\hat q_{lo}(x) - E_{(k)},\ \hat q_{hi}(x) + E_{(k)}];
 
-* **asymmetric** (``variant="asymmetric"``, Romano et al. 2019, §6): each tail
+* **asymmetric** (``score="asymmetric"``, Romano et al. 2019, §6): each tail
   has its own correction at level :math:`1 - \alpha/2`,
   :math:`k' = \lceil (1-\alpha/2)(n+1) \rceil`,
 
@@ -23,11 +23,11 @@ confidence :math:`c = 1 - \alpha` and :math:`k = \lceil c\,(n+1) \rceil`
 
       \hat C(x) = [\hat q_{lo}(x) - (\hat q_{lo} - y)_{(k')},\ \hat q_{hi}(x) + (y - \hat q_{hi})_{(k')}];
 
-* **CQR-r** (``variant="cqr-r"``, Sesia & Candès 2020): the score divided by the
+* **CQR-r** (``score="cqr-r"``, Sesia & Candès 2020): the score divided by the
   width :math:`w(x) = \hat q_{hi}(x) - \hat q_{lo}(x)`,
   :math:`E_i = \max\{\hat q_{lo} - y_i,\ y_i - \hat q_{hi}\}/w(x_i)` and
   :math:`\hat C(x) = [\hat q_{lo} - E_{(k)} w(x),\ \hat q_{hi} + E_{(k)} w(x)]`;
-* **CQR-m** (``variant="cqr-m"``, Sesia & Candès 2020): each side divided by its
+* **CQR-m** (``score="cqr-m"``, Sesia & Candès 2020): each side divided by its
   distance to the median,
   :math:`E_i = \max\{(\hat q_{lo} - y_i)/(\hat q_{50} - \hat q_{lo}),\ (y_i - \hat q_{hi})/(\hat q_{hi} - \hat q_{50})\}`,
   :math:`\hat C(x) = [\hat q_{lo} - E_{(k)}(\hat q_{50} - \hat q_{lo}),\ \hat q_{hi} + E_{(k)}(\hat q_{hi} - \hat q_{50})]`.
@@ -49,8 +49,8 @@ intervals, not a quantile function.
 
 MAPIE's ``ConformalizedQuantileRegressor(prefit=True)`` gives the same intervals
 (``benchmarks/bench_conditional.py``): ``symmetric_correction=True`` is
-``variant="symmetric"``, the default ``symmetric_correction=False`` is
-``variant="asymmetric"``. Unlike MAPIE, which only logs "ill-sorted" quantiles,
+``score="symmetric"``, the default ``symmetric_correction=False`` is
+``score="asymmetric"``. Unlike MAPIE, which only logs "ill-sorted" quantiles,
 crossing or missing quantile levels are refused here.
 
 References
@@ -68,6 +68,7 @@ from typing import Self
 import numpy as np
 import xarray as xr
 
+from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.ranks import upper_rank
 from calibprob._core.validation import check_array, check_choice, check_targets
@@ -121,9 +122,9 @@ def _scale(q_lo, q_hi, q_med, variant: str, eps: float):
         bad = np.flatnonzero(~(s > 0))
         if bad.size:
             raise ValueError(
-                f"variant={variant!r} divides by {name}, which is {float(s[bad[0]])!r} <= 0 in {bad.size} of {s.size} rows "
+                f"the {variant!r} score divides by {name}, which is {float(s[bad[0]])!r} <= 0 in {bad.size} of {s.size} rows "
                 f"(first at row {bad[0]}). Pass eps > 0 (a floor on the scale, TorchCP uses 1e-6) or use "
-                "variant='symmetric'."
+                "the 'symmetric' score (score='symmetric'; variant= in cqr_scores)."
             )
         out.append(s)
     return (out[0], out[0]) if len(out) == 1 else (out[0], out[1])
@@ -327,10 +328,12 @@ class ConformalizedQuantileRegression(BaseEstimator):
 
     Parameters
     ----------
-    variant : {"symmetric", "asymmetric", "cqr-r", "cqr-m"}, default "symmetric"
-        The score (module docstring): two-sided (Romano et al. 2019), asymmetric
-        (one correction per tail), CQR-r (scaled by the width) or CQR-m (scaled by
-        the distances to the median; the Dataset must give the 0.5 quantile).
+    score : {"symmetric", "asymmetric", "cqr-r", "cqr-m"}, default "symmetric"
+        The conformity score (module docstring): two-sided (Romano et al. 2019),
+        asymmetric (one correction per tail), CQR-r (scaled by the width) or CQR-m
+        (scaled by the distances to the median; the Dataset must give the 0.5
+        quantile). Called ``variant`` before 0.2.0: that keyword still works,
+        with a ``FutureWarning``, until 0.3.0.
     confidence_level : float or sequence of float, default 0.9
         The levels :math:`c`; at each, the base's quantiles at :math:`(1 \mp c)/2`
         are conformalized. Checked at :meth:`fit` against the number of
@@ -370,14 +373,15 @@ class ConformalizedQuantileRegression(BaseEstimator):
 
     corrections_: np.ndarray | None
 
-    def __init__(self, *, variant: str = "symmetric", confidence_level=0.9, missing_levels: str = "raise", eps=0.0):
-        self.variant = variant
+    @renamed_keywords({"variant": "score"})
+    def __init__(self, *, score: str = "symmetric", confidence_level=0.9, missing_levels: str = "raise", eps=0.0):
+        self.score = score
         self.confidence_level = confidence_level
         self.missing_levels = missing_levels
         self.eps = eps
 
     def _check_params(self):
-        variant = check_choice(self.variant, "variant", VARIANTS)
+        variant = check_choice(self.score, "score", VARIANTS)
         check_choice(self.missing_levels, "missing_levels", ("raise", "interpolate"))
         if not (np.isfinite(self.eps) and self.eps >= 0):
             raise ValueError(f"eps must be a finite number >= 0; got {self.eps!r}. Pass 0 or e.g. 1e-6.")
@@ -388,7 +392,7 @@ class ConformalizedQuantileRegression(BaseEstimator):
         # symmetric, CQR-r and CQR-m correct both ends by the one order statistic ceil(c (n+1)),
         # so n >= ceil(1/alpha) - 1 points resolve c; the asymmetric variant needs each side's
         # ceil((1 - alpha/2)(n+1)) <= n, the two-sided minimum.
-        return 2 if self.variant == "asymmetric" else 1
+        return 2 if self.score == "asymmetric" else 1
 
     def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
         """Score the calibration points at every confidence level; returns ``self``.

@@ -76,8 +76,9 @@ def conformal_bayes(
         has exactly one input container; for a bambi model, a DataFrame of new rows.
     confidence_level : float or sequence of float, default 0.9
     groups, train_groups : array_like or str, optional
-        Grouped conformal Bayes (see :class:`calibprob.ConformalBayes`): the test points' groups,
-        and the training points' (labels or a coordinate name of ``observed_data``).
+        Grouped conformal Bayes (see :class:`calibprob.ConformalBayes`): the test points' groups
+        (its ``predict(groups=)``), and the training points' (its ``fit(groups=)``: labels or a
+        coordinate name of ``observed_data``).
     grid : array_like, optional
         Equispaced candidates, shape (G,) or (m, G). Default: ``n_grid`` points per test point,
         placed by its own posterior predictive (so a test input far from the training data gets
@@ -106,7 +107,7 @@ def conformal_bayes(
         log-likelihood: save it with its ``save`` method, or call its ``predict`` on other test
         log densities of the same draws).
     **options
-        Other :class:`calibprob.ConformalBayes` parameters (``min_ess``, ``unseen_group``, ``n_jobs``,
+        Other :class:`calibprob.ConformalBayes` parameters (``min_ess``, ``fallback``, ``chunk_size``, ``n_jobs``,
         ``progress``: a progress line over the test points, the model's log densities included, ...).
 
     Returns
@@ -140,7 +141,7 @@ def conformal_bayes(
     if _bambi.is_bambi_model(model):
         door = _bambi.BambiDoor(model, idata)
         var_name = door.var_name if var_name is None else var_name
-    cb.fit(idata, var_name=var_name, train_groups=train_groups)
+    cb.fit(idata, var_name=var_name, groups=train_groups)
     if not _bambi.is_bambi_model(model):
         door = _Door(model, idata, var_name, compile_mode)
     new = door.new_data(X_new)

@@ -46,13 +46,21 @@ import warnings
 import numpy as np
 import xarray as xr
 
+from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.estimator import check_is_fitted
-from calibprob._core.validation import check_targets, check_tau
-from calibprob.calibrators.conformal.scores import SignedAbsoluteScore, SignedNormalizedScore
+from calibprob._core.validation import check_choice, check_targets, check_tau
+from calibprob.calibrators.conformal.scores import Score, get_score
 from calibprob.calibrators.conformal.split import SplitConformalRegressor
 from calibprob.calibrators.conformal.split_calibrator import SplitConformalCalibrator
 
 __all__ = ["ConformalPredictiveSystem", "cps_cdf"]
+
+
+def _score_of_normalize(normalize) -> str:
+    """The ``score`` of the deprecated ``normalize`` flag: True -> "signed", False -> "signed-absolute"."""
+    if not isinstance(normalize, (bool, np.bool_)):
+        raise TypeError(f"normalize must be True or False; got {normalize!r}. Better: pass score='signed' instead.")
+    return "signed" if normalize else "signed-absolute"
 
 
 def cps_cdf(sorted_scores, test_scores, tau=0.5) -> np.ndarray:
@@ -88,7 +96,7 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
     defined for it). The calibration scores are the signed normalised
     residuals :math:`(y - \mu)/\max(\epsilon, \sigma^\beta)` with
     :math:`\mu, \sigma` the Dataset's own mean and standard deviation (or the
-    raw signed residuals with ``normalize=False``). :meth:`predict_interval`
+    raw signed residuals with ``score="signed-absolute"``). :meth:`predict_interval`
     gives the exact conformal (signed-score) intervals; :meth:`predict_cdf`
     the exact step CDF :math:`Q(y, \tau)`. Any Dataset goes in: Gaussian, from
     quantiles, or a PyMC model's posterior-predictive draws
@@ -96,12 +104,19 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
 
     Parameters
     ----------
-    normalize : bool, default True
-        Divide residuals by :math:`\max(\epsilon, \sigma^\beta)`.
+    score : {"signed", "signed-absolute"} or Score, default "signed"
+        The signed conformity score: ``"signed"`` divides residuals by
+        :math:`\max(\epsilon, \sigma^\beta)` (Pion & Vazquez 2024, eq. 13),
+        ``"signed-absolute"`` keeps the raw residual :math:`y - \mu`; or a
+        :class:`~calibprob.calibrators.conformal.Score` instance whose
+        ``symmetric`` is False.
     beta, eps : float
         Parameters of the normaliser.
     confidence_level : float or sequence, default 0.9
         Default level(s) of :meth:`predict_interval`.
+    normalize : bool, deprecated
+        The former form of ``score`` (``True`` is ``"signed"``, ``False`` is
+        ``"signed-absolute"``); warns ``FutureWarning``, removed in 0.3.0.
     estimator, prefit, chunk_size : deprecated
         The model-aware form of earlier releases (``estimator=`` then
         ``fit(X, y)``/``calibrate(X_cal, y_cal)``/``predict(X)``) still works
@@ -131,10 +146,11 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
     # the inner model-aware split conformal of the deprecated estimator= form, or None
     legacy_estimator_: SplitConformalRegressor | None
 
+    @renamed_keywords({"normalize": ("score", _score_of_normalize)})
     def __init__(
         self,
         *,
-        normalize: bool = True,
+        score: str | Score = "signed",
         beta: float = 1.0,
         eps: float = 0.0,
         confidence_level=0.9,
@@ -142,7 +158,7 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
         prefit: bool = False,
         chunk_size: int | None = None,
     ):
-        self.normalize = normalize
+        self.score = score
         self.beta = beta
         self.eps = eps
         self.confidence_level = confidence_level
@@ -151,9 +167,15 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
         self.chunk_size = chunk_size
 
     def _score(self):
-        if not isinstance(self.normalize, (bool, np.bool_)):
-            raise TypeError(f"normalize must be True or False; got {self.normalize!r}.")
-        return SignedNormalizedScore(beta=self.beta, eps=self.eps) if self.normalize else SignedAbsoluteScore()
+        if isinstance(self.score, Score):
+            if self.score.symmetric:
+                raise ValueError(
+                    f"score must be a signed score (symmetric = False) for a predictive system; got {self.score!r}. "
+                    "Use score='signed' or 'signed-absolute'."
+                )
+            return self.score
+        check_choice(self.score, "score", ("signed", "signed-absolute"))
+        return get_score(self.score, beta=self.beta, eps=self.eps)
 
     def _method_name(self) -> str:
         return self._method

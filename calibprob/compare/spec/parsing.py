@@ -147,6 +147,7 @@ def _parse_methods(value, named_bases: bool = False) -> tuple[MethodSpec, ...]:
                 f"{', '.join(sorted(registry.METHODS))}."
             )
         options = {k: v for k, v in entry.items() if k not in ("kind", "bases", "groups", "fallback", "strict")}
+        options = registry.current_options(kind, options, f"methods.{name}")  # 0.1 option names, with a warning
         bases = _parse_method_bases(entry, name, named_bases)
         groups, fallback = _parse_method_groups(entry, name, kind)
         types = registry.METHODS[kind].options

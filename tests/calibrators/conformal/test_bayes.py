@@ -118,7 +118,7 @@ def test_ranks_equal_a_direct_double_loop_exactly(case):
     grid = np.linspace(-1, 1, G)
     groups_tr = np.array(["a", "b", "a", "b", "a", "a"])
     groups_te = np.array(["a", "b", "a"])
-    cb = ConformalBayes(confidence_level=[0.5, 0.7], min_grid_mass=0.0, pareto_k=False).fit(ll, train_groups=groups_tr)
+    cb = ConformalBayes(confidence_level=[0.5, 0.7], min_grid_mass=0.0, pareto_k=False).fit(ll, groups=groups_tr)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CalibprobWarning)  # tiny S: the ESS warning is expected
         marginal = cb.predict(lf, grid)
@@ -187,7 +187,7 @@ def test_grouped_coverage_holds_in_every_group_with_group_specific_noise():
         cb = ConformalBayes(confidence_level=1 - alpha, min_grid_mass=0.0, pareto_k=False, min_ess=0.0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", CalibprobWarning)
-            p = cb.fit(ll, train_groups=labels).predict(logf, grid, groups=[0, 1, 2])["p_value"].values[:, 0]
+            p = cb.fit(ll, groups=labels).predict(logf, grid, groups=[0, 1, 2])["p_value"].values[:, 0]
         hits[r] = p > alpha
         m, sd = np.array([posterior(y[labels == k]) for k in range(3)]).T
         bayes[r] = np.abs(y_new - m) <= stats.norm.ppf(1 - alpha / 2) * np.sqrt(1 + sd**2)
@@ -227,7 +227,7 @@ def fitted():
 
 
 def test_tree_input_output_and_save_load_round_trip(fitted, tmp_path):
-    cb = ConformalBayes(confidence_level=[0.5, 0.9]).fit(fitted["tree"], train_groups="school")
+    cb = ConformalBayes(confidence_level=[0.5, 0.9]).fit(fitted["tree"], groups="school")
     assert cb.sample_shape_ == [2, 1000] and list(cb.train_groups_[:2]) == ["a", "a"]
     pred = cb.predict(fitted["logf"], fitted["grid"], groups=["a", "b"])
     assert pred.attrs["family"] == "interval" and calibprob.metrics.is_interval_family(pred)
@@ -243,7 +243,7 @@ def test_tree_input_output_and_save_load_round_trip(fitted, tmp_path):
     # calibprob.evaluate scores it as any interval-only method (at the IAE levels too)
     levels = calibprob.metrics.interval_levels([0.5, 0.9])
     full = cb.predict(fitted["logf"], fitted["grid"], groups=["a", "b"], confidence_level=levels)
-    score = calibprob.evaluate(full, np.zeros(2), confidence_levels=[0.5, 0.9])
+    score = calibprob.evaluate(full, np.zeros(2), confidence_level=[0.5, 0.9])
     assert score["coverage"].sel(confidence_level=0.9).item() == 1.0
     # a DataArray's named grid dimension may come in any position
     swapped = cb.predict(fitted["logf"].transpose("grid", "chain", "obs", "draw"), fitted["grid"], groups=["a", "b"])
@@ -261,9 +261,7 @@ def test_low_ess_warns_and_a_too_small_group_gets_infinite_bounds(fitted):
     ll = normal_logpdf(y[None, :], theta[:, None])
     grid = np.linspace(-6, 6, 241)
     logf = normal_logpdf(grid[None, None, :], theta[:, None, None])
-    cb = ConformalBayes(confidence_level=[0.5, 0.95], min_ess=250.0).fit(
-        ll, train_groups=np.repeat(["big", "tiny"], [8, 2])
-    )
+    cb = ConformalBayes(confidence_level=[0.5, 0.95], min_ess=250.0).fit(ll, groups=np.repeat(["big", "tiny"], [8, 2]))
     # c = 0.5 needs floor(0.5 (n_j + 1)) >= 1: n_j = 2 is enough; c = 0.95 needs n_j >= 19
     with pytest.warns(CalibprobWarning, match=r"confidence_level=0.95: group\(s\) tiny have fewer than 19 training"):
         pred = cb.predict(logf, grid, groups=["tiny"])
@@ -313,10 +311,10 @@ def test_nan_log_densities_are_refused(fitted):
 
 
 def test_unseen_group_raises_unless_the_marginal_fallback_is_asked_for(fitted):
-    cb = ConformalBayes().fit(fitted["tree"], train_groups="school")
-    with pytest.raises(ValueError, match=r"never seen in training \(zz\).*unseen_group='marginal'"):
+    cb = ConformalBayes().fit(fitted["tree"], groups="school")
+    with pytest.raises(ValueError, match=r"never seen in training \(zz\).*fallback='pooled'"):
         cb.predict(fitted["logf"], fitted["grid"], groups=["a", "zz"])
-    cb.set_params(unseen_group="marginal")
+    cb.set_params(fallback="pooled")
     pred = cb.predict(fitted["logf"], fitted["grid"], groups=["a", "zz"])
     assert pred["marginal_fallback"].values.tolist() == [False, True]
     assert pred["n_ranked"].values.tolist() == [20, 40]
@@ -338,14 +336,14 @@ def test_a_grid_that_misses_the_data_is_refused(fitted):
 
 def test_other_bad_inputs_name_the_parameter(fitted):
     ll = fitted["tree"]["log_likelihood"]["y"].values.reshape(2000, -1)
-    with pytest.raises(ValueError, match=r"unseen_group must be one of 'raise', 'marginal'; got 'drop'"):
-        ConformalBayes(unseen_group="drop").fit(ll)
+    with pytest.raises(ValueError, match=r"fallback must be None or 'pooled'; got 'drop'"):
+        ConformalBayes(fallback="drop").fit(ll)
     with pytest.raises(ValueError, match=r"groups= needs the training points' groups"):
         ConformalBayes().fit(ll).predict(fitted["logf"], fitted["grid"], groups=["a", "b"])
     with pytest.raises(ValueError, match=r"grid must be strictly increasing"):
         ConformalBayes().fit(ll).predict(fitted["logf"], fitted["grid"][::-1])
-    with pytest.raises(ValueError, match=r"train_groups='county' names no coordinate"):
-        ConformalBayes().fit(fitted["tree"], train_groups="county")
+    with pytest.raises(ValueError, match=r"groups='county' \(the training points' labels\) names no coordinate"):
+        ConformalBayes().fit(fitted["tree"], groups="county")
     with pytest.raises(calibprob.NotFittedError, match=r"Call fit"):
         ConformalBayes().predict(fitted["logf"], fitted["grid"])
 
@@ -354,12 +352,12 @@ def test_threads_over_blocks_give_bitwise_the_one_thread_sets(fitted):
     """n_jobs=2 runs blocks of test points in threads: every output bit equals the serial run's."""
     rng = np.random.default_rng(11)
     theta = fitted["theta"].reshape(-1)
-    mu_new = rng.normal(size=9)  # 9 test points, blocks of one or two (block_rows below): several blocks per thread
+    mu_new = rng.normal(size=9)  # 9 test points, blocks of one or two (chunk_size below): several blocks per thread
     grid = fitted["grid"]
     logf = normal_logpdf(grid[None, None, :], theta[:, None, None] + mu_new[None, :, None] * 0.1)
     ll = fitted["tree"]["log_likelihood"]["y"].values.reshape(theta.size, -1)
     runs = [
-        ConformalBayes(confidence_level=[0.5, 0.9], block_rows=2 * grid.size, n_jobs=n).fit(ll).predict(logf, grid)
+        ConformalBayes(confidence_level=[0.5, 0.9], chunk_size=2 * grid.size, n_jobs=n).fit(ll).predict(logf, grid)
         for n in (1, 2)
     ]
     xr.testing.assert_identical(runs[0], runs[1])
@@ -369,6 +367,6 @@ def test_threads_over_blocks_give_bitwise_the_one_thread_sets(fitted):
 
 def test_predict_interval_is_predict_with_the_level_by_position(fitted):
     """The interval family's ``predict_interval`` (every interval method has it) returns ``predict``'s Dataset."""
-    cb = ConformalBayes(confidence_level=[0.5, 0.9]).fit(fitted["tree"], train_groups="school")
+    cb = ConformalBayes(confidence_level=[0.5, 0.9]).fit(fitted["tree"], groups="school")
     direct = cb.predict(fitted["logf"], fitted["grid"], groups=["a", "b"], confidence_level=0.8)
     xr.testing.assert_identical(cb.predict_interval(fitted["logf"], fitted["grid"], 0.8, groups=["a", "b"]), direct)

@@ -70,7 +70,7 @@ def test_cqr_equals_the_formulas_by_hand(variant, c):
     n = 41
     levels = [(1 - c) / 2, 0.5, (1 + c) / 2]
     pred = calibprob.from_quantiles(q, levels)
-    model = calibprob.ConformalizedQuantileRegression(variant=variant, confidence_level=c)
+    model = calibprob.ConformalizedQuantileRegression(score=variant, confidence_level=c)
     iv = model.fit(pred.isel(obs=slice(n)), y[:n]).predict(pred.isel(obs=slice(n, None))).sel(confidence_level=c)
     lo, hi = _hand(*(q[:n].T[[0, 2, 1]]), y[:n], *(q[n:].T[[0, 2, 1]]), c, variant)
     np.testing.assert_allclose(iv["lower"].values, lo, rtol=0, atol=1e-12)
@@ -122,12 +122,12 @@ def test_cqr_coverage_is_exact_over_many_calibration_sets(variant, expected):
 
 
 def test_cqr_equals_mapie_on_stored_reference_values():
-    """MAPIE's symmetric_correction=True is variant='symmetric', False (its default) is 'asymmetric' (1e-10)."""
+    """MAPIE's symmetric_correction=True is score='symmetric', False (its default) is 'asymmetric' (1e-10)."""
     ref = np.load(REFERENCE)
     q, y, n = ref["cqr_q"], ref["cqr_y"], int(ref["cqr_n_cal"])
     pred = calibprob.from_quantiles(q, [0.05, 0.5, 0.95])
     for variant, key in (("symmetric", "cqr_mapie_symmetric"), ("asymmetric", "cqr_mapie_asymmetric")):
-        model = calibprob.ConformalizedQuantileRegression(variant=variant).fit(pred.isel(obs=slice(n)), y[:n])
+        model = calibprob.ConformalizedQuantileRegression(score=variant).fit(pred.isel(obs=slice(n)), y[:n])
         iv = model.predict(pred.isel(obs=slice(n, None))).sel(confidence_level=0.9)
         np.testing.assert_allclose(iv["lower"].values, ref[key][:, 0], rtol=0, atol=1e-10)
         np.testing.assert_allclose(iv["upper"].values, ref[key][:, 1], rtol=0, atol=1e-10)
@@ -138,7 +138,7 @@ def test_predict_interval_selects_fitted_levels_and_keeps_obs():
     q, y = _quantile_base(300, rng)
     pred = calibprob.from_quantiles(q, [0.05, 0.5, 0.95])
     pred = pred.assign_coords(obs=np.arange(1000, 1300))
-    model = calibprob.ConformalizedQuantileRegression(variant="cqr-m").fit(pred.isel(obs=slice(150)), y[:150])
+    model = calibprob.ConformalizedQuantileRegression(score="cqr-m").fit(pred.isel(obs=slice(150)), y[:150])
     iv = model.predict_interval(pred.isel(obs=slice(150, None)), confidence_level=0.9)
     assert "confidence_level" not in iv.dims and iv["obs"].values[0] == 1150
     with pytest.raises(ValueError, match=r"confidence_level \[0.8\] was not calibrated"):
@@ -160,7 +160,7 @@ def test_missing_quantile_levels_are_refused_or_interpolated_on_request():
     assert np.isfinite(ok.corrections_).all()
     no_median = calibprob.from_quantiles(q[:, [0, 2]], [0.05, 0.95])
     with pytest.raises(ValueError, match=r"missing quantile levels: .*\[0.5\]"):
-        calibprob.ConformalizedQuantileRegression(variant="cqr-m").fit(no_median, y)
+        calibprob.ConformalizedQuantileRegression(score="cqr-m").fit(no_median, y)
 
 
 def test_crossing_quantiles_are_refused_with_the_fix():
@@ -182,14 +182,14 @@ def test_other_bad_input():
     rng = np.random.default_rng(1)
     q, y = _quantile_base(30, rng)
     pred = calibprob.from_quantiles(q, [0.05, 0.5, 0.95])
-    with pytest.raises(ValueError, match=r"variant must be one of"):
-        calibprob.ConformalizedQuantileRegression(variant="cqr").fit(pred, y)
+    with pytest.raises(ValueError, match=r"score must be one of"):
+        calibprob.ConformalizedQuantileRegression(score="cqr").fit(pred, y)
     with pytest.raises(ValueError, match=r"too few calibration points for confidence_level=0.9: .* at least 19"):
-        calibprob.ConformalizedQuantileRegression(variant="asymmetric").fit(pred.isel(obs=slice(15)), y[:15])
+        calibprob.ConformalizedQuantileRegression(score="asymmetric").fit(pred.isel(obs=slice(15)), y[:15])
     flat = calibprob.from_quantiles(np.zeros((30, 3)) + np.array([0.0, 0.0, 1.0]), [0.05, 0.5, 0.95])
     with pytest.raises(ValueError, match=r"divides by q_med - q_lo, which is 0.0 <= 0 .* Pass eps > 0"):
-        calibprob.ConformalizedQuantileRegression(variant="cqr-m").fit(flat, y)
-    assert calibprob.ConformalizedQuantileRegression(variant="cqr-m", eps=1e-6).fit(flat, y).corrections_.size == 2
+        calibprob.ConformalizedQuantileRegression(score="cqr-m").fit(flat, y)
+    assert calibprob.ConformalizedQuantileRegression(score="cqr-m", eps=1e-6).fit(flat, y).corrections_.size == 2
     with pytest.raises(ValueError, match=r"y_cal .*NaN|finite"):
         calibprob.ConformalizedQuantileRegression().fit(pred, np.r_[y[:-1], np.nan])
     with pytest.raises(calibprob.NotFittedError, match=r"Call fit"):
@@ -219,7 +219,7 @@ def test_cqr_and_conditional_conformal_kinds_run_in_the_comparison_runner():
 
     methods = {
         "cqr": {"kind": "cqr"},
-        "cqr-m": {"kind": "cqr", "variant": "cqr-m"},
+        "cqr-m": {"kind": "cqr", "score": "cqr-m"},
         "cc": {"kind": "conditional-conformal"},
     }
     tree = run(_spec({"kind": "ols"}, methods))
@@ -259,5 +259,5 @@ def test_quantile_gbm_kind_and_cqr_in_the_runner():
     from calibprob.compare import run
 
     base = {"kind": "quantile-gbm", "max_iter": 20}
-    tree = run(_spec(base, {"cqr": {"kind": "cqr"}, "cqr-r": {"kind": "cqr", "variant": "cqr-r"}}))
+    tree = run(_spec(base, {"cqr": {"kind": "cqr"}, "cqr-r": {"kind": "cqr", "score": "cqr-r"}}))
     assert np.all(tree["error"].values == "") and np.all(np.isfinite(tree["width"].values))

@@ -139,7 +139,7 @@ def test_the_door_passes_groups_through(problem):
     pred = calibprob.conformal_bayes(
         model, idata, problem["X_new"], grid=grid, train_groups=labels, groups=["u", "v", "w", "u", "v"]
     )
-    by_hand = calibprob.ConformalBayes().fit(idata, train_groups=labels)
+    by_hand = calibprob.ConformalBayes().fit(idata, groups=labels)
     b = problem["post"]["b"].reshape(-1, D)
     s = problem["post"]["s"].reshape(-1)
     logf = stats.norm.logpdf(grid[None, None, :], (b @ problem["X_new"].T)[:, :, None], s[:, None, None])

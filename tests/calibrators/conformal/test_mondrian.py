@@ -82,7 +82,7 @@ def test_cps_ranks_are_exact_where_a_float_rule_falls_short():
     # (crepes' predict_int computes (1 - 0.9)/2*100 = 4.999999999999999 and takes the 1st)
     rng = np.random.default_rng(8)
     y = rng.normal(size=39)
-    cps = ConformalPredictiveSystem(normalize=False).fit(calibprob.normal(np.zeros(39), np.ones(39)), y)
+    cps = ConformalPredictiveSystem(score="signed-absolute").fit(calibprob.normal(np.zeros(39), np.ones(39)), y)
     iv = cps.predict_interval(calibprob.normal([0.0], [1.0]), 0.9)
     s = np.sort(y)
     assert float(iv["lower"][0]) == s[1] and float(iv["upper"][0]) == s[37]

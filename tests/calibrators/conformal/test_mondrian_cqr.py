@@ -21,10 +21,10 @@ def test_one_rank_variants_resolve_a_group_of_the_symmetric_minimum(variant):
     assert min_group_size(0.9) <= 12 < min_group_size(0.9, sides=2)
     pred, y = _quantile_base(62, seed=1)
     g = np.repeat(["big", "small"], [50, 12])
-    m = calibprob.Mondrian(calibprob.ConformalizedQuantileRegression(variant=variant)).fit(pred, y, groups=g)
+    m = calibprob.Mondrian(calibprob.ConformalizedQuantileRegression(score=variant)).fit(pred, y, groups=g)
     iv = m.predict_interval(pred, [0.9], groups=g)
     small = g == "small"
-    alone = calibprob.ConformalizedQuantileRegression(variant=variant).fit(pred.isel(obs=small), y[small])
+    alone = calibprob.ConformalizedQuantileRegression(score=variant).fit(pred.isel(obs=small), y[small])
     ref = alone.predict_interval(pred.isel(obs=small), [0.9])
     for end in ("lower", "upper"):
         got = iv[end].sel(confidence_level=0.9).values[small]
@@ -35,7 +35,7 @@ def test_one_rank_variants_resolve_a_group_of_the_symmetric_minimum(variant):
 def test_asymmetric_needs_the_two_sided_minimum():
     pred, y = _quantile_base(62, seed=2)
     g = np.repeat(["big", "small"], [50, 12])
-    m = calibprob.Mondrian(calibprob.ConformalizedQuantileRegression(variant="asymmetric"))
+    m = calibprob.Mondrian(calibprob.ConformalizedQuantileRegression(score="asymmetric"))
     with pytest.warns(calibprob.CalibprobWarning, match=r"group 'small' has 12 calibration point\(s\).*needs 19"):
         m.fit(pred, y, groups=g)
     iv = m.predict_interval(pred, [0.9], groups=g).sel(confidence_level=0.9)

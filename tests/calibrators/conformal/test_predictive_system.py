@@ -110,7 +110,7 @@ def test_deprecated_model_aware_form_warns_and_gives_the_same_numbers():
 def test_unnormalized_scores_shift_one_quantile_function():
     rng = np.random.default_rng(4)
     X, y = draw(rng, 300, skew=False)
-    cps = ConformalPredictiveSystem(normalize=False)
+    cps = ConformalPredictiveSystem(score="signed-absolute")
     pred = cps.fit(base_pred(X[:200]), y[:200]).predict(base_pred(X[200:]))
     # constant shape: every row is a shift of the same quantile function
     q = pred["quantile"].values

@@ -1,0 +1,243 @@
+"""``calibprob.testing.check_calibrator``: a correct third-party calibrator passes, and each check catches its flaw.
+
+Two toy calibrators written as a third party would (public API only, registered through the registry):
+``ToyScaling`` (a distribution post-processor: the Gaussian base's sd times the conformal quantile of the
+standardised residuals, Vovk et al. 2005's split conformal on the score :math:`|y - \\mu|/\\sigma`) and ``ToySplit``
+(model-aware: split conformal intervals around a fitted model). Each passes every check; each ``Broken*`` subclass
+breaks one property, and the full run fails at exactly that check (``match=`` on its name): every earlier check
+still passes, so the check that fails is the one that catches the flaw, not an earlier accident.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import calibprob
+from calibprob import registry
+from calibprob.predictive import from_intervals
+from calibprob.testing import MODEL_AWARE_CHECKS, POST_PROCESSOR_CHECKS, CheckFailed, check_calibrator, make_problem
+
+
+def _conformal_quantile(scores: np.ndarray, c: float) -> float:
+    """The ceil(c (n + 1))-th smallest score (the split conformal threshold)."""
+    k = int(np.ceil(c * (scores.size + 1)))
+    return float(np.sort(scores)[min(k, scores.size) - 1])
+
+
+def _targets(y, n: int) -> np.ndarray:
+    y = np.asarray(y, float)
+    if y.shape != (n,):
+        raise ValueError(f"y must hold {n} values, one per observation; got shape {y.shape}.")
+    if not np.isfinite(y).all():
+        raise ValueError("y must be finite; drop the NaN rows.")
+    return y
+
+
+class ToyScaling:
+    """A distribution post-processor: ``normal(mu, s * sd)`` with ``s`` the conformal quantile of |z| / z_{0.95}."""
+
+    def __init__(self, *, level: float = 0.9):
+        self.level = level
+
+    def get_params(self) -> dict:
+        return {"level": self.level}
+
+    def set_params(self, **params):
+        for k, v in params.items():
+            setattr(self, k, v)
+        return self
+
+    def _read(self, pred) -> tuple[np.ndarray, np.ndarray]:
+        if not isinstance(pred, xr.Dataset):
+            raise TypeError(f"pred must be the base's predictive xarray.Dataset; got {type(pred).__name__}.")
+        return pred.calib.mean().values, pred.calib.std().values
+
+    def _y(self, y_cal, n: int) -> np.ndarray:
+        return _targets(y_cal, n)
+
+    def fit(self, pred_cal, y_cal):
+        mu, sd = self._read(pred_cal)
+        y = self._y(y_cal, mu.size)
+        self.scale_ = _conformal_quantile(np.abs(y - mu) / sd, self.level) / 1.6448536269514722
+        return self
+
+    def _scale(self) -> float:
+        if not hasattr(self, "scale_"):
+            raise calibprob.NotFittedError(f"This {type(self).__name__} is not fitted yet; call fit first.")
+        return self.scale_
+
+    def predict(self, pred):
+        mu, sd = self._read(pred)
+        return calibprob.normal(mu, self._scale() * sd)
+
+
+class ToySplit:
+    """Model-aware: ``estimator`` fitted beforehand; ``fit(X_cal, y_cal)`` takes the residual quantiles."""
+
+    def __init__(self, *, estimator=None, confidence_level=0.9):
+        self.estimator = estimator
+        self.confidence_level = confidence_level
+
+    def get_params(self) -> dict:
+        return {"estimator": self.estimator, "confidence_level": self.confidence_level}
+
+    def set_params(self, **params):
+        for k, v in params.items():
+            setattr(self, k, v)
+        return self
+
+    def _mu(self, X) -> np.ndarray:
+        if isinstance(X, xr.Dataset):
+            raise TypeError("X must be the model's inputs (an array), not a predictive Dataset; pass X.")
+        return self.estimator.predict(np.asarray(X, float)).calib.mean().values
+
+    def fit(self, X, y):
+        mu = self._mu(X)
+        self.residuals_ = np.sort(np.abs(_targets(y, mu.size) - mu))
+        return self
+
+    def _widths(self, levels: np.ndarray) -> np.ndarray:
+        return np.array([_conformal_quantile(self.residuals_, c) for c in levels])
+
+    def predict(self, X, confidence_level=None):
+        if not hasattr(self, "residuals_"):
+            raise calibprob.NotFittedError(f"This {type(self).__name__} is not fitted yet; call fit first.")
+        levels = np.atleast_1d(np.asarray(self.confidence_level if confidence_level is None else confidence_level))
+        mu = self._mu(X)[:, None]
+        q = self._widths(levels)[None, :]
+        return from_intervals(mu - q, mu + q, levels)
+
+
+# --- one flaw each ----------------------------------------------------------------------------------------------
+
+
+class BrokenParams(ToyScaling):
+    def __init__(self, *, level: float = 0.9, floor: float = 0.0):
+        super().__init__(level=level)  # floor is neither stored nor in get_params: clone would lose it
+
+
+class BrokenUnfitted(ToyScaling):
+    def _scale(self) -> float:
+        return getattr(self, "scale_", 1.0)  # an unfitted predict silently uses 1
+
+
+class BrokenFitReturn(ToyScaling):
+    def fit(self, pred_cal, y_cal):
+        super().fit(pred_cal, y_cal)
+        return None
+
+
+class BrokenCoverage(ToyScaling):
+    def _scale(self) -> float:
+        return super()._scale() * 0.4  # over-confident
+
+
+class BrokenFamily(ToyScaling):
+    def _read(self, pred):
+        if isinstance(pred, np.ndarray):  # takes model inputs for a prediction: X as the mean, unit sd
+            return pred[:, 0], np.ones(pred.shape[0])
+        return super()._read(pred)
+
+
+class BrokenTargets(ToyScaling):
+    def _y(self, y_cal, n):
+        y = np.asarray(y_cal, float)[:n]
+        return np.resize(np.nan_to_num(y), n)  # no check: a short or NaN y is silently used
+
+
+class BrokenObservedData(ToyScaling):
+    def _y(self, y_cal, n):
+        if isinstance(y_cal, xr.DataArray):  # reads PyMC's observed data in reverse
+            return _targets(y_cal.values[::-1], n)
+        return super()._y(y_cal, n)
+
+
+class BrokenDeterminism(ToyScaling):
+    def fit(self, pred_cal, y_cal):
+        super().fit(pred_cal, y_cal)
+        self.scale_ *= 1.0 + 1e-3 * np.random.default_rng().random()  # unseeded
+        return self
+
+
+class BrokenNesting(ToySplit):
+    def _widths(self, levels):
+        q90 = _conformal_quantile(self.residuals_, 0.9)
+        return np.where(levels >= 0.85, np.array([_conformal_quantile(self.residuals_, c) for c in levels]), 2 * q90)
+
+
+POST_FLAWS = {
+    "check_get_params": BrokenParams,
+    "check_unfitted": BrokenUnfitted,
+    "check_fit_predict": BrokenFitReturn,
+    "check_coverage": BrokenCoverage,
+    "check_refuses_the_other_family": BrokenFamily,
+    "check_refuses_bad_targets": BrokenTargets,
+    "check_pymc_observed_data": BrokenObservedData,
+    "check_deterministic": BrokenDeterminism,
+}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return make_problem()
+
+
+@pytest.fixture(scope="module")
+def model_problem(problem):
+    return problem | {"estimator": calibprob.LinearRegression().fit(problem["X_tr"], problem["y_tr"])}
+
+
+def test_every_check_has_a_flaw_it_catches():
+    """The list below covers every check of both families (nesting is the model-aware toy's)."""
+    names = {c.__name__ for c in (*POST_PROCESSOR_CHECKS, *MODEL_AWARE_CHECKS)}
+    assert names == set(POST_FLAWS) | {"check_intervals_nest"}
+
+
+def test_a_correct_post_processor_passes_every_check(problem):
+    assert check_calibrator(ToyScaling(), problem=problem) == [c.__name__ for c in POST_PROCESSOR_CHECKS]
+    assert check_calibrator(ToyScaling, problem=problem)[-1] == "check_intervals_nest"  # a class: built with defaults
+
+
+def test_a_correct_model_aware_calibrator_passes_every_check(model_problem):
+    toy = ToySplit(estimator=model_problem["estimator"])
+    assert check_calibrator(toy, problem=model_problem) == [c.__name__ for c in MODEL_AWARE_CHECKS]
+
+
+@pytest.mark.parametrize("check", sorted(POST_FLAWS))
+def test_each_check_catches_its_flaw(check, problem):
+    broken = POST_FLAWS[check]
+    with pytest.raises(CheckFailed, match=rf"^{check} failed for {broken.__name__}: "):
+        check_calibrator(broken(), problem=problem)
+    # and only that check: run without it, every other check passes
+    others = [c.__name__ for c in POST_PROCESSOR_CHECKS if c.__name__ != check]
+    # (not for a fit that returns None: every later check fits; nor for unseeded fits: the observed-data check
+    # compares two fits as well)
+    if check not in ("check_fit_predict", "check_deterministic"):
+        assert check_calibrator(broken(), problem=problem, checks=others) == others
+
+
+def test_the_nesting_check_catches_intervals_that_shrink_with_the_level(model_problem):
+    broken = BrokenNesting(estimator=model_problem["estimator"])
+    with pytest.raises(CheckFailed, match=r"^check_intervals_nest failed for BrokenNesting: "):
+        check_calibrator(broken, problem=model_problem)
+
+
+def test_a_registered_third_party_calibrator_is_checked_by_its_family(problem):
+    """Registered through the registry, the toy is listed and checked like calibprob's own."""
+    registry.register_class(f"{__name__}:ToyScaling", role="calibrator", family="distribution", output="distribution")
+    try:
+        assert "ToyScaling" in [name for name, *_ in calibprob.list_calibrators()]
+        assert check_calibrator(ToyScaling(), problem=problem)[-1] == "check_intervals_nest"
+    finally:
+        registry.CLASSES.pop("ToyScaling")
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(TypeError, match=r"calibrator must be a calibrator class or instance with fit\(\); got 3"):
+        check_calibrator(3)
+    with pytest.raises(ValueError, match=r"checks holds \['check_nothing'\].*use some of"):
+        check_calibrator(ToyScaling(), checks=["check_nothing"])
+    with pytest.raises(TypeError, match=r"ConformalBayes is of family 'posterior'"):
+        check_calibrator(calibprob.ConformalBayes())
