@@ -14,6 +14,7 @@ from calibprob._core.validation import check_choice, check_finite, check_targets
 from calibprob.metrics._levels import _CHUNK
 from calibprob.metrics._scores import crps_quantile
 from calibprob.predictive._families import Family, QuantileFamily, TransformedFamily
+from calibprob.predictive._reach import beyond_reach
 
 
 def _check_pred(pred) -> xr.Dataset:
@@ -115,6 +116,9 @@ def _crps_rows(fam: QuantileFamily, y, sl, chunk):
 def _ueb_bounds(pred: xr.Dataset):
     """The widest interval the prediction states, ``[Q(p_min), Q(p_max)]``, and its levels as attrs."""
     q, lv = pred.calib.quantiles, pred.calib.levels
+    reach = pred.calib.family.reach
+    if reach is not None:  # a row whose calibration does not reach an extreme level states it as infinite
+        q = beyond_reach(q[:, [0, -1]], lv[[0, -1]], reach)
     return q[:, 0], q[:, -1], {"lower_level": lv[0], "upper_level": lv[-1]}
 
 

@@ -61,8 +61,16 @@ import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive, clone
 from calibprob._core.ranks import exact_level, least_n
-from calibprob._core.validation import GROUP_COORD, check_confidence_levels, check_groups, check_targets
-from calibprob.predictive import CalibprobWarning, from_quantiles, normal
+from calibprob._core.validation import GROUP_COORD, check_confidence_levels, check_groups, check_levels, check_targets
+from calibprob.predictive import (
+    DEFAULT_LEVELS,
+    REACH_VAR,
+    CalibprobWarning,
+    from_quantiles,
+    normal,
+    quantile_ppf,
+    reach_variable,
+)
 from calibprob.registry import CLASSES, METHODS, load_object
 
 __all__ = [
@@ -470,11 +478,11 @@ class Mondrian(BaseEstimator):
             rows = np.flatnonzero(codes == k)
             yield int(k), rows, (self.pooled_ if k < 0 else self.calibrators_[k])
 
-    def _finish(self, ds: xr.Dataset, pred: xr.Dataset, labels, pooled: np.ndarray) -> xr.Dataset:
+    def _finish(self, ds: xr.Dataset, pred: xr.Dataset, labels, pooled: np.ndarray | None) -> xr.Dataset:
         inner = getattr(self.calibrator, "_method", type(self.calibrator).__name__)
         ds = ds.assign_coords({GROUP_COORD: ("obs", labels)})
-        if self.fallback == "pooled":
-            dims = ("obs",) if pooled.ndim == 1 else ("obs", "confidence_level")
+        if self.fallback == "pooled" and pooled is not None:
+            dims = ("obs", "level") if "level" in ds.dims else ("obs", "confidence_level")
             ds = ds.assign_coords({POOLED_COORD: (dims, pooled)})
         ds.attrs["method"] = f"{self._method}-{ds.attrs.get('method') or inner}"
         ds.attrs["n_groups"] = int(self.groups_.size)
@@ -482,32 +490,43 @@ class Mondrian(BaseEstimator):
 
     # -- predict ----------------------------------------------------------------
     def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
-        """Each row calibrated by its own group's calibrator, as a predictive Dataset.
+        r"""Each row calibrated by its own group's calibrator, as a predictive Dataset.
 
-        The quantile function of the predictive contract must be finite: a group below the
-        minimum size gets what its own calibrator gives at the levels it resolves (the grid is
-        the levels every group resolves; :meth:`fit` warned that the finite-sample guarantee
-        does not reach the others), and a group too small to fit at all is an error here (or
-        the labelled pooled fallback). The explicit infinite bounds are
-        :meth:`predict_interval`'s.
+        Every group keeps the quantiles its own size resolves, each level on its own (as
+        :meth:`predict_interval`): group :math:`k` states quantiles at the probabilities
+        :math:`p` with :math:`n_k \ge` :func:`min_group_size_for_level` (the levels of the
+        central intervals up to its *reach* :math:`R_k = 1 - s/(n_k+1)`, :math:`s` the
+        calibrator's sides). The output's variable ``reach(obs)`` carries :math:`R_k` per row, and
+        ``calib.ppf`` / ``calib.interval`` give :math:`-\infty` / :math:`+\infty` beyond it, so
+        ``calib.interval(c)`` is :meth:`predict_interval` at ``c`` (bit for bit at a level whose
+        ends are stored quantiles of a calibrator without its own ``predict_interval``). With
+        ``fallback="pooled"`` the levels a group misses come from the pooled calibrator
+        instead (``mondrian_pooled(obs, level)``), at those levels only.
+
+        The stored quantiles beyond a row's reach (the contract needs finite numbers) are the
+        group calibrator's own where it defines them (variance scaling), else the contract's
+        Gaussian tail rule continuing the group's own quantile function: the CDF, density,
+        CRPS, NLL and moments read that finite law, the ends the calibrator states are infinite.
 
         Parameters
         ----------
         pred : xarray.Dataset
             The base's predictive distribution at new inputs.
         levels : array_like, optional
-            Output levels; default: the inner calibrator's default, restricted to the levels
-            every group resolves.
+            Output levels; default: every level of the groups' own default grids (their
+            union), or ``pred``'s levels when no group has a default grid of its own.
         groups : array_like, xarray.DataArray or str, optional
             One label per row, or an ``obs`` coordinate name; default: ``pred``'s ``group``.
 
         Returns
         -------
         xarray.Dataset
-            ``quantile(obs, level)`` in ``pred``'s row order, with the ``group`` coordinate
-            (and ``mondrian_pooled`` with ``fallback="pooled"``). An intervals-only calibrator
-            (CQR, conditional conformal: its ``predict`` has no ``levels``) gives the interval
-            family of :meth:`predict_interval` at every fitted level, as its own ``predict`` does.
+            ``quantile(obs, level)`` in ``pred``'s row order, with the ``group`` coordinate,
+            ``reach(obs)`` when a row's calibration does not reach every level (and
+            ``mondrian_pooled(obs, level)`` with ``fallback="pooled"``). An intervals-only
+            calibrator (CQR, conditional conformal: its ``predict`` has no ``levels``) gives the
+            interval family of :meth:`predict_interval` at every fitted level, as its own
+            ``predict`` does.
         """
         if _gives_intervals(self.calibrator):
             if levels is not None:
@@ -519,27 +538,128 @@ class Mondrian(BaseEstimator):
             return self.predict_interval(pred, self.confidence_levels_.tolist(), groups=groups)
         pred, labels, codes = self._prepare(pred, groups)
         codes = self._route_unfitted(codes, "predict")
-        parts = {
-            k: (rows, self._predict_block(est, pred.isel(obs=rows), levels, k)) for k, rows, est in self._blocks(codes)
-        }
-        grids = [ds["level"].values for _, ds in parts.values()]
-        common = grids[0]
-        if any(g.shape != common.shape or not np.array_equal(g, common) for g in grids):
-            common = _common_levels(grids)
-            parts = {
-                k: (rows, self._predict_block(est, pred.isel(obs=rows), common, k))
-                for k, rows, est in self._blocks(codes)
-            }
-        return self._finish(_assemble(parts, codes.size, common), pred, labels, codes < 0)
+        blocks = list(self._blocks(codes))
+        defaults: dict = {}
+        if levels is None:
+            grid = self._default_grid(pred, blocks, defaults)
+        else:
+            grid = check_levels(levels, "levels")
+        n = codes.size
+        reach = np.ones(n)
+        pooled = np.zeros((n, grid.size), dtype=bool)
+        parts = {}
+        for k, rows, est in blocks:
+            sub = pred.isel(obs=rows)
+            ds, r, used = self._block(k, est, sub, grid, defaults.get(k))
+            parts[k] = (rows, ds)
+            reach[rows] = r
+            pooled[rows] = used
+        out = _assemble(parts, n, grid)
+        if (reach < 1.0).any():
+            out[REACH_VAR] = reach_variable(reach)
+        return self._finish(out, pred, labels, pooled if self.fallback == "pooled" else None)
+
+    def _default_grid(self, pred: xr.Dataset, blocks: list, defaults: dict) -> np.ndarray:
+        """The union of the groups' default grids (to 1e-12); ``pred``'s levels when no group has one."""
+        grids = []
+        for k, rows, est in blocks:
+            try:
+                defaults[k] = est.predict(pred.isel(obs=rows))
+            except ValueError:
+                continue  # too small for its default grid: it takes the others' (its reach says what it states)
+            grids.append(np.asarray(defaults[k]["level"].values, float))
+        if not grids:
+            return np.asarray(pred.calib.levels if "level" in pred.coords else DEFAULT_LEVELS, float)
+        union = np.sort(np.concatenate(grids))
+        return union[np.concatenate([[True], np.diff(union) > 1e-12])]
+
+    def _reach(self, k: int) -> Fraction | None:
+        r"""Group ``k``'s reach :math:`R_k = 1 - s/(n_k+1)` (the pooled calibrator's for ``k = -1``).
+
+        The largest central confidence level whose interval its own ranks resolve:
+        :math:`c \le R_k` iff :math:`n_k \ge` :func:`min_group_size` at :math:`c`. ``None``: every
+        level (the online recalibrator, or an extrapolating calibrator without the pooled fallback).
+        """
+        sides = interval_sides(self.calibrator)
+        if sides == 0 or (self._extrapolates() and self.fallback != "pooled"):
+            return None
+        n = int(self.counts_.sum()) if k < 0 else int(self.counts_[k])
+        return max(1 - Fraction(sides, n + 1), Fraction(0))
+
+    def _inside(self, k: int, grid: np.ndarray) -> np.ndarray:
+        """Mask of the quantile levels group ``k`` resolves (exact: :func:`min_group_size_for_level`)."""
+        if self._reach(k) is None:
+            return np.ones(grid.size, dtype=bool)
+        n = int(self.counts_.sum()) if k < 0 else int(self.counts_[k])
+        symmetric = interval_sides(self.calibrator) == 1
+        return np.array([n >= min_group_size_for_level(float(p), symmetric=symmetric) for p in grid], dtype=bool)
+
+    def _block(self, k: int, est, sub: xr.Dataset, grid: np.ndarray, default):
+        """One block's Dataset on ``grid``, its rows' reach, and the (rows, level) mask of pooled values."""
+        inside = self._inside(k, grid)
+        used = np.zeros((sub.sizes["obs"], grid.size), dtype=bool)
+        reach = self._reach(k)
+        r = 1.0 if reach is None else float(reach)
+        if default is not None and inside.all() and np.array_equal(default["level"].values, grid):
+            return default, r, used  # the group's own default prediction, as it is
+        ds = self._own_on_grid(k, est, sub, grid, inside)
+        if self.fallback != "pooled" or k < 0 or inside.all() or self.pooled_ is None:
+            return ds, r, used
+        # the pooled calibrator at the levels this group misses (and only there), where it resolves
+        pool_in = self._inside(-1, grid) & ~inside
+        if not pool_in.any():
+            return ds, r, used
+        pq = self._own_on_grid(-1, self.pooled_, sub, grid, self._inside(-1, grid)).calib.quantiles
+        q = ds.calib.quantiles.copy()
+        q[:, ~inside] = pq[:, ~inside]  # beyond the pooled reach too: the pooled placeholders, monotone with it
+        if inside.any():
+            # a quantile function cannot cross: a pooled end at a missed level stays outside the group's own
+            # outermost stated quantile (a pooled interval narrower than the group's own at a lower level is
+            # widened to it; predict_interval reports the pooled ends as they are)
+            idx = np.arange(grid.size)
+            first, last = np.flatnonzero(inside)[[0, -1]]
+            low, high = ~inside & (idx < first), ~inside & (idx > last)
+            q[:, low] = np.minimum(q[:, low], q[:, [first]])
+            q[:, high] = np.maximum(q[:, high], q[:, [last]])
+        used[:, pool_in] = True
+        pooled_reach = self._reach(-1)
+        r = max(r, 1.0 if pooled_reach is None else float(pooled_reach))
+        return from_quantiles(q, grid, method=ds.attrs.get("method", "")), r, used
+
+    def _own_on_grid(self, k: int, est, sub: xr.Dataset, grid: np.ndarray, inside: np.ndarray) -> xr.Dataset:
+        """``est``'s quantiles on ``grid``: its own at the levels it resolves, finite placeholders beyond.
+
+        Beyond them: the calibrator's own values where it defines every level (variance scaling,
+        extrapolation), else the contract's Gaussian tail rule continuing its quantiles at the
+        levels it resolves (the reach's outermost probabilities included, so that a group
+        resolving fewer than two of the requested levels still has a quantile function).
+        """
+        if inside.all():
+            return self._predict_block(est, sub, grid, k)
+        try:
+            return est.predict(sub, levels=grid)
+        except ValueError:
+            pass  # the calibrator refuses levels its size does not resolve: continue its quantile function
+        lo, hi = _reach_probabilities(
+            int(self.counts_.sum()) if k < 0 else int(self.counts_[k]), interval_sides(self.calibrator)
+        )
+        stated = grid[inside]
+        extra = [v for v in (lo, 0.5, hi) if not np.isclose(stated, v, rtol=0.0, atol=1e-9).any()]
+        aux = np.sort(np.concatenate([stated, extra]))
+        q_aux = self._predict_block(est, sub, aux, k).calib.quantiles
+        q = np.empty((sub.sizes["obs"], grid.size))
+        q[:, inside] = q_aux[:, np.searchsorted(aux, stated)]
+        q[:, ~inside] = quantile_ppf(q_aux, aux, grid[~inside])
+        return from_quantiles(q, grid, method=getattr(est, "_method", ""))
 
     def _route_unfitted(self, codes: np.ndarray, what: str) -> np.ndarray:
         """Rows of a group too small to fit at all go to the pooled fallback, or raise.
 
-        With ``fallback="pooled"`` so do the rows of every group below the minimum size.
+        A group that fits keeps its own calibrator at every level it resolves; the fallback
+        takes only the levels it misses (in :meth:`predict`).
         """
         for k, est in enumerate(self.calibrators_):
-            small = self.fallback == "pooled" and self.counts_[k] < self.min_sizes_.max()
-            if (est is None or small) and (codes == k).any():
+            if est is None and (codes == k).any():
                 if self.fallback != "pooled":
                     raise ValueError(
                         f"group {_describe(self.groups_[k])} has {int(self.counts_[k])} calibration point(s), too "
@@ -650,6 +770,16 @@ class Mondrian(BaseEstimator):
         return self.counts_[k] >= need
 
 
+def _reach_probabilities(n: int, sides: int) -> tuple[float, float]:
+    r"""The outermost probabilities whose quantiles ``n`` scores resolve: :math:`[(1-R)/2, (1+R)/2]`.
+
+    :math:`R = 1 - s/(n+1)`: :math:`[1/(n+1),\ n/(n+1)]` for a quantile function (``sides=2``),
+    :math:`[1/(2(n+1)),\ 1 - 1/(2(n+1))]` for a symmetric score mirrored around the centre.
+    """
+    lo = Fraction(1, (n + 1) * (2 if sides == 1 else 1))
+    return float(lo), float(1 - lo)
+
+
 def _gives_intervals(calibrator) -> bool:
     """True for an intervals-only post-processor: a ``predict_interval``, and a ``predict`` without ``levels``."""
     predict = getattr(calibrator, "predict", None)
@@ -728,18 +858,6 @@ def _interval_ends(est, sub: xr.Dataset, levels: np.ndarray) -> tuple[np.ndarray
         )
     q = out.calib.quantiles
     return q[:, where[: levels.size]], q[:, where[levels.size :]]
-
-
-def _common_levels(grids: list[np.ndarray]) -> np.ndarray:
-    """The levels present in every group's default grid (to 1e-12)."""
-    common = grids[0]
-    for g in grids[1:]:
-        common = common[np.isclose(common[:, None], g[None, :], rtol=0.0, atol=1e-12).any(axis=1)]
-    if common.size < 2:
-        raise ValueError(
-            "the groups' calibrators share fewer than 2 quantile levels; pass levels= explicitly, or merge small groups."
-        )
-    return common
 
 
 # ---------------------------------------------------------------------------
