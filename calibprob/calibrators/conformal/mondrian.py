@@ -600,6 +600,8 @@ class Mondrian(BaseEstimator):
         used = np.zeros((sub.sizes["obs"], grid.size), dtype=bool)
         reach = self._reach(k)
         r = 1.0 if reach is None else float(reach)
+        if k < 0:
+            used[:, inside] = True  # unseen (or unfittable) groups' rows: the pooled calibrator wherever it resolves
         if default is not None and inside.all() and np.array_equal(default["level"].values, grid):
             return default, r, used  # the group's own default prediction, as it is
         ds = self._own_on_grid(k, est, sub, grid, inside)
