@@ -291,6 +291,11 @@ class Mondrian(BaseEstimator):
         The clone fitted on all points (``fallback="pooled"`` only).
     min_sizes_ : ndarray of int, shape (C,)
         The minimum group size per level of ``confidence_levels_``.
+    reach_ : ndarray, shape (K,)
+        Each group's reach :math:`R_k = 1 - s/(n_k+1)`: the largest central confidence level its own
+        calibration states (1.0: every level), the "reaches" column of the small-group table.
+    small_groups_ : list of tuple
+        ``(group, n_k, [(level, size needed), ...])`` for every group below a level's minimum size.
     confidence_levels_ : ndarray, shape (C,)
 
     Examples
@@ -424,6 +429,7 @@ class Mondrian(BaseEstimator):
         self.groups_, self.counts_, self.calibrators_ = uniq, counts, fitted
         self.confidence_levels_, self.min_sizes_ = levels, need.astype(np.int64)
         self.small_groups_ = small
+        self.reach_ = np.array([1.0 if (r := self._reach_of(int(c))) is None else float(r) for c in counts])
         self.pooled_ = None
         if self.fallback == "pooled":
             self.pooled_ = self._fit_one(pred, y, pred.sizes["obs"] >= need, levels)
@@ -443,7 +449,8 @@ class Mondrian(BaseEstimator):
         else:
             what = "given (-inf, inf)"
         return (
-            f"{len(table)} group(s) below the minimum group size of a confidence level: {_table_text(table)}. "
+            f"{len(table)} group(s) below the minimum group size of a confidence level: "
+            f"{_table_text(table, self._reach_of)}. "
             f"At each listed level only, those groups' rows are {what}; their other levels keep the group's own "
             "calibration. Merge small groups (e.g. fewer bins), add calibration data"
             + ("" if self.fallback == "pooled" else ", or pass fallback='pooled'")
@@ -580,10 +587,13 @@ class Mondrian(BaseEstimator):
         :math:`c \le R_k` iff :math:`n_k \ge` :func:`min_group_size` at :math:`c`. ``None``: every
         level (the online recalibrator, or an extrapolating calibrator without the pooled fallback).
         """
+        return self._reach_of(int(self.counts_.sum()) if k < 0 else int(self.counts_[k]))
+
+    def _reach_of(self, n: int) -> Fraction | None:
+        """:meth:`_reach` of a group of ``n`` calibration points."""
         sides = interval_sides(self.calibrator)
         if sides == 0 or (self._extrapolates() and self.fallback != "pooled"):
             return None
-        n = int(self.counts_.sum()) if k < 0 else int(self.counts_[k])
         return max(1 - Fraction(sides, n + 1), Fraction(0))
 
     def _inside(self, k: int, grid: np.ndarray) -> np.ndarray:
@@ -754,7 +764,7 @@ class Mondrian(BaseEstimator):
         out = self._finish(out, pred, labels, pooled)
         table = _small_table(self.groups_, self.counts_, levels, need, present=np.unique(codes[codes >= 0]))
         if table:
-            out.attrs["small_groups"] = _table_text(table)
+            out.attrs["small_groups"] = _table_text(table, self._reach_of)
         return out.isel(confidence_level=0) if scalar else out
 
     def _own_levels(self, k: int, need: np.ndarray) -> np.ndarray:
@@ -811,14 +821,29 @@ def _small_table(groups, counts, levels, need, present=None) -> list[tuple]:
     return table
 
 
-def _table_text(table: list[tuple], limit: int = 20) -> str:
-    """The table as one line: ``group 7 has 5 calibration point(s), 0.9 needs 9; ...``."""
+def _table_text(table: list[tuple], reach=None, limit: int = 20) -> str:
+    """The table as one line: ``group 7 has 5 calibration point(s), 0.9 needs 9, reaches 0.8333; ...``.
+
+    ``reach(n_k)`` gives the group's reach (:meth:`Mondrian._reach`): the largest central level its
+    own calibration states (``None``: every level).
+    """
     rows = [
-        f"group {label!r} has {n_k} calibration point(s), " + ", ".join(f"{c:g} needs {m}" for c, m in missed)
+        f"group {label!r} has {n_k} calibration point(s), "
+        + ", ".join(f"{c:g} needs {m}" for c, m in missed)
+        + ("" if reach is None else _reach_text(reach(n_k)))
         for label, n_k, missed in table
     ]
     more = f"; and {len(rows) - limit} more" if len(rows) > limit else ""
     return "; ".join(rows[:limit]) + more
+
+
+def _reach_text(reach) -> str:
+    """The table's "levels reached" column: the largest central level the group's own calibration states."""
+    if reach is None:
+        return ", reaches every level"
+    if reach <= 0:
+        return ", reaches no level"
+    return f", reaches levels up to {float(reach):.4g}"
 
 
 def _assemble(parts: dict, n: int, levels: np.ndarray) -> xr.Dataset:

@@ -476,7 +476,9 @@ def test_pooled_fallback_at_the_missed_level_only(data):
     (pc, yc, gc), (pt, _, gt) = data["cal"], data["test"]
     gc, gt = gc.copy(), gt.copy()
     gc[:12], gt[:5] = 7, 7  # 12 points: split conformal resolves 0.9 (needs 9), not 0.95 (needs 19)
-    with pytest.warns(CalibprobWarning, match=r"group 7 has 12 calibration point\(s\), 0.95 needs 19\."):
+    with pytest.warns(
+        CalibprobWarning, match=r"group 7 has 12 calibration point\(s\), 0.95 needs 19, reaches levels up to 0\.9231\."
+    ):
         m = Mondrian(SplitConformalCalibrator(confidence_level=[0.9, 0.95]), fallback="pooled").fit(pc, yc, groups=gc)
     iv = m.predict_interval(pt, groups=gt)
     alone = (
@@ -491,7 +493,7 @@ def test_pooled_fallback_at_the_missed_level_only(data):
     flag = iv["mondrian_pooled"]
     assert not flag.sel(confidence_level=0.9).values.any()
     assert flag.sel(confidence_level=0.95).values[:5].all() and not flag.sel(confidence_level=0.95).values[5:].any()
-    assert iv.attrs["small_groups"] == "group 7 has 12 calibration point(s), 0.95 needs 19"
+    assert iv.attrs["small_groups"] == "group 7 has 12 calibration point(s), 0.95 needs 19, reaches levels up to 0.9231"
 
 
 def test_one_warning_per_call_with_the_table(data):
@@ -512,7 +514,7 @@ def test_one_warning_per_call_with_the_table(data):
     gt = gt.copy()
     gt[:2] = 12
     iv = m.predict_interval(pt, 0.9, groups=gt)
-    assert iv.attrs["small_groups"] == "group 12 has 3 calibration point(s), 0.9 needs 9"
+    assert iv.attrs["small_groups"] == "group 12 has 3 calibration point(s), 0.9 needs 9, reaches levels up to 0.75"
     assert "small_groups" not in m.predict_interval(pt, 0.9, groups=np.where(gt == 12, 0, gt)).attrs
 
 
