@@ -35,20 +35,24 @@ def _check_y(pred: xr.Dataset, y, name: str = "y") -> np.ndarray:
     return check_targets(y, pred.sizes["obs"], name, obs=pred["obs"].values)
 
 
-def _ppf_rows(fam: Family, p: np.ndarray, sl: slice) -> np.ndarray:
-    """Quantiles of the rows ``sl`` at probabilities ``p`` (1-D), an (rows, P) ndarray."""
-    return fam.ppf(p, sl)
+def _ppf_rows(fam: Family, p: np.ndarray, sl: slice, *, stated: bool = True) -> np.ndarray:
+    """Quantiles of the rows ``sl`` at probabilities ``p`` (1-D), an (rows, P) ndarray.
+
+    ``stated``: infinite beyond a row's reach (:mod:`calibprob.predictive._reach`; the interval and
+    calibration metrics); else the finite law's (the scores: pinball, as the CRPS reads it).
+    """
+    return fam.ppf(p, sl) if stated else fam.law_ppf(p, sl)
 
 
-def _ppf(pred: xr.Dataset, p) -> np.ndarray:
-    """Quantiles at probabilities ``p`` (1-D, inside (0, 1)) as an (n, P) ndarray."""
+def _ppf(pred: xr.Dataset, p, *, stated: bool = True) -> np.ndarray:
+    """Quantiles at probabilities ``p`` (1-D, inside (0, 1)) as an (n, P) ndarray (``stated``: see :func:`_ppf_rows`)."""
     p = np.asarray(p, float)
     fam = pred.calib.family
     n = pred.sizes["obs"]
     out = np.empty((n, p.size))
     # row chunks keep the temporaries (slopes, gathers) small and in cache
     for start in range(0, n, _CHUNK):
-        out[start : start + _CHUNK] = _ppf_rows(fam, p, slice(start, start + _CHUNK))
+        out[start : start + _CHUNK] = _ppf_rows(fam, p, slice(start, start + _CHUNK), stated=stated)
     return out
 
 

@@ -139,6 +139,10 @@ class Family:
             return vals
         return beyond_reach(vals, p, self.reach[rows])
 
+    def law_ppf(self, p, rows: slice = _ALL) -> np.ndarray:
+        """Quantiles of the finite law the stored numbers define, reach or not (what CRPS and pinball score)."""
+        return self._ppf(p, rows)
+
     def _ppf(self, p, rows: slice = _ALL) -> np.ndarray:
         raise NotImplementedError
 
