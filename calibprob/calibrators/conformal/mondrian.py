@@ -51,6 +51,7 @@ Lei, J. et al. (2018). Distribution-free predictive inference for regression. *J
 
 from __future__ import annotations
 
+import functools
 import inspect
 import warnings
 from fractions import Fraction
@@ -601,8 +602,7 @@ class Mondrian(BaseEstimator):
         if self._reach(k) is None:
             return np.ones(grid.size, dtype=bool)
         n = int(self.counts_.sum()) if k < 0 else int(self.counts_[k])
-        symmetric = interval_sides(self.calibrator) == 1
-        return np.array([n >= min_group_size_for_level(float(p), symmetric=symmetric) for p in grid], dtype=bool)
+        return n >= _level_needs(tuple(grid.tolist()), interval_sides(self.calibrator) == 1)
 
     def _block(self, k: int, est, sub: xr.Dataset, grid: np.ndarray, default):
         """One block's Dataset on ``grid``, its rows' reach, and the (rows, level) mask of pooled values."""
@@ -780,6 +780,12 @@ class Mondrian(BaseEstimator):
         if self._extrapolates() and self.fallback != "pooled":
             return np.ones(need.size, dtype=bool)
         return self.counts_[k] >= need
+
+
+@functools.lru_cache(maxsize=64)
+def _level_needs(grid: tuple, symmetric: bool) -> np.ndarray:
+    """:func:`min_group_size_for_level` of every level of ``grid`` (once per grid, not once per group)."""
+    return np.array([min_group_size_for_level(p, symmetric=symmetric) for p in grid], dtype=np.int64)
 
 
 def _reach_probabilities(n: int, sides: int) -> tuple[float, float]:
