@@ -94,3 +94,16 @@ def test_validate_refuses_a_bad_reach(values, match):
         calibprob.validate(plain.assign({REACH_VAR: ("obs", values)}))
     with pytest.raises(ValueError, match=r"'reach' must have dims \('obs',\); got \('level',\)"):
         calibprob.validate(plain.assign({REACH_VAR: ("level", np.ones(LEVELS.size))}))
+
+
+def test_back_transform_keeps_the_reach():
+    """A monotone back-transform maps quantiles level by level: the stated levels, and so the reach, are kept."""
+    from calibprob.transforms import back_transform
+
+    plain, limited, reach, _ = _pair()
+    out = back_transform(limited, "log", shift=0.0, scale=0.5)
+    np.testing.assert_array_equal(out[REACH_VAR].values, reach)
+    ref = back_transform(plain, "log", shift=0.0, scale=0.5).calib.interval(0.9)
+    got = out.calib.interval(0.9)
+    assert (got["lower"].values[reach < 1] == -np.inf).all() and (got["upper"].values[reach < 1] == np.inf).all()
+    np.testing.assert_array_equal(got["lower"].values[reach == 1], ref["lower"].values[reach == 1])
