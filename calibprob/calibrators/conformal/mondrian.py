@@ -658,11 +658,12 @@ class Mondrian(BaseEstimator):
         stated = grid[inside]
         extra = [v for v in (lo, 0.5, hi) if not np.isclose(stated, v, rtol=0.0, atol=1e-9).any()]
         aux = np.sort(np.concatenate([stated, extra]))
-        q_aux = self._predict_block(est, sub, aux, k).calib.quantiles
+        own = self._predict_block(est, sub, aux, k)
+        q_aux = own.calib.quantiles
         q = np.empty((sub.sizes["obs"], grid.size))
         q[:, inside] = q_aux[:, np.searchsorted(aux, stated)]
         q[:, ~inside] = quantile_ppf(q_aux, aux, grid[~inside])
-        return from_quantiles(q, grid, method=getattr(est, "_method", ""))
+        return from_quantiles(q, grid, method=own.attrs.get("method", ""))
 
     def _route_unfitted(self, codes: np.ndarray, what: str) -> np.ndarray:
         """Rows of a group too small to fit at all go to the pooled fallback, or raise.
