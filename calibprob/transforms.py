@@ -50,6 +50,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob.predictive import (
+    REACH_VAR,
     from_quantiles,
     is_interval_family,
     validate,
@@ -175,6 +176,8 @@ def back_transform(pred: xr.Dataset, transform: str, *, shift: float = 0.0, scal
     for k, v in pred.attrs.items():
         if k not in ds.attrs and k not in ("family", "tail"):
             ds.attrs[k] = v
+    if REACH_VAR in pred.data_vars:  # g is increasing: the levels a row states are the same on both scales
+        ds[REACH_VAR] = pred[REACH_VAR].assign_coords(obs=ds["obs"].values)
     return ds
 
 

@@ -52,6 +52,7 @@ from calibprob.metrics._xr_conditional import (
 )
 from calibprob.predictive import CalibprobWarning, is_interval_family, validate
 from calibprob.predictive._families import NormalFamily
+from calibprob.predictive._reach import beyond_reach
 
 
 @renamed_keywords({"confidence_levels": "confidence_level"})
@@ -298,7 +299,7 @@ def _accumulate(pred: xr.Dataset, yv: np.ndarray, plan: _Plan) -> _Totals:
     for start in range(0, n, plan.chunk):
         sl = slice(start, min(start + plan.chunk, n))
         yc = yv[sl]
-        Q = _ppf_rows(fam, probs, sl)
+        Q = _ppf_rows(fam, probs, sl, stated=fam.reach is None)
         if normal_family:  # exact moments and CRPS from loc/scale, whatever mean/std are stored
             mean_c, totals.sd[sl] = fam.moments(sl)
             totals.crps_values[sl] = crps_normal(yc, *fam.arrays(sl))
@@ -306,6 +307,11 @@ def _accumulate(pred: xr.Dataset, yv: np.ndarray, plan: _Plan) -> _Totals:
             mean_c, totals.sd[sl] = _moments_rows(pred, fam, sl)
             totals.crps_values[sl] = _crps_rows(fam, yc, sl, plan.chunk)
         cols = dict(zip(blocks, np.split(Q, np.cumsum([b.size for b in blocks.values()])[:-1], axis=1)))
+        if fam.reach is not None:
+            # rows of a limited reach (Mondrian): the interval and calibration metrics count the ends the
+            # calibrator states (infinite beyond it), the scores (pinball, median) read the finite law, as the CRPS
+            for key in ("ece", "iae_lo", "iae_hi", "cov_lo", "cov_hi"):
+                cols[key] = beyond_reach(cols[key], blocks[key], fam.reach[sl])
         totals.count(sl, yc, cols, plan)
         totals.point_pred[sl] = mean_c if plan.point == "mean" else cols["median"][:, 0]
         totals.logpdf[sl] = fam.logpdf(yc, sl)

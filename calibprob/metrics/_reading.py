@@ -14,6 +14,7 @@ from calibprob._core.validation import check_choice, check_finite, check_targets
 from calibprob.metrics._levels import _CHUNK
 from calibprob.metrics._scores import crps_quantile
 from calibprob.predictive._families import Family, QuantileFamily, TransformedFamily
+from calibprob.predictive._reach import beyond_reach
 
 
 def _check_pred(pred) -> xr.Dataset:
@@ -34,20 +35,24 @@ def _check_y(pred: xr.Dataset, y, name: str = "y") -> np.ndarray:
     return check_targets(y, pred.sizes["obs"], name, obs=pred["obs"].values)
 
 
-def _ppf_rows(fam: Family, p: np.ndarray, sl: slice) -> np.ndarray:
-    """Quantiles of the rows ``sl`` at probabilities ``p`` (1-D), an (rows, P) ndarray."""
-    return fam.ppf(p, sl)
+def _ppf_rows(fam: Family, p: np.ndarray, sl: slice, *, stated: bool = True) -> np.ndarray:
+    """Quantiles of the rows ``sl`` at probabilities ``p`` (1-D), an (rows, P) ndarray.
+
+    ``stated``: infinite beyond a row's reach (:mod:`calibprob.predictive._reach`; the interval and
+    calibration metrics); else the finite law's (the scores: pinball, as the CRPS reads it).
+    """
+    return fam.ppf(p, sl) if stated else fam.law_ppf(p, sl)
 
 
-def _ppf(pred: xr.Dataset, p) -> np.ndarray:
-    """Quantiles at probabilities ``p`` (1-D, inside (0, 1)) as an (n, P) ndarray."""
+def _ppf(pred: xr.Dataset, p, *, stated: bool = True) -> np.ndarray:
+    """Quantiles at probabilities ``p`` (1-D, inside (0, 1)) as an (n, P) ndarray (``stated``: see :func:`_ppf_rows`)."""
     p = np.asarray(p, float)
     fam = pred.calib.family
     n = pred.sizes["obs"]
     out = np.empty((n, p.size))
     # row chunks keep the temporaries (slopes, gathers) small and in cache
     for start in range(0, n, _CHUNK):
-        out[start : start + _CHUNK] = _ppf_rows(fam, p, slice(start, start + _CHUNK))
+        out[start : start + _CHUNK] = _ppf_rows(fam, p, slice(start, start + _CHUNK), stated=stated)
     return out
 
 
@@ -115,6 +120,9 @@ def _crps_rows(fam: QuantileFamily, y, sl, chunk):
 def _ueb_bounds(pred: xr.Dataset):
     """The widest interval the prediction states, ``[Q(p_min), Q(p_max)]``, and its levels as attrs."""
     q, lv = pred.calib.quantiles, pred.calib.levels
+    reach = pred.calib.family.reach
+    if reach is not None:  # a row whose calibration does not reach an extreme level states it as infinite
+        q = beyond_reach(q[:, [0, -1]], lv[[0, -1]], reach)
     return q[:, 0], q[:, -1], {"lower_level": lv[0], "upper_level": lv[-1]}
 
 

@@ -125,7 +125,7 @@ def pinball(pred: xr.Dataset, y, levels=None) -> xr.DataArray:
     """
     yv = _check_y(_check_pred(pred), y)
     tau = PINBALL_LEVELS if levels is None else check_levels(levels, "pinball_levels")
-    loss = pinball_loss(yv, _ppf(pred, tau), tau)
+    loss = pinball_loss(yv, _ppf(pred, tau, stated=False), tau)  # a score of the law, as the CRPS
     return _scalar(np.mean(loss), "pinball", _ATTRS["pinball"] | {"pinball_levels": tau})
 
 

@@ -76,6 +76,14 @@ over ``confidence_level`` (:func:`from_intervals`, ``attrs["family"] == "interva
 :math:`Q((1-c)/2)` and :math:`Q((1+c)/2)` for the stored levels :math:`c`, so ``ppf`` and
 ``interval`` answer there and nowhere else, while ``cdf``, ``logpdf``, ``zscore``, ``mean``,
 ``std`` and ``sample`` raise an error naming the family.
+
+Reach
+-----
+A quantile Dataset may carry ``reach(obs)``: the largest central confidence level each row's
+calibration states (Mondrian calibration, one calibration size per group). Beyond it ``ppf``
+and ``interval`` give :math:`-\infty`/:math:`+\infty`; the stored quantiles there are finite
+placeholders that ``cdf``, ``logpdf``, the moments, the CRPS and the NLL read
+(:mod:`~calibprob.predictive._reach`).
 """
 
 from __future__ import annotations
@@ -97,6 +105,8 @@ from calibprob.predictive._numerics import (
     quantile_sample,
     quantile_zscore,
 )
+from calibprob.predictive._reach import REACH_VAR as REACH_VAR
+from calibprob.predictive._reach import reach_variable as reach_variable
 from calibprob.predictive._validate import is_interval_family as is_interval_family
 from calibprob.predictive._validate import validate
 from calibprob.predictive.loo import LOOWeights as LOOWeights

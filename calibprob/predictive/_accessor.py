@@ -147,9 +147,11 @@ class CalibAccessor:
         )
 
     def interval(self, confidence_level) -> xr.Dataset:
-        """Central interval ``[Q((1-c)/2), Q((1+c)/2)]`` at each confidence level ``c``.
+        r"""Central interval ``[Q((1-c)/2), Q((1+c)/2)]`` at each confidence level ``c``.
 
-        An interval-family Dataset answers at its stored levels only.
+        An interval-family Dataset answers at its stored levels only; a row with a ``reach``
+        (:mod:`calibprob.predictive._reach`) gets :math:`(-\infty, \infty)` at every
+        :math:`c` above it.
 
         Returns
         -------
@@ -160,9 +162,14 @@ class CalibAccessor:
         scalar = np.ndim(confidence_level) == 0
         c = check_confidence_levels(confidence_level, "confidence_level")
         p = np.concatenate([(1 - c) / 2, (1 + c) / 2])
-        vals = self.ppf(p).values
+        fam = self.family
+        vals = fam.ppf(p)
         k = c.size
         lower, upper = vals[:, :k], vals[:, k:]
+        if fam.reach is not None:
+            # c > reach: (-inf, inf) whatever the rounding of (1 -+ c)/2 (predict_interval's rule, exactly)
+            wide = c[None, :] > fam.reach[:, None]
+            lower, upper = np.where(wide, -np.inf, lower), np.where(wide, np.inf, upper)
         ds = xr.Dataset(
             {"lower": (("obs", "confidence_level"), lower), "upper": (("obs", "confidence_level"), upper)},
             coords={"obs": self._ds["obs"], "confidence_level": c},

@@ -52,6 +52,7 @@ from calibprob.predictive._numerics import (
     quantile_sample,
     quantile_zscore,
 )
+from calibprob.predictive._reach import beyond_reach, read_reach
 from calibprob.predictive._validate import is_interval_family
 
 __all__ = ["Family", "NormalFamily", "QuantileFamily", "TransformedFamily", "IntervalFamily", "family_of"]
@@ -83,6 +84,8 @@ class Family:
     def __init__(self, ds: xr.Dataset):
         self.ds = ds
         self._arrays: tuple[np.ndarray, ...] | None = None
+        #: Per-row reach (the largest central confidence level stated), or None: every level.
+        self.reach = read_reach(ds)
 
     def _read(self) -> tuple[np.ndarray, ...]:
         return tuple(np.asarray(self.ds[v].values, float) for v in self.variables)
@@ -124,7 +127,23 @@ class Family:
 
     # -- quantities of the law ---------------------------------------------------------------------
     def ppf(self, p, rows: slice = _ALL) -> np.ndarray:
-        """Quantiles at probabilities ``p``: shape (rows,) for a scalar ``p``, else (rows, P)."""
+        r"""Quantiles at probabilities ``p``: shape (rows,) for a scalar ``p``, else (rows, P).
+
+        A row with a ``reach`` :math:`R_i` (:data:`~calibprob.predictive._common.REACH_VAR`)
+        states no quantile outside :math:`[(1-R_i)/2,\ (1+R_i)/2]`: there it is
+        :math:`-\infty` (below) or :math:`+\infty` (above), as its calibrator's finite-sample
+        ranks say (:func:`beyond_reach`).
+        """
+        vals = self._ppf(p, rows)
+        if self.reach is None:
+            return vals
+        return beyond_reach(vals, p, self.reach[rows])
+
+    def law_ppf(self, p, rows: slice = _ALL) -> np.ndarray:
+        """Quantiles of the finite law the stored numbers define, reach or not (what CRPS and pinball score)."""
+        return self._ppf(p, rows)
+
+    def _ppf(self, p, rows: slice = _ALL) -> np.ndarray:
         raise NotImplementedError
 
     def ppf_zscore(self, u, rows: slice = _ALL) -> np.ndarray:
@@ -161,7 +180,7 @@ class NormalFamily(Family):
     def _zscore(self, loc, scale, y):
         return (y - loc) / scale
 
-    def ppf(self, p, rows: slice = _ALL) -> np.ndarray:
+    def _ppf(self, p, rows: slice = _ALL) -> np.ndarray:
         loc, scale = self.arrays(rows)
         zz = special.ndtri(np.atleast_1d(p))
         vals = loc[:, None] + scale[:, None] * zz
@@ -207,7 +226,7 @@ class QuantileFamily(Family):
     def _zscore(self, q, y):
         return quantile_zscore(q, self.levels, y)
 
-    def ppf(self, p, rows: slice = _ALL) -> np.ndarray:
+    def _ppf(self, p, rows: slice = _ALL) -> np.ndarray:
         return quantile_ppf(self._q(rows), self.levels, p)
 
     def ppf_zscore(self, u, rows: slice = _ALL) -> np.ndarray:
@@ -245,7 +264,7 @@ class TransformedFamily(QuantileFamily):
     def _zscore(self, q, y):
         return _tr.zscore(self._zq(q), self.levels, y, self.transform)
 
-    def ppf(self, p, rows: slice = _ALL) -> np.ndarray:
+    def _ppf(self, p, rows: slice = _ALL) -> np.ndarray:
         return _tr.inverse(self.transform, quantile_ppf(self._zq(self._q(rows)), self.levels, p))
 
     def ppf_zscore(self, u, rows: slice = _ALL) -> np.ndarray:

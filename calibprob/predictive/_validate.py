@@ -9,6 +9,7 @@ from scipy import special
 from calibprob._core.validation import check_confidence_levels, check_finite, check_levels, check_positive
 from calibprob.predictive import _transformed as _tr
 from calibprob.predictive._common import _check_finite_rows, _row_blocks, check_interval_ends
+from calibprob.predictive._reach import check_reach
 
 
 def validate(ds: xr.Dataset) -> xr.Dataset:
@@ -76,6 +77,7 @@ def validate(ds: xr.Dataset) -> xr.Dataset:
             raise ValueError("'quantile' decreases with level somewhere: quantiles must not cross.")
     if ds.attrs.get("family") == "normal" and "loc" in ds and "scale" in ds:
         _check_normal_agrees(ds, q)
+    check_reach(ds)
     if ds.attrs.get("target_transform") not in (None, "", "none"):
         _check_transformed(ds, q)
     return ds

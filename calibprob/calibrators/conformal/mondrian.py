@@ -51,6 +51,7 @@ Lei, J. et al. (2018). Distribution-free predictive inference for regression. *J
 
 from __future__ import annotations
 
+import functools
 import inspect
 import warnings
 from fractions import Fraction
@@ -61,8 +62,16 @@ import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive, clone
 from calibprob._core.ranks import exact_level, least_n
-from calibprob._core.validation import GROUP_COORD, check_confidence_levels, check_groups, check_targets
-from calibprob.predictive import CalibprobWarning, from_quantiles, normal
+from calibprob._core.validation import GROUP_COORD, check_confidence_levels, check_groups, check_levels, check_targets
+from calibprob.predictive import (
+    DEFAULT_LEVELS,
+    REACH_VAR,
+    CalibprobWarning,
+    from_quantiles,
+    normal,
+    quantile_ppf,
+    reach_variable,
+)
 from calibprob.registry import CLASSES, METHODS, load_object
 
 __all__ = [
@@ -283,6 +292,11 @@ class Mondrian(BaseEstimator):
         The clone fitted on all points (``fallback="pooled"`` only).
     min_sizes_ : ndarray of int, shape (C,)
         The minimum group size per level of ``confidence_levels_``.
+    reach_ : ndarray, shape (K,)
+        Each group's reach :math:`R_k = 1 - s/(n_k+1)`: the largest central confidence level its own
+        calibration states (1.0: every level), the "reaches" column of the small-group table.
+    small_groups_ : list of tuple
+        ``(group, n_k, [(level, size needed), ...])`` for every group below a level's minimum size.
     confidence_levels_ : ndarray, shape (C,)
 
     Examples
@@ -416,6 +430,7 @@ class Mondrian(BaseEstimator):
         self.groups_, self.counts_, self.calibrators_ = uniq, counts, fitted
         self.confidence_levels_, self.min_sizes_ = levels, need.astype(np.int64)
         self.small_groups_ = small
+        self.reach_ = np.array([1.0 if (r := self._reach_of(int(c))) is None else float(r) for c in counts])
         self.pooled_ = None
         if self.fallback == "pooled":
             self.pooled_ = self._fit_one(pred, y, pred.sizes["obs"] >= need, levels)
@@ -435,7 +450,8 @@ class Mondrian(BaseEstimator):
         else:
             what = "given (-inf, inf)"
         return (
-            f"{len(table)} group(s) below the minimum group size of a confidence level: {_table_text(table)}. "
+            f"{len(table)} group(s) below the minimum group size of a confidence level: "
+            f"{_table_text(table, self._reach_of)}. "
             f"At each listed level only, those groups' rows are {what}; their other levels keep the group's own "
             "calibration. Merge small groups (e.g. fewer bins), add calibration data"
             + ("" if self.fallback == "pooled" else ", or pass fallback='pooled'")
@@ -470,11 +486,11 @@ class Mondrian(BaseEstimator):
             rows = np.flatnonzero(codes == k)
             yield int(k), rows, (self.pooled_ if k < 0 else self.calibrators_[k])
 
-    def _finish(self, ds: xr.Dataset, pred: xr.Dataset, labels, pooled: np.ndarray) -> xr.Dataset:
+    def _finish(self, ds: xr.Dataset, pred: xr.Dataset, labels, pooled: np.ndarray | None) -> xr.Dataset:
         inner = getattr(self.calibrator, "_method", type(self.calibrator).__name__)
         ds = ds.assign_coords({GROUP_COORD: ("obs", labels)})
-        if self.fallback == "pooled":
-            dims = ("obs",) if pooled.ndim == 1 else ("obs", "confidence_level")
+        if self.fallback == "pooled" and pooled is not None:
+            dims = ("obs", "level") if "level" in ds.dims else ("obs", "confidence_level")
             ds = ds.assign_coords({POOLED_COORD: (dims, pooled)})
         ds.attrs["method"] = f"{self._method}-{ds.attrs.get('method') or inner}"
         ds.attrs["n_groups"] = int(self.groups_.size)
@@ -482,32 +498,43 @@ class Mondrian(BaseEstimator):
 
     # -- predict ----------------------------------------------------------------
     def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
-        """Each row calibrated by its own group's calibrator, as a predictive Dataset.
+        r"""Each row calibrated by its own group's calibrator, as a predictive Dataset.
 
-        The quantile function of the predictive contract must be finite: a group below the
-        minimum size gets what its own calibrator gives at the levels it resolves (the grid is
-        the levels every group resolves; :meth:`fit` warned that the finite-sample guarantee
-        does not reach the others), and a group too small to fit at all is an error here (or
-        the labelled pooled fallback). The explicit infinite bounds are
-        :meth:`predict_interval`'s.
+        Every group keeps the quantiles its own size resolves, each level on its own (as
+        :meth:`predict_interval`): group :math:`k` states quantiles at the probabilities
+        :math:`p` with :math:`n_k \ge` :func:`min_group_size_for_level` (the levels of the
+        central intervals up to its *reach* :math:`R_k = 1 - s/(n_k+1)`, :math:`s` the
+        calibrator's sides). The output's variable ``reach(obs)`` carries :math:`R_k` per row, and
+        ``calib.ppf`` / ``calib.interval`` give :math:`-\infty` / :math:`+\infty` beyond it, so
+        ``calib.interval(c)`` is :meth:`predict_interval` at ``c`` (bit for bit at a level whose
+        ends are stored quantiles of a calibrator without its own ``predict_interval``). With
+        ``fallback="pooled"`` the levels a group misses come from the pooled calibrator
+        instead (``mondrian_pooled(obs, level)``), at those levels only.
+
+        The stored quantiles beyond a row's reach (the contract needs finite numbers) are the
+        group calibrator's own where it defines them (variance scaling), else the contract's
+        Gaussian tail rule continuing the group's own quantile function: the CDF, density,
+        CRPS, NLL and moments read that finite law, the ends the calibrator states are infinite.
 
         Parameters
         ----------
         pred : xarray.Dataset
             The base's predictive distribution at new inputs.
         levels : array_like, optional
-            Output levels; default: the inner calibrator's default, restricted to the levels
-            every group resolves.
+            Output levels; default: every level of the groups' own default grids (their
+            union), or ``pred``'s levels when no group has a default grid of its own.
         groups : array_like, xarray.DataArray or str, optional
             One label per row, or an ``obs`` coordinate name; default: ``pred``'s ``group``.
 
         Returns
         -------
         xarray.Dataset
-            ``quantile(obs, level)`` in ``pred``'s row order, with the ``group`` coordinate
-            (and ``mondrian_pooled`` with ``fallback="pooled"``). An intervals-only calibrator
-            (CQR, conditional conformal: its ``predict`` has no ``levels``) gives the interval
-            family of :meth:`predict_interval` at every fitted level, as its own ``predict`` does.
+            ``quantile(obs, level)`` in ``pred``'s row order, with the ``group`` coordinate,
+            ``reach(obs)`` when a row's calibration does not reach every level (and
+            ``mondrian_pooled(obs, level)`` with ``fallback="pooled"``). An intervals-only
+            calibrator (CQR, conditional conformal: its ``predict`` has no ``levels``) gives the
+            interval family of :meth:`predict_interval` at every fitted level, as its own
+            ``predict`` does.
         """
         if _gives_intervals(self.calibrator):
             if levels is not None:
@@ -519,27 +546,133 @@ class Mondrian(BaseEstimator):
             return self.predict_interval(pred, self.confidence_levels_.tolist(), groups=groups)
         pred, labels, codes = self._prepare(pred, groups)
         codes = self._route_unfitted(codes, "predict")
-        parts = {
-            k: (rows, self._predict_block(est, pred.isel(obs=rows), levels, k)) for k, rows, est in self._blocks(codes)
-        }
-        grids = [ds["level"].values for _, ds in parts.values()]
-        common = grids[0]
-        if any(g.shape != common.shape or not np.array_equal(g, common) for g in grids):
-            common = _common_levels(grids)
-            parts = {
-                k: (rows, self._predict_block(est, pred.isel(obs=rows), common, k))
-                for k, rows, est in self._blocks(codes)
-            }
-        return self._finish(_assemble(parts, codes.size, common), pred, labels, codes < 0)
+        blocks = list(self._blocks(codes))
+        defaults: dict = {}
+        if levels is None:
+            grid = self._default_grid(pred, blocks, defaults)
+        else:
+            grid = check_levels(levels, "levels")
+        n = codes.size
+        reach = np.ones(n)
+        pooled = np.zeros((n, grid.size), dtype=bool)
+        parts = {}
+        for k, rows, est in blocks:
+            sub = pred.isel(obs=rows)
+            ds, r, used = self._block(k, est, sub, grid, defaults.get(k))
+            parts[k] = (rows, ds)
+            reach[rows] = r
+            pooled[rows] = used
+        out = _assemble(parts, n, grid)
+        if (reach < 1.0).any():
+            out[REACH_VAR] = reach_variable(reach)
+        return self._finish(out, pred, labels, pooled if self.fallback == "pooled" else None)
+
+    def _default_grid(self, pred: xr.Dataset, blocks: list, defaults: dict) -> np.ndarray:
+        """The union of the groups' default grids (to 1e-12); ``pred``'s levels when no group has one."""
+        grids = []
+        for k, rows, est in blocks:
+            try:
+                defaults[k] = est.predict(pred.isel(obs=rows))
+            except ValueError:
+                continue  # too small for its default grid: it takes the others' (its reach says what it states)
+            grids.append(np.asarray(defaults[k]["level"].values, float))
+        if not grids:
+            return np.asarray(pred.calib.levels if "level" in pred.coords else DEFAULT_LEVELS, float)
+        union = np.sort(np.concatenate(grids))
+        return union[np.concatenate([[True], np.diff(union) > 1e-12])]
+
+    def _reach(self, k: int) -> Fraction | None:
+        r"""Group ``k``'s reach :math:`R_k = 1 - s/(n_k+1)` (the pooled calibrator's for ``k = -1``).
+
+        The largest central confidence level whose interval its own ranks resolve:
+        :math:`c \le R_k` iff :math:`n_k \ge` :func:`min_group_size` at :math:`c`. ``None``: every
+        level (the online recalibrator, or an extrapolating calibrator without the pooled fallback).
+        """
+        return self._reach_of(int(self.counts_.sum()) if k < 0 else int(self.counts_[k]))
+
+    def _reach_of(self, n: int) -> Fraction | None:
+        """:meth:`_reach` of a group of ``n`` calibration points."""
+        sides = interval_sides(self.calibrator)
+        if sides == 0 or (self._extrapolates() and self.fallback != "pooled"):
+            return None
+        return max(1 - Fraction(sides, n + 1), Fraction(0))
+
+    def _inside(self, k: int, grid: np.ndarray) -> np.ndarray:
+        """Mask of the quantile levels group ``k`` resolves (exact: :func:`min_group_size_for_level`)."""
+        if self._reach(k) is None:
+            return np.ones(grid.size, dtype=bool)
+        n = int(self.counts_.sum()) if k < 0 else int(self.counts_[k])
+        return n >= _level_needs(tuple(grid.tolist()), interval_sides(self.calibrator) == 1)
+
+    def _block(self, k: int, est, sub: xr.Dataset, grid: np.ndarray, default):
+        """One block's Dataset on ``grid``, its rows' reach, and the (rows, level) mask of pooled values."""
+        inside = self._inside(k, grid)
+        used = np.zeros((sub.sizes["obs"], grid.size), dtype=bool)
+        reach = self._reach(k)
+        r = 1.0 if reach is None else float(reach)
+        if k < 0:
+            used[:, inside] = True  # unseen (or unfittable) groups' rows: the pooled calibrator wherever it resolves
+        if default is not None and inside.all() and np.array_equal(default["level"].values, grid):
+            return default, r, used  # the group's own default prediction, as it is
+        ds = self._own_on_grid(k, est, sub, grid, inside)
+        if self.fallback != "pooled" or k < 0 or inside.all() or self.pooled_ is None:
+            return ds, r, used
+        # the pooled calibrator at the levels this group misses (and only there), where it resolves
+        pool_in = self._inside(-1, grid) & ~inside
+        if not pool_in.any():
+            return ds, r, used
+        pq = self._own_on_grid(-1, self.pooled_, sub, grid, self._inside(-1, grid)).calib.quantiles
+        q = ds.calib.quantiles.copy()
+        q[:, ~inside] = pq[:, ~inside]  # beyond the pooled reach too: the pooled placeholders, monotone with it
+        if inside.any():
+            # a quantile function cannot cross: a pooled end at a missed level stays outside the group's own
+            # outermost stated quantile (a pooled interval narrower than the group's own at a lower level is
+            # widened to it; predict_interval reports the pooled ends as they are)
+            idx = np.arange(grid.size)
+            first, last = np.flatnonzero(inside)[[0, -1]]
+            low, high = ~inside & (idx < first), ~inside & (idx > last)
+            q[:, low] = np.minimum(q[:, low], q[:, [first]])
+            q[:, high] = np.maximum(q[:, high], q[:, [last]])
+        used[:, pool_in] = True
+        pooled_reach = self._reach(-1)
+        r = max(r, 1.0 if pooled_reach is None else float(pooled_reach))
+        return from_quantiles(q, grid, method=ds.attrs.get("method", "")), r, used
+
+    def _own_on_grid(self, k: int, est, sub: xr.Dataset, grid: np.ndarray, inside: np.ndarray) -> xr.Dataset:
+        """``est``'s quantiles on ``grid``: its own at the levels it resolves, finite placeholders beyond.
+
+        Beyond them: the calibrator's own values where it defines every level (variance scaling,
+        extrapolation), else the contract's Gaussian tail rule continuing its quantiles at the
+        levels it resolves (the reach's outermost probabilities included, so that a group
+        resolving fewer than two of the requested levels still has a quantile function).
+        """
+        if inside.all():
+            return self._predict_block(est, sub, grid, k)
+        try:
+            return est.predict(sub, levels=grid)
+        except ValueError:
+            pass  # the calibrator refuses levels its size does not resolve: continue its quantile function
+        lo, hi = _reach_probabilities(
+            int(self.counts_.sum()) if k < 0 else int(self.counts_[k]), interval_sides(self.calibrator)
+        )
+        stated = grid[inside]
+        extra = [v for v in (lo, 0.5, hi) if not np.isclose(stated, v, rtol=0.0, atol=1e-9).any()]
+        aux = np.sort(np.concatenate([stated, extra]))
+        own = self._predict_block(est, sub, aux, k)
+        q_aux = own.calib.quantiles
+        q = np.empty((sub.sizes["obs"], grid.size))
+        q[:, inside] = q_aux[:, np.searchsorted(aux, stated)]
+        q[:, ~inside] = quantile_ppf(q_aux, aux, grid[~inside])
+        return from_quantiles(q, grid, method=own.attrs.get("method", ""))
 
     def _route_unfitted(self, codes: np.ndarray, what: str) -> np.ndarray:
         """Rows of a group too small to fit at all go to the pooled fallback, or raise.
 
-        With ``fallback="pooled"`` so do the rows of every group below the minimum size.
+        A group that fits keeps its own calibrator at every level it resolves; the fallback
+        takes only the levels it misses (in :meth:`predict`).
         """
         for k, est in enumerate(self.calibrators_):
-            small = self.fallback == "pooled" and self.counts_[k] < self.min_sizes_.max()
-            if (est is None or small) and (codes == k).any():
+            if est is None and (codes == k).any():
                 if self.fallback != "pooled":
                     raise ValueError(
                         f"group {_describe(self.groups_[k])} has {int(self.counts_[k])} calibration point(s), too "
@@ -632,7 +765,7 @@ class Mondrian(BaseEstimator):
         out = self._finish(out, pred, labels, pooled)
         table = _small_table(self.groups_, self.counts_, levels, need, present=np.unique(codes[codes >= 0]))
         if table:
-            out.attrs["small_groups"] = _table_text(table)
+            out.attrs["small_groups"] = _table_text(table, self._reach_of)
         return out.isel(confidence_level=0) if scalar else out
 
     def _own_levels(self, k: int, need: np.ndarray) -> np.ndarray:
@@ -648,6 +781,22 @@ class Mondrian(BaseEstimator):
         if self._extrapolates() and self.fallback != "pooled":
             return np.ones(need.size, dtype=bool)
         return self.counts_[k] >= need
+
+
+@functools.lru_cache(maxsize=64)
+def _level_needs(grid: tuple, symmetric: bool) -> np.ndarray:
+    """:func:`min_group_size_for_level` of every level of ``grid`` (once per grid, not once per group)."""
+    return np.array([min_group_size_for_level(p, symmetric=symmetric) for p in grid], dtype=np.int64)
+
+
+def _reach_probabilities(n: int, sides: int) -> tuple[float, float]:
+    r"""The outermost probabilities whose quantiles ``n`` scores resolve: :math:`[(1-R)/2, (1+R)/2]`.
+
+    :math:`R = 1 - s/(n+1)`: :math:`[1/(n+1),\ n/(n+1)]` for a quantile function (``sides=2``),
+    :math:`[1/(2(n+1)),\ 1 - 1/(2(n+1))]` for a symmetric score mirrored around the centre.
+    """
+    lo = Fraction(1, (n + 1) * (2 if sides == 1 else 1))
+    return float(lo), float(1 - lo)
 
 
 def _gives_intervals(calibrator) -> bool:
@@ -679,14 +828,29 @@ def _small_table(groups, counts, levels, need, present=None) -> list[tuple]:
     return table
 
 
-def _table_text(table: list[tuple], limit: int = 20) -> str:
-    """The table as one line: ``group 7 has 5 calibration point(s), 0.9 needs 9; ...``."""
+def _table_text(table: list[tuple], reach=None, limit: int = 20) -> str:
+    """The table as one line: ``group 7 has 5 calibration point(s), 0.9 needs 9, reaches 0.8333; ...``.
+
+    ``reach(n_k)`` gives the group's reach (:meth:`Mondrian._reach`): the largest central level its
+    own calibration states (``None``: every level).
+    """
     rows = [
-        f"group {label!r} has {n_k} calibration point(s), " + ", ".join(f"{c:g} needs {m}" for c, m in missed)
+        f"group {label!r} has {n_k} calibration point(s), "
+        + ", ".join(f"{c:g} needs {m}" for c, m in missed)
+        + ("" if reach is None else _reach_text(reach(n_k)))
         for label, n_k, missed in table
     ]
     more = f"; and {len(rows) - limit} more" if len(rows) > limit else ""
     return "; ".join(rows[:limit]) + more
+
+
+def _reach_text(reach) -> str:
+    """The table's "levels reached" column: the largest central level the group's own calibration states."""
+    if reach is None:
+        return ", reaches every level"
+    if reach <= 0:
+        return ", reaches no level"
+    return f", reaches levels up to {float(reach):.4g}"
 
 
 def _assemble(parts: dict, n: int, levels: np.ndarray) -> xr.Dataset:
@@ -728,18 +892,6 @@ def _interval_ends(est, sub: xr.Dataset, levels: np.ndarray) -> tuple[np.ndarray
         )
     q = out.calib.quantiles
     return q[:, where[: levels.size]], q[:, where[levels.size :]]
-
-
-def _common_levels(grids: list[np.ndarray]) -> np.ndarray:
-    """The levels present in every group's default grid (to 1e-12)."""
-    common = grids[0]
-    for g in grids[1:]:
-        common = common[np.isclose(common[:, None], g[None, :], rtol=0.0, atol=1e-12).any(axis=1)]
-    if common.size < 2:
-        raise ValueError(
-            "the groups' calibrators share fewer than 2 quantile levels; pass levels= explicitly, or merge small groups."
-        )
-    return common
 
 
 # ---------------------------------------------------------------------------

@@ -110,3 +110,26 @@ def test_mondrian_fit_table_agrees_with_min_group_size():
         if missed:
             expect.append((k, n_k, missed))
     assert m.small_groups_ == expect
+
+
+@pytest.mark.parametrize("kind", ["split-conformal", "conformal-predictive", "isotonic"])
+def test_levels_reached_column_agrees_with_min_group_size(kind):
+    """The table's "reaches" column: a group reaches c exactly when n_k >= min_group_size(c, kind)."""
+    rng = np.random.default_rng(3)
+    sizes = {"a": 2, "b": 5, "c": 12, "d": 40}
+    g = np.concatenate([[k] * v for k, v in sizes.items()])
+    mu = rng.normal(size=g.size)
+    est = _method_instance(kind)
+    with pytest.warns(calibprob.CalibprobWarning) as rec:
+        m = calibprob.Mondrian(est, confidence_level=[0.8, 0.9]).fit(
+            calibprob.normal(mu, np.ones(g.size)), mu + rng.normal(size=g.size), groups=g
+        )
+    grid = np.round(np.arange(0.01, 1.0, 0.01), 2)
+    for k, n_k in enumerate(sizes.values()):
+        reached = grid <= m.reach_[k]
+        assert (reached == np.array([n_k >= calibprob.min_group_size(c, kind) for c in grid])).all(), (kind, n_k)
+    msg = str(rec[0].message)
+    for label, n_k in sizes.items():
+        if n_k < calibprob.min_group_size(0.9, kind):
+            assert f"group {label!r} has {n_k} calibration point(s)" in msg
+            assert f"reaches levels up to {m.reach_[list(sizes).index(label)]:.4g}" in msg

@@ -287,15 +287,20 @@ def test_small_group_warns_and_gets_infinite_bounds(data):
     # at a level the group resolves (c = 0.8 needs 4 points) the bounds are finite
     iv2 = m.predict_interval(pt, confidence_level=[0.8, 0.9], groups=gt)
     assert np.isfinite(iv2["lower"].values[:3, 0]).all() and np.isinf(iv2["lower"].values[:3, 1]).all()
-    # the quantile function: group 7's own calibrator (fitted at the top level 5 points resolve,
-    # 1 - 1/6) on the levels every group resolves, |2p - 1| <= 5/6
+    # the quantile function: every group on the big groups' grid; group 7's own calibrator (fitted at
+    # the top level 5 points resolve, 1 - 1/6) at the levels it resolves, |2p - 1| <= 5/6, its reach
     q = m.predict(pt, groups=gt)
     lv = q["level"].values
-    assert lv.min() >= 1 / 12 - 1e-12 and lv.max() <= 11 / 12 + 1e-12
+    assert lv.min() < 1 / 12 and lv.max() > 11 / 12  # the big groups keep their own outer quantiles
+    assert q["reach"].values[0] == float(1 - Fraction(1, 6))
     alone = SplitConformalCalibrator(confidence_level=float(1 - Fraction(1, 6))).fit(pc.isel(obs=slice(0, 5)), yc[:5])
+    stated = np.abs(2 * lv - 1) <= 5 / 6
     np.testing.assert_array_equal(
-        q.calib.quantiles[:3], alone.predict(pt.isel(obs=slice(0, 3)), levels=lv).calib.quantiles
+        q.calib.quantiles[:3, stated], alone.predict(pt.isel(obs=slice(0, 3)), levels=lv[stated]).calib.quantiles
     )
+    # beyond its reach the group states nothing: (-inf, inf) from the quantile path too, as the warning says
+    assert np.isinf(q.calib.interval(0.9)["lower"].values[:3]).all()
+    assert np.isfinite(q.calib.interval(0.9)["lower"].values[3:]).all()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         tiny = Mondrian(ConformalPredictiveSystem()).fit(pc, yc, groups=np.where(np.arange(gc.size) == 0, 8, gc))
@@ -316,9 +321,19 @@ def test_pooled_fallback_is_labelled(data):
     assert flag[:4].all() and not flag[4:].any()
     ref = pooled.predict_interval(pt.isel(obs=slice(0, 4)))
     np.testing.assert_array_equal(iv["upper"].values[:4], ref["upper"].values)
+    # the quantile path: the unseen group wholly pooled; group 7 (5 points: |2p - 1| <= 5/6) pooled at the levels
+    # it misses only, each pooled quantile kept outside the group's own outermost one (no crossing)
     q = m.predict(pt, groups=gt)
-    assert q["mondrian_pooled"].values[:4].all()
-    np.testing.assert_array_equal(q.calib.quantiles[:4], pooled.predict(pt.isel(obs=slice(0, 4))).calib.quantiles)
+    lv, flag, got = q["level"].values, q["mondrian_pooled"].values, q.calib.quantiles
+    missed = np.abs(2 * lv - 1) > 5 / 6
+    assert (flag[:3] == missed).all() and flag[3].all() and not flag[4:].any()
+    ref = pooled.predict(pt.isel(obs=slice(0, 4)), levels=lv).calib.quantiles
+    np.testing.assert_array_equal(got[3], ref[3])
+    own = np.flatnonzero(~missed)
+    low, high = missed & (np.arange(lv.size) < own[0]), missed & (np.arange(lv.size) > own[-1])
+    np.testing.assert_array_equal(got[:3][:, low], np.minimum(ref[:3][:, low], got[:3, [own[0]]]))
+    np.testing.assert_array_equal(got[:3][:, high], np.maximum(ref[:3][:, high], got[:3, [own[-1]]]))
+    assert "reach" not in q or (q["reach"].values[:4] > 0.99).all()  # the pooled 1500 points reach 0.99
 
 
 def test_bad_groups(data):
@@ -461,7 +476,9 @@ def test_pooled_fallback_at_the_missed_level_only(data):
     (pc, yc, gc), (pt, _, gt) = data["cal"], data["test"]
     gc, gt = gc.copy(), gt.copy()
     gc[:12], gt[:5] = 7, 7  # 12 points: split conformal resolves 0.9 (needs 9), not 0.95 (needs 19)
-    with pytest.warns(CalibprobWarning, match=r"group 7 has 12 calibration point\(s\), 0.95 needs 19\."):
+    with pytest.warns(
+        CalibprobWarning, match=r"group 7 has 12 calibration point\(s\), 0.95 needs 19, reaches levels up to 0\.9231\."
+    ):
         m = Mondrian(SplitConformalCalibrator(confidence_level=[0.9, 0.95]), fallback="pooled").fit(pc, yc, groups=gc)
     iv = m.predict_interval(pt, groups=gt)
     alone = (
@@ -476,7 +493,7 @@ def test_pooled_fallback_at_the_missed_level_only(data):
     flag = iv["mondrian_pooled"]
     assert not flag.sel(confidence_level=0.9).values.any()
     assert flag.sel(confidence_level=0.95).values[:5].all() and not flag.sel(confidence_level=0.95).values[5:].any()
-    assert iv.attrs["small_groups"] == "group 7 has 12 calibration point(s), 0.95 needs 19"
+    assert iv.attrs["small_groups"] == "group 7 has 12 calibration point(s), 0.95 needs 19, reaches levels up to 0.9231"
 
 
 def test_one_warning_per_call_with_the_table(data):
@@ -497,7 +514,7 @@ def test_one_warning_per_call_with_the_table(data):
     gt = gt.copy()
     gt[:2] = 12
     iv = m.predict_interval(pt, 0.9, groups=gt)
-    assert iv.attrs["small_groups"] == "group 12 has 3 calibration point(s), 0.9 needs 9"
+    assert iv.attrs["small_groups"] == "group 12 has 3 calibration point(s), 0.9 needs 9, reaches levels up to 0.75"
     assert "small_groups" not in m.predict_interval(pt, 0.9, groups=np.where(gt == 12, 0, gt)).attrs
 
 
@@ -527,6 +544,9 @@ def test_isotonic_small_group_output_agrees_with_the_warning(extrapolate):
         # the quantiles at 0.1 and 0.9 are undefined from 2 scores: infinite, as the warning says
         assert "given (-inf, inf)" in str(w.message)
         assert np.all(np.isinf(iv["lower"].values[:2])) and np.all(np.isinf(iv["upper"].values[:2]))
-        with pytest.raises(ValueError, match=r"group 9 \(2 calibration points\): too few calibration points"):
-            m.predict(base.isel(obs=slice(0, 2)), levels=[0.1, 0.9], groups=g[:2])
+        # and so does the quantile path: 2 scores reach 1 - 2/3 (the quantiles at 1/3 and 2/3)
+        q = m.predict(base.isel(obs=slice(0, 4)), levels=[0.1, 0.9], groups=g[:4])
+        assert q["reach"].values[0] == q["reach"].values[1] == float(1 - Fraction(2, 3))
+        for end in ("lower", "upper"):
+            np.testing.assert_array_equal(q.calib.interval(0.8)[end].values, iv[end].values)
     assert np.isfinite(iv["lower"].values[2:]).all()
