@@ -71,8 +71,8 @@ import pandas as pd
 import xarray as xr
 
 from calibprob._core.alignment import align_to_obs
-from calibprob._core.labels import refuse_kind_clash
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
+from calibprob._core.labels import refuse_kind_clash
 from calibprob._core.tables import dependent_columns
 from calibprob._core.validation import check_array, check_choice, check_groups, check_targets
 from calibprob.calibrators.conformal._condconf_lp import thresholds
