@@ -332,7 +332,9 @@ def _check_weights(weights, draws, shape: tuple[int, int], sample_dims) -> np.nd
             weights = align_by_label(
                 weights, draws.indexes[obs_dims[0]], "weights", dim=str(obs_dims[0]), whose="the draws", axis=1
             )
-    w = check_array(weights, "weights", ndim=2, finite=False)
+    # one memory layout whatever the input's (a reordered table is column-major): the weighted sums then
+    # run in one order, so weights aligned by label give bitwise the result of weights given in order
+    w = np.ascontiguousarray(check_array(weights, "weights", ndim=2, finite=False))
     if w.shape != shape:
         raise ValueError(f"weights must have the draws' shape (n_draws, n_obs) = {shape}; got {w.shape}.")
     check_finite(w, "weights")
