@@ -199,7 +199,7 @@ def refuse_kind_clash(labels, known, name: str = "groups", known_name: str = "ca
     """
     known_items = np.asarray(known).tolist()
     by_text = {str(k): k for k in known_items}
-    by_value = {}
+    by_value: dict[object, object] = {}
     for k in known_items:
         try:
             by_value.setdefault(k, k)

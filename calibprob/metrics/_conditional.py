@@ -167,6 +167,8 @@ def coverage_by_group(covered, widths, groups) -> dict:
     w = _as_2d(np.asarray(widths, float), "widths")
     # the package's one label reader: missing labels refused, 1 and "1" never merged into one group
     read = check_groups(groups, cov.shape[0])
+    if read is None:
+        raise ValueError("groups is None; pass one group label per observation (an array, Series or DataArray).")
     labels, inverse = np.unique(read, return_inverse=True)
     inverse = inverse.ravel()
     G = labels.size
