@@ -211,3 +211,8 @@ def test_split_stratify_is_read_and_aligned_by_label():
         train_calibrate_test_split(data, (0.5, 0.5), seed=0, stratify=pd.Series(["a", pd.NA] * 10, dtype="string"))
     with pytest.raises(ValueError, match=r"stratify mixes label types"):
         train_calibrate_test_split(data, (0.5, 0.5), seed=0, stratify=np.array([1, "1"] * 10, dtype=object))
+
+
+def test_coverage_by_group_refuses_no_groups():
+    with pytest.raises(ValueError, match=r"groups is None; pass one group label per observation"):
+        coverage_by_group(np.ones((2, 1), bool), np.ones((2, 1)), None)
