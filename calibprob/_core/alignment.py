@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-__all__ = ["align_to_obs"]
+__all__ = ["align_by_label", "align_to_obs"]
 
 
 def _obs_index(pred) -> pd.Index | None:
@@ -46,21 +46,28 @@ def _show(label) -> str:
     return repr(label.item() if isinstance(label, np.generic) else label)
 
 
-def _first_mismatch(theirs: pd.Index, ours: pd.Index) -> str:
+def _of(whose: str) -> str:
+    """The possessive: "the prediction's", "the draws'"."""
+    return whose + ("'" if whose.endswith("s") else "'s")
+
+
+def _first_mismatch(theirs: pd.Index, ours: pd.Index, whose: str, dim: str) -> str:
     extra = theirs.difference(ours, sort=False)
     if len(extra):
-        return f"{_show(extra[0])} is not an obs label of the prediction"
+        article = "an" if dim[:1] in "aeiou" else "a"
+        return f"{_show(extra[0])} is not {article} {dim} label of {whose}"
     missing = ours.difference(theirs, sort=False)
     if len(missing):
-        return f"the prediction's obs label {_show(missing[0])} is missing"
+        return f"{_of(whose)} {dim} label {_show(missing[0])} is missing"
     return "it repeats a label"
 
 
-def _refuse(name: str, theirs: pd.Index, ours: pd.Index, what: str) -> None:
+def _refuse(name: str, theirs: pd.Index, ours: pd.Index, what: str, whose: str = "the prediction", dim: str = "obs"):
+    select = "obs=pred.obs" if (dim, whose) == ("obs", "the prediction") else f"{dim}=..."
     raise ValueError(
-        f"{name}'s {what} does not match the prediction's obs labels: {_first_mismatch(theirs, ours)}. "
-        f"Pass {name} with the prediction's rows (e.g. {name}.reindex(...) / .sel(obs=pred.obs)), or pass "
-        "plain values (.to_numpy()) to read them by position."
+        f"{name}'s {what} does not match {_of(whose)} {dim} labels: {_first_mismatch(theirs, ours, whose, dim)}. "
+        f"Pass {name} with {_of(whose)} rows (e.g. {name}.reindex(...) / .sel({select})), or pass plain values "
+        "(.to_numpy()) to read them by position."
     )
 
 
@@ -97,24 +104,60 @@ def align_to_obs(value, pred, name: str):
     ValueError
         Labels that do not match the prediction's, naming the first mismatch.
     """
-    ours = _obs_index(pred)
+    return align_by_label(value, _obs_index(pred), name)
+
+
+def align_by_label(value, ours: pd.Index | None, name: str, *, dim: str = "obs", whose: str = "the prediction", axis=0):
+    """``value`` in the order of the labels ``ours`` along one dimension, or unchanged (by position).
+
+    The rule of :func:`align_to_obs` for any labelled dimension: the observations of a training
+    log-likelihood (PyMC's ``obs_id``), the draws of a posterior (``chain`` / ``draw``), the
+    columns of a table of weights.
+
+    Parameters
+    ----------
+    value : object
+        The argument; a ``DataArray`` is labelled along ``dim`` when it has an index there, a
+        ``Series`` / ``DataFrame`` by its index (``axis=0``) or a DataFrame by its columns
+        (``axis=1``) when that is not the default ``0..n-1``.
+    ours : pandas.Index or None
+        The reference labels, in the reference order; None reads by position.
+    name : str
+        The parameter name used in error messages.
+    dim : str, default "obs"
+        The dimension's name (a DataArray's dim; in messages for pandas too).
+    whose : str, default "the prediction"
+        What ``ours`` belongs to, in messages ("the draws", "the training log-likelihood").
+    axis : {0, 1}, default 0
+        The pandas axis that carries the labels.
+
+    Returns
+    -------
+    object
+        ``value`` reordered along that dimension (same type), or ``value`` itself.
+
+    Raises
+    ------
+    ValueError
+        Labels that do not match ``ours``, naming the first mismatch.
+    """
     if ours is None:
         return value
-    if isinstance(value, xr.DataArray) and "obs" in value.indexes:
-        theirs = value.indexes["obs"]
+    if isinstance(value, xr.DataArray) and dim in value.indexes:
+        theirs = value.indexes[dim]
         if theirs.equals(ours):
             return value
         where = _order(theirs, ours)
         if where is None:
-            _refuse(name, theirs, ours, "obs coordinate")
-        return value.isel(obs=where)
-    if isinstance(value, (pd.Series, pd.DataFrame)) and not _is_default(value.index):
-        theirs = value.index
-        if theirs.equals(ours):
+            _refuse(name, theirs, ours, f"{dim} coordinate", whose, dim)
+        return value.isel({dim: where})
+    if isinstance(value, (pd.Series, pd.DataFrame)) and value.ndim > axis:
+        theirs = value.axes[axis]
+        if _is_default(theirs) or theirs.equals(ours):
             return value
         where = _order(theirs, ours)
         if where is not None:
-            return value.iloc[where]
+            return value.iloc[where] if axis == 0 else value.iloc[:, where]
         if not _is_default(ours):
-            _refuse(name, theirs, ours, "index")
+            _refuse(name, theirs, ours, "index" if axis == 0 else "column index", whose, dim)
     return value

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["label_kind", "missing_mask", "read_labels"]
+__all__ = ["label_kind", "missing_mask", "read_labels", "refuse_kind_clash"]
 
 
 def label_kind(value) -> str:
@@ -172,3 +172,50 @@ def read_labels(values, name: str = "groups", *, from_file: bool = False) -> np.
     if arr.dtype.kind == "O":
         arr = _narrow(arr, name)
     return arr
+
+
+def refuse_kind_clash(labels, known, name: str = "groups", known_name: str = "calibration") -> None:
+    """Refuse new labels that are known labels of another kind (``"1"`` at predict, ``1`` at fit).
+
+    A label never seen is a new group (refused, or pooled / ranked marginally where the caller
+    allows it); but a label whose text is a known label's text while its kind differs is the
+    same group spelled in another type, and treating it as unseen would silently calibrate it
+    with the pooled or marginal rule. The same comparison as within one argument: by value and
+    type, never by text.
+
+    Parameters
+    ----------
+    labels, known : array_like, shape (n,) and (k,)
+        The labels given now (read by :func:`read_labels`) and the ones seen when fitting.
+    name : str, default "groups"
+        The parameter name used in error messages.
+    known_name : str, default "calibration"
+        Where the known labels come from, in messages.
+
+    Raises
+    ------
+    ValueError
+        Naming the first clashing pair and the fix.
+    """
+    known_items = np.asarray(known).tolist()
+    by_text = {str(k): k for k in known_items}
+    by_value: dict[object, object] = {}
+    for k in known_items:
+        try:
+            by_value.setdefault(k, k)
+        except TypeError:  # an unhashable label: compared by its text only
+            continue
+    seen = {(label_kind(k), str(k)) for k in known_items}
+    for v in dict.fromkeys(np.asarray(labels).tolist()):
+        other = by_text.get(str(v))
+        if other is None:
+            try:
+                other = by_value.get(v)
+            except TypeError:
+                other = None
+        if other is not None and (label_kind(v), str(v)) not in seen:
+            raise ValueError(
+                f"{name} holds {v!r} ({label_kind(v)}) but {known_name} saw {other!r} ({label_kind(other)}): "
+                "labels are compared by value and type, so these are different groups. Pass the labels in "
+                f"the type {known_name} used (e.g. groups.astype({type(other).__name__}))."
+            )

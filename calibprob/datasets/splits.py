@@ -14,7 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 import xarray as xr
 
+from calibprob._core.alignment import align_by_label
 from calibprob._core.estimator import BaseEstimator, check_is_fitted
+from calibprob._core.labels import read_labels
 from calibprob._core.validation import check_array, check_same_length
 from calibprob.predictive._common import CalibprobWarning
 
@@ -117,6 +119,10 @@ def train_calibrate_test_split(
         a Mondrian (group-conditional) calibrator needs, :func:`calibprob.min_group_size <calibprob.calibrators.conformal.min_group_size>`
         calibration rows per group. A group too small for a part is named in one
         :class:`~calibprob.CalibprobWarning` (its rows go to the earlier parts, train first).
+        Labels are read by the package's label reader (a missing label refused with its rows;
+        ``1`` and ``"1"`` are different groups and refused together); a Series or DataArray
+        carrying row labels is aligned to a Dataset's ``obs`` coordinate (refused when they
+        differ), a plain array read by position.
     time : array_like or str, optional
         With ``stratify``: one sortable time stamp per observation (or the name of a coordinate
         or variable). Each group is then split in time order instead of at random: its
@@ -188,9 +194,17 @@ def _column(data, value, name: str, n: int) -> np.ndarray:
             )
         out = np.asarray(data[value].values)
     else:
+        # a Series / DataArray carrying row labels is aligned to the data's obs coordinate, or refused
+        rows = data.indexes.get("obs") if isinstance(data, (xr.Dataset, xr.DataArray)) else None
+        value = align_by_label(value, rows, name, whose="data")
+        if name == "stratify" and np.ndim(value) == 1 and np.shape(value)[0] == n:
+            # group labels by the package's one reader: missing refused, 1 and "1" never merged
+            return read_labels(value.values if isinstance(value, xr.DataArray) else value, name)
         out = np.asarray(value)
     if out.shape != (n,):
         raise ValueError(f"{name} must hold one entry per observation ({n}); got shape {out.shape}. Pass {n} entries.")
+    if name == "stratify":
+        out = read_labels(out, name)
     return out
 
 

@@ -46,6 +46,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from calibprob._core.validation import check_groups
+
 __all__ = [
     "HSIC_MAX_N",
     "WSC_MAX_N",
@@ -163,7 +165,11 @@ def coverage_by_group(covered, widths, groups) -> dict:
     """
     cov = _as_2d(np.asarray(covered, bool), "covered")
     w = _as_2d(np.asarray(widths, float), "widths")
-    labels, inverse = np.unique(np.asarray(groups), return_inverse=True)
+    # the package's one label reader: missing labels refused, 1 and "1" never merged into one group
+    read = check_groups(groups, cov.shape[0])
+    if read is None:
+        raise ValueError("groups is None; pass one group label per observation (an array, Series or DataArray).")
+    labels, inverse = np.unique(read, return_inverse=True)
     inverse = inverse.ravel()
     G = labels.size
     count = np.bincount(inverse, minlength=G)

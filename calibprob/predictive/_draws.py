@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
+from calibprob._core.alignment import align_by_label
 from calibprob._core.dims import MCMC_DIMS, SAMPLE_DIMS, STACKED_SAMPLE_DIM
 from calibprob._core.stable import pow2_scale
 from calibprob._core.trees import tree_groups as _tree_groups
@@ -211,7 +213,10 @@ def from_draws(
         :math:`\ge 0`, each column summing to one (within 1e-6). Linear weights only;
         log-weights (ArviZ's ``log_weights``) are refused with the fix
         (``np.exp(log_weights)``). A DataArray carries the draws' dims and is put in
-        their order. Default: equal weights, with the unweighted estimators above.
+        their order, aligned by label along every dim the draws label (a weight belongs to
+        the draw and observation its coordinates name; labels that differ are refused,
+        naming the first); a DataFrame's columns are aligned likewise to the draws'
+        observation labels; a plain array is read by position. Default: equal weights, with the unweighted estimators above.
         With weights, the quantile at level :math:`p` interpolates linearly between
         sorted draws :math:`x_{(k)}` placed at the midpoints of their cumulative weight,
         :math:`c_k = \sum_{j \le k} w_{(j)} - w_{(k)}/2` (Hyndman & Fan's definition 5
@@ -315,8 +320,21 @@ def _check_weights(weights, draws, shape: tuple[int, int], sample_dims) -> np.nd
             )
         present = [d for d in sample_dims if d in draws.dims]
         order = [*present, *[d for d in draws.dims if d not in present]]
+        # labels, not positions: a weight belongs to the draw and observation its coordinates name
+        for dim in order:
+            ours = draws.indexes[dim] if dim in draws.indexes else None
+            weights = align_by_label(weights, ours, "weights", dim=str(dim), whose="the draws")
         weights = weights.transpose(*order).values.reshape(shape)
-    w = check_array(weights, "weights", ndim=2, finite=False)
+    elif isinstance(weights, pd.DataFrame) and isinstance(draws, xr.DataArray):
+        # a (n_draws, n_obs) table: its columns are the observations, aligned by label to the draws' obs dim
+        obs_dims = [d for d in draws.dims if d not in sample_dims]
+        if len(obs_dims) == 1 and obs_dims[0] in draws.indexes:
+            weights = align_by_label(
+                weights, draws.indexes[obs_dims[0]], "weights", dim=str(obs_dims[0]), whose="the draws", axis=1
+            )
+    # one memory layout whatever the input's (a reordered table is column-major): the weighted sums then
+    # run in one order, so weights aligned by label give bitwise the result of weights given in order
+    w = np.ascontiguousarray(check_array(weights, "weights", ndim=2, finite=False))
     if w.shape != shape:
         raise ValueError(f"weights must have the draws' shape (n_draws, n_obs) = {shape}; got {w.shape}.")
     check_finite(w, "weights")

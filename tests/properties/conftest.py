@@ -17,6 +17,7 @@ test_predictive_properties  5 ctors  3           12 (+ 2-3 pinned ``@example``)
 test_calibrator_properties  8 + 5    4 + 2       12 post-processors, 3 model-aware (+2)
 test_base_properties        6        3           3-4 (+3 pinned for equivariance)
 test_edge_cases             —        15 cases    one each (named edge cases)
+test_row_label_properties   5 ctors  11          12 (the Mondrian table 6); issue 36
 test_messages               all      1 (+1)      every raise site (AST scan)
 ==========================  =======  ==========  =====================================
 

@@ -6,8 +6,10 @@ Every message names the parameter, the value received and the fix.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
+from calibprob._core.alignment import align_by_label
 from calibprob._core.dims import MCMC_DIMS, STACKED_SAMPLE_DIM
 from calibprob._core.trees import check_tree
 from calibprob._core.validation import check_groups
@@ -178,13 +180,47 @@ def check_grid_covers(g: np.ndarray, y_train: np.ndarray | None) -> None:
         )
 
 
-def group_labels(value, n: int, name: str) -> np.ndarray:
+def row_labels(values, *, skip=()) -> tuple[str, pd.Index] | None:
+    """``(dim, labels)`` of the observations of a DataArray (its one dim besides draws and ``skip``), or None.
+
+    Also the row labels of new inputs that carry them: a pandas ``DataFrame`` / ``Series`` with a
+    non-default index, or a dict of such columns sharing one index (``dim`` is then ``"row"``).
+    """
+    if isinstance(values, xr.DataArray):
+        rest = [d for d in values.dims if d not in (*SAMPLE_DIMS, STACKED_SAMPLE_DIM, *skip)]
+        if len(rest) == 1 and rest[0] in values.indexes:
+            return str(rest[0]), values.indexes[rest[0]]
+        return None
+    columns = list(values.values()) if isinstance(values, dict) else [values]
+    indexes = [c.index for c in columns if isinstance(c, (pd.Series, pd.DataFrame))]
+    if indexes and len(indexes) == len(columns) and all(ix.equals(indexes[0]) for ix in indexes):
+        return "row", indexes[0]
+    return None
+
+
+def aligned(value, ref: tuple[str, pd.Index] | None, name: str, whose: str):
+    """Labelled group labels (a Series, a 1-D DataArray with a coordinate) in the order of ``ref``'s rows.
+
+    The package's one alignment reader (:func:`calibprob._core.alignment.align_by_label`): aligned by
+    label, refused naming the first mismatch; plain arrays, and everything when ``ref`` is None (the
+    observations carry no labels), by position.
+    """
+    if ref is None or value is None or isinstance(value, str):
+        return value
+    dim, ours = ref
+    if isinstance(value, xr.DataArray) and value.ndim == 1 and value.dims[0] in value.indexes:
+        dim = str(value.dims[0])
+    return align_by_label(value, ours, name, dim=dim, whose=whose)
+
+
+def group_labels(value, n: int, name: str, ref=None, whose: str = "") -> np.ndarray:
     """Group labels as a 1-D NumPy array of length ``n`` (strings or integers).
 
     Read by the package's one groups reader (:func:`calibprob._core.validation.check_groups`: length,
-    dimensions, missing labels); ranks compare labels, so floats are refused here.
+    dimensions, missing labels), after alignment to the rows ``ref`` labels (:func:`aligned`); ranks
+    compare labels, so floats are refused here.
     """
-    arr = check_groups(value, n, name=name)
+    arr = check_groups(aligned(value, ref, name, whose), n, name=name)
     assert arr is not None  # value is not None at every caller
     if arr.dtype.kind == "O":
         arr = arr.astype(str)
@@ -209,4 +245,6 @@ def train_groups_from(train_groups, n: int, obs, da) -> np.ndarray | None:
             "variable; pass the labels themselves (one per training point) or add the coordinate "
             "(pm.Model(coords=...) with a per-observation coordinate)."
         )
-    return group_labels(train_groups, n, "groups (the training points' labels)")
+    return group_labels(
+        train_groups, n, "groups (the training points' labels)", row_labels(da), "the training log-likelihood"
+    )

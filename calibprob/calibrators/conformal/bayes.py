@@ -46,6 +46,7 @@ import xarray as xr
 from calibprob._core import progress as _progress
 from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.estimator import BaseEstimator, check_is_fitted
+from calibprob._core.labels import refuse_kind_clash
 from calibprob._core.ranks import lower_rank, min_conformal_points
 from calibprob._core.validation import check_choice, check_confidence_levels, check_int
 from calibprob.calibrators.conformal import _bayes_inputs as _inputs
@@ -261,6 +262,9 @@ class ConformalBayes(BaseEstimator):
             ``n_ranked``; and with groups ``group`` and ``marginal_fallback``.
         """
         check_is_fitted(self, "log_likelihood_", method="fit")
+        # labelled test groups follow the test points' labels of a DataArray of test densities
+        ref = _inputs.row_labels(test_log_density, skip=("grid", "grid_point"))
+        groups = _inputs.aligned(groups, ref, "groups", "test_log_density")
         arr = _inputs.test_density_array(test_log_density, self.n_draws_, self.sample_shape_)
         m, G = arr.shape[1], arr.shape[2]
         g = _inputs.check_grid(grid, m, G)
@@ -311,6 +315,7 @@ class ConformalBayes(BaseEstimator):
         if self.train_groups_ is None:
             raise ValueError("groups= needs the training points' groups: fit(..., groups=labels or a coordinate name).")
         labels = _inputs.group_labels(groups, m, "groups")
+        refuse_kind_clash(labels, self.train_groups_, "groups", "train_groups")
         seen = set(self.train_groups_.tolist())
         unseen = sorted({str(v) for v in labels.tolist() if v not in seen})
         if unseen and self.fallback is None:

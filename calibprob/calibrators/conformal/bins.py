@@ -32,9 +32,11 @@ import warnings
 from typing import Self
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted
+from calibprob._core.labels import refuse_kind_clash
 from calibprob._core.validation import check_choice, check_groups, check_int
 from calibprob.predictive import CalibprobWarning
 
@@ -93,7 +95,7 @@ class Bins(BaseEstimator):
                 )
             da = values.calib.std() if self.by == "sigma" else values.calib.mean()
             return np.asarray(da.values, float)
-        arr = np.asarray(values.values if isinstance(values, xr.DataArray) else values)
+        arr = self._array(values)
         if arr.ndim == 2:
             if self.column is None and arr.shape[1] != 1:
                 raise ValueError(f"{name} has {arr.shape[1]} columns; pass column= (the index of the one to bin).")
@@ -104,13 +106,28 @@ class Bins(BaseEstimator):
         if arr.ndim != 1:
             raise ValueError(f"{name} must be 1-D (or 2-D with column=); got shape {arr.shape}.")
         if self.by == "category":
-            out = check_groups(arr, arr.shape[0], name=name)
+            # pandas' own 1-D column (nullable text, Categorical) goes to the label reader as it is
+            labels = values if isinstance(values, (pd.Series, pd.Categorical)) and arr.ndim == 1 else arr
+            out = check_groups(labels, arr.shape[0], name=name)
             assert out is not None
             return out
         arr = arr.astype(float)
         if not np.isfinite(arr).all():
             raise ValueError(f"{name} has non-finite values; bin finite values only (impute or drop them first).")
         return arr
+
+    def _array(self, values) -> np.ndarray:
+        """``values`` as an array; category labels keep each label's type (``[1, "1"]`` stays two kinds)."""
+        if isinstance(values, xr.DataArray):
+            values = values.values
+        if self.by != "category":
+            return np.asarray(values)
+        if isinstance(values, (pd.Series, pd.DataFrame, pd.Categorical)):
+            return np.asarray(values.astype(object) if not isinstance(values, pd.Categorical) else values, dtype=object)
+        if isinstance(values, np.ndarray):
+            return values
+        # a list: np.asarray would turn [1, "1"] into two equal texts
+        return np.asarray(values, dtype=object)
 
     def fit(self, values) -> Self:
         """Learn the categories or the bin thresholds; returns ``self``.
@@ -176,6 +193,7 @@ class Bins(BaseEstimator):
         check_is_fitted(self, "n_bins_", method="fit")
         v = self._values(values, "values")
         if self.by == "category":
+            refuse_kind_clash(v, self.categories_, "values", "fit")
             unseen = np.setdiff1d(np.unique(v), self.categories_)
             if unseen.size:
                 raise ValueError(

@@ -72,6 +72,7 @@ import xarray as xr
 
 from calibprob._core.alignment import align_to_obs
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
+from calibprob._core.labels import refuse_kind_clash
 from calibprob._core.tables import dependent_columns
 from calibprob._core.validation import check_array, check_choice, check_groups, check_targets
 from calibprob.calibrators.conformal._condconf_lp import thresholds
@@ -91,6 +92,8 @@ def one_hot(labels, categories=None) -> tuple[np.ndarray, np.ndarray]:
     labels = np.asarray(labels)
     if categories is None:
         categories = np.unique(labels)
+    else:
+        refuse_kind_clash(labels, categories, "groups", "calibration")
     idx = np.searchsorted(categories, labels)
     idx = np.clip(idx, 0, categories.size - 1)
     unseen = categories[idx] != labels

@@ -78,7 +78,11 @@ def conformal_bayes(
     groups, train_groups : array_like or str, optional
         Grouped conformal Bayes (see :class:`calibprob.ConformalBayes`): the test points' groups
         (its ``predict(groups=)``), and the training points' (its ``fit(groups=)``: labels or a
-        coordinate name of ``observed_data``).
+        coordinate name of ``observed_data``). Read by the package's label reader (missing labels and ``1`` beside ``"1"`` refused); a labelled
+        ``train_groups`` (Series, DataArray) is aligned to the log-likelihood's observation
+        coordinate, and labelled ``groups`` to ``X_new``'s row index when ``X_new`` is a
+        DataFrame / Series (or a dict of them) with one; a mismatch is refused naming the first
+        label, plain arrays are read by position.
     grid : array_like, optional
         Equispaced candidates, shape (G,) or (m, G). Default: ``n_grid`` points per test point,
         placed by its own posterior predictive (so a test input far from the training data gets
@@ -144,6 +148,8 @@ def conformal_bayes(
     cb.fit(idata, var_name=var_name, groups=train_groups)
     if not _bambi.is_bambi_model(model):
         door = _Door(model, idata, var_name, compile_mode)
+    # labelled test groups (a Series, a DataArray with a coordinate) follow X_new's row labels when it has them
+    groups = _inputs.aligned(groups, _inputs.row_labels(X_new), "groups", "X_new")
     new = door.new_data(X_new)
     if door.n_draws != cb.n_draws_:
         raise ValueError(

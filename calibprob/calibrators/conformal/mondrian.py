@@ -61,6 +61,7 @@ import numpy as np
 import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive, clone
+from calibprob._core.labels import refuse_kind_clash
 from calibprob._core.ranks import exact_level, least_n
 from calibprob._core.validation import GROUP_COORD, check_confidence_levels, check_groups, check_levels, check_targets
 from calibprob.predictive import (
@@ -461,6 +462,7 @@ class Mondrian(BaseEstimator):
     # -- dispatch ---------------------------------------------------------------
     def _codes(self, labels: np.ndarray) -> np.ndarray:
         """Index into ``groups_`` per row; -1 for a group calibration never saw."""
+        refuse_kind_clash(labels, self.groups_, "groups", "calibration")
         uniq, inverse = np.unique(labels, return_inverse=True)
         seen = {g.item() if hasattr(g, "item") else g: k for k, g in enumerate(self.groups_)}
         index = np.array([seen.get(u.item() if hasattr(u, "item") else u, -1) for u in uniq], dtype=np.int64)

@@ -7,6 +7,7 @@ expected log densities are known exactly.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -248,3 +249,31 @@ def test_the_door_checks_x_new_width_and_the_trees_draws_first(problem):
     short["posterior"] = idata["posterior"].isel(draw=slice(0, DRAWS // 2))
     with pytest.raises(ValueError, match=r"do not hold the same draws .*posterior \(chain=\d+, draw=\d+\)"):
         calibprob.conformal_bayes(model, idata=short, X_new=problem["X_new"])
+
+
+def test_labelled_groups_follow_x_new_rows_and_the_training_observations(problem):
+    """issue 36: groups as a Series follow X_new's row index; train_groups as a Series follow obs labels."""
+    model = _model(problem["X"], problem["y"])
+    idata = _idata(problem, model)
+    grid = np.linspace(-8, 8, 81)
+    labels = np.repeat(["u", "v", "w"], N // 3)
+    test = ["u", "v", "w", "u", "v"]
+    expected = calibprob.conformal_bayes(model, idata, problem["X_new"], grid=grid, train_groups=labels, groups=test)
+    rows = ["r0", "r1", "r2", "r3", "r4"]
+    x_new = pd.DataFrame(problem["X_new"], index=rows)
+    obs_ids = idata["log_likelihood"]["lik"].indexes[idata["log_likelihood"]["lik"].dims[-1]]
+    perm = np.random.default_rng(0).permutation(N)
+    pred = calibprob.conformal_bayes(
+        model,
+        idata,
+        x_new,
+        grid=grid,
+        train_groups=pd.Series(labels, index=obs_ids).iloc[perm],
+        groups=pd.Series(test, index=rows).iloc[[4, 2, 0, 3, 1]],
+    )
+    np.testing.assert_array_equal(pred["p_value"].values, expected["p_value"].values)
+    assert pred["group"].values.tolist() == test
+    with pytest.raises(ValueError, match=r"groups's index does not match X_new's row labels: 'zz'"):
+        calibprob.conformal_bayes(
+            model, idata, x_new, grid=grid, train_groups=labels, groups=pd.Series(test, index=[*rows[:4], "zz"])
+        )
