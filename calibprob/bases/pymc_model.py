@@ -468,6 +468,20 @@ def _response(formula: str) -> str:
     return name
 
 
+#: a name in a formula: backticked, or an identifier (dots allowed) not followed by "(" (a function) or "=" (a keyword)
+_NAME = re.compile(r"`([^`]+)`|(?<![\w.])([A-Za-z_][\w.]*)(?!\s*[(=\w.])")
+
+
+def _formula_names(formula: str) -> list[str]:
+    """The column names a formula reads (functions, keywords and numbers left out), in order of appearance."""
+    names = []
+    for quoted, plain in _NAME.findall(formula):
+        name = quoted or plain
+        if name not in names and name not in ("True", "False", "None"):
+            names.append(name)
+    return names
+
+
 class BambiBase(_FrameBase):
     """A bambi formula as a base (see the module docstring).
 
@@ -522,10 +536,17 @@ class BambiBase(_FrameBase):
 
     def _model(self, data: pd.DataFrame, y: np.ndarray):
         """``bambi.Model(formula, data + response, family)``, unfitted."""
-        import bambi as bmb
-
         response = _response(self.formula)
         frame = data.reset_index(drop=True).assign(**{response: y})
+        missing = [v for v in _formula_names(self.formula) if v not in frame.columns]
+        if missing:  # before importing bambi: the common mistake, said in the data's own words
+            raise ValueError(
+                f"formula {self.formula!r} names {missing[0]!r}, which is not a column of the data; its columns "
+                f"are {list(data.columns)} and the response {response!r}. Name one of them (in backticks if it "
+                "holds dots, e.g. `county.name`)."
+            )
+        import bambi as bmb
+
         try:
             return bmb.Model(self.formula, frame, family=self.family)
         except KeyError as err:
