@@ -118,7 +118,9 @@ def build_bambi_base(options: dict, *, seed: int | None = None) -> BambiBase:
             "a base of kind 'bambi' needs formula = '<response> ~ <terms>', e.g. formula = 'y ~ x + (1|county)' "
             "(the response is the data set's target column)."
         )
-    return BambiBase(options["formula"], family=options.get("family", "gaussian"), random_state=seed, **_sampler(options))
+    return BambiBase(
+        options["formula"], family=options.get("family", "gaussian"), random_state=seed, **_sampler(options)
+    )
 
 
 def _check_frame(data, name: str) -> pd.DataFrame:
@@ -151,6 +153,8 @@ class _FrameBase:
     random_state: int | None
     n_draws_: int
     idata_: xr.DataTree
+    X_train_: pd.DataFrame
+    y_train_: np.ndarray
 
     # --- a subclass sets these in fit -------------------------------------------------------------------
     def _params(self, X: pd.DataFrame) -> tuple[str, list[np.ndarray]]:  # pragma: no cover - abstract
@@ -424,8 +428,8 @@ class PyMCModelBase(_FrameBase):
         draws = door.predictive_draws(door.new_data(self._inputs(X)), len(X), seed)
         if draws is None:
             raise ValueError(
-                f"the observed variable {door.rv.name!r} of factory {self.name!r} is multivariate; a base predicts "
-                "one number per row: model a univariate target."
+                f"the observed variable {door.rv.name!r} of factory {self.name!r} is multivariate, but a base predicts "
+                "one number per row: use a univariate likelihood (one target per row) in the factory's model."
             )
         return draws
 

@@ -18,7 +18,6 @@ import pandas as pd
 import xarray as xr
 
 from calibprob import datasets as cds
-from calibprob.datasets import loaders as cds_loaders
 from calibprob import registry
 from calibprob._core.validation import GROUP_COORD
 from calibprob.compare.methods import (
@@ -33,6 +32,7 @@ from calibprob.compare.methods import (
 )
 from calibprob.compare.spec.model import METHOD_FALLBACKS, Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
+from calibprob.datasets import loaders as cds_loaders
 from calibprob.metrics import evaluate, evaluate_intervals, is_interval_family
 from calibprob.runs.faults import choose_gp
 from calibprob.transforms import back_transform, transform_target

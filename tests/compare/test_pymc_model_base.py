@@ -22,8 +22,8 @@ from calibprob import ConvergenceWarning
 from calibprob.bases.pymc_model import BambiBase, PyMCModelBase, build_bambi_base
 from calibprob.compare import SpecError, parse_spec
 from calibprob.compare import tasks as T
-from calibprob.compare.runner import with_bases
 from calibprob.compare.methods import TaskContext, run_kind
+from calibprob.compare.runner import with_bases
 from tests.support import user_models
 from tests.support.paths import MODELS, load_benchmark
 
@@ -60,7 +60,9 @@ def test_frame_bases_get_the_raw_rows_of_each_part_by_obs_id():
         ids = frame.index.to_numpy()
         seen.append(ids)
         # the file's own rows at those ids: text column kept, nothing encoded, the target left out
-        pd.testing.assert_frame_equal(frame.reset_index(drop=True), raw.drop(columns="log.radon").iloc[ids].reset_index(drop=True))
+        pd.testing.assert_frame_equal(
+            frame.reset_index(drop=True), raw.drop(columns="log.radon").iloc[ids].reset_index(drop=True)
+        )
         assert pd.api.types.is_string_dtype(frame["county.name"]) and frame["county.name"].iloc[0].isupper()
         np.testing.assert_array_equal(y, raw["log.radon"].to_numpy()[ids])
         # the Mondrian groups of the part are the same rows' county names, the numeric X the same rows
@@ -167,7 +169,9 @@ _Y = np.array([0.1, 1.2, 1.9, 3.2])
 
 
 def test_a_factory_that_returns_no_model_is_refused():
-    with pytest.raises(TypeError, match=r"must return a pymc.Model \(built in `with pm.Model\(\) as model:`.*got DataFrame"):
+    with pytest.raises(
+        TypeError, match=r"must return a pymc.Model \(built in `with pm.Model\(\) as model:`.*got DataFrame"
+    ):
         PyMCModelBase(user_models.not_a_model).fit(_DF, _Y)
 
 
@@ -202,7 +206,11 @@ def task():
     n = 120
     g = rng.choice(["east", "north", "west"], n)
     x = rng.normal(size=n)
-    y = x + np.select([g == "east", g == "north"], [1.5, -1.0], 0.0) + rng.normal(size=n) * np.where(g == "west", 1.5, 0.3)
+    y = (
+        x
+        + np.select([g == "east", g == "north"], [1.5, -1.0], 0.0)
+        + rng.normal(size=n) * np.where(g == "west", 1.5, 0.3)
+    )
     ids = rng.permutation(1000)[:n]
     frame = pd.DataFrame({"x": x, "g": g}, index=pd.Index(ids, name="obs"))
     parts = {"train": slice(0, 60), "calibrate": slice(60, 90), "test": slice(90, n)}
@@ -270,7 +278,10 @@ def test_marginal_and_per_group_calibration_differ_on_the_user_model(task):
     ctx, _ = task
     marginal = dataclasses.replace(ctx, groups=None)
     per_group = dataclasses.replace(ctx, group_fallback=None, mondrian=True)  # each group its own calibrator
-    for kind, options, var in (("isotonic", {"extrapolate": True}, "quantile"), ("conformal-bayes", {"grid_size": 40}, "upper")):
+    for kind, options, var in (
+        ("isotonic", {"extrapolate": True}, "quantile"),
+        ("conformal-bayes", {"grid_size": 40}, "upper"),
+    ):
         a = run_kind(kind, marginal, **options)[var].values
         b = run_kind(kind, per_group, **options)[var].values
         assert a.shape == b.shape and not np.allclose(a, b), kind
