@@ -164,6 +164,11 @@ def test_results_never_name_the_code_and_python_objects_are_accepted():
         with_bases(data, {"mine": {"kind": "pymc-model", "factory": "tests.support.user_models:group_shift"}})
 
 
+def test_kinds_that_refit_per_fold_are_refused_on_a_sampled_model():
+    with pytest.raises(SpecError, match=r"methods.cv \(kind 'cv-plus'\) refits its base.*use kind 'loo-jackknife-plus'"):
+        parse_spec(_radon_spec(methods={"cv": {"kind": "cv-plus"}}))
+
+
 _DF = pd.DataFrame({"x": [0.0, 1.0, 2.0, 3.0], "g": ["a", "b", "a", "b"]})
 _Y = np.array([0.1, 1.2, 1.9, 3.2])
 

@@ -110,6 +110,7 @@ def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
                 raise SpecError(f"methods.{m.name}.bases lists a base twice: {list(m.bases)}; list each once.")
         if m.options.get("calibration_data") == "loo" and "calibration_data" in registry.METHODS[m.kind].runner_options:
             _check_loo_bases(m, tables)
+        _check_no_refits_of_frame_bases(m, tables)
         serve = registry.METHODS[m.kind].serves
         if serve is None:
             continue
@@ -127,6 +128,24 @@ def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
                     f"but would run on {where} of kind {table['kind']!r}; {fix}."
                 )
     return methods
+
+
+#: the adapter of the kinds that refit a fresh base once per fold (jackknife, jackknife+, CV+)
+_REFITTING_ADAPTER = "calibprob.compare.methods:run_cross_conformal"
+
+
+def _check_no_refits_of_frame_bases(m: MethodSpec, tables) -> None:
+    """A kind that refits its base per fold does not run on a user's sampled model (one NUTS run per fold)."""
+    if registry.METHODS[m.kind].adapter != _REFITTING_ADAPTER:
+        return
+    for name, table in tables:
+        if (m.bases is None or name in m.bases) and table["kind"] in registry.FRAME_BASES:
+            where = "[base]" if name is None else f"[bases.{name}]"
+            raise SpecError(
+                f"methods.{m.name} (kind {m.kind!r}) refits its base once per fold, but {where} (kind "
+                f"{table['kind']!r}) samples your model by NUTS: list the bases it runs on (bases = [...]), or use "
+                "kind 'loo-jackknife-plus' (jackknife+ from one posterior, no refit)."
+            )
 
 
 def _parse_method_bases(entry: dict, name: str, named_bases: bool) -> tuple[str, ...] | None:
