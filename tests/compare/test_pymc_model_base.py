@@ -165,7 +165,9 @@ def test_results_never_name_the_code_and_python_objects_are_accepted():
 
 
 def test_kinds_that_refit_per_fold_are_refused_on_a_sampled_model():
-    with pytest.raises(SpecError, match=r"methods.cv \(kind 'cv-plus'\) refits its base.*use kind 'loo-jackknife-plus'"):
+    with pytest.raises(
+        SpecError, match=r"methods.cv \(kind 'cv-plus'\) refits its base.*use kind 'loo-jackknife-plus'"
+    ):
         parse_spec(_radon_spec(methods={"cv": {"kind": "cv-plus"}}))
 
 
@@ -310,3 +312,25 @@ def test_radon_spec_runs_from_the_cli_and_reports_coverage_by_county(tmp_path):
     html = tmp_path / "radon.html"
     assert main(["report", str(out), "--html", str(html)]) == 0
     assert "coverage by group" in html.read_text().lower()
+
+
+@pytest.mark.slow
+def test_the_bambi_base_density_is_the_formula_written_out_from_its_posterior():
+    rng = np.random.default_rng(7)
+    n = 60
+    frame = pd.DataFrame({"x": rng.normal(size=n), "site": rng.choice(["a.1", "b.2", "c.3"], n)})
+    y = 0.5 + frame["x"].to_numpy() + frame["site"].map({"a.1": -1.0, "b.2": 0.0, "c.3": 1.0}).to_numpy()
+    y = y + 0.3 * rng.normal(size=n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        base = BambiBase("y ~ x + (1|site)", draws=100, tune=200, chains=2, random_state=1).fit(frame[:45], y[:45])
+    post = base.idata_["posterior"]
+    X = frame[45:]
+    effect = post["1|site"].sel({"site__factor_dim": X["site"].to_numpy()}).values.reshape(-1, len(X))
+    mu = post["Intercept"].values.reshape(-1, 1) + post["x"].values.reshape(-1, 1) * X["x"].to_numpy() + effect
+    sigma = post["sigma"].values.reshape(-1, 1, 1)
+    grid = np.linspace(-3, 3, 9)
+    want = stats.norm.logpdf(grid[None, None, :], mu[:, :, None], sigma)
+    np.testing.assert_allclose(base.log_density(X, grid), want, rtol=1e-9, atol=1e-9)
+    tree = base.loo_tree(random_state=2)
+    assert tree["log_likelihood"]["y"].shape == (2, 100, 45)
