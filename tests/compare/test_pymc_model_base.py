@@ -10,6 +10,7 @@ calibration differ on the same base.
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import warnings
 from importlib import resources
 
@@ -249,6 +250,17 @@ def test_the_log_density_is_the_normal_density_of_the_posterior_draws(task):
     np.testing.assert_array_equal(d1, ctx.base.sample_predictive(X, random_state=9))
     assert d1.shape == mu.shape
     np.testing.assert_allclose(d1.mean(axis=0), mu.mean(axis=0), atol=5 * float(s.mean()) / np.sqrt(len(s)))
+
+
+def test_a_fitted_base_travels_by_pickle(task):
+    # a Dask worker gets the fitted base by pickle: the model is built again, the draws are the same
+    ctx, _ = task
+    again = pickle.loads(pickle.dumps(ctx.base))
+    X = ctx.X_test.iloc[:4]
+    np.testing.assert_array_equal(again.log_density(X, [0.0, 1.0]), ctx.base.log_density(X, [0.0, 1.0]))
+    np.testing.assert_array_equal(
+        again.sample_predictive(X, random_state=1), ctx.base.sample_predictive(X, random_state=1)
+    )
 
 
 def test_conformal_bayes_on_the_user_model_equals_the_authors_ranks(task):
