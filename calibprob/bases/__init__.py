@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 
-SUBMODULES = ("gp", "linear", "pymc_hsgp", "pymc_linear", "quantile_gbm", "transformed", "user")
+SUBMODULES = ("gp", "linear", "pymc_hsgp", "pymc_linear", "pymc_model", "quantile_gbm", "transformed", "user")
 
 
 def __getattr__(name):

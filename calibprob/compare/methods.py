@@ -24,6 +24,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from calibprob import registry
@@ -575,6 +576,13 @@ def run_loo_jackknife(ctx: TaskContext, entry, **options) -> xr.Dataset:
 
     kwargs = _constructor_kwargs(ctx, entry, options)
     levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), 1)
+    if isinstance(ctx.X_train, pd.DataFrame):  # a frame base: its tree and its draws, the same arithmetic
+        model = entry.load()(confidence_level=ok, **kwargs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit_tree(ctx.base.loo_tree(random_state=model.random_state), ctx.y_train, var_name="y")  # type: ignore[attr-defined]
+        draws = ctx.base.sample_predictive(ctx.X_test, random_state=model.random_state)  # type: ignore[attr-defined]
+        return model.predict_draws(draws, confidence_level=levels)
     model = entry.load()(estimator=ctx.base, prefit=True, confidence_level=ok, **kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # high Pareto k: see the method page; the runner records no warnings
@@ -599,11 +607,11 @@ def run_conformal_bayes(ctx: TaskContext, entry, *, grid_size: int = 100, grid_m
     training targets' sd; the authors' grid is :math:`m = 2` on a unit-sd target), the test
     points' log densities, a block of test points at a time (memory draws × block × grid).
     """
-    base: Any = ctx.base  # a pymc-linear base (checked below); TaskContext types it as object
+    base: Any = ctx.base  # a posterior base (checked below); TaskContext types it as object
     if not callable(getattr(base, "log_density", None)):
         raise ValueError(
             f"kind 'conformal-bayes' needs a base with posterior draws and log_density(X, values) "
-            f"(kind 'pymc-linear'); got {type(base).__name__}."
+            f"(kind {', '.join(repr(k) for k in registry.POSTERIOR_BASES)}); got {type(base).__name__}."
         )
     kwargs = _constructor_kwargs(ctx, entry, options)
     # one thread per task: the runner parallelises over tasks (as with its one BLAS thread per process)
@@ -623,7 +631,7 @@ def run_conformal_bayes(ctx: TaskContext, entry, *, grid_size: int = 100, grid_m
     step = max(1, 2_000_000 // (ll.shape[0] * len(grid)))
     parts = []
     for i in range(0, len(ctx.X_test), step):
-        X_part = ctx.X_test[i : i + step]
+        X_part = _take_rows(ctx.X_test, slice(i, i + step))
         # the ends are refined between grid points on the exact p-value: the base scores any candidates
         refine = partial(_log_density_rows, base, X_part)
         groups = {} if grouped is None else {"groups": grouped["test"][i : i + step]}
@@ -634,7 +642,12 @@ def run_conformal_bayes(ctx: TaskContext, entry, *, grid_size: int = 100, grid_m
 
 def _log_density_rows(base, X, rows: slice, values: np.ndarray) -> np.ndarray:
     """The base's log density of the test points ``X[rows]`` at per-point candidates ``values`` (b, K)."""
-    return base.log_density(X[rows], values)
+    return base.log_density(_take_rows(X, rows), values)
+
+
+def _take_rows(X, rows: slice):
+    """Rows of an array, or by position of a DataFrame (a frame base's parts are indexed by their obs ids)."""
+    return X.iloc[rows] if isinstance(X, pd.DataFrame) else X[rows]
 
 
 def run_cqr(ctx: TaskContext, entry, **options) -> xr.Dataset:

@@ -279,8 +279,11 @@ def _add_bases(data: dict, bases: dict) -> dict:
                 f"bases[{name!r}]: the spec already has a base {taken[safe_name(name).lower()]!r} of that name "
                 "(names are compared ignoring case); rename one."
             )
-        check_factory(factory, f"bases[{name!r}]")
         taken[safe_name(name).lower()] = name
+        if isinstance(factory, dict):  # a base table with code in it, e.g. {"kind": "pymc-model", "factory": f}
+            tables[name] = dict(factory)
+            continue
+        check_factory(factory, f"bases[{name!r}]")
         tables[name] = {"kind": "python", "factory": factory}
     data["bases"] = tables
     return data
@@ -321,7 +324,9 @@ def run(
         as a quantile function, ``predict(X)`` when it returns a Dataset, or else its
         point predictions with one σ, the RMS of its 5-fold out-of-fold residuals (see
         :mod:`calibprob.bases.user`). Every method runs on every base unless it
-        lists ``bases``; a GP-only method must list the GP bases.
+        lists ``bases``; a GP-only method must list the GP bases. A value may also be a
+        base table with your code in it, e.g. ``{"kind": "pymc-model", "factory": f, "draws": 500}``
+        (your PyMC model: :mod:`calibprob.bases.pymc_model`).
     out : path, optional
         The results file (finished tasks kept in ``<out>.parts/`` for resuming, as with
         ``calibprob compare``). By default a temporary file, removed after loading.

@@ -14,6 +14,7 @@ import time
 import traceback
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from calibprob import datasets as cds
@@ -31,6 +32,7 @@ from calibprob.compare.methods import (
 )
 from calibprob.compare.spec.model import METHOD_FALLBACKS, Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
+from calibprob.datasets import loaders as cds_loaders
 from calibprob.metrics import evaluate, evaluate_intervals, is_interval_family
 from calibprob.runs.faults import choose_gp
 from calibprob.transforms import back_transform, transform_target
@@ -131,6 +133,9 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
     fractions = tuple(split[k] for k in ("train", "calibrate", "test") if k in split)
     parts = cds.train_calibrate_test_split(data, fractions, seed=seed, stratify=_stratify_labels(d, split, data))
     test_groups = _test_groups(parts["test"])
+    # a base that takes the data as the user has them gets each part's raw rows and raw targets,
+    # picked by the split's obs ids; specs without such a base compute nothing more
+    frames = _frames(spec, d, data, parts) if _wants_frames(spec) else None
     # the Mondrian groups of each part (a spec's groups = "<column>"), taken before any transform
     groups = {k: v["group"].values for k, v in parts.items()} if "group" in data.coords else None
     # target_transform: the models see g(y) (standardised if asked); `back` maps their
@@ -151,11 +156,55 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
     arrays: dict = {k: (v["X"].values, v["y"].values) for k, v in parts.items()}
     if groups is not None:
         arrays["groups"] = groups
+    if frames is not None:
+        arrays["frames"] = frames
     if back is None:
         y_test = arrays["test"][1]
     if test_groups is not None:  # the conditional diagnostics of evaluate(groups=): coverage per group
         y_test = xr.DataArray(y_test, dims="obs", coords={GROUP_COORD: ("obs", test_groups)})
     return (seed, arrays, back, y_test) if scored else (seed, arrays)
+
+
+def _wants_frames(spec: Spec) -> bool:
+    """Whether a base of the spec takes the data as the user has them (:data:`calibprob.registry.FRAME_BASES`)."""
+    return any(t.get("kind") in registry.FRAME_BASES for _, t in spec.base_tables())
+
+
+def _frames(spec: Spec, d, data: xr.Dataset, parts: dict) -> dict:
+    """``{part: (DataFrame, y)}``: each part's rows as the user has them (indexed by their obs ids) and raw targets.
+
+    The rows are the data set's columns before any encoding (text kept, the group column included), read
+    again from the same source with the same row selection; their numeric columns are checked against the
+    loaded features, so a misaligned read fails here instead of fitting a model on the wrong rows.
+    """
+    if d.path is not None:
+        raw = cds_loaders.csv_frame(
+            d.path, d.target, features=d.features, exclude=d.exclude, dropna=d.dropna,
+            subsample=d.subsample, seed=d.subsample_seed, groups=d.groups,
+        )  # fmt: skip
+    elif d.function is not None:
+        raw = pd.DataFrame(data["X"].values, columns=[str(f) for f in data["feature"].values])
+    else:
+        raw = cds_loaders.dataset_frame(d.name)
+    features = [str(f) for f in data["feature"].values]
+    same = [c for c in raw.columns if c in features and pd.api.types.is_numeric_dtype(raw[c])]
+    X = data["X"].values
+    if len(raw) != data.sizes["obs"] or any(
+        not np.array_equal(raw[c].to_numpy(float), X[:, features.index(c)]) for c in same
+    ):
+        raise RuntimeError(f"data set {d.name!r}: its raw rows do not match the loaded rows; please report this.")
+    out = {}
+    for k, v in parts.items():
+        ids = np.asarray(v["obs"].values)
+        out[k] = (raw.iloc[ids].set_index(pd.Index(ids, name="obs")), np.asarray(v["y"].values, dtype=float))
+    return out
+
+
+def _base_parts(arrays: dict, table: dict) -> dict:
+    """The task's parts as base ``table`` sees them: ``{part: (X, y)}`` (raw DataFrames for a frame base)."""
+    if table.get("kind") in registry.FRAME_BASES:
+        return arrays["frames"]
+    return {k: arrays[k] for k in ("train", "calibrate", "test") if k in arrays}
 
 
 def _test_groups(test: xr.Dataset) -> np.ndarray | None:
@@ -397,7 +446,7 @@ def _task_scores(
     named = spec.bases is not None
     names = spec.method_names if only is None else [only]
     pieces = []
-    for base_name, _ in spec.base_tables():
+    for base_name, table in spec.base_tables():
         methods = [m for m in (spec.methods_on(base_name) if named else spec.methods) if m.name in names]
         fit = fitted["fits"][base_name]
         if isinstance(fit, str):
@@ -405,7 +454,9 @@ def _task_scores(
             pieces.append(_failed_base(base_name, methods, fit))
             continue
         ctx, base_time, predict_time = fit
-        piece = _run_methods(spec, methods, ctx, back, y_score, (refits or {}).get(base_name))
+        # a frame base predicts on the raw target's scale already: nothing to map back
+        base_back = None if table.get("kind") in registry.FRAME_BASES else back
+        piece = _run_methods(spec, methods, ctx, base_back, y_score, (refits or {}).get(base_name))
         piece["base_fit_time"] = base_time
         piece["base_predict_time"] = predict_time
         diag = getattr(ctx.base, "diagnostics_", None)
@@ -434,22 +485,23 @@ def _fit_base(spec: Spec, table: dict, arrays: dict, seed: int):
     table = _chosen_table(table, arrays)
     base = make_base(table, seed=seed)
     t0 = time.perf_counter()
-    base.fit(*arrays["train"])
+    base.fit(*_base_parts(arrays, table)["train"])
     base_time = time.perf_counter() - t0
     return _context(spec, table, arrays, seed, base), base_time
 
 
 def _context(spec: Spec, table: dict, arrays: dict, seed: int, base):
     """The :class:`TaskContext` of a task's split for one base (fitted, or None for the refits)."""
-    X_train, y_train = arrays["train"]
-    X_cal, y_cal = arrays.get("calibrate", (None, None))
+    parts = _base_parts(arrays, table)
+    X_train, y_train = parts["train"]
+    X_cal, y_cal = parts.get("calibrate", (None, None))
     levels = None if spec.levels is None else np.asarray(spec.levels)
     return TaskContext(
         X_train,
         y_train,
         X_cal,
         y_cal,
-        arrays["test"][0],
+        parts["test"][0],
         base,
         table,
         levels,

@@ -406,6 +406,34 @@ def load_csv(
     (['soil=loam', 'soil=sand'], [[0.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
     """
     path = os.fspath(path)
+    base = os.path.basename(path)
+    frame, labels, used, n_dropped = _csv_rows(path, target, features, exclude, dropna, subsample, seed, groups)
+    frame = frame.reset_index(drop=True)
+    if one_hot:
+        frame = _one_hot(
+            frame, target, used if one_hot is True else [str(c) for c in one_hot], base, only_text=one_hot is True
+        )
+    ds = _frame_to_dataset(
+        frame,
+        target=target,
+        name=name if name is not None else os.path.splitext(base)[0],
+        description=f"Regression data read from {path} (target {target!r}).",
+        source=path,
+        license="unknown",
+        origin=path,
+        where=f"file {base}",
+    )
+    if dropna:
+        ds.attrs["rows_dropped"] = int(n_dropped)
+    return ds if labels is None else _with_groups(ds, labels, groups)
+
+
+def _csv_rows(path: str, target: str, features, exclude, dropna: bool, subsample, seed, groups):
+    """The rows :func:`load_csv` keeps, in its order: ``(frame of used columns + target, group labels, used, dropped)``.
+
+    The frame keeps the file's row labels (the caller renumbers); the labels are the group column's raw
+    values of the kept rows (None without ``groups``). :func:`csv_frame` reads the same rows.
+    """
     problem = describe_unreadable_path(path, "CSV file")
     if problem is not None:
         raise FileNotFoundError(f"path must be an existing CSV file: {problem}")
@@ -425,24 +453,49 @@ def load_csv(
     frame = _subsample_rows(frame, subsample, seed)
     # the group of each kept row, taken by its original row label (before re-numbering)
     labels = None if raw_labels is None else raw_labels.loc[frame.index]
-    frame = frame.reset_index(drop=True)
-    if one_hot:
-        frame = _one_hot(
-            frame, target, used if one_hot is True else [str(c) for c in one_hot], base, only_text=one_hot is True
-        )
-    ds = _frame_to_dataset(
-        frame,
-        target=target,
-        name=name if name is not None else os.path.splitext(base)[0],
-        description=f"Regression data read from {path} (target {target!r}).",
-        source=path,
-        license="unknown",
-        origin=path,
-        where=f"file {base}",
-    )
-    if dropna:
-        ds.attrs["rows_dropped"] = int(n_dropped)
-    return ds if labels is None else _with_groups(ds, labels, groups)
+    return frame, labels, used, n_dropped
+
+
+def csv_frame(
+    path: str | os.PathLike,
+    target: str,
+    *,
+    features: list[str] | None = None,
+    exclude: list[str] | None = None,
+    dropna: bool = False,
+    subsample: int | None = None,
+    seed=None,
+    groups: str | None = None,
+) -> pd.DataFrame:
+    """The feature columns of a CSV as the file has them (text kept, nothing encoded), in :func:`load_csv`'s rows.
+
+    Row ``i`` is observation ``i`` of ``load_csv`` with the same arguments (the same ``dropna``,
+    ``subsample`` and ``groups`` selection); the ``groups`` column is included even when
+    ``features`` leaves it out. The target is not a column. The comparison runner hands these
+    rows to the bases that take the data as the user has them (``kind = "pymc-model"``, ``"bambi"``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per observation (index ``0..n-1``), the used feature columns (and the group column).
+    """
+    frame, labels, used, _ = _csv_rows(os.fspath(path), target, features, exclude, dropna, subsample, seed, groups)
+    out = frame[used].reset_index(drop=True)
+    if labels is not None and groups not in out.columns:
+        out[groups] = labels.reset_index(drop=True)
+    return out
+
+
+def dataset_frame(name: str) -> pd.DataFrame:
+    """A bundled data set's feature columns as the file has them (text kept, nothing encoded), in its rows.
+
+    Row ``i`` is observation ``i`` of :func:`load_dataset`; every column but the target (the last).
+    """
+    info = _resolve(name)
+    ref = resources.files("calibprob.datasets").joinpath("data", info.file)
+    with ref.open("r", encoding="utf-8") as fh:
+        frame = pd.read_csv(fh)
+    return frame.drop(columns=frame.columns[-1])
 
 
 def _group_labels(frame: pd.DataFrame, groups: str | None, target: str, where: str):

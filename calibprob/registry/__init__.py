@@ -277,6 +277,33 @@ register_base(
     doc="your own model: entry = 'package.module:factory' (imports and runs your code)",
     builder="calibprob.bases.user:build_python_base",
 )
+#: sampler settings of the two kinds that sample a user's model (defaults: calibprob.bases.pymc_model.SAMPLER_DEFAULTS)
+_USER_SAMPLER = {
+    "draws": Int(10, 1_000_000),
+    "tune": Int(0, 1_000_000),
+    "chains": Int(1, 64),
+    "target_accept": _PROB,
+}
+register_base(
+    "pymc-model",
+    None,
+    options={"entry": Str(), "var_name": Str(), **_USER_SAMPLER},
+    doc="your own PyMC model: entry = 'package.module:factory', factory(data: DataFrame, y) -> pm.Model with "
+    "pm.Data inputs (imports and runs your code)",
+    builder="calibprob.bases.pymc_model:build_pymc_model_base",
+)
+register_base(
+    "bambi",
+    None,
+    options={"formula": Str(), "family": Str(), **_USER_SAMPLER},
+    doc="a bambi model: formula = 'y ~ x + (1|group)', optional family (default 'gaussian')",
+    builder="calibprob.bases.pymc_model:build_bambi_base",
+)
+#: base kinds that see the data as the user has them: each part's raw DataFrame (text and group columns,
+#: not one-hot encoded, not standardised) and the raw target; their predictions are on the target's scale
+FRAME_BASES = ("pymc-model", "bambi")
+#: base kinds that sample a posterior with log densities at new rows (conformal Bayes, LOO jackknife+)
+POSTERIOR_BASES = ("pymc-linear", "pymc-model", "bambi")
 
 # --- method kinds: the recalibration baselines (Capone et al. 2023 §7) -------------------
 _CAL = ("calibprob", "calibprob.calibrators")
@@ -286,7 +313,7 @@ _LOO_OPTION: dict[str, Any] = dict(runner_options=("calibration_data",))
 _CALIBRATION_DATA = {"calibration_data": Choice(("in-sample", "loo"))}
 #: base kinds that give a training-part leave-one-out predictive (``loo()`` or ``loo_tree()``); ``python``
 #: bases are checked when they run
-LOO_BASES = ("gp", "sparse-gp", "pymc-linear", "pymc-hsgp", "python")
+LOO_BASES = ("gp", "sparse-gp", "pymc-linear", "pymc-hsgp", "python", *FRAME_BASES)
 register_method(
     "base",
     None,
@@ -439,7 +466,7 @@ register_method(
     output="intervals",
     options={"score": Choice(("absolute", "normalized"))},
     doc="Jackknife+ from one posterior: PSIS-LOO weights for the n refits, coverage >= 2c - 1 up to PSIS error.",
-    serves=("pymc-linear", "pymc-hsgp"),
+    serves=("pymc-linear", "pymc-hsgp", *FRAME_BASES),
     seed="random_state",
     hidden=("chunk_size", "prefit"),
     adapter="calibprob.compare.methods:run_loo_jackknife",
@@ -461,7 +488,7 @@ register_method(
         "pareto_k": _BOOL,
     },
     doc="Conformal Bayes (Fong & Holmes 2021): full-conformal sets from the PyMC base's posterior, no calibration split.",
-    serves=("pymc-linear",),
+    serves=POSTERIOR_BASES,
     runner_options=("grid_size", "grid_margin"),
     defaults={"grid_size": 100, "grid_margin": 2.0},
     # memory and thread tuning (n_jobs: the runner sets it from its own workers); specs carry no groups for it yet

@@ -52,7 +52,8 @@ def test_minimal_spec_parses_and_round_trips():
         ),
         (
             {"base": {"kind": "svm"}},
-            r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge, pymc-linear, pymc-hsgp, python, quantile-gbm; "
+            r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge, pymc-linear, pymc-hsgp, python, "
+            r"pymc-model, bambi, quantile-gbm; "
             r"got 'svm'",
         ),
         ({"repetitions": 0}, r"repetitions must be a positive integer; got 0"),

@@ -33,7 +33,8 @@ from tests.support.specs import csv_spec, spec_dict, write_csv
         ({"methods": {"m": {"kind": 3}}}, r"methods\.m\.kind = 3 is unknown\. Valid kinds"),
         (
             {"base": {"kind": 3}},
-            r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge, pymc-linear, pymc-hsgp, python, quantile-gbm; "
+            r"base\.kind must be one of gp, sparse-gp, ols, bayesian-ridge, pymc-linear, pymc-hsgp, python, "
+            r"pymc-model, bambi, quantile-gbm; "
             r"got 3",
         ),
         ({"confidence_levels": ["x"]}, r"confidence_levels must be in \(0, 1\); got 'x'"),

@@ -381,7 +381,9 @@ class _Door:
             data[self.target] = np.zeros(m)
         self._set(data)
         family = type(self.rv.owner.op).__name__
-        fn = self._compile(list(self.rv.owner.op.dist_params(self.rv.owner)))
+        fn = getattr(self, "_closed_fn", None)  # compiled once per door: a base evaluates many row sets
+        if fn is None:
+            fn = self._closed_fn = self._compile(list(self.rv.owner.op.dist_params(self.rv.owner)))
         params = [np.empty((self.n_draws, m)) for _ in _CLOSED_FORM[family]]
         for sl in self._draw_batches(8 * m * 4):
             for k, p in enumerate(fn(sl)):

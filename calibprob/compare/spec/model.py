@@ -111,13 +111,21 @@ _VIEWS = {
 }
 
 
+#: Base kinds whose table names code to run (``entry``, or a ``factory`` object from Python).
+CODE_BASES = ("python", "pymc-model")
+
+
 def _python_label(table: dict) -> dict:
-    """A ``kind = "python"`` table with its code named by a description only (other tables unchanged)."""
-    if table.get("kind") != "python":
+    """A table naming code (``kind = "python"`` or ``"pymc-model"``) with the code named by a description only.
+
+    Its other options (a ``pymc-model``'s sampler settings) are kept; other tables are unchanged.
+    """
+    if table.get("kind") not in CODE_BASES:
         return table
 
     label = table["entry"] if "entry" in table else factory_label(table.get("factory"))
-    return {"kind": "python", "label": label}
+    rest = {k: v for k, v in table.items() if k not in ("kind", "entry", "factory")}
+    return {"kind": table["kind"], "label": label, **rest}
 
 
 def _toml_value(v) -> str:
@@ -357,7 +365,7 @@ class Spec:
         # a python base by its label (an object's str would hold its address)
         if "bases" in payload:
             payload["bases"] = {n: _python_label(t) for n, t in payload["bases"].items()}
-        elif payload.get("base", {}).get("kind") == "python":
+        elif payload.get("base", {}).get("kind") in CODE_BASES:
             payload["base"] = _python_label(payload["base"])
         payload.pop("description", None)
         payload.pop("metrics", None)  # display only
@@ -374,7 +382,7 @@ class Spec:
         with the base's ``entry`` (or factory object) replaced by a ``label`` that only
         describes it, so reading a results file can never lead to importing user code.
         """
-        if not any(t.get("kind") == "python" for _, t in self.base_tables()):
+        if not any(t.get("kind") in CODE_BASES for _, t in self.base_tables()):
             return self.source or str(self.to_dict())
         data = self.to_dict()
         if "base" in data:

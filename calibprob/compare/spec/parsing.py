@@ -9,6 +9,7 @@ from pathlib import Path
 from calibprob import registry
 from calibprob._core.options import Bool, Choice, Float, Int, ListOf, SpecError, Str, _check_keys, _short, _suggest
 from calibprob._core.validation import check_levels, describe_unreadable_path
+from calibprob.bases.pymc_model import check_pymc_model_table
 from calibprob.bases.user import check_python_table
 from calibprob.compare.ranking import RANK_SCORES
 from calibprob.compare.spec.data import _parse_datasets, _parse_split
@@ -41,9 +42,18 @@ def _parse_base_table(table, where: str, label: str) -> dict:
         check_python_table(options, where)  # imports the user's `entry` (a SpecError if it cannot)
         return dict(table)
     types = registry.BASES[kind].options
-    _check_keys(options, types, f"{label} (kind {kind!r})")
+    code = {k: v for k, v in options.items() if k == "factory" and kind == "pymc-model"}  # an object, from Python
+    _check_keys({k: v for k, v in options.items() if k not in code}, types, f"{label} (kind {kind!r})")
     for k, v in options.items():
-        types[k].check(v, f"{where}.{k}")
+        if k not in code:
+            types[k].check(v, f"{where}.{k}")
+    if kind == "pymc-model":
+        check_pymc_model_table(options, where)  # imports the user's `entry` (a SpecError if it cannot)
+    if kind == "bambi" and "formula" not in options:
+        raise SpecError(
+            f"{where} (kind 'bambi') needs formula = '<response> ~ <terms>', e.g. formula = 'y ~ x + (1|county)' "
+            "(the response is the data set's target column, in backticks if it holds dots)."
+        )
     return dict(table)
 
 
@@ -100,6 +110,7 @@ def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
                 raise SpecError(f"methods.{m.name}.bases lists a base twice: {list(m.bases)}; list each once.")
         if m.options.get("calibration_data") == "loo" and "calibration_data" in registry.METHODS[m.kind].runner_options:
             _check_loo_bases(m, tables)
+        _check_no_refits_of_frame_bases(m, tables)
         serve = registry.METHODS[m.kind].serves
         if serve is None:
             continue
@@ -117,6 +128,24 @@ def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
                     f"but would run on {where} of kind {table['kind']!r}; {fix}."
                 )
     return methods
+
+
+#: the adapter of the kinds that refit a fresh base once per fold (jackknife, jackknife+, CV+)
+_REFITTING_ADAPTER = "calibprob.compare.methods:run_cross_conformal"
+
+
+def _check_no_refits_of_frame_bases(m: MethodSpec, tables) -> None:
+    """A kind that refits its base per fold does not run on a user's sampled model (one NUTS run per fold)."""
+    if registry.METHODS[m.kind].adapter != _REFITTING_ADAPTER:
+        return
+    for name, table in tables:
+        if (m.bases is None or name in m.bases) and table["kind"] in registry.FRAME_BASES:
+            where = "[base]" if name is None else f"[bases.{name}]"
+            raise SpecError(
+                f"methods.{m.name} (kind {m.kind!r}) refits its base once per fold, but {where} (kind "
+                f"{table['kind']!r}) samples your model by NUTS: list the bases it runs on (bases = [...]), or use "
+                "kind 'loo-jackknife-plus' (jackknife+ from one posterior, no refit)."
+            )
 
 
 def _parse_method_bases(entry: dict, name: str, named_bases: bool) -> tuple[str, ...] | None:
@@ -278,6 +307,7 @@ def _parse_spec(data, *, source, root) -> Spec:
     target_transform = None
     if "target_transform" in data:
         target_transform = Choice(TARGET_TRANSFORMS).check(data["target_transform"], "target_transform")
+    _check_frame_scale(tables, standardize, target_transform)
     split = _parse_split(data["split"])
     max_minutes = _parse_max_method_minutes(data.get("max_method_minutes", DEFAULT_MAX_METHOD_MINUTES))
     datasets = _parse_datasets(data["datasets"], root, split, seed, base_kind, target_transform)
@@ -303,6 +333,23 @@ def _parse_spec(data, *, source, root) -> Spec:
         root=str(root),
         max_method_minutes=max_minutes,
     )
+
+
+def _check_frame_scale(tables, standardize: bool, target_transform) -> None:
+    """A base that sees the raw data is scored on the target's own scale: the spec's scores must be on it too.
+
+    With ``standardize = true`` and no ``target_transform`` every other base is scored on the standardised
+    target, so the two would not compare; with a ``target_transform`` every score is on the original scale.
+    """
+    frame = [(n, t["kind"]) for n, t in tables if t["kind"] in registry.FRAME_BASES]
+    if frame and standardize and target_transform is None:
+        name, kind = frame[0]
+        where = "[base]" if name is None else f"[bases.{name}]"
+        raise SpecError(
+            f"{where} (kind {kind!r}) sees the data as you have them and predicts on the target's own scale, but "
+            "standardize = true scores the other bases on the standardised target; set standardize = false "
+            "(your model standardises inside itself if it needs to)."
+        )
 
 
 def _parse_max_method_minutes(value) -> float:
