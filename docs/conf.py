@@ -1,6 +1,12 @@
 """Sphinx configuration for the calibprob documentation (built with -W: warnings are errors)."""
 
+import sys
+from pathlib import Path
+
 import calibprob
+
+# docs/_ext: the calibprob_api extension (every public name documented; re-exports link)
+sys.path.insert(0, str(Path(__file__).parent / "_ext"))
 
 project = "calibprob"
 author = "the calibprob developers"
@@ -15,6 +21,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinx.ext.intersphinx",
     "numpydoc",
+    "calibprob_api",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
