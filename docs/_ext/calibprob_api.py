@@ -113,20 +113,36 @@ def _entry(obj, name: str, documented: dict[int, list[str]]) -> str | None:
     return next((n for n in names if n.rsplit(".", 1)[-1] == last), None)
 
 
+def missing_names(described, documented: dict[int, list[str]]) -> list[str]:
+    """The public names (``module.name``) that no object description documents.
+
+    Parameters
+    ----------
+    described : collection of str
+        The dotted names of the Python domain's object descriptions.
+    documented : dict
+        ``{id(object): [documented names]}`` of those descriptions (:func:`_documented`).
+
+    Returns
+    -------
+    list of str
+    """
+    # a name documented under its own dotted path counts even when each access builds a new
+    # object (a lazily computed constant such as calibprob.compare.spec.METHOD_OPTION_TYPES)
+    return [
+        f"{mod}.{name}"
+        for mod, name, obj in public_names()
+        if f"{mod}.{name}" not in described and _entry(obj, name, documented) is None
+    ]
+
+
 def _check_coverage(app, env) -> None:
     from sphinx.util import logging
 
     documented = _documented(env)
     _DOCUMENTED.clear()
     _DOCUMENTED.update(documented)
-    # a name documented under its own dotted path counts even when each access builds a new
-    # object (a lazily computed constant such as calibprob.compare.spec.METHOD_OPTION_TYPES)
-    described = env.get_domain("py").objects
-    missing = [
-        f"{mod}.{name}"
-        for mod, name, obj in public_names()
-        if f"{mod}.{name}" not in described and _entry(obj, name, documented) is None
-    ]
+    missing = missing_names(env.get_domain("py").objects, documented)
     if missing:
         logging.getLogger(__name__).warning(
             "%d public name(s) in an __all__ have no entry in the API reference: %s. Add each to an "
