@@ -434,6 +434,23 @@ def test_method_pages_examples_run():
             exec(compile(block, str(page), "exec"), {"__name__": "__main__"})
 
 
+@pytest.mark.slow
+def test_hierarchical_howto_runs(capsys):
+    """docs/examples/hierarchical-model.md: its python blocks run in order as one script (PyMC and bambi
+    fits, every route; about 40 s) and print the minimum group sizes the page states."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    page = (DOCS / "examples" / "hierarchical-model.md").read_text(encoding="utf-8")
+    namespace = {"__name__": "__main__"}
+    for block in re.findall(r"```python\n(.*?)```", page, flags=re.S):
+        exec(compile(block, "examples/hierarchical-model.md", "exec"), namespace)
+    printed = capsys.readouterr().out
+    stated = re.search(r"`(\{\(0\.8, 'split-conformal'\): 4.*?\})`", page).group(1)
+    assert stated in printed
+    assert set(namespace["scored"]) >= {"conformal Bayes", "conformal Bayes, grouped", "Mondrian split conformal"}
+
+
 def test_comparison_example_prints_what_it_shows(capsys):
     """docs/examples/comparison.md runs one whole comparison, the one place an example does (the comparison
     functions' docstrings point to it), and prints exactly the text block shown under it."""

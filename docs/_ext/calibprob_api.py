@@ -154,11 +154,27 @@ def _check_coverage(app, env) -> None:
         )
 
 
+def _written_in(node) -> str | None:
+    """The module whose source holds the docstring the reference is in (``None`` outside a docstring).
+
+    autodoc marks each docstring line's source as ``"<file>:docstring of <object>"``; a short name
+    there (``evaluate``) means that name as the defining module sees it.
+    """
+    source = node.source or (node.parent.source if node.parent is not None else None) or ""
+    if "docstring of " not in source:
+        return None
+    try:
+        obj = resolve(source.rsplit("docstring of ", 1)[1].strip())
+    except LookupError:
+        return None
+    return obj.__name__ if inspect.ismodule(obj) else getattr(obj, "__module__", None)
+
+
 def _alias_target(env, node) -> str | None:
     """The documented name of the object a missing ``py`` reference denotes, if any."""
     target = node["reftarget"].lstrip("~.")
     candidates = [target]
-    for context in (node.get("py:class"), node.get("py:module")):
+    for context in (node.get("py:class"), node.get("py:module"), _written_in(node)):
         if context:
             candidates.append(f"{context}.{target}")
     for candidate in candidates:
@@ -190,7 +206,8 @@ def _public_bases(app, name, obj, options, bases: list) -> None:
     def add(cls):
         if cls is object:
             return
-        if _is_public(cls.__module__) or not cls.__module__.startswith(PUBLIC_ROOT):
+        public = _is_public(cls.__module__) and not cls.__name__.startswith("_")
+        if public or not cls.__module__.startswith(PUBLIC_ROOT):
             if cls not in out:
                 out.append(cls)
             return

@@ -181,7 +181,7 @@ def check_grid_covers(g: np.ndarray, y_train: np.ndarray | None) -> None:
 def group_labels(value, n: int, name: str) -> np.ndarray:
     """Group labels as a 1-D NumPy array of length ``n`` (strings or integers).
 
-    Read by the package's one groups reader (:func:`calibprob._core.validation.check_groups`: length,
+    Read by the package's one groups reader (``calibprob._core.validation.check_groups``: length,
     dimensions, missing labels); ranks compare labels, so floats are refused here.
     """
     arr = check_groups(value, n, name=name)
