@@ -25,6 +25,7 @@ from tests.support.paths import REPO_ROOT
 ROOT = REPO_ROOT
 DOCS = ROOT / "docs"
 
+
 def _api_extension():
     """docs/_ext/calibprob_api.py, the Sphinx extension that reads the public API from ``__all__``."""
     spec = importlib.util.spec_from_file_location("calibprob_api", DOCS / "_ext" / "calibprob_api.py")
