@@ -438,7 +438,8 @@ def test_method_pages_examples_run():
 @pytest.mark.slow
 def test_hierarchical_howto_runs(capsys):
     """docs/examples/hierarchical-model.md: its python blocks run in order as one script (PyMC and bambi
-    fits, every route; about 40 s) and print the minimum group sizes the page states."""
+    fits, every route; 109 s at a load of 9 on the shared 2-core machine) and print the minimum group
+    sizes the page states."""
     import matplotlib
 
     matplotlib.use("Agg")
