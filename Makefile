@@ -3,7 +3,7 @@
 #   make test       the default test suite (what CI runs; installs Debian's chromium as root if missing)
 #   make test-fast  the package's unit tests in parallel, under 2 min (no docs, notebooks, CLI, runner, lint)
 #   make test-slow  the long statistical tests (they assert too; not in CI's default run)
-#   make docs       build the documentation (warnings are errors)
+#   make docs       build the documentation (warnings are errors, nitpicky, every public name listed)
 #   make bench      print the benchmark ratios
 #   make coverage   the default test suite under coverage: a terminal summary and coverage-html/
 
@@ -80,7 +80,9 @@ test-all: $(STAMP)
 coverage: $(STAMP)
 	$(BIN)/python -m pytest $(XDIST) --cov=calibprob --cov-report=term:skip-covered --cov-report=html:coverage-html
 
+# The autosummary stubs are regenerated each time: a stub left from a name since removed would be built too.
 docs: $(STAMP)
+	rm -rf docs/api/generated
 	$(BIN)/python -m sphinx -W --keep-going -b html docs docs/_build/html
 
 bench: $(STAMP)

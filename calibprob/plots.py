@@ -335,7 +335,7 @@ def binomial_band(level, n, mass: float = BAND_MASS) -> tuple[np.ndarray, np.nda
         Nominal coverage :math:`\alpha` in (0, 1).
     n : int or array_like of int
         Points per group (broadcast against ``level``); 0 gives NaN.
-    mass : float, default :data:`BAND_MASS`
+    mass : float, default ``BAND_MASS``
 
     Returns
     -------
@@ -432,7 +432,7 @@ def group_coverage_table(data, level=None, *, dataset=None, mass: float = BAND_M
         The confidence levels to keep; default every level in ``data``.
     dataset : str, optional
         The data set of a results file with more than one.
-    mass : float, default :data:`BAND_MASS`
+    mass : float, default ``BAND_MASS``
 
     Returns
     -------
@@ -640,7 +640,7 @@ def coverage_by_group(
     all of its points (a Mondrian group too small for the level, fallback ``none``) is drawn with
     a hollow triangle: it counts as covered, but trivially, and never as below its band.
 
-    The figure is :data:`GROUP_FIGURE_WIDTH` inches wide whatever the number of groups: rows take
+    The figure is ``GROUP_FIGURE_WIDTH`` inches wide whatever the number of groups: rows take
     about 0.15 in (0.075 in per method with three or more, side by side within a row) and wrap
     into up to four columns of panels (small multiples) when a level's rows would pass 10 in
     (then rows get closer, down to 0.15 in, before the figure grows taller); labels
@@ -667,7 +667,7 @@ def coverage_by_group(
         Above the figure; default "Coverage by group".
     colors : dict, optional
         Colour per method; default matplotlib's colour cycle in the order the methods appear.
-    mass : float, default :data:`BAND_MASS`
+    mass : float, default ``BAND_MASS``
         Probability of the band.
 
     Returns
@@ -677,7 +677,7 @@ def coverage_by_group(
     Raises
     ------
     ValueError
-        If ``sort`` is not one of :data:`GROUP_SORTS`, and as :func:`group_coverage_table`
+        If ``sort`` is not one of ``GROUP_SORTS``, and as :func:`group_coverage_table`
         (no group coverage, an empty table, a level not in ``data``, ``mass`` outside (0, 1)).
 
     References

@@ -181,7 +181,7 @@ def back_transform(pred: xr.Dataset, transform: str, *, shift: float = 0.0, scal
     return ds
 
 
-#: Names that moved out of this module (the base model went to :mod:`calibprob.bases.transformed`); they keep
+#: Names that moved out of this module (the base model went to ``calibprob.bases.transformed``); they keep
 #: working for one release with a FutureWarning.
 _MOVED_NAMES = {"TransformedTargetRegressor": "calibprob.bases.transformed"}
 

@@ -226,7 +226,7 @@ class BaseEstimator:
         """Write this estimator (parameters and fitted state) to netCDF-4, without pickle.
 
         Restore it with :func:`calibprob.load`; the format is described in
-        :mod:`calibprob._core.persistence`. User code it holds (a callable, a non-calibprob
+        :ref:`saving-and-loading` (and in ``calibprob._core.persistence``). User code it holds (a callable, a non-calibprob
         model) is not written: ``load`` asks for it back by parameter name.
 
         Parameters

@@ -2,7 +2,7 @@
 
 Every ``groups=`` argument of calibprob (Mondrian calibrators, conformal Bayes, bins,
 :func:`calibprob.evaluate`) and every group column a spec reads from a file ends here, through
-:func:`calibprob._core.validation.check_groups`, so that they agree on two questions:
+``calibprob._core.validation.check_groups``, so that they agree on two questions:
 
 * **Missing.** NaN, ``None``, pandas' missing value (``pd.NA`` in a nullable string, integer or
   Categorical column), ``NaT``; and, for data read from a file, an empty or whitespace-only

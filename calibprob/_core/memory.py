@@ -3,7 +3,7 @@
 :func:`memory_budget` is what a step that allocates ``n x n`` arrays checks before allocating: inside a Dask
 worker, the room below the fraction of the worker's ``memory_limit`` at which its nanny restarts it (not the
 machine's available memory, which two workers share); elsewhere, the machine's available memory. It lives
-in the core so that the bases (the exact GP's own checks) and the executor (:mod:`calibprob.runs.faults`)
+in the core so that the bases (the exact GP's own checks) and the executor (``calibprob.runs.faults``)
 share it without a base reaching into the run layer.
 """
 

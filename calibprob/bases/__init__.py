@@ -1,13 +1,13 @@
 """Base models: the regressions whose predictive distributions the calibrators take in.
 
-* :mod:`calibprob.bases.linear` -- ordinary least squares (Student-t predictive) and Bayesian ridge;
-* :mod:`calibprob.bases.pymc_linear` -- PyMC linear regression (Normal or Laplace priors; posterior-predictive
-  draws), kind ``pymc-linear``; :mod:`calibprob.bases.pymc_hsgp` -- PyMC's Hilbert-space approximate GP; both
-  sampled through the one helper :mod:`calibprob.bases._pymc_sampling`;
+* ``calibprob.bases.linear`` -- ordinary least squares (Student-t predictive) and Bayesian ridge;
+* ``calibprob.bases.pymc_linear`` -- PyMC linear regression (Normal or Laplace priors; posterior-predictive
+  draws), kind ``pymc-linear``; ``calibprob.bases.pymc_hsgp`` -- PyMC's Hilbert-space approximate GP; both
+  sampled through the one helper ``calibprob.bases._pymc_sampling``;
 * :mod:`calibprob.bases.gp` -- exact and sparse (VFE) Gaussian processes, kernels, and the one closed-form
-  leave-one-out (:mod:`calibprob.bases.gp.loo`, also used by the conformal GP methods);
-* :mod:`calibprob.bases.quantile_gbm` -- quantile gradient boosting (scikit-learn);
-* :mod:`calibprob.bases.transformed` -- any base fitted on a log / log1p transformed target;
+  leave-one-out (``calibprob.bases.gp.loo``, also used by the conformal GP methods);
+* ``calibprob.bases.quantile_gbm`` -- quantile gradient boosting (scikit-learn);
+* ``calibprob.bases.transformed`` -- any base fitted on a log / log1p transformed target;
 * :mod:`calibprob.bases.user` -- your own model as a comparison base (``kind = "python"``).
 
 The classes are exported lazily by ``calibprob`` (:mod:`calibprob.registry`, the one source); the submodules are

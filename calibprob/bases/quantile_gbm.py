@@ -59,7 +59,7 @@ class QuantileGradientBoosting(BaseEstimator):
     Parameters
     ----------
     levels : array_like, optional
-        Strictly increasing quantile levels in (0, 1) to fit (default :data:`GBM_LEVELS`).
+        Strictly increasing quantile levels in (0, 1) to fit (default ``GBM_LEVELS``).
     max_iter : int, default 100
         Boosting iterations per level.
     learning_rate : float, default 0.1

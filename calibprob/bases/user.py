@@ -254,7 +254,7 @@ class PythonBase:
     def predict(self, X, levels=None) -> xr.Dataset:
         """The predictive distribution at ``X`` (the contract of :mod:`calibprob.predictive`).
 
-        A DataFrame is checked against the columns of the one given to :meth:`fit` (names and order),
+        A DataFrame is checked against the columns of the one given to ``fit`` (names and order),
         and any 2-D ``X`` against the fitted width, before the user's model sees it.
         """
         check_feature_names(self, X, "X")

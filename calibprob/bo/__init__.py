@@ -13,7 +13,7 @@
   :func:`probability_of_improvement`, :func:`lower_confidence_bound`,
   :func:`minimize_on_box`.
 
-Test functions live in :mod:`calibprob.datasets.functions`
+Test functions live in ``calibprob.datasets.functions``
 (:func:`calibprob.datasets.get_function`).
 """
 

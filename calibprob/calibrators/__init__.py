@@ -3,7 +3,7 @@
 Submodules (imported lazily, on first access of one of their names, so that
 ``import calibprob.calibrators`` stays light and no PyMC model is built):
 
-* :mod:`calibprob.calibrators.recalibration` — the recalibration baselines:
+* ``calibprob.calibrators.recalibration`` — the recalibration baselines:
   isotonic (Kuleshov et al. 2018, RK), Vovk's randomized calibrator (Vovk et
   al. 2020, RV), constant offsets around the mean (Marx et al. 2022, RM) and
   variance scaling.

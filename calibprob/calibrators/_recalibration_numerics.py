@@ -1,4 +1,4 @@
-r"""The NumPy layer of the recalibration baselines (:mod:`calibprob.calibrators.recalibration`): quantiles of
+r"""The NumPy layer of the recalibration baselines (``calibprob.calibrators.recalibration``): quantiles of
 sorted scores with probit interpolation, the isotonic knots of Kuleshov et al. (2018), Vovk's ranks (Vovk et al.
 2020) and the variance-scaling factor, each a plain function of arrays; and the probit PIT / inverse that the
 estimators apply to a predictive Dataset."""

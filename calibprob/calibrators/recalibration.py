@@ -182,7 +182,7 @@ class IsotonicRecalibrator(_Recalibrator):
 
     ``fit`` computes the calibration points' PIT values
     :math:`u_t = F_t(y_t)` under the base prediction and fits the isotonic
-    calibration map :math:`R` (:func:`isotonic_calibration_knots`);
+    calibration map :math:`R` (``isotonic_calibration_knots``);
     ``predict`` returns the recalibrated quantiles
 
     .. math::
@@ -304,7 +304,7 @@ class VovkRecalibrator(_Recalibrator):
 
     whose quantile at level :math:`p` is
     :math:`Q(p) = F^{-1}(\Phi(w_{(k)}))`, :math:`k = \lceil p(n+1) - \tau\rceil`
-    (:func:`vovk_ranks`): a random choice between the two order statistics
+    (``vovk_ranks``): a random choice between the two order statistics
     adjacent to the continuous rank :math:`p(n+1)`, with probabilities given
     by its fractional part. One :math:`\tau` is drawn per test point and
     shared by all its levels, so quantiles never cross, and for exchangeable
@@ -422,7 +422,7 @@ class MarxRecalibrator(_Recalibrator):
         Q_i(p) = \mu_i + r(p),
 
     :math:`r(p)` the empirical quantile function of the calibration residuals
-    (:func:`probit_interpolated_quantiles`). The base's spread is discarded: every interval
+    (``probit_interpolated_quantiles``). The base's spread is discarded: every interval
     has the same width at every input, as in Capone et al. 2023's RM
     baseline.
 
@@ -494,7 +494,7 @@ class VarianceScalingRecalibrator(_Recalibrator):
 
     For a Gaussian base :math:`N(\mu_i, \sigma_i^2)` the recalibrated
     prediction is :math:`N(\mu_i, s^2\sigma_i^2)` with the closed-form MLE
-    (:func:`variance_scale_factor`)
+    (``variance_scale_factor``)
 
     .. math::
 

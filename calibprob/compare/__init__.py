@@ -4,8 +4,8 @@
 (``run(spec, bases={"mine": factory})``).
 
 The package is split by concern: :mod:`~calibprob.compare.spec` (the spec's model, its parsing and its
-data sets), :mod:`~calibprob.compare.tasks` (what one task computes), :mod:`~calibprob.compare.assembly`
-(part files and the results tree), :mod:`~calibprob.compare.runner` (running the tasks, serially or on
+data sets), ``tasks`` (what one task computes), ``assembly``
+(part files and the results tree), ``runner`` (running the tasks, serially or on
 Dask), :mod:`~calibprob.compare.ranking` and :mod:`~calibprob.compare.report` (text, plots and HTML).
 """
 

@@ -3,7 +3,7 @@
 Which kinds and bases exist, their classes, options, families and outputs are
 registered in :mod:`calibprob.registry` (the one source). This module runs them:
 :func:`run_kind` gives a kind's calibrator the one lifecycle of its family
-(:mod:`calibprob._core.estimator`) — a distribution post-processor through
+(``calibprob._core.estimator``) — a distribution post-processor through
 :func:`post_process` (``fit(pred_cal, y_cal)``, ``predict(pred)``), a model-aware
 calibrator with ``estimator=`` the task's fitted base, ``fit(X_cal, y_cal)``,
 ``predict(X_test)`` — and a kind that needs more (the conformal interval methods:
@@ -392,7 +392,7 @@ def run_kind(kind: str, ctx: TaskContext, **options) -> xr.Dataset:
     """Run the registered calibrator ``kind`` with a spec's ``options`` on one task.
 
     Its adapter when it registers one; otherwise its family's one lifecycle
-    (:mod:`calibprob._core.estimator`): a distribution post-processor through :func:`post_process`
+    (``calibprob._core.estimator``): a distribution post-processor through :func:`post_process`
     (``fit(pred_cal, y_cal)``, ``predict(pred_test)``), a model-aware calibrator with
     ``estimator=`` the task's fitted base, ``fit(X_cal, y_cal)``, ``predict(X_test)``.
     """

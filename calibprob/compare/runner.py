@@ -118,7 +118,7 @@ def run_comparison(
         is a task depending on it (a Dask future), so one repetition uses every
         worker, and a killed run resumes per method; the refits of jackknife,
         jackknife+ and CV+ are tasks too (one per fold, at most
-        :data:`MAX_REFIT_TASKS` per method); the scores are identical to ``"task"``'s.
+        ``MAX_REFIT_TASKS`` per method); the scores are identical to ``"task"``'s.
         ``"auto"`` (default) is ``"method"`` when ``workers`` exceeds the number of
         (data set, repetition) tasks, else ``"task"``.
 

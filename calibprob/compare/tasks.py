@@ -4,7 +4,7 @@ A task splits its data set (:func:`_prepare`: the split, the target transform, t
 groups), fits each base once on the training part (:func:`fit_bases`) and runs every calibrator on it
 (:func:`run_task`), scoring each prediction with :func:`calibprob.evaluate`. Each function is a pure function
 of its arguments (the spec travels as a dict), so Dask can ship it to any worker; running them is
-:mod:`calibprob.compare.runner`, putting their results together :mod:`calibprob.compare.assembly`.
+``calibprob.compare.runner``, putting their results together ``calibprob.compare.assembly``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from calibprob.transforms import back_transform, transform_target
 def gp_choices(spec: Spec) -> dict:
     """What each ``kind = "gp"`` base runs as on each data set: ``{(data set, base name): line}``.
 
-    The choice (:func:`calibprob.runs.faults.choose_gp`) depends on the training rows only, the same in
+    The choice (``calibprob.runs.faults.choose_gp``) depends on the training rows only, the same in
     every repetition (the split's fractions are fixed), so the first repetition's split decides it.
     Empty when no base is ``kind = "gp"``; printed in the run's header and stored in the results.
 
@@ -370,7 +370,7 @@ def method_refit_tasks(spec_dict: dict, dataset: str, repetition: int, method: s
     """The refit groups of one method task that can run as tasks of their own: ``(base, group, groups)``.
 
     Jackknife, jackknife+ and CV+ (:func:`calibprob.compare.methods.count_refits`) refit
-    a fresh base once per fold; their refits are split into at most :data:`MAX_REFIT_TASKS`
+    a fresh base once per fold; their refits are split into at most ``MAX_REFIT_TASKS``
     groups per base, so the longest method of a repetition spreads over the workers. They
     need the task's split, not its fitted bases, so they run while the bases are fitted.
     Empty for every other kind.

@@ -139,7 +139,7 @@ def coverage_by_group(covered, widths, groups) -> dict:
     covered : array_like of bool, shape (n, k)
     widths : array_like, shape (n, k)
     groups : array_like, shape (n,)
-        One label per observation (read by :func:`calibprob._core.validation.check_groups`).
+        One label per observation (read by ``calibprob._core.validation.check_groups``).
 
     Returns
     -------
@@ -427,7 +427,7 @@ def worst_slab_coverage(
     find_fraction : float in (0, 1) or None, default 0.25
     seed : int, default 0
         Seeds the directions, the split and any subsample.
-    max_n : int, default :data:`WSC_MAX_N`
+    max_n : int, default ``WSC_MAX_N``
         The slab-finding points are subsampled to this many (with a warning).
     directions : array_like, shape (M, d), optional
         Explicit directions (normalised here) instead of random ones.
@@ -562,7 +562,7 @@ def hsic(covered, widths, *, kernel_sizes=(1.0, 1.0), max_n: int = HSIC_MAX_N, s
     widths : array_like, shape (n, k)
     kernel_sizes : (float, float), default (1, 1)
         :math:`(k_1, k_2)`, positive.
-    max_n : int, default :data:`HSIC_MAX_N`
+    max_n : int, default ``HSIC_MAX_N``
         Above this many points a seeded subsample of ``max_n`` is used, with
         a warning (memory is 16 n² bytes).
     seed : int, default 0

@@ -118,14 +118,14 @@ def evaluate(
         ``ueb_violation``, ``ueb_width``; over ``confidence_level``:
         ``coverage``, ``width``, ``interval_score`` (Gneiting & Raftery 2007,
         eq. 43, the Winkler score); curves: ``observed_fraction(ece_level)``
-        (reliability diagram, :func:`calibration_curve`) and
-        ``iae_coverage(iae_level)`` (:func:`iae`). Every variable carries
+        (reliability diagram, :func:`~calibprob.metrics.calibration_curve`) and
+        ``iae_coverage(iae_level)`` (:func:`~calibprob.metrics.iae`). Every variable carries
         ``long_name``, ``definition`` and ``paper`` attributes. Lower is better
         for all scalars except that ``coverage`` should match its level.
 
         With ``groups`` or ``X`` (else the Dataset is exactly as without
         them), the conditional-coverage diagnostics of
-        :mod:`calibprob.metrics._conditional`: ``ssc_coverage(confidence_level,
+        ``calibprob.metrics._conditional``: ``ssc_coverage(confidence_level,
         ssc_bin)`` (size-stratified coverage) and ``hsic(confidence_level)``
         always; with ``groups``, over the new ``group`` coordinate,
         ``group_count(group)``, ``group_coverage``, ``group_coverage_se``,

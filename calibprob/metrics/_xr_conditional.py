@@ -1,7 +1,7 @@
 """xarray layer of the conditional-coverage diagnostics: their options, attributes and the Dataset :func:`evaluate` adds.
 
 The array functions (coverage by group, coverage gap, SSC, worst slab, HSIC) are in
-:mod:`calibprob.metrics._conditional`; this module names, checks and assembles their results.
+``calibprob.metrics._conditional``; this module names, checks and assembles their results.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def diagnostics_dataset(covered, widths, levels, *, groups=None, X=None, options
     levels : ndarray, shape (k,)
         The confidence levels (the ``confidence_level`` coordinate).
     groups : ndarray, shape (n,), optional
-        Checked labels (:func:`calibprob._core.validation.check_groups`).
+        Checked labels (``calibprob._core.validation.check_groups``).
     X : ndarray, shape (n, d), optional
         Checked features (:func:`check_slab_features`).
     options : dict, optional

@@ -56,13 +56,13 @@ The package
 -----------
 Three layers, as in arviz-stats (``base/array.py`` -> ``base/dataarray.py`` -> ``accessors.py``):
 
-* the NumPy layer: :mod:`~calibprob.predictive._numerics` (the piecewise-Gaussian quantile
-  function: ``quantile_cdf``, ``quantile_ppf``, ...) and :mod:`~calibprob.predictive._transformed`
+* the NumPy layer: ``_numerics`` (the piecewise-Gaussian quantile
+  function: ``quantile_cdf``, ``quantile_ppf``, ...) and ``_transformed``
   (the back-transformed family);
 * the families, with the one per-family dispatch of cdf / logpdf / ppf / moments
-  (:mod:`~calibprob.predictive._families`: normal, quantile, transformed, interval), read by the
+  (``_families``: normal, quantile, transformed, interval), read by the
   accessor, the metrics and the calibrators alike;
-* the ``calib`` accessor (:mod:`~calibprob.predictive._accessor`), a thin xarray wrapper over the families;
+* the ``calib`` accessor (``_accessor``), a thin xarray wrapper over the families;
 
 beside them the constructors (:func:`normal`, :func:`from_quantiles`, :func:`from_cdf_grid`,
 :func:`from_draws`, :func:`from_loo`), :func:`validate`, and the ArviZ bridge

@@ -50,7 +50,7 @@ class CalibAccessor:
     # -- basic views ------------------------------------------------------
     @property
     def family(self) -> Family:
-        """The family reading this Dataset (:mod:`calibprob.predictive._families`)."""
+        """The family reading this Dataset (``calibprob.predictive._families``)."""
         return family_of(self._ds)
 
     @property

@@ -88,7 +88,7 @@ def to_datatree(
         A prediction breaking the contract, a bad ``n_draws`` / ``n_chains``, a
         ``y`` that is not finite or of the wrong length (both lengths named), or
         an observation dim named like a draw dim (``chain``, ``draw`` or ``sample``, the
-        reserved names of :mod:`calibprob._core.dims`): it would be read back as draws.
+        reserved names of ``calibprob._core.dims``): it would be read back as draws.
 
     References
     ----------

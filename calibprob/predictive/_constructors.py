@@ -212,7 +212,7 @@ def from_intervals(
     :math:`y_i` with probability at least :math:`c`; read as a distribution, its ends are
     :math:`Q_i((1-c)/2)` and :math:`Q_i((1+c)/2)`, and nothing else is stated. The accessor
     answers ``ppf`` / ``interval`` at those probabilities only and refuses the CDF, density,
-    moments and draws (:mod:`calibprob.predictive._families`); :func:`calibprob.evaluate` scores
+    moments and draws (``calibprob.predictive._families``); :func:`calibprob.evaluate` scores
     it by coverage, width and IAE.
 
     Parameters

@@ -98,7 +98,7 @@ def _select_draws(draws, var_name, group):
 
 
 def _check_reserved(draws: xr.DataArray, present: list, obs_dim, label: str) -> None:
-    """Refuse a dim that is both a draw dim and the observation dim (:mod:`calibprob._core.dims`).
+    """Refuse a dim that is both a draw dim and the observation dim (``calibprob._core.dims``).
 
     ``az.extract`` stacks ``(chain, draw)`` into ``sample``, so the three never index draws
     together: a ``sample`` beside ``chain`` / ``draw`` is an observation dim named like a draw dim,

@@ -9,10 +9,10 @@ place that looks at ``attrs["family"]``, ``loc``/``scale``, ``target_transform``
     :math:`F(y) = \Phi((y-\mu)/\sigma)`.
 ``quantile``
     ``quantile(obs, level)``: the piecewise-Gaussian quantile function of
-    :mod:`calibprob.predictive._numerics`.
+    ``calibprob.predictive._numerics``.
 ``transformed``
     a back-transformed quantile Dataset (``attrs["target_transform"]``): the law of
-    :math:`g^{-1}(Z)` with :math:`Z` piecewise Gaussian (:mod:`calibprob.predictive._transformed`).
+    :math:`g^{-1}(Z)` with :math:`Z` piecewise Gaussian (``calibprob.predictive._transformed``).
 ``interval``
     ``lower``/``upper`` over ``confidence_level`` (intervals-only methods, e.g. CV+ or J+GP).
     Such a prediction states :math:`Q_i((1-c)/2)` and :math:`Q_i((1+c)/2)` at its stored
@@ -339,9 +339,9 @@ def family_of(ds: xr.Dataset) -> Family:
     Returns
     -------
     Family
-        :class:`IntervalFamily` for ``lower``/``upper`` intervals; :class:`NormalFamily` for
-        ``attrs["family"] == "normal"`` with ``loc`` and ``scale``; :class:`TransformedFamily` for a
-        back-transformed Dataset; :class:`QuantileFamily` otherwise. Its methods (``cdf``,
+        ``IntervalFamily`` for ``lower``/``upper`` intervals; ``NormalFamily`` for
+        ``attrs["family"] == "normal"`` with ``loc`` and ``scale``; ``TransformedFamily`` for a
+        back-transformed Dataset; ``QuantileFamily`` otherwise. Its methods (``cdf``,
         ``logpdf``, ``zscore``, ``ppf``, ``ppf_zscore``, ``moments``, ``sample``) work on NumPy
         arrays, observations on axis 0, optionally on a block of rows.
 

@@ -6,7 +6,7 @@ levels :math:`\tau_1 < \dots < \tau_L`, joined as a piecewise-Gaussian quantile 
 function, z-score, moments and sampler on plain arrays (observation axes first, level last).
 It imports nothing of calibprob but the core, so that both the contract (:mod:`calibprob.predictive`,
 which re-exports the public ``quantile_*`` functions) and the target transforms
-(:mod:`calibprob.predictive._transformed`) build on it without an import circle.
+(``calibprob.predictive._transformed``) build on it without an import circle.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ def validate(ds: xr.Dataset) -> xr.Dataset:
     Notes
     -----
     The interval family (``lower``/``upper`` over ``confidence_level``, ``attrs["family"] ==
-    "interval"``; :func:`from_intervals`) is checked for its own contract: both ends with dims
+    "interval"``; :func:`~calibprob.predictive.from_intervals`) is checked for its own contract: both ends with dims
     ``(obs, confidence_level)`` (or ``(obs,)`` with a scalar ``confidence_level`` coordinate),
     levels in (0, 1), no NaN (infinite ends allowed) and ``lower <= upper``.
 

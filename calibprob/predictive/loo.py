@@ -54,7 +54,7 @@ _SAMPLE_DIMS = MCMC_DIMS  # the core's table of reserved dim names
 
 @dataclass
 class LOOWeights:
-    r"""PSIS-LOO weights of a tree's training points, as :func:`loo_weights` returns them.
+    r"""PSIS-LOO weights of a tree's training points, as ``loo_weights`` returns them.
 
     Attributes
     ----------
@@ -223,7 +223,7 @@ def from_loo(tree, *, var_name: str | None = None, levels=None) -> xr.Dataset:
         \hat F_{-i}(y) = \sum_s \tilde w_{s,i}\, 1[\tilde y_{s,i} \le y]
 
     with :math:`\tilde w_{s,i}` the Pareto-smoothed LOO weights of point :math:`i`
-    (:func:`loo_weights`) and :math:`\tilde y_{s,i}` its posterior-predictive draws,
+    (``loo_weights``) and :math:`\tilde y_{s,i}` its posterior-predictive draws,
     summarised by :func:`calibprob.from_draws` with ``weights=`` (weighted quantiles,
     mean and standard deviation). Fit any distribution post-processor on
     ``(from_loo(idata), y_train)`` and apply it to the posterior predictive at new

@@ -8,19 +8,19 @@ yours, for a calibrator or a base of your own):
   (``"calibrator"``, ``"base"`` or ``"helper"``), for a calibrator its *family*
   (``"distribution"``: a post-processor of the base's predictive distribution,
   ``fit(pred_cal, y_cal)``, ``predict(pred)``; ``"model-aware"``: ``estimator=``,
-  ``fit(X, y)``, ``predict(X)``; see :mod:`calibprob._core.estimator`) and its *output*
+  ``fit(X, y)``, ``predict(X)``; see ``calibprob._core.estimator``) and its *output*
   (``"distribution"``: a quantile function; ``"intervals"``: central intervals only),
   and the namespaces that export it (``calibprob``, ``calibprob.calibrators``,
   ``calibprob.calibrators.conformal``);
 * :data:`METHODS` — every calibrator *kind* a comparison spec can name
   (``[methods.NAME] kind = ...``): its class, the options a spec may give with their
-  declared types (:mod:`calibprob._core.options`), the constructor arguments the kind fixes,
+  declared types (``calibprob._core.options``), the constructor arguments the kind fixes,
   the base kinds it can serve (GP-only methods) and, only where the family's lifecycle
   is not enough, an *adapter* ``"module:function"`` that runs it;
 * :data:`BASES` — every base kind (``[base]`` / ``[bases.NAME]``), the same way.
 
 Readers: the spec validator (:mod:`calibprob.compare.spec`), the runner's dispatch
-(:mod:`calibprob.compare.methods`: the family decides the lifecycle, the output decides
+(``calibprob.compare.methods``: the family decides the lifecycle, the output decides
 the scoring), the lazy-import tables of ``calibprob``, ``calibprob.calibrators`` and
 ``calibprob.calibrators.conformal``, the save/load table ``calibprob._core.persistence.REGISTRY`` (calibprob's own
 classes only: a file never names code to import), the kinds table of ``docs/spec.md``

@@ -13,7 +13,7 @@ from typing import Any
 from calibprob._core.deprecation import warn_renamed
 from calibprob._core.options import Choice, OptionType, SpecError
 
-#: The calibrator families: the two of :mod:`calibprob._core.estimator`, and ``posterior`` (fitted on a
+#: The calibrator families: the two of ``calibprob._core.estimator``, and ``posterior`` (fitted on a
 #: posterior's pointwise log-likelihood, e.g. conformal Bayes: ``fit(log_likelihood)``).
 FAMILIES = ("distribution", "model-aware", "posterior")
 #: What a calibrator's ``predict`` returns: a quantile function or central intervals only.
@@ -290,7 +290,7 @@ def register_method(
     output : {"distribution", "intervals"}
         Decides how it is scored: every metric, or coverage, width and IAE only.
     options : mapping of str to OptionType
-        Spec options and their declared types (:mod:`calibprob._core.options`).
+        Spec options and their declared types (``calibprob._core.options``).
     doc : str
         One line for the generated kinds table.
     exports : tuple of str

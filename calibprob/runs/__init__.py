@@ -3,13 +3,13 @@
 The one resumable task executor behind ``calibprob compare`` and ``calibprob bo`` (it was
 ``calibprob.runs`` before 0.2.0; that path still imports, with a ``FutureWarning``):
 
-* :mod:`calibprob.runs.outputs` -- the results path, ``<out>.parts/`` (one checksummed file per
+* ``calibprob.runs.outputs`` -- the results path, ``<out>.parts/`` (one checksummed file per
   finished task, reused by a rerun), the lock, atomic writes;
-* :mod:`calibprob.runs.scheduling` -- :func:`execute`: serial, a new ``LocalCluster`` or an existing
+* ``calibprob.runs.scheduling`` -- :func:`execute`: serial, a new ``LocalCluster`` or an existing
   cluster, shared stages, pieces, longest-first hand-out;
-* :mod:`calibprob.runs.cluster` -- the workers' process set-up (malloc, Dask configuration) and the
+* ``calibprob.runs.cluster`` -- the workers' process set-up (malloc, Dask configuration) and the
   scheduler address;
-* :mod:`calibprob.runs.faults` -- what a killed worker or a memory budget costs: the cause and the fix
+* ``calibprob.runs.faults`` -- what a killed worker or a memory budget costs: the cause and the fix
   of a failed task, the memory a task may use in its worker.
 """
 

@@ -95,7 +95,7 @@ _MALLOPT = {"MALLOC_MMAP_THRESHOLD_": -3, "MALLOC_TRIM_THRESHOLD_": -1, "MALLOC_
 def tune_malloc() -> bool:
     """Give this process the workers' glibc malloc settings (:data:`WORKER_MALLOC`), via ``mallopt``.
 
-    Called by the ``calibprob`` console script (:func:`calibprob.cli.console_main`), whose
+    Called by the ``calibprob`` console script (``calibprob.cli.console_main``), whose
     process fits the first bases itself (while the workers start) or the whole comparison
     (serially): with glibc's dynamic thresholds, whether
     its GP matrices were reused or faulted in afresh on every evaluation varied from run

@@ -1,6 +1,6 @@
 """Faults cost only what they touch: a worker killed mid-run, and work that would not fit in its worker.
 
-Four pieces, used by :mod:`calibprob.runs.scheduling` and by the methods that allocate n x n arrays:
+Four pieces, used by ``calibprob.runs.scheduling`` and by the methods that allocate n x n arrays:
 
 * **Why a task's worker died.** A task whose worker process died while running it comes back from Dask
   as ``KilledWorker``. :func:`killed_message` turns that into the row the user reads: the cause (out of

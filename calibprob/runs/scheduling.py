@@ -5,7 +5,7 @@ Both commands run a grid of independent tasks, each a pure function
 Dask ``LocalCluster`` or on an existing cluster, and keep every finished task
 in its own netCDF file under ``<out>.parts/`` so that a killed run restarted
 with the same command computes only what is missing.
-The parts and their checks are in :mod:`calibprob.runs.outputs`; the workers in :mod:`calibprob.runs.cluster`.
+The parts and their checks are in ``calibprob.runs.outputs``; the workers in ``calibprob.runs.cluster``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ noticeably when the data are informative.
 
 **Compile mode.** The exact GP's fit does not compile anything: it maximises
 the same objective with a NumPy/SciPy value and gradient
-(:class:`calibprob.bases.gp._objective.ExactObjectiveNumpy`, equal to this model's
+(``calibprob.bases.gp._objective.ExactObjectiveNumpy``, equal to this model's
 compiled ``logp``/``dlogp`` to 1e-9, see ``tests/bases/gp/test_objective.py``), and
 keeps this model for ``build_model`` (sampling, MAP cross-checks). The sparse
 (VFE) GP's fit compiles its model here, by default in ``"FAST_COMPILE"`` (the
@@ -373,7 +373,7 @@ def maximize(objective, d: int, starts, bounds, *, maxiter: int = 300, scan: boo
         ``value(x) -> float`` (used by the start-point scan, no gradient) and
         ``value_and_grad(x) -> (float, ndarray)`` (used by L-BFGS-B); NaN where
         the covariance is not positive definite.
-        :class:`calibprob.bases.gp._objective.ExactObjectiveNumpy` or
+        ``calibprob.bases.gp._objective.ExactObjectiveNumpy`` or
         :class:`CompiledObjective`.
     d : int
         Number of lengthscales (the first ``d`` entries of ``x``).

@@ -24,7 +24,7 @@ its GLS estimate :math:`\hat m = 1^\top K^{-1} y / 1^\top K^{-1} 1`.
 
 **At scale** (``n_hyper_subset``, default ``"auto"``): from 1000 rows the
 multi-start runs on a seeded 500-row subset and its optimum is refined on all
-rows (quasi-Newton from the subset's Hessian, :func:`calibprob.bases.gp._pymc.refine`:
+rows (quasi-Newton from the subset's Hessian, ``calibprob.bases.gp._pymc.refine``:
 the same optimum in a fraction of the evaluations); above 4000 rows the
 hyperparameters of a 2000-row subset are used as they are and all rows enter
 one factorisation. Every step that allocates an ``n x n`` matrix first checks
@@ -75,7 +75,7 @@ __all__ = ["GaussianProcessRegressor"]
 #: from this many rows the hyperparameters start on a subset (below, every row: the
 #: subset stage would cost more than it saves).
 AUTO_SUBSET_MIN_N = 1000
-#: ... of this many rows, and are then refined on all rows (:func:`calibprob.bases.gp._pymc.refine`)
+#: ... of this many rows, and are then refined on all rows (``calibprob.bases.gp._pymc.refine``)
 AUTO_SUBSET_SIZE = 500
 #: ... up to this many rows; above, each full-data evaluation costs seconds (n = 4000: ~1.5 s),
 #: so the hyperparameters of a subset of ``AUTO_LARGE_SUBSET_SIZE`` rows are used as they are
@@ -121,7 +121,7 @@ class GaussianProcessRegressor(_GPBase):
     compile_mode : str, pytensor Mode or None
         PyTensor mode of the PyMC model's compiled objective, used by the
         sparse GP's fit; the exact GP fits with the equal NumPy/SciPy value and
-        gradient (:class:`calibprob.bases.gp._objective.ExactObjectiveNumpy`) and
+        gradient (``calibprob.bases.gp._objective.ExactObjectiveNumpy``) and
         keeps the PyMC model for :meth:`build_model`. ``None`` uses
         :func:`calibprob.bases.gp.get_compile_mode` (default ``"FAST_COMPILE"``).
     n_hyper_subset : int, "auto" or None, default "auto"
@@ -130,7 +130,7 @@ class GaussianProcessRegressor(_GPBase):
         rows). The subset fit is this estimator's own fit on those rows, so it equals
         a manual fit on ``X[idx], y[idx]`` (``fit_info_["hyper_subset"]["indices"]``).
         ``None``: every row. ``"auto"``: every row below
-        :data:`AUTO_SUBSET_MIN_N` (1000) rows; up to :data:`AUTO_REFINE_MAX_N` (4000)
+        ``AUTO_SUBSET_MIN_N`` (1000) rows; up to ``AUTO_REFINE_MAX_N`` (4000)
         a subset of 500 rows whose optimum is then refined on all rows (the same
         optimum as a fit on all rows, in a fraction of the time: the subset's
         multi-start picks the basin and its Hessian starts a quasi-Newton
@@ -285,7 +285,7 @@ class GaussianProcessRegressor(_GPBase):
 
         The subset fit is this estimator's own fit on ``X[idx], y[idx]`` (the same
         parameters, ``n_hyper_subset="auto"``), so it equals a manual fit on those rows.
-        With ``refine``, its optimum starts :func:`calibprob.bases.gp._pymc.refine` on all
+        With ``refine``, its optimum starts ``calibprob.bases.gp._pymc.refine`` on all
         rows, with the subset objective's Hessian (central differences, :math:`2(d+2)`
         evaluations on ``m`` rows) times :math:`n/m` as the initial curvature.
         """

@@ -14,18 +14,18 @@ collapsed evidence lower bound
 (:meth:`build_model`; the inducing inputs are ``pm.Data``), maximised by
 L-BFGS-B from several seeded starts; by default the fit evaluates it and its
 gradient from m x m statistics accumulated over blocks of rows
-(:mod:`calibprob.bases.gp._sparse_numerics`), so the fit is linear in :math:`n` in
+(``calibprob.bases.gp._sparse_numerics``), so the fit is linear in :math:`n` in
 time and holds no :math:`n\times m` array beyond one block. The inducing
 inputs are k-means centres of the (column-standardised) inputs — of a seeded
 subset of ``max(10 000, 20 m)`` rows when there are more — and kept fixed
-during the optimisation. From :data:`AUTO_SUBSET_MIN_N` rows (``n_hyper_subset="auto"``)
-the multi-start runs on a seeded subset of :data:`AUTO_SUBSET_SIZE` rows (same inducing
+during the optimisation. From ``AUTO_SUBSET_MIN_N`` rows (``n_hyper_subset="auto"``)
+the multi-start runs on a seeded subset of ``AUTO_SUBSET_SIZE`` rows (same inducing
 inputs) and a quasi-Newton refinement from the subset's Hessian finishes on all rows
-(:func:`calibprob.bases.gp._pymc.refine`): a fixed number of subset evaluations plus a handful
+(``calibprob.bases.gp._pymc.refine``): a fixed number of subset evaluations plus a handful
 on all rows, so the whole fit, not only each evaluation, grows linearly in :math:`n`.
 
 Leave-one-out (:meth:`SparseGaussianProcessRegressor.loo`) is closed-form in
-:math:`O(nm^2)`: see :mod:`calibprob.bases.gp._sparse_loo`.
+:math:`O(nm^2)`: see ``calibprob.bases.gp._sparse_loo``.
 
 Prediction (NumPy): with :math:`A = L_m^{-1}K_{mn}/\sigma_n`,
 :math:`B = I + AA^\top = L_B L_B^\top`, :math:`c = L_B^{-1} A (y - \hat m 1)/\sigma_n`,
@@ -73,7 +73,7 @@ _KMEANS_ROWS = 10_000
 #: docs/benchmarks.md): from this many rows the multi-start runs on a seeded subset ...
 AUTO_SUBSET_MIN_N = 10_000
 #: ... of this many rows (the same inducing inputs), and its optimum is refined on all rows
-#: (:func:`calibprob.bases.gp._pymc.refine`). Below, every row: the subset stage would save little.
+#: (``calibprob.bases.gp._pymc.refine``). Below, every row: the subset stage would save little.
 AUTO_SUBSET_SIZE = 5_000
 
 
@@ -141,7 +141,7 @@ class SparseGaussianProcessRegressor(_GPBase):
     compile_mode : str, pytensor Mode or None
         ``None`` (default): the fit evaluates the bound and its gradient from m x m
         statistics accumulated over blocks of rows (NumPy; time linear in n,
-        memory :math:`O(m^2)` plus one block; :mod:`calibprob.bases.gp._sparse_numerics`).
+        memory :math:`O(m^2)` plus one block; ``calibprob.bases.gp._sparse_numerics``).
         A PyTensor mode (e.g. ``"FAST_COMPILE"``): the fit uses the PyMC model's
         compiled ``vfe_bound`` in that mode instead (it holds :math:`n\times m`
         arrays and their gradients). Both maximise the same function (equal to
@@ -159,12 +159,12 @@ class SparseGaussianProcessRegressor(_GPBase):
         Run the multi-start hyperparameter fit (L-BFGS-B) on a seeded random subset
         of this many rows, with the same inducing inputs, then refine its optimum on
         all rows: quasi-Newton started from the subset bound's Hessian times
-        :math:`n/n_{sub}` (:func:`calibprob.bases.gp._pymc.refine`), a handful of
+        :math:`n/n_{sub}` (``calibprob.bases.gp._pymc.refine``), a handful of
         full-data evaluations instead of a multi-start's dozens. The refinement
         stops by L-BFGS-B's own rules, so it lands on the full-data optimum of the
         basin the subset picked. ``None`` (or a size ``>= n``): every evaluation on
-        all rows. ``"auto"``: a subset of :data:`AUTO_SUBSET_SIZE` (5000) rows from
-        :data:`AUTO_SUBSET_MIN_N` (10 000) rows on, every row below. Only with
+        all rows. ``"auto"``: a subset of ``AUTO_SUBSET_SIZE`` (5000) rows from
+        ``AUTO_SUBSET_MIN_N`` (10 000) rows on, every row below. Only with
         ``optimize=True`` and ``optimizer="lbfgs"``.
 
     Attributes
@@ -283,7 +283,7 @@ class SparseGaussianProcessRegressor(_GPBase):
 
         The subset fit is this estimator's own fit on ``X[idx], y[idx]`` with
         ``inducing_points=inducing_points_`` and ``n_hyper_subset=None``; its optimum
-        starts :func:`calibprob.bases.gp._pymc.refine` on all rows, with the subset bound's
+        starts ``calibprob.bases.gp._pymc.refine`` on all rows, with the subset bound's
         Hessian (central differences of its gradient, :math:`2(d+2)` evaluations on the
         subset) times :math:`n/n_{sub}` as the initial curvature — the data terms of the
         bound, :math:`\log\mathcal N` and the trace term, grow linearly in :math:`n`.
@@ -356,7 +356,7 @@ class SparseGaussianProcessRegressor(_GPBase):
         """Fit the hyperparameters (maximise the VFE bound) and factorise; see :meth:`GaussianProcessRegressor.fit`.
 
         With the NumPy backend (default) every bound evaluation accumulates the
-        m x m statistics over blocks of rows (:mod:`calibprob.bases.gp._sparse_numerics`):
+        m x m statistics over blocks of rows (``calibprob.bases.gp._sparse_numerics``):
         time :math:`O(nm^2)` per evaluation, memory :math:`O(m^2)` plus one block.
 
         Parameters
@@ -411,7 +411,7 @@ class SparseGaussianProcessRegressor(_GPBase):
             \sigma^2_{-i} = \frac{1}{(1 - h_i)/\sigma^2 - s_i^2/q_{11}} + \sigma_f^2 - Q_{ii}
 
         (Sherman–Morrison on the m x m system :math:`C - k_ik_i^\top`; derivation in
-        :mod:`calibprob.bases.gp._sparse_loo`). Blocks of rows: no :math:`n\times m` array.
+        ``calibprob.bases.gp._sparse_loo``). Blocks of rows: no :math:`n\times m` array.
 
         Parameters
         ----------

@@ -1,6 +1,6 @@
 """Conformal calibrators: split, jackknife(+)/CV+, GP-specific, CPS, CQR, Mondrian, conditional, conformal Bayes.
 
-Three families (:mod:`calibprob._core.estimator`; the registry's ``family``):
+Three families (``calibprob._core.estimator``; the registry's ``family``):
 
 * distribution post-processors -- ``fit(pred_cal, y_cal)``, ``predict(pred)`` on the base's predictive Dataset:
   :class:`~calibprob.calibrators.conformal.split_calibrator.SplitConformalCalibrator`,
@@ -8,7 +8,7 @@ Three families (:mod:`calibprob._core.estimator`; the registry's ``family``):
   :class:`~calibprob.calibrators.conformal.cqr.ConformalizedQuantileRegression` (Romano, Patterson & Candès 2019;
   CQR-r / CQR-m, Sesia & Candès 2020), :class:`~calibprob.calibrators.conformal.conditional.ConditionalConformal`
   (Gibbs, Cherian & Candès 2023), and :class:`Mondrian`, which calibrates any of them within each group (Vovk et
-  al. 2005) over the taxonomies of :func:`bins`;
+  al. 2005) over the taxonomies of :func:`~calibprob.bins`;
 * model-aware calibrators -- ``estimator=`` (``prefit=True``: already fitted), ``fit(X, y)``, ``predict(X)``:
   :class:`~calibprob.calibrators.conformal.split.SplitConformalRegressor`,
   :class:`~calibprob.calibrators.conformal.jackknife.CrossConformalRegressor` (jackknife, jackknife+, CV+),
@@ -16,13 +16,13 @@ Three families (:mod:`calibprob._core.estimator`; the registry's ``family``):
   :class:`~calibprob.calibrators.conformal.gp.FullConformalGP`,
   :class:`~calibprob.calibrators.conformal.loo_jackknife.LOOJackknifePlus` (jackknife+ from one posterior);
 * posterior calibrators -- :class:`~calibprob.calibrators.conformal.bayes.ConformalBayes` (Fong & Holmes 2021)
-  and :func:`calibprob.conformal_bayes` (:mod:`calibprob.calibrators.conformal.from_pymc`, PyMC on use).
+  and :func:`calibprob.conformal_bayes` (``calibprob.calibrators.conformal.from_pymc``, PyMC on use).
 
 The intervals-only methods' ``predict`` returns ``lower``/``upper`` over (obs, confidence_level) with
 ``attrs["family"] == "interval"``, which :func:`calibprob.evaluate` scores like any prediction. Scores live in
-:mod:`calibprob.calibrators.conformal.scores`; the NumPy layer (thresholds, jackknife+ bounds, the GP bounds, the
+``calibprob.calibrators.conformal.scores``; the NumPy layer (thresholds, jackknife+ bounds, the GP bounds, the
 FCP-GP sweep) is public in the submodules, and one helper predicts intervals in row chunks
-(:func:`~calibprob.calibrators.conformal._intervals.chunked_intervals`).
+(``chunked_intervals``).
 
 The classes this package exports are those registered for it in :mod:`calibprob.registry` (the one source),
 imported on first access; so are the submodules.

@@ -216,8 +216,8 @@ def aligned(value, ref: tuple[str, pd.Index] | None, name: str, whose: str):
 def group_labels(value, n: int, name: str, ref=None, whose: str = "") -> np.ndarray:
     """Group labels as a 1-D NumPy array of length ``n`` (strings or integers).
 
-    Read by the package's one groups reader (:func:`calibprob._core.validation.check_groups`: length,
-    dimensions, missing labels), after alignment to the rows ``ref`` labels (:func:`aligned`); ranks
+    Read by the package's one groups reader (``calibprob._core.validation.check_groups``: length,
+    dimensions, missing labels), after alignment to the rows ``ref`` labels (``aligned``); ranks
     compare labels, so floats are refused here.
     """
     arr = check_groups(aligned(value, ref, name, whose), n, name=name)

@@ -1,6 +1,6 @@
 r"""The NumPy layer of the GP conformal methods: the J+GP / asymJ+GP bounds (Pion & Vazquez 2024, eq. 11-14) and
 the exact full-conformal GP bounds (Papadopoulos 2023; Pion eq. 9-10) on the kriging system of
-:mod:`calibprob.bases.gp.loo`; the estimators are in :mod:`calibprob.calibrators.conformal.gp`."""
+``calibprob.bases.gp.loo``; the estimators are in ``calibprob.calibrators.conformal.gp``."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def full_conformal_gp_bounds(
         unexplained at each test point. The candidate enters the training set with
         variance :math:`v(x) - \delta(x)` (the bordered update uses it), and the
         augmented leave-one-out variances are :math:`1/d_i + \delta_i` and
-        :math:`v(x)`; see :mod:`calibprob.bases.gp._sparse_loo`.
+        :math:`v(x)`; see ``calibprob.bases.gp._sparse_loo``.
 
     Returns
     -------

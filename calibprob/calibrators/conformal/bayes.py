@@ -77,7 +77,7 @@ class ConformalBayes(BaseEstimator):
     ``fit`` takes the training pointwise log-likelihood of the posterior draws; ``predict`` takes
     the same draws' log density of candidate values on a grid at the test points and returns the
     contract's interval family (:func:`calibprob.evaluate` scores it) with, per test point, the
-    conformal p-value curve and diagnostics. See :mod:`calibprob.calibrators.conformal.bayes` for
+    conformal p-value curve and diagnostics. See ``calibprob.calibrators.conformal.bayes`` for
     the equations; :func:`calibprob.conformal_bayes` does it all from a PyMC model.
 
     Parameters
@@ -244,7 +244,7 @@ class ConformalBayes(BaseEstimator):
             for the test points ``rows`` (a slice) at any candidates ``y`` of shape (len(rows), K),
             same draws in the same order. With it, each end of the set is refined between the
             last grid point inside and the first outside by bisection on the exact p-value
-            (:data:`REFINE_STEPS` halvings, to :math:`2^{-10}` of the spacing) and reported at the
+            (``REFINE_STEPS`` halvings, to :math:`2^{-10}` of the spacing) and reported at the
             outer end of the final bracket; without it, the end is the first grid point *outside*
             the set. Either way the reported interval contains the set's hull on the grid's span,
             so its coverage is at least the set's (``attrs["interval_ends"]`` says which).
@@ -458,7 +458,7 @@ class _EndRefiner:
 
     The p-value :math:`\pi(y)` is computed exactly (up to the draws' Monte Carlo error) at any
     candidate by the same add-one-in ranks as on the grid; each end's bracket (last grid point
-    inside, first outside) is halved :data:`REFINE_STEPS` times and the *outer* end of the final
+    inside, first outside) is halved ``REFINE_STEPS`` times and the *outer* end of the final
     bracket is reported, so the interval contains the set near that end.
     """
 

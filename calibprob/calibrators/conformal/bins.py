@@ -46,7 +46,7 @@ _BY = ("category", "feature", "sigma", "mean")
 
 
 class Bins(BaseEstimator):
-    r"""A fitted Mondrian taxonomy: :meth:`fit` learns categories or thresholds, :meth:`apply` labels.
+    r"""A fitted Mondrian taxonomy: :meth:`~Bins.fit` learns categories or thresholds, :meth:`~Bins.apply` labels.
 
     Parameters
     ----------

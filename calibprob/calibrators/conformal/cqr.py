@@ -6,7 +6,7 @@ A base model gives, at every input, a lower and an upper quantile
 :math:`\hat q_{50}(x)`), read here from the base's predictive Dataset through
 ``pred.calib.ppf`` at the stored levels. With :math:`n` calibration points,
 confidence :math:`c = 1 - \alpha` and :math:`k = \lceil c\,(n+1) \rceil`
-(:func:`calibprob._core.ranks.upper_rank`, exact integer rank):
+(``calibprob._core.ranks.upper_rank``, exact integer rank):
 
 * **two-sided** (``score="symmetric"``, Romano et al. 2019, eq. 6-7):
 

@@ -94,7 +94,7 @@ def conformal_bayes(
         :math:`[\min y - 2 s_y, \max y + 2 s_y]`). A test point whose set reaches its default
         grid's edge gets its grid tripled about its centre and is evaluated again (up to 3 times).
         ``attrs["grid_rule"]`` says which rule placed the grid. See
-        :mod:`calibprob.calibrators.conformal._bayes_grid`.
+        ``calibprob.calibrators.conformal._bayes_grid``.
     n_grid : int, default 100
     var_name : str, optional
         The observed variable, when the model has several.

@@ -191,7 +191,7 @@ class _SparseGPView:
     """A fitted sparse (VFE) GP as a kriging system: :math:`O(nm^2)` once, :math:`O(nm)` per test point.
 
     Never forms an n x n matrix; holds :math:`T` (:math:`nm` numbers). See
-    :mod:`calibprob.bases.gp._sparse_loo`.
+    ``calibprob.bases.gp._sparse_loo``.
     """
 
     Z: np.ndarray
@@ -334,7 +334,7 @@ class JackknifePlusGP(_GPConformalBase, BaseEstimator):
     ``score="absolute"`` is Barber et al.'s jackknife+ with the GP refitted
     at fixed hyperparameters. Each test point's :math:`\mu_{-i}(x)`,
     :math:`\sigma_{-i}(x)` come from the rank-one downdate in
-    :mod:`calibprob.calibrators.conformal.gp`; hyperparameters are not re-estimated per
+    ``calibprob.calibrators.conformal.gp``; hyperparameters are not re-estimated per
     fold (as in Pion's experiments).
 
     Rank conventions (:math:`\alpha = 1 - c`): symmetric scores take the
@@ -471,7 +471,7 @@ class FullConformalGP(_GPConformalBase, BaseEstimator):
     Exact conformal intervals with the normalised LOO scores of the
     augmented data set, computed without a candidate grid: O(n³) once,
     O(n²) per test point (bordered update of :math:`Q^{-1}`) plus an
-    O(n log n) breakpoint sweep; see :mod:`calibprob.calibrators.conformal.gp`. Works for
+    O(n log n) breakpoint sweep; see ``calibprob.calibrators.conformal.gp``. Works for
     interpolation (nugget) and noisy regression alike: the candidate
     observation carries the GP's noise variance.
 

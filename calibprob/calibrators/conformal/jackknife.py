@@ -161,7 +161,7 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
     ================================  ===============  ==========
 
     The per-side rank conventions are written out in
-    :mod:`calibprob.calibrators.conformal.jackknife`: with :math:`\alpha = 1 - c`, the
+    ``calibprob.calibrators.conformal.jackknife``: with :math:`\alpha = 1 - c`, the
     lower end is the :math:`\lfloor \alpha(n+1) \rfloor`-th smallest of
     :math:`\mu_{-i}(x) - R_i s_{-i}(x)` and the upper end the
     :math:`\lceil (1-\alpha)(n+1) \rceil`-th smallest of
@@ -172,7 +172,7 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
     Parameters
     ----------
     estimator : base regressor or callable
-        Refitted with :func:`calibprob._core.estimator.clone` for every fold; a callable
+        Refitted with ``calibprob._core.estimator.clone`` for every fold; a callable
         ``fit_predict(X_train, y_train, X_new) -> mu | (mu, sigma)`` is wrapped
         in :class:`~calibprob.calibrators.conformal.CallableRegressor`.
     method : {"plus", "base"}, default "plus"

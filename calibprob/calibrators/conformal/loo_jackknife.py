@@ -138,7 +138,7 @@ def loo_scores(weights, y, draws_train, *, score: str = "absolute"):
 class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
     r"""Jackknife+ intervals from one posterior, by PSIS-LOO weights (no refits).
 
-    See :mod:`calibprob.calibrators.conformal.loo_jackknife` for the equations, the
+    See ``calibprob.calibrators.conformal.loo_jackknife`` for the equations, the
     guarantee (coverage :math:`\ge 2c - 1` up to the importance-sampling error) and why
     this is a model-aware calibrator.
 

@@ -17,7 +17,7 @@ and the smoothed CPS value :math:`Q(Y, \tau)` is uniform within every group.
 
 Minimum group sizes (exact)
 ---------------------------
-With :math:`\alpha = 1 - c` taken as an exact fraction (:func:`calibprob._core.ranks.exact_level`, so
+With :math:`\alpha = 1 - c` taken as an exact fraction (``calibprob._core.ranks.exact_level``, so
 ``0.9`` is :math:`9/10`, never the binary float :math:`0.9000000000000000222\ldots`), every minimum
 below is :func:`calibprob._core.ranks.least_n`:
 
@@ -107,7 +107,7 @@ def min_group_size(confidence_level, method=None, *, sides: int = 1) -> int:
     Parameters
     ----------
     confidence_level : float
-        :math:`c` in (0, 1), read as the fraction it stands for (:func:`calibprob._core.ranks.exact_level`).
+        :math:`c` in (0, 1), read as the fraction it stands for (``calibprob._core.ranks.exact_level``).
     method : str or calibrator, optional
         A calibrator kind of :data:`calibprob.registry.METHODS` that :class:`Mondrian` can wrap
         (a distribution post-processor: ``"split-conformal"``, ``"conformal-predictive"``,
@@ -265,7 +265,7 @@ class Mondrian(BaseEstimator):
     and, where present, ``predict_interval`` and ``confidence_level``.
 
     The guarantee, the exact minimum group sizes and the infinite bounds below them are in the
-    module docstring (:mod:`calibprob.calibrators.conformal.mondrian`).
+    module docstring (``calibprob.calibrators.conformal.mondrian``).
 
     Parameters
     ----------

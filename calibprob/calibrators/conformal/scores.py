@@ -110,7 +110,7 @@ class Score:
         return np.abs(r) if self.symmetric else r
 
     def inverse(self, r, mu, sigma=None):
-        """Interval ends from score thresholds (:func:`invert`).
+        """Interval ends from score thresholds (``invert``).
 
         Symmetric scores: ``(mu - r s, mu + r s)`` for a threshold ``r >= 0``.
         Signed scores: ``mu + r s`` (call once per end).

@@ -296,7 +296,7 @@ class SplitConformalRegressor(BaseEstimator):
         :math:`|2p-1|(n+1)` (symmetric score, mirrored around :math:`\mu`),
         linearly interpolated between order statistics, mapped through the
         score's inverse; see
-        :func:`calibprob.calibrators.conformal.predictive_system.conformal_quantile_function`.
+        ``calibprob.calibrators.conformal.predictive_system.conformal_quantile_function``.
         Its central interval at :math:`c` equals :meth:`predict_interval`
         whenever :math:`c(n+1)` is an integer and lies between the adjacent
         ranks otherwise.

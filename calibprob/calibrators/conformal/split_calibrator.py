@@ -264,7 +264,7 @@ class SplitConformalCalibrator(BaseEstimator):
         The quantile at level :math:`p` is the calibration score at the
         continuous rank :math:`p(n+1)` (signed score) or :math:`|2p-1|(n+1)`
         (symmetric score, mirrored around :math:`\mu`), linearly interpolated
-        between order statistics (:func:`calibprob.calibrators.conformal._intervals.conformal_quantile_function`).
+        between order statistics (``calibprob.calibrators.conformal._intervals.conformal_quantile_function``).
 
         Parameters
         ----------

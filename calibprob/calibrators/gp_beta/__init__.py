@@ -89,7 +89,7 @@ standardisation and inducing initialisation are shared variables
 (``pm.Data``), so one compiled function serves every data set of a
 configuration in a process (module cache) and across processes (PyTensor's
 disk cache); the C backend (``"CVM"``) is its default mode (see
-:data:`DEFAULT_COMPILE_MODE`). Fits and predictions run with one BLAS thread
+``DEFAULT_COMPILE_MODE``). Fits and predictions run with one BLAS thread
 (small triangular solves are ~20x slower with two). Prediction is pure NumPy.
 
 Layout: :mod:`._link` (Beta-link and kernel numerics), :mod:`._objective`

@@ -214,8 +214,8 @@ def _prior_vectors(layout: Layout, Z0: np.ndarray):
 class LogPosterior:
     r"""``x -> (log p(x, y), gradient)`` of the GP-Beta model on full data, in NumPy.
 
-    The same density as ``model.logp()`` of :func:`._graph.build_model` (all
-    terms, constants included) at a flat parameter vector in :class:`Layout` order.
+    The same density as ``model.logp()`` of ``_graph.build_model`` (all
+    terms, constants included) at a flat parameter vector in ``Layout`` order.
 
     Parameters
     ----------

@@ -88,7 +88,7 @@ class GPBetaCalibrator(BaseEstimator):
         target acceptance rate.
     compile_mode : str, PyTensor Mode or None
         Mode of the compiled PyMC functions (NUTS, minibatch ADVI / SVI); ``None``
-        uses :data:`DEFAULT_COMPILE_MODE` (``"CVM"``, the C backend). Full-batch
+        uses ``DEFAULT_COMPILE_MODE`` (``"CVM"``, the C backend). Full-batch
         MAP, ADVI and SVI compile nothing (NumPy objective) and ignore it.
     n_grid : int, default 256
         Grid points per observation for the calibrated CDF (in :math:`z`,
@@ -457,7 +457,7 @@ class GPBetaCalibrator(BaseEstimator):
 
         For every posterior draw :math:`s` and observation :math:`i` one value is
         drawn by inverse transform: :math:`p \sim U(0, 1)`,
-        :math:`u = (c_{\beta,s}\circ\Phi)^{-1}(p)` (:func:`beta_link_ppf_z`) and
+        :math:`u = (c_{\beta,s}\circ\Phi)^{-1}(p)` (:func:`~calibprob.calibrators.gp_beta.beta_link_ppf_z`) and
         :math:`y = F_i^{-1}(\Phi(u))` through the base's quantile function — a
         draw from :math:`c_{\beta,s}(F_i(\cdot))`, so the draws carry the posterior
         uncertainty of the calibration map.

@@ -61,7 +61,7 @@ def aci_threshold(sorted_scores: np.ndarray, alpha_t: float, *, infinite: str = 
     r"""The symmetric score threshold at miscoverage :math:`\alpha_t`, and whether it was clipped.
 
     :math:`R_{(k)}` with :math:`k = \lceil (1-\alpha_t)(n+1) \rceil` (exact arithmetic,
-    :func:`calibprob._core.ranks.upper_rank`); :math:`\alpha_t \ge 1` gives 0 (the empty set's
+    ``calibprob._core.ranks.upper_rank``); :math:`\alpha_t \ge 1` gives 0 (the empty set's
     stand-in: a zero-width interval), :math:`k > n` (including :math:`\alpha_t \le 0`) gives
     :math:`+\infty`, or with ``infinite="clip"`` the largest score :math:`R_{(n)}`.
 
@@ -117,7 +117,7 @@ class AdaptiveConformalInterval(BaseEstimator):
         Step size :math:`\gamma > 0` (Gibbs and Candès's value; Zaffran et al. use 0.01-0.05 on
         daily prices). Larger adapts faster; the long-run bound shrinks as :math:`1/(\gamma T)`.
     score : {"absolute", "normalized"} or Score, default "absolute"
-        A symmetric conformity score of :mod:`calibprob.calibrators.conformal.scores`.
+        A symmetric conformity score of ``calibprob.calibrators.conformal.scores``.
     beta, eps : float
         The normalised score's exponent and floor (Pion & Vazquez eq. 9).
     window : int, optional

@@ -1,7 +1,7 @@
 r"""Online quantile recalibration of any stream of forecasts (Deshpande et al. 2024, §4).
 
 :class:`OnlineQuantileRecalibrator` wraps the NumPy layer of
-:mod:`calibprob.calibrators.online._osd` for forecasts in the predictive-distribution
+``calibprob.calibrators.online._osd`` for forecasts in the predictive-distribution
 contract (:mod:`calibprob.predictive`): ``recalibrate(forecast)`` issues
 :math:`Q_t \circ R_t` as a new predictive Dataset, ``update(forecast, y)``
 takes the outcomes (in ``obs`` order) and moves :math:`R_t` by one OSD step per
@@ -144,7 +144,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         most 0.25.
     coupling : {"isotonic", "independent"}, default "isotonic"
         How the levels are made monotone (the paper's Lemma 4 does not hold
-        for eq. (9) as printed; see :mod:`calibprob.calibrators.online._osd`).
+        for eq. (9) as printed; see ``calibprob.calibrators.online._osd``).
         ``"isotonic"``: issue the isotonic regression of the iterates and take
         subgradients at the issued values (monotone *and* calibrated).
         ``"independent"``: eq. (9) per level, issue the sorted iterates

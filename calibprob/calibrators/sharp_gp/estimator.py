@@ -549,7 +549,7 @@ class SharpCalibratedGP(BaseEstimator):
 
         The calibration diagnostics (β̂, θ̂ at the knots and the interpolation
         nodes, per-level objective, calibration coverage, convergence) are in
-        :attr:`diagnostics_`, set by :meth:`fit`.
+        ``diagnostics_``, set by :meth:`fit`.
 
         Parameters
         ----------

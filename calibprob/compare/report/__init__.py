@@ -1,9 +1,9 @@
 """Comparison reports: the text table, the PNG plots and one self-contained HTML page.
 
-:mod:`~calibprob.compare.report.text` (the table), :mod:`~calibprob.compare.report.plots` (PNG files),
-:mod:`~calibprob.compare.report.html` with :mod:`~calibprob.compare.report.figures` (the HTML page),
-:mod:`~calibprob.compare.report.group_plots` (coverage by group) and
-:mod:`~calibprob.compare.report.results` (reading a results file).
+``text`` (the table), ``plots`` (PNG files),
+``html`` with ``figures`` (the HTML page),
+``group_plots`` (coverage by group) and
+``results`` (reading a results file).
 """
 
 from __future__ import annotations

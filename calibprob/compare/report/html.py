@@ -291,13 +291,13 @@ def write_html(
 
     Every plot is a PNG embedded in the page (base64 ``data:`` URIs); there are
     no scripts, style sheets or fonts to fetch, so the file opens offline and
-    can be mailed as is. Sections (:data:`HTML_SECTIONS`): the ranking
+    can be mailed as is. Sections (``HTML_SECTIONS``): the ranking
     (:func:`calibprob.compare.ranking.rank_results`), the scores table,
     reliability diagrams, PIT histograms with their uniform bands, coverage vs
     width at each confidence level, fit times, and — only when the file holds
     any — convergence diagnostics (a ``diagnostics`` group, or root variables
-    named in :data:`DIAGNOSTIC_NAMES`) and, after coverage vs width, the
-    coverage by group with binomial bands (:data:`GROUP_SECTION`; results of
+    named in ``DIAGNOSTIC_NAMES``) and, after coverage vs width, the
+    coverage by group with binomial bands (``GROUP_SECTION``; results of
     a data set with groups, :func:`calibprob.plots.coverage_by_group`, one
     figure per data set and level).
 
@@ -458,7 +458,7 @@ def _check_html_out(out: str | Path) -> Path:
 
 def _html_inputs(results, diagnostics: xr.Dataset | None) -> tuple[xr.Dataset, xr.Dataset | None]:
     """The results root Dataset and the diagnostics to show (a file's ``diagnostics`` group, root
-    variables named in :data:`DIAGNOSTIC_NAMES`, or both)."""
+    variables named in ``DIAGNOSTIC_NAMES``, or both)."""
     if isinstance(results, (str, Path)):
         path = Path(results)
         ds = load_results(path)

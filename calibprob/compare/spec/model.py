@@ -223,7 +223,7 @@ class MethodSpec:
     #: calibration data, is calibrated on all points, labelled) or ``"none"`` (infinite bounds)
     fallback: str | None = None
     #: ``True``: refused where its default's n x n work is too long or too large, never switched to its
-    #: scalable form (:func:`calibprob.compare.methods.scalable_form`)
+    #: scalable form (``calibprob.compare.methods.scalable_form``)
     strict: bool = False
 
     def table(self) -> dict:
