@@ -253,7 +253,7 @@ def test_post_processor_messages_follow_the_house_rules(name, problem):
     pred_cal, pred_te = problem["normal"]
     y = problem["y_cal"]
     make = POST_PROCESSORS[name]
-    if not _starts_at_identity(name):  # the online quantile recalibrator starts from R_1(p) = p (Deshpande et al.); ACI needs its scores first
+    if not _starts_at_identity(name):  # the online recalibrator starts from R_1(p) = p; ACI needs its scores first
         with pytest.raises(NotFittedError, match=r"not fitted yet"):
             make(problem).predict(pred_te)
     with pytest.raises(TypeError, match=r"distribution post-processor: .* must be the base model's predictive"):

@@ -76,13 +76,13 @@ def conformal_bayes(
         has exactly one input container; for a bambi model, a DataFrame of new rows.
     confidence_level : float or sequence of float, default 0.9
     groups, train_groups : array_like or str, optional
-        Grouped conformal Bayes (see :class:`calibprob.ConformalBayes`): the test points' groups
-        (its ``predict(groups=)``), and the training points' (its ``fit(groups=)``: labels or a
-        coordinate name of ``observed_data``). Read by the package's label reader (missing labels and ``1`` beside ``"1"`` refused); a labelled
-        ``train_groups`` (Series, DataArray) is aligned to the log-likelihood's observation
-        coordinate, and labelled ``groups`` to ``X_new``'s row index when ``X_new`` is a
-        DataFrame / Series (or a dict of them) with one; a mismatch is refused naming the first
-        label, plain arrays are read by position.
+        Grouped conformal Bayes (see :class:`calibprob.ConformalBayes`): the test points' groups (its
+        ``predict(groups=)``), and the training points' (its ``fit(groups=)``: labels or a coordinate name of
+        ``observed_data``). Read by the package's label reader (missing labels and ``1`` beside ``"1"``
+        refused); a labelled ``train_groups`` (Series, DataArray) is aligned to the log-likelihood's
+        observation coordinate, and labelled ``groups`` to ``X_new``'s row index when ``X_new`` is a DataFrame
+        / Series (or a dict of them) with one; a mismatch is refused naming the first label, plain arrays are
+        read by position.
     grid : array_like, optional
         Equispaced candidates, shape (G,) or (m, G). Default: ``n_grid`` points per test point,
         placed by its own posterior predictive (so a test input far from the training data gets
