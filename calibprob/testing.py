@@ -2,7 +2,7 @@ r"""Check a calibrator against calibprob's contract: :func:`check_calibrator`, f
 
 The checks that every calibrator of calibprob passes (``tests/test_common.py`` runs them over the registry),
 public so that a third party registering its own calibrator (:func:`calibprob.registry.register_class`) can run
-them on it, as scikit-learn's :func:`~sklearn.utils.estimator_checks.check_estimator` does for estimators. No
+them on it, as scikit-learn's ``sklearn.utils.estimator_checks.check_estimator`` does for estimators. No
 test framework is needed: a failing check raises :class:`CheckFailed` (an ``AssertionError``) whose message
 starts with the check's name and the class.
 

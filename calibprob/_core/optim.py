@@ -13,7 +13,7 @@ class Adam:
     :meth:`step` turns a gradient :math:`g_t` into the bias-corrected update
     :math:`\eta\,\hat m_t / (\sqrt{\hat v_t} + \epsilon)`; the caller adds it (ascent) or
     subtracts it (descent), so one implementation serves the GP base-model protocol
-    (:func:`calibprob.bases.gp._pymc.adam`) and GP-Beta's SVI
+    (``calibprob.bases.gp._pymc.adam``) and GP-Beta's SVI
     (:func:`calibprob.calibrators.gp_beta.svi_fit`).
 
     Parameters

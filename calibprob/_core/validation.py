@@ -135,7 +135,7 @@ def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int
       Series with a non-default index) and the prediction's ``obs`` labels are
       given, ``y`` is aligned to them by label, and refused, naming the first
       mismatch, when its labels are others
-      (:func:`calibprob._core.alignment.align_to_obs`).
+      (``calibprob._core.alignment.align_to_obs``).
 
     Parameters
     ----------
@@ -341,7 +341,7 @@ def check_groups(groups, n: int, *, pred=None, name: str = "groups") -> np.ndarr
 
     Missing labels (NaN, None, pandas ``NA``, ``NaT``) are refused with their rows, and labels of
     different types that print the same (``1`` and ``"1"``) are refused rather than merged
-    (:mod:`calibprob._core.labels`).
+    (``calibprob._core.labels``).
 
     Parameters
     ----------

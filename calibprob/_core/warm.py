@@ -9,7 +9,7 @@ cache directory (``~/.pytensor`` or the ``base_compiledir`` of
 compiling them.
 
 Since GP-Beta's full-batch MAP / ADVI / SVI evaluate a NumPy objective
-(:mod:`calibprob.calibrators.gp_beta._objective`), the quickstart compiles nothing: its cold run equals its warm run,
+(``calibprob.calibrators.gp_beta._objective``), the quickstart compiles nothing: its cold run equals its warm run,
 and warming costs one repetition (~4 s of CPU) and reports that there was
 nothing to compile. Specs that sample GP-Beta with NUTS, minibatch its ADVI /
 SVI (more than 4096 calibration points) or fit a PyMC base still compile

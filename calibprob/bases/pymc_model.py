@@ -19,10 +19,10 @@ one row per observation, indexed by the observation's id in the data set, and th
     name: values}`` gives the containers' values for new rows (needed when a column is encoded, e.g.
     a text county turned into an index by the *training* levels; without it, each container takes
     the column of the same name). ``var_name`` names the observed variable when there are several.
-    The base samples the model with :func:`calibprob.bases._pymc_sampling.sample_posterior`
+    The base samples the model with ``calibprob.bases._pymc_sampling.sample_posterior``
     (``draws``, ``tune``, ``chains``, ``target_accept``; the seed is the task's) and evaluates it at
     new rows through the PyMC door of conformal Bayes
-    (:class:`calibprob.calibrators.conformal.from_pymc._Door`: the containers are set, the
+    (``calibprob.calibrators.conformal.from_pymc._Door``: the containers are set, the
     likelihood's parameters computed per draw from one vectorised PyTensor function).
 
 ``kind = "bambi"``

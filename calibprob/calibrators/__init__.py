@@ -13,11 +13,11 @@ Submodules (imported lazily, on first access of one of their names, so that
 * :mod:`calibprob.calibrators.sharp_gp` — the sharp calibrated GP (Capone et al.
   2023), a *model-aware* calibrator around a fitted calibprob GP.
 
-The distribution post-processors follow :class:`calibprob._core.estimator.DistributionCalibrator`:
+The distribution post-processors follow ``calibprob._core.estimator.DistributionCalibrator``:
 ``fit(pred_cal, y_cal)`` on the base's prediction for calibration data and
 ``predict(pred)`` returning the predictive-distribution contract of
 :mod:`calibprob.predictive`; the sharp GP follows
-:class:`calibprob._core.estimator.ModelAwareCalibrator` (``estimator=``, ``fit(X, y)``,
+``calibprob._core.estimator.ModelAwareCalibrator`` (``estimator=``, ``fit(X, y)``,
 ``predict(X)``).
 """
 

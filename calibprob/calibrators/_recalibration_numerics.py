@@ -33,7 +33,7 @@ def probit_interpolated_quantiles(sorted_scores, levels) -> np.ndarray:
     through the knots :math:`(k/(n+1),\ s_{(k)})`: linear in
     :math:`\Phi^{-1}(p)` between knots, Gaussian tails beyond them. (The
     conformal calibrators interpolate the same order statistics linearly in
-    the rank instead: :func:`calibprob.calibrators.conformal._intervals.rank_interpolated_quantiles`.)
+    the rank instead: ``calibprob.calibrators.conformal._intervals.rank_interpolated_quantiles``.)
 
     Parameters
     ----------

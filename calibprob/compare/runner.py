@@ -326,7 +326,7 @@ def run(
         :mod:`calibprob.bases.user`). Every method runs on every base unless it
         lists ``bases``; a GP-only method must list the GP bases. A value may also be a
         base table with your code in it, e.g. ``{"kind": "pymc-model", "factory": f, "draws": 500}``
-        (your PyMC model: :mod:`calibprob.bases.pymc_model`).
+        (your PyMC model: ``calibprob.bases.pymc_model``).
     out : path, optional
         The results file (finished tasks kept in ``<out>.parts/`` for resuming, as with
         ``calibprob compare``). By default a temporary file, removed after loading.

@@ -30,7 +30,7 @@ def _check_y(pred: xr.Dataset, y, name: str = "y") -> np.ndarray:
     """Observed values as a finite 1-D float array with one entry per obs of ``pred``.
 
     NumPy, or a 1-D DataArray with any dim name aligned by position
-    (:func:`calibprob._core.validation.check_targets`, shared with the ``.calib`` accessor).
+    (``calibprob._core.validation.check_targets``, shared with the ``.calib`` accessor).
     """
     return check_targets(y, pred.sizes["obs"], name, obs=pred["obs"].values)
 
@@ -38,7 +38,7 @@ def _check_y(pred: xr.Dataset, y, name: str = "y") -> np.ndarray:
 def _ppf_rows(fam: Family, p: np.ndarray, sl: slice, *, stated: bool = True) -> np.ndarray:
     """Quantiles of the rows ``sl`` at probabilities ``p`` (1-D), an (rows, P) ndarray.
 
-    ``stated``: infinite beyond a row's reach (:mod:`calibprob.predictive._reach`; the interval and
+    ``stated``: infinite beyond a row's reach (``calibprob.predictive._reach``; the interval and
     calibration metrics); else the finite law's (the scores: pinball, as the CRPS reads it).
     """
     return fam.ppf(p, sl) if stated else fam.law_ppf(p, sl)

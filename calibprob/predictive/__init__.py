@@ -83,7 +83,7 @@ A quantile Dataset may carry ``reach(obs)``: the largest central confidence leve
 calibration states (Mondrian calibration, one calibration size per group). Beyond it ``ppf``
 and ``interval`` give :math:`-\infty`/:math:`+\infty`; the stored quantiles there are finite
 placeholders that ``cdf``, ``logpdf``, the moments, the CRPS and the NLL read
-(:mod:`~calibprob.predictive._reach`).
+(``calibprob.predictive._reach``).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ def _as_values(ds: xr.Dataset, y, name: str = "y") -> xr.DataArray:
     A scalar is broadcast to every observation; a DataArray that has an ``obs``
     dim plus others (e.g. several y per observation) keeps xarray semantics;
     everything else (NumPy of any rank, a 1-D DataArray with any dim name such
-    as PyMC's ``obs_id``) goes through :func:`~calibprob._core.validation.check_targets`
+    as PyMC's ``obs_id``) goes through ``calibprob._core.validation.check_targets``
     and is aligned by position.
     """
     n = ds.sizes["obs"]
@@ -37,7 +37,7 @@ def _as_values(ds: xr.Dataset, y, name: str = "y") -> xr.DataArray:
 class CalibAccessor:
     """Evaluate a predictive Dataset: ``ds.calib.cdf(y)``, ``ds.calib.interval(0.9)``, ...
 
-    A thin xarray layer over the family of the Dataset (:func:`~calibprob.predictive._families.family_of`):
+    A thin xarray layer over the family of the Dataset (``calibprob.predictive._families.family_of``):
     Gaussian-family Datasets (``attrs["family"] == "normal"``) are evaluated exactly from
     ``loc``/``scale``, quantile Datasets through the piecewise-Gaussian quantile function described
     in :mod:`calibprob.predictive`, back-transformed ones through their transform, and
@@ -150,7 +150,7 @@ class CalibAccessor:
         r"""Central interval ``[Q((1-c)/2), Q((1+c)/2)]`` at each confidence level ``c``.
 
         An interval-family Dataset answers at its stored levels only; a row with a ``reach``
-        (:mod:`calibprob.predictive._reach`) gets :math:`(-\infty, \infty)` at every
+        (``calibprob.predictive._reach``) gets :math:`(-\infty, \infty)` at every
         :math:`c` above it.
 
         Returns

@@ -1,7 +1,7 @@
 r"""A row's *reach*: the central levels its calibration states, :math:`-\infty`/:math:`+\infty` beyond.
 
 A calibrator fitted on :math:`n` scores resolves a quantile at :math:`p` only for
-:math:`1/(n+1) \le p \le n/(n+1)` (the :math:`n + 1` convention, :mod:`calibprob._core.ranks`),
+:math:`1/(n+1) \le p \le n/(n+1)` (the :math:`n + 1` convention, ``calibprob._core.ranks``),
 and a central interval only up to the confidence level :math:`R = 1 - s/(n+1)` (:math:`s = 2`
 for a quantile function or a signed score, 1 for a symmetric score mirrored around the
 centre). Mondrian calibration has one :math:`n_k` per group, so one quantile Dataset holds rows

@@ -14,7 +14,7 @@ Four pieces, used by ``calibprob.runs.scheduling`` and by the methods that alloc
   need it are cancelled, and submitting another task that names it raises ``FuturesCancelledError:
   ... already forgotten``, which used to end the run. :func:`is_cancelled` recognises that outcome; the
   scheduler then scatters the stage again (from this process, which keeps it) and re-queues those tasks.
-* **Memory budgets.** :func:`calibprob._core.memory.memory_budget` is what this process may still
+* **Memory budgets.** ``calibprob._core.memory.memory_budget`` is what this process may still
   allocate: inside a Dask worker, the room below the fraction of the worker's ``memory_limit`` at which
   its nanny restarts it (not the machine's available memory, which two workers share); elsewhere, the
   machine's available memory. :func:`check_n_by_n` refuses, before allocating, work of ``k`` float64
@@ -236,7 +236,7 @@ class Work:
 def gp_fit_factorisations(n: int, base_options: dict | None = None) -> list[tuple[float, int]]:
     """Factorisation-equivalents of fitting the exact GP on ``n`` rows with its spec options (``n_hyper_subset``...).
 
-    Mirrors :meth:`calibprob.bases.gp.GaussianProcessRegressor._subset_plan`: no optimisation, one
+    Mirrors ``calibprob.bases.gp.GaussianProcessRegressor._subset_plan``: no optimisation, one
     factorisation; all rows (below 1000, or ``n_hyper_subset = None``-like), the multi-start fit on them;
     otherwise the fit of the subset (itself by these rules) and, up to 4000 rows, a refinement on all rows.
     """

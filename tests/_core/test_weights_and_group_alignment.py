@@ -110,7 +110,7 @@ def test_conformal_bayes_train_groups_are_aligned_to_the_log_likelihood():
     ):
         np.testing.assert_array_equal(_cb().fit(LL, train_groups=shuffled, y=Y_TRAIN).train_groups_, ref)
     wrong = pd.Series(TRAIN_GROUPS.to_numpy(), index=TRAIN_IDS + 100)
-    with pytest.raises(ValueError, match=r"train_groups's index does not match the training log-likelihood's obs_id"):
+    with pytest.raises(ValueError, match=r"groups's index does not match the training log-likelihood's obs_id"):
         _cb().fit(LL, train_groups=wrong, y=Y_TRAIN)
 
 
@@ -146,9 +146,9 @@ def test_conformal_bayes_refuses_1_vs_text_1_between_fit_and_predict(unseen_grou
 
 
 def test_conformal_bayes_refuses_missing_and_colliding_train_labels():
-    with pytest.raises(ValueError, match=r"train_groups has 1 missing label"):
+    with pytest.raises(ValueError, match=r"groups has 1 missing label"):
         _cb().fit(LL, train_groups=pd.Series(["a", pd.NA, "a", "b", "b", "b"], dtype="string"), y=Y_TRAIN)
-    with pytest.raises(ValueError, match=r"train_groups mixes label types .* 1 \(int\) and '1' \(text\)"):
+    with pytest.raises(ValueError, match=r"groups mixes label types .* 1 \(int\) and '1' \(text\)"):
         _cb().fit(LL, train_groups=pd.Series([1, "1", 1, 2, 2, 2], dtype=object), y=Y_TRAIN)
 
 

@@ -163,7 +163,9 @@ def pymc_only(name: str) -> bool:
     cheap NumPy bases many times; its own tests (tests/test_loo_*.py) check it on PyMC fits.
     """
     kinds = [m for m in registry.METHODS.values() if m.cls == name]
-    return bool(kinds) and all(m.serves is not None and all(b.startswith("pymc") for b in m.serves) for m in kinds)
+    return bool(kinds) and all(
+        m.serves is not None and all(b.startswith("pymc") or b in registry.FRAME_BASES for b in m.serves) for m in kinds
+    )
 
 
 def _accepts(name: str, key: str, value) -> bool:

@@ -1,6 +1,6 @@
 r"""Saving and loading fitted estimators as netCDF, without pickle.
 
-:meth:`calibprob._core.estimator.BaseEstimator.save` writes an estimator — its
+``calibprob._core.estimator.BaseEstimator.save`` writes an estimator — its
 constructor parameters and what it learned — to a netCDF-4 (HDF5) file through
 ``h5netcdf``; :func:`load` restores it. The file is an ``xarray.DataTree``
 that any netCDF tool can read (``xarray.open_datatree(path)``, ``ncdump -h``).

@@ -1,4 +1,4 @@
-"""Writing an estimator as a netCDF DataTree (:func:`save`); the layout is described in :mod:`calibprob._core.persistence`."""
+"""Writing an estimator as a netCDF DataTree (:func:`save`); the layout is described in ``calibprob._core.persistence``."""
 
 from __future__ import annotations
 
@@ -266,7 +266,7 @@ class _Writer:
 
 
 def save(obj, path) -> Path:
-    """Write a calibprob estimator to ``path`` as netCDF-4 (see :mod:`calibprob._core.persistence`).
+    """Write a calibprob estimator to ``path`` as netCDF-4 (see ``calibprob._core.persistence``).
 
     Parameters
     ----------

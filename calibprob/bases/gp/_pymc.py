@@ -63,7 +63,7 @@ __all__ = [
 ]
 
 _CACHE = GraphCache("calibprob.bases.gp")
-#: The BLAS limiter of the GP fits (one policy for every module, :mod:`calibprob._core.pytensor_setup`).
+#: The BLAS limiter of the GP fits (one policy for every module, ``calibprob._core.pytensor_setup``).
 _blas_limit = blas_limit
 
 # returned to L-BFGS-B when the Cholesky fails (NaN logp): a large finite value

@@ -253,7 +253,7 @@ class _GPBase(BaseEstimator):
         ``UserWarning`` says so when the mean of ``y`` (10 or more points) is more
         than ten standard deviations from zero.
 
-        Warns (:class:`calibprob._core.estimator.ConvergenceWarning`) when no L-BFGS-B start
+        Warns (``calibprob._core.estimator.ConvergenceWarning``) when no L-BFGS-B start
         converged, and when the optimum lies on the box of the log-hyperparameters
         (``fit_info_["at_bounds"]`` names them): the optimum is then the box's, not
         the likelihood's. Two cases are common and benign, so they are reported in
@@ -576,7 +576,7 @@ def available_memory() -> tuple[float, str]:
     """Bytes the exact GP may allocate, and where that figure comes from.
 
     The cap in GB from the environment variable ``CALIBPROB_GP_MEMORY_GB`` when set;
-    otherwise :func:`calibprob._core.memory.memory_budget`: inside a Dask worker the room
+    otherwise ``calibprob._core.memory.memory_budget``: inside a Dask worker the room
     left below its memory limit (where its nanny restarts it), else the memory the
     operating system reports as available.
 

@@ -28,7 +28,7 @@ more than ``chunk_rows(m)`` × :math:`m` entries is held, and the cost is
     \log|\Sigma| = n\log\sigma^2 + \log|B|,\quad
     \frac{\operatorname{tr}(K_{nn} - Q_{nn})}{\sigma^2} = \frac{n\sigma_f^2 - \operatorname{tr}P}{\sigma^2},
 
-assembled as in :func:`calibprob.bases.gp._objective.vfe_objective` (the same
+assembled as in ``calibprob.bases.gp._objective.vfe_objective`` (the same
 function, evaluated from the statistics).
 
 **Gradient** (:class:`VFEObjectiveNumpy`). Write the bound through

@@ -16,9 +16,9 @@ constant (``mean="constant"``), and either an estimated noise variance
 **Fitting.** :math:`\theta = (\log\ell_{1..d}, \log\sigma_f^2, \log\sigma_n^2)` maximises the
 log marginal likelihood (``objective="ml"``; with a constant mean, profiled
 over :math:`m`) or the restricted likelihood (``objective="reml"``,
-constant mean only) — see :mod:`calibprob.bases.gp._objective`. The objective is a
+constant mean only) — see ``calibprob.bases.gp._objective``. The objective is a
 ``pm.Potential`` in a PyMC model with flat priors, compiled once per
-configuration (:mod:`calibprob.bases.gp._pymc`), and maximised by L-BFGS-B from
+configuration (``calibprob.bases.gp._pymc``), and maximised by L-BFGS-B from
 ``n_restarts`` seeded starts in a data-scaled box. The constant mean is then
 its GLS estimate :math:`\hat m = 1^\top K^{-1} y / 1^\top K^{-1} 1`.
 

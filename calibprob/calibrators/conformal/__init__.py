@@ -48,7 +48,7 @@ __all__ = ["Mondrian", "Bins", "bins", "min_group_size", "min_group_size_for_lev
 class _Package(types.ModuleType):
     """This package, keeping its function ``bins`` when its submodule ``bins`` is imported again by an old path.
 
-    ``import calibprob.conformal.bins`` (the 0.1 path, aliased by :mod:`calibprob._core.deprecation`) makes the
+    ``import calibprob.conformal.bins`` (the 0.1 path, aliased by ``calibprob._core.deprecation``) makes the
     import system set the submodule as the parent package's attribute ``bins`` -- over the function of that name
     imported above, so ``calibprob.calibrators.conformal.bins(...)`` would then fail, depending on import order.
     """

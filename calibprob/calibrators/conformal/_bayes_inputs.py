@@ -201,7 +201,7 @@ def row_labels(values, *, skip=()) -> tuple[str, pd.Index] | None:
 def aligned(value, ref: tuple[str, pd.Index] | None, name: str, whose: str):
     """Labelled group labels (a Series, a 1-D DataArray with a coordinate) in the order of ``ref``'s rows.
 
-    The package's one alignment reader (:func:`calibprob._core.alignment.align_by_label`): aligned by
+    The package's one alignment reader (``calibprob._core.alignment.align_by_label``): aligned by
     label, refused naming the first mismatch; plain arrays, and everything when ``ref`` is None (the
     observations carry no labels), by position.
     """
@@ -245,6 +245,4 @@ def train_groups_from(train_groups, n: int, obs, da) -> np.ndarray | None:
             "variable; pass the labels themselves (one per training point) or add the coordinate "
             "(pm.Model(coords=...) with a per-observation coordinate)."
         )
-    return group_labels(
-        train_groups, n, "groups (the training points' labels)", row_labels(da), "the training log-likelihood"
-    )
+    return group_labels(train_groups, n, "groups", row_labels(da), "the training log-likelihood")

@@ -149,7 +149,7 @@ def full_conformal_gp_bounds(
     beta, eps : float
         Score :math:`|e|/\max(\epsilon, \sigma^\beta)`.
     extra_x : ndarray, shape (m,), optional
-        Sparse GP (:class:`calibprob.bases.gp._sparse_loo.SparseKrigingSystem`, whose
+        Sparse GP (``calibprob.bases.gp._sparse_loo.SparseKrigingSystem``, whose
         ``extra`` holds :math:`\delta_i`): the prior variance
         :math:`\delta(x) = \sigma_f^2 - Q_{xx}` the inducing inputs leave
         unexplained at each test point. The candidate enters the training set with

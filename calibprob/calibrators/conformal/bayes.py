@@ -110,7 +110,7 @@ class ConformalBayes(BaseEstimator):
     progress : bool, optional
         A progress line (test points done, then the set ends refined) once a call has run a few
         seconds: ``True`` shows it, ``False`` hides it; default: :func:`calibprob.show_progress`'s
-        setting, else shown on a terminal or in a notebook (:mod:`calibprob._core.progress`).
+        setting, else shown on a terminal or in a notebook (``calibprob._core.progress``).
 
     Attributes
     ----------

@@ -13,7 +13,7 @@ score that the augmented quantile regression
 
 does not put above its fitted quantile (dual weight :math:`\eta_{n+1}(S) < 1-\alpha`;
 randomised: :math:`< U`, :math:`U \sim \mathrm{Unif}(-\alpha, 1-\alpha)`). The threshold is
-computed exactly (:mod:`calibprob.calibrators.conformal._condconf_lp`).
+computed exactly (``calibprob.calibrators.conformal._condconf_lp``).
 
 Guarantee (Gibbs et al. 2023, Theorem 2): for every :math:`f \in \mathcal F` with
 :math:`f \ge 0` and :math:`E f(X) > 0`,

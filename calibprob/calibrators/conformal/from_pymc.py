@@ -101,7 +101,7 @@ def conformal_bayes(
     method : {"auto", "closed-form", "logp"}, default "auto"
         ``auto``: closed form for Normal and Student-t likelihoods, PyMC's ``logp`` otherwise.
     compile_mode : str, optional
-        PyTensor mode; default :func:`calibprob._core.pytensor_setup.get_compile_mode`.
+        PyTensor mode; default ``calibprob._core.pytensor_setup.get_compile_mode``.
     random_seed : int or None, default 0
         Seed of the posterior predictive draws that place the default grid on the ``logp`` path
         (fixed by default, so a call is reproducible; the sets' ends are refined on the exact

@@ -19,7 +19,7 @@ Minimum group sizes (exact)
 ---------------------------
 With :math:`\alpha = 1 - c` taken as an exact fraction (``calibprob._core.ranks.exact_level``, so
 ``0.9`` is :math:`9/10`, never the binary float :math:`0.9000000000000000222\ldots`), every minimum
-below is :func:`calibprob._core.ranks.least_n`:
+below is ``calibprob._core.ranks.least_n``:
 
 * a symmetric score's interval (split conformal with the absolute or normalised score)
   needs :math:`\lfloor \alpha (n_k+1) \rfloor \ge 1`, i.e.

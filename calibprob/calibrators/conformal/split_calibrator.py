@@ -88,7 +88,7 @@ def conformal_thresholds(sorted_scores, confidence_levels, *, symmetric: bool = 
     weights : array_like, shape (n,), optional
         Per-point weights in the order of ``sorted_scores``: the weighted conformal quantile
         with the test point's mass ``test_weight`` at :math:`\pm\infty`
-        (:func:`calibprob._core.ranks.weighted_upper_rank`; Tibshirani et al. 2019). A level
+        (``calibprob._core.ranks.weighted_upper_rank``; Tibshirani et al. 2019). A level
         the finite scores do not reach gives an infinite threshold. Equal weights give the
         unweighted thresholds bit for bit.
     test_weight : float, default 1.0

@@ -76,7 +76,7 @@ def observed_terms(pred: xr.Dataset, y: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def targets(y, n: int, name: str, ndim=1, obs=None) -> np.ndarray:
-    """Observed values through the library's one validator, :func:`calibprob._core.validation.check_targets`.
+    """Observed values through the library's one validator, ``calibprob._core.validation.check_targets``.
 
     ``ndim=(1, 2)`` also takes a 2-D DataArray (several values per observation, e.g. a density grid).
     """

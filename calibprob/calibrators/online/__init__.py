@@ -4,7 +4,7 @@
   ``update(forecast, y)`` on any stream of forecasts in the predictive contract,
   state saved with ``to_dataset()`` and restored with ``from_dataset()``; ``rule="osd"``
   (Deshpande et al.'s update, the default) or ``rule="aci"`` (ACI on the PIT scale, every
-  central pair of levels at once; see :mod:`calibprob.calibrators.online._aci_pit`).
+  central pair of levels at once; see ``calibprob.calibrators.online._aci_pit``).
 - :class:`AdaptiveConformalInterval` — adaptive conformal inference (Gibbs & Candès 2021):
   split-conformal intervals whose level moves with the misses, ``update(pred, y)`` per outcome,
   saved and loaded with its whole recursion (levels, score window, counters).

@@ -3,7 +3,7 @@ r"""NumPy layer of DtACI on the PIT scale (``OnlineQuantileRecalibrator(rule="dt
 Dynamically-tuned ACI (Gibbs & Candès 2022, Algorithm 1) runs :math:`k` ACI *experts* with
 step sizes :math:`\gamma_1 < \dots < \gamma_k` on the same scores and issues their weighted
 mean level. Per central pair of levels (target miscoverage :math:`\alpha = 2p`, see
-:mod:`calibprob.calibrators.online._aci_pit`), with :math:`s_t = |2u_t - 1|` and
+``calibprob.calibrators.online._aci_pit``), with :math:`s_t = |2u_t - 1|` and
 :math:`\beta_t = \sup\{\beta : s_t \le r(\beta)\}` (the largest level whose set still covers the
 outcome; :func:`conformal_beta`):
 

@@ -322,7 +322,7 @@ class AdaptiveConformalInterval(BaseEstimator):
         """Take outcomes in time order (row by row): count the misses, move each level; returns ``self``.
 
         With a ``time`` coordinate along ``obs`` the rows must be strictly increasing in time and
-        later than every outcome already taken (:func:`~calibprob.calibrators.online._time.check_stream_times`).
+        later than every outcome already taken (``calibprob.calibrators.online._time.check_stream_times``).
         """
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:

@@ -10,10 +10,10 @@ netCDF-able ``xr.Dataset`` and loads back exactly.
 
 ``rule=`` chooses how :math:`R_t` moves, with the same loop: ``"osd"`` (the default, the
 update above), ``"aci"`` (adaptive conformal inference on the PIT scale, every central pair of
-levels at once; :mod:`calibprob.calibrators.online._aci_pit`) and ``"dtaci"`` (ACI experts over
-step sizes, mixed by exponential weights; :mod:`calibprob.calibrators.online._dtaci`). A
+levels at once; ``calibprob.calibrators.online._aci_pit``) and ``"dtaci"`` (ACI experts over
+step sizes, mixed by exponential weights; ``calibprob.calibrators.online._dtaci``). A
 ``time`` coordinate along ``obs`` is checked to be in stream order
-(:mod:`calibprob.calibrators.online._time`).
+(``calibprob.calibrators.online._time``).
 
 References
 ----------
@@ -159,7 +159,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         How :math:`R_t` moves. ``"osd"``: the update above (Deshpande et al.'s, unchanged).
         ``"aci"``: adaptive conformal inference (Gibbs & Candès 2021) on the PIT scale, one
         recursion per central pair of levels :math:`(p, 1 - p)` with the score
-        :math:`|2u - 1|` (:mod:`calibprob.calibrators.online._aci_pit`): ``fit`` scores the
+        :math:`|2u - 1|` (``calibprob.calibrators.online._aci_pit``): ``fit`` scores the
         calibration stream's PITs, each outcome moves every pair's :math:`\alpha_t` by
         :math:`\gamma(2p - \mathrm{err}_t)`, and Proposition 4.1's long-run bound holds per pair
         (:meth:`coverage_error_bound`). Levels must be symmetric about 1/2.
@@ -167,7 +167,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         ACI's step size :math:`\gamma \in (0, 1)` (``rule="aci"``; Gibbs and Candès's value).
         ``"dtaci"``: Gibbs & Candès's (2022) DtACI on the same pairs: ACI experts over the step
         sizes ``gammas``, their levels mixed by exponential weights on the pinball loss with a
-        fixed share (:mod:`calibprob.calibrators.online._dtaci`).
+        fixed share (``calibprob.calibrators.online._dtaci``).
     window : int, optional
         ``rule="aci"``/``"dtaci"``: keep the ``window`` most recent PIT scores (the calibration
         stream's, then each outcome's); default: the calibration scores, fixed.

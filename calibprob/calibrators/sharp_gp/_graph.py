@@ -3,7 +3,7 @@ r"""The PyMC model of one level of the sharp GP, compiled once per configuration
 :func:`build_model` writes eq. (7) of Capone et al. (2023) as a PyMC model: the
 free variable is the log-hyperparameter vector (σ-increasing coordinates), the
 objective a ``pm.Potential``; every input is ``pm.Data``, so one compiled
-function (:func:`_compiled`, cached in a :class:`calibprob._core.pytensor_setup.GraphCache`)
+function (:func:`_compiled`, cached in a ``calibprob._core.pytensor_setup.GraphCache``)
 serves every level, restart, data set and input dimension.
 """
 

@@ -69,7 +69,7 @@ def q_lin(levels, scores) -> np.ndarray | float:
     return out
 
 
-#: Smallest calibration set covering every level (:func:`calibprob._core.ranks.min_calibration_points`).
+#: Smallest calibration set covering every level (``calibprob._core.ranks.min_calibration_points``).
 required_calibration_points = min_calibration_points
 
 

@@ -21,7 +21,7 @@ latent posterior variance at :math:`X_*`. Forward (NumPy/SciPy):
            + c\,\bigl(b (P w)^\top + \textstyle\sum_i \bar v_i h_i^2 / s^2\; b b^\top\bigr),
 
 then chained through the kernel's dependence on :math:`\ell`, :math:`\sigma_f^2` and
-:math:`\sigma_n^2` (:func:`calibprob.bases.gp._objective.kernel_profile_derivative`, the GP
+:math:`\sigma_n^2` (``calibprob.bases.gp._objective.kernel_profile_derivative``, the GP
 fit's own). No factorisation in the pullback (against three for PyTensor's generic
 ``solve`` gradient), and a graph of a handful of nodes, which is what matters in
 ``FAST_COMPILE`` mode. A value-only compiled function (no gradient requested) pays
