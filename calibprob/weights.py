@@ -27,7 +27,9 @@ One object type, :class:`Weights`, gives both sides of that rule: :meth:`Weights
   clipping of :math:`\hat p` to :math:`[0.01, 0.99]` (ryantibs/conformal
   ``tibshirani2019/sim.airfoil.R``);
 * :class:`DensityRatio` -- a known ratio (a user's tilt, or an optimiser's design density);
-* :class:`DecayingWeights` -- NexCP's fixed weights :math:`\rho^{\,n+1-i}`.
+* :class:`DecayingWeights` -- NexCP's fixed weights :math:`\rho^{\,n+1-i}`;
+* :class:`GivenWeights` -- numbers computed elsewhere (importance weights, a ratio evaluated
+  by hand), with the same checks and ``on_small=`` choice as the other kinds.
 
 Every kind reports, through :func:`diagnose`, the effective sample size (Kish), the largest
 normalised weight and the coverage-gap bound where one exists, and a level the weights cannot
@@ -62,6 +64,7 @@ __all__ = [
     "LikelihoodRatio",
     "DensityRatio",
     "DecayingWeights",
+    "GivenWeights",
     "WeightDiagnostics",
     "check_weights",
     "diagnose",
@@ -422,6 +425,43 @@ class DecayingWeights(Weights):
         if np.any(~np.isfinite(delta)) or np.any((delta < 0) | (delta > 1)):
             raise ValueError(f"tv must lie in [0, 1] (total-variation distances); got {_short(tv)}.")
         return float(np.sum(w * delta) / (w.sum() + 1.0))
+
+
+class GivenWeights(Weights):
+    r"""Weights computed elsewhere: one per calibration point and, optionally, one per test point.
+
+    A plain array passed as ``weights=`` behaves the same, with ``on_small="raise"``; this kind
+    lets the numbers carry another ``on_small`` (e.g. a simulation that expects some infinite
+    intervals) and the test points' weights of the first prediction.
+
+    Parameters
+    ----------
+    calibration : array_like, shape (n,)
+    test : array_like, shape (m,), optional
+        The default test weights of the prediction after calibration (arrays passed there win).
+    on_small : {"raise", "warn", "ignore"}, default "raise"
+
+    Examples
+    --------
+    >>> GivenWeights([1.0, 2.0], test=[3.0]).test(m=1).tolist()
+    [3.0]
+    """
+
+    def __init__(self, calibration, test=None, *, on_small: str = "raise"):
+        self.calibration_weights = check_weights(calibration, len(np.atleast_1d(calibration)), "calibration")
+        self.test_weights = None if test is None else check_weights(test, len(np.atleast_1d(test)), "test", positive=True)
+        self.on_small = check_choice(on_small, "on_small", _ON_SMALL)
+
+    def calibration(self, X=None, *, n: int) -> np.ndarray:
+        return check_weights(self.calibration_weights, n, "GivenWeights calibration")
+
+    def test(self, X=None, *, m: int) -> np.ndarray:
+        if self.test_weights is None:
+            raise ValueError(
+                "GivenWeights holds no test weights: pass weights= (one per test point) to the prediction, or "
+                "GivenWeights(calibration, test=...)."
+            )
+        return check_weights(self.test_weights, m, "GivenWeights test", positive=True)
 
 
 class LikelihoodRatio(Weights):
