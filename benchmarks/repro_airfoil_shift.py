@@ -183,7 +183,9 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default = Path(os.environ.get("CALIBPROB_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+    default = Path(
+        os.environ.get("CALIBPROB_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data")
+    )
     parser.add_argument("--data", type=Path, default=default)
     parser.add_argument("--reps", type=int, default=5000)
     parser.add_argument("--rf-reps", type=int, default=None, help="repetitions with the random forest (default all)")
@@ -198,8 +200,10 @@ def main(argv=None) -> None:
         frame.to_csv(args.out, index=False)
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 4):
         print(summary(frame))
-    print(f"{args.reps} repetitions ({args.rf_reps or args.reps} with the forest) in {elapsed:.0f} s; "
-          f"load {os.getloadavg()[0]:.2f}")
+    print(
+        f"{args.reps} repetitions ({args.rf_reps or args.reps} with the forest) in {elapsed:.0f} s; "
+        f"load {os.getloadavg()[0]:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -449,7 +449,9 @@ class GivenWeights(Weights):
 
     def __init__(self, calibration, test=None, *, on_small: str = "raise"):
         self.calibration_weights = check_weights(calibration, len(np.atleast_1d(calibration)), "calibration")
-        self.test_weights = None if test is None else check_weights(test, len(np.atleast_1d(test)), "test", positive=True)
+        self.test_weights = (
+            None if test is None else check_weights(test, len(np.atleast_1d(test)), "test", positive=True)
+        )
         self.on_small = check_choice(on_small, "on_small", _ON_SMALL)
 
     def calibration(self, X=None, *, n: int) -> np.ndarray:
@@ -549,7 +551,9 @@ class LikelihoodRatio(Weights):
             return None
         lo, hi = (float(v) for v in self.clip)
         if not 0.0 < lo < hi < 1.0:
-            raise ValueError(f"clip must be (lo, hi) with 0 < lo < hi < 1, or None; got {self.clip!r}, e.g. (0.01, 0.99).")
+            raise ValueError(
+                f"clip must be (lo, hi) with 0 < lo < hi < 1, or None; got {self.clip!r}, e.g. (0.01, 0.99)."
+            )
         return lo, hi
 
     def _odds(self, p: np.ndarray) -> np.ndarray:
@@ -573,7 +577,9 @@ class LikelihoodRatio(Weights):
         X0, X1 = _inputs(X_calibration, "X_calibration"), _inputs(X_test, "X_test")
         X0, X1 = X0.reshape(len(X0), -1), X1.reshape(len(X1), -1)
         if X0.shape[1] != X1.shape[1]:
-            raise ValueError(f"X_test has {X1.shape[1]} columns but X_calibration has {X0.shape[1]}; pass the same columns.")
+            raise ValueError(
+                f"X_test has {X1.shape[1]} columns but X_calibration has {X0.shape[1]}; pass the same columns."
+            )
         Z = np.vstack([X0, X1])
         label = np.r_[np.zeros(len(X0), int), np.ones(len(X1), int)]
         self.n_calibration_, self.n_test_ = len(X0), len(X1)
@@ -600,7 +606,9 @@ class LikelihoodRatio(Weights):
         from sklearn.model_selection import StratifiedKFold
 
         if min(np.bincount(label)) < self.cv:
-            raise ValueError(f"cv={self.cv} folds need at least {self.cv} rows in each set; pass a smaller cv or more rows.")
+            raise ValueError(
+                f"cv={self.cv} folds need at least {self.cv} rows in each set; pass a smaller cv or more rows."
+            )
         p = np.empty(label.size)
         folds = StratifiedKFold(self.cv, shuffle=True, random_state=self.random_state)
         for train, held in folds.split(Z, label):
@@ -612,9 +620,10 @@ class LikelihoodRatio(Weights):
         if not hasattr(self, "_fitted_on"):
             raise ValueError("LikelihoodRatio is not fitted: call fit(X_calibration, X_test) first.")
         X = _inputs(X, "X")
-        if self.model_ is None:
-            self.model_ = self._classifier().fit(self._Z, self._label)
-        return self._odds(self.model_.predict_proba(X.reshape(len(X), -1))[:, 1])
+        model = self.model_
+        if model is None:
+            model = self.model_ = self._classifier().fit(self._Z, self._label)
+        return self._odds(model.predict_proba(X.reshape(len(X), -1))[:, 1])
 
     def _side(self, X, count: int, which: int, name: str) -> np.ndarray:
         if not hasattr(self, "_fitted_on"):

@@ -148,7 +148,7 @@ def test_likelihood_ratio_recovers_a_gaussian_shift():
     # its own rows keep their cross-fitted values; new rows get the refitted classifier
     assert np.array_equal(lr.test(X1, m=1500), lr.test_weights_)
     new = np.array([[0.0], [1.0]])
-    assert np.log(lr.test(new, m=2)) == pytest.approx([-d**2 / 2, d - d**2 / 2], abs=0.12)
+    assert np.log(lr.test(new, m=2)) == pytest.approx([-(d**2) / 2, d - d**2 / 2], abs=0.12)
 
 
 def test_likelihood_ratio_oob_forest_and_clipping():

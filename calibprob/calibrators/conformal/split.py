@@ -69,8 +69,8 @@ from calibprob.calibrators.conformal.split_calibrator import (
     weighted_prediction,
     weighted_split_scores,
 )
-from calibprob.weights import Weights, resolve
 from calibprob.predictive import from_quantiles, normal
+from calibprob.weights import Weights, resolve
 
 __all__ = ["SplitConformalRegressor", "conformal_thresholds"]
 
@@ -319,9 +319,7 @@ class SplitConformalRegressor(BaseEstimator):
             lower, upper = split_intervals(self.score_, self.scores_, mu, scale, levels)
         else:
             lower, upper = weighted_prediction(self, levels, mu, scale, test, attrs)
-        return interval_dataset(
-            lower, upper, levels, scalar, method=f"split-conformal-{self.score_.name}", attrs=attrs
-        )
+        return interval_dataset(lower, upper, levels, scalar, method=f"split-conformal-{self.score_.name}", attrs=attrs)
 
     def predict(self, X, *, levels=None, groups=None) -> xr.Dataset:
         r"""The conformal quantile function as a predictive Dataset.

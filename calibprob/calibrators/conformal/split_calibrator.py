@@ -213,7 +213,9 @@ def weighted_prediction(model, levels, mu, scale, test, attrs: dict) -> tuple[np
     check_attainable(diag, levels, on_small_of(source, model.weights_))
     model.weight_diagnostics_ = diag
     attrs.update(weights_ess=diag.ess, weights_attainable_level=diag.attainable_level)
-    return weighted_split_intervals(model.score_, model.scores_, model.calibration_weights_, test_weights, mu, scale, levels)
+    return weighted_split_intervals(
+        model.score_, model.scores_, model.calibration_weights_, test_weights, mu, scale, levels
+    )
 
 
 def split_test_weights(model, weights, m: int, *, X=None, obs=None):

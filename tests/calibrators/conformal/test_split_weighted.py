@@ -165,7 +165,9 @@ def test_misuse_is_refused_naming_the_fix():
     X, y = _data(10, 300)
     pred = _pred(X)
     with pytest.raises(ValueError, match=r"GivenWeights holds no test weights"):
-        SplitConformalCalibrator().fit(pred.isel(obs=slice(0, 100)), y[:100], weights=GivenWeights(np.ones(100))).predict_interval(pred.isel(obs=slice(100, None)))
+        SplitConformalCalibrator().fit(
+            pred.isel(obs=slice(0, 100)), y[:100], weights=GivenWeights(np.ones(100))
+        ).predict_interval(pred.isel(obs=slice(100, None)))
     cal, test = pred.isel(obs=slice(0, 100)), pred.isel(obs=slice(100, None))
     plain = SplitConformalCalibrator().fit(cal, y[:100])
     with pytest.raises(ValueError, match=r"weights= at prediction needs weighted calibration"):
@@ -224,11 +226,15 @@ def _tilted_coverage(reps: int, n: int = 100, m: int = 10, level: float = 0.9, s
         xc, xt = rng.normal(size=n), rng.normal(1.0, 1.0, size=m)
         yc = xc + (0.5 + xc**2 / 2) * rng.normal(size=n)
         yt = xt + (0.5 + xt**2 / 2) * rng.normal(size=m)
-        cal = SplitConformalCalibrator().fit(calibprob.normal(xc, np.ones(n)), yc, weights=GivenWeights(np.exp(xc - 0.5), on_small="ignore"))
+        cal = SplitConformalCalibrator().fit(
+            calibprob.normal(xc, np.ones(n)), yc, weights=GivenWeights(np.exp(xc - 0.5), on_small="ignore")
+        )
         iv = cal.predict_interval(calibprob.normal(xt, np.ones(m)), level, weights=np.exp(xt - 0.5))
         weighted[r] = np.mean((iv["lower"].values <= yt) & (yt <= iv["upper"].values))
-        iv0 = SplitConformalCalibrator().fit(calibprob.normal(xc, np.ones(n)), yc).predict_interval(
-            calibprob.normal(xt, np.ones(m)), level
+        iv0 = (
+            SplitConformalCalibrator()
+            .fit(calibprob.normal(xc, np.ones(n)), yc)
+            .predict_interval(calibprob.normal(xt, np.ones(m)), level)
         )
         plain[r] = np.mean((iv0["lower"].values <= yt) & (yt <= iv0["upper"].values))
     return weighted, plain
