@@ -107,6 +107,11 @@ def check_weights(weights, n: int, name: str = "weights", *, obs=None, positive:
     ValueError
         NaN or infinite, negative, all-zero (or, with ``positive``, any zero) weights, a
         length other than ``n``; each message names the fix.
+
+    Examples
+    --------
+    >>> check_weights([1, 2, 0], 3).tolist()
+    [1.0, 2.0, 0.0]
     """
     weights = align_to_obs(weights, obs, name)
     w = check_array(getattr(weights, "values", weights), name, ndim=1, finite=False, min_length=0)
@@ -141,6 +146,15 @@ def check_weights(weights, n: int, name: str = "weights", *, obs=None, positive:
 def effective_sample_size(weights) -> float:
     r"""Kish's effective sample size :math:`(\sum_i w_i)^2 / \sum_i w_i^2` (:math:`n` for equal weights).
 
+    Parameters
+    ----------
+    weights : array_like, shape (n,)
+        Non-negative, not all zero.
+
+    Returns
+    -------
+    float
+
     Examples
     --------
     >>> effective_sample_size([1.0, 1.0, 1.0, 1.0]), effective_sample_size([1.0, 0.0, 0.0])
@@ -153,7 +167,12 @@ def effective_sample_size(weights) -> float:
 
 @dataclass(frozen=True)
 class WeightDiagnostics:
-    r"""What the weights of one calibration set and its test points amount to.
+    r"""What the weights of one calibration set and its test points amount to (built by :func:`diagnose`).
+
+    Parameters
+    ----------
+    n_calibration, ess, ess_test, max_weight, attainable_level, coverage_gap_bound
+        As the attributes.
 
     Attributes
     ----------
@@ -174,6 +193,16 @@ class WeightDiagnostics:
     coverage_gap_bound : float or None
         The bound on the coverage shortfall where one exists (0 for a known ratio;
         :meth:`DecayingWeights.coverage_gap_bound` for NexCP; None for an estimated ratio).
+
+    Examples
+    --------
+    >>> diagnose([1.0, 1.0, 1.0], [1.0]).as_dict()["attainable_level"]
+    0.75
+
+    References
+    ----------
+    Tibshirani, R. J., Barber, R. F., Candès, E. J. and Ramdas, A. (2019). Conformal prediction
+    under covariate shift. NeurIPS 32.
     """
 
     n_calibration: int
@@ -198,6 +227,17 @@ class WeightDiagnostics:
 
 def diagnose(calibration_weights, test_weights, *, coverage_gap_bound=None) -> WeightDiagnostics:
     """The :class:`WeightDiagnostics` of calibration weights (n,) and test weights (m,).
+
+    Parameters
+    ----------
+    calibration_weights : array_like, shape (n,)
+    test_weights : array_like, shape (m,)
+    coverage_gap_bound : float, optional
+        Stored as given (the kind's bound, :meth:`Weights.coverage_gap_bound`).
+
+    Returns
+    -------
+    WeightDiagnostics
 
     Examples
     --------
@@ -244,6 +284,15 @@ def check_attainable(diagnostics: WeightDiagnostics, levels, on_small: str = "ra
     ------
     ValueError
         ``on_small="raise"`` and a level above the attainable one (the message names it).
+
+    Examples
+    --------
+    >>> check_attainable(diagnose([1.0] * 9, [1.0]), [0.9])          # 9 equal weights reach 0.9
+    >>> try:
+    ...     check_attainable(diagnose([1.0] * 8, [1.0]), [0.9])
+    ... except ValueError as err:
+    ...     print(str(err).split("0.9: ")[1][:30])
+    the attainable level is 0.8889
     """
     on_small = check_choice(on_small, "on_small", _ON_SMALL)
     worst = float(diagnostics.ess_test.min())
@@ -272,6 +321,12 @@ class Weights:
 
     Subclasses implement :meth:`calibration` and :meth:`test`; ``on_small`` says what a level
     the weights cannot support does (:func:`check_attainable`).
+
+    Examples
+    --------
+    >>> w = DecayingWeights(0.5)
+    >>> isinstance(w, Weights), w.diagnose(w.calibration(n=3), w.test(m=1)).n_calibration
+    (True, 3)
     """
 
     on_small: str = "raise"
@@ -322,6 +377,11 @@ class DensityRatio(Weights):
     >>> tilt = DensityRatio(lambda X: np.exp(X[:, 0]))
     >>> tilt.calibration(np.array([[0.0], [1.0]]), n=2).round(3).tolist()
     [1.0, 2.718]
+
+    References
+    ----------
+    Tibshirani, R. J., Barber, R. F., Candès, E. J. and Ramdas, A. (2019). Conformal prediction
+    under covariate shift. NeurIPS 32.
     """
 
     def __init__(self, ratio, *, on_small: str = "raise"):
@@ -375,6 +435,11 @@ class DecayingWeights(Weights):
     --------
     >>> DecayingWeights(0.5).calibration(n=3).tolist()
     [0.125, 0.25, 0.5]
+
+    References
+    ----------
+    Barber, R. F., Candès, E. J., Ramdas, A. and Tibshirani, R. J. (2023). Conformal prediction
+    beyond exchangeability. Ann. Statist. 51(2), 816–845.
     """
 
     def __init__(self, rho: float = 0.99, *, on_small: str = "raise"):

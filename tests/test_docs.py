@@ -37,6 +37,7 @@ PUBLIC_MODULES = (
     "calibprob.datasets",
     "calibprob.metrics",
     "calibprob.plots",
+    "calibprob.weights",
 )
 
 
