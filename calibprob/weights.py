@@ -36,13 +36,11 @@ normalised weight and the coverage-gap bound where one exists, and a level the w
 support is refused (``on_small="raise"``, the default) or warned about (``"warn"``), naming the
 level that is attainable (:func:`check_attainable`).
 
-References
-----------
-Tibshirani, R. J., Barber, R. F., Candès, E. J. and Ramdas, A. (2019). Conformal prediction
-under covariate shift. NeurIPS 32.
-Barber, R. F., Candès, E. J., Ramdas, A. and Tibshirani, R. J. (2023). Conformal prediction
-beyond exchangeability. Ann. Statist. 51(2), 816–845.
-Kish, L. (1965). *Survey Sampling*, Wiley (the effective sample size).
+The works (full entries; the module docstring has no References section, which the API page
+would render twice): Tibshirani, R. J., Barber, R. F., Candès, E. J. and Ramdas, A. (2019).
+Conformal prediction under covariate shift. NeurIPS 32. -- Barber, R. F., Candès, E. J.,
+Ramdas, A. and Tibshirani, R. J. (2023). Conformal prediction beyond exchangeability. Ann.
+Statist. 51(2), 816–845. -- Kish, L. (1965). *Survey Sampling*, Wiley (the effective sample size).
 """
 
 from __future__ import annotations
