@@ -201,10 +201,7 @@ def main(argv=None) -> None:
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.precision", 4):
         print(summary(frame))
     rf = args.reps if args.rf_reps is None else min(args.rf_reps, args.reps)
-    print(
-        f"{args.reps} repetitions ({rf} with the forest) in {elapsed:.0f} s; "
-        f"load {os.getloadavg()[0]:.2f}"
-    )
+    print(f"{args.reps} repetitions ({rf} with the forest) in {elapsed:.0f} s; load {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ from calibprob.calibrators.conformal.scores import Score, get_score
 from calibprob.calibrators.conformal.split_calibrator import (
     SplitConformalCalibrator,
     conformal_thresholds,
+    refuse_grouped_weights,
     refuse_weighted_quantiles,
     split_intervals,
     split_quantiles,
@@ -234,10 +235,8 @@ class SplitConformalRegressor(BaseEstimator):
         rows = getattr(X_cal, "index", None)
         X_cal, y_cal = check_Xy(X_cal, y_cal, X_name="X_cal", y_name="y_cal")
         self.mondrian_ = None
-        if groups is not None and weights is not None:
-            raise ValueError(
-                "weights= with groups= (weights within Mondrian groups) is not supported yet; pass one of them."
-            )
+        if groups is not None:
+            refuse_grouped_weights(weights)
         w = None if weights is None else resolve(weights, y_cal.size, X=X_cal, obs=rows, side="calibration")
         self.calibration_weights_, self.weights_ = None, weights if isinstance(weights, Weights) else None
         if groups is not None:
@@ -307,6 +306,7 @@ class SplitConformalRegressor(BaseEstimator):
         """
         grouped = self._grouped(X, groups)
         if grouped is not None:
+            refuse_grouped_weights(weights)
             mondrian, pred = grouped
             out = mondrian.predict_interval(pred, confidence_level, groups=groups)
             return out.assign_coords(obs=np.arange(pred.sizes["obs"]))

@@ -67,6 +67,7 @@ __all__ = [
     "weighted_prediction",
     "split_test_weights",
     "refuse_weighted_quantiles",
+    "refuse_grouped_weights",
 ]
 
 
@@ -240,6 +241,14 @@ def split_test_weights(model, weights, m: int, *, X=None, obs=None):
     return resolve(source, m, X=X, obs=obs, side="test"), source
 
 
+def refuse_grouped_weights(weights) -> None:
+    """Weights within Mondrian groups are not built: refuse rather than drop them."""
+    if weights is not None:
+        raise ValueError(
+            "weights= with groups= (weights within Mondrian groups) is not supported yet; pass one of them."
+        )
+
+
 def refuse_weighted_quantiles(model) -> None:
     """The quantile function of weighted split conformal is not built: refuse rather than drop the weights."""
     if getattr(model, "calibration_weights_", None) is not None:
@@ -343,10 +352,8 @@ class SplitConformalCalibrator(BaseEstimator):
         TypeError
             ``pred_cal`` is not a predictive Dataset (e.g. inputs ``X``).
         """
-        if groups is not None and weights is not None:
-            raise ValueError(
-                "weights= with groups= (weights within Mondrian groups) is not supported yet; pass one of them."
-            )
+        if groups is not None:
+            refuse_grouped_weights(weights)
         if fit_with_groups(self, pred_cal, y_cal, groups):
             return self
         levels, _ = resolve_levels(self.confidence_level)
@@ -440,6 +447,7 @@ class SplitConformalCalibrator(BaseEstimator):
         """
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
+            refuse_grouped_weights(weights)
             return mondrian.predict_interval(pred, confidence_level, groups=groups)
         check_is_fitted(self, "scores_", method="fit")
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
