@@ -348,7 +348,9 @@ class Weights:
         )
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={_short(v, 40)}" for k, v in vars(self).items() if not k.endswith("_"))
+        args = ", ".join(
+            f"{k}={_short(v, 40)}" for k, v in vars(self).items() if not (k.endswith("_") or k.startswith("_"))
+        )
         return f"{type(self).__name__}({args})"
 
 
