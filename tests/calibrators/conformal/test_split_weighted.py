@@ -250,3 +250,16 @@ def test_true_ratio_covers_at_the_nominal_level_under_a_tilt():
     se = weighted.std(ddof=1) / np.sqrt(weighted.size)
     assert weighted.mean() >= 0.9 - 3 * se, (weighted.mean(), se)
     assert plain.mean() < 0.9 - 10 * se, plain.mean()
+
+
+def test_a_weighted_calibrator_saves_and_loads(tmp_path):
+    """The calibration weights are saved (the weights object is not: pass the test weights after load)."""
+    X, y = _data(12, 300)
+    pred = _pred(X)
+    cal, test = pred.isel(obs=slice(0, 200)), pred.isel(obs=slice(200, None))
+    model = SplitConformalCalibrator().fit(cal, y[:200], weights=DecayingWeights(0.98))
+    model.save(tmp_path / "m.nc")
+    back = calibprob.load(tmp_path / "m.nc")
+    a, b = model.predict_interval(test, 0.8), back.predict_interval(test, 0.8, weights=np.ones(100))
+    assert np.array_equal(a["upper"].values, b["upper"].values)
+    assert np.array_equal(back.calibration_weights_, model.calibration_weights_)
