@@ -80,6 +80,7 @@ SUBPACKAGES = (
     "predictive",
     "registry",
     "transforms",
+    "weights",
 )
 #: Subpackages that moved (``calibprob.gp`` is now ``calibprob.bases.gp``): still reachable as attributes for one
 #: release, through the old-path finder (which warns); not listed by ``dir(calibprob)``.

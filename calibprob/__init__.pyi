@@ -10,6 +10,7 @@ from calibprob import plots as plots
 from calibprob import predictive as predictive
 from calibprob import registry as registry
 from calibprob import transforms as transforms
+from calibprob import weights as weights
 from calibprob._core.estimator import ConvergenceWarning as ConvergenceWarning
 from calibprob._core.estimator import DistributionCalibrator as DistributionCalibrator
 from calibprob._core.estimator import ModelAwareCalibrator as ModelAwareCalibrator

@@ -48,6 +48,7 @@ PUBLIC_MODULES = (
     "calibprob.datasets",
     "calibprob.metrics",
     "calibprob.plots",
+    "calibprob.weights",
 )
 
 

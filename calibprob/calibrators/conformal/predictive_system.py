@@ -87,6 +87,14 @@ def cps_cdf(sorted_scores, test_scores, tau=0.5) -> np.ndarray:
     return (below + np.asarray(tau, float) * (ties + 1)) / (R.size + 1)
 
 
+def _refuse_weights(weights) -> None:
+    if weights is not None:
+        raise ValueError(
+            "weights= is not supported yet by ConformalPredictiveSystem; for weighted (covariate-shift) "
+            "intervals use SplitConformalCalibrator(score='signed').fit(..., weights=)."
+        )
+
+
 class ConformalPredictiveSystem(SplitConformalCalibrator):
     r"""Split conformal predictive system (Vovk et al. 2020): a distribution post-processor.
 
@@ -206,7 +214,7 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
     def _is_legacy(self, first) -> bool:
         return self.estimator is not None and not isinstance(first, xr.Dataset)
 
-    def fit(self, pred_cal, y_cal, *, groups=None) -> ConformalPredictiveSystem:
+    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> ConformalPredictiveSystem:
         r"""Score the calibration predictions; returns ``self``.
 
         Parameters
@@ -218,7 +226,10 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
             One group label per calibration point: a Mondrian CPS, one system per group
             (:class:`calibprob.Mondrian`; a two-sided interval at ``c`` needs
             :math:`n_k \ge \lceil 2/(1-c) \rceil - 1` points).
+        weights : None
+            Not supported yet for the CPS (a value is refused, naming the alternative).
         """
+        _refuse_weights(weights)
         if groups is not None:
             self.legacy_estimator_ = None
             return super().fit(pred_cal, y_cal, groups=groups)
@@ -254,8 +265,9 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
             return ds
         return super().predict(pred, levels=levels)
 
-    def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
+    def predict_interval(self, pred, confidence_level=None, *, groups=None, weights=None) -> xr.Dataset:
         """Exact conformal (signed-score) intervals; see :meth:`SplitConformalCalibrator.predict_interval`."""
+        _refuse_weights(weights)
         if groups is not None or getattr(self, "mondrian_", None) is not None:
             return super().predict_interval(pred, confidence_level, groups=groups)
         if self._is_legacy(pred):

@@ -61,11 +61,17 @@ from calibprob.calibrators.conformal.scores import Score, get_score
 from calibprob.calibrators.conformal.split_calibrator import (
     SplitConformalCalibrator,
     conformal_thresholds,
+    refuse_grouped_weights,
+    refuse_weighted_quantiles,
     split_intervals,
     split_quantiles,
     split_scores,
+    split_test_weights,
+    weighted_prediction,
+    weighted_split_scores,
 )
 from calibprob.predictive import from_quantiles, normal
+from calibprob.weights import Weights, resolve
 
 __all__ = ["SplitConformalRegressor", "conformal_thresholds"]
 
@@ -120,6 +126,10 @@ class SplitConformalRegressor(BaseEstimator):
 
     # None between fit (unprefit) and calibrate
     scores_: np.ndarray | None
+    calibration_weights_: np.ndarray | None = None
+    weights_ = None
+    # a calibprob.weights object (may hold a fitted classifier) is not written by save(); pass weights= after load
+    _transient_attrs: tuple[str, ...] = ("weights_",)
 
     def __init__(
         self,
@@ -186,7 +196,7 @@ class SplitConformalRegressor(BaseEstimator):
         )
         return normal(mu, np.ones_like(mu) if sigma is None else sigma)
 
-    def calibrate(self, X_cal, y_cal, *, groups=None) -> SplitConformalRegressor:
+    def calibrate(self, X_cal, y_cal, *, groups=None, weights=None) -> SplitConformalRegressor:
         """Score the calibration set; returns ``self``.
 
         Parameters
@@ -197,6 +207,13 @@ class SplitConformalRegressor(BaseEstimator):
             One group label per calibration point: Mondrian split conformal, the scores of
             each group kept apart (:class:`calibprob.Mondrian`, stored as ``mondrian_``;
             :meth:`fit` trains the one pooled model and takes no groups).
+        weights : array_like, pandas.Series or calibprob.weights.Weights, optional
+            One weight per calibration point, or a :mod:`calibprob.weights` object evaluated at
+            ``X_cal`` (a :class:`~calibprob.weights.LikelihoodRatio` fitted on ``X_cal`` keeps its
+            cross-fitted ratio there; a :class:`~calibprob.weights.DensityRatio` is evaluated):
+            weighted split conformal under covariate shift (Tibshirani et al. 2019), the test
+            points' weights given to :meth:`predict_interval`. A Series with an index is aligned
+            to ``X_cal``'s index.
 
         Raises
         ------
@@ -215,8 +232,13 @@ class SplitConformalRegressor(BaseEstimator):
         if self.prefit and not adopt_columns(self, self.estimator_):
             record_columns(self, X_cal)
         check_columns(self, X_cal, "X_cal")
+        rows = getattr(X_cal, "index", None)
         X_cal, y_cal = check_Xy(X_cal, y_cal, X_name="X_cal", y_name="y_cal")
         self.mondrian_ = None
+        if groups is not None:
+            refuse_grouped_weights(weights)
+        w = None if weights is None else resolve(weights, y_cal.size, X=X_cal, obs=rows, side="calibration")
+        self.calibration_weights_, self.weights_ = None, weights if isinstance(weights, Weights) else None
         if groups is not None:
             inner = SplitConformalCalibrator(score=score, confidence_level=self.confidence_level)
             self.mondrian_ = Mondrian(inner).fit(self._as_predictive(X_cal, score), y_cal, groups=groups)
@@ -225,7 +247,10 @@ class SplitConformalRegressor(BaseEstimator):
         mu, sigma = predict_mean_std_chunked(
             self.estimator_, X_cal, need_sigma=score.needs_sigma, chunk_size=self.chunk_size
         )
-        R = split_scores(score, y_cal, mu, sigma, levels)
+        if w is None:
+            R = split_scores(score, y_cal, mu, sigma, levels)
+        else:
+            R, self.calibration_weights_ = weighted_split_scores(score, y_cal, mu, sigma, levels, w)
         self.scores_ = R
         self.n_calibration_ = R.size
         self.score_ = score
@@ -253,7 +278,7 @@ class SplitConformalRegressor(BaseEstimator):
         check_columns(self, X)
         return mondrian, self._as_predictive(check_array(X, "X", ndim=2), self.score_)
 
-    def predict_interval(self, X, confidence_level=None, *, groups=None) -> xr.Dataset:
+    def predict_interval(self, X, confidence_level=None, *, groups=None, weights=None) -> xr.Dataset:
         r"""Conformal intervals at one or several confidence levels.
 
         Parameters
@@ -264,6 +289,14 @@ class SplitConformalRegressor(BaseEstimator):
         groups : array_like or xarray.DataArray, optional
             One label per row after a grouped :meth:`calibrate`; a group below the minimum
             size gets :math:`(-\infty, \infty)`.
+        weights : array_like, pandas.Series or calibprob.weights.Weights, optional
+            After a weighted :meth:`calibrate`: one positive weight per row of ``X``, or a
+            :mod:`calibprob.weights` object evaluated at ``X`` (default: the object given to
+            :meth:`calibrate`). Row :math:`j` gets the weighted conformal quantile with the mass
+            :math:`t_j/(\sum_i w_i + t_j)` at :math:`+\infty` (Tibshirani et al. 2019;
+            :meth:`SplitConformalCalibrator.predict_interval`); the weights' diagnostics are kept
+            as ``weight_diagnostics_``, and a level they cannot support is refused, naming the
+            attainable one.
 
         Returns
         -------
@@ -273,20 +306,20 @@ class SplitConformalRegressor(BaseEstimator):
         """
         grouped = self._grouped(X, groups)
         if grouped is not None:
+            refuse_grouped_weights(weights)
             mondrian, pred = grouped
             out = mondrian.predict_interval(pred, confidence_level, groups=groups)
             return out.assign_coords(obs=np.arange(pred.sizes["obs"]))
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
+        rows = getattr(X, "index", None)
         mu, scale = self._mu_scale(X)
-        lower, upper = split_intervals(self.score_, self.scores_, mu, scale, levels)
-        return interval_dataset(
-            lower,
-            upper,
-            levels,
-            scalar,
-            method=f"split-conformal-{self.score_.name}",
-            attrs={"n_calibration": self.n_calibration_},
-        )
+        attrs = {"n_calibration": self.n_calibration_}
+        test = split_test_weights(self, weights, mu.size, X=X, obs=rows)
+        if test is None:
+            lower, upper = split_intervals(self.score_, self.scores_, mu, scale, levels)
+        else:
+            lower, upper = weighted_prediction(self, levels, mu, scale, test, attrs)
+        return interval_dataset(lower, upper, levels, scalar, method=f"split-conformal-{self.score_.name}", attrs=attrs)
 
     def predict(self, X, *, levels=None, groups=None) -> xr.Dataset:
         r"""The conformal quantile function as a predictive Dataset.
@@ -319,6 +352,7 @@ class SplitConformalRegressor(BaseEstimator):
         if grouped is not None:
             mondrian, pred = grouped
             return mondrian.predict(pred, levels=levels, groups=groups)
+        refuse_weighted_quantiles(self)
         mu, scale = self._mu_scale(X)
         q, levels = split_quantiles(self.score_, self.scores_, mu, scale, levels)
         ds = from_quantiles(q, levels, method=f"split-conformal-{self.score_.name}")

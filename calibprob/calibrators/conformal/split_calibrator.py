@@ -51,8 +51,9 @@ from calibprob.calibrators.conformal._intervals import (
     valid_levels,
 )
 from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
-from calibprob.calibrators.conformal.scores import Score, get_score
+from calibprob.calibrators.conformal.scores import Score, get_score, invert
 from calibprob.predictive import from_quantiles
+from calibprob.weights import Weights, check_attainable, on_small_of, resolve
 
 __all__ = [
     "SplitConformalCalibrator",
@@ -61,6 +62,12 @@ __all__ = [
     "split_scores",
     "split_intervals",
     "split_quantiles",
+    "weighted_split_scores",
+    "weighted_split_intervals",
+    "weighted_prediction",
+    "split_test_weights",
+    "refuse_weighted_quantiles",
+    "refuse_grouped_weights",
 ]
 
 
@@ -160,6 +167,105 @@ def split_quantiles(score: Score, sorted_scores, mu, scale, levels) -> tuple[np.
     return conformal_quantile_function(mu, scale, sorted_scores, levels, symmetric=score.symmetric), levels
 
 
+def weighted_split_scores(score: Score, y, mu, sigma, levels, weights) -> tuple[np.ndarray, np.ndarray]:
+    """``(sorted scores, their weights)``: :func:`split_scores` with the weights carried into the scores' order.
+
+    The scores are bit for bit those of :func:`split_scores` (the same values, sorted).
+    """
+    s = score.score(y, mu, sigma)
+    order = np.argsort(s, kind="stable")
+    R = s[order]
+    conformal_thresholds(R, levels, symmetric=score.symmetric)  # the unweighted minimum size, checked early
+    return R, np.asarray(weights, float)[order]
+
+
+def weighted_split_intervals(
+    score: Score, sorted_scores, calibration_weights, test_weights, mu, scale, levels
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Interval ends ``(lower, upper)``, each (m, L), of weighted split conformal (Tibshirani et al. 2019).
+
+    At test point :math:`j` the threshold is the level-:math:`c` quantile of
+    :math:`\sum_i p_{ij} \delta_{R_i} + p_{n+1,j} \delta_{+\infty}`,
+    :math:`p_{ij} = w_i / (\sum_k w_k + t_j)`, :math:`p_{n+1,j} = t_j / (\sum_k w_k + t_j)`:
+    :func:`conformal_thresholds` with ``weights=calibration_weights``, ``test_weight=t_j``, asked
+    once per distinct test weight. Equal weights give :func:`split_intervals` bit for bit.
+    """
+    t = np.asarray(test_weights, float)
+    distinct, which = np.unique(t, return_inverse=True)
+    lo = np.empty((distinct.size, len(levels)))
+    hi = np.empty((distinct.size, len(levels)))
+    for k, tk in enumerate(distinct):
+        lo[k], hi[k] = conformal_thresholds(
+            sorted_scores, levels, symmetric=score.symmetric, weights=calibration_weights, test_weight=float(tk)
+        )
+    mu = np.asarray(mu, float)[:, None]
+    scale = np.broadcast_to(np.asarray(scale, float), mu.shape[:1])[:, None]
+    return invert(mu, scale, lo[which]), invert(mu, scale, hi[which])
+
+
+def weighted_prediction(model, levels, mu, scale, test, attrs: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The weighted ends at the test points after the level check; the diagnostics go to ``model`` and ``attrs``.
+
+    ``test`` is :func:`split_test_weights`' ``(weights, source)``.
+    """
+    test_weights, source = test
+    kind = source if isinstance(source, Weights) else model.weights_ if model.weights_ is not None else _ARRAY
+    diag = kind.diagnose(model.calibration_weights_, test_weights)
+    check_attainable(diag, levels, on_small_of(source, model.weights_))
+    model.weight_diagnostics_ = diag
+    attrs.update(weights_ess=diag.ess, weights_attainable_level=diag.attainable_level)
+    return weighted_split_intervals(
+        model.score_, model.scores_, model.calibration_weights_, test_weights, mu, scale, levels
+    )
+
+
+def split_test_weights(model, weights, m: int, *, X=None, obs=None):
+    """``(test weights, their source)`` of a (possibly) weighted split model; None for the unweighted path.
+
+    Refuses weights at prediction after an unweighted fit, and an array-weighted fit without
+    test weights (each names the fix).
+    """
+    if model.calibration_weights_ is None:
+        if weights is not None:
+            raise ValueError(
+                "weights= at prediction needs weighted calibration: the calibration scores were not weighted. Pass "
+                "weights= (an array or a calibprob.weights object) when calibrating too."
+            )
+        return None
+    source = weights if weights is not None else model.weights_
+    if source is None:
+        raise ValueError(
+            "the calibration points were weighted by an array, so the test points need their weights too: pass "
+            "weights= (one per test point, e.g. the density ratio at each), or a calibprob.weights object."
+        )
+    return resolve(source, m, X=X, obs=obs, side="test"), source
+
+
+def refuse_grouped_weights(weights) -> None:
+    """Weights within Mondrian groups are not built: refuse rather than drop them."""
+    if weights is not None:
+        raise ValueError(
+            "weights= with groups= (weights within Mondrian groups) is not supported yet; pass one of them."
+        )
+
+
+def refuse_weighted_quantiles(model) -> None:
+    """The quantile function of weighted split conformal is not built: refuse rather than drop the weights."""
+    if getattr(model, "calibration_weights_", None) is not None:
+        raise ValueError(
+            "predict() after a weighted calibration would ignore the weights: the weighted conformal quantile "
+            "function is not implemented. Use predict_interval(..., weights=) for the weighted intervals, or "
+            "calibrate without weights= for the quantile function."
+        )
+
+
+class _ArrayWeights(Weights):
+    """Plain arrays' diagnostics: no coverage-gap bound is known for numbers of unknown origin."""
+
+
+_ARRAY = _ArrayWeights()
+
+
 class SplitConformalCalibrator(BaseEstimator):
     r"""Split conformal as a distribution post-processor: ``fit(pred_cal, y_cal)``, ``predict(pred)``.
 
@@ -199,8 +305,12 @@ class SplitConformalCalibrator(BaseEstimator):
     """
 
     _method = "split-conformal"
+    # a calibprob.weights object (may hold a fitted classifier) is not written by save(); pass weights= after load
+    _transient_attrs: tuple[str, ...] = ("weights_",)
 
     scores_: np.ndarray | None
+    calibration_weights_: np.ndarray | None = None
+    weights_ = None
 
     def __init__(self, *, score="absolute", beta: float = 1.0, eps: float = 0.0, confidence_level=0.9):
         self.score = score
@@ -215,7 +325,7 @@ class SplitConformalCalibrator(BaseEstimator):
         """1 for a symmetric score (one rank per interval), 2 for a signed one (the Mondrian minimum size)."""
         return 1 if self._score().symmetric else 2
 
-    def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
+    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> Self:
         """Score the calibration predictions; returns ``self``.
 
         Parameters
@@ -226,6 +336,13 @@ class SplitConformalCalibrator(BaseEstimator):
         groups : array_like, xarray.DataArray or str, optional
             One group label per calibration point (or an ``obs`` coordinate name): calibrate
             separately within each group (:class:`calibprob.Mondrian`, stored as ``mondrian_``).
+        weights : array_like, pandas.Series, xarray.DataArray or calibprob.weights.Weights, optional
+            One weight per calibration point (a labelled one aligned to ``pred_cal``'s ``obs``),
+            e.g. the density ratio :math:`w(X_i)` under covariate shift, or a
+            :mod:`calibprob.weights` object (a :class:`~calibprob.weights.LikelihoodRatio` fitted
+            on these calibration rows and the test rows, :class:`~calibprob.weights.DecayingWeights`):
+            weighted split conformal (Tibshirani et al. 2019), the test points' weights given to
+            :meth:`predict_interval`. Stored in the scores' order as ``calibration_weights_``.
 
         Raises
         ------
@@ -235,6 +352,8 @@ class SplitConformalCalibrator(BaseEstimator):
         TypeError
             ``pred_cal`` is not a predictive Dataset (e.g. inputs ``X``).
         """
+        if groups is not None:
+            refuse_grouped_weights(weights)
         if fit_with_groups(self, pred_cal, y_cal, groups):
             return self
         levels, _ = resolve_levels(self.confidence_level)
@@ -242,7 +361,12 @@ class SplitConformalCalibrator(BaseEstimator):
         pred = check_predictive(pred_cal, self, "pred_cal")
         y = check_targets(y_cal, pred.sizes["obs"], "y_cal", obs=pred["obs"].values)
         mu, sigma = predictive_mean_std(pred)
-        R = split_scores(score, y, mu, sigma, levels)
+        self.calibration_weights_, self.weights_ = None, weights if isinstance(weights, Weights) else None
+        if weights is None:
+            R = split_scores(score, y, mu, sigma, levels)
+        else:
+            w = resolve(weights, y.size, obs=pred, side="calibration")
+            R, self.calibration_weights_ = weighted_split_scores(score, y, mu, sigma, levels, w)
         self.scores_ = R
         self.n_calibration_ = int(R.size)
         self.score_ = score
@@ -286,13 +410,14 @@ class SplitConformalCalibrator(BaseEstimator):
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
             return mondrian.predict(pred, levels=levels, groups=groups)
+        refuse_weighted_quantiles(self)
         pred, mu, scale = self._mu_scale(pred)
         q, levels = split_quantiles(self.score_, self.scores_, mu, scale, levels)
         ds = from_quantiles(q, levels, obs=pred["obs"].values, method=self._method_name())
         ds.attrs["n_calibration"] = self.n_calibration_
         return keep_group_coord(ds, pred)
 
-    def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
+    def predict_interval(self, pred, confidence_level=None, *, groups=None, weights=None) -> xr.Dataset:
         r"""Exact conformal intervals at one or several confidence levels.
 
         Parameters
@@ -303,6 +428,16 @@ class SplitConformalCalibrator(BaseEstimator):
         groups : array_like, xarray.DataArray or str, optional
             Per-row group labels when fitted with ``groups=``; a group below the minimum size
             gets :math:`(-\infty, \infty)` (:class:`calibprob.Mondrian`).
+        weights : array_like, pandas.Series, xarray.DataArray or calibprob.weights.Weights, optional
+            After a weighted :meth:`fit`: one positive weight per row of ``pred`` (labelled ones
+            aligned to its ``obs``), or a :mod:`calibprob.weights` object (default: the object
+            given to :meth:`fit`). Row :math:`j`'s threshold is the level-:math:`c` quantile of the
+            calibration scores weighted :math:`w_i/(\sum_k w_k + t_j)` plus the mass
+            :math:`t_j/(\sum_k w_k + t_j)` at :math:`+\infty` (Tibshirani et al. 2019); infinite
+            where the finite scores cannot reach :math:`c`. A level above what the weights' effective
+            sample size supports is refused, naming the attainable level
+            (:func:`calibprob.weights.check_attainable`; ``on_small=`` of the weights object).
+            The diagnostics are kept as ``weight_diagnostics_``.
 
         Returns
         -------
@@ -312,12 +447,16 @@ class SplitConformalCalibrator(BaseEstimator):
         """
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
+            refuse_grouped_weights(weights)
             return mondrian.predict_interval(pred, confidence_level, groups=groups)
         check_is_fitted(self, "scores_", method="fit")
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
         pred, mu, scale = self._mu_scale(pred)
-        lower, upper = split_intervals(self.score_, self.scores_, mu, scale, levels)
-        ds = interval_dataset(
-            lower, upper, levels, scalar, method=self._method_name(), attrs={"n_calibration": self.n_calibration_}
-        )
+        attrs = {"n_calibration": self.n_calibration_}
+        test = split_test_weights(self, weights, mu.size, obs=pred)
+        if test is None:
+            lower, upper = split_intervals(self.score_, self.scores_, mu, scale, levels)
+        else:
+            lower, upper = weighted_prediction(self, levels, mu, scale, test, attrs)
+        ds = interval_dataset(lower, upper, levels, scalar, method=self._method_name(), attrs=attrs)
         return keep_group_coord(ds.assign_coords(obs=pred["obs"].values), pred)
