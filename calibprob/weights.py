@@ -85,7 +85,7 @@ def check_weights(weights, n: int, name: str = "weights", *, obs=None, positive:
     ----------
     weights : array_like, pandas.Series or xarray.DataArray
         A labelled argument (a DataArray with an ``obs`` coordinate, a Series with an index) is
-        aligned to ``obs`` by label (:func:`calibprob._core.alignment.align_to_obs`); a plain
+        aligned to ``obs`` by label (``calibprob._core.alignment.align_to_obs``); a plain
         array is read by position.
     n : int
         Number of points.
