@@ -63,7 +63,7 @@ import xarray as xr
 from calibprob._core.estimator import ConvergenceWarning
 from calibprob._core.options import SpecError, _short
 from calibprob.bases._pymc_sampling import convergence_problems, convergence_summary, sample_posterior
-from calibprob.bases.user import _import_entry, check_factory
+from calibprob.bases.user import check_factory, factory_from_table
 from calibprob.calibrators.conformal import _bayes_bambi
 from calibprob.calibrators.conformal.from_pymc import _CLOSED_FORM, _closed_form_logpdf, _Door
 from calibprob.predictive import from_draws
@@ -83,14 +83,7 @@ def check_pymc_model_table(options: dict, where: str):
             f"factory given from Python (compare.run(spec, bases={{name: {{'kind': 'pymc-model', 'factory': f}}}})); "
             f"got {', '.join(code) or 'neither'}."
         )
-    if "entry" in options:
-        if not isinstance(options["entry"], str):
-            raise SpecError(f"{where}.entry must be a string 'package.module:factory'; got {_short(options['entry'])}.")
-        factory = _import_entry(options["entry"], where)
-    else:
-        factory = options["factory"]
-        if isinstance(factory, str):
-            raise SpecError(f"{where}.factory must be a Python function; from TOML name it with entry = '{factory}'.")
+    factory = factory_from_table(options, where, "a Python function")
     if not callable(factory):
         raise SpecError(
             f"{where}: the factory must be a function (data: DataFrame, y: ndarray) -> pymc.Model; "

@@ -100,6 +100,22 @@ def _import_entry(entry: str, where: str):
     return obj
 
 
+def factory_from_table(options: dict, where: str, what: str):
+    """The factory of a base table holding one of ``entry`` (imported: TOML) or ``factory`` (the object: Python).
+
+    Shared by every base kind that runs the user's code (``python``, ``pymc-model``); ``what`` says
+    what a ``factory`` must be, for the message when a string is given where an object belongs.
+    """
+    if "entry" in options:
+        if not isinstance(options["entry"], str):
+            raise SpecError(f"{where}.entry must be a string 'package.module:factory'; got {_short(options['entry'])}.")
+        return _import_entry(options["entry"], where)
+    factory = options["factory"]
+    if isinstance(factory, str):
+        raise SpecError(f"{where}.factory must be {what}; from TOML name it with entry = '{factory}'.")
+    return factory
+
+
 def check_python_table(options: dict, where: str):
     """A ``kind = "python"`` base table: ``entry`` (importable) or, from Python, ``factory``; returns the factory."""
     keys = set(options)
@@ -108,14 +124,7 @@ def check_python_table(options: dict, where: str):
             f"{where} (kind 'python') takes exactly one of entry = 'package.module:factory' (from TOML) or a "
             f"factory given to calibprob.compare.run(spec, bases={{...}}); got keys {sorted(keys) or '(none)'}."
         )
-    if "entry" in options:
-        if not isinstance(options["entry"], str):
-            raise SpecError(f"{where}.entry must be a string 'package.module:factory'; got {_short(options['entry'])}.")
-        factory = _import_entry(options["entry"], where)
-    else:
-        factory = options["factory"]
-        if isinstance(factory, str):
-            raise SpecError(f"{where}.factory must be a Python object; from TOML name it with entry = '{factory}'.")
+    factory = factory_from_table(options, where, "a Python object")
     try:
         check_factory(factory, where)
     except TypeError as err:
