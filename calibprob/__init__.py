@@ -41,9 +41,9 @@ _LAZY = {
     "back_transform": "calibprob.transforms",
     "transform_target": "calibprob.transforms",
     "TransformedTargetRegressor": "calibprob.bases.transformed",
-    "conformal_bayes": "calibprob.calibrators.conformal.from_pymc",
-    "bins": "calibprob.calibrators.conformal",
-    "min_group_size": "calibprob.calibrators.conformal",
+    "conformal_bayes": "calibprob.calibrators.conformal.bayes.from_pymc",
+    "bins": "calibprob.calibrators.grouping",
+    "min_group_size": "calibprob.calibrators.grouping",
     "list_calibrators": "calibprob.registry",  # issue 40 (surface): the registry's calibrators, filterable
     "show_progress": "calibprob._core.progress",  # issue 37 item 5: progress lines inside long calls
     **_registry.exports("calibprob"),

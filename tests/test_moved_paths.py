@@ -47,6 +47,8 @@ def test_the_finder_maps_prefixes_and_leaves_other_names_alone(monkeypatch):
     assert deprecation.new_name("calibprob.a.c.d") == "calibprob.x.a.c.d"
     assert deprecation.new_name("calibprob.a.b.e") == "calibprob.y.e"  # the longest moved prefix wins
     assert deprecation.new_name("calibprob.ab") is None
+    monkeypatch.setitem(deprecation.MOVED, "calibprob.x", "calibprob.z")  # moved twice: the chain is followed
+    assert deprecation.new_name("calibprob.a.c") == "calibprob.z.a.c"
     assert deprecation.new_name("calibprob.metrics") is None
 
 
@@ -54,7 +56,8 @@ def test_a_moved_module_is_imported_through_the_finder(monkeypatch):
     """An invented old name aliases a real module: the mechanism works before any real module has moved."""
     monkeypatch.setitem(deprecation.MOVED, "calibprob.old_place_for_tests", "calibprob._stable")
     monkeypatch.delitem(sys.modules, "calibprob.old_place_for_tests", raising=False)
-    with pytest.warns(FutureWarning, match=r"`calibprob.old_place_for_tests` moved to `calibprob._stable`"):
+    # calibprob._stable itself moved to calibprob._core.stable: the warning names the end of the chain
+    with pytest.warns(FutureWarning, match=r"`calibprob.old_place_for_tests` moved to `calibprob._core.stable`"):
         from calibprob.old_place_for_tests import pow2_scale
     from calibprob._stable import pow2_scale as same
 

@@ -74,18 +74,38 @@ MOVED: dict[str, str] = {
     # the conformal package's modules named for what they hold (issue 40)
     "calibprob.calibrators.conformal.distribution": "calibprob.calibrators.conformal.split_calibrator",
     "calibprob.calibrators.conformal._common": "calibprob.calibrators.conformal._intervals",
+    # conformal Bayes became a subpackage like gp_beta/; grouping (Mondrian, bins) a layer of its own (issue 40)
+    "calibprob.calibrators.conformal._bayes_bambi": "calibprob.calibrators.conformal.bayes._bambi",
+    "calibprob.calibrators.conformal._bayes_grid": "calibprob.calibrators.conformal.bayes._grid",
+    "calibprob.calibrators.conformal._bayes_inputs": "calibprob.calibrators.conformal.bayes._inputs",
+    "calibprob.calibrators.conformal._bayes_numerics": "calibprob.calibrators.conformal.bayes._numerics",
+    "calibprob.calibrators.conformal.from_pymc": "calibprob.calibrators.conformal.bayes.from_pymc",
+    "calibprob.calibrators.conformal.mondrian": "calibprob.calibrators.grouping.mondrian",
+    "calibprob.calibrators.conformal.bins": "calibprob.calibrators.grouping.bins",
 }
 
 
 def new_name(old: str) -> str | None:
     """The new dotted name of the old module ``old``, or None when ``old`` did not move.
 
-    The longest matching moved prefix wins, so a module can move out of a package that moved elsewhere.
+    The longest matching moved prefix wins, so a module can move out of a package that moved elsewhere; a name
+    moved twice (``calibprob.conformal.mondrian`` -> ``calibprob.calibrators.conformal.mondrian`` ->
+    ``calibprob.calibrators.grouping.mondrian``) follows the chain to its last place.
     """
-    for prefix in sorted(MOVED, key=len, reverse=True):
-        if old == prefix or old.startswith(prefix + "."):
-            return MOVED[prefix] + old[len(prefix) :]
-    return None
+    new = None
+    for _ in range(len(MOVED)):  # each step follows one entry; a chain is at most as long as the table
+        step = next(
+            (
+                MOVED[p] + old[len(p) :]
+                for p in sorted(MOVED, key=len, reverse=True)
+                if old == p or old.startswith(p + ".")
+            ),
+            None,
+        )
+        if step is None:
+            break
+        new = old = step
+    return new
 
 
 class _AliasLoader(importlib.abc.Loader):

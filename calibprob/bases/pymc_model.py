@@ -22,7 +22,7 @@ one row per observation, indexed by the observation's id in the data set, and th
     The base samples the model with ``calibprob.bases._pymc_sampling.sample_posterior``
     (``draws``, ``tune``, ``chains``, ``target_accept``; the seed is the task's) and evaluates it at
     new rows through the PyMC door of conformal Bayes
-    (``calibprob.calibrators.conformal.from_pymc._Door``: the containers are set, the
+    (``calibprob.calibrators.conformal.bayes.from_pymc._Door``: the containers are set, the
     likelihood's parameters computed per draw from one vectorised PyTensor function).
 
 ``kind = "bambi"``
@@ -64,8 +64,8 @@ from calibprob._core.estimator import ConvergenceWarning
 from calibprob._core.options import SpecError, _short
 from calibprob.bases._pymc_sampling import convergence_problems, convergence_summary, sample_posterior
 from calibprob.bases.user import check_factory, factory_from_table
-from calibprob.calibrators.conformal import _bayes_bambi
-from calibprob.calibrators.conformal.from_pymc import _CLOSED_FORM, _closed_form_logpdf, _Door
+from calibprob.calibrators.conformal.bayes import _bambi as _bayes_bambi
+from calibprob.calibrators.conformal.bayes.from_pymc import _CLOSED_FORM, _closed_form_logpdf, _Door
 from calibprob.predictive import from_draws
 
 __all__ = ["PyMCModelBase", "BambiBase", "build_pymc_model_base", "build_bambi_base", "check_pymc_model_table"]

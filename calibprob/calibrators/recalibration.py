@@ -87,7 +87,7 @@ from calibprob.calibrators._recalibration_numerics import (
     variance_scale_factor,
     vovk_ranks,
 )
-from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
+from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.predictive import (
     from_quantiles,
     normal,

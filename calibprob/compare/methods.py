@@ -30,8 +30,8 @@ import xarray as xr
 from calibprob import registry
 from calibprob._core.validation import check_choice
 from calibprob.calibrators.conformal._intervals import interval_dataset, reachable_levels
-from calibprob.calibrators.conformal.mondrian import Mondrian
 from calibprob.calibrators.conformal.scores import get_score
+from calibprob.calibrators.grouping.mondrian import Mondrian
 from calibprob.metrics import interval_levels
 from calibprob.predictive import normal
 from calibprob.predictive.loo import from_loo

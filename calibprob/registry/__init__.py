@@ -128,8 +128,8 @@ for _score in ("Score", "AbsoluteScore", "NormalizedScore", "SignedNormalizedSco
     )
 # the Mondrian wrapper: a helper (it needs a calibrator and groups, so it has no default-built
 # contract run); every post-processor reaches it through its own groups= argument
-register_class("calibprob.calibrators.conformal.mondrian:Mondrian", role="helper", exports=("calibprob",))
-register_class("calibprob.calibrators.conformal.bins:Bins", role="helper")
+register_class("calibprob.calibrators.grouping.mondrian:Mondrian", role="helper", exports=("calibprob",))
+register_class("calibprob.calibrators.grouping.bins:Bins", role="helper")
 
 # --- calibrators that no spec kind names ------------------------------------------------
 register_class(
@@ -155,7 +155,7 @@ register_class(
 )
 
 register_class(
-    "calibprob.calibrators.conformal.bayes:ConformalBayes",
+    "calibprob.calibrators.conformal.bayes.estimator:ConformalBayes",
     role="calibrator",
     family="posterior",
     output="intervals",
@@ -476,7 +476,7 @@ register_method(
 # --- Bayesian calibrators ----------------------------------------------------------------------
 register_method(
     "conformal-bayes",
-    "calibprob.calibrators.conformal.bayes:ConformalBayes",
+    "calibprob.calibrators.conformal.bayes.estimator:ConformalBayes",
     family="posterior",
     output="intervals",
     options={

@@ -25,9 +25,9 @@ import pytest
 import xarray as xr
 
 import calibprob
-from calibprob.calibrators.conformal import Mondrian, bins
-from calibprob.calibrators.conformal import _bayes_inputs as bayes_inputs
+from calibprob.calibrators.conformal.bayes import _inputs as bayes_inputs
 from calibprob.calibrators.conformal.conditional import one_hot
+from calibprob.calibrators.grouping import Mondrian, bins
 from calibprob.datasets import train_calibrate_test_split
 from calibprob.metrics import coverage_by_group
 

@@ -44,9 +44,9 @@ WRAPPERS = {
     ("compare/spec/data.py", ".path: file   Paths are relative"): "problem is describe_unreadable_path's advice",
     ("compare/spec/parsing.py", "spec file   Specs live in"): "problem is describe_unreadable_path's advice",
     ("datasets/loaders.py", "could not be parsed as CSV: "): "wraps pandas' parser message (line and column)",
-    ("calibrators/conformal/_bayes_inputs.py", "log_likelihood: the DataTree has no"): "appends _fix_ll(): "
+    ("calibrators/conformal/bayes/_inputs.py", "log_likelihood: the DataTree has no"): "appends _fix_ll(): "
     "'compute it with pm.compute_log_likelihood(idata)'",
-    ("calibrators/conformal/mondrian.py", "group "): "prefixes the group to its own calibrator's checked message",
+    ("calibrators/grouping/mondrian.py", "group "): "prefixes the group to its own calibrator's checked message",
     ("predictive/loo.py", "the tree has no "): "appends the caller's fix (the PyMC call that adds the group)",
 }
 

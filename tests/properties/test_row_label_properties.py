@@ -30,7 +30,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import calibprob
-from calibprob.calibrators.conformal import Mondrian
+from calibprob.calibrators.grouping import Mondrian
 from calibprob.datasets import train_calibrate_test_split
 from calibprob.metrics import coverage_by_group
 

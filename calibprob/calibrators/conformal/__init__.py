@@ -16,7 +16,7 @@ Three families (``calibprob._core.estimator``; the registry's ``family``):
   :class:`~calibprob.calibrators.conformal.gp.FullConformalGP`,
   :class:`~calibprob.calibrators.conformal.loo_jackknife.LOOJackknifePlus` (jackknife+ from one posterior);
 * posterior calibrators -- :class:`~calibprob.calibrators.conformal.bayes.ConformalBayes` (Fong & Holmes 2021)
-  and :func:`calibprob.conformal_bayes` (``calibprob.calibrators.conformal.from_pymc``, PyMC on use).
+  and :func:`calibprob.conformal_bayes` (``calibprob.calibrators.conformal.bayes.from_pymc``, PyMC on use).
 
 The intervals-only methods' ``predict`` returns ``lower``/``upper`` over (obs, confidence_level) with
 ``attrs["family"] == "interval"``, which :func:`calibprob.evaluate` scores like any prediction. Scores live in
@@ -36,8 +36,8 @@ import sys
 import types
 
 from calibprob import registry as _registry
-from calibprob.calibrators.conformal.bins import Bins, bins
-from calibprob.calibrators.conformal.mondrian import Mondrian, min_group_size, min_group_size_for_level
+from calibprob.calibrators.grouping.bins import Bins, bins
+from calibprob.calibrators.grouping.mondrian import Mondrian, min_group_size, min_group_size_for_level
 
 # name -> submodule defining it, from the registry; get_score with the scores
 _LAZY = {**_registry.exports("calibprob.calibrators.conformal"), "get_score": "calibprob.calibrators.conformal.scores"}

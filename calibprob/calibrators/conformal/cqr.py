@@ -73,7 +73,7 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_pred
 from calibprob._core.ranks import upper_rank
 from calibprob._core.validation import check_array, check_choice, check_targets
 from calibprob.calibrators.conformal._intervals import check_enough_points, interval_dataset, resolve_levels
-from calibprob.calibrators.conformal.mondrian import fit_with_groups, predict_with_groups
+from calibprob.calibrators.grouping.mondrian import fit_with_groups, predict_with_groups
 
 __all__ = [
     "ConformalizedQuantileRegression",

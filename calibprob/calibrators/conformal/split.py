@@ -56,7 +56,6 @@ from calibprob.calibrators.conformal._intervals import (
     predict_mean_std_chunked,
     resolve_levels,
 )
-from calibprob.calibrators.conformal.mondrian import Mondrian, predict_with_groups
 from calibprob.calibrators.conformal.scores import Score, get_score
 from calibprob.calibrators.conformal.split_calibrator import (
     SplitConformalCalibrator,
@@ -70,6 +69,7 @@ from calibprob.calibrators.conformal.split_calibrator import (
     weighted_prediction,
     weighted_split_scores,
 )
+from calibprob.calibrators.grouping.mondrian import Mondrian, predict_with_groups
 from calibprob.predictive import from_quantiles, normal
 from calibprob.weights import Weights, resolve
 

@@ -50,8 +50,8 @@ from calibprob.calibrators.conformal._intervals import (
     upper_rank,
     valid_levels,
 )
-from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.conformal.scores import Score, get_score, invert
+from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.predictive import from_quantiles
 from calibprob.weights import Weights, check_attainable, on_small_of, resolve
 

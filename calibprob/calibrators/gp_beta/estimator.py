@@ -12,7 +12,6 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted
 from calibprob._core.pytensor_setup import limit_blas_threads
 from calibprob._core.stable import pow2_scale, stable_mean
 from calibprob._core.validation import check_array, check_choice, check_confidence_levels, check_int
-from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.gp_beta._graph import DEFAULT_COMPILE_MODE
 from calibprob.calibrators.gp_beta._grid import cdf_on_grid, invert, moments_from_grid
 from calibprob.calibrators.gp_beta._inference import Problem, convergence, fit_advi, fit_map, fit_nuts, fit_svi
@@ -27,6 +26,7 @@ from calibprob.calibrators.gp_beta._link import (
 from calibprob.calibrators.gp_beta._objective import Layout
 from calibprob.calibrators.gp_beta._queries import calibration_map_dataset, posterior_predictive_tree
 from calibprob.calibrators.gp_beta._tree import held_out_elpd, make_tree, post_flat
+from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.predictive import from_quantiles
 from calibprob.predictive._common import _levels_or_default
 

@@ -42,7 +42,7 @@ from calibprob._core.validation import (
     check_probability,
     check_targets,
 )
-from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
+from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.online._aci_pit import aci_pit_map, central_pairs, pit_scores
 from calibprob.calibrators.online._dtaci import DTACI_GAMMAS, dtaci_eta, dtaci_step
 from calibprob.calibrators.online._osd import (

@@ -18,7 +18,7 @@ from scipy import stats
 
 import calibprob
 from calibprob import CalibprobWarning
-from calibprob.calibrators.conformal.bayes import ConformalBayes
+from calibprob.calibrators.conformal.bayes.estimator import ConformalBayes
 
 S_NOISE, M0, T0 = 1.0, 0.0, 10.0
 

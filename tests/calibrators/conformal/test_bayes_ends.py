@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from calibprob import CalibprobWarning
-from calibprob.calibrators.conformal._bayes_grid import default_grid as _default_grid
-from calibprob.calibrators.conformal.bayes import REFINE_STEPS, ConformalBayes
+from calibprob.calibrators.conformal.bayes._grid import default_grid as _default_grid
+from calibprob.calibrators.conformal.bayes.estimator import REFINE_STEPS, ConformalBayes
 from tests.calibrators.conformal.test_bayes import M0, S_NOISE, T0, normal_logpdf, posterior
 
 

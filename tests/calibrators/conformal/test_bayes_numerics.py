@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from calibprob.calibrators.conformal import _bayes_numerics as nm
+from calibprob.calibrators.conformal.bayes import _numerics as nm
 
 
 def _weight_columns(rng, S: int) -> np.ndarray:

@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 import calibprob
-from calibprob.calibrators.conformal.from_pymc import _closed_form_logpdf, _Door
+from calibprob.calibrators.conformal.bayes.from_pymc import _closed_form_logpdf, _Door
 
 pm = pytest.importorskip("pymc")
 az = pytest.importorskip("arviz")

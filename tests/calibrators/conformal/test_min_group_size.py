@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import calibprob
-from calibprob.calibrators.conformal.mondrian import _interval_ends, _method_instance
+from calibprob.calibrators.grouping.mondrian import _interval_ends, _method_instance
 
 KINDS = ["split-conformal", "conformal-predictive", "isotonic", "cqr"]
 

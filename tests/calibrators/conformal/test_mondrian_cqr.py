@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import calibprob
-from calibprob.calibrators.conformal import min_group_size
+from calibprob.calibrators.grouping import min_group_size
 
 
 def _quantile_base(n, seed):

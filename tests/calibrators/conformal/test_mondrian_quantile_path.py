@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import calibprob
-from calibprob.calibrators.conformal.mondrian import _gives_intervals, _interval_ends, interval_sides
+from calibprob.calibrators.grouping.mondrian import _gives_intervals, _interval_ends, interval_sides
 from tests.test_common import POST_PROCESSORS, problem  # noqa: F401  (problem: the module-scoped fixture)
 
 #: Calibration group sizes: a 2-point group, a 12-point one, the rest split in two large groups.
@@ -165,7 +165,7 @@ def test_quantile_path_matches_the_twelve_point_group_alone(name, problem):  # n
     lv = q["level"].values
     sides = interval_sides(m.calibrator)
     stated = np.array(
-        [12 >= calibprob.calibrators.conformal.mondrian.min_group_size_for_level(p, symmetric=sides == 1) for p in lv]
+        [12 >= calibprob.calibrators.grouping.mondrian.min_group_size_for_level(p, symmetric=sides == 1) for p in lv]
     )
     if sides == 0 or m._extrapolates():
         stated[:] = True

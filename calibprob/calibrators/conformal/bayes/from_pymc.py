@@ -28,10 +28,8 @@ from scipy import special
 
 from calibprob._core.pytensor_setup import get_compile_mode
 from calibprob._core.validation import check_choice, check_int
-from calibprob.calibrators.conformal import _bayes_bambi as _bambi
-from calibprob.calibrators.conformal import _bayes_grid as _grid
-from calibprob.calibrators.conformal import _bayes_inputs as _inputs
-from calibprob.calibrators.conformal.bayes import ConformalBayes
+from calibprob.calibrators.conformal.bayes import _bambi, _grid, _inputs
+from calibprob.calibrators.conformal.bayes.estimator import ConformalBayes
 
 __all__ = ["conformal_bayes"]
 
@@ -94,7 +92,7 @@ def conformal_bayes(
         :math:`[\min y - 2 s_y, \max y + 2 s_y]`). A test point whose set reaches its default
         grid's edge gets its grid tripled about its centre and is evaluated again (up to 3 times).
         ``attrs["grid_rule"]`` says which rule placed the grid. See
-        ``calibprob.calibrators.conformal._bayes_grid``.
+        ``calibprob.calibrators.conformal.bayes._grid``.
     n_grid : int, default 100
     var_name : str, optional
         The observed variable, when the model has several.

@@ -265,7 +265,7 @@ class Mondrian(BaseEstimator):
     and, where present, ``predict_interval`` and ``confidence_level``.
 
     The guarantee, the exact minimum group sizes and the infinite bounds below them are in the
-    module docstring (``calibprob.calibrators.conformal.mondrian``).
+    module docstring (``calibprob.calibrators.grouping.mondrian``).
 
     Parameters
     ----------

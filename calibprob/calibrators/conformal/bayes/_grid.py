@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from calibprob.calibrators.conformal import _bayes_inputs as _inputs
+from calibprob.calibrators.conformal.bayes import _inputs
 
 #: Tail mass each posterior draw's predictive may leave outside a test point's default grid.
 GRID_TAIL = 1e-3

@@ -49,8 +49,8 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted
 from calibprob._core.labels import refuse_kind_clash
 from calibprob._core.ranks import lower_rank, min_conformal_points
 from calibprob._core.validation import check_choice, check_confidence_levels, check_int
-from calibprob.calibrators.conformal import _bayes_inputs as _inputs
-from calibprob.calibrators.conformal._bayes_numerics import (
+from calibprob.calibrators.conformal.bayes import _inputs
+from calibprob.calibrators.conformal.bayes._numerics import (
     aoi_block,
     log_weights,
     pareto_khat,
@@ -77,7 +77,7 @@ class ConformalBayes(BaseEstimator):
     ``fit`` takes the training pointwise log-likelihood of the posterior draws; ``predict`` takes
     the same draws' log density of candidate values on a grid at the test points and returns the
     contract's interval family (:func:`calibprob.evaluate` scores it) with, per test point, the
-    conformal p-value curve and diagnostics. See ``calibprob.calibrators.conformal.bayes`` for
+    conformal p-value curve and diagnostics. See ``calibprob.calibrators.conformal.bayes.estimator`` for
     the equations; :func:`calibprob.conformal_bayes` does it all from a PyMC model.
 
     Parameters

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from calibprob.calibrators.conformal import _bayes_inputs as _inputs
+from calibprob.calibrators.conformal.bayes import _inputs
 
 #: bambi likelihood name -> (closed-form family, parameter names in that family's order)
 _CLOSED_FORM = {"Normal": ("NormalRV", ("mu", "sigma")), "StudentT": ("StudentTRV", ("nu", "mu", "sigma"))}
