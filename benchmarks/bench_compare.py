@@ -45,7 +45,7 @@ datasets = ["boston", "diabetes", "concrete", "auto_mpg"]
 repetitions = 10
 seed = 1
 standardize = true
-confidence_levels = [0.9]
+confidence_level = [0.9]
 
 [split]
 train = 0.6

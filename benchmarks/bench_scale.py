@@ -392,7 +392,7 @@ datasets = ["wine_quality_red"]
 repetitions = 1
 seed = 21
 standardize = true
-confidence_levels = [0.5, 0.9]
+confidence_level = [0.5, 0.9]
 
 [split]
 train = 0.5

@@ -86,7 +86,7 @@ def run_aci(y, train_size: int, f: dict[str, np.ndarray]) -> tuple[np.ndarray, n
             aci.fit(point(f["cal_pred"][0]), y_cal)
         else:
             aci.calibrate(point(f["cal_pred"][step]), y_cal)
-        ds = aci.predict_interval(point(f["test_pred"][step]))
+        ds = aci.predict_interval(point(f["test_pred"][step]), [1 - ALPHA])  # a list: the dimension kept
         lower[step], upper[step] = float(ds["lower"].values[0, 0]), float(ds["upper"].values[0, 0])
         aci.update(point(f["test_pred"][step]), [y[train_size + step]])
     return lower, upper, aci

@@ -333,6 +333,84 @@ def check_intervals_nest(s: _Subject) -> None:
         )
 
 
+def _dims_form(iv: xr.Dataset, scalar: bool) -> str | None:
+    """What is wrong with the ``confidence_level`` dimension of ``iv`` for a scalar / sequence request, or None."""
+    held = "confidence_level" in iv["lower"].dims
+    if scalar and held:
+        return "kept the confidence_level dimension"
+    if not scalar and not held:
+        return "dropped the confidence_level dimension"
+    if "confidence_level" not in iv.coords:
+        return "lost the confidence_level coordinate"
+    return None
+
+
+def _grouped_fit(s: _Subject) -> tuple[Any, dict[str, Any]] | None:
+    """A copy fitted with two groups, and the keywords its predictions take; None when ``fit`` takes no groups."""
+    if s.family != "distribution" or "groups" not in inspect.signature(s.cls.fit).parameters:
+        return None
+    n_cal, n_te = s.problem["y_cal"].size, s.problem["y_te"].size
+    model = s.fresh().fit(s.problem["normal"][0], s.problem["y_cal"], groups=np.arange(n_cal) % 2)
+    return model, {"groups": np.arange(n_te) % 2}
+
+
+def check_level_dims(s: _Subject) -> None:
+    """The interval family's one rule for the ``confidence_level`` dimension, grouped or not.
+
+    ``predict_interval(x, c)`` with a scalar ``c`` drops the dimension and keeps ``c`` as a scalar coordinate
+    (``calib.interval``'s and xarray's ``.sel`` convention), with a sequence keeps it, with no level follows the
+    form of the constructor's ``confidence_level``; ``predict(x, confidence_level=c)`` always keeps it. Each of
+    them is scored by :func:`~calibprob.metrics.evaluate` alike.
+    """
+    if not callable(getattr(s.cls, "predict_interval", None)):
+        return
+    default = s.template.get_params().get("confidence_level")
+    c = float(np.atleast_1d(0.9 if default is None else default)[0])
+    x = s.problem["X_te"] if s.family == "model-aware" else s.problem["normal"][1]
+    fits = [(s.fitted("normal"), {}, "")]
+    grouped = _grouped_fit(s)
+    if grouped is not None:
+        fits.append((*grouped, " (grouped)"))
+    for model, kw, how in fits:
+        one, seq = model.predict_interval(x, c, **kw), model.predict_interval(x, [c], **kw)
+        for iv, scalar, call in ((one, True, f"predict_interval(x, {c:g})"), (seq, False, f"[{c:g}]")):
+            wrong = _dims_form(iv, scalar)
+            if wrong:
+                raise s.fail("check_level_dims", f"{call}{how} {wrong}")
+        if default is not None and _dims_form(model.predict_interval(x, **kw), np.ndim(default) == 0):
+            raise s.fail("check_level_dims", f"predict_interval(x){how} is not in the form of confidence_level")
+        if "confidence_level" in inspect.signature(model.predict).parameters:
+            if _dims_form(model.predict(x, confidence_level=c, **kw), False):
+                raise s.fail("check_level_dims", f"predict(x, confidence_level={c:g}){how} dropped the dimension")
+        cov = [float(evaluate(iv, s.problem["y_te"])["coverage"].squeeze()) for iv in (one, seq)]
+        if cov[0] != cov[1]:
+            raise s.fail("check_level_dims", f"evaluate scores predict_interval(x, {c:g}){how} unlike [{c:g}]")
+
+
+def check_groups(s: _Subject) -> None:
+    """``fit(..., groups=g)`` calibrates each group alone (Mondrian; Vovk, Gammerman & Shafer 2005, §4.5).
+
+    The reference is the definition: on two groups (every other calibration and test point), each group's
+    rows of the grouped prediction equal, to 1e-10, the prediction of the same calibrator fitted on that
+    group's calibration points only. Run on a post-processor whose ``fit`` takes ``groups`` as Mondrian
+    labels (conditional conformal's ``groups`` are the features of its quantile regression instead).
+    """
+    params = inspect.signature(s.cls.fit).parameters
+    if s.family != "distribution" or "groups" not in params or "features" in params or s.online():
+        return
+    (pred_cal, pred_te), y = s.problem["normal"], s.problem["y_cal"]
+    g_cal, g_te = np.arange(y.size) % 2, np.arange(pred_te.sizes["obs"]) % 2
+    # quantile functions on one grid both ways (a default grid may depend on the number of scores)
+    kw = {"levels": [0.1, 0.25, 0.5, 0.75, 0.9]} if "levels" in inspect.signature(s.cls.predict).parameters else {}
+    got = _values(s.fresh().fit(pred_cal, y, groups=g_cal).predict(pred_te, groups=g_te, **kw))
+    for k in (0, 1):
+        alone = s.fresh().fit(pred_cal.isel(obs=g_cal == k), y[g_cal == k])
+        want = _values(alone.predict(pred_te.isel(obs=g_te == k), **kw))
+        rows = got[..., g_te == k, :]  # (obs, level) or (end, obs, confidence_level)
+        if rows.shape != want.shape or not np.allclose(rows, want, rtol=0.0, atol=1e-10, equal_nan=True):
+            raise s.fail("check_groups", f"group {k}'s rows differ from the calibrator fitted on group {k} alone")
+
+
 #: The checks of a distribution post-processor, in the order they run.
 POST_PROCESSOR_CHECKS: tuple[Callable[[_Subject], None], ...] = (
     check_get_params,
@@ -344,6 +422,8 @@ POST_PROCESSOR_CHECKS: tuple[Callable[[_Subject], None], ...] = (
     check_deterministic,
     check_pymc_observed_data,
     check_intervals_nest,
+    check_level_dims,
+    check_groups,
 )
 #: The checks of a model-aware calibrator, in the order they run: the same, but for PyMC's observed data
 #: (a model-aware calibrator takes inputs X, not a posterior predictive).

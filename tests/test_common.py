@@ -247,6 +247,20 @@ def _starts_at_identity(name) -> bool:
     return _is_online(name) and callable(getattr(registry.CLASSES[name].load(), "reset", None))
 
 
+#: Combinations beyond each class's defaults that the public checks run on too (issue 40): conditional conformal
+#: with the normalised score, and CQR with a two-rank variant (its Mondrian form: check_groups, on every class).
+COMBINATIONS = {
+    "conditional x normalized": lambda: calibprob.ConditionalConformal(score="normalized"),
+    "cqr x asymmetric": lambda: calibprob.ConformalizedQuantileRegression(score="asymmetric"),
+}
+
+
+@pytest.mark.parametrize("combo", sorted(COMBINATIONS))
+def test_combinations_pass_check_calibrator(combo, problem):
+    """The registry's common checks (calibprob.testing.check_calibrator) on the combinations of COMBINATIONS."""
+    assert check_calibrator(COMBINATIONS[combo](), problem=problem) == [c.__name__ for c in POST_PROCESSOR_CHECKS]
+
+
 @pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
 def test_post_processor_messages_follow_the_house_rules(name, problem):
     """Beyond the public checks, calibprob's own wording: the error names the method, the argument and the fix."""

@@ -90,7 +90,7 @@ name = "toy"
 datasets = [{ name = "branin", function = "branin", n = 120, noise = 0.3 }]
 repetitions = 2
 seed = 5
-confidence_levels = [0.5, 0.9]
+confidence_level = [0.5, 0.9]
 
 [split]
 train = 0.5

@@ -31,6 +31,11 @@ RENAMES = [
     ("calibprob.evaluate", "confidence_levels", "confidence_level"),
     ("calibprob.metrics.evaluate_intervals", "confidence_levels", "confidence_level"),
     ("calibprob.metrics.interval_levels", "confidence_levels", "confidence_level"),
+    ("calibprob.calibrators.conformal.cqr.cqr_scores", "variant", "score"),
+    ("calibprob.calibrators.conformal.cqr.cqr_corrections", "variant", "score"),
+    ("calibprob.calibrators.conformal.cqr.cqr_intervals", "variant", "score"),
+    ("calibprob.conformal_bayes", "train_groups", "groups"),  # its new rows' labels: groups_new= (test_from_pymc)
+    ("spec top level", "confidence_levels", "confidence_level"),
 ]
 
 
@@ -293,3 +298,46 @@ def test_the_helper_keeps_the_signature_and_refuses_a_wrong_declaration():
         assert toy(1, rows=5) == (1, 5)
     with pytest.raises(TypeError, match=r"renamed_keywords on .*must have the new name 'size' and not the old one"):
         renamed_keywords({"rows": "size"})(toy.__wrapped__)
+
+
+def test_the_spec_key_confidence_levels_is_confidence_level():
+    """The spec's 0.1 top-level key reads as ``confidence_level`` with a warning, and gives the same spec and the
+    same fingerprint (so every finished task of a results file is reused); both keys at once are refused."""
+    from tests.support.specs import spec_dict
+
+    new = parse_spec(spec_dict(confidence_level=[0.5, 0.8]))
+    old_dict = spec_dict()
+    del old_dict["confidence_level"]
+    old_dict["confidence_levels"] = [0.5, 0.8]
+    with pytest.warns(FutureWarning, match=r"spec key confidence_levels is deprecated.*'confidence_level'.*0\.3\.0"):
+        old = parse_spec(old_dict)
+    assert old.confidence_levels == new.confidence_levels == (0.5, 0.8)
+    assert old.fingerprint == new.fingerprint
+    assert "confidence_level" in new.to_dict() and "confidence_levels" not in new.to_dict()
+    with pytest.raises(SpecError, match=r"both confidence_level and confidence_levels.*keep confidence_level only"):
+        parse_spec({**old_dict, "confidence_level": [0.5]})
+
+
+def test_the_cqr_numpy_layer_takes_score_for_variant():
+    """``cqr_scores`` / ``cqr_corrections`` / ``cqr_intervals``: ``variant=`` warns and gives the bitwise result of
+    ``score=``; both at once are refused."""
+    from calibprob.calibrators.conformal import cqr
+
+    rng = np.random.default_rng(7)
+    q_lo, q_hi, y = rng.normal(size=30) - 1.0, rng.normal(size=30) + 1.0, rng.normal(size=30)
+    q_lo, q_hi = np.minimum(q_lo, q_hi), np.maximum(q_lo, q_hi)
+    with _no_future_warning():
+        s = cqr.cqr_scores(y, q_lo, q_hi, score="cqr-r")
+        corr = cqr.cqr_corrections(s, 0.8, score="cqr-r")
+        ends = cqr.cqr_intervals(q_lo, q_hi, corr, score="cqr-r")
+    for name, call, new in (
+        ("cqr_scores", lambda **k: cqr.cqr_scores(y, q_lo, q_hi, **k), s),
+        ("cqr_corrections", lambda **k: cqr.cqr_corrections(s, 0.8, **k), corr),
+        ("cqr_intervals", lambda **k: cqr.cqr_intervals(q_lo, q_hi, corr, **k), ends),
+    ):
+        where = f"calibprob.calibrators.conformal.cqr.{name}"
+        with pytest.warns(FutureWarning, match=_warned(where, "variant", "score")):
+            old = call(variant="cqr-r")
+        np.testing.assert_array_equal(np.asarray(old), np.asarray(new))
+        with pytest.raises(TypeError, match=r"got both variant= and score="):
+            call(variant="cqr-r", score="cqr-r")

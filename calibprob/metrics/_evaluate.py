@@ -453,6 +453,10 @@ def evaluate_intervals(
             "intervals must be an xarray.Dataset with 'lower' and 'upper' variables over "
             "(obs, confidence_level), e.g. from predict_interval(X, confidence_level=[...])."
         )
+    if "confidence_level" in intervals.coords and "confidence_level" not in intervals.dims:
+        # predict_interval(X, 0.9) drops the dimension for one level (kept as a scalar coordinate, xarray's
+        # .sel convention): scored as the one-level interval family it is
+        intervals = intervals.expand_dims("confidence_level", axis=-1)
     lo_all = intervals["lower"].transpose("obs", "confidence_level")
     hi_all = intervals["upper"].transpose("obs", "confidence_level")
     yv = check_targets(y, lo_all.sizes["obs"], "y", obs=intervals["obs"].values if "obs" in intervals.coords else None)

@@ -135,7 +135,7 @@ def test_pymc_glm_runs_as_one_of_several_bases(tmp_path):
             "datasets": [{"name": "lin", "function": "branin", "n": 100, "noise": 0.5}],
             "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2},
             "seed": 5,
-            "confidence_levels": [0.5, 0.9],
+            "confidence_level": [0.5, 0.9],
             "bases": {
                 "ols": {"kind": "ols"},
                 "glm": {"kind": "pymc-linear", "likelihood": "student-t", "draws": 200, "tune": 200},
@@ -194,7 +194,7 @@ name = "tiny-glm"
 datasets = [{ name = "lin", function = "branin", n = 80, noise = 0.5 }]
 repetitions = 1
 seed = 5
-confidence_levels = [0.9]
+confidence_level = [0.9]
 [split]
 train = 0.6
 calibrate = 0.2

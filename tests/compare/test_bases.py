@@ -13,7 +13,7 @@ COMMON = {
     "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2},
     "repetitions": 2,
     "seed": 11,
-    "confidence_levels": [0.5, 0.9],
+    "confidence_level": [0.5, 0.9],
 }
 METHODS = {"b": {"kind": "base"}, "iso": {"kind": "isotonic", "extrapolate": True}, "sc": {"kind": "split-conformal"}}
 

@@ -26,7 +26,7 @@ def spec_of(**over):
             "cps": {"kind": "conformal-predictive"},
             "cv+": {"kind": "cv-plus", "folds": 3},
         },
-        "confidence_levels": [0.5, 0.9],
+        "confidence_level": [0.5, 0.9],
     }
     spec.update(over)
     return parse_spec({k: v for k, v in spec.items() if v is not None})

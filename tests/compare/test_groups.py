@@ -101,7 +101,7 @@ def test_runner_scores_a_small_groups_infinite_intervals():
             "base": {"kind": "ols"},
             "repetitions": 1,
             "seed": 3,
-            "confidence_levels": [0.5, 0.9],
+            "confidence_level": [0.5, 0.9],
             "methods": {"cps": {"kind": "conformal-predictive"}, "iso": {"kind": "isotonic"}},
         }
     )

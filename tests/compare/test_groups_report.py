@@ -21,7 +21,7 @@ def _spec():
             "seed": 3,
             "base": {"kind": "bayesian-ridge"},
             "methods": {"b": {"kind": "base"}, "vs": {"kind": "variance-scaling"}},
-            "confidence_levels": [0.5, 0.9],
+            "confidence_level": [0.5, 0.9],
         }
     )
 

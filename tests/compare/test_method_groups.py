@@ -22,7 +22,7 @@ def _spec(methods, dataset=None, **extra):
         "datasets": [dataset or {"name": "auto_mpg", "groups": "origin"}],
         "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
         "base": {"kind": "ols"},
-        "confidence_levels": [0.8],
+        "confidence_level": [0.8],
         "methods": methods,
         **extra,
     }

@@ -46,7 +46,7 @@ def gp_spec(methods, n=90):
             "seed": 3,
             "base": {"kind": "gp", "kernel": "matern", "p": 2},
             "methods": methods,
-            "confidence_levels": [0.5, 0.9],
+            "confidence_level": [0.5, 0.9],
         }
     )
 

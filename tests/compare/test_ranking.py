@@ -250,7 +250,7 @@ name = "rank"
 datasets = [{ name = "branin", function = "branin", n = 120, noise = 0.2 }]
 repetitions = 3
 seed = 5
-confidence_levels = [0.5, 0.9]
+confidence_level = [0.5, 0.9]
 [split]
 train = 0.5
 calibrate = 0.25

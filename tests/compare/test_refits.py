@@ -79,7 +79,7 @@ def spec_of(**over):
             "j+": {"kind": "jackknife-plus"},
             "jack": {"kind": "jackknife"},
         },
-        "confidence_levels": [0.5, 0.9],
+        "confidence_level": [0.5, 0.9],
     }
     spec.update(over)
     return parse_spec(spec)

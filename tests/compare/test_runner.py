@@ -31,7 +31,7 @@ def small_spec(**over):
         "seed": 7,
         "base": {"kind": "bayesian-ridge"},
         "methods": {"b": {"kind": "base"}, "b2": {"kind": "base"}},
-        "confidence_levels": [0.5, 0.9],
+        "confidence_level": [0.5, 0.9],
     }
     spec.update(over)
     return parse_spec(spec)

@@ -57,7 +57,7 @@ def test_minimal_spec_parses_and_round_trips():
             r"got 'svm'",
         ),
         ({"repetitions": 0}, r"repetitions must be a positive integer; got 0"),
-        ({"confidence_levels": [90]}, r"confidence_levels must be in \(0, 1\); got 90"),
+        ({"confidence_level": [90]}, r"confidence_level must be in \(0, 1\); got 90"),
         ({"metrics": ["ecee"]}, r"metrics: 'ecee' is not a metric\. Did you mean 'ece'\?"),
         ({"levels": [0.5, 0.1]}, r"levels must be strictly increasing"),
     ],

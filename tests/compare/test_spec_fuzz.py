@@ -124,7 +124,7 @@ def _documents():
         "seed": _scalars,
         "standardize": _scalars,
         "metrics": st.one_of(st.lists(st.sampled_from(["ece", "nll", "e", 1]), max_size=3), _values),
-        "confidence_levels": st.one_of(st.lists(_scalars, max_size=3), _values),
+        "confidence_level": st.one_of(st.lists(_scalars, max_size=3), _values),
         "levels": st.one_of(st.lists(_scalars, max_size=3), _values),
         "description": _values,
     }
@@ -170,7 +170,7 @@ _EDIT_PATHS = [
     ("seed",),
     ("standardize",),
     ("metrics",),
-    ("confidence_levels",),
+    ("confidence_level",),
     ("levels",),
     ("split", "train"),
     ("split", "calibrate"),

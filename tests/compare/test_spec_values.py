@@ -37,8 +37,8 @@ from tests.support.specs import csv_spec, spec_dict, write_csv
             r"pymc-model, bambi, quantile-gbm; "
             r"got 3",
         ),
-        ({"confidence_levels": ["x"]}, r"confidence_levels must be in \(0, 1\); got 'x'"),
-        ({"confidence_levels": 0.9}, r"confidence_levels must be a non-empty list"),
+        ({"confidence_level": ["x"]}, r"confidence_level must be in \(0, 1\); got 'x'"),
+        ({"confidence_level": 0.9}, r"confidence_level must be a non-empty list"),
         ({"metrics": "ece"}, r"metrics must be a non-empty list of metric names.*got 'ece'"),
         ({"levels": [0.5]}, r"levels must hold at least two quantile levels"),
         ({"levels": ["a", "b"]}, r"levels must be a list of numbers"),

@@ -27,7 +27,7 @@ SPEC = {
     "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2},
     "repetitions": 2,
     "seed": 4,
-    "confidence_levels": [0.5, 0.9],
+    "confidence_level": [0.5, 0.9],
     "base": {"kind": "ols"},
     "methods": {
         "b": {"kind": "base"},

@@ -20,7 +20,7 @@ def spec_dict(**over):
         "seed": 3,
         "base": {"kind": "ols"},
         "methods": {"b": {"kind": "base"}, "iso": {"kind": "isotonic", "extrapolate": True}},
-        "confidence_levels": [0.5, 0.9],
+        "confidence_level": [0.5, 0.9],
     }
     spec.update(over)
     return spec
@@ -57,7 +57,7 @@ def spec_file(folder: Path, **over) -> Path:
         f'name = "{spec["name"]}"',
         f"repetitions = {spec['repetitions']}",
         f"seed = {spec['seed']}",
-        f"confidence_levels = {json.dumps(spec['confidence_levels'])}",
+        f"confidence_level = {json.dumps(spec['confidence_level'])}",
         "datasets = ["
         + ", ".join("{" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in d.items()) + "}" for d in spec["datasets"])
         + "]",

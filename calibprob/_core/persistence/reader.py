@@ -171,6 +171,23 @@ class _Reader:
             )
         return _registered_class(name)
 
+    def _without_removed(self, path: str, cls: type, params: dict) -> dict:
+        """``params`` without the parameters a class removed (its ``_REMOVED_PARAMS``: name -> the old default).
+
+        A 0.1.0 file stores every constructor parameter, the removed ones too (``SharpCalibratedGP``'s
+        ``base=None``); at their default they meant nothing and are dropped, so the file loads as the new
+        form. A file that used a removed form (a value other than the default) is refused naming it.
+        """
+        removed = getattr(cls, "_REMOVED_PARAMS", {})
+        for name in sorted(set(params) & set(removed)):
+            value = params.pop(name)
+            if value is not removed[name] and value != removed[name]:
+                raise ValueError(
+                    f"'{self.path}' holds a {cls.__name__} saved with {name}= (at {path or '/'}), a form removed in "
+                    "calibprob 0.2.0 (see the CHANGELOG). Refit with this version and save again."
+                )
+        return params
+
     def estimator(self, path: str, label: str):
         attrs = self.groups[path].attrs
         cls_name = attrs.get("calibprob_class")
@@ -185,6 +202,7 @@ class _Reader:
         params = dict(self.items(_join(path, "params"), prefix, keyed=True, attr_labels=True))
         # a file of an earlier release may hold a renamed parameter (0.1.0's normalize): its new name, silently
         params = current_keywords(cls.__init__, params)
+        params = self._without_removed(path, cls, params)
         valid = set(cls._param_names())
         unknown = sorted(set(params) - valid)
         if unknown:

@@ -15,7 +15,7 @@ from calibprob.calibrators.conformal._intervals import (
     upper_rank,
 )
 from calibprob.calibrators.conformal.jackknife import jackknife_plus_bounds, jackknife_plus_ranks
-from calibprob.calibrators.conformal.scores import Score, get_score
+from calibprob.calibrators.conformal.scores import Score, get_score, invert
 
 
 def jackknife_plus_gp_bounds(
@@ -67,7 +67,7 @@ def jackknife_plus_gp_bounds(
         check_enough_points(c, n, what="training points", sides=2)
     a = (1.0 - levels) / 2.0
     ranks = [lower_rank(ai, n) for ai in a] + [max(lower_rank(1.0 - ai, n), 1) for ai in a]
-    both = order_statistic(mu_loo + R[:, None] * scale, ranks, axis=0)
+    both = order_statistic(invert(mu_loo, scale, R[:, None]), ranks, axis=0)
     return both[: levels.size].T, both[levels.size :].T
 
 

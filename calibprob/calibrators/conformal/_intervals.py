@@ -310,6 +310,19 @@ def interval_dataset(lower, upper, levels, scalar: bool, *, method: str, attrs=N
     return ds.isel(confidence_level=0) if scalar else ds
 
 
+def level_form(ds: xr.Dataset, confidence_level, default) -> xr.Dataset:
+    """The interval family's one rule for the ``confidence_level`` dimension of ``predict_interval``.
+
+    ``ds`` holds the dimension. A scalar level asked for drops it (kept as a scalar coordinate: the
+    ``calib.interval`` and xarray ``.sel`` convention); no level asked (``None``) means the calibrator's own
+    ``default`` in the form it was given, so a scalar constructor level drops it too; a sequence keeps it.
+    ``predict`` always keeps it; :func:`calibprob.evaluate` reads either form (a scalar coordinate is one level).
+    Grouped or not, every interval method follows this rule (``calibprob.testing.check_level_dims``).
+    """
+    asked = default if confidence_level is None else confidence_level
+    return ds.isel(confidence_level=0) if np.ndim(asked) == 0 else ds
+
+
 def reachable_levels(levels, n: int, *, sides: int) -> np.ndarray:
     """Mask of the confidence levels that ``n`` scores resolve (finite conformal ends)."""
     rule = "upper" if sides == 1 else "two-sided"

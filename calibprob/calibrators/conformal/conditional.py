@@ -77,7 +77,7 @@ from calibprob._core.tables import dependent_columns
 from calibprob._core.validation import check_array, check_choice, check_groups, check_targets
 from calibprob.calibrators.conformal._condconf_lp import thresholds
 from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
-from calibprob.calibrators.conformal.scores import invert
+from calibprob.calibrators.conformal.scores import get_score, invert
 from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std
 from calibprob.predictive import CalibprobWarning
 
@@ -348,10 +348,13 @@ class ConditionalConformal(BaseEstimator):
     def _scores(self, pred, y=None):
         check_choice(self.score, "score", ("absolute", "normalized"))
         mu, sigma = predictive_mean_std(pred)
-        scale = sigma if self.score == "normalized" else np.ones_like(mu)
-        if self.score == "normalized" and not np.all(scale > 0):
+        if self.score == "normalized" and not np.all(sigma > 0):
             raise ValueError("score='normalized' needs the predictive std > 0 at every point; use score='absolute'.")
-        return mu, scale, (None if y is None else np.abs(y - mu) / scale)
+        # the score object computes the score (and its scale for the inverse): one place for both
+        score = get_score(self.score)
+        sigma = sigma if score.needs_sigma else None
+        scale = np.broadcast_to(np.asarray(score.scale(sigma), float), mu.shape)
+        return mu, scale, (None if y is None else score.score(y, mu, sigma))
 
     def fit(self, pred_cal, y_cal, *, groups=None, features=None, X=None) -> Self:
         """Compute the calibration scores and features; returns ``self``.

@@ -73,6 +73,7 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_pred
 from calibprob._core.ranks import upper_rank
 from calibprob._core.validation import check_array, check_choice, check_targets
 from calibprob.calibrators.conformal._intervals import check_enough_points, interval_dataset, resolve_levels
+from calibprob.calibrators.conformal.scores import invert
 from calibprob.calibrators.grouping.mondrian import fit_with_groups, predict_with_groups
 
 __all__ = [
@@ -124,20 +125,21 @@ def _scale(q_lo, q_hi, q_med, variant: str, eps: float):
             raise ValueError(
                 f"the {variant!r} score divides by {name}, which is {float(s[bad[0]])!r} <= 0 in {bad.size} of {s.size} rows "
                 f"(first at row {bad[0]}). Pass eps > 0 (a floor on the scale, TorchCP uses 1e-6) or use "
-                "the 'symmetric' score (score='symmetric'; variant= in cqr_scores)."
+                "the 'symmetric' score (score='symmetric', in cqr_scores too)."
             )
         out.append(s)
     return (out[0], out[0]) if len(out) == 1 else (out[0], out[1])
 
 
-def cqr_scores(y, q_lo, q_hi, *, variant: str = "symmetric", q_med=None, eps: float = 0.0) -> np.ndarray:
+@renamed_keywords({"variant": "score"}, where="calibprob.calibrators.conformal.cqr.cqr_scores")
+def cqr_scores(y, q_lo, q_hi, *, score: str = "symmetric", q_med=None, eps: float = 0.0) -> np.ndarray:
     r"""CQR conformity scores of calibration points (module docstring for the formulas).
 
     Parameters
     ----------
     y, q_lo, q_hi : array_like, shape (n,)
         Targets and the base's lower and upper quantiles at the calibration points.
-    variant : {"symmetric", "asymmetric", "cqr-r", "cqr-m"}
+    score : {"symmetric", "asymmetric", "cqr-r", "cqr-m"}
     q_med : array_like, shape (n,), optional
         The base's median; required by ``"cqr-m"``.
     eps : float, default 0
@@ -163,13 +165,13 @@ def cqr_scores(y, q_lo, q_hi, *, variant: str = "symmetric", q_med=None, eps: fl
     >>> cqr_scores([0.0, 3.0], [-1.0, -1.0], [1.0, 1.0])
     array([-1.,  2.])
     """
-    variant = check_choice(variant, "variant", VARIANTS)
+    variant = check_choice(score, "score", VARIANTS)  # the CQR variant, called score= (0.1: variant=)
     y = check_array(y, "y", ndim=1)
     q_lo = check_array(q_lo, "q_lo", ndim=1)
     q_hi = check_array(q_hi, "q_hi", ndim=1)
     if variant == "cqr-m":
         if q_med is None:
-            raise ValueError("variant='cqr-m' needs the base's median q_med (the 0.5 quantile); got None.")
+            raise ValueError("score='cqr-m' needs the base's median q_med (the 0.5 quantile); got None.")
         q_med = check_array(q_med, "q_med", ndim=1)
     else:
         q_med = None
@@ -183,7 +185,8 @@ def cqr_scores(y, q_lo, q_hi, *, variant: str = "symmetric", q_med=None, eps: fl
     return np.maximum(lo_side / s_lo, hi_side / s_hi)
 
 
-def cqr_corrections(scores, confidence_level: float, *, variant: str = "symmetric") -> tuple[float, float]:
+@renamed_keywords({"variant": "score"}, where="calibprob.calibrators.conformal.cqr.cqr_corrections")
+def cqr_corrections(scores, confidence_level: float, *, score: str = "symmetric") -> tuple[float, float]:
     r"""The corrections ``(Q_lo, Q_hi)``: exact order statistics of the scores.
 
     Two-sided, CQR-r, CQR-m: :math:`Q_{lo} = Q_{hi} = E_{(\lceil c(n+1) \rceil)}`;
@@ -194,7 +197,7 @@ def cqr_corrections(scores, confidence_level: float, *, variant: str = "symmetri
     scores : ndarray, shape (n,) or (n, 2)
         From :func:`cqr_scores`.
     confidence_level : float
-    variant : str
+    score : str
 
     Returns
     -------
@@ -209,6 +212,7 @@ def cqr_corrections(scores, confidence_level: float, *, variant: str = "symmetri
     ----------
     Romano et al. (2019), eq. (7) and §6.
     """
+    variant = score  # the CQR variant, called score= like every calibprob score (0.1: variant=)
     scores = np.asarray(scores, float)
     n = scores.shape[0]
     c = float(confidence_level)
@@ -222,7 +226,8 @@ def cqr_corrections(scores, confidence_level: float, *, variant: str = "symmetri
     return q, q
 
 
-def cqr_intervals(q_lo, q_hi, corrections, *, variant: str = "symmetric", q_med=None, eps: float = 0.0):
+@renamed_keywords({"variant": "score"}, where="calibprob.calibrators.conformal.cqr.cqr_intervals")
+def cqr_intervals(q_lo, q_hi, corrections, *, score: str = "symmetric", q_med=None, eps: float = 0.0):
     r"""Intervals :math:`[\hat q_{lo} - Q_{lo} s_{lo},\ \hat q_{hi} + Q_{hi} s_{hi}]` at new points.
 
     Parameters
@@ -230,7 +235,7 @@ def cqr_intervals(q_lo, q_hi, corrections, *, variant: str = "symmetric", q_med=
     q_lo, q_hi : array_like, shape (m,)
     corrections : tuple of float
         From :func:`cqr_corrections`.
-    variant : str
+    score : str
     q_med : array_like, shape (m,), optional
         Required by ``"cqr-m"``.
     eps : float
@@ -243,11 +248,13 @@ def cqr_intervals(q_lo, q_hi, corrections, *, variant: str = "symmetric", q_med=
     ----------
     Romano et al. (2019), eq. (7); Sesia & Candès (2020), §2.
     """
+    variant = score  # the CQR variant, called score= like every calibprob score (0.1: variant=)
     q_lo, q_hi = np.asarray(q_lo, float), np.asarray(q_hi, float)
     q_med = None if q_med is None or variant != "cqr-m" else np.asarray(q_med, float)
     _check_sorted(q_lo, q_hi, q_med)
     s_lo, s_hi = _scale(q_lo, q_hi, q_med, variant, eps)
-    return q_lo - corrections[0] * s_lo, q_hi + corrections[1] * s_hi
+    # each end is a (centre, scale) score's inverse: the quantile end moved by its scaled correction
+    return invert(q_lo, s_lo, -corrections[0]), invert(q_hi, s_hi, corrections[1])
 
 
 def _match_levels(pred: xr.Dataset, wanted: np.ndarray, missing: str) -> np.ndarray:
@@ -424,8 +431,8 @@ class ConformalizedQuantileRegression(BaseEstimator):
         q = read_quantiles(pred, levels, median=variant == "cqr-m", missing=self.missing_levels)
         scores, corrections = [], []
         for j, c in enumerate(levels):
-            s = cqr_scores(y, q["lo"][:, j], q["hi"][:, j], variant=variant, q_med=q.get("med"), eps=self.eps)
-            corrections.append(cqr_corrections(s, c, variant=variant))
+            s = cqr_scores(y, q["lo"][:, j], q["hi"][:, j], score=variant, q_med=q.get("med"), eps=self.eps)
+            corrections.append(cqr_corrections(s, c, score=variant))
             scores.append(s)
         self.scores_ = np.stack(scores, axis=1)
         self.corrections_ = np.asarray(corrections, float)
@@ -436,7 +443,10 @@ class ConformalizedQuantileRegression(BaseEstimator):
     def _level_index(self, confidence_level) -> tuple[np.ndarray, np.ndarray, bool]:
         check_is_fitted(self, "corrections_", method="fit")
         if confidence_level is None:
-            return self.confidence_levels_, np.arange(self.confidence_levels_.size), False
+            # no level asked: the fitted ones, in the form the constructor was given (a scalar drops the
+            # dimension, as Mondrian's predict_interval does for the same default; calibprob.testing.check_level_dims)
+            scalar = np.ndim(self.confidence_level) == 0
+            return self.confidence_levels_, np.arange(self.confidence_levels_.size), scalar
         levels, scalar = resolve_levels(confidence_level)
         idx = [int(np.argmin(np.abs(self.confidence_levels_ - c))) for c in levels]
         bad = [float(c) for c, i in zip(levels, idx) if abs(self.confidence_levels_[i] - c) > LEVEL_TOL]
@@ -455,8 +465,8 @@ class ConformalizedQuantileRegression(BaseEstimator):
         pred : xarray.Dataset
             The base's predictive distribution at new inputs.
         confidence_level : float or sequence, optional
-            Fitted levels to return (default: all); a scalar drops the
-            ``confidence_level`` dimension.
+            Fitted levels to return (default: all, as the constructor's ``confidence_level`` was given); a
+            scalar drops the ``confidence_level`` dimension (kept as a scalar coordinate), a sequence keeps it.
         groups : array_like, xarray.DataArray or str, optional
             Per-row group labels when fitted with ``groups=``.
 
@@ -477,7 +487,7 @@ class ConformalizedQuantileRegression(BaseEstimator):
         lower, upper = np.empty((m, levels.size)), np.empty((m, levels.size))
         for j, k in enumerate(idx):
             lower[:, j], upper[:, j] = cqr_intervals(
-                q["lo"][:, j], q["hi"][:, j], corrections[k], variant=variant, q_med=q.get("med"), eps=self.eps
+                q["lo"][:, j], q["hi"][:, j], corrections[k], score=variant, q_med=q.get("med"), eps=self.eps
             )
         ds = interval_dataset(
             lower, upper, levels, scalar, method=f"cqr-{variant}", attrs={"n_calibration": self.n_calibration_}

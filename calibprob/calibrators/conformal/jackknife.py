@@ -75,7 +75,7 @@ from calibprob.calibrators.conformal._intervals import (
     resolve_levels,
     upper_rank,
 )
-from calibprob.calibrators.conformal.scores import get_score
+from calibprob.calibrators.conformal.scores import get_score, invert
 from calibprob.calibrators.conformal.split import conformal_thresholds
 
 __all__ = ["CrossConformalRegressor", "jackknife_plus_bounds"]
@@ -136,13 +136,13 @@ def jackknife_plus_bounds(
     upper = np.empty((m, levels.size))
     # column blocks: the xi sequences and the partition's copies are n x chunk, not n x m
     for sl in iter_chunks(m, default_chunk_size(4 * n, chunk_size)):
-        width = R * scale_loo[:, sl]
+        mu, scale = mu_loo[:, sl], scale_loo[:, sl]
         if symmetric:
             # upper: ceil(c (n+1))-th smallest of xi+; lower: floor(alpha (n+1))-th smallest of xi-
-            up = order_statistic(mu_loo[:, sl] + width, ranks_hi, axis=0)
-            lo = order_statistic(mu_loo[:, sl] - width, ranks_lo, axis=0)
+            up = order_statistic(invert(mu, scale, R), ranks_hi, axis=0)
+            lo = order_statistic(invert(mu, scale, -R), ranks_lo, axis=0)
         else:
-            both = order_statistic(mu_loo[:, sl] + width, ranks_lo + ranks_hi, axis=0)
+            both = order_statistic(invert(mu, scale, R), ranks_lo + ranks_hi, axis=0)
             lo, up = both[: len(levels)], both[len(levels) :]
         lower[sl], upper[sl] = lo.T, up.T
     return lower, upper

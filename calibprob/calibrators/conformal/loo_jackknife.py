@@ -80,9 +80,11 @@ from calibprob.calibrators.conformal._intervals import (
     default_chunk_size,
     interval_dataset,
     iter_chunks,
+    level_form,
     resolve_levels,
 )
 from calibprob.calibrators.conformal.jackknife import jackknife_plus_bounds
+from calibprob.calibrators.conformal.scores import get_score
 from calibprob.predictive._draws import _draws_matrix, _pick_variable, _select_draws, _tree_groups
 from calibprob.predictive.loo import _warn_high_k, loo_weights
 
@@ -124,14 +126,13 @@ def loo_scores(weights, y, draws_train, *, score: str = "absolute"):
     mean = np.einsum("sn,sn->n", weights, draws_train)
     var = np.einsum("sn,sn->n", weights, (draws_train - mean) ** 2) / denom
     sd = np.sqrt(var)
-    R = np.abs(y - mean)
-    if score == "normalized":
-        if np.any(sd <= 0):
-            raise ValueError(
-                "score='normalized' needs a positive LOO predictive sd at every training point; "
-                f"{int(np.sum(sd <= 0))} are 0 (one draw holds all the weight). Use score='absolute'."
-            )
-        R = R / sd
+    if score == "normalized" and np.any(sd <= 0):
+        raise ValueError(
+            "score='normalized' needs a positive LOO predictive sd at every training point; "
+            f"{int(np.sum(sd <= 0))} are 0 (one draw holds all the weight). Use score='absolute'."
+        )
+    # the score object's |y - mu| / s(sd), bit for bit the residual over the sd written out before
+    R = get_score(score).score(y, mean, sd if score == "normalized" else None)
     return mean, sd, R
 
 
@@ -330,10 +331,12 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
         Returns
         -------
         xarray.Dataset
-            ``lower``, ``upper`` over (obs, confidence_level).
+            ``lower``, ``upper`` over (obs, confidence_level); as :meth:`predict_interval`, a scalar level (or,
+            none asked, a scalar constructor level) drops the dimension, kept as a scalar coordinate that
+            :func:`calibprob.evaluate` reads (``calibprob.calibrators.conformal._intervals.level_form``).
         """
         check_is_fitted(self, "scores_", method="fit")
-        levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
+        levels, _ = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
         Y, obs = self._new_draws(draws_new, var_name)
         W, n = self.weights_, self.n_train_
         for c in levels:
@@ -345,10 +348,9 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
         for sl in iter_chunks(m, default_chunk_size(4 * n, self.chunk_size)):
             mu, sd = _weighted_moments(W, Y[:, sl], denom, normalized)
             lower[sl], upper[sl] = jackknife_plus_bounds(mu, 1.0 if sd is None else sd, self.scores_, levels)
-        out = interval_dataset(
-            lower, upper, levels, scalar, method=f"loo-jackknife+-{self.score}", attrs={"n_train": n}
-        )
-        return out.assign_coords(obs=obs) if obs is not None else out
+        out = interval_dataset(lower, upper, levels, False, method=f"loo-jackknife+-{self.score}", attrs={"n_train": n})
+        out = out.assign_coords(obs=obs) if obs is not None else out
+        return level_form(out, confidence_level, self.confidence_level)
 
     def _new_draws(self, draws_new, var_name):
         S = self.weights_.shape[0]

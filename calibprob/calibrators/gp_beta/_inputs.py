@@ -2,44 +2,23 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import xarray as xr
 
 from calibprob._core.estimator import check_predictive
-from calibprob._core.validation import check_array, check_positive, check_targets
+from calibprob._core.validation import check_targets
 from calibprob.calibrators.gp_beta._link import _LOG_SQRT_2PI
-from calibprob.predictive import normal, validate
+from calibprob.predictive import validate
 
 
 def prediction(method: str, pred, rest: tuple) -> tuple[xr.Dataset, tuple]:
-    """The base's predictive Dataset, and the remaining positional arguments.
+    """The base's predictive Dataset (validated), and the remaining positional arguments.
 
-    Accepts the deprecated ``(mu, sigma, ...)`` form for one release: two 1-D
-    arrays of equal length become ``calibprob.normal(mu, sigma)``.
+    The 0.1 form ``(mu, sigma, ...)`` (two arrays) was removed in 0.2.0: an array is refused by
+    ``check_predictive``, whose message names the fix (``calibprob.normal(mu, sigma)``).
     """
     if isinstance(pred, xr.Dataset):
         return validate(pred), rest
-    legacy = (
-        rest
-        and rest[0] is not None
-        and not isinstance(rest[0], xr.Dataset)
-        and np.ndim(pred) == 1
-        and np.shape(rest[0]) == np.shape(pred)
-    )
-    if legacy:
-        warnings.warn(
-            f"GPBetaCalibrator.{method}(mu, sigma, ...) is deprecated and will be removed in the next "
-            f"release: pass the base's predictive Dataset instead, e.g. "
-            f"{method}(calibprob.normal(mu, sigma), ...).",
-            FutureWarning,
-            stacklevel=3,
-        )
-        mu = check_array(pred, "mu", ndim=1)
-        sigma = check_array(rest[0], "sigma", ndim=1)
-        check_positive(sigma, "sigma")
-        return normal(mu, sigma), rest[1:]
     return check_predictive(pred, "GPBetaCalibrator", "pred_cal" if method == "fit" else "pred"), rest
 
 

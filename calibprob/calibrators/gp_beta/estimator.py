@@ -217,7 +217,7 @@ class GPBetaCalibrator(BaseEstimator):
         return None if self.batch_size >= n else int(self.batch_size)
 
     # --------------------------------------------------------------------- fit
-    def fit(self, pred_cal, y_cal, *_legacy, groups=None) -> GPBetaCalibrator:
+    def fit(self, pred_cal, y_cal, *, groups=None) -> GPBetaCalibrator:
         r"""Fit the calibrator on the base's prediction for calibration data.
 
         Parameters
@@ -242,15 +242,11 @@ class GPBetaCalibrator(BaseEstimator):
         self
         """
         if fit_with_groups(self, pred_cal, y_cal, groups):
-            if _legacy:
-                raise TypeError("GPBetaCalibrator.fit takes (pred_cal, y_cal) with groups=; drop the extra arguments.")
             return self
         t_start = time.perf_counter()
         self._check_params()
-        pred_cal, rest = self._prediction("fit", pred_cal, (y_cal, *_legacy))
-        if len(rest) != 1:
-            raise TypeError("GPBetaCalibrator.fit takes (pred_cal, y_cal).")
-        y = self._targets(rest[0], pred_cal.sizes["obs"], "y_cal", obs=pred_cal["obs"].values)
+        pred_cal, _ = self._prediction("fit", pred_cal, ())
+        y = self._targets(y_cal, pred_cal.sizes["obs"], "y_cal", obs=pred_cal["obs"].values)
         rng = np.random.default_rng(self.random_state)
         prob = self._problem(pred_cal, y, rng)
         seed = int(rng.integers(2**31 - 1))
@@ -342,7 +338,7 @@ class GPBetaCalibrator(BaseEstimator):
             rest = rest[1:]
         return pred, mu, sigma, y, rest
 
-    def predict(self, pred, *_legacy, levels=None, groups=None) -> xr.Dataset:
+    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
         r"""The calibrated predictive distribution for a new base prediction.
 
         Parameters
@@ -369,11 +365,9 @@ class GPBetaCalibrator(BaseEstimator):
             ``std``; ``attrs["method"] == "gp-beta"``.
         """
         mondrian = predict_with_groups(self, groups)
-        if mondrian is not None and not _legacy:
+        if mondrian is not None:
             return mondrian.predict(pred, levels=levels, groups=groups)
-        pred, mu, sigma, _, rest = self._check_new("predict", pred, _legacy)
-        if rest:
-            raise TypeError("GPBetaCalibrator.predict takes one prediction; pass levels= by keyword.")
+        pred, mu, sigma, _, _ = self._check_new("predict", pred, ())
         lv = pred.calib.levels if levels is None else _levels_or_default(levels)
         w = self._latent(mu, sigma)
         zg, F = cdf_on_grid(w, self.n_grid)
@@ -390,18 +384,18 @@ class GPBetaCalibrator(BaseEstimator):
         )
         return keep_group_coord(ds, pred)
 
-    def cdf(self, pred, y, *_legacy) -> np.ndarray:
+    def cdf(self, pred, y) -> np.ndarray:
         r"""Posterior-averaged calibrated CDF :math:`\bar F_i(y_i)`, shape (n,) or (n, k) like ``y``."""
-        pred, mu, sigma, y, _ = self._check_new("cdf", pred, (y, *_legacy), y_ndim=(1, 2))
+        pred, mu, sigma, y, _ = self._check_new("cdf", pred, (y,), y_ndim=(1, 2))
         w = self._latent(mu, sigma)
         u, _ = self._observed_terms(pred, y)
         uu = u if y.ndim == 2 else u[:, None]
         F = beta_link_cdf_z(uu[None], w[..., 0, None], w[..., 1, None], w[..., 2, None]).mean(axis=0)
         return F if y.ndim == 2 else F[:, 0]
 
-    def log_likelihood(self, pred, y, *_legacy) -> np.ndarray:
+    def log_likelihood(self, pred, y) -> np.ndarray:
         r"""Pointwise log density per posterior draw, :math:`\log p(y_i \mid w_s)`, shape (chain, draw, n)."""
-        pred, mu, sigma, y, _ = self._check_new("log_likelihood", pred, (y, *_legacy), y_ndim=1)
+        pred, mu, sigma, y, _ = self._check_new("log_likelihood", pred, (y,), y_ndim=1)
         u, log_jac = self._observed_terms(pred, y)
         with _blas_single_thread():
             ll = _pointwise_loglik(
@@ -410,12 +404,12 @@ class GPBetaCalibrator(BaseEstimator):
         post = self.idata_["posterior"]
         return ll.reshape(post.sizes["chain"], post.sizes["draw"], mu.size)
 
-    def logpdf(self, pred, y, *_legacy) -> np.ndarray:
+    def logpdf(self, pred, y) -> np.ndarray:
         r"""Log posterior-predictive density :math:`\log\frac1S\sum_s \hat p_s(y_i)`, exact (no grid).
 
         ``y`` has shape (n,) or (n, k) (k values per observation, e.g. a density grid).
         """
-        pred, mu, sigma, y, _ = self._check_new("logpdf", pred, (y, *_legacy), y_ndim=(1, 2))
+        pred, mu, sigma, y, _ = self._check_new("logpdf", pred, (y,), y_ndim=(1, 2))
         w = self._latent(mu, sigma)
         u, log_jac = self._observed_terms(pred, y)
         uu, jj = (u, log_jac) if y.ndim == 2 else (u[:, None], log_jac[:, None])
@@ -423,13 +417,13 @@ class GPBetaCalibrator(BaseEstimator):
         out = special.logsumexp(ll, axis=0) - np.log(w.shape[0])
         return out if y.ndim == 2 else out[:, 0]
 
-    def held_out_tree(self, pred, y, *_legacy) -> xr.DataTree:
+    def held_out_tree(self, pred, y) -> xr.DataTree:
         """A DataTree (``posterior``, ``log_likelihood``, ``observed_data``) for held-out data.
 
         Its ``log_likelihood`` is :meth:`log_likelihood` on ``(pred, y)``, so
         ``arviz.loo`` / ``arviz.compare`` score the calibrator on those points.
         """
-        pred, rest = self._prediction("held_out_tree", pred, (y, *_legacy))
+        pred, rest = self._prediction("held_out_tree", pred, (y,))
         ll = self.log_likelihood(pred, rest[0])
         c, d, n = ll.shape
         coords = {"chain": np.arange(c), "draw": np.arange(d), "obs": np.arange(n)}
@@ -442,14 +436,14 @@ class GPBetaCalibrator(BaseEstimator):
             }
         )
 
-    def held_out_elpd(self, pred, y, *_legacy):
+    def held_out_elpd(self, pred, y):
         """Exact held-out ELPD on ``(pred, y)`` as ``ELPDData`` (see :func:`held_out_elpd`).
 
         ``arviz.compare({"gp-beta": cal.held_out_elpd(pred, y), "base":
         held_out_elpd(pred.calib.logpdf(y).values)})`` ranks GP-Beta against
         the uncalibrated base on the same held-out points.
         """
-        pred, rest = self._prediction("held_out_elpd", pred, (y, *_legacy))
+        pred, rest = self._prediction("held_out_elpd", pred, (y,))
         return held_out_elpd(self.log_likelihood(pred, rest[0]))
 
     def sample_posterior_predictive(self, pred, y=None, *, random_state=None, var_name: str = "y") -> xr.DataTree:
@@ -489,7 +483,7 @@ class GPBetaCalibrator(BaseEstimator):
         tree.attrs.update({"method": "gp-beta", "inference": self.inference})
         return tree
 
-    def beta_parameters(self, pred, *_legacy) -> xr.Dataset:
+    def beta_parameters(self, pred) -> xr.Dataset:
         r"""Posterior draws of the Beta-map parameters :math:`a, b, c` at given base predictions.
 
         Returns
@@ -498,7 +492,7 @@ class GPBetaCalibrator(BaseEstimator):
             ``a``, ``b``, ``c`` with dims (chain, draw, obs) — the latent panels of
             the paper's Fig. 2 — and the covariates ``base_mu``, ``base_sigma``.
         """
-        pred, mu, sigma, _, _ = self._check_new("beta_parameters", pred, _legacy)
+        pred, mu, sigma, _, _ = self._check_new("beta_parameters", pred, ())
         w = self._latent(mu, sigma)
         post = self.idata_["posterior"]
         shape = (post.sizes["chain"], post.sizes["draw"], mu.size)

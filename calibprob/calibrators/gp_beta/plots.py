@@ -7,7 +7,7 @@ import numpy as np
 from calibprob.predictive import normal
 
 
-def plot_calibration_map(calibrator, pred, *_legacy, at=None, isotonic=None, confidence_level: float = 0.68, axes=None):
+def plot_calibration_map(calibrator, pred, *, at=None, isotonic=None, confidence_level: float = 0.68, axes=None):
     r"""The paper's Fig. 2: latent a, b, c along the base mean, and calibration maps at chosen means.
 
     Parameters
@@ -34,7 +34,7 @@ def plot_calibration_map(calibrator, pred, *_legacy, at=None, isotonic=None, con
     """
     import matplotlib.pyplot as plt
 
-    pred, _ = calibrator._prediction("plot_calibration_map", pred, _legacy)
+    pred, _ = calibrator._prediction("plot_calibration_map", pred, ())
     mu, sigma = calibrator._covariates(pred)
     order = np.argsort(mu)
     mu, sigma = mu[order], sigma[order]

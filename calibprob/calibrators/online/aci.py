@@ -281,8 +281,8 @@ class AdaptiveConformalInterval(BaseEstimator):
         pred : xarray.Dataset
             The base's predictive distribution (any family of the contract).
         confidence_level : float or sequence of float, optional
-            A subset of the fitted levels (default: all of them, the dimension kept); a scalar
-            drops the ``confidence_level`` dimension.
+            A subset of the fitted levels (default: all of them, as the constructor's ``confidence_level``
+            was given); a scalar drops the ``confidence_level`` dimension, a sequence keeps it.
         groups : array_like, xarray.DataArray or str, optional
             After a grouped :meth:`fit`: one label per row.
 
@@ -306,8 +306,10 @@ class AdaptiveConformalInterval(BaseEstimator):
         ds = ds.assign_coords(obs=pred["obs"].values)
         ds["alpha_t"] = ("confidence_level", self.alpha_[keep].copy())
         ds["clipped"] = ("confidence_level", clipped[keep])
-        if confidence_level is not None and np.ndim(confidence_level) == 0:
-            ds = ds.isel(confidence_level=0)  # the calib.interval convention: a scalar level drops the dimension
+        if np.ndim(self.confidence_level if confidence_level is None else confidence_level) == 0:
+            # the calib.interval convention: a scalar level (or, when none is asked, a scalar constructor level)
+            # drops the dimension, grouped or not (calibprob.testing.check_level_dims)
+            ds = ds.isel(confidence_level=0)
         return keep_group_coord(ds, pred)
 
     def predict(self, pred, *, groups=None) -> xr.Dataset:
@@ -316,7 +318,8 @@ class AdaptiveConformalInterval(BaseEstimator):
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
             return mondrian.predict_interval(pred, mondrian.confidence_levels_.tolist(), groups=groups)
-        return self.predict_interval(pred)
+        check_is_fitted(self, "alpha_", method="fit")
+        return self.predict_interval(pred, self.levels_.tolist())
 
     def update(self, pred, y, *, groups=None) -> Self:
         """Take outcomes in time order (row by row): count the misses, move each level; returns ``self``.

@@ -2,8 +2,6 @@ r"""Input checks of :class:`~calibprob.calibrators.sharp_gp.SharpCalibratedGP` (
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import xarray as xr
 
@@ -38,15 +36,6 @@ LARGE_MAXLS = 6
 
 def check_base(model):
     base = model.estimator
-    if model.base is not None:
-        warnings.warn(
-            "SharpCalibratedGP(base=...) is deprecated and will be removed in the next release; "
-            "write SharpCalibratedGP(estimator=...), the name every model-aware calibrator uses.",
-            FutureWarning,
-            stacklevel=4,
-        )
-        if base is None:
-            base = model.base
     if base is None:
         raise ValueError(
             "estimator must be a fitted calibprob GaussianProcessRegressor (or "

@@ -66,8 +66,6 @@ class SharpCalibratedGP(BaseEstimator):
         A *fitted* calibprob GP (its training data condition every
         :math:`\sigma(\theta, \cdot)`; its mean is kept) — always used as
         fitted, like ``prefit=True`` in :mod:`calibprob.calibrators.conformal`.
-    base : deprecated
-        The former name of ``estimator``; warns ``FutureWarning``.
     variant : {"full", "scaled", "cross-fitted"}, default "full"
         The paper's method; the one-factor line search of its §6; or θ fitted
         on one part of the calibration data and β on the rest.
@@ -215,6 +213,9 @@ class SharpCalibratedGP(BaseEstimator):
     processes. NeurIPS 36.
     """
 
+    #: Removed in 0.2.0 (``base=``, now ``estimator=``): a 0.1.0 file holds it at its default, dropped at load.
+    _REMOVED_PARAMS = {"base": None}
+
     def __init__(
         self,
         *,
@@ -236,10 +237,8 @@ class SharpCalibratedGP(BaseEstimator):
         blas_threads: int | None = 1,
         compile_mode=None,
         random_state=None,
-        base=None,
     ):
         self.estimator = estimator
-        self.base = base
         self.variant = variant
         self.levels = levels
         self.n_levels = n_levels

@@ -25,7 +25,7 @@ Example (``models/quickstart.toml``)::
     datasets = ["boston"]
     repetitions = 3
     seed = 2026
-    confidence_levels = [0.5, 0.9, 0.95]
+    confidence_level = [0.5, 0.9, 0.95]
 
     [split]
     train = 0.6

@@ -29,7 +29,7 @@ TOP_KEYS = {
     "methods": "table of named calibrators, each {kind = ..., ...options}",
     "metrics": "metric names shown in the printed table",
     "rank_by": "proper score ranking the pipelines of each data set: 'nll' (default) or 'crps'",
-    "confidence_levels": "levels of the central intervals scored for coverage and width",
+    "confidence_level": "levels of the central intervals scored for coverage and width (0.1: confidence_levels)",
     "levels": "quantile levels stored in each prediction (default 0.01..0.99)",
     "target_transform": "'log' or 'log1p': fit on the transformed target, score on the original scale",
     "max_method_minutes": "minutes a method's estimated n x n work on an exact GP may take before it is refused",
@@ -338,7 +338,7 @@ class Spec:
             "methods": {m.name: m.table() for m in self.methods},
             "metrics": list(self.metrics),
             "rank_by": self.rank_by,
-            "confidence_levels": list(self.confidence_levels),
+            "confidence_level": list(self.confidence_levels),
         }
         # a [base] spec's dict (and so its fingerprint) is what it was before [bases.*] existed
         if self.bases is None:
@@ -362,6 +362,8 @@ class Spec:
         (or ``calibprob compare --repetitions``) reuses every finished task.
         """
         payload = self.to_dict()
+        # the key renamed in 0.2.0 (one name per idea) hashes under its 0.1 name: every finished task is reused
+        payload["confidence_levels"] = payload.pop("confidence_level")
         # a python base by its label (an object's str would hold its address)
         if "bases" in payload:
             payload["bases"] = {n: _python_label(t) for n, t in payload["bases"].items()}

@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 
 from calibprob import registry
+from calibprob._core.deprecation import warn_renamed
 from calibprob._core.options import Bool, Choice, Float, Int, ListOf, SpecError, Str, _check_keys, _short, _suggest
 from calibprob._core.validation import check_levels, describe_unreadable_path
 from calibprob.bases.pymc_model import check_pymc_model_table
@@ -280,7 +281,30 @@ def parse_spec(data: dict, *, source: str = "", root: str | Path = ".") -> Spec:
         raise SpecError(f"the spec could not be read: {type(err).__name__}: {err}") from None
 
 
+def _renamed_top_keys(data):
+    """The spec with its 0.1 top-level key ``confidence_levels`` read as ``confidence_level`` (one name per idea).
+
+    The old key warns (``FutureWarning``, removed in 0.3.0); both keys at once are refused.
+    """
+    if not isinstance(data, dict) or "confidence_levels" not in data:
+        return data
+    if "confidence_level" in data:
+        raise SpecError(
+            "the spec has both confidence_level and confidence_levels (its 0.1 name); keep confidence_level only."
+        )
+    value = data["confidence_levels"]
+    warn_renamed(
+        "the spec key confidence_levels",
+        "confidence_levels",
+        "confidence_level",
+        f"confidence_level = {value!r}",
+        stacklevel=4,
+    )
+    return {("confidence_level" if k == "confidence_levels" else k): v for k, v in data.items()}
+
+
 def _parse_spec(data, *, source, root) -> Spec:
+    data = _renamed_top_keys(data)
     _check_top_level(data)
     root = Path(root)
     name = Str().check(data["name"], "name")
@@ -326,7 +350,7 @@ def _parse_spec(data, *, source, root) -> Spec:
         standardize=standardize,
         metrics=_parse_metrics(data.get("metrics", list(DEFAULT_METRICS))),
         rank_by=rank_by,
-        confidence_levels=_parse_confidence_levels(data.get("confidence_levels", [0.5, 0.8, 0.9, 0.95])),
+        confidence_levels=_parse_confidence_levels(data.get("confidence_level", [0.5, 0.8, 0.9, 0.95])),
         levels=_parse_quantile_levels(data.get("levels")),
         target_transform=target_transform,
         source=source,
@@ -396,13 +420,13 @@ def _parse_metrics(metrics) -> tuple[str, ...]:
 def _parse_confidence_levels(conf) -> tuple[float, ...]:
     if not isinstance(conf, list) or not conf:
         raise SpecError(
-            f"confidence_levels must be a non-empty list of levels in (0, 1), e.g. [0.5, 0.9]; got {_short(conf)}."
+            f"confidence_level must be a non-empty list of levels in (0, 1), e.g. [0.5, 0.9]; got {_short(conf)}."
         )
     for c in conf:
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < 1:
-            raise SpecError(f"confidence_levels must be in (0, 1); got {_short(c)}. Use e.g. 0.9, not 90.")
+            raise SpecError(f"confidence_level must be in (0, 1); got {_short(c)}. Use e.g. 0.9, not 90.")
     if len(set(conf)) != len(conf):
-        raise SpecError(f"confidence_levels must be distinct; got {conf}.")
+        raise SpecError(f"confidence_level must be distinct; got {conf}.")
     return tuple(float(c) for c in conf)
 
 

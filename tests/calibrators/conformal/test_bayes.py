@@ -366,7 +366,16 @@ def test_threads_over_blocks_give_bitwise_the_one_thread_sets(fitted):
 
 
 def test_predict_interval_is_predict_with_the_level_by_position(fitted):
-    """The interval family's ``predict_interval`` (every interval method has it) returns ``predict``'s Dataset."""
+    """The interval family's ``predict_interval`` (every interval method has it) returns ``predict``'s Dataset,
+    but for the family's one rule on the dimension: ``predict`` keeps it for a scalar level, ``predict_interval``
+    drops it (a scalar coordinate), and with no level follows the constructor's form."""
     cb = ConformalBayes(confidence_level=[0.5, 0.9]).fit(fitted["tree"], groups="school")
     direct = cb.predict(fitted["logf"], fitted["grid"], groups=["a", "b"], confidence_level=0.8)
-    xr.testing.assert_identical(cb.predict_interval(fitted["logf"], fitted["grid"], 0.8, groups=["a", "b"]), direct)
+    assert direct["lower"].dims == ("obs", "confidence_level") and direct.sizes["confidence_level"] == 1
+    xr.testing.assert_identical(cb.predict_interval(fitted["logf"], fitted["grid"], [0.8], groups=["a", "b"]), direct)
+    one = cb.predict_interval(fitted["logf"], fitted["grid"], 0.8, groups=["a", "b"])
+    xr.testing.assert_identical(one, direct.isel(confidence_level=0))
+    assert float(one["confidence_level"]) == 0.8
+    assert cb.predict_interval(fitted["logf"], fitted["grid"], groups=["a", "b"]).sizes["confidence_level"] == 2
+    single = ConformalBayes(confidence_level=0.8).fit(fitted["tree"])
+    assert "confidence_level" not in single.predict_interval(fitted["logf"], fitted["grid"])["lower"].dims

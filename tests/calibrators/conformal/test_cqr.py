@@ -107,10 +107,8 @@ def test_cqr_coverage_is_exact_over_many_calibration_sets(variant, expected):
     cover = np.empty(reps)
     for r in range(reps):
         q, y = _quantile_base(n + m, rng)
-        s = cqr_scores(y[:n], q[:n, 0], q[:n, 2], variant=variant, q_med=q[:n, 1])
-        lo, hi = cqr_intervals(
-            q[n:, 0], q[n:, 2], cqr_corrections(s, c, variant=variant), variant=variant, q_med=q[n:, 1]
-        )
+        s = cqr_scores(y[:n], q[:n, 0], q[:n, 2], score=variant, q_med=q[:n, 1])
+        lo, hi = cqr_intervals(q[n:, 0], q[n:, 2], cqr_corrections(s, c, score=variant), score=variant, q_med=q[n:, 1])
         cover[r] = np.mean((y[n:] >= lo) & (y[n:] <= hi))
     mean, se = cover.mean(), cover.std(ddof=1) / np.sqrt(reps)
     assert abs(mean - float(expected)) <= 3 * se, (mean, float(expected), se)
@@ -175,7 +173,7 @@ def test_crossing_quantiles_are_refused_with_the_fix():
     with pytest.raises(ValueError, match=r"crossing quantiles: q_lo > q_hi in 1 of 2 rows"):
         cqr_scores([0.0, 0.0], [0.0, 3.0], [1.0, 2.0])
     with pytest.raises(ValueError, match=r"crossing quantiles: q_med > q_hi"):
-        cqr_scores([0.0], [0.0], [1.0], variant="cqr-m", q_med=[2.0])
+        cqr_scores([0.0], [0.0], [1.0], score="cqr-m", q_med=[2.0])
 
 
 def test_other_bad_input():

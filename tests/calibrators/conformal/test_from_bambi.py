@@ -100,7 +100,7 @@ def test_groups_pass_through_and_bad_inputs_name_the_fix(data, gaussian, gamma):
     model, idata = gaussian
     grid = np.linspace(-10, 12, 61)
     pred = calibprob.conformal_bayes(
-        model, idata, new, grid=grid, groups=new["g"].values, train_groups=df["g"].values, min_ess=0
+        model, idata, new, grid=grid, groups=df["g"].values, groups_new=new["g"].values, min_ess=0
     )
     assert list(pred["n_ranked"].values) == [int((df["g"] == g).sum()) for g in new["g"]]
     with pytest.raises(ValueError, match="X_new: a bambi model takes new rows as a pandas DataFrame"):

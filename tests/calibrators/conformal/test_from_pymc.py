@@ -138,7 +138,7 @@ def test_the_door_passes_groups_through(problem):
     grid = np.linspace(-8, 8, 81)
     labels = np.repeat(["u", "v", "w"], N // 3)
     pred = calibprob.conformal_bayes(
-        model, idata, problem["X_new"], grid=grid, train_groups=labels, groups=["u", "v", "w", "u", "v"]
+        model, idata, problem["X_new"], grid=grid, groups=labels, groups_new=["u", "v", "w", "u", "v"]
     )
     by_hand = calibprob.ConformalBayes().fit(idata, groups=labels)
     b = problem["post"]["b"].reshape(-1, D)
@@ -252,13 +252,22 @@ def test_the_door_checks_x_new_width_and_the_trees_draws_first(problem):
 
 
 def test_labelled_groups_follow_x_new_rows_and_the_training_observations(problem):
-    """issue 36: groups as a Series follow X_new's row index; train_groups as a Series follow obs labels."""
+    """issue 36: groups_new as a Series follow X_new's row index; groups (training) as a Series follow obs labels.
+
+    The 0.1 call (``train_groups=`` the training labels, ``groups=`` X_new's) warns and gives the same sets."""
     model = _model(problem["X"], problem["y"])
     idata = _idata(problem, model)
     grid = np.linspace(-8, 8, 81)
     labels = np.repeat(["u", "v", "w"], N // 3)
     test = ["u", "v", "w", "u", "v"]
-    expected = calibprob.conformal_bayes(model, idata, problem["X_new"], grid=grid, train_groups=labels, groups=test)
+    expected = calibprob.conformal_bayes(model, idata, problem["X_new"], grid=grid, groups=labels, groups_new=test)
+    with pytest.warns(
+        FutureWarning, match=r"conformal_bayes\(train_groups=\.\.\., groups=\.\.\.\) is deprecated.*groups_new"
+    ):
+        old = calibprob.conformal_bayes(model, idata, problem["X_new"], grid=grid, train_groups=labels, groups=test)
+    np.testing.assert_array_equal(old["p_value"].values, expected["p_value"].values)
+    with pytest.raises(TypeError, match=r"train_groups= \(0\.1\) and groups_new= \(0\.2\.0\) together"):
+        calibprob.conformal_bayes(model, idata, problem["X_new"], grid=grid, train_groups=labels, groups_new=test)
     rows = ["r0", "r1", "r2", "r3", "r4"]
     x_new = pd.DataFrame(problem["X_new"], index=rows)
     obs_ids = idata["log_likelihood"]["lik"].indexes[idata["log_likelihood"]["lik"].dims[-1]]
@@ -268,12 +277,12 @@ def test_labelled_groups_follow_x_new_rows_and_the_training_observations(problem
         idata,
         x_new,
         grid=grid,
-        train_groups=pd.Series(labels, index=obs_ids).iloc[perm],
-        groups=pd.Series(test, index=rows).iloc[[4, 2, 0, 3, 1]],
+        groups=pd.Series(labels, index=obs_ids).iloc[perm],
+        groups_new=pd.Series(test, index=rows).iloc[[4, 2, 0, 3, 1]],
     )
     np.testing.assert_array_equal(pred["p_value"].values, expected["p_value"].values)
     assert pred["group"].values.tolist() == test
-    with pytest.raises(ValueError, match=r"groups's index does not match X_new's row labels: 'zz'"):
+    with pytest.raises(ValueError, match=r"groups_new's index does not match X_new's row labels: 'zz'"):
         calibprob.conformal_bayes(
-            model, idata, x_new, grid=grid, train_groups=labels, groups=pd.Series(test, index=[*rows[:4], "zz"])
+            model, idata, x_new, grid=grid, groups=labels, groups_new=pd.Series(test, index=[*rows[:4], "zz"])
         )

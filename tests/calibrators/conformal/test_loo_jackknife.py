@@ -30,6 +30,8 @@ def _problem(seed, n, m, draws=1000, chains=1, model_sd=MODEL_SD):
 
 
 def _covered(iv, y) -> np.ndarray:
+    if "confidence_level" in iv.dims and iv.sizes["confidence_level"] == 1:
+        iv = iv.squeeze("confidence_level")  # predict_draws keeps the dimension for one level
     lo = np.asarray(iv["lower"].values, float)
     hi = np.asarray(iv["upper"].values, float)
     return (lo <= y) & (y <= hi)
@@ -201,3 +203,20 @@ def test_loo_jackknife_plus_save_load_round_trip(tmp_path):
     back = calibprob.load(path)
     assert type(back) is LOOJackknifePlus and back.get_params() == jp.get_params()
     xr.testing.assert_allclose(back.predict_draws(new), jp.predict_draws(new), rtol=0, atol=1e-12)
+
+
+def test_predict_draws_at_a_scalar_level_is_scored_by_evaluate():
+    """``predict_draws(..., confidence_level=0.8)`` follows ``predict_interval``'s rule (the dimension dropped, the
+    level kept as a scalar coordinate), and :func:`calibprob.evaluate` scores it as the one-level interval family:
+    the coverage is the count of covered test points, the same as for ``[0.8]``."""
+    n, m = 40, 30
+    X, y, idata, new = _problem(5, n, m, draws=1000)
+    jp = LOOJackknifePlus(confidence_level=[0.8, 0.9]).fit_tree(idata)
+    iv = jp.predict_draws(new, confidence_level=0.8)
+    assert iv["lower"].dims == ("obs",) and float(iv["confidence_level"]) == 0.8
+    seq = jp.predict_draws(new, confidence_level=[0.8])
+    assert seq["lower"].dims == ("obs", "confidence_level")
+    np.testing.assert_array_equal(iv["lower"].values, seq["lower"].values[:, 0])
+    got = calibprob.evaluate(iv, y[n:])["coverage"]
+    assert got["confidence_level"].values.tolist() == [0.8]
+    assert float(got[0]) == _covered(iv, y[n:]).mean() == float(calibprob.evaluate(seq, y[n:])["coverage"][0])

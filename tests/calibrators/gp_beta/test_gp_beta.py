@@ -227,7 +227,7 @@ def test_bad_input_raises_clear_errors(kwargs, args, match):
     "args, match",
     [
         ((np.zeros((40, 2)), Y), r"distribution post-processor: pred_cal must be .* got ndarray of shape \(40, 2\)"),
-        ((MU, SD, Y, Y), r"takes \(pred_cal, y_cal\)"),
+        ((MU, SD, Y, Y), r"takes 3 positional arguments but 5 were given"),  # the 0.1 (mu, sigma, y) form: removed
         (("pred", Y), "pred_cal must be the base model's predictive distribution .* got str"),
     ],
 )
@@ -237,19 +237,16 @@ def test_fit_rejects_what_is_not_a_predictive_distribution(args, match):
         GPBetaCalibrator().fit(*args)
 
 
-def test_legacy_mu_sigma_call_warns_and_equals_the_normal_dataset(fig1):
-    """``fit(mu, sigma, y)`` / ``predict(mu, sigma)`` still work for one release, as ``normal(mu, sigma)``."""
+def test_the_0_1_mu_sigma_call_is_removed_and_refused_naming_the_fix(fig1):
+    """``fit(mu, sigma, y)`` / ``predict(mu, sigma)`` (0.1, removed in 0.2.0): refused, naming ``calibprob.normal``."""
     d = fig1
-    with pytest.warns(FutureWarning, match=r"calibprob.normal\(mu, sigma\)"):
-        old = GPBetaCalibrator(inference="map", random_state=1).fit(d["mu"], d["sd"], d["y"])
+    with pytest.raises(TypeError, match=r"takes 3 positional arguments but 4 were given"):
+        GPBetaCalibrator(inference="map", random_state=1).fit(d["mu"], d["sd"], d["y"])
     new = GPBetaCalibrator(inference="map", random_state=1).fit(calibprob.normal(d["mu"], d["sd"]), d["y"])
-    with pytest.warns(FutureWarning):
-        q_old = old.predict(d["mut"][:20], d["sdt"][:20]).calib.quantiles
-    q_new = new.predict(calibprob.normal(d["mut"][:20], d["sdt"][:20])).calib.quantiles
-    np.testing.assert_array_equal(q_old, q_new)
-    with pytest.raises(ValueError, match="sigma must be > 0|scale must be > 0"):
-        with pytest.warns(FutureWarning):
-            new.predict(d["mut"][:5], np.zeros(5))
+    with pytest.raises(TypeError, match=r"takes 2 positional arguments but 3 were given"):
+        new.predict(d["mut"][:20], d["sdt"][:20])
+    with pytest.raises(TypeError, match=r"pred must be .* predictive distribution.*calibprob\.normal\(mu, sigma\)"):
+        new.predict(d["mut"][:20])
 
 
 def test_any_predictive_dataset_goes_in_without_a_gaussian_collapse():

@@ -121,8 +121,8 @@ def test_levels_are_independent_and_a_pymc_predictive_goes_straight_in():
     two = AdaptiveConformalInterval(confidence_level=[0.8, 0.9], gamma=0.05).fit(pred_cal, y_cal)
     for t in range(T):
         f, y_t = _gauss(0.0, 1.0), [(1.0 + (t > 60)) * rng.normal()]
-        a, b = one.predict_interval(f), two.predict_interval(f)
-        np.testing.assert_array_equal(a["upper"].sel(confidence_level=0.8), b["upper"].sel(confidence_level=0.8))
+        a, b = one.predict_interval(f), two.predict_interval(f)  # a scalar constructor level: no dimension
+        np.testing.assert_array_equal(a["upper"].values, b["upper"].sel(confidence_level=0.8).values)
         one.update(f, y_t)
         two.update(f, y_t)
     assert one.alpha_[0] == two.alpha_[0] and one.misses_[0] == two.misses_[0]

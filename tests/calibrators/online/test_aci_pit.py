@@ -61,7 +61,7 @@ def test_aci_at_one_central_level_is_the_one_level_aci(window):
         mu, sd = rng.normal(), rng.uniform(0.5, 2.0)
         y = mu + sd * rng.normal() * (1.0 if t < T // 3 else 1.8 if t < 2 * T // 3 else 0.6)
         f = _gauss(mu, sd)
-        iv = aci.predict_interval(f)
+        iv = aci.predict_interval(f, [c])  # a list keeps the confidence_level dimension
         q = rec.recalibrate(f, levels=levels).calib.quantiles[0]
         lo, hi = float(iv["lower"].values[0, 0]), float(iv["upper"].values[0, 0])
         if (hi - mu) / sd < z_floor:

@@ -594,10 +594,8 @@ def test_bad_input(toy):
         SharpCalibratedGP(estimator=gp).fit(gp.predict(Xc), yc)
     with pytest.raises(TypeError, match="estimator is a predictive Dataset"):
         SharpCalibratedGP(estimator=gp.predict(Xc)).fit(Xc, yc)
-    with pytest.warns(FutureWarning, match=r"SharpCalibratedGP\(estimator=...\)"):
-        old = SharpCalibratedGP(base=gp, variant="scaled", n_levels=3).fit(Xc, yc)
-    new = SharpCalibratedGP(estimator=gp, variant="scaled", n_levels=3).fit(Xc, yc)
-    np.testing.assert_array_equal(old.knot_beta_, new.knot_beta_)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'base'"):  # removed in 0.2.0
+        SharpCalibratedGP(base=gp, variant="scaled", n_levels=3)
     y_nan = yc.copy()
     y_nan[3] = np.nan
     with pytest.raises(ValueError, match=r"y_cal must be finite.*index 3"):

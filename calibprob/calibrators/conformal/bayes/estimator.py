@@ -49,6 +49,7 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted
 from calibprob._core.labels import refuse_kind_clash
 from calibprob._core.ranks import lower_rank, min_conformal_points
 from calibprob._core.validation import check_choice, check_confidence_levels, check_int
+from calibprob.calibrators.conformal._intervals import level_form
 from calibprob.calibrators.conformal.bayes import _inputs
 from calibprob.calibrators.conformal.bayes._numerics import (
     aoi_block,
@@ -298,11 +299,15 @@ class ConformalBayes(BaseEstimator):
 
         Conformal Bayes returns central sets' hulls only, so its ``predict`` already is the interval
         prediction; this method takes the same arguments (``confidence_level`` also by position, as in the
-        other interval methods' ``predict_interval(X, confidence_level)``) and returns the same Dataset.
+        other interval methods' ``predict_interval(X, confidence_level)``) and returns the same Dataset, but
+        for the interval family's one rule on the dimension: a scalar level (or, none asked, a scalar
+        constructor level) drops ``confidence_level``, kept as a scalar coordinate
+        (``calibprob.calibrators.conformal._intervals.level_form``).
         """
-        return self.predict(
+        out = self.predict(
             test_log_density, grid, groups=groups, confidence_level=confidence_level, log_density=log_density
         )
+        return level_form(out, confidence_level, self.confidence_level)
 
     def _points_per_block(self, G: int) -> int:
         rows = self.chunk_size or max(1, _BLOCK_BYTES // (8 * self.n_draws_))

@@ -26,6 +26,7 @@ import numpy as np
 import xarray as xr
 from scipy import special
 
+from calibprob._core.deprecation import warn_renamed
 from calibprob._core.pytensor_setup import get_compile_mode
 from calibprob._core.validation import check_choice, check_int
 from calibprob.calibrators.conformal.bayes import _bambi, _grid, _inputs
@@ -45,7 +46,7 @@ def conformal_bayes(
     *,
     confidence_level=0.9,
     groups=None,
-    train_groups=None,
+    groups_new=None,
     grid=None,
     n_grid: int = 100,
     var_name: str | None = None,
@@ -73,14 +74,15 @@ def conformal_bayes(
         container indexed by observation, e.g. a group index too), or one array when the model
         has exactly one input container; for a bambi model, a DataFrame of new rows.
     confidence_level : float or sequence of float, default 0.9
-    groups, train_groups : array_like or str, optional
-        Grouped conformal Bayes (see :class:`calibprob.ConformalBayes`): the test points' groups (its
-        ``predict(groups=)``), and the training points' (its ``fit(groups=)``: labels or a coordinate name of
-        ``observed_data``). Read by the package's label reader (missing labels and ``1`` beside ``"1"``
-        refused); a labelled ``train_groups`` (Series, DataArray) is aligned to the log-likelihood's
-        observation coordinate, and labelled ``groups`` to ``X_new``'s row index when ``X_new`` is a DataFrame
-        / Series (or a dict of them) with one; a mismatch is refused naming the first label, plain arrays are
-        read by position.
+    groups, groups_new : array_like or str, optional
+        Grouped conformal Bayes (see :class:`calibprob.ConformalBayes`): ``groups`` are the training points'
+        labels (its ``fit(groups=)``: labels or a coordinate name of ``observed_data``), ``groups_new`` those of
+        the rows of ``X_new`` (its ``predict(groups=)``), named as ``X_new`` is. Read by the package's label
+        reader (missing labels and ``1`` beside ``"1"`` refused); a labelled ``groups`` (Series, DataArray) is
+        aligned to the log-likelihood's observation coordinate, and a labelled ``groups_new`` to ``X_new``'s row
+        index when ``X_new`` is a DataFrame / Series (or a dict of them) with one; a mismatch is refused naming
+        the first label, plain arrays are read by position. Before 0.2.0 these were ``train_groups=`` and
+        ``groups=``: a call with ``train_groups=`` is read that way, with a ``FutureWarning``.
     grid : array_like, optional
         Equispaced candidates, shape (G,) or (m, G). Default: ``n_grid`` points per test point,
         placed by its own posterior predictive (so a test input far from the training data gets
@@ -138,16 +140,17 @@ def conformal_bayes(
     n_grid = check_int(n_grid, "n_grid", minimum=2)
     if random_seed is not None:  # checked before any work: it seeds the default grid's predictive draws
         random_seed = check_int(random_seed, "random_seed (a seed for the default grid's draws, e.g. 0)", minimum=0)
+    groups, groups_new = _door_groups(groups, groups_new, options)
     cb = ConformalBayes(confidence_level=confidence_level, **options)
     door: _Door | _bambi.BambiDoor
     if _bambi.is_bambi_model(model):
         door = _bambi.BambiDoor(model, idata)
         var_name = door.var_name if var_name is None else var_name
-    cb.fit(idata, var_name=var_name, groups=train_groups)
+    cb.fit(idata, var_name=var_name, groups=groups)
     if not _bambi.is_bambi_model(model):
         door = _Door(model, idata, var_name, compile_mode)
     # labelled test groups (a Series, a DataArray with a coordinate) follow X_new's row labels when it has them
-    groups = _inputs.aligned(groups, _inputs.row_labels(X_new), "groups", "X_new")
+    groups_new = _inputs.aligned(groups_new, _inputs.row_labels(X_new), "groups_new", "X_new")
     new = door.new_data(X_new)
     if door.n_draws != cb.n_draws_:
         raise ValueError(
@@ -156,7 +159,7 @@ def conformal_bayes(
         )
     path = door.choose(method)
     log_density, g, rule = _density_and_grid(door, path, new, cb, grid, n_grid, random_seed)
-    pred, widened = _predict_widening(cb, log_density, g, groups, door.n_draws, widen=grid is None)
+    pred, widened = _predict_widening(cb, log_density, g, groups_new, door.n_draws, widen=grid is None)
     pred.attrs["log_density"] = path
     pred.attrs["grid_rule"] = rule + (_grid.EXTENDED.format(n=int(widened.sum())) if widened.any() else "")
     return (pred, cb) if return_calibrator else pred
@@ -187,6 +190,30 @@ def _density_and_grid(door, path: str, new, cb: ConformalBayes, grid, n_grid: in
         return logp, _inputs.check_grid(_grid.grid_from_draws(draws, n_grid), m, n_grid), _grid.GRID_RULES["draws"]
     g = _grid.default_grid(grid, cb.y_train_, n_grid, m)
     return logp, g, "given" if grid is not None else _grid.GRID_RULES["training"]
+
+
+def _door_groups(groups, groups_new, options: dict):
+    """``(training labels, X_new's labels)``, reading a 0.1 call (``train_groups=``, ``groups=`` the test rows').
+
+    In 0.1 the door's ``groups=`` were the test rows' labels and ``train_groups=`` the training points'; 0.2.0
+    names them as :class:`ConformalBayes` does (``fit(groups=)``) and as ``X_new`` is (``groups_new=``). A call
+    with ``train_groups=`` is the 0.1 convention: it warns and is read as such (``options`` loses the key).
+    """
+    if "train_groups" not in options:
+        return groups, groups_new
+    if groups_new is not None:
+        raise TypeError(
+            "conformal_bayes() got train_groups= (0.1) and groups_new= (0.2.0) together; write groups=<training "
+            "labels>, groups_new=<X_new's labels>."
+        )
+    warn_renamed(
+        "calibprob.conformal_bayes(train_groups=..., groups=...)",
+        "train_groups",
+        "groups",
+        "calibprob.conformal_bayes(groups=<training labels>, groups_new=<X_new's labels>)",
+        stacklevel=3,
+    )
+    return options.pop("train_groups"), groups
 
 
 def _predict(cb: ConformalBayes, log_density, g: np.ndarray, groups, n_draws: int) -> xr.Dataset:
