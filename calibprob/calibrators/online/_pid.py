@@ -132,7 +132,7 @@ class BaseScorecaster:
     r"""Any calibprob base as a scorecaster: fit on lagged scores, forecast by its predictive mean.
 
     The base (anything with ``fit(X, y)`` and ``predict(X)`` returning a predictive Dataset, e.g.
-    :class:`calibprob.bases.LinearRegression`) is refitted every ``refit_every`` forecasts on the last
+    ``calibprob.LinearRegression``) is refitted every ``refit_every`` forecasts on the last
     ``window`` scores, with the ``lags`` previous scores as inputs.
     """
 

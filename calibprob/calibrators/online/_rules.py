@@ -75,8 +75,6 @@ def check_rule(est, levels) -> None:
     check_pid_params(est.lr, est.csat, est.ki, est.burnin)
     check_choice(est.proportional_lr, "proportional_lr", PROPORTIONAL)
     make_scorecaster(est.scorecaster)
-    if not isinstance(est.allow_infinite, (bool, np.bool_)):
-        raise TypeError(f"allow_infinite must be True or False; got {est.allow_infinite!r}.")
     if est.rule != "osd":
         central_pairs(np.asarray(levels, float))
 

@@ -186,10 +186,6 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         and a scorecaster (``None``, ``"ar"`` or an object with ``forecast(history)``); as
         :class:`~calibprob.calibrators.online.ConformalPIDInterval` (``_rules``, ``_pid``). ``fit`` needs
         at least ``burnin`` outcomes.
-    allow_infinite : bool, default False
-        Read the forecast at the unclipped map, so a level at 0 or 1 issues :math:`\mp\infty` (the
-        papers' infinite sets); by default the ``level_floor`` keeps every quantile finite and
-        ``n_floored_`` counts how often it bound.
 
     Attributes
     ----------
@@ -261,7 +257,6 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         ki: float = 10.0,
         burnin: int = 100,
         scorecaster=None,
-        allow_infinite: bool = False,
     ):
         self.levels = levels
         self.eta = eta
@@ -278,7 +273,6 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         self.ki = ki
         self.burnin = burnin
         self.scorecaster = scorecaster
-        self.allow_infinite = allow_infinite
 
     #: the sorted ACI scores are a view of ``scores_``, the scorecaster an object: rebuilt on load
     _transient_attrs: tuple[str, ...] = ("_sorted", "_scorecaster")
@@ -538,9 +532,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         forecast = check_predictive(forecast, self, "forecast")
         self._ensure_state()
         out_levels = forecast.calib.levels if levels is None else check_levels(levels)
-        p = self.recalibration_map(out_levels, clip=not self.allow_infinite)
-        if self.allow_infinite:  # the paper's infinite sets: the forecast read at 0 or 1 where the map reaches them
-            p = np.clip(p, 0.0, 1.0)
+        p = self.recalibration_map(out_levels, clip=True)
         q = forecast.calib.family.ppf(p)  # Q_i(R_t(p)) for any family of the contract
         # ties from clipping are allowed; floating noise must not create crossings
         q = np.maximum.accumulate(q, axis=1)
