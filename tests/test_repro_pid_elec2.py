@@ -39,6 +39,8 @@ def test_pid_has_no_infinite_interval_where_aci_has_them():
         assert abs(pid["coverage"] - 0.9) <= 0.01, pid
         assert abs(pid["coverage"] - 0.9) <= pid["bound"] + 1e-12  # Proposition 1 through the identity
     aci = repro.run(
-        y, mu, lambda: calibprob.AdaptiveConformalInterval(confidence_level=0.9, gamma=0.1, window=300, infinite="allow")
+        y,
+        mu,
+        lambda: calibprob.AdaptiveConformalInterval(confidence_level=0.9, gamma=0.1, window=300, infinite="allow"),
     )
     assert aci["infinite"] > 0 and abs(aci["coverage"] - 0.9) <= aci["bound"], aci

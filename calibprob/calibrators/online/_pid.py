@@ -51,8 +51,6 @@ series prediction. NeurIPS 36, §2 (quantile tracking, Proposition 1), §3 (inte
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 
 __all__ = [

@@ -29,8 +29,6 @@ distribution shifts. arXiv:2208.08401 (JMLR 25, 2024).
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 import xarray as xr
 from scipy import special
@@ -273,6 +271,13 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         self.ki = ki
         self.burnin = burnin
         self.scorecaster = scorecaster
+
+    # the state the non-OSD rules set (``calibprob.calibrators.online._rules``), declared for the type checker
+    alpha_: np.ndarray
+    alpha_start_: np.ndarray
+    misses_: np.ndarray
+    scores_: np.ndarray
+    pid_state_: dict
 
     #: the sorted ACI scores are a view of ``scores_``, the scorecaster an object: rebuilt on load
     _transient_attrs: tuple[str, ...] = ("_sorted", "_scorecaster")

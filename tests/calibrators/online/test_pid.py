@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 import calibprob
-from calibprob.calibrators.online import ARScorecaster, BaseScorecaster, ConformalPIDInterval, OnlineQuantileRecalibrator
+from calibprob.calibrators.online import (
+    ARScorecaster,
+    BaseScorecaster,
+    ConformalPIDInterval,
+    OnlineQuantileRecalibrator,
+)
 from calibprob.calibrators.online._pid import pid_path, saturation_log
 from tests.support.streams import KINDS, adversarial_stream
 
@@ -57,7 +62,15 @@ def test_the_authors_recursion_by_hand(forecast):
     caster = sc.get(forecast)
     q, err = _authors(s, 0.1, 0.1, 50, 5.0, 10.0, None if caster is None else caster.forecast)
     out = pid_path(
-        s, 0.1, lr=0.1, csat=5.0, ki=10.0, burnin=50, proportional_lr="rolling", scorecaster=caster, authors_indexing=True
+        s,
+        0.1,
+        lr=0.1,
+        csat=5.0,
+        ki=10.0,
+        burnin=50,
+        proportional_lr="rolling",
+        scorecaster=caster,
+        authors_indexing=True,
     )
     np.testing.assert_array_equal(out["q"], q)
     np.testing.assert_array_equal(out["err"], err)
