@@ -85,7 +85,7 @@ class ConformalPIDInterval(BaseEstimator):
     csat, ki : float, default 5.0, 10.0
         The integrator's :math:`C_{\mathrm{sat}} > 0` and :math:`K_I \ge 0` (0 switches it off); the
         authors' elec2 values.
-    burnin : int, default 100
+    burnin : int, default 50
         Scores the proportional step is read from; the scorecaster starts after ``burnin`` scores.
         Must not exceed the calibration stream.
     scorecaster : {"ar"}, None or object, default "ar"
@@ -133,7 +133,7 @@ class ConformalPIDInterval(BaseEstimator):
         proportional_lr: str = "burnin",
         csat: float = 5.0,
         ki: float = 10.0,
-        burnin: int = 100,
+        burnin: int = 50,
         scorecaster="ar",
         score="absolute",
         beta: float = 1.0,

@@ -253,7 +253,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         proportional_lr: str = "burnin",
         csat: float = 5.0,
         ki: float = 10.0,
-        burnin: int = 100,
+        burnin: int = 50,
         scorecaster=None,
     ):
         self.levels = levels

@@ -206,9 +206,9 @@ def test_bad_input_names_the_parameter_and_the_fix():
             OnlineQuantileRecalibrator(rule="pid", csat=bad).fit(f, y)
     with pytest.raises(ValueError, match=r"ki must be a finite number >= 0 .*got -2.0.*0 switches the integrator off"):
         ConformalPIDInterval(ki=-2.0, burnin=10).fit(f, y)
-    with pytest.raises(ValueError, match=r"burnin=100 is longer than the data: pred_cal holds 30 .*burnin <= 30"):
+    with pytest.raises(ValueError, match=r"burnin=50 is longer than the data: pred_cal holds 30 .*burnin <= 30"):
         ConformalPIDInterval().fit(f, y)
-    with pytest.raises(ValueError, match=r"burnin=100 is longer than the data: the calibration stream holds 30"):
+    with pytest.raises(ValueError, match=r"burnin=50 is longer than the data: the calibration stream holds 30"):
         OnlineQuantileRecalibrator(levels=[0.1, 0.9], rule="pid").fit(f, y)
     with pytest.raises(ValueError, match=r"burnin must be an integer >= 1 .*got 0"):
         ConformalPIDInterval(burnin=0).fit(f, y)
