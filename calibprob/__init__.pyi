@@ -42,6 +42,7 @@ from calibprob.calibrators.conformal.split import SplitConformalRegressor as Spl
 from calibprob.calibrators.conformal.split_calibrator import SplitConformalCalibrator as SplitConformalCalibrator
 from calibprob.calibrators.gp_beta import GPBetaCalibrator as GPBetaCalibrator
 from calibprob.calibrators.online import AdaptiveConformalInterval as AdaptiveConformalInterval
+from calibprob.calibrators.online import AgACIInterval as AgACIInterval
 from calibprob.calibrators.online import ConformalPIDInterval as ConformalPIDInterval
 from calibprob.calibrators.online import OnlineQuantileRecalibrator as OnlineQuantileRecalibrator
 from calibprob.calibrators.recalibration import IsotonicRecalibrator as IsotonicRecalibrator
@@ -69,6 +70,7 @@ from calibprob.transforms import transform_target as transform_target
 
 __all__ = [
     "AdaptiveConformalInterval",
+    "AgACIInterval",
     "BayesianRidge",
     "CalibprobWarning",
     "ConditionalConformal",
