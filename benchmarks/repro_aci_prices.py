@@ -140,7 +140,9 @@ def main(argv=None) -> None:
     print("authors' ACI: ", ", ".join(f"{k} {v:.4g}" for k, v in theirs.items()))
     ag_lower, ag_upper, ag = run_agaci(y, train_size, f)
     agaci = summary(y_test, ag_lower, ag_upper)
-    print("calibprob AgACI:", ", ".join(f"{k} {v:.4g}" for k, v in agaci.items()), f"thresholded {ag.n_thresholded_[0]}")
+    print(
+        "calibprob AgACI:", ", ".join(f"{k} {v:.4g}" for k, v in agaci.items()), f"thresholded {ag.n_thresholded_[0]}"
+    )
     both = np.isfinite(upper) & np.isfinite(ref["Y_sup"].to_numpy())
     print(
         f"bounds vs the authors' (finite days): median |lower diff| "
