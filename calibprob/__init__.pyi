@@ -42,6 +42,8 @@ from calibprob.calibrators.grouping import bins as bins
 from calibprob.calibrators.grouping import min_group_size as min_group_size
 from calibprob.calibrators.grouping.mondrian import Mondrian as Mondrian
 from calibprob.calibrators.online import AdaptiveConformalInterval as AdaptiveConformalInterval
+from calibprob.calibrators.online import AgACIInterval as AgACIInterval
+from calibprob.calibrators.online import ConformalPIDInterval as ConformalPIDInterval
 from calibprob.calibrators.online import OnlineQuantileRecalibrator as OnlineQuantileRecalibrator
 from calibprob.calibrators.recalibration import IsotonicRecalibrator as IsotonicRecalibrator
 from calibprob.calibrators.recalibration import MarxRecalibrator as MarxRecalibrator
@@ -68,10 +70,12 @@ from calibprob.transforms import transform_target as transform_target
 
 __all__ = [
     "AdaptiveConformalInterval",
+    "AgACIInterval",
     "BayesianRidge",
     "CalibprobWarning",
     "ConditionalConformal",
     "ConformalBayes",
+    "ConformalPIDInterval",
     "ConformalPredictiveSystem",
     "ConformalizedQuantileRegression",
     "ConvergenceWarning",

@@ -107,6 +107,8 @@ SETTINGS = {
     "SplitConformalCalibrator": lambda p: {"score": "normalized"},
     "SharpCalibratedGP": lambda p: {"estimator": p["gp"], "variant": "scaled", "n_levels": 5, "random_state": 0},
     "SplitConformalRegressor": lambda p: {"estimator": p["gp"], "score": "normalized", "prefit": True},
+    # the Mondrian checks calibrate groups of 3 and 12 points: the burn-in must fit in each
+    "ConformalPIDInterval": lambda p: {"burnin": 3},
     "CrossConformalRegressor": lambda p: {"estimator": calibprob.LinearRegression(), "cv": 5, "random_state": 0},
     "JackknifePlusGP": lambda p: {"estimator": p["gp"], "prefit": True},
     "FullConformalGP": lambda p: {"estimator": p["gp"], "prefit": True},

@@ -147,6 +147,20 @@ register_class(
     exports=_TOP,
 )
 register_class(
+    "calibprob.calibrators.online:ConformalPIDInterval",
+    role="calibrator",
+    family="distribution",
+    output="intervals",
+    exports=_TOP,
+)
+register_class(
+    "calibprob.calibrators.online:AgACIInterval",
+    role="calibrator",
+    family="distribution",
+    output="intervals",
+    exports=_TOP,
+)
+register_class(
     "calibprob.calibrators.conformal.split:SplitConformalRegressor",
     role="calibrator",
     family="model-aware",

@@ -231,6 +231,36 @@ ROWS = [
         ),
         lambda e, d: e.predict(d.pred(d.X_test)),
     ),
+    Row(  # conformal PID mid-stream: P part, integrator, AR scorecast and the score history are the state
+        "ConformalPIDInterval",
+        "ConformalPIDInterval",
+        lambda d: (
+            G.ConformalPIDInterval(confidence_level=[0.8, 0.9], burnin=15)
+            .fit(d.pred(d.X_cal[:20]), d.y_cal[:20])
+            .update(d.pred(d.X_cal[20:]), d.y_cal[20:])
+        ),
+        lambda e, d: e.predict(d.pred(d.X_test)),
+    ),
+    Row(  # AgACI mid-stream: the experts' levels, both BOA states and the score window are the state
+        "AgACIInterval",
+        "AgACIInterval",
+        lambda d: (
+            G.AgACIInterval(confidence_level=[0.8, 0.9], gammas=[0.01, 0.05, 0.1], window=20)
+            .fit(d.pred(d.X_cal[:20]), d.y_cal[:20])
+            .update(d.pred(d.X_cal[20:]), d.y_cal[20:])
+        ),
+        lambda e, d: e.predict(d.pred(d.X_test)),
+    ),
+    Row(  # conformal PID on the PIT scale, every central pair at once
+        "OnlineQuantileRecalibrator-pid",
+        "OnlineQuantileRecalibrator",
+        lambda d: (
+            G.OnlineQuantileRecalibrator(levels=[0.05, 0.25, 0.5, 0.75, 0.95], rule="pid", burnin=15, scorecaster="ar")
+            .fit(d.pred(d.X_cal[:20]), d.y_cal[:20])
+            .update(d.pred(d.X_cal[20:]), d.y_cal[20:])
+        ),
+        lambda e, d: e.predict(d.pred(d.X_test)),
+    ),
     # model-aware calibrators
     Row(
         "SharpCalibratedGP",

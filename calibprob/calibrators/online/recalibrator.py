@@ -11,7 +11,9 @@ netCDF-able ``xr.Dataset`` and loads back exactly.
 ``rule=`` chooses how :math:`R_t` moves, with the same loop: ``"osd"`` (the default, the
 update above), ``"aci"`` (adaptive conformal inference on the PIT scale, every central pair of
 levels at once; ``calibprob.calibrators.online._aci_pit``) and ``"dtaci"`` (ACI experts over
-step sizes, mixed by exponential weights; ``calibprob.calibrators.online._dtaci``). A
+step sizes, mixed by exponential weights; ``calibprob.calibrators.online._dtaci``) and ``"pid"``
+(conformal PID control on every central pair; ``calibprob.calibrators.online._pid``); the three
+live in ``calibprob.calibrators.online._rules``. A
 ``time`` coordinate along ``obs`` is checked to be in stream order
 (``calibprob.calibrators.online._time``).
 
@@ -27,24 +29,14 @@ distribution shifts. arXiv:2208.08401 (JMLR 25, 2024).
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
 import xarray as xr
 from scipy import special
 
 from calibprob._core.estimator import BaseEstimator, check_predictive
-from calibprob._core.validation import (
-    check_array,
-    check_choice,
-    check_int,
-    check_levels,
-    check_probability,
-    check_targets,
-)
+from calibprob._core.validation import check_array, check_choice, check_levels, check_probability, check_targets
 from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
-from calibprob.calibrators.online._aci_pit import aci_pit_map, central_pairs, pit_scores
-from calibprob.calibrators.online._dtaci import DTACI_GAMMAS, dtaci_eta, dtaci_step
+from calibprob.calibrators.online._aci_pit import pit_scores
 from calibprob.calibrators.online._osd import (
     COUPLINGS,
     coverage_bound,
@@ -53,14 +45,22 @@ from calibprob.calibrators.online._osd import (
     publish,
     theorem2_bound,
 )
+from calibprob.calibrators.online._pid import make_scorecaster, pid_bound
+from calibprob.calibrators.online._rules import (
+    RULES,
+    calibrate_rule,
+    check_rule,
+    reset_rule,
+    rule_params_from_dataset,
+    rule_state_from_dataset,
+    rule_to_dataset,
+    update_rule,
+)
 from calibprob.calibrators.online._time import check_stream_times
 from calibprob.calibrators.online.aci import warn_vacuous
 from calibprob.predictive import DEFAULT_LEVELS, from_quantiles
 
 __all__ = ["OnlineQuantileRecalibrator", "check_eta", "RULES"]
-
-#: Update rules of :class:`OnlineQuantileRecalibrator`: Deshpande et al.'s OSD, ACI and DtACI on the PIT scale.
-RULES = ("osd", "aci", "dtaci")
 
 
 def check_eta(eta, name: str = "eta") -> float:
@@ -155,7 +155,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         for :math:`q` outside [0, 1] becomes the finite quantile at the floor
         (a Gaussian base at 1e-3 gives :math:`\mu \mp 3.09\sigma`). The state
         and the guarantee use the unclipped map.
-    rule : {"osd", "aci", "dtaci"}, default "osd"
+    rule : {"osd", "aci", "dtaci", "pid"}, default "osd"
         How :math:`R_t` moves. ``"osd"``: the update above (Deshpande et al.'s, unchanged).
         ``"aci"``: adaptive conformal inference (Gibbs & Candès 2021) on the PIT scale, one
         recursion per central pair of levels :math:`(p, 1 - p)` with the score
@@ -177,6 +177,13 @@ class OnlineQuantileRecalibrator(BaseEstimator):
     regret_window : int, default 100
         ``rule="dtaci"``: the interval length :math:`I` the weights are tuned for (the paper's 100):
         fixed share :math:`\sigma = 1/(2I)` and the paper's learning rate :math:`\eta(\alpha, k, I)`.
+    lr, proportional_lr, csat, ki, burnin, scorecaster
+        ``rule="pid"``: conformal PID control (Angelopoulos, Candès & Tibshirani 2023) on every central
+        pair, the PIT score :math:`|2u - 1|` tracked by quantile tracking with gain ``lr`` (proportional
+        to the score range of ``burnin`` scores), the integrator :math:`K_I\tan(\cdot/C_{\mathrm{sat}})`
+        and a scorecaster (``None``, ``"ar"`` or an object with ``forecast(history)``); as
+        :class:`~calibprob.calibrators.online.ConformalPIDInterval` (``_rules``, ``_pid``). ``fit`` needs
+        at least ``burnin`` outcomes.
 
     Attributes
     ----------
@@ -195,7 +202,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
     misses_ : ndarray of int, shape (P,)
         ``rule="aci"``/``"dtaci"``: :math:`\sum_t \mathrm{err}_t` per pair.
     n_floored_ : ndarray of int, shape (L,)
-        ``rule="aci"``/``"dtaci"``: outcomes whose issued level :math:`R_t(p)` was outside
+        ``rule="aci"``/``"dtaci"``/``"pid"``: outcomes whose issued level :math:`R_t(p)` was outside
         ``[level_floor, 1 - level_floor]`` (the forecast read at the floor instead).
     scores_ : ndarray
         ``rule="aci"``/``"dtaci"``: the PIT scores the next thresholds are read from, in time order.
@@ -204,6 +211,8 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         (``alpha_`` is their weighted mean, the level issued).
     expert_misses_ : ndarray of int, shape (P, k)
         ``rule="dtaci"``: each expert's own misses (each expert is plain ACI).
+    pid_state_ : dict of ndarray
+        ``rule="pid"``: the pairs' PID controllers (P part, integrator, scorecast, step record, score history).
 
     Notes
     -----
@@ -240,6 +249,12 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         window: int | None = None,
         gammas=None,
         regret_window: int = 100,
+        lr: float = 0.1,
+        proportional_lr: str = "burnin",
+        csat: float = 5.0,
+        ki: float = 10.0,
+        burnin: int = 50,
+        scorecaster=None,
     ):
         self.levels = levels
         self.eta = eta
@@ -250,13 +265,28 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         self.window = window
         self.gammas = gammas
         self.regret_window = regret_window
+        self.lr = lr
+        self.proportional_lr = proportional_lr
+        self.csat = csat
+        self.ki = ki
+        self.burnin = burnin
+        self.scorecaster = scorecaster
 
-    #: the sorted ACI scores are a view of ``scores_``: not saved, rebuilt on load
-    _transient_attrs: tuple[str, ...] = ("_sorted",)
+    # the state the non-OSD rules set (``calibprob.calibrators.online._rules``), declared for the type checker
+    alpha_: np.ndarray
+    alpha_start_: np.ndarray
+    misses_: np.ndarray
+    scores_: np.ndarray
+    pid_state_: dict
+
+    #: the sorted ACI scores are a view of ``scores_``, the scorecaster an object: rebuilt on load
+    _transient_attrs: tuple[str, ...] = ("_sorted", "_scorecaster")
 
     def _rebuild_after_load(self) -> None:
         if getattr(self, "scores_", None) is not None:
             self._sorted = np.sort(self.scores_)
+        if self.rule == "pid":
+            self._scorecaster = make_scorecaster(self.scorecaster)
 
     # -- lifecycle ----------------------------------------------------------
     def _check_params(self):
@@ -266,38 +296,8 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         floor = check_probability(self.level_floor, "level_floor")
         if floor >= 0.5:
             raise ValueError(f"level_floor must be in (0, 0.5); got {floor!r}. Pass e.g. 1e-3.")
-        self._check_rule(levels)
+        check_rule(self, levels)
         return np.asarray(levels, float), eta, floor
-
-    def _check_rule(self, levels) -> None:
-        check_choice(self.rule, "rule", RULES)
-        try:
-            gamma = float(self.gamma)
-        except (TypeError, ValueError) as err:
-            raise TypeError(f"gamma must be a number in (0, 1) (ACI's step size); got {self.gamma!r}.") from err
-        if not (np.isfinite(gamma) and 0.0 < gamma < 1.0):
-            raise ValueError(
-                f"gamma must be a step size in (0, 1); got {self.gamma!r}. Gibbs and Candès use 0.005; "
-                "larger adapts faster."
-            )
-        if self.window is not None:
-            check_int(self.window, "window", minimum=1)
-        check_int(self.regret_window, "regret_window", minimum=1)
-        self._expert_gammas()
-        if self.rule != "osd":
-            central_pairs(np.asarray(levels, float))
-
-    def _expert_gammas(self) -> np.ndarray:
-        """DtACI's expert step sizes: increasing, in (0, 1)."""
-        if self.gammas is None:
-            return DTACI_GAMMAS.copy()
-        g = check_array(np.atleast_1d(self.gammas), "gammas", ndim=1)
-        if g.size < 1 or np.any(g <= 0) or np.any(g >= 1) or np.any(np.diff(g) <= 0):
-            raise ValueError(
-                f"gammas must be increasing step sizes in (0, 1); got {self.gammas!r}. Pass e.g. the paper's "
-                "[0.001, 0.002, 0.004, ..., 0.128] (the default)."
-            )
-        return g
 
     def reset(self) -> OnlineQuantileRecalibrator:
         """Start again from the identity map :math:`R_1(p) = p`; returns ``self``."""
@@ -309,27 +309,8 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         self.n_updates_ = 0
         self.__dict__.pop("last_time_", None)
         if self.rule != "osd":
-            lower, _, _ = central_pairs(levels)
-            self.alpha_start_ = 2.0 * levels[lower]  # alpha = 1 - c with c = 1 - 2p, exact in binary
-            self.alpha_ = self.alpha_start_.copy()
-            self.confidence_levels_ = 1.0 - self.alpha_start_
-            self.misses_ = np.zeros(lower.size, np.int64)
-            self.n_floored_ = np.zeros(levels.size, np.int64)
-            if self.rule == "dtaci":  # k experts per pair, all starting at the target, equal weights
-                k = self._expert_gammas().size
-                self.expert_alpha_ = np.repeat(self.alpha_start_[:, None], k, axis=1)
-                self.expert_weights_ = np.full((lower.size, k), 1.0 / k)
-                self.expert_misses_ = np.zeros((lower.size, k), np.int64)
-            self._set_scores(np.empty(0))
+            reset_rule(self, levels)
         return self
-
-    def _set_scores(self, scores) -> None:
-        """The ACI score window, and the map it gives at the current levels (``rule="aci"``)."""
-        self.scores_ = np.asarray(scores, float)
-        self._sorted = np.sort(self.scores_)
-        R, _ = aci_pit_map(self.levels_, self._sorted, self.alpha_)
-        self.theta_ = R
-        self.recalibration_ = publish(R, self.coupling)
 
     def _ensure_state(self):
         if getattr(self, "theta_", None) is None:
@@ -362,8 +343,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
                 f"Pass window <= {y.size}, or fit on at least {self.window} outcomes."
             )
         times = check_stream_times(forecast, None, "forecast")
-        s = pit_scores(np.asarray(forecast.calib.pit(y).values, float).reshape(-1))
-        self._set_scores(s if self.window is None else s[-int(self.window) :])
+        calibrate_rule(self, pit_scores(np.asarray(forecast.calib.pit(y).values, float).reshape(-1)))
         if times is not None and times.size:
             self.last_time_ = times[-1:].copy()
         return self
@@ -413,7 +393,8 @@ class OnlineQuantileRecalibrator(BaseEstimator):
                 "Pass F_t(y_t), the base forecast's CDF at the outcome."
             )
         if self.rule != "osd":
-            return self._update_pit_aci(u)
+            update_rule(self, u, self._check_params()[2])
+            return self
         theta = self.theta_
         for ut in u:
             theta, _, hit = osd_step(theta, self.levels_, float(ut), eta, self.coupling)
@@ -422,54 +403,6 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         self.recalibration_ = publish(theta, self.coupling)
         self.n_updates_ += int(u.size)
         return self
-
-    def _update_pit_aci(self, u: np.ndarray) -> OnlineQuantileRecalibrator:
-        """``rule="aci"``: one ACI step per outcome on every central pair (module :mod:`._aci_pit`)."""
-        _, _, floor = self._check_params()
-        gamma = float(self.gamma)
-        target = self.alpha_start_  # 2p: the pair's miscoverage
-        window = deque(self.scores_, maxlen=None if self.window is None else int(self.window))
-        for ut in u:
-            R, r = aci_pit_map(self.levels_, self._sorted, self.alpha_)
-            issued = publish(R, self.coupling)
-            s_t = abs(2.0 * float(ut) - 1.0)
-            err = s_t > r  # the pair's own interval missed the outcome
-            self.misses_ += err
-            self.hits_ = self.hits_ + (ut <= issued)
-            self.n_floored_ += (issued < floor) | (issued > 1.0 - floor)
-            if self.rule == "dtaci":
-                self._dtaci_step(s_t)
-            else:
-                self.alpha_ = self.alpha_ + gamma * (target - err)
-            if self.window is not None:  # the new score joins the lookback window
-                window.append(s_t)
-                self.scores_ = np.asarray(window, float)
-                self._sorted = np.sort(self.scores_)
-        self.n_updates_ += int(u.size)
-        R, _ = aci_pit_map(self.levels_, self._sorted, self.alpha_)
-        self.theta_ = R
-        self.recalibration_ = publish(R, self.coupling)
-        return self
-
-    def _dtaci_step(self, s_t: float) -> None:
-        """Every pair's experts and weights after the score ``s_t``; ``alpha_`` becomes their weighted mean."""
-        gammas = self._expert_gammas()
-        horizon = int(self.regret_window)  # the paper's I
-        sigma = 1.0 / (2.0 * horizon)
-        for j, a in enumerate(self.alpha_start_):
-            nxt, w, _, expert_err, _ = dtaci_step(
-                self.expert_alpha_[j],
-                self.expert_weights_[j],
-                self._sorted,
-                s_t,
-                float(a),
-                gammas,
-                float(dtaci_eta(a, gammas.size, horizon)),
-                sigma,
-            )
-            self.expert_alpha_[j], self.expert_weights_[j] = nxt, w
-            self.expert_misses_[j] += expert_err
-        self.alpha_ = np.sum(self.expert_weights_ * self.expert_alpha_, axis=1)
 
     # -- the map -------------------------------------------------------------
     def recalibration_map(self, p=None, *, clip: bool = False) -> np.ndarray:
@@ -539,13 +472,17 @@ class OnlineQuantileRecalibrator(BaseEstimator):
     def miss_rate(self) -> np.ndarray:
         r"""``rule="aci"``/``"dtaci"``: :math:`\frac1T\sum_t \mathrm{err}_t` per central pair, shape (P,) (NaN before any update)."""
         self._check_params()
-        self._require_rule(("aci", "dtaci"), "miss_rate", "coverage")
+        self._require_rule(("aci", "dtaci", "pid"), "miss_rate", "coverage")
         self._ensure_state()
         n = self.n_updates_
         return self.misses_ / n if n else np.full(self.misses_.size, np.nan)
 
     def coverage_error_bound(self) -> np.ndarray:
-        r"""``rule="aci"``: Proposition 4.1's bound on :math:`|\text{miss rate} - 2p|` per central pair, shape (P,).
+        r"""``rule="aci"``/``"pid"``: the long-run bound on :math:`|\text{miss rate} - 2p|` per central pair, shape (P,).
+
+        ``rule="pid"``: conformal PID's (``calibprob.calibrators.online._pid.pid_bound``; scores in [0, 1],
+        so with a fixed step it is at most :math:`(1 + \eta)/(\eta T)` plus the start's term).
+        ``rule="aci"``:
 
         :math:`(\max(\alpha_1, 1 - \alpha_1) + \gamma)/(\gamma T)` with :math:`\alpha_1 = 2p`
         (Gibbs & Candès 2021): on the PIT scale the paper's infinite set is the finite
@@ -557,8 +494,10 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             When the bound is vacuous (:math:`\gamma` too small for the :math:`T` outcomes seen).
         """
         self._check_params()
-        self._require_rule(("aci",), "coverage_error_bound", "coverage_bound (rule='osd') or miss_rate")
+        self._require_rule(("aci", "pid"), "coverage_error_bound", "coverage_bound (rule='osd') or miss_rate")
         self._ensure_state()
+        if self.rule == "pid":  # Proposition 1 through the P part's identity (calibprob.calibrators.online._pid)
+            return pid_bound(self.pid_state_, self.alpha_start_)
         T = max(self.n_updates_, 1)
         g = float(self.gamma)
         a1 = self.alpha_start_
@@ -643,20 +582,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
                 "prediction improves Bayesian optimization, AISTATS",
             }
         )
-        if self.rule != "osd":  # the ACI recursion's state; rule="osd" writes exactly what it always wrote
-            ds["alpha"] = ("pair", self.alpha_, {"long_name": "ACI levels alpha_t per central pair"})
-            ds["misses"] = ("pair", self.misses_, {"long_name": "misses of the pair's central interval"})
-            ds["n_floored"] = ("level", self.n_floored_, {"long_name": "outcomes whose issued level hit the floor"})
-            ds["scores"] = ("score", self.scores_, {"long_name": "PIT scores |2u - 1|, in time order"})
-            ds.attrs.update({"rule": self.rule, "gamma": float(self.gamma), "regret_window": int(self.regret_window)})
-            if self.window is not None:
-                ds.attrs["window"] = int(self.window)
-        if self.rule == "dtaci":
-            ds["expert_alpha"] = (("pair", "expert"), self.expert_alpha_, {"long_name": "DtACI experts' levels"})
-            ds["expert_weights"] = (("pair", "expert"), self.expert_weights_, {"long_name": "DtACI experts' weights"})
-            ds["expert_misses"] = (("pair", "expert"), self.expert_misses_, {"long_name": "DtACI experts' misses"})
-            ds = ds.assign_coords(expert_gamma=("expert", self._expert_gammas()))
-        return ds
+        return rule_to_dataset(self, ds)  # rule="osd" writes exactly what it always wrote
 
     @classmethod
     def from_dataset(cls, ds: xr.Dataset) -> OnlineQuantileRecalibrator:
@@ -673,24 +599,10 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             eta=float(ds.attrs["eta"]),
             coupling=str(ds.attrs["coupling"]),
             level_floor=float(ds.attrs.get("level_floor", 1e-3)),
-            rule=str(ds.attrs.get("rule", "osd")),
-            gamma=float(ds.attrs.get("gamma", 0.005)),
-            window=int(ds.attrs["window"]) if "window" in ds.attrs else None,
-            gammas=np.asarray(ds["expert_gamma"].values, float) if "expert_gamma" in ds.coords else None,
-            regret_window=int(ds.attrs.get("regret_window", 100)),
+            **rule_params_from_dataset(ds),
         )
         est._check_params()
-        if est.rule != "osd":
-            est.reset()
-            est.alpha_ = np.asarray(ds["alpha"].values, float).copy()
-            est.misses_ = np.asarray(ds["misses"].values, np.int64).copy()
-            est.n_floored_ = np.asarray(ds["n_floored"].values, np.int64).copy()
-            est.scores_ = np.asarray(ds["scores"].values, float).copy()
-            est._sorted = np.sort(est.scores_)
-        if est.rule == "dtaci":
-            est.expert_alpha_ = np.asarray(ds["expert_alpha"].values, float).copy()
-            est.expert_weights_ = np.asarray(ds["expert_weights"].values, float).copy()
-            est.expert_misses_ = np.asarray(ds["expert_misses"].values, np.int64).copy()
+        rule_state_from_dataset(est, ds)
         est.levels_ = levels
         est.theta_ = np.asarray(ds["theta"].values, float).copy()
         est.recalibration_ = np.asarray(ds["recalibration"].values, float).copy()

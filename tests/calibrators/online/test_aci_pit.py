@@ -128,8 +128,8 @@ def test_aci_rule_state_saves_and_continues(rule, tmp_path):
 
 def test_bad_input_names_the_parameter_and_the_fix():
     f, y = _gauss(np.zeros(30), np.ones(30)), np.zeros(30)
-    with pytest.raises(ValueError, match=r"rule must be one of 'osd', 'aci', 'dtaci'; got 'pid'"):
-        OnlineQuantileRecalibrator(rule="pid").fit(f, y)
+    with pytest.raises(ValueError, match=r"rule must be one of 'osd', 'aci', 'dtaci', 'pid'; got 'agaci2'"):
+        OnlineQuantileRecalibrator(rule="agaci2").fit(f, y)
     for bad in (0.0, -0.1, 1.0):
         with pytest.raises(ValueError, match=rf"gamma must be a step size in \(0, 1\); got {bad}"):
             OnlineQuantileRecalibrator(rule="aci", gamma=bad).fit(f, y)
