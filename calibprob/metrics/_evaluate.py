@@ -44,8 +44,8 @@ from calibprob.metrics._reading import (
     _scalar,
     _ueb_bounds,
 )
-from calibprob.metrics._temporal import add_time_diagnostics, stream_times
 from calibprob.metrics._scores import crps_normal, interval_score, mean_squared_error, pinball_loss
+from calibprob.metrics._temporal import add_time_diagnostics, stream_times
 from calibprob.metrics._xr_conditional import (
     check_diagnostic_options,
     check_slab_features,
@@ -192,7 +192,15 @@ def evaluate(
     out = _metrics_dataset(pred, yv, plan, totals)
     out = cond.add_to(out, totals.covered, totals.widths, plan.c)
     return add_time_diagnostics(
-        out, pred, times, time_window, totals.covered, totals.widths, plan.c, crps=totals.crps_values, logpdf=totals.logpdf
+        out,
+        pred,
+        times,
+        time_window,
+        totals.covered,
+        totals.widths,
+        plan.c,
+        crps=totals.crps_values,
+        logpdf=totals.logpdf,
     )
 
 

@@ -80,6 +80,10 @@ def conformal_pvalues(scores, thetas, *, history=()) -> np.ndarray:
     -------
     ndarray, shape (T,)
 
+    References
+    ----------
+    Vovk, V., Gammerman, A. and Shafer, G. (2022). Algorithmic Learning in a Random World, 2nd ed., §2.5.
+
     Examples
     --------
     >>> conformal_pvalues([3.0, 1.0, 2.0], [0.5, 0.5, 0.5]).tolist()
@@ -97,9 +101,25 @@ def conformal_pvalues(scores, thetas, *, history=()) -> np.ndarray:
 
 
 def epsilon_bets(p, epsilons=JUMPER_EPSILONS) -> np.ndarray:
-    r"""Rewards :math:`1 + \varepsilon(p - \tfrac12)` of the ε betting functions, shape ``p.shape + (K,)``.
+    r"""Rewards :math:`1 + \varepsilon(p - \tfrac12)` of the ε betting functions.
 
-    Each integrates to 1 on [0, 1] and is positive for :math:`|\varepsilon| < 2`.
+    Each integrates to 1 on [0, 1] and is positive for :math:`|\varepsilon| < 2` (ALRW 2nd ed. §8.2).
+
+    Parameters
+    ----------
+    p : array_like
+        p-values in [0, 1].
+    epsilons : sequence of float, default (-1, -0.5, 0, 0.5, 1)
+        The :math:`\varepsilon` of each betting function (crepes' default grid).
+
+    Returns
+    -------
+    ndarray, shape ``p.shape + (K,)``
+
+    Examples
+    --------
+    >>> epsilon_bets([0.0, 1.0], (-1.0, 1.0)).tolist()
+    [[1.5, 0.5], [0.5, 1.5]]
     """
     e = np.asarray(epsilons, float)
     return 1.0 + e * (np.asarray(p, float)[..., None] - 0.5)
@@ -110,6 +130,24 @@ def step_bets(p, grid: int = 10) -> np.ndarray:
 
     :math:`a, b` over the grid :math:`\{1/G, \dots, (G-1)/G\}` (:math:`(G-1)^2` functions, ordered
     with :math:`a` outer and :math:`b` inner as crepes' ``StepBettingFunction``); each integrates to 1.
+
+    Parameters
+    ----------
+    p : array_like
+        p-values in [0, 1].
+    grid : int, default 10
+        :math:`G \ge 2`.
+
+    Returns
+    -------
+    ndarray, shape ``p.shape + ((G - 1)^2,)``
+
+    Examples
+    --------
+    >>> step_bets([0.25, 0.75], 2).tolist()
+    [[1.0], [1.0]]
+    >>> step_bets([0.1], 3).round(3).tolist()   # a = 1/3, 2/3 (outer); b = 1/3, 2/3 (inner)
+    [[1.0, 2.0, 0.5, 1.0]]
     """
     g = np.arange(1, grid) / grid
     a = np.repeat(g, g.size)
@@ -130,6 +168,23 @@ def simple_jumper(rewards, jump: float = 0.01) -> np.ndarray:
         :math:`f_k(p_t)` (time first; any batch dims between, e.g. repetitions).
     jump : float
         The jump rate :math:`J \in (0, 1)`.
+
+    Returns
+    -------
+    ndarray, shape ``rewards.shape[:-1]``
+        :math:`S_1, \dots, S_T` (and the batch dims).
+
+    References
+    ----------
+    Vovk, V., Gammerman, A. and Shafer, G. (2022). Algorithmic Learning in a Random World, 2nd ed.,
+    Alg. 8.1 (Simple Jumper); crepes' ``SimpleJumper`` generalises it to any betting functions.
+
+    Examples
+    --------
+    >>> simple_jumper(epsilon_bets([0.0, 0.0], (-1.0, 1.0)), jump=0.5).tolist()
+    [1.0, 1.125]
+    >>> bool(simple_jumper(epsilon_bets([0.01] * 50))[-1] > 100)   # p-values stuck near 0: the capital grows
+    True
     """
     r = np.asarray(rewards, float)
     K = r.shape[-1]
@@ -148,6 +203,27 @@ def sleeper_stayer(rewards, rate: float = 0.001) -> np.ndarray:
     Idle capital :math:`1 - R` and accounts :math:`R/K`; at step :math:`t` the accounts are multiplied
     by their rewards, :math:`S_t` = idle + accounts, then :math:`R` times the idle capital wakes,
     spread evenly, and the idle capital shrinks by :math:`1 - R`.
+
+    Parameters
+    ----------
+    rewards : array_like, shape (T, ..., K)
+        :math:`f_k(p_t)` (time first).
+    rate : float, default 0.001
+        The investment rate :math:`R \in (0, 1)`.
+
+    Returns
+    -------
+    ndarray, shape ``rewards.shape[:-1]``
+
+    References
+    ----------
+    Vovk, V., Gammerman, A. and Shafer, G. (2022). Algorithmic Learning in a Random World, 2nd ed.,
+    Alg. 9.4 (Sleeper/Stayer).
+
+    Examples
+    --------
+    >>> sleeper_stayer(step_bets([0.5, 0.5], 2), rate=0.1).round(6).tolist()
+    [1.0, 1.0]
     """
     r = np.asarray(rewards, float)
     K = r.shape[-1]
@@ -199,7 +275,24 @@ def plugin_martingale(p, burn_in: int = 100) -> np.ndarray:
     Parameters
     ----------
     p : array_like, shape (T,)
+        p-values in time order.
     burn_in : int, default 100
+        MAPIE's shrinkage horizon.
+
+    Returns
+    -------
+    ndarray, shape (T,)
+
+    References
+    ----------
+    Fedorova, V., Gammerman, A., Nouretdinov, I. and Vovk, V. (2012). Plug-in martingales for
+    testing exchangeability on-line. ICML, Algorithm 1.
+
+    Examples
+    --------
+    >>> p = np.random.default_rng(0).random(30)
+    >>> plugin_martingale(p, burn_in=29)[:29].tolist() == [1.0] * 29   # shrunk to uniform: no bet yet
+    True
     """
     p = np.asarray(p, float).ravel()
     S = np.empty(p.size)
@@ -225,6 +318,20 @@ def _factors(S) -> np.ndarray:
 def cusum(S) -> np.ndarray:
     r"""CUSUM on a martingale path: :math:`\gamma_t = \max(\gamma_{t-1}, 1)\, S_t/S_{t-1}` = :math:`\max_{s<t} S_t/S_s`.
 
+    Parameters
+    ----------
+    S : array_like, shape (T, ...)
+        A martingale path :math:`S_1, \dots, S_T` (:math:`S_0 = 1`).
+
+    Returns
+    -------
+    ndarray, shape of ``S``
+
+    References
+    ----------
+    Vovk, V., Petej, I., Nouretdinov, I., Ahlberg, E., Carlsson, L. and Gammerman, A. (2021). Retrain
+    or not retrain: conformal test martingales for change-point detection. COPA, PMLR 152.
+
     Examples
     --------
     >>> cusum([2.0, 1.0, 0.5, 2.0]).tolist()
@@ -241,6 +348,20 @@ def cusum(S) -> np.ndarray:
 
 def shiryaev_roberts(S) -> np.ndarray:
     r"""Shiryaev–Roberts on a martingale path: :math:`\sigma_t = (\sigma_{t-1} + 1)\, S_t/S_{t-1}` = :math:`\sum_{s<t} S_t/S_s`.
+
+    Parameters
+    ----------
+    S : array_like, shape (T, ...)
+        A martingale path :math:`S_1, \dots, S_T` (:math:`S_0 = 1`).
+
+    Returns
+    -------
+    ndarray, shape of ``S``
+
+    References
+    ----------
+    Vovk, V., Petej, I., Nouretdinov, I., Ahlberg, E., Carlsson, L. and Gammerman, A. (2021). Retrain
+    or not retrain: conformal test martingales for change-point detection. COPA, PMLR 152.
 
     Examples
     --------

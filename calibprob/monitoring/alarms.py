@@ -47,7 +47,22 @@ STATISTICS = ("martingale", "cusum", "shiryaev-roberts")
 
 
 def pit_scores(pit) -> np.ndarray:
-    r"""Nonconformity scores of PIT values: :math:`|2u - 1|`, large when the outcome sits in a tail."""
+    r"""Nonconformity scores of PIT values: :math:`|2u - 1|`, large when the outcome sits in a tail.
+
+    Parameters
+    ----------
+    pit : array_like
+        PIT values :math:`u_t = F_t(y_t)` in [0, 1].
+
+    Returns
+    -------
+    ndarray, shape (T,)
+
+    Examples
+    --------
+    >>> pit_scores([0.5, 0.05, 0.975]).round(3).tolist()
+    [0.0, 0.9, 0.95]
+    """
     u = np.asarray(pit, float).ravel()
     if u.size and (not np.all(np.isfinite(u)) or u.min() < 0 or u.max() > 1):
         raise ValueError(
@@ -103,6 +118,21 @@ class ExchangeabilityMonitor:
         Scores taken.
     alarms_ : list of int
         Stream positions (0-based) at which the alarm fired.
+
+    References
+    ----------
+    Vovk, V., Gammerman, A. and Shafer, G. (2022). Algorithmic Learning in a Random World, 2nd ed.,
+    ch. 8-9. Fedorova, V., Gammerman, A., Nouretdinov, I. and Vovk, V. (2012). Plug-in martingales
+    for testing exchangeability on-line. ICML. Ville, J. (1939). Étude critique de la notion de collectif.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> mon = ExchangeabilityMonitor(delta=0.01)
+    >>> rng = np.random.default_rng(0)
+    >>> path = mon.update(np.r_[rng.normal(size=200), 5 + rng.normal(size=50)])
+    >>> mon.alarms_[0] >= 200, path.attrs["threshold"]
+    (True, 100.0)
     """
 
     def __init__(
@@ -151,7 +181,23 @@ class ExchangeabilityMonitor:
         self.restart()
 
     def restart(self, history=()) -> ExchangeabilityMonitor:
-        """Start the test again (martingale 1, statistic at its start) with ``history`` as the p-values' reference."""
+        """Start the test again (martingale 1, statistic at its start) with ``history`` as the p-values' reference.
+
+        Parameters
+        ----------
+        history : array_like, optional
+            Reference scores (not bet on).
+
+        Returns
+        -------
+        ExchangeabilityMonitor
+            ``self``.
+
+        Examples
+        --------
+        >>> ExchangeabilityMonitor().restart([0.1, 0.2]).n_seen_
+        0
+        """
         self._seen = sorted(float(v) for v in np.asarray(history, float).ravel())
         self._pvals: list[float] = []
         self._S = 1.0
@@ -193,7 +239,23 @@ class ExchangeabilityMonitor:
         return self._S / before
 
     def step(self, score: float) -> tuple[float, float, float, bool]:
-        """Take one score: ``(p-value, martingale, statistic, alarm)`` (values before any reset)."""
+        """Take one score: ``(p-value, martingale, statistic, alarm)`` (values before any reset).
+
+        Parameters
+        ----------
+        score : float
+            The next nonconformity score.
+
+        Returns
+        -------
+        tuple
+            ``(p, S_t, statistic, alarm)``.
+
+        Examples
+        --------
+        >>> ExchangeabilityMonitor(seed=1).step(0.3)[1:]
+        (1.0, 1.0, False)
+        """
         p = self._pvalue(float(score))
         f = self._bet(p)
         if self.statistic == "cusum":
@@ -212,7 +274,25 @@ class ExchangeabilityMonitor:
         return p, S, stat, alarm
 
     def update(self, scores, times=None) -> xr.Dataset:
-        """Take a batch of scores in time order; the path over ``time`` (see :func:`exchangeability_alarms`)."""
+        """Take a batch of scores in time order; the path over ``time`` (see :func:`exchangeability_alarms`).
+
+        Parameters
+        ----------
+        scores : array_like, shape (T,)
+            Finite nonconformity scores.
+        times : array_like, shape (T,), optional
+            Labels of the steps (default: their positions in the stream).
+
+        Returns
+        -------
+        xarray.Dataset
+            ``score``, ``pvalue``, ``martingale``, ``statistic``, ``alarm`` over ``time``.
+
+        Examples
+        --------
+        >>> ExchangeabilityMonitor().update([0.1, 0.5, 0.2]).sizes["time"]
+        3
+        """
         s = np.asarray(scores, float).ravel()
         if not np.all(np.isfinite(s)):
             raise ValueError("scores must be finite; got NaN or inf. Drop or repair those outcomes first.")
@@ -281,6 +361,10 @@ def exchangeability_alarms(
     xarray.Dataset
         Over ``time``: ``score``, ``pvalue``, ``martingale`` (:math:`S_t`), ``statistic``, ``alarm``;
         attributes ``threshold``, ``delta``, ``guarantee`` and the options.
+
+    References
+    ----------
+    Vovk, V., Gammerman, A. and Shafer, G. (2022). Algorithmic Learning in a Random World, 2nd ed., ch. 8.
 
     Examples
     --------

@@ -131,8 +131,8 @@ class Monitored:
             if alarm:
                 self._act(t)
         if rows:
-            t, s, p, S, stat, alarm = (np.asarray(c) for c in zip(*rows))
-            self._paths.append(self.monitor_._dataset(s, np.column_stack([p, S, stat, alarm]).astype(float), t))
+            cols = [np.asarray(c) for c in zip(*rows)]  # time, score, p, S, statistic, alarm
+            self._paths.append(self.monitor_._dataset(cols[1], np.column_stack(cols[2:]).astype(float), cols[0]))
         return self
 
     def _act(self, t) -> None:

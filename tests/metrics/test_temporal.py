@@ -53,7 +53,10 @@ def test_evaluate_over_time_equals_the_intervals_by_hand():
     pred, y = _stream()
     m = calibprob.evaluate(pred, y, [0.8, 0.9], time_window=30)
     iv = pred.calib.interval([0.8, 0.9])
-    lo, hi = iv["lower"].transpose("obs", "confidence_level").values, iv["upper"].transpose("obs", "confidence_level").values
+    lo, hi = (
+        iv["lower"].transpose("obs", "confidence_level").values,
+        iv["upper"].transpose("obs", "confidence_level").values,
+    )
     covered = (lo <= y[:, None]) & (y[:, None] <= hi)
     np.testing.assert_allclose(m["rolling_coverage"].values, rolling_mean(covered, 30))
     np.testing.assert_allclose(m["long_run_coverage_error"].values[-1], 1 - covered.mean(0) - [0.2, 0.1], atol=1e-12)

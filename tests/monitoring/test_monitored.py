@@ -20,7 +20,9 @@ def _coverage_after(cal, y_cal, y, change):
     hits = []
     for t, v in enumerate(y):
         row = _f(1, t)
-        iv = cal.predict_interval(row, 0.9) if hasattr(cal, "predict_interval") else cal.predict(row).calib.interval(0.9)
+        iv = (
+            cal.predict_interval(row, 0.9) if hasattr(cal, "predict_interval") else cal.predict(row).calib.interval(0.9)
+        )
         hits.append(float(iv["lower"].values.ravel()[0]) <= v <= float(iv["upper"].values.ravel()[0]))
         cal.update(row, [v])
     return np.mean(hits[change:])
