@@ -12,8 +12,8 @@ Array layer (observations on axis 0, in time order):
 
 - :func:`rolling_mean` — trailing means over full windows of ``window`` rows (NaN before the first);
 - :func:`longest_run` — the longest run of ``True`` per column (the longest run of misses);
-- :func:`binomial_band` — the central ``band`` of :math:`\mathrm{Bin}(w, c)/w`, the range a rolling
-  coverage of a calibrated forecaster with independent hits stays in with that probability at each time;
+- :func:`calibprob.plots.binomial_band` — the central ``band`` of :math:`\mathrm{Bin}(w, c)/w`, the range
+  a rolling coverage of a calibrated forecaster with independent hits stays in with that probability at each time;
 - :func:`long_run_error` — :math:`\frac1t\sum_{s\le t}\mathrm{err}_s - \alpha` at every :math:`t`.
 
 Dataset layer: :func:`time_diagnostics` (called by :func:`calibprob.evaluate` and
@@ -31,16 +31,15 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
-from scipy import special
 
 from calibprob._core.validation import check_int
 from calibprob.calibrators.online._time import TIME_COORD, check_stream_times
+from calibprob.plots import binomial_band
 
 __all__ = [
     "DEFAULT_TIME_WINDOW",
     "TIME_VARIABLES",
     "WIDTH_QUANTILES",
-    "binomial_band",
     "long_run_error",
     "longest_run",
     "rolling_mean",
@@ -184,29 +183,6 @@ def longest_run(flags) -> np.ndarray:
     return best.reshape(f.shape[1:])
 
 
-def binomial_band(levels, window: int, band: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    r"""The central ``band`` of :math:`\mathrm{Bin}(w, c)/w` per level :math:`c`: lower and upper ends.
-
-    Lower end: the largest :math:`k/w` with :math:`P(K < k) \le (1-\text{band})/2`; upper: the smallest
-    :math:`k/w` with :math:`P(K \le k) \ge (1+\text{band})/2`, :math:`K \sim \mathrm{Bin}(w, c)`
-    (exact CDF, ``scipy.special.bdtr``), so :math:`P(\text{lower} \le K/w \le \text{upper}) \ge \text{band}`.
-
-    Examples
-    --------
-    >>> lo, hi = binomial_band([0.5], 10, 0.9)
-    >>> lo.tolist(), hi.tolist()
-    ([0.2], [0.8])
-    """
-    c = np.atleast_1d(np.asarray(levels, float))
-    k = np.arange(window + 1)
-    cdf = special.bdtr(k[None, :], window, c[:, None])  # P(K <= k)
-    tail = (1.0 - band) / 2.0
-    below = np.concatenate([np.zeros((c.size, 1)), cdf[:, :-1]], axis=1)  # P(K < k)
-    lower = np.array([k[b <= tail + 1e-12].max() for b in below]) / window
-    upper = np.array([k[f >= 1.0 - tail - 1e-12].min() for f in cdf]) / window
-    return lower, upper
-
-
 def long_run_error(missed, alpha) -> np.ndarray:
     r"""The running miss rate minus its target, :math:`\frac1t\sum_{s\le t}\mathrm{err}_s - \alpha`, shape (T, L).
 
@@ -324,7 +300,7 @@ def time_diagnostics(
     n = covered.shape[0]
     w = check_time_window(window, n)
     missed = ~covered
-    lo, hi = binomial_band(levels, w, band)
+    lo, hi = binomial_band(levels, w, band)  # exact binomial quantiles, as the coverage-by-group figure
     bound = _reported(pred, "coverage_error_bound", levels, per_obs=False)
     clipped = _reported(pred, "clipped", levels, per_obs=True)
     roll = {"time_window": w}

@@ -9,7 +9,8 @@ import pytest
 
 import calibprob
 from calibprob.metrics import evaluate_intervals
-from calibprob.metrics._temporal import TIME_VARIABLES, binomial_band, long_run_error, longest_run, rolling_mean
+from calibprob.metrics._temporal import TIME_VARIABLES, long_run_error, longest_run, rolling_mean
+from calibprob.plots import binomial_band
 
 
 def _stream(n=240, seed=0):
@@ -42,11 +43,13 @@ def test_binomial_band_equals_the_enumerated_binomial():
     for c, w in ((0.9, 50), (0.5, 20), (0.99, 100)):
         pmf = np.array([math.comb(w, k) * c**k * (1 - c) ** (w - k) for k in range(w + 1)])
         cdf = np.cumsum(pmf)
-        lo_k = max(k for k in range(w + 1) if cdf[k] - pmf[k] <= 0.025 + 1e-12)
+        lo_k = min(k for k in range(w + 1) if cdf[k] >= 0.025 - 1e-12)
         hi_k = min(k for k in range(w + 1) if cdf[k] >= 0.975 - 1e-12)
         lo, hi = binomial_band([c], w)
         assert lo[0] == lo_k / w and hi[0] == hi_k / w
         assert pmf[lo_k : hi_k + 1].sum() >= 0.95
+    m = calibprob.evaluate(*_stream(100), [0.9], time_window=50)
+    assert float(m["rolling_coverage_band_lower"][0]) == binomial_band(0.9, 50)[0]
 
 
 def test_evaluate_over_time_equals_the_intervals_by_hand():
