@@ -552,8 +552,12 @@ def _merge_bases(spec: Spec, pieces, names: list[str]) -> xr.Dataset:
     return out
 
 
-def _score(spec: Spec, kind: str, pred, y_score, groups=None) -> xr.Dataset:
-    """Score one prediction the way its kind's registered output says: every metric, or intervals only."""
+def _score(spec: Spec, kind: str, pred, y_score, groups=None, stream: bool = False) -> xr.Dataset:
+    """Score one prediction the way its kind's registered output says: every metric, or intervals only.
+
+    ``stream``: the test part is a time split's horizon; its rows get their step along it as the
+    ``time`` coordinate, so the scores hold the diagnostics over time (rolling coverage, ...).
+    """
     output = registry.METHODS[kind].output if kind in registry.METHODS else "distribution"
     if is_interval_family(pred) != (output == "intervals"):
         got = "intervals" if is_interval_family(pred) else "a predictive distribution"
@@ -565,6 +569,8 @@ def _score(spec: Spec, kind: str, pred, y_score, groups=None) -> xr.Dataset:
     if isinstance(y_score, xr.DataArray) and GROUP_COORD in y_score.coords:
         groups = y_score[GROUP_COORD].values
     y_score = np.asarray(y_score)
+    if stream:
+        pred = pred.assign_coords(time=("obs", np.arange(pred.sizes["obs"])))
     if output == "intervals":  # jackknife+, CV+, J+GP, FCP-GP: coverage, width and IAE only
         return evaluate_intervals(pred, y_score, spec.confidence_levels, groups=groups)
     return evaluate(pred, y_score, confidence_level=spec.confidence_levels, groups=groups)
@@ -602,7 +608,14 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
             pred = METHOD_KINDS[m.kind].func(_method_context(m_ctx, m), **options)
             if back is not None:  # fitted on g(y): score the law of y, on the original scale
                 pred = back_transform(pred, **back)
-            score = _score(spec, m.kind, pred, y_score, None if ctx.groups is None else ctx.groups["test"])
+            score = _score(
+                spec,
+                m.kind,
+                pred,
+                y_score,
+                None if ctx.groups is None else ctx.groups["test"],
+                ctx.y_stream is not None,
+            )
             errors.append("")
             scores.append(score.expand_dims(calibrator=[m.name]))
         except Exception as err:  # recorded, never fatal for the other methods
