@@ -35,7 +35,8 @@ def _figure(b: xr.Dataset, d: str, c: float, colors: dict):
     ax.axhspan(lo, hi, color="0.85", lw=0, zorder=0)
     ax.axhline(float(c), color="k", ls="--", lw=0.8)
     # the window: stored on the variable, else (attributes dropped on assembly) the first full window's end
-    finite = np.flatnonzero(np.isfinite(roll.values).any(axis=tuple(range(1, roll.ndim))))
+    by_time = roll.transpose("time", ...).values
+    finite = np.flatnonzero(np.isfinite(by_time).any(axis=tuple(range(1, by_time.ndim))))
     w = int(x["rolling_coverage"].attrs.get("time_window", finite[0] + 1 if finite.size else 0))
     ax.set_xlabel("step along the horizon")
     ax.set_ylabel(f"rolling coverage ({w} steps)")
