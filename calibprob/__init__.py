@@ -76,6 +76,7 @@ SUBPACKAGES = (
     "compare",
     "datasets",
     "metrics",
+    "monitoring",
     "plots",
     "predictive",
     "registry",

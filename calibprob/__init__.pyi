@@ -6,6 +6,7 @@ from calibprob import calibrators as calibrators
 from calibprob import compare as compare
 from calibprob import datasets as datasets
 from calibprob import metrics as metrics
+from calibprob import monitoring as monitoring
 from calibprob import plots as plots
 from calibprob import predictive as predictive
 from calibprob import registry as registry

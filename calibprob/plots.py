@@ -31,6 +31,7 @@ __all__ = [
     "group_coverage_table",
     "binomial_band",
     "natural_key",
+    "plot_rolling_coverage",
 ]
 
 
@@ -818,3 +819,63 @@ def _group_legend(methods, colors, any_infinite: bool, mass: float) -> list:
     handles.append(Patch(color="0.87", label=f"central {mass:.0%} of Binomial(n, level)/n"))
     handles.append(Line2D([], [], color="0.3", ls="--", lw=1, label="nominal level"))
     return handles
+
+
+# ----------------------------------------------------------------------------- coverage over time
+def plot_rolling_coverage(metrics: xr.Dataset, *, confidence_level=None, ax=None, label: str | None = None):
+    r"""Rolling coverage over time against the nominal level, with the binomial band of a calibrated forecaster.
+
+    Draws ``rolling_coverage`` of :func:`calibprob.evaluate` on a prediction with a ``time``
+    coordinate (one line per level), the nominal level (dashed) and the central 95 % of
+    :math:`\mathrm{Bin}(w, c)/w` (:func:`binomial_band`, shaded): where the rolling coverage of a
+    calibrated forecaster with independent hits stays at each time with that probability. A line
+    leaving the band for long is miscalibration over time, whatever the coverage over the whole stream.
+
+    Parameters
+    ----------
+    metrics : xarray.Dataset
+        The output of :func:`calibprob.evaluate` with its diagnostics over time.
+    confidence_level : float or sequence of float, optional
+        Levels to draw (default all of ``metrics``' levels).
+    ax : matplotlib Axes, optional
+    label : str, optional
+        Prefix of the legend entries (a method's name).
+
+    Returns
+    -------
+    matplotlib Axes
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> from calibprob.plots import plot_rolling_coverage
+    >>> rng = np.random.default_rng(0)
+    >>> pred = calibprob.normal(np.zeros(300), np.ones(300)).assign_coords(time=("obs", np.arange(300)))
+    >>> m = calibprob.evaluate(pred, np.r_[rng.normal(size=150), 2 * rng.normal(size=150)], [0.9], time_window=50)
+    >>> ax = plot_rolling_coverage(m)
+    >>> ax.get_ylabel()
+    'rolling coverage (50 rows)'
+    """
+    if not isinstance(metrics, xr.Dataset) or "rolling_coverage" not in metrics:
+        raise ValueError(
+            "metrics must be calibprob.evaluate's output on a prediction with a 'time' coordinate along obs "
+            "(it has no 'rolling_coverage'). Attach the times: pred.assign_coords(time=('obs', t))."
+        )
+    ax = _axes(ax, figsize=(8, 4))
+    levels = metrics["confidence_level"].values if confidence_level is None else np.atleast_1d(confidence_level)
+    colors = _colors()
+    t = metrics["time"].values
+    w = int(metrics["rolling_coverage"].attrs["time_window"])
+    for i, c in enumerate(levels):
+        m = metrics.sel(confidence_level=float(c), method="nearest")
+        color = colors[i % len(colors)]
+        name = f"{label}: {float(c):g}" if label else f"{float(c):g}"
+        ax.plot(t, m["rolling_coverage"].values, color=color, lw=1.2, label=name)
+        ax.axhline(float(c), color=color, ls="--", lw=0.8)
+        lo, hi = float(m["rolling_coverage_band_lower"]), float(m["rolling_coverage_band_upper"])
+        ax.axhspan(lo, hi, color=color, alpha=0.12, lw=0)
+    ax.set_xlabel("time")
+    ax.set_ylabel(f"rolling coverage ({w} rows)")
+    ax.set_title("Rolling coverage against nominal (shaded: 95 % binomial band)")
+    ax.legend(title="confidence level", fontsize="small")
+    return ax

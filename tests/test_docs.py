@@ -47,6 +47,7 @@ PUBLIC_MODULES = (
     "calibprob.compare",
     "calibprob.datasets",
     "calibprob.metrics",
+    "calibprob.monitoring",
     "calibprob.plots",
     "calibprob.weights",
 )

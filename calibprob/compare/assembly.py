@@ -160,6 +160,9 @@ def _combine(spec: Spec, pieces) -> xr.DataTree:
             "title": f"calibprob comparison: {spec.name}",
         }
     )
+    if any((d.split or spec.split).get("kind") == "time" for d in spec.datasets):
+        # a time split's coverage is an online method's long-run coverage: ranked by its error too
+        metrics.attrs["split_kind"] = "time"
     # kind = "gp" that ran as the sparse GP says so (issue 37: no silent switch); an exact GP, as
     # before, adds nothing, so the results of a spec below the size are the same file as before
     sparse = {k: v for k, v in gp_choices(spec).items() if not v.startswith("exact")}

@@ -92,6 +92,9 @@ class TaskContext:
     #: The base's predictives computed once in the task's shared stage (:func:`share_base_predictions`):
     #: part name (``"train"``, ``"calibrate"``, ``"test"``) -> Dataset, and ``"loo"`` -> (mean, std).
     shared: dict | None = None
+    #: The test part's targets in time order, for online methods only (a ``[split] kind = "time"``; None otherwise):
+    #: ``calibprob.compare.online.run_online`` reveals them one at a time, after each prediction.
+    y_stream: np.ndarray | None = None
 
     def new_base(self):
         """A fresh, unfitted copy of the base model (for methods that refit it)."""

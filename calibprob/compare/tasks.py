@@ -30,7 +30,7 @@ from calibprob.compare.methods import (
     scalable_form,
     share_base_predictions,
 )
-from calibprob.compare.spec.model import METHOD_FALLBACKS, Spec, file_sha256
+from calibprob.compare.spec.model import METHOD_FALLBACKS, MIN_PART_ROWS, Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
 from calibprob.datasets import loaders as cds_loaders
 from calibprob.metrics import evaluate, evaluate_intervals, is_interval_family
@@ -131,7 +131,10 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
     d = next(d for d in spec.datasets if d.name == dataset)
     split = d.split if d.split is not None else spec.split
     fractions = tuple(split[k] for k in ("train", "calibrate", "test") if k in split)
-    parts = cds.train_calibrate_test_split(data, fractions, seed=seed, stratify=_stratify_labels(d, split, data))
+    if split.get("kind") == "time":
+        parts = _time_parts(data, split, dataset)
+    else:
+        parts = cds.train_calibrate_test_split(data, fractions, seed=seed, stratify=_stratify_labels(d, split, data))
     test_groups = _test_groups(parts["test"])
     # a base that takes the data as the user has them gets each part's raw rows and raw targets,
     # picked by the split's obs ids; specs without such a base compute nothing more
@@ -158,11 +161,30 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
         arrays["groups"] = groups
     if frames is not None:
         arrays["frames"] = frames
+    if split.get("kind") == "time":  # the test part is a stream: online methods see its outcomes one by one
+        arrays["time_split"] = True
     if back is None:
         y_test = arrays["test"][1]
     if test_groups is not None:  # the conditional diagnostics of evaluate(groups=): coverage per group
         y_test = xr.DataArray(y_test, dims="obs", coords={GROUP_COORD: ("obs", test_groups)})
     return (seed, arrays, back, y_test) if scored else (seed, arrays)
+
+
+def _time_parts(data: xr.Dataset, split: dict, dataset: str) -> dict:
+    """A time split's parts: consecutive stretches of rows in the data's order (train, burn-in, horizon).
+
+    The same for every repetition (only the bases' seeds differ); the horizon keeps its row order, the
+    stream an online method is scored on.
+    """
+    n = data.sizes["obs"]
+    sizes = [int(round(n * split[k])) for k in ("train", "burn_in", "horizon")]
+    if min(sizes) < MIN_PART_ROWS:
+        raise ValueError(
+            f"data set {dataset!r}: its time split gives {dict(zip(('train', 'burn_in', 'horizon'), sizes))} rows of "
+            f"{n}; each stretch needs at least {MIN_PART_ROWS}. Lengthen the short stretch or use more rows."
+        )
+    edges = np.cumsum([0, *sizes])
+    return {k: data.isel(obs=slice(edges[i], edges[i + 1])) for i, k in enumerate(("train", "calibrate", "test"))}
 
 
 def _wants_frames(spec: Spec) -> bool:
@@ -509,6 +531,7 @@ def _context(spec: Spec, table: dict, arrays: dict, seed: int, base):
         tuple(spec.confidence_levels),
         groups=arrays.get("groups"),
         max_method_minutes=spec.max_method_minutes,
+        y_stream=parts["test"][1] if arrays.get("time_split") else None,
     )
 
 
@@ -529,8 +552,12 @@ def _merge_bases(spec: Spec, pieces, names: list[str]) -> xr.Dataset:
     return out
 
 
-def _score(spec: Spec, kind: str, pred, y_score, groups=None) -> xr.Dataset:
-    """Score one prediction the way its kind's registered output says: every metric, or intervals only."""
+def _score(spec: Spec, kind: str, pred, y_score, groups=None, stream: bool = False) -> xr.Dataset:
+    """Score one prediction the way its kind's registered output says: every metric, or intervals only.
+
+    ``stream``: the test part is a time split's horizon; its rows get their step along it as the
+    ``time`` coordinate, so the scores hold the diagnostics over time (rolling coverage, ...).
+    """
     output = registry.METHODS[kind].output if kind in registry.METHODS else "distribution"
     if is_interval_family(pred) != (output == "intervals"):
         got = "intervals" if is_interval_family(pred) else "a predictive distribution"
@@ -542,6 +569,8 @@ def _score(spec: Spec, kind: str, pred, y_score, groups=None) -> xr.Dataset:
     if isinstance(y_score, xr.DataArray) and GROUP_COORD in y_score.coords:
         groups = y_score[GROUP_COORD].values
     y_score = np.asarray(y_score)
+    if stream:
+        pred = pred.assign_coords(time=("obs", np.arange(pred.sizes["obs"])))
     if output == "intervals":  # jackknife+, CV+, J+GP, FCP-GP: coverage, width and IAE only
         return evaluate_intervals(pred, y_score, spec.confidence_levels, groups=groups)
     return evaluate(pred, y_score, confidence_level=spec.confidence_levels, groups=groups)
@@ -579,7 +608,14 @@ def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None =
             pred = METHOD_KINDS[m.kind].func(_method_context(m_ctx, m), **options)
             if back is not None:  # fitted on g(y): score the law of y, on the original scale
                 pred = back_transform(pred, **back)
-            score = _score(spec, m.kind, pred, y_score, None if ctx.groups is None else ctx.groups["test"])
+            score = _score(
+                spec,
+                m.kind,
+                pred,
+                y_score,
+                None if ctx.groups is None else ctx.groups["test"],
+                ctx.y_stream is not None,
+            )
             errors.append("")
             scores.append(score.expand_dims(calibrator=[m.name]))
         except Exception as err:  # recorded, never fatal for the other methods

@@ -45,6 +45,7 @@ from calibprob.metrics._reading import (
     _ueb_bounds,
 )
 from calibprob.metrics._scores import crps_normal, interval_score, mean_squared_error, pinball_loss
+from calibprob.metrics._temporal import add_time_diagnostics, stream_times
 from calibprob.metrics._xr_conditional import (
     check_diagnostic_options,
     check_slab_features,
@@ -68,6 +69,7 @@ def evaluate(
     groups: ArrayLike | str | None = None,
     X: ArrayLike | None = None,
     diagnostics: dict | None = None,
+    time_window: int | None = None,
 ) -> xr.Dataset:
     r"""Every calibration, sharpness and scoring metric of a prediction, in one Dataset.
 
@@ -109,6 +111,10 @@ def evaluate(
         ``n_directions`` (1000), ``find_fraction`` (0.25, the share of points
         that finds the worst slab; ``None`` for the in-sample estimate),
         ``seed`` (0), ``hsic_kernel_sizes`` ((1, 1)).
+    time_window : int, optional
+        Rows per window of the rolling diagnostics of a prediction with a ``time``
+        coordinate along ``obs`` (default ``min(100, n_obs)``; at most ``n_obs``).
+        Refused without a ``time`` coordinate.
 
     Returns
     -------
@@ -135,6 +141,17 @@ def evaluate(
         ``worst_group_count``, ``coverage_gap``, ``coverage_gap_weighted``;
         with ``X``, ``worst_slab_coverage(confidence_level)``. Definitions:
         the metrics docs page, "Conditional coverage".
+
+        With a ``time`` coordinate along ``obs`` (strictly increasing: the
+        outcomes in time order; else the Dataset is exactly as without it), the
+        diagnostics over time of ``calibprob.metrics._temporal``, over the new
+        ``time`` coordinate: ``rolling_coverage(time, confidence_level)`` with its
+        binomial band ``rolling_coverage_band_lower`` / ``_upper``,
+        ``long_run_coverage_error(time, confidence_level)``, and over
+        ``confidence_level`` ``long_run_coverage_error_bound`` (the producing
+        method's, NaN where it reports none), ``longest_miss_run``,
+        ``n_infinite``, ``n_clipped``, ``width_quantiles(confidence_level,
+        width_quantile)``, plus ``rolling_crps(time)`` and ``rolling_nll(time)``.
 
     Raises
     ------
@@ -163,14 +180,28 @@ def evaluate(
     if is_interval_family(pred):
         # intervals-only methods (jackknife+, CV+, J+GP, FCP-GP): their predict(X) gives intervals,
         # not a quantile function, so only the interval metrics exist
-        return evaluate_intervals(pred, y, confidence_level, groups=groups, X=X, diagnostics=diagnostics)
+        return evaluate_intervals(
+            pred, y, confidence_level, groups=groups, X=X, diagnostics=diagnostics, time_window=time_window
+        )
     validate(_check_pred(pred))
     yv = _check_y(pred, y)
+    times = stream_times(pred)  # refuses unordered or duplicated times before any work
     plan = _Plan.parse(confidence_level, n_ece_levels, point, pinball_levels, chunk_size)
     cond = _Conditional.parse(pred, yv.size, groups, X, diagnostics)
     totals = _accumulate(pred, yv, plan)
     out = _metrics_dataset(pred, yv, plan, totals)
-    return cond.add_to(out, totals.covered, totals.widths, plan.c)
+    out = cond.add_to(out, totals.covered, totals.widths, plan.c)
+    return add_time_diagnostics(
+        out,
+        pred,
+        times,
+        time_window,
+        totals.covered,
+        totals.widths,
+        plan.c,
+        crps=totals.crps_values,
+        logpdf=totals.logpdf,
+    )
 
 
 @dataclass(frozen=True)
@@ -393,6 +424,7 @@ def evaluate_intervals(
     groups: ArrayLike | str | None = None,
     X: ArrayLike | None = None,
     diagnostics: dict | None = None,
+    time_window: int | None = None,
 ) -> xr.Dataset:
     r"""The interval metrics of a method that gives intervals but no quantile function.
 
@@ -418,6 +450,9 @@ def evaluate_intervals(
     groups, X, diagnostics
         The conditional-coverage diagnostics, as in :func:`evaluate` (a
         ``str`` names an ``obs`` coordinate of ``intervals``).
+    time_window : int, optional
+        With a ``time`` coordinate along ``obs``: the rolling window of the
+        diagnostics over time, as in :func:`evaluate` (no CRPS or NLL here).
 
     Returns
     -------
@@ -466,6 +501,7 @@ def evaluate_intervals(
     own = confidence_level is DEFAULT_CONFIDENCE_LEVELS or confidence_level is None
     c = check_confidence_levels(have if own else confidence_level, "confidence_level")
     cond = _Conditional.parse(intervals, yv.size, groups, X, diagnostics)
+    times = stream_times(intervals)
     c_iae = iae_confidence_levels()
     lo, hi = _interval_columns(lo_all.values, hi_all.values, have, c)
     iae_attrs = dict(_ATTRS["iae"])
@@ -496,9 +532,11 @@ def evaluate_intervals(
         n_obs=int(yv.size),
         description="calibprob.evaluate_intervals: interval metrics of an interval-only method",
     )
-    if cond.groups is None and cond.X is None:
-        return out
-    return cond.add_to(out, *coverage_indicators(yv, lo, hi), c)
+    if times is None and cond.groups is None and cond.X is None:
+        return add_time_diagnostics(out, intervals, times, time_window, None, None, c)
+    covered, widths = coverage_indicators(yv, lo, hi)
+    out = cond.add_to(out, covered, widths, c)
+    return add_time_diagnostics(out, intervals, times, time_window, covered, widths, c)
 
 
 def _level_list(levels: np.ndarray) -> str:

@@ -328,6 +328,44 @@ _CALIBRATION_DATA = {"calibration_data": Choice(("in-sample", "loo"))}
 #: base kinds that give a training-part leave-one-out predictive (``loo()`` or ``loo_tree()``); ``python``
 #: bases are checked when they run
 LOO_BASES = ("gp", "sparse-gp", "pymc-linear", "pymc-hsgp", "python", *FRAME_BASES)
+# --- online methods on a time split ([split] kind = "time"): fit on the burn-in, stream the horizon -----
+# Any class with fit / predict / update runs the same way: register it with this adapter.
+_ONLINE_ADAPTER = "calibprob.compare.online:run_online"
+register_method(
+    "aci",
+    "calibprob.calibrators.online:AdaptiveConformalInterval",
+    family="distribution",
+    output="intervals",
+    options={
+        "gamma": _PROB,
+        "window": Int(1, None),
+        "infinite": Choice(("clip", "allow")),
+        "score": Choice(("absolute", "normalized")),
+        **_CONFORMAL,
+    },
+    doc="Adaptive conformal inference (Gibbs & Candès 2021) along a time split's horizon.",
+    adapter=_ONLINE_ADAPTER,
+    needs_calibration_split=True,
+)
+register_method(
+    "online-recalibration",
+    "calibprob.calibrators.online:OnlineQuantileRecalibrator",
+    family="distribution",
+    output="distribution",
+    options={
+        "rule": Choice(("osd", "aci", "dtaci")),
+        "coupling": Choice(("isotonic", "independent")),
+        "gammas": ListOf(_PROB),
+        "eta": _POS,
+        "gamma": _PROB,
+        "window": Int(1, None),
+        "level_floor": Float(0, 0.5, lo_open=True, hi_open=True),
+        "regret_window": Int(1, None),
+    },
+    doc="Online quantile recalibration (Deshpande et al. 2024; rule = osd, aci, dtaci) along a time split's horizon.",
+    adapter=_ONLINE_ADAPTER,
+    needs_calibration_split=True,
+)
 register_method(
     "base",
     None,

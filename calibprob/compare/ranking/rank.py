@@ -345,6 +345,29 @@ def _add_interval_ranking(out: xr.Dataset, st: xr.Dataset) -> None:
         out[f"width_{k}"] = (dims, v)
 
 
+def _add_long_run_ranking(out: xr.Dataset, st: xr.Dataset) -> None:
+    r"""``long_run_error_*`` over (dataset, confidence_level, pipeline): the ranking by :math:`|\text{coverage} - c|`.
+
+    On a time split the coverage is the stream's long-run coverage, and its distance to the nominal
+    level is what adaptive conformal inference bounds (Gibbs & Candès 2021, Proposition 4.1); lower
+    is better, ties within ``TIE_SE`` paired standard errors over repetitions.
+    """
+    levels = st["confidence_level"].values
+    dims = ("dataset", "confidence_level", "pipeline")
+    lvl = xr.DataArray(levels, dims="confidence_level", coords={"confidence_level": levels})
+    err = abs(st["coverage"] - lvl).transpose(*dims, "repetition").values
+    keys = ("mean", "se", "diff", "dse", "rank", "tied")
+    res = {k: _empty(err.shape[:3], k) for k in keys}
+    for i in range(err.shape[0]):
+        for j in range(err.shape[1]):
+            r = paired_ranking(err[i, j])
+            for k in keys:
+                res[k][i, j] = r[k]
+    for k, v in res.items():
+        out[f"long_run_error_{k}"] = (dims, v)
+    out["long_run_error_mean"].attrs["long_name"] = "mean |long-run coverage - nominal| over repetitions"
+
+
 def _convergence_problem(rhat: np.ndarray | None, divergences: np.ndarray | None) -> str:
     """Why one base on one data set is not converged, over its repetitions ('' when it is)."""
     parts = []
@@ -443,7 +466,9 @@ def rank_results(results: xr.Dataset, by: str = "nll") -> xr.Dataset:
         ranked), ``score_tied`` (bool), ``score_n`` (repetitions scored);
         over (``dataset``, ``confidence_level``, ``pipeline``): ``coverage``,
         ``coverage_se``, ``undercovers``, ``width``, ``width_se``,
-        ``width_diff``, ``width_dse``, ``width_rank``, ``width_tied``; with per-group
+        ``width_diff``, ``width_dse``, ``width_rank``, ``width_tied``; for results of a time split
+        (attribute ``split_kind = "time"``) also ``long_run_error_mean``, ``_se``, ``_diff``, ``_dse``,
+        ``_rank``, ``_tied`` (the ranking by :math:`|\text{coverage} - c|`); with per-group
         diagnostics also ``worst_group``, ``worst_group_coverage``, ``worst_group_se``,
         ``group_undercovers`` (:func:`worst_group_coverage`). Attribute
         ``rank_by``; strings and integers only, so it writes to netCDF as is.
@@ -482,6 +507,8 @@ def rank_results(results: xr.Dataset, by: str = "nll") -> xr.Dataset:
     _add_score_ranking(out, st, by)
     if "coverage" in st and "confidence_level" in st["coverage"].dims:
         _add_interval_ranking(out, st)
+        if results.attrs.get("split_kind") == "time":
+            _add_long_run_ranking(out, st)
     flags = _flags(st)
     if flags is not None:
         out["base_flag"] = flags

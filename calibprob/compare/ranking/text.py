@@ -218,6 +218,8 @@ def format_ranking(rk: xr.Dataset, repetitions: int | None = None) -> str:
         lines += _score_lines(rk, d, by)
         if "width_rank" in rk:
             lines += _interval_lines(rk, d)
+        if "long_run_error_rank" in rk:
+            lines += _long_run_lines(rk, d)
         flags = rk["base_flag"].sel(dataset=d) if "base_flag" in rk else None
         lines += ["   " + note for note in flag_notes(flags)]
         lines.append("")
@@ -285,3 +287,26 @@ def _interval_lines(rk: xr.Dataset, d) -> list[str]:
             f"nominal by > {TIE_SE:g} se; never named best for width)"
         )
     return lines
+
+
+def _long_run_lines(rk: xr.Dataset, d) -> list[str]:
+    """A time split's ranking by long-run coverage error |coverage - c| at every level, as text lines."""
+    lines = ["-- long-run coverage error |coverage - nominal| along the horizon (time split): smallest first"]
+    rows = [["level", "rank", "pipeline", "|error|", "Δ to best", "dse"]]
+    for c in rk["confidence_level"].values:
+        x = rk.sel(dataset=d, confidence_level=c)
+        order = np.argsort(np.where(x["long_run_error_rank"].values > 0, x["long_run_error_rank"].values, 10**9))
+        for k, i in enumerate(order):
+            rank = int(x["long_run_error_rank"].values[i])
+            best = rank == 1
+            rows.append(
+                [
+                    f"{c:g}" if k == 0 else "",
+                    str(rank) if rank > 0 else "-",
+                    str(x["pipeline"].values[i]),
+                    _fmt(float(x["long_run_error_mean"].values[i])),
+                    "—" if best or rank == 0 else _fmt(float(x["long_run_error_diff"].values[i])),
+                    "—" if best or rank == 0 else _fmt_dse(float(x["long_run_error_dse"].values[i])),
+                ]
+            )
+    return lines + _table(rows, right={0, 1, 3, 4, 5})

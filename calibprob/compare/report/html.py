@@ -22,6 +22,7 @@ from calibprob.compare.report.figures import (
 )
 from calibprob.compare.report.results import load_results
 from calibprob.compare.report.text import summary
+from calibprob.compare.report.time_plots import TIME_SECTION, time_coverage_html
 from calibprob.plots import BAND_MASS, coverage_by_group
 
 # ----------------------------------------------------------------------------- the HTML report
@@ -369,6 +370,9 @@ def write_html(
     group_html = _group_coverage_html(st, datasets, colors)
     if group_html:  # only for results with per-group diagnostics (a data set with groups)
         sections.insert(sections.index("Coverage and width") + 1, GROUP_SECTION)
+    time_html = time_coverage_html(st, datasets, colors)
+    if time_html:  # only for results of a time split (rolling coverage along the horizon)
+        sections.insert(sections.index("Coverage and width") + 1, TIME_SECTION)
     ids = {s: s.lower().replace(" ", "-") for s in sections}
 
     body = [
@@ -385,6 +389,7 @@ def write_html(
         "Scores": _scores_html(metric_vars, metrics),
         **_curve_sections(st, rk, datasets, pipes, colors),
         GROUP_SECTION: group_html,
+        TIME_SECTION: time_html,
         "Fit times": '<p class="note">Wall-clock seconds per task: the base model\'s fit, and each '
         "calibrator's fit and prediction on the test part.</p>"
         + "\n".join(_fit_times_html(st, d, colors) for d in datasets),

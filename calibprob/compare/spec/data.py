@@ -365,10 +365,48 @@ def _parse_dataset_split(value, n: int, where: str) -> dict:
     return _parse_split(value, where)
 
 
+#: The keys of a time-ordered split (``[split] kind = "time"``).
+TIME_SPLIT_KEYS = ("kind", "train", "burn_in", "horizon")
+
+
+def _parse_time_split(value: dict, where: str) -> dict:
+    """``kind = "time"``: train, burn-in and horizon fractions taken in row order (the data's time order).
+
+    The parts are the random split's ``train``, ``calibrate`` (the burn-in) and ``test`` (the horizon)
+    (``calibprob.compare.tasks``); the stored table is the one given, so it parses again as it is.
+    """
+    _check_keys(value, TIME_SPLIT_KEYS, where)
+    missing = [k for k in TIME_SPLIT_KEYS[1:] if k not in value]
+    if missing:
+        raise SpecError(
+            f"{where} of kind 'time' needs {', '.join(repr(k) for k in missing)}: fractions of the rows, in order, "
+            "that train the base, that the online method burns in on, and that it is scored on "
+            "(e.g. train = 0.5, burn_in = 0.1, horizon = 0.4)."
+        )
+    for k in TIME_SPLIT_KEYS[1:]:
+        v = value[k]
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v < 1:
+            raise SpecError(f"{where}.{k} must be a fraction in (0, 1); got {_short(v)}.")
+    total = sum(float(value[k]) for k in TIME_SPLIT_KEYS[1:])
+    if total > 1.0 + 1e-9:
+        raise SpecError(
+            f"{where}: train + burn_in + horizon = {total:g} exceeds 1 (they are consecutive stretches of the rows). "
+            "Shorten one of them."
+        )
+    return {"kind": "time", **{k: float(value[k]) for k in TIME_SPLIT_KEYS[1:]}}
+
+
 def _parse_split(value, where: str = "split") -> dict:
     """Fractions per part, and the optional ``stratify`` column (a string, checked per data set later)."""
     if not isinstance(value, dict):
         raise SpecError(f"{where} must be a table, e.g. [split] train = 0.6, calibrate = 0.2, test = 0.2.")
+    if "kind" in value:
+        if value["kind"] != "time":
+            raise SpecError(
+                f"{where}.kind must be 'time' (a time-ordered split); got {_short(value['kind'])}. Leave kind out "
+                "for a random split."
+            )
+        return _parse_time_split(value, where)
     _check_keys(value, (*SPLIT_KEYS, "stratify"), where)
     stratify = Str().check(value["stratify"], f"{where}.stratify") if "stratify" in value else None
     value = {k: v for k, v in value.items() if k != "stratify"}
