@@ -48,6 +48,7 @@ from calibprob.calibrators.recalibration import MarxRecalibrator as MarxRecalibr
 from calibprob.calibrators.recalibration import VarianceScalingRecalibrator as VarianceScalingRecalibrator
 from calibprob.calibrators.recalibration import VovkRecalibrator as VovkRecalibrator
 from calibprob.calibrators.sharp_gp import SharpCalibratedGP as SharpCalibratedGP
+from calibprob.calibrators.timeseries import NexCP as NexCP
 from calibprob.datasets import list_datasets as list_datasets
 from calibprob.datasets import load_csv as load_csv
 from calibprob.datasets import load_dataset as load_dataset
@@ -88,6 +89,7 @@ __all__ = [
     "MarxRecalibrator",
     "ModelAwareCalibrator",
     "Mondrian",
+    "NexCP",
     "NotFittedError",
     "OnlineQuantileRecalibrator",
     "PyMCHSGPRegression",

@@ -146,6 +146,13 @@ register_class(
     output="intervals",
     exports=_TOP,
 )
+register_class(  # NexCP (issue 38): weighted split conformal with decaying weights, online through update
+    "calibprob.calibrators.timeseries:NexCP",
+    role="calibrator",
+    family="distribution",
+    output="intervals",
+    exports=_TOP,
+)
 register_class(
     "calibprob.calibrators.conformal.split:SplitConformalRegressor",
     role="calibrator",

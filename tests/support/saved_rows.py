@@ -231,6 +231,13 @@ ROWS = [
         ),
         lambda e, d: e.predict(d.pred(d.X_test)),
     ),
+    Row(  # NexCP mid-stream: the scores in time order (their decaying weights) are the state
+        "NexCP",
+        "NexCP",
+        lambda d: G.NexCP(confidence_level=[0.8, 0.9], rho=0.95).fit(d.pred(d.X_cal[:20]), d.y_cal[:20])
+        .update(d.pred(d.X_cal[20:]), d.y_cal[20:]),
+        lambda e, d: e.predict(d.pred(d.X_test)),
+    ),
     # model-aware calibrators
     Row(
         "SharpCalibratedGP",
