@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from calibprob._core.ranks import exact_level
+
 __all__ = ["ls_residual_lines", "full_conformal_hull", "swap_fit_weight"]
 
 
@@ -126,24 +128,32 @@ def full_conformal_hull(a, b, a1, b1, weights, confidence_level: float) -> tuple
     (-2.0, 2.0)
     """
     w = np.asarray(weights, float)
-    wn = w / (w.sum() + 1.0)
-    total = float(wn.sum())
-    if total <= confidence_level:  # the test point's mass at infinity alone exceeds alpha
+    # the spine's exact arithmetic (``calibprob._core.ranks.weighted_upper_rank``): weights in units of the
+    # smallest, the level as the fraction num/den it stands for, so equal weights compare integers exactly
+    q = exact_level(confidence_level, "confidence_level")
+    positive = w[w > 0]
+    ref = min(float(positive.min()), 1.0) if positive.size else 1.0
+    wr = w / ref
+    total, mass = float(wr.sum()), float(wr.sum()) + 1.0 / ref
+
+    def keeps(strict):  # strict mass / all mass <= c, compared as den * strict <= num * all
+        return q.denominator * strict <= q.numerator * mass
+
+    if keeps(total):  # the test point's mass at infinity alone exceeds alpha: the whole line
         return -np.inf, np.inf
     lo, hi, owner = _sets(np.asarray(a, float), np.asarray(b, float), float(a1), float(b1))
-    wk = wn[owner]
+    wk = wr[owner]
     cand = np.unique(np.concatenate([lo[np.isfinite(lo)], hi[np.isfinite(hi)]]))
     lo_order, hi_order = np.argsort(lo, kind="stable"), np.argsort(hi, kind="stable")
     cum_lo = np.concatenate([[0.0], np.cumsum(wk[lo_order])])
     cum_hi = np.concatenate([[0.0], np.cumsum(wk[hi_order])])
     started = cum_lo[np.searchsorted(lo[lo_order], cand, side="right")]
     ended = cum_hi[np.searchsorted(hi[hi_order], cand, side="left")]
-    strict = total - (started - ended)  # mass of the points whose score is strictly below the test score
-    kept = cand[strict <= confidence_level]
-    below = total - float(wk[np.isneginf(lo)].sum())
-    above = total - float(wk[np.isposinf(hi)].sum())
-    lower = -np.inf if below <= confidence_level else (float(kept.min()) if kept.size else -np.inf)
-    upper = np.inf if above <= confidence_level else (float(kept.max()) if kept.size else np.inf)
+    kept = cand[keeps(total - (started - ended))]  # strict: the mass of the scores strictly below the test's
+    below = keeps(total - float(wk[np.isneginf(lo)].sum()))  # the set reaches -inf
+    above = keeps(total - float(wk[np.isposinf(hi)].sum()))
+    lower = -np.inf if below or not kept.size else float(kept.min())
+    upper = np.inf if above or not kept.size else float(kept.max())
     return lower, upper
 
 

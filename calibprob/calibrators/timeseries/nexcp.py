@@ -181,7 +181,7 @@ class NexCP(BaseEstimator):
             attainable level ``weights_attainable_level``.
         """
         check_is_fitted(self, "scores_", method="fit")
-        levels, scalar = resolve_levels(self.levels_ if confidence_level is None else confidence_level)
+        levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
         pred = check_predictive(pred, self, "pred")
         mu, sigma = predictive_mean_std(pred)
         lo, hi = self.thresholds(levels)
@@ -345,4 +345,4 @@ def nexcp_least_squares(
         )
     name = "cp-ls" if rho is None else ("nexcp-wls" if weighted_fit else "nexcp-ls")
     ds = from_intervals(lo[:, None], hi[:, None], [float(confidence_level)], method=name, check=False)
-    return ds.assign_coords(obs=np.arange(start, T), time=("obs", stamps[start:])).isel(confidence_level=0)
+    return ds.assign_coords(obs=np.arange(start, T), time=("obs", stamps[start:]))
