@@ -153,6 +153,13 @@ register_class(  # NexCP (issue 38): weighted split conformal with decaying weig
     output="intervals",
     exports=_TOP,
 )
+register_class(  # EnbPI (issue 38): bootstrap ensemble, leave-one-out residuals, a sliding window
+    "calibprob.calibrators.timeseries:EnbPI",
+    role="calibrator",
+    family="model-aware",
+    output="intervals",
+    exports=_TOP,
+)
 register_class(
     "calibprob.calibrators.conformal.split:SplitConformalRegressor",
     role="calibrator",

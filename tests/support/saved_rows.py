@@ -247,6 +247,14 @@ ROWS = [
         ),
         lambda e, d: e.predict(d.X_test),
     ),
+    Row(  # EnbPI mid-stream: the bootstrap models, their bags and the residual window (a pending block)
+        "EnbPI",
+        "EnbPI",
+        lambda d: G.EnbPI(estimator=G.BayesianRidge(), n_bootstraps=4, step=2, confidence_level=[0.8, 0.9])
+        .fit(d.X_train, d.y_train)
+        .update(d.X_cal[:3], d.y_cal[:3]),
+        lambda e, d: e.predict(d.X_test),
+    ),
     Row(
         "SplitConformalRegressor",
         "SplitConformalRegressor",

@@ -8,6 +8,7 @@
   scikit-learn-style or calibprob estimator.
 """
 
+from calibprob.calibrators.timeseries.enbpi import EnbPI, loo_aggregate
 from calibprob.calibrators.timeseries.nexcp import NexCP, full_conformal_ls, nexcp_least_squares
 
-__all__ = ["NexCP", "full_conformal_ls", "nexcp_least_squares"]
+__all__ = ["NexCP", "EnbPI", "full_conformal_ls", "nexcp_least_squares", "loo_aggregate"]
