@@ -35,7 +35,7 @@ PMLR 139, 11559–11569 (Algorithm 1; the reference code hamrel-cxu/EnbPI, ``PI_
 from __future__ import annotations
 
 import warnings
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 import xarray as xr
@@ -51,7 +51,6 @@ from calibprob.calibrators.conformal._intervals import (
     iter_chunks,
     resolve_levels,
 )
-from calibprob.predictive import CalibprobWarning
 
 __all__ = ["EnbPI", "loo_aggregate", "check_window"]
 
@@ -278,7 +277,7 @@ class EnbPI(BaseEstimator):
 
     def _offsets(self, residuals, levels) -> tuple[np.ndarray, np.ndarray]:
         """Per level, the offsets ``(lo, hi)`` from the centre read from the window's residuals."""
-        method = self.quantile_method
+        method: Any = self.quantile_method  # one of _QUANTILE_METHODS (checked at fit); numpy types it as a Literal
         if not self.optimize_beta:
             w = np.quantile(np.abs(residuals), levels, method=method)
             return -w, w

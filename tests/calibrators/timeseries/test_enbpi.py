@@ -67,7 +67,9 @@ def test_the_fit_equals_a_hand_written_enbpi():
     assert iv["lower"].values[0] == pytest.approx(centre - w) and iv["upper"].values[0] == pytest.approx(centre + w)
 
 
-@pytest.mark.parametrize(("step", "center", "optimize_beta"), [(1, "mean", False), (3, "quantile", False), (2, "mean", True)])
+@pytest.mark.parametrize(
+    ("step", "center", "optimize_beta"), [(1, "mean", False), (3, "quantile", False), (2, "mean", True)]
+)
 def test_one_pass_equals_predict_then_update_row_by_row(step, center, optimize_beta):
     X, y = _data(90)
     kw = dict(n_bootstraps=10, step=step, center=center, optimize_beta=optimize_beta, window=50)
@@ -99,7 +101,9 @@ def test_optimize_beta_picks_the_narrowest_interval_on_the_grid():
     X, y = _data(80)
     enbpi = EnbPI(Ridge(), n_bootstraps=10, optimize_beta=True).fit(X, y)
     iv = enbpi.predict_interval(X[:1], confidence_level=0.8)
-    widths = [np.quantile(enbpi.residuals_, 0.8 + b) - np.quantile(enbpi.residuals_, b) for b in np.linspace(0, 0.2, 101)]
+    widths = [
+        np.quantile(enbpi.residuals_, 0.8 + b) - np.quantile(enbpi.residuals_, b) for b in np.linspace(0, 0.2, 101)
+    ]
     assert float((iv["upper"] - iv["lower"]).values[0]) == pytest.approx(min(widths), rel=1e-12)
     sym = EnbPI(Ridge(), n_bootstraps=10).fit(X, y).predict_interval(X[:1], confidence_level=0.8)
     assert float((iv["upper"] - iv["lower"]).values[0]) <= float((sym["upper"] - sym["lower"]).values[0]) + 1e-12
@@ -108,7 +112,10 @@ def test_optimize_beta_picks_the_narrowest_interval_on_the_grid():
 def test_a_calibprob_base_and_a_callable_serve_as_the_estimator():
     X, y = _data(60)
     a = EnbPI(calibprob.LinearRegression(), n_bootstraps=5).fit(X, y).predict_interval(X[:3])
-    ols = lambda Xt, yt, Xn: np.c_[np.ones(len(Xn)), Xn] @ np.linalg.lstsq(np.c_[np.ones(len(Xt)), Xt], yt, rcond=None)[0]  # noqa: E731
+
+    def ols(Xt, yt, Xn):
+        return np.c_[np.ones(len(Xn)), Xn] @ np.linalg.lstsq(np.c_[np.ones(len(Xt)), Xt], yt, rcond=None)[0]
+
     b = EnbPI(ols, n_bootstraps=5).fit(X, y).predict_interval(X[:3])
     assert np.allclose(a["lower"].values, b["lower"].values, atol=1e-10)
 
