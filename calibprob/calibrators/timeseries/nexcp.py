@@ -44,6 +44,7 @@ import xarray as xr
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.validation import check_array, check_int, check_targets
 from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
+from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.conformal.scores import Score, get_score
 from calibprob.calibrators.conformal.split_calibrator import conformal_thresholds, predictive_mean_std
 from calibprob.calibrators.online._time import TIME_COORD, check_stream_times
@@ -134,8 +135,16 @@ class NexCP(BaseEstimator):
         check_rho(self.rho)
         return levels, get_score(self.score, beta=self.beta, eps=self.eps)
 
-    def fit(self, pred_cal, y_cal) -> Self:
+    def _mondrian_sides(self) -> int:
+        """1 for a symmetric score, 2 for a signed one: the minimum group size of the unweighted rule (rho = 1)."""
+        return 1 if get_score(self.score, beta=self.beta, eps=self.eps).symmetric else 2
+
+    def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
         """Score the calibration stretch (rows in time order); returns ``self``.
+
+        With ``groups=`` (one label per point, or an ``obs`` coordinate name) each group is its
+        own stream with its own decaying weights (:class:`calibprob.Mondrian`); pass the same
+        ``groups=`` to :meth:`update` and :meth:`predict_interval`.
 
         Raises
         ------
@@ -146,6 +155,8 @@ class NexCP(BaseEstimator):
             ``pred_cal`` is not a predictive Dataset.
         """
         self.levels_, self.score_ = self._check_params()
+        if fit_with_groups(self, pred_cal, y_cal, groups):
+            return self
         pred = check_predictive(pred_cal, self, "pred_cal")
         y = check_targets(y_cal, pred.sizes["obs"], "y_cal", obs=pred["obs"].values)
         times = check_stream_times(pred, None, "pred_cal")
@@ -169,7 +180,7 @@ class NexCP(BaseEstimator):
             self.scores_[order], levels, symmetric=self.score_.symmetric, weights=w[order], test_weight=1.0
         )
 
-    def predict_interval(self, pred, confidence_level=None) -> xr.Dataset:
+    def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
         r"""NexCP intervals for every row of ``pred`` (each row the :math:`(n+1)`-th point).
 
         Returns
@@ -180,6 +191,9 @@ class NexCP(BaseEstimator):
             attrs hold ``rho``, the weights' effective sample size ``weights_ess`` and the
             attainable level ``weights_attainable_level``.
         """
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None:
+            return mondrian.predict_interval(pred, confidence_level, groups=groups)
         check_is_fitted(self, "scores_", method="fit")
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
         pred = check_predictive(pred, self, "pred")
@@ -190,19 +204,26 @@ class NexCP(BaseEstimator):
         diag = diagnose(self.calibration_weights(), np.ones(1))
         attrs = {"rho": float(self.rho), "weights_ess": diag.ess, "weights_attainable_level": diag.attainable_level}
         ds = interval_dataset(lower, upper, levels, scalar, method="nexcp", attrs=attrs)
-        return ds.assign_coords(obs=pred["obs"].values)
+        return keep_group_coord(ds.assign_coords(obs=pred["obs"].values), pred)
 
-    def predict(self, pred) -> xr.Dataset:
+    def predict(self, pred, *, groups=None) -> xr.Dataset:
         """The intervals at the constructor's levels, ``confidence_level`` kept as a dimension."""
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None:
+            return mondrian.predict_interval(pred, mondrian.confidence_levels_.tolist(), groups=groups)
         check_is_fitted(self, "scores_", method="fit")
         return self.predict_interval(pred, self.levels_.tolist())
 
-    def update(self, pred, y) -> Self:
+    def update(self, pred, y, *, groups=None) -> Self:
         """Append outcomes (rows in time order) as the newest calibration points; returns ``self``.
 
         With a ``time`` coordinate the rows must be strictly increasing and later than every
         outcome already taken.
         """
+        mondrian = predict_with_groups(self, groups)
+        if mondrian is not None:
+            mondrian.update(pred, y, groups=groups)
+            return self
         check_is_fitted(self, "scores_", method="fit")
         pred = check_predictive(pred, self, "pred")
         y = check_targets(y, pred.sizes["obs"], "y", obs=pred["obs"].values)

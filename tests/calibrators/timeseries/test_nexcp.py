@@ -185,3 +185,17 @@ def test_bad_input_is_refused_naming_the_fix():
         full_conformal_ls(X[:10], y[:10], np.ones(3))
     with pytest.raises(calibprob.NotFittedError, match="fit"):
         NexCP().predict_interval(pred)
+
+
+def test_groups_run_one_stream_per_group():
+    pred, y = _stream(120, seed=9, drift=1.0)
+    g = np.tile(["a", "b"], 60)
+    grouped = NexCP(rho=0.9).fit(pred.isel(obs=slice(100)), y[:100], groups=g[:100])
+    grouped.update(pred.isel(obs=slice(100, 110)), y[100:110], groups=g[100:110])
+    iv = grouped.predict_interval(pred.isel(obs=slice(110, None)), groups=g[110:])
+    for k in "ab":
+        cal, new = np.flatnonzero(g[:100] == k), np.flatnonzero(g[100:110] == k) + 100
+        test = np.flatnonzero(g[110:] == k) + 110
+        alone = NexCP(rho=0.9).fit(pred.isel(obs=cal), y[cal]).update(pred.isel(obs=new), y[new])
+        want = alone.predict_interval(pred.isel(obs=test))
+        assert np.array_equal(iv["upper"].values[test - 110], want["upper"].values)
