@@ -151,14 +151,14 @@ register_class(  # NexCP (issue 38): weighted split conformal with decaying weig
     role="calibrator",
     family="distribution",
     output="intervals",
-    exports=_TOP,
+    exports=(*_TOP, "calibprob.calibrators"),
 )
 register_class(  # EnbPI (issue 38): bootstrap ensemble, leave-one-out residuals, a sliding window
     "calibprob.calibrators.timeseries:EnbPI",
     role="calibrator",
     family="model-aware",
     output="intervals",
-    exports=_TOP,
+    exports=(*_TOP, "calibprob.calibrators"),
 )
 register_class(
     "calibprob.calibrators.conformal.split:SplitConformalRegressor",
