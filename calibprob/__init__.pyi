@@ -51,6 +51,8 @@ from calibprob.calibrators.recalibration import MarxRecalibrator as MarxRecalibr
 from calibprob.calibrators.recalibration import VarianceScalingRecalibrator as VarianceScalingRecalibrator
 from calibprob.calibrators.recalibration import VovkRecalibrator as VovkRecalibrator
 from calibprob.calibrators.sharp_gp import SharpCalibratedGP as SharpCalibratedGP
+from calibprob.calibrators.timeseries import EnbPI as EnbPI
+from calibprob.calibrators.timeseries import NexCP as NexCP
 from calibprob.datasets import list_datasets as list_datasets
 from calibprob.datasets import load_csv as load_csv
 from calibprob.datasets import load_dataset as load_dataset
@@ -83,6 +85,7 @@ __all__ = [
     "CrossConformalRegressor",
     "DEFAULT_LEVELS",
     "DistributionCalibrator",
+    "EnbPI",
     "FullConformalGP",
     "GPBetaCalibrator",
     "GaussianProcessRegressor",
@@ -93,6 +96,7 @@ __all__ = [
     "MarxRecalibrator",
     "ModelAwareCalibrator",
     "Mondrian",
+    "NexCP",
     "NotFittedError",
     "OnlineQuantileRecalibrator",
     "PyMCHSGPRegression",

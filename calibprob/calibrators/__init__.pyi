@@ -10,15 +10,19 @@ from calibprob.calibrators.recalibration import MarxRecalibrator as MarxRecalibr
 from calibprob.calibrators.recalibration import VarianceScalingRecalibrator as VarianceScalingRecalibrator
 from calibprob.calibrators.recalibration import VovkRecalibrator as VovkRecalibrator
 from calibprob.calibrators.sharp_gp import SharpCalibratedGP as SharpCalibratedGP
+from calibprob.calibrators.timeseries import EnbPI as EnbPI
+from calibprob.calibrators.timeseries import NexCP as NexCP
 
 __all__ = [
     "ConditionalConformal",
     "ConformalBayes",
     "ConformalizedQuantileRegression",
+    "EnbPI",
     "GPBetaCalibrator",
     "IsotonicRecalibrator",
     "LOOJackknifePlus",
     "MarxRecalibrator",
+    "NexCP",
     "SharpCalibratedGP",
     "VarianceScalingRecalibrator",
     "VovkRecalibrator",

@@ -146,6 +146,20 @@ register_class(
     output="intervals",
     exports=_TOP,
 )
+register_class(  # NexCP (issue 38): weighted split conformal with decaying weights, online through update
+    "calibprob.calibrators.timeseries:NexCP",
+    role="calibrator",
+    family="distribution",
+    output="intervals",
+    exports=(*_TOP, "calibprob.calibrators"),
+)
+register_class(  # EnbPI (issue 38): bootstrap ensemble, leave-one-out residuals, a sliding window
+    "calibprob.calibrators.timeseries:EnbPI",
+    role="calibrator",
+    family="model-aware",
+    output="intervals",
+    exports=(*_TOP, "calibprob.calibrators"),
+)
 register_class(
     "calibprob.calibrators.online:ConformalPIDInterval",
     role="calibrator",

@@ -380,7 +380,7 @@ def list_calibrators(family: str | None = None, output: str | None = None) -> li
     --------
     >>> import calibprob
     >>> [name for name, *_ in calibprob.list_calibrators(family="model-aware", output="intervals")][:2]
-    ['CrossConformalRegressor', 'FullConformalGP']
+    ['CrossConformalRegressor', 'EnbPI']
     """
     if family is not None:
         _check_choice(family, "family", FAMILIES)

@@ -261,12 +261,32 @@ ROWS = [
         ),
         lambda e, d: e.predict(d.pred(d.X_test)),
     ),
+    Row(  # NexCP mid-stream: the scores in time order (their decaying weights) are the state
+        "NexCP",
+        "NexCP",
+        lambda d: (
+            G.NexCP(confidence_level=[0.8, 0.9], rho=0.95)
+            .fit(d.pred(d.X_cal[:20]), d.y_cal[:20])
+            .update(d.pred(d.X_cal[20:]), d.y_cal[20:])
+        ),
+        lambda e, d: e.predict(d.pred(d.X_test)),
+    ),
     # model-aware calibrators
     Row(
         "SharpCalibratedGP",
         "SharpCalibratedGP",
         lambda d: G.SharpCalibratedGP(estimator=d.base, n_levels=5, n_restarts=1, maxiter=20, random_state=0).fit(
             d.X_cal, d.y_cal
+        ),
+        lambda e, d: e.predict(d.X_test),
+    ),
+    Row(  # EnbPI mid-stream: the bootstrap models, their bags and the residual window (a pending block)
+        "EnbPI",
+        "EnbPI",
+        lambda d: (
+            G.EnbPI(estimator=G.BayesianRidge(), n_bootstraps=4, step=2, confidence_level=[0.8, 0.9])
+            .fit(d.X_train, d.y_train)
+            .update(d.X_cal[:3], d.y_cal[:3])
         ),
         lambda e, d: e.predict(d.X_test),
     ),
