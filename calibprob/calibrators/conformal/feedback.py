@@ -378,15 +378,22 @@ def _check_inputs(X, y, x_test, pool, train_density):
     return X, y, x_test, pool, ptrain
 
 
-def _log_normaliser(c_pool, a_pool, lam, grid, chunk: int = 8) -> np.ndarray:
-    r""":math:`\log Z_i(y) = \log \sum_u \exp(\lambda (c_{iu} + y a_{iu}))`, shape (n + 1, k), chunked over y."""
+def _log_normaliser(c_pool, a_pool, lam, grid) -> np.ndarray:
+    r""":math:`\log Z_i(y) = \log \sum_u \exp(\lambda (c_{iu} + y a_{iu}))`, shape (n + 1, k).
+
+    One point :math:`i` at a time in a reused (k, m) buffer (a fresh array per chunk spent most
+    of its time in page faults); each column is shifted by its own maximum before the
+    exponential, so no term overflows and the largest is exactly 1.
+    """
     out = np.empty((c_pool.shape[0], grid.size))
-    lc, la = lam * c_pool, lam * a_pool
-    for s in range(0, grid.size, chunk):
-        g = grid[s : s + chunk]
-        z = lc[:, None, :] + g[None, :, None] * la[:, None, :]
-        top = z.max(axis=2, keepdims=True)
-        out[:, s : s + chunk] = top[..., 0] + np.log(np.exp(z - top).sum(axis=2))
+    buf = np.empty((grid.size, c_pool.shape[1]))
+    for i in range(c_pool.shape[0]):
+        np.multiply.outer(grid, lam * a_pool[i], out=buf)
+        buf += lam * c_pool[i]
+        top = buf.max(axis=1)
+        buf -= top[:, None]
+        np.exp(buf, out=buf)
+        out[i] = top + np.log(buf.sum(axis=1))
     return out
 
 
