@@ -83,6 +83,7 @@ __all__ = [
     "check_lam",
     "check_grid",
     "set_from_scores",
+    "conformal_set_from_loo",
 ]
 
 #: The weightings :func:`feedback_conformal_set` knows.
@@ -505,12 +506,53 @@ def feedback_conformal_set(
             "exp(lam * mu(x)) / Z is normalised over it. Pass the design pool (m, p)."
         )
     loo = loo_affine(smoother, X, y, x_test, pool)
-    n = X.shape[0]
+    return conformal_set_from_loo(loo, y, grid, lam=lam, shift=shift, ptrain=ptrain, confidence_level=confidence_level)
+
+
+def conformal_set_from_loo(
+    loo: AffineLOO,
+    y,
+    grid,
+    *,
+    lam: float,
+    shift: str = "feedback",
+    ptrain=None,
+    confidence_level: float = 0.9,
+    design: AffineLOO | None = None,
+) -> ConformalSet:
+    r"""The set from leave-one-out fits already computed (the NumPy layer of :func:`feedback_conformal_set`).
+
+    Parameters
+    ----------
+    loo : AffineLOO
+        The model's leave-one-out fits (scores).
+    y : ndarray, shape (n,)
+    grid : ndarray, shape (k,)
+    lam : float
+    shift : {"feedback", "standard", "none"}
+    ptrain : ndarray, shape (n + 1,), optional
+        Training density at the augmented inputs (default constant).
+    confidence_level : float
+    design : AffineLOO, optional
+        The design density's exponent per left-out model, :math:`\log \tilde p_{-i,y}(v) =
+        \lambda (c_{iv} + y a_{iv}) - \log Z_{-i}(y)`; default ``loo`` itself (the density
+        :math:`\propto \exp(\lambda\hat\mu)`). The BO loop passes the lower confidence bound
+        :math:`-(\hat\mu_{-i,y} - \kappa \hat\sigma_{-i})`, whose standard deviation does not
+        depend on the label (:mod:`calibprob.bo.conformal`).
+
+    Returns
+    -------
+    ConformalSet
+    """
+    n = loo.n
+    y = np.asarray(y, float)
+    grid = np.asarray(grid, float)
+    ptrain = np.ones(n + 1) if ptrain is None else np.asarray(ptrain, float)
     c_own, a_own = loo.at_own_point()
     scores = np.empty((n + 1, grid.size))
     scores[:n] = np.abs(y[:, None] - (c_own[:n, None] + grid[None, :] * a_own[:n, None]))
     scores[n] = np.abs(grid - c_own[n])
-    logw = _weights(loo, lam, grid, shift, ptrain)
+    logw = _weights(loo if design is None else design, lam, grid, shift, ptrain)
     in_set = set_from_scores(scores, logw, confidence_level)
     w = np.exp(logw - logw.max(axis=0, keepdims=True))
     return ConformalSet(grid=grid, in_set=in_set, scores=scores, weights=w / w.sum(axis=0), shift=shift)
