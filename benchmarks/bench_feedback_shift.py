@@ -110,8 +110,10 @@ def main(argv=None):
     X_all, y_true, se = repro.load(Path(args.data), "blue")
     n, gamma, grid = 96, repro.PENALTY[96], repro.GRID
     smoother = fb.RidgeSmoother(penalty=gamma, unpenalized=(0,))
-    print(f"n = {n}, p = {X_all.shape[1]}, pool {X_all.shape[0]}, grid {grid.size}, λ = {LAM:g}; "
-          f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}; load {os.getloadavg()[0]:.2f}")
+    print(
+        f"n = {n}, p = {X_all.shape[1]}, pool {X_all.shape[0]}, grid {grid.size}, λ = {LAM:g}; "
+        f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}; load {os.getloadavg()[0]:.2f}"
+    )
     rows = []
     for s in range(args.points):
         rng = np.random.default_rng(s)
@@ -126,7 +128,9 @@ def main(argv=None):
         t_r = np.nan
         if s < args.refit_points:
             t0 = time.perf_counter()
-            ref = fb.refit_conformal_set(X, y, x_t, smoother=smoother, lam=LAM, grid=grid, pool=X_all, on_outside="ignore")
+            ref = fb.refit_conformal_set(
+                X, y, x_t, smoother=smoother, lam=LAM, grid=grid, pool=X_all, on_outside="ignore"
+            )
             t_r = time.perf_counter() - t0
             assert np.array_equal(set_c, ref.in_set), "closed form and refits disagree"
         rows.append((s, t_c, t_l, t_r))

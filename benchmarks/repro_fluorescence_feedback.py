@@ -53,7 +53,9 @@ PAPER = {
     ("blue", 96): {"FCS": (0.903, 0.912, 0.921, 0.924), "SCS": (0.903, 0.949, 0.959, 0.968)},
     ("blue", 384): {"FCS": (0.897, 0.907, 0.909, 0.912), "SCS": (0.897, 0.907, 0.912, 0.920)},
 }
-DEFAULT_DATA = Path(os.environ.get("CALIBPROB_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+DEFAULT_DATA = Path(
+    os.environ.get("CALIBPROB_SHARED_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data")
+)
 
 
 def walsh_hadamard(signed: np.ndarray, order: int = 2) -> np.ndarray:
@@ -121,7 +123,9 @@ def run(seeds, data_dir=DEFAULT_DATA, colour="blue", n=96, progress=True):
 def table(res, colour="blue", n=96) -> str:
     """Mean coverage ± standard error per method and λ, beside the paper."""
     paper = PAPER.get((colour, n), {})
-    lines = [f"{colour}, n = {n}, {res.shape[0]} seeds; coverage (± s.e.) at λ = " + ", ".join(f"{v:g}" for v in LAMBDAS)]
+    lines = [
+        f"{colour}, n = {n}, {res.shape[0]} seeds; coverage (± s.e.) at λ = " + ", ".join(f"{v:g}" for v in LAMBDAS)
+    ]
     for k, name in enumerate(("FCS", "SCS")):
         m = res[:, k].mean(axis=0)
         se = np.sqrt(m * (1 - m) / res.shape[0])

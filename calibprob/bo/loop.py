@@ -498,23 +498,26 @@ class _Loop:
     def attrs(self, n0: int) -> dict:
         """Root attributes of the result: every setting, in the documented order."""
         st, pb = self.settings, self.problem
-        return dict(
-            function=pb.name,
-            acquisition=st.acquisition,
-            calibration=st.calibration,
-            eta=st.eta,
-            coupling=st.coupling,
-            kappa=st.kappa,
-            xi=st.xi,
-            n_init=n0,
-            n_steps=st.n_steps,
-            refit_every=st.refit_every,
-            sharp_level=st.sharp_level,
-            seed=str(self.seed),
-            base_model=repr(self.template),
-            bounds=pb.box.ravel().tolist(),
-            optimum=np.nan if pb.optimum is None else pb.optimum,
-        ) | self._conformal_attrs()
+        return (
+            dict(
+                function=pb.name,
+                acquisition=st.acquisition,
+                calibration=st.calibration,
+                eta=st.eta,
+                coupling=st.coupling,
+                kappa=st.kappa,
+                xi=st.xi,
+                n_init=n0,
+                n_steps=st.n_steps,
+                refit_every=st.refit_every,
+                sharp_level=st.sharp_level,
+                seed=str(self.seed),
+                base_model=repr(self.template),
+                bounds=pb.box.ravel().tolist(),
+                optimum=np.nan if pb.optimum is None else pb.optimum,
+            )
+            | self._conformal_attrs()
+        )
 
     def _conformal_attrs(self) -> dict:
         """The query-interval settings, only when used (runs without them keep their attributes)."""

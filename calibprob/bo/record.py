@@ -143,7 +143,9 @@ class StepRecorder:
     def record_interval(self, **fields) -> None:
         """Append the interval issued at this step and whether it covered (every name of :data:`INTERVAL_FIELDS`)."""
         if set(fields) != set(INTERVAL_FIELDS):
-            raise ValueError(f"an interval record needs exactly the fields {sorted(INTERVAL_FIELDS)}; got {sorted(fields)}.")
+            raise ValueError(
+                f"an interval record needs exactly the fields {sorted(INTERVAL_FIELDS)}; got {sorted(fields)}."
+            )
         for key, val in fields.items():
             self.intervals[key].append(float(val))
 

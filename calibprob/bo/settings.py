@@ -148,7 +148,12 @@ class BOSettings:
             level = check_probability(level, "interval_level")
         norm(self, "interval_level", level)
         lam = self.design_lambda
-        if isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating)) or not np.isfinite(lam) or lam < 0:
+        if (
+            isinstance(lam, bool)
+            or not isinstance(lam, (int, float, np.integer, np.floating))
+            or not np.isfinite(lam)
+            or lam < 0
+        ):
             raise ValueError(
                 f"design_lambda (the inverse temperature of the softmax design) must be a finite number >= 0; "
                 f"got {lam!r}. Pass e.g. 10."

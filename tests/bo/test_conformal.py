@@ -72,20 +72,35 @@ def test_query_intervals_are_logged():
 
 def test_conformal_run_and_table():
     ds = run_experiment(
-        ["forrester"], ["ucb"], ["uncalibrated", "conformal"], 1, n_init=4, n_steps=2, interval_level=0.9, progress=False
+        ["forrester"],
+        ["ucb"],
+        ["uncalibrated", "conformal"],
+        1,
+        n_init=4,
+        n_steps=2,
+        interval_level=0.9,
+        progress=False,
     )
     table = bo_table(ds)
     assert "query_coverage" in table
     assert np.isfinite(table["query_coverage"].sel(method="conformal")).all()
     assert "query cov." in format_bo_table(table)
-    assert "covered" not in run_experiment(["forrester"], ["ucb"], ["uncalibrated"], 1, n_init=3, n_steps=1, progress=False)
+    assert "covered" not in run_experiment(
+        ["forrester"], ["ucb"], ["uncalibrated"], 1, n_init=3, n_steps=1, progress=False
+    )
 
 
 @pytest.mark.parametrize(
     ("kw", "match"),
     [
-        ({"calibration": "conformal", "acquisition": "ei"}, "acquisition='ei' is not supported there. Pass acquisition='lcb'"),
-        ({"calibration": "conformal", "acquisition": "lcb", "design_lambda": np.inf}, "design_lambda .* must be a finite"),
+        (
+            {"calibration": "conformal", "acquisition": "ei"},
+            "acquisition='ei' is not supported there. Pass acquisition='lcb'",
+        ),
+        (
+            {"calibration": "conformal", "acquisition": "lcb", "design_lambda": np.inf},
+            "design_lambda .* must be a finite",
+        ),
         ({"calibration": "none", "interval_level": 1.5}, "interval_level must be in"),
         ({"calibration": "conformal", "acquisition": "softmax"}, "acquisition must be one of"),
     ],

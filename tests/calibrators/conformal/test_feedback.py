@@ -129,9 +129,7 @@ def test_grid_not_covering_the_labels_warns_or_refuses():
     with pytest.warns(CalibprobWarning, match="does not cover the training labels' range.*Widen the grid"):
         feedback_conformal_set(X, y, x_t, smoother=RidgeSmoother(), lam=1.0, grid=narrow, pool=pool)
     with pytest.raises(ValueError, match="does not cover the training labels' range"):
-        feedback_conformal_set(
-            X, y, x_t, smoother=RidgeSmoother(), lam=1.0, grid=narrow, pool=pool, on_outside="raise"
-        )
+        feedback_conformal_set(X, y, x_t, smoother=RidgeSmoother(), lam=1.0, grid=narrow, pool=pool, on_outside="raise")
     with pytest.raises(ValueError, match="strictly increasing"):
         feedback_conformal_set(X, y, x_t, smoother=RidgeSmoother(), lam=1.0, grid=[1.0, 0.0], pool=pool)
 
