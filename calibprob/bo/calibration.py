@@ -16,7 +16,7 @@ computed under and says how the forecast of the next outcome is scored:
                    acquisition itself (``acquisition="sharp-ucb"``).
 ``"conformal"``    the uncalibrated GP; the query drawn from the softmax of
                    the lower confidence bound, its interval the feedback-shift
-                   conformal set (:mod:`calibprob.bo.conformal`).
+                   conformal set (``calibprob.bo.conformal``).
 ``"conformal-loo"`` the same design under the ``"loo"`` recalibration.
 =================  ===========================================================
 

@@ -16,7 +16,7 @@ exchangeable: feedback covariate shift. With ``calibration="conformal"`` (or
    :math:`g` (:math:`g = \Phi^{-1}` uncalibrated, so :math:`A = -(\hat\mu - \kappa\hat\sigma)`),
    :math:`\lambda` = ``design_lambda`` (large: close to the arg-max of the acquisition);
 2. issues, before observing :math:`y`, the **feedback-shift full-conformal set** of the query
-   (:func:`calibprob.calibrators.conformal.feedback.conformal_set_from_loo`): the GP posterior
+   (``calibprob.calibrators.conformal.feedback.conformal_set_from_loo``): the GP posterior
    mean with this step's hyperparameters is a linear smoother, so the leave-one-out means of the
    augmented data are affine in the candidate label and the leave-one-out standard deviations
    are rank-one downdates, :math:`\hat\sigma^2_{-i}(v) = \hat\sigma^2(v) + \nu L_{vi}^2 /

@@ -20,7 +20,7 @@ Methods
                  the confidence-bound acquisitions (``ucb``/``lcb``)
 ``conformal``    the GP uncalibrated, queries drawn from the softmax of the
                  confidence bound, each issued with its feedback-shift conformal
-                 set (:mod:`calibprob.bo.conformal`); ``ucb``/``lcb`` only
+                 set (``calibprob.bo.conformal``); ``ucb``/``lcb`` only
 ``conformal-calibrated``  the same design under the ``calibrated`` (LOO) recalibration
 
 With ``interval_level=`` (the conformal methods: 0.9 by default) every run logs, per query, the

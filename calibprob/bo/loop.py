@@ -216,7 +216,7 @@ def minimize(
         Calibration set of Algorithm 4 (see the module docstring); ``"conformal"`` and
         ``"conformal-loo"`` (the uncalibrated GP or ``"loo"``) draw each query from the softmax of
         the lower confidence bound and issue its feedback-shift conformal set
-        (:mod:`calibprob.bo.conformal`; acquisition ``"lcb"``/``"ucb"`` only).
+        (``calibprob.bo.conformal``; acquisition ``"lcb"``/``"ucb"`` only).
     eta : float, default 0.25
         OSD step size of the recalibrator (> 0).
     coupling : {"isotonic", "independent"}, default "isotonic"

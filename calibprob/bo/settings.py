@@ -51,7 +51,7 @@ class BOSettings:
     acquisition : {"ei", "pi", "lcb", "ucb", "sharp-ucb"}
     calibration : {"loo", "time-series", "online", "none", "conformal", "conformal-loo"}
         ``"sharp-ucb"`` requires ``"none"`` (the sharp GP calibrates itself); the conformal
-        ones require ``"lcb"``/``"ucb"`` (:mod:`calibprob.bo.conformal`).
+        ones require ``"lcb"``/``"ucb"`` (``calibprob.bo.conformal``).
     coupling : {"isotonic", "independent"}
     eta : float
         OSD step size, > 0.
