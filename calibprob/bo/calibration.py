@@ -179,6 +179,7 @@ class CalibrationStrategy:
         Returns ``(lower, upper, covers)``: ``covers(z)`` says whether a standardised outcome is in it.
         """
         c = self.settings.interval_level
+        assert c is not None  # the loop asks for an interval only when a level is set
         mu, sd = model.predict_mean_std(u[None, :])
         lo = float(mu[0] + sd[0] * law.ppf((1.0 - c) / 2.0))
         hi = float(mu[0] + sd[0] * law.ppf((1.0 + c) / 2.0))
@@ -286,6 +287,7 @@ class _FeedbackDesign:
     def interval(self, model, data: ModelData, law: StandardizedLaw, u: np.ndarray, pool) -> tuple:
         """Hull of the query's feedback-shift conformal set and its membership rule (standardised units)."""
         st = self.settings
+        assert st.interval_level is not None  # set for the conformal calibrations (BOSettings)
         # the model the design used: every point, failed ones at the worst finite value
         cs = query_set(
             model,
