@@ -67,6 +67,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg
 
 from calibprob._core.validation import check_array, check_choice, check_probability
 from calibprob.predictive import CalibprobWarning
@@ -192,8 +193,6 @@ class KernelRidgeSmoother:
 
 
 def _spd_solve(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    import scipy.linalg
-
     return scipy.linalg.cho_solve(scipy.linalg.cho_factor(A, lower=True), B)
 
 
