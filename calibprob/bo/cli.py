@@ -132,6 +132,10 @@ def _check_args(args) -> dict[str, Any]:
         check_scheduler_address(args.scheduler)
     if args.out:
         check_output_path(args.out)  # before any task runs
+    if not np.isfinite(args.design_lambda) or args.design_lambda < 0:
+        raise ValueError(
+            f"design_lambda (--design-lambda) must be a finite number >= 0; got {args.design_lambda!r}. Pass e.g. 10."
+        )
     config: dict[str, Any] = {
         "n_init": int(n_init[0]),
         "n_steps": int(args.n_steps),

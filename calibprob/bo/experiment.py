@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from calibprob._core.validation import check_int
+from calibprob._core.validation import check_int, check_probability
 from calibprob.bo.loop import minimize
 from calibprob.calibrators.online.recalibrator import check_eta
 from calibprob.datasets.functions import get_function
@@ -184,6 +184,11 @@ def _check_config(config: dict, acquisitions) -> None:
     check_int(config.get("refit_every", 1), "refit_every (--refit-every)", minimum=1)
     if "eta" in config:
         check_eta(config["eta"])
+    if config.get("interval_level") is not None:
+        check_probability(config["interval_level"], "interval_level (--interval-level)")
+    lam = config.get("design_lambda", 10.0)
+    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not np.isfinite(lam) or lam < 0:
+        raise ValueError(f"design_lambda (--design-lambda) must be a finite number >= 0; got {lam!r}. Pass e.g. 10.")
     kappa = config.get("kappa", 2.0)
     if isinstance(kappa, bool) or not isinstance(kappa, (int, float)) or not np.isfinite(kappa):
         raise ValueError(f"kappa (--kappa) must be a finite number; got {kappa!r}.")

@@ -5,6 +5,8 @@ References: Fannjiang et al. (2022), eq. 3 and 6; Stanton et al. (2023).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from scipy import special
@@ -108,3 +110,19 @@ def test_conformal_run_and_table():
 def test_bad_conformal_options(kw, match):
     with pytest.raises(ValueError, match=match):
         minimize("forrester", n_init=3, n_steps=1, seed=0, **kw)
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--design-lambda", "inf"], r"design_lambda \(--design-lambda\) must be a finite number >= 0; got inf"),
+        (["--interval-level", "2"], r"interval_level \(--interval-level\) must be in"),
+    ],
+)
+def test_cli_bad_conformal_options_are_one_clear_line(args, match, capsys):
+    from calibprob.cli import main
+
+    code = main(["bo", "--functions", "forrester", "--seeds", "1", "--n-steps", "1", "--no-progress", *args])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert re.search(match, err), err
