@@ -5,6 +5,11 @@
   PI under the recalibrated predictive, and Capone et al.'s sharp-GP bound;
   returns an ``xr.DataTree`` (evaluations, per-step forecasts and calibration
   error, recalibrator state).
+- ``calibration="conformal"`` / ``"conformal-loo"`` of :func:`minimize`: queries drawn from
+  the softmax of the confidence bound (a known design density) and issued with their
+  feedback-shift full-conformal set (Fannjiang et al. 2022), closed form, no refits
+  (``calibprob.bo.conformal``); ``interval_level=`` logs every query's interval and whether
+  it covered, and :func:`bo_table` reports the query coverage.
 - :func:`run_experiment`, :func:`bo_table`, :func:`format_bo_table` — many
   seeds in parallel through Dask, and the paper's Table 1.
 - Plots: :func:`plot_best_so_far`, :func:`plot_calibration_error`,

@@ -14,6 +14,10 @@ computed under and says how the forecast of the next outcome is scored:
                    each forecast actually issued (Algorithm 3, eq. 7).
 ``"sharp-gp"``     Capone et al.'s sharp calibrated GP bound (eq. 18) as the
                    acquisition itself (``acquisition="sharp-ucb"``).
+``"conformal"``    the uncalibrated GP; the query drawn from the softmax of
+                   the lower confidence bound, its interval the feedback-shift
+                   conformal set (``calibprob.bo.conformal``).
+``"conformal-loo"`` the same design under the ``"loo"`` recalibration.
 =================  ===========================================================
 
 Every strategy has the same small interface (:class:`CalibrationStrategy`):
@@ -44,6 +48,7 @@ import xarray as xr
 from scipy import special
 
 from calibprob.bo.acquisition import StandardizedLaw, acquisition_loss
+from calibprob.bo.conformal import design_probabilities, query_set
 from calibprob.bo.settings import BOSettings
 from calibprob.bo.sharp import sharp_lower_bound
 from calibprob.calibrators.online import OnlineQuantileRecalibrator
@@ -168,6 +173,18 @@ class CalibrationStrategy:
     def observe(self, u_base: float) -> None:
         """Hear the base-GP PIT of a new finite outcome (only the online strategy learns from it)."""
 
+    def interval(self, model, data: ModelData, law: StandardizedLaw, u: np.ndarray, pool) -> tuple:
+        """The central interval at ``interval_level`` of the forecast used for the decision (standardised units).
+
+        Returns ``(lower, upper, covers)``: ``covers(z)`` says whether a standardised outcome is in it.
+        """
+        c = self.settings.interval_level
+        assert c is not None  # the loop asks for an interval only when a level is set
+        mu, sd = model.predict_mean_std(u[None, :])
+        lo = float(mu[0] + sd[0] * law.ppf((1.0 - c) / 2.0))
+        hi = float(mu[0] + sd[0] * law.ppf((1.0 + c) / 2.0))
+        return lo, hi, lambda z: bool(lo <= z <= hi)
+
 
 class _RebuiltCalibration(CalibrationStrategy):
     """A recalibrator rebuilt from the identity every step by OSD over a calibration set (Algorithm 4)."""
@@ -252,10 +269,64 @@ class SharpGPCalibration(CalibrationStrategy):
         return np.nan
 
 
+class _FeedbackDesign:
+    """Mixin: the query drawn from the softmax design, its interval the feedback-shift conformal set."""
+
+    settings: BOSettings
+
+    def design(self, model, data: ModelData, law: StandardizedLaw, rng: np.random.Generator):
+        """Draw the query from :math:`\\propto \\exp(-\\lambda\\,\\mathrm{LCB})` over a fresh pool; ``(u, loss, pool)``."""
+        st = self.settings
+        d = data.U.shape[1]
+        pool = rng.random((int(st.n_candidates or min(2000, 500 * d)), d))
+        mu, sd = model.predict_mean_std(pool)
+        loss = acquisition_loss("lcb", mu, sd, law=law, best=data.best, kappa=st.kappa)
+        j = int(rng.choice(pool.shape[0], p=design_probabilities(loss, st.design_lambda)))
+        return pool[j], float(loss[j]), pool
+
+    def interval(self, model, data: ModelData, law: StandardizedLaw, u: np.ndarray, pool) -> tuple:
+        """Hull of the query's feedback-shift conformal set and its membership rule (standardised units)."""
+        st = self.settings
+        assert st.interval_level is not None  # set for the conformal calibrations (BOSettings)
+        # the model the design used: every point, failed ones at the worst finite value
+        cs = query_set(
+            model,
+            data.U,
+            data.ys,
+            u,
+            pool,
+            lam=st.design_lambda,
+            q=float(law.ppf(st.p_kappa)),
+            confidence_level=st.interval_level,
+        )
+        lo, hi = cs.interval
+        return lo, hi, cs.covers
+
+
+class ConformalCalibration(_FeedbackDesign, CalibrationStrategy):
+    """The uncalibrated GP with the softmax design and the feedback-shift conformal query set."""
+
+    name = "conformal"
+
+
+class ConformalLooCalibration(_FeedbackDesign, LooCalibration):
+    """Deshpande et al.'s LOO recalibration with the softmax design and the conformal query set."""
+
+    name = "conformal-loo"
+
+
 #: The loop's calibration strategies by name; ``"sharp-gp"`` serves ``acquisition="sharp-ucb"``.
 CALIBRATION_STRATEGIES: dict[str, type[CalibrationStrategy]] = {
     cls.name: cls
-    for cls in (CalibrationStrategy, LooCalibration, TimeSeriesCalibration, OnlineCalibration, SharpGPCalibration)
+    for cls in (
+        CalibrationStrategy,
+        LooCalibration,
+        TimeSeriesCalibration,
+        OnlineCalibration,
+        SharpGPCalibration,
+        ConformalCalibration,
+        ConformalLooCalibration,
+    )
 }
 
 

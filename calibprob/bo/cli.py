@@ -64,6 +64,17 @@ def add_bo_parser(subparsers):
     p.add_argument("--eta", type=float, default=0.25, help="OSD step size of the recalibrator (> 0)")
     p.add_argument("--kappa", type=float, default=2.0, help="confidence-bound weight (level Phi(-kappa))")
     p.add_argument("--refit-every", type=int, default=1, help="refit GP hyperparameters every k steps")
+    p.add_argument(
+        "--interval-level",
+        type=float,
+        help="log each query's interval at this level and whether it covered (the conformal methods: 0.9)",
+    )
+    p.add_argument(
+        "--design-lambda",
+        type=float,
+        default=10.0,
+        help="inverse temperature of the conformal methods' softmax design (>= 0)",
+    )
     p.add_argument("--out", help="results netCDF (finished runs kept in <out>.parts/ for resuming)")
     p.add_argument("--plots", help="folder for best-so-far / calibration-error PNGs")
     group = p.add_mutually_exclusive_group()
@@ -121,6 +132,10 @@ def _check_args(args) -> dict[str, Any]:
         check_scheduler_address(args.scheduler)
     if args.out:
         check_output_path(args.out)  # before any task runs
+    if not np.isfinite(args.design_lambda) or args.design_lambda < 0:
+        raise ValueError(
+            f"design_lambda (--design-lambda) must be a finite number >= 0; got {args.design_lambda!r}. Pass e.g. 10."
+        )
     config: dict[str, Any] = {
         "n_init": int(n_init[0]),
         "n_steps": int(args.n_steps),
@@ -128,6 +143,10 @@ def _check_args(args) -> dict[str, Any]:
         "kappa": float(args.kappa),
         "refit_every": int(args.refit_every),
     }
+    if args.interval_level is not None:
+        config["interval_level"] = float(args.interval_level)
+    if any(m.startswith("conformal") for m in args.methods):
+        config["design_lambda"] = float(args.design_lambda)
     if len(n_init) > 1:
         config["n_init_per_function"] = dict(zip(args.functions, map(int, n_init)))
     return config

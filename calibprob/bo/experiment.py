@@ -18,6 +18,14 @@ Methods
 ``uncalibrated`` the same GP and acquisition without recalibration
 ``sharp``        Capone et al.'s sharp-GP confidence bound (eq. 18); only for
                  the confidence-bound acquisitions (``ucb``/``lcb``)
+``conformal``    the GP uncalibrated, queries drawn from the softmax of the
+                 confidence bound, each issued with its feedback-shift conformal
+                 set (``calibprob.bo.conformal``); ``ucb``/``lcb`` only
+``conformal-calibrated``  the same design under the ``calibrated`` (LOO) recalibration
+
+With ``interval_level=`` (the conformal methods: 0.9 by default) every run logs, per query, the
+interval issued before the outcome and whether the outcome fell in it; :func:`bo_table` then
+reports the **query coverage** (mean over seeds and steps) beside the regret.
 
 Table 1 metrics (per function and acquisition, over seeds)
 ---------------------------------------------------------
@@ -42,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from calibprob._core.validation import check_int
+from calibprob._core.validation import check_int, check_probability
 from calibprob.bo.loop import minimize
 from calibprob.calibrators.online.recalibrator import check_eta
 from calibprob.datasets.functions import get_function
@@ -59,12 +67,15 @@ METHODS = {
     "online": {"calibration": "online"},
     "uncalibrated": {"calibration": "none"},
     "sharp": {"calibration": "none", "acquisition": "sharp-ucb"},
+    "conformal": {"calibration": "conformal"},
+    "conformal-calibrated": {"calibration": "conformal-loo"},
 }
+_CONFORMAL_METHODS = ("conformal", "conformal-calibrated")
 _UCB = ("ucb", "lcb")
 
 
 def _applicable(method: str, acquisition: str) -> bool:
-    return method != "sharp" or acquisition in _UCB
+    return (method != "sharp" and method not in _CONFORMAL_METHODS) or acquisition in _UCB
 
 
 def _fingerprint(config: dict) -> str:
@@ -116,6 +127,9 @@ def run_task(config: dict, function: str, acquisition: str, method: str, seed: i
             "error": "",
         }
     )
+    for key in ("interval_lower", "interval_upper", "covered"):
+        if key in st:
+            ds[key] = st[key]
     d = ds.sizes["feature"]
     ds = ds.assign_coords(feature=[f"x{j + 1}" for j in range(d)])
     return ds.expand_dims(function=[function], acquisition=[acquisition], method=[method], seed=[int(seed)])
@@ -152,6 +166,8 @@ def _check_config(config: dict, acquisitions) -> None:
         "n_candidates",
         "n_starts",
         "sharp_level",
+        "interval_level",
+        "design_lambda",
         "blas_threads",
         "gp",
         "dim",
@@ -168,6 +184,11 @@ def _check_config(config: dict, acquisitions) -> None:
     check_int(config.get("refit_every", 1), "refit_every (--refit-every)", minimum=1)
     if "eta" in config:
         check_eta(config["eta"])
+    if config.get("interval_level") is not None:
+        check_probability(config["interval_level"], "interval_level (--interval-level)")
+    lam = config.get("design_lambda", 10.0)
+    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not np.isfinite(lam) or lam < 0:
+        raise ValueError(f"design_lambda (--design-lambda) must be a finite number >= 0; got {lam!r}. Pass e.g. 10.")
     kappa = config.get("kappa", 2.0)
     if isinstance(kappa, bool) or not isinstance(kappa, (int, float)) or not np.isfinite(kappa):
         raise ValueError(f"kappa (--kappa) must be a finite number; got {kappa!r}.")
@@ -268,7 +289,9 @@ def run_experiment(
     _check_config(config, acquisitions)
     keys = [(f, a, m, s) for f in functions for a in acquisitions for m in methods for s in seeds if _applicable(m, a)]
     if not keys:
-        raise ValueError("no task to run: 'sharp' runs only with the ucb/lcb acquisitions; add one of them.")
+        raise ValueError(
+            "no task to run: 'sharp' and the conformal methods run only with the ucb/lcb acquisitions; add one of them."
+        )
     fp = _fingerprint(config)
 
     def run(output):
@@ -473,7 +496,9 @@ def bo_table(ds: xr.Dataset, *, reference: str = "calibrated", tol_fraction: flo
         ``win_fraction`` (reference beats the row; NaN on the reference row),
         ``auc`` (normalised area of the mean curve), ``auc_seed_mean``
         (mean of per-seed areas with the same rectangle), ``n_seeds``,
-        ``final_calibration_error`` (mean over seeds of the last step's running ECE).
+        ``final_calibration_error`` (mean over seeds of the last step's running ECE);
+        ``query_coverage`` (share of queries whose outcome fell in the interval issued before it)
+        when the runs logged intervals (``interval_level=``).
 
     References
     ----------
@@ -507,6 +532,10 @@ def bo_table(ds: xr.Dataset, *, reference: str = "calibrated", tol_fraction: flo
                 for key, value in row.items():
                     out[key][i, j, k] = value
     dims = ("function", "acquisition", "method")
+    if "covered" in ds:
+        # mean over seeds and steps of "the outcome fell in the interval issued before it"
+        cov = ds["covered"].transpose("function", "acquisition", "method", ...)
+        out["query_coverage"] = cov.mean([d for d in cov.dims if d not in dims], skipna=True).values
     return xr.Dataset(
         {k: (dims, v) for k, v in out.items()},
         coords={"function": fns, "acquisition": acqs, "method": meths},
@@ -540,6 +569,9 @@ def format_bo_table(table: xr.Dataset) -> str:
     """
     ref = table.attrs.get("reference_method", "calibrated")
     head = ["function", "acq", "method", "min found (± s.e.)", f"f ({ref} wins)", "AUC a", "ECE(last)", "seeds"]
+    query = "query_coverage" in table
+    if query:
+        head.insert(-1, "query cov.")
     rows = []
     for f in table["function"].values:
         for a in table["acquisition"].values:
@@ -563,6 +595,9 @@ def format_bo_table(table: xr.Dataset) -> str:
                         f"{int(r['n_seeds'])}",
                     ]
                 )
+                if query:
+                    qc = float(r["query_coverage"])
+                    rows[-1].insert(-1, "—" if not np.isfinite(qc) else f"{qc:.3f}")
     cells = [head] + rows
     widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
     lines = ["  ".join(t.ljust(w) for t, w in zip(row, widths)) for row in cells]

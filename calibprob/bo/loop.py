@@ -69,7 +69,7 @@ from calibprob.bases.gp import GaussianProcessRegressor
 from calibprob.bo.acquisition import minimize_on_box
 from calibprob.bo.calibration import CalibrationStrategy, ModelData, strategy_for, time_series_pit
 from calibprob.bo.record import StepRecorder
-from calibprob.bo.settings import CALIBRATIONS, BOSettings
+from calibprob.bo.settings import CALIBRATIONS, CONFORMAL_CALIBRATIONS, BOSettings
 from calibprob.datasets.functions import TestFunction, get_function, sample_design
 
 __all__ = ["minimize", "CALIBRATIONS", "check_bounds", "default_gp"]
@@ -186,6 +186,8 @@ def minimize(
     n_candidates: int | None = None,
     n_starts: int = 5,
     sharp_level: float = 0.01,
+    interval_level: float | None = None,
+    design_lambda: float = 10.0,
     optimum: float | None = None,
     dim: int | None = None,
     seed=0,
@@ -210,8 +212,11 @@ def minimize(
         minimisation (level :math:`\Phi(-\kappa)`); ``"sharp-ucb"`` is Capone
         et al.'s eq. (18) (needs :mod:`calibprob.calibrators.sharp_gp`; only
         with ``calibration="none"``).
-    calibration : {"loo", "time-series", "online", "none"}, default "loo"
-        Calibration set of Algorithm 4 (see the module docstring).
+    calibration : {"loo", "time-series", "online", "none", "conformal", "conformal-loo"}, default "loo"
+        Calibration set of Algorithm 4 (see the module docstring); ``"conformal"`` and
+        ``"conformal-loo"`` (the uncalibrated GP or ``"loo"``) draw each query from the softmax of
+        the lower confidence bound and issue its feedback-shift conformal set
+        (``calibprob.bo.conformal``; acquisition ``"lcb"``/``"ucb"`` only).
     eta : float, default 0.25
         OSD step size of the recalibrator (> 0).
     coupling : {"isotonic", "independent"}, default "isotonic"
@@ -235,6 +240,14 @@ def minimize(
         Acquisition optimiser: random screening points and L-BFGS-B starts.
     sharp_level : float, default 0.01
         Level :math:`\delta` of the sharp-GP bound (Capone et al. use 0.01).
+    interval_level : float, optional
+        Log, for every query, the interval issued at this level before its outcome and whether
+        the outcome fell in it (``steps``: ``interval_lower``, ``interval_upper``, ``covered``):
+        the central interval of the decision's forecast, or the conformal set's hull for the
+        conformal calibrations (which default to 0.9). ``None``: not logged.
+    design_lambda : float, default 10.0
+        Inverse temperature :math:`\lambda` of the conformal calibrations' softmax design
+        :math:`\propto \exp(-\lambda\,\mathrm{LCB})` (standardised units).
     optimum : float, optional
         Known global minimum (for regret); taken from a TestFunction.
     dim : int, optional
@@ -312,6 +325,8 @@ def minimize(
             n_candidates=n_candidates,
             n_starts=n_starts,
             sharp_level=sharp_level,
+            interval_level=interval_level,
+            design_lambda=design_lambda,
         )
         return _Loop(problem, settings, default_gp() if gp is None else clone(gp), seed).run(X_init)
 
@@ -421,14 +436,23 @@ class _Loop:
         self.recorder.record_state(cal.state)
         t2 = time.perf_counter()
         fun = self.strategy.acquisition(model, data, cal.law, seed)
-        u_next, a_val = minimize_on_box(
-            fun,
-            pb.box.shape[0],
-            self.rng_acq,
-            n_candidates=st.n_candidates,
-            n_starts=st.n_starts,
-            extra_starts=data.incumbent[None, :],
-        )
+        design = getattr(self.strategy, "design", None)
+        pool = None
+        if design is not None:
+            # a known design density (calibprob.bo.conformal): sampled, not maximised
+            u_next, a_val, pool = design(model, data, cal.law, self.rng_acq)
+        else:
+            u_next, a_val = minimize_on_box(
+                fun,
+                pb.box.shape[0],
+                self.rng_acq,
+                n_candidates=st.n_candidates,
+                n_starts=st.n_starts,
+                extra_starts=data.incumbent[None, :],
+            )
+        issued = None
+        if st.interval_level is not None:
+            issued = self.strategy.interval(model, data, cal.law, u_next, pool)
         t3 = time.perf_counter()
         x_next = pb.lo + u_next * pb.span
         mu_n, sd_n = model.predict_mean_std(u_next[None, :])
@@ -458,24 +482,49 @@ class _Loop:
             n_calibration=cal.n_calibration,
             sharp_fitted=bool(getattr(fun, "fitted", False)),
         )
+        if issued is not None:
+            self._record_interval(issued, y_next, data)
+
+    def _record_interval(self, issued, y_next: float, data: ModelData) -> None:
+        """The interval issued before the outcome (original units) and whether the outcome fell in it."""
+        lo, hi, covers = issued
+        covered = np.nan
+        if np.isfinite(y_next):
+            covered = float(covers((y_next - data.m) / data.s))
+        self.recorder.record_interval(
+            interval_lower=data.m + data.s * lo, interval_upper=data.m + data.s * hi, covered=covered
+        )
 
     def attrs(self, n0: int) -> dict:
         """Root attributes of the result: every setting, in the documented order."""
         st, pb = self.settings, self.problem
-        return dict(
-            function=pb.name,
-            acquisition=st.acquisition,
-            calibration=st.calibration,
-            eta=st.eta,
-            coupling=st.coupling,
-            kappa=st.kappa,
-            xi=st.xi,
-            n_init=n0,
-            n_steps=st.n_steps,
-            refit_every=st.refit_every,
-            sharp_level=st.sharp_level,
-            seed=str(self.seed),
-            base_model=repr(self.template),
-            bounds=pb.box.ravel().tolist(),
-            optimum=np.nan if pb.optimum is None else pb.optimum,
+        return (
+            dict(
+                function=pb.name,
+                acquisition=st.acquisition,
+                calibration=st.calibration,
+                eta=st.eta,
+                coupling=st.coupling,
+                kappa=st.kappa,
+                xi=st.xi,
+                n_init=n0,
+                n_steps=st.n_steps,
+                refit_every=st.refit_every,
+                sharp_level=st.sharp_level,
+                seed=str(self.seed),
+                base_model=repr(self.template),
+                bounds=pb.box.ravel().tolist(),
+                optimum=np.nan if pb.optimum is None else pb.optimum,
+            )
+            | self._conformal_attrs()
         )
+
+    def _conformal_attrs(self) -> dict:
+        """The query-interval settings, only when used (runs without them keep their attributes)."""
+        st = self.settings
+        out: dict = {}
+        if st.interval_level is not None:
+            out["interval_level"] = st.interval_level
+        if st.calibration in CONFORMAL_CALIBRATIONS:
+            out["design_lambda"] = st.design_lambda
+        return out

@@ -28,7 +28,7 @@ from calibprob.metrics import (
     simple_regret,
 )
 
-__all__ = ["StepRecorder", "STEP_FIELDS"]
+__all__ = ["StepRecorder", "STEP_FIELDS", "INTERVAL_FIELDS"]
 
 #: Per-step fields: name -> (dtype, attrs); ``lengthscale`` has a ``feature`` dimension.
 STEP_FIELDS: dict[str, tuple[type, dict]] = {
@@ -46,6 +46,13 @@ STEP_FIELDS: dict[str, tuple[type, dict]] = {
     "time_acquisition": (float, {}),
     "n_calibration": (int, {}),
     "sharp_fitted": (bool, {"long_name": "sharp GP calibrated at this step (else vanilla mu - 2 sigma)"}),
+}
+
+#: Optional per-step fields: the interval issued before each outcome (``interval_level=``).
+INTERVAL_FIELDS: dict[str, dict] = {
+    "interval_lower": {"long_name": "lower end of the interval issued before observing y"},
+    "interval_upper": {"long_name": "upper end of the interval issued before observing y"},
+    "covered": {"long_name": "y fell in the interval issued before observing it (NaN: y not finite)"},
 }
 
 #: Fields that go to another group or only with the sharp-GP acquisition.
@@ -115,6 +122,7 @@ class StepRecorder:
 
     def __init__(self):
         self.values: dict[str, list] = {k: [] for k in STEP_FIELDS}
+        self.intervals: dict[str, list] = {k: [] for k in INTERVAL_FIELDS}
         self.states: list[xr.Dataset] = []
 
     def __len__(self) -> int:
@@ -131,6 +139,15 @@ class StepRecorder:
             )
         for key, val in fields.items():
             self.values[key].append(val)
+
+    def record_interval(self, **fields) -> None:
+        """Append the interval issued at this step and whether it covered (every name of :data:`INTERVAL_FIELDS`)."""
+        if set(fields) != set(INTERVAL_FIELDS):
+            raise ValueError(
+                f"an interval record needs exactly the fields {sorted(INTERVAL_FIELDS)}; got {sorted(fields)}."
+            )
+        for key, val in fields.items():
+            self.intervals[key].append(float(val))
 
     def record_state(self, state: xr.Dataset | None) -> None:
         """Append the recalibrator state used at this step (``None``: not recalibrated)."""
@@ -160,6 +177,9 @@ class StepRecorder:
             if key not in data and key not in _NOT_IN_STEPS:
                 data[key] = ("step", self.array(key))
         steps = xr.Dataset(data, coords={"step": np.arange(1, T + 1), "feature": feature})
+        if self.intervals["covered"]:
+            for key, attrs in INTERVAL_FIELDS.items():
+                steps[key] = ("step", np.asarray(self.intervals[key], float), attrs)
         if sharp:
             steps["sharp_fitted"] = ("step", self.array("sharp_fitted"), STEP_FIELDS["sharp_fitted"][1])
         return steps

@@ -26,10 +26,13 @@ from calibprob.bo.acquisition import ACQUISITIONS
 from calibprob.calibrators.online import COUPLINGS, check_eta
 from calibprob.predictive import DEFAULT_LEVELS
 
-__all__ = ["BOSettings", "CALIBRATIONS"]
+__all__ = ["BOSettings", "CALIBRATIONS", "CONFORMAL_CALIBRATIONS"]
 
 #: Calibration-set constructions accepted by :func:`calibprob.bo.minimize`.
-CALIBRATIONS = ("loo", "time-series", "online", "none")
+CALIBRATIONS = ("loo", "time-series", "online", "none", "conformal", "conformal-loo")
+
+#: Calibrations whose queries are drawn from a known design density and get a feedback-shift conformal set.
+CONFORMAL_CALIBRATIONS = ("conformal", "conformal-loo")
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,8 +49,9 @@ class BOSettings:
         Initial-design size (>= 1), BO steps (>= 0), hyperparameter refit
         period (>= 1), L-BFGS-B starts of the acquisition optimiser (>= 1).
     acquisition : {"ei", "pi", "lcb", "ucb", "sharp-ucb"}
-    calibration : {"loo", "time-series", "online", "none"}
-        ``"sharp-ucb"`` requires ``"none"`` (the sharp GP calibrates itself).
+    calibration : {"loo", "time-series", "online", "none", "conformal", "conformal-loo"}
+        ``"sharp-ucb"`` requires ``"none"`` (the sharp GP calibrates itself); the conformal
+        ones require ``"lcb"``/``"ucb"`` (``calibprob.bo.conformal``).
     coupling : {"isotonic", "independent"}
     eta : float
         OSD step size, > 0.
@@ -60,7 +64,13 @@ class BOSettings:
     init_design : str
         Initial design method (checked by :func:`calibprob.datasets.sample_design`).
     n_candidates : int or None
-        Random screening points of the acquisition optimiser.
+        Random screening points of the acquisition optimiser (the design pool of the conformal
+        calibrations).
+    interval_level : float or None
+        Level of the interval issued for each query before its outcome (logged with whether it
+        covered); ``None``: none logged (the conformal calibrations default to 0.9).
+    design_lambda : float
+        Inverse temperature of the conformal calibrations' softmax design, finite and >= 0.
 
     Examples
     --------
@@ -89,6 +99,8 @@ class BOSettings:
     n_candidates: int | None = None
     n_starts: int = 5
     sharp_level: float = 0.01
+    interval_level: float | None = None
+    design_lambda: float = 10.0
 
     def __post_init__(self) -> None:
         # the order of the checks is the order minimize() always used: the first
@@ -113,10 +125,40 @@ class BOSettings:
                 "acquisition='sharp-ucb' is calibrated by the sharp GP itself; pass calibration='none' "
                 f"(got calibration={self.calibration!r})."
             )
+        self._check_conformal()
         levels = self.levels
         if levels is None:
             levels = np.unique(np.concatenate([DEFAULT_LEVELS, [self.p_kappa]]))
         norm(self, "levels", check_levels(levels, "levels"))
+
+    def _check_conformal(self) -> None:
+        """The query-interval options; the conformal designs need the confidence-bound acquisition."""
+        norm = object.__setattr__
+        conformal = self.calibration in CONFORMAL_CALIBRATIONS
+        if conformal and self.acquisition not in ("lcb", "ucb"):
+            raise ValueError(
+                f"calibration={self.calibration!r} draws each query from the softmax of the lower confidence "
+                f"bound (its leave-one-out spread does not depend on the label); acquisition={self.acquisition!r} "
+                "is not supported there. Pass acquisition='lcb' or 'ucb'."
+            )
+        level = self.interval_level
+        if level is None and conformal:
+            level = 0.9
+        if level is not None:
+            level = check_probability(level, "interval_level")
+        norm(self, "interval_level", level)
+        lam = self.design_lambda
+        if (
+            isinstance(lam, bool)
+            or not isinstance(lam, (int, float, np.integer, np.floating))
+            or not np.isfinite(lam)
+            or lam < 0
+        ):
+            raise ValueError(
+                f"design_lambda (the inverse temperature of the softmax design) must be a finite number >= 0; "
+                f"got {lam!r}. Pass e.g. 10."
+            )
+        norm(self, "design_lambda", float(lam))
 
     @property
     def p_kappa(self) -> float:

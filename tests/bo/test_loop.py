@@ -440,7 +440,7 @@ def test_calibration_strategy_table_covers_every_calibration():
 
     assert set(CALIBRATION_STRATEGIES) == set(CALIBRATIONS) | {"sharp-gp"}
     for cal in CALIBRATIONS:
-        assert strategy_for(BOSettings(calibration=cal)).name == cal
+        assert strategy_for(BOSettings(calibration=cal, acquisition="lcb")).name == cal
     assert strategy_for(BOSettings(acquisition="sharp-ucb", calibration="none")).name == "sharp-gp"
 
 
