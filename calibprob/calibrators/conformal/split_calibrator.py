@@ -66,6 +66,7 @@ __all__ = [
     "weighted_split_intervals",
     "weighted_prediction",
     "split_test_weights",
+    "checked_test_weights",
     "refuse_weighted_quantiles",
     "refuse_grouped_weights",
 ]
@@ -208,15 +209,27 @@ def weighted_prediction(model, levels, mu, scale, test, attrs: dict) -> tuple[np
 
     ``test`` is :func:`split_test_weights`' ``(weights, source)``.
     """
+    test_weights = checked_test_weights(model, levels, test, attrs)
+    return weighted_split_intervals(
+        model.score_, model.scores_, model.calibration_weights_, test_weights, mu, scale, levels
+    )
+
+
+def checked_test_weights(model, levels, test, attrs: dict) -> np.ndarray:
+    """The test weights of ``test`` (:func:`split_test_weights`) after the attainable-level check.
+
+    The one check every weighted method shares: the diagnostics of the calibration weights
+    (``model.calibration_weights_``) with these test weights go to ``model.weight_diagnostics_``
+    and to ``attrs`` (``weights_ess``, ``weights_attainable_level``); a level above the
+    attainable one is refused or warned about (the weights object's ``on_small``).
+    """
     test_weights, source = test
     kind = source if isinstance(source, Weights) else model.weights_ if model.weights_ is not None else _ARRAY
     diag = kind.diagnose(model.calibration_weights_, test_weights)
     check_attainable(diag, levels, on_small_of(source, model.weights_))
     model.weight_diagnostics_ = diag
     attrs.update(weights_ess=diag.ess, weights_attainable_level=diag.attainable_level)
-    return weighted_split_intervals(
-        model.score_, model.scores_, model.calibration_weights_, test_weights, mu, scale, levels
-    )
+    return test_weights
 
 
 def split_test_weights(model, weights, m: int, *, X=None, obs=None):
@@ -249,13 +262,14 @@ def refuse_grouped_weights(weights) -> None:
         )
 
 
-def refuse_weighted_quantiles(model) -> None:
+def refuse_weighted_quantiles(model, weights=None) -> None:
     """The quantile function of weighted split conformal is not built: refuse rather than drop the weights."""
-    if getattr(model, "calibration_weights_", None) is not None:
+    if weights is not None or getattr(model, "calibration_weights_", None) is not None:
         raise ValueError(
             "predict() after a weighted calibration would ignore the weights: the weighted conformal quantile "
-            "function is not implemented. Use predict_interval(..., weights=) for the weighted intervals, or "
-            "calibrate without weights= for the quantile function."
+            "function of this score is not implemented. Use predict_interval(..., weights=) for the weighted "
+            "intervals, ConformalPredictiveSystem().fit(..., weights=) for a weighted quantile function, or "
+            "calibrate without weights= for the unweighted one."
         )
 
 
@@ -305,6 +319,7 @@ class SplitConformalCalibrator(BaseEstimator):
     """
 
     _method = "split-conformal"
+    _weights_support = "conformal"  # calibprob.weights.weight_support
     # a calibprob.weights object (may hold a fitted classifier) is not written by save(); pass weights= after load
     _transient_attrs: tuple[str, ...] = ("weights_",)
 
@@ -352,9 +367,7 @@ class SplitConformalCalibrator(BaseEstimator):
         TypeError
             ``pred_cal`` is not a predictive Dataset (e.g. inputs ``X``).
         """
-        if groups is not None:
-            refuse_grouped_weights(weights)
-        if fit_with_groups(self, pred_cal, y_cal, groups):
+        if fit_with_groups(self, pred_cal, y_cal, groups, weights):
             return self
         levels, _ = resolve_levels(self.confidence_level)
         score = self._score()
@@ -382,7 +395,7 @@ class SplitConformalCalibrator(BaseEstimator):
     def _method_name(self) -> str:
         return f"{self._method}-{self.score_.name}"
 
-    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
+    def predict(self, pred, *, levels=None, groups=None, weights=None) -> xr.Dataset:
         r"""The conformal quantile function around the Dataset's mean, as a predictive Dataset.
 
         The quantile at level :math:`p` is the calibration score at the
@@ -400,6 +413,10 @@ class SplitConformalCalibrator(BaseEstimator):
         groups : array_like, xarray.DataArray or str, optional
             Per-row group labels when fitted with ``groups=`` (default: ``pred``'s ``group``
             coordinate).
+        weights : None
+            The weighted quantile function is the conformal predictive system's
+            (:class:`~calibprob.calibrators.conformal.ConformalPredictiveSystem`); after a
+            weighted fit this method refuses, naming it.
 
         Returns
         -------
@@ -409,8 +426,8 @@ class SplitConformalCalibrator(BaseEstimator):
         """
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
-            return mondrian.predict(pred, levels=levels, groups=groups)
-        refuse_weighted_quantiles(self)
+            return mondrian.predict(pred, levels=levels, groups=groups, weights=weights)
+        refuse_weighted_quantiles(self, weights)
         pred, mu, scale = self._mu_scale(pred)
         q, levels = split_quantiles(self.score_, self.scores_, mu, scale, levels)
         ds = from_quantiles(q, levels, obs=pred["obs"].values, method=self._method_name())
@@ -447,8 +464,7 @@ class SplitConformalCalibrator(BaseEstimator):
         """
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
-            refuse_grouped_weights(weights)
-            return mondrian.predict_interval(pred, confidence_level, groups=groups)
+            return mondrian.predict_interval(pred, confidence_level, groups=groups, weights=weights)
         check_is_fitted(self, "scores_", method="fit")
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
         pred, mu, scale = self._mu_scale(pred)
