@@ -45,6 +45,7 @@ from calibprob.metrics._reading import (
     _ueb_bounds,
 )
 from calibprob.metrics._scores import crps_normal, interval_score, mean_squared_error, pinball_loss
+from calibprob.metrics._shift import add_shift_diagnostics
 from calibprob.metrics._xr_conditional import (
     check_diagnostic_options,
     check_slab_features,
@@ -68,6 +69,7 @@ def evaluate(
     groups: ArrayLike | str | None = None,
     X: ArrayLike | None = None,
     diagnostics: dict | None = None,
+    shift=None,
 ) -> xr.Dataset:
     r"""Every calibration, sharpness and scoring metric of a prediction, in one Dataset.
 
@@ -109,6 +111,11 @@ def evaluate(
         ``n_directions`` (1000), ``find_fraction`` (0.25, the share of points
         that finds the worst slab; ``None`` for the in-sample estimate),
         ``seed`` (0), ``hsic_kernel_sizes`` ((1, 1)).
+    shift : (X_calibration, X_test) or xarray.Dataset, optional
+        Opt-in covariate-shift diagnostic (``calibprob.metrics._shift``): the calibration and
+        test inputs, or a :func:`~calibprob.metrics.covariate_shift` result; adds ``shift_auc``,
+        ``shift_pvalue``, ``shift_ess``. A prediction from a weighted calibrator adds
+        ``weights_ess`` (the effective sample size of its weights) in any case.
 
     Returns
     -------
@@ -163,14 +170,15 @@ def evaluate(
     if is_interval_family(pred):
         # intervals-only methods (jackknife+, CV+, J+GP, FCP-GP): their predict(X) gives intervals,
         # not a quantile function, so only the interval metrics exist
-        return evaluate_intervals(pred, y, confidence_level, groups=groups, X=X, diagnostics=diagnostics)
+        out = evaluate_intervals(pred, y, confidence_level, groups=groups, X=X, diagnostics=diagnostics)
+        return add_shift_diagnostics(out, pred, shift)
     validate(_check_pred(pred))
     yv = _check_y(pred, y)
     plan = _Plan.parse(confidence_level, n_ece_levels, point, pinball_levels, chunk_size)
     cond = _Conditional.parse(pred, yv.size, groups, X, diagnostics)
     totals = _accumulate(pred, yv, plan)
     out = _metrics_dataset(pred, yv, plan, totals)
-    return cond.add_to(out, totals.covered, totals.widths, plan.c)
+    return add_shift_diagnostics(cond.add_to(out, totals.covered, totals.widths, plan.c), pred, shift)
 
 
 @dataclass(frozen=True)

@@ -226,7 +226,9 @@ def cqr_corrections(scores, confidence_level: float, *, variant: str = "symmetri
     return q, q
 
 
-def weighted_cqr_corrections(scores, calibration_weights, test_weights, confidence_level: float, *, variant="symmetric"):
+def weighted_cqr_corrections(
+    scores, calibration_weights, test_weights, confidence_level: float, *, variant="symmetric"
+):
     r"""Per test point, the corrections ``(Q_lo, Q_hi)`` of weighted CQR (Tibshirani et al. 2019's rule).
 
     :func:`cqr_corrections` with the empirical law of the scores replaced by
@@ -474,9 +476,7 @@ class ConformalizedQuantileRegression(BaseEstimator):
         pred = _checked_predictive(pred_cal, self, "pred_cal")
         y = check_targets(y_cal, pred.sizes["obs"], "y_cal", obs=pred["obs"].values)
         self.weights_ = weights if isinstance(weights, Weights) else None
-        self.calibration_weights_ = (
-            None if weights is None else resolve(weights, y.size, obs=pred, side="calibration")
-        )
+        self.calibration_weights_ = None if weights is None else resolve(weights, y.size, obs=pred, side="calibration")
         q = read_quantiles(pred, levels, median=variant == "cqr-m", missing=self.missing_levels)
         scores, corrections = [], []
         for j, c in enumerate(levels):

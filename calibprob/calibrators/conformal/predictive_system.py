@@ -65,21 +65,21 @@ import xarray as xr
 from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.estimator import check_is_fitted
 from calibprob._core.validation import check_choice, check_targets, check_tau
-from calibprob.calibrators.conformal.scores import Score, get_score
-from calibprob.calibrators.conformal.split import SplitConformalRegressor
 from calibprob.calibrators.conformal._weighted import (
     equal_weights,
     weighted_cps_cdf,
     weighted_cps_levels,
     weighted_cps_quantiles,
 )
+from calibprob.calibrators.conformal.mondrian import keep_group_coord
+from calibprob.calibrators.conformal.scores import Score, get_score
+from calibprob.calibrators.conformal.split import SplitConformalRegressor
 from calibprob.calibrators.conformal.split_calibrator import (
     SplitConformalCalibrator,
     checked_test_weights,
     split_quantiles,
     split_test_weights,
 )
-from calibprob.calibrators.conformal.mondrian import keep_group_coord
 from calibprob.predictive import from_quantiles
 
 __all__ = ["ConformalPredictiveSystem", "cps_cdf"]

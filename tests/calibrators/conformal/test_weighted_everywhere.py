@@ -78,7 +78,9 @@ def test_cps_equal_weights_are_unweighted_bitwise(c):
     a, b = plain.predict_interval(test, LEVELS), weighted.predict_interval(test, LEVELS, weights=w_test)
     assert all(np.array_equal(u, v) for u, v in zip(_ends(a), _ends(b)))
     tau = np.random.default_rng(3).uniform(size=m)
-    assert np.array_equal(plain.predict_cdf(test, y[n:], tau=tau), weighted.predict_cdf(test, y[n:], tau=tau, weights=w_test))
+    assert np.array_equal(
+        plain.predict_cdf(test, y[n:], tau=tau), weighted.predict_cdf(test, y[n:], tau=tau, weights=w_test)
+    )
 
 
 @pytest.mark.parametrize("score", ["symmetric", "asymmetric", "cqr-r", "cqr-m"])
@@ -152,8 +154,9 @@ def test_weighted_cps_quantiles_pass_through_the_middle_of_every_weighted_jump()
     q_mid = cps.predict(one, levels=mid, weights=[t]).calib.quantiles[0]
     np.testing.assert_allclose(q_mid, mu + s * (R[pick] + R[pick + 1]) / 2, rtol=1e-10, atol=1e-12)
     # between two scores the exact CDF is flat at C_i / (W + t) (tau = 0), the continuous one passes there
-    gap = cps.predict_cdf(one.isel(obs=[0] * pick.size), mu + s * (R[pick] + R[pick + 1]) / 2, tau=0.0,
-                          weights=np.full(pick.size, t))
+    gap = cps.predict_cdf(
+        one.isel(obs=[0] * pick.size), mu + s * (R[pick] + R[pick + 1]) / 2, tau=0.0, weights=np.full(pick.size, t)
+    )
     np.testing.assert_allclose(gap, cum[pick] / (cum[-1] + t), rtol=1e-12)
 
 
@@ -300,16 +303,16 @@ def _tilted(make, reps: int, n: int = 100, m: int = 10, level: float = 0.9, seed
         xc, xt = rng.normal(size=n), rng.normal(1.0, 1.0, size=m)
         yc = xc + (0.5 + xc**2 / 2) * rng.normal(size=n)
         yt = xt + (0.5 + xt**2 / 2) * rng.normal(size=m)
-        model = make().fit(calibprob.normal(xc, np.ones(n)), yc, weights=GivenWeights(np.exp(xc - 0.5), on_small="ignore"))
+        model = make().fit(
+            calibprob.normal(xc, np.ones(n)), yc, weights=GivenWeights(np.exp(xc - 0.5), on_small="ignore")
+        )
         iv = model.predict_interval(calibprob.normal(xt, np.ones(m)), level, weights=np.exp(xt - 0.5))
         cov[r] = np.mean((iv["lower"].values <= yt) & (yt <= iv["upper"].values))
     return cov
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "make", [ConformalPredictiveSystem, ConformalizedQuantileRegression], ids=["cps", "cqr"]
-)
+@pytest.mark.parametrize("make", [ConformalPredictiveSystem, ConformalizedQuantileRegression], ids=["cps", "cqr"])
 def test_true_ratio_covers_at_the_nominal_level_under_a_tilt(make):
     """1 500 seeded repetitions: weighted coverage >= 0.9 - 3 standard errors."""
     cov = _tilted(make, 1500)
