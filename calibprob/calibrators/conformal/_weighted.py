@@ -153,7 +153,24 @@ def weighted_cps_knots(sorted_scores, calibration_weights, test_weight: float) -
     return pos, R, float(np.sum(w) + test_weight)
 
 
-def weighted_cps_levels(sorted_scores, calibration_weights, test_weights, levels=None) -> np.ndarray:
+def _symmetric_knots(sorted_scores, calibration_weights, test_weight: float) -> tuple[np.ndarray, np.ndarray, float]:
+    r"""Knots of a symmetric score's weighted quantile function, mirrored around the centre.
+
+    The unweighted function puts score :math:`R_{(i)}` at :math:`|2p - 1| = i/(n+1)` (and 0 at the
+    centre); weighted, at :math:`|2p - 1| = C_i / (W + t)`, :math:`C_i` the cumulative weight, so
+    that the central interval at :math:`c = C_k/(W+t)` is the weighted conformal one, and equal
+    weights give the integers :math:`0, 1, \dots, n` exactly.
+    """
+    R = np.asarray(sorted_scores, float)
+    w = np.asarray(calibration_weights, float)
+    keep = w > 0
+    pos = np.concatenate([[0.0], np.cumsum(w[keep])])
+    return pos, np.concatenate([[0.0], R[keep]]), float(pos[-1] + test_weight)
+
+
+def weighted_cps_levels(
+    sorted_scores, calibration_weights, test_weights, levels=None, *, symmetric: bool = False
+) -> np.ndarray:
     """The quantile levels every test point's weighted CPS resolves (inside its first and last knot).
 
     Parameters
@@ -172,6 +189,11 @@ def weighted_cps_levels(sorted_scores, calibration_weights, test_weights, levels
     w, t = _scaled(calibration_weights, test_weights)
     lo, hi = 0.0, 1.0
     for tk in np.unique(t):
+        if symmetric:  # |2p - 1| <= C_n / (W + t)
+            pos, _, total = _symmetric_knots(sorted_scores, w, float(tk))
+            reach = pos[-1] / total
+            lo, hi = max(lo, (1.0 - reach) / 2.0), min(hi, (1.0 + reach) / 2.0)
+            continue
         pos, _, total = weighted_cps_knots(sorted_scores, w, float(tk))
         lo, hi = max(lo, pos[0] / total), min(hi, pos[-1] / total)
     wanted = DEFAULT_LEVELS if levels is None else np.atleast_1d(np.asarray(levels, float))
@@ -194,16 +216,22 @@ def weighted_cps_levels(sorted_scores, calibration_weights, test_weights, levels
     return wanted[inside]
 
 
-def weighted_cps_quantiles(sorted_scores, calibration_weights, test_weights, levels) -> np.ndarray:
+def weighted_cps_quantiles(sorted_scores, calibration_weights, test_weights, levels, *, symmetric=False) -> np.ndarray:
     """Per test point, the continuous weighted CPS's scores at ``levels`` (module docstring), shape (m, L).
 
-    Linear in the knot positions, as the unweighted system is in the continuous rank.
+    Linear in the knot positions, as the unweighted system is in the continuous rank; a symmetric
+    score mirrored around the centre (:func:`_symmetric_knots`), as the unweighted
+    ``rank_interpolated_quantiles``.
     """
     w, t = _scaled(calibration_weights, test_weights)
     levels = np.asarray(levels, float)
     distinct, which = np.unique(t, return_inverse=True)
     r = np.empty((distinct.size, levels.size))
     for k, tk in enumerate(distinct):
+        if symmetric:
+            pos, R, total = _symmetric_knots(sorted_scores, w, float(tk))
+            r[k] = np.sign(2.0 * levels - 1.0) * np.interp(np.abs(2.0 * levels - 1.0) * total, pos, R)
+            continue
         pos, R, total = weighted_cps_knots(sorted_scores, w, float(tk))
         r[k] = np.interp(levels * total, pos, R)
     return r[which]

@@ -65,22 +65,14 @@ import xarray as xr
 from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.estimator import check_is_fitted
 from calibprob._core.validation import check_choice, check_targets, check_tau
-from calibprob.calibrators.conformal._weighted import (
-    equal_weights,
-    weighted_cps_cdf,
-    weighted_cps_levels,
-    weighted_cps_quantiles,
-)
-from calibprob.calibrators.conformal.mondrian import keep_group_coord
+from calibprob.calibrators.conformal._weighted import weighted_cps_cdf
 from calibprob.calibrators.conformal.scores import Score, get_score
 from calibprob.calibrators.conformal.split import SplitConformalRegressor
 from calibprob.calibrators.conformal.split_calibrator import (
     SplitConformalCalibrator,
     checked_test_weights,
-    split_quantiles,
     split_test_weights,
 )
-from calibprob.predictive import from_quantiles
 
 __all__ = ["ConformalPredictiveSystem", "cps_cdf"]
 
@@ -299,23 +291,7 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
             ds = self._legacy("predict").predict(pred, levels=levels)
             ds.attrs["method"] = self._method
             return ds
-        check_is_fitted(self, "scores_", method="fit")
-        pred_checked, mu, scale = self._mu_scale(pred)
-        test = split_test_weights(self, weights, mu.size, obs=pred_checked)
-        if test is None:
-            return super().predict(pred, levels=levels)
-        attrs: dict = {"n_calibration": self.n_calibration_}
-        # the diagnostics only: a quantile function has no confidence level; its reachable range is checked below
-        t = checked_test_weights(self, [], test, attrs)
-        if equal_weights(self.calibration_weights_, t):  # the unweighted system, exactly (the same arithmetic)
-            q, grid = split_quantiles(self.score_, self.scores_, mu, scale, levels)
-        else:
-            grid = weighted_cps_levels(self.scores_, self.calibration_weights_, t, levels)
-            r = weighted_cps_quantiles(self.scores_, self.calibration_weights_, t, grid)
-            q = mu[:, None] + scale[:, None] * r
-        ds = from_quantiles(q, grid, obs=pred_checked["obs"].values, method=self._method_name())
-        ds.attrs.update(attrs)
-        return keep_group_coord(ds, pred_checked)
+        return super().predict(pred, levels=levels, weights=weights)
 
     def predict_interval(self, pred, confidence_level=None, *, groups=None, weights=None) -> xr.Dataset:
         r"""Exact conformal (signed-score) intervals; see :meth:`SplitConformalCalibrator.predict_interval`.

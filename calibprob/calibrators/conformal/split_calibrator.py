@@ -50,6 +50,7 @@ from calibprob.calibrators.conformal._intervals import (
     upper_rank,
     valid_levels,
 )
+from calibprob.calibrators.conformal._weighted import equal_weights, weighted_cps_levels, weighted_cps_quantiles
 from calibprob.calibrators.conformal.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.conformal.scores import Score, get_score, invert
 from calibprob.predictive import from_quantiles
@@ -67,6 +68,7 @@ __all__ = [
     "weighted_prediction",
     "split_test_weights",
     "checked_test_weights",
+    "weighted_quantiles",
     "refuse_weighted_quantiles",
     "refuse_grouped_weights",
 ]
@@ -230,6 +232,24 @@ def checked_test_weights(model, levels, test, attrs: dict) -> np.ndarray:
     model.weight_diagnostics_ = diag
     attrs.update(weights_ess=diag.ess, weights_attainable_level=diag.attainable_level)
     return test_weights
+
+
+def weighted_quantiles(model, mu, scale, levels, test, attrs: dict) -> tuple[np.ndarray, np.ndarray]:
+    r"""``(quantiles (m, L), levels)`` of the weighted conformal quantile function (Tibshirani et al. 2019).
+
+    The unweighted function's knots (score :math:`R_{(i)}` at the continuous rank :math:`i`) move to
+    the cumulative weights (``calibprob.calibrators.conformal._weighted``), the test row's own mass
+    :math:`t/(W+t)` kept beyond the last score; the levels are those every row resolves. All-equal
+    weights are the unweighted function, computed by it (the same arithmetic).
+    """
+    # the diagnostics only: a quantile function has no confidence level; its reachable range is checked below
+    t = checked_test_weights(model, [], test, attrs)
+    symmetric = model.score_.symmetric
+    if equal_weights(model.calibration_weights_, t):
+        return split_quantiles(model.score_, model.scores_, mu, scale, levels)
+    grid = weighted_cps_levels(model.scores_, model.calibration_weights_, t, levels, symmetric=symmetric)
+    r = weighted_cps_quantiles(model.scores_, model.calibration_weights_, t, grid, symmetric=symmetric)
+    return np.asarray(mu, float)[:, None] + np.asarray(scale, float)[:, None] * r, grid
 
 
 def split_test_weights(model, weights, m: int, *, X=None, obs=None):
@@ -413,10 +433,10 @@ class SplitConformalCalibrator(BaseEstimator):
         groups : array_like, xarray.DataArray or str, optional
             Per-row group labels when fitted with ``groups=`` (default: ``pred``'s ``group``
             coordinate).
-        weights : None
-            The weighted quantile function is the conformal predictive system's
-            (:class:`~calibprob.calibrators.conformal.ConformalPredictiveSystem`); after a
-            weighted fit this method refuses, naming it.
+        weights : array_like or calibprob.weights.Weights, optional
+            After a weighted :meth:`fit`: the test rows' weights (default: the object given to
+            :meth:`fit`): the weighted quantile function (``calibprob.calibrators.conformal._weighted``),
+            at the levels every row resolves. Equal weights give the unweighted function bit for bit.
 
         Returns
         -------
@@ -427,11 +447,15 @@ class SplitConformalCalibrator(BaseEstimator):
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
             return mondrian.predict(pred, levels=levels, groups=groups, weights=weights)
-        refuse_weighted_quantiles(self, weights)
         pred, mu, scale = self._mu_scale(pred)
-        q, levels = split_quantiles(self.score_, self.scores_, mu, scale, levels)
+        attrs = {"n_calibration": self.n_calibration_}
+        test = split_test_weights(self, weights, mu.size, obs=pred)
+        if test is None:
+            q, levels = split_quantiles(self.score_, self.scores_, mu, scale, levels)
+        else:
+            q, levels = weighted_quantiles(self, mu, scale, levels, test, attrs)
         ds = from_quantiles(q, levels, obs=pred["obs"].values, method=self._method_name())
-        ds.attrs["n_calibration"] = self.n_calibration_
+        ds.attrs.update(attrs)
         return keep_group_coord(ds, pred)
 
     def predict_interval(self, pred, confidence_level=None, *, groups=None, weights=None) -> xr.Dataset:

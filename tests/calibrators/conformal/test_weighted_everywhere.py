@@ -83,6 +83,30 @@ def test_cps_equal_weights_are_unweighted_bitwise(c):
     )
 
 
+@pytest.mark.parametrize("score", ["absolute", "normalized", "signed"])
+def test_split_quantile_function_equal_weights_bitwise_and_knots(score):
+    """Equal weights: the unweighted function bit for bit; unequal: score R_(k) at |2p-1| = C_k/(W+t)."""
+    X, y, cal, test, n = _split(12)
+    plain = SplitConformalCalibrator(score=score).fit(cal, y[:n]).predict(test)
+    same = SplitConformalCalibrator(score=score).fit(cal, y[:n], weights=np.full(n, 3.0))
+    assert np.array_equal(plain.calib.quantiles, same.predict(test, weights=np.full(200, 3.0)).calib.quantiles)
+    if score == "signed":
+        return  # the signed score's knots are the CPS's (tested above)
+    w = np.random.default_rng(12).exponential(size=n)
+    model = SplitConformalCalibrator(score=score).fit(cal, y[:n], weights=w)
+    R, ws, t = model.scores_, model.calibration_weights_, 0.6
+    cum = np.cumsum(ws)
+    k = np.arange(30, 170, 23)
+    levels = np.sort(np.r_[(1 - cum[k] / (cum[-1] + t)) / 2, (1 + cum[k] / (cum[-1] + t)) / 2])
+    q = model.predict(test.isel(obs=[0]), levels=levels, weights=[t]).calib.quantiles[0]
+    mu, s = X[n, 0], (1 + 0.5 * abs(X[n, 1])) if score == "normalized" else 1.0
+    np.testing.assert_allclose(q, mu + s * np.r_[-R[k][::-1], R[k]], rtol=1e-10, atol=1e-12)
+    # and its interval at c = C_k/(W+t) is the weighted conformal interval (brute force)
+    c = float(cum[k[2]] / (cum[-1] + t))
+    thr = brute_threshold(list(R), list(ws), t, c)
+    assert thr == R[k[2]]
+
+
 @pytest.mark.parametrize("score", ["symmetric", "asymmetric", "cqr-r", "cqr-m"])
 @pytest.mark.parametrize("c", [1.0, 0.37])
 def test_cqr_equal_weights_are_unweighted_bitwise(score, c):
