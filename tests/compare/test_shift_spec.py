@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from calibprob._core.options import SpecError
+from calibprob.compare import tasks
 from calibprob.compare.spec import parse_spec
 from calibprob.compare.spec.shift import draw_shifted, tilt_ratio
-from calibprob.compare import tasks
 from calibprob.compare.tasks import _prepare, run_task
 from calibprob.datasets import load_dataset
 
