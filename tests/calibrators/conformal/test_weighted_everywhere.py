@@ -10,6 +10,8 @@ naming the fix, for every method.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -340,5 +342,55 @@ def _tilted(make, reps: int, n: int = 100, m: int = 10, level: float = 0.9, seed
 def test_true_ratio_covers_at_the_nominal_level_under_a_tilt(make):
     """1 500 seeded repetitions: weighted coverage >= 0.9 - 3 standard errors."""
     cov = _tilted(make, 1500)
+    se = cov.std(ddof=1) / np.sqrt(cov.size)
+    assert cov.mean() >= 0.9 - 3 * se, (cov.mean(), se)
+
+
+# ---------------------------------------------------------------------------
+# conditional conformal: the tilt as a column of the function class (Gibbs, Cherian & Candès 2023)
+# ---------------------------------------------------------------------------
+
+
+def test_conditional_conformal_weights_are_a_column_of_the_class():
+    """Equal weights: bit for bit unweighted; unequal: the LP with w appended to Phi at both ends."""
+    from calibprob import ConditionalConformal
+
+    X, y, cal, test, n = _split(13)
+    m = test.sizes["obs"]
+    plain = ConditionalConformal().fit(cal, y[:n]).predict(test)
+    same = ConditionalConformal().fit(cal, y[:n], weights=np.full(n, 0.37)).predict(test, weights=np.full(m, 0.37))
+    assert all(np.array_equal(u, v) for u, v in zip(_ends(plain), _ends(same)))
+    w, t = np.exp(X[:n, 0] / 2), np.exp(X[n:, 0] / 2)
+    weighted = ConditionalConformal().fit(cal, y[:n], weights=w)
+    assert weighted.columns_ == ["intercept", "weights"]
+    by_hand = ConditionalConformal().fit(cal, y[:n], features=w[:, None]).predict(test, features=t[:, None])
+    got = weighted.predict(test, weights=t)
+    assert all(np.array_equal(u, v) for u, v in zip(_ends(by_hand), _ends(got)))
+    with pytest.raises(ValueError, match=r"weights= at prediction needs a weighted fit"):
+        ConditionalConformal().fit(cal, y[:n]).predict(test, weights=t)
+    with pytest.raises(ValueError, match=r"weighted by an array, so the test points need their weights too"):
+        weighted.predict(test)
+    with pytest.raises(ValueError, match=r"weights must be finite; got nan"):
+        ConditionalConformal().fit(cal, y[:n], weights=np.r_[np.nan, w[1:]])
+
+
+@pytest.mark.slow
+def test_conditional_conformal_covers_under_its_tilt():
+    """Gibbs et al. Thm 2 with f = w in the class: coverage >= 0.9 - 3 se when the test inputs follow w dP."""
+    from calibprob import ConditionalConformal
+
+    rng = np.random.default_rng(2023)
+    cov = np.empty(600)
+    for r in range(cov.size):
+        xc, xt = rng.normal(size=100), rng.normal(1.0, 1.0, size=5)
+        yc = xc + (0.5 + xc**2 / 2) * rng.normal(size=100)
+        yt = xt + (0.5 + xt**2 / 2) * rng.normal(size=5)
+        model = ConditionalConformal(randomize=True, random_state=r).fit(
+            calibprob.normal(xc, np.ones(100)), yc, weights=np.exp(xc - 0.5)
+        )
+        with warnings.catch_warnings():  # a far test point may get an infinite interval (warned): it counts
+            warnings.simplefilter("ignore", calibprob.CalibprobWarning)
+            iv = model.predict_interval(calibprob.normal(xt, np.ones(5)), 0.9, weights=np.exp(xt - 0.5))
+        cov[r] = np.mean((iv["lower"].values <= yt) & (yt <= iv["upper"].values))
     se = cov.std(ddof=1) / np.sqrt(cov.size)
     assert cov.mean() >= 0.9 - 3 * se, (cov.mean(), se)
