@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -343,6 +344,10 @@ def _weighted_output(s: _Subject, model: Any, support: str, weights: Any) -> np.
     return _values(model.predict(pred_te, **kw))
 
 
+def _fit_weighted(s: _Subject, pred_cal: xr.Dataset, y: np.ndarray, weights: np.ndarray) -> Any:
+    return s.fresh().fit(pred_cal, y, weights=weights)
+
+
 def check_weights(s: _Subject) -> None:
     """A calibrator that declares weight support: equal weights are the unweighted method, bad weights refused.
 
@@ -368,7 +373,7 @@ def check_weights(s: _Subject) -> None:
         (np.r_[-1.0, np.ones(n - 1)], "a negative weight"),
         (np.zeros(n), "all-zero weights"),
     ):
-        err = _raises(lambda bad=bad: s.fresh().fit(pred_cal, y, weights=bad), (ValueError,))
+        err = _raises(partial(_fit_weighted, s, pred_cal, y, bad), (ValueError,))
         if err is None or "weights" not in str(err):
             raise s.fail("check_weights", f"fit with {what} must raise a ValueError naming weights; got {err!r}")
 

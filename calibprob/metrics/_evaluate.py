@@ -69,7 +69,7 @@ def evaluate(
     groups: ArrayLike | str | None = None,
     X: ArrayLike | None = None,
     diagnostics: dict | None = None,
-    shift=None,
+    shift: tuple | xr.Dataset | None = None,
 ) -> xr.Dataset:
     r"""Every calibration, sharpness and scoring metric of a prediction, in one Dataset.
 

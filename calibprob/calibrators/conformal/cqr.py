@@ -262,8 +262,8 @@ def weighted_cqr_corrections(
             weighted_thresholds(scores[:, 0], calibration_weights, test_weights, q),
             weighted_thresholds(scores[:, 1], calibration_weights, test_weights, q),
         )
-    q = weighted_thresholds(scores, calibration_weights, test_weights, c)
-    return q, q
+    both = weighted_thresholds(scores, calibration_weights, test_weights, c)
+    return both, both
 
 
 def cqr_intervals(q_lo, q_hi, corrections, *, variant: str = "symmetric", q_med=None, eps: float = 0.0):

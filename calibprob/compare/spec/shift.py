@@ -70,7 +70,7 @@ def parse_shift(entry: dict, columns: tuple[list[str], str], where: str) -> dict
         )
     unknown = sorted(set(table) - set(SHIFT_KEYS))
     if unknown:
-        raise SpecError(f"{where}.shift has unknown key(s) {unknown}; its keys are {list(SHIFT_KEYS)}.")
+        raise SpecError(f"{where}.shift has unknown key(s) {unknown}; use only {list(SHIFT_KEYS)}.")
     tilt = table["tilt"]
     if not isinstance(tilt, dict) or not tilt:
         raise SpecError(f"{where}.shift.tilt must be a non-empty table of column = coefficient; got {tilt!r}.")
