@@ -742,6 +742,16 @@ def weight_support(calibrator) -> str | None:
     Read from the class attribute ``_weights_support`` that each calibrator declares explicitly
     (:data:`WEIGHT_SUPPORT`); a wrapper's ``"inner"`` resolves to its ``calibrator``'s support.
 
+    Parameters
+    ----------
+    calibrator : class or instance
+        A calibrator (a :class:`~calibprob.Mondrian` instance resolves to the calibrator it wraps).
+
+    Returns
+    -------
+    str or None
+        ``"conformal"``, ``"loss"``, or None when the class declares no weight support.
+
     Examples
     --------
     >>> from calibprob.calibrators.conformal import ConformalPredictiveSystem

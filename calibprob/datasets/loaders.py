@@ -729,7 +729,7 @@ def list_datasets() -> pd.DataFrame:
     Examples
     --------
     >>> list_datasets()["rows"].tolist()
-    [506, 392, 1030, 442, 1599, 53940, 919]
+    [506, 392, 1030, 442, 1503, 1599, 53940, 919]
     """
     rows = []
     for info in _BUNDLED.values():
