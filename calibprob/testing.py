@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,7 @@ from calibprob._core.estimator import clone
 from calibprob.bases.linear import LinearRegression
 from calibprob.metrics import evaluate, is_interval_family
 from calibprob.predictive import from_draws, normal, validate
+from calibprob.weights import weight_support
 
 __all__ = ["CheckFailed", "check_calibrator", "make_problem", "POST_PROCESSOR_CHECKS", "MODEL_AWARE_CHECKS"]
 
@@ -411,6 +413,49 @@ def check_groups(s: _Subject) -> None:
             raise s.fail("check_groups", f"group {k}'s rows differ from the calibrator fitted on group {k} alone")
 
 
+def _weighted_output(s: _Subject, model: Any, support: str, weights: Any) -> np.ndarray:
+    """What a (weighted) fit predicts: its intervals at its own levels where offered, else the quantiles."""
+    pred_te = s.problem["normal"][1]
+    kw = {"weights": weights} if support == "conformal" and weights is not None else {}
+    if hasattr(model, "predict_interval"):
+        return _values(model.predict_interval(pred_te, **kw))
+    return _values(model.predict(pred_te, **kw))
+
+
+def _fit_weighted(s: _Subject, pred_cal: xr.Dataset, y: np.ndarray, weights: np.ndarray) -> Any:
+    return s.fresh().fit(pred_cal, y, weights=weights)
+
+
+def check_weights(s: _Subject) -> None:
+    """A calibrator that declares weight support: equal weights are the unweighted method, bad weights refused.
+
+    Runs only where the class declares ``_weights_support`` (:func:`calibprob.weights.weight_support`):
+    ``fit(pred_cal, y_cal, weights=)`` with every weight 0.37 (and, for a conformal one, the test points'
+    weights 0.37 at prediction) predicts what the unweighted fit predicts, bit for bit (a weighted rule is
+    invariant to a common factor); weights with a NaN, a negative or all zero raise a ValueError naming
+    ``weights``.
+    """
+    support = weight_support(s.template)
+    if support is None or s.family != "distribution":
+        return
+    pred_cal, y = s.problem["normal"][0], s.problem["y_cal"]
+    n, m = y.size, s.problem["normal"][1].sizes["obs"]
+    plain = _weighted_output(s, s.fitted("normal"), support, None)
+    model = s.fresh().fit(pred_cal, y, weights=np.full(n, 0.37))
+    if not np.array_equal(plain, _weighted_output(s, model, support, np.full(m, 0.37)), equal_nan=True):
+        raise s.fail(
+            "check_weights", "equal weights (0.37 everywhere) do not give the unweighted prediction bit for bit"
+        )
+    for bad, what in (
+        (np.r_[np.nan, np.ones(n - 1)], "a NaN"),
+        (np.r_[-1.0, np.ones(n - 1)], "a negative weight"),
+        (np.zeros(n), "all-zero weights"),
+    ):
+        err = _raises(partial(_fit_weighted, s, pred_cal, y, bad), (ValueError,))
+        if err is None or "weights" not in str(err):
+            raise s.fail("check_weights", f"fit with {what} must raise a ValueError naming weights; got {err!r}")
+
+
 #: The checks of a distribution post-processor, in the order they run.
 POST_PROCESSOR_CHECKS: tuple[Callable[[_Subject], None], ...] = (
     check_get_params,
@@ -424,6 +469,7 @@ POST_PROCESSOR_CHECKS: tuple[Callable[[_Subject], None], ...] = (
     check_intervals_nest,
     check_level_dims,
     check_groups,
+    check_weights,
 )
 #: The checks of a model-aware calibrator, in the order they run: the same, but for PyMC's observed data
 #: (a model-aware calibrator takes inputs X, not a posterior predictive).

@@ -68,9 +68,18 @@ __all__ = [
     "diagnose",
     "check_attainable",
     "effective_sample_size",
+    "weight_support",
+    "WEIGHT_SUPPORT",
 ]
 
 _ON_SMALL = ("raise", "warn", "ignore")
+
+#: What a calibrator's declared weight support means (its class attribute ``_weights_support``):
+#: ``"conformal"`` -- weighted conformal calibration, ``fit(..., weights=)`` for the calibration points and
+#: ``predict*(..., weights=)`` for the test points, with Tibshirani et al.'s finite-sample guarantee for the
+#: true ratio; ``"loss"`` -- weights in the fitting loss only (``fit(..., weights=)``), no finite-sample
+#: guarantee; ``"inner"`` -- a wrapper (Mondrian) that has the support of the calibrator it wraps.
+WEIGHT_SUPPORT = ("conformal", "loss", "inner")
 
 
 # ---------------------------------------------------------------------------
@@ -725,6 +734,35 @@ def resolve(weights, n: int, *, X=None, obs=None, side: str = "calibration", nam
     if isinstance(weights, Weights):
         return weights.calibration(X, n=n) if side == "calibration" else weights.test(X, m=n)
     return check_weights(weights, n, name, obs=obs, positive=side == "test")
+
+
+def weight_support(calibrator) -> str | None:
+    """How ``calibrator`` (a class or an instance) takes weights: "conformal", "loss" or None (not at all).
+
+    Read from the class attribute ``_weights_support`` that each calibrator declares explicitly
+    (:data:`WEIGHT_SUPPORT`); a wrapper's ``"inner"`` resolves to its ``calibrator``'s support.
+
+    Parameters
+    ----------
+    calibrator : class or instance
+        A calibrator (a :class:`~calibprob.Mondrian` instance resolves to the calibrator it wraps).
+
+    Returns
+    -------
+    str or None
+        ``"conformal"``, ``"loss"``, or None when the class declares no weight support.
+
+    Examples
+    --------
+    >>> from calibprob.calibrators.conformal import ConformalPredictiveSystem
+    >>> weight_support(ConformalPredictiveSystem)
+    'conformal'
+    """
+    support = getattr(calibrator, "_weights_support", None)
+    if support == "inner":
+        inner = getattr(calibrator, "calibrator", None)
+        return None if inner is None or isinstance(inner, property) else weight_support(inner)
+    return support
 
 
 def on_small_of(*candidates) -> str:

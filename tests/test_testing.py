@@ -167,6 +167,18 @@ class BrokenNesting(ToySplit):
         return np.where(levels >= 0.85, np.array([_conformal_quantile(self.residuals_, c) for c in levels]), 2 * q90)
 
 
+class BrokenWeights(ToyScaling):
+    """Declares weight support, but its weighted fit moves with the weights' scale and takes NaN silently."""
+
+    _weights_support = "loss"
+
+    def fit(self, pred_cal, y_cal, weights=None):
+        super().fit(pred_cal, y_cal)
+        if weights is not None:
+            self.scale_ *= float(np.nanmean(weights)) ** 0.01
+        return self
+
+
 POST_FLAWS = {
     "check_get_params": BrokenParams,
     "check_unfitted": BrokenUnfitted,
@@ -176,6 +188,7 @@ POST_FLAWS = {
     "check_refuses_bad_targets": BrokenTargets,
     "check_pymc_observed_data": BrokenObservedData,
     "check_deterministic": BrokenDeterminism,
+    "check_weights": BrokenWeights,
 }
 
 
@@ -197,7 +210,7 @@ def test_every_check_has_a_flaw_it_catches():
 
 def test_a_correct_post_processor_passes_every_check(problem):
     assert check_calibrator(ToyScaling(), problem=problem) == [c.__name__ for c in POST_PROCESSOR_CHECKS]
-    assert check_calibrator(ToyScaling, problem=problem)[-1] == "check_intervals_nest"  # a class: built with defaults
+    assert check_calibrator(ToyScaling, problem=problem)[-2] == "check_intervals_nest"  # a class: built with defaults
 
 
 def test_a_correct_model_aware_calibrator_passes_every_check(model_problem):
@@ -229,7 +242,7 @@ def test_a_registered_third_party_calibrator_is_checked_by_its_family(problem):
     registry.register_class(f"{__name__}:ToyScaling", role="calibrator", family="distribution", output="distribution")
     try:
         assert "ToyScaling" in [name for name, *_ in calibprob.list_calibrators()]
-        assert check_calibrator(ToyScaling(), problem=problem)[-1] == "check_intervals_nest"
+        assert check_calibrator(ToyScaling(), problem=problem)[-1] == "check_weights"
     finally:
         registry.CLASSES.pop("ToyScaling")
 

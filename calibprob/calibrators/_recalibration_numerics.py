@@ -56,7 +56,33 @@ def probit_interpolated_quantiles(sorted_scores, levels) -> np.ndarray:
     return quantile_ppf(s, knot_levels(s.size), np.asarray(levels, float))
 
 
-def isotonic_calibration_knots(pit_scores) -> tuple[np.ndarray, np.ndarray]:
+def weighted_knot_levels(weights) -> np.ndarray:
+    r"""Knot levels of weighted order statistics: :math:`C_j / (W + \bar w)`, the :math:`N + 1` rule weighted.
+
+    :math:`C_j` the cumulative weight of the sorted points, :math:`W = C_N` and :math:`\bar w` the
+    mean weight (the one new point of the :math:`N + 1` convention, at average weight); equal weights
+    give :math:`j/(N+1)`. A weighted *fitting loss* only (importance weighting of the empirical
+    distribution): no finite-sample guarantee comes with it.
+
+    Parameters
+    ----------
+    weights : ndarray, shape (N,)
+        Positive, in the sorted points' order.
+
+    Returns
+    -------
+    ndarray, shape (N,)
+
+    Examples
+    --------
+    >>> weighted_knot_levels(np.array([1.0, 1.0, 1.0])).tolist()
+    [0.25, 0.5, 0.75]
+    """
+    w = np.asarray(weights, float)
+    return np.cumsum(w) / (w.sum() + w.mean())
+
+
+def isotonic_calibration_knots(pit_scores, weights=None) -> tuple[np.ndarray, np.ndarray]:
     r"""Kuleshov et al.'s isotonic calibration map :math:`R` as knots.
 
     Kuleshov et al. (2018, Alg. 1) regress the observed frequency
@@ -83,6 +109,11 @@ def isotonic_calibration_knots(pit_scores) -> tuple[np.ndarray, np.ndarray]:
     ----------
     pit_scores : ndarray, shape (n,)
         Probit PIT values :math:`w_t` of the calibration points.
+    weights : ndarray, shape (n,), optional
+        Importance weights of the points (in ``pit_scores``' order; zeros dropped): the observed
+        frequency becomes the weighted one, :math:`\sum_{s: u_s \le u_t} v_s / (V + \bar v)`
+        (:func:`weighted_knot_levels`), and the isotonic fit weighs each tie by its weight. A
+        fitting loss, no finite-sample guarantee.
 
     Returns
     -------
@@ -91,17 +122,37 @@ def isotonic_calibration_knots(pit_scores) -> tuple[np.ndarray, np.ndarray]:
     scores : ndarray, shape (J,)
         The corresponding scores :math:`w_j`, non-decreasing.
     """
+    if weights is not None:
+        return _weighted_isotonic_knots(pit_scores, weights)
     w = np.sort(np.asarray(pit_scores, float))
     n = w.size
     x, first, counts = np.unique(w, return_index=True, return_counts=True)
     # P-hat(u_t) = #{s: u_s <= u_t} / (n + 1): the same for all members of a tie
     targets = (first + counts) / (n + 1.0)
-    R = optimize.isotonic_regression(targets, weights=counts.astype(float), increasing=True).x
+    return _collapse_knots(x, targets, counts.astype(float), 1.0 / (n + 1.0))
+
+
+def _weighted_isotonic_knots(pit_scores, weights) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`isotonic_calibration_knots` with importance weights (ties pooled with their weight sums)."""
+    s = np.asarray(pit_scores, float)
+    v = np.asarray(weights, float)
+    total, mean = v.sum() + v.mean(), v.mean()  # the N + 1 rule over every point, zero weights included
+    keep = v > 0
+    s, v = s[keep], v[keep]
+    order = np.argsort(s, kind="stable")
+    s, v = s[order], v[order]
+    x, inverse = np.unique(s, return_inverse=True)
+    tie = np.bincount(inverse, weights=v)
+    return _collapse_knots(x, np.cumsum(tie) / total, tie, mean / total)
+
+
+def _collapse_knots(x, targets, tie_weights, lowest: float) -> tuple[np.ndarray, np.ndarray]:
+    """The isotonic fit of ``targets`` on the unique scores ``x``, flats collapsed, the lowest knot prepended."""
+    R = optimize.isotonic_regression(targets, weights=tie_weights, increasing=True).x
     # collapse flat parts of R (set-valued inverse) to their midpoint
     levels, start = np.unique(R, return_index=True)
     stop = np.r_[start[1:], R.size] - 1
     scores = 0.5 * (x[start] + x[stop])
-    lowest = 1.0 / (n + 1.0)
     if levels[0] > lowest + _RANK_TOL:
         levels = np.r_[lowest, levels]
         scores = np.r_[x[0], scores]

@@ -86,6 +86,7 @@ from calibprob.calibrators._recalibration_numerics import (
     probit_interpolated_quantiles,
     variance_scale_factor,
     vovk_ranks,
+    weighted_knot_levels,
 )
 from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.predictive import (
@@ -93,6 +94,13 @@ from calibprob.predictive import (
     normal,
     quantile_cdf,
     quantile_ppf,
+)
+from calibprob.weights import resolve
+
+#: What a weighted fit of a non-conformal post-processor states about its guarantee (``weights_guarantee_``).
+NO_GUARANTEE = (
+    "none: the weights enter the fitting loss (an importance-weighted empirical distribution of the "
+    "calibration scores); no finite-sample coverage guarantee under shift, unlike the weighted conformal methods"
 )
 
 __all__ = [
@@ -122,6 +130,18 @@ class _Recalibrator(BaseEstimator):
     extrapolate: bool
     n_calibration_: int
     predict: Callable[..., xr.Dataset]
+
+    def _loss_weights(self, weights, pred_cal: xr.Dataset, n: int) -> np.ndarray | None:
+        """The calibration points' importance weights (None unweighted or all equal: the same fit exactly).
+
+        Sets ``weights_guarantee_``: :data:`NO_GUARANTEE` after a weighted fit, None otherwise.
+        """
+        self.weights_guarantee_ = None
+        if weights is None:
+            return None
+        w = resolve(weights, n, obs=pred_cal, side="calibration")
+        self.weights_guarantee_ = NO_GUARANTEE
+        return None if np.all(w == w[0]) else w
 
     def _check_fit_input(self, pred_cal, y_cal) -> tuple[xr.Dataset, np.ndarray]:
         pred_cal = check_predictive(pred_cal, self, "pred_cal")
@@ -204,6 +224,11 @@ class IsotonicRecalibrator(_Recalibrator):
         case :math:`R^{-1}` continues with Gaussian tails matched to its two
         outermost knots.
 
+    Weights (``fit(..., weights=)``, e.g. a likelihood ratio under covariate shift) weigh the
+    observed frequency and the isotonic fit (``isotonic_calibration_knots(..., weights=)``): a
+    weighted *fitting loss* with **no finite-sample guarantee** (``weights_guarantee_`` says so;
+    the weighted conformal methods have one). Equal weights are the unweighted fit exactly.
+
     Attributes
     ----------
     pit_scores_ : ndarray, shape (n,)
@@ -229,23 +254,31 @@ class IsotonicRecalibrator(_Recalibrator):
     """
 
     _method = "isotonic-recalibration"
+    _weights_support = "loss"  # calibprob.weights.weight_support: no finite-sample guarantee
+    weights_guarantee_: str | None = None
 
     def __init__(self, *, extrapolate: bool = False):
         self.extrapolate = extrapolate
 
-    def fit(self, pred_cal, y_cal, *, groups=None) -> IsotonicRecalibrator:
-        """Fit :math:`R` on the base prediction ``pred_cal`` (n obs) and ``y_cal`` (n,)."""
-        if fit_with_groups(self, pred_cal, y_cal, groups):  # per group: a Mondrian of clones
+    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> IsotonicRecalibrator:
+        """Fit :math:`R` on the base prediction ``pred_cal`` (n obs) and ``y_cal`` (n,).
+
+        ``weights``: one importance weight per calibration point, or a :mod:`calibprob.weights`
+        object (class docstring: a weighted loss, no finite-sample guarantee).
+        """
+        if fit_with_groups(self, pred_cal, y_cal, groups, weights):  # per group: a Mondrian of clones
             return self
         pred_cal, y = self._check_fit_input(pred_cal, y_cal)
-        w = np.sort(_probit_pit(pred_cal, y))
+        v = self._loss_weights(weights, pred_cal, y.size)
+        raw = _probit_pit(pred_cal, y)
+        w = np.sort(raw)
         if w[0] == w[-1]:
             raise ValueError(
                 f"all {w.size} calibration PIT values are equal ({special.ndtr(w[0]):.4g}); the "
                 "isotonic calibration map needs at least 2 distinct values. Check the base prediction "
                 "and y_cal."
             )
-        self.knot_levels_, self.knot_scores_ = isotonic_calibration_knots(w)
+        self.knot_levels_, self.knot_scores_ = isotonic_calibration_knots(w if v is None else raw, v)
         self.pit_scores_ = w
         self.n_calibration_ = int(y.size)
         return self
@@ -435,10 +468,17 @@ class MarxRecalibrator(_Recalibrator):
         As in :class:`IsotonicRecalibrator` (Gaussian tails of the residual
         quantile function beyond its outermost knots).
 
+    Weights (``fit(..., weights=)``) make :math:`r(p)` the importance-weighted quantile function
+    of the residuals (knots at the cumulative weights, ``weighted_knot_levels``): a weighted *fitting
+    loss* with **no finite-sample guarantee** (``weights_guarantee_`` says so). Equal weights are the
+    unweighted fit exactly.
+
     Attributes
     ----------
     residuals_ : ndarray, shape (n,)
         Sorted calibration residuals.
+    residual_levels_ : ndarray, shape (n,) or None
+        The weighted knots of the residuals (None unweighted: :math:`k/(n+1)`).
     n_calibration_ : int
 
     References
@@ -461,18 +501,30 @@ class MarxRecalibrator(_Recalibrator):
     """
 
     _method = "marx-recalibration"
+    _weights_support = "loss"  # calibprob.weights.weight_support: no finite-sample guarantee
+    weights_guarantee_: str | None = None
+    residual_levels_: np.ndarray | None = None
 
     def __init__(self, *, center: str = "mean", extrapolate: bool = False):
         self.center = center
         self.extrapolate = extrapolate
 
-    def fit(self, pred_cal, y_cal, *, groups=None) -> MarxRecalibrator:
-        """Store the sorted residuals ``y_cal - mu(pred_cal)``."""
-        if fit_with_groups(self, pred_cal, y_cal, groups):  # per group: a Mondrian of clones
+    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> MarxRecalibrator:
+        """Store the sorted residuals ``y_cal - mu(pred_cal)`` (and their weighted knots with ``weights``)."""
+        if fit_with_groups(self, pred_cal, y_cal, groups, weights):  # per group: a Mondrian of clones
             return self
         check_choice(self.center, "center", ("mean", "median"))
         pred_cal, y = self._check_fit_input(pred_cal, y_cal)
-        self.residuals_ = np.sort(y - _center(pred_cal, self.center))
+        v = self._loss_weights(weights, pred_cal, y.size)
+        r = y - _center(pred_cal, self.center)
+        self.residual_levels_ = None
+        if v is None:
+            self.residuals_ = np.sort(r)
+        else:
+            order = np.argsort(r, kind="stable")
+            keep = v[order] > 0  # a zero-weight residual carries no mass (its knot would repeat the previous one)
+            self.residuals_ = r[order][keep]
+            self.residual_levels_ = weighted_knot_levels(v[order])[keep]
         self.n_calibration_ = int(y.size)
         return self
 
@@ -485,7 +537,11 @@ class MarxRecalibrator(_Recalibrator):
         pred = check_predictive(pred, self, "pred")
         levels = self._levels(pred, levels)
         self._check_range(levels, self.n_calibration_)
-        q = _center(pred, self.center)[:, None] + probit_interpolated_quantiles(self.residuals_, levels)[None, :]
+        if self.residual_levels_ is None:
+            r = probit_interpolated_quantiles(self.residuals_, levels)
+        else:  # the weighted knots; beyond them the contract's Gaussian tails (no guarantee either way)
+            r = quantile_ppf(self.residuals_, self.residual_levels_, levels)
+        q = _center(pred, self.center)[:, None] + r[None, :]
         return self._output(pred, q, levels)
 
 

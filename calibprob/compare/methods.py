@@ -36,6 +36,7 @@ from calibprob.metrics import interval_levels
 from calibprob.predictive import normal
 from calibprob.predictive.loo import from_loo
 from calibprob.runs import faults
+from calibprob.weights import GivenWeights, LikelihoodRatio
 
 __all__ = [
     "TaskContext",
@@ -89,6 +90,10 @@ class TaskContext:
     group_fallback: str | None = None
     #: The method asked for its per-group version (``groups = true``): grouped ranks for conformal Bayes.
     mondrian: bool = False
+    #: The oracle likelihood ratio ``(calibration, test)`` of a data set declared with ``shift`` (else None).
+    oracle_weights: tuple | None = None
+    #: The weights ``(calibration, test)`` of a method's ``weights`` key (:func:`task_weights`), else None.
+    weights: tuple | None = None
     #: The base's predictives computed once in the task's shared stage (:func:`share_base_predictions`):
     #: part name (``"train"``, ``"calibrate"``, ``"test"``) -> Dataset, and ``"loo"`` -> (mean, std).
     shared: dict | None = None
@@ -333,6 +338,42 @@ def _posterior_loo(ctx: TaskContext) -> xr.Dataset:
         return from_loo(ctx.base.loo_tree(random_state=ctx.seed), levels=ctx.levels)  # type: ignore[attr-defined]
 
 
+def task_weights(ctx: TaskContext, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    r"""A method's ``weights``: the likelihood ratio at the calibration and test rows of the task.
+
+    ``"oracle"``: the tilt of a data set declared with ``shift`` (1 on its unshifted twin);
+    ``"logistic"``: :class:`~calibprob.weights.LikelihoodRatio` with unpenalised logistic regression,
+    in-sample, unclipped (the airfoil script's ``glm``); ``"random-forest"``: 500 trees, out-of-bag
+    probabilities clipped to [0.01, 0.99] (its ``randomForest``). The classifiers separate the
+    calibration part from the test part (the script fits them on the whole training half; here the
+    calibration part, whose rows the weights are for).
+    """
+    if ctx.X_cal is None:
+        raise ValueError("weights need a calibration part: give the spec's split a 'calibrate' fraction.")
+    if kind == "oracle":
+        if ctx.oracle_weights is None:
+            raise ValueError(
+                "weights = 'oracle' needs the data set's tilt: declare shift = { tilt = { ... } } on the data set "
+                "entry, or use weights = 'logistic'."
+            )
+        return ctx.oracle_weights
+    if kind == "logistic":
+        ratio = LikelihoodRatio(cv=None, clip=None).fit(ctx.X_cal, ctx.X_test)
+    else:
+        from sklearn.ensemble import RandomForestClassifier
+
+        forest = RandomForestClassifier(n_estimators=500, random_state=ctx.seed, n_jobs=1)
+        ratio = LikelihoodRatio(forest, cv="oob", random_state=ctx.seed).fit(ctx.X_cal, ctx.X_test)
+    return ratio.calibration_weights_, ratio.test_weights_
+
+
+def _weights_object(ctx: TaskContext):
+    """The task's method weights as one object (the protocol's ``on_small="ignore"``: infinite ends count)."""
+    if ctx.weights is None:
+        return None
+    return GivenWeights(ctx.weights[0], test=ctx.weights[1], on_small="ignore")
+
+
 def post_process(ctx: TaskContext, calibrator, *, calibration_data: str = "in-sample") -> xr.Dataset:
     """Run a distribution post-processor: ``fit(pred_cal, y_cal)``, then ``predict(pred_test)``.
 
@@ -340,15 +381,20 @@ def post_process(ctx: TaskContext, calibrator, *, calibration_data: str = "in-sa
     :class:`calibprob.Mondrian` of it (any post-processor, registered or not).
     """
     pred_cal, y_cal = calibration_prediction(ctx, calibration_data)
+    weights = _weights_object(ctx)
+    if weights is not None and calibration_data == "loo":
+        raise ValueError("weights are for the calibration part's rows: use calibration_data = 'in-sample'.")
+    fit_kw = {} if weights is None else {"weights": weights}
     groups = None
     if ctx.groups is not None:
         # the groups of the rows calibrated on: the training part for LOO calibration, as for no calibration part
         on_train = ctx.X_cal is None or calibration_data == "loo"
         groups = ctx.groups["train" if on_train else "calibrate"], ctx.groups["test"]
-        mondrian = Mondrian(calibrator, fallback=ctx.group_fallback)
-        calibrator = mondrian.fit(pred_cal, y_cal, groups=groups[0])
+        fallback = None if weights is not None else ctx.group_fallback  # weights act within groups, no pooling
+        mondrian = Mondrian(calibrator, fallback=fallback)
+        calibrator = mondrian.fit(pred_cal, y_cal, groups=groups[0], **fit_kw)
     else:
-        calibrator.fit(pred_cal, y_cal)
+        calibrator.fit(pred_cal, y_cal, **fit_kw)
     pred_test = ctx.predict_base(ctx.X_test)
     kwargs = {} if groups is None else {"groups": groups[1]}
     if ctx.levels is None:
@@ -667,7 +713,8 @@ def run_cqr(ctx: TaskContext, entry, **options) -> xr.Dataset:
     X_cal, y_cal = _need_calibration_split(ctx, entry.kind)
     levels, ok = interval_levels_reachable(ctx, len(y_cal), sides)
     model = entry.load()(confidence_level=ok, missing_levels="interpolate", **kwargs)
-    model.fit(ctx.predict_base(X_cal), y_cal)
+    weights = _weights_object(ctx)
+    model.fit(ctx.predict_base(X_cal), y_cal, **({} if weights is None else {"weights": weights}))
     return _on_levels(model.predict(ctx.predict_base(ctx.X_test)), levels, ok, len(y_cal))
 
 

@@ -29,11 +29,13 @@ from calibprob.compare.methods import (
     run_refits,
     scalable_form,
     share_base_predictions,
+    task_weights,
 )
 from calibprob.compare.spec.model import METHOD_FALLBACKS, MIN_PART_ROWS, Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
+from calibprob.compare.spec.shift import draw_shifted, oracle_weights
 from calibprob.datasets import loaders as cds_loaders
-from calibprob.metrics import evaluate, evaluate_intervals, is_interval_family
+from calibprob.metrics import covariate_shift, evaluate, evaluate_intervals, is_interval_family
 from calibprob.runs.faults import choose_gp
 from calibprob.transforms import back_transform, transform_target
 
@@ -105,7 +107,9 @@ def task_keys(spec: Spec) -> list[tuple[str, int]]:
 
 def _task_seed(spec: Spec, dataset: str, repetition: int) -> int:
     # Independent of execution order and worker: a function of the spec seed and the task only.
-    idx = spec.dataset_names.index(dataset)
+    # a shifted twin shares its declared entry's seed: the same split, the test part drawn under the tilt
+    d = next(d for d in spec.datasets if d.name == dataset)
+    idx = spec.dataset_names.index(d.source or dataset)
     return int(np.random.SeedSequence([spec.seed, idx, repetition]).generate_state(1)[0])
 
 
@@ -116,8 +120,8 @@ def _load(spec: Spec, dataset: str, seed: int) -> xr.Dataset:
     if d.function is not None and d.n is not None:  # the validator requires n for synthetic entries
         return cds.make_synthetic(d.function, d.n, dim=d.dim, noise=d.noise, seed=seed, design=d.design)
     if d.groups is not None:  # the raw labels of a data column become the obs coordinate "group"
-        return cds.load_dataset(d.name, groups=d.groups)
-    return cds.load_dataset(d.name)
+        return cds.load_dataset(d.source or d.name, groups=d.groups)
+    return cds.load_dataset(d.source or d.name)
 
 
 def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
@@ -135,6 +139,7 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
         parts = _time_parts(data, split, dataset)
     else:
         parts = cds.train_calibrate_test_split(data, fractions, seed=seed, stratify=_stratify_labels(d, split, data))
+    parts, oracle = _shifted_parts(d, parts, seed)
     test_groups = _test_groups(parts["test"])
     # a base that takes the data as the user has them gets each part's raw rows and raw targets,
     # picked by the split's obs ids; specs without such a base compute nothing more
@@ -163,6 +168,8 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
         arrays["frames"] = frames
     if split.get("kind") == "time":  # the test part is a stream: online methods see its outcomes one by one
         arrays["time_split"] = True
+    if oracle is not None:
+        arrays["oracle_weights"] = oracle
     if back is None:
         y_test = arrays["test"][1]
     if test_groups is not None:  # the conditional diagnostics of evaluate(groups=): coverage per group
@@ -185,6 +192,33 @@ def _time_parts(data: xr.Dataset, split: dict, dataset: str) -> dict:
         )
     edges = np.cumsum([0, *sizes])
     return {k: data.isel(obs=slice(edges[i], edges[i + 1])) for i, k in enumerate(("train", "calibrate", "test"))}
+
+
+def _shifted_parts(d, parts: dict, seed: int) -> tuple[dict, tuple | None]:
+    """A shifted twin's test part drawn under its tilt, and the oracle ratio at the calibration and test rows.
+
+    On raw (unstandardised) columns, before any transform (``calibprob.compare.spec.shift``). The declared
+    (unshifted) entry's oracle ratio is 1 everywhere; an entry without ``shift`` has none (None).
+    """
+    if d.shift is None or "calibrate" not in parts:
+        return parts, None
+    if d.source is None:
+        return parts, (np.ones(parts["calibrate"].sizes["obs"]), np.ones(parts["test"].sizes["obs"]))
+    parts = {**parts, "test": parts["test"].isel(obs=draw_shifted(parts["test"], d.shift, seed))}
+    return parts, (oracle_weights(parts["calibrate"], d.shift), oracle_weights(parts["test"], d.shift))
+
+
+def _shift_diagnostic(spec: Spec, dataset: str, arrays: dict, seed: int) -> xr.Dataset | None:
+    """The covariate-shift diagnostic of a data set declared with ``shift`` (and its twin): AUC, p-value."""
+    d = next(d for d in spec.datasets if d.name == dataset)
+    if d.shift is None or "calibrate" not in arrays:
+        return None
+    X_cal, X_test = arrays["calibrate"][0], arrays["test"][0]
+    return covariate_shift(X_cal, X_test, n_permutations=SHIFT_PERMUTATIONS, random_state=seed)
+
+
+#: Label shuffles of a spec's shift diagnostic per task (its p-value's resolution is 1/(1 + this)).
+SHIFT_PERMUTATIONS = 50
 
 
 def _wants_frames(spec: Spec) -> bool:
@@ -491,6 +525,9 @@ def _task_scores(
     out["n_train"] = len(y_train)
     out["n_calibrate"] = 0 if y_cal is None else len(y_cal)
     out["n_test"] = len(arrays["test"][1])
+    shift = _shift_diagnostic(spec, dataset, arrays, _task_seed(spec, dataset, repetition))
+    if shift is not None:
+        out = out.assign({k: v for k, v in shift.data_vars.items() if k in ("shift_auc", "shift_pvalue", "shift_ess")})
     out = out.expand_dims(dataset=[dataset], repetition=[repetition])
     if named:
         out = out.transpose("dataset", "repetition", "base", ...)
@@ -532,6 +569,7 @@ def _context(spec: Spec, table: dict, arrays: dict, seed: int, base):
         groups=arrays.get("groups"),
         max_method_minutes=spec.max_method_minutes,
         y_stream=parts["test"][1] if arrays.get("time_split") else None,
+        oracle_weights=arrays.get("oracle_weights"),
     )
 
 
@@ -581,6 +619,8 @@ def _method_context(ctx: TaskContext, m) -> TaskContext:
 
     Scoring keeps the task's test groups either way, so a marginal method is scored per group too.
     """
+    if m.weights is not None:
+        ctx = dataclasses.replace(ctx, weights=task_weights(ctx, m.weights))
     if m.groups is False:
         return dataclasses.replace(ctx, groups=None)
     if m.groups:

@@ -116,6 +116,27 @@ _BUNDLED: dict[str, _Bundled] = {
             license="no explicit licence from the original source; redistributed with scikit-learn (BSD-3-Clause)",
         ),
         _Bundled(
+            name="airfoil",
+            file="airfoil.csv",
+            rows=1503,
+            cols=6,
+            target="Sound",
+            description=(
+                "Airfoil self-noise: scaled sound pressure level (dB) of 1503 NACA 0012 airfoil "
+                "wind-tunnel runs from the log frequency (log Hz), angle of attack (degrees), chord "
+                "length (m), free-stream velocity (m/s) and the log suction-side displacement "
+                "thickness (log m). Frequency and suction are log-transformed as in Tibshirani et "
+                "al.'s (2019) covariate-shift experiment, whose tilt exp(-log_Frequency + "
+                "log_Suction) models/tibshirani2019-airfoil.toml applies."
+            ),
+            source="UCI Airfoil Self-Noise, Brooks, Pope & Marcolini (1989), NASA RP-1218",
+            origin=(
+                "ryantibs/conformal tibshirani2019/airfoil.txt @ 15c51c66 (tab to comma, header added; "
+                "columns 1 and 5 replaced by their natural logarithms, the other values unchanged)"
+            ),
+            license="CC BY 4.0",
+        ),
+        _Bundled(
             name="wine_quality_red",
             file="wine_quality_red.csv",
             rows=1599,
@@ -708,7 +729,7 @@ def list_datasets() -> pd.DataFrame:
     Examples
     --------
     >>> list_datasets()["rows"].tolist()
-    [506, 392, 1030, 442, 1599, 53940, 919]
+    [506, 392, 1030, 442, 1503, 1599, 53940, 919]
     """
     rows = []
     for info in _BUNDLED.values():

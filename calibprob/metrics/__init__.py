@@ -84,6 +84,7 @@ from calibprob.metrics._levels import (
 )
 from calibprob.metrics._optimisation import best_so_far, cumulative_regret, normalized_auc, simple_regret
 from calibprob.metrics._scores import crps_normal, crps_quantile, interval_score, mean_squared_error, pinball_loss
+from calibprob.metrics._shift import covariate_shift
 from calibprob.metrics._xr_calibration import (
     calibration_curve,
     coverage,
@@ -148,6 +149,7 @@ __all__ = [
     # public entry point
     "evaluate",
     "evaluate_intervals",
+    "covariate_shift",
     "is_interval_family",
     "METRIC_NAMES",
 ]

@@ -46,6 +46,7 @@ from calibprob.metrics._reading import (
 )
 from calibprob.metrics._scores import crps_normal, interval_score, mean_squared_error, pinball_loss
 from calibprob.metrics._temporal import add_time_diagnostics, stream_times
+from calibprob.metrics._shift import add_shift_diagnostics
 from calibprob.metrics._xr_conditional import (
     check_diagnostic_options,
     check_slab_features,
@@ -70,6 +71,7 @@ def evaluate(
     X: ArrayLike | None = None,
     diagnostics: dict | None = None,
     time_window: int | None = None,
+    shift: tuple | xr.Dataset | None = None,
 ) -> xr.Dataset:
     r"""Every calibration, sharpness and scoring metric of a prediction, in one Dataset.
 
@@ -115,6 +117,11 @@ def evaluate(
         Rows per window of the rolling diagnostics of a prediction with a ``time``
         coordinate along ``obs`` (default ``min(100, n_obs)``; at most ``n_obs``).
         Refused without a ``time`` coordinate.
+    shift : (X_calibration, X_test) or xarray.Dataset, optional
+        Opt-in covariate-shift diagnostic (``calibprob.metrics._shift``): the calibration and
+        test inputs, or a :func:`~calibprob.metrics.covariate_shift` result; adds ``shift_auc``,
+        ``shift_pvalue``, ``shift_ess``. A prediction from a weighted calibrator adds
+        ``weights_ess`` (the effective sample size of its weights) in any case.
 
     Returns
     -------
@@ -180,9 +187,10 @@ def evaluate(
     if is_interval_family(pred):
         # intervals-only methods (jackknife+, CV+, J+GP, FCP-GP): their predict(X) gives intervals,
         # not a quantile function, so only the interval metrics exist
-        return evaluate_intervals(
+        out = evaluate_intervals(
             pred, y, confidence_level, groups=groups, X=X, diagnostics=diagnostics, time_window=time_window
         )
+        return add_shift_diagnostics(out, pred, shift)
     validate(_check_pred(pred))
     yv = _check_y(pred, y)
     times = stream_times(pred)  # refuses unordered or duplicated times before any work
@@ -191,7 +199,7 @@ def evaluate(
     totals = _accumulate(pred, yv, plan)
     out = _metrics_dataset(pred, yv, plan, totals)
     out = cond.add_to(out, totals.covered, totals.widths, plan.c)
-    return add_time_diagnostics(
+    out = add_time_diagnostics(
         out,
         pred,
         times,
@@ -202,6 +210,7 @@ def evaluate(
         crps=totals.crps_values,
         logpdf=totals.logpdf,
     )
+    return add_shift_diagnostics(out, pred, shift)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def _provenance_table() -> dict[str, tuple[int, int, str]]:
 
 
 PROVENANCE = _provenance_table()
-BUNDLED = ["boston", "auto_mpg", "concrete", "diabetes", "wine_quality_red"]
+BUNDLED = ["boston", "auto_mpg", "concrete", "diabetes", "airfoil", "wine_quality_red"]
 
 
 def test_provenance_lists_every_bundled_set():

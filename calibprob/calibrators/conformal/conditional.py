@@ -54,6 +54,19 @@ A test point with :math:`\Phi(x) = 0` (no group of the class contains it) or in 
 too small to reach the level gets :math:`S^* = \infty`, an explicit infinite interval,
 with a warning.
 
+**Weights (a covariate shift).** Gibbs, Cherian & Candès's guarantee holds under every
+non-negative tilt in the class: :math:`E_f[1\{Y \in C(X)\}] \ge (1-\alpha)\,E_f[1]` for
+:math:`f \in \mathcal F`, :math:`f \ge 0` (their Theorem 2, :math:`\mathbb E[f(X)(1\{Y \in C\} - (1-\alpha))] \ge 0`),
+i.e. coverage :math:`\ge 1 - \alpha` when the test inputs follow :math:`f\,dP_X / E[f]`. So the
+one spelling ``fit(..., weights=)`` / ``predict(..., weights=)`` adds the likelihood ratio
+:math:`w` (its values at the calibration and the test points) as one more column of
+:math:`\Phi`, named ``"weights"``: coverage under the shift with ratio :math:`w`, together with
+the class's other guarantees (per group, marginal). Unlike weighted split conformal it needs no
+effective-sample-size rule: the LP's threshold is infinite where the class cannot reach the
+level (warned, as above). Calibration weights that are all equal are a constant, already in
+the class through the intercept: the column is not added and the result is the unweighted one
+bit for bit.
+
 References
 ----------
 Gibbs, I., Cherian, J. J. and Candès, E. J. (2023). Conformal prediction with
@@ -80,6 +93,7 @@ from calibprob.calibrators.conformal._intervals import interval_dataset, resolve
 from calibprob.calibrators.conformal.scores import get_score, invert
 from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std
 from calibprob.predictive import CalibprobWarning
+from calibprob.weights import Weights, resolve
 
 __all__ = ["ConditionalConformal", "conditional_thresholds", "one_hot"]
 
@@ -214,6 +228,12 @@ class ConditionalConformal(BaseEstimator):
 
     scores_: np.ndarray | None
     categories_: np.ndarray | None
+    _weights_support = "conformal"  # calibprob.weights.weight_support: the tilt as a column of the class
+    # a calibprob.weights object (may hold a fitted classifier) is not written by save(); pass weights= after load
+    _transient_attrs: tuple[str, ...] = ("weights_",)
+    calibration_weights_: np.ndarray | None = None
+    weights_ = None
+    tilt_column_: bool = False
 
     def __init__(
         self,
@@ -356,7 +376,7 @@ class ConditionalConformal(BaseEstimator):
         scale = np.broadcast_to(np.asarray(score.scale(sigma), float), mu.shape)
         return mu, scale, (None if y is None else score.score(y, mu, sigma))
 
-    def fit(self, pred_cal, y_cal, *, groups=None, features=None, X=None) -> Self:
+    def fit(self, pred_cal, y_cal, *, groups=None, features=None, X=None, weights=None) -> Self:
         """Compute the calibration scores and features; returns ``self``.
 
         Parameters
@@ -370,11 +390,16 @@ class ConditionalConformal(BaseEstimator):
         features : array_like, shape (n_cal, d), optional
         X : array_like, optional
             Inputs for the constructor's ``feature_map``.
+        weights : array_like, pandas.Series, xarray.DataArray or calibprob.weights.Weights, optional
+            The likelihood ratio at the calibration points (or a :mod:`calibprob.weights` object):
+            one more column of the feature map, for coverage under that shift (module docstring);
+            the test points' values go to :meth:`predict`.
 
         Raises
         ------
         ValueError
-            Rank-deficient features (naming the columns), features of the wrong length, NaN.
+            Rank-deficient features (naming the columns), features of the wrong length, NaN;
+            NaN, negative or all-zero weights.
         """
         if not (self.intercept is True or self.intercept is False or self.intercept == "auto"):
             raise ValueError(f"intercept must be 'auto', True or False; got {self.intercept!r}.")
@@ -387,15 +412,48 @@ class ConditionalConformal(BaseEstimator):
         self._pred = pred
         Phi, names = self._raw_features(n, groups, features, X, fitting=True)
         self._pred = None
+        Phi, names = self._with_weights(Phi, names, weights, pred)
         self.features_, self.columns_ = self._fit_columns(Phi, names)
         self.scores_ = S
         self.n_calibration_ = int(n)
         return self
 
+    def _with_weights(self, Phi: np.ndarray, names: list[str], weights, pred) -> tuple[np.ndarray, list[str]]:
+        """The calibration features with the weights' column (module docstring); equal weights add none."""
+        self.weights_ = weights if isinstance(weights, Weights) else None
+        self.calibration_weights_ = None
+        self.tilt_column_ = False
+        if weights is None:
+            return Phi, names
+        w = resolve(weights, Phi.shape[0], obs=pred, side="calibration")
+        self.calibration_weights_ = w
+        if np.all(w == w[0]):
+            return Phi, names  # a constant tilt: already in the class (the intercept)
+        self.tilt_column_ = True
+        return np.hstack([Phi, w[:, None]]), [*names, "weights"]
+
+    def _test_weight_column(self, phi: np.ndarray, weights, pred) -> np.ndarray:
+        """The test features with the weights' column (after a weighted fit); refuses misuse, naming the fix."""
+        if getattr(self, "calibration_weights_", None) is None:
+            if weights is not None:
+                raise ValueError(
+                    "weights= at prediction needs a weighted fit: pass weights= to fit too (the likelihood ratio at "
+                    "the calibration points)."
+                )
+            return phi
+        source = weights if weights is not None else self.weights_
+        if source is None:
+            raise ValueError(
+                "the calibration points were weighted by an array, so the test points need their weights too: pass "
+                "weights= (one per test point, e.g. the density ratio at each), or a calibprob.weights object."
+            )
+        t = resolve(source, phi.shape[0], obs=pred, side="test")
+        return np.hstack([phi, t[:, None]]) if self.tilt_column_ else phi
+
     def _theta(self, c: float, m: int, rng) -> np.ndarray:
         return rng.uniform(c - 1.0, c, size=m) if self.randomize else np.full(m, c)
 
-    def predict(self, pred, *, groups=None, features=None, X=None, confidence_level=None) -> xr.Dataset:
+    def predict(self, pred, *, groups=None, features=None, X=None, confidence_level=None, weights=None) -> xr.Dataset:
         r"""Intervals :math:`\mu \pm S^*(x)\, s(x)` at every confidence level (the interval family).
 
         Parameters
@@ -406,6 +464,9 @@ class ConditionalConformal(BaseEstimator):
             As given to :meth:`fit`, for the test points.
         confidence_level : float or sequence, optional
             Default: the constructor's.
+        weights : array_like or calibprob.weights.Weights, optional
+            After a weighted :meth:`fit`: the likelihood ratio at the test points (default: the
+            weights object given to :meth:`fit`).
 
         Returns
         -------
@@ -419,8 +480,9 @@ class ConditionalConformal(BaseEstimator):
         m = pred.sizes["obs"]
         mu, scale, _ = self._scores(pred)
         self._pred = pred
-        phi = self._test_columns(self._raw_features(m, groups, features, X, fitting=False)[0])
+        raw = self._raw_features(m, groups, features, X, fitting=False)[0]
         self._pred = None
+        phi = self._test_columns(self._test_weight_column(raw, weights, pred))
         rng = np.random.default_rng(self.random_state)
         cut = np.column_stack(
             [thresholds(self.scores_, self.features_, phi, float(c), self._theta(c, m, rng)) for c in levels]
@@ -431,7 +493,9 @@ class ConditionalConformal(BaseEstimator):
         ds.attrs.update(n_calibration=self.n_calibration_, n_unbounded=int(np.isinf(cut).any(axis=1).sum()))
         return ds.assign_coords(obs=pred["obs"].values)
 
-    def predict_interval(self, pred, confidence_level=None, *, groups=None, features=None, X=None) -> xr.Dataset:
+    def predict_interval(
+        self, pred, confidence_level=None, *, groups=None, features=None, X=None, weights=None
+    ) -> xr.Dataset:
         """The interval family's entry point: :meth:`predict`, a scalar level dropping its dimension.
 
         The same intervals as :meth:`predict` (this method's only output), under the name every
@@ -443,7 +507,7 @@ class ConditionalConformal(BaseEstimator):
         pred : xarray.Dataset
         confidence_level : float or sequence, optional
             Default: the constructor's.
-        groups, features, X :
+        groups, features, X, weights :
             As given to :meth:`fit`, for the test points.
 
         Returns
@@ -451,7 +515,7 @@ class ConditionalConformal(BaseEstimator):
         xarray.Dataset
         """
         level = self.confidence_level if confidence_level is None else confidence_level
-        ds = self.predict(pred, groups=groups, features=features, X=X, confidence_level=level)
+        ds = self.predict(pred, groups=groups, features=features, X=X, confidence_level=level, weights=weights)
         return ds.isel(confidence_level=0) if np.ndim(level) == 0 else ds
 
     @staticmethod

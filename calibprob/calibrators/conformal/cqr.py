@@ -73,8 +73,11 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_pred
 from calibprob._core.ranks import upper_rank
 from calibprob._core.validation import check_array, check_choice, check_targets
 from calibprob.calibrators.conformal._intervals import check_enough_points, interval_dataset, resolve_levels
+from calibprob.calibrators.conformal._weighted import weighted_thresholds
 from calibprob.calibrators.conformal.scores import invert
+from calibprob.calibrators.conformal.split_calibrator import checked_test_weights, split_test_weights
 from calibprob.calibrators.grouping.mondrian import fit_with_groups, predict_with_groups
+from calibprob.weights import Weights, resolve
 
 __all__ = [
     "ConformalizedQuantileRegression",
@@ -83,6 +86,7 @@ __all__ = [
     "cqr_corrections",
     "cqr_intervals",
     "read_quantiles",
+    "weighted_cqr_corrections",
 ]
 
 #: The CQR variants: two-sided, asymmetric, CQR-r, CQR-m.
@@ -226,6 +230,46 @@ def cqr_corrections(scores, confidence_level: float, *, score: str = "symmetric"
     return q, q
 
 
+def weighted_cqr_corrections(
+    scores, calibration_weights, test_weights, confidence_level: float, *, score="symmetric"
+):
+    r"""Per test point, the corrections ``(Q_lo, Q_hi)`` of weighted CQR (Tibshirani et al. 2019's rule).
+
+    :func:`cqr_corrections` with the empirical law of the scores replaced by
+    :math:`\sum_i \frac{w_i}{W + t_j} \delta_{E_i} + \frac{t_j}{W + t_j} \delta_{+\infty}`
+    (``calibprob.calibrators.conformal._weighted``): the level-:math:`c` quantile (each
+    column's :math:`1 - \alpha/2` quantile for ``"asymmetric"``); :math:`+\infty` where the finite
+    scores' mass does not reach it. Equal weights give :func:`cqr_corrections` bit for bit (the
+    ranks are exact integers).
+
+    Parameters
+    ----------
+    scores : ndarray, shape (n,) or (n, 2)
+    calibration_weights : ndarray, shape (n,)
+    test_weights : ndarray, shape (m,)
+    confidence_level : float
+    score : str
+
+    Returns
+    -------
+    Q_lo, Q_hi : ndarray, shape (m,)
+
+    References
+    ----------
+    Romano et al. (2019), eq. (7); Tibshirani et al. (2019), Corollary 1.
+    """
+    scores = np.asarray(scores, float)
+    c = float(confidence_level)
+    if score == "asymmetric":
+        q = 1.0 - (1.0 - c) / 2.0
+        return (
+            weighted_thresholds(scores[:, 0], calibration_weights, test_weights, q),
+            weighted_thresholds(scores[:, 1], calibration_weights, test_weights, q),
+        )
+    both = weighted_thresholds(scores, calibration_weights, test_weights, c)
+    return both, both
+
+
 @renamed_keywords({"variant": "score"}, where="calibprob.calibrators.conformal.cqr.cqr_intervals")
 def cqr_intervals(q_lo, q_hi, corrections, *, score: str = "symmetric", q_med=None, eps: float = 0.0):
     r"""Intervals :math:`[\hat q_{lo} - Q_{lo} s_{lo},\ \hat q_{hi} + Q_{hi} s_{hi}]` at new points.
@@ -233,8 +277,8 @@ def cqr_intervals(q_lo, q_hi, corrections, *, score: str = "symmetric", q_med=No
     Parameters
     ----------
     q_lo, q_hi : array_like, shape (m,)
-    corrections : tuple of float
-        From :func:`cqr_corrections`.
+    corrections : tuple of float (or of arrays of shape (m,))
+        From :func:`cqr_corrections` (or :func:`weighted_cqr_corrections`, one per point).
     score : str
     q_med : array_like, shape (m,), optional
         Required by ``"cqr-m"``.
@@ -379,6 +423,11 @@ class ConformalizedQuantileRegression(BaseEstimator):
     """
 
     corrections_: np.ndarray | None
+    _weights_support = "conformal"  # calibprob.weights.weight_support
+    # a calibprob.weights object (may hold a fitted classifier) is not written by save(); pass weights= after load
+    _transient_attrs: tuple[str, ...] = ("weights_",)
+    calibration_weights_: np.ndarray | None = None
+    weights_ = None
 
     @renamed_keywords({"variant": "score"})
     def __init__(self, *, score: str = "symmetric", confidence_level=0.9, missing_levels: str = "raise", eps=0.0):
@@ -401,7 +450,7 @@ class ConformalizedQuantileRegression(BaseEstimator):
         # ceil((1 - alpha/2)(n+1)) <= n, the two-sided minimum.
         return 2 if self.score == "asymmetric" else 1
 
-    def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
+    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> Self:
         """Score the calibration points at every confidence level; returns ``self``.
 
         Parameters
@@ -413,6 +462,11 @@ class ConformalizedQuantileRegression(BaseEstimator):
         groups : array_like, xarray.DataArray or str, optional
             One label per calibration point (or an ``obs`` coordinate name): Mondrian CQR, one
             clone per group (:class:`calibprob.Mondrian`), each level on its own.
+        weights : array_like, pandas.Series, xarray.DataArray or calibprob.weights.Weights, optional
+            One weight per calibration point (e.g. the likelihood ratio :math:`w(X_i)`) or a
+            :mod:`calibprob.weights` object: weighted CQR (:func:`weighted_cqr_corrections`), the
+            test points' weights given to :meth:`predict_interval`. Stored as
+            ``calibration_weights_`` (the points' order); within groups with ``groups=``.
 
         Raises
         ------
@@ -422,12 +476,14 @@ class ConformalizedQuantileRegression(BaseEstimator):
         TypeError
             ``pred_cal`` is not a predictive Dataset.
         """
-        if fit_with_groups(self, pred_cal, y_cal, groups):
+        if fit_with_groups(self, pred_cal, y_cal, groups, weights):
             return self
         variant = self._check_params()
         levels, _ = resolve_levels(self.confidence_level)
         pred = _checked_predictive(pred_cal, self, "pred_cal")
         y = check_targets(y_cal, pred.sizes["obs"], "y_cal", obs=pred["obs"].values)
+        self.weights_ = weights if isinstance(weights, Weights) else None
+        self.calibration_weights_ = None if weights is None else resolve(weights, y.size, obs=pred, side="calibration")
         q = read_quantiles(pred, levels, median=variant == "cqr-m", missing=self.missing_levels)
         scores, corrections = [], []
         for j, c in enumerate(levels):
@@ -457,7 +513,7 @@ class ConformalizedQuantileRegression(BaseEstimator):
             )
         return levels, np.asarray(idx), scalar
 
-    def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
+    def predict_interval(self, pred, confidence_level=None, *, groups=None, weights=None) -> xr.Dataset:
         """CQR intervals at one or several of the fitted confidence levels.
 
         Parameters
@@ -469,6 +525,13 @@ class ConformalizedQuantileRegression(BaseEstimator):
             scalar drops the ``confidence_level`` dimension (kept as a scalar coordinate), a sequence keeps it.
         groups : array_like, xarray.DataArray or str, optional
             Per-row group labels when fitted with ``groups=``.
+        weights : array_like or calibprob.weights.Weights, optional
+            After a weighted :meth:`fit`: one positive weight per row of ``pred`` (default: the
+            weights object given to :meth:`fit`); each row's corrections are the weighted
+            quantiles of the scores with the row's mass at :math:`+\\infty`. A level the weights'
+            effective sample size cannot support is refused, naming the attainable level
+            (:func:`calibprob.weights.check_attainable`); the diagnostics are kept as
+            ``weight_diagnostics_`` and in the attributes.
 
         Returns
         -------
@@ -477,24 +540,34 @@ class ConformalizedQuantileRegression(BaseEstimator):
         """
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
-            return mondrian.predict_interval(pred, confidence_level, groups=groups)
+            return mondrian.predict_interval(pred, confidence_level, groups=groups, weights=weights)
         levels, idx, scalar = self._level_index(confidence_level)
         pred = _checked_predictive(pred, self, "pred")
         variant = self._check_params()
         q = read_quantiles(pred, levels, median=variant == "cqr-m", missing=self.missing_levels)
         m = pred.sizes["obs"]
-        corrections = np.asarray(self.corrections_)
+        attrs = {"n_calibration": self.n_calibration_}
+        corrections = self._row_corrections(pred, levels, idx, variant, weights, attrs)
         lower, upper = np.empty((m, levels.size)), np.empty((m, levels.size))
-        for j, k in enumerate(idx):
+        for j in range(levels.size):
             lower[:, j], upper[:, j] = cqr_intervals(
-                q["lo"][:, j], q["hi"][:, j], corrections[k], score=variant, q_med=q.get("med"), eps=self.eps
+                q["lo"][:, j], q["hi"][:, j], corrections[j], score=variant, q_med=q.get("med"), eps=self.eps
             )
-        ds = interval_dataset(
-            lower, upper, levels, scalar, method=f"cqr-{variant}", attrs={"n_calibration": self.n_calibration_}
-        )
+        ds = interval_dataset(lower, upper, levels, scalar, method=f"cqr-{variant}", attrs=attrs)
         return ds.assign_coords(obs=pred["obs"].values)
 
-    def predict(self, pred, *, confidence_level=None, groups=None) -> xr.Dataset:
+    def _row_corrections(self, pred, levels, idx, variant: str, weights, attrs: dict) -> list:
+        """Per requested level, ``(Q_lo, Q_hi)``: the fitted numbers, or per row under weights."""
+        test = split_test_weights(self, weights, pred.sizes["obs"], obs=pred)
+        if test is None:
+            return [tuple(np.asarray(self.corrections_)[k]) for k in idx]
+        t = checked_test_weights(self, levels, test, attrs)
+        return [
+            weighted_cqr_corrections(self.scores_[:, k], self.calibration_weights_, t, c, score=variant)
+            for c, k in zip(levels, idx)
+        ]
+
+    def predict(self, pred, *, confidence_level=None, groups=None, weights=None) -> xr.Dataset:
         """The interval family at every fitted level (or those asked for), ``confidence_level`` kept as a dimension.
 
         Parameters
@@ -503,6 +576,8 @@ class ConformalizedQuantileRegression(BaseEstimator):
         confidence_level : float or sequence, optional
         groups : array_like, xarray.DataArray or str, optional
             Per-row group labels when fitted with ``groups=``.
+        weights : array_like or calibprob.weights.Weights, optional
+            As in :meth:`predict_interval`.
 
         Returns
         -------
@@ -512,7 +587,7 @@ class ConformalizedQuantileRegression(BaseEstimator):
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
             levels = mondrian.confidence_levels_ if confidence_level is None else np.atleast_1d(confidence_level)
-            return mondrian.predict_interval(pred, list(np.asarray(levels, float)), groups=groups)
+            return mondrian.predict_interval(pred, list(np.asarray(levels, float)), groups=groups, weights=weights)
         check_is_fitted(self, "corrections_", method="fit")
         levels = self.confidence_levels_ if confidence_level is None else np.atleast_1d(confidence_level)
-        return self.predict_interval(pred, confidence_level=list(np.asarray(levels, float)))
+        return self.predict_interval(pred, confidence_level=list(np.asarray(levels, float)), weights=weights)

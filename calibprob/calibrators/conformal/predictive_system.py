@@ -30,6 +30,20 @@ extends it. At every stored level :math:`p`,
 
 which ``tests/calibrators/conformal/test_predictive_system.py`` checks over seeded draws.
 
+**Under covariate shift** (``fit(..., weights=)``, ``predict(..., weights=)``): the counts
+become weights, Tibshirani et al.'s (2019) weighted empirical law of the scores with the test
+point's mass :math:`t` kept beside them,
+
+.. math::
+
+    Q(y, \tau) = \frac{\sum_{A_i < A(x, y)} w_i + \tau\,\bigl(\sum_{A_i = A(x, y)} w_i + t(x)\bigr)}
+    {\sum_i w_i + t(x)},
+
+uniform for the true likelihood ratio :math:`w = d\tilde P_X/dP_X` (weighted exchangeability,
+Tibshirani et al. 2019, Lemma 3), and the continuous version passes through the middle of every
+weighted jump (``calibprob.calibrators.conformal._weighted``). The levels a weighted system
+resolves shrink by the test point's own mass :math:`t/(\sum_i w_i + t)`.
+
 References
 ----------
 Vovk, V., Petej, I., Nouretdinov, I., Manokhin, V. and Gammerman, A. (2020).
@@ -37,6 +51,8 @@ Computationally efficient versions of conformal predictive distributions.
 Neurocomputing 397, 292–308 (split conformal predictive systems).
 Vovk, V., Shen, J., Manokhin, V. and Xie, M. (2017). Nonparametric predictive
 distributions based on conformal prediction. PMLR 60.
+Tibshirani, R. J., Barber, R. F., Candès, E. J. and Ramdas, A. (2019). Conformal prediction
+under covariate shift. NeurIPS 32 (the weights).
 """
 
 from __future__ import annotations
@@ -49,9 +65,14 @@ import xarray as xr
 from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.estimator import check_is_fitted
 from calibprob._core.validation import check_choice, check_targets, check_tau
+from calibprob.calibrators.conformal._weighted import weighted_cps_cdf
 from calibprob.calibrators.conformal.scores import Score, get_score
 from calibprob.calibrators.conformal.split import SplitConformalRegressor
-from calibprob.calibrators.conformal.split_calibrator import SplitConformalCalibrator
+from calibprob.calibrators.conformal.split_calibrator import (
+    SplitConformalCalibrator,
+    checked_test_weights,
+    split_test_weights,
+)
 
 __all__ = ["ConformalPredictiveSystem", "cps_cdf"]
 
@@ -85,14 +106,6 @@ def cps_cdf(sorted_scores, test_scores, tau=0.5) -> np.ndarray:
     below = np.searchsorted(R, a, side="left")
     ties = np.searchsorted(R, a, side="right") - below
     return (below + np.asarray(tau, float) * (ties + 1)) / (R.size + 1)
-
-
-def _refuse_weights(weights) -> None:
-    if weights is not None:
-        raise ValueError(
-            "weights= is not supported yet by ConformalPredictiveSystem; for weighted (covariate-shift) "
-            "intervals use SplitConformalCalibrator(score='signed').fit(..., weights=)."
-        )
 
 
 class ConformalPredictiveSystem(SplitConformalCalibrator):
@@ -226,21 +239,29 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
             One group label per calibration point: a Mondrian CPS, one system per group
             (:class:`calibprob.Mondrian`; a two-sided interval at ``c`` needs
             :math:`n_k \ge \lceil 2/(1-c) \rceil - 1` points).
-        weights : None
-            Not supported yet for the CPS (a value is refused, naming the alternative).
+        weights : array_like, pandas.Series, xarray.DataArray or calibprob.weights.Weights, optional
+            One weight per calibration point (e.g. the likelihood ratio :math:`w(X_i)`) or a
+            :mod:`calibprob.weights` object: the weighted system of the module docstring, the
+            test points' weights given to :meth:`predict`, :meth:`predict_interval` and
+            :meth:`predict_cdf` (:meth:`SplitConformalCalibrator.fit`). With ``groups=``, the
+            weights act within each group.
         """
-        _refuse_weights(weights)
         if groups is not None:
             self.legacy_estimator_ = None
-            return super().fit(pred_cal, y_cal, groups=groups)
+            return super().fit(pred_cal, y_cal, groups=groups, weights=weights)
         if self._is_legacy(pred_cal):
+            if weights is not None:
+                raise ValueError(
+                    "weights= needs the post-processor form: ConformalPredictiveSystem().fit(model.predict(X_cal), "
+                    "y_cal, weights=...) (the deprecated estimator= form takes no weights)."
+                )
             self.legacy_estimator_ = None
             self.mondrian_ = None
             self._legacy("fit").fit(pred_cal, y_cal)
             self.scores_ = None
             return self
         self.legacy_estimator_ = None
-        return super().fit(pred_cal, y_cal)
+        return super().fit(pred_cal, y_cal, weights=weights)
 
     def calibrate(self, X_cal, y_cal) -> ConformalPredictiveSystem:
         """Deprecated model-aware step (``estimator=`` form): score ``(X_cal, y_cal)``."""
@@ -254,30 +275,42 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
         self.scores_, self.n_calibration_, self.score_ = inner.scores_, inner.n_calibration_, inner.score_
         return self
 
-    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
-        """Predictive distribution per test point (see the module docstring); ``groups=`` as in :meth:`fit`."""
+    def predict(self, pred, *, levels=None, groups=None, weights=None) -> xr.Dataset:
+        """Predictive distribution per test point (see the module docstring); ``groups=`` as in :meth:`fit`.
+
+        ``weights=``: after a weighted :meth:`fit`, one positive weight per row of ``pred`` (or a
+        :mod:`calibprob.weights` object; default: the object given to :meth:`fit`): the weighted
+        system of the module docstring at the levels every row resolves (``levels=None``: the
+        default levels inside that range; an explicit level outside it is refused, naming the
+        range). Equal weights give the unweighted system bit for bit.
+        """
         if groups is not None or getattr(self, "mondrian_", None) is not None:
-            return super().predict(pred, levels=levels, groups=groups)
+            return super().predict(pred, levels=levels, groups=groups, weights=weights)
         if self._is_legacy(pred):
             check_is_fitted(self, "scores_", method="calibrate")
             ds = self._legacy("predict").predict(pred, levels=levels)
             ds.attrs["method"] = self._method
             return ds
-        return super().predict(pred, levels=levels)
+        return super().predict(pred, levels=levels, weights=weights)
 
     def predict_interval(self, pred, confidence_level=None, *, groups=None, weights=None) -> xr.Dataset:
-        """Exact conformal (signed-score) intervals; see :meth:`SplitConformalCalibrator.predict_interval`."""
-        _refuse_weights(weights)
+        r"""Exact conformal (signed-score) intervals; see :meth:`SplitConformalCalibrator.predict_interval`.
+
+        ``weights=`` as there: each row's ends are the weighted quantiles of the scores at
+        :math:`(1 \mp c)/2` with the row's mass at :math:`\mp\infty`.
+        """
         if groups is not None or getattr(self, "mondrian_", None) is not None:
-            return super().predict_interval(pred, confidence_level, groups=groups)
+            return super().predict_interval(pred, confidence_level, groups=groups, weights=weights)
         if self._is_legacy(pred):
+            if weights is not None:
+                raise ValueError("weights= needs the post-processor form (fit(pred_cal, y_cal, weights=...)).")
             check_is_fitted(self, "scores_", method="calibrate")
             ds = self._legacy("predict_interval").predict_interval(pred, confidence_level)
             ds.attrs["method"] = self._method
             return ds
-        return super().predict_interval(pred, confidence_level)
+        return super().predict_interval(pred, confidence_level, weights=weights)
 
-    def predict_cdf(self, pred, y, *, tau=0.5) -> np.ndarray:
+    def predict_cdf(self, pred, y, *, tau=0.5, weights=None) -> np.ndarray:
         r"""Exact split-CPS CDF :math:`Q(y_j, \tau)` at the observed ``y``.
 
         Parameters
@@ -286,6 +319,9 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
             The base's predictive distribution at the test points.
         y : array_like or 1-D xarray.DataArray, shape (m,)
         tau : float or ndarray, shape (m,), default 0.5
+        weights : array_like or calibprob.weights.Weights, optional
+            After a weighted :meth:`fit`: the test points' weights (default: the object given to
+            :meth:`fit`); the weighted :math:`Q` of the module docstring.
 
         Returns
         -------
@@ -297,4 +333,9 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
         else:
             pred, mu, scale = self._mu_scale(pred)
         y = check_targets(y, mu.size, "y")
-        return cps_cdf(self.scores_, (y - mu) / scale, check_tau(tau, mu.size))
+        tau = check_tau(tau, mu.size)
+        test = None if self._is_legacy(pred) else split_test_weights(self, weights, mu.size, obs=pred)
+        if test is None:
+            return cps_cdf(self.scores_, (y - mu) / scale, tau)
+        t = checked_test_weights(self, [], test, {})
+        return weighted_cps_cdf(self.scores_, self.calibration_weights_, (y - mu) / scale, t, tau)

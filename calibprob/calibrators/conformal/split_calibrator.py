@@ -50,6 +50,7 @@ from calibprob.calibrators.conformal._intervals import (
     upper_rank,
     valid_levels,
 )
+from calibprob.calibrators.conformal._weighted import equal_weights, weighted_cps_levels, weighted_cps_quantiles
 from calibprob.calibrators.conformal.scores import Score, get_score, invert
 from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.predictive import from_quantiles
@@ -66,6 +67,8 @@ __all__ = [
     "weighted_split_intervals",
     "weighted_prediction",
     "split_test_weights",
+    "checked_test_weights",
+    "weighted_quantiles",
     "refuse_weighted_quantiles",
     "refuse_grouped_weights",
 ]
@@ -208,15 +211,45 @@ def weighted_prediction(model, levels, mu, scale, test, attrs: dict) -> tuple[np
 
     ``test`` is :func:`split_test_weights`' ``(weights, source)``.
     """
+    test_weights = checked_test_weights(model, levels, test, attrs)
+    return weighted_split_intervals(
+        model.score_, model.scores_, model.calibration_weights_, test_weights, mu, scale, levels
+    )
+
+
+def checked_test_weights(model, levels, test, attrs: dict) -> np.ndarray:
+    """The test weights of ``test`` (:func:`split_test_weights`) after the attainable-level check.
+
+    The one check every weighted method shares: the diagnostics of the calibration weights
+    (``model.calibration_weights_``) with these test weights go to ``model.weight_diagnostics_``
+    and to ``attrs`` (``weights_ess``, ``weights_attainable_level``); a level above the
+    attainable one is refused or warned about (the weights object's ``on_small``).
+    """
     test_weights, source = test
     kind = source if isinstance(source, Weights) else model.weights_ if model.weights_ is not None else _ARRAY
     diag = kind.diagnose(model.calibration_weights_, test_weights)
     check_attainable(diag, levels, on_small_of(source, model.weights_))
     model.weight_diagnostics_ = diag
     attrs.update(weights_ess=diag.ess, weights_attainable_level=diag.attainable_level)
-    return weighted_split_intervals(
-        model.score_, model.scores_, model.calibration_weights_, test_weights, mu, scale, levels
-    )
+    return test_weights
+
+
+def weighted_quantiles(model, mu, scale, levels, test, attrs: dict) -> tuple[np.ndarray, np.ndarray]:
+    r"""``(quantiles (m, L), levels)`` of the weighted conformal quantile function (Tibshirani et al. 2019).
+
+    The unweighted function's knots (score :math:`R_{(i)}` at the continuous rank :math:`i`) move to
+    the cumulative weights (``calibprob.calibrators.conformal._weighted``), the test row's own mass
+    :math:`t/(W+t)` kept beyond the last score; the levels are those every row resolves. All-equal
+    weights are the unweighted function, computed by it (the same arithmetic).
+    """
+    # the diagnostics only: a quantile function has no confidence level; its reachable range is checked below
+    t = checked_test_weights(model, [], test, attrs)
+    symmetric = model.score_.symmetric
+    if equal_weights(model.calibration_weights_, t):
+        return split_quantiles(model.score_, model.scores_, mu, scale, levels)
+    grid = weighted_cps_levels(model.scores_, model.calibration_weights_, t, levels, symmetric=symmetric)
+    r = weighted_cps_quantiles(model.scores_, model.calibration_weights_, t, grid, symmetric=symmetric)
+    return np.asarray(mu, float)[:, None] + np.asarray(scale, float)[:, None] * r, grid
 
 
 def split_test_weights(model, weights, m: int, *, X=None, obs=None):
@@ -249,13 +282,14 @@ def refuse_grouped_weights(weights) -> None:
         )
 
 
-def refuse_weighted_quantiles(model) -> None:
+def refuse_weighted_quantiles(model, weights=None) -> None:
     """The quantile function of weighted split conformal is not built: refuse rather than drop the weights."""
-    if getattr(model, "calibration_weights_", None) is not None:
+    if weights is not None or getattr(model, "calibration_weights_", None) is not None:
         raise ValueError(
             "predict() after a weighted calibration would ignore the weights: the weighted conformal quantile "
-            "function is not implemented. Use predict_interval(..., weights=) for the weighted intervals, or "
-            "calibrate without weights= for the quantile function."
+            "function of this score is not implemented. Use predict_interval(..., weights=) for the weighted "
+            "intervals, ConformalPredictiveSystem().fit(..., weights=) for a weighted quantile function, or "
+            "calibrate without weights= for the unweighted one."
         )
 
 
@@ -305,6 +339,7 @@ class SplitConformalCalibrator(BaseEstimator):
     """
 
     _method = "split-conformal"
+    _weights_support = "conformal"  # calibprob.weights.weight_support
     # a calibprob.weights object (may hold a fitted classifier) is not written by save(); pass weights= after load
     _transient_attrs: tuple[str, ...] = ("weights_",)
 
@@ -352,9 +387,7 @@ class SplitConformalCalibrator(BaseEstimator):
         TypeError
             ``pred_cal`` is not a predictive Dataset (e.g. inputs ``X``).
         """
-        if groups is not None:
-            refuse_grouped_weights(weights)
-        if fit_with_groups(self, pred_cal, y_cal, groups):
+        if fit_with_groups(self, pred_cal, y_cal, groups, weights):
             return self
         levels, _ = resolve_levels(self.confidence_level)
         score = self._score()
@@ -382,7 +415,7 @@ class SplitConformalCalibrator(BaseEstimator):
     def _method_name(self) -> str:
         return f"{self._method}-{self.score_.name}"
 
-    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
+    def predict(self, pred, *, levels=None, groups=None, weights=None) -> xr.Dataset:
         r"""The conformal quantile function around the Dataset's mean, as a predictive Dataset.
 
         The quantile at level :math:`p` is the calibration score at the
@@ -400,6 +433,10 @@ class SplitConformalCalibrator(BaseEstimator):
         groups : array_like, xarray.DataArray or str, optional
             Per-row group labels when fitted with ``groups=`` (default: ``pred``'s ``group``
             coordinate).
+        weights : array_like or calibprob.weights.Weights, optional
+            After a weighted :meth:`fit`: the test rows' weights (default: the object given to
+            :meth:`fit`): the weighted quantile function (``calibprob.calibrators.conformal._weighted``),
+            at the levels every row resolves. Equal weights give the unweighted function bit for bit.
 
         Returns
         -------
@@ -409,12 +446,16 @@ class SplitConformalCalibrator(BaseEstimator):
         """
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
-            return mondrian.predict(pred, levels=levels, groups=groups)
-        refuse_weighted_quantiles(self)
+            return mondrian.predict(pred, levels=levels, groups=groups, weights=weights)
         pred, mu, scale = self._mu_scale(pred)
-        q, levels = split_quantiles(self.score_, self.scores_, mu, scale, levels)
+        attrs = {"n_calibration": self.n_calibration_}
+        test = split_test_weights(self, weights, mu.size, obs=pred)
+        if test is None:
+            q, levels = split_quantiles(self.score_, self.scores_, mu, scale, levels)
+        else:
+            q, levels = weighted_quantiles(self, mu, scale, levels, test, attrs)
         ds = from_quantiles(q, levels, obs=pred["obs"].values, method=self._method_name())
-        ds.attrs["n_calibration"] = self.n_calibration_
+        ds.attrs.update(attrs)
         return keep_group_coord(ds, pred)
 
     def predict_interval(self, pred, confidence_level=None, *, groups=None, weights=None) -> xr.Dataset:
@@ -447,8 +488,7 @@ class SplitConformalCalibrator(BaseEstimator):
         """
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
-            refuse_grouped_weights(weights)
-            return mondrian.predict_interval(pred, confidence_level, groups=groups)
+            return mondrian.predict_interval(pred, confidence_level, groups=groups, weights=weights)
         check_is_fitted(self, "scores_", method="fit")
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
         pred, mu, scale = self._mu_scale(pred)

@@ -64,6 +64,7 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_pred
 from calibprob._core.labels import refuse_kind_clash
 from calibprob._core.ranks import exact_level, least_n
 from calibprob._core.validation import GROUP_COORD, check_confidence_levels, check_groups, check_levels, check_targets
+from calibprob.calibrators.conformal._weighted import WeightedBlock
 from calibprob.predictive import (
     DEFAULT_LEVELS,
     REACH_VAR,
@@ -74,6 +75,7 @@ from calibprob.predictive import (
     reach_variable,
 )
 from calibprob.registry import CLASSES, METHODS, load_object
+from calibprob.weights import GivenWeights, Weights, resolve, weight_support
 
 __all__ = [
     "Mondrian",
@@ -320,8 +322,14 @@ class Mondrian(BaseEstimator):
     """
 
     _method = "mondrian"
+    # weights within groups: whatever the wrapped calibrator supports (calibprob.weights.weight_support)
+    _weights_support = "inner"
+    # a calibprob.weights object (may hold a fitted classifier) is not written by save(); pass weights= after load
+    _transient_attrs: tuple[str, ...] = ("weights_",)
 
     groups_: np.ndarray
+    weights_ = None
+    weighted_: bool = False
 
     def __init__(self, calibrator=None, *, fallback=None, confidence_level=None):
         self.calibrator = calibrator
@@ -367,7 +375,7 @@ class Mondrian(BaseEstimator):
         return _normalise_labels(labels)
 
     # -- fit --------------------------------------------------------------------
-    def _fit_one(self, sub, y, ok: np.ndarray, levels: np.ndarray):
+    def _fit_one(self, sub, y, ok: np.ndarray, levels: np.ndarray, weights=None):
         """A clone fitted on one group, told only the levels its size resolves (None if it cannot fit).
 
         A group too small for every requested level is still fitted at the highest level it
@@ -384,13 +392,13 @@ class Mondrian(BaseEstimator):
                 lv = np.array([float(top)])
             est.set_params(confidence_level=float(lv[0]) if lv.size == 1 else lv.tolist())
         try:
-            return est.fit(sub, y)
+            return est.fit(sub, y) if weights is None else est.fit(sub, y, weights=weights)
         except ValueError:
             if ok.any():
                 raise
             return None  # too small to fit at all: infinite bounds, warned above
 
-    def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
+    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> Self:
         """Fit one clone of ``calibrator`` per group; returns ``self``.
 
         Parameters
@@ -401,6 +409,12 @@ class Mondrian(BaseEstimator):
         groups : array_like, xarray.DataArray or str, optional
             One label per calibration point, or the name of an ``obs`` coordinate of
             ``pred_cal``; default: its ``group`` coordinate.
+        weights : array_like, pandas.Series, xarray.DataArray or calibprob.weights.Weights, optional
+            One weight per calibration point (or a :mod:`calibprob.weights` object): each group's
+            calibrator is fitted on its own rows' weights, so the weighted rule runs *within*
+            groups (the weights of other groups never enter a group's threshold). Needs a
+            calibrator that takes weights (:func:`calibprob.weights.weight_support`); not with
+            ``fallback="pooled"``.
 
         Returns
         -------
@@ -416,6 +430,7 @@ class Mondrian(BaseEstimator):
         pred = check_predictive(pred_cal, self, "pred_cal")
         y = check_targets(y_cal, pred.sizes["obs"], "y_cal", obs=pred["obs"].values)
         labels = self._labels(groups, pred, "groups")
+        w = self._calibration_weights(weights, pred)
         levels = self._levels()
         need = _needed(self.calibrator, levels)
         uniq, codes = np.unique(labels, return_inverse=True)
@@ -427,7 +442,9 @@ class Mondrian(BaseEstimator):
         fitted = []
         for k in range(uniq.size):
             rows = np.flatnonzero(codes == k)
-            fitted.append(self._fit_one(pred.isel(obs=rows), y[rows], counts[k] >= need, levels))
+            fitted.append(
+                self._fit_one(pred.isel(obs=rows), y[rows], counts[k] >= need, levels, self._rows_weights(w, rows))
+            )
         self.groups_, self.counts_, self.calibrators_ = uniq, counts, fitted
         self.confidence_levels_, self.min_sizes_ = levels, need.astype(np.int64)
         self.small_groups_ = small
@@ -436,6 +453,55 @@ class Mondrian(BaseEstimator):
         if self.fallback == "pooled":
             self.pooled_ = self._fit_one(pred, y, pred.sizes["obs"] >= need, levels)
         return self
+
+    def _calibration_weights(self, weights, pred: xr.Dataset) -> np.ndarray | None:
+        """The calibration weights of every row (None unweighted); remembers the weights object for prediction."""
+        self.weights_, self.weighted_ = (weights if isinstance(weights, Weights) else None), weights is not None
+        if weights is None:
+            return None
+        support = weight_support(self.calibrator)
+        if support is None:
+            raise TypeError(
+                f"weights= was given, but {type(self.calibrator).__name__} does not take weights; drop weights=, or "
+                "wrap a calibrator that does (calibprob.weights.weight_support names them)."
+            )
+        if self.fallback == "pooled":
+            raise ValueError(
+                "weights= with fallback='pooled' is not supported: the pooled calibrator would mix the groups' "
+                "weights. Pass fallback=None (infinite bounds for small groups), or drop weights=."
+            )
+        return resolve(weights, pred.sizes["obs"], obs=pred, side="calibration")
+
+    def _rows_weights(self, w: np.ndarray | None, rows: np.ndarray):
+        """One group's calibration weights, carrying the weights object's ``on_small`` choice."""
+        if w is None:
+            return None
+        on_small = self.weights_.on_small if self.weights_ is not None else "raise"
+        return GivenWeights(w[rows], on_small=on_small)
+
+    def _test_weights(self, pred: xr.Dataset, weights) -> np.ndarray | None:
+        """The test weights of every row of ``pred`` for a conformal calibrator fitted with weights; else None."""
+        if not self.weighted_:
+            if weights is not None:
+                raise ValueError(
+                    "weights= at prediction needs a weighted fit: this Mondrian was fitted without weights. Pass "
+                    "weights= to fit too, or drop it here."
+                )
+            return None
+        if weight_support(self.calibrator) != "conformal":
+            if weights is not None:
+                raise ValueError(
+                    f"{type(self.calibrator).__name__} uses weights in its fitting loss only: pass weights= to fit, "
+                    "not to the prediction."
+                )
+            return None
+        source = weights if weights is not None else self.weights_
+        if source is None:
+            raise ValueError(
+                "the calibration points were weighted by an array, so the test points need their weights too: pass "
+                "weights= (one per test point, e.g. the density ratio at each), or a calibprob.weights object."
+            )
+        return resolve(source, pred.sizes["obs"], obs=pred, side="test")
 
     def _extrapolates(self) -> bool:
         """True when the inner calibrator defines every level itself (``extrapolate=True``)."""
@@ -482,11 +548,17 @@ class Mondrian(BaseEstimator):
         labels = self._labels(groups, pred, "groups")
         return pred, labels, self._codes(labels)
 
-    def _blocks(self, codes: np.ndarray):
-        """``(group index or -1 for pooled rows, row indices, estimator)`` per non-empty block."""
+    def _blocks(self, codes: np.ndarray, test_weights=None):
+        """``(group index or -1 for pooled rows, row indices, estimator)`` per non-empty block.
+
+        With ``test_weights`` each estimator comes wrapped with its rows' weights (``WeightedBlock``).
+        """
         for k in np.unique(codes):
             rows = np.flatnonzero(codes == k)
-            yield int(k), rows, (self.pooled_ if k < 0 else self.calibrators_[k])
+            est = self.pooled_ if k < 0 else self.calibrators_[k]
+            if test_weights is not None and est is not None:
+                est = WeightedBlock(est, test_weights[rows], _describe(self.groups_[k]))
+            yield int(k), rows, est
 
     def _finish(self, ds: xr.Dataset, pred: xr.Dataset, labels, pooled: np.ndarray | None) -> xr.Dataset:
         inner = getattr(self.calibrator, "_method", type(self.calibrator).__name__)
@@ -499,7 +571,7 @@ class Mondrian(BaseEstimator):
         return ds.assign_coords(obs=pred["obs"].values)
 
     # -- predict ----------------------------------------------------------------
-    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
+    def predict(self, pred, *, levels=None, groups=None, weights=None) -> xr.Dataset:
         r"""Each row calibrated by its own group's calibrator, as a predictive Dataset.
 
         Every group keeps the quantiles its own size resolves, each level on its own (as
@@ -527,6 +599,10 @@ class Mondrian(BaseEstimator):
             union), or ``pred``'s levels when no group has a default grid of its own.
         groups : array_like, xarray.DataArray or str, optional
             One label per row, or an ``obs`` coordinate name; default: ``pred``'s ``group``.
+        weights : array_like or calibprob.weights.Weights, optional
+            After a weighted :meth:`fit` of a conformal calibrator: one positive weight per row
+            (default: the weights object given to :meth:`fit`); each group's rows go to its
+            calibrator with their own weights.
 
         Returns
         -------
@@ -545,10 +621,10 @@ class Mondrian(BaseEstimator):
                     "levels). Drop levels=, or call predict_interval(pred, confidence_level=...)."
                 )
             check_is_fitted(self, "groups_", method="fit")
-            return self.predict_interval(pred, self.confidence_levels_.tolist(), groups=groups)
+            return self.predict_interval(pred, self.confidence_levels_.tolist(), groups=groups, weights=weights)
         pred, labels, codes = self._prepare(pred, groups)
         codes = self._route_unfitted(codes, "predict")
-        blocks = list(self._blocks(codes))
+        blocks = list(self._blocks(codes, self._test_weights(pred, weights)))
         defaults: dict = {}
         if levels is None:
             grid = self._default_grid(pred, blocks, defaults)
@@ -723,7 +799,7 @@ class Mondrian(BaseEstimator):
         return self
 
     # -- intervals --------------------------------------------------------------
-    def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
+    def predict_interval(self, pred, confidence_level=None, *, groups=None, weights=None) -> xr.Dataset:
         r"""Central intervals per row from its group's calibrator; infinite where the group is too small.
 
         A group with :math:`n_k` below :func:`min_group_size` at a level gets
@@ -737,6 +813,9 @@ class Mondrian(BaseEstimator):
         confidence_level : float or sequence, optional
             Default: the levels checked at :meth:`fit`.
         groups : array_like, xarray.DataArray or str, optional
+        weights : array_like or calibprob.weights.Weights, optional
+            As in :meth:`predict`: each group's weighted conformal intervals (Tibshirani et al.
+            2019 within the group), a level its weights cannot attain refused naming the group.
 
         Returns
         -------
@@ -751,7 +830,7 @@ class Mondrian(BaseEstimator):
         lower = np.full((codes.size, levels.size), -np.inf)
         upper = np.full((codes.size, levels.size), np.inf)
         pooled = np.zeros((codes.size, levels.size), dtype=bool)
-        for k, rows, est in self._blocks(codes):
+        for k, rows, est in self._blocks(codes, self._test_weights(pred, weights)):
             own = self._own_levels(k, need)
             _fill(lower, upper, rows, own, est, pred.isel(obs=rows), levels)
             if self.fallback == "pooled" and not own.all():
@@ -901,7 +980,7 @@ def _interval_ends(est, sub: xr.Dataset, levels: np.ndarray) -> tuple[np.ndarray
 # ---------------------------------------------------------------------------
 
 
-def fit_with_groups(calibrator, pred_cal, y_cal, groups) -> bool:
+def fit_with_groups(calibrator, pred_cal, y_cal, groups, weights=None) -> bool:
     """``calibrator.fit(..., groups=groups)``: fit ``calibrator.mondrian_``; False when ``groups`` is None.
 
     The one routing every post-processor's ``groups=`` uses: a clone of the calibrator (same
@@ -911,7 +990,7 @@ def fit_with_groups(calibrator, pred_cal, y_cal, groups) -> bool:
     if groups is None:
         calibrator.mondrian_ = None
         return False
-    calibrator.mondrian_ = Mondrian(clone(calibrator)).fit(pred_cal, y_cal, groups=groups)
+    calibrator.mondrian_ = Mondrian(clone(calibrator)).fit(pred_cal, y_cal, groups=groups, weights=weights)
     return True
 
 

@@ -21,6 +21,7 @@ from calibprob.compare.report.figures import (
     _reliability_fig,
 )
 from calibprob.compare.report.results import load_results
+from calibprob.compare.report.shift import SHIFT_SECTION, shift_html
 from calibprob.compare.report.text import summary
 from calibprob.compare.report.time_plots import TIME_SECTION, time_coverage_html
 from calibprob.plots import BAND_MASS, coverage_by_group
@@ -300,7 +301,9 @@ def write_html(
     named in ``DIAGNOSTIC_NAMES``) and, after coverage vs width, the
     coverage by group with binomial bands (``GROUP_SECTION``; results of
     a data set with groups, :func:`calibprob.plots.coverage_by_group`, one
-    figure per data set and level).
+    figure per data set and level), and the covariate-shift diagnostic with the
+    weights' effective sample sizes (``SHIFT_SECTION``; results of a data set declared
+    with ``shift`` or of a method with ``weights``, ``calibprob.compare.report.shift``).
 
     The PIT histograms are derived from the stored reliability curves:
     ``observed_fraction`` at level :math:`p_j` is the fraction of test points
@@ -373,6 +376,9 @@ def write_html(
     time_html = time_coverage_html(st, datasets, colors)
     if time_html:  # only for results of a time split (rolling coverage along the horizon)
         sections.insert(sections.index("Coverage and width") + 1, TIME_SECTION)
+    shifted = shift_html(results)
+    if shifted:  # only for results of a shifted data set or a weighted method
+        sections.insert(sections.index("Coverage and width") + 1, SHIFT_SECTION)
     ids = {s: s.lower().replace(" ", "-") for s in sections}
 
     body = [
@@ -390,6 +396,7 @@ def write_html(
         **_curve_sections(st, rk, datasets, pipes, colors),
         GROUP_SECTION: group_html,
         TIME_SECTION: time_html,
+        SHIFT_SECTION: shifted,
         "Fit times": '<p class="note">Wall-clock seconds per task: the base model\'s fit, and each '
         "calibrator's fit and prediction on the test part.</p>"
         + "\n".join(_fit_times_html(st, d, colors) for d in datasets),

@@ -6,6 +6,7 @@ target, enough rows for every part of the split, the exact-GP size cap and the f
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from importlib import resources
@@ -40,6 +41,7 @@ from calibprob.compare.spec.model import (
     _limit,
     file_sha256,
 )
+from calibprob.compare.spec.shift import parse_shift, shifted_copy
 from calibprob.datasets import available_datasets, available_functions, load_csv
 from calibprob.datasets.functions import get_function
 from calibprob.datasets.loaders import _resolve
@@ -128,8 +130,24 @@ def _parse_datasets(
         else:
             out.append(_parse_bundled_entry(entry, name, bundled, own_split, eff_split, base_kind, where))
         _check_stratify(eff_split, kind, name, entry, root, where)
+        out.extend(_with_shift(out.pop(), entry, kind, root, where))
     _check_dataset_names([d.name for d in out])
     return tuple(out)
+
+
+def _with_shift(d: DatasetSpec, entry: dict, kind: str, root: Path, where: str) -> list[DatasetSpec]:
+    """``[d]``, or ``[d, its shifted twin]`` when the entry declares a ``shift`` table (``spec/shift.py``)."""
+    if "shift" not in entry:
+        return [d]
+    if kind == "csv":
+        path = Path(str(d.path))
+        with (path if path.is_absolute() else root / path).open("r", encoding="utf-8") as fh:
+            names = [str(c) for c in pd.read_csv(fh, nrows=0).columns]
+        columns = (names, str(d.target))
+    else:
+        columns = _bundled_columns(d.name)
+    d = dataclasses.replace(d, shift=parse_shift(entry, columns, where))
+    return [d, shifted_copy(d)]
 
 
 def _parse_bundled_name(entry: str, bundled, split: dict, base_kind: str, where: str) -> DatasetSpec:
@@ -155,8 +173,13 @@ def _dataset_entry_kind(entry: dict, where: str) -> tuple[str, str]:
     kind = "csv" if "path" in entry else "function" if "function" in entry else "bundled"
     allowed = {"csv": _CSV_KEYS, "function": _FUNCTION_KEYS, "bundled": set()}[kind] | {"name", "split", "sha256"}
     if kind != "function":
-        allowed = allowed | {"groups"}
+        allowed = allowed | {"groups", "shift"}
     for key in entry:
+        if key == "shift" and key not in allowed:
+            raise SpecError(
+                f"{where}.shift tilts named data columns, so it applies to bundled and CSV entries only; a synthetic "
+                "entry has no such column."
+            )
         if key == "groups" and key not in allowed:
             raise SpecError(
                 f"{where}.groups names a data column, so it applies to bundled and CSV entries only; a synthetic "

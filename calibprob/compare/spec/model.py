@@ -52,7 +52,7 @@ _CSV_KEYS = {"path", "target", "features", "exclude", "one_hot", "dropna", "subs
 _FUNCTION_KEYS = {"function", "n", "dim", "noise", "design"}
 
 
-DATASET_KEYS = {"name", "split", "sha256", "groups"} | _CSV_KEYS | _FUNCTION_KEYS
+DATASET_KEYS = {"name", "split", "sha256", "groups", "shift"} | _CSV_KEYS | _FUNCTION_KEYS
 
 
 DEFAULT_METRICS = ("ece", "nll", "crps", "std", "rmse", "coverage", "width")
@@ -195,6 +195,10 @@ class DatasetSpec:
     #: a data column whose labels make the Mondrian groups (calibrators per group)
     groups: str | None = None
     subsample_seed: int | None = field(default=None, compare=True)
+    #: a shifted test set (``calibprob.compare.spec.shift``): ``{"tilt": {column: a}, "fraction": f}``
+    shift: dict | None = None
+    #: the entry whose data a shifted twin loads (None for a declared entry)
+    source: str | None = None
 
     def to_dict(self) -> dict:
         out = {}
@@ -225,6 +229,9 @@ class MethodSpec:
     #: ``True``: refused where its default's n x n work is too long or too large, never switched to its
     #: scalable form (``calibprob.compare.methods.scalable_form``)
     strict: bool = False
+    #: weighted calibration under covariate shift (``calibprob.compare.methods.task_weights``):
+    #: ``"oracle"`` (a shifted data set's tilt), ``"logistic"`` or ``"random-forest"`` (a classifier's ratio)
+    weights: str | None = None
 
     def table(self) -> dict:
         """The method's spec table (``kind``, its options and the runner keys it sets)."""
@@ -237,6 +244,8 @@ class MethodSpec:
             out["fallback"] = self.fallback
         if self.strict:
             out["strict"] = True
+        if self.weights is not None:
+            out["weights"] = self.weights
         return out
 
 
@@ -330,7 +339,8 @@ class Spec:
         out = {
             "name": self.name,
             "description": self.description,
-            "datasets": [d.to_dict() for d in self.datasets],
+            # a shifted twin is rebuilt from its declared entry's shift table
+            "datasets": [d.to_dict() for d in self.datasets if d.source is None],
             "split": dict(self.split),
             "standardize": self.standardize,
             "repetitions": self.repetitions,

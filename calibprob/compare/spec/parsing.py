@@ -26,6 +26,7 @@ from calibprob.compare.spec.model import (
 )
 from calibprob.metrics import METRIC_NAMES
 from calibprob.runs import safe_name
+from calibprob.weights import weight_support
 
 
 def _parse_base_table(table, where: str, label: str) -> dict:
@@ -176,7 +177,8 @@ def _parse_methods(value, named_bases: bool = False) -> tuple[MethodSpec, ...]:
                 f"methods.{name}.kind = {_short(kind)} is unknown.{_suggest(kind, registry.METHODS)} Valid kinds: "
                 f"{', '.join(sorted(registry.METHODS))}."
             )
-        options = {k: v for k, v in entry.items() if k not in ("kind", "bases", "groups", "fallback", "strict")}
+        runner_keys = ("kind", "bases", "groups", "fallback", "strict", "weights")
+        options = {k: v for k, v in entry.items() if k not in runner_keys}
         options = registry.current_options(kind, options, f"methods.{name}")  # 0.1 option names, with a warning
         bases = _parse_method_bases(entry, name, named_bases)
         groups, fallback = _parse_method_groups(entry, name, kind)
@@ -187,10 +189,42 @@ def _parse_methods(value, named_bases: bool = False) -> tuple[MethodSpec, ...]:
         strict = Bool().check(entry.get("strict", False), f"methods.{name}.strict")  # refused, never switched
         out.append(
             MethodSpec(
-                name=name, kind=kind, options=options, bases=bases, groups=groups, fallback=fallback, strict=strict
+                name=name,
+                kind=kind,
+                options=options,
+                bases=bases,
+                groups=groups,
+                fallback=fallback,
+                strict=strict,
+                weights=_parse_method_weights(entry, name, kind),
             )
         )
     return tuple(out)
+
+
+#: A method's ``weights`` values (``calibprob.compare.methods.task_weights``).
+METHOD_WEIGHTS = ("oracle", "logistic", "random-forest")
+
+
+def _weightable(kind: str) -> bool:
+    """A post-processor kind whose class takes conformal weights, run by the lifecycle that passes them."""
+    e = registry.METHODS[kind]
+    if e.family != "distribution" or e.adapter not in (None, "calibprob.compare.methods:run_cqr"):
+        return False
+    return weight_support(e.load()) == "conformal"
+
+
+def _parse_method_weights(entry: dict, name: str, kind: str) -> str | None:
+    """A method's ``weights`` key: one of :data:`METHOD_WEIGHTS`, for a kind whose class takes weights."""
+    if "weights" not in entry:
+        return None
+    value = Choice(METHOD_WEIGHTS).check(entry["weights"], f"methods.{name}.weights")
+    if not _weightable(kind):
+        able = ", ".join(sorted(k for k in registry.METHODS if _weightable(k)))
+        raise SpecError(
+            f"methods.{name}.weights: kind {kind!r} takes no conformal weights; use one of {able}, or drop weights."
+        )
+    return value
 
 
 def _groups_capable(kind: str) -> bool:

@@ -175,12 +175,11 @@ def test_misuse_is_refused_naming_the_fix():
     arr = SplitConformalCalibrator().fit(cal, y[:100], weights=np.ones(100))
     with pytest.raises(ValueError, match=r"weighted by an array, so the test points need their weights too"):
         arr.predict_interval(test)
-    with pytest.raises(ValueError, match=r"predict\(\) after a weighted calibration would ignore the weights"):
-        arr.predict(test)
-    with pytest.raises(ValueError, match=r"weights= with groups= .* is not supported yet"):
-        SplitConformalCalibrator().fit(cal, y[:100], weights=np.ones(100), groups=np.r_[[0] * 50, [1] * 50])
+    with pytest.raises(ValueError, match=r"weighted by an array, so the test points need their weights too"):
+        arr.predict(test)  # the weighted quantile function needs the test rows' weights too
+    # weights within groups (the post-processor's Mondrian): weights at prediction need a weighted fit
     grouped = SplitConformalCalibrator().fit(cal, y[:100], groups=np.r_[[0] * 50, [1] * 50])
-    with pytest.raises(ValueError, match=r"weights= with groups= .* is not supported yet"):
+    with pytest.raises(ValueError, match=r"weights= at prediction needs a weighted fit"):
         grouped.predict_interval(test, groups=np.zeros(200, int), weights=np.ones(200))
     with pytest.raises(ValueError, match=r"weights must be finite; got nan at index 3"):
         SplitConformalCalibrator().fit(cal, y[:100], weights=np.r_[np.ones(3), np.nan, np.ones(96)])
