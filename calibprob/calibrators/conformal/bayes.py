@@ -42,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import xarray as xr
+from threadpoolctl import threadpool_limits
 
 from calibprob._core import progress as _progress
 from calibprob._core.deprecation import renamed_keywords
@@ -51,6 +52,7 @@ from calibprob._core.ranks import lower_rank, min_conformal_points
 from calibprob._core.validation import check_choice, check_confidence_levels, check_int
 from calibprob.calibrators.conformal import _bayes_inputs as _inputs
 from calibprob.calibrators.conformal._bayes_numerics import (
+    Scratch,
     aoi_block,
     log_weights,
     pareto_khat,
@@ -349,14 +351,18 @@ class ConformalBayes(BaseEstimator):
         # the AOI log weights at each level's deciding point: Pareto k-hat per test point and level
         logw_focus = np.empty((self.n_draws_, m, len(levels)))
 
+        scratch = Scratch()  # per-thread buffers of the fused path, freed with this call
+
         def work(item) -> int:
             sl, logf = item
             b = logf.shape[1]
-            if not np.isfinite(logf).all():  # one pass in the common case; details only when needed
+
+            def check() -> None:  # a NaN, +inf or all -inf row in the block: the precise error
                 _inputs.check_log_density(logf, "test_log_density", allow_minus_inf=True)
                 _check_support(logf, g[sl], sl.start)
+
             members = None if labels is None else np.repeat(member[sl], G, axis=0)
-            r, e, log_norm = aoi_block(logf, self.log_likelihood_, E, c, members, E32)
+            r, e, log_norm = aoi_block(logf, self.log_likelihood_, E, c, members, E32, check=check, scratch=scratch)
             self._check_mass(log_norm.reshape(b, G), g[sl], sl.start)
             rank[sl] = r.reshape(b, G)
             ess[sl] = e.reshape(b, G)
@@ -371,8 +377,10 @@ class ConformalBayes(BaseEstimator):
             # blocks write disjoint slices of the outputs, so they run in threads (NumPy's matrix product
             # and element-wise work release the GIL); each block's arithmetic is the one-thread arithmetic,
             # so the result is bitwise the same whatever n_jobs
-            for b in _bounded_map(work, blocks, _n_jobs(self.n_jobs)):
-                line.update(b)
+            # n_jobs is the call's whole thread budget: the BLAS products run one thread per block
+            with threadpool_limits(1, user_api="blas"):
+                for b in _bounded_map(work, blocks, _n_jobs(self.n_jobs)):
+                    line.update(b)
             out = _set_summaries(rank, thresholds, g)
             if log_density is None:
                 ends = "outer grid neighbours"
