@@ -35,6 +35,7 @@ Vovk, V., Gammerman, A. and Shafer, G. (2005). Algorithmic Learning in a Random 
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from collections import deque
 from collections.abc import Iterator
@@ -355,6 +356,8 @@ class ConformalBayes(BaseEstimator):
 
         def work(item) -> int:
             sl, logf = item
+            if callable(logf):  # a door's block, evaluated in this thread (its model work runs in parallel too)
+                logf = logf()
             b = logf.shape[1]
 
             def check() -> None:  # a NaN, +inf or all -inf row in the block: the precise error
@@ -381,14 +384,17 @@ class ConformalBayes(BaseEstimator):
             with threadpool_limits(1, user_api="blas"):
                 for b in _bounded_map(work, blocks, _n_jobs(self.n_jobs)):
                     line.update(b)
-            out = _set_summaries(rank, thresholds, g)
-            if log_density is None:
-                ends = "outer grid neighbours"
-                out["lower"], out["upper"] = out.pop("lower_out"), out.pop("upper_out")
-            else:
-                ends = f"refined by bisection on the p-value ({REFINE_STEPS} halvings of the grid spacing)"
-                refine = _EndRefiner(self.log_likelihood_, E, c, E32, None if labels is None else member, thresholds)
-                out["lower"], out["upper"] = refine(log_density, out, line)
+                out = _set_summaries(rank, thresholds, g)
+                if log_density is None:
+                    ends = "outer grid neighbours"
+                    out["lower"], out["upper"] = out.pop("lower_out"), out.pop("upper_out")
+                else:
+                    ends = f"refined by bisection on the p-value ({REFINE_STEPS} halvings of the grid spacing)"
+                    refine = _EndRefiner(
+                        self.log_likelihood_, E, c, E32, None if labels is None else member, thresholds
+                    )
+                    refine.n_jobs, refine.scratch = _n_jobs(self.n_jobs), scratch
+                    out["lower"], out["upper"] = refine(log_density, out, line)
         for key in ("lower_in", "upper_in", "lower_out", "upper_out"):
             out.pop(key, None)
         ds = self._assemble(out, rank, ess, n_ranked, g, levels, thresholds, logw_focus)
@@ -473,6 +479,8 @@ class _EndRefiner:
     def __init__(self, log_lik, E, c, E32, member, thresholds):
         self.log_lik, self.E, self.c, self.E32 = log_lik, E, c, E32
         self.member, self.thresholds = member, thresholds
+        self.n_jobs, self.scratch = 1, None  # threads over each step's blocks of rows; per-thread buffers
+        self._lock = threading.Lock()  # a user's log_density need not be thread-safe: one call at a time
 
     def __call__(self, log_density, out, line=None) -> tuple[np.ndarray, np.ndarray]:
         lo_in, lo_out = out["lower_in"].copy(), out["lower_out"].copy()
@@ -486,7 +494,9 @@ class _EndRefiner:
         outside = np.concatenate([lo_out, up_out], axis=1)
         thr = np.concatenate([self.thresholds, self.thresholds], axis=1)
         rows_needed = np.flatnonzero(act.any(axis=1))
-        per = max(1, _BLOCK_BYTES // (8 * self.log_lik.shape[0] * 2 * L))
+        # each step's rows split over the threads (a step's blocks are independent), within the memory cap
+        cap = max(1, _BLOCK_BYTES // (8 * self.log_lik.shape[0] * 2 * L))
+        per = max(1, min(cap, -(-rows_needed.size // self.n_jobs)))
         if line is not None:
             line.set_description("conformal Bayes: refining set ends")
             line.reset(total=REFINE_STEPS * rows_needed.size)
@@ -496,9 +506,13 @@ class _EndRefiner:
             fill = mid[np.arange(m), np.argmax(act, axis=1)]
             mid = np.where(act, mid, fill[:, None])
             keep = np.zeros_like(act)
-            for start in range(0, rows_needed.size, per):
-                rows = rows_needed[start : start + per]
-                keep[rows] = self._inside(log_density, rows, mid[rows], thr[rows], act[rows])
+            chunks = [rows_needed[start : start + per] for start in range(0, rows_needed.size, per)]
+
+            def step(rows, mid=mid):
+                return rows, self._inside(log_density, rows, mid[rows], thr[rows], act[rows])
+
+            for rows, inside_rows in _bounded_map(step, chunks, self.n_jobs):
+                keep[rows] = inside_rows
                 if line is not None:
                     line.update(rows.size)
             inside = np.where(act & keep, mid, inside)
@@ -510,7 +524,8 @@ class _EndRefiner:
         sl = slice(int(rows[0]), int(rows[-1]) + 1)
         span = np.zeros((sl.stop - sl.start, y.shape[1]))
         span[rows - sl.start] = y
-        logf = np.asarray(log_density(sl, span), dtype=float)
+        with self._lock:
+            logf = np.asarray(log_density(sl, span), dtype=float)
         if logf.shape != (self.log_lik.shape[0], span.shape[0], span.shape[1]):
             raise ValueError(
                 f"log_density(rows, y) must return shape (S, len(rows), K) = ({self.log_lik.shape[0]}, "
@@ -518,7 +533,9 @@ class _EndRefiner:
             )
         logf = logf[:, rows - sl.start]
         members = None if self.member is None else np.repeat(self.member[rows], y.shape[1], axis=0)
-        r, _, _ = aoi_block(np.ascontiguousarray(logf), self.log_lik, self.E, self.c, members, self.E32)
+        r, _, _ = aoi_block(
+            np.ascontiguousarray(logf), self.log_lik, self.E, self.c, members, self.E32, scratch=self.scratch
+        )
         return (r.reshape(y.shape) > thr) & act
 
 
