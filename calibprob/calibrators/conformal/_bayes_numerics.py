@@ -151,6 +151,7 @@ def _fused_block(logf, log_lik, E, c, members, E32, check, scratch):
     S = logf.shape[0]
     lf = logf.reshape(S, -1)
     R = lf.shape[1]
+    lf = _c_rows(lf)
     x, e32 = scratch.buffers(S, R)
     mx, total, sq = np.empty(R), np.empty(R), np.empty(R)
     k = _kernels()
@@ -202,6 +203,22 @@ def _screened_unnormalised(e, total, E, E32, e32, thr):
     return below, small
 
 
+def _c_rows(lf: np.ndarray) -> np.ndarray:
+    """``lf`` (S, R) as a C-ordered array whose first R columns are ``lf``: the compiled loops run 3x
+    faster on a C-ordered array than on a strided view (measured at the diabetes shape).
+
+    A block of test points cut from an (S, m, G) C-ordered input has contiguous rows spaced by the
+    parent's row length: the C-ordered view of that spacing *is* the block, with the columns beyond R
+    belonging to the next test points (never read: the loops stop at R). Otherwise one copy.
+    """
+    if lf.flags.c_contiguous:
+        return lf
+    step = lf.strides[0] // lf.itemsize
+    if lf.strides[1] == lf.itemsize and lf.strides[0] % lf.itemsize == 0 and step >= lf.shape[1]:
+        return np.lib.stride_tricks.as_strided(lf, shape=(lf.shape[0], step), strides=(lf.strides[0], lf.itemsize))
+    return np.ascontiguousarray(lf)
+
+
 class Scratch(threading.local):
     """Per-thread buffers of the fused path, reused block after block (grown when a block is larger)."""
 
@@ -219,8 +236,9 @@ def _kernels() -> SimpleNamespace:
 
     @numba.njit(nogil=True, cache=True)
     def shift(lf, x, mx):  # pragma: no cover - compiled
-        # draws outer, rows inner: each draw's row segment is contiguous (streamed, vectorised)
-        S, R = lf.shape
+        # draws outer, rows inner: each draw's row segment is contiguous (streamed, vectorised); the
+        # block is the first R columns of lf (see _c_rows)
+        S, R = x.shape
         for j in range(R):
             mx[j] = lf[0, j]
         for s in range(1, S):

@@ -135,3 +135,22 @@ def test_fused_block_hands_invalid_blocks_to_the_check(monkeypatch):
 
 def _raise_checked():
     raise RuntimeError("checked")
+
+
+def test_fused_block_reads_a_block_cut_from_a_larger_input_in_place(monkeypatch):
+    # a block of test points of an (S, m, G) input is a strided view: the compiled loops read its rows
+    # through a C-ordered view of the parent's row spacing (never past the block's columns)
+    rng = np.random.default_rng(13)
+    ll, logf = _aoi_problem(rng)
+    E, c = nm.shifted_likelihood(ll)
+    E32 = E.astype(np.float32)
+    monkeypatch.setattr(nm, "FUSED_MIN", 0)
+    for sl in (slice(0, 3), slice(3, 7), slice(6, 9)):
+        view = logf[:, sl, :]
+        assert not view.flags.c_contiguous
+        got = nm.aoi_block(view, ll, E, c, None, E32)
+        ref = nm.aoi_block(np.ascontiguousarray(view), ll, E, c, None, E32)
+        for a, b in zip(got, ref, strict=True):
+            assert np.array_equal(a, b)
+    assert nm._c_rows(logf.reshape(400, -1)[:, 10:40]).shape == (400, 90)  # the parent's row spacing
+    assert nm._c_rows(logf.reshape(400, -1)[:, ::2]).flags.c_contiguous  # not unit-strided: a copy
