@@ -9,13 +9,19 @@ C-ordered; the authors: (G, S, m)), built before the timers start.
 
 Columns:
 
-(a) calibprob's :class:`calibprob.ConformalBayes` against the authors' JAX code
-    (``compute_rank_IS`` of github.com/edfong/conformal_bayes, run per test point as their
-    run scripts do), in a separate Python (``--jax-python``, a venv with ``jax[cpu]``) that
-    imports their ``conformal_Bayes_functions.py`` from ``--authors`` (or ``$CB_AUTHORS``: the
-    repository's ``conformal_bayes`` folder; their code is not part of calibprob). JAX runs
-    with 64-bit floats so that the p-values can be compared to 1e-10. Cold = first pass in
-    the process (JAX: including ``jit`` compilation), warm = the best of three more passes.
+(a) calibprob's :class:`calibprob.ConformalBayes` (both cores by default, with and without
+    Pareto k; and on one core, ``n_jobs=1``) against the authors' JAX code
+    (``compute_rank_IS`` of github.com/edfong/conformal_bayes) in a separate Python
+    (``--jax-python``, a venv with ``jax[cpu]``) that imports their ``conformal_Bayes_functions.py``
+    from ``--authors`` (or ``$CB_AUTHORS``: the repository's ``conformal_bayes`` folder; their code
+    is not part of calibprob), in three configurations: per test point as their run scripts do,
+    in float64 and in float32, and ``jax.vmap``-ed over the test points in float32; each on both
+    cores and pinned to one (``taskset -c 0``). Cold = first pass in the process (JAX: including
+    ``jit`` compilation; calibprob: only its first row is a process-cold pass, Numba's kernels
+    load there), warm = the best of three more passes, wall and CPU. The float32 floor, one
+    (m G x S) . (S x n) float32 product (the core's multiply-add count), is measured in the same
+    run on one and two BLAS threads, and every row is given as a multiple of it (one-core rows
+    of the one-thread floor).
 (b) full conformal by refits: the authors' Lasso baseline (their ``conformal_full``:
     ``Lasso(alpha=0.004)`` refitted on the augmented data per grid value and test point, 13 300
     fits; needs scikit-learn in ``--jax-python``), measured in full; and the refit counterpart of
@@ -24,8 +30,9 @@ Columns:
     extrapolated from their mean (said so in the output). For scale: the authors' own table
     times full conformal at 11.53 s and conformal Bayes at 0.70 s (16x) on diabetes.
 (c) the PyMC door :func:`calibprob.conformal_bayes` at that shape on a ``pm.Data`` linear
-    model (the same draws), closed-form and ``logp`` paths: time and peak traced memory
-    (``tracemalloc``: NumPy's allocations included).
+    model (the same draws), closed-form and ``logp`` paths: first and second call (wall, CPU;
+    peak traced memory of the first, ``tracemalloc``), the second as a multiple of the core's
+    warm time, and a cProfile summary of a third call.
 
 Run::
 

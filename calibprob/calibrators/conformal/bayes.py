@@ -107,9 +107,12 @@ class ConformalBayes(BaseEstimator):
         :math:`O(S \cdot (n + \text{chunk\_size}))`, never :math:`S \times n \times G`. Called
         ``block_rows`` before 0.2.0 (warns ``FutureWarning`` until 0.3.0).
     n_jobs : int, optional
-        Threads over blocks of test points (at most :math:`2\,n_\text{jobs}` blocks in memory);
-        default: the cores this process may use (``os.sched_getaffinity``). The sets are bitwise
-        the same whatever ``n_jobs``.
+        Threads over blocks of test points (at most :math:`2\,n_\text{jobs}` blocks in memory),
+        and over each refinement step's rows; default: the cores this process may use
+        (``os.sched_getaffinity``). It is the call's whole thread budget: BLAS runs one thread per
+        block while the call lasts (``threadpoolctl``), so ``n_jobs=1`` uses one core. The sets are
+        bitwise the same whatever ``n_jobs``. Large blocks take a fused path compiled with Numba
+        on first use (cached on disk; about 0.5 s once per process to load).
     progress : bool, optional
         A progress line (test points done, then the set ends refined) once a call has run a few
         seconds: ``True`` shows it, ``False`` hides it; default: :func:`calibprob.show_progress`'s
