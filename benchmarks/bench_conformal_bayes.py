@@ -9,13 +9,19 @@ C-ordered; the authors: (G, S, m)), built before the timers start.
 
 Columns:
 
-(a) calibprob's :class:`calibprob.ConformalBayes` against the authors' JAX code
-    (``compute_rank_IS`` of github.com/edfong/conformal_bayes, run per test point as their
-    run scripts do), in a separate Python (``--jax-python``, a venv with ``jax[cpu]``) that
-    imports their ``conformal_Bayes_functions.py`` from ``--authors`` (or ``$CB_AUTHORS``: the
-    repository's ``conformal_bayes`` folder; their code is not part of calibprob). JAX runs
-    with 64-bit floats so that the p-values can be compared to 1e-10. Cold = first pass in
-    the process (JAX: including ``jit`` compilation), warm = the best of three more passes.
+(a) calibprob's :class:`calibprob.ConformalBayes` (both cores by default, with and without
+    Pareto k; and on one core, ``n_jobs=1``) against the authors' JAX code
+    (``compute_rank_IS`` of github.com/edfong/conformal_bayes) in a separate Python
+    (``--jax-python``, a venv with ``jax[cpu]``) that imports their ``conformal_Bayes_functions.py``
+    from ``--authors`` (or ``$CB_AUTHORS``: the repository's ``conformal_bayes`` folder; their code
+    is not part of calibprob), in three configurations: per test point as their run scripts do,
+    in float64 and in float32, and ``jax.vmap``-ed over the test points in float32; each on both
+    cores and pinned to one (``taskset -c 0``). Cold = first pass in the process (JAX: including
+    ``jit`` compilation; calibprob: only its first row is a process-cold pass, Numba's kernels
+    load there), warm = the best of three more passes, wall and CPU. The float32 floor, one
+    (m G x S) . (S x n) float32 product (the core's multiply-add count), is measured in the same
+    run on one and two BLAS threads, and every row is given as a multiple of it (one-core rows
+    of the one-thread floor).
 (b) full conformal by refits: the authors' Lasso baseline (their ``conformal_full``:
     ``Lasso(alpha=0.004)`` refitted on the augmented data per grid value and test point, 13 300
     fits; needs scikit-learn in ``--jax-python``), measured in full; and the refit counterpart of
@@ -24,8 +30,9 @@ Columns:
     extrapolated from their mean (said so in the output). For scale: the authors' own table
     times full conformal at 11.53 s and conformal Bayes at 0.70 s (16x) on diabetes.
 (c) the PyMC door :func:`calibprob.conformal_bayes` at that shape on a ``pm.Data`` linear
-    model (the same draws), closed-form and ``logp`` paths: time and peak traced memory
-    (``tracemalloc``: NumPy's allocations included).
+    model (the same draws), closed-form and ``logp`` paths: first and second call (wall, CPU;
+    peak traced memory of the first, ``tracemalloc``), the second as a multiple of the core's
+    warm time, and a cProfile summary of a third call.
 
 Run::
 
@@ -109,14 +116,21 @@ def jax_worker(problem_file: str, authors: str, out_file: str, lasso: bool) -> N
 
     p = dict(np.load(problem_file))
     logwjk = np.stack([test_log_density(p, i) for i in range(M)], axis=2)  # (G, S, m), as theirs
-    ll, lw = jnp.asarray(p["ll"]), jnp.asarray(logwjk)
     result = {"jax": jax.__version__, "devices": str(jax.devices())}
-    for run in RUNS:  # warm: the best of three passes (the machine is shared)
-        t0, c0 = time.perf_counter(), time.process_time()
-        ranks = [cbf.compute_rank_IS(ll, lw[:, :, i]) for i in range(M)]
-        ranks = np.stack([np.asarray(r) for r in ranks])  # block until computed
-        _keep(result, run, time.perf_counter() - t0, time.process_time() - c0)
-    np.save(out_file + ".ranks.npy", ranks)
+    vmapped = jax.jit(jax.vmap(cbf.compute_rank_IS, in_axes=(None, 2)))
+    for name, dtype, vmap in (("loop64", jnp.float64, False), ("loop32", jnp.float32, False),
+                              ("vmap32", jnp.float32, True)):  # fmt: skip
+        ll, lw = jnp.asarray(p["ll"], dtype), jnp.asarray(logwjk, dtype)
+        res = result[name] = {}
+        for run in RUNS:  # warm: the best of three passes (the machine is shared)
+            t0, c0 = time.perf_counter(), time.process_time()
+            if vmap:
+                ranks = np.asarray(vmapped(ll, lw))
+            else:
+                ranks = np.stack([np.asarray(cbf.compute_rank_IS(ll, lw[:, :, i])) for i in range(M)])
+            _keep(res, run, time.perf_counter() - t0, time.process_time() - c0)
+        np.save(out_file + f".{name}.npy", ranks)
+        del ll, lw
     if lasso:
         result.update(_lasso_full(p))
     Path(out_file).write_text(json.dumps(result))
@@ -142,18 +156,34 @@ def _lasso_full(p) -> dict:
 # ---------------------------------------------------------------------------
 
 
-def run_calibprob(p, pareto_k: bool) -> tuple[dict, np.ndarray]:
+def run_calibprob(p, pareto_k: bool, n_jobs=None) -> tuple[dict, np.ndarray]:
     import calibprob
 
     # (S, m, G) C-ordered, built outside the timer, as the JAX worker builds its (G, S, m) layout
     logf = np.ascontiguousarray(np.stack([test_log_density(p, i).T for i in range(M)], axis=1))
-    cb = calibprob.ConformalBayes(confidence_level=0.8, pareto_k=pareto_k, min_ess=0.0)
+    cb = calibprob.ConformalBayes(confidence_level=0.8, pareto_k=pareto_k, min_ess=0.0, n_jobs=n_jobs)
     out = {}
     for run in RUNS:
         t0, c0 = time.perf_counter(), time.process_time()
         pred = cb.fit(p["ll"], y=p["y"]).predict(logf, p["grid"])
         _keep(out, run, time.perf_counter() - t0, time.process_time() - c0)
     return out, pred["p_value"].values
+
+
+def float32_floor(threads: int, best_of: int = 3) -> float:
+    """Seconds of one (m G x S) . (S x n) float32 product: the core's multiply-add count, best of 3."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    A = rng.random((M * G, S), dtype=np.float32)
+    B = rng.random((S, N), dtype=np.float32)
+    best = np.inf
+    with threadpool_limits(threads, user_api="blas"):
+        for _ in range(best_of):
+            t0 = time.perf_counter()
+            A @ B
+            best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def _nuts_refit_times(p, refits: int, seed: int = 0) -> tuple[np.ndarray, list[tuple[int, int]]]:
@@ -187,7 +217,11 @@ def _nuts_refit_times(p, refits: int, seed: int = 0) -> tuple[np.ndarray, list[t
     return np.array([refit(i, g, k) for k, (i, g) in enumerate(pairs)]), pairs
 
 
-def run_door(p) -> dict:
+def run_door(p, top: int = 8) -> dict:
+    """The door's first and second call per path (wall, CPU, peak traced memory), then a profiled third."""
+    import cProfile
+    import io
+    import pstats
     import tracemalloc
 
     import arviz as az
@@ -206,13 +240,29 @@ def run_door(p) -> dict:
     idata = az.from_dict({"posterior": post, "observed_data": {"obs": p["y"]}})
     pm.compute_log_likelihood(idata, model=model, progressbar=False)
     out = {}
+
+    def call(method):
+        return calibprob.conformal_bayes(
+            model, idata, p["X_test"], grid=p["grid"], method=method, min_ess=0.0, confidence_level=0.8
+        )
+
     for method in ("closed-form", "logp"):
-        tracemalloc.start()
-        t0 = time.perf_counter()
-        pred = calibprob.conformal_bayes(model, idata, p["X_test"], grid=p["grid"], method=method, min_ess=0.0)
-        out[method] = {"time": time.perf_counter() - t0, "peak_mb": tracemalloc.get_traced_memory()[1] / 2**20}
-        tracemalloc.stop()
-        out[method]["p_value"] = pred["p_value"].values
+        r = out[method] = {}
+        for run in ("first", "second"):
+            tracemalloc.start() if run == "first" else None
+            t0, c0 = time.perf_counter(), time.process_time()
+            pred = call(method)
+            r[run], r[f"cpu_{run}"] = time.perf_counter() - t0, time.process_time() - c0
+            if run == "first":
+                r["peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
+                tracemalloc.stop()
+        r["p_value"] = pred["p_value"].values
+        prof = cProfile.Profile()
+        prof.runcall(call, method)
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(top)
+        lines = [ln for ln in text.getvalue().splitlines() if ln.strip()]
+        r["profile"] = "\n".join(lines[next(i for i, ln in enumerate(lines) if "ncalls" in ln) :])
     return out
 
 
@@ -237,25 +287,38 @@ def main(argv=None) -> None:
     print(f"shape: n={N}, draws={S}, grid={G}, test points={M} (synthetic inputs, see the docstring)")
     print(f"threads: OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
           f"XLA_FLAGS={os.environ.get('XLA_FLAGS', 'unset')}")  # fmt: skip
+    rows = {}  # label -> timing dict (time_/cpu_ cold/warm), printed side by side
     cp, pv = run_calibprob(p, pareto_k=True)
+    rows["calibprob, both cores (default n_jobs), with Pareto k"] = cp
     cp_nok, pv2 = run_calibprob(p, pareto_k=False)
-    assert np.array_equal(pv, pv2)
-    for label, r in (("with Pareto k", cp), ("ESS only", cp_nok)):
-        print(f"calibprob ConformalBayes ({label}): {_times(r)}")
-    jx = _run_jax(args, p)
-    if jx is not None:
-        ranks = np.load(jx["file"] + ".ranks.npy")
-        diff = np.abs(pv - ranks / (N + 1)).max()
-        print(f"authors' JAX {jx['jax']} {jx['devices']}: {_times(jx)}")
-        print(f"  max |p-value difference| = {diff:.3g} ({'equal to 1e-10' if diff <= 1e-10 else 'NOT EQUAL'})")
-        for run in ("cold", "warm"):
-            for clock in ("time", "cpu"):
-                k = f"{clock}_{run}"
-                print(f"  ratio JAX / calibprob ({run}, {'wall' if clock == 'time' else 'CPU'}): "
-                      f"{jx[k] / cp_nok[k]:.2f}x (ESS only), {jx[k] / cp[k]:.2f}x (with Pareto k)")  # fmt: skip
-        if "lasso_full_time" in jx:
-            print(f"(b) full conformal by Lasso refits ({jx['lasso_refits']} refits): {jx['lasso_full_time']:.2f} s "
-                  f"= {jx['lasso_full_time'] / cp['time_warm']:.1f}x calibprob (warm, with Pareto k)")  # fmt: skip
+    rows["calibprob, both cores, ESS only"] = cp_nok
+    cp1, pv3 = run_calibprob(p, pareto_k=True, n_jobs=1)
+    rows["calibprob, one core (n_jobs=1), with Pareto k"] = cp1
+    assert np.array_equal(pv, pv2) and np.array_equal(pv, pv3)
+    jx = {}
+    for pin in (None, "0"):
+        got = _run_jax(args, p, pin)
+        for name, label in (("loop64", "float64, per test point"), ("loop32", "float32, per test point"),
+                            ("vmap32", "float32, vmapped over test points")):  # fmt: skip
+            if got is not None:
+                where = "both cores" if pin is None else "one core (taskset -c 0)"
+                rows[f"authors' JAX {got['jax']}, {label}, {where}"] = got[name]
+                ranks = np.load(got["file"] + f".{name}.npy")
+                jx[f"{label}, {where}"] = np.abs(pv - ranks / (N + 1)).max(), int((ranks / (N + 1) != pv).sum())
+        if got is not None and "lasso_full_time" in got and pin is None:
+            print(f"(b) full conformal by Lasso refits ({got['lasso_refits']} refits): {got['lasso_full_time']:.2f} s "
+                  f"= {got['lasso_full_time'] / cp['time_warm']:.1f}x calibprob (warm, with Pareto k)")  # fmt: skip
+    floors = {1: float32_floor(1), 2: float32_floor(2)}
+    print(f"float32 floor (one ({M * G} x {S}) . ({S} x {N}) product, best of 3): "
+          f"{floors[1]:.3f} s on one thread, {floors[2]:.3f} s on two")  # fmt: skip
+    print(f"{'':72s} {'cold wall':>9s} {'cold CPU':>9s} {'warm wall':>9s} {'warm CPU':>9s}  warm/floor")
+    for label, r in rows.items():
+        fl = floors[1] if "one core" in label else floors[2]
+        print(f"{label:72s} {r['time_cold']:9.3f} {r['cpu_cold']:9.3f} {r['time_warm']:9.3f} {r['cpu_warm']:9.3f}"
+              f"  {r['time_warm'] / fl:5.2f}x")  # fmt: skip
+    print("(calibprob's cold pass is the process's first only for its first row: Numba's kernels load there)")
+    for label, (diff, n_diff) in jx.items():
+        print(f"  JAX {label}: max |p-value - calibprob's| = {diff:.3g} ({n_diff} of {M * G} differ)")
     if args.nuts_refits > 0:
         per, pairs = _nuts_refit_times(p, args.nuts_refits)
         total = per.mean() * M * G
@@ -264,20 +327,18 @@ def main(argv=None) -> None:
               f"(mean {per.mean():.2f} s, 4 x 2000 draws, compiled once); x {M * G} refits = {total:.0f} s "
               f"(EXTRAPOLATED from the measured mean) = {total / cp['time_warm']:.3g}x calibprob (warm, with Pareto k)")  # fmt: skip
     if not args.no_door:
-        door = run_door(p)
-        for method, r in door.items():
+        for method, r in run_door(p).items():
             same = np.array_equal(r["p_value"], pv)
-            print(f"(c) PyMC door, {method}: {r['time']:.2f} s, peak traced memory {r['peak_mb']:.0f} MB, "
-                  f"p-values {'identical to' if same else 'DIFFER from'} the core's")  # fmt: skip
+            print(f"(c) PyMC door, {method}: first call {r['first']:.3f} s wall / {r['cpu_first']:.3f} s CPU "
+                  f"(peak traced memory {r['peak_mb']:.0f} MB), second call {r['second']:.3f} s wall / "
+                  f"{r['cpu_second']:.3f} s CPU = {r['second'] / cp['time_warm']:.2f}x the core's warm wall; "
+                  f"p-values {'identical to' if same else 'DIFFER from'} the core's. Profile of a third call:")  # fmt: skip
+            print("    " + r["profile"].replace("\n", "\n    "))
     print("load average (1, 5, 15 min) at end: " + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
 
 
-def _times(r: dict) -> str:
-    return (f"cold {r['time_cold']:.3f} s wall / {r['cpu_cold']:.3f} s CPU, "
-            f"warm {r['time_warm']:.3f} s wall / {r['cpu_warm']:.3f} s CPU")  # fmt: skip
-
-
-def _run_jax(args, p) -> dict | None:
+def _run_jax(args, p, pin: str | None = None) -> dict | None:
+    """The JAX worker in ``--jax-python``; ``pin``: a CPU list for ``taskset`` (one core)."""
     if not args.jax_python or not args.authors:
         print("(a) authors' JAX column skipped: pass --jax-python and --authors (or set CB_JAX_PYTHON, CB_AUTHORS)")
         return None
@@ -285,7 +346,8 @@ def _run_jax(args, p) -> dict | None:
     problem_file, out_file = os.path.join(tmp, "problem.npz"), os.path.join(tmp, "result.json")
     np.savez(problem_file, **p)
     cmd = [args.jax_python, __file__, "--jax-worker", problem_file, args.authors, out_file]
-    cmd += [] if args.no_lasso else ["--lasso"]
+    cmd = (["taskset", "-c", pin] if pin is not None else []) + cmd
+    cmd += [] if args.no_lasso or pin is not None else ["--lasso"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         print("(a) authors' JAX column failed:\n" + done.stderr[-3000:])

@@ -57,6 +57,7 @@ HEAVY = frozenset(
         "arviz_base",
         "arviz_stats",
         "bambi",  # the bambi door of conformal Bayes, only for a model built by bambi
+        "numba",  # conformal Bayes's fused kernels, compiled on first use (importing it takes ~0.3 s)
         # scipy itself is light (``import calibprob`` loads it), but scipy.stats adds about 0.85 s,
         # more than ``import calibprob`` takes (measured after ``import calibprob.cli``:
         # ``t = time.perf_counter(); import scipy.stats.qmc``); only Latin-hypercube / Sobol' designs need it

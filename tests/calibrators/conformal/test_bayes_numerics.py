@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 import pytest
 import xarray as xr
+from scipy.special import logsumexp
 
 from calibprob.calibrators.conformal.bayes import _numerics as nm
 
@@ -77,3 +78,79 @@ def test_float32_screen_gives_the_float64_decision_on_every_entry():
     assert np.array_equal(below, ref)
     assert not small.any()  # nothing below 1e-280 here
     assert 0 < ref.mean() < 1
+
+
+def _aoi_problem(rng, S=400, n=30, R=90):
+    """A training log-likelihood (S, n) and test log densities (S, 9, 10) with -inf entries."""
+    mu = rng.normal(0, 1, S)
+    y = rng.normal(0, 1.3, n)
+    ll = -0.5 * (y[None, :] - mu[:, None]) ** 2
+    grid = np.linspace(-4, 4, R)
+    logf = (-0.5 * (grid[None, :] - mu[:, None]) ** 2 * rng.uniform(0.5, 2.0, (S, 1))).reshape(S, 9, 10)
+    logf[rng.random(logf.shape) < 0.01] = -np.inf  # zero densities at some draws (a bounded support)
+    return ll, logf
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_fused_block_gives_the_numpy_paths_ranks_ess_and_norm_bit_for_bit(monkeypatch, grouped):
+    rng = np.random.default_rng(11)
+    ll, logf = _aoi_problem(rng)
+    E, c = nm.shifted_likelihood(ll)
+    E32 = E.astype(np.float32)
+    members = rng.random((90, ll.shape[1])) < 0.6 if grouped else None
+    monkeypatch.setattr(nm, "FUSED_MIN", 10**18)
+    ref = nm.aoi_block(logf, ll, E, c, members, E32)
+    monkeypatch.setattr(nm, "FUSED_MIN", 0)
+    got = nm.aoi_block(logf, ll, E, c, members, E32, scratch=nm.Scratch())
+    for a, b in zip(got, ref, strict=True):
+        assert np.array_equal(a, b)
+    # and both equal the brute-force ranks of the definition in float64 log space
+    logw = nm.log_weights(logf.reshape(ll.shape[0], -1))
+    log_sigma = logsumexp(logw[:, :, None] + ll[:, None, :], axis=0)
+    log_new = logsumexp(logw + logf.reshape(ll.shape[0], -1), axis=0)  # LSE_s(log w_s + lambda_s)
+    below = log_sigma <= log_new[:, None]
+    if members is not None:
+        below &= members
+    assert np.array_equal(got[0], below.sum(axis=1) + 1)
+
+
+def test_fused_block_hands_invalid_blocks_to_the_check(monkeypatch):
+    rng = np.random.default_rng(12)
+    ll, logf = _aoi_problem(rng)
+    E, c = nm.shifted_likelihood(ll)
+    monkeypatch.setattr(nm, "FUSED_MIN", 0)
+    calls = []
+    nm.aoi_block(logf, ll, E, c, None, E.astype(np.float32), check=lambda: calls.append(1))
+    assert calls == []  # -inf at some draws is valid
+    for s, bad in ((0, np.nan), (7, np.nan), (3, np.inf)):
+        broken = logf.copy()
+        broken[s, 2, 4] = bad
+        with pytest.raises(RuntimeError, match="checked"):
+            nm.aoi_block(broken, ll, E, c, None, E.astype(np.float32), check=_raise_checked)
+    dead = logf.copy()
+    dead[:, 5, 1] = -np.inf
+    with pytest.raises(RuntimeError, match="checked"):
+        nm.aoi_block(dead, ll, E, c, None, E.astype(np.float32), check=_raise_checked)
+
+
+def _raise_checked():
+    raise RuntimeError("checked")
+
+
+def test_fused_block_reads_a_block_cut_from_a_larger_input_in_place(monkeypatch):
+    # a block of test points of an (S, m, G) input is a strided view: the compiled loops read its rows
+    # through a C-ordered view of the parent's row spacing (never past the block's columns)
+    rng = np.random.default_rng(13)
+    ll, logf = _aoi_problem(rng)
+    E, c = nm.shifted_likelihood(ll)
+    E32 = E.astype(np.float32)
+    monkeypatch.setattr(nm, "FUSED_MIN", 0)
+    for sl in (slice(0, 3), slice(3, 7), slice(6, 9)):
+        view = logf[:, sl, :]
+        assert not view.flags.c_contiguous
+        got = nm.aoi_block(view, ll, E, c, None, E32)
+        ref = nm.aoi_block(np.ascontiguousarray(view), ll, E, c, None, E32)
+        for a, b in zip(got, ref, strict=True):
+            assert np.array_equal(a, b)
+    assert nm._c_rows(logf.reshape(400, -1)[:, 10:40]).shape == (400, 90)  # the parent's row spacing
+    assert nm._c_rows(logf.reshape(400, -1)[:, ::2]).flags.c_contiguous  # not unit-strided: a copy

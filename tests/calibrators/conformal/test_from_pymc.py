@@ -286,3 +286,33 @@ def test_labelled_groups_follow_x_new_rows_and_the_training_observations(problem
         calibprob.conformal_bayes(
             model, idata, x_new, grid=grid, groups=labels, groups_new=pd.Series(test, index=[*rows[:4], "zz"])
         )
+
+
+@pytest.mark.parametrize("method", ["closed-form", "logp"])
+def test_a_second_call_on_the_same_model_reuses_the_clone_and_compiled_functions(problem, method, monkeypatch):
+    model = _model(problem["X"], problem["y"])
+    idata = _idata(problem, model)
+    grid = np.linspace(-8, 8, 41)
+    first = calibprob.conformal_bayes(model, idata, problem["X_new"], grid=grid, method=method)
+    builds = []
+    real = _Door._build
+    monkeypatch.setattr(_Door, "_build", lambda self, *a: builds.append(a) or real(self, *a))
+    second = calibprob.conformal_bayes(model, idata, problem["X_new"][::-1], grid=grid, method=method)
+    assert builds == []  # nothing compiled on the second call
+    np.testing.assert_array_equal(second["p_value"].values, first["p_value"].values[::-1])
+    np.testing.assert_array_equal(second["upper"].values, first["upper"].values[::-1])
+    # another model (or the same model grown by a variable) is compiled afresh
+    other = _model(problem["X"], problem["y"])
+    calibprob.conformal_bayes(other, _idata(problem, other), problem["X_new"], grid=grid, method=method)
+    assert len(builds) == 1
+
+
+def test_the_compiled_normal_density_is_numpys_bit_for_bit():
+    from calibprob.calibrators.conformal.from_pymc import _normal_logpdf
+
+    rng = np.random.default_rng(3)
+    mu, sigma = rng.normal(size=(50, 4)), rng.uniform(0.1, 3.0, size=(50, 4))
+    y = rng.normal(0, 3, size=(4, 17))
+    ref = _closed_form_logpdf("NormalRV", [mu[:, :, None], sigma[:, :, None]], y[None])
+    assert np.array_equal(_normal_logpdf(mu, sigma, y), ref)
+    np.testing.assert_allclose(ref, stats.norm.logpdf(y[None], mu[:, :, None], sigma[:, :, None]), rtol=1e-13)

@@ -35,6 +35,7 @@ Vovk, V., Gammerman, A. and Shafer, G. (2005). Algorithmic Learning in a Random 
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from collections import deque
 from collections.abc import Iterator
@@ -42,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import xarray as xr
+from threadpoolctl import threadpool_limits
 
 from calibprob._core import progress as _progress
 from calibprob._core.deprecation import renamed_keywords
@@ -52,6 +54,7 @@ from calibprob._core.validation import check_choice, check_confidence_levels, ch
 from calibprob.calibrators.conformal._intervals import level_form
 from calibprob.calibrators.conformal.bayes import _inputs
 from calibprob.calibrators.conformal.bayes._numerics import (
+    Scratch,
     aoi_block,
     log_weights,
     pareto_khat,
@@ -105,9 +108,12 @@ class ConformalBayes(BaseEstimator):
         :math:`O(S \cdot (n + \text{chunk\_size}))`, never :math:`S \times n \times G`. Called
         ``block_rows`` before 0.2.0 (warns ``FutureWarning`` until 0.3.0).
     n_jobs : int, optional
-        Threads over blocks of test points (at most :math:`2\,n_\text{jobs}` blocks in memory);
-        default: the cores this process may use (``os.sched_getaffinity``). The sets are bitwise
-        the same whatever ``n_jobs``.
+        Threads over blocks of test points (at most :math:`2\,n_\text{jobs}` blocks in memory),
+        and over each refinement step's rows; default: the cores this process may use
+        (``os.sched_getaffinity``). It is the call's whole thread budget: BLAS runs one thread per
+        block while the call lasts (``threadpoolctl``), so ``n_jobs=1`` uses one core. The sets are
+        bitwise the same whatever ``n_jobs``. Large blocks take a fused path compiled with Numba
+        on first use (cached on disk; about 0.5 s once per process to load).
     progress : bool, optional
         A progress line (test points done, then the set ends refined) once a call has run a few
         seconds: ``True`` shows it, ``False`` hides it; default: :func:`calibprob.show_progress`'s
@@ -354,14 +360,20 @@ class ConformalBayes(BaseEstimator):
         # the AOI log weights at each level's deciding point: Pareto k-hat per test point and level
         logw_focus = np.empty((self.n_draws_, m, len(levels)))
 
+        scratch = Scratch()  # per-thread buffers of the fused path, freed with this call
+
         def work(item) -> int:
             sl, logf = item
+            if callable(logf):  # a door's block, evaluated in this thread (its model work runs in parallel too)
+                logf = logf()
             b = logf.shape[1]
-            if not np.isfinite(logf).all():  # one pass in the common case; details only when needed
+
+            def check() -> None:  # a NaN, +inf or all -inf row in the block: the precise error
                 _inputs.check_log_density(logf, "test_log_density", allow_minus_inf=True)
                 _check_support(logf, g[sl], sl.start)
+
             members = None if labels is None else np.repeat(member[sl], G, axis=0)
-            r, e, log_norm = aoi_block(logf, self.log_likelihood_, E, c, members, E32)
+            r, e, log_norm = aoi_block(logf, self.log_likelihood_, E, c, members, E32, check=check, scratch=scratch)
             self._check_mass(log_norm.reshape(b, G), g[sl], sl.start)
             rank[sl] = r.reshape(b, G)
             ess[sl] = e.reshape(b, G)
@@ -376,16 +388,21 @@ class ConformalBayes(BaseEstimator):
             # blocks write disjoint slices of the outputs, so they run in threads (NumPy's matrix product
             # and element-wise work release the GIL); each block's arithmetic is the one-thread arithmetic,
             # so the result is bitwise the same whatever n_jobs
-            for b in _bounded_map(work, blocks, _n_jobs(self.n_jobs)):
-                line.update(b)
-            out = _set_summaries(rank, thresholds, g)
-            if log_density is None:
-                ends = "outer grid neighbours"
-                out["lower"], out["upper"] = out.pop("lower_out"), out.pop("upper_out")
-            else:
-                ends = f"refined by bisection on the p-value ({REFINE_STEPS} halvings of the grid spacing)"
-                refine = _EndRefiner(self.log_likelihood_, E, c, E32, None if labels is None else member, thresholds)
-                out["lower"], out["upper"] = refine(log_density, out, line)
+            # n_jobs is the call's whole thread budget: the BLAS products run one thread per block
+            with threadpool_limits(1, user_api="blas"):
+                for b in _bounded_map(work, blocks, _n_jobs(self.n_jobs)):
+                    line.update(b)
+                out = _set_summaries(rank, thresholds, g)
+                if log_density is None:
+                    ends = "outer grid neighbours"
+                    out["lower"], out["upper"] = out.pop("lower_out"), out.pop("upper_out")
+                else:
+                    ends = f"refined by bisection on the p-value ({REFINE_STEPS} halvings of the grid spacing)"
+                    refine = _EndRefiner(
+                        self.log_likelihood_, E, c, E32, None if labels is None else member, thresholds
+                    )
+                    refine.n_jobs, refine.scratch = _n_jobs(self.n_jobs), scratch
+                    out["lower"], out["upper"] = refine(log_density, out, line)
         for key in ("lower_in", "upper_in", "lower_out", "upper_out"):
             out.pop(key, None)
         ds = self._assemble(out, rank, ess, n_ranked, g, levels, thresholds, logw_focus)
@@ -470,6 +487,8 @@ class _EndRefiner:
     def __init__(self, log_lik, E, c, E32, member, thresholds):
         self.log_lik, self.E, self.c, self.E32 = log_lik, E, c, E32
         self.member, self.thresholds = member, thresholds
+        self.n_jobs, self.scratch = 1, None  # threads over each step's blocks of rows; per-thread buffers
+        self._lock = threading.Lock()  # a user's log_density need not be thread-safe: one call at a time
 
     def __call__(self, log_density, out, line=None) -> tuple[np.ndarray, np.ndarray]:
         lo_in, lo_out = out["lower_in"].copy(), out["lower_out"].copy()
@@ -483,7 +502,9 @@ class _EndRefiner:
         outside = np.concatenate([lo_out, up_out], axis=1)
         thr = np.concatenate([self.thresholds, self.thresholds], axis=1)
         rows_needed = np.flatnonzero(act.any(axis=1))
-        per = max(1, _BLOCK_BYTES // (8 * self.log_lik.shape[0] * 2 * L))
+        # each step's rows split over the threads (a step's blocks are independent), within the memory cap
+        cap = max(1, _BLOCK_BYTES // (8 * self.log_lik.shape[0] * 2 * L))
+        per = max(1, min(cap, -(-rows_needed.size // self.n_jobs)))
         if line is not None:
             line.set_description("conformal Bayes: refining set ends")
             line.reset(total=REFINE_STEPS * rows_needed.size)
@@ -493,9 +514,13 @@ class _EndRefiner:
             fill = mid[np.arange(m), np.argmax(act, axis=1)]
             mid = np.where(act, mid, fill[:, None])
             keep = np.zeros_like(act)
-            for start in range(0, rows_needed.size, per):
-                rows = rows_needed[start : start + per]
-                keep[rows] = self._inside(log_density, rows, mid[rows], thr[rows], act[rows])
+            chunks = [rows_needed[start : start + per] for start in range(0, rows_needed.size, per)]
+
+            def step(rows, mid=mid):
+                return rows, self._inside(log_density, rows, mid[rows], thr[rows], act[rows])
+
+            for rows, inside_rows in _bounded_map(step, chunks, self.n_jobs):
+                keep[rows] = inside_rows
                 if line is not None:
                     line.update(rows.size)
             inside = np.where(act & keep, mid, inside)
@@ -507,7 +532,8 @@ class _EndRefiner:
         sl = slice(int(rows[0]), int(rows[-1]) + 1)
         span = np.zeros((sl.stop - sl.start, y.shape[1]))
         span[rows - sl.start] = y
-        logf = np.asarray(log_density(sl, span), dtype=float)
+        with self._lock:
+            logf = np.asarray(log_density(sl, span), dtype=float)
         if logf.shape != (self.log_lik.shape[0], span.shape[0], span.shape[1]):
             raise ValueError(
                 f"log_density(rows, y) must return shape (S, len(rows), K) = ({self.log_lik.shape[0]}, "
@@ -515,7 +541,9 @@ class _EndRefiner:
             )
         logf = logf[:, rows - sl.start]
         members = None if self.member is None else np.repeat(self.member[rows], y.shape[1], axis=0)
-        r, _, _ = aoi_block(np.ascontiguousarray(logf), self.log_lik, self.E, self.c, members, self.E32)
+        r, _, _ = aoi_block(
+            np.ascontiguousarray(logf), self.log_lik, self.E, self.c, members, self.E32, scratch=self.scratch
+        )
         return (r.reshape(y.shape) > thr) & act
 
 

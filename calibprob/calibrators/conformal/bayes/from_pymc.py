@@ -19,7 +19,10 @@ are left as they were.
 
 from __future__ import annotations
 
+import functools
+import threading
 import warnings
+import weakref
 from collections.abc import Iterator
 
 import numpy as np
@@ -172,6 +175,8 @@ def _density_and_grid(door, path: str, new, cb: ConformalBayes, grid, n_grid: in
         family, params = door.closed_form_params(new, m)
 
         def closed(rows: slice, y: np.ndarray) -> np.ndarray:
+            if family == "NormalRV":  # one compiled pass, NumPy's arithmetic bit for bit
+                return _normal_logpdf(params[0][:, rows], params[1][:, rows], y)
             return _closed_form_logpdf(family, [p[:, rows, None] for p in params], y[None, :, :])
 
         g = _grid.default_grid(
@@ -181,7 +186,7 @@ def _density_and_grid(door, path: str, new, cb: ConformalBayes, grid, n_grid: in
 
     def logp(rows: slice, y: np.ndarray) -> np.ndarray:
         out = np.empty((door.n_draws, *y.shape))
-        for sl, v in door.logp_blocks(_rows(new, rows), y):
+        for sl, v in door.logp_blocks(_rows(new, rows), y):  # the model's containers: one block at a time
             out[:, sl] = v
         return out
 
@@ -220,7 +225,10 @@ def _predict(cb: ConformalBayes, log_density, g: np.ndarray, groups, n_draws: in
     """The core over blocks of test points, each block's log densities in bounded memory."""
     m = g.shape[0]
     per = max(1, _BLOCK_BYTES // (8 * n_draws * g.shape[1]))
-    blocks = ((sl, log_density(sl, g[sl])) for sl in (slice(s, min(s + per, m)) for s in range(0, m, per)))
+    # each block's log densities are evaluated by the thread that ranks it (lazily: memory stays a few blocks)
+    blocks = (
+        (sl, functools.partial(log_density, sl, g[sl])) for sl in (slice(s, min(s + per, m)) for s in range(0, m, per))
+    )
     return cb._predict_blocks(blocks, g, groups=groups, log_density=log_density)
 
 
@@ -251,10 +259,16 @@ def _rows(new, rows: slice):
     return new.iloc[rows].reset_index(drop=True)
 
 
-class _Door:
-    """One model's transform-free clone, its observed variable and compiled log densities."""
+#: Per model (weakly keyed: dropped with the model), the doors' shared state by (variable, mode,
+#: the model's variables): its transform-free clone and compiled functions, so that a second call
+#: on the same model neither clones nor compiles again.
+_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def __init__(self, model, idata, var_name, compile_mode):
+
+class _Shared:
+    """A model's transform-free clone, its observed variable, the compiled functions and their lock."""
+
+    def __init__(self, model, var_name):
         from pymc.model.transform.conditioning import remove_value_transforms
 
         self.clone = remove_value_transforms(model)
@@ -267,7 +281,31 @@ class _Door:
                 f"var_name={name!r} is not an observed variable of the model; pass one of {sorted(observed)}."
             )
         self.rv = observed[name]
+        self.fns: dict = {}  # kind -> (compiled function, free variables' names, batched flags)
+        # the clone's containers are set per evaluation: one evaluation at a time (blocks run in threads)
+        self.lock = threading.RLock()
+
+    @classmethod
+    def of(cls, model, var_name, mode) -> _Shared:
+        mode_key = mode if isinstance(mode, str) or mode is None else id(mode)
+        key = (var_name, mode_key, tuple((k, id(v)) for k, v in model.named_vars.items()))
+        try:
+            per_model = _SHARED.setdefault(model, {})
+        except TypeError:  # not weakly referenceable: no reuse
+            return cls(model, var_name)
+        shared = per_model.get(key)
+        if shared is None:
+            shared = per_model[key] = cls(model, var_name)
+        return shared
+
+
+class _Door:
+    """One model's transform-free clone, its observed variable and compiled log densities."""
+
+    def __init__(self, model, idata, var_name, compile_mode):
         self.mode = get_compile_mode() if compile_mode is None else compile_mode
+        self.shared = _Shared.of(model, var_name, self.mode)
+        self.clone, self.rv = self.shared.clone, self.shared.rv
         self.values = self._posterior_values(idata)
         self.n_draws = next(iter(self.values.values())).shape[0]
         target = self.clone.rvs_to_values[self.rv]
@@ -348,16 +386,21 @@ class _Door:
 
         None when the likelihood is not univariate (one coordinate cannot be drawn alone).
         """
-        import pytensor.tensor as pt
-        from pytensor.tensor.type_other import NoneTypeT
-
         op = self.rv.owner.op
         if getattr(op, "ndim_supp", None) != 0:
             return None
         data = dict(new)
         if self.target is not None:
             data[self.target] = np.zeros(m)
-        self._set(data)
+        with self.shared.lock:
+            self._set(data)
+            return self._draw(m, random_seed)
+
+    def _draw(self, m: int, random_seed) -> np.ndarray:
+        import pytensor.tensor as pt
+        from pytensor.tensor.type_other import NoneTypeT
+
+        op = self.rv.owner.op
         rng, size, *params = self.rv.owner.inputs
         # the observed variable's fixed size would block batching over draws: give the parameters that
         # shape instead and draw without a size
@@ -371,7 +414,17 @@ class _Door:
             out[sl] = np.asarray(fn(sl)[0], float).reshape(sl.stop - sl.start, m)
         return out
 
-    def _compile(self, outs, *, draws: bool = False, random_seed=None):
+    def _compile(self, outs, *, draws: bool = False, random_seed=None, kind=None):
+        """A function of a slice of draws; with ``kind``, compiled once per model and reused."""
+        entry = None if kind is None else self.shared.fns.get(kind)
+        if entry is None:
+            entry = self._build(outs() if callable(outs) else outs, draws, random_seed)
+            if kind is not None:
+                self.shared.fns[kind] = entry
+        fn, names, self.batched = entry
+        return lambda sl: fn(*(self.values[k][sl] for k in names))
+
+    def _build(self, outs, draws: bool, random_seed):
         import pytensor
         import pytensor.tensor as pt
         from pymc.pytensorf import compile as compile_with_rngs
@@ -384,15 +437,14 @@ class _Door:
         plain = self.clone.replace_rvs_by_values(outs)
         outs = vectorize_graph(plain, replace=batched)
         # an output that does not depend on the draws (a constant nu) keeps its shape: no draw axis
-        self.batched = [o.type.ndim == p.type.ndim + 1 for o, p in zip(outs, plain, strict=True)]
+        flags = [o.type.ndim == p.type.ndim + 1 for o, p in zip(outs, plain, strict=True)]
         if not draws:
             fn = pytensor.function(list(batched.values()), outs, on_unused_input="ignore", mode=self.mode)
         else:  # PyMC's compile seeds the graph's random generators and updates them between calls
             fn = compile_with_rngs(
                 list(batched.values()), outs, random_seed=random_seed, on_unused_input="ignore", mode=self.mode
             )
-        names = [v.name for v in self.clone.value_vars]
-        return lambda sl: fn(*(self.values[k][sl] for k in names))
+        return fn, [v.name for v in self.clone.value_vars], flags
 
     def _draw_batches(self, row_bytes: int) -> Iterator[slice]:
         per = max(1, _BLOCK_BYTES // max(row_bytes, 1))
@@ -404,33 +456,33 @@ class _Door:
         data = dict(new)
         if self.target is not None:
             data[self.target] = np.zeros(m)
-        self._set(data)
         family = type(self.rv.owner.op).__name__
-        fn = getattr(self, "_closed_fn", None)  # compiled once per door: a base evaluates many row sets
-        if fn is None:
-            fn = self._closed_fn = self._compile(list(self.rv.owner.op.dist_params(self.rv.owner)))
         params = [np.empty((self.n_draws, m)) for _ in _CLOSED_FORM[family]]
-        for sl in self._draw_batches(8 * m * 4):
-            for k, p in enumerate(fn(sl)):
-                params[k][sl] = _per_draw(np.asarray(p, float), sl.stop - sl.start, m, self.batched[k])
+        with self.shared.lock:
+            self._set(data)
+            # compiled once per model: a second call, and a base evaluating many row sets, reuse it
+            fn = self._compile(lambda: list(self.rv.owner.op.dist_params(self.rv.owner)), kind="closed")
+            for sl in self._draw_batches(8 * m * 4):
+                for k, p in enumerate(fn(sl)):
+                    params[k][sl] = _per_draw(np.asarray(p, float), sl.stop - sl.start, m, self.batched[k])
         return family, params
 
     def logp_blocks(self, new, g) -> Iterator[tuple[slice, np.ndarray]]:
         """The model's elementwise logp of the observed variable at (test input, grid value) rows."""
         m, G = g.shape
-        fn = getattr(self, "_logp_fn", None)  # compiled once per door: refinement calls this again
         per = max(1, _BLOCK_BYTES // (8 * self.n_draws * G))
         for start in range(0, m, per):
             sl = slice(start, min(start + per, m))
             b = sl.stop - sl.start
             data = {k: np.repeat(v[sl], G, axis=0) for k, v in new.items()}  # row j * G + g
             data[str(self.target)] = g[sl].reshape(-1)
-            self._set(data)
-            if fn is None:
-                fn = self._logp_fn = self._compile(self.clone.logp(vars=[self.rv], sum=False, jacobian=False))
             out = np.empty((self.n_draws, b, G))
-            for ds in self._draw_batches(8 * b * G * 3):
-                out[ds] = np.asarray(fn(ds)[0]).reshape(ds.stop - ds.start, b, G)
+            with self.shared.lock:
+                self._set(data)
+                # compiled once per model: refinement, a second call and a base reuse it
+                fn = self._compile(lambda: self.clone.logp(vars=[self.rv], sum=False, jacobian=False), kind="logp")
+                for ds in self._draw_batches(8 * b * G * 3):
+                    out[ds] = np.asarray(fn(ds)[0]).reshape(ds.stop - ds.start, b, G)
             yield sl, out
 
 
@@ -456,3 +508,35 @@ def _closed_form_logpdf(family: str, params, y) -> np.ndarray:
         - np.log(sigma)
         - (nu + 1) / 2 * np.log1p(z * z / nu)
     )
+
+
+def _normal_logpdf(mu: np.ndarray, sigma: np.ndarray, y: np.ndarray) -> np.ndarray:
+    r"""(S, b, K) Normal log densities :math:`-\tfrac12 z^2 - \log\sigma - \tfrac12\log 2\pi`, one pass.
+
+    ``mu``, ``sigma`` (S, b) per draw and test point, ``y`` (b, K) candidates. The same operations in
+    the same order as :func:`_closed_form_logpdf` (``log sigma`` by NumPy), so the result is its
+    result bit for bit, without its four temporaries of the block's size.
+    """
+    mu, sigma = np.ascontiguousarray(mu, float), np.ascontiguousarray(sigma, float)
+    out = np.empty((*mu.shape, y.shape[1]))
+    _normal_kernel()(mu, sigma, np.log(sigma), np.ascontiguousarray(y, float), 0.5 * np.log(2 * np.pi), out)
+    return out
+
+
+@functools.cache
+def _normal_kernel():
+    """The compiled loop of :func:`_normal_logpdf` (Numba, cached on disk, releases the GIL)."""
+    import numba
+
+    @numba.njit(nogil=True, cache=True)
+    def normal(mu, sigma, log_sigma, y, half_log_2pi, out):  # pragma: no cover - compiled
+        S, b = mu.shape
+        K = y.shape[1]
+        for s in range(S):
+            for j in range(b):
+                m, sd, ls = mu[s, j], sigma[s, j], log_sigma[s, j]
+                for k in range(K):
+                    z = (y[j, k] - m) / sd
+                    out[s, j, k] = -0.5 * z * z - ls - half_log_2pi
+
+    return normal

@@ -1,0 +1,157 @@
+"""Where conformal Bayes spends its time at the diabetes shape (issue 37): the core and the PyMC door.
+
+The inputs are those of ``bench_conformal_bayes.py`` (n = 309, 8 000 draws, 100 grid values,
+133 test points). Printed:
+
+* the core's warm call on one thread, phase by phase (thread CPU time of each pass of
+  :func:`calibprob.calibrators.conformal._bayes_numerics.aoi_block`'s fused path, summed over
+  the blocks), beside the float32 floor (the same multiply-add count as one product);
+* a cProfile summary (top functions by own time) of the core's warm call;
+* the PyMC door's first and second call (closed form and ``logp``), wall time and a cProfile
+  summary each.
+
+Run::
+
+    PYTHONPATH=. .venv/bin/python benchmarks/profile_conformal_bayes.py [--no-door] [--top 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import sys
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, os.path.dirname(__file__))
+import bench_conformal_bayes as bench  # noqa: E402
+
+
+def phases(p, logf) -> dict[str, float]:
+    """Thread CPU seconds of each pass of the fused path, one thread, summed over 500-row blocks."""
+    from calibprob.calibrators.conformal import _bayes_numerics as nm
+
+    E, c = nm.shifted_likelihood(p["ll"])
+    E32 = E.astype(np.float32)
+    S, m, G = logf.shape
+    per = max(1, (32 * 2**20 // (8 * S)) // G)
+    k, scratch, out = nm._kernels(), nm.Scratch(), {}
+
+    def tick(name, t0):
+        t = time.thread_time()
+        out[name] = out.get(name, 0.0) + t - t0
+        return t
+
+    with threadpool_limits(1, user_api="blas"):
+        for start in range(0, m, per):
+            lf = logf[:, start : start + per, :].reshape(S, -1)
+            R = lf.shape[1]
+            lf = nm._c_rows(lf)
+            t = time.thread_time()
+            x, e32 = scratch.buffers(S, R)
+            mx, total, sq = np.empty(R), np.empty(R), np.empty(R)
+            k.shift(lf, x, mx)
+            t = tick("max and shift (compiled)", t)
+            np.exp(x, out=x)
+            t = tick("exp (NumPy, in place)", t)
+            k.sums_cast(x, e32, total, sq)
+            t = tick("sums and float32 copy (compiled)", t)
+            thr = np.exp(np.log(sq) - np.log(total) + mx - c)
+            nm._screened_unnormalised(x, total, E, E32, e32, thr)
+            tick("float32 product, screen, float64 rechecks", t)
+    return out
+
+
+def floor(threads: int, best_of: int = 3) -> float:
+    """Seconds of one (m G x S) . (S x n) float32 product (the core's multiply-add count), best of 3."""
+    rng = np.random.default_rng(0)
+    A = rng.random((bench.M * bench.G, bench.S), dtype=np.float32)
+    B = rng.random((bench.S, bench.N), dtype=np.float32)
+    times = []
+    with threadpool_limits(threads, user_api="blas"):
+        for _ in range(best_of):
+            t0 = time.perf_counter()
+            A @ B
+            times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def profiled(fn, top: int) -> tuple[float, str]:
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    fn()
+    prof.disable()
+    wall = time.perf_counter() - t0
+    s = io.StringIO()
+    pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(top)
+    lines = [ln for ln in s.getvalue().splitlines() if ln.strip()]
+    start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls"))
+    return wall, "\n".join(lines[start:])
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-door", action="store_true")
+    ap.add_argument("--top", type=int, default=12)
+    args = ap.parse_args(argv)
+    import calibprob
+
+    print("load average (1, 5, 15 min) at start: " + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
+    p = bench.make_problem()
+    logf = np.ascontiguousarray(np.stack([bench.test_log_density(p, i).T for i in range(bench.M)], axis=1))
+    cb = calibprob.ConformalBayes(confidence_level=0.8, min_ess=0.0, n_jobs=1).fit(p["ll"], y=p["y"])
+    cb.predict(logf, p["grid"])  # compile and warm
+    ph = phases(p, logf)
+    f1 = floor(1)
+    print(f"core, one thread, fused path by pass (thread CPU, s): total {sum(ph.values()):.3f}; float32 floor {f1:.3f}")
+    for name, v in ph.items():
+        print(f"  {name:45s} {v:7.3f}")
+    for jobs in (1, None):
+        cb.set_params(n_jobs=jobs)
+        wall, table = profiled(lambda: cb.predict(logf, p["grid"]), args.top)
+        print(f"\ncore warm predict, n_jobs={jobs}: {wall:.3f} s wall under cProfile; top by own time:\n{table}")
+    if not args.no_door:
+        door(p, args.top)
+    print("load average (1, 5, 15 min) at end: " + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
+
+
+def door(p, top: int) -> None:
+    import arviz as az
+    import pymc as pm
+
+    import calibprob
+
+    with pm.Model() as model:
+        xd = pm.Data("X", p["X"])
+        yd = pm.Data("y", p["y"])
+        b = pm.Normal("b", 0, 1, shape=bench.D)
+        b0 = pm.Normal("b0", 0, 1)
+        s = pm.HalfNormal("s", 1)
+        pm.Normal("obs", xd @ b + b0, s, observed=yd, shape=xd.shape[0])
+    S = bench.S
+    post = {
+        "b": p["beta"].reshape(4, S // 4, bench.D),
+        "b0": p["intercept"].reshape(4, -1),
+        "s": p["sigma"].reshape(4, -1),
+    }
+    idata = az.from_dict({"posterior": post, "observed_data": {"obs": p["y"]}})
+    pm.compute_log_likelihood(idata, model=model, progressbar=False)
+    for method in ("closed-form", "logp"):
+        for call in ("first", "second"):
+            wall, table = profiled(
+                lambda method=method: calibprob.conformal_bayes(
+                    model, idata, p["X_test"], grid=p["grid"], method=method, min_ess=0.0, confidence_level=0.8
+                ),
+                top,
+            )
+            print(f"\nPyMC door, {method}, {call} call: {wall:.3f} s wall under cProfile; top by own time:\n{table}")
+
+
+if __name__ == "__main__":
+    main()
