@@ -29,15 +29,15 @@ def fitted(seed):
     return X, y, Xt, yt, _fit(X, y, seed=seed)
 
 
-#: Bulk ESS floor for 300 draws of one chain, and the divergent transitions allowed. The seeded NUTS path
-#: depends on the CPU's floating-point kernels and on what ran before in the process (another machine gave
-#: 26.6 at seed 1, where this one gives 47.6-76.2), so a run elsewhere is in effect another sampler seed.
-#: Over 24 sampler seeds (the slow sweep, then test_hsgp_sweep_over_sampler_seeds, now the seeded sweep of tests/conftest.py) on this machine (2026-11-28, PyMC 6.4.0,
-#: PyTensor 3.3.8, NumPy 2.5.5) bulk ESS ranged 18.1-106.3 (median 63; the two lowest 18.1 and 38.5:
-#: a long lower tail) and 6 of 24 seeds had one divergent transition, none two. The floor is half the
-#: sweep's minimum, rounded down, for a path worse than any of 24 seen; a chain that does not move gives
-#: a bulk ESS of one to a few draws, still below it. One divergence in 300 draws is the sampler's normal
-#: behaviour here; two is the margin over the most seen.
+#: Bulk ESS floor for 300 draws of one chain, and the divergent transitions allowed. The seeded NUTS path depends on
+#: the CPU's floating-point kernels and on what ran before in the process (another machine gave 26.6 at seed 1,
+#: where this one gives 47.6-76.2), so a run elsewhere is in effect another sampler seed. Over 24 sampler seeds
+#: (then test_hsgp_sweep_over_sampler_seeds; now the seeded sweep of tests/conftest.py, at 20 seeds) on this machine
+#: (2026-11-28, PyMC 6.4.0, PyTensor 3.3.8, NumPy 2.5.5) bulk ESS ranged 18.1-106.3 (median 63; the two lowest 18.1
+#: and 38.5: a long lower tail) and 6 of 24 seeds had one divergent transition, none two. The floor is half the
+#: sweep's minimum, rounded down, for a path worse than any of 24 seen; a chain that does not move gives a bulk ESS
+#: of one to a few draws, still below it. One divergence in 300 draws is the sampler's normal behaviour here; two is
+#: the margin over the most seen.
 ESS_FLOOR = 9
 MAX_DIVERGENCES = 2
 
