@@ -79,7 +79,7 @@ test-slow: $(STAMP)
 SEEDS ?= 20
 SEED_TESTS ?=
 test-seeds: $(STAMP)
-	$(BIN)/python -m pytest $(XDIST) -m "seeded and slow" --seed-sweep=$(SEEDS) --junitxml=seed-sweep.xml $(SEED_TESTS); \
+	$(BIN)/python -m pytest $(XDIST) -m "seeded and slow" --seed-sweep=$(SEEDS) -o junit_family=xunit1 --junitxml=seed-sweep.xml $(SEED_TESTS); \
 	  status=$$?; $(BIN)/python -m tests.support.sweep_summary seed-sweep.xml; exit $$status
 
 test-all: $(STAMP)

@@ -12,7 +12,10 @@ from calibprob.compare import SpecError, parse_spec, run_task
 FAST = {"draws": 300, "tune": 300, "chains": 2}
 
 # Every test here that reads a sampler's draws takes its seed from the seed sweep (tests/conftest.py): the default
-# run keeps the seeds the tests always used, `make test-seeds` runs the same assertions at seeds 0..19.
+# run keeps the seeds the tests always used, `make test-seeds` runs the same assertions at seeds 0..19. Worst values
+# over that sweep (2026-11-29, PyMC 6.4.0): coefficients 0.0065 from OLS (NUTS) and 0.016 (ADVI), intercept 0.0045,
+# predictive mean 0.062 and sd 9.2 % from OLS's, LOO means 0.069 from the closed form, r-hat 1.029, bulk ESS 390,
+# student-t IQR / Gaussian IQR 0.754: every margin below holds with room.
 SEEDED = pytest.mark.seeded(1, scope="module")
 
 
