@@ -312,7 +312,8 @@ def check_is_fitted(estimator: Any, attribute: str, *, method: str = "fit") -> N
         )
 
 
-def check_predictive(pred: Any, owner: Any, argument: str = "pred") -> xr.Dataset:
+# returns a Dataset; typed Any because callers store it in attributes they later set to None
+def check_predictive(pred: Any, owner: Any, argument: str = "pred") -> Any:
     """The argument of a distribution post-processor: a predictive Dataset, validated.
 
     Anything else — inputs ``X``, a NumPy array of means — is refused with a

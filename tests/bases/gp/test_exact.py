@@ -80,16 +80,26 @@ def m52_at_seed(seed, m52_fit):
 @SEEDED
 def test_map_recovers_se_hyperparameters(se_at_seed, record_property):
     """n = 300 draw from the prior (seed 0): measured ℓ = (0.244, 0.758) for (0.25, 0.6),
-    σ² = 2.23 for 2.0, σ_n² = 0.0435 for 0.05. Tolerances: ℓ ±30 %, σ² within a factor 2
-    (the variance is only weakly identified on a bounded domain), σ_n² ±25 %."""
+    σ² = 2.23 for 2.0, σ_n² = 0.0435 for 0.05.
+
+    The fit must beat the truth on its own objective (the optimiser's part; any draw), and recover the
+    hyperparameters as well as 300 points allow (the statistics' part). Over the seed sweep's 20 prior draws
+    (tests/conftest.py) ℓ was off by up to 77 %, σ² by a factor 0.32-2.13 (weakly identified on a bounded
+    domain, traded against ℓ), σ_n² by up to 18 %: the tolerances are ℓ ±90 %, σ² within a factor 4, σ_n² ±30 %.
+    (Until the sweep they were ±30 %, a factor 2 and ±25 %, which 4 of the 20 draws broke.)"""
     se_fit = se_at_seed
     th = se_fit.theta_
     record_property("lengthscale_rel_gap", float(np.max(np.abs(th["lengthscale"] / TRUE_SE["lengthscale"] - 1))))
     record_property("variance_ratio", float(th["variance"] / TRUE_SE["variance"]))
     record_property("noise_rel_gap", float(abs(th["noise"] / TRUE_SE["noise"] - 1)))
-    np.testing.assert_allclose(th["lengthscale"], TRUE_SE["lengthscale"], rtol=0.30)
-    assert 0.5 < th["variance"] / TRUE_SE["variance"] < 2.0
-    np.testing.assert_allclose(th["noise"], TRUE_SE["noise"], rtol=0.25)
+    truth = {k: TRUE_SE[k] for k in ("lengthscale", "variance", "noise")}
+    record_property(
+        "objective_gain_over_truth", float(se_fit.log_marginal_likelihood() - se_fit.log_marginal_likelihood(truth))
+    )
+    assert se_fit.log_marginal_likelihood() >= se_fit.log_marginal_likelihood(truth)
+    np.testing.assert_allclose(th["lengthscale"], TRUE_SE["lengthscale"], rtol=0.90)  # sweep: 0.774
+    assert 0.25 < th["variance"] / TRUE_SE["variance"] < 4.0  # sweep: 0.32-2.13
+    np.testing.assert_allclose(th["noise"], TRUE_SE["noise"], rtol=0.30)  # sweep: 0.18
     assert all(se_fit.fit_info_["converged"])
     assert se_fit.fit_info_["backend"] == "numpy"
 
@@ -97,7 +107,12 @@ def test_map_recovers_se_hyperparameters(se_at_seed, record_property):
 @SEEDED
 def test_reml_recovers_matern_hyperparameters_and_mean(m52_at_seed, record_property):
     """Matérn-5/2, constant mean 5, REML (seed 1): measured ℓ = (0.314, 0.486),
-    σ² = 1.86, σ_n² = 0.0227, m̂ = 3.71; m̂ must lie within 3 GLS standard errors."""
+    σ² = 1.86, σ_n² = 0.0227, m̂ = 3.71; m̂ must lie within 3 GLS standard errors.
+
+    As for the SE fit: the fit beats the truth on its own objective, and the tolerances are what the seed sweep's
+    20 prior draws showed: ℓ off by up to 43 % (tolerance 60 %), σ² by a factor 0.28-2.60 (within 4), σ_n² by up
+    to 24 % (30 %), m̂ up to 2.22 standard errors (3). (Until the sweep: ±30 %, a factor 2 and ±25 %, which 4 of
+    the 20 draws broke.)"""
     m52_fit = m52_at_seed
     th = m52_fit.theta_
     se_mean = np.sqrt(1.0 / m52_fit._state["s"])  # Var(m̂) = 1 / (1ᵀK⁻¹1)
@@ -105,9 +120,13 @@ def test_reml_recovers_matern_hyperparameters_and_mean(m52_at_seed, record_prope
     record_property("variance_ratio", float(th["variance"] / TRUE_M52["variance"]))
     record_property("noise_rel_gap", float(abs(th["noise"] / TRUE_M52["noise"] - 1)))
     record_property("mean_gap_in_se", float(abs(th["mean_"] - TRUE_M52["mean"]) / se_mean))
-    np.testing.assert_allclose(th["lengthscale"], TRUE_M52["lengthscale"], rtol=0.30)
-    assert 0.5 < th["variance"] / TRUE_M52["variance"] < 2.0
-    np.testing.assert_allclose(th["noise"], TRUE_M52["noise"], rtol=0.25)
+    truth = {k: TRUE_M52[k] for k in ("lengthscale", "variance", "noise")}
+    gain = m52_fit.log_marginal_likelihood() - m52_fit.log_marginal_likelihood(truth)
+    record_property("objective_gain_over_truth", float(gain))
+    assert gain >= 0
+    np.testing.assert_allclose(th["lengthscale"], TRUE_M52["lengthscale"], rtol=0.60)  # sweep: 0.426
+    assert 0.25 < th["variance"] / TRUE_M52["variance"] < 4.0  # sweep: 0.28-2.60
+    np.testing.assert_allclose(th["noise"], TRUE_M52["noise"], rtol=0.30)  # sweep: 0.24
     assert abs(th["mean_"] - TRUE_M52["mean"]) < 3 * se_mean
     assert m52_fit.mean_ == th["mean_"]
 
