@@ -3,6 +3,7 @@
 #   make test       the default test suite (what CI runs; installs Debian's chromium as root if missing)
 #   make test-fast  the package's unit tests in parallel, under 2 min (no docs, notebooks, CLI, runner, lint)
 #   make test-slow  the long statistical tests (they assert too; not in CI's default run)
+#   make test-seeds the seed sweep: every @pytest.mark.seeded test at seeds 0..SEEDS-1 (default 20), with a summary
 #   make docs       build the documentation (warnings are errors, nitpicky, every public name listed)
 #   make bench      print the benchmark ratios
 #   make coverage   the default test suite under coverage: a terminal summary and coverage-html/
@@ -33,7 +34,7 @@ FAST_TESTS := tests/predictive tests/metrics tests/datasets tests/_core tests/ca
   --ignore=tests/calibrators/conformal/test_gp.py --ignore=tests/calibrators/conformal/test_from_bambi.py \
   --ignore=tests/calibrators/conformal/test_from_pymc.py --ignore=tests/calibrators/conformal/test_loo_jackknife_pymc.py
 
-.PHONY: run test test-fast test-slow test-all docs bench clean venv browser coverage
+.PHONY: run test test-fast test-slow test-seeds test-all docs bench clean venv browser coverage
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else "calibprob needs Python >= 3.12 (PyMC 6); found " + sys.version.split()[0] + ". Install 3.12 or set PYTHON=/path/to/python3.12")'
@@ -72,6 +73,15 @@ test-fast: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow
 
+# The seed sweep (tests/conftest.py): each seeded test's assertions at seeds 0..SEEDS-1, then the range of every
+# statistic the tests record (tests/support/sweep_summary.py). SEED_TESTS narrows it to some files, e.g.
+# make test-seeds SEEDS=5 SEED_TESTS=tests/bases/test_pymc_linear.py
+SEEDS ?= 20
+SEED_TESTS ?=
+test-seeds: $(STAMP)
+	$(BIN)/python -m pytest $(XDIST) -m "seeded and slow" --seed-sweep=$(SEEDS) -o junit_family=xunit1 --junitxml=seed-sweep.xml $(SEED_TESTS); \
+	  status=$$?; $(BIN)/python -m tests.support.sweep_summary seed-sweep.xml; exit $$status
+
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -m "slow or not slow"
 
@@ -89,4 +99,4 @@ bench: $(STAMP)
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) docs/_build results .pytest_cache coverage-html .coverage
+	rm -rf $(VENV) docs/_build results .pytest_cache coverage-html .coverage seed-sweep.xml

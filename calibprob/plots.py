@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.deprecation import renamed_keywords
 
@@ -35,7 +37,7 @@ __all__ = [
 ]
 
 
-def _axes(ax, figsize=(5, 5)):
+def _axes(ax: Any, figsize: tuple[float, float] = (5, 5)) -> Any:
     if ax is not None:
         return ax
     import matplotlib.pyplot as plt
@@ -44,19 +46,21 @@ def _axes(ax, figsize=(5, 5)):
     return ax
 
 
-def _named(preds) -> dict:
+def _named(preds: xr.Dataset | dict[str, xr.Dataset]) -> dict:
     if isinstance(preds, xr.Dataset):
         return {preds.attrs.get("method", "prediction"): preds}
     return dict(preds)
 
 
-def _colors():
+def _colors() -> list[Any]:
     import matplotlib.pyplot as plt
 
     return plt.rcParams["axes.prop_cycle"].by_key()["color"]
 
 
-def draw_reliability(ax, levels, curves: dict, bands: dict | None = None, title: str | None = None):
+def draw_reliability(
+    ax: Any, levels: ArrayLike, curves: dict, bands: dict | None = None, title: str | None = None
+) -> Any:
     """Reliability lines: observed fraction below Q(p) against p, with optional ±bands.
 
     Parameters
@@ -98,7 +102,7 @@ def draw_reliability(ax, levels, curves: dict, bands: dict | None = None, title:
     return ax
 
 
-def draw_coverage(ax, nominal, curves: dict, title: str | None = None):
+def draw_coverage(ax: Any, nominal: ArrayLike, curves: dict, title: str | None = None) -> Any:
     """Empirical coverage of central intervals against their nominal level.
 
     Parameters
@@ -137,7 +141,9 @@ def draw_coverage(ax, nominal, curves: dict, title: str | None = None):
     return ax
 
 
-def plot_reliability(preds, y, *, levels=None, ax=None):
+def plot_reliability(
+    preds: xr.Dataset | dict[str, xr.Dataset], y: ArrayLike, *, levels: ArrayLike | None = None, ax: Any = None
+) -> Any:
     """Reliability diagram (Kuleshov et al. 2018): fraction of ``y ≤ Q(p)`` against ``p``.
 
     Parameters
@@ -171,7 +177,7 @@ def plot_reliability(preds, y, *, levels=None, ax=None):
     return draw_reliability(_axes(ax), levels, curves, title="Reliability diagram")
 
 
-def plot_pit_histogram(pred, y, *, bins: int = 20, ax=None):
+def plot_pit_histogram(pred: xr.Dataset, y: ArrayLike, *, bins: int = 20, ax: Any = None) -> Any:
     """Histogram of PIT values ``F_i(y_i)``; flat for a calibrated forecast.
 
     Parameters
@@ -214,7 +220,15 @@ def plot_pit_histogram(pred, y, *, bins: int = 20, ax=None):
 
 
 @renamed_keywords({"confidence_levels": "confidence_level"}, where="calibprob.plots.plot_intervals")
-def plot_intervals(x, pred, y=None, *, confidence_level=(0.5, 0.9), ax=None, label=None):
+def plot_intervals(
+    x: ArrayLike,
+    pred: xr.Dataset,
+    y: ArrayLike | None = None,
+    *,
+    confidence_level: Any = (0.5, 0.9),
+    ax: Any = None,
+    label: Any = None,
+) -> Any:
     """Central predictive intervals as bands over a 1-D input (sorted by ``x``).
 
     Parameters
@@ -265,7 +279,9 @@ def plot_intervals(x, pred, y=None, *, confidence_level=(0.5, 0.9), ax=None, lab
 
 
 @renamed_keywords({"confidence_levels": "confidence_level"}, where="calibprob.plots.plot_coverage")
-def plot_coverage(preds, y, *, confidence_level=None, ax=None):
+def plot_coverage(
+    preds: xr.Dataset | dict[str, xr.Dataset], y: ArrayLike, *, confidence_level: Any = None, ax: Any = None
+) -> Any:
     """Empirical coverage of central intervals against the nominal level.
 
     Parameters
@@ -322,7 +338,7 @@ _NOT_PIPELINE = ("dataset", "repetition", "confidence_level", "group")
 _TABLE_COLUMNS = ("method", "level", "group", "count", "coverage", "infinite")
 
 
-def binomial_band(level, n, mass: float = BAND_MASS) -> tuple[np.ndarray, np.ndarray]:
+def binomial_band(level: Any, n: Any, mass: float = BAND_MASS) -> tuple[np.ndarray, np.ndarray]:
     r"""The central ``mass`` of the coverage of ``n`` points under exactly nominal coverage.
 
     :math:`[F^{-1}((1-m)/2),\ F^{-1}((1+m)/2)] / n` with :math:`F` the CDF of
@@ -365,7 +381,7 @@ def binomial_band(level, n, mass: float = BAND_MASS) -> tuple[np.ndarray, np.nda
     return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi)
 
 
-def natural_key(label) -> tuple:
+def natural_key(label: Any) -> tuple:
     """Sort key of a group label in natural order: ``"2" < "10"``, ``"county 9" < "county 10"``.
 
     Digit runs compare as numbers, text case-insensitively; a label that is a number
@@ -397,13 +413,15 @@ def natural_key(label) -> tuple:
     return (1, tuple((0, int(p), "") if p.isdigit() else (1, 0, p.lower()) for p in parts if p), text)
 
 
-def _check_mass(mass) -> float:
+def _check_mass(mass: object) -> float:
     if isinstance(mass, bool) or not isinstance(mass, int | float) or not 0 < mass < 1:
         raise ValueError(f"mass must be a probability in (0, 1), e.g. 0.95 for a central 95% band; got {mass!r}.")
     return float(mass)
 
 
-def group_coverage_table(data, level=None, *, dataset=None, mass: float = BAND_MASS) -> pd.DataFrame:
+def group_coverage_table(
+    data: Any, level: Any = None, *, dataset: str | None = None, mass: float = BAND_MASS
+) -> pd.DataFrame:
     r"""Each group's coverage pooled over repetitions, its size, its infinite share and its binomial band.
 
     Over repetitions :math:`r` with :math:`n_{g,r}` test points in group :math:`g`,
@@ -475,7 +493,7 @@ def group_coverage_table(data, level=None, *, dataset=None, mass: float = BAND_M
     return table.reset_index(drop=True)
 
 
-def _read_group_data(data, dataset, level) -> pd.DataFrame:
+def _read_group_data(data: Any, dataset: str | None, level: Any) -> pd.DataFrame:
     """The long table (method, level, group, count, coverage, infinite) of any accepted input."""
     if isinstance(data, str | Path):
         data = _open_results(Path(data))
@@ -507,7 +525,7 @@ def _open_results(path: Path) -> xr.Dataset:
         tree.close()
 
 
-def _from_results(ds: xr.Dataset, dataset) -> pd.DataFrame:
+def _from_results(ds: xr.Dataset, dataset: str | None) -> pd.DataFrame:
     """Pool a results Dataset's per-repetition group coverage over its repetitions."""
     if "group_coverage" not in ds or "group_count" not in ds:
         raise ValueError(
@@ -570,7 +588,7 @@ def _from_evaluate(named: dict) -> pd.DataFrame:
     return table[list(_TABLE_COLUMNS)].astype({"count": float, "level": float})
 
 
-def _from_frame(frame: pd.DataFrame, level) -> pd.DataFrame:
+def _from_frame(frame: pd.DataFrame, level: Any) -> pd.DataFrame:
     """A user's plain per-group table, checked and completed."""
     t = frame.rename(columns={"confidence_level": "level"}).copy()
     missing = [c for c in ("group", "coverage", "count") if c not in t.columns]
@@ -602,7 +620,7 @@ def _from_frame(frame: pd.DataFrame, level) -> pd.DataFrame:
     return t[t["coverage"].notna()]
 
 
-def _select_levels(table: pd.DataFrame, level) -> pd.DataFrame:
+def _select_levels(table: pd.DataFrame, level: Any) -> pd.DataFrame:
     """The rows at the asked levels (matched to 1e-9), with a message naming the levels there are."""
     if table.empty:
         raise ValueError("data holds no group with a coverage (an empty table); give at least one scored group.")
@@ -620,15 +638,15 @@ def _select_levels(table: pd.DataFrame, level) -> pd.DataFrame:
 
 
 def coverage_by_group(
-    data,
-    level=None,
+    data: Any,
+    level: Any = None,
     *,
     sort: str = "coverage",
-    dataset=None,
+    dataset: str | None = None,
     title: str | None = None,
     colors: dict | None = None,
     mass: float = BAND_MASS,
-):
+) -> Any:
     r"""Coverage within each group against the band a calibrated method would fall in.
 
     A method can cover 90 % on average while one group gets 60 %; this plot shows every group.
@@ -757,7 +775,16 @@ def _short(label: str, n: float) -> str:
     return f"{text} (n={int(n)})"
 
 
-def _draw_group_level(axes, block, c, methods, colors, sort, rows, mass) -> None:
+def _draw_group_level(
+    axes: Any,
+    block: pd.DataFrame,
+    c: float,
+    methods: list[str],
+    colors: dict[str, Any],
+    sort: str,
+    rows: int,
+    mass: float,
+) -> None:
     """One level's row of panels: bands, the nominal line, one marker per (group, method)."""
     ncol = len(axes)
     groups = _group_order(block, sort)
@@ -807,7 +834,7 @@ def _draw_group_level(axes, block, c, methods, colors, sort, rows, mass) -> None
     )
 
 
-def _group_legend(methods, colors, any_infinite: bool, mass: float) -> list:
+def _group_legend(methods: list[str], colors: dict[str, Any], any_infinite: bool, mass: float) -> list:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -186,7 +187,7 @@ def back_transform(pred: xr.Dataset, transform: str, *, shift: float = 0.0, scal
 _MOVED_NAMES = {"TransformedTargetRegressor": "calibprob.bases.transformed"}
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name in _MOVED_NAMES:
         new = _MOVED_NAMES[name]
         warnings.warn(

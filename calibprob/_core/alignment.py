@@ -19,6 +19,8 @@ another row, silently. The rule, the same for every entry point:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -26,7 +28,7 @@ import xarray as xr
 __all__ = ["align_by_label", "align_to_obs"]
 
 
-def _obs_index(pred) -> pd.Index | None:
+def _obs_index(pred: Any) -> pd.Index | None:
     """The prediction's ``obs`` labels: from a Dataset / DataArray, or given as labels directly."""
     if isinstance(pred, (xr.Dataset, xr.DataArray)):
         return pred.indexes["obs"] if "obs" in pred.indexes else None
@@ -42,7 +44,7 @@ def _is_default(index: pd.Index) -> bool:
     return index.dtype.kind in "iu" and bool(np.array_equal(index.to_numpy(), np.arange(n)))
 
 
-def _show(label) -> str:
+def _show(label: Any) -> str:
     return repr(label.item() if isinstance(label, np.generic) else label)
 
 
@@ -62,7 +64,9 @@ def _first_mismatch(theirs: pd.Index, ours: pd.Index, whose: str, dim: str) -> s
     return "it repeats a label"
 
 
-def _refuse(name: str, theirs: pd.Index, ours: pd.Index, what: str, whose: str = "the prediction", dim: str = "obs"):
+def _refuse(
+    name: str, theirs: pd.Index, ours: pd.Index, what: str, whose: str = "the prediction", dim: str = "obs"
+) -> None:
     select = "obs=pred.obs" if (dim, whose) == ("obs", "the prediction") else f"{dim}=..."
     raise ValueError(
         f"{name}'s {what} does not match {_of(whose)} {dim} labels: {_first_mismatch(theirs, ours, whose, dim)}. "
@@ -79,7 +83,7 @@ def _order(theirs: pd.Index, ours: pd.Index) -> np.ndarray | None:
     return None if (where < 0).any() else where
 
 
-def align_to_obs(value, pred, name: str):
+def align_to_obs(value: Any, pred: Any, name: str) -> Any:
     """``value`` in the prediction's row order: aligned by label, or unchanged (read by position).
 
     Parameters
@@ -107,7 +111,9 @@ def align_to_obs(value, pred, name: str):
     return align_by_label(value, _obs_index(pred), name)
 
 
-def align_by_label(value, ours: pd.Index | None, name: str, *, dim: str = "obs", whose: str = "the prediction", axis=0):
+def align_by_label(
+    value: Any, ours: pd.Index | None, name: str, *, dim: str = "obs", whose: str = "the prediction", axis: Any = 0
+) -> Any:
     """``value`` in the order of the labels ``ours`` along one dimension, or unchanged (by position).
 
     The rule of :func:`align_to_obs` for any labelled dimension: the observations of a training

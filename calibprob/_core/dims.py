@@ -14,6 +14,7 @@ quantile column), before any arithmetic pairs them.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ def sample_dims_of(dims: Iterable[Hashable], sample_dims: Iterable[Hashable] = S
     return [d for d in sample_dims if d in have]
 
 
-def check_obs_dim(name, argument: str = "obs_dim", *, sample_dims: Iterable[Hashable] = SAMPLE_DIMS) -> None:
+def check_obs_dim(name: str, argument: str = "obs_dim", *, sample_dims: Iterable[Hashable] = SAMPLE_DIMS) -> None:
     """Refuse an observation-dim name that is also a draw dim (or not a string), naming the fix.
 
     Raises
@@ -72,7 +73,7 @@ def check_obs_dim(name, argument: str = "obs_dim", *, sample_dims: Iterable[Hash
         )
 
 
-def check_levels_match(q: np.ndarray, levels, name: str = "levels") -> np.ndarray:
+def check_levels_match(q: np.ndarray, levels: Any, name: str = "levels") -> np.ndarray:
     """``levels`` as a 1-D float array with one level per quantile column of ``q`` (``q.shape[-1]``).
 
     Raises

@@ -44,7 +44,8 @@ from __future__ import annotations
 
 import copy
 import inspect
-from typing import Protocol, TypeVar, runtime_checkable
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import xarray as xr
 
@@ -127,11 +128,11 @@ class DistributionCalibrator(Protocol):
 
     """
 
-    def fit(self, pred_cal, y_cal, /):  # pragma: no cover - protocol
+    def fit(self, pred_cal: Any, y_cal: Any, /) -> Any:  # pragma: no cover - protocol
         """Learn the calibration from the base's prediction on calibration data; return ``self``."""
         ...
 
-    def predict(self, pred, /):  # pragma: no cover - protocol
+    def predict(self, pred: Any, /) -> Any:  # pragma: no cover - protocol
         """The calibrated predictive Dataset for a base prediction."""
         ...
 
@@ -167,11 +168,11 @@ class ModelAwareCalibrator(Protocol):
 
     estimator: object
 
-    def fit(self, X, y, /):  # pragma: no cover - protocol
+    def fit(self, X: Any, y: Any, /) -> Any:  # pragma: no cover - protocol
         """Fit (or calibrate) on inputs and targets; return ``self``."""
         ...
 
-    def predict(self, X, /):  # pragma: no cover - protocol
+    def predict(self, X: Any, /) -> Any:  # pragma: no cover - protocol
         """The calibrated predictive (or interval) Dataset at inputs ``X``."""
         ...
 
@@ -213,7 +214,7 @@ class BaseEstimator:
         """Hyperparameters as passed to ``__init__``."""
         return {name: getattr(self, name) for name in self._param_names()}
 
-    def set_params(self, **params) -> BaseEstimator:
+    def set_params(self, **params: Any) -> BaseEstimator:
         """Set hyperparameters; unknown names raise ``ValueError``."""
         valid = set(self._param_names())
         for key, value in params.items():
@@ -222,7 +223,7 @@ class BaseEstimator:
             setattr(self, key, value)
         return self
 
-    def save(self, path):
+    def save(self, path: Any) -> Path:
         """Write this estimator (parameters and fitted state) to netCDF-4, without pickle.
 
         Restore it with :func:`calibprob.load`; the format is described in
@@ -241,7 +242,7 @@ class BaseEstimator:
         return persistence.save(self, path)
 
     @classmethod
-    def load(cls, path, **objects):
+    def load(cls, path: Any, **objects: Any) -> Any:
         """Restore an estimator of this class from a file written by :meth:`save`.
 
         :func:`calibprob.load` returns whichever class the file holds; this method also
@@ -303,7 +304,7 @@ def clone(estimator: _Estimator) -> _Estimator:
     return type(estimator)(**estimator.get_params())
 
 
-def check_is_fitted(estimator, attribute: str, *, method: str = "fit") -> None:
+def check_is_fitted(estimator: Any, attribute: str, *, method: str = "fit") -> None:
     """Raise :class:`NotFittedError` naming the method to call first."""
     if getattr(estimator, attribute, None) is None:
         raise NotFittedError(
@@ -311,7 +312,8 @@ def check_is_fitted(estimator, attribute: str, *, method: str = "fit") -> None:
         )
 
 
-def check_predictive(pred, owner, argument: str = "pred"):
+# returns a Dataset; typed Any because callers store it in attributes they later set to None
+def check_predictive(pred: Any, owner: Any, argument: str = "pred") -> Any:
     """The argument of a distribution post-processor: a predictive Dataset, validated.
 
     Anything else — inputs ``X``, a NumPy array of means — is refused with a
@@ -339,7 +341,7 @@ def check_predictive(pred, owner, argument: str = "pred"):
     )
 
 
-def check_not_predictive(X, owner, argument: str = "X") -> None:
+def check_not_predictive(X: Any, owner: Any, argument: str = "X") -> None:
     """Refuse a predictive Dataset where a model-aware calibrator needs inputs ``X``."""
     name = owner if isinstance(owner, str) else type(owner).__name__
     if isinstance(X, (xr.Dataset, xr.DataTree)):

@@ -19,13 +19,15 @@ Every ``groups=`` argument of calibprob (Mondrian calibrators, conformal Bayes, 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 __all__ = ["label_kind", "missing_mask", "read_labels", "refuse_kind_clash"]
 
 
-def label_kind(value) -> str:
+def label_kind(value: Any) -> str:
     """The kind of one label: ``"bool"``, ``"int"``, ``"float"``, ``"text"`` or its type name."""
     if isinstance(value, (bool, np.bool_)):
         return "bool"
@@ -38,7 +40,7 @@ def label_kind(value) -> str:
     return type(value).__name__
 
 
-def _as_object_or_native(values) -> np.ndarray:
+def _as_object_or_native(values: Any) -> np.ndarray:
     """A 1-D NumPy array of the labels, keeping each label's own type.
 
     pandas extension columns (nullable strings and integers, Categorical) become object arrays
@@ -144,7 +146,7 @@ def _narrow(values: np.ndarray, name: str) -> np.ndarray:
     return np.asarray([str(v) for v in items], dtype=str)
 
 
-def read_labels(values, name: str = "groups", *, from_file: bool = False) -> np.ndarray:
+def read_labels(values: Any, name: str = "groups", *, from_file: bool = False) -> np.ndarray:
     """Group labels as a 1-D NumPy array, missing labels and colliding types refused.
 
     Parameters
@@ -174,7 +176,7 @@ def read_labels(values, name: str = "groups", *, from_file: bool = False) -> np.
     return arr
 
 
-def refuse_kind_clash(labels, known, name: str = "groups", known_name: str = "calibration") -> None:
+def refuse_kind_clash(labels: Any, known: Any, name: str = "groups", known_name: str = "calibration") -> None:
     """Refuse new labels that are known labels of another kind (``"1"`` at predict, ``1`` at fit).
 
     A label never seen is a new group (refused, or pooled / ranked marginally where the caller

@@ -10,6 +10,7 @@ share it without a base reaching into the run layer.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 try:  # installed with Dask (a dependency of distributed); optional for calibprob itself
     import psutil
@@ -22,7 +23,7 @@ __all__ = ["GIB", "PEAK_N_BY_N", "PEAK_OVERHEAD", "machine_total", "memory_budge
 GIB = 2.0**30
 
 
-def _dask_worker():
+def _dask_worker() -> Any:
     """The Dask worker running this code, or None (serial runs, the main process, no Dask installed)."""
     try:
         from distributed import get_worker

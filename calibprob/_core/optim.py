@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 __all__ = ["Adam"]
@@ -40,14 +42,16 @@ class Adam:
     True
     """
 
-    def __init__(self, shape, learning_rate: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8):
+    def __init__(
+        self, shape: Any, learning_rate: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
+    ) -> None:
         self.learning_rate = float(learning_rate)
         self.beta1, self.beta2, self.eps = beta1, beta2, eps
         self.m = np.zeros(shape)
         self.v = np.zeros(shape)
         self.t = 0
 
-    def step(self, grad) -> np.ndarray:
+    def step(self, grad: np.ndarray) -> np.ndarray:
         """The update for gradient ``grad`` (advances the step counter)."""
         self.t += 1
         self.m = self.beta1 * self.m + (1 - self.beta1) * grad

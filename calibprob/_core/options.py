@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import math
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
 __all__ = ["SpecError", "Bool", "Int", "Float", "Str", "Choice", "AnyOf", "ListOf", "Theta", "Anything", "OptionType"]
 
@@ -35,7 +36,7 @@ class SpecError(ValueError):
     """
 
 
-def _short(value, limit: int = 60) -> str:
+def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -43,13 +44,13 @@ def _short(value, limit: int = 60) -> str:
 class _Type:
     """A declared option type: ``check(value, where)`` returns the value or raises SpecError."""
 
-    def check(self, value, where: str):  # pragma: no cover - abstract
+    def check(self, value: Any, where: str) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def describe(self) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def fail(self, value, where: str, extra: str = ""):
+    def fail(self, value: Any, where: str, extra: str = "") -> NoReturn:
         raise SpecError(f"{where} must be {self.describe()}; got {_short(value)}.{extra}")
 
 
@@ -58,7 +59,7 @@ class Bool(_Type):
     def describe(self) -> str:
         return "true or false (a TOML boolean, not a string)"
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> Any:
         if not isinstance(value, bool):
             hint = ""
             if isinstance(value, str) and value.strip().lower() in ("true", "false", "yes", "no", "0", "1"):
@@ -84,7 +85,7 @@ class Int(_Type):
         )
         return "an integer" + rng
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             self.fail(value, where)
         if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
@@ -108,7 +109,7 @@ class Float(_Type):
             return f"a finite number {'<' if self.hi_open else '<='} {self.hi:g}"
         return f"a number in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             self.fail(value, where)
         if self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo):
@@ -123,7 +124,7 @@ class Str(_Type):
     def describe(self) -> str:
         return "a string"
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> Any:
         if not isinstance(value, str):
             self.fail(value, where)
         return value
@@ -136,7 +137,7 @@ class Choice(_Type):
     def describe(self) -> str:
         return "one of " + ", ".join(repr(v) for v in self.values)
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> Any:
         if not isinstance(value, str) or value not in self.values:
             hint = _suggest(value, self.values) if isinstance(value, str) else ""
             self.fail(value, where, hint)
@@ -150,7 +151,7 @@ class AnyOf(_Type):
     def describe(self) -> str:
         return " or ".join(o.describe() for o in self.options)
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> Any:
         for o in self.options:
             try:
                 return o.check(value, where)
@@ -167,7 +168,7 @@ class ListOf(_Type):
     def describe(self) -> str:
         return f"a list (at least {self.min_len}) of {self.item.describe()}"
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> Any:
         if not isinstance(value, list) or len(value) < self.min_len:
             self.fail(value, where)
         return [self.item.check(v, f"{where}[{i}]") for i, v in enumerate(value)]
@@ -180,7 +181,7 @@ class Theta(_Type):
     def describe(self) -> str:
         return "a table {lengthscale = ..., variance = ..., noise = ...} of positive numbers"
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> Any:
         if not isinstance(value, dict):
             self.fail(value, where)
         _check_keys(value, ("lengthscale", "variance", "noise"), where)
@@ -202,21 +203,21 @@ class Anything(_Type):
     def describe(self) -> str:
         return "any value"
 
-    def check(self, value, where):
+    def check(self, value: Any, where: str) -> Any:
         return value
 
 
 OptionType = _Type
 
 
-def _suggest(key, valid) -> str:
+def _suggest(key: Any, valid: Any) -> str:
     if not isinstance(key, str):
         return ""
     close = difflib.get_close_matches(key, [str(v) for v in valid], n=1)
     return f" Did you mean {close[0]!r}?" if close else ""
 
 
-def _check_keys(table: dict, valid, where: str) -> None:
+def _check_keys(table: dict, valid: Any, where: str) -> None:
     for key in table:
         if key not in valid:
             raise SpecError(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -37,7 +38,7 @@ MIN_INTERVAL = 0.1
 _SWITCH: contextvars.ContextVar[bool | None] = contextvars.ContextVar("calibprob_progress", default=None)
 
 
-def _check_progress(progress) -> bool | None:
+def _check_progress(progress: Any) -> bool | None:
     if progress is None or isinstance(progress, bool):
         return progress
     raise TypeError(f"progress must be True, False or None (automatic); got {progress!r}. Pass e.g. progress=False.")
@@ -100,7 +101,7 @@ class show_progress:  # noqa: N801 - used like a function (as xarray's set_optio
     ...     pass  # long calls here print no progress line
     """
 
-    def __init__(self, enabled: bool):
+    def __init__(self, enabled: bool) -> None:
         if not isinstance(enabled, bool):
             raise TypeError(
                 f"show_progress takes True or False; got {enabled!r}. "
@@ -111,16 +112,16 @@ class show_progress:  # noqa: N801 - used like a function (as xarray's set_optio
     def __enter__(self) -> show_progress:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         _SWITCH.reset(self._token)
 
 
 class Quietly:
     """``fn`` called with progress lines hidden (picklable, so a Dask worker runs it the same way)."""
 
-    def __init__(self, fn):
+    def __init__(self, fn: Any) -> None:
         self.fn = fn
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with show_progress(False):
             return self.fn(*args, **kwargs)

@@ -59,7 +59,7 @@ __all__ = [
 _COMPILE_MODE: Any = os.environ.get("CALIBPROB_COMPILE_MODE", "FAST_COMPILE")
 
 
-def get_compile_mode():
+def get_compile_mode() -> Any:
     """The PyTensor mode used to compile graphs when ``compile_mode=None``.
 
     Returns
@@ -84,7 +84,7 @@ def get_compile_mode():
     return _COMPILE_MODE
 
 
-def set_compile_mode(mode) -> None:
+def set_compile_mode(mode: Any) -> None:
     """Set the process-wide PyTensor compile mode.
 
     Parameters
@@ -113,7 +113,7 @@ def set_compile_mode(mode) -> None:
     _COMPILE_MODE = mode
 
 
-def mode_key(mode) -> Hashable:
+def mode_key(mode: Any) -> Hashable:
     """A hashable stand-in for a compile mode in a cache key (a ``Mode`` object by identity)."""
     return mode if isinstance(mode, (str, type(None))) else id(mode)
 
@@ -151,7 +151,7 @@ class GraphCache:
     1
     """
 
-    def __init__(self, name: str):
+    def __init__(self, name: str) -> None:
         self.name = name
         self._entries: dict = {}
         self._lock = threading.RLock()  # a build may itself ask a cache for a graph
@@ -173,7 +173,7 @@ class GraphCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def __contains__(self, key) -> bool:
+    def __contains__(self, key: Any) -> bool:
         return key in self._entries
 
     def __repr__(self) -> str:
@@ -201,7 +201,7 @@ _AUTO_MEASURE_MIN_N = 1500  # below this, one thread (measured: no gain, stalls 
 _MEASURED: dict = {}
 
 
-def get_blas_threads():
+def get_blas_threads() -> Any:
     """BLAS thread policy during GP hyperparameter optimisation (see :func:`set_blas_threads`).
 
     Returns
@@ -226,7 +226,7 @@ def get_blas_threads():
     return _BLAS_THREADS
 
 
-def set_blas_threads(value) -> None:
+def set_blas_threads(value: Any) -> None:
     """BLAS threads used while optimising GP hyperparameters.
 
     Parameters
@@ -347,7 +347,7 @@ def blas_policy(n_rows: int) -> tuple[int | None, str]:
     return threads, f"measured: {threads} of {cores} cores faster for a 1500-row Cholesky"
 
 
-def limit_blas_threads(threads: int | None):
+def limit_blas_threads(threads: int | None) -> Any:
     """Context manager limiting BLAS to ``threads`` threads (``None``: leave the process setting).
 
     Examples
@@ -361,7 +361,7 @@ def limit_blas_threads(threads: int | None):
     return threadpool_limits(limits=int(threads), user_api="blas")
 
 
-def blas_limit(n_rows: int, info: dict | None = None):
+def blas_limit(n_rows: int, info: dict | None = None) -> Any:
     """Context manager applying :func:`blas_policy` for ``n_rows``; records the choice in ``info``."""
     threads, reason = blas_policy(n_rows)
     if info is not None:

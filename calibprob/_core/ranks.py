@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import math
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 from scipy import special
@@ -86,7 +87,7 @@ def _exact(c: float) -> Fraction:
     return exact_level(c)
 
 
-def exact_level(value, name: str = "level") -> Fraction:
+def exact_level(value: Any, name: str = "level") -> Fraction:
     r"""A level in (0, 1) as the exact fraction it stands for (``0.9`` -> 9/10, ``1/11`` -> 1/11).
 
     The float's simplest rational reading: the closest fraction with a denominator up to
@@ -118,7 +119,7 @@ _RULES = {
 }
 
 
-def least_n(level, *, rule: str = "upper") -> int:
+def least_n(level: Any, *, rule: str = "upper") -> int:
     r"""The least number of scores :math:`n` at which the finite-sample rank at ``level`` exists.
 
     The one home of this count. Every rule asks that an upper rank
@@ -170,7 +171,7 @@ def least_n(level, *, rule: str = "upper") -> int:
     return max(0 if q == 0 else math.ceil(1 / (1 - q)) - 1 for q in qs)
 
 
-def weighted_upper_rank(weights, level, test_weight: float = 1.0) -> int:
+def weighted_upper_rank(weights: Any, level: Any, test_weight: float = 1.0) -> int:
     r"""The 1-based rank of the weighted conformal quantile at ``level``; ``n + 1`` for :math:`+\infty`.
 
     The level-:math:`q` quantile of :math:`\sum_i p_i \delta_{R_{(i)}} + p_{n+1} \delta_{+\infty}`,
@@ -236,7 +237,7 @@ def min_conformal_points(confidence_level: float) -> int:
     return max(least_n(confidence_level), 1)
 
 
-def levels_in_range(levels, n: int) -> np.ndarray:
+def levels_in_range(levels: Any, n: int) -> np.ndarray:
     r"""Which levels lie in the calibration range :math:`[1/(n+1),\ n/(n+1)]`.
 
     Parameters
@@ -257,7 +258,7 @@ def levels_in_range(levels, n: int) -> np.ndarray:
     return np.array([n >= least_n(float(p), rule="quantile") for p in np.ravel(levels)], dtype=bool)
 
 
-def min_calibration_points(levels) -> int:
+def min_calibration_points(levels: Any) -> int:
     r"""Smallest number of calibration points whose range covers every level.
 
     .. math::

@@ -23,7 +23,7 @@ import numpy as np
 __all__ = ["pow2_scale", "stable_mean", "stable_rms"]
 
 
-def pow2_scale(a, axis: int | None = None, keepdims: bool = False) -> Any:
+def pow2_scale(a: Any, axis: int | None = None, keepdims: bool = False) -> Any:
     r"""The power of two :math:`2^e` with :math:`\max|a| \in [2^e, 2^{e+1})` along ``axis``.
 
     (Not the next power up: :math:`2^{1024}` itself would overflow for the largest doubles.)
@@ -56,7 +56,7 @@ def pow2_scale(a, axis: int | None = None, keepdims: bool = False) -> Any:
     return np.ldexp(1.0, e - 1)
 
 
-def stable_mean(a, axis: int | None = None) -> Any:
+def stable_mean(a: Any, axis: int | None = None) -> Any:
     r"""Mean :math:`2^e\,\overline{(a / 2^e)}`: no overflow in the sum where the mean is representable.
 
     Examples
@@ -72,7 +72,7 @@ def stable_mean(a, axis: int | None = None) -> Any:
     return out.reshape(()) if axis is None else np.squeeze(out, axis=axis)
 
 
-def stable_rms(a, axis: int | None = None) -> Any:
+def stable_rms(a: Any, axis: int | None = None) -> Any:
     r"""Root mean square :math:`2^e\sqrt{\overline{(a/2^e)^2}}`, neither squared overflow nor underflow.
 
     Examples

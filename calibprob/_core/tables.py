@@ -32,6 +32,8 @@ X has the fitted columns in another order (['b', 'a'
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.linalg import qr
 
@@ -53,7 +55,7 @@ __all__ = [
 ]
 
 
-def column_names(X) -> np.ndarray | None:
+def column_names(X: Any) -> np.ndarray | None:
     """The column names of a pandas DataFrame when they are all strings (an object array), else None.
 
     Non-string column labels (pandas' default ``RangeIndex`` of 0, 1, ...) carry no meaning
@@ -67,7 +69,7 @@ def column_names(X) -> np.ndarray | None:
     return np.asarray(names, dtype=object)
 
 
-def record_feature_names(estimator, X) -> None:
+def record_feature_names(estimator: Any, X: Any) -> None:
     """At fit: set ``estimator.feature_names_in_`` from a DataFrame's string columns (or remove it).
 
     Examples
@@ -99,7 +101,7 @@ def _difference(fitted: list, names: list) -> str:
     return "; ".join(parts)
 
 
-def check_feature_names(estimator, X, name: str = "X") -> None:
+def check_feature_names(estimator: Any, X: Any, name: str = "X") -> None:
     """At predict: a DataFrame must have the columns seen in fit, in the same order.
 
     Plain arrays are accepted as they are (their columns are taken in fit's
@@ -138,7 +140,7 @@ def check_width(X: np.ndarray, n_features: int, name: str = "X", *, fitted: str 
         )
 
 
-def record_table(estimator, X, name: str = "X", *, min_length: int = 1) -> np.ndarray:
+def record_table(estimator: Any, X: Any, name: str = "X", *, min_length: int = 1) -> np.ndarray:
     """At fit: ``X`` as a finite 2-D float array; records ``n_features_in_`` and the column names.
 
     Parameters
@@ -155,7 +157,7 @@ def record_table(estimator, X, name: str = "X", *, min_length: int = 1) -> np.nd
     return arr
 
 
-def check_table(estimator, X, name: str = "X", *, min_length: int = 1) -> np.ndarray:
+def check_table(estimator: Any, X: Any, name: str = "X", *, min_length: int = 1) -> np.ndarray:
     """At predict: ``X`` with the names and the width the estimator was fitted with.
 
     Names first (:func:`check_feature_names`: a reordered DataFrame has the right width), then
@@ -169,7 +171,7 @@ def check_table(estimator, X, name: str = "X", *, min_length: int = 1) -> np.nda
     return arr
 
 
-def check_fitted_X(estimator, X, name: str = "X") -> np.ndarray:
+def check_fitted_X(estimator: Any, X: Any, name: str = "X") -> np.ndarray:
     """``X`` at predict time: a finite 2-D float array with the columns the estimator was fitted on.
 
     Checks the column names a DataFrame was fitted with (:func:`check_feature_names`) and the
@@ -181,7 +183,7 @@ def check_fitted_X(estimator, X, name: str = "X") -> np.ndarray:
     return X
 
 
-def record_columns(owner, X) -> None:
+def record_columns(owner: Any, X: Any) -> None:
     """At fit of a wrapper (a model-aware calibrator): remember ``X``'s column names and width.
 
     The wrapper hands its estimator a plain array, which loses a DataFrame's names; so the
@@ -194,7 +196,7 @@ def record_columns(owner, X) -> None:
         owner.n_features_in_ = int(shape[1])
 
 
-def check_columns(owner, X, name: str = "X") -> None:
+def check_columns(owner: Any, X: Any, name: str = "X") -> None:
     """At predict of a wrapper: the names (for a DataFrame) and the width recorded by :func:`record_columns`."""
     check_feature_names(owner, X, name)
     n_features = getattr(owner, "n_features_in_", None)
@@ -261,7 +263,7 @@ def dependent_columns(A: np.ndarray, *, rtol: float = RANK_RTOL) -> np.ndarray:
     return np.asarray(dep, dtype=int)
 
 
-def adopt_columns(owner, estimator) -> bool:
+def adopt_columns(owner: Any, estimator: Any) -> bool:
     """A wrapper around a *prefit* estimator takes the columns that estimator was fitted on.
 
     The wrapper hands the estimator plain arrays, so a DataFrame given to the wrapper is checked

@@ -13,6 +13,7 @@ point uses must hold the same chains and draws (sizes and coordinate values), an
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -30,7 +31,7 @@ SAMPLING_FIX = (
 )
 
 
-def tree_groups(obj) -> dict[str, xr.Dataset] | None:
+def tree_groups(obj: Any) -> dict[str, xr.Dataset] | None:
     """``{group name: Dataset}`` of a DataTree or a legacy ``az.InferenceData``; else None."""
     if isinstance(obj, xr.DataTree):
         return {name: child.dataset for name, child in obj.children.items()}
@@ -104,7 +105,7 @@ def _sizes(da: xr.DataArray, dims: list) -> str:
 
 
 def check_tree(
-    tree,
+    tree: Any,
     uses: Iterable[str],
     *,
     var_name: str | None = None,

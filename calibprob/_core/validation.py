@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -36,18 +37,18 @@ __all__ = [
 ]
 
 
-def _short(value, limit: int = 60) -> str:
+def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_array(
-    value,
+    value: Any,
     name: str,
     *,
     ndim: int | tuple[int, ...] | None = None,
     finite: bool = True,
-    dtype=np.float64,
+    dtype: Any = np.float64,
     min_length: int = 1,
 ) -> np.ndarray:
     """Convert ``value`` to an array and check its dimensions and values.
@@ -106,7 +107,7 @@ def check_finite(arr: np.ndarray, name: str) -> np.ndarray:
     return arr
 
 
-def check_same_length(**arrays) -> int:
+def check_same_length(**arrays: Any) -> int:
     """Check that all arrays share the length of their first axis; return it."""
     lengths = {name: np.shape(a)[0] for name, a in arrays.items() if a is not None}
     if len(set(lengths.values())) > 1:
@@ -120,7 +121,9 @@ def check_same_length(**arrays) -> int:
 _SAMPLE_DIMS = SAMPLE_DIMS
 
 
-def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int, ...] | None = 1) -> np.ndarray:
+def check_targets(
+    y: Any, n: int, name: str = "y", *, obs: Any = None, ndim: int | tuple[int, ...] | None = 1
+) -> np.ndarray:
     """Observed targets as a finite float array with ``n`` entries along axis 0.
 
     The one place where every ``y`` argument (``evaluate``, each metric, the
@@ -218,7 +221,7 @@ def check_targets(y, n: int, name: str = "y", *, obs=None, ndim: int | tuple[int
     return arr
 
 
-def check_positive(arr, name: str, *, strict: bool = True) -> np.ndarray:
+def check_positive(arr: Any, name: str, *, strict: bool = True) -> np.ndarray:
     """Raise unless every entry is > 0 (or >= 0 when ``strict=False``)."""
     arr = np.asarray(arr, dtype=float)
     check_finite(arr, name)
@@ -234,7 +237,7 @@ def check_positive(arr, name: str, *, strict: bool = True) -> np.ndarray:
     return arr
 
 
-def check_probability(value, name: str) -> float:
+def check_probability(value: Any, name: str) -> float:
     """A scalar strictly inside (0, 1)."""
     try:
         p = float(value)
@@ -248,7 +251,7 @@ def check_probability(value, name: str) -> float:
     return p
 
 
-def check_levels(levels, name: str = "levels", *, increasing: bool = True) -> np.ndarray:
+def check_levels(levels: Any, name: str = "levels", *, increasing: bool = True) -> np.ndarray:
     """Quantile levels: 1-D, finite, strictly inside (0, 1), strictly increasing."""
     arr = np.atleast_1d(np.asarray(levels, dtype=float))
     if arr.ndim != 1 or arr.size == 0:
@@ -269,7 +272,7 @@ def check_levels(levels, name: str = "levels", *, increasing: bool = True) -> np
     return arr
 
 
-def check_confidence_levels(values, name: str = "confidence_level") -> np.ndarray:
+def check_confidence_levels(values: Any, name: str = "confidence_level") -> np.ndarray:
     """One or several confidence levels in (0, 1), returned as a 1-D array."""
     arr = np.atleast_1d(np.asarray(values, dtype=float))
     if arr.ndim != 1 or arr.size == 0:
@@ -279,7 +282,7 @@ def check_confidence_levels(values, name: str = "confidence_level") -> np.ndarra
     return arr
 
 
-def check_choice(value, name: str, choices: Iterable[str]) -> str:
+def check_choice(value: Any, name: str, choices: Iterable[str]) -> str:
     """A string among ``choices``; the message lists them."""
     choices = tuple(choices)
     if value not in choices:
@@ -287,7 +290,7 @@ def check_choice(value, name: str, choices: Iterable[str]) -> str:
     return value
 
 
-def check_int(value, name: str, *, minimum: int | None = None) -> int:
+def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
     """An integer, optionally at least ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an integer; got {_short(value)}.")
@@ -302,7 +305,7 @@ def check_int(value, name: str, *, minimum: int | None = None) -> int:
 GROUP_COORD = "group"
 
 
-def _groups_from_name(name_value: str, pred, name: str):
+def _groups_from_name(name_value: str, pred: Any, name: str) -> Any:
     if pred is None or not hasattr(pred, "coords"):
         raise TypeError(
             f"{name}={name_value!r} names a coordinate, but no predictive Dataset was given to read it from. "
@@ -323,7 +326,7 @@ def _groups_from_name(name_value: str, pred, name: str):
     return coord.values
 
 
-def check_groups(groups, n: int, *, pred=None, name: str = "groups") -> np.ndarray | None:
+def check_groups(groups: Any, n: int, *, pred: Any = None, name: str = "groups") -> np.ndarray | None:
     """One group label per observation, as a 1-D array (or ``None`` when no groups are given).
 
     The one place where every ``groups=`` argument (Mondrian calibrators, conformal Bayes,
@@ -398,7 +401,7 @@ def check_groups(groups, n: int, *, pred=None, name: str = "groups") -> np.ndarr
     return read_labels(values, name)
 
 
-def check_prediction(value, n: int, name: str, *, source: str = "the base's predict") -> np.ndarray:
+def check_prediction(value: Any, n: int, name: str, *, source: str = "the base's predict") -> np.ndarray:
     """One finite value per input row from a user's (or a base's) prediction, else a clear refusal.
 
     A prediction is trusted nowhere else: a scalar would broadcast to one interval for all
@@ -456,7 +459,7 @@ def check_prediction(value, n: int, name: str, *, source: str = "the base's pred
     return arr
 
 
-def check_tau(tau, n: int, name: str = "tau") -> np.ndarray:
+def check_tau(tau: Any, n: int, name: str = "tau") -> np.ndarray:
     """A tie-breaking variable: one value in [0, 1], or ``n`` of them (one per test point).
 
     Outside [0, 1] a smoothed conformal CDF leaves [0, 1] (``tau = 1.2`` gave 1.0095), so it is
@@ -482,7 +485,7 @@ def check_tau(tau, n: int, name: str = "tau") -> np.ndarray:
     return arr
 
 
-def describe_unreadable_path(path, what: str = "file") -> str | None:
+def describe_unreadable_path(path: Any, what: str = "file") -> str | None:
     """Why ``path`` is not a readable regular file, in words that say what to do; ``None`` if it is one.
 
     Four cases that ``os.path.isfile`` lumps together as "does not exist": a directory, a

@@ -25,6 +25,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from calibprob.compare import load_spec
 from calibprob.compare.tasks import run_task
@@ -48,7 +49,7 @@ def warm(spec_path: str | Path) -> float:
     return time.perf_counter() - t0
 
 
-def main(argv=None) -> int:
+def main(argv: Any = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv) or ["models/quickstart.toml"]
     for path in args:
         if not Path(path).is_file():

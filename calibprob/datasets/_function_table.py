@@ -7,16 +7,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 # ----------------------------------------------------------------- definitions
-def _branin(X):
+def _branin(X: np.ndarray) -> np.ndarray:
     x1, x2 = X[:, 0], X[:, 1]
     b, c, r, s, t = 5.1 / (4 * np.pi**2), 5 / np.pi, 6.0, 10.0, 1 / (8 * np.pi)
     return (x2 - b * x1**2 + c * x1 - r) ** 2 + s * (1 - t) * np.cos(x1) + s
 
 
-def _goldstein_price(X):
+def _goldstein_price(X: np.ndarray) -> np.ndarray:
     x1, x2 = X[:, 0], X[:, 1]
     a = 1 + (x1 + x2 + 1) ** 2 * (19 - 14 * x1 + 3 * x1**2 - 14 * x2 + 6 * x1 * x2 + 3 * x2**2)
     b = 30 + (2 * x1 - 3 * x2) ** 2 * (18 - 32 * x1 + 12 * x1**2 + 48 * x2 - 36 * x1 * x2 + 27 * x2**2)
@@ -43,32 +44,32 @@ _HART_P = 1e-4 * np.array(
 )
 
 
-def _hartmann_sum(X):
+def _hartmann_sum(X: np.ndarray) -> np.ndarray:
     d = X.shape[1]
     A, P = _HART_A[:, :d], _HART_P[:, :d]
     sq = (X[:, None, :] - P[None, :, :]) ** 2  # (n, 4, d)
     return np.exp(-(sq * A[None]).sum(axis=2)) @ _HART_ALPHA
 
 
-def _hartmann4(X):
+def _hartmann4(X: np.ndarray) -> np.ndarray:
     return (1.1 - _hartmann_sum(X)) / 0.839
 
 
-def _hartmann6(X):
+def _hartmann6(X: np.ndarray) -> np.ndarray:
     return -_hartmann_sum(X)
 
 
-def _park(X):
+def _park(X: np.ndarray) -> np.ndarray:
     x1, x2, x3, x4 = X.T
     return 2.0 / 3.0 * np.exp(x1 + x2) - x4 * np.sin(x3) + x3
 
 
-def _forrester(X):
+def _forrester(X: np.ndarray) -> np.ndarray:
     x = X[:, 0]
     return (6 * x - 2) ** 2 * np.sin(12 * x - 4)
 
 
-def _ackley(X, a=20.0, b=0.2, c=2 * np.pi):
+def _ackley(X: np.ndarray, a: float = 20.0, b: float = 0.2, c: float = 2 * np.pi) -> np.ndarray:
     d = X.shape[1]
     r = np.sqrt((X**2).sum(axis=1) / d)
     # Same value as -a e^{-b r} - e^{mean cos(c x)} + a + e, written with expm1 and
@@ -77,47 +78,47 @@ def _ackley(X, a=20.0, b=0.2, c=2 * np.pi):
     return -a * np.expm1(-b * r) - np.e * np.expm1(-m)
 
 
-def _alpine(X):
+def _alpine(X: np.ndarray) -> np.ndarray:
     return np.abs(X * np.sin(X) + 0.1 * X).sum(axis=1)
 
 
-def _six_hump_camel(X):
+def _six_hump_camel(X: np.ndarray) -> np.ndarray:
     x1, x2 = X[:, 0], X[:, 1]
     return (4 - 2.1 * x1**2 + x1**4 / 3) * x1**2 + x1 * x2 + (-4 + 4 * x2**2) * x2**2
 
 
-def _cosines(X):
+def _cosines(X: np.ndarray) -> np.ndarray:
     u = 1.6 * X - 0.5
     return (u**2 - 0.3 * np.cos(3 * np.pi * u)).sum(axis=1) - 1.0
 
 
-def _beale(X):
+def _beale(X: np.ndarray) -> np.ndarray:
     x1, x2 = X[:, 0], X[:, 1]
     return (1.5 - x1 + x1 * x2) ** 2 + (2.25 - x1 + x1 * x2**2) ** 2 + (2.625 - x1 + x1 * x2**3) ** 2
 
 
-def _mccormick(X):
+def _mccormick(X: np.ndarray) -> np.ndarray:
     x1, x2 = X[:, 0], X[:, 1]
     return np.sin(x1 + x2) + (x1 - x2) ** 2 - 1.5 * x1 + 2.5 * x2 + 1
 
 
-def _powers(X):
+def _powers(X: np.ndarray) -> np.ndarray:
     exps = np.arange(2, X.shape[1] + 2)
     return (np.abs(X) ** exps).sum(axis=1)
 
 
-def _cross_in_tray(X):
+def _cross_in_tray(X: np.ndarray) -> np.ndarray:
     x1, x2 = X[:, 0], X[:, 1]
     inner = np.abs(np.sin(x1) * np.sin(x2) * np.exp(np.abs(100 - np.sqrt(x1**2 + x2**2) / np.pi)))
     return -1e-4 * (inner + 1) ** 0.1
 
 
-def _dropwave(X):
+def _dropwave(X: np.ndarray) -> np.ndarray:
     r2 = X[:, 0] ** 2 + X[:, 1] ** 2
     return -(1 + np.cos(12 * np.sqrt(r2))) / (0.5 * r2 + 2)
 
 
-def _rosenbrock(X):
+def _rosenbrock(X: np.ndarray) -> np.ndarray:
     return (100 * (X[:, 1:] - X[:, :-1] ** 2) ** 2 + (X[:, :-1] - 1) ** 2).sum(axis=1)
 
 
@@ -138,7 +139,7 @@ class _Definition:
     min_dim: int = 1
 
 
-def _const(points):
+def _const(points: ArrayLike) -> Callable[[int], np.ndarray]:
     arr = np.atleast_2d(np.asarray(points, dtype=float))
     return lambda d: arr
 

@@ -75,10 +75,12 @@ import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.validation import check_choice, check_int
 from calibprob.datasets._function_table import _SFU, _SPECS
@@ -148,7 +150,7 @@ class TestFunction:
     formula: str = field(default="", repr=False)
     reference: str = field(default="", repr=False)
 
-    def __call__(self, X) -> np.ndarray | float:
+    def __call__(self, X: ArrayLike) -> np.ndarray | float:
         X = np.asarray(X, dtype=float)
         single = X.ndim == 1
         if single:
@@ -206,7 +208,7 @@ def available_functions() -> tuple[str, ...]:
     return tuple(sorted({n for s in _SPECS.values() for n in (s.name, *s.aliases)}))
 
 
-def list_functions():
+def list_functions() -> pd.DataFrame:
     """A table of the test functions.
 
     Returns
@@ -318,7 +320,7 @@ def get_function(name: str, dim: int | None = None) -> TestFunction:
     )
 
 
-def _as_function(fn, dim=None) -> TestFunction:
+def _as_function(fn: Any, dim: int | None = None) -> TestFunction:
     if isinstance(fn, TestFunction):
         if dim is not None and dim != fn.dim:
             raise ValueError(f"dim must be None or {fn.dim} for this TestFunction; got {dim}.")
@@ -326,7 +328,7 @@ def _as_function(fn, dim=None) -> TestFunction:
     return get_function(fn, dim)
 
 
-def sample_design(fn, n: int, *, seed, method: str = "uniform", dim: int | None = None) -> np.ndarray:
+def sample_design(fn: Any, n: int, *, seed: Any, method: str = "uniform", dim: int | None = None) -> np.ndarray:
     """Sample n input points in the box domain of a test function.
 
     Parameters
@@ -387,11 +389,11 @@ def sample_design(fn, n: int, *, seed, method: str = "uniform", dim: int | None 
 
 
 def make_synthetic(
-    fn_name,
+    fn_name: Any,
     n: int,
     *,
     noise: float = 0.0,
-    seed,
+    seed: Any,
     dim: int | None = None,
     design: str = "uniform",
 ) -> xr.Dataset:

@@ -15,8 +15,10 @@ The bundled CSV files and where each copy comes from are described in
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -216,7 +218,7 @@ def available_datasets() -> tuple[str, ...]:
     return tuple(sorted([*_BUNDLED, *_ALIASES]))
 
 
-def _resolve(name) -> _Bundled:
+def _resolve(name: Any) -> _Bundled:
     key = name.strip().lower() if isinstance(name, str) else name
     key = _ALIASES.get(key, key)
     if key not in _BUNDLED:
@@ -348,7 +350,7 @@ def load_csv(
     name: str | None = None,
     dropna: bool = False,
     subsample: int | None = None,
-    seed=None,
+    seed: int | None = None,
     groups: str | None = None,
 ) -> xr.Dataset:
     r"""Load any CSV file (header row, numeric columns) in the layout of :func:`load_dataset`.
@@ -449,7 +451,16 @@ def load_csv(
     return ds if labels is None else _with_groups(ds, labels, groups)
 
 
-def _csv_rows(path: str, target: str, features, exclude, dropna: bool, subsample, seed, groups):
+def _csv_rows(
+    path: str,
+    target: str,
+    features: Sequence[str] | None,
+    exclude: Sequence[str] | None,
+    dropna: bool,
+    subsample: int | None,
+    seed: int | None,
+    groups: Any,
+) -> tuple[pd.DataFrame, Any, Any, int]:
     """The rows :func:`load_csv` keeps, in its order: ``(frame of used columns + target, group labels, used, dropped)``.
 
     The frame keeps the file's row labels (the caller renumbers); the labels are the group column's raw
@@ -485,7 +496,7 @@ def csv_frame(
     exclude: list[str] | None = None,
     dropna: bool = False,
     subsample: int | None = None,
-    seed=None,
+    seed: int | None = None,
     groups: str | None = None,
 ) -> pd.DataFrame:
     """The feature columns of a CSV as the file has them (text kept, nothing encoded), in :func:`load_csv`'s rows.
@@ -519,7 +530,7 @@ def dataset_frame(name: str) -> pd.DataFrame:
     return frame.drop(columns=frame.columns[-1])
 
 
-def _group_labels(frame: pd.DataFrame, groups: str | None, target: str, where: str):
+def _group_labels(frame: pd.DataFrame, groups: str | None, target: str, where: str) -> pd.Series | None:
     """The raw values of the ``groups`` column (before any one-hot encoding), or None."""
     if groups is None:
         return None
@@ -534,7 +545,7 @@ def _group_labels(frame: pd.DataFrame, groups: str | None, target: str, where: s
     return frame[frame.columns[columns.index(groups)]]
 
 
-def _missing_groups(labels: pd.Series, dropna: bool, column, base: str) -> np.ndarray:
+def _missing_groups(labels: pd.Series, dropna: bool, column: str, base: str) -> np.ndarray:
     """Rows whose group cell is missing (empty, whitespace, NA): dropped under ``dropna``, else refused.
 
     A missing group must not become a group of its own (pandas reads an empty cell as NaN, whose
@@ -551,7 +562,7 @@ def _missing_groups(labels: pd.Series, dropna: bool, column, base: str) -> np.nd
     return gone
 
 
-def _with_groups(ds: xr.Dataset, labels, column: str | None) -> xr.Dataset:
+def _with_groups(ds: xr.Dataset, labels: Any, column: str | None) -> xr.Dataset:
     """``ds`` with the ``group`` coordinate along ``obs`` (the column's raw labels, e.g. text)."""
     values = read_labels(labels.reset_index(drop=True), "groups", from_file=True)
     out = ds.assign_coords(group=("obs", values))
@@ -559,7 +570,9 @@ def _with_groups(ds: xr.Dataset, labels, column: str | None) -> xr.Dataset:
     return out
 
 
-def _csv_features(columns: list[str], target, features, exclude, base: str) -> list[str]:
+def _csv_features(
+    columns: list[str], target: Any, features: Sequence[str] | None, exclude: Sequence[str] | None, base: str
+) -> list[str]:
     """The feature columns of a CSV: ``features`` as given, or every column but the target and ``exclude``."""
     if not isinstance(target, str) or target not in columns:
         raise ValueError(
@@ -584,7 +597,7 @@ def _csv_features(columns: list[str], target, features, exclude, base: str) -> l
     return [c for c in columns if c != target and c not in dropped]
 
 
-def _subsample_rows(frame: pd.DataFrame, subsample, seed) -> pd.DataFrame:
+def _subsample_rows(frame: pd.DataFrame, subsample: int | None, seed: int | None) -> pd.DataFrame:
     """``subsample`` rows drawn without replacement with ``seed``, kept in file order (all when fewer)."""
     if subsample is None:
         return frame

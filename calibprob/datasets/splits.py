@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.alignment import align_by_label
 from calibprob._core.estimator import BaseEstimator, check_is_fitted
@@ -25,7 +27,7 @@ __all__ = ["train_calibrate_test_split", "Standardizer"]
 _PART_NAMES = {2: ("train", "test"), 3: ("train", "calibrate", "test")}
 
 
-def _check_fractions(fractions) -> np.ndarray:
+def _check_fractions(fractions: ArrayLike) -> np.ndarray:
     try:
         fr = np.asarray(fractions, dtype=float)
     except (TypeError, ValueError) as err:
@@ -60,7 +62,7 @@ def _allocate(n: int, fr: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _n_obs(data) -> int:
+def _n_obs(data: Any) -> int:
     if isinstance(data, (xr.Dataset, xr.DataArray)):
         if "obs" not in data.dims:
             raise ValueError(
@@ -86,7 +88,7 @@ def _n_obs(data) -> int:
     )
 
 
-def _take(data, idx: np.ndarray):
+def _take(data: Any, idx: np.ndarray) -> Any:
     if isinstance(data, (xr.Dataset, xr.DataArray)):
         return data.isel(obs=idx)
     if isinstance(data, np.ndarray):
@@ -95,7 +97,7 @@ def _take(data, idx: np.ndarray):
 
 
 def train_calibrate_test_split(
-    data, fractions: Sequence[float] = (0.6, 0.2, 0.2), *, seed, stratify=None, time=None
+    data: Any, fractions: Sequence[float] = (0.6, 0.2, 0.2), *, seed: int | None, stratify: Any = None, time: Any = None
 ) -> dict:
     """Split data at random into train / calibrate / test (or train / test) parts.
 
@@ -183,7 +185,7 @@ def train_calibrate_test_split(
     return {name: _take(data, np.sort(perm[bounds[k] : bounds[k + 1]])) for k, name in enumerate(names)}
 
 
-def _column(data, value, name: str, n: int) -> np.ndarray:
+def _column(data: Any, value: Any, name: str, n: int) -> np.ndarray:
     """``value`` as one entry per observation: an array, or a coordinate / variable of a Dataset."""
     if isinstance(value, str):
         if not isinstance(data, xr.Dataset) or value not in data.variables:
@@ -208,7 +210,7 @@ def _column(data, value, name: str, n: int) -> np.ndarray:
     return out
 
 
-def _stratified(data, fr: np.ndarray, n: int, names: tuple, seed, stratify, time) -> dict:
+def _stratified(data: Any, fr: np.ndarray, n: int, names: tuple, seed: int | None, stratify: Any, time: Any) -> dict:
     """Each group split on its own (at random, or in ``time`` order); groups too small for a part warned."""
     labels = _column(data, stratify, "stratify", n)
     stamps = None if time is None else _column(data, time, "time", n)
@@ -312,12 +314,12 @@ class Standardizer(BaseEstimator):
     >>> scaled = {k: sc.transform(v) for k, v in parts.items()}
     """
 
-    def __init__(self, *, with_X: bool = True, with_y: bool = True):
+    def __init__(self, *, with_X: bool = True, with_y: bool = True) -> None:
         self.with_X = with_X
         self.with_y = with_y
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y=None) -> Standardizer:
+    def fit(self, X: Any, y: Any = None) -> Standardizer:
         """Learn means and scales from the training part.
 
         Parameters
@@ -348,7 +350,7 @@ class Standardizer(BaseEstimator):
         self.n_features_in_ = X_arr.shape[1]
         return self
 
-    def _unpack(self, X, y, *, fitted: bool):
+    def _unpack(self, X: Any, y: Any, *, fitted: bool) -> tuple[Any, Any]:
         if isinstance(X, xr.Dataset):
             if y is not None:
                 raise ValueError("y must be None when X is a Dataset (its 'y' variable is used); got an array.")
@@ -365,52 +367,52 @@ class Standardizer(BaseEstimator):
             self._check_width(X_arr)
         return X_arr, y_arr
 
-    def _check_width(self, X_arr):
+    def _check_width(self, X_arr: np.ndarray) -> None:
         check_is_fitted(self, "X_mean_", method="fit")
         if X_arr.shape[1] != self.n_features_in_:
             raise ValueError(f"X must have {self.n_features_in_} features (as in fit); got {X_arr.shape[1]}.")
 
     # ------------------------------------------------------------ features
-    def transform_X(self, X) -> np.ndarray:
+    def transform_X(self, X: ArrayLike) -> np.ndarray:
         """Standardised features, shape (n, d)."""
         X_arr = check_array(X, "X", ndim=2)
         self._check_width(X_arr)
         return (X_arr - self.X_mean_) / self.X_scale_
 
-    def inverse_transform_X(self, X) -> np.ndarray:
+    def inverse_transform_X(self, X: ArrayLike) -> np.ndarray:
         """Features back in the original units, shape (n, d)."""
         X_arr = check_array(X, "X", ndim=2)
         self._check_width(X_arr)
         return X_arr * self.X_scale_ + self.X_mean_
 
     # -------------------------------------------------------------- target
-    def transform_y(self, y) -> np.ndarray:
+    def transform_y(self, y: ArrayLike) -> np.ndarray:
         """Standardised target (any shape): :math:`(y - \\bar y)/s_y`."""
         check_is_fitted(self, "y_scale_", method="fit")
         return (np.asarray(y, dtype=float) - self.y_mean_) / self.y_scale_
 
-    def inverse_transform_y(self, y) -> np.ndarray:
+    def inverse_transform_y(self, y: ArrayLike) -> np.ndarray:
         """Target (or quantiles, means) back in original units: :math:`\\tilde y s_y + \\bar y`."""
         check_is_fitted(self, "y_scale_", method="fit")
         return np.asarray(y, dtype=float) * self.y_scale_ + self.y_mean_
 
-    def transform_scale(self, sigma) -> np.ndarray:
+    def transform_scale(self, sigma: ArrayLike) -> np.ndarray:
         """A predictive scale (standard deviation, interval width) on the standardised scale: :math:`\\sigma/s_y`."""
         check_is_fitted(self, "y_scale_", method="fit")
         return np.asarray(sigma, dtype=float) / self.y_scale_
 
-    def inverse_transform_scale(self, sigma) -> np.ndarray:
+    def inverse_transform_scale(self, sigma: ArrayLike) -> np.ndarray:
         """A standardised predictive scale back in original units: :math:`\\tilde\\sigma s_y`."""
         check_is_fitted(self, "y_scale_", method="fit")
         return np.asarray(sigma, dtype=float) * self.y_scale_
 
-    def inverse_transform_nll(self, nll):
+    def inverse_transform_nll(self, nll: ArrayLike) -> Any:
         """An NLL computed on the standardised target, in original units: :math:`\\mathrm{NLL} + \\log s_y`."""
         check_is_fitted(self, "y_scale_", method="fit")
         return nll + np.log(self.y_scale_)
 
     # ------------------------------------------------------------- datasets
-    def transform(self, X, y=None):
+    def transform(self, X: Any, y: Any = None) -> Any:
         """Standardise a Dataset (``X`` and ``y``), or arrays.
 
         Parameters
@@ -427,11 +429,11 @@ class Standardizer(BaseEstimator):
         """
         return self._apply(X, y, inverse=False)
 
-    def inverse_transform(self, X, y=None):
+    def inverse_transform(self, X: Any, y: Any = None) -> Any:
         """Undo :meth:`transform` (same input and output types)."""
         return self._apply(X, y, inverse=True)
 
-    def _apply(self, X, y, *, inverse: bool):
+    def _apply(self, X: Any, y: Any, *, inverse: bool) -> Any:
         fx = self.inverse_transform_X if inverse else self.transform_X
         fy = self.inverse_transform_y if inverse else self.transform_y
         if isinstance(X, xr.Dataset):
@@ -491,7 +493,7 @@ class Standardizer(BaseEstimator):
         return out
 
 
-def _safe_scale(std, mean) -> np.ndarray:
+def _safe_scale(std: np.ndarray, mean: np.ndarray | float) -> np.ndarray:
     # a constant column would divide by zero (or by rounding noise of its mean):
     # centre it only, as scikit-learn does
     std = np.atleast_1d(np.asarray(std, dtype=float)).copy()

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
-def fraction_below(y, q) -> np.ndarray:
+def fraction_below(y: ArrayLike, q: ArrayLike) -> np.ndarray:
     r"""Observed fraction of values at or below each predicted quantile.
 
     .. math::
@@ -45,7 +46,7 @@ def fraction_below(y, q) -> np.ndarray:
     return np.mean(y[:, None] <= q, axis=0)
 
 
-def calibration_curve_from_pit(pit_values, levels) -> np.ndarray:
+def calibration_curve_from_pit(pit_values: ArrayLike, levels: ArrayLike) -> np.ndarray:
     r"""Observed fraction of PIT values at or below each level.
 
     .. math::
@@ -86,7 +87,7 @@ def calibration_curve_from_pit(pit_values, levels) -> np.ndarray:
     return np.mean(u[:, None] <= p[None, :], axis=0)
 
 
-def calibration_error(fraction, levels) -> float:
+def calibration_error(fraction: ArrayLike, levels: ArrayLike) -> float:
     r"""Expected calibration error: the *mean* squared gap of a calibration curve.
 
     .. math::
@@ -127,7 +128,7 @@ def calibration_error(fraction, levels) -> float:
     return float(np.mean(d * d))
 
 
-def interval_coverage(y, lower, upper) -> np.ndarray:
+def interval_coverage(y: ArrayLike, lower: ArrayLike, upper: ArrayLike) -> np.ndarray:
     r"""Empirical coverage of intervals: :math:`\frac1n\sum_i \mathbb 1\{l_{ik} \le y_i \le u_{ik}\}`.
 
     Parameters
@@ -159,7 +160,7 @@ def interval_coverage(y, lower, upper) -> np.ndarray:
     return np.mean((lower <= yy) & (yy <= upper), axis=0)
 
 
-def mean_interval_width(lower, upper) -> np.ndarray:
+def mean_interval_width(lower: ArrayLike, upper: ArrayLike) -> np.ndarray:
     r"""Mean interval length :math:`\frac1n\sum_i (u_{ik} - l_{ik})`; shape () or (k,).
 
     Parameters
@@ -189,7 +190,7 @@ def mean_interval_width(lower, upper) -> np.ndarray:
     return np.mean(np.asarray(upper, float) - np.asarray(lower, float), axis=0)
 
 
-def integrated_absolute_error(coverage_values, confidence_levels) -> float:
+def integrated_absolute_error(coverage_values: ArrayLike, confidence_levels: ArrayLike) -> float:
     r"""Integrated absolute error (IAE, miscalibration area) of a coverage curve.
 
     Pion & Vazquez 2024 (after Marrel & Iooss 2024) define
@@ -233,7 +234,7 @@ def integrated_absolute_error(coverage_values, confidence_levels) -> float:
     return float(np.mean(np.abs(d)))
 
 
-def ueb_violation_rate(y, lower, upper) -> float:
+def ueb_violation_rate(y: ArrayLike, lower: ArrayLike, upper: ArrayLike) -> float:
     r"""Rate of uniform-error-bound violation: :math:`\frac1n\sum_i \mathbb 1\{y_i\notin[l_i,u_i]\}`.
 
     (Capone et al. 2023, appendix Table 2, with :math:`[l_i, u_i]` the "100%"

@@ -45,6 +45,7 @@ import warnings
 from fractions import Fraction
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from calibprob._core.validation import check_groups
 
@@ -68,7 +69,7 @@ HSIC_MAX_N = 2000
 WSC_MAX_N = 1000
 
 
-def _as_2d(values, name: str) -> np.ndarray:
+def _as_2d(values: ArrayLike, name: str) -> np.ndarray:
     """``values`` as an (n, k) array: a 1-D input is one level."""
     arr = np.asarray(values)
     if arr.ndim == 1:
@@ -78,7 +79,7 @@ def _as_2d(values, name: str) -> np.ndarray:
     return arr
 
 
-def coverage_indicators(y, lower, upper) -> tuple[np.ndarray, np.ndarray]:
+def coverage_indicators(y: ArrayLike, lower: ArrayLike, upper: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     r"""Per-observation coverage indicators and widths of central intervals.
 
     .. math::
@@ -119,7 +120,7 @@ def coverage_indicators(y, lower, upper) -> tuple[np.ndarray, np.ndarray]:
     return covered, widths
 
 
-def coverage_by_group(covered, widths, groups) -> dict:
+def coverage_by_group(covered: ArrayLike, widths: ArrayLike, groups: ArrayLike) -> dict:
     r"""Coverage and width per group, with the coverage's standard error and the count.
 
     For group :math:`g` with :math:`n_g` points and level :math:`k`:
@@ -188,7 +189,7 @@ def coverage_by_group(covered, widths, groups) -> dict:
     return {"labels": labels, "count": count, "coverage": coverage, "se": se, "width": width, "infinite": infinite}
 
 
-def worst_group(coverage, count) -> tuple[np.ndarray, np.ndarray]:
+def worst_group(coverage: ArrayLike, count: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     r"""The group of lowest coverage at each level: :math:`g^*_k = \arg\min_g \hat c_{gk}`.
 
     Ties go to the larger group (its shortfall is the better measured one),
@@ -227,7 +228,9 @@ def worst_group(coverage, count) -> tuple[np.ndarray, np.ndarray]:
     return idx, cov[idx, np.arange(cov.shape[1])]
 
 
-def coverage_gap(covered, groups, confidence_levels, *, weighted: bool = False) -> np.ndarray:
+def coverage_gap(
+    covered: ArrayLike, groups: ArrayLike, confidence_levels: ArrayLike, *, weighted: bool = False
+) -> np.ndarray:
     r"""Coverage gap across groups (Ding et al. 2023), one value per level.
 
     .. math::
@@ -273,7 +276,7 @@ def coverage_gap(covered, groups, confidence_levels, *, weighted: bool = False) 
     return np.mean(gaps, axis=0)
 
 
-def size_stratified_coverage(covered, widths, num_bins: int = 3) -> np.ndarray:
+def size_stratified_coverage(covered: ArrayLike, widths: ArrayLike, num_bins: int = 3) -> np.ndarray:
     r"""Coverage within bins of interval width (size-stratified coverage, SSC).
 
     At each level the points are sorted by width (``np.argsort``, as MAPIE's
@@ -382,15 +385,15 @@ def _directions(n_directions: int, d: int, rng: np.random.Generator) -> np.ndarr
 
 
 def worst_slab_coverage(
-    X,
-    covered,
+    X: ArrayLike,
+    covered: ArrayLike,
     *,
     delta: float = 0.1,
     n_directions: int = 1000,
     find_fraction: float | None = 0.25,
     seed: int = 0,
     max_n: int = WSC_MAX_N,
-    directions=None,
+    directions: ArrayLike | None = None,
 ) -> np.ndarray:
     r"""Worst-slab coverage (Cauchois, Gupta & Duchi 2021), one value per level.
 
@@ -499,7 +502,7 @@ def worst_slab_coverage(
     return out
 
 
-def _check_slab_X(X, n: int) -> np.ndarray:
+def _check_slab_X(X: ArrayLike, n: int) -> np.ndarray:
     arr = np.asarray(X, dtype=float) if not hasattr(X, "values") else np.asarray(X.values, dtype=float)
     if arr.ndim != 2:
         raise ValueError(
@@ -520,13 +523,13 @@ def _check_slab_X(X, n: int) -> np.ndarray:
     return arr
 
 
-def _check_delta(delta) -> float:
+def _check_delta(delta: object) -> float:
     if isinstance(delta, bool) or not isinstance(delta, int | float | np.floating) or not 0 < float(delta) <= 1:
         raise ValueError(f"delta must be a slab mass in (0, 1]; got {delta!r}. MAPIE's default is 0.1.")
     return float(delta)
 
 
-def _check_directions(directions, Xs: np.ndarray) -> np.ndarray:
+def _check_directions(directions: ArrayLike, Xs: np.ndarray) -> np.ndarray:
     V = np.atleast_2d(np.asarray(directions, dtype=float))
     if V.ndim != 2 or V.shape[1] != Xs.shape[1]:
         raise ValueError(
@@ -539,7 +542,14 @@ def _check_directions(directions, Xs: np.ndarray) -> np.ndarray:
     return V / norms
 
 
-def hsic(covered, widths, *, kernel_sizes=(1.0, 1.0), max_n: int = HSIC_MAX_N, seed: int = 0) -> np.ndarray:
+def hsic(
+    covered: ArrayLike,
+    widths: ArrayLike,
+    *,
+    kernel_sizes: tuple[float, ...] = (1.0, 1.0),
+    max_n: int = HSIC_MAX_N,
+    seed: int = 0,
+) -> np.ndarray:
     r"""Hilbert-Schmidt independence criterion between coverage and width, one value per level.
 
     With Gaussian kernels in MAPIE's convention (the squared distance divided

@@ -297,7 +297,7 @@ class _Totals:
     (tested bit for bit with chunk sizes that do not divide n).
     """
 
-    def __init__(self, n: int, plan: _Plan):
+    def __init__(self, n: int, plan: _Plan) -> None:
         self.below = np.zeros(plan.p.size, dtype=np.int64)
         self.iae_hits = np.zeros(plan.c_iae.size, dtype=np.int64)
         self.cov_hits = np.zeros(plan.c.size, dtype=np.int64)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from calibprob._core.validation import check_finite
 
 
-def best_so_far(values, *, axis: int = -1, minimize: bool = True) -> np.ndarray:
+def best_so_far(values: ArrayLike, *, axis: int = -1, minimize: bool = True) -> np.ndarray:
     r"""Best objective value found up to each step: :math:`b_t = \min_{s \le t} f(x_s)`.
 
     Parameters
@@ -38,7 +39,7 @@ def best_so_far(values, *, axis: int = -1, minimize: bool = True) -> np.ndarray:
     return op.accumulate(values, axis=axis)
 
 
-def simple_regret(values, optimum: float, *, axis: int = -1, minimize: bool = True) -> np.ndarray:
+def simple_regret(values: ArrayLike, optimum: float, *, axis: int = -1, minimize: bool = True) -> np.ndarray:
     r"""Simple regret after each step: :math:`r_t = \min_{s\le t} f(x_s) - f^*` (minimisation).
 
     For maximisation :math:`r_t = f^* - \max_{s\le t} f(x_s)`. The last entry is
@@ -76,7 +77,7 @@ def simple_regret(values, optimum: float, *, axis: int = -1, minimize: bool = Tr
     return b - optimum if minimize else optimum - b
 
 
-def cumulative_regret(values, optimum: float, *, axis: int = -1, minimize: bool = True) -> np.ndarray:
+def cumulative_regret(values: ArrayLike, optimum: float, *, axis: int = -1, minimize: bool = True) -> np.ndarray:
     r"""Cumulative regret :math:`R_t = \sum_{s \le t} (f(x_s) - f^*)` (minimisation).
 
     For maximisation the instantaneous regret is :math:`f^* - f(x_s)`.
@@ -112,7 +113,7 @@ def cumulative_regret(values, optimum: float, *, axis: int = -1, minimize: bool 
 
 
 def normalized_auc(
-    curve, *, lower: float | None = None, upper: float | None = None, axis: int = -1
+    curve: ArrayLike, *, lower: float | None = None, upper: float | None = None, axis: int = -1
 ) -> np.ndarray | float:
     r"""Normalised area under optimisation curves (Deshpande et al. 2024, Table 1 and §A.1).
 

@@ -6,8 +6,11 @@ rows ``sl`` of one block so that memory stays O(chunk x L).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob import transforms
 from calibprob._core.validation import check_choice, check_finite, check_targets
@@ -17,7 +20,7 @@ from calibprob.predictive._families import Family, QuantileFamily, TransformedFa
 from calibprob.predictive._reach import beyond_reach
 
 
-def _check_pred(pred) -> xr.Dataset:
+def _check_pred(pred: object) -> xr.Dataset:
     if not isinstance(pred, xr.Dataset):
         raise TypeError(
             f"pred must be a predictive xarray.Dataset; got {type(pred).__name__}. "
@@ -26,7 +29,7 @@ def _check_pred(pred) -> xr.Dataset:
     return pred
 
 
-def _check_y(pred: xr.Dataset, y, name: str = "y") -> np.ndarray:
+def _check_y(pred: xr.Dataset, y: ArrayLike, name: str = "y") -> np.ndarray:
     """Observed values as a finite 1-D float array with one entry per obs of ``pred``.
 
     NumPy, or a 1-D DataArray with any dim name aligned by position
@@ -44,7 +47,7 @@ def _ppf_rows(fam: Family, p: np.ndarray, sl: slice, *, stated: bool = True) -> 
     return fam.ppf(p, sl) if stated else fam.law_ppf(p, sl)
 
 
-def _ppf(pred: xr.Dataset, p, *, stated: bool = True) -> np.ndarray:
+def _ppf(pred: xr.Dataset, p: ArrayLike, *, stated: bool = True) -> np.ndarray:
     """Quantiles at probabilities ``p`` (1-D, inside (0, 1)) as an (n, P) ndarray (``stated``: see :func:`_ppf_rows`)."""
     p = np.asarray(p, float)
     fam = pred.calib.family
@@ -66,7 +69,7 @@ def _logpdf(pred: xr.Dataset, y: np.ndarray) -> np.ndarray:
     return out
 
 
-def _moments_rows(pred: xr.Dataset, fam: Family, sl: slice):
+def _moments_rows(pred: xr.Dataset, fam: Family, sl: slice) -> tuple[np.ndarray, np.ndarray]:
     """Mean and std of the rows ``sl``: stored when present, else exact from the family."""
     if "mean" in pred and "std" in pred:
         return np.asarray(pred["mean"].values[sl], float), np.asarray(pred["std"].values[sl], float)
@@ -104,7 +107,7 @@ def _point(pred: xr.Dataset, point: str) -> np.ndarray:
     return _ppf(pred, [0.5])[:, 0]
 
 
-def _crps_rows(fam: QuantileFamily, y, sl, chunk):
+def _crps_rows(fam: QuantileFamily, y: np.ndarray, sl: slice, chunk: int) -> np.ndarray:
     """Exact CRPS of the rows ``sl`` (quantile family; a back-transformed law by its own closed form)."""
     (q,) = fam.arrays(sl)
     if not isinstance(fam, TransformedFamily):
@@ -117,7 +120,7 @@ def _crps_rows(fam: QuantileFamily, y, sl, chunk):
     return out
 
 
-def _ueb_bounds(pred: xr.Dataset):
+def _ueb_bounds(pred: xr.Dataset) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """The widest interval the prediction states, ``[Q(p_min), Q(p_max)]``, and its levels as attrs."""
     q, lv = pred.calib.quantiles, pred.calib.levels
     reach = pred.calib.family.reach
@@ -136,7 +139,7 @@ def _scalar(value: float, name: str, attrs: dict) -> xr.DataArray:
     return xr.DataArray(float(value), name=name, attrs=attrs)
 
 
-def _check_unit_grid(levels, name: str) -> np.ndarray:
+def _check_unit_grid(levels: ArrayLike, name: str) -> np.ndarray:
     arr = np.atleast_1d(np.asarray(levels, dtype=float))
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D sequence; got shape {arr.shape}.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.validation import check_confidence_levels
 from calibprob.metrics._attrs import _ATTRS
@@ -27,7 +28,7 @@ from calibprob.metrics._reading import (
 )
 
 
-def pit(pred: xr.Dataset, y) -> xr.DataArray:
+def pit(pred: xr.Dataset, y: ArrayLike) -> xr.DataArray:
     r"""Probability integral transform values :math:`u_i = F_i(y_i)`, dims ``(obs,)``.
 
     Uniform on (0, 1) for calibrated predictions (Kuleshov et al. 2018).
@@ -66,7 +67,9 @@ def pit(pred: xr.Dataset, y) -> xr.DataArray:
     return out
 
 
-def calibration_curve(pred: xr.Dataset, y, levels=None, *, dim: str = "ece_level") -> xr.DataArray:
+def calibration_curve(
+    pred: xr.Dataset, y: ArrayLike, levels: ArrayLike | None = None, *, dim: str = "ece_level"
+) -> xr.DataArray:
     r"""Observed fraction of values at or below the predicted quantile of each level.
 
     .. math::
@@ -126,7 +129,7 @@ def calibration_curve(pred: xr.Dataset, y, levels=None, *, dim: str = "ece_level
     )
 
 
-def ece(pred: xr.Dataset, y, *, n_ece_levels: int = 21) -> xr.DataArray:
+def ece(pred: xr.Dataset, y: ArrayLike, *, n_ece_levels: int = 21) -> xr.DataArray:
     r"""Expected calibration error over ``n_ece_levels`` evenly spaced levels.
 
     .. math::
@@ -174,7 +177,11 @@ def ece(pred: xr.Dataset, y, *, n_ece_levels: int = 21) -> xr.DataArray:
 
 
 def coverage(
-    pred: xr.Dataset, y, confidence_level=DEFAULT_CONFIDENCE_LEVELS, *, dim: str = "confidence_level"
+    pred: xr.Dataset,
+    y: ArrayLike,
+    confidence_level: ArrayLike = DEFAULT_CONFIDENCE_LEVELS,
+    *,
+    dim: str = "confidence_level",
 ) -> xr.DataArray:
     r"""Empirical coverage of the central intervals at each confidence level.
 
@@ -221,7 +228,7 @@ def coverage(
 
 
 def width(
-    pred: xr.Dataset, confidence_level=DEFAULT_CONFIDENCE_LEVELS, *, dim: str = "confidence_level"
+    pred: xr.Dataset, confidence_level: ArrayLike = DEFAULT_CONFIDENCE_LEVELS, *, dim: str = "confidence_level"
 ) -> xr.DataArray:
     r"""Mean width of the central intervals: :math:`\frac1n\sum_i Q_i(\frac{1+c}2) - Q_i(\frac{1-c}2)`.
 
@@ -264,7 +271,7 @@ def width(
     return xr.DataArray(w, dims=(dim,), coords={dim: c}, name="width", attrs=dict(_ATTRS["width"]))
 
 
-def iae(pred: xr.Dataset, y) -> xr.DataArray:
+def iae(pred: xr.Dataset, y: ArrayLike) -> xr.DataArray:
     r"""Integrated absolute error (miscalibration area) of Pion & Vazquez 2024.
 
     .. math::
@@ -310,7 +317,7 @@ def iae(pred: xr.Dataset, y) -> xr.DataArray:
     return _scalar(integrated_absolute_error(cov.values, c), "iae", dict(_ATTRS["iae"]))
 
 
-def ueb_violation(pred: xr.Dataset, y) -> xr.DataArray:
+def ueb_violation(pred: xr.Dataset, y: ArrayLike) -> xr.DataArray:
     r"""Rate of uniform-error-bound violation (Capone et al. 2023, appendix Table 2).
 
     Capone et al. compare "100 percent credible intervals" (uniform error

@@ -6,8 +6,11 @@ The array functions (coverage by group, coverage gap, SSC, worst slab, HSIC) are
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.validation import check_int
 from calibprob.metrics._conditional import (
@@ -72,7 +75,7 @@ _DIAG_ATTRS = {
 }
 
 
-def _attrs(name: str, **extra) -> dict:
+def _attrs(name: str, **extra: Any) -> dict:
     long_name, definition, paper = _DIAG_ATTRS[name]
     out = {"long_name": long_name, "definition": definition}
     if paper:
@@ -80,7 +83,7 @@ def _attrs(name: str, **extra) -> dict:
     return out | extra
 
 
-def check_diagnostic_options(diagnostics) -> dict:
+def check_diagnostic_options(diagnostics: dict[str, Any] | None) -> dict:
     """The options of the conditional diagnostics, defaults filled in; unknown keys are refused."""
     if diagnostics is None:
         return dict(DIAGNOSTIC_OPTIONS)
@@ -102,12 +105,20 @@ def check_diagnostic_options(diagnostics) -> dict:
     return opts
 
 
-def check_slab_features(X, n: int) -> np.ndarray:
+def check_slab_features(X: ArrayLike, n: int) -> np.ndarray:
     """``X`` for worst-slab coverage: 2-D, one finite row per observation (DataFrame / DataArray accepted)."""
     return _check_slab_X(X, n)
 
 
-def diagnostics_dataset(covered, widths, levels, *, groups=None, X=None, options=None):
+def diagnostics_dataset(
+    covered: np.ndarray,
+    widths: np.ndarray,
+    levels: np.ndarray,
+    *,
+    groups: np.ndarray | None = None,
+    X: np.ndarray | None = None,
+    options: dict[str, Any] | None = None,
+) -> xr.Dataset:
     """The conditional-coverage diagnostics as Dataset variables over ``confidence_level`` (and ``group``).
 
     Parameters
@@ -167,7 +178,7 @@ def diagnostics_dataset(covered, widths, levels, *, groups=None, X=None, options
     return xr.Dataset(data, coords=coords)
 
 
-def _group_vars(covered, widths, levels, groups) -> dict:
+def _group_vars(covered: np.ndarray, widths: np.ndarray, levels: np.ndarray, groups: np.ndarray) -> dict:
     """The per-group variables, the worst group and the coverage gaps."""
     r = coverage_by_group(covered, widths, groups)
     gl = ("group", "confidence_level")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.validation import check_levels
 from calibprob.metrics._attrs import _ATTRS
@@ -12,7 +13,7 @@ from calibprob.metrics._reading import _check_pred, _check_y, _crps_rows, _logpd
 from calibprob.metrics._scores import crps_normal, mean_squared_error, pinball_loss
 
 
-def nll(pred: xr.Dataset, y) -> xr.DataArray:
+def nll(pred: xr.Dataset, y: ArrayLike) -> xr.DataArray:
     r"""Mean negative log predictive density :math:`-\frac1n\sum_i \log f_i(y_i)`.
 
     Exact for the normal family; for quantile predictions the density is the
@@ -47,7 +48,7 @@ def nll(pred: xr.Dataset, y) -> xr.DataArray:
     return _scalar(-np.mean(_logpdf(pred, yv)), "nll", dict(_ATTRS["nll"]))
 
 
-def crps(pred: xr.Dataset, y) -> xr.DataArray:
+def crps(pred: xr.Dataset, y: ArrayLike) -> xr.DataArray:
     r"""Mean continuous ranked probability score, exact (:func:`crps_normal`, :func:`crps_quantile`).
 
     .. math::
@@ -86,7 +87,7 @@ def crps(pred: xr.Dataset, y) -> xr.DataArray:
     return _scalar(np.mean(vals), "crps", dict(_ATTRS["crps"]))
 
 
-def pinball(pred: xr.Dataset, y, levels=None) -> xr.DataArray:
+def pinball(pred: xr.Dataset, y: ArrayLike, levels: ArrayLike | None = None) -> xr.DataArray:
     r"""Pinball loss averaged over observations and levels (Song et al. 2019).
 
     .. math::
@@ -129,7 +130,7 @@ def pinball(pred: xr.Dataset, y, levels=None) -> xr.DataArray:
     return _scalar(np.mean(loss), "pinball", _ATTRS["pinball"] | {"pinball_levels": tau})
 
 
-def mse(pred: xr.Dataset, y, *, point: str = "mean") -> xr.DataArray:
+def mse(pred: xr.Dataset, y: ArrayLike, *, point: str = "mean") -> xr.DataArray:
     r"""Mean squared error of the point prediction: :math:`\frac1n\sum_i (y_i - \hat y_i)^2`.
 
     Parameters
@@ -164,7 +165,7 @@ def mse(pred: xr.Dataset, y, *, point: str = "mean") -> xr.DataArray:
     return _scalar(mean_squared_error(yv, _point(pred, point)), "mse", _ATTRS["mse"] | {"point": point})
 
 
-def rmse(pred: xr.Dataset, y, *, point: str = "mean") -> xr.DataArray:
+def rmse(pred: xr.Dataset, y: ArrayLike, *, point: str = "mean") -> xr.DataArray:
     r"""Root mean squared error :math:`\sqrt{\mathrm{MSE}}` (see :func:`mse`).
 
     Parameters

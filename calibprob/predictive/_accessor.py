@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.dims import OBS_DIM, STACKED_SAMPLE_DIM
 from calibprob._core.validation import check_array, check_confidence_levels, check_finite, check_targets
 from calibprob.predictive._families import Family, TransformedFamily, family_of
 
 
-def _as_values(ds: xr.Dataset, y, name: str = "y") -> xr.DataArray:
+def _as_values(ds: xr.Dataset, y: ArrayLike, name: str = "y") -> xr.DataArray:
     """Observed values as a DataArray whose first dim is obs.
 
     A scalar is broadcast to every observation; a DataArray that has an ``obs``
@@ -44,7 +45,7 @@ class CalibAccessor:
     interval-family Datasets only at the interval ends they state.
     """
 
-    def __init__(self, ds: xr.Dataset):
+    def __init__(self, ds: xr.Dataset) -> None:
         self._ds = ds
 
     # -- basic views ------------------------------------------------------
@@ -74,7 +75,7 @@ class CalibAccessor:
         fam = self.family
         return fam.transform if isinstance(fam, TransformedFamily) else None
 
-    def _apply(self, kernel: str, y, name="y", out_name=None) -> xr.DataArray:
+    def _apply(self, kernel: str, y: ArrayLike, name: str = "y", out_name: str | None = None) -> xr.DataArray:
         """``kernel`` of the family over ``y`` (obs first, any extra dims), through ``xr.apply_ufunc``."""
         yda = _as_values(self._ds, y, name)
         fam = self.family
@@ -89,19 +90,19 @@ class CalibAccessor:
         return res.rename(out_name) if out_name else res
 
     # -- evaluation -------------------------------------------------------
-    def cdf(self, y) -> xr.DataArray:
+    def cdf(self, y: ArrayLike) -> xr.DataArray:
         """Predictive CDF :math:`F_i(y_i)`; ``y`` has one value per obs (axis 0)."""
         return self._apply("_cdf", y, out_name="cdf")
 
-    def pit(self, y) -> xr.DataArray:
+    def pit(self, y: ArrayLike) -> xr.DataArray:
         """Probability integral transform values :math:`F_i(y_i)` (same as :meth:`cdf`)."""
         return self.cdf(y).rename("pit")
 
-    def logpdf(self, y) -> xr.DataArray:
+    def logpdf(self, y: ArrayLike) -> xr.DataArray:
         """Log predictive density at ``y`` (exact for the normal family)."""
         return self._apply("_logpdf", y, out_name="logpdf")
 
-    def zscore(self, y) -> xr.DataArray:
+    def zscore(self, y: ArrayLike) -> xr.DataArray:
         r"""Probit-scale PIT :math:`\Phi^{-1}(F_i(y_i))`, never rounded (:func:`quantile_zscore`).
 
         The z-score :math:`(y_i-\mu_i)/\sigma_i` for the normal family; for any
@@ -113,7 +114,7 @@ class CalibAccessor:
         vals = self.family.zscore(yv.values)
         return xr.DataArray(vals, dims=("obs",), coords={"obs": self._ds["obs"]}, name="zscore")
 
-    def ppf_zscore(self, u) -> np.ndarray:
+    def ppf_zscore(self, u: ArrayLike) -> np.ndarray:
         r"""Quantiles :math:`Q_i(\Phi(u_{ij}))` at probit-scale levels, shape (n_obs, P) (:func:`quantile_ppf_zscore`).
 
         ``u`` has shape (P,) (shared) or (n_obs, P); the inverse of :meth:`zscore`.
@@ -124,11 +125,11 @@ class CalibAccessor:
             raise ValueError(f"u must have shape (P,) or ({n}, P); got {u.shape}.")
         return self.family.ppf_zscore(u)
 
-    def pdf(self, y) -> xr.DataArray:
+    def pdf(self, y: ArrayLike) -> xr.DataArray:
         """Predictive density at ``y``."""
         return cast(xr.DataArray, np.exp(self.logpdf(y))).rename("pdf")  # numpy ufuncs keep a DataArray
 
-    def ppf(self, p) -> xr.DataArray:
+    def ppf(self, p: ArrayLike) -> xr.DataArray:
         """Quantile function at probabilities ``p`` (scalar → dims (obs,), array → (obs, prob))."""
         p_arr = np.asarray(p, dtype=float)
         for v in np.atleast_1d(p_arr):
@@ -146,7 +147,7 @@ class CalibAccessor:
             name="ppf",
         )
 
-    def interval(self, confidence_level) -> xr.Dataset:
+    def interval(self, confidence_level: Any) -> xr.Dataset:
         r"""Central interval ``[Q((1-c)/2), Q((1+c)/2)]`` at each confidence level ``c``.
 
         An interval-family Dataset answers at its stored levels only; a row with a ``reach``
@@ -176,7 +177,7 @@ class CalibAccessor:
         )
         return ds.isel(confidence_level=0) if scalar else ds
 
-    def centre(self, confidence_level=None) -> xr.DataArray:
+    def centre(self, confidence_level: Any = None) -> xr.DataArray:
         """Midpoint ``(lower + upper) / 2`` of the central interval at each level.
 
         Every family has it; ``confidence_level`` defaults to an interval family's stored levels
@@ -185,18 +186,18 @@ class CalibAccessor:
         iv = self.interval(self._interval_levels(confidence_level, "centre"))
         return ((iv["lower"] + iv["upper"]) / 2).rename("centre")
 
-    def width(self, confidence_level=None) -> xr.DataArray:
+    def width(self, confidence_level: Any = None) -> xr.DataArray:
         """Width ``upper - lower`` of the central interval at each level (``inf`` where unbounded)."""
         iv = self.interval(self._interval_levels(confidence_level, "width"))
         return (iv["upper"] - iv["lower"]).rename("width")
 
-    def contains(self, y, confidence_level=None) -> xr.DataArray:
+    def contains(self, y: ArrayLike, confidence_level: Any = None) -> xr.DataArray:
         """Whether ``lower <= y_i <= upper`` at each level: the coverage indicator a user reads."""
         iv = self.interval(self._interval_levels(confidence_level, "contains"))
         yv = _as_values(self._ds, y)
         return ((iv["lower"] <= yv) & (yv <= iv["upper"])).rename("contains")
 
-    def _interval_levels(self, confidence_level, method: str):
+    def _interval_levels(self, confidence_level: Any, method: str) -> Any:
         if confidence_level is not None:
             return confidence_level
         if "confidence_level" in self._ds.coords and "lower" in self._ds:

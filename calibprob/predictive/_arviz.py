@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 from scipy import special
 
 from calibprob._core.dims import CHAIN_DIM, DRAW_DIM, MCMC_DIMS, check_obs_dim, sample_dims_of
@@ -14,11 +18,11 @@ from calibprob.predictive._validate import validate
 
 def to_datatree(
     pred: xr.Dataset,
-    y=None,
+    y: ArrayLike | None = None,
     *,
     n_draws: int = 1000,
     n_chains: int = 1,
-    random_state=None,
+    random_state: Any = None,
     obs_dim: str | None = None,
     var_name: str = "y",
 ) -> xr.DataTree:
@@ -143,7 +147,7 @@ def to_datatree(
     return xr.DataTree.from_dict(groups)
 
 
-def heldout_elpd(data, *, var_name: str | None = None):
+def heldout_elpd(data: Any, *, var_name: str | None = None) -> Any:
     r"""Held-out expected log predictive density of a DataTree, as ArviZ's ELPD result.
 
     For observations the model did not see, the elpd needs no leave-one-out
@@ -211,7 +215,7 @@ def heldout_elpd(data, *, var_name: str | None = None):
     return _heldout_elpd_data(ll.transpose(*sample, ...).values.reshape(s, -1), ll, obs_dims)
 
 
-def _heldout_elpd_data(ll: np.ndarray, like=None, obs_dims=("obs",)):
+def _heldout_elpd_data(ll: np.ndarray, like: Any = None, obs_dims: Sequence[Any] = ("obs",)) -> Any:
     r"""ArviZ's one-fold ELPD result from pointwise held-out log-likelihoods ``ll`` of shape (S, n).
 
     :math:`\mathrm{elpd}_i = \log\frac1S\sum_s e^{\ell_{si}}` (no importance

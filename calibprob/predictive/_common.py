@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.validation import check_finite, check_levels
 
@@ -31,7 +34,7 @@ class CalibprobWarning(UserWarning):
     """
 
 
-def _obs_coord(n: int, obs) -> np.ndarray:
+def _obs_coord(n: int, obs: ArrayLike | None) -> np.ndarray:
     if obs is None:
         return np.arange(n)
     obs = np.asarray(obs)
@@ -40,7 +43,7 @@ def _obs_coord(n: int, obs) -> np.ndarray:
     return obs
 
 
-def _levels_or_default(levels) -> np.ndarray:
+def _levels_or_default(levels: ArrayLike | None) -> np.ndarray:
     levels = DEFAULT_LEVELS if levels is None else check_levels(levels)
     if levels.size < 2:
         raise ValueError(
@@ -50,7 +53,14 @@ def _levels_or_default(levels) -> np.ndarray:
     return levels
 
 
-def _dataset(quantile, levels, obs, method, family, extra=None) -> xr.Dataset:
+def _dataset(
+    quantile: np.ndarray,
+    levels: ArrayLike,
+    obs: ArrayLike | None,
+    method: str,
+    family: str,
+    extra: dict[str, Any] | None = None,
+) -> xr.Dataset:
     data: dict[str, tuple] = {"quantile": (("obs", "level"), quantile)}
     for name, values in (extra or {}).items():
         if values is not None:
@@ -61,7 +71,7 @@ def _dataset(quantile, levels, obs, method, family, extra=None) -> xr.Dataset:
     return ds
 
 
-def _row_blocks(n: int, chunk: int = _CHUNK):
+def _row_blocks(n: int, chunk: int = _CHUNK) -> Iterator[slice]:
     """Consecutive row slices of at most ``chunk`` rows (checks on (n, L) arrays in O(chunk x L) memory)."""
     for start in range(0, n, chunk):
         yield slice(start, min(start + chunk, n))

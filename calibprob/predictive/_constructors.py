@@ -7,9 +7,11 @@ have their own modules.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 from scipy import special
 
 from calibprob._core.validation import check_array, check_confidence_levels, check_positive
@@ -24,7 +26,14 @@ from calibprob.predictive._common import (
 )
 
 
-def normal(loc, scale, levels=None, *, obs=None, method: str = "normal") -> xr.Dataset:
+def normal(
+    loc: ArrayLike,
+    scale: ArrayLike,
+    levels: ArrayLike | None = None,
+    *,
+    obs: ArrayLike | None = None,
+    method: str = "normal",
+) -> xr.Dataset:
     r"""A Gaussian predictive distribution per observation (exact evaluation).
 
     Parameters
@@ -72,7 +81,15 @@ def normal(loc, scale, levels=None, *, obs=None, method: str = "normal") -> xr.D
     return _dataset(q, levels, _obs_coord(loc.size, obs), method, "normal", extra)
 
 
-def from_quantiles(quantiles, levels, *, obs=None, method: str = "quantiles", mean=None, std=None) -> xr.Dataset:
+def from_quantiles(
+    quantiles: ArrayLike,
+    levels: ArrayLike,
+    *,
+    obs: ArrayLike | None = None,
+    method: str = "quantiles",
+    mean: ArrayLike | None = None,
+    std: ArrayLike | None = None,
+) -> xr.Dataset:
     r"""A predictive distribution from quantiles at given levels.
 
     Parameters
@@ -123,7 +140,14 @@ def from_quantiles(quantiles, levels, *, obs=None, method: str = "quantiles", me
     return _dataset(q, levels, _obs_coord(n, obs), method, "quantile", {"mean": mean, "std": std})
 
 
-def from_cdf_grid(grid, cdf, levels=None, *, obs=None, method: str = "cdf-grid") -> xr.Dataset:
+def from_cdf_grid(
+    grid: ArrayLike,
+    cdf: ArrayLike,
+    levels: ArrayLike | None = None,
+    *,
+    obs: ArrayLike | None = None,
+    method: str = "cdf-grid",
+) -> xr.Dataset:
     r"""A predictive distribution from CDF values on a grid, by monotone inversion.
 
     Parameters
@@ -203,7 +227,14 @@ def from_cdf_grid(grid, cdf, levels=None, *, obs=None, method: str = "cdf-grid")
 
 
 def from_intervals(
-    lower, upper, confidence_level, *, obs=None, method: str = "intervals", attrs=None, check: bool = True
+    lower: ArrayLike,
+    upper: ArrayLike,
+    confidence_level: ArrayLike | None,
+    *,
+    obs: ArrayLike | None = None,
+    method: str = "intervals",
+    attrs: dict[str, Any] | None = None,
+    check: bool = True,
 ) -> xr.Dataset:
     r"""The interval family: central prediction intervals at given confidence levels, nothing more.
 

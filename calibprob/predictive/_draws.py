@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.alignment import align_by_label
 from calibprob._core.dims import MCMC_DIMS, SAMPLE_DIMS, STACKED_SAMPLE_DIM
@@ -22,9 +24,9 @@ from calibprob.predictive._common import _dataset, _levels_or_default, _obs_coor
 _PREDICTIVE_GROUPS = ("posterior_predictive", "predictions")
 
 
-def _predictive_dataset(draws, group):
+def _predictive_dataset(draws: Any, group: str | None) -> Any:
     """The Dataset of predictive draws inside a tree, by the rules of :func:`from_draws`."""
-    groups = _tree_groups(draws)
+    groups: Any = _tree_groups(draws)  # a tree here: never None
     if group is not None:
         if not isinstance(group, str) or group not in groups:
             raise ValueError(
@@ -53,7 +55,7 @@ def _predictive_dataset(draws, group):
     )
 
 
-def _pick_variable(ds, var_name, where: str) -> xr.DataArray:
+def _pick_variable(ds: xr.Dataset, var_name: str | None, where: str) -> xr.DataArray:
     names = list(ds.data_vars)
     if var_name is not None:
         if var_name not in names:
@@ -71,7 +73,7 @@ def _pick_variable(ds, var_name, where: str) -> xr.DataArray:
     )
 
 
-def _select_draws(draws, var_name, group):
+def _select_draws(draws: Any, var_name: str | None, group: str | None) -> xr.DataArray:
     """The draws variable of a DataTree / InferenceData (``group``), a Dataset or a DataArray (``var_name``)."""
     is_tree = _tree_groups(draws) is not None
     if group is not None and not is_tree:
@@ -97,7 +99,7 @@ def _select_draws(draws, var_name, group):
     return draws
 
 
-def _check_reserved(draws: xr.DataArray, present: list, obs_dim, label: str) -> None:
+def _check_reserved(draws: xr.DataArray, present: list, obs_dim: Any, label: str) -> None:
     """Refuse a dim that is both a draw dim and the observation dim (``calibprob._core.dims``).
 
     ``az.extract`` stacks ``(chain, draw)`` into ``sample``, so the three never index draws
@@ -117,7 +119,9 @@ def _check_reserved(draws: xr.DataArray, present: list, obs_dim, label: str) -> 
         )
 
 
-def _draws_matrix(draws: xr.DataArray, sample_dims, obs_dim: Hashable | None):
+def _draws_matrix(
+    draws: xr.DataArray, sample_dims: Any, obs_dim: Hashable | None
+) -> tuple[np.ndarray, Any, dict[str, Any]]:
     """``(draws x obs)`` values of a DataArray, its ``obs`` labels and the attrs recording where they came from."""
     attrs: dict[str, str] = {}
     present = [d for d in sample_dims if d in draws.dims]
@@ -155,15 +159,15 @@ def _draws_matrix(draws: xr.DataArray, sample_dims, obs_dim: Hashable | None):
 
 
 def from_draws(
-    draws,
-    levels=None,
+    draws: Any,
+    levels: ArrayLike | None = None,
     *,
     var_name: str | None = None,
     group: str | None = None,
-    sample_dims=SAMPLE_DIMS,
+    sample_dims: Any = SAMPLE_DIMS,
     obs_dim: Hashable | None = None,
     method: str = "draws",
-    weights=None,
+    weights: Any = None,
 ) -> xr.Dataset:
     r"""A predictive distribution from predictive draws (no Gaussian collapse).
 
@@ -309,7 +313,7 @@ def _draw_moments(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 WEIGHT_SUM_TOL = 1e-6
 
 
-def _check_weights(weights, draws, shape: tuple[int, int], sample_dims) -> np.ndarray:
+def _check_weights(weights: Any, draws: Any, shape: tuple[int, int], sample_dims: Any) -> np.ndarray:
     """``weights`` as a validated ``(n_draws, n_obs)`` array in the order of the draws' matrix."""
     if isinstance(weights, xr.DataArray):
         if not isinstance(draws, xr.DataArray) or set(weights.dims) != set(draws.dims):
@@ -355,7 +359,9 @@ def _check_weights(weights, draws, shape: tuple[int, int], sample_dims) -> np.nd
     return w
 
 
-def _weighted_summaries(arr: np.ndarray, w: np.ndarray, levels: np.ndarray):
+def _weighted_summaries(
+    arr: np.ndarray, w: np.ndarray, levels: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Weighted quantiles (midpoint rule of :func:`from_draws`), means and standard deviations per column."""
     order = np.argsort(arr, axis=0, kind="stable")
     xs = np.take_along_axis(arr, order, axis=0)

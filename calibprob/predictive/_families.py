@@ -36,10 +36,11 @@ NumPy functions, a thin xarray wrapper, then the accessor.
 
 from __future__ import annotations
 
-from typing import ClassVar, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 from scipy import special
 
 from calibprob.predictive import _transformed as _tr
@@ -81,7 +82,7 @@ class Family:
     variables: ClassVar[tuple[str, ...]]
     core_dims: ClassVar[tuple[tuple[str, ...], ...]]
 
-    def __init__(self, ds: xr.Dataset):
+    def __init__(self, ds: xr.Dataset) -> None:
         self.ds = ds
         self._arrays: tuple[np.ndarray, ...] | None = None
         #: Per-row reach (the largest central confidence level stated), or None: every level.
@@ -104,29 +105,29 @@ class Family:
         raise ValueError(f"the {self.name} family cannot give {what}.")
 
     # -- evaluation on values y (rows x ...) ------------------------------------------------------
-    def cdf(self, y, rows: slice = _ALL) -> np.ndarray:
+    def cdf(self, y: ArrayLike, rows: slice = _ALL) -> np.ndarray:
         """Predictive CDF :math:`F_i(y_i)` of the observations ``rows``."""
         return self._cdf(*self.arrays(rows), y)
 
-    def logpdf(self, y, rows: slice = _ALL) -> np.ndarray:
+    def logpdf(self, y: ArrayLike, rows: slice = _ALL) -> np.ndarray:
         """Log predictive density :math:`\\log f_i(y_i)`."""
         return self._logpdf(*self.arrays(rows), y)
 
-    def zscore(self, y, rows: slice = _ALL) -> np.ndarray:
+    def zscore(self, y: ArrayLike, rows: slice = _ALL) -> np.ndarray:
         """Probit-scale PIT :math:`\\Phi^{-1}(F_i(y_i))`, never rounded."""
         return self._zscore(*self.arrays(rows), y)
 
-    def _cdf(self, *args):
+    def _cdf(self, *args: Any) -> np.ndarray:
         self._refuse("a CDF")
 
-    def _logpdf(self, *args):
+    def _logpdf(self, *args: Any) -> np.ndarray:
         self._refuse("a density")
 
-    def _zscore(self, *args):
+    def _zscore(self, *args: Any) -> np.ndarray:
         self._refuse("a z-score")
 
     # -- quantities of the law ---------------------------------------------------------------------
-    def ppf(self, p, rows: slice = _ALL) -> np.ndarray:
+    def ppf(self, p: np.ndarray, rows: slice = _ALL) -> np.ndarray:
         r"""Quantiles at probabilities ``p``: shape (rows,) for a scalar ``p``, else (rows, P).
 
         A row with a ``reach`` :math:`R_i` (:data:`~calibprob.predictive._common.REACH_VAR`)
@@ -139,14 +140,14 @@ class Family:
             return vals
         return beyond_reach(vals, p, self.reach[rows])
 
-    def law_ppf(self, p, rows: slice = _ALL) -> np.ndarray:
+    def law_ppf(self, p: np.ndarray, rows: slice = _ALL) -> np.ndarray:
         """Quantiles of the finite law the stored numbers define, reach or not (what CRPS and pinball score)."""
         return self._ppf(p, rows)
 
-    def _ppf(self, p, rows: slice = _ALL) -> np.ndarray:
+    def _ppf(self, p: np.ndarray, rows: slice = _ALL) -> np.ndarray:
         raise NotImplementedError
 
-    def ppf_zscore(self, u, rows: slice = _ALL) -> np.ndarray:
+    def ppf_zscore(self, u: np.ndarray, rows: slice = _ALL) -> np.ndarray:
         """Quantiles :math:`Q_i(\\Phi(u))` at probit-scale levels ``u`` ((P,) or (rows, P))."""
         self._refuse("quantiles at probit-scale levels")
 
@@ -166,27 +167,27 @@ class NormalFamily(Family):
     variables = ("loc", "scale")
     core_dims = ((), ())
 
-    def _read(self):
+    def _read(self) -> tuple[np.ndarray, ...]:
         # the arrays as stored (loc/scale are float by construction and by validate)
         return (self.ds["loc"].values, self.ds["scale"].values)
 
-    def _cdf(self, loc, scale, y):
+    def _cdf(self, loc: np.ndarray, scale: np.ndarray, y: np.ndarray) -> np.ndarray:
         return special.ndtr((y - loc) / scale)
 
-    def _logpdf(self, loc, scale, y):
+    def _logpdf(self, loc: np.ndarray, scale: np.ndarray, y: np.ndarray) -> np.ndarray:
         zz = (y - loc) / scale
         return -0.5 * zz * zz - _LOG_SQRT_2PI - np.log(scale)
 
-    def _zscore(self, loc, scale, y):
+    def _zscore(self, loc: np.ndarray, scale: np.ndarray, y: np.ndarray) -> np.ndarray:
         return (y - loc) / scale
 
-    def _ppf(self, p, rows: slice = _ALL) -> np.ndarray:
+    def _ppf(self, p: np.ndarray, rows: slice = _ALL) -> np.ndarray:
         loc, scale = self.arrays(rows)
         zz = special.ndtri(np.atleast_1d(p))
         vals = loc[:, None] + scale[:, None] * zz
         return vals[:, 0] if np.ndim(p) == 0 else vals
 
-    def ppf_zscore(self, u, rows: slice = _ALL) -> np.ndarray:
+    def ppf_zscore(self, u: np.ndarray, rows: slice = _ALL) -> np.ndarray:
         loc, scale = self.arrays(rows)
         ub = np.broadcast_to(u, (loc.size,) + u.shape[-1:])
         return loc[:, None] + scale[:, None] * ub
@@ -207,29 +208,29 @@ class QuantileFamily(Family):
     variables = ("quantile",)
     core_dims = (("level",),)
 
-    def __init__(self, ds: xr.Dataset):
+    def __init__(self, ds: xr.Dataset) -> None:
         super().__init__(ds)
         self.levels = np.asarray(ds["level"].values, float)
 
-    def _read(self):
+    def _read(self) -> tuple[np.ndarray, ...]:
         return (np.asarray(self.ds["quantile"].transpose("obs", "level").values, float),)
 
     def _q(self, rows: slice) -> np.ndarray:
         return self.arrays(rows)[0]
 
-    def _cdf(self, q, y):
+    def _cdf(self, q: np.ndarray, y: np.ndarray) -> np.ndarray:
         return quantile_cdf(q, self.levels, y)
 
-    def _logpdf(self, q, y):
+    def _logpdf(self, q: np.ndarray, y: np.ndarray) -> np.ndarray:
         return quantile_logpdf(q, self.levels, y)
 
-    def _zscore(self, q, y):
+    def _zscore(self, q: np.ndarray, y: np.ndarray) -> np.ndarray:
         return quantile_zscore(q, self.levels, y)
 
-    def _ppf(self, p, rows: slice = _ALL) -> np.ndarray:
+    def _ppf(self, p: np.ndarray, rows: slice = _ALL) -> np.ndarray:
         return quantile_ppf(self._q(rows), self.levels, p)
 
-    def ppf_zscore(self, u, rows: slice = _ALL) -> np.ndarray:
+    def ppf_zscore(self, u: np.ndarray, rows: slice = _ALL) -> np.ndarray:
         return quantile_ppf_zscore(self._q(rows), self.levels, u)
 
     def moments(self, rows: slice = _ALL) -> tuple[np.ndarray, np.ndarray]:
@@ -248,26 +249,26 @@ class TransformedFamily(QuantileFamily):
 
     name = "transformed"
 
-    def __init__(self, ds: xr.Dataset, transform: str):
+    def __init__(self, ds: xr.Dataset, transform: str) -> None:
         super().__init__(ds)
         self.transform = transform
 
-    def _zq(self, q):
+    def _zq(self, q: np.ndarray) -> np.ndarray:
         return _tr.forward(self.transform, q)
 
-    def _cdf(self, q, y):
+    def _cdf(self, q: np.ndarray, y: np.ndarray) -> np.ndarray:
         return _tr.cdf(self._zq(q), self.levels, y, self.transform)
 
-    def _logpdf(self, q, y):
+    def _logpdf(self, q: np.ndarray, y: np.ndarray) -> np.ndarray:
         return _tr.logpdf(self._zq(q), self.levels, y, self.transform)
 
-    def _zscore(self, q, y):
+    def _zscore(self, q: np.ndarray, y: np.ndarray) -> np.ndarray:
         return _tr.zscore(self._zq(q), self.levels, y, self.transform)
 
-    def _ppf(self, p, rows: slice = _ALL) -> np.ndarray:
+    def _ppf(self, p: np.ndarray, rows: slice = _ALL) -> np.ndarray:
         return _tr.inverse(self.transform, quantile_ppf(self._zq(self._q(rows)), self.levels, p))
 
-    def ppf_zscore(self, u, rows: slice = _ALL) -> np.ndarray:
+    def ppf_zscore(self, u: np.ndarray, rows: slice = _ALL) -> np.ndarray:
         return _tr.inverse(self.transform, quantile_ppf_zscore(self._zq(self._q(rows)), self.levels, u))
 
     def moments(self, rows: slice = _ALL) -> tuple[np.ndarray, np.ndarray]:
@@ -290,12 +291,12 @@ class IntervalFamily(Family):
     #: How close a requested probability must be to a stored end's to be read as it.
     TOL = 1e-9
 
-    def __init__(self, ds: xr.Dataset):
+    def __init__(self, ds: xr.Dataset) -> None:
         super().__init__(ds)
         self.confidence_levels = np.atleast_1d(np.asarray(ds["confidence_level"].values, float))
 
-    def _read(self):
-        def two_d(name):
+    def _read(self) -> tuple[np.ndarray, ...]:
+        def two_d(name: str) -> np.ndarray:
             da = self.ds[name]
             vals = da.transpose("obs", ...).values if "confidence_level" in da.dims else da.values[:, None]
             return np.asarray(vals, float)
@@ -321,7 +322,7 @@ class IntervalFamily(Family):
             self._refuse(f"quantiles at p={float(p[bad][0]):.10g}: it states them only at p in [{listed}]")
         return col
 
-    def ppf(self, p, rows: slice = _ALL) -> np.ndarray:
+    def ppf(self, p: np.ndarray, rows: slice = _ALL) -> np.ndarray:
         p_arr = np.atleast_1d(np.asarray(p, float))
         col = self._columns(p_arr)
         vals = np.concatenate(self.arrays(rows), axis=1)[:, col]

@@ -12,6 +12,7 @@ which re-exports the public ``quantile_*`` functions) and the target transforms
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import special
 
 from calibprob._core.dims import check_levels_match
@@ -26,7 +27,7 @@ _CHUNK = 4096  # rows per block where temporaries are (rows x L)
 # ---------------------------------------------------------------------------
 
 
-def _probit_levels(q, levels) -> np.ndarray:
+def _probit_levels(q: np.ndarray, levels: ArrayLike) -> np.ndarray:
     """:math:`z_k = \\Phi^{-1}(p_k)` of ``levels``, refused unless there is one level per quantile column."""
     return special.ndtri(check_levels_match(np.asarray(q), levels))
 
@@ -55,7 +56,7 @@ def _slopes(q: np.ndarray, z: np.ndarray) -> np.ndarray:
     return np.maximum(S, floor)
 
 
-def _locate(q: np.ndarray, y: np.ndarray, z: np.ndarray):
+def _locate(q: np.ndarray, y: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Segment index, anchor quantile/score and slope for each y (broadcast)."""
     y = np.asarray(y, dtype=float)
     S = _slopes(q, z)
@@ -71,7 +72,7 @@ def _locate(q: np.ndarray, y: np.ndarray, z: np.ndarray):
     return u, s_a
 
 
-def quantile_cdf(q, levels, y) -> np.ndarray:
+def quantile_cdf(q: np.ndarray, levels: ArrayLike, y: np.ndarray) -> np.ndarray:
     r"""CDF of the piecewise-Gaussian quantile function at ``y``.
 
     Parameters
@@ -107,7 +108,7 @@ def quantile_cdf(q, levels, y) -> np.ndarray:
     return special.ndtr(u)
 
 
-def quantile_logpdf(q, levels, y) -> np.ndarray:
+def quantile_logpdf(q: np.ndarray, levels: ArrayLike, y: np.ndarray) -> np.ndarray:
     r"""Log density :math:`\log\varphi(u) - \log s_k` of the piecewise-Gaussian law at ``y``.
 
     Same shapes as :func:`quantile_cdf`.
@@ -149,7 +150,7 @@ def quantile_logpdf(q, levels, y) -> np.ndarray:
     return -0.5 * u * u - _LOG_SQRT_2PI - np.log(s)
 
 
-def quantile_ppf(q, levels, p) -> np.ndarray:
+def quantile_ppf(q: np.ndarray, levels: ArrayLike, p: np.ndarray) -> np.ndarray:
     r"""Quantile function at probabilities ``p`` (any values in (0, 1)).
 
     Parameters
@@ -188,7 +189,7 @@ def quantile_ppf(q, levels, p) -> np.ndarray:
     return out[..., 0] if p_arr.ndim == 0 else out
 
 
-def quantile_zscore(q, levels, y) -> np.ndarray:
+def quantile_zscore(q: np.ndarray, levels: ArrayLike, y: np.ndarray) -> np.ndarray:
     r"""Probit-scale PIT :math:`u = \Phi^{-1}(F(y))` of the piecewise-Gaussian law, never rounded.
 
     Under the contract's interpolation rule :math:`u = z_k + (y - q_k)/s_k` in
@@ -234,7 +235,7 @@ def quantile_zscore(q, levels, y) -> np.ndarray:
     return out
 
 
-def quantile_ppf_zscore(q, levels, u) -> np.ndarray:
+def quantile_ppf_zscore(q: np.ndarray, levels: np.ndarray, u: ArrayLike) -> np.ndarray:
     r"""Quantiles :math:`Q(\Phi(u))` at probit-scale levels ``u``, per row, never saturating.
 
     The inverse of :func:`quantile_zscore`: :math:`Q(\Phi(u)) = q_k + s_k(u - z_k)`
@@ -284,7 +285,7 @@ def quantile_ppf_zscore(q, levels, u) -> np.ndarray:
     return out
 
 
-def quantile_pieces(q, levels) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def quantile_pieces(q: np.ndarray, levels: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     r"""The linear pieces of the piecewise-Gaussian quantile function, tails included.
 
     In the score :math:`u = \Phi^{-1}(p)` the quantile function of the contract is
@@ -353,7 +354,7 @@ def quantile_pieces(q, levels) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     return a, S, lo, hi
 
 
-def quantile_moments(q, levels) -> tuple[np.ndarray, np.ndarray]:
+def quantile_moments(q: np.ndarray, levels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     r"""Exact mean and standard deviation of the piecewise-Gaussian law.
 
     With :math:`Y = a_j + b_j U` on :math:`U \in [l_j, h_j)`, :math:`U\sim N(0,1)`,
@@ -402,7 +403,7 @@ def quantile_moments(q, levels) -> tuple[np.ndarray, np.ndarray]:
     return mean * unit[..., 0], std * unit[..., 0]
 
 
-def _unit_moments(q: np.ndarray, levels) -> tuple[np.ndarray, np.ndarray]:
+def _unit_moments(q: np.ndarray, levels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """:func:`quantile_moments` of quantiles of magnitude about one."""
     a, b, lo, hi = quantile_pieces(q, levels)
     d_cdf = special.ndtr(hi) - special.ndtr(lo)
@@ -419,7 +420,7 @@ def _unit_moments(q: np.ndarray, levels) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.sqrt(np.maximum(var, 0.0))
 
 
-def quantile_sample(q, levels, size: int, rng: np.random.Generator) -> np.ndarray:
+def quantile_sample(q: np.ndarray, levels: ArrayLike, size: int, rng: np.random.Generator) -> np.ndarray:
     r"""Draws by inverse transform: ``Q(Phi(U))`` with ``U ~ N(0, 1)``; shape ``(..., size)``.
 
     Parameters

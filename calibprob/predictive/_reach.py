@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 #: Name of the optional per-row reach variable of a quantile (or normal) Dataset.
 REACH_VAR = "reach"
@@ -37,7 +38,7 @@ def read_reach(ds: xr.Dataset) -> np.ndarray | None:
     return np.asarray(ds[REACH_VAR].values, float)
 
 
-def reach_variable(reach) -> xr.DataArray:
+def reach_variable(reach: ArrayLike) -> xr.DataArray:
     """The ``reach(obs)`` DataArray, with its description."""
     return xr.DataArray(
         np.asarray(reach, float),
@@ -53,7 +54,7 @@ def reach_variable(reach) -> xr.DataArray:
     )
 
 
-def beyond_reach(vals: np.ndarray, p, reach: np.ndarray) -> np.ndarray:
+def beyond_reach(vals: np.ndarray, p: np.ndarray, reach: np.ndarray) -> np.ndarray:
     r"""``vals`` (rows,) or (rows, P) with :math:`\mp\infty` where ``p`` lies beyond each row's reach.
 
     The bounds are :math:`(1 - R_i)/2` and :math:`(1 + R_i)/2` computed as ``calib.interval``

@@ -14,6 +14,7 @@ import functools
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 from scipy import special
 
 from calibprob._core.validation import check_array
@@ -39,7 +40,7 @@ def _gauss_legendre() -> tuple[np.ndarray, np.ndarray]:
     return np.polynomial.legendre.leggauss(16)
 
 
-def check_transform(transform, name: str = "target_transform") -> str:
+def check_transform(transform: str, name: str = "target_transform") -> str:
     """Return ``transform`` if it is one of :data:`TARGET_TRANSFORMS`, else raise naming the choices."""
     if not isinstance(transform, str) or transform not in TARGET_TRANSFORMS:
         raise ValueError(
@@ -49,18 +50,18 @@ def check_transform(transform, name: str = "target_transform") -> str:
     return transform
 
 
-def forward(transform: str, y):
+def forward(transform: str, y: ArrayLike) -> np.ndarray:
     """:math:`g(y)` without checks (internal; values outside the domain give -inf or nan)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log(y) if transform == "log" else np.log1p(y)
 
 
-def inverse(transform: str, z):
+def inverse(transform: str, z: ArrayLike) -> np.ndarray:
     r""":math:`g^{-1}(z)`: ``exp`` or ``expm1``."""
     return np.exp(z) if transform == "log" else np.expm1(z)
 
 
-def log_jacobian(transform: str, y):
+def log_jacobian(transform: str, y: ArrayLike) -> np.ndarray:
     r""":math:`\log g'(y)`: :math:`-\log y` or :math:`-\log(1+y)`."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return -np.log(y) if transform == "log" else -np.log1p(y)
@@ -86,11 +87,11 @@ def domain_bound(transform: str) -> float:
     return float(_DOMAIN[check_transform(transform, "transform")][0])
 
 
-def _in_domain(transform: str, y) -> np.ndarray:
+def _in_domain(transform: str, y: np.ndarray) -> np.ndarray:
     return np.asarray(y) > _DOMAIN[transform][0]
 
 
-def transform_target(y, transform: str, *, name: str = "y") -> np.ndarray:
+def transform_target(y: np.ndarray, transform: str, *, name: str = "y") -> np.ndarray:
     r"""Observed values on the transformed scale, :math:`g(y)`.
 
     Parameters
@@ -143,12 +144,12 @@ def transform_target(y, transform: str, *, name: str = "y") -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
-def _dPhi(lo, hi):
+def _dPhi(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """:math:`\\Phi(hi) - \\Phi(lo)` without cancellation when both are in the upper tail."""
     return np.where(lo > 0, special.ndtr(-lo) - special.ndtr(-hi), special.ndtr(hi) - special.ndtr(lo))
 
 
-def _log_dPhi(lo, hi):
+def _log_dPhi(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     r""":math:`\log(\Phi(hi) - \Phi(lo))`, accurate in both tails (``log_ndtr``), ``-inf`` for an empty piece."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         left = special.log_ndtr(hi) + np.log1p(-np.exp(special.log_ndtr(lo) - special.log_ndtr(hi)))
@@ -158,13 +159,13 @@ def _log_dPhi(lo, hi):
     return np.where(hi > lo, out, -np.inf)
 
 
-def _weighted(log_w, log_mass):
+def _weighted(log_w: np.ndarray, log_mass: np.ndarray) -> np.ndarray:
     r""":math:`e^{\log w + \log m}` summed over pieces: a huge weight times a tiny mass never overflows first."""
     with np.errstate(over="ignore", invalid="ignore"):
         return np.sum(np.exp(log_w + log_mass), axis=-1)
 
 
-def cdf(zq, levels, y, transform):
+def cdf(zq: np.ndarray, levels: np.ndarray, y: ArrayLike, transform: str) -> np.ndarray:
     """:math:`F_Y(y) = F_Z(g(y))`, 0 below the domain."""
     y = np.asarray(y, float)
     inside = _in_domain(transform, y)
@@ -172,7 +173,7 @@ def cdf(zq, levels, y, transform):
     return np.where(inside, out, 0.0)
 
 
-def logpdf(zq, levels, y, transform):
+def logpdf(zq: np.ndarray, levels: np.ndarray, y: ArrayLike, transform: str) -> np.ndarray:
     r""":math:`\log f_Z(g(y)) + \log g'(y)`, :math:`-\infty` outside the domain."""
     y = np.asarray(y, float)
     inside = _in_domain(transform, y)
@@ -181,7 +182,7 @@ def logpdf(zq, levels, y, transform):
     return np.where(inside, out, -np.inf)
 
 
-def zscore(zq, levels, y, transform):
+def zscore(zq: np.ndarray, levels: np.ndarray, y: ArrayLike, transform: str) -> np.ndarray:
     r""":math:`\Phi^{-1}(F_Y(y))`, :math:`-\infty` outside the domain."""
     y = np.asarray(y, float)
     inside = _in_domain(transform, y)
@@ -189,7 +190,7 @@ def zscore(zq, levels, y, transform):
     return np.where(inside, out, -np.inf)
 
 
-def moments(zq, levels, transform):
+def moments(zq: np.ndarray, levels: np.ndarray, transform: str) -> tuple[np.ndarray, np.ndarray]:
     r"""Exact mean and standard deviation of :math:`Y = g^{-1}(Z)`.
 
     On piece :math:`j`, :math:`e^{Z} = e^{a_j + b_j U}` for
@@ -219,7 +220,7 @@ def moments(zq, levels, transform):
     return mean, std
 
 
-def _bvn_h_pos(h, k, rho):
+def _bvn_h_pos(h: np.ndarray, k: np.ndarray, rho: np.ndarray) -> np.ndarray:
     r"""Bivariate standard normal CDF :math:`\Phi_2(h, k; \rho)` for :math:`h > 0` and finite ``k``.
 
     Owen (1956): :math:`\Phi_2 = \tfrac12[\Phi(h) + \Phi(k)] - T(h, a_h) - T(k, a_k) - \beta`,
@@ -234,7 +235,7 @@ def _bvn_h_pos(h, k, rho):
     return 0.5 * (special.ndtr(h) + special.ndtr(k)) - special.owens_t(h, (k - rho * h) / (h * r)) - t_k - beta
 
 
-def crps_exp_pieces(y, zq, levels, *, chunk_size: int = _CHUNK) -> np.ndarray:
+def crps_exp_pieces(y: np.ndarray, zq: np.ndarray, levels: np.ndarray, *, chunk_size: int = _CHUNK) -> np.ndarray:
     r"""Exact CRPS of :math:`Y = e^{Z}`, :math:`Z` piecewise Gaussian (the contract's law of ``zq``).
 
     With :math:`\tau^* = F_Y(y)` and the quantile-integral form of the CRPS,
@@ -340,7 +341,7 @@ def crps_exp_pieces(y, zq, levels, *, chunk_size: int = _CHUNK) -> np.ndarray:
     return np.maximum(out, 0.0)
 
 
-def crps(y, zq, levels, transform, *, chunk_size: int = _CHUNK):
+def crps(y: np.ndarray, zq: np.ndarray, levels: np.ndarray, transform: str, *, chunk_size: int = _CHUNK) -> np.ndarray:
     """Exact CRPS of :math:`g^{-1}(Z)`; ``log1p`` is the ``log`` case shifted by 1 (CRPS is shift invariant)."""
     y = np.asarray(y, float)
     return crps_exp_pieces(y + 1.0 if transform == "log1p" else y, zq, levels, chunk_size=chunk_size)

@@ -83,7 +83,7 @@ def validate(ds: xr.Dataset) -> xr.Dataset:
     return ds
 
 
-def is_interval_family(pred) -> bool:
+def is_interval_family(pred: object) -> bool:
     """Whether ``pred`` is the contract's interval family (``lower``/``upper``, no quantile function).
 
     Model-aware intervals-only calibrators mark their output with
@@ -180,7 +180,7 @@ def _check_normal_agrees(ds: xr.Dataset, q: np.ndarray) -> None:
     check_positive(scale, "scale")
     z = special.ndtri(ds["level"].values)
 
-    def disagree(sl):
+    def disagree(sl: slice) -> tuple[np.ndarray, np.ndarray]:
         expected = loc[sl, None] + scale[sl, None] * z[None, :]
         tol = 1e-8 * (np.abs(loc[sl])[:, None] + scale[sl, None] * (1.0 + np.abs(z)[None, :]))
         return np.abs(q[sl] - expected) > tol, expected

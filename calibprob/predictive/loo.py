@@ -38,9 +38,11 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.dims import MCMC_DIMS
 from calibprob._core.trees import check_tree
@@ -130,7 +132,7 @@ def _relative_efficiency(groups: dict, n_samples: int) -> float:
     return float(np.hstack([ess[v].values.ravel() for v in ess.data_vars]).mean() / n_samples)
 
 
-def loo_weights(tree, *, var_name: str | None = None) -> LOOWeights:
+def loo_weights(tree: Any, *, var_name: str | None = None) -> LOOWeights:
     r"""PSIS-LOO weights of every training point of a PyMC / ArviZ tree.
 
     The weights of ``arviz_stats.loo(tree, pointwise=True)``, without its ELPD: ArviZ's
@@ -215,7 +217,7 @@ def _warn_high_k(weights: LOOWeights) -> None:
         )
 
 
-def from_loo(tree, *, var_name: str | None = None, levels=None) -> xr.Dataset:
+def from_loo(tree: Any, *, var_name: str | None = None, levels: ArrayLike | None = None) -> xr.Dataset:
     r"""Each training point's PSIS-LOO predictive distribution as the predictive Dataset.
 
     .. math::

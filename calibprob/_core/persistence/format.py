@@ -44,11 +44,11 @@ _PICKLE_MAGIC = re.compile(rb"\A\x80[\x01-\x05]")
 class _Unsaved:
     """Placeholder, during loading, for a user object that was not written."""
 
-    def __init__(self, path: str, what: str):
+    def __init__(self, path: str, what: str) -> None:
         self.path, self.what = path, what
 
 
-def _registered_name(obj) -> str | None:
+def _registered_name(obj: Any) -> str | None:
     cls = type(obj)
     name = cls.__name__
     module = REGISTRY.get(name)
@@ -58,7 +58,7 @@ def _registered_name(obj) -> str | None:
     return None
 
 
-def _describe(obj) -> str:
+def _describe(obj: Any) -> str:
     if inspect.isfunction(obj) or inspect.ismethod(obj) or inspect.isbuiltin(obj):
         mod = getattr(obj, "__module__", None) or "?"
         return f"function {mod}.{getattr(obj, '__qualname__', repr(obj))}"
@@ -66,7 +66,7 @@ def _describe(obj) -> str:
     return f"{cls.__module__}.{cls.__qualname__} instance"
 
 
-def _safe_attr_value(v) -> bool:
+def _safe_attr_value(v: Any) -> bool:
     if isinstance(v, (bool, np.bool_)):
         return False
     if isinstance(v, str):
@@ -76,7 +76,7 @@ def _safe_attr_value(v) -> bool:
     return isinstance(v, (float, np.floating))
 
 
-def _json_default(v):
+def _json_default(v: Any) -> Any:
     if isinstance(v, np.ndarray):
         return {"__ndarray__": v.tolist(), "dtype": str(v.dtype), "shape": list(v.shape)}
     if isinstance(v, np.generic):
@@ -86,7 +86,7 @@ def _json_default(v):
     raise TypeError(f"attribute value of type {type(v).__name__} cannot be saved")
 
 
-def _json_hook(d):
+def _json_hook(d: Any) -> Any:
     if "__ndarray__" in d:
         return np.asarray(d["__ndarray__"], dtype=_check_dtype(d["dtype"])).reshape(d["shape"])
     if "__npscalar__" in d:
@@ -139,7 +139,7 @@ def _join(parent: str, name: str) -> str:
     return f"{parent.rstrip('/')}/{name}"
 
 
-def _label(label: str, key, keyed: bool, attr_labels: bool) -> str:
+def _label(label: str, key: Any, keyed: bool, attr_labels: bool) -> str:
     """How a value is named in messages and references: ``a.b`` (attribute), ``a['k']``, ``a[0]``."""
     if attr_labels:
         return f"{label}.{key}" if label else str(key)
@@ -172,7 +172,7 @@ def _subscripts(label: str) -> list:
     return keys[::-1]
 
 
-def _state_items(obj, *, params) -> list:
+def _state_items(obj: Any, *, params: Any) -> list:
     """The attributes written as state: all but the parameters and the class's declared transients."""
     skip = set(params) | set(getattr(type(obj), "_transient_attrs", ()))
     return [(k, v) for k, v in vars(obj).items() if k not in skip]

@@ -6,6 +6,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any, NoReturn
 
 import numpy as np
 import xarray as xr
@@ -29,7 +30,7 @@ from calibprob._version import __version__
 
 
 class _Reader:
-    def __init__(self, groups: dict, path: Path, objects: dict):
+    def __init__(self, groups: dict, path: Path, objects: dict) -> None:
         self.groups = groups
         self.path = path
         self.objects = dict(objects)
@@ -38,7 +39,7 @@ class _Reader:
         self.by_label: dict[str, object] = {}
         self.pending_rebuild: list = []  # estimators whose derived state is rebuilt once all is read
 
-    def fail(self, where: str, what: str):
+    def fail(self, where: str, what: str) -> NoReturn:
         raise ValueError(
             f"'{self.path}' is not a valid calibprob file at {where or '/'}: {what}. It was not written by "
             "calibprob.save or is damaged."
@@ -54,7 +55,7 @@ class _Reader:
                 out.append((gpath[len(prefix) :], None))
         return out
 
-    def node_attrs(self, path: str, name: str, var) -> dict:
+    def node_attrs(self, path: str, name: str, var: Any) -> dict:
         if var is not None:
             return var.attrs
         return self.groups[f"{path.rstrip('/')}/{name}"].attrs
@@ -83,7 +84,7 @@ class _Reader:
             out.append((key, self.value(path, name, var, attrs, _label(label, key, keyed, attr_labels))))
         return out
 
-    def value(self, parent: str, name: str, var, attrs: dict, label: str):
+    def value(self, parent: str, name: str, var: Any, attrs: dict, label: str) -> Any:
         tag = attrs.get("calibprob_type")
         path = f"{parent.rstrip('/')}/{name}"
         if var is not None:
@@ -107,7 +108,7 @@ class _Reader:
             return self.datatree(path)
         self.fail(path, f"unknown node type {tag!r}")
 
-    def leaf(self, path, var, tag, attrs, label):
+    def leaf(self, path: Any, var: Any, tag: Any, attrs: Any, label: Any) -> Any:
         values = var.values
         if tag == "none":
             return None
@@ -136,7 +137,7 @@ class _Reader:
             return self.external(label, str(values))
         self.fail(path, f"unknown value type {tag!r}")
 
-    def external(self, label: str, what: str):
+    def external(self, label: str, what: str) -> Any:
         for key in (label, _attr_name(label)):
             if key in self.objects:
                 self.used.add(key)
@@ -148,7 +149,7 @@ class _Reader:
         self.by_label[label] = obj
         return obj
 
-    def element(self, value, name: str, label: str, what: str):
+    def element(self, value: Any, name: str, label: str, what: str) -> Any:
         """The object at ``label`` inside ``value``, passed as ``name=``: ``models_=[m0, m1]`` gives
         ``models_[1]`` its own ``m1``, as the attribute held them when saved."""
         for key in _subscripts(label):
@@ -162,7 +163,7 @@ class _Reader:
                 ) from None
         return value
 
-    def _class(self, path: str, name, kind: str = "class"):
+    def _class(self, path: str, name: str, kind: str = "class") -> Any:
         if not isinstance(name, str) or name not in REGISTRY:
             raise ValueError(
                 f"'{self.path}' names an unknown {kind} {name!r} at {path}; calibprob.load restores only "
@@ -188,7 +189,7 @@ class _Reader:
                 )
         return params
 
-    def estimator(self, path: str, label: str):
+    def estimator(self, path: str, label: str) -> Any:
         attrs = self.groups[path].attrs
         cls_name = attrs.get("calibprob_class")
         cls = self._class(path, cls_name)
@@ -221,7 +222,7 @@ class _Reader:
         self.pending_rebuild.append(obj)
         return obj
 
-    def obj(self, path: str, label: str):
+    def obj(self, path: str, label: str) -> Any:
         cls_name = self.groups[path].attrs.get("calibprob_class")
         cls = self._class(path, cls_name)
         obj = cls.__new__(cls)
@@ -229,7 +230,7 @@ class _Reader:
         obj.__dict__.update(dict(self.items(_join(path, "state"), label, keyed=True, attr_labels=True)))
         return obj
 
-    def generator(self, path: str, label: str):
+    def generator(self, path: str, label: str) -> Any:
         name = self.groups[path].attrs.get("calibprob_class")
         if name not in _BIT_GENERATORS:
             raise ValueError(f"'{self.path}' names an unknown numpy bit generator {name!r} at {path}.")
@@ -242,7 +243,7 @@ class _Reader:
         self.by_label[label] = gen
         return gen
 
-    def randomstate(self, path: str, label: str):
+    def randomstate(self, path: str, label: str) -> Any:
         state = tuple(v for _, v in self.items(_join(path, "state"), label, keyed=False))
         rs = np.random.RandomState()
         try:
@@ -263,7 +264,7 @@ class _Reader:
         ds.encoding = {}
         return ds
 
-    def dataset(self, path: str, tag: str):
+    def dataset(self, path: str, tag: str) -> Any:
         ds = self._plain(path)
         if tag == "dataset":
             return ds
@@ -273,7 +274,7 @@ class _Reader:
         da = ds[next(iter(ds.data_vars))]
         return da.rename(name)
 
-    def datatree(self, path: str):
+    def datatree(self, path: str) -> Any:
         prefix = path + "/"
         nodes = {"/": self._plain(path)}
         for gpath in self.groups:
@@ -282,7 +283,7 @@ class _Reader:
         return xr.DataTree.from_dict(nodes)
 
 
-def load(path, **objects):
+def load(path: Any, **objects: Any) -> Any:
     """Restore an estimator written by :meth:`save <calibprob._core.estimator.BaseEstimator.save>`.
 
     Parameters
@@ -366,7 +367,7 @@ def _read_groups(path: Path) -> dict[str, xr.Dataset]:
     return groups
 
 
-def _load_plain_recalibrator(groups: dict[str, xr.Dataset], path: Path, objects: dict):
+def _load_plain_recalibrator(groups: dict[str, xr.Dataset], path: Path, objects: dict) -> Any:
     """A file without calibprob's format attribute: only ``OnlineQuantileRecalibrator.to_dataset()`` output loads."""
     root = groups["/"]
     if root.attrs.get("estimator") == "OnlineQuantileRecalibrator" and not root.data_vars.keys() - {
@@ -386,7 +387,7 @@ def _load_plain_recalibrator(groups: dict[str, xr.Dataset], path: Path, objects:
     )
 
 
-def _check_format(root, path: Path) -> None:
+def _check_format(root: Any, path: Path) -> None:
     """The file's format is one this calibprob reads (not newer), and its root is an estimator.
 
     A newer format is refused, minor versions included: a newer writer may store state that
@@ -406,7 +407,7 @@ def _check_format(root, path: Path) -> None:
         )
 
 
-def _check_user_objects(reader: _Reader, obj, root, path: Path, objects: dict) -> None:
+def _check_user_objects(reader: _Reader, obj: Any, root: Any, path: Path, objects: dict) -> None:
     """Every user object the file needs was passed, and no keyword names one it does not hold."""
     if reader.missing:
         paths = [p for p, _ in reader.missing]

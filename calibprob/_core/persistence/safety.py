@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -94,7 +95,7 @@ def _check_no_bytes(groups: dict) -> None:
                 raise ValueError(f"refusing to load: {where} holds raw bytes, " + _REFUSE)
 
 
-def _parse_version(text, path) -> tuple[int, int]:
+def _parse_version(text: Any, path: Any) -> tuple[int, int]:
     m = re.fullmatch(r"(\d+)\.(\d+)", str(text))
     if m is None:
         raise ValueError(f"'{path}' has an unreadable calibprob_format {text!r}; it was not written by calibprob.save.")

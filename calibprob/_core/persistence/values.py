@@ -23,6 +23,7 @@ Anything else is refused with the path, the declared type, the value found and t
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ _INT_TEXT = re.compile(r"\s*[-+]?\d+\s*")
 _BOOL_TEXT = {"true": True, "false": False}
 
 
-def _item(value):
+def _item(value: Any) -> Any:
     """The Python scalar of a 0-d array or NumPy scalar (bytes decoded as ASCII), else ``value``."""
     if isinstance(value, np.ndarray):
         if value.ndim != 0:
@@ -45,7 +46,7 @@ def _item(value):
     return value
 
 
-def _to_bool(v):
+def _to_bool(v: Any) -> bool | None:
     if isinstance(v, bool):
         return v
     if isinstance(v, int) and v in (0, 1):
@@ -55,7 +56,7 @@ def _to_bool(v):
     return None
 
 
-def _to_int(v):
+def _to_int(v: Any) -> int | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, int):
@@ -67,7 +68,7 @@ def _to_int(v):
     return None
 
 
-def _to_float(v):
+def _to_float(v: Any) -> float | None:
     if isinstance(v, bool):
         return None
     if isinstance(v, (int, float)):
@@ -80,7 +81,7 @@ def _to_float(v):
     return None
 
 
-def _to_str(v):
+def _to_str(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
 
@@ -88,7 +89,7 @@ def _to_str(v):
 SCALAR_TYPES = {"bool": _to_bool, "int": _to_int, "float": _to_float, "str": _to_str}
 
 
-def convert_scalar(value, declared: str, where: str):
+def convert_scalar(value: Any, declared: str, where: str) -> Any:
     """``value`` (as stored) converted to the ``declared`` type, or a ``ValueError`` naming all three.
 
     Parameters

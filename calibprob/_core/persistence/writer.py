@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -26,7 +27,7 @@ from calibprob._version import __version__
 
 
 class _Writer:
-    def __init__(self):
+    def __init__(self) -> None:
         self.groups: dict[str, dict] = {}  # path -> {"vars": {...}, "attrs": {...}, "ds": Dataset|None}
         self.memo: dict[int, str] = {}
         self.alive: list = []  # keep memoised objects alive so ids stay unique
@@ -39,7 +40,7 @@ class _Writer:
         self.groups[path] = node
         return node
 
-    def leaf(self, parent: str, name: str, data, tag: str, extra: dict) -> None:
+    def leaf(self, parent: str, name: str, data: Any, tag: str, extra: dict) -> None:
         arr = np.asarray(data)
         dims = []
         for _ in range(arr.ndim):
@@ -49,7 +50,7 @@ class _Writer:
         self.groups[parent]["vars"][name] = xr.Variable(tuple(dims), arr, attrs)
 
     # -- values -------------------------------------------------------------
-    def value(self, parent: str, name: str, label: str, value, extra: dict) -> None:
+    def value(self, parent: str, name: str, label: str, value: Any, extra: dict) -> None:
         """Write ``value`` as variable or group ``name`` of group ``parent``.
 
         Tried in order: scalars and arrays (one variable), containers and xarray
@@ -62,7 +63,7 @@ class _Writer:
             return
         self.obj(parent, name, label, value, extra)
 
-    def plain(self, parent: str, name: str, label: str, value, extra: dict) -> bool:
+    def plain(self, parent: str, name: str, label: str, value: Any, extra: dict) -> bool:
         """None, bool, NumPy scalar or array, int, float, str as one variable; False for anything else."""
         if value is None:
             self.leaf(parent, name, np.int8(0), "none", extra)
@@ -83,7 +84,7 @@ class _Writer:
             return False
         return True
 
-    def container(self, parent: str, name: str, label: str, value, extra: dict) -> bool:
+    def container(self, parent: str, name: str, label: str, value: Any, extra: dict) -> bool:
         """list, tuple, dict and xarray objects as a group ``name`` of ``parent``; False for anything else."""
         path = _join(parent, name)
         if type(value) in (list, tuple):
@@ -102,7 +103,7 @@ class _Writer:
             return False
         return True
 
-    def obj(self, parent: str, name: str, label: str, value, extra: dict) -> None:
+    def obj(self, parent: str, name: str, label: str, value: Any, extra: dict) -> None:
         """Objects that may be shared (the same function twice, ``estimator_ is estimator``)."""
         path = _join(parent, name)
         key = id(value)
@@ -145,11 +146,11 @@ class _Writer:
         self.externals.append(label)
         return self.leaf(parent, name, np.asarray(_describe(value), dtype=str), "external", extra)
 
-    def remember(self, value, label: str) -> None:
+    def remember(self, value: Any, label: str) -> None:
         self.memo[id(value)] = label
         self.alive.append(value)
 
-    def ndarray(self, parent, name, label, value, extra):
+    def ndarray(self, parent: Any, name: str, label: Any, value: Any, extra: Any) -> None:
         scalar = isinstance(value, np.generic)
         arr = np.asarray(value)
         if arr.dtype.kind == "O":
@@ -164,7 +165,7 @@ class _Writer:
             )
         self.leaf(parent, name, arr, "ndarray", {**extra, "calibprob_scalar": int(scalar)})
 
-    def sequence(self, parent, name, label, value, extra):
+    def sequence(self, parent: Any, name: str, label: Any, value: Any, extra: Any) -> Any:
         kind = "list" if type(value) is list else "tuple"
         for scalar_type, elem, dtype in (
             (float, "float", float),
@@ -181,7 +182,9 @@ class _Writer:
         self.group(path, {"calibprob_type": kind, **extra})
         return self.items(path, label, list(enumerate(value)), keyed=False)
 
-    def items(self, path, label, items, *, keyed: bool, attr_labels: bool = False, attrs: dict | None = None):
+    def items(
+        self, path: Any, label: Any, items: Any, *, keyed: bool, attr_labels: bool = False, attrs: dict | None = None
+    ) -> None:
         if attrs is not None:
             self.group(path, attrs)
         used = set()
@@ -207,7 +210,7 @@ class _Writer:
             used.add(name)
             self.value(path, name, _label(label, key, keyed, attr_labels), value, extra)
 
-    def estimator(self, path, label, est, extra):
+    def estimator(self, path: Any, label: Any, est: Any, extra: Any) -> None:
         self.remember(est, label)
         cls_name = _registered_name(est)
         self.group(path, {"calibprob_type": "estimator", "calibprob_class": cls_name, **extra})
@@ -229,7 +232,7 @@ class _Writer:
             attrs={"calibprob_type": "dict"},
         )
 
-    def generator(self, path, label, gen, extra):
+    def generator(self, path: Any, label: Any, gen: Any, extra: Any) -> None:
         bg = gen.bit_generator
         name = type(bg).__name__
         if _BIT_GENERATORS.get(name) is not type(bg):
@@ -237,7 +240,7 @@ class _Writer:
         self.group(path, {"calibprob_type": "generator", "calibprob_class": name, **extra})
         self.items(_join(path, "state"), label, list(bg.state.items()), keyed=True, attrs={"calibprob_type": "dict"})
 
-    def dataset(self, path, ds: xr.Dataset, tag: str, extra):
+    def dataset(self, path: Any, ds: xr.Dataset, tag: str, extra: Any) -> None:
         ds = ds.copy(deep=False)
         for var in ds.variables.values():
             var.attrs = _pack_attrs(var.attrs)
@@ -247,7 +250,7 @@ class _Writer:
         node = self.group(path, {})
         node["ds"] = ds
 
-    def datatree(self, path, tree: xr.DataTree, extra):
+    def datatree(self, path: Any, tree: xr.DataTree, extra: Any) -> None:
         for node in tree.subtree:
             rel = node.relative_to(tree)
             sub = path if rel == "." else f"{path}/{rel}"
@@ -265,7 +268,7 @@ class _Writer:
         return xr.DataTree.from_dict(out)
 
 
-def save(obj, path) -> Path:
+def save(obj: Any, path: Any) -> Path:
     """Write a calibprob estimator to ``path`` as netCDF-4 (see ``calibprob._core.persistence``).
 
     Parameters

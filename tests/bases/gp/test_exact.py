@@ -50,34 +50,91 @@ def m52_fit(m52_data):
     return gp.fit(*m52_data)
 
 
+# The recovery tests rest on a random draw and an optimiser's random restarts: they take both from the seed sweep
+# (tests/conftest.py), seed 0 (the fixtures above) in the default run, 0..19 under `make test-seeds`.
+SEEDED = pytest.mark.seeded(0, scope="module")
+
+
+@pytest.fixture(scope="module")
+def se_at_seed(seed, se_fit):
+    """The SE fit on a prior draw and restarts at ``seed`` (the module's se_fit at seed 0)."""
+    if seed == 0:
+        return se_fit
+    data = draw_prior(seed, 300, TRUE_SE["lengthscale"], TRUE_SE["variance"], TRUE_SE["noise"])
+    return GaussianProcessRegressor(kernel="se", random_state=seed).fit(*data)
+
+
+@pytest.fixture(scope="module")
+def m52_at_seed(seed, m52_fit):
+    """The Matérn-5/2 REML fit on the prior draw ``seed + 1`` and restarts at ``seed`` (m52_fit at seed 0)."""
+    if seed == 0:
+        return m52_fit
+    t = TRUE_M52
+    data = draw_prior(seed + 1, 300, t["lengthscale"], t["variance"], t["noise"], "matern", 2, t["mean"])
+    return GaussianProcessRegressor(kernel="matern", p=2, mean="constant", objective="reml", random_state=seed).fit(
+        *data
+    )
+
+
 # --------------------------------------------------------------------------- MAP recovery
-def test_map_recovers_se_hyperparameters(se_fit):
+@SEEDED
+def test_map_recovers_se_hyperparameters(se_at_seed, record_property):
     """n = 300 draw from the prior (seed 0): measured ℓ = (0.244, 0.758) for (0.25, 0.6),
-    σ² = 2.23 for 2.0, σ_n² = 0.0435 for 0.05. Tolerances: ℓ ±30 %, σ² within a factor 2
-    (the variance is only weakly identified on a bounded domain), σ_n² ±25 %."""
+    σ² = 2.23 for 2.0, σ_n² = 0.0435 for 0.05.
+
+    The fit must beat the truth on its own objective (the optimiser's part; any draw), and recover the
+    hyperparameters as well as 300 points allow (the statistics' part). Over the seed sweep's 20 prior draws
+    (tests/conftest.py) ℓ was off by up to 77 %, σ² by a factor 0.32-2.13 (weakly identified on a bounded
+    domain, traded against ℓ), σ_n² by up to 18 %: the tolerances are ℓ ±90 %, σ² within a factor 4, σ_n² ±30 %.
+    (Until the sweep they were ±30 %, a factor 2 and ±25 %, which 4 of the 20 draws broke.)"""
+    se_fit = se_at_seed
     th = se_fit.theta_
-    np.testing.assert_allclose(th["lengthscale"], TRUE_SE["lengthscale"], rtol=0.30)
-    assert 0.5 < th["variance"] / TRUE_SE["variance"] < 2.0
-    np.testing.assert_allclose(th["noise"], TRUE_SE["noise"], rtol=0.25)
+    record_property("lengthscale_rel_gap", float(np.max(np.abs(th["lengthscale"] / TRUE_SE["lengthscale"] - 1))))
+    record_property("variance_ratio", float(th["variance"] / TRUE_SE["variance"]))
+    record_property("noise_rel_gap", float(abs(th["noise"] / TRUE_SE["noise"] - 1)))
+    truth = {k: TRUE_SE[k] for k in ("lengthscale", "variance", "noise")}
+    record_property(
+        "objective_gain_over_truth", float(se_fit.log_marginal_likelihood() - se_fit.log_marginal_likelihood(truth))
+    )
+    assert se_fit.log_marginal_likelihood() >= se_fit.log_marginal_likelihood(truth)
+    np.testing.assert_allclose(th["lengthscale"], TRUE_SE["lengthscale"], rtol=0.90)  # sweep: 0.774
+    assert 0.25 < th["variance"] / TRUE_SE["variance"] < 4.0  # sweep: 0.32-2.13
+    np.testing.assert_allclose(th["noise"], TRUE_SE["noise"], rtol=0.30)  # sweep: 0.18
     assert all(se_fit.fit_info_["converged"])
     assert se_fit.fit_info_["backend"] == "numpy"
 
 
-def test_reml_recovers_matern_hyperparameters_and_mean(m52_fit):
+@SEEDED
+def test_reml_recovers_matern_hyperparameters_and_mean(m52_at_seed, record_property):
     """Matérn-5/2, constant mean 5, REML (seed 1): measured ℓ = (0.314, 0.486),
-    σ² = 1.86, σ_n² = 0.0227, m̂ = 3.71; m̂ must lie within 3 GLS standard errors."""
+    σ² = 1.86, σ_n² = 0.0227, m̂ = 3.71; m̂ must lie within 3 GLS standard errors.
+
+    As for the SE fit: the fit beats the truth on its own objective, and the tolerances are what the seed sweep's
+    20 prior draws showed: ℓ off by up to 43 % (tolerance 60 %), σ² by a factor 0.28-2.60 (within 4), σ_n² by up
+    to 24 % (30 %), m̂ up to 2.22 standard errors (3). (Until the sweep: ±30 %, a factor 2 and ±25 %, which 4 of
+    the 20 draws broke.)"""
+    m52_fit = m52_at_seed
     th = m52_fit.theta_
-    np.testing.assert_allclose(th["lengthscale"], TRUE_M52["lengthscale"], rtol=0.30)
-    assert 0.5 < th["variance"] / TRUE_M52["variance"] < 2.0
-    np.testing.assert_allclose(th["noise"], TRUE_M52["noise"], rtol=0.25)
     se_mean = np.sqrt(1.0 / m52_fit._state["s"])  # Var(m̂) = 1 / (1ᵀK⁻¹1)
+    record_property("lengthscale_rel_gap", float(np.max(np.abs(th["lengthscale"] / TRUE_M52["lengthscale"] - 1))))
+    record_property("variance_ratio", float(th["variance"] / TRUE_M52["variance"]))
+    record_property("noise_rel_gap", float(abs(th["noise"] / TRUE_M52["noise"] - 1)))
+    record_property("mean_gap_in_se", float(abs(th["mean_"] - TRUE_M52["mean"]) / se_mean))
+    truth = {k: TRUE_M52[k] for k in ("lengthscale", "variance", "noise")}
+    gain = m52_fit.log_marginal_likelihood() - m52_fit.log_marginal_likelihood(truth)
+    record_property("objective_gain_over_truth", float(gain))
+    assert gain >= 0
+    np.testing.assert_allclose(th["lengthscale"], TRUE_M52["lengthscale"], rtol=0.60)  # sweep: 0.426
+    assert 0.25 < th["variance"] / TRUE_M52["variance"] < 4.0  # sweep: 0.28-2.60
+    np.testing.assert_allclose(th["noise"], TRUE_M52["noise"], rtol=0.30)  # sweep: 0.24
     assert abs(th["mean_"] - TRUE_M52["mean"]) < 3 * se_mean
     assert m52_fit.mean_ == th["mean_"]
 
 
+@SEEDED
 @pytest.mark.parametrize("which", ["se", "m52"])
-def test_fitted_theta_is_a_local_maximum(which, se_fit, m52_fit):
-    gp = se_fit if which == "se" else m52_fit
+def test_fitted_theta_is_a_local_maximum(which, se_at_seed, m52_at_seed):
+    gp = se_at_seed if which == "se" else m52_at_seed
     best = gp.log_marginal_likelihood()
     assert best == pytest.approx(gp.log_marginal_likelihood_value_)
     assert best == pytest.approx(gp.fit_info_["best_objective"], abs=1e-8)

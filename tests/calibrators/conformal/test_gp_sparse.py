@@ -84,14 +84,19 @@ def test_jgp_sparse_with_all_points_inducing_is_the_exact_jgp(mean, score, sine_
     np.testing.assert_allclose(b["upper"], a["upper"], atol=1e-6)
 
 
-def test_jgp_on_sparse_base_covers_at_its_guarantee():
+@pytest.mark.seeded(11)
+def test_jgp_on_sparse_base_covers_at_its_guarantee(seed, record_property):
     """Seeded synthetic data, hyperparameters fitted on the training set (n = 600, m = 40):
     90 % J+GP and asymJ+GP intervals on 4 000 test points. Guarantee (Barber et al.): 2c - 1 = 0.8;
-    measured 0.902 and 0.900."""
-    rng = np.random.default_rng(11)
+    measured 0.9015 and 0.8993 at seed 11. The data and the optimiser's random start both move with ``seed``
+    (tests/conftest.py's sweep): over seeds 0..19 coverage ranged 0.860-0.930 (J+GP) and 0.880-0.928 (asymJ+GP),
+    the spread of one training set's conditional coverage (sd about sqrt(0.09 / 600) = 0.012, plus 0.005 from
+    the 4 000 test points). The window 0.85-0.95 holds over the sweep and still fails a method that reaches only
+    the worst-case guarantee 0.8."""
+    rng = np.random.default_rng(seed)
     X = rng.uniform(-2, 2, size=(4600, 2))
     y = np.sin(2 * X[:, 0]) * np.cos(X[:, 1]) + 0.3 * rng.normal(size=4600)
-    gp = SparseGaussianProcessRegressor(n_inducing=40, n_restarts=1, random_state=0).fit(X[:600], y[:600])
+    gp = SparseGaussianProcessRegressor(n_inducing=40, n_restarts=1, random_state=seed).fit(X[:600], y[:600])
     for score in ("normalized", "signed"):
         iv = (
             JackknifePlusGP(estimator=gp, prefit=True, score=score, confidence_level=0.9)
@@ -99,7 +104,8 @@ def test_jgp_on_sparse_base_covers_at_its_guarantee():
             .predict_interval(X[600:])
         )
         cover = float(np.mean((y[600:] >= iv["lower"].values) & (y[600:] <= iv["upper"].values)))
-        assert 0.88 <= cover <= 0.93, (score, cover)
+        record_property(f"coverage_{score}", cover)
+        assert 0.85 <= cover <= 0.95, (score, cover)  # sweep of 20 seeds: 0.860-0.930
 
 
 def test_sparse_conformal_never_builds_an_n_by_n_matrix(monkeypatch, sine_surface):

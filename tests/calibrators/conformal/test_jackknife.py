@@ -118,20 +118,25 @@ def coverage(cv, n, c, reps, seed, score="absolute"):
     return cov.mean(), cov.std(ddof=1) / np.sqrt(reps)
 
 
-def test_jackknife_plus_guarantee_fast():
+@pytest.mark.seeded(7)
+def test_jackknife_plus_guarantee_fast(seed, record_property):
     """Barber et al. (2021) Thm 1: P(cover) >= 1 - 2 alpha = 2c - 1."""
     c = 0.9
-    mean, se = coverage("loo", 19, c, reps=400, seed=7)
+    mean, se = coverage("loo", 19, c, reps=400, seed=seed)
+    record_property("coverage_mean", mean)
     assert mean >= 2 * c - 1 - 3 * se
-    assert mean >= c - 0.05  # in practice close to c (not a guarantee; a sanity bound)
+    # in practice close to c (not a guarantee; a sanity bound): 0.894-0.905 over the sweep's 20 seeds
+    assert mean >= c - 0.05
 
 
-def test_cv_plus_guarantee_fast():
+@pytest.mark.seeded(8)
+def test_cv_plus_guarantee_fast(seed, record_property):
     """CV+ (Barber et al. Thm 4): >= 2c - 1 - min(2(1-1/K)/(n/K+1), (1-K/n)/(K+1)); we check >= 2c - 1."""
     c = 0.9
-    mean, se = coverage(5, 40, c, reps=400, seed=8)
+    mean, se = coverage(5, 40, c, reps=400, seed=seed)
+    record_property("coverage_mean", mean)
     assert mean >= 2 * c - 1 - 3 * se
-    assert mean >= c - 0.05
+    assert mean >= c - 0.05  # 0.903-0.913 over the sweep's 20 seeds
 
 
 @pytest.mark.slow
