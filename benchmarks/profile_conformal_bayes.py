@@ -4,7 +4,7 @@ The inputs are those of ``bench_conformal_bayes.py`` (n = 309, 8 000 draws, 100 
 133 test points). Printed:
 
 * the core's warm call on one thread, phase by phase (thread CPU time of each pass of
-  :func:`calibprob.calibrators.conformal._bayes_numerics.aoi_block`'s fused path, summed over
+  :func:`calibprob.calibrators.conformal.bayes._numerics.aoi_block`'s fused path, summed over
   the blocks), beside the float32 floor (the same multiply-add count as one product);
 * a cProfile summary (top functions by own time) of the core's warm call;
 * the PyMC door's first and second call (closed form and ``logp``), wall time and a cProfile
@@ -34,7 +34,7 @@ import bench_conformal_bayes as bench  # noqa: E402
 
 def phases(p, logf) -> dict[str, float]:
     """Thread CPU seconds of each pass of the fused path, one thread, summed over 500-row blocks."""
-    from calibprob.calibrators.conformal import _bayes_numerics as nm
+    from calibprob.calibrators.conformal.bayes import _numerics as nm
 
     E, c = nm.shifted_likelihood(p["ll"])
     E32 = E.astype(np.float32)

@@ -849,7 +849,9 @@ def _group_legend(methods: list[str], colors: dict[str, Any], any_infinite: bool
 
 
 # ----------------------------------------------------------------------------- coverage over time
-def plot_rolling_coverage(metrics: xr.Dataset, *, confidence_level=None, ax=None, label: str | None = None):
+def plot_rolling_coverage(
+    metrics: xr.Dataset, *, confidence_level: ArrayLike | None = None, ax: Any = None, label: str | None = None
+) -> Any:
     r"""Rolling coverage over time against the nominal level, with the binomial band of a calibrated forecaster.
 
     Draws ``rolling_coverage`` of :func:`calibprob.evaluate` on a prediction with a ``time``

@@ -45,8 +45,8 @@ from calibprob.metrics._reading import (
     _ueb_bounds,
 )
 from calibprob.metrics._scores import crps_normal, interval_score, mean_squared_error, pinball_loss
-from calibprob.metrics._temporal import add_time_diagnostics, stream_times
 from calibprob.metrics._shift import add_shift_diagnostics
+from calibprob.metrics._temporal import add_time_diagnostics, stream_times
 from calibprob.metrics._xr_conditional import (
     check_diagnostic_options,
     check_slab_features,

@@ -29,8 +29,11 @@ Genet. Mol. Biol. 9(1).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.validation import check_int
 from calibprob.weights import LikelihoodRatio, effective_sample_size
@@ -38,7 +41,7 @@ from calibprob.weights import LikelihoodRatio, effective_sample_size
 __all__ = ["covariate_shift", "auc", "add_shift_diagnostics"]
 
 
-def auc(scores_negative, scores_positive) -> float:
+def auc(scores_negative: ArrayLike, scores_positive: ArrayLike) -> float:
     """Mann–Whitney AUC: the chance a positive scores above a negative (ties half).
 
     Examples
@@ -60,7 +63,7 @@ def auc(scores_negative, scores_positive) -> float:
     return float((r_pos - b.size * (b.size + 1) / 2.0) / (a.size * b.size))
 
 
-def _features(X, name: str) -> np.ndarray:
+def _features(X: Any, name: str) -> np.ndarray:
     X = np.asarray(getattr(X, "values", X), float)
     if X.ndim == 1:
         X = X[:, None]
@@ -81,7 +84,13 @@ def _cross_fitted_auc(lr: LikelihoodRatio, Z: np.ndarray, n0: int) -> tuple[floa
 
 
 def covariate_shift(
-    X_calibration, X_test, *, classifier=None, cv=5, n_permutations: int = 100, random_state: int = 0
+    X_calibration: Any,
+    X_test: Any,
+    *,
+    classifier: Any = None,
+    cv: int = 5,
+    n_permutations: int = 100,
+    random_state: int = 0,
 ) -> xr.Dataset:
     r"""The classifier two-sample diagnostic of covariate shift between calibration and test inputs.
 
@@ -171,7 +180,7 @@ def _attrs(long_name: str, definition: str) -> dict:
     }
 
 
-def add_shift_diagnostics(out: xr.Dataset, pred: xr.Dataset, shift) -> xr.Dataset:
+def add_shift_diagnostics(out: xr.Dataset, pred: xr.Dataset, shift: Any) -> xr.Dataset:
     """``evaluate``'s opt-in: ``out`` with the shift diagnostic and the weights' effective sample size.
 
     Parameters

@@ -29,8 +29,11 @@ series prediction. NeurIPS 36, §4 (the tables' coverage, longest error run and 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.validation import check_int
 from calibprob.calibrators.online._time import TIME_COORD, check_stream_times
@@ -136,7 +139,7 @@ _ATTRS = {
 }
 
 
-def rolling_mean(x, window: int) -> np.ndarray:
+def rolling_mean(x: ArrayLike, window: int) -> np.ndarray:
     r"""Trailing means over full windows: :math:`\bar x_t = \frac1w \sum_{s=t-w+1}^t x_s` (NaN for :math:`t < w`).
 
     Parameters
@@ -165,7 +168,7 @@ def rolling_mean(x, window: int) -> np.ndarray:
     return out
 
 
-def longest_run(flags) -> np.ndarray:
+def longest_run(flags: ArrayLike) -> np.ndarray:
     """The longest run of consecutive ``True`` along axis 0, per column.
 
     Examples
@@ -183,7 +186,7 @@ def longest_run(flags) -> np.ndarray:
     return best.reshape(f.shape[1:])
 
 
-def long_run_error(missed, alpha) -> np.ndarray:
+def long_run_error(missed: ArrayLike, alpha: ArrayLike) -> np.ndarray:
     r"""The running miss rate minus its target, :math:`\frac1t\sum_{s\le t}\mathrm{err}_s - \alpha`, shape (T, L).
 
     Examples
@@ -201,7 +204,7 @@ def stream_times(pred: xr.Dataset) -> np.ndarray | None:
     return check_stream_times(pred, None, "pred")
 
 
-def check_time_window(window, n: int) -> int:
+def check_time_window(window: int | None, n: int) -> int:
     """The rolling window: an integer in [1, n] (default ``min(DEFAULT_TIME_WINDOW, n)``)."""
     if window is None:
         return max(1, min(DEFAULT_TIME_WINDOW, n))
@@ -235,7 +238,16 @@ def _reported(pred: xr.Dataset, name: str, levels: np.ndarray, per_obs: bool) ->
     return None
 
 
-def add_time_diagnostics(out: xr.Dataset, pred: xr.Dataset, times, window, covered, widths, levels, **scores):
+def add_time_diagnostics(
+    out: xr.Dataset,
+    pred: xr.Dataset,
+    times: np.ndarray | None,
+    window: int | None,
+    covered: np.ndarray | None,
+    widths: np.ndarray | None,
+    levels: np.ndarray,
+    **scores: Any,
+) -> xr.Dataset:
     """``out`` with :func:`time_diagnostics` added when ``times`` is not ``None``; else ``out`` itself.
 
     ``window`` without times is refused: a rolling window needs a time order to roll along.
@@ -248,6 +260,7 @@ def add_time_diagnostics(out: xr.Dataset, pred: xr.Dataset, times, window, cover
                 "or drop time_window."
             )
         return out
+    assert covered is not None and widths is not None  # a scored prediction with times has both
     diag = time_diagnostics(pred, times, covered, widths, levels, window=window, **scores)
     res = out.assign(diag.data_vars).assign_coords(diag.coords)
     res.attrs["time_window"] = int(diag["rolling_coverage"].attrs["time_window"])

@@ -367,8 +367,15 @@ register_method(
     family="distribution",
     output="distribution",
     options={
-        "rule": Choice(("osd", "aci", "dtaci")),
+        "rule": Choice(("osd", "aci", "dtaci", "pid")),
         "coupling": Choice(("isotonic", "independent")),
+        # rule = "pid" (Angelopoulos, Candès & Tibshirani 2023): step, integrator, burn-in, scorecaster
+        "lr": _POS,
+        "proportional_lr": Choice(("burnin", "rolling", "none")),
+        "csat": _POS,
+        "ki": Float(0, None),
+        "burnin": Int(1, None),
+        "scorecaster": Choice(("ar",)),
         "gammas": ListOf(_PROB),
         "eta": _POS,
         "gamma": _PROB,
@@ -376,7 +383,7 @@ register_method(
         "level_floor": Float(0, 0.5, lo_open=True, hi_open=True),
         "regret_window": Int(1, None),
     },
-    doc="Online quantile recalibration (Deshpande et al. 2024; rule = osd, aci, dtaci) along a time split's horizon.",
+    doc="Online quantile recalibration (Deshpande et al. 2024; rule = osd, aci, dtaci, pid) along a time split's horizon.",
     adapter=_ONLINE_ADAPTER,
     needs_calibration_split=True,
 )
@@ -615,7 +622,7 @@ register_method(
     doc="Sharp calibrated GP (Capone et al. 2023), calibration hyperparameters by MAP per level.",
     seed="random_state",
     serves=("gp", "sparse-gp"),
-    hidden=("blas_threads", "compile_mode", "base"),
+    hidden=("blas_threads", "compile_mode"),
     exports=(*_CAL,),
 )
 

@@ -230,9 +230,7 @@ def cqr_corrections(scores, confidence_level: float, *, score: str = "symmetric"
     return q, q
 
 
-def weighted_cqr_corrections(
-    scores, calibration_weights, test_weights, confidence_level: float, *, score="symmetric"
-):
+def weighted_cqr_corrections(scores, calibration_weights, test_weights, confidence_level: float, *, score="symmetric"):
     r"""Per test point, the corrections ``(Q_lo, Q_hi)`` of weighted CQR (Tibshirani et al. 2019's rule).
 
     :func:`cqr_corrections` with the empirical law of the scores replaced by

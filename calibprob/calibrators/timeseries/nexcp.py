@@ -44,9 +44,9 @@ import xarray as xr
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.validation import check_array, check_int, check_targets
 from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
-from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.conformal.scores import Score, get_score
 from calibprob.calibrators.conformal.split_calibrator import conformal_thresholds, predictive_mean_std
+from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.online._time import TIME_COORD, check_stream_times
 from calibprob.calibrators.timeseries._full_ls import full_conformal_hull, ls_residual_lines, swap_fit_weight
 from calibprob.predictive import from_intervals

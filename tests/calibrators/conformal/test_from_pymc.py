@@ -308,7 +308,7 @@ def test_a_second_call_on_the_same_model_reuses_the_clone_and_compiled_functions
 
 
 def test_the_compiled_normal_density_is_numpys_bit_for_bit():
-    from calibprob.calibrators.conformal.from_pymc import _normal_logpdf
+    from calibprob.calibrators.conformal.bayes.from_pymc import _normal_logpdf
 
     rng = np.random.default_rng(3)
     mu, sigma = rng.normal(size=(50, 4)), rng.uniform(0.1, 3.0, size=(50, 4))
