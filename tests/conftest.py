@@ -70,3 +70,18 @@ def pytest_generate_tests(metafunc):
     values = [pytest.param(marker.args[0], id=f"seed{marker.args[0]}")]
     values += [pytest.param(s, id=f"sweep{s}", marks=pytest.mark.slow) for s in range(_sweep_size(metafunc.config))]
     metafunc.parametrize("seed", values, scope=marker.kwargs.get("scope", "function"))
+
+
+@pytest.fixture
+def record_property(record_property):
+    """pytest's ``record_property`` with NumPy scalars turned into Python ones.
+
+    Under pytest-xdist a test report travels to the controller through execnet, which cannot
+    serialise ``numpy.float64``: one such property crashes the run (INTERNALERROR), so every value
+    is converted here instead of at each call.
+    """
+
+    def record(name: str, value) -> None:
+        record_property(name, value.item() if hasattr(value, "item") else value)
+
+    return record
