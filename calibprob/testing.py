@@ -367,7 +367,7 @@ def check_level_dims(s: _Subject) -> None:
     default = s.template.get_params().get("confidence_level")
     c = float(np.atleast_1d(0.9 if default is None else default)[0])
     x = s.problem["X_te"] if s.family == "model-aware" else s.problem["normal"][1]
-    fits = [(s.fitted("normal"), {}, "")]
+    fits: list[tuple[Any, dict[str, Any], str]] = [(s.fitted("normal"), {}, "")]
     grouped = _grouped_fit(s)
     if grouped is not None:
         fits.append((*grouped, " (grouped)"))

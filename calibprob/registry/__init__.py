@@ -549,7 +549,7 @@ register_method(
     doc="Sharp calibrated GP (Capone et al. 2023), calibration hyperparameters by MAP per level.",
     seed="random_state",
     serves=("gp", "sparse-gp"),
-    hidden=("blas_threads", "compile_mode", "base"),
+    hidden=("blas_threads", "compile_mode"),
     exports=(*_CAL,),
 )
 
