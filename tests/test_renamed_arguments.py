@@ -326,10 +326,11 @@ def test_the_cqr_numpy_layer_takes_score_for_variant():
     rng = np.random.default_rng(7)
     q_lo, q_hi, y = rng.normal(size=30) - 1.0, rng.normal(size=30) + 1.0, rng.normal(size=30)
     q_lo, q_hi = np.minimum(q_lo, q_hi), np.maximum(q_lo, q_hi)
-    with _no_future_warning():
-        s = cqr.cqr_scores(y, q_lo, q_hi, score="cqr-r")
-        corr = cqr.cqr_corrections(s, 0.8, score="cqr-r")
-        ends = cqr.cqr_intervals(q_lo, q_hi, corr, score="cqr-r")
+    ctx = _no_future_warning()
+    s = cqr.cqr_scores(y, q_lo, q_hi, score="cqr-r")
+    corr = cqr.cqr_corrections(s, 0.8, score="cqr-r")
+    ends = cqr.cqr_intervals(q_lo, q_hi, corr, score="cqr-r")
+    ctx.__exit__(None, None, None)
     for name, call, new in (
         ("cqr_scores", lambda **k: cqr.cqr_scores(y, q_lo, q_hi, **k), s),
         ("cqr_corrections", lambda **k: cqr.cqr_corrections(s, 0.8, **k), corr),

@@ -474,3 +474,19 @@ def test_values_round_trip_exactly(tmp_path, data):
     xr.testing.assert_identical(back["tree"], values["tree"])
     assert back["gen"].random() == values["gen"].random()
     assert back["legacy_rng"].random_sample() == values["legacy_rng"].random_sample()
+
+
+def test_a_removed_parameter_at_its_old_default_is_dropped_and_any_other_value_refused(tmp_path, monkeypatch):
+    """``_REMOVED_PARAMS`` (name -> old default): how 0.1.0 files holding a removed parameter (``SharpCalibratedGP``'s
+    ``base=None``) load as the new form. Exercised on a class whose ``score`` is declared removed for the test."""
+    rng = np.random.default_rng(3)
+    pred, y = calibprob.normal(rng.normal(size=40), np.ones(40)), rng.normal(size=40)
+    at_default = calibprob.SplitConformalCalibrator(score="absolute").fit(pred, y).save(tmp_path / "a.nc")
+    other = calibprob.SplitConformalCalibrator(score="normalized").fit(pred, y).save(tmp_path / "b.nc")
+    monkeypatch.setattr(calibprob.SplitConformalCalibrator, "_REMOVED_PARAMS", {"score": "absolute"}, raising=False)
+    back = calibprob.load(at_default)  # the file's score="absolute" dropped: the constructor's default rebuilds it
+    assert back.score == "absolute"
+    with pytest.raises(
+        ValueError, match=r"holds a SplitConformalCalibrator saved with score=.*removed in calibprob 0\.2\.0"
+    ):
+        calibprob.load(other)

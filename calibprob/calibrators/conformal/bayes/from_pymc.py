@@ -208,8 +208,8 @@ def _door_groups(groups, groups_new, options: dict):
         return groups, groups_new
     if groups_new is not None:
         raise TypeError(
-            "conformal_bayes() got train_groups= (0.1) and groups_new= (0.2.0) together. Pass groups=<training "
-            "labels>, groups_new=<X_new's labels> instead."
+            "conformal_bayes() got train_groups= (0.1) and groups_new= (0.2.0) together; pass groups=<training "
+            "labels>, groups_new=<X_new's labels>."
         )
     warn_renamed(
         "calibprob.conformal_bayes(train_groups=..., groups=...)",
