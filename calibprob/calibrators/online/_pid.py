@@ -84,7 +84,7 @@ def saturation_log(x, t: int, csat: float, ki: float) -> np.ndarray:
     Examples
     --------
     >>> saturation_log([0.0, 2.0, 1e6], 9, 5.0, 10.0).round(4).tolist()
-    [0.0, 0.9246, inf]
+    [0.0, 0.9236, inf]
     """
     x = np.asarray(x, float)
     if ki == 0:
@@ -100,6 +100,13 @@ class ARScorecaster:
     The paper's Theta model needs statsmodels; an AR on recent scores is the other simple forecaster
     the authors use (their ``p_order_for_ar_scorecaster``). With fewer than ``order + 2`` scores it
     forecasts their mean (0 with none).
+
+    Parameters
+    ----------
+    order : int, default 3
+        The AR order :math:`p`.
+    window : int, default 200
+        How many of the latest scores the least squares fit reads.
 
     Examples
     --------
@@ -132,6 +139,25 @@ class BaseScorecaster:
     The base (anything with ``fit(X, y)`` and ``predict(X)`` returning a predictive Dataset, e.g.
     ``calibprob.LinearRegression``) is refitted every ``refit_every`` forecasts on the last
     ``window`` scores, with the ``lags`` previous scores as inputs.
+
+    Parameters
+    ----------
+    base : estimator
+        A calibprob base (or any model with ``fit(X, y)`` and ``predict(X)`` returning a predictive Dataset).
+    lags : int, default 3
+        How many previous scores are the inputs.
+    window : int, default 200
+        How many of the latest scores the fit reads.
+    refit_every : int, default 25
+        Refit the base after this many forecasts (the first forecast fits it).
+
+    Examples
+    --------
+    >>> import numpy as np, calibprob
+    >>> s = 1.0 + 0.5 ** np.arange(40)          # s_t - 1 halves each step: linear in the last score
+    >>> f = BaseScorecaster(calibprob.LinearRegression(), lags=1).forecast(s)
+    >>> bool(abs(f - (1.0 + 0.5**40)) < 1e-6)
+    True
     """
 
     def __init__(self, base, *, lags: int = 3, window: int = 200, refit_every: int = 25):

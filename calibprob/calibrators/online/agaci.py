@@ -102,7 +102,7 @@ class AgACIInterval(BaseEstimator):
     confidence_level : float or sequence of float, default 0.9
         Target coverage :math:`1 - \alpha` per level (each its own experts and aggregations).
     gammas : sequence of float, optional
-        The experts' ACI step sizes, increasing in (0, 1); default :data:`AGACI_GAMMAS`.
+        The experts' ACI step sizes, increasing in (0, 1); default ``calibprob.calibrators.online.agaci.AGACI_GAMMAS`` (0.0005 ... 0.09).
     score : {"absolute", "normalized"} or Score, default "absolute"
     beta, eps : float
         The normalised score's exponent and floor.

@@ -182,7 +182,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         pair, the PIT score :math:`|2u - 1|` tracked by quantile tracking with gain ``lr`` (proportional
         to the score range of ``burnin`` scores), the integrator :math:`K_I\tan(\cdot/C_{\mathrm{sat}})`
         and a scorecaster (``None``, ``"ar"`` or an object with ``forecast(history)``); as
-        :class:`~calibprob.calibrators.online.ConformalPIDInterval` (``_rules``, ``_pid``). ``fit`` needs
+        :class:`~calibprob.ConformalPIDInterval` (``_rules``, ``_pid``). ``fit`` needs
         at least ``burnin`` outcomes.
 
     Attributes
