@@ -267,7 +267,7 @@ def kde_density(past: np.ndarray, x: np.ndarray, grid_size: int = 200) -> np.nda
 def plugin_martingale(p, burn_in: int = 100) -> np.ndarray:
     r"""The plug-in martingale :math:`S_t = \prod_{s \le t} \hat\rho_s(p_s)` (Fedorova et al. 2012, Alg. 1).
 
-    :math:`\hat\rho_t` is :func:`kde_density` of :math:`p_1, \dots, p_{t-1}` shrunk towards the
+    :math:`\hat\rho_t` is ``kde_density`` of :math:`p_1, \dots, p_{t-1}` shrunk towards the
     uniform density, :math:`(1 - \lambda_t)\hat\rho_t + \lambda_t` with
     :math:`\lambda_t = \min(1, \text{burn\_in}/(t-1))` (MAPIE's regularisation: the first
     ``burn_in + 1`` factors are exactly 1). :math:`O(T^2)` in all.
