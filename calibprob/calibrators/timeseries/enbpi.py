@@ -51,6 +51,7 @@ from calibprob.calibrators.conformal._intervals import (
     iter_chunks,
     resolve_levels,
 )
+from calibprob.calibrators.online._time import TIME_COORD, check_stream_times
 
 __all__ = ["EnbPI", "loo_aggregate", "check_window"]
 
@@ -248,6 +249,7 @@ class EnbPI(BaseEstimator):
         self.window_ = self.n_loo_ if self.window is None else check_window(self.window, self.n_loo_)
         self.n_pending_ = 0
         self.n_updates_ = 0
+        self.last_time_ = None
         return self
 
     # -- the centre and the width -----------------------------------------------
@@ -338,21 +340,38 @@ class EnbPI(BaseEstimator):
         self.n_pending_ = pending % int(self.step)
         self.n_updates_ += int(r.size)
 
-    def predict_and_update(self, X, y, confidence_level=None) -> xr.Dataset:
+    def predict_and_update(self, X, y, confidence_level=None, *, times=None) -> xr.Dataset:
         """One-step-ahead intervals for a stream: row ``t``'s interval before its outcome, then the update.
 
         Equivalent to ``predict_interval(X[t:t+1])`` then ``update(X[t:t+1], y[t:t+1])`` for each
         row in turn (the paper's online protocol), computed in one pass.
 
+        Parameters
+        ----------
+        X : array_like, shape (m, d)
+            The stream's inputs, in time order.
+        y : array_like, shape (m,)
+            Their outcomes.
+        confidence_level : float or sequence of float, optional
+        times : array_like, shape (m,), optional
+            The rows' times (numbers or ``datetime64``), strictly increasing and after the last
+            time already taken: the result carries them as a ``time`` coordinate along ``obs``.
+
         Returns
         -------
         xarray.Dataset
             As :meth:`predict_interval`.
+
+        Raises
+        ------
+        ValueError
+            Times not strictly increasing, or not after the last time seen (outcomes out of order).
         """
         check_is_fitted(self, "models_", method="fit")
         check_not_predictive(X, self)
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
         X, y = check_Xy(X, y)
+        stamps = self._check_times(times, y.size)
         centers = self._centers(X, np.unique(np.r_[levels, self.levels_[:1]]))
         grid = np.unique(np.r_[levels, self.levels_[:1]])
         ref = centers[:, int(np.flatnonzero(np.isclose(grid, self.levels_[0]))[0])]
@@ -368,4 +387,18 @@ class EnbPI(BaseEstimator):
             self._admit(r[t : t + 1])
             if self.n_pending_ <= before:  # a block of step residuals was admitted
                 offsets = None
-        return self._dataset(lower, upper, levels, scalar)
+        ds = self._dataset(lower, upper, levels, scalar)
+        if stamps is not None:
+            self.last_time_ = stamps[-1:].copy() if stamps.size else self.last_time_
+            ds = ds.assign_coords({TIME_COORD: ("obs", stamps)})
+        return ds
+
+    def _check_times(self, times, m: int):
+        """The stream's times, strictly increasing and after the last seen (None without times)."""
+        if times is None:
+            return None
+        stamps = np.asarray(times)
+        if stamps.shape != (m,):
+            raise ValueError(f"times has shape {stamps.shape} for {m} rows; pass one time per row of X.")
+        probe = xr.Dataset(coords={"obs": np.arange(m), TIME_COORD: ("obs", stamps)})
+        return check_stream_times(probe, getattr(self, "last_time_", None), "times")

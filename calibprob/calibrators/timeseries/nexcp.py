@@ -204,7 +204,10 @@ class NexCP(BaseEstimator):
         diag = diagnose(self.calibration_weights(), np.ones(1))
         attrs = {"rho": float(self.rho), "weights_ess": diag.ess, "weights_attainable_level": diag.attainable_level}
         ds = interval_dataset(lower, upper, levels, scalar, method="nexcp", attrs=attrs)
-        return keep_group_coord(ds.assign_coords(obs=pred["obs"].values), pred)
+        ds = ds.assign_coords(obs=pred["obs"].values)
+        if TIME_COORD in pred.coords and pred.coords[TIME_COORD].dims == ("obs",):  # time-indexed in, time-indexed out
+            ds = ds.assign_coords({TIME_COORD: ("obs", pred.coords[TIME_COORD].values)})
+        return keep_group_coord(ds, pred)
 
     def predict(self, pred, *, groups=None) -> xr.Dataset:
         """The intervals at the constructor's levels, ``confidence_level`` kept as a dimension."""

@@ -138,3 +138,15 @@ def test_bad_input_is_refused_naming_the_fix():
         EnbPI(Ridge()).fit(X, y[:-1])
     with pytest.raises(calibprob.NotFittedError, match="fit"):
         EnbPI(Ridge()).predict_interval(X)
+
+
+def test_times_label_the_stream_and_must_increase():
+    X, y = _data(80)
+    enbpi = EnbPI(Ridge(), n_bootstraps=5).fit(X[:50], y[:50])
+    t = np.arange("2024-01-01T00", "2024-01-05T00", dtype="datetime64[h]")[50:80]
+    iv = enbpi.predict_and_update(X[50:70], y[50:70], times=t[:20])
+    assert np.array_equal(iv["time"].values, t[:20])
+    with pytest.raises(ValueError, match=r"times's first time .* is not after the last time already seen"):
+        enbpi.predict_and_update(X[70:], y[70:], times=t[:10])
+    with pytest.raises(ValueError, match=r"times's time coordinate must be strictly increasing.*duplicated"):
+        enbpi.predict_and_update(X[70:72], y[70:72], times=np.array([t[25], t[25]]))

@@ -199,3 +199,10 @@ def test_groups_run_one_stream_per_group():
         alone = NexCP(rho=0.9).fit(pred.isel(obs=cal), y[cal]).update(pred.isel(obs=new), y[new])
         want = alone.predict_interval(pred.isel(obs=test))
         assert np.array_equal(iv["upper"].values[test - 110], want["upper"].values)
+
+
+def test_the_time_coordinate_is_kept():
+    pred, y = _stream(30)
+    timed = pred.assign_coords(time=("obs", np.arange(100.0, 130.0)))
+    iv = NexCP().fit(timed.isel(obs=slice(20)), y[:20]).predict_interval(timed.isel(obs=slice(20, None)))
+    assert iv["time"].values.tolist() == list(np.arange(120.0, 130.0))
