@@ -361,10 +361,18 @@ class VovkRecalibrator(_Recalibrator):
         Seeds the :math:`\tau` draws; with an int, every ``predict`` call on
         the same data returns the same result.
 
+    Weights (``fit(..., weights=)``) replace the counts of the calibrator's CDF by importance
+    weights, :math:`C(a, \tau) = (\sum_{s_i < a} v_i + \tau(\sum_{s_i = a} v_i + \bar v))/(V + \bar v)`,
+    whose inverse at level :math:`p` is :math:`s_{(k)}` with :math:`k` the least rank whose cumulative
+    weight reaches :math:`p(V + \bar v) - \tau \bar v`: a weighted *fitting loss* with **no
+    finite-sample guarantee** (``weights_guarantee_`` says so). Equal weights are the unweighted fit.
+
     Attributes
     ----------
     scores_ : ndarray, shape (n,)
         Sorted calibration PITs on the probit scale.
+    score_weights_ : ndarray, shape (n,) or None
+        Their importance weights, in the same order (None unweighted).
     n_calibration_ : int
 
     References
@@ -387,17 +395,24 @@ class VovkRecalibrator(_Recalibrator):
     """
 
     _method = "vovk-recalibration"
+    _weights_support = "loss"  # calibprob.weights.weight_support: no finite-sample guarantee
+    weights_guarantee_: str | None = None
+    score_weights_: np.ndarray | None = None
 
     def __init__(self, *, extrapolate: bool = False, random_state=None):
         self.extrapolate = extrapolate
         self.random_state = random_state
 
-    def fit(self, pred_cal, y_cal, *, groups=None) -> VovkRecalibrator:
-        """Store the sorted calibration scores of ``pred_cal`` (n obs) and ``y_cal`` (n,)."""
-        if fit_with_groups(self, pred_cal, y_cal, groups):  # per group: a Mondrian of clones
+    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> VovkRecalibrator:
+        """Store the sorted calibration scores of ``pred_cal`` (n obs) and ``y_cal`` (n,) (and their weights)."""
+        if fit_with_groups(self, pred_cal, y_cal, groups, weights):  # per group: a Mondrian of clones
             return self
         pred_cal, y = self._check_fit_input(pred_cal, y_cal)
-        self.scores_ = np.sort(_probit_pit(pred_cal, y))
+        v = self._loss_weights(weights, pred_cal, y.size)
+        raw = _probit_pit(pred_cal, y)
+        order = np.argsort(raw, kind="stable")
+        self.scores_ = raw[order]
+        self.score_weights_ = None if v is None else v[order]
         self.n_calibration_ = int(y.size)
         return self
 
@@ -436,12 +451,29 @@ class VovkRecalibrator(_Recalibrator):
             tau = np.broadcast_to(check_array(tau, "tau", ndim=(0, 1)), (m,))
             if np.any((tau < 0) | (tau >= 1)):
                 raise ValueError("tau must lie in [0, 1); pass U(0, 1) draws or leave it None.")
-        k = vovk_ranks(levels, n, tau)
+        k = (
+            vovk_ranks(levels, n, tau)
+            if self.score_weights_ is None
+            else _weighted_vovk_ranks(self.score_weights_, levels, tau)
+        )
         w = self.scores_[np.clip(k, 1, n) - 1]
         if self.extrapolate:
             tail = probit_interpolated_quantiles(self.scores_, levels)
             w = np.where((k == 0) | (k == n + 1), tail[None, :], w)
         return self._output(pred, _ppf_probit(pred, w), levels)
+
+
+def _weighted_vovk_ranks(weights: np.ndarray, levels: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    r"""Ranks (m, L) of the weighted Vovk calibrator: the least :math:`k` with :math:`C_k \ge p(V + \bar v) - \tau \bar v`.
+
+    0 where the target is :math:`\le 0` (below every score), :math:`n + 1` above :math:`V`: the
+    unweighted ``vovk_ranks`` :math:`\lceil p(n+1) - \tau \rceil` for equal weights.
+    """
+    C = np.cumsum(weights)
+    mean = float(weights.mean())
+    target = np.asarray(levels, float)[None, :] * (C[-1] + mean) - np.asarray(tau, float)[:, None] * mean
+    k = np.searchsorted(C, target, side="left") + 1
+    return np.where(target <= 0.0, 0, k)
 
 
 class MarxRecalibrator(_Recalibrator):

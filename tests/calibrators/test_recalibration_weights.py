@@ -1,4 +1,4 @@
-"""Weights in the non-conformal post-processors' fitting loss (issue 39, item 2): isotonic (RK) and Marx (RM).
+"""Weights in the non-conformal post-processors' fitting loss (issue 39, item 2): isotonic (RK), Marx (RM), Vovk (RV).
 
 Independent check: integer weights of mean 1 are the unweighted fit on the data with each point
 repeated as often as its weight (the importance-weighted empirical distribution is the empirical
@@ -23,7 +23,14 @@ def _data(seed=0, n=60):
     return x, y
 
 
-@pytest.mark.parametrize("cls", [calibprob.IsotonicRecalibrator, calibprob.MarxRecalibrator])
+LOSS_WEIGHTED = [
+    calibprob.IsotonicRecalibrator,
+    calibprob.MarxRecalibrator,
+    lambda **kw: calibprob.VovkRecalibrator(random_state=5, **kw),
+]
+
+
+@pytest.mark.parametrize("cls", LOSS_WEIGHTED, ids=["isotonic", "marx", "vovk"])
 def test_integer_weights_are_repeated_points(cls):
     x, y = _data(1)
     w = np.tile([0.0, 1.0, 2.0], 20)  # mean exactly 1
@@ -32,8 +39,10 @@ def test_integer_weights_are_repeated_points(cls):
     rep = np.repeat(np.arange(60), w.astype(int))
     repeated = cls(extrapolate=True).fit(calibprob.normal(x[rep], np.ones(rep.size)), y[rep])
     # the weighted knots C_j / (W + 1) are the repeated data's j/(N+1) at the last copy of each point
-    knots = weighted.residual_levels_ if cls is calibprob.MarxRecalibrator else weighted.knot_levels_
-    levels = np.unique(np.round(knots, 12))
+    # (Vovk's ranks: the least j with C_j >= p (W + 1) - tau, the repeated data's ceil(p (N+1) - tau), any p)
+    knots = getattr(weighted, "residual_levels_", None)
+    knots = getattr(weighted, "knot_levels_", None) if knots is None else knots
+    levels = np.linspace(0.06, 0.94, 23) if knots is None else np.unique(np.round(knots, 12))
     levels = levels[(levels > 0.05) & (levels < 0.95)][::4]
     test = calibprob.normal(np.array([0.0, 1.0]), np.ones(2), levels=levels)
     np.testing.assert_allclose(
@@ -42,7 +51,7 @@ def test_integer_weights_are_repeated_points(cls):
     assert weighted.weights_guarantee_ == NO_GUARANTEE and repeated.weights_guarantee_ is None
 
 
-@pytest.mark.parametrize("cls", [calibprob.IsotonicRecalibrator, calibprob.MarxRecalibrator])
+@pytest.mark.parametrize("cls", LOSS_WEIGHTED, ids=["isotonic", "marx", "vovk"])
 def test_bad_weights_are_refused_and_prediction_takes_none(cls):
     x, y = _data(3)
     pred = calibprob.normal(x, np.ones(60))

@@ -68,7 +68,7 @@ def parse_shift(entry: dict, columns: tuple[list[str], str], where: str) -> dict
             f"{where}.shift must be a table with a 'tilt' table of column = coefficient, e.g. "
             "shift = { tilt = { log_Frequency = -1.0, log_Suction = 1.0 }, fraction = 0.25 }."
         )
-    unknown = sorted(set(table) - set(SHIFT_KEYS))
+    unknown = sorted(str(k) for k in set(table) - set(SHIFT_KEYS))
     if unknown:
         raise SpecError(f"{where}.shift has unknown key(s) {unknown}; use only {list(SHIFT_KEYS)}.")
     tilt = table["tilt"]
@@ -80,7 +80,7 @@ def parse_shift(entry: dict, columns: tuple[list[str], str], where: str) -> dict
         if column not in names or column == target:
             what = "is the target" if column == target else "is not a column of the data"
             raise SpecError(
-                f"{where}.shift.tilt names {column!r}, which {what}.{_suggest(column, names)} Tilt input "
+                f"{where}.shift.tilt names {column!r}, which {what}.{_suggest(str(column), names)} Tilt input "
                 f"columns: {', '.join(n for n in names if n != target)}."
             )
         if isinstance(coef, bool) or not isinstance(coef, (int, float)) or not np.isfinite(coef):
