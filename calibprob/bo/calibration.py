@@ -289,7 +289,7 @@ class _FeedbackDesign:
         st = self.settings
         assert st.interval_level is not None  # set for the conformal calibrations (BOSettings)
         # the model the design used: every point, failed ones at the worst finite value
-        cs = query_set(
+        cs, contains = query_set(
             model,
             data.U,
             data.ys,
@@ -300,7 +300,7 @@ class _FeedbackDesign:
             confidence_level=st.interval_level,
         )
         lo, hi = cs.interval
-        return lo, hi, cs.covers
+        return lo, hi, contains
 
 
 class ConformalCalibration(_FeedbackDesign, CalibrationStrategy):

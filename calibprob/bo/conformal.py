@@ -49,7 +49,6 @@ import numpy as np
 
 from calibprob.calibrators.conformal.feedback import (
     AffineLOO,
-    ConformalSet,
     KernelRidgeSmoother,
     conformal_set_from_loo,
     loo_affine,
@@ -108,8 +107,8 @@ def label_grid(ys: np.ndarray) -> np.ndarray:
     return np.linspace(lo - 1.5 * w, hi + 1.5 * w, GRID_SIZE)
 
 
-def query_set(gp, U, ys, u_test, pool, *, lam: float, q: float, confidence_level: float) -> ConformalSet:
-    r"""The feedback-shift conformal set of the query ``u_test`` (standardised labels).
+def query_set(gp, U, ys, u_test, pool, *, lam: float, q: float, confidence_level: float) -> tuple:
+    r"""The feedback-shift conformal set of the query ``u_test`` (standardised labels) and its exact membership.
 
     Parameters
     ----------
@@ -128,12 +127,21 @@ def query_set(gp, U, ys, u_test, pool, *, lam: float, q: float, confidence_level
 
     Returns
     -------
-    ConformalSet
+    cs : ConformalSet
+        On :func:`label_grid`.
+    contains : callable
+        ``contains(z) -> bool``: whether the label ``z`` itself is in the set (the same rule at
+        ``z``, not at the nearest grid label: a nearly noise-free GP gives sets narrower than
+        the grid step, which the grid alone would miss).
     """
     loo = loo_affine(KernelRidgeSmoother.from_gp(gp), U, ys, u_test, pool)
     sd = loo_std(gp, U, u_test, pool)
     # the design's exponent per left-out model: -(mu + q sd) = -c - y a - q sd
     design = AffineLOO(c=-loo.c - q * sd, a=-loo.a, n=loo.n)
-    return conformal_set_from_loo(
-        loo, ys, label_grid(ys), lam=lam, shift="feedback", confidence_level=confidence_level, design=design
-    )
+
+    def at(grid):
+        return conformal_set_from_loo(
+            loo, ys, grid, lam=lam, shift="feedback", confidence_level=confidence_level, design=design
+        )
+
+    return at(label_grid(ys)), lambda z: bool(at(np.array([float(z)])).in_set[0])

@@ -45,7 +45,8 @@ def test_query_set_weights_equal_refits(problem):
     """Normalised weights of one candidate label: softmax of -lam * LCB of each left-out GP, at its own point."""
     U, y, u_t, pool = problem
     lam, kappa = 2.0, 2.0
-    cs = query_set(_gp(U, y), U, y, u_t, pool, lam=lam, q=-kappa, confidence_level=0.9)
+    cs, contains = query_set(_gp(U, y), U, y, u_t, pool, lam=lam, q=-kappa, confidence_level=0.9)
+    assert [contains(g) for g in cs.grid] == cs.in_set.tolist()  # the exact rule agrees on the grid
     S = np.vstack([U, u_t[None, :]])
     grid = label_grid(y)
     np.testing.assert_array_equal(cs.grid, grid)
