@@ -184,10 +184,13 @@ def _density_and_grid(door, path: str, new, cb: ConformalBayes, grid, n_grid: in
         )
         return closed, g, "given" if grid is not None else _grid.GRID_RULES["closed"]
 
+    lock = threading.Lock()
+
     def logp(rows: slice, y: np.ndarray) -> np.ndarray:
         out = np.empty((door.n_draws, *y.shape))
-        for sl, v in door.logp_blocks(_rows(new, rows), y):  # the model's containers: one block at a time
-            out[:, sl] = v
+        with lock:  # the model's containers (PyMC's or bambi's) hold one block's data at a time
+            for sl, v in door.logp_blocks(_rows(new, rows), y):
+                out[:, sl] = v
         return out
 
     draws = None if grid is not None else door.predictive_draws(new, m, random_seed)
