@@ -70,3 +70,11 @@ def pytest_generate_tests(metafunc):
     values = [pytest.param(marker.args[0], id=f"seed{marker.args[0]}")]
     values += [pytest.param(s, id=f"sweep{s}", marks=pytest.mark.slow) for s in range(_sweep_size(metafunc.config))]
     metafunc.parametrize("seed", values, scope=marker.kwargs.get("scope", "function"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A recorded statistic as a plain Python number: pytest-xdist's workers cannot send a NumPy scalar."""
+    report = yield
+    report.user_properties = [(k, v.item() if hasattr(v, "item") else v) for k, v in report.user_properties]
+    return report

@@ -103,8 +103,8 @@ def test_gp_beta_lowers_held_out_nll_below_the_base(results, record_property):
         "90% coverage",
         {k: round(v, 3) for k, v in cov.items()},
     )
-    record_property("nll_gain_gp_beta", nll["base"] - nll["gp-beta"])
-    record_property("coverage_cps", cov["cps"])
+    record_property("nll_gain_gp_beta", float(nll["base"] - nll["gp-beta"]))
+    record_property("coverage_cps", float(cov["cps"]))
     assert nll["gp-beta"] < nll["base"] - 0.05
     n_test = results[3].sizes["obs"]
     assert cov["cps"] >= 0.9 - 3 * np.sqrt(0.09 / n_test)

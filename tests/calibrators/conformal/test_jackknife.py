@@ -123,7 +123,7 @@ def test_jackknife_plus_guarantee_fast(seed, record_property):
     """Barber et al. (2021) Thm 1: P(cover) >= 1 - 2 alpha = 2c - 1."""
     c = 0.9
     mean, se = coverage("loo", 19, c, reps=400, seed=seed)
-    record_property("coverage_mean", mean)
+    record_property("coverage_mean", float(mean))
     assert mean >= 2 * c - 1 - 3 * se
     # in practice close to c (not a guarantee; a sanity bound): 0.894-0.905 over the sweep's 20 seeds
     assert mean >= c - 0.05
@@ -134,7 +134,7 @@ def test_cv_plus_guarantee_fast(seed, record_property):
     """CV+ (Barber et al. Thm 4): >= 2c - 1 - min(2(1-1/K)/(n/K+1), (1-K/n)/(K+1)); we check >= 2c - 1."""
     c = 0.9
     mean, se = coverage(5, 40, c, reps=400, seed=seed)
-    record_property("coverage_mean", mean)
+    record_property("coverage_mean", float(mean))
     assert mean >= 2 * c - 1 - 3 * se
     assert mean >= c - 0.05  # 0.903-0.913 over the sweep's 20 seeds
 
