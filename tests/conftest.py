@@ -72,16 +72,9 @@ def pytest_generate_tests(metafunc):
     metafunc.parametrize("seed", values, scope=marker.kwargs.get("scope", "function"))
 
 
-@pytest.fixture
-def record_property(record_property):
-    """pytest's ``record_property`` with NumPy scalars turned into Python ones.
-
-    Under pytest-xdist a test report travels to the controller through execnet, which cannot
-    serialise ``numpy.float64``: one such property crashes the run (INTERNALERROR), so every value
-    is converted here instead of at each call.
-    """
-
-    def record(name: str, value) -> None:
-        record_property(name, value.item() if hasattr(value, "item") else value)
-
-    return record
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A recorded statistic as a plain Python number: pytest-xdist's workers cannot send a NumPy scalar."""
+    report = yield
+    report.user_properties = [(k, v.item() if hasattr(v, "item") else v) for k, v in report.user_properties]
+    return report
