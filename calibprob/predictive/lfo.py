@@ -97,7 +97,9 @@ def _psislw(log_ratios: np.ndarray) -> tuple[np.ndarray, float]:
     with warnings.catch_warnings():
         # arviz warns on high k itself; LFO acts on it by refitting
         warnings.simplefilter("ignore")
-        lw, k = array_stats.psislw(np.asarray(log_ratios, float), r_eff=1.0)
+        # arviz-stats' psislw takes a log-likelihood and smooths the ratios exp(-ary) (the LOO
+        # convention 1/p); LFO's log-ratios go in negated so that it smooths exp(log_ratios)
+        lw, k = array_stats.psislw(-np.asarray(log_ratios, float), r_eff=1.0)
     return np.asarray(lw, float), float(k)
 
 
