@@ -281,6 +281,11 @@ def _assemble(ev: _Evaluator, w: LFOWeights, y, times, L: int, levels) -> xr.Dat
     pred = pred.assign_coords(obs=np.asarray(times[L:]), **{TIME_COORD: ("obs", np.asarray(times[L:]))})
     pred["pit"] = ("obs", (weights * (draws <= y[L:])).sum(axis=0))
     pred["pit"].attrs["long_name"] = "PSIS-LFO predictive CDF at the outcome, u_t = F_t(y_t)"
+    # self-normalised IS standard error sqrt(sum_s w_s^2 (h_s - u)^2) (Vehtari et al. 2024, eq. 6 with
+    # independent draws: MCMC autocorrelation is not counted, so it is a lower bound for NUTS draws)
+    hits = (draws <= y[L:]).astype(float)
+    pred["pit_mcse"] = ("obs", np.sqrt((weights**2 * (hits - pred["pit"].values) ** 2).sum(axis=0)))
+    pred["pit_mcse"].attrs["long_name"] = "Monte Carlo standard error of pit (importance sampling, iid draws)"
     pred["pareto_k"] = ("obs", w.pareto_k)
     pred["pareto_k"].attrs["long_name"] = "Pareto k of the LFO ratios before any refit (nan: right after a fit)"
     pred["refit"] = ("obs", np.isin(cols, w.refits))
@@ -351,7 +356,7 @@ def lfo(
     -------
     xarray.Dataset
         ``quantile(obs, level)``, ``mean``, ``std`` (weighted draws, :func:`calibprob.from_draws`),
-        plus ``pit``, ``pareto_k``, ``refit`` (bool), ``fit_end`` and ``elpd`` over ``obs``
+        plus ``pit``, ``pit_mcse``, ``pareto_k``, ``refit`` (bool), ``fit_end`` and ``elpd`` over ``obs``
         (= the predicted times, also as coordinate ``time``); ``attrs["refit_times"]``,
         ``attrs["n_refits"]``, ``attrs["k_threshold"]``, ``attrs["direction"]``,
         ``attrs["method"] == "lfo"``.

@@ -160,27 +160,43 @@ def _exact_pits(y, L, draws, seed):
     return np.array(out)
 
 
-@pytest.mark.slow
-def test_lfo_pits_match_exact_refits():
-    from calibprob import OnlineQuantileRecalibrator
-    from calibprob.examples.ar1 import ar1_model, simulate_ar1
+@pytest.fixture(scope="module")
+def ar1_series():
+    from calibprob.examples.ar1 import simulate_ar1
 
     y = simulate_ar1(40, random_seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return y, _exact_pits(y, 25, 300, seed=100)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("direction", "k_threshold"), [("forward", 0.7), ("backward", 0.7), ("forward", 0.05)])
+def test_lfo_pits_match_exact_refits(ar1_series, direction, k_threshold):
+    from calibprob import OnlineQuantileRecalibrator
+    from calibprob.examples.ar1 import ar1_model
+
+    y, exact = ar1_series
     L = 25
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        pred = lfo(ar1_model, y, min_history=L, draws=300, tune=300, random_seed=2,
-                   sample_kwargs={"nuts_sampler": "pymc"})
-        exact = _exact_pits(y, L, 300, seed=100)
+        pred = lfo(ar1_model, y, min_history=L, k_threshold=k_threshold, direction=direction, draws=300,
+                   tune=300, random_seed=2, sample_kwargs={"nuts_sampler": "pymc"})
     u = pred["pit"].values
+    se = pred["pit_mcse"].values
     k = pred["pareto_k"].values
-    good = ~(k > 0.7)
+    good = ~(k > k_threshold) | pred["refit"].values  # a refit's prediction is exact
+    assert pred["refit"].values.sum() == pred.attrs["n_refits"] == len(pred.attrs["refit_times"])
     diff = np.abs(u - exact)
+    # the exact PIT averages a smooth CDF over 600 draws (MC sd < 0.01); the LFO PIT is a weighted
+    # indicator with standard error pit_mcse (iid formula, so NUTS autocorrelation widens it a little)
+    z = diff / (se + 0.01)
     print("max |u - exact| (good k):", diff[good].max().round(4), "mean:", diff[good].mean().round(4),
+          "max z:", z[good].max().round(2), "mean mcse:", se.mean().round(4),
           "refits:", pred.attrs["refit_times"], "k:", np.round(k, 2).tolist())
     assert good.sum() >= 10
-    assert diff[good].max() < 0.08
-    assert diff[good].mean() < 0.03
+    assert z[good].max() < 4.0
+    assert diff[good].mean() < 0.04
     # the PITs stream into the online recalibrator: fit on the first, update along the rest
     rec = OnlineQuantileRecalibrator().fit(pred.isel(obs=slice(0, 5)), y[L : L + 5])
     rec.update(pred.isel(obs=slice(5, None)), y[L + 5 :])
