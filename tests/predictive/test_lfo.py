@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from calibprob.predictive.lfo import lfo, psis_lfo_weights
+from calibprob.predictive.leave_future_out import lfo, psis_lfo_weights
 
 
 def _arviz_psislw(log_ratios):
@@ -119,7 +119,10 @@ def _no_model(_):
         ({"min_history": 3, "k_threshold": 0.0}, r"k_threshold must be a number > 0 .*got 0\.0"),
         ({"min_history": 3, "k_threshold": -0.5}, r"k_threshold must be a number > 0"),
         ({"min_history": 3, "direction": "sideways"}, r"direction must be one of \('forward', 'backward'\)"),
-        ({"min_history": 3, "times": [0, 1, 2, 4, 3, 5, 6, 7]}, r"times must be strictly increasing .*positions 3 and 4"),
+        (
+            {"min_history": 3, "times": [0, 1, 2, 4, 3, 5, 6, 7]},
+            r"times must be strictly increasing .*positions 3 and 4",
+        ),
         ({"min_history": 3, "times": [0, 1, 1, 2, 3, 4, 5, 6]}, r"unordered or duplicated times at positions 1 and 2"),
         ({"min_history": 3, "times": [0, 1, 2]}, r"times must have one entry per point of y \(8\)"),
     ],
@@ -152,8 +155,15 @@ def _exact_pits(y, L, draws, seed):
     out = []
     for t in range(L, y.size):
         with ar1_model(y[:t]):
-            idata = pm.sample(draws=draws, tune=draws, chains=2, random_seed=seed + t, progressbar=False,
-                              compute_convergence_checks=False, nuts_sampler="pymc")
+            idata = pm.sample(
+                draws=draws,
+                tune=draws,
+                chains=2,
+                random_seed=seed + t,
+                progressbar=False,
+                compute_convergence_checks=False,
+                nuts_sampler="pymc",
+            )
         p = idata.posterior
         z = (y[t] - p["c"].values - p["phi"].values * y[t - 1]) / p["sigma"].values
         out.append(stats.norm.cdf(z).mean())
@@ -180,8 +190,17 @@ def test_lfo_pits_match_exact_refits(ar1_series, direction, k_threshold):
     L = 25
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        pred = lfo(ar1_model, y, min_history=L, k_threshold=k_threshold, direction=direction, draws=300,
-                   tune=300, random_seed=2, sample_kwargs={"nuts_sampler": "pymc"})
+        pred = lfo(
+            ar1_model,
+            y,
+            min_history=L,
+            k_threshold=k_threshold,
+            direction=direction,
+            draws=300,
+            tune=300,
+            random_seed=2,
+            sample_kwargs={"nuts_sampler": "pymc"},
+        )
     u = pred["pit"].values
     se = pred["pit_mcse"].values
     k = pred["pareto_k"].values
@@ -191,9 +210,20 @@ def test_lfo_pits_match_exact_refits(ar1_series, direction, k_threshold):
     # the exact PIT averages a smooth CDF over 600 draws (MC sd < 0.01); the LFO PIT is a weighted
     # indicator with standard error pit_mcse (iid formula, so NUTS autocorrelation widens it a little)
     z = diff / (se + 0.01)
-    print("max |u - exact| (good k):", diff[good].max().round(4), "mean:", diff[good].mean().round(4),
-          "max z:", z[good].max().round(2), "mean mcse:", se.mean().round(4),
-          "refits:", pred.attrs["refit_times"], "k:", np.round(k, 2).tolist())
+    print(
+        "max |u - exact| (good k):",
+        diff[good].max().round(4),
+        "mean:",
+        diff[good].mean().round(4),
+        "max z:",
+        z[good].max().round(2),
+        "mean mcse:",
+        se.mean().round(4),
+        "refits:",
+        pred.attrs["refit_times"],
+        "k:",
+        np.round(k, 2).tolist(),
+    )
     assert good.sum() >= 10
     assert z[good].max() < 4.0
     assert diff[good].mean() < 0.04

@@ -54,14 +54,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import xarray as xr
+from scipy.special import logsumexp
 
-from calibprob.calibrators.online._time import TIME_COORD
 from calibprob.predictive._common import _levels_or_default
 from calibprob.predictive._draws import from_draws
 
 __all__ = ["lfo", "psis_lfo_weights", "LFOWeights"]
 
 _DIRECTIONS = ("forward", "backward")
+
+#: The time coordinate along ``obs`` that the online calibrators read
+#: (``calibprob.calibrators.online._time.TIME_COORD``; not imported: the predictive layer sits below them).
+TIME_COORD = "time"
 
 
 @dataclass
@@ -104,7 +108,7 @@ def _psislw(log_ratios: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def _check_threshold(k_threshold) -> float:
-    if isinstance(k_threshold, bool) or not isinstance(k_threshold, numbers.Real) or not k_threshold > 0:
+    if isinstance(k_threshold, bool) or not isinstance(k_threshold, numbers.Real) or not float(k_threshold) > 0:
         raise ValueError(
             f"k_threshold must be a number > 0 (the Pareto k above which the model is refitted; "
             f"0.7 in Bürkner et al. 2020); got {k_threshold!r}."
@@ -113,7 +117,7 @@ def _check_threshold(k_threshold) -> float:
 
 
 def _check_plan(n_times: int, min_history, k_threshold, direction) -> tuple[int, float]:
-    if isinstance(min_history, bool) or not isinstance(min_history, numbers.Integral) or min_history < 1:
+    if isinstance(min_history, bool) or not isinstance(min_history, numbers.Integral) or int(min_history) < 1:
         raise ValueError(
             f"min_history must be an integer >= 1 (the number of first points never predicted); got {min_history!r}."
         )
@@ -182,9 +186,7 @@ def psis_lfo_weights(
     fit_end = L if direction == "forward" else n_times
     loglik = np.asarray(loglik_of_fit(fit_end), float)
     n_draws = loglik.shape[0]
-    out = LFOWeights(
-        np.empty((n_draws, n_times - L)), np.full(n_times - L, np.nan), np.empty(n_times - L, int), []
-    )
+    out = LFOWeights(np.empty((n_draws, n_times - L)), np.full(n_times - L, np.nan), np.empty(n_times - L, int), [])
     for t in positions:
         lr = _log_ratios(loglik, t, fit_end)
         if lr is not None:
@@ -246,10 +248,12 @@ class _Evaluator:
         free = [v.name for v in model.free_RVs]
         post = xr.DataTree.from_dict({"posterior": idata.posterior.to_dataset()[free]})
         with self.full:
-            ll = pm.compute_log_likelihood(post, var_names=[self.obs.name], extend_inferencedata=False,
-                                           progressbar=False)
-            pp = pm.sample_posterior_predictive(post, var_names=[self.obs.name], random_seed=seed + 1,
-                                                progressbar=False)
+            ll = pm.compute_log_likelihood(
+                post, var_names=[self.obs.name], extend_inferencedata=False, progressbar=False
+            )
+            pp = pm.sample_posterior_predictive(
+                post, var_names=[self.obs.name], random_seed=seed + 1, progressbar=False
+            )
         self.ll[fit_end] = _as_matrix(ll[self.obs.name], self.y.size)
         self.pp[fit_end] = _as_matrix(pp["posterior_predictive"][self.obs.name], self.y.size)
         return self.ll[fit_end]
@@ -270,15 +274,13 @@ def _as_matrix(da: xr.DataArray, n_times: int) -> np.ndarray:
 
 def _assemble(ev: _Evaluator, w: LFOWeights, y, times, L: int, levels) -> xr.Dataset:
     """The contract's Dataset over the predicted times, with the PITs, k-hat, refits and elpd."""
-    from scipy.special import logsumexp
-
     cols = np.arange(L, y.size)
     draws = np.stack([ev.pp[int(e)][:, t] for e, t in zip(w.fit_end, cols, strict=True)], axis=1)
     loglik = np.stack([ev.ll[int(e)][:, t] for e, t in zip(w.fit_end, cols, strict=True)], axis=1)
     weights = np.exp(w.log_weights)
     weights /= weights.sum(axis=0, keepdims=True)  # exact sums for from_draws' check
     pred = from_draws(draws, levels, method="lfo", weights=weights)
-    pred = pred.assign_coords(obs=np.asarray(times[L:]), **{TIME_COORD: ("obs", np.asarray(times[L:]))})
+    pred = pred.assign_coords({"obs": np.asarray(times[L:]), TIME_COORD: ("obs", np.asarray(times[L:]))})
     pred["pit"] = ("obs", (weights * (draws <= y[L:])).sum(axis=0))
     pred["pit"].attrs["long_name"] = "PSIS-LFO predictive CDF at the outcome, u_t = F_t(y_t)"
     # self-normalised IS standard error sqrt(sum_s w_s^2 (h_s - u)^2) (Vehtari et al. 2024, eq. 6 with
@@ -387,8 +389,9 @@ def lfo(
     y, times = _check_series(y, times)
     L, thr = _check_plan(y.size, min_history, k_threshold, direction)
     levels = _levels_or_default(levels)
-    ev = _Evaluator(model_factory, y, draws=draws, tune=tune, chains=chains, random_seed=random_seed,
-                    sample_kwargs=sample_kwargs)
+    ev = _Evaluator(
+        model_factory, y, draws=draws, tune=tune, chains=chains, random_seed=random_seed, sample_kwargs=sample_kwargs
+    )
     n_scored = int(np.size(ev.full.rvs_to_values[ev.obs].eval()))
     if not y.size - L <= n_scored <= y.size:
         raise ValueError(
