@@ -121,7 +121,7 @@ def _check_plan(n_times: int, min_history, k_threshold, direction) -> tuple[int,
         raise ValueError(
             f"min_history must be an integer >= 1 (the number of first points never predicted); got {min_history!r}."
         )
-    if min_history >= n_times:
+    if int(min_history) >= n_times:
         raise ValueError(
             f"min_history={min_history} leaves nothing to predict in a series of {n_times} points; "
             f"pass min_history < {n_times} (e.g. {max(1, n_times // 2)})."
