@@ -333,7 +333,7 @@ def lfo(
         *last* points of the history (an AR(:math:`p`) model conditions on its first :math:`p`
         points), and whose free variables do not grow with the history (AR, ARMA with a
         conditional likelihood, regression on lags). Example:
-        :func:`calibprob.examples.ar1.ar1_model`.
+        ``calibprob.examples.ar1.ar1_model``.
     y : array_like, shape (T,)
         The series.
     times : array_like, shape (T,), optional
