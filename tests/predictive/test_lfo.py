@@ -230,3 +230,13 @@ def test_lfo_pits_match_exact_refits(ar1_series, direction, k_threshold):
     # the PITs stream into the online recalibrator: fit on the first, update along the rest
     rec = OnlineQuantileRecalibrator().fit(pred.isel(obs=slice(0, 5)), y[L : L + 5])
     rec.update(pred.isel(obs=slice(5, None)), y[L + 5 :])
+
+
+def test_datetime_times_are_checked_in_order():
+    from calibprob.predictive.leave_future_out import _check_series
+
+    days = np.arange("2024-01-01", "2024-01-09", dtype="datetime64[D]")
+    y, times = _check_series(np.arange(8.0), days)
+    assert times.dtype.kind == "M" and y.size == 8
+    with pytest.raises(ValueError, match=r"times must be strictly increasing .*positions 5 and 6"):
+        lfo(_no_model, np.arange(8.0), days[[0, 1, 2, 3, 4, 6, 5, 7]], min_history=3)
