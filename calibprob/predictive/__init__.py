@@ -65,7 +65,7 @@ Three layers, as in arviz-stats (``base/array.py`` -> ``base/dataarray.py`` -> `
 * the ``calib`` accessor (``_accessor``), a thin xarray wrapper over the families;
 
 beside them the constructors (:func:`normal`, :func:`from_quantiles`, :func:`from_cdf_grid`,
-:func:`from_draws`, :func:`from_loo`), :func:`validate`, and the ArviZ bridge
+:func:`from_draws`, :func:`from_loo`, :func:`lfo` for time series), :func:`validate`, and the ArviZ bridge
 (:func:`to_datatree`, :func:`heldout_elpd`).
 
 The interval family
@@ -109,6 +109,8 @@ from calibprob.predictive._reach import REACH_VAR as REACH_VAR
 from calibprob.predictive._reach import reach_variable as reach_variable
 from calibprob.predictive._validate import is_interval_family as is_interval_family
 from calibprob.predictive._validate import validate
+from calibprob.predictive.leave_future_out import LFOWeights as LFOWeights
+from calibprob.predictive.leave_future_out import lfo, psis_lfo_weights
 from calibprob.predictive.loo import LOOWeights as LOOWeights
 from calibprob.predictive.loo import from_loo
 from calibprob.predictive.loo import loo_weights as loo_weights
@@ -122,6 +124,8 @@ __all__ = [
     "from_cdf_grid",
     "from_intervals",
     "from_loo",
+    "lfo",
+    "psis_lfo_weights",
     "to_datatree",
     "heldout_elpd",
     "validate",
