@@ -108,9 +108,11 @@ def test_scores_at_other_levels_and_fit_from_refits():
     model = CrossConformalRegressor(estimator=GaussianOLS(), score="cqr", confidence_level=0.6, cv=4, random_state=1)
     fitted = model.fit(X, y)
     both = fitted.predict_interval(Xt, confidence_level=[0.6, 0.5])
-    alone = CrossConformalRegressor(
-        estimator=GaussianOLS(), score="cqr", confidence_level=0.5, cv=4, random_state=1
-    ).fit(X, y).predict_interval(Xt)
+    alone = (
+        CrossConformalRegressor(estimator=GaussianOLS(), score="cqr", confidence_level=0.5, cv=4, random_state=1)
+        .fit(X, y)
+        .predict_interval(Xt)
+    )
     np.testing.assert_array_equal(both["lower"].values[:, 1], alone["lower"].values)
     np.testing.assert_array_equal(both["upper"].values[:, 1], alone["upper"].values)
     refits = [model.fit_refit(X, y, k) for k in range(model.n_refits(len(y)))]
@@ -137,7 +139,9 @@ def test_bad_input():
     with pytest.raises(ValueError, match=r"score='cqr' reads the quantile pair .* MeanOnly.predict returned ndarray"):
         CrossConformalRegressor(estimator=MeanOnly(), score="cqr", confidence_level=0.6).fit(X, y)
     # 8 points resolve a symmetric level only when 8 >= 1/alpha - 1, i.e. c <= 8/9
-    with pytest.raises(ValueError, match=r"too few training points for confidence_level=0.95: .* at least 19 .* got n=8"):
+    with pytest.raises(
+        ValueError, match=r"too few training points for confidence_level=0.95: .* at least 19 .* got n=8"
+    ):
         CrossConformalRegressor(estimator=GaussianOLS(), score="cqr", confidence_level=0.95).fit(X, y)
     with pytest.raises(ValueError, match=r"score='cqr' .* needs method='plus'; got method='base'"):
         CrossConformalRegressor(estimator=GaussianOLS(), score="cqr", method="base").fit(X, y)
