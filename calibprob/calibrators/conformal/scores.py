@@ -302,11 +302,11 @@ class CQRScore(Score):
         \{y : E \le t\} = [\hat q_{lo}(x) - t,\ \hat q_{hi}(x) + t],
 
     so each end is a (centre, scale) inverse with the quantile as centre and scale 1
-    (:func:`invert`). Unlike the other scores it depends on the level through the pair, so the
+    (``invert``). Unlike the other scores it depends on the level through the pair, so the
     thresholds are computed per level; :class:`~calibprob.calibrators.conformal.CrossConformalRegressor`
     takes it as ``score="cqr"`` (CQR inside jackknife+ / CV+, Barber et al. 2021). Split CQR, with its
     asymmetric, CQR-r and CQR-m forms, is
-    :class:`~calibprob.calibrators.conformal.ConformalizedQuantileRegression`.
+    :class:`~calibprob.ConformalizedQuantileRegression`.
 
     References
     ----------
@@ -344,7 +344,7 @@ class CQRScore(Score):
         return np.maximum(np.asarray(q_lo, float) - y, y - np.asarray(q_hi, float))
 
     def inverse(self, r, q_lo, q_hi=None):
-        r"""Interval ends :math:`(\hat q_{lo} - r,\ \hat q_{hi} + r)` of a threshold ``r`` (:func:`invert`, scale 1)."""
+        r"""Interval ends :math:`(\hat q_{lo} - r,\ \hat q_{hi} + r)` of a threshold ``r`` (``invert``, scale 1)."""
         if q_hi is None:
             raise ValueError("score='cqr' inverts onto the quantile pair: pass inverse(r, q_lo, q_hi); got q_hi=None.")
         r = np.asarray(r, float)
