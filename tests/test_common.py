@@ -250,17 +250,23 @@ def _starts_at_identity(name) -> bool:
 
 
 #: Combinations beyond each class's defaults that the public checks run on too (issue 40): conditional conformal
-#: with the normalised score, and CQR with a two-rank variant (its Mondrian form: check_groups, on every class).
+#: with the normalised score, CQR with a two-rank variant (its Mondrian form: check_groups, on every class), and
+#: CQR inside CV+ (the CQR score on each refit's quantile pair, a model-aware calibrator).
 COMBINATIONS = {
     "conditional x normalized": lambda: calibprob.ConditionalConformal(score="normalized"),
     "cqr x asymmetric": lambda: calibprob.ConformalizedQuantileRegression(score="asymmetric"),
+    "cqr x cv+": lambda: calibprob.CrossConformalRegressor(
+        estimator=calibprob.LinearRegression(), score="cqr", cv=5, random_state=0
+    ),
 }
 
 
 @pytest.mark.parametrize("combo", sorted(COMBINATIONS))
 def test_combinations_pass_check_calibrator(combo, problem):
     """The registry's common checks (calibprob.testing.check_calibrator) on the combinations of COMBINATIONS."""
-    assert check_calibrator(COMBINATIONS[combo](), problem=problem) == [c.__name__ for c in POST_PROCESSOR_CHECKS]
+    calibrator = COMBINATIONS[combo]()
+    checks = MODEL_AWARE_CHECKS if isinstance(calibrator, ModelAwareCalibrator) else POST_PROCESSOR_CHECKS
+    assert check_calibrator(calibrator, problem=problem) == [c.__name__ for c in checks]
 
 
 @pytest.mark.parametrize("name", sorted(POST_PROCESSORS))

@@ -122,7 +122,7 @@ register_class(
     exports=("calibprob.calibrators.conformal",),
 )
 register_class("calibprob.datasets.splits:Standardizer", role="helper")
-for _score in ("Score", "AbsoluteScore", "NormalizedScore", "SignedNormalizedScore", "SignedAbsoluteScore"):
+for _score in ("Score", "AbsoluteScore", "NormalizedScore", "SignedNormalizedScore", "SignedAbsoluteScore", "CQRScore"):
     register_class(
         f"calibprob.calibrators.conformal.scores:{_score}", role="helper", exports=("calibprob.calibrators.conformal",)
     )

@@ -6,6 +6,7 @@ from calibprob.calibrators.conformal.gp import JackknifePlusGP as JackknifePlusG
 from calibprob.calibrators.conformal.jackknife import CrossConformalRegressor as CrossConformalRegressor
 from calibprob.calibrators.conformal.predictive_system import ConformalPredictiveSystem as ConformalPredictiveSystem
 from calibprob.calibrators.conformal.scores import AbsoluteScore as AbsoluteScore
+from calibprob.calibrators.conformal.scores import CQRScore as CQRScore
 from calibprob.calibrators.conformal.scores import NormalizedScore as NormalizedScore
 from calibprob.calibrators.conformal.scores import Score as Score
 from calibprob.calibrators.conformal.scores import SignedAbsoluteScore as SignedAbsoluteScore
@@ -22,6 +23,7 @@ from calibprob.calibrators.grouping.mondrian import min_group_size_for_level as 
 __all__ = [
     "AbsoluteScore",
     "Bins",
+    "CQRScore",
     "CallableRegressor",
     "ConformalPredictiveSystem",
     "CrossConformalRegressor",

@@ -75,7 +75,8 @@ from calibprob.calibrators.conformal._intervals import (
     resolve_levels,
     upper_rank,
 )
-from calibprob.calibrators.conformal.scores import get_score, invert
+from calibprob.calibrators.conformal.cqr import read_quantiles
+from calibprob.calibrators.conformal.scores import CQRScore, get_score, invert
 from calibprob.calibrators.conformal.split import conformal_thresholds
 
 __all__ = ["CrossConformalRegressor", "jackknife_plus_bounds"]
@@ -102,7 +103,14 @@ def jackknife_plus_ranks(levels, n: int, *, symmetric: bool) -> tuple[list[int],
 
 
 def jackknife_plus_bounds(
-    mu_loo, scale_loo, scores, confidence_levels, *, symmetric: bool = True, chunk_size: int | None = None
+    mu_loo,
+    scale_loo,
+    scores,
+    confidence_levels,
+    *,
+    symmetric: bool = True,
+    chunk_size: int | None = None,
+    mu_loo_upper=None,
 ):
     r"""Jackknife+ interval ends from leave-out predictions at test points.
 
@@ -120,6 +128,11 @@ def jackknife_plus_bounds(
         Test points (columns) per block; default keeps each ``n x chunk``
         temporary near 32 MB. The order statistics are exact selections, so
         the ends do not depend on the chunk size (tested bit for bit).
+    mu_loo_upper : ndarray, shape (n, m), optional
+        Centres of the upper sequence :math:`\xi^+` when they differ from those of
+        the lower one (symmetric scores only): the CQR score's
+        :math:`\hat q_{hi}^{-i}(x_j)`, with ``mu_loo`` the :math:`\hat q_{lo}^{-i}(x_j)`.
+        Default: ``mu_loo`` for both.
 
     Returns
     -------
@@ -132,6 +145,7 @@ def jackknife_plus_bounds(
     levels = np.asarray(confidence_levels, float)
     ranks_lo, ranks_hi = jackknife_plus_ranks(levels, n, symmetric=symmetric)
     scale_loo = np.broadcast_to(np.asarray(scale_loo, float), mu_loo.shape)
+    mu_up_all = mu_loo if mu_loo_upper is None else np.asarray(mu_loo_upper, float)
     lower = np.empty((m, levels.size))
     upper = np.empty((m, levels.size))
     # column blocks: the xi sequences and the partition's copies are n x chunk, not n x m
@@ -139,7 +153,7 @@ def jackknife_plus_bounds(
         mu, scale = mu_loo[:, sl], scale_loo[:, sl]
         if symmetric:
             # upper: ceil(c (n+1))-th smallest of xi+; lower: floor(alpha (n+1))-th smallest of xi-
-            up = order_statistic(invert(mu, scale, R), ranks_hi, axis=0)
+            up = order_statistic(invert(mu_up_all[:, sl], scale, R), ranks_hi, axis=0)
             lo = order_statistic(invert(mu, scale, -R), ranks_lo, axis=0)
         else:
             both = order_statistic(invert(mu, scale, R), ranks_lo + ranks_hi, axis=0)
@@ -178,8 +192,17 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
     method : {"plus", "base"}, default "plus"
     cv : "loo" or int, default "loo"
         Leave-one-out (jackknife) or ``K``-fold (CV+), ``2 <= K <= n``.
-    score : {"absolute", "normalized", "signed", "signed-absolute"} or Score
-    beta, eps : float
+    score : {"absolute", "normalized", "signed", "signed-absolute", "cqr"} or Score
+        ``"cqr"`` (or a :class:`~calibprob.calibrators.conformal.CQRScore`): CQR inside
+        jackknife+ / CV+ (``method="plus"`` only). Each refit's predictive Dataset
+        (``predict``) gives the quantile pair at :math:`\alpha/2, 1 - \alpha/2`, the
+        leave-out score is :math:`E_i = \max(\hat q_{lo}^{-i}(x_i) - y_i,\ y_i - \hat q_{hi}^{-i}(x_i))`
+        (Romano et al. 2019) and the interval
+        :math:`[\,q_{\lfloor\alpha(n+1)\rfloor}\{\hat q_{lo}^{-i}(x) - E_i\},\
+        q_{\lceil(1-\alpha)(n+1)\rceil}\{\hat q_{hi}^{-i}(x) + E_i\}\,]`
+        (Barber et al. 2021's ranks; with the absolute residual in place of :math:`E_i`
+        it is jackknife+). Its coverage guarantee is jackknife+'s, :math:`\ge 1 - 2\alpha`:
+        Barber et al.'s Thm. 1 holds for any score symmetric in the training points.
         Normalised-score parameters (Pion eq. 9).
     confidence_level : float or sequence, default 0.9
     random_state : int or numpy.random.Generator, optional
@@ -194,7 +217,9 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
     fold_of_ : ndarray of int, shape (n,)
         Index into ``estimators_`` of the model that did not see each point.
     scores_ : ndarray, shape (n,)
-        Leave-out scores :math:`R_i` in training order.
+        Leave-out scores :math:`R_i` in training order (``score="cqr"``: shape
+        ``(n, C)``, the :math:`E_i` at each of the constructor's ``C`` levels; other
+        levels are scored from the stored leave-out predictives when asked for).
     estimator_ : the model fitted on all data (``method="base"`` only)
 
     Notes
@@ -208,7 +233,8 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
 
     References
     ----------
-    Barber et al. (2021), Annals of Statistics 49(1); Pion & Vazquez (2024) §2.4–2.5.
+    Barber et al. (2021), Annals of Statistics 49(1); Pion & Vazquez (2024) §2.4–2.5;
+    Romano, Patterson & Candès (2019), Conformalized quantile regression, NeurIPS 32 (``score="cqr"``).
 
     Examples
     --------
@@ -260,7 +286,12 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
         """Validated ``(X, y, score, base, folds)`` of a fit (every check of :meth:`fit`)."""
         check_choice(self.method, "method", ("plus", "base"))
         levels, _ = resolve_levels(self.confidence_level)
-        score = get_score(self.score, beta=self.beta, eps=self.eps)
+        score = _resolve_score(self.score, beta=self.beta, eps=self.eps)
+        if _is_cqr(score) and self.method != "plus":
+            raise ValueError(
+                f"score='cqr' is CQR inside jackknife+ / CV+ and needs method='plus'; got method={self.method!r}. "
+                "Use method='plus', or calibprob.ConformalizedQuantileRegression for split CQR."
+            )
         check_not_predictive(X, self)
         record_columns(self, X)
         X, y = check_Xy(X, y, min_length=2)
@@ -332,6 +363,10 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
         mask = np.ones(y.size, dtype=bool)
         mask[idx] = False
         est = clone(base).fit(X[mask], y[mask])
+        if _is_cqr(score):  # the leave-out predictive: its quantile pair is read per level (_cqr_scores)
+            pred = _predictive(est, X[idx])
+            read_quantiles(pred, resolve_levels(self.confidence_level)[0], median=False)  # refuse a missing level now
+            return idx, (y[idx], pred), est
         mu, sigma = predict_mean_std_chunked(est, X[idx], need_sigma=score.needs_sigma, chunk_size=self.chunk_size)
         return idx, score.score(y[idx], mu, sigma), est
 
@@ -376,15 +411,21 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
 
     def _assemble(self, n: int, score, folds, refits) -> CrossConformalRegressor:
         fold_of = np.empty(n, dtype=int)
-        R = np.empty(n)
         for k, idx in enumerate(folds):
-            R[idx] = refits[k][1]
             fold_of[idx] = k
         self.estimators_ = [r[2] for r in refits[: len(folds)]]
         self.fold_of_ = fold_of
-        self.scores_ = R
         self.score_ = score
         self.n_train_ = n
+        if _is_cqr(score):
+            # (indices, targets, predictive) of each fold's left-out points: E_i at any level
+            self.loo_predictives_ = [(idx, r[1][0], r[1][1]) for idx, r in zip(folds, refits, strict=False)]
+            self.scores_ = self._cqr_scores(resolve_levels(self.confidence_level)[0])
+        else:
+            R = np.empty(n)
+            for k, idx in enumerate(folds):
+                R[idx] = refits[k][1]
+            self.scores_ = R
         self.estimator_ = refits[len(folds)][2] if self.method == "base" else None
         return self
 
@@ -429,9 +470,58 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
         )
         return self.score_.bounds(mu, self.score_.scale(sigma), lo, hi)
 
+    def _cqr_scores(self, levels) -> np.ndarray:
+        r"""``(n, C)`` leave-out CQR scores :math:`E_i` at ``levels``, from the stored leave-out predictives."""
+        E = np.empty((self.n_train_, len(levels)))
+        for idx, y_k, pred in self.loo_predictives_:
+            q = read_quantiles(pred, levels, median=False)
+            E[idx] = self.score_.score(y_k[:, None], q["lo"], q["hi"])
+        return E
+
+    def _cqr_plus_bounds(self, X, levels):
+        r"""CQR-jackknife+: order statistics of :math:`\hat q_{lo}^{-i}(x) - E_i` and :math:`\hat q_{hi}^{-i}(x) + E_i`."""
+        K, m = len(self.estimators_), X.shape[0]
+        q_lo, q_hi = np.empty((K, m, len(levels))), np.empty((K, m, len(levels)))
+        for k, est in enumerate(self.estimators_):
+            q = read_quantiles(_predictive(est, X), levels, median=False)
+            q_lo[k], q_hi[k] = q["lo"], q["hi"]
+        E = self._cqr_scores(levels)
+        lower, upper = np.empty((m, len(levels))), np.empty((m, len(levels)))
+        for j, c in enumerate(levels):  # the pair and the scores differ per level
+            lo, up = jackknife_plus_bounds(
+                q_lo[self.fold_of_, :, j], 1.0, E[:, j], [c], symmetric=True, mu_loo_upper=q_hi[self.fold_of_, :, j]
+            )
+            lower[:, j], upper[:, j] = lo[:, 0], up[:, 0]
+        return lower, upper
+
     def _plus_bounds(self, X, levels):
         """Jackknife+ / CV+: each fold's prediction plus (minus) its scores, order statistics over folds."""
+        if _is_cqr(self.score_):
+            return self._cqr_plus_bounds(X, levels)
         M, S = self._loo_predictions(X)
         mu_loo = M[self.fold_of_]
         scale_loo = 1.0 if S is None else S[self.fold_of_]
         return jackknife_plus_bounds(mu_loo, scale_loo, self.scores_, levels, symmetric=self.score_.symmetric)
+
+
+def _is_cqr(score) -> bool:
+    return getattr(score, "needs_quantiles", False)
+
+
+def _resolve_score(score, *, beta: float, eps: float):
+    """:func:`get_score`, plus ``"cqr"`` (jackknife+ / CV+ only: the other rules have no quantile path)."""
+    if isinstance(score, str) and score == "cqr":
+        return CQRScore()
+    return get_score(score, beta=beta, eps=eps)
+
+
+def _predictive(est, X):
+    """The refit's predictive Dataset at ``X``: ``score="cqr"`` reads its quantile pair."""
+    pred = est.predict(X)
+    if not hasattr(pred, "calib"):
+        raise ValueError(
+            f"score='cqr' reads the quantile pair from each refit's predictive Dataset, but "
+            f"{type(est).__name__}.predict returned {type(pred).__name__}, which has no quantiles. Use a base whose "
+            "predict returns a predictive Dataset (e.g. calibprob.LinearRegression()) or score='absolute'."
+        )
+    return pred

@@ -38,6 +38,7 @@ __all__ = [
     "NormalizedScore",
     "SignedNormalizedScore",
     "SignedAbsoluteScore",
+    "CQRScore",
     "get_score",
     "SCORES",
     "invert",
@@ -287,6 +288,67 @@ class SignedAbsoluteScore(Score):
 
     name = "signed-absolute"
     symmetric = False
+
+
+class CQRScore(Score):
+    r"""The CQR score of Romano et al. (2019) on a base's quantile pair, for jackknife+ / CV+.
+
+    At confidence level :math:`c` (:math:`\alpha = 1 - c`) the base's predictive gives the pair
+    :math:`\hat q_{lo}(x), \hat q_{hi}(x)` at levels :math:`\alpha/2` and :math:`1 - \alpha/2`, and
+
+    .. math::
+
+        E = \max\{\hat q_{lo}(x) - y,\ y - \hat q_{hi}(x)\}, \qquad
+        \{y : E \le t\} = [\hat q_{lo}(x) - t,\ \hat q_{hi}(x) + t],
+
+    so each end is a (centre, scale) inverse with the quantile as centre and scale 1
+    (``invert``). Unlike the other scores it depends on the level through the pair, so the
+    thresholds are computed per level; :class:`~calibprob.calibrators.conformal.CrossConformalRegressor`
+    takes it as ``score="cqr"`` (CQR inside jackknife+ / CV+, Barber et al. 2021). Split CQR, with its
+    asymmetric, CQR-r and CQR-m forms, is
+    :class:`~calibprob.ConformalizedQuantileRegression`.
+
+    References
+    ----------
+    Romano, Y., Patterson, E. and Candès, E. J. (2019). Conformalized quantile regression. NeurIPS 32, eq. (6)–(7).
+
+    Barber, R. F., Candès, E. J., Ramdas, A. and Tibshirani, R. J. (2021).
+    Predictive inference with the jackknife+. Annals of Statistics 49(1), 486–507.
+
+    Examples
+    --------
+    >>> from calibprob.calibrators.conformal import CQRScore
+    >>> CQRScore().score([0.0, 3.0, 1.0], [-1.0, -1.0, -1.0], [2.0, 2.0, 2.0]).tolist()
+    [-1.0, 1.0, -1.0]
+    >>> [end.tolist() for end in CQRScore().inverse(0.5, [-1.0], [2.0])]
+    [[-1.5], [2.5]]
+    """
+
+    name = "cqr"
+    needs_quantiles = True
+
+    @staticmethod
+    def quantile_levels(confidence_levels) -> tuple[np.ndarray, np.ndarray]:
+        r"""The base's quantile levels :math:`(\alpha/2, 1 - \alpha/2)` of each confidence level :math:`c = 1 - \alpha`."""
+        c = np.asarray(confidence_levels, float)
+        return (1.0 - c) / 2.0, (1.0 + c) / 2.0
+
+    def score(self, y, q_lo, q_hi=None) -> np.ndarray:
+        r""":math:`E = \max(\hat q_{lo} - y,\ y - \hat q_{hi})`; shapes broadcast."""
+        if q_hi is None:
+            raise ValueError(
+                "score='cqr' needs the base's upper quantile q_hi; got None. Pass score(y, q_lo, q_hi), the "
+                "pair read from the base's predictive at levels (1 - c)/2 and (1 + c)/2."
+            )
+        y = np.asarray(y, float)
+        return np.maximum(np.asarray(q_lo, float) - y, y - np.asarray(q_hi, float))
+
+    def inverse(self, r, q_lo, q_hi=None):
+        r"""Interval ends :math:`(\hat q_{lo} - r,\ \hat q_{hi} + r)` of a threshold ``r`` (``invert``, scale 1)."""
+        if q_hi is None:
+            raise ValueError("score='cqr' inverts onto the quantile pair: pass inverse(r, q_lo, q_hi); got q_hi=None.")
+        r = np.asarray(r, float)
+        return invert(np.asarray(q_lo, float), 1.0, -r), invert(np.asarray(q_hi, float), 1.0, r)
 
 
 SCORES = {
