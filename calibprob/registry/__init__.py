@@ -387,6 +387,47 @@ register_method(
     adapter=_ONLINE_ADAPTER,
     needs_calibration_split=True,
 )
+_SYMMETRIC_SCORE = Choice(("absolute", "normalized"))
+register_method(
+    "pid",
+    "calibprob.calibrators.online:ConformalPIDInterval",
+    family="distribution",
+    output="intervals",
+    options={
+        "lr": _POS,
+        "proportional_lr": Choice(("burnin", "rolling", "none")),
+        "csat": _POS,
+        "ki": _NONNEG,
+        "burnin": Int(1, None),
+        "scorecaster": Choice(("ar",)),
+        "score": _SYMMETRIC_SCORE,
+        "allow_infinite": _BOOL,
+        **_CONFORMAL,
+    },
+    doc="Conformal PID control (Angelopoulos, Candès & Tibshirani 2023) intervals along a time split's horizon.",
+    adapter=_ONLINE_ADAPTER,
+    needs_calibration_split=True,
+)
+register_method(
+    "agaci",
+    "calibprob.calibrators.online:AgACIInterval",
+    family="distribution",
+    output="intervals",
+    options={"gammas": ListOf(_PROB), "window": Int(1, None), "score": _SYMMETRIC_SCORE, **_CONFORMAL},
+    doc="AgACI (Zaffran et al. 2022): ACI experts aggregated online, along a time split's horizon.",
+    adapter=_ONLINE_ADAPTER,
+    needs_calibration_split=True,
+)
+register_method(
+    "nexcp",
+    "calibprob.calibrators.timeseries:NexCP",
+    family="distribution",
+    output="intervals",
+    options={"rho": Float(0, 1, lo_open=True), "score": _SCORE, **_CONFORMAL},
+    doc="NexCP (Barber et al. 2023): split conformal with decaying weights, updated along a time split's horizon.",
+    adapter=_ONLINE_ADAPTER,
+    needs_calibration_split=True,
+)
 register_method(
     "base",
     None,
@@ -460,7 +501,6 @@ register_method(
     doc="Split conformal predictive system (Vovk et al. 2020): a full predictive CDF per test point.",
     fixed={"confidence_level": 0.5},
     needs_calibration_split=True,
-    hidden=("chunk_size",),
     exports=_CONF,
     **_LOO_OPTION,
 )

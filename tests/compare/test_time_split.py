@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from calibprob.bases.linear import LinearRegression
-from calibprob.calibrators.online import AdaptiveConformalInterval
+from calibprob.calibrators.online import AdaptiveConformalInterval, AgACIInterval, ConformalPIDInterval
+from calibprob.calibrators.timeseries import NexCP
 from calibprob.compare import load_spec, parse_spec, run
 from calibprob.compare.report.html import write_html
 from calibprob.registry import METHODS
@@ -58,6 +59,31 @@ def test_the_runner_streams_the_horizon_as_aci_by_hand(tmp_path):
     np.testing.assert_allclose(
         rk["long_run_error_mean"].sel(pipeline="aci").values.ravel(), np.abs(cov - [0.8, 0.9]), atol=1e-12
     )
+
+
+def test_pid_agaci_nexcp_kinds_stream_the_horizon_as_the_classes_by_hand(tmp_path):
+    """Issue 38 item 7: the online classes as kinds; each runner coverage is the class's own stream, by hand."""
+    kinds = {
+        "pid": (ConformalPIDInterval, {"lr": 0.05, "ki": 5.0, "burnin": 100}),
+        "agaci": (AgACIInterval, {"gammas": [0.01, 0.05]}),
+        "nexcp": (NexCP, {"rho": 0.98}),
+    }
+    methods = {k: {"kind": k, **opts} for k, (_, opts) in kinds.items()}
+    res = run(parse_spec(_spec(methods=methods)), out=tmp_path / "r.nc")["/"].to_dataset()
+    df = pd.read_csv(PRICES)
+    X, y = df.drop(columns=["Date", "dow_6", "Spot"]).to_numpy(float), df["Spot"].to_numpy(float)
+    base = LinearRegression().fit(X[:727], y[:727])
+    for kind, (cls, opts) in kinds.items():
+        model = cls(confidence_level=[0.8, 0.9], **opts).fit(base.predict(X[727:1381]), y[727:1381])
+        hits = []
+        for i in range(1381, 1454):
+            f = base.predict(X[i : i + 1])
+            iv = model.predict_interval(f)
+            hits.append(((iv["lower"].values <= y[i]) & (y[i] <= iv["upper"].values)).ravel())
+            model.update(f, y[i : i + 1])
+        cov = res["coverage"].sel(calibrator=kind).squeeze().values
+        np.testing.assert_allclose(cov, np.mean(hits, axis=0), rtol=0, atol=1e-12, err_msg=kind)
+        assert METHODS[kind].adapter == "calibprob.compare.online:run_online"
 
 
 def test_an_online_kind_on_a_random_split_is_refused_with_the_fix(tmp_path):

@@ -57,17 +57,15 @@ under covariate shift. NeurIPS 32 (the weights).
 
 from __future__ import annotations
 
-import warnings
+import functools
 
 import numpy as np
 import xarray as xr
 
 from calibprob._core.deprecation import renamed_keywords
-from calibprob._core.estimator import check_is_fitted
 from calibprob._core.validation import check_choice, check_targets, check_tau
 from calibprob.calibrators.conformal._weighted import weighted_cps_cdf
 from calibprob.calibrators.conformal.scores import Score, get_score
-from calibprob.calibrators.conformal.split import SplitConformalRegressor
 from calibprob.calibrators.conformal.split_calibrator import (
     SplitConformalCalibrator,
     checked_test_weights,
@@ -108,6 +106,28 @@ def cps_cdf(sorted_scores, test_scores, tau=0.5) -> np.ndarray:
     return (below + np.asarray(tau, float) * (ties + 1)) / (R.size + 1)
 
 
+def _refuse_removed_form(init):
+    """Refuse the model-aware keywords removed in 0.2.0 naming what to write instead (not a bare ``TypeError``).
+
+    ``functools.wraps`` keeps the signature (``inspect.signature`` follows ``__wrapped__``), so ``get_params``
+    and the registry see only the current keywords.
+    """
+
+    @functools.wraps(init)
+    def wrapper(self, *args, **kwargs):
+        removed = sorted(set(kwargs) & set(ConformalPredictiveSystem._REMOVED_PARAMS))
+        if removed:
+            raise TypeError(
+                f"ConformalPredictiveSystem({'=, '.join(removed)}=) was removed in calibprob 0.2.0: it is a "
+                "distribution post-processor. Pass the model's predictions: "
+                "ConformalPredictiveSystem().fit(model.predict(X_cal), y_cal), then predict(model.predict(X)); "
+                "or use SplitConformalRegressor(estimator=..., score='signed') for the model-aware form."
+            )
+        init(self, *args, **kwargs)
+
+    return wrapper
+
+
 class ConformalPredictiveSystem(SplitConformalCalibrator):
     r"""Split conformal predictive system (Vovk et al. 2020): a distribution post-processor.
 
@@ -138,13 +158,14 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
     normalize : bool, deprecated
         The former form of ``score`` (``True`` is ``"signed"``, ``False`` is
         ``"signed-absolute"``); warns ``FutureWarning``, removed in 0.3.0.
-    estimator, prefit, chunk_size : deprecated
-        The model-aware form of earlier releases (``estimator=`` then
-        ``fit(X, y)``/``calibrate(X_cal, y_cal)``/``predict(X)``) still works
-        for one release with a ``FutureWarning``; write
-        ``SplitConformalRegressor(estimator=..., score="signed")`` for a
-        conformal quantile function around a model, or pass the model's
-        predictions to this class.
+
+    Notes
+    -----
+    The model-aware form of 0.1.0 (``estimator=``, ``prefit=``,
+    ``chunk_size=`` then ``fit(X, y)``/``calibrate(X_cal, y_cal)``) was
+    removed in 0.2.0: write ``SplitConformalRegressor(estimator=...,
+    score="signed")`` for a conformal quantile function around a model, or
+    pass the model's predictions to this class.
 
     Examples
     --------
@@ -164,9 +185,11 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
 
     _method = "conformal-predictive-system"
 
-    # the inner model-aware split conformal of the deprecated estimator= form, or None
-    legacy_estimator_: SplitConformalRegressor | None
+    #: Removed in 0.2.0 (the model-aware ``estimator=`` form): a 0.1.0 file holds them at their
+    #: defaults, dropped at load (``calibprob._core.persistence.reader``).
+    _REMOVED_PARAMS = {"estimator": None, "prefit": False, "chunk_size": None}
 
+    @_refuse_removed_form
     @renamed_keywords({"normalize": ("score", _score_of_normalize)})
     def __init__(
         self,
@@ -175,17 +198,11 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
         beta: float = 1.0,
         eps: float = 0.0,
         confidence_level=0.9,
-        estimator=None,
-        prefit: bool = False,
-        chunk_size: int | None = None,
     ):
         self.score = score
         self.beta = beta
         self.eps = eps
         self.confidence_level = confidence_level
-        self.estimator = estimator
-        self.prefit = prefit
-        self.chunk_size = chunk_size
 
     def _score(self):
         if isinstance(self.score, Score):
@@ -200,32 +217,6 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
 
     def _method_name(self) -> str:
         return self._method
-
-    # -- the deprecated model-aware form -------------------------------------
-    def _legacy(self, method: str):
-        """The inner model-aware split conformal of the deprecated ``estimator=`` form."""
-        warnings.warn(
-            f"ConformalPredictiveSystem(estimator=...).{method}(X, ...) is deprecated and will be removed in "
-            "the next release: ConformalPredictiveSystem is a distribution post-processor. Pass the model's "
-            "predictive Dataset: ConformalPredictiveSystem().fit(model.predict(X_cal), y_cal), then "
-            "predict(model.predict(X)).",
-            FutureWarning,
-            stacklevel=3,
-        )
-        inner = getattr(self, "legacy_estimator_", None)
-        if inner is None:
-            inner = SplitConformalRegressor(
-                estimator=self.estimator,
-                score=self._score(),
-                confidence_level=self.confidence_level,
-                prefit=self.prefit,
-                chunk_size=self.chunk_size,
-            )
-            self.legacy_estimator_ = inner
-        return inner
-
-    def _is_legacy(self, first) -> bool:
-        return self.estimator is not None and not isinstance(first, xr.Dataset)
 
     def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> ConformalPredictiveSystem:
         r"""Score the calibration predictions; returns ``self``.
@@ -246,34 +237,7 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
             :meth:`predict_cdf` (:meth:`SplitConformalCalibrator.fit`). With ``groups=``, the
             weights act within each group.
         """
-        if groups is not None:
-            self.legacy_estimator_ = None
-            return super().fit(pred_cal, y_cal, groups=groups, weights=weights)
-        if self._is_legacy(pred_cal):
-            if weights is not None:
-                raise ValueError(
-                    "weights= needs the post-processor form: ConformalPredictiveSystem().fit(model.predict(X_cal), "
-                    "y_cal, weights=...) (the deprecated estimator= form takes no weights)."
-                )
-            self.legacy_estimator_ = None
-            self.mondrian_ = None
-            self._legacy("fit").fit(pred_cal, y_cal)
-            self.scores_ = None
-            return self
-        self.legacy_estimator_ = None
-        return super().fit(pred_cal, y_cal, weights=weights)
-
-    def calibrate(self, X_cal, y_cal) -> ConformalPredictiveSystem:
-        """Deprecated model-aware step (``estimator=`` form): score ``(X_cal, y_cal)``."""
-        if self.estimator is None:
-            raise TypeError(
-                "ConformalPredictiveSystem is a distribution post-processor: call "
-                "fit(pred_cal, y_cal) with the base's predictive Dataset on the calibration data "
-                "(there is no separate calibrate step)."
-            )
-        inner = self._legacy("calibrate").calibrate(X_cal, y_cal)
-        self.scores_, self.n_calibration_, self.score_ = inner.scores_, inner.n_calibration_, inner.score_
-        return self
+        return super().fit(pred_cal, y_cal, groups=groups, weights=weights)
 
     def predict(self, pred, *, levels=None, groups=None, weights=None) -> xr.Dataset:
         """Predictive distribution per test point (see the module docstring); ``groups=`` as in :meth:`fit`.
@@ -286,11 +250,6 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
         """
         if groups is not None or getattr(self, "mondrian_", None) is not None:
             return super().predict(pred, levels=levels, groups=groups, weights=weights)
-        if self._is_legacy(pred):
-            check_is_fitted(self, "scores_", method="calibrate")
-            ds = self._legacy("predict").predict(pred, levels=levels)
-            ds.attrs["method"] = self._method
-            return ds
         return super().predict(pred, levels=levels, weights=weights)
 
     def predict_interval(self, pred, confidence_level=None, *, groups=None, weights=None) -> xr.Dataset:
@@ -301,13 +260,6 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
         """
         if groups is not None or getattr(self, "mondrian_", None) is not None:
             return super().predict_interval(pred, confidence_level, groups=groups, weights=weights)
-        if self._is_legacy(pred):
-            if weights is not None:
-                raise ValueError("weights= needs the post-processor form (fit(pred_cal, y_cal, weights=...)).")
-            check_is_fitted(self, "scores_", method="calibrate")
-            ds = self._legacy("predict_interval").predict_interval(pred, confidence_level)
-            ds.attrs["method"] = self._method
-            return ds
         return super().predict_interval(pred, confidence_level, weights=weights)
 
     def predict_cdf(self, pred, y, *, tau=0.5, weights=None) -> np.ndarray:
@@ -327,14 +279,10 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
         -------
         ndarray, shape (m,)
         """
-        if self._is_legacy(pred):
-            check_is_fitted(self, "scores_", method="calibrate")
-            mu, scale = self._legacy("predict_cdf")._mu_scale(pred)
-        else:
-            pred, mu, scale = self._mu_scale(pred)
+        pred, mu, scale = self._mu_scale(pred)
         y = check_targets(y, mu.size, "y")
         tau = check_tau(tau, mu.size)
-        test = None if self._is_legacy(pred) else split_test_weights(self, weights, mu.size, obs=pred)
+        test = split_test_weights(self, weights, mu.size, obs=pred)
         if test is None:
             return cps_cdf(self.scores_, (y - mu) / scale, tau)
         t = checked_test_weights(self, [], test, {})

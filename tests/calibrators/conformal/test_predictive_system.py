@@ -92,19 +92,24 @@ def test_post_processor_equals_model_aware_split_conformal_bit_for_bit():
     )
 
 
-def test_deprecated_model_aware_form_warns_and_gives_the_same_numbers():
-    rng = np.random.default_rng(3)
-    X, y = draw(rng, 200)
-    with pytest.warns(FutureWarning, match="distribution post-processor"):
-        old = ConformalPredictiveSystem(estimator=gauss_base).fit(X[:1], y[:1])
-    with pytest.warns(FutureWarning):
-        old.calibrate(X[:150], y[:150])
-    with pytest.warns(FutureWarning):
-        q_old = old.predict(X[150:])["quantile"].values
-    new = ConformalPredictiveSystem().fit(base_pred(X[:150]), y[:150])
-    np.testing.assert_array_equal(q_old, new.predict(base_pred(X[150:]))["quantile"].values)
-    with pytest.warns(FutureWarning), pytest.raises(ValueError, match=r"gives only a mean"):
-        ConformalPredictiveSystem(estimator=lambda a, b, c: 2.0 * c[:, 0]).fit(X[:1], y[:1]).calibrate(X, y)
+@pytest.mark.parametrize(
+    "kwargs, names",
+    [
+        ({"estimator": gauss_base}, "estimator="),
+        ({"estimator": gauss_base, "prefit": True}, "estimator=, prefit="),
+        ({"chunk_size": 8}, "chunk_size="),
+    ],
+)
+def test_removed_model_aware_form_is_refused_naming_the_fix(kwargs, names):
+    """The 0.1.0 ``estimator=``/``prefit=``/``chunk_size=`` form was removed in 0.2.0 (CHANGELOG)."""
+    with pytest.raises(
+        TypeError,
+        match=rf"ConformalPredictiveSystem\({names}\) was removed in calibprob 0.2.0.*"
+        r"fit\(model.predict\(X_cal\), y_cal\).*SplitConformalRegressor\(estimator=",
+    ):
+        ConformalPredictiveSystem(score="signed", **kwargs)
+    assert not hasattr(ConformalPredictiveSystem, "calibrate")  # no separate calibrate step any more
+    assert "estimator" not in ConformalPredictiveSystem().get_params()
 
 
 def test_unnormalized_scores_shift_one_quantile_function():
@@ -162,5 +167,3 @@ def test_bad_targets_and_unfitted():
         ConformalPredictiveSystem().fit(base_pred(X), np.r_[y[:-1], np.nan])
     with pytest.raises(calibprob.NotFittedError, match=r"Call fit\(\.\.\.\)"):
         ConformalPredictiveSystem().predict(base_pred(X))
-    with pytest.raises(TypeError, match="there is no separate calibrate step"):
-        ConformalPredictiveSystem().calibrate(X, y)
