@@ -179,6 +179,32 @@ class BrokenWeights(ToyScaling):
         return self
 
 
+class BrokenLevelDims(ToyScaling):
+    """An interval method whose scalar level keeps the ``confidence_level`` dimension (the rule drops it)."""
+
+    def predict_interval(self, pred, confidence_level=0.9):
+        levels = np.atleast_1d(np.asarray(confidence_level, float))  # a scalar becomes a length-1 dimension
+        mu, sd = self._read(pred)
+        half = self._scale() * sd[:, None] * _normal_ppf((1.0 + levels) / 2.0)[None, :]
+        return from_intervals(mu[:, None] - half, mu[:, None] + half, levels)
+
+
+class BrokenGroups(ToyScaling):
+    """Takes ``groups=`` but pools them: one scale for every group instead of one per group."""
+
+    def fit(self, pred_cal, y_cal, groups=None):
+        return super().fit(pred_cal, y_cal)
+
+    def predict(self, pred, groups=None):
+        return super().predict(pred)
+
+
+def _normal_ppf(p: np.ndarray) -> np.ndarray:
+    from scipy.stats import norm
+
+    return norm.ppf(p)
+
+
 POST_FLAWS = {
     "check_get_params": BrokenParams,
     "check_unfitted": BrokenUnfitted,
@@ -188,6 +214,8 @@ POST_FLAWS = {
     "check_refuses_bad_targets": BrokenTargets,
     "check_pymc_observed_data": BrokenObservedData,
     "check_deterministic": BrokenDeterminism,
+    "check_level_dims": BrokenLevelDims,
+    "check_groups": BrokenGroups,
     "check_weights": BrokenWeights,
 }
 
@@ -210,7 +238,13 @@ def test_every_check_has_a_flaw_it_catches():
 
 def test_a_correct_post_processor_passes_every_check(problem):
     assert check_calibrator(ToyScaling(), problem=problem) == [c.__name__ for c in POST_PROCESSOR_CHECKS]
-    assert check_calibrator(ToyScaling, problem=problem)[-2] == "check_intervals_nest"  # a class: built with defaults
+    checks = check_calibrator(ToyScaling, problem=problem)  # a class: built with defaults
+    assert checks[checks.index("check_intervals_nest") :] == [
+        "check_intervals_nest",
+        "check_level_dims",
+        "check_groups",
+        "check_weights",
+    ]
 
 
 def test_a_correct_model_aware_calibrator_passes_every_check(model_problem):

@@ -31,11 +31,15 @@ from calibprob import registry as _registry
 _LAZY = _registry.exports("calibprob.calibrators")
 
 __all__ = sorted(_LAZY)
+#: the subpackages and modules reachable as attributes (imported on first use, like the classes)
+_SUBMODULES = frozenset({"conformal", "grouping", "online", "timeseries", "gp_beta", "sharp_gp", "recalibration"})
 
 
 def __getattr__(name):
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'calibprob.calibrators' has no attribute {name!r}")
 
 

@@ -117,6 +117,7 @@ def test_bad_options_are_refused(data, kw, match):
         PyMCLinearRegression(**kw).fit(X, y)
 
 
+@SEEDED
 def test_log_density_rows_must_match(laplace, data):
     X, _ = data
     with pytest.raises(ValueError, match="values has 2 rows but X has 3"):

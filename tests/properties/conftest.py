@@ -142,6 +142,8 @@ FAST_PARAMETERS = {
     "extrapolate": True,
     "prefit": True,
     "variant": "scaled",
+    "n_bootstraps": 4,  # EnbPI: four bootstrap fits instead of 30
+    "burnin": 3,  # conformal PID's proportional step from the last 3 scores (groups of a few rows)
 }
 
 
@@ -182,7 +184,8 @@ def build(name: str, **extra):
     cls = registry.CLASSES[name].load()
     params = inspect.signature(cls).parameters
     kwargs = {k: v for k, v in FAST_PARAMETERS.items() if k in params and _accepts(name, k, v)}
-    kwargs.update(extra)
+    # a lifecycle's extras (``cv=`` of a cross-conformal fit) go only to the classes that take them
+    kwargs.update({k: v for k, v in extra.items() if k in params})
     return cls(**kwargs)
 
 

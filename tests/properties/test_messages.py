@@ -47,7 +47,7 @@ WRAPPERS = {
     ("calibrators/conformal/bayes/_inputs.py", "log_likelihood: the DataTree has no"): "appends _fix_ll(): "
     "'compute it with pm.compute_log_likelihood(idata)'",
     ("calibrators/grouping/mondrian.py", "group "): "prefixes the group to its own calibrator's checked message",
-    ("calibrators/conformal/_weighted.py", "group "): "prefixes the group to its weighted calibrator's checked message",
+    ("calibrators/_weighted.py", "group "): "prefixes the group to its weighted calibrator's checked message",
     ("predictive/loo.py", "the tree has no "): "appends the caller's fix (the PyMC call that adds the group)",
 }
 

@@ -73,7 +73,7 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_pred
 from calibprob._core.ranks import upper_rank
 from calibprob._core.validation import check_array, check_choice, check_targets
 from calibprob.calibrators.conformal._intervals import check_enough_points, interval_dataset, resolve_levels
-from calibprob.calibrators.conformal._weighted import weighted_thresholds
+from calibprob.calibrators._weighted import weighted_thresholds
 from calibprob.calibrators.conformal.scores import invert
 from calibprob.calibrators.conformal.split_calibrator import checked_test_weights, split_test_weights
 from calibprob.calibrators.grouping.mondrian import fit_with_groups, predict_with_groups
@@ -235,7 +235,7 @@ def weighted_cqr_corrections(scores, calibration_weights, test_weights, confiden
 
     :func:`cqr_corrections` with the empirical law of the scores replaced by
     :math:`\sum_i \frac{w_i}{W + t_j} \delta_{E_i} + \frac{t_j}{W + t_j} \delta_{+\infty}`
-    (``calibprob.calibrators.conformal._weighted``): the level-:math:`c` quantile (each
+    (``calibprob.calibrators._weighted``): the level-:math:`c` quantile (each
     column's :math:`1 - \alpha/2` quantile for ``"asymmetric"``); :math:`+\infty` where the finite
     scores' mass does not reach it. Equal weights give :func:`cqr_corrections` bit for bit (the
     ranks are exact integers).

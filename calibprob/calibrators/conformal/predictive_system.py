@@ -41,7 +41,7 @@ point's mass :math:`t` kept beside them,
 
 uniform for the true likelihood ratio :math:`w = d\tilde P_X/dP_X` (weighted exchangeability,
 Tibshirani et al. 2019, Lemma 3), and the continuous version passes through the middle of every
-weighted jump (``calibprob.calibrators.conformal._weighted``). The levels a weighted system
+weighted jump (``calibprob.calibrators._weighted``). The levels a weighted system
 resolves shrink by the test point's own mass :math:`t/(\sum_i w_i + t)`.
 
 References
@@ -64,7 +64,7 @@ import xarray as xr
 
 from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.validation import check_choice, check_targets, check_tau
-from calibprob.calibrators.conformal._weighted import weighted_cps_cdf
+from calibprob.calibrators._weighted import weighted_cps_cdf
 from calibprob.calibrators.conformal.scores import Score, get_score
 from calibprob.calibrators.conformal.split_calibrator import (
     SplitConformalCalibrator,

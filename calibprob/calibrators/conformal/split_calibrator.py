@@ -50,7 +50,7 @@ from calibprob.calibrators.conformal._intervals import (
     upper_rank,
     valid_levels,
 )
-from calibprob.calibrators.conformal._weighted import equal_weights, weighted_cps_levels, weighted_cps_quantiles
+from calibprob.calibrators._weighted import equal_weights, weighted_cps_levels, weighted_cps_quantiles
 from calibprob.calibrators.conformal.scores import Score, get_score, invert
 from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.predictive import from_quantiles
@@ -238,7 +238,7 @@ def weighted_quantiles(model, mu, scale, levels, test, attrs: dict) -> tuple[np.
     r"""``(quantiles (m, L), levels)`` of the weighted conformal quantile function (Tibshirani et al. 2019).
 
     The unweighted function's knots (score :math:`R_{(i)}` at the continuous rank :math:`i`) move to
-    the cumulative weights (``calibprob.calibrators.conformal._weighted``), the test row's own mass
+    the cumulative weights (``calibprob.calibrators._weighted``), the test row's own mass
     :math:`t/(W+t)` kept beyond the last score; the levels are those every row resolves. All-equal
     weights are the unweighted function, computed by it (the same arithmetic).
     """
@@ -435,7 +435,7 @@ class SplitConformalCalibrator(BaseEstimator):
             coordinate).
         weights : array_like or calibprob.weights.Weights, optional
             After a weighted :meth:`fit`: the test rows' weights (default: the object given to
-            :meth:`fit`): the weighted quantile function (``calibprob.calibrators.conformal._weighted``),
+            :meth:`fit`): the weighted quantile function (``calibprob.calibrators._weighted``),
             at the levels every row resolves. Equal weights give the unweighted function bit for bit.
 
         Returns

@@ -64,7 +64,7 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_pred
 from calibprob._core.labels import refuse_kind_clash
 from calibprob._core.ranks import exact_level, least_n
 from calibprob._core.validation import GROUP_COORD, check_confidence_levels, check_groups, check_levels, check_targets
-from calibprob.calibrators.conformal._weighted import WeightedBlock
+from calibprob.calibrators._weighted import WeightedBlock
 from calibprob.predictive import (
     DEFAULT_LEVELS,
     REACH_VAR,

@@ -257,7 +257,9 @@ class AgACIInterval(BaseEstimator):
         ds = interval_dataset(lo[:, keep], hi[:, keep], self.levels_[keep], False, method="agaci")
         ds = ds.assign_coords(obs=pred["obs"].values)
         ds["thresholded"] = ("confidence_level", thresholded[keep])
-        if confidence_level is not None and np.ndim(confidence_level) == 0:
+        if np.ndim(self.confidence_level if confidence_level is None else confidence_level) == 0:
+            # the calib.interval convention: a scalar level (or, when none is asked, a scalar constructor level)
+            # drops the dimension, grouped or not (calibprob.testing.check_level_dims)
             ds = ds.isel(confidence_level=0)
         return keep_group_coord(ds, pred)
 
@@ -266,7 +268,7 @@ class AgACIInterval(BaseEstimator):
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
             return mondrian.predict_interval(pred, mondrian.confidence_levels_.tolist(), groups=groups)
-        return self.predict_interval(pred)
+        return self.predict_interval(pred, self.levels_.tolist())
 
     def update(self, pred, y, *, groups=None) -> Self:
         """Take outcomes in time order: the experts' ACI steps and both BOA steps per outcome; returns ``self``."""

@@ -42,6 +42,7 @@ import xarray as xr
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive
 from calibprob._core.estimator import clone as calibprob_clone
+from calibprob._core.tables import check_columns, record_columns
 from calibprob._core.validation import check_choice, check_int, check_targets
 from calibprob.calibrators.conformal._intervals import (
     _predict_once,
@@ -228,6 +229,7 @@ class EnbPI(BaseEstimator):
         """
         check_not_predictive(X, self)
         levels, base = self._check_params()
+        record_columns(self, X)  # a DataFrame's names: a later table with its columns reordered is refused
         X, y = check_Xy(X, y)
         y = check_targets(y, X.shape[0], "y")
         n, B = X.shape[0], int(self.n_bootstraps)
@@ -309,6 +311,7 @@ class EnbPI(BaseEstimator):
         check_is_fitted(self, "models_", method="fit")
         check_not_predictive(X, self)
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
+        check_columns(self, X)
         X = check_Xy(X, np.zeros(len(X)))[0]
         centers = self._centers(X, levels)
         lo, hi = self._offsets(self._window(), levels)
@@ -330,6 +333,7 @@ class EnbPI(BaseEstimator):
         """
         check_is_fitted(self, "models_", method="fit")
         check_not_predictive(X, self)
+        check_columns(self, X)
         X, y = check_Xy(X, y)
         self._admit(self._new_residuals(X, y))
         return self
@@ -370,6 +374,7 @@ class EnbPI(BaseEstimator):
         check_is_fitted(self, "models_", method="fit")
         check_not_predictive(X, self)
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
+        check_columns(self, X)
         X, y = check_Xy(X, y)
         stamps = self._check_times(times, y.size)
         centers = self._centers(X, np.unique(np.r_[levels, self.levels_[:1]]))
