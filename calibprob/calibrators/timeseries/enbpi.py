@@ -147,7 +147,7 @@ class EnbPI(BaseEstimator):
         Signed residuals and the width-minimising :math:`\beta \in [0, \alpha]` (101-point grid)
         instead of the symmetric :math:`|\hat\varepsilon|` quantile.
     quantile_method : str, default "linear"
-        :func:`numpy.quantile`'s ``method`` for the residual quantiles (the paper's
+        ``numpy.quantile``'s ``method`` for the residual quantiles (the paper's
         ``np.percentile``: ``"linear"``; ``"higher"`` is MAPIE's).
     random_state : int, numpy.random.Generator or numpy.random.RandomState, default 0
         The resamples: ``choice(n, n)`` once per model, so a ``RandomState`` seeded as the

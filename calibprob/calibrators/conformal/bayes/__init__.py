@@ -15,4 +15,4 @@ from __future__ import annotations
 from calibprob.calibrators.conformal.bayes.estimator import REFINE_STEPS, ConformalBayes
 from calibprob.calibrators.conformal.bayes.from_pymc import conformal_bayes
 
-__all__ = ["REFINE_STEPS", "ConformalBayes", "conformal_bayes"]
+__all__ = ["ConformalBayes", "conformal_bayes"]  # REFINE_STEPS stays importable, a documented constant of the estimator
