@@ -72,8 +72,8 @@ from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.ranks import upper_rank
 from calibprob._core.validation import check_array, check_choice, check_targets
-from calibprob.calibrators.conformal._intervals import check_enough_points, interval_dataset, resolve_levels
 from calibprob.calibrators._weighted import weighted_thresholds
+from calibprob.calibrators.conformal._intervals import check_enough_points, interval_dataset, resolve_levels
 from calibprob.calibrators.conformal.scores import invert
 from calibprob.calibrators.conformal.split_calibrator import checked_test_weights, split_test_weights
 from calibprob.calibrators.grouping.mondrian import fit_with_groups, predict_with_groups

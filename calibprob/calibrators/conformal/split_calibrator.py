@@ -41,6 +41,7 @@ import xarray as xr
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.ranks import weighted_upper_rank
 from calibprob._core.validation import check_targets
+from calibprob.calibrators._weighted import equal_weights, weighted_cps_levels, weighted_cps_quantiles
 from calibprob.calibrators.conformal._intervals import (
     check_enough_points,
     conformal_quantile_function,
@@ -50,7 +51,6 @@ from calibprob.calibrators.conformal._intervals import (
     upper_rank,
     valid_levels,
 )
-from calibprob.calibrators._weighted import equal_weights, weighted_cps_levels, weighted_cps_quantiles
 from calibprob.calibrators.conformal.scores import Score, get_score, invert
 from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.predictive import from_quantiles

@@ -12,7 +12,8 @@ Fong, E. & Holmes, C. (2021). Conformal Bayesian computation. NeurIPS 34.
 
 from __future__ import annotations
 
-from calibprob.calibrators.conformal.bayes.estimator import REFINE_STEPS, ConformalBayes
+from calibprob.calibrators.conformal.bayes.estimator import REFINE_STEPS as REFINE_STEPS  # importable, not in __all__
+from calibprob.calibrators.conformal.bayes.estimator import ConformalBayes
 from calibprob.calibrators.conformal.bayes.from_pymc import conformal_bayes
 
 __all__ = ["ConformalBayes", "conformal_bayes"]  # REFINE_STEPS stays importable, a documented constant of the estimator
