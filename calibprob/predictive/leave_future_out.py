@@ -51,9 +51,11 @@ import numbers
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 from scipy.special import logsumexp
 
 from calibprob.predictive._common import _levels_or_default
@@ -107,7 +109,7 @@ def _psislw(log_ratios: np.ndarray) -> tuple[np.ndarray, float]:
     return np.asarray(lw, float), float(k)
 
 
-def _check_threshold(k_threshold) -> float:
+def _check_threshold(k_threshold: Any) -> float:
     if isinstance(k_threshold, bool) or not isinstance(k_threshold, numbers.Real) or not float(k_threshold) > 0:
         raise ValueError(
             f"k_threshold must be a number > 0 (the Pareto k above which the model is refitted; "
@@ -116,7 +118,7 @@ def _check_threshold(k_threshold) -> float:
     return float(k_threshold)
 
 
-def _check_plan(n_times: int, min_history, k_threshold, direction) -> tuple[int, float]:
+def _check_plan(n_times: int, min_history: Any, k_threshold: Any, direction: Any) -> tuple[int, float]:
     if isinstance(min_history, bool) or not isinstance(min_history, numbers.Integral) or int(min_history) < 1:
         raise ValueError(
             f"min_history must be an integer >= 1 (the number of first points never predicted); got {min_history!r}."
@@ -204,7 +206,7 @@ def psis_lfo_weights(
     return out
 
 
-def _check_series(y, times) -> tuple[np.ndarray, np.ndarray]:
+def _check_series(y: ArrayLike, times: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
     y = np.asarray(y, float)
     if y.ndim != 1 or not np.isfinite(y).all():
         raise ValueError(f"y must be a 1-D array of finite numbers (one series); got shape {y.shape}.")
@@ -224,7 +226,17 @@ def _check_series(y, times) -> tuple[np.ndarray, np.ndarray]:
 class _Evaluator:
     """Fits the model on a history and scores the draws on the whole series' model."""
 
-    def __init__(self, model_factory, y, *, draws, tune, chains, random_seed, sample_kwargs):
+    def __init__(
+        self,
+        model_factory: Callable,
+        y: np.ndarray,
+        *,
+        draws: int,
+        tune: int,
+        chains: int,
+        random_seed: Any,
+        sample_kwargs: dict | None,
+    ) -> None:
         self.factory, self.y = model_factory, y
         self.kw = {"draws": draws, "tune": tune, "chains": chains, **(sample_kwargs or {})}
         self.rng = np.random.default_rng(random_seed)
@@ -272,7 +284,7 @@ def _as_matrix(da: xr.DataArray, n_times: int) -> np.ndarray:
     return out
 
 
-def _assemble(ev: _Evaluator, w: LFOWeights, y, times, L: int, levels) -> xr.Dataset:
+def _assemble(ev: _Evaluator, w: LFOWeights, y: np.ndarray, times: np.ndarray, L: int, levels: Any) -> xr.Dataset:
     """The contract's Dataset over the predicted times, with the PITs, k-hat, refits and elpd."""
     cols = np.arange(L, y.size)
     draws = np.stack([ev.pp[int(e)][:, t] for e, t in zip(w.fit_end, cols, strict=True)], axis=1)
@@ -302,8 +314,8 @@ def _assemble(ev: _Evaluator, w: LFOWeights, y, times, L: int, levels) -> xr.Dat
 
 def lfo(
     model_factory: Callable,
-    y,
-    times=None,
+    y: ArrayLike,
+    times: ArrayLike | None = None,
     *,
     min_history: int,
     k_threshold: float = 0.7,
@@ -311,8 +323,8 @@ def lfo(
     draws: int = 500,
     tune: int = 500,
     chains: int = 2,
-    levels=None,
-    random_seed=None,
+    levels: ArrayLike | None = None,
+    random_seed: Any = None,
     sample_kwargs: dict | None = None,
 ) -> xr.Dataset:
     r"""Approximate leave-future-out one-step predictive distributions of a PyMC time-series model.
