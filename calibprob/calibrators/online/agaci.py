@@ -268,7 +268,8 @@ class AgACIInterval(BaseEstimator):
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
             return mondrian.predict_interval(pred, mondrian.confidence_levels_.tolist(), groups=groups)
-        return self.predict_interval(pred, self.levels_.tolist())
+        # every fitted level, the dimension kept (unfitted: predict_interval raises NotFittedError)
+        return self.predict_interval(pred, self.levels_.tolist() if hasattr(self, "levels_") else None)
 
     def update(self, pred, y, *, groups=None) -> Self:
         """Take outcomes in time order: the experts' ACI steps and both BOA steps per outcome; returns ``self``."""

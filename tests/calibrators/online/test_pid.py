@@ -134,7 +134,8 @@ def test_never_infinite_unless_asked():
     for t in range(y.size):
         for est in (finite, infinite):
             ds = est.predict_interval(_gauss(0.0, 1.0))
-            widths[id(est)].append(float(ds["upper"].values[0, 0]))
+            # one level, one row (a scalar constructor level drops its dim)
+            widths[id(est)].append(float(ds["upper"].values.reshape(-1)[0]))
             est.update(_gauss(0.0, 1.0), [y[t]])
     assert np.all(np.isfinite(widths[id(finite)])) and finite.n_clipped_[0] > 0
     assert np.isinf(widths[id(infinite)]).any() and infinite.n_clipped_[0] == 0
