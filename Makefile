@@ -1,7 +1,7 @@
 # calibprob — every command does its own set-up (virtual environment + install) on a fresh machine.
 #   make run        the main job: quickstart comparison on bundled data
 #   make test       the default test suite (what CI runs; installs Debian's chromium as root if missing)
-#   make test-fast  the package's unit tests in parallel (no docs, notebooks, CLI, runner, lint; time in CONTRIBUTING.md)
+#   make test-fast  the package's unit tests in parallel, about 1 min on 2 idle cores (no docs, notebooks, CLI, runner, lint)
 #   make test-slow  the long statistical tests (they assert too; not in CI's default run)
 #   make test-seeds the seed sweep: every @pytest.mark.seeded test at seeds 0..SEEDS-1 (default 20), with a summary
 #   make docs       build the documentation (warnings are errors, nitpicky, every public name listed)
