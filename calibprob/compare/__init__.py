@@ -34,7 +34,7 @@ _LAZY = {
     "load_results": "calibprob.compare.report",
 }
 #: Submodules reachable as attributes after ``import calibprob.compare`` (imported on first use).
-SUBMODULES = ("assembly", "methods", "ranking", "report", "runner", "spec", "tasks", "user_base")
+SUBMODULES = ("assembly", "methods", "ranking", "report", "runner", "spec", "tasks", "online")
 
 __all__ = [
     "Spec",
