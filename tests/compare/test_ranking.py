@@ -366,6 +366,15 @@ def test_table_prints_an_infinite_score_as_inf_without_warnings():
     assert row.split()[1:] == ["*1.000", "inf"]
 
 
+def test_table_prints_a_dash_where_a_method_has_no_score():
+    # An interval-only method (ACI, PID, ...) has no NLL: the table says so with a dash, as the
+    # ranking does, not "nan".
+    ds = results(nll=[[1.0], [np.nan]], names=["dist", "intervals"])
+    table = format_table(ds, ["nll"])
+    row = next(line for line in table.splitlines() if line.startswith("nll"))
+    assert row.split()[1:] == ["*1.000", "—"]
+
+
 def test_one_repetition_leaves_the_undefined_paired_se_blank():
     # With one repetition there is no spread to pair: dse is NaN in the Dataset, blank in print.
     ds = results(nll=[[1.0], [1.2]], coverage=[[0.9], [0.91]], width=[[2.0], [2.2]])

@@ -156,7 +156,8 @@ def _table_block(block: xr.Dataset, d, reps: int) -> list[str]:
         for c in cal:
             cell = block.sel(row=r, calibrator=c)
             m, e = float(cell["mean"]), float(cell["se"])
-            txt = _fmt(m) + ("" if not np.isfinite(e) else f" ± {_fmt(e)}")
+            # no value (an interval-only method's NLL/CRPS, a failed task): a dash, as in the ranking
+            txt = "—" if np.isnan(m) else _fmt(m) + ("" if not np.isfinite(e) else f" ± {_fmt(e)}")
             row.append(("*" if bool(cell["best"]) else " ") + txt)
         cells.append(row)
     widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
