@@ -143,7 +143,9 @@ def test_dtaci_bad_input():
     with pytest.raises(ValueError, match=r"expected_miss_rate\(\) is the guarantee of rule='dtaci'.*Use miss_rate"):
         aci.expected_miss_rate()
     osd = OnlineQuantileRecalibrator(levels=LEVELS).fit(f, y)
-    with pytest.raises(ValueError, match=r"coverage_error_bound\(\) is the guarantee of rule='aci' or 'dtaci' or 'pid'"):
+    with pytest.raises(
+        ValueError, match=r"coverage_error_bound\(\) is the guarantee of rule='aci' or 'dtaci' or 'pid'"
+    ):
         osd.coverage_error_bound()
 
 
@@ -182,8 +184,9 @@ def test_theorem_3_2_decomposition_step_by_step(kind):
             # each expert's own set, read off the window by hand: miss iff s_t > its conformal order statistic
             srt = np.sort(S)
             k = [np.ceil((1 - ai) * (n + 1) - 1e-12) for ai in ea]
-            thr = np.array([1.0 if ai <= 0 or kk > n else (0.0 if ai >= 1 else srt[int(max(kk, 1)) - 1])
-                            for ai, kk in zip(ea, k)])
+            thr = np.array(
+                [1.0 if ai <= 0 or kk > n else (0.0 if ai >= 1 else srt[int(max(kk, 1)) - 1]) for ai, kk in zip(ea, k)]
+            )
             err = st > thr
             expected += w @ err
             beta = 1 - np.searchsorted(srt, st) / (n + 1)
