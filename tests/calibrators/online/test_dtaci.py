@@ -224,3 +224,13 @@ def test_long_run_coverage_within_theorem_3_2(kind):
     assert np.all(np.abs(rec.expected_miss_rate() - alpha) <= bound), (rec.expected_miss_rate(), bound)
     want = [dtaci_coverage_bound([0.05, 0.1, 0.2], float(dtaci_eta(a, 3, 10**9)), 0.5e-9, T) for a in alpha]
     np.testing.assert_allclose(bound, want, rtol=1e-12)
+
+
+def test_a_state_saved_before_the_count_reads_as_unknown():
+    """A DtACI state written without ``expected_misses`` (before the count existed) loads with NaN, not 0."""
+    rng = np.random.default_rng(2)
+    rec = OnlineQuantileRecalibrator(levels=LEVELS, rule="dtaci").fit(_gauss(40), rng.normal(size=40))
+    rec.update(_gauss(30), rng.normal(size=30))
+    back = OnlineQuantileRecalibrator.from_dataset(rec.to_dataset().drop_vars("expected_misses"))
+    assert np.all(np.isnan(back.expected_miss_rate()))
+    assert np.all(np.isfinite(OnlineQuantileRecalibrator.from_dataset(rec.to_dataset()).expected_miss_rate()))
