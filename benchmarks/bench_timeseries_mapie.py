@@ -20,9 +20,20 @@ Timing: MAPIE's online API is ``predict`` then ``update`` per row; calibprob's
 the window quantile is re-read after each admitted block). Each side runs in its own process with one
 BLAS thread, the best of ``--repeat`` runs.
 
+ACI (P22): calibprob's ``AdaptiveConformalInterval`` beside MAPIE 1.6's ``TimeSeriesRegressor(method="aci",
+cv="prefit")`` on the *same* base predictions (MAPIE's estimator returns its single input column, which is the
+prediction), the symmetric absolute score, γ = 0.005, 90 %, the scores sliding by one per outcome (MAPIE's
+``update``; calibprob's ``window=n``). MAPIE's loop per row is ``predict``, then ``adapt_conformal_inference``
+(which predicts again at the same level and moves it), then ``update``; calibprob's is
+``predict_and_update`` (one pass) and, for the record, the row-by-row ``predict_interval`` / ``update``.
+The two recursions are the same while α_t stays in [1/(n+1), 1): the noise here grows slowly, α_t stays
+inside, and the intervals are equal bit for bit. Below 1/(n+1) MAPIE 1.6 raises (its symmetric branch does
+not pass ``allow_infinite_bounds`` on) and clips α_t to [0, 1]; see ``tests/data/make_mapie_aci_reference.py``.
+
 MAPIE lives in a separate environment (``/work/venvs/peers/bin/python`` here)::
 
-    python benchmarks/bench_timeseries_mapie.py --mapie /work/venvs/peers/bin/python [--n 1000] [--m 2000]
+    python benchmarks/bench_timeseries_mapie.py --mapie /work/venvs/peers/bin/python [--n 1000] [--m 2000] \
+        [--which all|enbpi|aci]
 """
 
 from __future__ import annotations
@@ -83,6 +94,110 @@ def mapie_side(npz: str, out: str, repeat: int) -> None:
     print("RESULT " + json.dumps({"seconds": best, "mapie": mapie_version}))
 
 
+ACI_GAMMA, ACI_N = 0.005, 200
+
+
+def make_aci_data(m: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Given predictions ``mu`` and outcomes whose noise grows (ACI_N calibration points, then m stream points)."""
+    rng = np.random.default_rng(seed)
+    T = ACI_N + m
+    mu = rng.normal(size=T)
+    return mu, mu + (1.0 + np.arange(T) / T) * rng.normal(size=T)
+
+
+def mapie_aci_side(npz: str, out: str, repeat: int) -> None:
+    """Runs under the MAPIE interpreter: prefit on the given predictions, then predict / adapt / update per row."""
+    from mapie import __version__ as mapie_version
+    from mapie.conformity_scores import AbsoluteConformityScore
+    from mapie.regression import TimeSeriesRegressor
+    from sklearn.base import BaseEstimator, RegressorMixin
+
+    class GivenPredictions(RegressorMixin, BaseEstimator):
+        def fit(self, X=None, y=None):
+            self.fitted_, self.n_features_in_ = True, 1
+            return self
+
+        def predict(self, X):
+            return np.asarray(X, float)[:, 0]
+
+    warnings.filterwarnings("ignore", message=r"\s*This function behavior has been changed", category=UserWarning)
+    d = np.load(npz)
+    mu, y, n = d["mu"], d["y"], ACI_N
+    best = np.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        model = TimeSeriesRegressor(
+            GivenPredictions().fit(), method="aci", cv="prefit", conformity_score=AbsoluteConformityScore(sym=True)
+        ).fit(mu[:n, None], y[:n])
+        lower, upper = np.empty(len(y) - n), np.empty(len(y) - n)
+        for k, t in enumerate(range(n, len(y))):
+            x, yt = mu[t : t + 1, None], y[t : t + 1]
+            _, pis = model.predict(x, confidence_level=LEVEL, allow_infinite_bounds=True)
+            lower[k], upper[k] = pis[0, 0, 0], pis[0, 1, 0]
+            model.adapt_conformal_inference(x, yt, gamma=ACI_GAMMA)
+            model.update(x, yt)
+        best = min(best, time.perf_counter() - t0)
+    np.savez(out, lower=lower, upper=upper)
+    print("RESULT " + json.dumps({"seconds": best, "mapie": mapie_version}))
+
+
+def calibprob_aci_side(mu, y, repeat: int) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """calibprob's ACI on the same predictions: predict_and_update (best of ``repeat``), and the row-by-row loop once."""
+    import calibprob
+
+    n, m = ACI_N, len(y) - ACI_N
+
+    def fitted():
+        aci = calibprob.AdaptiveConformalInterval(confidence_level=LEVEL, gamma=ACI_GAMMA, window=n, infinite="allow")
+        return aci.fit(calibprob.normal(mu[:n], np.ones(n)), y[:n])
+
+    best, iv = np.inf, None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        iv = fitted().predict_and_update(calibprob.normal(mu[n:], np.ones(m)), y[n:])
+        best = min(best, time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    aci, pred = fitted(), calibprob.normal(mu[n:], np.ones(m))
+    for t in range(m):
+        row = pred.isel(obs=[t])
+        aci.predict_interval(row)
+        aci.update(row, y[n + t : n + t + 1])
+    loop = time.perf_counter() - t0
+    return best, loop, iv["lower"].to_numpy(), iv["upper"].to_numpy()
+
+
+def run_aci(mapie: str, m: int, repeat: int) -> None:
+    mu, y = make_aci_data(m)
+    with tempfile.TemporaryDirectory() as tmp:
+        npz, out = Path(tmp) / "aci.npz", Path(tmp) / "mapie_aci.npz"
+        np.savez(npz, mu=mu, y=y)
+        proc = subprocess.run(
+            [mapie, __file__, "--mapie-aci-side", str(npz), str(out), str(repeat)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+        )
+        if proc.returncode != 0:
+            sys.exit(f"MAPIE ACI side failed:\n{proc.stderr}")
+        info = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
+        mp = np.load(out)
+        lo_m, hi_m = mp["lower"], mp["upper"]
+    t_c, t_loop, lo_c, hi_c = calibprob_aci_side(mu, y, repeat)
+    yt = y[ACI_N:]
+    diff = float(max(np.abs(lo_c - lo_m).max(), np.abs(hi_c - hi_m).max()))
+    print(f"P22 ACI, given predictions, gamma={ACI_GAMMA}, window {ACI_N}, {m} one-step-ahead intervals at {LEVEL}")
+    print(
+        f"    MAPIE {info['mapie']} TimeSeriesRegressor(aci), predict + adapt + update per row: {info['seconds']:8.3f} s"
+    )
+    print(f"    calibprob AdaptiveConformalInterval.predict_and_update (best of {repeat}):      {t_c:8.3f} s")
+    print(f"    calibprob predict_interval + update per row (once):                        {t_loop:8.3f} s")
+    print(f"    speed-up {info['seconds'] / t_c:6.1f}x (one pass); {info['seconds'] / t_loop:6.2f}x (row by row)")
+    print(
+        f"    coverage: calibprob {np.mean((yt >= lo_c) & (yt <= hi_c)):.3f}, MAPIE "
+        f"{np.mean((yt >= lo_m) & (yt <= hi_m)):.3f}; max |interval difference| {diff:.2e}"
+    )
+
+
 def calibprob_side(X, y, n: int, repeat: int) -> tuple[float, np.ndarray, np.ndarray]:
     from sklearn.linear_model import Ridge
 
@@ -105,13 +220,22 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--m", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--which", choices=("all", "enbpi", "aci"), default="all")
     ap.add_argument("--mapie-side", nargs=3, metavar=("NPZ", "OUT", "REPEAT"), help=argparse.SUPPRESS)
+    ap.add_argument("--mapie-aci-side", nargs=3, metavar=("NPZ", "OUT", "REPEAT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.mapie_side:
         mapie_side(args.mapie_side[0], args.mapie_side[1], int(args.mapie_side[2]))
         return
+    if args.mapie_aci_side:
+        mapie_aci_side(args.mapie_aci_side[0], args.mapie_aci_side[1], int(args.mapie_aci_side[2]))
+        return
     if not args.mapie:
-        print("P21 skipped: MAPIE lives in a separate environment; run with --mapie /path/to/python")
+        print("P21/P22 skipped: MAPIE lives in a separate environment; run with --mapie /path/to/python")
+        return
+    if args.which in ("all", "aci"):
+        run_aci(args.mapie, args.m, args.repeat)
+    if args.which == "aci":
         return
     X, y = make_data(args.n, args.m)
     with tempfile.TemporaryDirectory() as tmp:

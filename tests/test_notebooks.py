@@ -1,6 +1,7 @@
 """Every notebook in notebooks/ runs top to bottom (reduced size via CALIBPROB_NOTEBOOK_SMOKE)."""
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -12,6 +13,17 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
 NOTEBOOKS = sorted(paths.NOTEBOOKS.glob("*.ipynb"))
+
+#: What the smoke run must print, per notebook: the code paths a shortened run could otherwise skip
+#: (notebook 12's stream is long enough in smoke mode to reach the alarm and the Monitored actions on it).
+MUST_PRINT = {
+    "12-calibrated-over-time.ipynb": (
+        r"first alarm 2017-12-27, day 144 of the stream",
+        r"reset actions: \[\('2017-12-27', 'reset'\)",
+        r"refit actions: \[\('2017-12-27', 'refit'\)",
+        r"one-step predictives from \d+ fits",
+    ),
+}
 
 
 @pytest.mark.timeout(900)
@@ -30,3 +42,12 @@ def test_notebook_runs(path, tmp_path, monkeypatch):
         o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"
     ]
     assert not errors
+    printed = "".join(
+        o.get("text", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("name") == "stdout"
+    )
+    for pattern in MUST_PRINT.get(path.name, ()):
+        assert re.search(pattern, printed), f"{path.name}: the smoke run printed no {pattern!r}"

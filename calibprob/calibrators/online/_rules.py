@@ -26,7 +26,13 @@ import xarray as xr
 
 from calibprob._core.validation import check_array, check_choice, check_int
 from calibprob.calibrators.online._aci_pit import aci_pit_map, central_pairs
-from calibprob.calibrators.online._dtaci import DTACI_GAMMAS, dtaci_eta, dtaci_step
+from calibprob.calibrators.online._dtaci import (
+    DTACI_GAMMAS,
+    dtaci_coverage_bound,
+    dtaci_eta,
+    dtaci_step,
+    warn_vacuous_dtaci,
+)
 from calibprob.calibrators.online._osd import publish
 from calibprob.calibrators.online._pid import (
     PROPORTIONAL,
@@ -38,7 +44,16 @@ from calibprob.calibrators.online._pid import (
 from calibprob.calibrators.online.aci import aci_threshold
 from calibprob.calibrators.online.pid import check_burnin_fits, history_length
 
-__all__ = ["RULES", "check_rule", "expert_gammas", "reset_rule", "set_scores", "update_rule", "rule_to_dataset"]
+__all__ = [
+    "RULES",
+    "check_rule",
+    "expert_gammas",
+    "reset_rule",
+    "set_scores",
+    "update_rule",
+    "rule_to_dataset",
+    "dtaci_pair_bounds",
+]
 
 #: Update rules of the recalibrator: Deshpande et al.'s OSD, ACI, DtACI and conformal PID on the PIT scale.
 RULES = ("osd", "aci", "dtaci", "pid")
@@ -92,6 +107,8 @@ def reset_rule(est, levels: np.ndarray) -> None:
         est.expert_alpha_ = np.repeat(est.alpha_start_[:, None], k, axis=1)
         est.expert_weights_ = np.full((lower.size, k), 1.0 / k)
         est.expert_misses_ = np.zeros((lower.size, k), np.int64)
+        # sum_t sum_i p_t^i err_t^i: the randomised DtACI's misses in expectation (Theorem 3.2's quantity)
+        est.expected_misses_ = np.zeros(lower.size)
     if est.rule == "pid":  # the identity: every pair's threshold at its own confidence 1 - 2p
         est._scorecaster = make_scorecaster(est.scorecaster)
         est.pid_state_ = pid_new_state(est.confidence_levels_, n_keep=_n_keep(est))
@@ -194,9 +211,22 @@ def _dtaci_step(est, s_t: float) -> None:
             float(dtaci_eta(a, gammas.size, horizon)),
             sigma,
         )
+        # the weights p_t the experts' errors are read with are those before the step (Theorem 3.2)
+        est.expected_misses_[j] += float(est.expert_weights_[j] @ expert_err)
         est.expert_alpha_[j], est.expert_weights_[j] = nxt, w
         est.expert_misses_[j] += expert_err
     est.alpha_ = np.sum(est.expert_weights_ * est.expert_alpha_, axis=1)
+
+
+def dtaci_pair_bounds(est) -> np.ndarray:
+    """Theorem 3.2's bound per pair at the pair's eta and sigma = 1/(2I), after ``n_updates_`` outcomes (warned if vacuous)."""
+    gammas = expert_gammas(est.gammas)
+    horizon = int(est.regret_window)
+    T = max(est.n_updates_, 1)
+    etas = [float(dtaci_eta(a, gammas.size, horizon)) for a in est.alpha_start_]
+    bound = np.array([dtaci_coverage_bound(gammas, eta, 1.0 / (2.0 * horizon), T) for eta in etas])
+    warn_vacuous_dtaci(bound, est.alpha_start_, T)
+    return bound
 
 
 def rule_to_dataset(est, ds: xr.Dataset) -> xr.Dataset:
@@ -214,6 +244,11 @@ def rule_to_dataset(est, ds: xr.Dataset) -> xr.Dataset:
         ds["expert_alpha"] = (("pair", "expert"), est.expert_alpha_, {"long_name": "DtACI experts' levels"})
         ds["expert_weights"] = (("pair", "expert"), est.expert_weights_, {"long_name": "DtACI experts' weights"})
         ds["expert_misses"] = (("pair", "expert"), est.expert_misses_, {"long_name": "DtACI experts' misses"})
+        ds["expected_misses"] = (
+            "pair",
+            est.expected_misses_,
+            {"long_name": "randomised DtACI's misses in expectation, sum_t sum_i p_t^i err_t^i"},
+        )
         ds = ds.assign_coords(expert_gamma=("expert", expert_gammas(est.gammas)))
     if est.rule == "pid":
         if not isinstance(est.scorecaster, (str, type(None))):
@@ -272,5 +307,8 @@ def rule_state_from_dataset(est, ds: xr.Dataset) -> None:
         est.expert_alpha_ = np.asarray(ds["expert_alpha"].values, float).copy()
         est.expert_weights_ = np.asarray(ds["expert_weights"].values, float).copy()
         est.expert_misses_ = np.asarray(ds["expert_misses"].values, np.int64).copy()
+        # a state saved before the count existed: unknown, not zero
+        saved = ds["expected_misses"].values if "expected_misses" in ds else np.full(est.alpha_.size, np.nan)
+        est.expected_misses_ = np.asarray(saved, float).copy()
     if est.rule == "pid":
         est.pid_state_ = {k: np.asarray(ds[f"pid_{k}"].values).copy() for k in est.pid_state_}

@@ -45,7 +45,7 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_pred
 from calibprob._core.ranks import upper_rank
 from calibprob._core.validation import check_choice, check_int, check_targets
 from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
-from calibprob.calibrators.conformal.scores import Score, get_score
+from calibprob.calibrators.conformal.scores import Score, get_score, invert
 from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std
 from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.online._time import check_stream_times
@@ -336,10 +336,20 @@ class AdaptiveConformalInterval(BaseEstimator):
         y = check_targets(y, pred.sizes["obs"], "y")
         times = check_stream_times(pred, self.last_time_)
         mu, sigma = predictive_mean_std(pred)
-        s = np.asarray(self.score_.score(y, mu, sigma), float).reshape(-1)
+        self._advance(np.asarray(self.score_.score(y, mu, sigma), float).reshape(-1))
+        if times is not None and times.size:
+            self.last_time_ = times[-1:].copy()
+        return self
+
+    def _advance(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The recursion over the scores ``s`` in order; the thresholds, clipped flags and levels each step issued."""
         window = deque(self.scores_, maxlen=None if self.window is None else int(self.window))
-        for st in s:
+        thr_path = np.empty((s.size, self.levels_.size))
+        clip_path = np.empty((s.size, self.levels_.size), bool)
+        alpha_path = np.empty((s.size, self.levels_.size))
+        for t, st in enumerate(s):
             thr, clipped = self._thresholds()
+            thr_path[t], clip_path[t], alpha_path[t] = thr, clipped, self.alpha_
             err = st > thr
             self.misses_ += err
             self.n_clipped_ += clipped
@@ -349,9 +359,55 @@ class AdaptiveConformalInterval(BaseEstimator):
                 window.append(st)
                 self.scores_ = np.asarray(window, float)
                 self._sorted = np.sort(self.scores_)
-        if times is not None and times.size:
-            self.last_time_ = times[-1:].copy()
-        return self
+        return thr_path, clip_path, alpha_path
+
+    def predict_and_update(self, pred, y) -> xr.Dataset:
+        """One-step-ahead intervals for a stream: row ``t``'s interval at :math:`\alpha_t`, then its outcome.
+
+        Equivalent to ``predict_interval(pred.isel(obs=[t]))`` then ``update(pred.isel(obs=[t]), y[t:t+1])``
+        for each row in turn (the paper's online protocol), computed in one pass: the same intervals, the same
+        state afterwards.
+
+        Parameters
+        ----------
+        pred : xarray.Dataset
+            The base's predictive distributions of the stream, in time order.
+        y : array_like, shape (m,)
+            Their outcomes.
+
+        Returns
+        -------
+        xarray.Dataset
+            ``lower``, ``upper`` as :meth:`predict_interval` returns them, with ``alpha_t`` and ``clipped`` per
+            row and level (what each row was issued at); a ``time`` coordinate of ``pred`` is kept.
+
+        Raises
+        ------
+        ValueError
+            Rows not in time order, or not after the last outcome taken; a grouped fit (use the loop).
+        """
+        if getattr(self, "mondrian_", None) is not None:
+            raise ValueError(
+                "predict_and_update runs one stream, but this AdaptiveConformalInterval was fitted with groups. "
+                "Call predict_interval(..., groups=) then update(..., groups=) row by row instead."
+            )
+        check_is_fitted(self, "alpha_", method="fit")
+        pred = check_predictive(pred, self, "pred")
+        y = check_targets(y, pred.sizes["obs"], "y")
+        times = check_stream_times(pred, self.last_time_)
+        mu, sigma = predictive_mean_std(pred)
+        thr, clipped, alpha = self._advance(np.asarray(self.score_.score(y, mu, sigma), float).reshape(-1))
+        centre = np.asarray(mu, float)[:, None]
+        scale = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)[:, None]
+        lower, upper = invert(centre, scale, -thr), invert(centre, scale, thr)
+        ds = interval_dataset(lower, upper, self.levels_, False, method="aci", attrs={"gamma": float(self.gamma)})
+        ds = ds.assign_coords(obs=pred["obs"].values)
+        if times is not None:
+            ds = ds.assign_coords(time=("obs", times))
+            self.last_time_ = times[-1:].copy() if times.size else self.last_time_
+        ds["alpha_t"] = (("obs", "confidence_level"), alpha)
+        ds["clipped"] = (("obs", "confidence_level"), clipped)
+        return ds.isel(confidence_level=0) if np.ndim(self.confidence_level) == 0 else ds
 
     # -- guarantees -----------------------------------------------------------
     def coverage_error_bound(self) -> np.ndarray:

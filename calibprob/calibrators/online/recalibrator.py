@@ -50,6 +50,7 @@ from calibprob.calibrators.online._rules import (
     RULES,
     calibrate_rule,
     check_rule,
+    dtaci_pair_bounds,
     reset_rule,
     rule_params_from_dataset,
     rule_state_from_dataset,
@@ -211,6 +212,9 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         (``alpha_`` is their weighted mean, the level issued).
     expert_misses_ : ndarray of int, shape (P, k)
         ``rule="dtaci"``: each expert's own misses (each expert is plain ACI).
+    expected_misses_ : ndarray, shape (P,)
+        ``rule="dtaci"``: :math:`\sum_t\sum_i p_t^i\,\mathrm{err}_t^i`, the randomised DtACI's misses in
+        expectation (what Theorem 3.2 bounds; :meth:`expected_miss_rate`).
     pid_state_ : dict of ndarray
         ``rule="pid"``: the pairs' PID controllers (P part, integrator, scorecast, step record, score history).
 
@@ -278,6 +282,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
     misses_: np.ndarray
     scores_: np.ndarray
     pid_state_: dict
+    expected_misses_: np.ndarray
 
     #: the sorted ACI scores are a view of ``scores_``, the scorecaster an object: rebuilt on load
     _transient_attrs: tuple[str, ...] = ("_sorted", "_scorecaster")
@@ -477,11 +482,32 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         n = self.n_updates_
         return self.misses_ / n if n else np.full(self.misses_.size, np.nan)
 
+    def expected_miss_rate(self) -> np.ndarray:
+        r"""``rule="dtaci"``: the randomised DtACI's miss rate in expectation, per central pair, shape (P,).
+
+        :math:`\frac1T\sum_t \sum_i p_t^i\,\mathrm{err}_t^i`: the miss rate, in expectation over the draws, of
+        the DtACI that issues expert :math:`i`'s level with probability :math:`p_t^i` (the algorithm Gibbs &
+        Candès's Theorem 3.2 bounds; :meth:`coverage_error_bound`). The experts and weights do not depend on
+        the draw, so it is read off the same run that issues the weighted mean (:meth:`miss_rate` counts
+        that one's misses). NaN before any update.
+        """
+        self._check_params()
+        self._require_rule(("dtaci",), "expected_miss_rate", "miss_rate")
+        self._ensure_state()
+        n = self.n_updates_
+        return self.expected_misses_ / n if n else np.full(self.alpha_start_.size, np.nan)
+
     def coverage_error_bound(self) -> np.ndarray:
-        r"""``rule="aci"``/``"pid"``: the long-run bound on :math:`|\text{miss rate} - 2p|` per central pair, shape (P,).
+        r"""The long-run bound on :math:`|\text{miss rate} - 2p|` per central pair, shape (P,) (not ``rule="osd"``).
 
         ``rule="pid"``: conformal PID's (``calibprob.calibrators.online._pid.pid_bound``; scores in [0, 1],
         so with a fixed step it is at most :math:`(1 + \eta)/(\eta T)` plus the start's term).
+        ``rule="dtaci"``: Gibbs & Candès's (2024) Theorem 3.2
+        (``calibprob.calibrators.online._dtaci.dtaci_coverage_bound``) at the pair's learning rate
+        :math:`\eta` and fixed share :math:`\sigma = 1/(2I)`: a bound on :meth:`expected_miss_rate` (the
+        randomised algorithm's), not on :meth:`miss_rate` (the weighted mean issued, for which the paper
+        proves none). At a fixed :math:`\eta, \sigma` it does not shrink with :math:`T`; with the paper's
+        defaults it is vacuous (warned).
         ``rule="aci"``:
 
         :math:`(\max(\alpha_1, 1 - \alpha_1) + \gamma)/(\gamma T)` with :math:`\alpha_1 = 2p`
@@ -491,13 +517,16 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         Warns
         -----
         CalibprobWarning
-            When the bound is vacuous (:math:`\gamma` too small for the :math:`T` outcomes seen).
+            When the bound is vacuous (:math:`\gamma` too small for the :math:`T` outcomes seen; for
+            DtACI, :math:`\eta` or :math:`\sigma` too large against the smallest step size).
         """
         self._check_params()
-        self._require_rule(("aci", "pid"), "coverage_error_bound", "coverage_bound (rule='osd') or miss_rate")
+        self._require_rule(("aci", "dtaci", "pid"), "coverage_error_bound", "coverage_bound (rule='osd') or miss_rate")
         self._ensure_state()
         if self.rule == "pid":  # Proposition 1 through the P part's identity (calibprob.calibrators.online._pid)
             return pid_bound(self.pid_state_, self.alpha_start_)
+        if self.rule == "dtaci":
+            return dtaci_pair_bounds(self)
         T = max(self.n_updates_, 1)
         g = float(self.gamma)
         a1 = self.alpha_start_

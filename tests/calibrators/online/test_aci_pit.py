@@ -120,7 +120,7 @@ def test_aci_rule_state_saves_and_continues(rule, tmp_path):
     for back in copies:
         assert back.get_params().keys() == rec.get_params().keys() and back.rule == rule and back.window == 40
         back.update(f, more)
-        extra = ("expert_alpha_", "expert_weights_", "expert_misses_") if rule == "dtaci" else ()
+        extra = ("expert_alpha_", "expert_weights_", "expert_misses_", "expected_misses_") if rule == "dtaci" else ()
         for name in ("alpha_", "misses_", "n_floored_", "scores_", "hits_", "recalibration_", *extra):
             np.testing.assert_array_equal(getattr(back, name), getattr(rec, name))
         np.testing.assert_array_equal(back.recalibrate(f).calib.quantiles, rec.recalibrate(f).calib.quantiles)
