@@ -17,6 +17,7 @@ import sys
 import time
 import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 # `compare` itself is light: its runner and report load on first use (calibprob.compare._LAZY), so
 # `calibprob --help` and `calibprob datasets` do not import every method's code
@@ -28,16 +29,19 @@ from calibprob.compare.spec.model import _capped
 from calibprob.datasets import list_datasets
 from calibprob.runs import OutputError, check_output_path, check_scheduler_address, failure_table, tune_malloc
 
+if TYPE_CHECKING:
+    import xarray as xr
+
 __all__ = ["main"]
 
 
-def _cmd_datasets(args) -> int:
+def _cmd_datasets(args: argparse.Namespace) -> int:
     table = list_datasets()
     print(table if isinstance(table, str) else _render(table))
     return 0
 
 
-def _render(rows) -> str:
+def _render(rows: Any) -> str:  # a pandas-like table, or an iterable of dicts
     """Render a list of dicts (or a pandas-like table) as aligned text."""
     if hasattr(rows, "to_string"):
         return rows.to_string(index=False)
@@ -52,7 +56,7 @@ def _render(rows) -> str:
     return "\n".join(lines)
 
 
-def _ran_as(results) -> list[str]:
+def _ran_as(results: xr.Dataset) -> list[str]:
     """One line per method that ran as its scalable form (the results' ``ran_as``), naming it and why."""
     if "ran_as" not in results:
         return []
@@ -65,7 +69,7 @@ def _ran_as(results) -> list[str]:
     return list(lines)
 
 
-def _cmd_compare(args) -> int:
+def _cmd_compare(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     if args.repetitions is not None:
         if args.repetitions < 1:
@@ -140,7 +144,7 @@ def _cmd_compare(args) -> int:
     return 0
 
 
-def _cmd_report(args) -> int:
+def _cmd_report(args: argparse.Namespace) -> int:
     try:
         results = compare.load_results(args.results)
     except ValueError as err:
@@ -176,7 +180,7 @@ def _cmd_report(args) -> int:
     return 0
 
 
-def _spec_key(results, key):
+def _spec_key(results: xr.Dataset, key: str) -> Any:  # a TOML value
     """A top-level key of the spec stored in a results file (None if absent or unreadable)."""
     try:
         return tomllib.loads(results.attrs.get("spec", "")).get(key)

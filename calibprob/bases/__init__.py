@@ -17,15 +17,16 @@ imported on first access, so ``import calibprob.bases`` builds no PyMC model.
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 
 SUBMODULES = ("gp", "linear", "pymc_hsgp", "pymc_linear", "pymc_model", "quantile_gbm", "transformed", "user")
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> ModuleType:
     if name in SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'calibprob.bases' has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(SUBMODULES))

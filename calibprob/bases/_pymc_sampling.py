@@ -19,8 +19,11 @@ folding, and localization: an improved R-hat for assessing convergence of MCMC. 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
+import xarray as xr
 
 __all__ = ["RHAT_MAX", "sample_posterior", "convergence_summary", "convergence_problems"]
 
@@ -37,10 +40,10 @@ def sample_posterior(
     seed: int | None,
     target_accept: float,
     n_iter: int | None = None,
-    model=None,
+    model: Any = None,
     nuts_sampler: str = "pymc",
     compile_kwargs: dict | None = None,
-):
+) -> xr.DataTree:
     """Posterior draws of the model in context (or ``model``): NUTS, or ADVI when ``inference="advi"``.
 
     Parameters
@@ -90,7 +93,7 @@ def sample_posterior(
         return approx.sample(draws * chains, random_seed=seed)
 
 
-def convergence_summary(idata, *, var_names=None) -> tuple[float, float, float]:
+def convergence_summary(idata: xr.DataTree, *, var_names: Sequence[str] | None = None) -> tuple[float, float, float]:
     """Max r-hat, min bulk ESS over the parameters, and the number of divergent transitions.
 
     r-hat is NaN for a single chain; ``var_names`` restricts both to the identifiable parameters.
@@ -107,7 +110,7 @@ def convergence_summary(idata, *, var_names=None) -> tuple[float, float, float]:
         rhat = float(max(float(r[v].max()) for v in r.data_vars))
     e = az.ess(post, method="bulk")
     ess = float(min(float(e[v].min()) for v in e.data_vars))
-    divergences = float(idata["sample_stats"]["diverging"].values.sum())
+    divergences = float(cast(xr.DataArray, idata["sample_stats"]["diverging"]).values.sum())
     return rhat, ess, divergences
 
 

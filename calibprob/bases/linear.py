@@ -22,8 +22,12 @@ Wiley, §5.3 (prediction intervals).
 
 from __future__ import annotations
 
+from typing import Self
+
 import numpy as np
 import scipy.linalg
+import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted
 from calibprob._core.tables import check_fitted_X, record_feature_names
@@ -41,7 +45,7 @@ def _check_not_constant(y: np.ndarray, cls: str) -> None:
         )
 
 
-def _check_finite_fit(cls: str, **values) -> None:
+def _check_finite_fit(cls: str, **values: ArrayLike) -> None:
     """Raise a clear error instead of returning a fit with overflowed (inf/NaN/0-variance) parameters."""
     bad = [k for k, v in values.items() if not np.all(np.isfinite(v))]
     if bad:
@@ -52,22 +56,22 @@ def _check_finite_fit(cls: str, **values) -> None:
 
 
 class _LinearBase(BaseEstimator):
-    def _validate_Xy(self, X, y):
+    def _validate_Xy(self, X: ArrayLike | None, y: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
         Xa = check_array(X, "X", ndim=2)
         y = check_array(y, "y", ndim=1)
         check_same_length(X=Xa, y=y)
         return Xa, y
 
-    def _check_X(self, X):
+    def _check_X(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self, "coef_", method="fit")
         X = check_fitted_X(self, X)
         return X
 
-    def predict_mean_std(self, X, *, include_noise: bool = True):
+    def predict_mean_std(self, X: ArrayLike, *, include_noise: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and standard deviation, shape (n_test,) each (defined by every subclass)."""
         raise NotImplementedError
 
-    def predict(self, X, *, levels=None, include_noise: bool = True):
+    def predict(self, X: ArrayLike, *, levels: ArrayLike | None = None, include_noise: bool = True) -> xr.Dataset:
         """Gaussian predictive distribution in the calibprob data contract.
 
         Parameters
@@ -140,10 +144,10 @@ class LinearRegression(_LinearBase):
     def __init__(self, *, fit_intercept: bool = True):
         self.fit_intercept = fit_intercept
 
-    def _design(self, X):
+    def _design(self, X: np.ndarray) -> np.ndarray:
         return np.column_stack([np.ones(X.shape[0]), X]) if self.fit_intercept else X
 
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Least-squares fit.
 
         Parameters
@@ -197,7 +201,7 @@ class LinearRegression(_LinearBase):
         record_feature_names(self, X_in)
         return self
 
-    def predict_mean_std(self, X, *, include_noise: bool = True):
+    def predict_mean_std(self, X: ArrayLike, *, include_noise: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and standard deviation.
 
         Parameters
@@ -314,14 +318,14 @@ class BayesianRidge(_LinearBase):
         self.alpha_init = alpha_init
         self.lambda_init = lambda_init
 
-    def _centred(self, X, y):
+    def _centred(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         if self.fit_intercept:
             x_off, y_off = X.mean(axis=0), float(y.mean())
         else:
             x_off, y_off = np.zeros(X.shape[1]), 0.0
         return X - x_off, y - y_off, x_off, y_off
 
-    def log_evidence(self, alpha: float, lam: float, X=None, y=None) -> float:
+    def log_evidence(self, alpha: float, lam: float, X: ArrayLike | None = None, y: ArrayLike | None = None) -> float:
         """The log evidence :math:`\\mathcal L(\\alpha, \\lambda)` (on the training data by default).
 
         Parameters
@@ -344,10 +348,10 @@ class BayesianRidge(_LinearBase):
         e = np.maximum(e, 0.0)
         return _log_evidence(alpha, lam, Xc, yc, e, V, self._n_eff(len(y)))
 
-    def _n_eff(self, n):
+    def _n_eff(self, n: int) -> int:
         return n - 1 if self.fit_intercept else n
 
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Evidence maximisation of (α, λ) and the weight posterior.
 
         Parameters
@@ -383,8 +387,8 @@ class BayesianRidge(_LinearBase):
         var_ys = float(np.var(ys)) if np.var(ys) > 0 else 1.0
         # starting values mapped to the scaled units (alpha_init, lambda_init are in the data's units)
         with np.errstate(over="ignore", under="ignore"):
-            alpha = 1.0 / var_ys if self.alpha_init is None else float(self.alpha_init) * sy**2
-            lam = (1.0 if self.lambda_init is None else float(self.lambda_init)) * (sy / sx) ** 2
+            alpha: float = 1.0 / var_ys if self.alpha_init is None else float(self.alpha_init) * sy**2
+            lam: float = (1.0 if self.lambda_init is None else float(self.lambda_init)) * (sy / sx) ** 2
         alpha, lam = (float(np.clip(v, 1e-300, 1e300)) for v in (alpha, lam))
         for it in range(1, int(self.max_iter) + 1):
             m = V @ (alpha * Vty / (lam + alpha * e))
@@ -419,7 +423,7 @@ class BayesianRidge(_LinearBase):
         record_feature_names(self, X_in)
         return self
 
-    def predict_mean_std(self, X, *, include_noise: bool = True):
+    def predict_mean_std(self, X: ArrayLike, *, include_noise: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and standard deviation.
 
         Parameters
@@ -444,7 +448,9 @@ class BayesianRidge(_LinearBase):
         return mu, np.sqrt(np.maximum(var, np.finfo(float).tiny))
 
 
-def _log_evidence(alpha, lam, Xc, yc, e, V, n_eff):
+def _log_evidence(
+    alpha: float, lam: float, Xc: np.ndarray, yc: np.ndarray, e: np.ndarray, V: np.ndarray, n_eff: int
+) -> float:
     d = Xc.shape[1]
     m = V @ (alpha * (V.T @ (Xc.T @ yc)) / (lam + alpha * e))
     rss = float(np.sum((yc - Xc @ m) ** 2))

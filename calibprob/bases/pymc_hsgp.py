@@ -49,7 +49,12 @@ probabilistic programming. *Statistics and Computing* 33, 17.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, Literal, Self, cast
+
 import numpy as np
+import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.tables import record_feature_names
 from calibprob._core.validation import check_array, check_choice, check_int, check_same_length
@@ -65,7 +70,7 @@ LS_SIGMA = 0.7
 _KERNELS = {"se": "ExpQuad", "matern52": "Matern52", "matern32": "Matern32"}
 
 
-def _se_sqrt_psd(L, ms, ell, eta):
+def _se_sqrt_psd(L: ArrayLike, ms: Sequence[int], ell: Any, eta: Any) -> Any:
     r"""Square root of the SE spectral density at the basis frequencies, on the log scale.
 
     :math:`\sqrt{S(\omega)} = \eta\,(2\pi)^{d/4}\prod_j\ell_j^{1/2}\exp(-\tfrac14\sum_j\ell_j^2\omega_j^2)`,
@@ -135,17 +140,17 @@ class PyMCHSGPRegression(_PosteriorDrawsRegressor):
     def __init__(
         self,
         *,
-        m=30,
+        m: int | Sequence[int] = 30,
         c: float = 1.5,
-        kernel: str = "se",
-        inference: str = "nuts",
+        kernel: Literal["se", "matern52", "matern32"] = "se",
+        inference: Literal["nuts", "advi"] = "nuts",
         draws: int = 1000,
         tune: int = 1000,
         chains: int = 2,
         target_accept: float = 0.9,
         n_iter: int = 20_000,
-        random_state=None,
-    ):
+        random_state: int | None = None,
+    ) -> None:
         self.m = m
         self.c = c
         self.kernel = kernel
@@ -174,7 +179,7 @@ class PyMCHSGPRegression(_PosteriorDrawsRegressor):
             )
         ms = (self.m,) * d if isinstance(self.m, (int, np.integer)) and not isinstance(self.m, bool) else self.m
         try:
-            ms = tuple(check_int(v, "m", minimum=2) for v in ms)
+            ms = tuple(check_int(v, "m", minimum=2) for v in cast(Sequence[int], ms))  # a bool m: the TypeError
         except TypeError:
             raise TypeError(f"m must be an int or a sequence of ints (one per feature); got {self.m!r}.") from None
         if len(ms) != d:
@@ -187,7 +192,7 @@ class PyMCHSGPRegression(_PosteriorDrawsRegressor):
         return ms
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y) -> PyMCHSGPRegression:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Sample (or approximate) the posterior of the HSGP regression on ``(X, y)``.
 
         Parameters
@@ -236,7 +241,7 @@ class PyMCHSGPRegression(_PosteriorDrawsRegressor):
         """``(n_draws, n)`` standardised latent mean at the training inputs (for loo_tree)."""
         return self._alpha[:, None] + self._w @ self.basis(self._X_fit).T
 
-    def _sample(self, Xs, z, ms):
+    def _sample(self, Xs: np.ndarray, z: np.ndarray, ms: Sequence[int]) -> xr.DataTree:
         import pymc as pm
 
         d = Xs.shape[1]
@@ -269,7 +274,7 @@ class PyMCHSGPRegression(_PosteriorDrawsRegressor):
             )
 
     # ------------------------------------------------------------------ predict
-    def basis(self, X) -> np.ndarray:
+    def basis(self, X: ArrayLike) -> np.ndarray:
         """The HSGP basis :math:`\\phi(x)` at ``X`` (the training box), shape ``(n, prod(m))``."""
         from pymc.gp.hsgp_approx import calc_eigenvalues, calc_eigenvectors
 
@@ -279,7 +284,7 @@ class PyMCHSGPRegression(_PosteriorDrawsRegressor):
         eig = calc_eigenvalues(self._L, ms)
         return np.asarray(calc_eigenvectors(Xc, self._L, eig, ms).eval(), float)
 
-    def sample_predictive(self, X, *, random_state=None) -> np.ndarray:
+    def sample_predictive(self, X: ArrayLike, *, random_state: int | np.random.Generator | None = None) -> np.ndarray:
         """Posterior-predictive draws at ``X`` on the scale of ``y``, shape ``(n_draws, n)``."""
         phi = self.basis(X)
         rng = np.random.default_rng(self.random_state if random_state is None else random_state)

@@ -44,9 +44,11 @@ Analysis* 16(2), 667–718.
 from __future__ import annotations
 
 import warnings
+from typing import Any, Literal, Self
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 from scipy import stats
 
 from calibprob._core.estimator import BaseEstimator, ConvergenceWarning, check_is_fitted
@@ -84,17 +86,20 @@ class _PosteriorDrawsRegressor(BaseEstimator):
     _sigma: np.ndarray
     _X_fit: np.ndarray
     _y_fit: np.ndarray
+    diagnostics_: xr.Dataset
 
-    def sample_predictive(self, X, *, random_state=None) -> np.ndarray:  # pragma: no cover - abstract
+    def sample_predictive(  # pragma: no cover - abstract
+        self, X: ArrayLike, *, random_state: int | np.random.Generator | None = None
+    ) -> np.ndarray:
         raise NotImplementedError
 
-    def _check_predict_X(self, X) -> np.ndarray:
+    def _check_predict_X(self, X: ArrayLike) -> np.ndarray:
         """``X`` as a 2-D float array with the fitted model's columns (names checked for DataFrames)."""
         check_is_fitted(self, "idata_", method="fit")
         Xa = check_fitted_X(self, X)
         return Xa
 
-    def _diagnostics(self, idata) -> xr.Dataset:
+    def _diagnostics(self, idata: xr.DataTree) -> xr.Dataset:
         """Max r-hat, min bulk ESS over every parameter, and the count of divergent transitions."""
         nan = float("nan")
         rhat = ess = nan
@@ -118,7 +123,7 @@ class _PosteriorDrawsRegressor(BaseEstimator):
             }
         )
 
-    def _warn_convergence(self):
+    def _warn_convergence(self) -> None:
         d = self.diagnostics_
         problems = convergence_problems(float(d["divergences"]), float(d["rhat"]))
         if problems:
@@ -130,7 +135,7 @@ class _PosteriorDrawsRegressor(BaseEstimator):
                 stacklevel=3,
             )
 
-    def predict(self, X, levels=None) -> xr.Dataset:
+    def predict(self, X: ArrayLike, levels: ArrayLike | None = None) -> xr.Dataset:
         """The posterior predictive at ``X`` as :func:`calibprob.from_draws` (family ``"quantile"``).
 
         Parameters
@@ -147,12 +152,12 @@ class _PosteriorDrawsRegressor(BaseEstimator):
         draws = self.sample_predictive(X)
         return from_draws(draws, levels, method=type(self).__name__)
 
-    def predict_mean_std(self, X):
+    def predict_mean_std(self, X: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """Mean and standard deviation of the posterior-predictive draws (for ``predict_mean_std`` callers)."""
         draws = self.sample_predictive(X)
         return draws.mean(axis=0), draws.std(axis=0, ddof=1)
 
-    def loo_tree(self, *, random_state=None) -> xr.DataTree:
+    def loo_tree(self, *, random_state: int | np.random.Generator | None = None) -> xr.DataTree:
         r"""The fit as a PyMC-shaped tree for leave-one-out calibration (:func:`calibprob.from_loo`).
 
         Groups ``posterior`` (the fit's), ``log_likelihood`` (pointwise
@@ -269,21 +274,21 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
     def __init__(
         self,
         *,
-        likelihood: str = "normal",
+        likelihood: Literal["normal", "student-t"] = "normal",
         standardize: bool = True,
-        inference: str = "nuts",
+        inference: Literal["nuts", "advi"] = "nuts",
         draws: int = 1000,
         tune: int = 1000,
         chains: int = 2,
         target_accept: float = 0.9,
         n_iter: int = 20_000,
-        nu="learn",
-        prior: str = "normal",
-        noise_prior: str = "exponential",
+        nu: float | Literal["learn"] = "learn",
+        prior: Literal["normal", "laplace"] = "normal",
+        noise_prior: Literal["exponential", "halfnormal"] = "exponential",
         noise_prior_scale: float = 1.0,
         log_likelihood: bool = False,
-        random_state=None,
-    ):
+        random_state: int | None = None,
+    ) -> None:
         self.likelihood = likelihood
         self.standardize = standardize
         self.inference = inference
@@ -299,7 +304,7 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
         self.log_likelihood = log_likelihood
         self.random_state = random_state
 
-    def _check_params(self):
+    def _check_params(self) -> None:
         check_choice(self.likelihood, "likelihood", ("normal", "student-t"))
         check_choice(self.inference, "inference", ("nuts", "advi"))
         check_choice(self.prior, "prior", ("normal", "laplace"))
@@ -327,7 +332,7 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
             raise ValueError(f"nu must be a positive number of degrees of freedom or 'learn'; got {nu!r}.")
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y) -> PyMCLinearRegression:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Sample (or approximate) the posterior of the regression on ``(X, y)``.
 
         Parameters
@@ -406,7 +411,7 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
         self._warn_convergence()
         return self
 
-    def _priors(self, pm, beta_sd):
+    def _priors(self, pm: Any, beta_sd: np.ndarray) -> tuple[Any, Any, Any]:
         """Intercept, coefficients and noise sd; ``beta_sd`` is the Normal prior's sd per
         coefficient (2.5 outcome sd per feature sd, whatever ``standardize`` is)."""
         if self.prior == "normal":
@@ -432,7 +437,7 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
         self.idata_["log_likelihood"] = xr.DataTree(xr.Dataset({"y": da}))
 
     # ------------------------------------------------------------------ predict
-    def log_density(self, X, values) -> np.ndarray:
+    def log_density(self, X: ArrayLike, values: ArrayLike) -> np.ndarray:
         r"""Per-draw log density of candidate ``values`` at ``X``, on the scale of ``y``.
 
         :math:`\log f_{\theta_s}(v \mid x) = \log p_z((v - \bar y)/s_y \mid \mu_s(x), \sigma_s) - \log s_y`
@@ -470,7 +475,7 @@ class PyMCLinearRegression(_PosteriorDrawsRegressor):
         Xs = (self._X_fit - self.x_mean_) / self.x_scale_
         return self._alpha[:, None] + self._beta @ Xs.T
 
-    def sample_predictive(self, X, *, random_state=None) -> np.ndarray:
+    def sample_predictive(self, X: ArrayLike, *, random_state: int | np.random.Generator | None = None) -> np.ndarray:
         """Posterior-predictive draws at ``X`` on the scale of ``y``, shape ``(n_draws, n)``."""
         Xa = self._check_predict_X(X)
         rng = np.random.default_rng(self.random_state if random_state is None else random_state)

@@ -55,10 +55,13 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Callable
+from typing import Any, Self, cast
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import ConvergenceWarning
 from calibprob._core.options import SpecError, _short
@@ -74,7 +77,7 @@ __all__ = ["PyMCModelBase", "BambiBase", "build_pymc_model_base", "build_bambi_b
 SAMPLER_DEFAULTS = {"draws": 500, "tune": 500, "chains": 2, "target_accept": 0.9}
 
 
-def check_pymc_model_table(options: dict, where: str):
+def check_pymc_model_table(options: dict, where: str) -> Callable[..., Any]:
     """A ``kind = "pymc-model"`` table: ``entry`` (importable) or, from Python, ``factory``; returns the factory."""
     code = [k for k in ("entry", "factory") if k in options]
     if len(code) != 1:
@@ -116,7 +119,7 @@ def build_bambi_base(options: dict, *, seed: int | None = None) -> BambiBase:
     )
 
 
-def _check_frame(data, name: str) -> pd.DataFrame:
+def _check_frame(data: object, name: str) -> pd.DataFrame:
     if not isinstance(data, pd.DataFrame):
         raise TypeError(
             f"{name} must be a pandas DataFrame of the data set's columns (one row per observation); got "
@@ -127,7 +130,7 @@ def _check_frame(data, name: str) -> pd.DataFrame:
     return data
 
 
-def _check_values(values, m: int) -> np.ndarray:
+def _check_values(values: ArrayLike, m: int) -> np.ndarray:
     v = np.asarray(values, dtype=float)
     if v.ndim == 1:
         v = np.broadcast_to(v, (m, v.size))
@@ -159,15 +162,15 @@ class _FrameBase:
     def _logp(self, X: pd.DataFrame, v: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _library_draws(self, X: pd.DataFrame, seed) -> np.ndarray:  # pragma: no cover - abstract
+    def _library_draws(self, X: pd.DataFrame, seed: int | None) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
     # --- the protocol ----------------------------------------------------------------------------------
-    def _check_fitted(self):
+    def _check_fitted(self) -> None:
         if not hasattr(self, "idata_"):
             raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit(data, y) first.")
 
-    def log_density(self, X, values) -> np.ndarray:
+    def log_density(self, X: pd.DataFrame, values: ArrayLike) -> np.ndarray:
         r"""Per-draw log density :math:`\log p(v \mid \theta_s, x)` of candidates ``values`` at rows ``X``: ``(S, m, G)``."""
         self._check_fitted()
         X = _check_frame(X, "X")
@@ -193,7 +196,7 @@ class _FrameBase:
         self._param_cache = ({k: j for j, k in enumerate(keys)}, family, params)
         return family, params
 
-    def sample_predictive(self, X, *, random_state=None) -> np.ndarray:
+    def sample_predictive(self, X: pd.DataFrame, *, random_state: int | None = None) -> np.ndarray:
         """Posterior-predictive draws at the rows ``X``, ``(S, m)``, one per posterior draw."""
         self._check_fitted()
         X = _check_frame(X, "X")
@@ -208,16 +211,16 @@ class _FrameBase:
         nu, mu, sigma = params
         return mu + sigma * rng.standard_t(nu)
 
-    def predict(self, X, levels=None) -> xr.Dataset:
+    def predict(self, X: pd.DataFrame, levels: ArrayLike | None = None) -> xr.Dataset:
         """The posterior predictive at the rows ``X`` as :func:`calibprob.from_draws` (family ``"quantile"``)."""
         return from_draws(self.sample_predictive(X), levels, method=type(self).__name__)
 
-    def predict_mean_std(self, X):
+    def predict_mean_std(self, X: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """Mean and standard deviation of the posterior-predictive draws."""
         draws = self.sample_predictive(X)
         return draws.mean(axis=0), draws.std(axis=0, ddof=1)
 
-    def loo_tree(self, *, random_state=None) -> xr.DataTree:
+    def loo_tree(self, *, random_state: int | None = None) -> xr.DataTree:
         """The fit as a PyMC-shaped tree for PSIS-LOO calibration (as ``PyMCLinearRegression.loo_tree``).
 
         ``posterior``, ``log_likelihood`` (:meth:`log_density` at the training rows and targets),
@@ -240,7 +243,7 @@ class _FrameBase:
             }
         )
 
-    def _diagnose(self, idata) -> None:
+    def _diagnose(self, idata: xr.DataTree) -> None:
         rhat, ess, div = convergence_summary(idata)
         self.diagnostics_ = xr.Dataset(
             {
@@ -258,7 +261,7 @@ class _FrameBase:
                 stacklevel=3,
             )
 
-    def _check_y(self, data: pd.DataFrame, y) -> np.ndarray:
+    def _check_y(self, data: pd.DataFrame, y: ArrayLike) -> np.ndarray:
         y = np.asarray(y, dtype=float)
         if y.ndim != 1 or y.size != len(data):
             raise ValueError(f"y must hold one target per row of data ({len(data)}); got shape {y.shape}.")
@@ -266,7 +269,7 @@ class _FrameBase:
             raise ValueError("y must be finite; drop or impute the missing targets first.")
         return y
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         # neither a PyMC model nor its compiled functions pickle: the model is built again from the
         # training rows (the factory or formula is deterministic) and the door on first use
         state = dict(self.__dict__)
@@ -274,7 +277,7 @@ class _FrameBase:
             state.pop(key, None)
         return state
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         if "idata_" in state:
             self._rebuild()
@@ -317,7 +320,7 @@ class PyMCModelBase(_FrameBase):
 
     def __init__(
         self,
-        factory,
+        factory: Callable[..., Any],
         *,
         var_name: str | None = None,
         draws: int = 500,
@@ -326,7 +329,7 @@ class PyMCModelBase(_FrameBase):
         target_accept: float = 0.9,
         random_state: int | None = None,
         name: str | None = None,
-    ):
+    ) -> None:
         check_factory(factory, "factory")
         self.factory = factory
         self.var_name = var_name
@@ -334,7 +337,7 @@ class PyMCModelBase(_FrameBase):
         self.random_state = random_state
         self.name = name or getattr(factory, "__qualname__", "factory")
 
-    def fit(self, data, y) -> PyMCModelBase:
+    def fit(self, data: pd.DataFrame, y: ArrayLike) -> Self:
         """Build the model with the factory on ``(data, y)`` and sample its posterior."""
         data = _check_frame(data, "data")
         y = self._check_y(data, y)
@@ -356,7 +359,7 @@ class PyMCModelBase(_FrameBase):
         self._diagnose(self.idata_)
         return self
 
-    def _build(self, data: pd.DataFrame, y: np.ndarray):
+    def _build(self, data: pd.DataFrame, y: np.ndarray) -> tuple[Any, Callable[[pd.DataFrame], dict] | None]:
         import pymc as pm
 
         out = self.factory(data.copy(), y.copy())
@@ -420,11 +423,11 @@ class PyMCModelBase(_FrameBase):
     def _closed(self) -> bool:
         return type(self._get_door().rv.owner.op).__name__ in _CLOSED_FORM
 
-    def _params(self, X):
+    def _params(self, X: pd.DataFrame) -> tuple[str, list[np.ndarray]]:
         door = self._get_door()
         return door.closed_form_params(door.new_data(self._inputs(X)), len(X))
 
-    def _logp(self, X, v):
+    def _logp(self, X: pd.DataFrame, v: np.ndarray) -> np.ndarray:
         door = self._get_door()
         door.choose("logp")  # refuses, naming the fix, when the observed values are not a pm.Data container
         out = np.empty((door.n_draws, *v.shape))
@@ -432,7 +435,7 @@ class PyMCModelBase(_FrameBase):
             out[:, sl] = block
         return out
 
-    def _library_draws(self, X, seed):
+    def _library_draws(self, X: pd.DataFrame, seed: int | None) -> np.ndarray:
         door = self._get_door()
         draws = door.predictive_draws(door.new_data(self._inputs(X)), len(X), seed)
         if draws is None:
@@ -450,21 +453,21 @@ class _NewGroupsBambiDoor(_bayes_bambi.BambiDoor):
     refinement of a set's ends) sees the same draws for it.
     """
 
-    def __init__(self, model, idata, seed):
+    def __init__(self, model: Any, idata: xr.DataTree, seed: int | None) -> None:
         super().__init__(model, idata)
         self.seed = 0 if seed is None else int(seed)
 
-    def _predict(self, new, kind: str, **kw):
+    def _predict(self, new: pd.DataFrame, kind: str, **kw: Any) -> xr.DataTree:
         with warnings.catch_warnings():  # sample_new_groups is deprecated (bambi will do it by default)
             warnings.simplefilter("ignore", FutureWarning)
             return self.model.predict(
                 self.slim, kind=kind, data=new, inplace=False, sample_new_groups=True, random_seed=self.seed, **kw
             )
 
-    def closed_form_params(self, new, m: int):
+    def closed_form_params(self, new: pd.DataFrame, m: int) -> tuple[str, list[np.ndarray]]:
         family, names = _bayes_bambi._CLOSED_FORM[self.likelihood]
         post = self._predict(new, "response_params")["posterior"]
-        return family, [np.ascontiguousarray(self._per_draw(post[name], m)) for name in names]
+        return family, [np.ascontiguousarray(self._per_draw(cast(xr.DataArray, post[name]), m)) for name in names]
 
 
 def _response(formula: str) -> str:
@@ -519,13 +522,13 @@ class BambiBase(_FrameBase):
         chains: int = 2,
         target_accept: float = 0.9,
         random_state: int | None = None,
-    ):
+    ) -> None:
         self.formula = formula
         self.family = family
         self.draws, self.tune, self.chains, self.target_accept = draws, tune, chains, target_accept
         self.random_state = random_state
 
-    def fit(self, data, y) -> BambiBase:
+    def fit(self, data: pd.DataFrame, y: ArrayLike) -> Self:
         """Build ``bambi.Model(formula, data + response)`` on the training rows and fit it with ``model.fit``."""
         data = _check_frame(data, "data")
         y = self._check_y(data, y)
@@ -549,7 +552,7 @@ class BambiBase(_FrameBase):
         self._diagnose(self.idata_)
         return self
 
-    def _model(self, data: pd.DataFrame, y: np.ndarray):
+    def _model(self, data: pd.DataFrame, y: np.ndarray) -> Any:
         """``bambi.Model(formula, data + response, family)``, unfitted."""
         response = _response(self.formula)
         frame = data.reset_index(drop=True).assign(**{response: y})
@@ -587,17 +590,17 @@ class BambiBase(_FrameBase):
     def _closed(self) -> bool:
         return self._get_door().likelihood in _bayes_bambi._CLOSED_FORM
 
-    def _params(self, X):
+    def _params(self, X: pd.DataFrame) -> tuple[str, list[np.ndarray]]:
         return self._get_door().closed_form_params(self._rows(X), len(X))
 
-    def _logp(self, X, v):
+    def _logp(self, X: pd.DataFrame, v: np.ndarray) -> np.ndarray:
         door = self._get_door()
         out = np.empty((door.n_draws, *v.shape))
         for sl, block in door.logp_blocks(self._rows(X), v):
             out[:, sl] = block
         return out
 
-    def _library_draws(self, X, seed):
+    def _library_draws(self, X: pd.DataFrame, seed: int | None) -> np.ndarray:
         door = self._get_door()
         tree = door._predict(self._rows(X), "response")
         values = np.asarray(tree["posterior_predictive"][door.response].values, float)

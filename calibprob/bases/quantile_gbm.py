@@ -28,8 +28,11 @@ probability curves without crossing. Econometrica 78(3).
 
 from __future__ import annotations
 
+from typing import Any, Literal, Self, overload
+
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted
 from calibprob._core.tables import check_table, record_table
@@ -42,7 +45,7 @@ __all__ = ["QuantileGradientBoosting", "GBM_LEVELS"]
 GBM_LEVELS = np.array([0.005, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.975, 0.995])
 
 
-def _hgb():
+def _hgb() -> type[Any]:
     try:
         # deferred: scikit-learn is an optional dependency, needed only by this base
         from sklearn.ensemble import HistGradientBoostingRegressor
@@ -94,13 +97,13 @@ class QuantileGradientBoosting(BaseEstimator):
     def __init__(
         self,
         *,
-        levels=None,
+        levels: ArrayLike | None = None,
         max_iter: int = 100,
         learning_rate: float = 0.1,
         max_leaf_nodes: int = 31,
         min_samples_leaf: int = 20,
-        random_state=None,
-    ):
+        random_state: int | None = None,
+    ) -> None:
         self.levels = levels
         self.max_iter = max_iter
         self.learning_rate = learning_rate
@@ -108,7 +111,7 @@ class QuantileGradientBoosting(BaseEstimator):
         self.min_samples_leaf = min_samples_leaf
         self.random_state = random_state
 
-    def fit(self, X, y) -> QuantileGradientBoosting:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Fit one boosted quantile model per level; returns ``self``.
 
         Parameters
@@ -140,7 +143,15 @@ class QuantileGradientBoosting(BaseEstimator):
         record_table(self, X_in)  # n_features_in_ and a DataFrame's column names, checked at predict
         return self
 
-    def predict_quantiles(self, X, *, return_n_rearranged: bool = False):
+    @overload
+    def predict_quantiles(self, X: ArrayLike, *, return_n_rearranged: Literal[False] = False) -> np.ndarray: ...
+
+    @overload
+    def predict_quantiles(self, X: ArrayLike, *, return_n_rearranged: Literal[True]) -> tuple[np.ndarray, int]: ...
+
+    def predict_quantiles(
+        self, X: ArrayLike, *, return_n_rearranged: bool = False
+    ) -> np.ndarray | tuple[np.ndarray, int]:
         r"""The fitted quantiles at ``self.levels_``, each row sorted (non-crossing), shape (n, L).
 
         The per-level models are fitted separately and their predictions can cross; each row is
@@ -168,7 +179,7 @@ class QuantileGradientBoosting(BaseEstimator):
         q = np.sort(raw, axis=1)
         return (q, crossed) if return_n_rearranged else q
 
-    def predict(self, X, *, levels=None) -> xr.Dataset:
+    def predict(self, X: ArrayLike, *, levels: ArrayLike | None = None) -> xr.Dataset:
         """The quantile predictive Dataset at ``X``.
 
         Parameters

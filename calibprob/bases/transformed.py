@@ -7,7 +7,10 @@ the exact back-transformed quantiles, densities and scores.
 
 from __future__ import annotations
 
+from typing import Literal, Self
+
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, clone
 from calibprob._core.tables import check_columns, record_columns
@@ -47,11 +50,11 @@ class TransformedTargetRegressor(BaseEstimator):
     Baran & Lerch (2015) for the lognormal scores; see :mod:`calibprob.transforms`.
     """
 
-    def __init__(self, *, estimator=None, transform: str = "log"):
+    def __init__(self, *, estimator: BaseEstimator | None = None, transform: Literal["log", "log1p"] = "log") -> None:
         self.estimator = estimator
         self.transform = transform
 
-    def fit(self, X, y) -> TransformedTargetRegressor:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Fit the base on ``g(y)``; returns ``self``."""
         if self.estimator is None or not hasattr(self.estimator, "fit"):
             raise TypeError(
@@ -63,7 +66,7 @@ class TransformedTargetRegressor(BaseEstimator):
         self.estimator_ = clone(self.estimator).fit(X, z)
         return self
 
-    def predict(self, X) -> xr.Dataset:
+    def predict(self, X: ArrayLike) -> xr.Dataset:
         """The original-scale predictive distribution (:func:`~calibprob.transforms.back_transform` of the base's)."""
         check_is_fitted(self, "estimator_", method="fit")
         check_columns(self, X)

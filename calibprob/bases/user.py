@@ -40,9 +40,11 @@ import copy
 import importlib
 import inspect
 from collections.abc import Callable
+from typing import Any, Self, TypeAlias
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.options import SpecError, _short
 from calibprob._core.tables import check_feature_names, check_width, record_feature_names
@@ -54,8 +56,12 @@ __all__ = ["PythonBase", "check_factory", "check_python_table", "build_python_ba
 #: Folds of the out-of-fold residuals that give a point model its σ (rule d).
 N_FOLDS = 5
 
+#: The user's code, duck-typed: a function ``(X, y) -> predict``, or a model (class or instance) with
+#: ``fit(X, y)`` and ``predict(X)``; its methods are called by name, so the type is open.
+Factory: TypeAlias = Any
 
-def factory_label(factory) -> str:
+
+def factory_label(factory: object) -> str:
     """A stable description of a factory (``module:qualname``), for fingerprints and messages."""
     target = factory if inspect.isfunction(factory) or isinstance(factory, type) else type(factory)
     label = f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', type(target).__name__)}"
@@ -68,7 +74,7 @@ def factory_label(factory) -> str:
     return label
 
 
-def check_factory(factory, where: str) -> None:
+def check_factory(factory: object, where: str) -> None:
     """Refuse what cannot be a factory, naming ``where`` (e.g. ``bases['mine']``) and the forms allowed."""
     estimator_like = hasattr(factory, "fit") and hasattr(factory, "predict")
     if estimator_like or (callable(factory) and not isinstance(factory, (str, bytes))):
@@ -80,7 +86,7 @@ def check_factory(factory, where: str) -> None:
     )
 
 
-def _import_entry(entry: str, where: str):
+def _import_entry(entry: str, where: str) -> Factory:
     module, _, name = entry.partition(":")
     if not module or not name:
         raise SpecError(f"{where}.entry must read 'package.module:factory'; got {entry!r}.")
@@ -100,7 +106,7 @@ def _import_entry(entry: str, where: str):
     return obj
 
 
-def factory_from_table(options: dict, where: str, what: str):
+def factory_from_table(options: dict, where: str, what: str) -> Factory:
     """The factory of a base table holding one of ``entry`` (imported: TOML) or ``factory`` (the object: Python).
 
     Shared by every base kind that runs the user's code (``python``, ``pymc-model``); ``what`` says
@@ -116,7 +122,7 @@ def factory_from_table(options: dict, where: str, what: str):
     return factory
 
 
-def check_python_table(options: dict, where: str):
+def check_python_table(options: dict, where: str) -> Factory:
     """A ``kind = "python"`` base table: ``entry`` (importable) or, from Python, ``factory``; returns the factory."""
     keys = set(options)
     if keys - {"entry", "factory"} or len(keys) != 1:
@@ -139,7 +145,7 @@ def build_python_base(options: dict, *, seed: int | None = None) -> PythonBase:
     return PythonBase(factory, seed=seed, name=options.get("entry") or factory_label(factory))
 
 
-def _fresh(factory, seed):
+def _fresh(factory: Factory, seed: int | None) -> Any:
     """A new unfitted model from an instance or a class, seeded when it takes ``random_state``."""
     if isinstance(factory, type):
         model = factory()
@@ -158,7 +164,7 @@ def _fresh(factory, seed):
     return model
 
 
-def _params(model) -> dict:
+def _params(model: Any) -> dict:
     """``get_params`` of scikit-learn (``deep=False``) or of calibprob (no ``deep``); {} if neither."""
     try:
         return dict(model.get_params(deep=False))
@@ -166,7 +172,7 @@ def _params(model) -> dict:
         return dict(model.get_params())
 
 
-def _accepts(func, name: str) -> bool:
+def _accepts(func: Callable[..., Any], name: str) -> bool:
     try:
         return name in inspect.signature(func).parameters
     except (TypeError, ValueError):
@@ -201,14 +207,14 @@ class PythonBase:
     ('function', 3)
     """
 
-    def __init__(self, factory, *, seed: int | None = None, name: str = "python"):
+    def __init__(self, factory: Factory, *, seed: int | None = None, name: str = "python") -> None:
         check_factory(factory, f"the factory of base {name!r}")
         self.factory = factory
         self.seed = seed
         self.name = name
         self.predict_: Callable | None = None  # set by fit (a function factory's predict)
 
-    def fit(self, X, y) -> PythonBase:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         # the user's model sees a plain array: the names and width are kept here and checked at predict
         record_feature_names(self, X)
         X, y = np.asarray(X), np.asarray(y)
@@ -229,7 +235,7 @@ class PythonBase:
             self.sigma_ = self._out_of_fold_sigma(X, y)
         return self
 
-    def _mode(self, X) -> str:
+    def _mode(self, X: np.ndarray) -> str:
         """Which rule of the module docstring gives this model's predictive (in its order)."""
         predict = self.model_.predict
         if _accepts(predict, "return_std"):
@@ -238,7 +244,7 @@ class PythonBase:
             return "quantiles"
         return "dataset" if isinstance(predict(X[:2]), xr.Dataset) else "point"
 
-    def _out_of_fold_sigma(self, X, y) -> float:
+    def _out_of_fold_sigma(self, X: np.ndarray, y: np.ndarray) -> float:
         """RMS of 5-fold out-of-fold residuals (rule d of the module docstring)."""
         rng = np.random.default_rng(self.seed)
         folds = np.array_split(rng.permutation(len(y)), min(N_FOLDS, len(y)))
@@ -252,7 +258,7 @@ class PythonBase:
             raise ValueError(f"base {self.name!r}: the out-of-fold residuals give sigma = {sigma}; need > 0.")
         return sigma
 
-    def _point(self, values, n: int) -> np.ndarray:
+    def _point(self, values: object, n: int) -> np.ndarray:
         if isinstance(values, xr.Dataset):
             raise ValueError(
                 f"base {self.name!r}: predict(X) gave a Dataset for {n} inputs; need one number per input."
@@ -260,7 +266,7 @@ class PythonBase:
         # the one validation layer: shape (n,) (or (n, 1)), finite, named in the message
         return check_prediction(values, n, "the prediction", source=f"base {self.name!r}'s predict(X)")
 
-    def predict(self, X, levels=None) -> xr.Dataset:
+    def predict(self, X: ArrayLike, levels: ArrayLike | None = None) -> xr.Dataset:
         """The predictive distribution at ``X`` (the contract of :mod:`calibprob.predictive`).
 
         A DataFrame is checked against the columns of the one given to ``fit`` (names and order),
@@ -293,7 +299,7 @@ class PythonBase:
             return from_quantiles(np.sort(q, axis=1), lv)
         return normal(self._point(self.model_.predict(X), n), np.full(n, self.sigma_), levels=levels)
 
-    def _check_dataset(self, pred, n: int) -> xr.Dataset:
+    def _check_dataset(self, pred: object, n: int) -> xr.Dataset:
         if not isinstance(pred, xr.Dataset):
             raise TypeError(
                 f"base {self.name!r}: predict(X) must return a predictive Dataset (e.g. calibprob.from_draws of the "

@@ -12,6 +12,7 @@ Dask), :mod:`~calibprob.compare.ranking` and :mod:`~calibprob.compare.report` (t
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from calibprob.compare.ranking import format_ranking, rank_results
 from calibprob.compare.spec import Spec, SpecError, load_spec, parse_spec
@@ -57,7 +58,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """The names of :data:`_LAZY` and the :data:`SUBMODULES`, imported on first access."""
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)

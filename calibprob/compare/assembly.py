@@ -9,7 +9,9 @@ the scores at the root, the fit times in ``timing``, the ranking in ``ranking``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import xarray as xr
@@ -27,22 +29,22 @@ def results_path_parts(out: str | Path) -> Path:
     return out.with_name(out.name + ".parts")
 
 
-def _part_name(key) -> str:
+def _part_name(key: tuple) -> str:
     dataset, repetition = key
     return f"{safe_name(dataset)}__rep{int(repetition):04d}"
 
 
-def _method_part_name(spec: Spec):
+def _method_part_name(spec: Spec) -> Callable[[tuple], str]:
     """File stem of a (data set, repetition, method) part; the method's index keeps sanitised names apart."""
     return lambda key: f"{_part_name(key[:2])}__m{spec.method_names.index(key[2]):03d}_{safe_name(key[2])}"
 
 
-def _calibrators(spec: Spec, key) -> list[str]:
+def _calibrators(spec: Spec, key: tuple) -> list[str]:
     # a (data set, repetition) key covers every calibrator; a (.., method) key its own one
     return spec.method_names if len(key) == 2 else [key[2]]
 
 
-def _coords(spec: Spec):
+def _coords(spec: Spec) -> Callable[[tuple], dict]:
     """The coordinates a part must carry: its data set, its repetition, its calibrators (and the bases)."""
     if spec.bases is None:
         return lambda key: {"dataset": key[0], "repetition": int(key[1]), "calibrator": _calibrators(spec, key)}
@@ -54,7 +56,7 @@ def _coords(spec: Spec):
     }
 
 
-def _failed_task(key, msg: str, spec: Spec) -> xr.Dataset:
+def _failed_task(key: tuple, msg: str, spec: Spec) -> xr.Dataset:
     dataset, repetition = key[:2]
     error: tuple
     coords: dict[str, object]
@@ -72,7 +74,7 @@ def _failed_task(key, msg: str, spec: Spec) -> xr.Dataset:
     return ds.expand_dims(dataset=[dataset], repetition=[repetition])
 
 
-def assemble_task(spec: Spec, pieces) -> xr.Dataset:
+def assemble_task(spec: Spec, pieces: Sequence[xr.Dataset]) -> xr.Dataset:
     """One (data set, repetition)'s result from its per-method slices, as :func:`run_task` returns it.
 
     Variables over ``calibrator`` are merged (each slice holds one calibrator); the
@@ -109,7 +111,7 @@ def assemble_task(spec: Spec, pieces) -> xr.Dataset:
     return out
 
 
-def _combine(spec: Spec, pieces) -> xr.DataTree:
+def _combine(spec: Spec, pieces: Sequence[xr.Dataset]) -> xr.DataTree:
     if not pieces:
         raise RuntimeError("no finished task to combine")
     clean = []
@@ -214,7 +216,7 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
     parts = Path(parts)
     coords, by_method = _coords(spec), _method_part_name(spec)
 
-    def part(key, name):
+    def part(key: tuple, name: str) -> xr.Dataset | None:
         return load_part(inside(parts, name + ".nc"), fingerprint=spec.fingerprint, key=key, coords=coords(key))[0]
 
     pieces = []
@@ -222,7 +224,7 @@ def combine_parts(spec: Spec, parts: Path) -> xr.DataTree:
         ds = part(key, _part_name(key))
         if ds is None:  # a run at method granularity: the task's per-method parts, when all are there
             slices = [part((*key, m), by_method((*key, m))) for m in spec.method_names]
-            ds = None if any(s is None for s in slices) else assemble_task(spec, slices)
+            ds = None if any(s is None for s in slices) else assemble_task(spec, cast(list[xr.Dataset], slices))
         if ds is not None:
             pieces.append(ds)
     return _combine(spec, pieces)

@@ -18,23 +18,26 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob import registry
 from calibprob._core.validation import check_choice
 from calibprob.calibrators.conformal._intervals import interval_dataset, reachable_levels
 from calibprob.calibrators.conformal.scores import get_score
 from calibprob.calibrators.grouping.mondrian import Mondrian
+from calibprob.compare.spec.model import MethodSpec
 from calibprob.metrics import interval_levels
 from calibprob.predictive import normal
 from calibprob.predictive.loo import from_loo
+from calibprob.registry._tables import MethodEntry
 from calibprob.runs import faults
 from calibprob.weights import GivenWeights, LikelihoodRatio
 
@@ -101,11 +104,11 @@ class TaskContext:
     #: ``calibprob.compare.online.run_online`` reveals them one at a time, after each prediction.
     y_stream: np.ndarray | None = None
 
-    def new_base(self):
+    def new_base(self) -> Any:
         """A fresh, unfitted copy of the base model (for methods that refit it)."""
         return make_base(self.base_spec, seed=self.seed)
 
-    def predict_base(self, X) -> xr.Dataset:
+    def predict_base(self, X: np.ndarray | pd.DataFrame) -> xr.Dataset:
         """The fitted base's predictive distribution at ``X`` (see :func:`base_predictive`).
 
         At one of the task's parts (the very array) it is the prediction of the shared stage
@@ -123,7 +126,7 @@ class TaskContext:
             return mean.copy(), std.copy()
         return self.base.loo()  # type: ignore[attr-defined]  # the callers check it has loo()
 
-    def _part_of(self, X) -> str | None:
+    def _part_of(self, X: object) -> str | None:
         # identity, not equality: an array of the task's split is that part (also after a pickle
         # round trip, which keeps the identities within one context)
         for name, part in (("test", self.X_test), ("calibrate", self.X_cal), ("train", self.X_train)):
@@ -139,7 +142,7 @@ class TaskContext:
         return self.X_cal, self.y_cal
 
 
-def base_predictive(base, X, *, levels=None) -> xr.Dataset:
+def base_predictive(base: Any, X: np.ndarray | pd.DataFrame, *, levels: ArrayLike | None = None) -> xr.Dataset:
     """A fitted base model's predictive distribution at ``X``, as the contract's Dataset.
 
     A base's ``predict(X, levels=...)`` is used when it returns a Dataset (every
@@ -180,7 +183,7 @@ class MethodKind:
 class _MethodKinds(MutableMapping):
     """``kind -> MethodKind``, read from the registry; an item set here overrides it (tests patch it)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._overrides: dict[str, MethodKind] = {}
 
     def __getitem__(self, kind: str) -> MethodKind:
@@ -206,7 +209,7 @@ class _MethodKinds(MutableMapping):
 METHOD_KINDS: MutableMapping[str, MethodKind] = _MethodKinds()
 
 
-def make_base(base_spec: dict, *, seed: int | None = None):
+def make_base(base_spec: dict, *, seed: int | None = None) -> Any:
     """Build an unfitted base model from a spec's base table (its registered kind and options).
 
     The kind's class is constructed with the table's options; the task's ``seed`` goes to
@@ -237,7 +240,7 @@ def _calibration_data_of(kind: str, options: dict) -> str | None:
     return {**entry.defaults, **options}.get("calibration_data", "in-sample")
 
 
-def shared_parts(ctx: TaskContext, methods) -> list[str]:
+def shared_parts(ctx: TaskContext, methods: Sequence[MethodSpec]) -> list[str]:
     """The base predictives the task's ``methods`` read through :meth:`TaskContext.predict_base` / ``base_loo``.
 
     ``"test"`` and ``"calibrate"`` (with a calibration part) whenever a method runs; without
@@ -262,7 +265,7 @@ def shared_parts(ctx: TaskContext, methods) -> list[str]:
     return parts
 
 
-def share_base_predictions(ctx: TaskContext, methods) -> TaskContext:
+def share_base_predictions(ctx: TaskContext, methods: Sequence[MethodSpec]) -> TaskContext:
     """``ctx`` with the base's predictives on the task's parts computed once (``ctx.shared``).
 
     Every method of the task then reads them (:meth:`TaskContext.predict_base`,
@@ -285,7 +288,7 @@ def share_base_predictions(ctx: TaskContext, methods) -> TaskContext:
     return dataclasses.replace(ctx, shared=shared)
 
 
-def run_base(ctx: TaskContext, entry=None) -> xr.Dataset:
+def run_base(ctx: TaskContext, entry: MethodEntry | None = None) -> xr.Dataset:
     """The uncalibrated base model (B in Capone et al. 2023): its predictive distribution on the test part."""
     return ctx.predict_base(ctx.X_test)
 
@@ -367,14 +370,14 @@ def task_weights(ctx: TaskContext, kind: str) -> tuple[np.ndarray, np.ndarray]:
     return ratio.calibration_weights_, ratio.test_weights_
 
 
-def _weights_object(ctx: TaskContext):
+def _weights_object(ctx: TaskContext) -> GivenWeights | None:
     """The task's method weights as one object (the protocol's ``on_small="ignore"``: infinite ends count)."""
     if ctx.weights is None:
         return None
     return GivenWeights(ctx.weights[0], test=ctx.weights[1], on_small="ignore")
 
 
-def post_process(ctx: TaskContext, calibrator, *, calibration_data: str = "in-sample") -> xr.Dataset:
+def post_process(ctx: TaskContext, calibrator: Any, *, calibration_data: str = "in-sample") -> xr.Dataset:
     """Run a distribution post-processor: ``fit(pred_cal, y_cal)``, then ``predict(pred_test)``.
 
     With groups (a spec's ``groups = "<column>"``) the calibrator runs per group, as
@@ -420,16 +423,16 @@ def interval_levels_reachable(ctx: TaskContext, n: int, sides: int) -> tuple[np.
 # ---------------------------------------------------------------------------
 
 
-def _need_calibration_split(ctx: TaskContext, kind: str):
+def _need_calibration_split(ctx: TaskContext, kind: str) -> tuple[np.ndarray, np.ndarray]:
     if ctx.X_cal is None:
         raise ValueError(
             f"kind {kind!r} needs a calibration part: give the spec's split a 'calibrate' fraction "
             "(e.g. split = {train = 0.6, calibrate = 0.2, test = 0.2})."
         )
-    return ctx.X_cal, ctx.y_cal
+    return ctx.X_cal, cast(np.ndarray, ctx.y_cal)  # set with X_cal
 
 
-def _constructor_kwargs(ctx: TaskContext, entry, options: dict) -> dict:
+def _constructor_kwargs(ctx: TaskContext, entry: MethodEntry, options: dict) -> dict:
     """The class's keyword arguments: the kind's fixed ones, the spec's, and the task seed."""
     kwargs = {**entry.fixed, **entry.constructor_options(options)}
     if entry.seed is not None and kwargs.get(entry.seed) is None:
@@ -437,7 +440,7 @@ def _constructor_kwargs(ctx: TaskContext, entry, options: dict) -> dict:
     return kwargs
 
 
-def run_kind(kind: str, ctx: TaskContext, **options) -> xr.Dataset:
+def run_kind(kind: str, ctx: TaskContext, **options: Any) -> xr.Dataset:
     """Run the registered calibrator ``kind`` with a spec's ``options`` on one task.
 
     Its adapter when it registers one; otherwise its family's one lifecycle
@@ -476,7 +479,7 @@ def _interval_sides(kwargs: dict) -> int:
     return 1 if get_score(score, beta=kwargs.get("beta", 1.0), eps=kwargs.get("eps", 0.0)).symmetric else 2
 
 
-def _cross_conformal_model(ctx: TaskContext, entry, options: dict):
+def _cross_conformal_model(ctx: TaskContext, entry: MethodEntry, options: dict) -> tuple[Any, np.ndarray]:
     """The kind's :class:`~calibprob.calibrators.conformal.CrossConformalRegressor` (unfitted) and the levels to predict."""
     kwargs = _constructor_kwargs(ctx, entry, options)
     if "folds" in options:
@@ -485,7 +488,7 @@ def _cross_conformal_model(ctx: TaskContext, entry, options: dict):
     return entry.load()(estimator=ctx.new_base(), confidence_level=ok, **kwargs), levels
 
 
-def run_cross_conformal(ctx: TaskContext, entry, **options) -> xr.Dataset:
+def run_cross_conformal(ctx: TaskContext, entry: MethodEntry, **options: Any) -> xr.Dataset:
     """Jackknife, jackknife+, CV+: refits of a fresh base on the training part, intervals at every level.
 
     Levels that the training size cannot resolve come back unbounded (the honest conformal answer).
@@ -605,7 +608,7 @@ def scalable_form(ctx: TaskContext, kind: str, options: dict, strict: bool = Fal
     return ctx, switched, f"ran as {note}: its default was refused ({refused}); strict = true keeps the refusal"
 
 
-def run_refits(ctx: TaskContext, kind: str, options: dict, ks) -> list | BaseException:
+def run_refits(ctx: TaskContext, kind: str, options: dict, ks: Iterable[int]) -> list | BaseException:
     """Refits ``ks`` of the calibrator ``kind`` (see :func:`count_refits`), or the exception one raised.
 
     The whole method's work is checked first (:func:`check_method_work`): a method refused for time or
@@ -620,7 +623,7 @@ def run_refits(ctx: TaskContext, kind: str, options: dict, ks) -> list | BaseExc
         return err
 
 
-def run_loo_jackknife(ctx: TaskContext, entry, **options) -> xr.Dataset:
+def run_loo_jackknife(ctx: TaskContext, entry: MethodEntry, **options: Any) -> xr.Dataset:
     """LOO jackknife+: the task's fitted PyMC base (``prefit``), its PSIS-LOO weights, no refit."""
 
     kwargs = _constructor_kwargs(ctx, entry, options)
@@ -639,7 +642,7 @@ def run_loo_jackknife(ctx: TaskContext, entry, **options) -> xr.Dataset:
     return model.predict(ctx.X_test, confidence_level=levels)
 
 
-def run_gp_conformal(ctx: TaskContext, entry, **options) -> xr.Dataset:
+def run_gp_conformal(ctx: TaskContext, entry: MethodEntry, **options: Any) -> xr.Dataset:
     """J+GP, asymJ+GP, full-conformal GP: the task's fitted GP (``prefit``), its closed-form LOO."""
     kwargs = _constructor_kwargs(ctx, entry, options)
     levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), _interval_sides(kwargs))
@@ -647,7 +650,9 @@ def run_gp_conformal(ctx: TaskContext, entry, **options) -> xr.Dataset:
     return model.fit().predict(ctx.X_test, confidence_level=levels)
 
 
-def run_conformal_bayes(ctx: TaskContext, entry, *, grid_size: int = 100, grid_margin: float = 2.0, **options):
+def run_conformal_bayes(
+    ctx: TaskContext, entry: MethodEntry, *, grid_size: int = 100, grid_margin: float = 2.0, **options: Any
+) -> xr.Dataset:
     r"""Conformal Bayes (Fong & Holmes 2021) on the task's fitted PyMC base: no calibration split.
 
     The base's closed-form ``log_density`` gives the training log-likelihood (draws × n) and, on
@@ -689,17 +694,17 @@ def run_conformal_bayes(ctx: TaskContext, entry, *, grid_size: int = 100, grid_m
     return out.assign_coords(obs=np.arange(out.sizes["obs"]))
 
 
-def _log_density_rows(base, X, rows: slice, values: np.ndarray) -> np.ndarray:
+def _log_density_rows(base: Any, X: np.ndarray | pd.DataFrame, rows: slice, values: np.ndarray) -> np.ndarray:
     """The base's log density of the test points ``X[rows]`` at per-point candidates ``values`` (b, K)."""
     return base.log_density(_take_rows(X, rows), values)
 
 
-def _take_rows(X, rows: slice):
+def _take_rows(X: np.ndarray | pd.DataFrame, rows: slice) -> np.ndarray | pd.DataFrame:
     """Rows of an array, or by position of a DataFrame (a frame base's parts are indexed by their obs ids)."""
     return X.iloc[rows] if isinstance(X, pd.DataFrame) else X[rows]
 
 
-def run_cqr(ctx: TaskContext, entry, **options) -> xr.Dataset:
+def run_cqr(ctx: TaskContext, entry: MethodEntry, **options: Any) -> xr.Dataset:
     """CQR on the base's quantiles: intervals at every interval level the calibration part resolves.
 
     The base's predictive on the calibration and test parts is read at the quantile levels
@@ -730,7 +735,7 @@ def _on_levels(iv: xr.Dataset, levels: np.ndarray, ok: np.ndarray, n: int) -> xr
     return out
 
 
-def run_conditional_conformal(ctx: TaskContext, entry, **options) -> xr.Dataset:
+def run_conditional_conformal(ctx: TaskContext, entry: MethodEntry, **options: Any) -> xr.Dataset:
     """Conditional conformal on the base's predictive (intercept only: split conformal, until specs carry groups)."""
     kwargs = _constructor_kwargs(ctx, entry, options)
     X_cal, y_cal = _need_calibration_split(ctx, entry.kind)

@@ -23,11 +23,14 @@ Gibbs, I. and Candès, E. (2021). Adaptive conformal inference under distributio
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob.compare.methods import TaskContext, _constructor_kwargs, calibration_prediction
+from calibprob.registry._tables import MethodEntry
 
 __all__ = ["ONLINE_ADAPTER", "run_online", "stream_predictions"]
 
@@ -35,7 +38,9 @@ __all__ = ["ONLINE_ADAPTER", "run_online", "stream_predictions"]
 ONLINE_ADAPTER = "calibprob.compare.online:run_online"
 
 
-def stream_predictions(calibrator, pred: xr.Dataset, y, *, levels=None) -> xr.Dataset:
+def stream_predictions(
+    calibrator: Any, pred: xr.Dataset, y: ArrayLike, *, levels: ArrayLike | None = None
+) -> xr.Dataset:
     """Each row's forecast issued before its outcome, then the outcome taken; the rows concatenated.
 
     Parameters
@@ -74,7 +79,7 @@ def stream_predictions(calibrator, pred: xr.Dataset, y, *, levels=None) -> xr.Da
     return xr.concat(rows, dim="obs", data_vars="all", combine_attrs="override")
 
 
-def run_online(ctx: TaskContext, entry, **options) -> xr.Dataset:
+def run_online(ctx: TaskContext, entry: MethodEntry, **options: Any) -> xr.Dataset:
     """Run an online method kind on a time split: fit on the burn-in, stream the horizon.
 
     Parameters

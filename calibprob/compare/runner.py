@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import tempfile
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import xarray as xr
@@ -171,7 +172,7 @@ def _granularity(granularity: str, spec: Spec, workers: int | None) -> str:
     return "method" if workers is not None and len(task_keys(spec)) < workers else "task"
 
 
-def _has_method_parts(spec: Spec, output) -> bool:
+def _has_method_parts(spec: Spec, output: RunOutput) -> bool:
     """Whether an earlier run of this spec left a (data set, repetition, method) part, finished or failed.
 
     A run split by method (``--workers`` above the number of tasks) writes one part per method; a later
@@ -182,7 +183,9 @@ def _has_method_parts(spec: Spec, output) -> bool:
     return any(output.part(name((d, r, m))).exists() for d, r in task_keys(spec) for m in spec.method_names)
 
 
-def _run_options(spec: Spec, output, workers, scheduler, progress) -> dict:
+def _run_options(
+    spec: Spec, output: RunOutput | None, workers: int | None, scheduler: str | None, progress: bool
+) -> dict:
     return {
         "fingerprint": spec.fingerprint,
         "on_error": lambda key, msg: _failed_task(key, msg, spec),
@@ -210,10 +213,10 @@ def _modules(spec: Spec) -> list[str]:
 _KIND_COST = {"sharp-gp": 200, "cv-plus": 50, "jackknife-plus": 50, "jackknife": 50, "gp-beta": 15}
 
 
-def _method_cost(spec: Spec):
+def _method_cost(spec: Spec) -> Callable[[tuple], int]:
     """``key -> expected cost`` of a (data set, repetition, method) task, for longest-first scheduling."""
 
-    def cost(key) -> int:
+    def cost(key: tuple) -> int:
         m = next(m for m in spec.methods if m.name == key[2])
         scale = 0.5 if m.kind == "sharp-gp" and m.options.get("variant") not in (None, "full") else 1.0
         return int(_KIND_COST.get(m.kind, 1) * scale * 1000)
@@ -221,7 +224,9 @@ def _method_cost(spec: Spec):
     return cost
 
 
-def _run_by_method(spec: Spec, output, *, workers, scheduler, progress) -> dict:
+def _run_by_method(
+    spec: Spec, output: RunOutput | None, *, workers: int | None, scheduler: str | None, progress: bool
+) -> dict:
     """Every (data set, repetition) as one base-fit stage plus one task per method; results per task.
 
     A (data set, repetition) finished whole by an earlier run (a ``task``-granularity
@@ -248,7 +253,7 @@ def _run_by_method(spec: Spec, output, *, workers, scheduler, progress) -> dict:
 __all__ += ["failure_table"]
 
 
-def _spec_data(spec) -> tuple[dict, str, str]:
+def _spec_data(spec: str | Path | Spec | dict) -> tuple[dict, str, str]:
     """A spec given as a path, a Spec or a dict: its dict, TOML text and root folder (not yet validated)."""
     if isinstance(spec, Spec):
         return spec.to_dict(), spec.source, spec.root
@@ -289,7 +294,7 @@ def _add_bases(data: dict, bases: dict) -> dict:
     return data
 
 
-def with_bases(spec, bases: dict) -> Spec:
+def with_bases(spec: str | Path | Spec | dict, bases: dict) -> Spec:
     """``spec`` (a path, Spec or dict) with the user's models added as ``kind = "python"`` bases.
 
     A ``[base]`` spec becomes a ``[bases.*]`` one, its base named after its kind; its methods
@@ -300,7 +305,7 @@ def with_bases(spec, bases: dict) -> Spec:
 
 
 def run(
-    spec,
+    spec: str | Path | Spec | dict,
     *,
     bases: dict | None = None,
     out: str | Path | None = None,

@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
+from collections.abc import Sequence
+from typing import Any, Literal, overload
 
 import numpy as np
 import pandas as pd
@@ -31,7 +33,7 @@ from calibprob.compare.methods import (
     share_base_predictions,
     task_weights,
 )
-from calibprob.compare.spec.model import METHOD_FALLBACKS, MIN_PART_ROWS, Spec, file_sha256
+from calibprob.compare.spec.model import METHOD_FALLBACKS, MIN_PART_ROWS, DatasetSpec, MethodSpec, Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
 from calibprob.compare.spec.shift import draw_shifted, oracle_weights
 from calibprob.datasets import loaders as cds_loaders
@@ -124,7 +126,19 @@ def _load(spec: Spec, dataset: str, seed: int) -> xr.Dataset:
     return cds.load_dataset(d.source or d.name)
 
 
-def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
+@overload
+def _prepare(spec: Spec, dataset: str, repetition: int, scored: Literal[False] = False) -> tuple[int, dict]: ...
+
+
+@overload
+def _prepare(
+    spec: Spec, dataset: str, repetition: int, scored: Literal[True]
+) -> tuple[int, dict, dict | None, np.ndarray | xr.DataArray]: ...
+
+
+def _prepare(
+    spec: Spec, dataset: str, repetition: int, scored: bool = False
+) -> tuple[int, dict] | tuple[int, dict, dict | None, np.ndarray | xr.DataArray]:
     """Split (and standardise) one task's data: ``(seed, {part: (X, y)})`` as the models see them.
 
     With ``scored=True`` also how to score: the back-transform of a
@@ -194,7 +208,7 @@ def _time_parts(data: xr.Dataset, split: dict, dataset: str) -> dict:
     return {k: data.isel(obs=slice(edges[i], edges[i + 1])) for i, k in enumerate(("train", "calibrate", "test"))}
 
 
-def _shifted_parts(d, parts: dict, seed: int) -> tuple[dict, tuple | None]:
+def _shifted_parts(d: DatasetSpec, parts: dict, seed: int) -> tuple[dict, tuple | None]:
     """A shifted twin's test part drawn under its tilt, and the oracle ratio at the calibration and test rows.
 
     On raw (unstandardised) columns, before any transform (``calibprob.compare.spec.shift``). The declared
@@ -226,7 +240,7 @@ def _wants_frames(spec: Spec) -> bool:
     return any(t.get("kind") in registry.FRAME_BASES for _, t in spec.base_tables())
 
 
-def _frames(spec: Spec, d, data: xr.Dataset, parts: dict) -> dict:
+def _frames(spec: Spec, d: Any, data: xr.Dataset, parts: dict) -> dict:  # d: a DatasetSpec (see _load_table)
     """``{part: (DataFrame, y)}``: each part's rows as the user has them (indexed by their obs ids) and raw targets.
 
     The rows are the data set's columns before any encoding (text kept, the group column included), read
@@ -274,7 +288,7 @@ def _test_groups(test: xr.Dataset) -> np.ndarray | None:
     return np.asarray([str(v) for v in test[GROUP_COORD].values])
 
 
-def _stratify_labels(d, split: dict, data: xr.Dataset):
+def _stratify_labels(d: DatasetSpec, split: dict, data: xr.Dataset) -> np.ndarray | None:
     """The labels of the split's ``stratify`` column (None without one), one per row of ``data``.
 
     The data set's own ``groups`` column is already the ``group`` coordinate; another column is
@@ -292,7 +306,7 @@ def _stratify_labels(d, split: dict, data: xr.Dataset):
     return again["group"].values
 
 
-def _load_table(d):
+def _load_table(d: Any) -> xr.Dataset:  # d: a CSV entry's DatasetSpec, whose optional fields the parser set
     """A CSV entry's data, after checking the file is the one the spec was loaded with."""
     if d.sha256 is not None and file_sha256(d.path) != d.sha256:
         raise ValueError(
@@ -443,7 +457,7 @@ def method_refit_tasks(spec_dict: dict, dataset: str, repetition: int, method: s
 
 
 def run_method_refits(
-    spec_dict: dict, dataset: str, repetition: int, method: str, base_name, group: int, groups: int
+    spec_dict: dict, dataset: str, repetition: int, method: str, base_name: str | None, group: int, groups: int
 ) -> tuple:
     """Group ``group`` of ``groups`` of a method's refits (see :func:`method_refit_tasks`).
 
@@ -463,7 +477,7 @@ def run_method_refits(
     return base_name, run_refits(ctx, m.kind, options, ks), time.perf_counter() - t0
 
 
-def _refit_context(spec: Spec, dataset: str, repetition: int, base_name):
+def _refit_context(spec: Spec, dataset: str, repetition: int, base_name: str | None) -> TaskContext:
     """The task's :class:`TaskContext` for one base, unfitted (``base=None``): what a refit needs."""
     seed, arrays = _prepare(spec, dataset, repetition)
     table = _chosen_table(dict(spec.base_tables())[base_name], arrays)
@@ -537,7 +551,7 @@ def _task_scores(
     return out
 
 
-def _fit_base(spec: Spec, table: dict, arrays: dict, seed: int):
+def _fit_base(spec: Spec, table: dict, arrays: dict, seed: int) -> tuple[TaskContext, float]:
     """Build and fit one base on the task's training part: its :class:`TaskContext` and fit time."""
     # every base gets the task's seed and split, so a base of a [bases.*] spec scores exactly as
     # it would as the [base] of a spec of its own
@@ -549,7 +563,7 @@ def _fit_base(spec: Spec, table: dict, arrays: dict, seed: int):
     return _context(spec, table, arrays, seed, base), base_time
 
 
-def _context(spec: Spec, table: dict, arrays: dict, seed: int, base):
+def _context(spec: Spec, table: dict, arrays: dict, seed: int, base: Any) -> TaskContext:
     """The :class:`TaskContext` of a task's split for one base (fitted, or None for the refits)."""
     parts = _base_parts(arrays, table)
     X_train, y_train = parts["train"]
@@ -573,14 +587,14 @@ def _context(spec: Spec, table: dict, arrays: dict, seed: int, base):
     )
 
 
-def _failed_base(base_name: str | None, methods, msg: str) -> xr.Dataset:
+def _failed_base(base_name: str | None, methods: Sequence[MethodSpec], msg: str) -> xr.Dataset:
     """The piece of a base whose fit raised: every one of its methods carries the message."""
     names = [m.name for m in methods]
     ds = xr.Dataset({"error": ("calibrator", np.asarray([msg] * len(names)))}, coords={"calibrator": names})
     return ds.expand_dims(base=[base_name])
 
 
-def _merge_bases(spec: Spec, pieces, names: list[str]) -> xr.Dataset:
+def _merge_bases(spec: Spec, pieces: list[xr.Dataset], names: list[str]) -> xr.Dataset:
     # merge, not concat: a method that skips a base (its `bases` list) is NaN there, with no error
     out = xr.merge(pieces, join="outer", compat="no_conflicts", combine_attrs="drop_conflicts")
     out = out.reindex(base=spec.base_names, calibrator=names)
@@ -590,7 +604,14 @@ def _merge_bases(spec: Spec, pieces, names: list[str]) -> xr.Dataset:
     return out
 
 
-def _score(spec: Spec, kind: str, pred, y_score, groups=None, stream: bool = False) -> xr.Dataset:
+def _score(
+    spec: Spec,
+    kind: str,
+    pred: xr.Dataset,
+    y_score: np.ndarray | xr.DataArray,
+    groups: np.ndarray | None = None,
+    stream: bool = False,
+) -> xr.Dataset:
     """Score one prediction the way its kind's registered output says: every metric, or intervals only.
 
     ``stream``: the test part is a time split's horizon; its rows get their step along it as the
@@ -614,7 +635,7 @@ def _score(spec: Spec, kind: str, pred, y_score, groups=None, stream: bool = Fal
     return evaluate(pred, y_score, confidence_level=spec.confidence_levels, groups=groups)
 
 
-def _method_context(ctx: TaskContext, m) -> TaskContext:
+def _method_context(ctx: TaskContext, m: MethodSpec) -> TaskContext:
     """The task's context as method ``m`` sees it: marginal (``groups = false``), or Mondrian with its ``fallback``.
 
     Scoring keeps the task's test groups either way, so a marginal method is scored per group too.
@@ -628,7 +649,14 @@ def _method_context(ctx: TaskContext, m) -> TaskContext:
     return ctx
 
 
-def _run_methods(spec: Spec, methods, ctx, back, y_score, refits: tuple | None = None) -> xr.Dataset:
+def _run_methods(
+    spec: Spec,
+    methods: Sequence[MethodSpec],
+    ctx: TaskContext,
+    back: dict | None,
+    y_score: np.ndarray | xr.DataArray,
+    refits: tuple | None = None,
+) -> xr.Dataset:
     """Every method of ``methods`` on one fitted base: scores over ``calibrator``, fit times and errors.
 
     ``refits``: ``(refits, seconds)`` computed as separate tasks, for the one method of a method task.

@@ -18,12 +18,15 @@ Forecasting and Control*, 5th ed. Wiley, §7.1 (conditional least squares / like
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = ["ar1_model", "simulate_ar1"]
 
 
-def ar1_model(y_history):
+def ar1_model(y_history: ArrayLike) -> Any:  # a pymc.Model
     """The AR(1) model of a history (a 1-D array of at least 2 points); a ``pm.Model``.
 
     Parameters
@@ -48,7 +51,14 @@ def ar1_model(y_history):
     return model
 
 
-def simulate_ar1(n: int, *, c: float = 0.5, phi: float = 0.6, sigma: float = 1.0, random_seed=None):
+def simulate_ar1(
+    n: int,
+    *,
+    c: float = 0.5,
+    phi: float = 0.6,
+    sigma: float = 1.0,
+    random_seed: int | np.random.Generator | None = None,
+) -> np.ndarray:
     r"""A stationary AR(1) series of length ``n`` (first point from the stationary law).
 
     Examples

@@ -28,6 +28,8 @@ Cambridge University Press, ch. 12 (the radon data, the varying-intercept model)
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -37,7 +39,7 @@ __all__ = ["county_intercept", "CountyInputs", "NEW_COUNTY"]
 NEW_COUNTY = "(new county)"
 
 
-def county_intercept(data: pd.DataFrame, y: np.ndarray):
+def county_intercept(data: pd.DataFrame, y: np.ndarray) -> tuple[Any, CountyInputs]:  # (pymc.Model, inputs)
     """Build (not sample) the varying-intercept model on the training rows; returns ``(model, inputs)``.
 
     Parameters

@@ -91,7 +91,7 @@ def _in_domain(transform: str, y: np.ndarray) -> np.ndarray:
     return np.asarray(y) > _DOMAIN[transform][0]
 
 
-def transform_target(y: np.ndarray, transform: str, *, name: str = "y") -> np.ndarray:
+def transform_target(y: ArrayLike | xr.DataArray, transform: str, *, name: str = "y") -> np.ndarray:
     r"""Observed values on the transformed scale, :math:`g(y)`.
 
     Parameters

@@ -4,11 +4,12 @@ docs tables. The package :mod:`calibprob.registry` re-exports all of it and regi
 from __future__ import annotations
 
 import importlib
+import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from calibprob._core.deprecation import warn_renamed
 from calibprob._core.options import Choice, OptionType, SpecError
@@ -24,7 +25,7 @@ ROLES = ("calibrator", "base", "helper")
 TASK_ARGUMENTS = ("estimator", "prefit", "confidence_level", "levels")
 
 
-def load_object(target: str):
+def load_object(target: str) -> Any:
     """Import ``"package.module:name"`` and return the object (a class or a function)."""
     module, _, name = target.partition(":")
     if not module or not name:
@@ -202,7 +203,10 @@ def current_options(kind: str, options: dict, where: str) -> dict:
     return out
 
 
-def base_kind(kind, where: str = "base.kind"):
+_Kind = TypeVar("_Kind")
+
+
+def base_kind(kind: _Kind, where: str = "base.kind") -> _Kind | str:
     """The registered name of base kind ``kind``: a renamed kind gives its new name, with a FutureWarning.
 
     Anything else comes back unchanged (the caller checks it against :data:`BASES`).
@@ -219,7 +223,7 @@ def base_kind(kind, where: str = "base.kind"):
     return new
 
 
-def _check_choice(value, name: str, valid) -> None:
+def _check_choice(value: object, name: str, valid: Collection[object]) -> None:
     if value not in valid:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, valid))}; got {value!r}.")
 
@@ -273,7 +277,7 @@ def register_method(
     options: Mapping[str, OptionType] | None = None,
     doc: str = "",
     exports: tuple[str, ...] = (),
-    **extra,
+    **extra: Any,
 ) -> MethodEntry:
     """Register a calibrator kind of the comparison spec (and its class, when new).
 
@@ -333,7 +337,7 @@ def register_base(
     options: Mapping[str, OptionType] | None = None,
     doc: str = "",
     exports: tuple[str, ...] = (),
-    **extra,
+    **extra: Any,
 ) -> BaseEntry:
     """Register a base-model kind (``[base] kind = ...``) and, when new, its class; returns its entry.
 
@@ -461,7 +465,7 @@ DOC_BLOCKS = {
 }
 
 
-def update_doc(path) -> bool:
+def update_doc(path: str | os.PathLike[str]) -> bool:
     """Rewrite the generated blocks of the page at ``path`` (e.g. ``docs/spec.md``); True if it changed."""
     page = Path(path)
     old = page.read_text(encoding="utf-8")

@@ -8,9 +8,13 @@ import os
 import re
 import socket
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from calibprob._core.validation import check_int
 from calibprob.runs.faults import FAULT_CONFIG
+
+if TYPE_CHECKING:  # Dask is imported where a cluster starts (an optional dependency)
+    from dask.distributed import Client, LocalCluster
 
 __all__ = [
     "SCHEDULER_TIMEOUT",
@@ -27,7 +31,7 @@ __all__ = [
 SCHEDULER_TIMEOUT = 8.0
 
 
-def check_scheduler_address(address) -> str:
+def check_scheduler_address(address: object) -> str:
     """Check that ``address`` looks like a Dask scheduler address (``tcp://host:port``).
 
     Raises
@@ -61,7 +65,7 @@ def _probe(address: str) -> None:
         ) from None
 
 
-def connect(scheduler: str):
+def connect(scheduler: str) -> Client:
     from dask.distributed import Client
 
     address = check_scheduler_address(scheduler)
@@ -129,7 +133,7 @@ WORKER_CONFIG = {
 }
 
 
-def local_cluster(n_workers: int, *, preload: Sequence[str] = ()):
+def local_cluster(n_workers: int, *, preload: Sequence[str] = ()) -> LocalCluster:
     """A ``dask.distributed.LocalCluster`` of single-threaded worker processes tuned for GP work.
 
     Dask's nannies start workers with ``MALLOC_TRIM_THRESHOLD_=65536`` (to hand freed

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,7 +121,7 @@ def is_killed_worker(err: BaseException) -> bool:
     return type(err).__name__ == "KilledWorker" and hasattr(err, "last_worker")
 
 
-def killed_message(err: BaseException, events=()) -> str:
+def killed_message(err: BaseException, events: Sequence[tuple[float, dict]] = ()) -> str:
     """The cause and the fix of a task whose worker died (a ``KilledWorker``), as a failed row says it.
 
     Parameters
@@ -415,7 +416,13 @@ def _method_fix(kind: str, options: dict, generic: str) -> str:
 
 
 def check_method_memory(
-    kind: str, options: dict, base_kind, n_train: int, *, base_spec: dict | None = None, refits=None
+    kind: str,
+    options: dict,
+    base_kind: str | None,
+    n_train: int,
+    *,
+    base_spec: dict | None = None,
+    refits: tuple[int, int] | None = None,
 ) -> None:
     """Refuse a method whose n x n work on an exact-GP base would not fit in this worker, before it starts.
 
@@ -473,7 +480,13 @@ def _method_label(kind: str, options: dict, n_train: int) -> str:
 
 
 def check_method_time(
-    kind: str, options: dict, base_spec: dict, n_train: int, max_minutes: float, *, refits=None
+    kind: str,
+    options: dict,
+    base_spec: dict,
+    n_train: int,
+    max_minutes: float,
+    *,
+    refits: tuple[int, int] | None = None,
 ) -> float:
     r"""Refuse a method whose estimated time on an exact GP is beyond ``max_minutes``, before it starts.
 

@@ -36,9 +36,9 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Final, TextIO
 
 import numpy as np
 import xarray as xr
@@ -58,7 +58,7 @@ __all__ = [
     "finished_parts",
 ]
 
-_ENGINE = "h5netcdf"
+_ENGINE: Final = "h5netcdf"  # Final: mypy reads it as the literal the writers accept
 
 # The first bytes of the two netCDF flavours: HDF5 (netCDF-4) and classic CDF (netCDF-3).
 _NETCDF_MAGIC = (b"\x89HDF\r\n\x1a\n", b"CDF\x01", b"CDF\x02", b"CDF\x05")
@@ -68,7 +68,7 @@ class OutputError(ValueError):
     """An output path that cannot (or must not) be written; the message names it and the fix."""
 
 
-def safe_name(text) -> str:
+def safe_name(text: object) -> str:
     """A file-name-safe form of ``text``: letters, digits, ``-`` and ``_`` kept, anything else ``_``.
 
     Path separators, ``..``, spaces and control characters all become ``_``, so
@@ -110,7 +110,7 @@ def is_netcdf(path: Path) -> bool:
     return any(head.startswith(m) for m in _NETCDF_MAGIC)
 
 
-def check_output_path(out, *, what: str = "--out") -> Path:
+def check_output_path(out: str | os.PathLike[str], *, what: str = "--out") -> Path:
     """Check that ``out`` may be written as a results file, before any work is done.
 
     ``out`` must be a regular-file path in a writable folder (created if
@@ -248,7 +248,7 @@ def _write_error(path: Path, err: OSError) -> OSError:
     return OSError(f"could not write {str(path)!r}: {reason}. {fix[0].upper() + fix[1:]}.")
 
 
-def write_atomic(obj, path: Path) -> None:
+def write_atomic(obj: xr.Dataset | xr.DataTree, path: Path) -> None:
     """Write a Dataset or DataTree to ``path`` via a per-process temporary name, then rename.
 
     A killed run never leaves a half-written file under the final name, and two
@@ -280,7 +280,7 @@ class RunOutput:
         Wait for a concurrent run on the same ``out`` to finish (True), or refuse.
     """
 
-    def __init__(self, out, *, wait: bool = True):
+    def __init__(self, out: str | os.PathLike[str], *, wait: bool = True) -> None:
         self.out = check_output_path(out)
         self.parts = self.out.with_name(self.out.name + ".parts")
         self.lock_path = self.out.with_name(self.out.name + ".lock")
@@ -313,7 +313,7 @@ class RunOutput:
         self.parts.mkdir(exist_ok=True)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._fh is not None:
             fcntl.flock(self._fh, fcntl.LOCK_UN)
             self._fh.close()
@@ -322,7 +322,7 @@ class RunOutput:
     def part(self, name: str) -> Path:
         return inside(self.parts, safe_name(name) + ".nc")
 
-    def write(self, obj) -> None:
+    def write(self, obj: xr.Dataset | xr.DataTree) -> None:
         write_atomic(obj, self.out)
 
 
@@ -372,7 +372,13 @@ def default_part_name(key: tuple) -> str:
     return "-".join(map(str, key))
 
 
-def finished_parts(keys, output: RunOutput | None, part_name, fingerprint: str, coords) -> dict:
+def finished_parts(
+    keys: Iterable[tuple],
+    output: RunOutput | None,
+    part_name: Callable[[tuple], str],
+    fingerprint: str,
+    coords: Callable[[tuple], dict],
+) -> dict:
     """Tasks finished by an earlier run with the same fingerprint (failed ones are run again)."""
     results: dict = {}
     if output is None:

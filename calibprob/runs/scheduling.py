@@ -16,8 +16,9 @@ import heapq
 import itertools
 import time
 import traceback
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeAlias, cast
 
 import xarray as xr
 from tqdm.auto import tqdm
@@ -26,6 +27,9 @@ from calibprob._core.progress import Quietly
 from calibprob.runs import faults
 from calibprob.runs.cluster import check_scheduler_address, connect, local_cluster
 from calibprob.runs.outputs import RunOutput, default_part_name, finished_parts, store_part
+
+#: Where a finished key's Dataset goes: ``store(key, ds, failed)``.
+Store: TypeAlias = Callable[[tuple, xr.Dataset, bool], None]
 
 __all__ = ["execute", "failure_table"]
 
@@ -36,7 +40,7 @@ def _first_line(text: str) -> str:
 
 def execute(
     task: Callable,
-    config,
+    config: Any,
     keys: Sequence[tuple],
     *,
     fingerprint: str,
@@ -130,7 +134,7 @@ def execute(
         total=len(keys), initial=len(keys) - len(todo), disable=not progress, desc=desc, unit=unit, dynamic_ncols=True
     )
 
-    def store(key, ds: xr.Dataset, failed: bool) -> None:
+    def store(key: tuple, ds: xr.Dataset, failed: bool) -> None:
         failed = bool(failed or int(ds.attrs.get("task_failed", 0)))  # the task may flag a partial failure
         ds.attrs["task_failed"] = int(failed)
         if output is not None:
@@ -151,7 +155,7 @@ def execute(
     return results
 
 
-def _groups(keys) -> dict[tuple, list[tuple]]:
+def _groups(keys: Iterable[tuple]) -> dict[tuple, list[tuple]]:
     """Keys grouped by their prefix ``key[:-1]`` (the shared stage's arguments), in first-seen order."""
     groups: dict[tuple, list[tuple]] = {}
     for key in keys:
@@ -159,7 +163,14 @@ def _groups(keys) -> dict[tuple, list[tuple]]:
     return groups
 
 
-def _serial_map(task, config, keys, store, on_error, prepare=None) -> None:
+def _serial_map(
+    task: Callable,
+    config: Any,
+    keys: Sequence[tuple],
+    store: Store,
+    on_error: Callable[[tuple, str], xr.Dataset],
+    prepare: Callable | None = None,
+) -> None:
     """Run every key in this process, in order; a task that raises is recorded via ``on_error``.
 
     With ``prepare``, each key prefix's stage runs once, just before its keys, and is
@@ -211,7 +222,15 @@ class _Staging:
     #: Shared stages go before anything else: every task of their keys waits on them.
     _STAGE = float("inf")
 
-    def __init__(self, task, config, on_error, prepare=None, split=None, priority=None):
+    def __init__(
+        self,
+        task: Callable,
+        config: Any,
+        on_error: Callable[[tuple, str], xr.Dataset],
+        prepare: Callable | None = None,
+        split: tuple[Callable, Callable] | None = None,
+        priority: Callable[[tuple], float] | None = None,
+    ) -> None:
         self.task, self.config, self.on_error = task, config, on_error
         self.prepare, self.split = prepare, split
         self.priority = priority or (lambda key: 0)
@@ -225,7 +244,7 @@ class _Staging:
         self._current: dict = {}  # prefix -> the stage's future now in use
         self._retries: collections.Counter = collections.Counter()  # key -> times re-queued after a loss
 
-    def run_early(self, keys, ready: Callable[[], bool]) -> dict:
+    def run_early(self, keys: Sequence[tuple], ready: Callable[[], bool]) -> dict:
         """Stages run in this process until ``ready()`` (a cluster started): prefix -> (state, failure)."""
         early: dict = {}
         if self.prepare is None:
@@ -242,11 +261,11 @@ class _Staging:
     def _push(self, cost: float, entry: tuple) -> None:
         heapq.heappush(self._ready, (-cost, next(self._order), entry))
 
-    def pieces(self, keys) -> None:
+    def pieces(self, keys: Sequence[tuple]) -> None:
         """Queue the pieces of every key (they need no stage: they start on the first free workers)."""
         for key in keys if self.split is not None else ():
             try:
-                args = self.split[0](self.config, *key)
+                args = cast(tuple, self.split)[0](self.config, *key)  # the loop runs only with a split
             except Exception:  # e.g. unreadable data: the key runs whole, and its stage records why
                 args = []
             if args:
@@ -254,7 +273,7 @@ class _Staging:
                 for i, a in enumerate(args):
                     self._push(self.priority(key) / len(args), ("piece", key, None, (i, a)))
 
-    def plan(self, client, keys, early: dict) -> list[tuple]:
+    def plan(self, client: Any, keys: Sequence[tuple], early: dict) -> list[tuple]:
         """Queue every key's work; returns ``[(key, failure Dataset)]`` for keys whose early stage failed."""
         if self.prepare is None:
             for key in keys:
@@ -274,7 +293,7 @@ class _Staging:
             self._stage_done(self._scatter(client, prefix), members)
         return failures
 
-    def _scatter(self, client, prefix):
+    def _scatter(self, client: Any, prefix: tuple) -> Any:
         """The early stage of ``prefix`` on the workers, so any free worker can take its tasks.
 
         The first time it is copied to every worker. Scattered again after a loss, workers may
@@ -294,7 +313,7 @@ class _Staging:
     #: Seconds to wait for a running worker before a lost stage is scattered again.
     RESCATTER_WAIT = 300.0
 
-    def _scatter_again(self, client, data):
+    def _scatter_again(self, client: Any, data: list) -> Any:
         deadline = time.monotonic() + self.RESCATTER_WAIT
         while True:
             try:
@@ -307,7 +326,7 @@ class _Staging:
                 raise TimeoutError(f"no Dask worker came back within {self.RESCATTER_WAIT:g} s to hold a lost stage")
             time.sleep(0.5)
 
-    def _live_stage(self, client, key, stage):
+    def _live_stage(self, client: Any, key: tuple, stage: Any) -> Any:
         """The stage future a key's task should use: the newest one, scattered again when the old one was lost.
 
         Scattered data has no recipe: when every worker holding it has died (a worker restarted
@@ -320,14 +339,14 @@ class _Staging:
             current = self._scatter(client, prefix)
         return current
 
-    def _stage_done(self, stage, members) -> None:
+    def _stage_done(self, stage: Any, members: list[tuple]) -> None:
         if members:
             self._current[tuple(members[0][:-1])] = stage
         for key in members:
             self._stage[key] = stage
             self._queue_if_ready(key)
 
-    def _queue_if_ready(self, key) -> None:
+    def _queue_if_ready(self, key: tuple) -> None:
         """Queue a key's task once its stage and all its pieces have finished."""
         waiting = self._pieces.get(key)
         if key not in self._stage or (waiting is not None and waiting[0] > 0):
@@ -336,7 +355,7 @@ class _Staging:
         refits = None if waiting is None else waiting[1]
         self._push(self.priority(key), ("task", key, self._stage.pop(key), refits))
 
-    def fill(self, client, pending, reserve: int = 0) -> None:
+    def fill(self, client: Any, pending: Any, reserve: int = 0) -> None:
         """Hand the costliest ready work to each free worker thread (always one thing in flight).
 
         Each submission names the free worker it is for: left to itself, Dask put a task
@@ -357,7 +376,8 @@ class _Staging:
             if kind == "stage":
                 future = client.submit(self.prepare, self.config, *key, pure=False, **placement)
             elif kind == "piece":
-                future = client.submit(self.split[1], self.config, *key, *extra[1], pure=False, **placement)
+                piece = cast(tuple, self.split)[1]  # pieces are queued only with a split
+                future = client.submit(piece, self.config, *key, *extra[1], pure=False, **placement)
             else:
                 stage = None if stage is None else self._live_stage(client, key, stage)
                 entry = (kind, key, stage, extra)
@@ -367,13 +387,13 @@ class _Staging:
             self._running[future] = (entry, where)
             pending.add(future)
 
-    def _free_slots(self, client, reserve: int) -> list:
+    def _free_slots(self, client: Any, reserve: int) -> list:
         """One address per worker thread running none of this run's work, ``reserve`` of them held back."""
         busy = collections.Counter(where for _, where in self._running.values())
         slots = [addr for addr, n in sorted(client.nthreads().items()) for _ in range(n - busy[addr])]
         return slots[: max(0, len(slots) - reserve)]
 
-    def finished(self, client, future) -> list[tuple]:
+    def finished(self, client: Any, future: Any) -> list[tuple]:
         """Book a finished future: ``[(key, Dataset, failed)]`` to store (none for stages and pieces)."""
         (kind, key, stage, extra), _ = self._running.pop(future)
         if kind == "stage":
@@ -398,7 +418,7 @@ class _Staging:
     #: A task cancelled because its stage was lost is queued again at most this many times.
     MAX_REQUEUE = 2
 
-    def _requeue(self, client, key, stage, refits, err: BaseException) -> list[tuple]:
+    def _requeue(self, client: Any, key: tuple, stage: Any, refits: list | None, err: BaseException) -> list[tuple]:
         """Queue a task again on its stage re-created (:meth:`_live_stage`), or fail it after :data:`MAX_REQUEUE` tries."""
         self._retries[key] += 1
         if self._retries[key] > self.MAX_REQUEUE or stage is None:
@@ -414,7 +434,7 @@ class _Staging:
         return []
 
     @staticmethod
-    def _why(client, err: BaseException) -> str:
+    def _why(client: Any, err: BaseException) -> str:
         """A failed task's message: the cause and the fix when its worker was killed, else the exception."""
         if not faults.is_killed_worker(err):
             return _message(err)
@@ -424,7 +444,7 @@ class _Staging:
             events = ()
         return faults.killed_message(err, events)
 
-    def _finished_stage(self, client, stage, members) -> list[tuple]:
+    def _finished_stage(self, client: Any, stage: Any, members: list[tuple]) -> list[tuple]:
         """Queue the tasks of a finished stage, or fail each of its keys.
 
         The stage's result is first copied to every worker: while it sits on one worker
@@ -443,7 +463,7 @@ class _Staging:
         return []
 
 
-def _start_local(workers: int, staging: _Staging, keys, preload: Sequence[str] = ()) -> tuple:
+def _start_local(workers: int, staging: _Staging, keys: Sequence[tuple], preload: Sequence[str] = ()) -> tuple:
     """``(cluster, client, pending, early stages)``: a new ``LocalCluster`` while this process runs the first stages.
 
     Its workers import ``preload`` as they start. Once the cluster is up the pieces that
@@ -453,7 +473,7 @@ def _start_local(workers: int, staging: _Staging, keys, preload: Sequence[str] =
     """
     from dask.distributed import Client, as_completed
 
-    def start():
+    def start() -> tuple[Any, Any, Any]:
         cluster = local_cluster(workers, preload=preload)
         try:
             client = Client(cluster)
@@ -477,7 +497,15 @@ def _start_local(workers: int, staging: _Staging, keys, preload: Sequence[str] =
         return *starting.result(), early
 
 
-def _dask_map(staging: _Staging, keys, store, *, workers, scheduler, preload: Sequence[str] = ()) -> None:
+def _dask_map(
+    staging: _Staging,
+    keys: Sequence[tuple],
+    store: Store,
+    *,
+    workers: int | None,
+    scheduler: str | None,
+    preload: Sequence[str] = (),
+) -> None:
     """Submit every key to Dask and store results as they finish (failures via ``on_error``)."""
     try:
         from dask.distributed import as_completed
@@ -485,7 +513,8 @@ def _dask_map(staging: _Staging, keys, store, *, workers, scheduler, preload: Se
         raise ImportError("parallel runs need Dask: pip install 'calibprob[dask]' (dask[distributed]).") from err
     cluster, early = None, {}
     if scheduler is None:
-        cluster, client, pending, early = _start_local(workers, staging, keys, preload)
+        # no scheduler: execute came here only because workers is set
+        cluster, client, pending, early = _start_local(cast(int, workers), staging, keys, preload)
     else:
         client = connect(scheduler)
         pending = as_completed(loop=client.loop)

@@ -26,8 +26,12 @@ plus :math:`\log|\Sigma|`. :func:`assemble` turns them into the objective:
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import Any, cast
+
 import numpy as np
 import scipy.linalg
+from numpy.typing import ArrayLike
 
 from calibprob.bases.gp import kernels
 
@@ -37,7 +41,7 @@ MEANS = ("zero", "constant")
 OBJECTIVES = ("ml", "reml")
 
 
-def cholesky(A, xp):
+def cholesky(A: kernels.Tensor, xp: ModuleType) -> kernels.Tensor:
     """Lower Cholesky factor (NumPy raises on failure; PyTensor returns NaN)."""
     if xp is np:
         return scipy.linalg.cholesky(A, lower=True)
@@ -46,7 +50,7 @@ def cholesky(A, xp):
     return pt_cholesky(A, lower=True)
 
 
-def solve_lower(L, b, xp):
+def solve_lower(L: kernels.Tensor, b: kernels.Tensor, xp: ModuleType) -> kernels.Tensor:
     r""":math:`L^{-1} b` for lower-triangular ``L``."""
     if xp is np:
         return scipy.linalg.solve_triangular(L, b, lower=True)
@@ -55,7 +59,17 @@ def solve_lower(L, b, xp):
     return solve_triangular(L, b, lower=True)
 
 
-def assemble(qyy, qy1, q11, logdet, n, *, mean, objective, xp):
+def assemble(
+    qyy: kernels.Tensor,
+    qy1: kernels.Tensor,
+    q11: kernels.Tensor,
+    logdet: kernels.Tensor,
+    n: kernels.Tensor,
+    *,
+    mean: str,
+    objective: str,
+    xp: ModuleType,
+) -> kernels.Tensor:
     """Objective (log marginal / restricted likelihood) from the quadratic forms.
 
     Parameters
@@ -83,7 +97,9 @@ def assemble(qyy, qy1, q11, logdet, n, *, mean, objective, xp):
     return -0.5 * (quad + logdet + n * LOG_2PI)
 
 
-def exact_objective(K, y, *, mean, objective, xp):
+def exact_objective(
+    K: kernels.Tensor, y: kernels.Tensor, *, mean: str, objective: str, xp: ModuleType
+) -> kernels.Tensor:
     r"""Log marginal (``"ml"``) or restricted (``"reml"``) likelihood of ``y ~ N(m 1, K)``.
 
     With ``xp=numpy`` it is computed directly; with ``xp=pytensor.tensor`` it is
@@ -117,7 +133,17 @@ def exact_objective(K, y, *, mean, objective, xp):
     return assemble(a @ a, a @ b, b @ b, logdet, n, mean=mean, objective=objective, xp=xp)
 
 
-def vfe_objective(Kmm, Kmn, variance, noise, y, *, mean, objective, xp):
+def vfe_objective(
+    Kmm: kernels.Tensor,
+    Kmn: kernels.Tensor,
+    variance: kernels.Tensor,
+    noise: kernels.Tensor,
+    y: kernels.Tensor,
+    *,
+    mean: str,
+    objective: str,
+    xp: ModuleType,
+) -> kernels.Tensor:
     r"""Titsias' collapsed variational lower bound (VFE).
 
     .. math::
@@ -178,7 +204,9 @@ def vfe_objective(Kmm, Kmn, variance, noise, y, *, mean, objective, xp):
     return gauss - 0.5 * trace
 
 
-def _gaussian_objective_and_grad(K, y, mean, objective):
+def _gaussian_objective_and_grad(
+    K: np.ndarray, y: np.ndarray, mean: str, objective: str
+) -> tuple[float, np.ndarray, np.ndarray]:
     r"""Value of :func:`exact_objective` and its gradients with respect to ``K`` and ``y``.
 
     With :math:`\alpha = K^{-1}(y - \hat m 1)` (:math:`\hat m = 0` for a zero
@@ -227,14 +255,14 @@ class GaussianObjective:
 
     _ops: dict = {}
 
-    def __new__(cls, mean: str, objective: str):
+    def __new__(cls, mean: str, objective: str) -> Any:  # a PyTensor Op
         key = (mean, objective)
         if key not in cls._ops:
             cls._ops[key] = _make_op(mean, objective)
         return cls._ops[key]
 
 
-def _make_op(mean: str, objective: str):
+def _make_op(mean: str, objective: str) -> Any:
     import pytensor.tensor as pt
     from pytensor.gradient import DisconnectedType, grad_not_implemented
     from pytensor.graph.basic import Apply
@@ -245,16 +273,16 @@ def _make_op(mean: str, objective: str):
 
         __props__ = ("mean", "objective")
 
-        def __init__(self, mean, objective):
+        def __init__(self, mean: str, objective: str) -> None:
             self.mean = mean
             self.objective = objective
 
-        def make_node(self, K, y):
+        def make_node(self, K: Any, y: Any) -> Any:  # type: ignore[override]  # Op's is (*inputs)
             K = pt.as_tensor_variable(K)
             y = pt.as_tensor_variable(y)
             return Apply(self, [K, y], [pt.dscalar(), pt.dmatrix(), pt.dvector()])
 
-        def perform(self, node, inputs, outputs):
+        def perform(self, node: Any, inputs: Any, outputs: Any) -> None:
             K, y = inputs
             value, gK, gy = _gaussian_objective_and_grad(
                 np.asarray(K, float), np.asarray(y, float), self.mean, self.objective
@@ -263,7 +291,7 @@ def _make_op(mean: str, objective: str):
             outputs[1][0] = gK
             outputs[2][0] = gy
 
-        def pullback(self, inputs, outputs, cotangents):
+        def pullback(self, inputs: Any, outputs: Any, cotangents: Any) -> list[Any]:
             g_value, g_K, g_y = cotangents
             for g in (g_K, g_y):
                 if not isinstance(g.type, DisconnectedType):
@@ -271,7 +299,7 @@ def _make_op(mean: str, objective: str):
                     return [grad_not_implemented(self, i, inputs[i]) for i in range(2)]
             return [g_value * outputs[1], g_value * outputs[2]]
 
-        def infer_shape(self, node, shapes):
+        def infer_shape(self, node: Any, shapes: Any) -> list[Any]:
             return [(), shapes[0], shapes[1]]
 
     return _GaussianObjectiveOp(mean, objective)
@@ -393,7 +421,17 @@ class ExactObjectiveNumpy:
     y : ndarray, shape (n,)
     """
 
-    def __init__(self, kernel, p, mean, objective, noise, nugget, X, y):
+    def __init__(
+        self,
+        kernel: str,
+        p: int,
+        mean: str,
+        objective: str,
+        noise: bool,
+        nugget: float,
+        X: ArrayLike,
+        y: ArrayLike,
+    ) -> None:
         self.kernel, self.p = kernel, int(p)
         self.mean, self.objective = mean, objective
         self.noise, self.nugget = bool(noise), float(nugget)
@@ -410,14 +448,14 @@ class ExactObjectiveNumpy:
         self.n_grad = 0
 
     # -- pieces -----------------------------------------------------------------------
-    def _split(self, x):
+    def _split(self, x: np.ndarray) -> tuple[np.ndarray, float, float]:
         d = self.d
         ls = np.exp(x[:d])
         var = float(np.exp(x[d]))
         noise = float(np.exp(x[d + 1])) if self.noise else self.nugget * var
         return ls, var, noise
 
-    def _kernel(self, ls, var):
+    def _kernel(self, ls: np.ndarray, var: float) -> tuple[np.ndarray | None, np.ndarray]:
         """Scaled squared distances and the unit-variance kernel profile :math:`g(r^2)`."""
         A = self._Xc / ls
         a2 = np.einsum("ij,ij->i", A, A)
@@ -447,7 +485,7 @@ class ExactObjectiveNumpy:
         g = poly * u
         return r2, g
 
-    def _factor(self, g, var, noise):
+    def _factor(self, g: np.ndarray, var: float, noise: float) -> np.ndarray | None:
         """Cholesky factor of ``var g + noise I`` (``None`` when not positive definite).
 
         The factor is Fortran-ordered (LAPACK works on ``K.T``, the same matrix), so
@@ -460,7 +498,7 @@ class ExactObjectiveNumpy:
             return None
         return L
 
-    def _quadratic(self, L):
+    def _quadratic(self, L: np.ndarray) -> tuple[float, np.ndarray] | None:
         A, info = scipy.linalg.lapack.dtrtrs(L, self._rhs, lower=1)
         if info != 0:
             return None
@@ -474,7 +512,7 @@ class ExactObjectiveNumpy:
         return float(value), A
 
     # -- public -----------------------------------------------------------------------
-    def value(self, x) -> float:
+    def value(self, x: ArrayLike) -> float:
         """Objective at ``x`` (``nan`` when the covariance is not positive definite)."""
         self.n_value += 1
         x = np.asarray(x, dtype=float)
@@ -486,7 +524,7 @@ class ExactObjectiveNumpy:
         out = self._quadratic(L)
         return np.nan if out is None else out[0]
 
-    def value_and_grad(self, x) -> tuple[float, np.ndarray]:
+    def value_and_grad(self, x: ArrayLike) -> tuple[float, np.ndarray]:
         """Objective and its gradient at ``x`` (NaNs when not positive definite)."""
         self.n_grad += 1
         x = np.asarray(x, dtype=float)
@@ -526,7 +564,7 @@ class ExactObjectiveNumpy:
         # <G, S> for a symmetric S with one triangle of K^-1 only:
         # <K^-1, S> = 2 <triu(K^-1), S> - <diag K^-1, diag S>
         diag_g = np.diagonal(g)
-        H = g if self.kernel == "se" else kernel_profile_derivative(self.kernel, self.p, r2, g)
+        H = g if self.kernel == "se" else kernel_profile_derivative(self.kernel, self.p, cast(np.ndarray, r2), g)
         F = Wu * H
         colsum_F = self._ones @ F
         # SE: F = triu(K^-1) o g already holds the sum that <K^-1, g> needs

@@ -35,11 +35,12 @@ or per estimator with ``compile_mode=``.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol, Self, TypeAlias
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize
 
 from calibprob._core.optim import Adam
@@ -61,6 +62,22 @@ __all__ = [
     "set_blas_threads",
     "clear_cache",
 ]
+
+#: Box bounds in log space, one ``(low, high)`` per entry of the packed vector.
+Bounds: TypeAlias = list[tuple[float, float]]
+
+
+class Objective(Protocol):
+    """What the optimisers read of an objective: its value, and its value with the gradient (log-space θ),
+    and the fits' record of both: how many times each was evaluated."""
+
+    n_value: int
+    n_grad: int
+
+    def value(self, x: np.ndarray) -> float: ...
+
+    def value_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]: ...
+
 
 _CACHE = GraphCache("calibprob.bases.gp")
 #: The BLAS limiter of the GP fits (one policy for every module, ``calibprob._core.pytensor_setup``).
@@ -131,7 +148,7 @@ def pack(spec: GPModelSpec, theta: dict) -> np.ndarray:
     return np.concatenate(parts).astype(float)
 
 
-def build_model(spec: GPModelSpec, data: dict, *, priors: str = "flat", centre=None):
+def build_model(spec: GPModelSpec, data: dict, *, priors: str = "flat", centre: ArrayLike | None = None) -> Any:
     """The PyMC model of the hyperparameters (see module docstring).
 
     Parameters
@@ -210,7 +227,7 @@ def _placeholder(spec: GPModelSpec) -> dict:
     return data
 
 
-def compiled(spec: GPModelSpec, mode) -> Compiled:
+def compiled(spec: GPModelSpec, mode: Any) -> Compiled:
     """The compiled objective for ``spec`` (built and compiled on first use)."""
 
     def build() -> Compiled:
@@ -240,14 +257,14 @@ class CompiledObjective:
         self.n_value = 0
         self.n_grad = 0
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         import pymc as pm
 
         self.entry.lock.acquire()
         pm.set_data(self.data, model=self.entry.model)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         import pymc as pm
 
         try:
@@ -257,16 +274,18 @@ class CompiledObjective:
             self.entry.lock.release()
         return False
 
-    def value(self, x) -> float:
+    def value(self, x: ArrayLike) -> float:
         self.n_value += 1
         return self.entry.value_and_grad(np.asarray(x, float))[0]
 
-    def value_and_grad(self, x):
+    def value_and_grad(self, x: ArrayLike) -> tuple[float, np.ndarray]:
         self.n_grad += 1
         return self.entry.value_and_grad(np.asarray(x, float))
 
 
-def adam(objective, x0, bounds, *, steps: int, learning_rate: float, n: int):
+def adam(
+    objective: Objective, x0: ArrayLike, bounds: Bounds, *, steps: int, learning_rate: float, n: int
+) -> tuple[np.ndarray, float]:
     """A fixed number of Adam steps on the objective (log-space θ, clipped to the box).
 
     The base-model protocol of Capone et al.'s code (GPyTorch, Adam, lr 0.1, 20
@@ -306,10 +325,10 @@ def adam(objective, x0, bounds, *, steps: int, learning_rate: float, n: int):
     return x, float(value)
 
 
-def _negative(objective):
+def _negative(objective: Objective) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
     """``x -> (-value, -gradient)`` for L-BFGS-B; a failed factorisation gives a large finite value."""
 
-    def negative(x):
+    def negative(x: np.ndarray) -> tuple[float, np.ndarray]:
         lp, grad = objective.value_and_grad(x)
         if not (np.isfinite(lp) and np.all(np.isfinite(grad))):
             return _PENALTY, np.zeros_like(x)
@@ -318,7 +337,7 @@ def _negative(objective):
     return negative
 
 
-def _improve_start(objective, x0, d: int, bounds):
+def _improve_start(objective: Objective, x0: ArrayLike, d: int, bounds: Bounds) -> np.ndarray:
     """The start-point scan of :func:`maximize` (values only, no gradient).
 
     A start whose covariance is numerically singular (long lengthscales of a smooth
@@ -352,7 +371,7 @@ def _improve_start(objective, x0, d: int, bounds):
     return best
 
 
-def _best_run(runs):
+def _best_run(runs: list[Any]) -> tuple[np.ndarray, float, list[Any]]:
     ok = [r for r in runs if np.isfinite(r.fun) and r.fun < _PENALTY]
     if not ok:
         raise RuntimeError(
@@ -364,7 +383,15 @@ def _best_run(runs):
     return np.asarray(best.x, float), float(-best.fun), runs
 
 
-def maximize(objective, d: int, starts, bounds, *, maxiter: int = 300, scan: bool = True):
+def maximize(
+    objective: Objective,
+    d: int,
+    starts: Sequence[np.ndarray],
+    bounds: Bounds,
+    *,
+    maxiter: int = 300,
+    scan: bool = True,
+) -> tuple[np.ndarray, float, list[Any]]:
     """Maximise an objective from several starts with L-BFGS-B.
 
     Parameters
@@ -414,7 +441,7 @@ _FTOL = 1e7 * np.finfo(float).eps
 _GTOL = 1e-5  # L-BFGS-B's default projected-gradient tolerance
 
 
-def fd_hessian(objective, x, *, step: float = 1e-4) -> np.ndarray:
+def fd_hessian(objective: Objective, x: ArrayLike, *, step: float = 1e-4) -> np.ndarray:
     """Hessian of the objective at ``x`` by central differences of its gradient (``2 size`` evaluations).
 
     Parameters
@@ -451,7 +478,16 @@ def _inverse_positive(H: np.ndarray) -> np.ndarray | None:
     return (V / lam) @ V.T
 
 
-def _quasi_newton(negative, x, F, g, B, lo, hi, max_steps: int):
+def _quasi_newton(
+    negative: Callable[[np.ndarray], tuple[float, np.ndarray]],
+    x: np.ndarray,
+    F: float,
+    g: np.ndarray,
+    B: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    max_steps: int,
+) -> tuple[np.ndarray, float, np.ndarray, int, int, bool]:
     """BFGS steps from ``x`` with the inverse Hessian ``B``; stops as L-BFGS-B does, or hands over.
 
     Returns ``(x, F, g, n_eval, n_iter, converged)``; ``converged`` is False when a
@@ -489,7 +525,15 @@ def _quasi_newton(negative, x, F, g, B, lo, hi, max_steps: int):
     return x, F, g, n_eval, n_iter, False
 
 
-def refine(objective, x0, bounds, hessian, *, max_steps: int = 50, maxiter: int = 300):
+def refine(
+    objective: Objective,
+    x0: ArrayLike,
+    bounds: Bounds,
+    hessian: np.ndarray,
+    *,
+    max_steps: int = 50,
+    maxiter: int = 300,
+) -> tuple[np.ndarray, float, list[Any]]:
     r"""Maximise from a warm start whose Hessian is (approximately) known: BFGS, then L-BFGS-B if needed.
 
     The second stage of a subset fit (:class:`calibprob.bases.gp.GaussianProcessRegressor`,
@@ -541,7 +585,7 @@ def refine(objective, x0, bounds, hessian, *, max_steps: int = 50, maxiter: int 
     return _best_run([res])
 
 
-def heuristics(spec: GPModelSpec, X: np.ndarray, y: np.ndarray, nugget: float):
+def heuristics(spec: GPModelSpec, X: np.ndarray, y: np.ndarray, nugget: float) -> tuple[np.ndarray, Bounds, float]:
     """Data-based initial point, box bounds (log space) and scales.
 
     Lengthscale ℓ_j: start at std(X_j)·√d, box [1e-3, 1e3]·std(X_j).
@@ -562,7 +606,7 @@ def heuristics(spec: GPModelSpec, X: np.ndarray, y: np.ndarray, nugget: float):
     return np.concatenate(x0), bounds, sy
 
 
-def starts(x0: np.ndarray, bounds, n: int, rng: np.random.Generator, spec: GPModelSpec):
+def starts(x0: np.ndarray, bounds: Bounds, n: int, rng: np.random.Generator, spec: GPModelSpec) -> list[np.ndarray]:
     """``x0`` plus ``n - 1`` seeded random starts around it (clipped to the box).
 
     Lengthscales and variance are perturbed log-uniformly by up to a factor 10

@@ -8,9 +8,12 @@ import contextlib
 import os
 import time
 import warnings
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Literal, Self
 
 import numpy as np
+import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core import progress as _progress
 from calibprob._core.estimator import BaseEstimator, ConvergenceWarning, check_is_fitted
@@ -119,11 +122,11 @@ class _GPBase(BaseEstimator):
             jitter=float(getattr(self, "jitter", 0.0)) if self._kind == "vfe" else 0.0,
         )
 
-    def _compile_mode(self):
+    def _compile_mode(self) -> Any:
         return _pymc.get_compile_mode() if self.compile_mode is None else self.compile_mode
 
     # -- θ --------------------------------------------------------------------------
-    def _complete_theta(self, theta, d: int, base: dict | None) -> dict:
+    def _complete_theta(self, theta: object, d: int, base: dict | None) -> dict:
         """Validate a (partial) θ dict, filling missing entries from ``base``."""
         if not isinstance(theta, dict):
             raise TypeError(
@@ -163,14 +166,14 @@ class _GPBase(BaseEstimator):
             out["noise"] = self.nugget * out["variance"]
         return out
 
-    def _theta_for(self, theta) -> dict:
+    def _theta_for(self, theta: dict | None) -> dict:
         check_is_fitted(self, "theta_", method="fit")
         if theta is None:
             return self._state["theta"]
         return self._complete_theta(theta, self.n_features_in_, self.theta_)
 
     # -- fit ------------------------------------------------------------------------
-    def _validate_Xy(self, X, y):
+    def _validate_Xy(self, X: ArrayLike | None, y: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
         X = check_array(X, "X", ndim=2)
         y = check_array(y, "y", ndim=1)
         check_same_length(X=X, y=y)
@@ -179,12 +182,12 @@ class _GPBase(BaseEstimator):
             raise ValueError(f"fit needs at least {need} observations; got {X.shape[0]}.")
         return X, y
 
-    def _check_X(self, X):
+    def _check_X(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self, "theta_", method="fit")
         X = check_fitted_X(self, X)
         return X
 
-    def _prepare(self, X, y, rng) -> None:
+    def _prepare(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
         """Hook: extra training state needed before optimisation (inducing points)."""
 
     def _data(self) -> dict:
@@ -194,7 +197,7 @@ class _GPBase(BaseEstimator):
     def _y_centred(self) -> np.ndarray:
         return self.y_train_ - self._y_shift
 
-    def _objective_for(self, spec: _pymc.GPModelSpec):
+    def _objective_for(self, spec: _pymc.GPModelSpec) -> contextlib.AbstractContextManager[_pymc.Objective]:
         """The objective to maximise on the scaled data (value / value_and_grad)."""
         data = self._data()
         if spec.kind == "exact":
@@ -213,7 +216,7 @@ class _GPBase(BaseEstimator):
         return _pymc.CompiledObjective(_pymc.compiled(spec, self._compile_mode()), data)
 
     @contextlib.contextmanager
-    def _objective(self, spec: _pymc.GPModelSpec):
+    def _objective(self, spec: _pymc.GPModelSpec) -> Iterator[_Counted]:
         """:meth:`_objective_for`, each evaluation counted on a progress line (shown once a fit runs a few seconds)."""
         what = f"{type(self).__name__} fit ({len(self.y_train_)} rows)"
         with self._objective_for(spec) as fun, _progress.bar(desc=what, unit=" evaluations") as line:
@@ -237,7 +240,7 @@ class _GPBase(BaseEstimator):
             out["noise"] = float(theta["noise"]) * f
         return out
 
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         r"""Fit the hyperparameters (MAP / maximum likelihood) and factorise.
 
         The optimisation runs on scaled targets :math:`\tilde y = (y - c)/s`
@@ -300,7 +303,7 @@ class _GPBase(BaseEstimator):
         self.fit_info_["factorize_seconds"] = time.perf_counter() - clock
         return self
 
-    def _fit_theta(self, spec: _pymc.GPModelSpec, rng, info: dict) -> dict:
+    def _fit_theta(self, spec: _pymc.GPModelSpec, rng: np.random.Generator, info: dict) -> dict:
         """θ of the fit (Adam, L-BFGS-B or the given one); sets ``fit_info_``."""
         data = self._data()
         x0, bounds, _ = _pymc.heuristics(spec, self.X_train_, data["y"], float(self.nugget))
@@ -316,7 +319,9 @@ class _GPBase(BaseEstimator):
         assert given is not None  # _check_params: optimize=False needs theta
         return given
 
-    def _fit_adam(self, spec: _pymc.GPModelSpec, x0, bounds, given_s, info: dict) -> dict:
+    def _fit_adam(
+        self, spec: _pymc.GPModelSpec, x0: np.ndarray, bounds: _pymc.Bounds, given_s: dict | None, info: dict
+    ) -> dict:
         """Capone et al.'s base protocol: GPyTorch's initial values softplus(0) = log 2
         for every hyperparameter (of the data as given), then a fixed number of Adam
         steps. On the log scale the scaling is a shift, so the steps are the same."""
@@ -345,14 +350,23 @@ class _GPBase(BaseEstimator):
         """Order of the largest matrix a fit factorises: what the BLAS thread policy is sized on."""
         return len(self.y_train_)
 
-    def _fit_lbfgs(self, spec: _pymc.GPModelSpec, x_starts, bounds, info: dict) -> dict:
+    def _fit_lbfgs(self, spec: _pymc.GPModelSpec, x_starts: list[np.ndarray], bounds: _pymc.Bounds, info: dict) -> dict:
         """Multi-start L-BFGS-B on all rows (value-only start scan first); sets ``fit_info_``."""
         with _pymc._blas_limit(self._blas_rows(), info), self._objective(spec) as fun:
             x_best, value, runs = _pymc.maximize(fun, spec.d, x_starts, bounds)
         self._record_runs(spec, x_best, value, runs, bounds, fun, x_starts)
         return self._complete_theta(self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
 
-    def _record_runs(self, spec: _pymc.GPModelSpec, x_best, value, runs, bounds, fun, x_starts) -> None:
+    def _record_runs(
+        self,
+        spec: _pymc.GPModelSpec,
+        x_best: np.ndarray,
+        value: float,
+        runs: list[Any],
+        bounds: _pymc.Bounds,
+        fun: _pymc.Objective,
+        x_starts: list[np.ndarray],
+    ) -> None:
         """``fit_info_`` of an L-BFGS-B fit, and its warnings (no convergence, optimum on the box)."""
         lo = np.array([b[0] for b in bounds])
         hi = np.array([b[1] for b in bounds])
@@ -381,7 +395,7 @@ class _GPBase(BaseEstimator):
         }
         self._warn_fit(runs, suspicious)
 
-    def _warn_fit(self, runs, suspicious) -> None:
+    def _warn_fit(self, runs: list[Any], suspicious: list[str]) -> None:
         if not any(bool(r.success) for r in runs):
             warnings.warn(
                 f"{type(self).__name__}: no L-BFGS-B start converged ("
@@ -421,7 +435,7 @@ class _GPBase(BaseEstimator):
         self._last_state = None
 
     # -- prediction (protocol) ---------------------------------------------------------
-    def _state_for(self, theta) -> dict:
+    def _state_for(self, theta: dict | None) -> dict:
         """Factorisation for θ (the stored one, or recomputed — last one cached)."""
         check_is_fitted(self, "theta_", method="fit")
         if theta is None:
@@ -438,7 +452,9 @@ class _GPBase(BaseEstimator):
         """Test rows per prediction block (memory O(rows x n_train), whatever n_test)."""
         return _CHUNK
 
-    def predict_mean_std(self, X, *, theta=None, include_noise: bool = True):
+    def predict_mean_std(
+        self, X: ArrayLike, *, theta: dict | None = None, include_noise: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and standard deviation (base-model protocol).
 
         Parameters
@@ -471,7 +487,9 @@ class _GPBase(BaseEstimator):
             var = var + state["theta"]["noise"]
         return mu, np.sqrt(np.maximum(var, np.finfo(float).tiny))
 
-    def predict(self, X, *, levels=None, theta=None, include_noise: bool = True):
+    def predict(
+        self, X: ArrayLike, *, levels: ArrayLike | None = None, theta: dict | None = None, include_noise: bool = True
+    ) -> xr.Dataset:
         """Gaussian predictive distribution in the calibprob data contract.
 
         Parameters
@@ -491,7 +509,7 @@ class _GPBase(BaseEstimator):
         mu, sigma = self.predict_mean_std(X, theta=theta, include_noise=include_noise)
         return normal(mu, sigma, levels, method=type(self).__name__)
 
-    def kernel_matrix(self, X1, X2=None, *, theta=None):
+    def kernel_matrix(self, X1: ArrayLike, X2: ArrayLike | None = None, *, theta: dict | None = None) -> np.ndarray:
         """Kernel matrix ``k_θ(X1, X2)`` (no noise term).
 
         Parameters
@@ -511,10 +529,10 @@ class _GPBase(BaseEstimator):
         X2 = None if X2 is None else self._check_X(X2)
         return self._k(X1, X2, th)
 
-    def _k(self, X1, X2, th):
+    def _k(self, X1: np.ndarray, X2: np.ndarray | None, th: dict) -> np.ndarray:
         return kernels.kernel(self.kernel, X1, X2, th["lengthscale"], th["variance"], p=int(self.p), xp=np)
 
-    def log_marginal_likelihood(self, theta=None) -> float:
+    def log_marginal_likelihood(self, theta: dict | None = None) -> float:
         """The fitted objective (ML, REML or VFE bound) at θ.
 
         Parameters
@@ -533,7 +551,9 @@ class _GPBase(BaseEstimator):
             return -np.inf
 
     # -- PyMC model ---------------------------------------------------------------------
-    def build_model(self, X=None, y=None, *, priors: str = "weak"):
+    def build_model(
+        self, X: ArrayLike | None = None, y: ArrayLike | None = None, *, priors: Literal["weak", "flat"] = "weak"
+    ) -> Any:
         """The PyMC model of the hyperparameters, e.g. for ``pm.sample`` (full NUTS).
 
         Parameters
@@ -597,7 +617,7 @@ def available_memory() -> tuple[float, str]:
     return memory_budget()
 
 
-def check_memory(n: int, n_matrices: float, what: str, owner) -> None:
+def check_memory(n: int, n_matrices: float, what: str, owner: object) -> None:
     """Refuse, before allocating, work that needs ``n_matrices`` float64 ``n x n`` arrays beyond :func:`available_memory`.
 
     Parameters
@@ -685,7 +705,7 @@ def _y_transform(y: np.ndarray, mean: str) -> tuple[float, float]:
     return shift, scale
 
 
-def _param_labels(spec):
+def _param_labels(spec: _pymc.GPModelSpec) -> list[str]:
     labels = [f"log_lengthscale[{j}]" for j in range(spec.d)] + ["log_variance"]
     return labels + (["log_noise"] if spec.noise else [])
 
@@ -693,16 +713,16 @@ def _param_labels(spec):
 class _Counted:
     """An objective whose evaluations advance a progress line; everything else is the objective's own."""
 
-    def __init__(self, objective, line):
+    def __init__(self, objective: _pymc.Objective, line: Any) -> None:
         self._objective, self._line = objective, line
 
-    def value(self, x):
+    def value(self, x: np.ndarray) -> float:
         self._line.update(1)
         return self._objective.value(x)
 
-    def value_and_grad(self, x):
+    def value_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         self._line.update(1)
         return self._objective.value_and_grad(x)
 
-    def __getattr__(self, name):  # n_value, n_grad, ... of the objective itself
+    def __getattr__(self, name: str) -> Any:  # n_value, n_grad, ... of the objective itself
         return getattr(self._objective, name)

@@ -97,11 +97,15 @@ approximate Gaussian process regression. JMLR 6 (the DTC/VFE predictive).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.linalg
 
 from calibprob.bases.gp._sparse_numerics import chunk_rows
+
+if TYPE_CHECKING:  # sparse.py imports this module
+    from calibprob.bases.gp.sparse import SparseGaussianProcessRegressor, _StateView
 
 __all__ = ["SparseKrigingSystem", "sparse_kriging_system", "sparse_kriging_predict"]
 
@@ -158,11 +162,13 @@ class SparseKrigingSystem:
         return np.sqrt(1.0 / self.qdiag + self.extra)
 
 
-def _solve(L, B):
+def _solve(L: np.ndarray, B: np.ndarray) -> np.ndarray:
     return scipy.linalg.solve_triangular(L, B, lower=True, check_finite=False)
 
 
-def sparse_kriging_system(gp, *, offset: float, gls: bool, keep_T: bool = True) -> SparseKrigingSystem:
+def sparse_kriging_system(
+    gp: SparseGaussianProcessRegressor | _StateView, *, offset: float, gls: bool, keep_T: bool = True
+) -> SparseKrigingSystem:
     """The kriging system of a fitted :class:`~calibprob.bases.gp.SparseGaussianProcessRegressor` at ``theta_``.
 
     One pass over the training rows in blocks: :math:`O(nm^2)` time, memory one
@@ -220,7 +226,9 @@ def sparse_kriging_system(gp, *, offset: float, gls: bool, keep_T: bool = True) 
     )
 
 
-def sparse_kriging_predict(system: SparseKrigingSystem, Kmx, *, test_major: bool = False):
+def sparse_kriging_predict(
+    system: SparseKrigingSystem, Kmx: np.ndarray, *, test_major: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     r"""Kriging weights, mean, observation variance and :math:`\delta(x)` at test points.
 
     The weights are one BLAS product :math:`\Lambda = T^\top t_2/\sigma`

@@ -83,6 +83,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+from numpy.typing import ArrayLike
 
 from calibprob.bases.gp import kernels
 from calibprob.bases.gp._objective import assemble, kernel_profile_derivative, weighted_sqdiff
@@ -96,16 +97,16 @@ def chunk_rows(m: int, chunk_entries: int = CHUNK_ENTRIES) -> int:
     return max(64, int(chunk_entries) // max(int(m), 1))
 
 
-def _lower(L, B):
+def _lower(L: np.ndarray, B: np.ndarray) -> np.ndarray:
     return scipy.linalg.solve_triangular(L, B, lower=True, check_finite=False)
 
 
-def _upper_t(L, B):
+def _upper_t(L: np.ndarray, B: np.ndarray) -> np.ndarray:
     """:math:`L^{-\\top} B` for lower-triangular ``L``."""
     return scipy.linalg.solve_triangular(L, B, lower=True, trans="T", check_finite=False)
 
 
-def inducing_factor(kernel: str, p: int, Z, ls, var: float, jitter: float) -> np.ndarray:
+def inducing_factor(kernel: str, p: int, Z: np.ndarray, ls: np.ndarray, var: float, jitter: float) -> np.ndarray:
     """Lower Cholesky factor of :math:`K_{mm} + \\text{jitter}\\,\\sigma_f^2 I`."""
     Kmm = kernels.kernel(kernel, Z, None, ls, var, p=int(p), xp=np)
     Kmm[np.diag_indices(Z.shape[0])] += jitter * var
@@ -125,7 +126,17 @@ class Stats:
     n: int
 
 
-def accumulate(kernel: str, p: int, X, y, Z, ls, var: float, jitter: float, chunk: int | None = None) -> Stats:
+def accumulate(
+    kernel: str,
+    p: int,
+    X: np.ndarray,
+    y: np.ndarray,
+    Z: np.ndarray,
+    ls: np.ndarray,
+    var: float,
+    jitter: float,
+    chunk: int | None = None,
+) -> Stats:
     r"""Accumulate :math:`P = \tilde A\tilde A^\top`, :math:`\tilde A y`, :math:`\tilde A 1` over row blocks.
 
     Parameters
@@ -180,7 +191,9 @@ def bound(stats: Stats, var: float, noise: float, *, mean: str, objective: str) 
     return out
 
 
-def _whitened_gradients(stats: Stats, var: float, noise: float, b: dict, reml: bool):
+def _whitened_gradients(
+    stats: Stats, var: float, noise: float, b: dict, reml: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, float]:
     """:math:`\\hat G_\\Psi, \\hat G_{mm}, \\hat g_y, \\hat g_1` and the two scalar derivatives."""
     n, m = stats.n, stats.P.shape[0]
     sn = np.sqrt(noise)
@@ -228,7 +241,18 @@ class VFEObjectiveNumpy:
         Rows per block.
     """
 
-    def __init__(self, kernel, p, mean, objective, jitter, X, y, Z, chunk: int | None = None):
+    def __init__(
+        self,
+        kernel: str,
+        p: int,
+        mean: str,
+        objective: str,
+        jitter: float,
+        X: ArrayLike,
+        y: ArrayLike,
+        Z: ArrayLike,
+        chunk: int | None = None,
+    ) -> None:
         self.kernel, self.p = kernel, int(p)
         self.mean, self.objective = mean, objective
         self.jitter = float(jitter)
@@ -240,17 +264,17 @@ class VFEObjectiveNumpy:
         self.n_value = 0
         self.n_grad = 0
 
-    def _split(self, x):
+    def _split(self, x: ArrayLike) -> tuple[np.ndarray, float, float]:
         x = np.asarray(x, dtype=float)
         d = self.d
         return np.exp(x[:d]), float(np.exp(x[d])), float(np.exp(x[d + 1]))
 
-    def _evaluate(self, x):
+    def _evaluate(self, x: ArrayLike) -> tuple[np.ndarray, float, float, Stats, dict]:
         ls, var, noise = self._split(x)
         stats = accumulate(self.kernel, self.p, self.X, self.y, self.Z, ls, var, self.jitter, self.chunk)
         return ls, var, noise, stats, bound(stats, var, noise, mean=self.mean, objective=self.objective)
 
-    def value(self, x) -> float:
+    def value(self, x: ArrayLike) -> float:
         """The bound at ``x`` (``nan`` when a factorisation fails)."""
         self.n_value += 1
         try:
@@ -258,13 +282,13 @@ class VFEObjectiveNumpy:
         except (np.linalg.LinAlgError, ValueError):
             return np.nan
 
-    def _dK(self, X1, X2, ls, var):
+    def _dK(self, X1: np.ndarray, X2: np.ndarray | None, ls: np.ndarray, var: float) -> tuple[np.ndarray, np.ndarray]:
         """:math:`\\sigma_f^2 g'(r^2)` on a block (the kernel's derivative in :math:`r^2`)."""
         r2 = kernels.scaled_sqdist(X1, X2, ls, xp=np)
         g = kernels.kernel(self.kernel, X1, X2, ls, 1.0, p=self.p, xp=np)
         return var * kernel_profile_derivative(self.kernel, self.p, r2, g), g
 
-    def value_and_grad(self, x):
+    def value_and_grad(self, x: ArrayLike) -> tuple[float, np.ndarray]:
         """The bound and its gradient at ``x`` (NaNs when a factorisation fails)."""
         self.n_grad += 1
         x = np.asarray(x, dtype=float)

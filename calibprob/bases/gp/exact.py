@@ -55,7 +55,7 @@ prediction (constant mean, Matérn ν = p + 1/2, REML).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import scipy.linalg
@@ -216,11 +216,11 @@ class GaussianProcessRegressor(_GPBase):
         optimizer: str = "lbfgs",
         adam_steps: int = 20,
         learning_rate: float = 0.1,
-        random_state=None,
-        compile_mode=None,
-        n_hyper_subset="auto",
-        refine_hyper="auto",
-    ):
+        random_state: int | np.random.Generator | None = None,
+        compile_mode: Any = None,
+        n_hyper_subset: int | Literal["auto"] | None = "auto",
+        refine_hyper: bool | Literal["auto"] = "auto",
+    ) -> None:
         self.kernel = kernel
         self.p = p
         self.mean = mean
@@ -265,7 +265,7 @@ class GaussianProcessRegressor(_GPBase):
         refine = n <= AUTO_REFINE_MAX_N if self.refine_hyper == "auto" else bool(self.refine_hyper)
         return m, refine
 
-    def _fit_theta(self, spec: _pymc.GPModelSpec, rng, info: dict) -> dict:
+    def _fit_theta(self, spec: _pymc.GPModelSpec, rng: np.random.Generator, info: dict) -> dict:
         n = len(self.y_train_)
         m, refine = self._subset_plan(n)
         if self.optimize and (m is None or refine):
@@ -280,7 +280,9 @@ class GaussianProcessRegressor(_GPBase):
         # blocks of at most _BLOCK_ELEMENTS entries: 64 MB per (rows x n) array at any n
         return max(1, min(_CHUNK, _BLOCK_ELEMENTS // self.X_train_.shape[0]))
 
-    def _fit_on_subset(self, spec: _pymc.GPModelSpec, rng, info: dict, m: int, refine: bool) -> dict:
+    def _fit_on_subset(
+        self, spec: _pymc.GPModelSpec, rng: np.random.Generator, info: dict, m: int, refine: bool
+    ) -> dict:
         r"""Hyperparameters of a seeded subset of ``m`` rows, optionally refined on all rows.
 
         The subset fit is this estimator's own fit on ``X[idx], y[idx]`` (the same
@@ -358,7 +360,7 @@ class GaussianProcessRegressor(_GPBase):
             "objective": float(obj),
         }
 
-    def _predict_block(self, state, Xs):
+    def _predict_block(self, state: dict, Xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         th = state["theta"]
         Ks = self._k(Xs, self.X_train_, th)
         # row by row (einsum, not GEMV, whose tail rows round differently): the same bits in any block
@@ -370,7 +372,7 @@ class GaussianProcessRegressor(_GPBase):
             var = var + u * u / state["s"]
         return mu, var
 
-    def loo(self, *, include_noise: bool = True, theta=None):
+    def loo(self, *, include_noise: bool = True, theta: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Closed-form leave-one-out predictions on the training data.
 
         Parameters

@@ -49,8 +49,11 @@ prediction (Matérn with :math:`\nu = p + 1/2`, eq. 15).
 from __future__ import annotations
 
 from math import factorial, sqrt
+from types import ModuleType
+from typing import Any, TypeAlias
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = [
     "KERNELS",
@@ -67,8 +70,11 @@ KERNELS = ("se", "matern")
 # Floor for r^2 before the square root: keeps d sqrt / d r^2 finite at r = 0.
 _R2_FLOOR = 1e-36
 
+#: A NumPy array or a PyTensor variable: the kernels take either, by their ``xp``.
+Tensor: TypeAlias = Any
 
-def scaled_sqdist(X1, X2, lengthscale, *, xp=np):
+
+def scaled_sqdist(X1: Tensor, X2: Tensor | None, lengthscale: Tensor, *, xp: ModuleType = np) -> Tensor:
     r"""Squared ARD distance :math:`r^2_{ij} = \sum_k (X1_{ik} - X2_{jk})^2 / \ell_k^2`.
 
     Parameters
@@ -101,7 +107,9 @@ def scaled_sqdist(X1, X2, lengthscale, *, xp=np):
     return xp.maximum(d2, 0.0)
 
 
-def squared_exponential(X1, X2, lengthscale, variance, *, xp=np):
+def squared_exponential(
+    X1: Tensor, X2: Tensor | None, lengthscale: Tensor, variance: Tensor, *, xp: ModuleType = np
+) -> Tensor:
     r"""ARD squared-exponential covariance :math:`\sigma^2 \exp(-r^2/2)`.
 
     Parameters
@@ -178,7 +186,9 @@ def matern_coefficients(p: int) -> np.ndarray:
     )
 
 
-def matern(X1, X2, lengthscale, variance, p: int = 2, *, xp=np):
+def matern(
+    X1: Tensor, X2: Tensor | None, lengthscale: Tensor, variance: Tensor, p: int = 2, *, xp: ModuleType = np
+) -> Tensor:
     r"""ARD Matérn covariance with :math:`\nu = p + 1/2` for any integer ``p >= 0``.
 
     Parameters
@@ -226,7 +236,7 @@ def matern(X1, X2, lengthscale, variance, p: int = 2, *, xp=np):
     return variance * poly * xp.exp(-u)
 
 
-def _scaled_sqdist_np(X1, X2, lengthscale) -> np.ndarray:
+def _scaled_sqdist_np(X1: ArrayLike, X2: ArrayLike | None, lengthscale: ArrayLike) -> np.ndarray:
     """:func:`scaled_sqdist` for NumPy with two ``(n1, n2)`` arrays at most.
 
     Bitwise equal to the expression of the generic path, ``(a2_i + b2_j) - 2 (A B^T)_ij``
@@ -251,7 +261,9 @@ def _scaled_sqdist_np(X1, X2, lengthscale) -> np.ndarray:
     return out
 
 
-def _matern_np(X1, X2, lengthscale, variance, p: int, coef: np.ndarray) -> np.ndarray:
+def _matern_np(
+    X1: ArrayLike, X2: ArrayLike | None, lengthscale: ArrayLike, variance: float, p: int, coef: np.ndarray
+) -> np.ndarray:
     """:func:`matern` for NumPy, in place (bitwise equal to the generic expression)."""
     u = _scaled_sqdist_np(X1, X2, lengthscale)
     np.maximum(u, _R2_FLOOR, out=u)
@@ -275,7 +287,16 @@ def _matern_np(X1, X2, lengthscale, variance, p: int, coef: np.ndarray) -> np.nd
     return poly
 
 
-def kernel(name: str, X1, X2, lengthscale, variance, *, p: int = 2, xp=np):
+def kernel(
+    name: str,
+    X1: Tensor,
+    X2: Tensor | None,
+    lengthscale: Tensor,
+    variance: Tensor,
+    *,
+    p: int = 2,
+    xp: ModuleType = np,
+) -> Tensor:
     """Dispatch to :func:`squared_exponential` (``"se"``) or :func:`matern` (``"matern"``).
 
     Parameters
@@ -310,7 +331,7 @@ def kernel(name: str, X1, X2, lengthscale, variance, *, p: int = 2, xp=np):
     raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}; got {name!r}.")
 
 
-def kernel_diag(X, variance, *, xp=np):
+def kernel_diag(X: Tensor, variance: Tensor, *, xp: ModuleType = np) -> Tensor:
     """Diagonal of ``K(X, X)``: every stationary kernel here has ``k(0) = variance``.
 
     Parameters
@@ -325,7 +346,7 @@ def kernel_diag(X, variance, *, xp=np):
     return variance * xp.ones_like(X[:, 0])
 
 
-def _check_p(p) -> int:
+def _check_p(p: object) -> int:
     if isinstance(p, bool) or not isinstance(p, (int, np.integer)):
         raise TypeError(f"p must be a non-negative integer (Matérn smoothness nu = p + 1/2); got {p!r}.")
     if p < 0:

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import linalg
 
 from calibprob._core.validation import check_array, check_choice, check_same_length
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 
-def loo_from_kernel(K, y, mean: str = "zero") -> tuple[np.ndarray, np.ndarray]:
+def loo_from_kernel(K: ArrayLike, y: ArrayLike, mean: str = "zero") -> tuple[np.ndarray, np.ndarray]:
     r"""Leave-one-out means and standard deviations from the covariance matrix.
 
     Parameters
@@ -142,7 +143,7 @@ class KrigingSystem:
         return 1.0 / np.sqrt(self.qdiag)
 
 
-def kriging_system(K, y, P=None) -> KrigingSystem:
+def kriging_system(K: ArrayLike, y: ArrayLike, P: ArrayLike | None = None) -> KrigingSystem:
     r"""Factorise a GP once: Cholesky of ``K``, ``diag(Q^{-1})`` and ``Q^{-1} y``.
 
     Parameters
@@ -179,7 +180,7 @@ def kriging_system(K, y, P=None) -> KrigingSystem:
     return _system_from_factor(L, y, P)
 
 
-def _system_from_factor(L, y, P=None) -> KrigingSystem:
+def _system_from_factor(L: np.ndarray, y: np.ndarray, P: ArrayLike | None = None) -> KrigingSystem:
     """:func:`kriging_system` from a lower Cholesky factor of ``K`` (its upper triangle ignored).
 
     Lets a fitted GP hand over the factor it already computed (one Cholesky per θ).
@@ -210,7 +211,9 @@ def _system_from_factor(L, y, P=None) -> KrigingSystem:
     return KrigingSystem(L, y, Pt, W, qdiag, alpha)
 
 
-def kriging_predict(system: KrigingSystem, K_cross, k_diag, P_test=None):
+def kriging_predict(
+    system: KrigingSystem, K_cross: ArrayLike, k_diag: ArrayLike, P_test: ArrayLike | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Kriging weights, mean and variance at test points (O(n²) per point).
 
     Parameters
@@ -252,7 +255,9 @@ def kriging_predict(system: KrigingSystem, K_cross, k_diag, P_test=None):
     return lam, mu, np.maximum(var, np.finfo(float).tiny)
 
 
-def loo_at_points(system: KrigingSystem, lam, mu, var):
+def loo_at_points(
+    system: KrigingSystem, lam: np.ndarray, mu: np.ndarray, var: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Leave-one-out means and standard deviations at test points, no refits.
 
     .. math::

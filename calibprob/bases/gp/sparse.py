@@ -54,10 +54,11 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from typing import Any
+from typing import Any, Literal, Self
 
 import numpy as np
 import scipy.linalg
+from numpy.typing import ArrayLike
 from scipy.cluster.vq import kmeans2
 
 from calibprob._core.validation import check_array, check_int
@@ -77,7 +78,13 @@ AUTO_SUBSET_MIN_N = 10_000
 AUTO_SUBSET_SIZE = 5_000
 
 
-def kmeans_inducing_points(X, n_inducing: int, *, random_state=None, max_rows: int | None = None) -> np.ndarray:
+def kmeans_inducing_points(
+    X: ArrayLike,
+    n_inducing: int,
+    *,
+    random_state: int | np.random.Generator | None = None,
+    max_rows: int | None = None,
+) -> np.ndarray:
     """Seeded k-means (k-means++ start) centres of column-standardised ``X``.
 
     Parameters
@@ -218,11 +225,11 @@ class SparseGaussianProcessRegressor(_GPBase):
         adam_steps: int = 20,
         learning_rate: float = 0.1,
         jitter: float = 1e-6,
-        inducing_points=None,
-        random_state=None,
-        compile_mode=None,
-        n_hyper_subset="auto",
-    ):
+        inducing_points: ArrayLike | None = None,
+        random_state: int | np.random.Generator | None = None,
+        compile_mode: Any = None,
+        n_hyper_subset: int | Literal["auto"] | None = "auto",
+    ) -> None:
         self.n_inducing = n_inducing
         self.kernel = kernel
         self.p = p
@@ -272,13 +279,13 @@ class SparseGaussianProcessRegressor(_GPBase):
             m = AUTO_SUBSET_SIZE
         return int(m) if int(m) < n else None
 
-    def _fit_theta(self, spec, rng, info: dict) -> dict:
+    def _fit_theta(self, spec: _pymc.GPModelSpec, rng: np.random.Generator, info: dict) -> dict:
         size = self._subset_size(len(self.y_train_))
         if size is None:
             return super()._fit_theta(spec, rng, info)
         return self._fit_on_subset(spec, rng, info, size)
 
-    def _fit_on_subset(self, spec, rng, info: dict, size: int) -> dict:
+    def _fit_on_subset(self, spec: _pymc.GPModelSpec, rng: np.random.Generator, info: dict, size: int) -> dict:
         r"""Multi-start on a seeded subset of ``size`` rows (same inducing inputs), refined on all rows.
 
         The subset fit is this estimator's own fit on ``X[idx], y[idx]`` with
@@ -314,7 +321,7 @@ class SparseGaussianProcessRegressor(_GPBase):
         self.fit_info_["hyper_subset"] = record
         return self._complete_theta(self._scale_theta(_pymc.unpack(spec, x_best), 1.0), spec.d, None)
 
-    def _prepare(self, X, y, rng) -> None:
+    def _prepare(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> None:
         if self.inducing_points is not None:
             Z = check_array(self.inducing_points, "inducing_points", ndim=2)
             if Z.shape[1] != X.shape[1]:
@@ -330,7 +337,7 @@ class SparseGaussianProcessRegressor(_GPBase):
     def _data(self) -> dict:
         return {"X": self.X_train_, "y": (self.y_train_ - self._y_shift) / self._y_scale, "Z": self.inducing_points_}
 
-    def _objective_for(self, spec):
+    def _objective_for(self, spec: _pymc.GPModelSpec) -> contextlib.AbstractContextManager[_pymc.Objective]:
         """The bound to maximise: chunked NumPy statistics (linear in n) or the compiled PyMC graph."""
         if self._backend() == "pytensor":
             return super()._objective_for(spec)
@@ -352,7 +359,7 @@ class SparseGaussianProcessRegressor(_GPBase):
     def _backend(self) -> str:
         return "numpy" if self.compile_mode is None else "pytensor"
 
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Fit the hyperparameters (maximise the VFE bound) and factorise; see :meth:`GaussianProcessRegressor.fit`.
 
         With the NumPy backend (default) every bound evaluation accumulates the
@@ -384,7 +391,7 @@ class SparseGaussianProcessRegressor(_GPBase):
         state["theta"] = theta
         return state
 
-    def _predict_block(self, state, Xs):
+    def _predict_block(self, state: dict, Xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         th = state["theta"]
         Kms = self._k(self.inducing_points_, Xs, th)
         t1 = scipy.linalg.solve_triangular(state["Lm"], Kms, lower=True, check_finite=False)
@@ -396,7 +403,7 @@ class SparseGaussianProcessRegressor(_GPBase):
             var = var + h * h / state["q11"]
         return mu, var
 
-    def loo(self, *, include_noise: bool = True, theta=None):
+    def loo(self, *, include_noise: bool = True, theta: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
         r"""Closed-form leave-one-out predictions of the sparse posterior, :math:`O(nm^2)`.
 
         The prediction of :math:`y_i` by the sparse GP refitted without point
@@ -439,7 +446,7 @@ class SparseGaussianProcessRegressor(_GPBase):
 class _StateView:
     """A fitted sparse GP seen at another θ (its factorisation ``state``)."""
 
-    def __init__(self, gp, state):
+    def __init__(self, gp: SparseGaussianProcessRegressor, state: dict) -> None:
         self.X_train_, self.y_train_, self.inducing_points_ = gp.X_train_, gp.y_train_, gp.inducing_points_
         self._state = state
         self._k = gp._k

@@ -6,8 +6,11 @@ their text in :mod:`calibprob.compare.ranking.text`.
 
 from __future__ import annotations
 
+from typing import cast, overload
+
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob.bases._pymc_sampling import RHAT_MAX  # r-hat above it in any repetition flags the base
 
@@ -28,7 +31,7 @@ TIE_SE = 2.0
 CONVERGENCE_VARS = ("rhat", "divergences")
 
 
-def _check_by(by) -> str:
+def _check_by(by: object) -> str:
     if not isinstance(by, str) or by not in RANK_SCORES:
         raise ValueError(
             f"by must be one of {', '.join(map(repr, RANK_SCORES))} (a proper score, lower is "
@@ -37,7 +40,7 @@ def _check_by(by) -> str:
     return by
 
 
-def paired_ranking(scores, eligible=None) -> dict:
+def paired_ranking(scores: ArrayLike, eligible: ArrayLike | None = None) -> dict:
     r"""Rank the rows of a (pipeline × repetition) score matrix; lower is better.
 
     Parameters
@@ -116,7 +119,7 @@ def paired_ranking(scores, eligible=None) -> dict:
     return out
 
 
-def coverage_se(coverage: xr.DataArray, n_test: xr.DataArray, level) -> xr.DataArray:
+def coverage_se(coverage: xr.DataArray, n_test: xr.DataArray, level: float | xr.DataArray) -> xr.DataArray:
     r"""Standard error of the mean coverage over repetitions (module docstring).
 
     :math:`\max(\sqrt{\alpha(1-\alpha)/N},\ \operatorname{sd}_r(c_r)/\sqrt{R})`,
@@ -153,7 +156,7 @@ def coverage_se(coverage: xr.DataArray, n_test: xr.DataArray, level) -> xr.DataA
     return xr.apply_ufunc(np.fmax, binom, rep)
 
 
-def undercovers(coverage: xr.DataArray, n_test: xr.DataArray, level) -> xr.DataArray:
+def undercovers(coverage: xr.DataArray, n_test: xr.DataArray, level: float | xr.DataArray) -> xr.DataArray:
     r"""Whether the mean coverage falls short of ``level`` by more than 2 standard errors.
 
     :math:`\bar c < \alpha - 2\,\mathrm{se}` with :func:`coverage_se`. Never
@@ -183,7 +186,9 @@ def undercovers(coverage: xr.DataArray, n_test: xr.DataArray, level) -> xr.DataA
     return short.fillna(False).astype(bool)
 
 
-def worst_group_coverage(group_coverage: xr.DataArray, group_count: xr.DataArray, level) -> xr.Dataset:
+def worst_group_coverage(
+    group_coverage: xr.DataArray, group_count: xr.DataArray, level: float | xr.DataArray
+) -> xr.Dataset:
     r"""The worst group's coverage pooled over repetitions, its standard error and whether it under-covers.
 
     :math:`\hat c_g = \sum_r n_{g,r} c_{g,r} / N_g`, :math:`g^* = \arg\min_g \hat c_g`,
@@ -226,7 +231,7 @@ def worst_group_coverage(group_coverage: xr.DataArray, group_count: xr.DataArray
     idx = filled.argmin("group")
     worst = pooled.isel(group=idx)
     n_worst = N.isel(group=idx)
-    se = np.sqrt(level * (1 - level) / n_worst.where(n_worst > 0))
+    se = cast(xr.DataArray, np.sqrt(level * (1 - level) / n_worst.where(n_worst > 0)))
     labels = np.asarray([str(v) for v in group_coverage["group"].values], dtype=object)
     label = xr.DataArray(labels[idx.values], dims=idx.dims, coords=idx.coords).where(worst.notnull(), "")
     short = (worst < level - TIE_SE * se).fillna(False).astype(bool)
@@ -241,7 +246,7 @@ def worst_group_coverage(group_coverage: xr.DataArray, group_count: xr.DataArray
     )
 
 
-def _pipeline_dims(ds) -> list[str]:
+def _pipeline_dims(ds: xr.Dataset | xr.DataArray) -> list[str]:
     dims = [d for d in PIPELINE_DIMS if d in ds.dims]
     if not dims:
         raise ValueError(
@@ -251,7 +256,15 @@ def _pipeline_dims(ds) -> list[str]:
     return dims
 
 
-def stack_pipelines(ds):
+@overload
+def stack_pipelines(ds: xr.Dataset) -> xr.Dataset: ...
+
+
+@overload
+def stack_pipelines(ds: xr.DataArray) -> xr.DataArray: ...
+
+
+def stack_pipelines(ds: xr.Dataset | xr.DataArray) -> xr.Dataset | xr.DataArray:
     """Stack the pipeline dimensions of ``ds`` into one ``pipeline`` dimension with string labels.
 
     Labels are the component labels joined by ``/`` in :data:`PIPELINE_DIMS`
@@ -281,15 +294,16 @@ def stack_pipelines(ds):
         d = dims[0]
         out = ds.rename({d: "pipeline"})
         labels = [str(v) for v in out["pipeline"].values]
-        return out.assign_coords(pipeline=labels, **{f"pipeline_{d}": ("pipeline", labels)})
+        return out.assign_coords(pipeline=labels, **{f"pipeline_{d}": ("pipeline", labels)})  # type: ignore[arg-type]
     stacked = ds.stack(pipeline=dims)
     parts = {d: [str(v) for v in stacked[d].values] for d in dims}
     labels = ["/".join(t) for t in zip(*parts.values())]
     stacked = stacked.drop_vars(["pipeline", *dims])
-    return stacked.assign_coords(pipeline=labels, **{f"pipeline_{d}": ("pipeline", parts[d]) for d in dims})
+    coords = {f"pipeline_{d}": ("pipeline", parts[d]) for d in dims}
+    return stacked.assign_coords(pipeline=labels, **coords)  # type: ignore[arg-type]  # **coords: coordinates
 
 
-def _empty(shape, key: str) -> np.ndarray:
+def _empty(shape: int | tuple[int, ...], key: str) -> np.ndarray:
     """Initial array of a ranking field: 0 for ranks and counts, False for ties, NaN otherwise."""
     if key in ("rank", "n"):
         return np.zeros(shape, np.int32)

@@ -71,7 +71,7 @@ def flag_notes(flags: xr.DataArray | None) -> list[str]:
     ]
 
 
-def score_rows(rk: xr.Dataset, dataset) -> list[dict]:
+def score_rows(rk: xr.Dataset, dataset: str) -> list[dict]:
     """The score ranking of one data set as rows (ranked first, by rank; then the unranked).
 
     Parameters
@@ -116,7 +116,7 @@ def score_rows(rk: xr.Dataset, dataset) -> list[dict]:
     return sorted(rows, key=lambda r: (r["rank"] == 0, r["rank"]))
 
 
-def interval_rows(rk: xr.Dataset, dataset, level) -> list[dict]:
+def interval_rows(rk: xr.Dataset, dataset: str, level: float) -> list[dict]:
     """The width ranking of one data set at one confidence level as rows.
 
     Parameters
@@ -231,7 +231,7 @@ def _verdict(r: dict) -> str:
     return ", ".join(t for t in (r["verdict"], NOT_CONVERGED if r["flag"] else "") if t)
 
 
-def _score_lines(rk: xr.Dataset, d, by: str) -> list[str]:
+def _score_lines(rk: xr.Dataset, d: str, by: str) -> list[str]:
     """The score ranking of data set ``d`` as text lines."""
     if not int(rk["score_n"].sel(dataset=d).max()):
         return [f"   no pipeline has {by} scores (intervals-only methods, or every task failed)"]
@@ -257,7 +257,7 @@ def _score_lines(rk: xr.Dataset, d, by: str) -> list[str]:
     ]
 
 
-def _interval_lines(rk: xr.Dataset, d) -> list[str]:
+def _interval_lines(rk: xr.Dataset, d: str) -> list[str]:
     """The width ranking of data set ``d`` at every confidence level as text lines."""
     lines = [
         f"-- intervals at each level: narrowest first among those whose coverage is not short "
@@ -289,7 +289,7 @@ def _interval_lines(rk: xr.Dataset, d) -> list[str]:
     return lines
 
 
-def _long_run_lines(rk: xr.Dataset, d) -> list[str]:
+def _long_run_lines(rk: xr.Dataset, d: str) -> list[str]:
     """A time split's ranking by long-run coverage error |coverage - c| at every level, as text lines."""
     lines = ["-- long-run coverage error |coverage - nominal| along the horizon (time split): smallest first"]
     rows = [["level", "rank", "pipeline", "|error|", "Δ to best", "dse"]]

@@ -5,17 +5,23 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+import xarray as xr
 
 from calibprob.plots import draw_reliability
 
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn
+    from matplotlib.figure import Figure
 
-def _esc(x) -> str:
+
+def _esc(x: object) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _png(fig) -> str:
+def _png(fig: Figure) -> str:
     """A matplotlib figure as an ``<img>`` holding its PNG inline (base64), then closed."""
     import matplotlib.pyplot as plt
 
@@ -27,14 +33,14 @@ def _png(fig) -> str:
     return f'<img alt="{_esc(alt)}" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode("ascii")}">'
 
 
-def _colors(labels) -> dict:
+def _colors(labels: Iterable[str]) -> dict:
     import matplotlib.pyplot as plt
 
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     return {p: cycle[i % len(cycle)] for i, p in enumerate(labels)}
 
 
-def _pooled_n(st_d, pipe) -> float:
+def _pooled_n(st_d: xr.Dataset, pipe: str) -> float:
     """Test points pooled over the repetitions where ``pipe`` has a coverage or a curve."""
     if "n_test" not in st_d:
         return float("nan")
@@ -44,11 +50,11 @@ def _pooled_n(st_d, pipe) -> float:
     return float(st_d["n_test"].where(scored).sum())
 
 
-def _reliability_fig(st_d, pipes, colors, d):
+def _reliability_fig(st_d: xr.Dataset, pipes: Sequence[str], colors: dict, d: str) -> Figure:
     import matplotlib.pyplot as plt
 
     of = st_d["observed_fraction"]
-    lv_dim = next(x for x in of.dims if x not in ("pipeline", "repetition"))
+    lv_dim = cast(str, next(x for x in of.dims if x not in ("pipeline", "repetition")))  # dims are names
     lv = of[lv_dim].values
     curves, bands = {}, {}
     for p in pipes:
@@ -70,7 +76,7 @@ def _reliability_fig(st_d, pipes, colors, d):
     return fig
 
 
-def _pit_fig(st_d, pipes, colors, d):
+def _pit_fig(st_d: xr.Dataset, pipes: Sequence[str], colors: dict, d: str) -> Figure:
     """PIT histograms from the stored reliability curves (no prediction needed).
 
     ``observed_fraction`` at level :math:`p_j` is the fraction of test points
@@ -124,7 +130,7 @@ def _pit_fig(st_d, pipes, colors, d):
     return fig
 
 
-def _coverage_width_fig(rk, d, colors):
+def _coverage_width_fig(rk: xr.Dataset, d: str, colors: dict) -> Figure:
     import matplotlib.pyplot as plt
 
     b = rk.sel(dataset=d)
@@ -132,7 +138,7 @@ def _coverage_width_fig(rk, d, colors):
     ncol = min(4, levels.size)
     nrow = -(-levels.size // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(3.3 * ncol, 3.2 * nrow + 0.6), squeeze=False)
-    handles = {}
+    handles: dict[str, Any] = {}  # pipeline -> its errorbar container
     for ax, c in zip(axes.flat, levels):
         x = b.sel(confidence_level=c)
         infinite = []

@@ -7,12 +7,18 @@ figure) and :func:`binomial_band`; both are the public functions of :mod:`calibp
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from calibprob.plots import BAND_MASS, binomial_band, coverage_by_group
+
+if TYPE_CHECKING:  # matplotlib is imported where the figure is drawn
+    import xarray as xr
+    from matplotlib.figure import Figure
 
 __all__ = ["BAND_MASS", "binomial_band", "plot_coverage_by_group"]
 
 
-def plot_coverage_by_group(metrics, title: str = "Coverage by group"):
+def plot_coverage_by_group(metrics: xr.Dataset | dict[str, xr.Dataset], title: str = "Coverage by group") -> Figure:
     """The coverage-by-group figure of :func:`calibprob.evaluate` outputs: :func:`calibprob.plots.coverage_by_group`.
 
     Parameters

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -65,7 +66,12 @@ pre{background:#f6f8fa;padding:10px;overflow-x:auto;font-size:.85em}
 """
 
 
-def _html_table(header, rows, classes=None, left=(0,)) -> str:
+def _html_table(
+    header: Sequence[object],
+    rows: Sequence[Sequence[object]],
+    classes: Sequence[str] | None = None,
+    left: tuple[int, ...] = (0,),
+) -> str:
     head = "".join(
         f'<th class="l">{_esc(h)}</th>' if i in left else f"<th>{_esc(h)}</th>" for i, h in enumerate(header)
     )
@@ -79,7 +85,7 @@ def _html_table(header, rows, classes=None, left=(0,)) -> str:
     return f'<div class="tbl"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
-def _ranking_html(rk, d) -> str:
+def _ranking_html(rk: xr.Dataset, d: str) -> str:
     """The score ranking and the interval ranking of data set ``d``, with any convergence flag first."""
     by = rk.attrs.get("rank_by", "nll")
     parts = [f"<h3>{_esc(d)}: ranking by {_esc(by.upper())}</h3>"]
@@ -101,7 +107,7 @@ def _row_class(r: dict) -> str:
     return {"best": "best", "tied": "tied"}.get(r["verdict"], "")
 
 
-def _score_ranking_html(rk, d, by: str) -> str:
+def _score_ranking_html(rk: xr.Dataset, d: str, by: str) -> str:
     if not int(rk["score_n"].sel(dataset=d).max()):
         return f'<p class="note">No pipeline has {_esc(by)} scores (intervals-only methods, or every task failed).</p>'
     rows, classes = [], []
@@ -132,7 +138,7 @@ def _score_ranking_html(rk, d, by: str) -> str:
     )
 
 
-def _interval_ranking_html(rk, d) -> str:
+def _interval_ranking_html(rk: xr.Dataset, d: str) -> str:
     rows, classes = [], []
     for c in rk["confidence_level"].values:
         for k, r in enumerate(interval_rows(rk, d, c)):
@@ -164,7 +170,7 @@ def _interval_ranking_html(rk, d) -> str:
     )
 
 
-def _scores_html(results, metrics) -> str:
+def _scores_html(results: xr.Dataset, metrics: Sequence[str] | None) -> str:
     st = stack_pipelines(results)
     st = st.drop_vars([k for k in st.coords if str(k).startswith("pipeline_")]).rename(pipeline="calibrator")
     s = summary(st, metrics)
@@ -189,7 +195,7 @@ def _scores_html(results, metrics) -> str:
     return "\n".join(out)
 
 
-def _fit_times_html(st, d, colors) -> str:
+def _fit_times_html(st: xr.Dataset, d: str, colors: dict) -> str:
     import matplotlib.pyplot as plt
 
     parts = []
@@ -287,7 +293,12 @@ def _diagnostics_html(diag: xr.Dataset) -> str:
 
 
 def write_html(
-    results, out: str | Path, *, rank_by: str | None = None, diagnostics: xr.Dataset | None = None, metrics=None
+    results: str | Path | xr.Dataset,
+    out: str | Path,
+    *,
+    rank_by: str | None = None,
+    diagnostics: xr.Dataset | None = None,
+    metrics: Sequence[str] | None = None,
 ) -> Path:
     r"""Write one self-contained HTML report of a comparison.
 
@@ -424,7 +435,7 @@ GROUP_SECTION = "Coverage by group"
 GROUPS_IN_LABEL_ORDER = 12
 
 
-def _group_coverage_html(st: xr.Dataset, datasets, colors) -> str:
+def _group_coverage_html(st: xr.Dataset, datasets: Sequence[str], colors: dict) -> str:
     """The coverage-by-group figures, one per data set with group diagnostics and level ('' when none has them)."""
     if "group_coverage" not in st or "group_count" not in st:
         return ""
@@ -468,7 +479,9 @@ def _check_html_out(out: str | Path) -> Path:
     return out
 
 
-def _html_inputs(results, diagnostics: xr.Dataset | None) -> tuple[xr.Dataset, xr.Dataset | None]:
+def _html_inputs(
+    results: str | Path | xr.Dataset, diagnostics: xr.Dataset | None
+) -> tuple[xr.Dataset, xr.Dataset | None]:
     """The results root Dataset and the diagnostics to show (a file's ``diagnostics`` group, root
     variables named in ``DIAGNOSTIC_NAMES``, or both)."""
     if isinstance(results, (str, Path)):
@@ -504,7 +517,9 @@ def _stored_spec(results: xr.Dataset) -> dict:
         return {}
 
 
-def _curve_sections(st: xr.Dataset, rk: xr.Dataset, datasets, pipes, colors) -> dict[str, str]:
+def _curve_sections(
+    st: xr.Dataset, rk: xr.Dataset, datasets: Sequence[str], pipes: Sequence[str], colors: dict
+) -> dict[str, str]:
     """The reliability, PIT and coverage-width sections, one figure per data set each."""
     rel, pit, cw = [], [], []
     for d in datasets:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
@@ -10,6 +12,9 @@ import xarray as xr
 from calibprob.compare.report.results import _flat
 from calibprob.plots import coverage_by_group, draw_coverage, draw_reliability
 from calibprob.runs import inside, safe_name
+
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn
+    from matplotlib.figure import Figure
 
 
 def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
@@ -76,12 +81,12 @@ def write_plots(results: xr.Dataset, outdir: str | Path) -> list[Path]:
     return written
 
 
-def _plot_group_coverage(r: xr.Dataset, cals: list[str], d):
+def _plot_group_coverage(r: xr.Dataset, cals: list[str], d: str) -> Figure:
     """Coverage of each group against its binomial band, every level (:func:`calibprob.plots.coverage_by_group`)."""
     return coverage_by_group(r, title=f"Coverage by group — {d}")
 
 
-def _check_plot_stems(datasets) -> None:
+def _check_plot_stems(datasets: Iterable[str]) -> None:
     """Data-set names become file names: sanitised ("../x" -> "___x") and kept inside the folder;
     two names equal once sanitised would overwrite each other's plots."""
     stems: dict[str, str] = {}
@@ -95,12 +100,12 @@ def _check_plot_stems(datasets) -> None:
         stems[stem] = str(d)
 
 
-def _curve_dim(da: xr.DataArray):
+def _curve_dim(da: xr.DataArray) -> Hashable:
     """The level dimension of a stored curve (the one that is not dataset/calibrator/repetition)."""
     return next(x for x in da.dims if x not in ("dataset", "calibrator", "repetition"))
 
 
-def _plot_reliability(r: xr.Dataset, cals: list[str], d):
+def _plot_reliability(r: xr.Dataset, cals: list[str], d: str) -> Figure:
     """Reliability diagram of one data set: mean observed fraction over repetitions, ±2 se bands."""
     import matplotlib.pyplot as plt
 
@@ -119,7 +124,7 @@ def _plot_reliability(r: xr.Dataset, cals: list[str], d):
     return fig
 
 
-def _plot_coverage(r: xr.Dataset, cals: list[str], d):
+def _plot_coverage(r: xr.Dataset, cals: list[str], d: str) -> Figure:
     """Coverage of central intervals against nominal, mean over repetitions."""
     import matplotlib.pyplot as plt
 
@@ -134,7 +139,7 @@ def _plot_coverage(r: xr.Dataset, cals: list[str], d):
     return fig
 
 
-def _plot_sharpness(r: xr.Dataset, cals: list[str], d):
+def _plot_sharpness(r: xr.Dataset, cals: list[str], d: str) -> Figure:
     """Mean predictive STD against ECE, one point per repetition and the mean as a diamond."""
     import matplotlib.pyplot as plt
 

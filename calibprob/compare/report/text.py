@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 import numpy as np
 import xarray as xr
 
@@ -13,7 +15,7 @@ from calibprob.compare.report.results import _flat
 LOWER_IS_BETTER = {"ece", "iae", "nll", "crps", "pinball", "mse", "rmse", "std", "width", "ueb_violation", "ueb_width"}
 
 
-def _rows(results: xr.Dataset, metrics) -> list[tuple[str, str, float | None]]:
+def _rows(results: xr.Dataset, metrics: Iterable[str]) -> list[tuple[str, str, float | None]]:
     """(row label, variable, confidence level or None) for every metric row."""
     rows: list[tuple[str, str, float | None]] = []
     for m in metrics:
@@ -27,7 +29,7 @@ def _rows(results: xr.Dataset, metrics) -> list[tuple[str, str, float | None]]:
     return rows
 
 
-def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
+def summary(results: xr.Dataset, metrics: Sequence[str] | None = None) -> xr.Dataset:
     """Mean and standard error over repetitions of every metric row.
 
     Parameters
@@ -72,7 +74,7 @@ def summary(results: xr.Dataset, metrics=None) -> xr.Dataset:
     labels = [label for (label, _, _), st in zip(_rows(results, metrics), stats) if st is not None]
     kept = [st for st in stats if st is not None]
 
-    def cat(xs):
+    def cat(xs: list[xr.DataArray]) -> xr.DataArray:
         return xr.concat(xs, dim=xr.DataArray(labels, dims="row"), coords="minimal", compat="override")
 
     out = xr.Dataset({k: cat([st[k] for st in kept]) for k in ("mean", "se", "n", "best")})
@@ -108,7 +110,7 @@ def _row_stats(results: xr.Dataset, var: str, c: float | None) -> dict[str, xr.D
     return {"mean": mean, "se": se, "n": n, "best": key == key.min("calibrator", skipna=True)}
 
 
-def format_table(results: xr.Dataset, metrics=None) -> str:
+def format_table(results: xr.Dataset, metrics: Sequence[str] | None = None) -> str:
     """The comparison table as text: one block per data set, mean ± s.e., best marked ``*``.
 
     A column whose base did not converge (r-hat > 1.01 or divergent
@@ -145,7 +147,7 @@ def format_table(results: xr.Dataset, metrics=None) -> str:
     return "\n".join(lines + _failed_lines(results))
 
 
-def _table_block(block: xr.Dataset, d, reps: int) -> list[str]:
+def _table_block(block: xr.Dataset, d: str, reps: int) -> list[str]:
     """One data set of the table: heading, convergence notes, a row per metric, a blank line."""
     flags = block["base_flag"] if "base_flag" in block else None
     cal = [str(c) for c in block["calibrator"].values]

@@ -8,10 +8,16 @@ with the central 95 % of :math:`\\mathrm{Bin}(w, c)/w` shaded (:func:`calibprob.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 import xarray as xr
 
 from calibprob.compare.report.figures import _esc, _png
+
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn
+    from matplotlib.figure import Figure
 
 __all__ = ["TIME_SECTION", "time_coverage_html"]
 
@@ -19,7 +25,7 @@ __all__ = ["TIME_SECTION", "time_coverage_html"]
 TIME_SECTION = "Coverage over time"
 
 
-def _figure(b: xr.Dataset, d: str, c: float, colors: dict):
+def _figure(b: xr.Dataset, d: str, c: float, colors: dict) -> Figure:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 3.6))
@@ -45,7 +51,7 @@ def _figure(b: xr.Dataset, d: str, c: float, colors: dict):
     return fig
 
 
-def time_coverage_html(st: xr.Dataset, datasets, colors: dict) -> str:
+def time_coverage_html(st: xr.Dataset, datasets: Sequence[str], colors: dict) -> str:
     """The section's HTML ('' when the results hold no rolling coverage)."""
     if "rolling_coverage" not in st or "time" not in st.dims:
         return ""

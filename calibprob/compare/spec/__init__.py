@@ -45,6 +45,8 @@ a GP-only method (one registered with the base kinds it ``serves``) on a base th
 
 from __future__ import annotations
 
+from typing import Any
+
 from calibprob._core.options import (  # noqa: F401 (re-exported: the spec is these names' public home)
     AnyOf,
     Bool,
@@ -87,7 +89,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     """``BASE_KINDS``, ``BASE_OPTION_TYPES``, ``BASE_OPTIONS``, ``METHOD_OPTION_TYPES``, ``GP_ONLY_METHODS``."""
     if name in _VIEWS:
         return _VIEWS[name]()

@@ -9,11 +9,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+from collections.abc import Collection
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
 from calibprob._core.options import (
     AnyOf,
@@ -92,14 +95,14 @@ def _check_sha(entry: dict, actual: str, where: str, what: str) -> None:
             )
 
 
-def _check_name(name, where: str) -> str:
+def _check_name(name: object, where: str) -> str:
     if not isinstance(name, str) or not name.strip():
         raise SpecError(f"{where} must be a non-empty string (used as the dataset coordinate); got {_short(name)}.")
     return name
 
 
 def _parse_datasets(
-    value, root: Path, split: dict, seed: int, base_kind: str, target_transform: str | None = None
+    value: object, root: Path, split: dict, seed: int, base_kind: str, target_transform: str | None = None
 ) -> tuple[DatasetSpec, ...]:
     if isinstance(value, str):
         value = [value]
@@ -150,7 +153,7 @@ def _with_shift(d: DatasetSpec, entry: dict, kind: str, root: Path, where: str) 
     return [d, shifted_copy(d)]
 
 
-def _parse_bundled_name(entry: str, bundled, split: dict, base_kind: str, where: str) -> DatasetSpec:
+def _parse_bundled_name(entry: str, bundled: Collection[str], split: dict, base_kind: str, where: str) -> DatasetSpec:
     """A data set given by its bundled name alone (``datasets = ["boston"]``)."""
     if entry not in bundled:
         raise SpecError(
@@ -202,7 +205,7 @@ def _dataset_own_split(entry: dict, kind: str, where: str) -> dict | None:
 
 
 def _parse_function_entry(
-    entry: dict, name: str, own_split, eff_split: dict, base_kind: str, where: str
+    entry: dict, name: str, own_split: dict | None, eff_split: dict, base_kind: str, where: str
 ) -> DatasetSpec:
     """A synthetic data set: ``{name, function, n, dim, noise, design}``."""
     functions = available_functions()
@@ -231,7 +234,13 @@ def _parse_function_entry(
 
 
 def _parse_bundled_entry(
-    entry: dict, name: str, bundled, own_split, eff_split: dict, base_kind: str, where: str
+    entry: dict,
+    name: str,
+    bundled: Collection[str],
+    own_split: dict | None,
+    eff_split: dict,
+    base_kind: str,
+    where: str,
 ) -> DatasetSpec:
     """A bundled data set given as a table (its own split or a pinned ``sha256``)."""
     if name not in bundled:
@@ -291,7 +300,15 @@ def _bundled_rows(name: str) -> int:
 
 
 def _parse_csv_entry(
-    entry, name, root, own_split, eff_split, seed, base_kind, where, target_transform=None
+    entry: dict,
+    name: str,
+    root: Path,
+    own_split: dict | None,
+    eff_split: dict,
+    seed: int,
+    base_kind: str,
+    where: str,
+    target_transform: str | None = None,
 ) -> DatasetSpec:
     raw = Str().check(entry["path"], f"{where}.path")
     path = Path(raw)
@@ -363,7 +380,7 @@ def _parse_csv_entry(
     )
 
 
-def _check_transform_domain(y, transform: str, where: str) -> None:
+def _check_transform_domain(y: ArrayLike, transform: str, where: str) -> None:
     """Every target value inside the transform's domain, or a SpecError naming the count and the fix."""
     try:
         transform_target(y, transform, name="y")
@@ -371,7 +388,7 @@ def _check_transform_domain(y, transform: str, where: str) -> None:
         raise SpecError(f"{where}: {err}") from None
 
 
-def _parse_dataset_split(value, n: int, where: str) -> dict:
+def _parse_dataset_split(value: object, n: int, where: str) -> dict:
     """A synthetic data set's own split: fractions, or integer counts summing to its ``n``."""
     if (
         isinstance(value, dict)
@@ -419,7 +436,7 @@ def _parse_time_split(value: dict, where: str) -> dict:
     return {"kind": "time", **{k: float(value[k]) for k in TIME_SPLIT_KEYS[1:]}}
 
 
-def _parse_split(value, where: str = "split") -> dict:
+def _parse_split(value: object, where: str = "split") -> dict:
     """Fractions per part, and the optional ``stratify`` column (a string, checked per data set later)."""
     if not isinstance(value, dict):
         raise SpecError(f"{where} must be a table, e.g. [split] train = 0.6, calibrate = 0.2, test = 0.2.")
@@ -448,7 +465,14 @@ def _parse_split(value, where: str = "split") -> dict:
     return out if stratify is None else {**out, "stratify": stratify}
 
 
-def _check_stratify(split: dict, kind: str, name: str, entry, root: Path, where: str) -> None:
+def _check_stratify(
+    split: dict,
+    kind: str,
+    name: str,
+    entry: Any,
+    root: Path,
+    where: str,  # entry: a name, or a table (csv)
+) -> None:
     """A split's ``stratify`` names a feature column of this data set (refused otherwise, with the columns)."""
     if "stratify" not in split:
         return

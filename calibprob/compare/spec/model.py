@@ -128,7 +128,7 @@ def _python_label(table: dict) -> dict:
     return {"kind": table["kind"], "label": label, **rest}
 
 
-def _toml_value(v) -> str:
+def _toml_value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):
@@ -158,7 +158,7 @@ def to_toml(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def file_sha256(path) -> str:
+def file_sha256(path: str | os.PathLike[str]) -> str:
     """SHA-256 of a file's bytes (the content part of the spec fingerprint)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:

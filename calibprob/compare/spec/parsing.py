@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 
 from calibprob import registry
 from calibprob._core.deprecation import warn_renamed
@@ -20,6 +22,7 @@ from calibprob.compare.spec.model import (
     METHOD_FALLBACKS,
     TARGET_TRANSFORMS,
     TOP_KEYS,
+    DatasetSpec,
     MethodSpec,
     Spec,
     _capped,
@@ -29,7 +32,7 @@ from calibprob.runs import safe_name
 from calibprob.weights import weight_support
 
 
-def _parse_base_table(table, where: str, label: str) -> dict:
+def _parse_base_table(table: object, where: str, label: str) -> dict:
     """One base table: a registered ``kind`` and its typed options; returns a copy."""
     if not isinstance(table, dict):
         raise SpecError(f"{where} must be a table {{kind = ..., ...options}}; got {_short(table)}.")
@@ -59,7 +62,7 @@ def _parse_base_table(table, where: str, label: str) -> dict:
     return dict(table)
 
 
-def _parse_bases(value) -> tuple[tuple[str, dict], ...]:
+def _parse_bases(value: object) -> tuple[tuple[str, dict], ...]:
     """The ``[bases.NAME]`` tables: one or more, names distinct (also once lower-cased and made file-name safe)."""
     if not isinstance(value, dict) or not value:
         raise SpecError(
@@ -85,7 +88,7 @@ def _parse_bases(value) -> tuple[tuple[str, dict], ...]:
     return tuple(out)
 
 
-def _check_loo_bases(m: MethodSpec, tables) -> None:
+def _check_loo_bases(m: MethodSpec, tables: Sequence[tuple[str | None, dict]]) -> None:
     """``calibration_data = "loo"`` needs bases that give a training-part leave-one-out predictive."""
     for name, table in tables:
         if (m.bases is None or name in m.bases) and table["kind"] not in registry.LOO_BASES:
@@ -97,7 +100,9 @@ def _check_loo_bases(m: MethodSpec, tables) -> None:
             )
 
 
-def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
+def _check_method_bases(
+    methods: tuple[MethodSpec, ...], tables: Sequence[tuple[str | None, dict]]
+) -> tuple[MethodSpec, ...]:
     """Each method's ``bases`` names existing bases, and no GP-only method lands on a base it cannot serve."""
     names = [n for n, _ in tables]
     for m in methods:
@@ -106,7 +111,7 @@ def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
                 if b not in names:
                     raise SpecError(
                         f"methods.{m.name}.bases names {b!r}, which is not a base of this spec.{_suggest(b, names)} "
-                        f"Bases: {', '.join(names)}; name one of them."
+                        f"Bases: {', '.join(cast(list[str], names))}; name one of them."  # named: m.bases is set
                     )
             if len(set(m.bases)) != len(m.bases):
                 raise SpecError(f"methods.{m.name}.bases lists a base twice: {list(m.bases)}; list each once.")
@@ -136,7 +141,7 @@ def _check_method_bases(methods, tables) -> tuple[MethodSpec, ...]:
 _REFITTING_ADAPTER = "calibprob.compare.methods:run_cross_conformal"
 
 
-def _check_no_refits_of_frame_bases(m: MethodSpec, tables) -> None:
+def _check_no_refits_of_frame_bases(m: MethodSpec, tables: Sequence[tuple[str | None, dict]]) -> None:
     """A kind that refits its base per fold does not run on a user's sampled model (one NUTS run per fold)."""
     if registry.METHODS[m.kind].adapter != _REFITTING_ADAPTER:
         return
@@ -161,7 +166,7 @@ def _parse_method_bases(entry: dict, name: str, named_bases: bool) -> tuple[str,
     return tuple(ListOf(Str()).check(entry["bases"], f"methods.{name}.bases"))
 
 
-def _parse_methods(value, named_bases: bool = False) -> tuple[MethodSpec, ...]:
+def _parse_methods(value: object, named_bases: bool = False) -> tuple[MethodSpec, ...]:
     """The ``[methods.NAME]`` tables: each a registered kind with its typed options."""
     if not isinstance(value, dict) or not value:
         raise SpecError('methods must be a table of named entries, e.g. [methods.vanilla] kind = "base".')
@@ -255,7 +260,7 @@ def _parse_method_groups(entry: dict, name: str, kind: str) -> tuple[bool | None
     return groups, fallback
 
 
-def _check_method_groups(methods, datasets) -> None:
+def _check_method_groups(methods: Sequence[MethodSpec], datasets: Sequence[DatasetSpec]) -> None:
     """A method with ``groups = true`` needs every data set to name its ``groups`` column."""
     for m in methods:
         missing = [d.name for d in datasets if d.groups is None]
@@ -315,7 +320,7 @@ def parse_spec(data: dict, *, source: str = "", root: str | Path = ".") -> Spec:
         raise SpecError(f"the spec could not be read: {type(err).__name__}: {err}") from None
 
 
-def _renamed_top_keys(data):
+def _renamed_top_keys(data: Any) -> Any:  # the TOML document, checked by _check_top_level next
     """The spec with its 0.1 top-level key ``confidence_levels`` read as ``confidence_level`` (one name per idea).
 
     The old key warns (``FutureWarning``, removed in 0.3.0); both keys at once are refused.
@@ -337,7 +342,7 @@ def _renamed_top_keys(data):
     return {("confidence_level" if k == "confidence_levels" else k): v for k, v in data.items()}
 
 
-def _parse_spec(data, *, source, root) -> Spec:
+def _parse_spec(data: Any, *, source: str, root: str | Path) -> Spec:
     data = _renamed_top_keys(data)
     _check_top_level(data)
     root = Path(root)
@@ -393,7 +398,9 @@ def _parse_spec(data, *, source, root) -> Spec:
     )
 
 
-def _check_frame_scale(tables, standardize: bool, target_transform) -> None:
+def _check_frame_scale(
+    tables: Sequence[tuple[str | None, dict]], standardize: bool, target_transform: str | None
+) -> None:
     """A base that sees the raw data is scored on the target's own scale: the spec's scores must be on it too.
 
     With ``standardize = true`` and no ``target_transform`` every other base is scored on the standardised
@@ -410,7 +417,7 @@ def _check_frame_scale(tables, standardize: bool, target_transform) -> None:
         )
 
 
-def _parse_max_method_minutes(value) -> float:
+def _parse_max_method_minutes(value: object) -> float:
     """The spec's ``max_method_minutes``: a positive number of minutes (as a float)."""
     try:
         return float(Float(0.0, lo_open=True).check(value, "max_method_minutes"))
@@ -421,7 +428,7 @@ def _parse_max_method_minutes(value) -> float:
         ) from None
 
 
-def _check_top_level(data) -> None:
+def _check_top_level(data: object) -> None:
     """The spec is a table with the required keys, no unknown ones, and one of ``[base]`` / ``[bases.NAME]``."""
     if not isinstance(data, dict):
         raise SpecError("a spec must be a TOML table at the top level.")
@@ -438,7 +445,7 @@ def _check_top_level(data) -> None:
         raise SpecError(f"the spec needs a 'base' key: {TOP_KEYS['base']}; or several [bases.NAME] tables.")
 
 
-def _parse_metrics(metrics) -> tuple[str, ...]:
+def _parse_metrics(metrics: object) -> tuple[str, ...]:
     if not isinstance(metrics, list) or not metrics:
         raise SpecError(
             f'metrics must be a non-empty list of metric names, e.g. metrics = ["ece", "nll"]; got {_short(metrics)}.'
@@ -451,7 +458,7 @@ def _parse_metrics(metrics) -> tuple[str, ...]:
     return tuple(metrics)
 
 
-def _parse_confidence_levels(conf) -> tuple[float, ...]:
+def _parse_confidence_levels(conf: object) -> tuple[float, ...]:
     if not isinstance(conf, list) or not conf:
         raise SpecError(
             f"confidence_level must be a non-empty list of levels in (0, 1), e.g. [0.5, 0.9]; got {_short(conf)}."
@@ -464,7 +471,7 @@ def _parse_confidence_levels(conf) -> tuple[float, ...]:
     return tuple(float(c) for c in conf)
 
 
-def _parse_quantile_levels(levels) -> tuple[float, ...] | None:
+def _parse_quantile_levels(levels: object) -> tuple[float, ...] | None:
     """The spec's ``levels`` (quantile levels of every prediction), or None for the default grid."""
     if levels is None:
         return None
