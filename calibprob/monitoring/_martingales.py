@@ -36,6 +36,7 @@ procedure that alarms at :math:`\sigma_t \ge c` has mean time to a false alarm a
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable
 
 import numpy as np
 
@@ -315,6 +316,21 @@ def _factors(S) -> np.ndarray:
         return S / prev
 
 
+def _change_statistic(S, start: float, step: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    r"""A change statistic's recursion :math:`x_t = \mathrm{step}(x_{t-1}, S_t/S_{t-1})` from :math:`x_0 = ` ``start``.
+
+    CUSUM and Shiryaev–Roberts differ only in ``step`` and ``start`` (Vovk et al. 2021, §2): both
+    restart a martingale at every :math:`s < t` and combine the capitals :math:`S_t/S_s` (max, sum).
+    """
+    f = _factors(S)
+    out = np.empty_like(f)
+    x = np.full(f.shape[1:], start)
+    for t in range(f.shape[0]):
+        x = step(x, f[t])
+        out[t] = x
+    return out
+
+
 def cusum(S) -> np.ndarray:
     r"""CUSUM on a martingale path: :math:`\gamma_t = \max(\gamma_{t-1}, 1)\, S_t/S_{t-1}` = :math:`\max_{s<t} S_t/S_s`.
 
@@ -337,41 +353,20 @@ def cusum(S) -> np.ndarray:
     >>> cusum([2.0, 1.0, 0.5, 2.0]).tolist()
     [2.0, 1.0, 0.5, 4.0]
     """
-    f = _factors(S)
-    out = np.empty_like(f)
-    g = np.ones(f.shape[1:])
-    for t in range(f.shape[0]):
-        g = np.maximum(g, 1.0) * f[t]
-        out[t] = g
-    return out
+    return _change_statistic(S, 1.0, lambda g, f: np.maximum(g, 1.0) * f)
 
 
 def shiryaev_roberts(S) -> np.ndarray:
     r"""Shiryaev–Roberts on a martingale path: :math:`\sigma_t = (\sigma_{t-1} + 1)\, S_t/S_{t-1}` = :math:`\sum_{s<t} S_t/S_s`.
 
-    Parameters
-    ----------
-    S : array_like, shape (T, ...)
-        A martingale path :math:`S_1, \dots, S_T` (:math:`S_0 = 1`).
-
-    Returns
-    -------
-    ndarray, shape of ``S``
-
-    References
-    ----------
-    Vovk, V., Petej, I., Nouretdinov, I., Ahlberg, E., Carlsson, L. and Gammerman, A. (2021). Retrain
-    or not retrain: conformal test martingales for change-point detection. COPA, PMLR 152.
+    ``S`` and the result as in :func:`cusum` (same shape, :math:`S_0 = 1`). Under exchangeability
+    :math:`\sigma_t - t` is a martingale, so the procedure that alarms at :math:`\sigma_t \ge c` waits
+    at least :math:`c` steps for a false alarm on average (optional stopping; Vovk, Petej, Nouretdinov,
+    Ahlberg, Carlsson and Gammerman 2021, *Retrain or not retrain*, COPA, PMLR 152).
 
     Examples
     --------
     >>> shiryaev_roberts([2.0, 1.0]).tolist()
     [2.0, 1.5]
     """
-    f = _factors(S)
-    out = np.empty_like(f)
-    s = np.zeros(f.shape[1:])
-    for t in range(f.shape[0]):
-        s = (s + 1.0) * f[t]
-        out[t] = s
-    return out
+    return _change_statistic(S, 0.0, lambda s, f: (s + 1.0) * f)
