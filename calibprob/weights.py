@@ -736,6 +736,66 @@ def resolve(weights, n: int, *, X=None, obs=None, side: str = "calibration", nam
     return check_weights(weights, n, name, obs=obs, positive=side == "test")
 
 
+def resolve_test_weights(
+    weighted: bool, weights, stored, m: int, *, owner: str, X=None, obs=None
+) -> tuple[np.ndarray, object] | None:
+    r"""The test weights of a conformal prediction, checked against how the calibration was weighted.
+
+    The one check every weighted conformal method runs at prediction (split, CPS, CQR,
+    conditional conformal, Mondrian): the weighted quantile of Tibshirani et al. (2019, eq. 7)
+    puts the test point's mass :math:`w(x_{n+1})/(\sum_i w(x_i) + w(x_{n+1}))` at :math:`+\infty`, so
+    it needs the test weights exactly when the calibration scores were weighted.
+
+    Parameters
+    ----------
+    weighted : bool
+        Whether the calibration scores were weighted.
+    weights : array_like, Weights or None
+        The ``weights=`` passed to the prediction.
+    stored : Weights or None
+        The weights object the calibration was fitted with (None for a plain array): its
+        :meth:`Weights.test` gives the test weights when ``weights`` is None.
+    m : int
+        Number of test points.
+    owner : str
+        The calibrator's name, for the messages.
+    X, obs : optional
+        Test inputs (for a weights object that reads them) and the test Dataset (for alignment).
+
+    Returns
+    -------
+    (ndarray, source) or None
+        The test weights, shape (m,), and where they came from; None for an unweighted calibration.
+
+    Raises
+    ------
+    ValueError
+        Weights at prediction after an unweighted calibration, or none after a calibration
+        weighted by a plain array (each message names the fix).
+
+    Examples
+    --------
+    >>> resolve_test_weights(False, None, None, 3, owner="SplitConformalCalibrator") is None
+    True
+    >>> resolve_test_weights(True, [1.0, 2.0], None, 2, owner="SplitConformalCalibrator")[0].tolist()
+    [1.0, 2.0]
+    """
+    if not weighted:
+        if weights is not None:
+            raise ValueError(
+                f"weights= at prediction needs a weighted fit: this {owner} was calibrated without weights. Pass "
+                "weights= (an array or a calibprob.weights object) when fitting or calibrating too, or drop it here."
+            )
+        return None
+    source = weights if weights is not None else stored
+    if source is None:
+        raise ValueError(
+            "the calibration points were weighted by an array, so the test points need their weights too: pass "
+            "weights= (one per test point, e.g. the density ratio at each), or a calibprob.weights object."
+        )
+    return resolve(source, m, X=X, obs=obs, side="test"), source
+
+
 def weight_support(calibrator) -> str | None:
     """How ``calibrator`` (a class or an instance) takes weights: "conformal", "loss" or None (not at all).
 

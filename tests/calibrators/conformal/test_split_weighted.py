@@ -154,7 +154,10 @@ def test_misuse_is_refused_naming_the_fix():
         ).predict_interval(pred.isel(obs=slice(100, None)))
     cal, test = pred.isel(obs=slice(0, 100)), pred.isel(obs=slice(100, None))
     plain = SplitConformalCalibrator().fit(cal, y[:100])
-    with pytest.raises(ValueError, match=r"weights= at prediction needs weighted calibration"):
+    with pytest.raises(
+        ValueError,
+        match=r"weights= at prediction needs a weighted fit: this SplitConformal\w+ was calibrated without weights",
+    ):
         plain.predict_interval(test, weights=np.ones(200))
     arr = SplitConformalCalibrator().fit(cal, y[:100], weights=np.ones(100))
     with pytest.raises(ValueError, match=r"weighted by an array, so the test points need their weights too"):
