@@ -16,7 +16,9 @@ import dataclasses
 import sys
 import time
 import tomllib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # `compare` itself is light: its runner and report load on first use (calibprob.compare._LAZY), so
 # `calibprob --help` and `calibprob datasets` do not import every method's code
@@ -28,16 +30,20 @@ from calibprob.compare.spec.model import _capped
 from calibprob.datasets import list_datasets
 from calibprob.runs import OutputError, check_output_path, check_scheduler_address, failure_table, tune_malloc
 
+if TYPE_CHECKING:  # the CLI loads pandas and xarray only when a command needs them
+    import pandas as pd
+    import xarray as xr
+
 __all__ = ["main"]
 
 
-def _cmd_datasets(args) -> int:
+def _cmd_datasets(args: argparse.Namespace) -> int:
     table = list_datasets()
     print(table if isinstance(table, str) else _render(table))
     return 0
 
 
-def _render(rows) -> str:
+def _render(rows: pd.DataFrame | Iterable[Mapping[str, object]]) -> str:
     """Render a list of dicts (or a pandas-like table) as aligned text."""
     if hasattr(rows, "to_string"):
         return rows.to_string(index=False)
@@ -52,7 +58,7 @@ def _render(rows) -> str:
     return "\n".join(lines)
 
 
-def _ran_as(results) -> list[str]:
+def _ran_as(results: xr.Dataset) -> list[str]:
     """One line per method that ran as its scalable form (the results' ``ran_as``), naming it and why."""
     if "ran_as" not in results:
         return []
@@ -65,7 +71,7 @@ def _ran_as(results) -> list[str]:
     return list(lines)
 
 
-def _cmd_compare(args) -> int:
+def _cmd_compare(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     if args.repetitions is not None:
         if args.repetitions < 1:
@@ -140,7 +146,7 @@ def _cmd_compare(args) -> int:
     return 0
 
 
-def _cmd_report(args) -> int:
+def _cmd_report(args: argparse.Namespace) -> int:
     try:
         results = compare.load_results(args.results)
     except ValueError as err:
@@ -176,7 +182,7 @@ def _cmd_report(args) -> int:
     return 0
 
 
-def _spec_key(results, key):
+def _spec_key(results: xr.Dataset, key: str) -> str | None:
     """A top-level key of the spec stored in a results file (None if absent or unreadable)."""
     try:
         return tomllib.loads(results.attrs.get("spec", "")).get(key)

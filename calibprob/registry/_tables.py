@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from calibprob._core.deprecation import warn_renamed
 from calibprob._core.options import Choice, OptionType, SpecError
@@ -24,7 +24,7 @@ ROLES = ("calibrator", "base", "helper")
 TASK_ARGUMENTS = ("estimator", "prefit", "confidence_level", "levels")
 
 
-def load_object(target: str):
+def load_object(target: str) -> Any:  # a dynamic import: whatever class or function the target names
     """Import ``"package.module:name"`` and return the object (a class or a function)."""
     module, _, name = target.partition(":")
     if not module or not name:
@@ -140,6 +140,28 @@ class BaseEntry:
         return CLASSES[self.cls].load()
 
 
+class MethodExtra(TypedDict, total=False):
+    """The optional fields of :class:`MethodEntry` that :func:`register_method` passes on."""
+
+    fixed: Mapping[str, object]
+    seed: str | None
+    serves: tuple[str, ...] | None
+    needs_calibration_split: bool
+    defaults: Mapping[str, object]
+    runner_options: tuple[str, ...]
+    hidden: tuple[str, ...]
+    adapter: str | Callable | None
+
+
+class BaseExtra(TypedDict, total=False):
+    """The optional fields of :class:`BaseEntry` that :func:`register_base` passes on."""
+
+    seed: str | None
+    hidden: tuple[str, ...]
+    builder: str | None
+    runner_options: tuple[str, ...]
+
+
 CLASSES: dict[str, ClassEntry] = {}
 METHODS: dict[str, MethodEntry] = {}
 BASES: dict[str, BaseEntry] = {}
@@ -202,7 +224,10 @@ def current_options(kind: str, options: dict, where: str) -> dict:
     return out
 
 
-def base_kind(kind, where: str = "base.kind"):
+_Kind = TypeVar("_Kind")
+
+
+def base_kind(kind: _Kind, where: str = "base.kind") -> _Kind | str:
     """The registered name of base kind ``kind``: a renamed kind gives its new name, with a FutureWarning.
 
     Anything else comes back unchanged (the caller checks it against :data:`BASES`).
@@ -219,7 +244,7 @@ def base_kind(kind, where: str = "base.kind"):
     return new
 
 
-def _check_choice(value, name: str, valid) -> None:
+def _check_choice(value: object, name: str, valid: tuple[str, ...]) -> None:
     if value not in valid:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, valid))}; got {value!r}.")
 
@@ -273,7 +298,7 @@ def register_method(
     options: Mapping[str, OptionType] | None = None,
     doc: str = "",
     exports: tuple[str, ...] = (),
-    **extra,
+    **extra: Unpack[MethodExtra],
 ) -> MethodEntry:
     """Register a calibrator kind of the comparison spec (and its class, when new).
 
@@ -333,7 +358,7 @@ def register_base(
     options: Mapping[str, OptionType] | None = None,
     doc: str = "",
     exports: tuple[str, ...] = (),
-    **extra,
+    **extra: Unpack[BaseExtra],
 ) -> BaseEntry:
     """Register a base-model kind (``[base] kind = ...``) and, when new, its class; returns its entry.
 
@@ -461,7 +486,7 @@ DOC_BLOCKS = {
 }
 
 
-def update_doc(path) -> bool:
+def update_doc(path: str | Path) -> bool:
     """Rewrite the generated blocks of the page at ``path`` (e.g. ``docs/spec.md``); True if it changed."""
     page = Path(path)
     old = page.read_text(encoding="utf-8")

@@ -22,6 +22,7 @@ from typing import Self
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import check_is_fitted, check_predictive
 from calibprob._core.validation import check_targets
@@ -34,7 +35,7 @@ from calibprob.calibrators.online._time import check_stream_times
 __all__ = ["OnlineInterval", "symmetric_score"]
 
 
-def symmetric_score(score, beta: float, eps: float, what: str) -> Score:
+def symmetric_score(score: str | Score, beta: float, eps: float, what: str) -> Score:
     """The conformity score ``score`` names, refused when signed; ``what`` says who adapts one threshold per level.
 
     Examples
@@ -82,7 +83,9 @@ class OnlineInterval:
         """1: before any outcome the interval is split conformal's with a symmetric score (one rank)."""
         return 1
 
-    def _interval_parts(self, mu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict, dict]:
+    def _interval_parts(
+        self, mu: np.ndarray, sigma: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], dict[str, float]]:
         raise NotImplementedError(
             f"{type(self).__name__} must give its interval ends (_interval_parts) to use OnlineInterval."
         )
@@ -90,7 +93,7 @@ class OnlineInterval:
     def _take(self, mu: np.ndarray, sigma: np.ndarray, y: np.ndarray) -> None:
         raise NotImplementedError(f"{type(self).__name__} must step on the outcomes (_take) to use OnlineInterval.")
 
-    def _level_mask(self, confidence_level) -> np.ndarray:
+    def _level_mask(self, confidence_level: ArrayLike | None) -> np.ndarray:
         """Which of the fitted levels ``confidence_level`` asks for (each level is its own recursion)."""
         if confidence_level is None:
             return np.ones(self.levels_.size, dtype=bool)
@@ -105,7 +108,13 @@ class OnlineInterval:
             )
         return hit.any(axis=0)
 
-    def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
+    def predict_interval(
+        self,
+        pred: xr.Dataset,
+        confidence_level: ArrayLike | None = None,
+        *,
+        groups: ArrayLike | xr.DataArray | str | None = None,
+    ) -> xr.Dataset:
         r"""Intervals at the current thresholds for every row of ``pred``.
 
         Parameters
@@ -141,7 +150,7 @@ class OnlineInterval:
             ds[name] = ("confidence_level", values[keep])
         return keep_group_coord(level_form(ds, confidence_level, self.confidence_level), pred)
 
-    def predict(self, pred, *, groups=None) -> xr.Dataset:
+    def predict(self, pred: xr.Dataset, *, groups: ArrayLike | xr.DataArray | str | None = None) -> xr.Dataset:
         """The intervals at every fitted level, ``confidence_level`` kept as a dimension (the contract's name
         for :meth:`predict_interval`)."""
         mondrian = predict_with_groups(self, groups)
@@ -150,7 +159,7 @@ class OnlineInterval:
         check_is_fitted(self, self._fitted, method="fit")
         return self.predict_interval(pred, self.levels_.tolist())
 
-    def update(self, pred, y, *, groups=None) -> Self:
+    def update(self, pred: xr.Dataset, y: ArrayLike, *, groups: ArrayLike | xr.DataArray | str | None = None) -> Self:
         """Take outcomes in time order (row by row) and step on each; returns ``self``.
 
         With a ``time`` coordinate along ``obs`` the rows must be strictly increasing in time and
@@ -178,7 +187,7 @@ class OnlineInterval:
         return self.misses_ / n if n else np.full(self.levels_.size, np.nan)
 
     # -- a score history (ACI, AgACI) ----------------------------------------------------
-    def _calibration_scores(self, pred_cal, y_cal) -> None:
+    def _calibration_scores(self, pred_cal: xr.Dataset, y_cal: ArrayLike) -> None:
         """Replace the scores by ``pred_cal``'s (the last ``window`` of them), sorted for the thresholds."""
         if getattr(self, "mondrian_", None) is not None:
             raise ValueError(

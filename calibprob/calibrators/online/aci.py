@@ -38,6 +38,8 @@ import warnings
 from typing import Self
 
 import numpy as np
+import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted
 from calibprob._core.ranks import upper_rank
@@ -157,14 +159,14 @@ class AdaptiveConformalInterval(OnlineInterval, BaseEstimator):
     def __init__(
         self,
         *,
-        confidence_level=0.9,
+        confidence_level: ArrayLike = 0.9,
         gamma: float = 0.005,
-        score="absolute",
+        score: str | Score = "absolute",
         beta: float = 1.0,
         eps: float = 0.0,
         window: int | None = None,
         infinite: str = "clip",
-    ):
+    ) -> None:
         self.confidence_level = confidence_level
         self.gamma = gamma
         self.score = score
@@ -189,7 +191,9 @@ class AdaptiveConformalInterval(OnlineInterval, BaseEstimator):
         return levels, symmetric_score(self.score, self.beta, self.eps, "ACI here adapts")
 
     # -- state ----------------------------------------------------------------
-    def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
+    def fit(
+        self, pred_cal: xr.Dataset, y_cal: ArrayLike, *, groups: ArrayLike | xr.DataArray | str | None = None
+    ) -> Self:
         """Score the calibration set and start every level at :math:`\\alpha_1 = 1 - c`; returns ``self``.
 
         With ``groups=`` (one label per calibration point, or an ``obs`` coordinate name) each
@@ -208,7 +212,7 @@ class AdaptiveConformalInterval(OnlineInterval, BaseEstimator):
         self.last_time_ = None
         return self.calibrate(pred_cal, y_cal)
 
-    def calibrate(self, pred_cal, y_cal) -> Self:
+    def calibrate(self, pred_cal: xr.Dataset, y_cal: ArrayLike) -> Self:
         """Replace the scores by a new calibration set's, keeping the levels :math:`\\alpha_t`; returns ``self``.
 
         For a base refitted at every step (Zaffran et al. 2022): refit, ``calibrate`` on its
@@ -225,7 +229,9 @@ class AdaptiveConformalInterval(OnlineInterval, BaseEstimator):
         return np.array([t for t, _ in out]), np.array([c for _, c in out])
 
     # -- the online loop ------------------------------------------------------
-    def _interval_parts(self, mu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict, dict]:
+    def _interval_parts(
+        self, mu: np.ndarray, sigma: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], dict[str, float]]:
         """The ends at the current levels :math:`\\alpha_t` (``alpha_t`` and ``clipped`` per level say what was issued)."""
         thr, clipped = self._thresholds()
         scale = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)

@@ -38,6 +38,8 @@ from __future__ import annotations
 from typing import Self
 
 import numpy as np
+import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator
 from calibprob._core.validation import check_array, check_int
@@ -76,7 +78,9 @@ def boa_weights(eta_inv2: np.ndarray, r_reg: np.ndarray) -> np.ndarray:
     return w / w.sum(axis=1, keepdims=True)
 
 
-def boa_update(eta_inv2, r_reg, experts, y, tau) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def boa_update(
+    eta_inv2: np.ndarray, r_reg: np.ndarray, experts: np.ndarray, y: float, tau: ArrayLike
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One BOA step with the gradient trick on the pinball loss at ``tau``; returns (eta_inv2, r_reg, aggregate).
 
     ``experts`` has shape (L, K): one row per interval level, each with its own state rows.
@@ -133,7 +137,16 @@ class AgACIInterval(OnlineInterval, BaseEstimator):
     True
     """
 
-    def __init__(self, *, confidence_level=0.9, gammas=None, score="absolute", beta=1.0, eps=0.0, window=None):
+    def __init__(
+        self,
+        *,
+        confidence_level: ArrayLike = 0.9,
+        gammas: ArrayLike | None = None,
+        score: str | Score = "absolute",
+        beta: float = 1.0,
+        eps: float = 0.0,
+        window: int | None = None,
+    ) -> None:
         self.confidence_level = confidence_level
         self.gammas = gammas
         self.score = score
@@ -164,7 +177,9 @@ class AgACIInterval(OnlineInterval, BaseEstimator):
             check_int(self.window, "window", minimum=1)
         return levels, symmetric_score(self.score, self.beta, self.eps, "AgACI's experts adapt")
 
-    def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
+    def fit(
+        self, pred_cal: xr.Dataset, y_cal: ArrayLike, *, groups: ArrayLike | xr.DataArray | str | None = None
+    ) -> Self:
         """Score the calibration set, start every expert at the target level, BOA at uniform weights; returns ``self``.
 
         With ``groups=`` each group runs its own experts and aggregations (:class:`calibprob.Mondrian`).
@@ -183,7 +198,7 @@ class AgACIInterval(OnlineInterval, BaseEstimator):
         self.last_time_ = None
         return self.calibrate(pred_cal, y_cal)
 
-    def calibrate(self, pred_cal, y_cal) -> Self:
+    def calibrate(self, pred_cal: xr.Dataset, y_cal: ArrayLike) -> Self:
         """Replace the scores by a new calibration set's, keeping the experts and weights; returns ``self``."""
         self._calibration_scores(pred_cal, y_cal)
         return self
@@ -195,7 +210,9 @@ class AgACIInterval(OnlineInterval, BaseEstimator):
         )
         return raw, np.minimum(raw, float(self._sorted[-1]))
 
-    def _ends(self, mu, scale, thresholds=None):
+    def _ends(
+        self, mu: np.ndarray, scale: np.ndarray, thresholds: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row: the aggregated (lower, upper) over (obs, L), and whether some expert was thresholded."""
         raw, thr = self._expert_thresholds() if thresholds is None else thresholds
         p_lo = boa_weights(self.lower_state_["eta_inv2"], self.lower_state_["r_reg"])
@@ -204,7 +221,9 @@ class AgACIInterval(OnlineInterval, BaseEstimator):
         hi = mu[:, None] + scale[:, None] * np.sum(p_hi * thr, axis=1)[None, :]
         return lo, hi, np.isinf(raw).any(axis=1)
 
-    def _interval_parts(self, mu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict, dict]:
+    def _interval_parts(
+        self, mu: np.ndarray, sigma: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], dict[str, float]]:
         """The aggregated ends (``thresholded`` per level: some expert's end was infinite and thresholded)."""
         scale = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)
         lo, hi, thresholded = self._ends(mu, scale)

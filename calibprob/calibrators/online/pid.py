@@ -24,6 +24,8 @@ from __future__ import annotations
 from typing import Self
 
 import numpy as np
+import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.validation import check_choice, check_targets
@@ -35,6 +37,7 @@ from calibprob.calibrators.online._interval import OnlineInterval, symmetric_sco
 from calibprob.calibrators.online._pid import (
     DEFAULT_HISTORY,
     PROPORTIONAL,
+    Scorecaster,
     check_pid_params,
     make_scorecaster,
     pid_bound,
@@ -47,7 +50,7 @@ from calibprob.calibrators.online.aci import aci_threshold
 __all__ = ["ConformalPIDInterval", "history_length", "check_burnin_fits"]
 
 
-def history_length(burnin: int, scorecaster) -> int:
+def history_length(burnin: int, scorecaster: Scorecaster | None) -> int:
     """How many past scores the PID state keeps: the burn-in window and what the scorecaster reads."""
     return max(int(burnin), int(getattr(scorecaster, "window", DEFAULT_HISTORY)) if scorecaster is not None else 1)
 
@@ -128,18 +131,18 @@ class ConformalPIDInterval(OnlineInterval, BaseEstimator):
     def __init__(
         self,
         *,
-        confidence_level=0.9,
+        confidence_level: ArrayLike = 0.9,
         lr: float = 0.1,
         proportional_lr: str = "burnin",
         csat: float = 5.0,
         ki: float = 10.0,
         burnin: int = 50,
-        scorecaster="ar",
-        score="absolute",
+        scorecaster: str | Scorecaster | None = "ar",
+        score: str | Score = "absolute",
         beta: float = 1.0,
         eps: float = 0.0,
         allow_infinite: bool = False,
-    ):
+    ) -> None:
         self.confidence_level = confidence_level
         self.lr = lr
         self.proportional_lr = proportional_lr
@@ -181,7 +184,9 @@ class ConformalPIDInterval(OnlineInterval, BaseEstimator):
             "n_keep": history_length(burnin, self._scorecaster),
         }
 
-    def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
+    def fit(
+        self, pred_cal: xr.Dataset, y_cal: ArrayLike, *, groups: ArrayLike | xr.DataArray | str | None = None
+    ) -> Self:
         """Score the calibration stream; its split-conformal threshold starts each controller; returns ``self``."""
         levels, score = self._check_params()
         if fit_with_groups(self, pred_cal, y_cal, groups):
@@ -213,7 +218,9 @@ class ConformalPIDInterval(OnlineInterval, BaseEstimator):
         hist = self.pid_state_["history"]
         return np.where(inf, float(hist.max()) if hist.size else 0.0, q), inf
 
-    def _interval_parts(self, mu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict, dict]:
+    def _interval_parts(
+        self, mu: np.ndarray, sigma: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], dict[str, float]]:
         """The ends at the current thresholds (``threshold`` and ``clipped`` per level say what was issued)."""
         thr, clipped = self._issued()
         scale = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)
