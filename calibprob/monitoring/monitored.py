@@ -73,6 +73,18 @@ class Monitored:
     actions_ : list of tuple
         ``(time, action)`` per alarm.
 
+    Notes
+    -----
+    Not in the registry, so ``calibprob.testing.check_calibrator`` does not run on it, by design:
+    it is a wrapper with no calibrator of its own to build by default (which online rule it watches
+    is the user's choice, as with :class:`~calibprob.Mondrian`, registered as a helper for the same
+    reason), its ``predict`` *is* the wrapped calibrator's (which the registry's checks already
+    cover), and what it adds is state over a stream (the monitor's capital, the recent rows, the
+    actions), not a fitted map that a default-built clone, a save and a load could reproduce. Its
+    own contract is tested directly (``tests/monitoring/test_monitored.py``): ``predict`` keeps the
+    rows of ``pred`` in their order with their ``obs`` labels and equals the wrapped calibrator's,
+    and bad input is refused naming the argument and the fix.
+
     Examples
     --------
     >>> import numpy as np, calibprob
@@ -179,9 +191,9 @@ class Monitored:
         return xr.concat(self._paths, dim="time", combine_attrs="override")
 
     def predict(self, pred: xr.Dataset, **kwargs: object) -> xr.Dataset:
-        """The calibrator's ``predict``."""
+        """The calibrator's ``predict`` of ``pred`` (rows in ``pred``'s order, its ``obs`` labels kept)."""
         self._check_fitted()
-        return self.calibrator.predict(pred, **kwargs)
+        return self.calibrator.predict(check_predictive(pred, self.calibrator, "pred"), **kwargs)
 
     def __getattr__(self, name: str) -> object:
         # recalibrate, predict_interval, coverage_error_bound, ...: the calibrator's own API
