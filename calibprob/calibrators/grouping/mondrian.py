@@ -55,10 +55,11 @@ import functools
 import inspect
 import warnings
 from fractions import Fraction
-from typing import Self
+from typing import Self, TypeAlias
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive, clone
 from calibprob._core.labels import refuse_kind_clash
@@ -76,6 +77,10 @@ from calibprob.predictive import (
 )
 from calibprob.registry import CLASSES, METHODS, load_object
 from calibprob.weights import GivenWeights, Weights, resolve, resolve_test_weights, weight_support
+
+#: What ``groups=`` takes on every calibrator: one label per row (array-like or a DataArray along ``obs``), the
+#: name of an ``obs`` coordinate holding them, or None (no grouping).
+GroupsLike: TypeAlias = ArrayLike | xr.DataArray | str | None
 
 __all__ = [
     "Mondrian",

@@ -29,7 +29,7 @@ from calibprob._core.validation import check_targets
 from calibprob.calibrators.conformal._intervals import interval_dataset, level_form, resolve_levels
 from calibprob.calibrators.conformal.scores import Score, get_score
 from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std
-from calibprob.calibrators.grouping.mondrian import keep_group_coord, predict_with_groups
+from calibprob.calibrators.grouping.mondrian import GroupsLike, keep_group_coord, predict_with_groups
 from calibprob.calibrators.online._time import check_stream_times
 
 __all__ = ["OnlineInterval", "symmetric_score"]
@@ -109,11 +109,7 @@ class OnlineInterval:
         return hit.any(axis=0)
 
     def predict_interval(
-        self,
-        pred: xr.Dataset,
-        confidence_level: ArrayLike | None = None,
-        *,
-        groups: ArrayLike | xr.DataArray | str | None = None,
+        self, pred: xr.Dataset, confidence_level: ArrayLike | None = None, *, groups: GroupsLike = None
     ) -> xr.Dataset:
         r"""Intervals at the current thresholds for every row of ``pred``.
 
@@ -150,7 +146,7 @@ class OnlineInterval:
             ds[name] = ("confidence_level", values[keep])
         return keep_group_coord(level_form(ds, confidence_level, self.confidence_level), pred)
 
-    def predict(self, pred: xr.Dataset, *, groups: ArrayLike | xr.DataArray | str | None = None) -> xr.Dataset:
+    def predict(self, pred: xr.Dataset, *, groups: GroupsLike = None) -> xr.Dataset:
         """The intervals at every fitted level, ``confidence_level`` kept as a dimension (the contract's name
         for :meth:`predict_interval`)."""
         mondrian = predict_with_groups(self, groups)
@@ -159,7 +155,7 @@ class OnlineInterval:
         check_is_fitted(self, self._fitted, method="fit")
         return self.predict_interval(pred, self.levels_.tolist())
 
-    def update(self, pred: xr.Dataset, y: ArrayLike, *, groups: ArrayLike | xr.DataArray | str | None = None) -> Self:
+    def update(self, pred: xr.Dataset, y: ArrayLike, *, groups: GroupsLike = None) -> Self:
         """Take outcomes in time order (row by row) and step on each; returns ``self``.
 
         With a ``time`` coordinate along ``obs`` the rows must be strictly increasing in time and

@@ -46,7 +46,7 @@ from calibprob._core.ranks import upper_rank
 from calibprob._core.validation import check_choice, check_int
 from calibprob.calibrators.conformal._intervals import resolve_levels
 from calibprob.calibrators.conformal.scores import Score
-from calibprob.calibrators.grouping.mondrian import fit_with_groups
+from calibprob.calibrators.grouping.mondrian import GroupsLike, fit_with_groups
 from calibprob.calibrators.online._interval import OnlineInterval, symmetric_score
 from calibprob.predictive import CalibprobWarning
 
@@ -191,9 +191,7 @@ class AdaptiveConformalInterval(OnlineInterval, BaseEstimator):
         return levels, symmetric_score(self.score, self.beta, self.eps, "ACI here adapts")
 
     # -- state ----------------------------------------------------------------
-    def fit(
-        self, pred_cal: xr.Dataset, y_cal: ArrayLike, *, groups: ArrayLike | xr.DataArray | str | None = None
-    ) -> Self:
+    def fit(self, pred_cal: xr.Dataset, y_cal: ArrayLike, *, groups: GroupsLike = None) -> Self:
         """Score the calibration set and start every level at :math:`\\alpha_1 = 1 - c`; returns ``self``.
 
         With ``groups=`` (one label per calibration point, or an ``obs`` coordinate name) each

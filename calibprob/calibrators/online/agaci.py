@@ -45,7 +45,7 @@ from calibprob._core.estimator import BaseEstimator
 from calibprob._core.validation import check_array, check_int
 from calibprob.calibrators.conformal._intervals import resolve_levels
 from calibprob.calibrators.conformal.scores import Score
-from calibprob.calibrators.grouping.mondrian import fit_with_groups
+from calibprob.calibrators.grouping.mondrian import GroupsLike, fit_with_groups
 from calibprob.calibrators.online._interval import OnlineInterval, symmetric_score
 from calibprob.calibrators.online.aci import aci_threshold
 
@@ -177,9 +177,7 @@ class AgACIInterval(OnlineInterval, BaseEstimator):
             check_int(self.window, "window", minimum=1)
         return levels, symmetric_score(self.score, self.beta, self.eps, "AgACI's experts adapt")
 
-    def fit(
-        self, pred_cal: xr.Dataset, y_cal: ArrayLike, *, groups: ArrayLike | xr.DataArray | str | None = None
-    ) -> Self:
+    def fit(self, pred_cal: xr.Dataset, y_cal: ArrayLike, *, groups: GroupsLike = None) -> Self:
         """Score the calibration set, start every expert at the target level, BOA at uniform weights; returns ``self``.
 
         With ``groups=`` each group runs its own experts and aggregations (:class:`calibprob.Mondrian`).

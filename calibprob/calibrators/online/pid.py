@@ -32,7 +32,7 @@ from calibprob._core.validation import check_choice, check_targets
 from calibprob.calibrators.conformal._intervals import resolve_levels
 from calibprob.calibrators.conformal.scores import Score
 from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std
-from calibprob.calibrators.grouping.mondrian import fit_with_groups
+from calibprob.calibrators.grouping.mondrian import GroupsLike, fit_with_groups
 from calibprob.calibrators.online._interval import OnlineInterval, symmetric_score
 from calibprob.calibrators.online._pid import (
     DEFAULT_HISTORY,
@@ -184,9 +184,7 @@ class ConformalPIDInterval(OnlineInterval, BaseEstimator):
             "n_keep": history_length(burnin, self._scorecaster),
         }
 
-    def fit(
-        self, pred_cal: xr.Dataset, y_cal: ArrayLike, *, groups: ArrayLike | xr.DataArray | str | None = None
-    ) -> Self:
+    def fit(self, pred_cal: xr.Dataset, y_cal: ArrayLike, *, groups: GroupsLike = None) -> Self:
         """Score the calibration stream; its split-conformal threshold starts each controller; returns ``self``."""
         levels, score = self._check_params()
         if fit_with_groups(self, pred_cal, y_cal, groups):

@@ -36,7 +36,7 @@ from scipy import special
 
 from calibprob._core.estimator import BaseEstimator, check_predictive
 from calibprob._core.validation import check_array, check_choice, check_levels, check_probability, check_targets
-from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
+from calibprob.calibrators.grouping.mondrian import GroupsLike, fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.online._aci_pit import pit_scores
 from calibprob.calibrators.online._osd import (
     COUPLINGS,
@@ -327,9 +327,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         """0: no finite-sample minimum group size (Theorem 2 holds on any stream, however short)."""
         return 0
 
-    def fit(
-        self, forecast: xr.Dataset, y: ArrayLike, *, groups: ArrayLike | xr.DataArray | str | None = None
-    ) -> OnlineQuantileRecalibrator:
+    def fit(self, forecast: xr.Dataset, y: ArrayLike, *, groups: GroupsLike = None) -> OnlineQuantileRecalibrator:
         """Reset to the identity, then :meth:`update` on the whole stream; returns ``self``.
 
         With ``groups=`` (one label per observation, or an ``obs`` coordinate name) each group
@@ -514,9 +512,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         warn_vacuous(bound, a1, g, T)
         return bound
 
-    def predict(
-        self, pred: xr.Dataset, *, levels: ArrayLike | None = None, groups: ArrayLike | xr.DataArray | str | None = None
-    ) -> xr.Dataset:
+    def predict(self, pred: xr.Dataset, *, levels: ArrayLike | None = None, groups: GroupsLike = None) -> xr.Dataset:
         """The recalibrated predictive distribution (the contract's name for :meth:`recalibrate`).
 
         ``fit(pred_cal, y_cal)`` then ``predict(pred)`` as every distribution

@@ -47,7 +47,7 @@ from calibprob._core.validation import check_array, check_int, check_targets
 from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
 from calibprob.calibrators.conformal.scores import Score, get_score
 from calibprob.calibrators.conformal.split_calibrator import conformal_thresholds, predictive_mean_std
-from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
+from calibprob.calibrators.grouping.mondrian import GroupsLike, fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.online._time import TIME_COORD, check_stream_times
 from calibprob.calibrators.timeseries._full_ls import full_conformal_hull, ls_residual_lines, swap_fit_weight
 from calibprob.predictive import from_intervals
@@ -148,9 +148,7 @@ class NexCP(BaseEstimator):
         """1 for a symmetric score, 2 for a signed one: the minimum group size of the unweighted rule (rho = 1)."""
         return 1 if get_score(self.score, beta=self.beta, eps=self.eps).symmetric else 2
 
-    def fit(
-        self, pred_cal: xr.Dataset, y_cal: ArrayLike, *, groups: ArrayLike | xr.DataArray | str | None = None
-    ) -> Self:
+    def fit(self, pred_cal: xr.Dataset, y_cal: ArrayLike, *, groups: GroupsLike = None) -> Self:
         """Score the calibration stretch (rows in time order); returns ``self``.
 
         With ``groups=`` (one label per point, or an ``obs`` coordinate name) each group is its
@@ -192,11 +190,7 @@ class NexCP(BaseEstimator):
         )
 
     def predict_interval(
-        self,
-        pred: xr.Dataset,
-        confidence_level: ArrayLike | None = None,
-        *,
-        groups: ArrayLike | xr.DataArray | str | None = None,
+        self, pred: xr.Dataset, confidence_level: ArrayLike | None = None, *, groups: GroupsLike = None
     ) -> xr.Dataset:
         r"""NexCP intervals for every row of ``pred`` (each row the :math:`(n+1)`-th point).
 
@@ -226,7 +220,7 @@ class NexCP(BaseEstimator):
             ds = ds.assign_coords({TIME_COORD: ("obs", pred.coords[TIME_COORD].values)})
         return keep_group_coord(ds, pred)
 
-    def predict(self, pred: xr.Dataset, *, groups: ArrayLike | xr.DataArray | str | None = None) -> xr.Dataset:
+    def predict(self, pred: xr.Dataset, *, groups: GroupsLike = None) -> xr.Dataset:
         """The intervals at the constructor's levels, ``confidence_level`` kept as a dimension."""
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
@@ -234,7 +228,7 @@ class NexCP(BaseEstimator):
         check_is_fitted(self, "scores_", method="fit")
         return self.predict_interval(pred, self.levels_.tolist())
 
-    def update(self, pred: xr.Dataset, y: ArrayLike, *, groups: ArrayLike | xr.DataArray | str | None = None) -> Self:
+    def update(self, pred: xr.Dataset, y: ArrayLike, *, groups: GroupsLike = None) -> Self:
         """Append outcomes (rows in time order) as the newest calibration points; returns ``self``.
 
         With a ``time`` coordinate the rows must be strictly increasing and later than every
