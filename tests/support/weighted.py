@@ -3,7 +3,7 @@
 - :func:`heteroscedastic_data` / :func:`gaussian_pred`: ``y = x_0 + (1 + |x_1|) eps`` and a base's
   Gaussian predictive with a spread of its own (so the normalised and signed scores differ);
 - :func:`brute_threshold`: the weighted split-conformal threshold by a plain loop, the independent check;
-- :func:`tilted_draw` / :func:`tilt_ratio`: the tilted stream of Corollary 1's check, calibration
+- :func:`tilted_draw` / :func:`tilt_ratio` / :func:`tilted_coverage`: the tilted stream of Corollary 1's check, calibration
   ``x ~ N(0, 1)``, test ``x ~ N(1, 1)``, so the true likelihood ratio is ``w(x) = exp(x - 1/2)``,
   with ``y = x + (0.5 + x^2/2) eps`` (the residual spread grows where the test inputs go).
 """
@@ -14,6 +14,7 @@ import numpy as np
 import xarray as xr
 
 import calibprob
+from calibprob.weights import GivenWeights
 
 
 def heteroscedastic_data(seed: int = 0, n: int = 400) -> tuple[np.ndarray, np.ndarray]:
@@ -52,3 +53,19 @@ def tilted_draw(rng: np.random.Generator, n: int, m: int) -> tuple[np.ndarray, n
     yc = xc + (0.5 + xc**2 / 2) * rng.normal(size=n)
     yt = xt + (0.5 + xt**2 / 2) * rng.normal(size=m)
     return xc, xt, yc, yt
+
+
+def tilted_coverage(make, draw: tuple, level: float, *, weighted: bool = True) -> float:
+    """The fraction of one tilted draw's test points that ``make()``'s interval at ``level`` covers.
+
+    ``weighted``: fitted with the true ratio (``on_small="ignore"``: a test point far in the tail may get
+    an infinite interval, its own mass exceeding 1 - level, which is part of the method); otherwise unweighted.
+    """
+    xc, xt, yc, yt = draw
+    cal, test = calibprob.normal(xc, np.ones(xc.size)), calibprob.normal(xt, np.ones(xt.size))
+    if weighted:
+        model = make().fit(cal, yc, weights=GivenWeights(tilt_ratio(xc), on_small="ignore"))
+        iv = model.predict_interval(test, level, weights=tilt_ratio(xt))
+    else:
+        iv = make().fit(cal, yc).predict_interval(test, level)
+    return float(np.mean((iv["lower"].values <= yt) & (yt <= iv["upper"].values)))

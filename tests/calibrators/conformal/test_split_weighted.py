@@ -15,7 +15,7 @@ import calibprob
 from calibprob.calibrators.conformal import SplitConformalCalibrator, SplitConformalRegressor
 from calibprob.weights import DecayingWeights, DensityRatio, GivenWeights, LikelihoodRatio
 from tests.support.weighted import brute_threshold as brute_force_threshold
-from tests.support.weighted import gaussian_pred, tilt_ratio, tilted_draw
+from tests.support.weighted import gaussian_pred, tilted_coverage, tilted_draw
 from tests.support.weighted import heteroscedastic_data as _data
 
 LEVELS = [0.5, 0.8, 0.9, 0.95]
@@ -212,18 +212,9 @@ def _tilted_coverage(reps: int, n: int = 100, m: int = 10, level: float = 0.9, s
     rng = np.random.default_rng(seed)
     weighted, plain = np.empty(reps), np.empty(reps)
     for r in range(reps):
-        xc, xt, yc, yt = tilted_draw(rng, n, m)
-        cal = SplitConformalCalibrator().fit(
-            calibprob.normal(xc, np.ones(n)), yc, weights=GivenWeights(tilt_ratio(xc), on_small="ignore")
-        )
-        iv = cal.predict_interval(calibprob.normal(xt, np.ones(m)), level, weights=tilt_ratio(xt))
-        weighted[r] = np.mean((iv["lower"].values <= yt) & (yt <= iv["upper"].values))
-        iv0 = (
-            SplitConformalCalibrator()
-            .fit(calibprob.normal(xc, np.ones(n)), yc)
-            .predict_interval(calibprob.normal(xt, np.ones(m)), level)
-        )
-        plain[r] = np.mean((iv0["lower"].values <= yt) & (yt <= iv0["upper"].values))
+        draw = tilted_draw(rng, n, m)
+        weighted[r] = tilted_coverage(SplitConformalCalibrator, draw, level)
+        plain[r] = tilted_coverage(SplitConformalCalibrator, draw, level, weighted=False)
     return weighted, plain
 
 

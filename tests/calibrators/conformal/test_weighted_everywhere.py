@@ -20,7 +20,7 @@ from calibprob import ConformalizedQuantileRegression
 from calibprob.calibrators.conformal import ConformalPredictiveSystem, SplitConformalCalibrator
 from calibprob.calibrators.conformal.cqr import read_quantiles
 from calibprob.weights import GivenWeights, LikelihoodRatio
-from tests.support.weighted import brute_threshold, tilt_ratio, tilted_draw
+from tests.support.weighted import brute_threshold, tilted_coverage, tilted_draw
 from tests.support.weighted import gaussian_pred as _pred
 from tests.support.weighted import heteroscedastic_data as _data
 
@@ -306,12 +306,7 @@ def _tilted(make, reps: int, n: int = 100, m: int = 10, level: float = 0.9, seed
     rng = np.random.default_rng(seed)
     cov = np.empty(reps)
     for r in range(reps):
-        xc, xt, yc, yt = tilted_draw(rng, n, m)
-        model = make().fit(
-            calibprob.normal(xc, np.ones(n)), yc, weights=GivenWeights(tilt_ratio(xc), on_small="ignore")
-        )
-        iv = model.predict_interval(calibprob.normal(xt, np.ones(m)), level, weights=tilt_ratio(xt))
-        cov[r] = np.mean((iv["lower"].values <= yt) & (yt <= iv["upper"].values))
+        cov[r] = tilted_coverage(make, tilted_draw(rng, n, m), level)
     return cov
 
 
