@@ -360,10 +360,25 @@ def cusum(S: ArrayLike) -> np.ndarray:
 def shiryaev_roberts(S: ArrayLike) -> np.ndarray:
     r"""Shiryaev–Roberts on a martingale path: :math:`\sigma_t = (\sigma_{t-1} + 1)\, S_t/S_{t-1}` = :math:`\sum_{s<t} S_t/S_s`.
 
-    ``S`` and the result as in :func:`cusum` (same shape, :math:`S_0 = 1`). Under exchangeability
-    :math:`\sigma_t - t` is a martingale, so the procedure that alarms at :math:`\sigma_t \ge c` waits
-    at least :math:`c` steps for a false alarm on average (optional stopping; Vovk, Petej, Nouretdinov,
-    Ahlberg, Carlsson and Gammerman 2021, *Retrain or not retrain*, COPA, PMLR 152).
+    Under exchangeability :math:`\sigma_t - t` is a martingale, so the procedure that alarms at
+    :math:`\sigma_t \ge c` waits at least :math:`c` steps for a false alarm on average (optional stopping).
+
+    Parameters
+    ----------
+    S : array_like, shape (T, ...)
+        One martingale path per column, :math:`S_1, \dots, S_T`, each started at :math:`S_0 = 1`.
+
+    Returns
+    -------
+    ndarray, shape of ``S``
+        :math:`\sigma_1, \dots, \sigma_T` per column (:math:`\sigma_0 = 0`).
+
+    References
+    ----------
+    Shiryaev, A. N. (1963). On optimum methods in quickest detection problems. Theory of Probability
+    and Its Applications 8(1). Roberts, S. W. (1966). A comparison of some control chart procedures.
+    Technometrics 8(3). Vovk et al. (2021), *Retrain or not retrain*, COPA, PMLR 152 (on conformal
+    test martingales, as :func:`cusum`).
 
     Examples
     --------
