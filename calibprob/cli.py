@@ -16,8 +16,9 @@ import dataclasses
 import sys
 import time
 import tomllib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # `compare` itself is light: its runner and report load on first use (calibprob.compare._LAZY), so
 # `calibprob --help` and `calibprob datasets` do not import every method's code
@@ -29,7 +30,8 @@ from calibprob.compare.spec.model import _capped
 from calibprob.datasets import list_datasets
 from calibprob.runs import OutputError, check_output_path, check_scheduler_address, failure_table, tune_malloc
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the CLI loads pandas and xarray only when a command needs them
+    import pandas as pd
     import xarray as xr
 
 __all__ = ["main"]
@@ -41,7 +43,7 @@ def _cmd_datasets(args: argparse.Namespace) -> int:
     return 0
 
 
-def _render(rows: Any) -> str:  # a pandas-like table, or an iterable of dicts
+def _render(rows: pd.DataFrame | Iterable[Mapping[str, object]]) -> str:
     """Render a list of dicts (or a pandas-like table) as aligned text."""
     if hasattr(rows, "to_string"):
         return rows.to_string(index=False)
@@ -180,7 +182,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _spec_key(results: xr.Dataset, key: str) -> Any:  # a TOML value
+def _spec_key(results: xr.Dataset, key: str) -> str | None:
     """A top-level key of the spec stored in a results file (None if absent or unreadable)."""
     try:
         return tomllib.loads(results.attrs.get("spec", "")).get(key)

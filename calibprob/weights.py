@@ -46,16 +46,21 @@ Statist. 51(2), 816–845. -- Kish, L. (1965). *Survey Sampling*, Wiley (the eff
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Self
+from typing import TYPE_CHECKING, Protocol, Self
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from calibprob._core.alignment import align_to_obs
 from calibprob._core.ranks import exact_level
 from calibprob._core.validation import _short, check_array, check_choice, check_int
 from calibprob.predictive import CalibprobWarning
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = [
     "Weights",
@@ -72,6 +77,19 @@ __all__ = [
     "WEIGHT_SUPPORT",
 ]
 
+
+class Classifier(Protocol):
+    """What :class:`LikelihoodRatio` fits: a probabilistic classifier (scikit-learn's ``fit`` / ``predict_proba``)."""
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> Classifier: ...
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray: ...
+
+    def get_params(self) -> dict[str, object]: ...
+
+    def set_params(self, **params: object) -> Classifier: ...
+
+
 _ON_SMALL = ("raise", "warn", "ignore")
 
 #: What a calibrator's declared weight support means (its class attribute ``_weights_support``):
@@ -87,7 +105,14 @@ WEIGHT_SUPPORT = ("conformal", "loss", "inner")
 # ---------------------------------------------------------------------------
 
 
-def check_weights(weights, n: int, name: str = "weights", *, obs=None, positive: bool = False) -> np.ndarray:
+def check_weights(
+    weights: ArrayLike,
+    n: int,
+    name: str = "weights",
+    *,
+    obs: xr.Dataset | xr.DataArray | None = None,
+    positive: bool = False,
+) -> np.ndarray:
     """One weight per point, as a finite non-negative float array that is not all zero.
 
     Parameters
@@ -150,7 +175,7 @@ def check_weights(weights, n: int, name: str = "weights", *, obs=None, positive:
     return w
 
 
-def effective_sample_size(weights) -> float:
+def effective_sample_size(weights: ArrayLike) -> float:
     r"""Kish's effective sample size :math:`(\sum_i w_i)^2 / \sum_i w_i^2` (:math:`n` for equal weights).
 
     Parameters
@@ -232,7 +257,9 @@ class WeightDiagnostics:
         }
 
 
-def diagnose(calibration_weights, test_weights, *, coverage_gap_bound=None) -> WeightDiagnostics:
+def diagnose(
+    calibration_weights: ArrayLike, test_weights: ArrayLike, *, coverage_gap_bound: float | None = None
+) -> WeightDiagnostics:
     """The :class:`WeightDiagnostics` of calibration weights (n,) and test weights (m,).
 
     Parameters
@@ -270,7 +297,7 @@ def diagnose(calibration_weights, test_weights, *, coverage_gap_bound=None) -> W
     )
 
 
-def check_attainable(diagnostics: WeightDiagnostics, levels, on_small: str = "raise") -> None:
+def check_attainable(diagnostics: WeightDiagnostics, levels: ArrayLike, on_small: str = "raise") -> None:
     r"""Refuse (or warn about) a confidence level the weights' effective sample size cannot support.
 
     A level :math:`c` needs :math:`\mathrm{ESS} \ge 1/(1-c)` at every test point: with equal
@@ -338,19 +365,19 @@ class Weights:
 
     on_small: str = "raise"
 
-    def calibration(self, X=None, *, n: int) -> np.ndarray:
+    def calibration(self, X: ArrayLike | None = None, *, n: int) -> np.ndarray:
         """The weights of ``n`` calibration points (inputs ``X`` when the kind needs them)."""
         raise NotImplementedError
 
-    def test(self, X=None, *, m: int) -> np.ndarray:
+    def test(self, X: ArrayLike | None = None, *, m: int) -> np.ndarray:
         """The weights of ``m`` test points (inputs ``X`` when the kind needs them)."""
         raise NotImplementedError
 
-    def coverage_gap_bound(self, calibration_weights) -> float | None:
+    def coverage_gap_bound(self, calibration_weights: np.ndarray) -> float | None:
         """The bound on the coverage shortfall of these weights; None where none is known."""
         return None
 
-    def diagnose(self, calibration_weights, test_weights) -> WeightDiagnostics:
+    def diagnose(self, calibration_weights: np.ndarray, test_weights: np.ndarray) -> WeightDiagnostics:
         """:func:`diagnose` with this kind's coverage-gap bound."""
         return diagnose(
             calibration_weights, test_weights, coverage_gap_bound=self.coverage_gap_bound(calibration_weights)
@@ -363,7 +390,7 @@ class Weights:
         return f"{type(self).__name__}({args})"
 
 
-def _inputs(X, name: str) -> np.ndarray:
+def _inputs(X: ArrayLike, name: str) -> np.ndarray:
     X = getattr(X, "values", X)  # a DataFrame's values (the rows are given in order)
     return check_array(X, name, ndim=(1, 2))
 
@@ -393,7 +420,7 @@ class DensityRatio(Weights):
     under covariate shift. NeurIPS 32.
     """
 
-    def __init__(self, ratio, *, on_small: str = "raise"):
+    def __init__(self, ratio: Callable[[np.ndarray], ArrayLike], *, on_small: str = "raise") -> None:
         if not callable(ratio):
             raise TypeError(
                 f"ratio must be a callable X -> weights; got {type(ratio).__name__} {_short(ratio)}. "
@@ -402,7 +429,7 @@ class DensityRatio(Weights):
         self.ratio = ratio
         self.on_small = check_choice(on_small, "on_small", _ON_SMALL)
 
-    def _at(self, X, n: int, name: str, positive: bool) -> np.ndarray:
+    def _at(self, X: ArrayLike | None, n: int, name: str, positive: bool) -> np.ndarray:
         if X is None:
             raise ValueError(
                 f"DensityRatio needs the {name} inputs to evaluate the ratio. With a post-processor (no X), pass "
@@ -410,13 +437,13 @@ class DensityRatio(Weights):
             )
         return check_weights(self.ratio(_inputs(X, f"X ({name})")), n, f"ratio(X) ({name})", positive=positive)
 
-    def calibration(self, X=None, *, n: int) -> np.ndarray:
+    def calibration(self, X: ArrayLike | None = None, *, n: int) -> np.ndarray:
         return self._at(X, n, "calibration", False)
 
-    def test(self, X=None, *, m: int) -> np.ndarray:
+    def test(self, X: ArrayLike | None = None, *, m: int) -> np.ndarray:
         return self._at(X, m, "test", True)
 
-    def coverage_gap_bound(self, calibration_weights) -> float:
+    def coverage_gap_bound(self, calibration_weights: np.ndarray) -> float:
         """0: the true ratio gives exact weighted exchangeability (Tibshirani et al. 2019, Thm. 2)."""
         return 0.0
 
@@ -458,14 +485,16 @@ class DecayingWeights(Weights):
         self.rho = r
         self.on_small = check_choice(on_small, "on_small", _ON_SMALL)
 
-    def calibration(self, X=None, *, n: int) -> np.ndarray:
+    def calibration(self, X: ArrayLike | None = None, *, n: int) -> np.ndarray:
         n = check_int(n, "n", minimum=1)
         return self.rho ** np.arange(n, 0, -1, dtype=float)  # i = 1..n: rho^(n+1-i)
 
-    def test(self, X=None, *, m: int) -> np.ndarray:
+    def test(self, X: ArrayLike | None = None, *, m: int) -> np.ndarray:
         return np.ones(check_int(m, "m", minimum=0))
 
-    def coverage_gap_bound(self, calibration_weights, *, tv=None, drift=None) -> float | None:
+    def coverage_gap_bound(
+        self, calibration_weights: np.ndarray, *, tv: ArrayLike | None = None, drift: float | None = None
+    ) -> float | None:
         r""":math:`\sum_i \tilde w_i\, \delta_i` for bounds :math:`\delta_i \ge d_{TV}(R(Z), R(Z^i))`.
 
         Parameters
@@ -521,17 +550,17 @@ class GivenWeights(Weights):
     [3.0]
     """
 
-    def __init__(self, calibration, test=None, *, on_small: str = "raise"):
+    def __init__(self, calibration: ArrayLike, test: ArrayLike | None = None, *, on_small: str = "raise") -> None:
         self.calibration_weights = check_weights(calibration, len(np.atleast_1d(calibration)), "calibration")
         self.test_weights = (
             None if test is None else check_weights(test, len(np.atleast_1d(test)), "test", positive=True)
         )
         self.on_small = check_choice(on_small, "on_small", _ON_SMALL)
 
-    def calibration(self, X=None, *, n: int) -> np.ndarray:
+    def calibration(self, X: ArrayLike | None = None, *, n: int) -> np.ndarray:
         return check_weights(self.calibration_weights, n, "GivenWeights calibration")
 
-    def test(self, X=None, *, m: int) -> np.ndarray:
+    def test(self, X: ArrayLike | None = None, *, m: int) -> np.ndarray:
         if self.test_weights is None:
             raise ValueError(
                 "GivenWeights holds no test weights: pass weights= (one per test point) to the prediction, or "
@@ -592,14 +621,22 @@ class LikelihoodRatio(Weights):
     True
     """
 
-    def __init__(self, classifier=None, *, cv=5, clip=(0.01, 0.99), random_state: int = 0, on_small="raise"):
+    def __init__(
+        self,
+        classifier: Classifier | None = None,
+        *,
+        cv: int | str | None = 5,
+        clip: tuple[float, float] | None = (0.01, 0.99),
+        random_state: int = 0,
+        on_small: str = "raise",
+    ) -> None:
         self.classifier = classifier
         self.cv = cv
         self.clip = clip
         self.random_state = random_state
         self.on_small = check_choice(on_small, "on_small", _ON_SMALL)
 
-    def _classifier(self):
+    def _classifier(self) -> Classifier:
         from sklearn.base import clone
         from sklearn.linear_model import LogisticRegression
         from sklearn.pipeline import make_pipeline
@@ -637,7 +674,7 @@ class LikelihoodRatio(Weights):
         with np.errstate(divide="ignore"):
             return p / (1.0 - p) * (self.n_calibration_ / self.n_test_)
 
-    def fit(self, X_calibration, X_test) -> Self:
+    def fit(self, X_calibration: ArrayLike, X_test: ArrayLike) -> Self:
         """Fit the classifier and cross-fit the ratio at both sets of rows; returns ``self``.
 
         Parameters
@@ -661,11 +698,11 @@ class LikelihoodRatio(Weights):
         odds = self._odds(p)
         self.calibration_weights_, self.test_weights_ = odds[: len(X0)], odds[len(X0) :]
         self._fitted_on = (X0.copy(), X1.copy())
-        self.model_ = None  # refitted on every row on the first new input (ratio)
+        self.model_: Classifier | None = None  # refitted on every row on the first new input (ratio)
         self._Z, self._label = Z, label
         return self
 
-    def _cross_fitted(self, Z, label) -> np.ndarray:
+    def _cross_fitted(self, Z: np.ndarray, label: np.ndarray) -> np.ndarray:
         if self.cv is None:
             return self._classifier().fit(Z, label).predict_proba(Z)[:, 1]
         if self.cv == "oob":
@@ -676,7 +713,8 @@ class LikelihoodRatio(Weights):
                     f"{type(model).__name__}. Use cv=5 for cross-fitting."
                 )
             model.set_params(oob_score=True).fit(Z, label)
-            return np.nan_to_num(model.oob_decision_function_[:, 1], nan=0.5)  # a row never out of bag: 1/2
+            oob = getattr(model, "oob_decision_function_")  # a bagged classifier's out-of-bag probabilities
+            return np.nan_to_num(oob[:, 1], nan=0.5)  # a row never out of bag: 1/2
         from sklearn.model_selection import StratifiedKFold
 
         if min(np.bincount(label)) < self.cv:
@@ -689,7 +727,7 @@ class LikelihoodRatio(Weights):
             p[held] = self._classifier().fit(Z[train], label[train]).predict_proba(Z[held])[:, 1]
         return p
 
-    def ratio(self, X) -> np.ndarray:
+    def ratio(self, X: ArrayLike) -> np.ndarray:
         """The estimated ratio at new inputs: the classifier refitted on every row given to :meth:`fit`."""
         if not hasattr(self, "_fitted_on"):
             raise ValueError("LikelihoodRatio is not fitted: call fit(X_calibration, X_test) first.")
@@ -699,7 +737,7 @@ class LikelihoodRatio(Weights):
             model = self.model_ = self._classifier().fit(self._Z, self._label)
         return self._odds(model.predict_proba(X.reshape(len(X), -1))[:, 1])
 
-    def _side(self, X, count: int, which: int, name: str) -> np.ndarray:
+    def _side(self, X: ArrayLike | None, count: int, which: int, name: str) -> np.ndarray:
         if not hasattr(self, "_fitted_on"):
             raise ValueError("LikelihoodRatio is not fitted: call fit(X_calibration, X_test) first.")
         own = (self.calibration_weights_, self.test_weights_)[which]
@@ -715,11 +753,11 @@ class LikelihoodRatio(Weights):
         same = X.reshape(len(X), -1).shape == rows.shape and np.array_equal(X.reshape(len(X), -1), rows)
         return own if same else self.ratio(X)  # its own rows keep their cross-fitted ratio
 
-    def calibration(self, X=None, *, n: int) -> np.ndarray:
+    def calibration(self, X: ArrayLike | None = None, *, n: int) -> np.ndarray:
         """The cross-fitted ratio at the calibration rows of :meth:`fit` (``X`` those rows, or None), else :meth:`ratio`."""
         return check_weights(self._side(X, n, 0, "calibration"), n, "LikelihoodRatio calibration weights")
 
-    def test(self, X=None, *, m: int) -> np.ndarray:
+    def test(self, X: ArrayLike | None = None, *, m: int) -> np.ndarray:
         """The cross-fitted ratio at the test rows of :meth:`fit` (``X`` those rows, or None), else :meth:`ratio`."""
         return check_weights(self._side(X, m, 1, "test"), m, "LikelihoodRatio test weights", positive=True)
 
@@ -729,14 +767,89 @@ class LikelihoodRatio(Weights):
 # ---------------------------------------------------------------------------
 
 
-def resolve(weights, n: int, *, X=None, obs=None, side: str = "calibration", name: str = "weights") -> np.ndarray:
+def resolve(
+    weights: ArrayLike | Weights,
+    n: int,
+    *,
+    X: ArrayLike | None = None,
+    obs: xr.Dataset | xr.DataArray | None = None,
+    side: str = "calibration",
+    name: str = "weights",
+) -> np.ndarray:
     """The weights of ``n`` points on one ``side`` ("calibration" or "test") from an array or a :class:`Weights`."""
     if isinstance(weights, Weights):
         return weights.calibration(X, n=n) if side == "calibration" else weights.test(X, m=n)
     return check_weights(weights, n, name, obs=obs, positive=side == "test")
 
 
-def weight_support(calibrator) -> str | None:
+def resolve_test_weights(
+    weighted: bool,
+    weights: ArrayLike | Weights | None,
+    stored: Weights | None,
+    m: int,
+    *,
+    owner: str,
+    X: ArrayLike | None = None,
+    obs: xr.Dataset | xr.DataArray | None = None,
+) -> tuple[np.ndarray, ArrayLike | Weights] | None:
+    r"""The test weights of a conformal prediction, checked against how the calibration was weighted.
+
+    The one check every weighted conformal method runs at prediction (split, CPS, CQR,
+    conditional conformal, Mondrian): the weighted quantile of Tibshirani et al. (2019, eq. 7)
+    puts the test point's mass :math:`w(x_{n+1})/(\sum_i w(x_i) + w(x_{n+1}))` at :math:`+\infty`, so
+    it needs the test weights exactly when the calibration scores were weighted.
+
+    Parameters
+    ----------
+    weighted : bool
+        Whether the calibration scores were weighted.
+    weights : array_like, Weights or None
+        The ``weights=`` passed to the prediction.
+    stored : Weights or None
+        The weights object the calibration was fitted with (None for a plain array): its
+        :meth:`Weights.test` gives the test weights when ``weights`` is None.
+    m : int
+        Number of test points.
+    owner : str
+        The calibrator's name, for the messages.
+    X, obs : optional
+        Test inputs (for a weights object that reads them) and the test Dataset (for alignment).
+
+    Returns
+    -------
+    (ndarray, source) or None
+        The test weights, shape (m,), and where they came from; None for an unweighted calibration.
+
+    Raises
+    ------
+    ValueError
+        Weights at prediction after an unweighted calibration, or none after a calibration
+        weighted by a plain array (each message names the fix).
+
+    Examples
+    --------
+    >>> resolve_test_weights(False, None, None, 3, owner="SplitConformalCalibrator") is None
+    True
+    >>> resolve_test_weights(True, [1.0, 2.0], None, 2, owner="SplitConformalCalibrator")[0].tolist()
+    [1.0, 2.0]
+    """
+    if not weighted:
+        if weights is not None:
+            raise ValueError(
+                f"weights= at prediction needs a weighted fit: this {owner} was calibrated without weights. Pass "
+                "weights= (an array or a calibprob.weights object) when fitting or calibrating too, or drop it here."
+            )
+        return None
+    source = weights if weights is not None else stored
+    if source is None:
+        raise ValueError(
+            "the calibration points were weighted by an array, so the test points need their weights too: pass "
+            "weights= (one per test point, e.g. the density ratio at each), or a calibprob.weights object."
+        )
+    return resolve(source, m, X=X, obs=obs, side="test"), source
+
+
+def weight_support(calibrator: object) -> str | None:
     """How ``calibrator`` (a class or an instance) takes weights: "conformal", "loss" or None (not at all).
 
     Read from the class attribute ``_weights_support`` that each calibrator declares explicitly
@@ -765,7 +878,7 @@ def weight_support(calibrator) -> str | None:
     return support
 
 
-def on_small_of(*candidates) -> str:
+def on_small_of(*candidates: object) -> str:
     """The ``on_small`` of the first :class:`Weights` among ``candidates`` ("raise" for plain arrays)."""
     for w in candidates:
         if isinstance(w, Weights):

@@ -36,8 +36,10 @@ procedure that alarms at :math:`\sigma_t \ge c` has mean time to a false alarm a
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = [
     "JUMPER_EPSILONS",
@@ -56,7 +58,7 @@ __all__ = [
 JUMPER_EPSILONS = (-1.0, -0.5, 0.0, 0.5, 1.0)
 
 
-def conformal_pvalues(scores, thetas, *, history=()) -> np.ndarray:
+def conformal_pvalues(scores: ArrayLike, thetas: ArrayLike, *, history: ArrayLike = ()) -> np.ndarray:
     r"""Smoothed online conformal p-values of a stream of nonconformity scores.
 
     .. math::
@@ -100,7 +102,7 @@ def conformal_pvalues(scores, thetas, *, history=()) -> np.ndarray:
     return out
 
 
-def epsilon_bets(p, epsilons=JUMPER_EPSILONS) -> np.ndarray:
+def epsilon_bets(p: ArrayLike, epsilons: ArrayLike = JUMPER_EPSILONS) -> np.ndarray:
     r"""Rewards :math:`1 + \varepsilon(p - \tfrac12)` of the ε betting functions.
 
     Each integrates to 1 on [0, 1] and is positive for :math:`|\varepsilon| < 2` (ALRW 2nd ed. §8.2).
@@ -125,7 +127,7 @@ def epsilon_bets(p, epsilons=JUMPER_EPSILONS) -> np.ndarray:
     return 1.0 + e * (np.asarray(p, float)[..., None] - 0.5)
 
 
-def step_bets(p, grid: int = 10) -> np.ndarray:
+def step_bets(p: ArrayLike, grid: int = 10) -> np.ndarray:
     r"""crepes' step betting functions: :math:`f_{a,b}(p) = b/a` for :math:`p \le a`, :math:`(1-b)/(1-a)` above.
 
     :math:`a, b` over the grid :math:`\{1/G, \dots, (G-1)/G\}` (:math:`(G-1)^2` functions, ordered
@@ -156,7 +158,7 @@ def step_bets(p, grid: int = 10) -> np.ndarray:
     return np.where(p <= a, b / a, (1.0 - b) / (1.0 - a))
 
 
-def simple_jumper(rewards, jump: float = 0.01) -> np.ndarray:
+def simple_jumper(rewards: ArrayLike, jump: float = 0.01) -> np.ndarray:
     r"""The Simple Jumper's capital :math:`S_t` from the accounts' rewards, shape ``rewards.shape[:-1]``.
 
     Accounts start at :math:`1/K`; at step :math:`t` each is multiplied by its reward, :math:`S_t` is
@@ -197,7 +199,7 @@ def simple_jumper(rewards, jump: float = 0.01) -> np.ndarray:
     return S
 
 
-def sleeper_stayer(rewards, rate: float = 0.001) -> np.ndarray:
+def sleeper_stayer(rewards: ArrayLike, rate: float = 0.001) -> np.ndarray:
     r"""Sleeper/Stayer's capital (ALRW Alg. 9.4 as crepes' ``SleeperStayer``), shape ``rewards.shape[:-1]``.
 
     Idle capital :math:`1 - R` and accounts :math:`R/K`; at step :math:`t` the accounts are multiplied
@@ -264,7 +266,7 @@ def kde_density(past: np.ndarray, x: np.ndarray, grid_size: int = 200) -> np.nda
     return dens[grid_size:] / norm
 
 
-def plugin_martingale(p, burn_in: int = 100) -> np.ndarray:
+def plugin_martingale(p: ArrayLike, burn_in: int = 100) -> np.ndarray:
     r"""The plug-in martingale :math:`S_t = \prod_{s \le t} \hat\rho_s(p_s)` (Fedorova et al. 2012, Alg. 1).
 
     :math:`\hat\rho_t` is ``kde_density`` of :math:`p_1, \dots, p_{t-1}` shrunk towards the
@@ -307,7 +309,7 @@ def plugin_martingale(p, burn_in: int = 100) -> np.ndarray:
     return S
 
 
-def _factors(S) -> np.ndarray:
+def _factors(S: ArrayLike) -> np.ndarray:
     """The martingale's per-step multipliers :math:`f_t = S_t / S_{t-1}` (:math:`S_0 = 1`), along axis 0."""
     S = np.asarray(S, float)
     prev = np.concatenate([np.ones((1,) + S.shape[1:]), S[:-1]], axis=0)
@@ -315,7 +317,22 @@ def _factors(S) -> np.ndarray:
         return S / prev
 
 
-def cusum(S) -> np.ndarray:
+def _change_statistic(S: ArrayLike, start: float, step: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    r"""A change statistic's recursion :math:`x_t = \mathrm{step}(x_{t-1}, S_t/S_{t-1})` from :math:`x_0 = ` ``start``.
+
+    CUSUM and Shiryaev–Roberts differ only in ``step`` and ``start`` (Vovk et al. 2021, §2): both
+    restart a martingale at every :math:`s < t` and combine the capitals :math:`S_t/S_s` (max, sum).
+    """
+    f = _factors(S)
+    out = np.empty_like(f)
+    x = np.full(f.shape[1:], start)
+    for t in range(f.shape[0]):
+        x = step(x, f[t])
+        out[t] = x
+    return out
+
+
+def cusum(S: ArrayLike) -> np.ndarray:
     r"""CUSUM on a martingale path: :math:`\gamma_t = \max(\gamma_{t-1}, 1)\, S_t/S_{t-1}` = :math:`\max_{s<t} S_t/S_s`.
 
     Parameters
@@ -337,41 +354,35 @@ def cusum(S) -> np.ndarray:
     >>> cusum([2.0, 1.0, 0.5, 2.0]).tolist()
     [2.0, 1.0, 0.5, 4.0]
     """
-    f = _factors(S)
-    out = np.empty_like(f)
-    g = np.ones(f.shape[1:])
-    for t in range(f.shape[0]):
-        g = np.maximum(g, 1.0) * f[t]
-        out[t] = g
-    return out
+    return _change_statistic(S, 1.0, lambda g, f: np.maximum(g, 1.0) * f)
 
 
-def shiryaev_roberts(S) -> np.ndarray:
+def shiryaev_roberts(S: ArrayLike) -> np.ndarray:
     r"""Shiryaev–Roberts on a martingale path: :math:`\sigma_t = (\sigma_{t-1} + 1)\, S_t/S_{t-1}` = :math:`\sum_{s<t} S_t/S_s`.
+
+    Under exchangeability :math:`\sigma_t - t` is a martingale, so the procedure that alarms at
+    :math:`\sigma_t \ge c` waits at least :math:`c` steps for a false alarm on average (optional stopping).
 
     Parameters
     ----------
     S : array_like, shape (T, ...)
-        A martingale path :math:`S_1, \dots, S_T` (:math:`S_0 = 1`).
+        One martingale path per column, :math:`S_1, \dots, S_T`, each started at :math:`S_0 = 1`.
 
     Returns
     -------
     ndarray, shape of ``S``
+        :math:`\sigma_1, \dots, \sigma_T` per column (:math:`\sigma_0 = 0`).
 
     References
     ----------
-    Vovk, V., Petej, I., Nouretdinov, I., Ahlberg, E., Carlsson, L. and Gammerman, A. (2021). Retrain
-    or not retrain: conformal test martingales for change-point detection. COPA, PMLR 152.
+    Shiryaev, A. N. (1963). On optimum methods in quickest detection problems. Theory of Probability
+    and Its Applications 8(1). Roberts, S. W. (1966). A comparison of some control chart procedures.
+    Technometrics 8(3). Vovk et al. (2021), *Retrain or not retrain*, COPA, PMLR 152 (on conformal
+    test martingales, as :func:`cusum`).
 
     Examples
     --------
     >>> shiryaev_roberts([2.0, 1.0]).tolist()
     [2.0, 1.5]
     """
-    f = _factors(S)
-    out = np.empty_like(f)
-    s = np.zeros(f.shape[1:])
-    for t in range(f.shape[0]):
-        s = (s + 1.0) * f[t]
-        out[t] = s
-    return out
+    return _change_statistic(S, 0.0, lambda s, f: (s + 1.0) * f)

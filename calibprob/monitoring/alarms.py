@@ -30,15 +30,25 @@ Ville, J. (1939). Étude critique de la notion de collectif. Gauthier-Villars.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
+from collections.abc import Sequence
+from typing import TypedDict, Unpack
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.validation import check_choice, check_int
 from calibprob.calibrators.online._time import TIME_COORD, check_stream_times
 from calibprob.monitoring._martingales import JUMPER_EPSILONS, epsilon_bets, kde_density, step_bets
 
-__all__ = ["ExchangeabilityMonitor", "exchangeability_alarms", "pit_scores", "MARTINGALES", "STATISTICS"]
+__all__ = [
+    "MonitorOptions",
+    "ExchangeabilityMonitor",
+    "exchangeability_alarms",
+    "pit_scores",
+    "MARTINGALES",
+    "STATISTICS",
+]
 
 #: The betting martingales: Simple Jumper, Sleeper/Stayer, the plug-in (reflected KDE) martingale.
 MARTINGALES = ("jumper", "sleeper-stayer", "plugin")
@@ -46,7 +56,24 @@ MARTINGALES = ("jumper", "sleeper-stayer", "plugin")
 STATISTICS = ("martingale", "cusum", "shiryaev-roberts")
 
 
-def pit_scores(pit) -> np.ndarray:
+class MonitorOptions(TypedDict, total=False):
+    """The options of :class:`ExchangeabilityMonitor`, as ``**options`` of :func:`exchangeability_alarms` and
+    :class:`~calibprob.monitoring.Monitored` pass them on (each means what the class's docstring says)."""
+
+    martingale: str
+    statistic: str
+    delta: float
+    threshold: float | None
+    reset: bool
+    jump: float
+    epsilons: Sequence[float]
+    rate: float
+    grid: int
+    burn_in: int
+    seed: int
+
+
+def pit_scores(pit: ArrayLike) -> np.ndarray:
     r"""Nonconformity scores of PIT values: :math:`|2u - 1|`, large when the outcome sits in a tail.
 
     Parameters
@@ -72,7 +99,7 @@ def pit_scores(pit) -> np.ndarray:
     return np.abs(2.0 * u - 1.0)
 
 
-def _check_unit_open(value, name: str, fix: str) -> float:
+def _check_unit_open(value: float, name: str, fix: str) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError) as err:
@@ -144,7 +171,7 @@ class ExchangeabilityMonitor:
         threshold: float | None = None,
         reset: bool = True,
         jump: float = 0.01,
-        epsilons=JUMPER_EPSILONS,
+        epsilons: ArrayLike = JUMPER_EPSILONS,
         rate: float = 0.001,
         grid: int = 10,
         burn_in: int = 100,
@@ -180,7 +207,7 @@ class ExchangeabilityMonitor:
         self.alarms_: list[int] = []
         self.restart()
 
-    def restart(self, history=()) -> ExchangeabilityMonitor:
+    def restart(self, history: ArrayLike = ()) -> ExchangeabilityMonitor:
         """Start the test again (martingale 1, statistic at its start) with ``history`` as the p-values' reference.
 
         Parameters
@@ -273,7 +300,7 @@ class ExchangeabilityMonitor:
             self.restart()
         return p, S, stat, alarm
 
-    def update(self, scores, times=None) -> xr.Dataset:
+    def update(self, scores: ArrayLike, times: ArrayLike | None = None) -> xr.Dataset:
         """Take a batch of scores in time order; the path over ``time`` (see :func:`exchangeability_alarms`).
 
         Parameters
@@ -300,7 +327,7 @@ class ExchangeabilityMonitor:
         t = np.arange(self.n_seen_ - s.size, self.n_seen_) if times is None else np.asarray(times)
         return self._dataset(s, rows, t)
 
-    def _dataset(self, s, rows, t) -> xr.Dataset:
+    def _dataset(self, s: np.ndarray, rows: np.ndarray, t: np.ndarray) -> xr.Dataset:
         name = {"martingale": "the martingale", "cusum": "CUSUM", "shiryaev-roberts": "Shiryaev-Roberts"}
         ds = xr.Dataset(
             {
@@ -329,12 +356,12 @@ class ExchangeabilityMonitor:
 
 def exchangeability_alarms(
     pred: xr.Dataset | None = None,
-    y=None,
+    y: ArrayLike | None = None,
     *,
-    scores=None,
-    history=None,
-    times=None,
-    **options,
+    scores: ArrayLike | None = None,
+    history: ArrayLike | None = None,
+    times: ArrayLike | None = None,
+    **options: Unpack[MonitorOptions],
 ) -> xr.Dataset:
     r"""Conformal test martingale and alarms over a stream of forecasts and outcomes (or of any scores).
 

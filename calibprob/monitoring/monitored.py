@@ -19,15 +19,28 @@ at each action, so its long-run bound applies to each stretch between actions.
 from __future__ import annotations
 
 from collections import deque
+from typing import Protocol, Unpack
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import check_predictive
 from calibprob._core.validation import check_choice, check_int, check_targets
-from calibprob.monitoring.alarms import ExchangeabilityMonitor, pit_scores
+from calibprob.monitoring.alarms import ExchangeabilityMonitor, MonitorOptions, pit_scores
 
-__all__ = ["Monitored", "ACTIONS"]
+__all__ = ["Monitored", "ACTIONS", "OnlineCalibrator"]
+
+
+class OnlineCalibrator(Protocol):
+    """What :class:`Monitored` wraps: a calibrator fitted on a calibration set and updated outcome by outcome."""
+
+    def fit(self, pred: xr.Dataset, y: np.ndarray) -> object: ...
+
+    def update(self, pred: xr.Dataset, y: np.ndarray) -> object: ...
+
+    def predict(self, pred: xr.Dataset, **kwargs: object) -> xr.Dataset: ...
+
 
 #: What an alarm does to the calibrator.
 ACTIONS = ("reset", "refit", "none")
@@ -60,6 +73,18 @@ class Monitored:
     actions_ : list of tuple
         ``(time, action)`` per alarm.
 
+    Notes
+    -----
+    Not in the registry, so ``calibprob.testing.check_calibrator`` does not run on it, by design:
+    it is a wrapper with no calibrator of its own to build by default (which online rule it watches
+    is the user's choice, as with :class:`~calibprob.Mondrian`, registered as a helper for the same
+    reason), its ``predict`` *is* the wrapped calibrator's (which the registry's checks already
+    cover), and what it adds is state over a stream (the monitor's capital, the recent rows, the
+    actions), not a fitted map that a default-built clone, a save and a load could reproduce. Its
+    own contract is tested directly (``tests/monitoring/test_monitored.py``): ``predict`` keeps the
+    rows of ``pred`` in their order with their ``obs`` labels and equals the wrapped calibrator's,
+    and bad input is refused naming the argument and the fix.
+
     Examples
     --------
     >>> import numpy as np, calibprob
@@ -74,7 +99,14 @@ class Monitored:
     (['refit'], True)
     """
 
-    def __init__(self, calibrator, *, on_alarm: str = "reset", refit_window: int = 50, **monitor):
+    def __init__(
+        self,
+        calibrator: OnlineCalibrator,
+        *,
+        on_alarm: str = "reset",
+        refit_window: int = 50,
+        **monitor: Unpack[MonitorOptions],
+    ) -> None:
         for method in ("fit", "update"):
             if not callable(getattr(calibrator, method, None)):
                 raise TypeError(
@@ -95,14 +127,15 @@ class Monitored:
         self.monitor = monitor
         ExchangeabilityMonitor(**monitor)  # bad options fail here, not at the first update
 
-    def fit(self, pred_cal: xr.Dataset, y_cal) -> Monitored:
+    def fit(self, pred_cal: xr.Dataset, y_cal: ArrayLike) -> Monitored:
         """Fit the calibrator; start the monitor with the calibration PITs' scores as reference; returns ``self``."""
         pred_cal = check_predictive(pred_cal, self.calibrator, "pred_cal")
         y = check_targets(y_cal, pred_cal.sizes["obs"], "y_cal", ndim=1)
         self.calibrator.fit(pred_cal, y)
         self.calibrator_ = self.calibrator
         self._cal = (pred_cal, y)
-        self.monitor_ = ExchangeabilityMonitor(**self.monitor, reset=True)
+        options: MonitorOptions = {**self.monitor, "reset": True}
+        self.monitor_ = ExchangeabilityMonitor(**options)
         self.monitor_.restart(pit_scores(pred_cal.calib.pit(y).values))
         self._recent: deque = deque(maxlen=self.refit_window)
         self.actions_: list[tuple] = []
@@ -113,7 +146,7 @@ class Monitored:
         if not hasattr(self, "monitor_"):
             raise ValueError("this Monitored calibrator is not fitted yet; call fit(pred_cal, y_cal) first.")
 
-    def update(self, forecast: xr.Dataset, y) -> Monitored:
+    def update(self, forecast: xr.Dataset, y: ArrayLike) -> Monitored:
         """Take outcomes in time order, one row at a time: test, update the calibrator, act on an alarm."""
         self._check_fitted()
         forecast = check_predictive(forecast, self.calibrator, "forecast")
@@ -135,7 +168,7 @@ class Monitored:
             self._paths.append(self.monitor_._dataset(cols[1], np.column_stack(cols[2:]).astype(float), cols[0]))
         return self
 
-    def _act(self, t) -> None:
+    def _act(self, t: float | np.generic) -> None:
         self.actions_.append((t.item() if hasattr(t, "item") else t, self.on_alarm))
         if self.on_alarm == "reset":
             self.calibrator.fit(*self._cal)
@@ -157,12 +190,12 @@ class Monitored:
             return self.monitor_._dataset(np.empty(0), np.empty((0, 4)), np.empty(0))
         return xr.concat(self._paths, dim="time", combine_attrs="override")
 
-    def predict(self, pred, **kwargs):
-        """The calibrator's ``predict``."""
+    def predict(self, pred: xr.Dataset, **kwargs: object) -> xr.Dataset:
+        """The calibrator's ``predict`` of ``pred`` (rows in ``pred``'s order, its ``obs`` labels kept)."""
         self._check_fitted()
-        return self.calibrator.predict(pred, **kwargs)
+        return self.calibrator.predict(check_predictive(pred, self.calibrator, "pred"), **kwargs)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> object:
         # recalibrate, predict_interval, coverage_error_bound, ...: the calibrator's own API
         if name.startswith("_") or name in ("calibrator",):
             raise AttributeError(name)

@@ -113,6 +113,17 @@ _PROB = Float(0, 1, lo_open=True, hi_open=True)
 _BOOL = Bool()
 _SCORE = Choice(("absolute", "normalized", "signed", "signed-absolute"))
 _CONFORMAL = {"beta": _POS, "eps": _NONNEG}
+#: conformal PID control's options (Angelopoulos, Candès & Tibshirani 2023): the P step and how it is scaled,
+#: the integrator's saturation and gain, the burn-in, the scorecaster; ``pid`` and ``online-recalibration``'s
+#: ``rule = "pid"`` take the same ones
+_PID = {
+    "lr": _POS,
+    "proportional_lr": Choice(("burnin", "rolling", "none")),
+    "csat": _POS,
+    "ki": _NONNEG,
+    "burnin": Int(1, None),
+    "scorecaster": Choice(("ar",)),
+}
 _TOP = ("calibprob",)
 
 # --- helpers held by the estimators (saved and loaded with them) ---------------------
@@ -132,63 +143,31 @@ register_class("calibprob.calibrators.grouping.mondrian:Mondrian", role="helper"
 register_class("calibprob.calibrators.grouping.bins:Bins", role="helper")
 
 # --- calibrators that no spec kind names ------------------------------------------------
-register_class(
-    "calibprob.calibrators.online:OnlineQuantileRecalibrator",
-    role="calibrator",
-    family="distribution",
-    output="distribution",
-    exports=_TOP,
+#: (class path, family, output, exports) of each, in registration order
+_UNNAMED_CALIBRATORS = (
+    ("calibprob.calibrators.online:OnlineQuantileRecalibrator", "distribution", "distribution", _TOP),
+    ("calibprob.calibrators.online:AdaptiveConformalInterval", "distribution", "intervals", _TOP),
+    # NexCP (issue 38): weighted split conformal with decaying weights, online through update
+    ("calibprob.calibrators.timeseries:NexCP", "distribution", "intervals", (*_TOP, "calibprob.calibrators")),
+    # EnbPI (issue 38): bootstrap ensemble, leave-one-out residuals, a sliding window
+    ("calibprob.calibrators.timeseries:EnbPI", "model-aware", "intervals", (*_TOP, "calibprob.calibrators")),
+    ("calibprob.calibrators.online:ConformalPIDInterval", "distribution", "intervals", _TOP),
+    ("calibprob.calibrators.online:AgACIInterval", "distribution", "intervals", _TOP),
+    (
+        "calibprob.calibrators.conformal.split:SplitConformalRegressor",
+        "model-aware",
+        "distribution",
+        (*_TOP, "calibprob.calibrators.conformal"),
+    ),
+    (
+        "calibprob.calibrators.conformal.bayes.estimator:ConformalBayes",
+        "posterior",
+        "intervals",
+        (*_TOP, "calibprob.calibrators"),
+    ),
 )
-register_class(
-    "calibprob.calibrators.online:AdaptiveConformalInterval",
-    role="calibrator",
-    family="distribution",
-    output="intervals",
-    exports=_TOP,
-)
-register_class(  # NexCP (issue 38): weighted split conformal with decaying weights, online through update
-    "calibprob.calibrators.timeseries:NexCP",
-    role="calibrator",
-    family="distribution",
-    output="intervals",
-    exports=(*_TOP, "calibprob.calibrators"),
-)
-register_class(  # EnbPI (issue 38): bootstrap ensemble, leave-one-out residuals, a sliding window
-    "calibprob.calibrators.timeseries:EnbPI",
-    role="calibrator",
-    family="model-aware",
-    output="intervals",
-    exports=(*_TOP, "calibprob.calibrators"),
-)
-register_class(
-    "calibprob.calibrators.online:ConformalPIDInterval",
-    role="calibrator",
-    family="distribution",
-    output="intervals",
-    exports=_TOP,
-)
-register_class(
-    "calibprob.calibrators.online:AgACIInterval",
-    role="calibrator",
-    family="distribution",
-    output="intervals",
-    exports=_TOP,
-)
-register_class(
-    "calibprob.calibrators.conformal.split:SplitConformalRegressor",
-    role="calibrator",
-    family="model-aware",
-    output="distribution",
-    exports=(*_TOP, "calibprob.calibrators.conformal"),
-)
-
-register_class(
-    "calibprob.calibrators.conformal.bayes.estimator:ConformalBayes",
-    role="calibrator",
-    family="posterior",
-    output="intervals",
-    exports=(*_TOP, "calibprob.calibrators"),
-)
+for _path, _family, _output, _exports in _UNNAMED_CALIBRATORS:
+    register_class(_path, role="calibrator", family=_family, output=_output, exports=_exports)
 
 # --- bases -----------------------------------------------------------------------------
 _GP_OPTIONS = {
@@ -369,13 +348,7 @@ register_method(
     options={
         "rule": Choice(("osd", "aci", "dtaci", "pid")),
         "coupling": Choice(("isotonic", "independent")),
-        # rule = "pid" (Angelopoulos, Candès & Tibshirani 2023): step, integrator, burn-in, scorecaster
-        "lr": _POS,
-        "proportional_lr": Choice(("burnin", "rolling", "none")),
-        "csat": _POS,
-        "ki": Float(0, None),
-        "burnin": Int(1, None),
-        "scorecaster": Choice(("ar",)),
+        **_PID,  # rule = "pid"
         "gammas": ListOf(_PROB),
         "eta": _POS,
         "gamma": _PROB,
@@ -394,12 +367,7 @@ register_method(
     family="distribution",
     output="intervals",
     options={
-        "lr": _POS,
-        "proportional_lr": Choice(("burnin", "rolling", "none")),
-        "csat": _POS,
-        "ki": _NONNEG,
-        "burnin": Int(1, None),
-        "scorecaster": Choice(("ar",)),
+        **_PID,
         "score": _SYMMETRIC_SCORE,
         "allow_infinite": _BOOL,
         **_CONFORMAL,

@@ -4,12 +4,11 @@ docs tables. The package :mod:`calibprob.registry` re-exports all of it and regi
 from __future__ import annotations
 
 import importlib
-import os
 import warnings
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from calibprob._core.deprecation import warn_renamed
 from calibprob._core.options import Choice, OptionType, SpecError
@@ -25,7 +24,7 @@ ROLES = ("calibrator", "base", "helper")
 TASK_ARGUMENTS = ("estimator", "prefit", "confidence_level", "levels")
 
 
-def load_object(target: str) -> Any:
+def load_object(target: str) -> Any:  # a dynamic import: whatever class or function the target names
     """Import ``"package.module:name"`` and return the object (a class or a function)."""
     module, _, name = target.partition(":")
     if not module or not name:
@@ -139,6 +138,28 @@ class BaseEntry:
         if self.cls is None:
             raise TypeError(f"base kind {self.kind!r} has no class: build it with {self.builder}.")
         return CLASSES[self.cls].load()
+
+
+class MethodExtra(TypedDict, total=False):
+    """The optional fields of :class:`MethodEntry` that :func:`register_method` passes on."""
+
+    fixed: Mapping[str, object]
+    seed: str | None
+    serves: tuple[str, ...] | None
+    needs_calibration_split: bool
+    defaults: Mapping[str, object]
+    runner_options: tuple[str, ...]
+    hidden: tuple[str, ...]
+    adapter: str | Callable | None
+
+
+class BaseExtra(TypedDict, total=False):
+    """The optional fields of :class:`BaseEntry` that :func:`register_base` passes on."""
+
+    seed: str | None
+    hidden: tuple[str, ...]
+    builder: str | None
+    runner_options: tuple[str, ...]
 
 
 CLASSES: dict[str, ClassEntry] = {}
@@ -277,7 +298,7 @@ def register_method(
     options: Mapping[str, OptionType] | None = None,
     doc: str = "",
     exports: tuple[str, ...] = (),
-    **extra: Any,
+    **extra: Unpack[MethodExtra],
 ) -> MethodEntry:
     """Register a calibrator kind of the comparison spec (and its class, when new).
 
@@ -337,7 +358,7 @@ def register_base(
     options: Mapping[str, OptionType] | None = None,
     doc: str = "",
     exports: tuple[str, ...] = (),
-    **extra: Any,
+    **extra: Unpack[BaseExtra],
 ) -> BaseEntry:
     """Register a base-model kind (``[base] kind = ...``) and, when new, its class; returns its entry.
 
@@ -465,7 +486,7 @@ DOC_BLOCKS = {
 }
 
 
-def update_doc(path: str | os.PathLike[str]) -> bool:
+def update_doc(path: str | Path) -> bool:
     """Rewrite the generated blocks of the page at ``path`` (e.g. ``docs/spec.md``); True if it changed."""
     page = Path(path)
     old = page.read_text(encoding="utf-8")

@@ -85,3 +85,51 @@ def test_bad_monitored_input_is_refused():
     mon.update(_f(3), np.zeros(3))
     with pytest.raises(ValueError, match=r"not after the last time already seen"):
         mon.update(_f(3), np.zeros(3))
+
+
+# ---------------------------------------------------------------------------
+# Monitored's own contract (it is not registered, so check_calibrator does not run on it: see its Notes)
+# ---------------------------------------------------------------------------
+
+
+def _labelled(n, seed):
+    """A heteroscedastic Gaussian forecast with non-default, unsorted obs labels."""
+    rng = np.random.default_rng(seed)
+    pred = calibprob.normal(rng.normal(size=n), 0.5 + rng.uniform(size=n))
+    return pred.assign_coords(obs=rng.permutation(np.arange(100, 100 + n)))
+
+
+@pytest.mark.parametrize("make", [OnlineQuantileRecalibrator, lambda: AdaptiveConformalInterval(gamma=0.05)])
+def test_predict_keeps_row_order_and_obs_labels_and_is_the_calibrators(make):
+    rng = np.random.default_rng(3)
+    cal, stream, test = _labelled(40, 0), _labelled(30, 1), _labelled(12, 2)
+    y_cal, y_stream = rng.normal(size=40), rng.normal(size=30)
+    mon = Monitored(make(), on_alarm="none").fit(cal, y_cal)
+    mon.update(stream, y_stream)
+    alone = make().fit(cal, y_cal)  # the same calibrator, unwatched: on_alarm="none" must not change it
+    alone.update(stream, y_stream)
+    out, want = mon.predict(test), alone.predict(test)
+    assert out.sizes["obs"] == test.sizes["obs"]
+    np.testing.assert_array_equal(out["obs"].values, test["obs"].values)
+    for name in want.data_vars:
+        np.testing.assert_array_equal(out[name].values, want[name].values)
+    perm = np.random.default_rng(4).permutation(test.sizes["obs"])
+    shuffled = mon.predict(test.isel(obs=perm))  # permuting the rows permutes the answer, nothing else
+    np.testing.assert_array_equal(shuffled["obs"].values, test["obs"].values[perm])
+    for name in want.data_vars:
+        np.testing.assert_array_equal(shuffled[name].values, out.isel(obs=perm)[name].values)
+
+
+def test_monitored_predict_and_fit_refuse_bad_input_naming_it():
+    pred, y = _labelled(20, 0), np.zeros(20)
+    with pytest.raises(ValueError, match=r"not fitted yet; call fit\(pred_cal, y_cal\) first"):
+        Monitored(OnlineQuantileRecalibrator()).predict(pred)
+    with pytest.raises(TypeError, match=r"pred_cal must be the base model's predictive distribution"):
+        Monitored(OnlineQuantileRecalibrator()).fit(np.zeros(20), y)
+    with pytest.raises(ValueError, match=r"mismatched lengths: y_cal has 19 entries, the prediction has 20"):
+        Monitored(OnlineQuantileRecalibrator()).fit(pred, np.zeros(19))
+    mon = Monitored(OnlineQuantileRecalibrator()).fit(pred, y)
+    with pytest.raises(TypeError, match=r"pred must be the base model's predictive distribution"):
+        mon.predict(np.zeros(3))
+    with pytest.raises(ValueError, match=r"mismatched lengths: y has 3 entries, the prediction has 20"):
+        mon.update(pred, np.zeros(3))

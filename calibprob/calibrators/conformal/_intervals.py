@@ -282,7 +282,7 @@ def chunked_intervals(
     return interval_dataset(lower, upper, levels, scalar, method=method, attrs=attrs)
 
 
-def check_Xy(X, y, *, X_name: str = "X", y_name: str = "y", min_length: int = 1):
+def check_Xy(X, y, *, X_name: str = "X", y_name: str = "y", min_length: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Validate a design matrix (2-D) and a target vector (1-D, finite) of equal length."""
     X = check_array(X, X_name, ndim=2, min_length=min_length)
     y = check_array(y, y_name, ndim=1, min_length=min_length)

@@ -91,7 +91,7 @@ from calibprob._core.validation import check_array, check_choice, check_groups, 
 from calibprob.calibrators.conformal._condconf_lp import thresholds
 from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
 from calibprob.calibrators.conformal.scores import get_score, invert
-from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std
+from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std, split_test_weights
 from calibprob.predictive import CalibprobWarning
 from calibprob.weights import Weights, resolve
 
@@ -434,21 +434,10 @@ class ConditionalConformal(BaseEstimator):
 
     def _test_weight_column(self, phi: np.ndarray, weights, pred) -> np.ndarray:
         """The test features with the weights' column (after a weighted fit); refuses misuse, naming the fix."""
-        if getattr(self, "calibration_weights_", None) is None:
-            if weights is not None:
-                raise ValueError(
-                    "weights= at prediction needs a weighted fit: pass weights= to fit too (the likelihood ratio at "
-                    "the calibration points)."
-                )
+        test = split_test_weights(self, weights, phi.shape[0], obs=pred)
+        if test is None:
             return phi
-        source = weights if weights is not None else self.weights_
-        if source is None:
-            raise ValueError(
-                "the calibration points were weighted by an array, so the test points need their weights too: pass "
-                "weights= (one per test point, e.g. the density ratio at each), or a calibprob.weights object."
-            )
-        t = resolve(source, phi.shape[0], obs=pred, side="test")
-        return np.hstack([phi, t[:, None]]) if self.tilt_column_ else phi
+        return np.hstack([phi, test[0][:, None]]) if self.tilt_column_ else phi
 
     def _theta(self, c: float, m: int, rng) -> np.ndarray:
         return rng.uniform(c - 1.0, c, size=m) if self.randomize else np.full(m, c)

@@ -422,10 +422,26 @@ def set_from_scores(scores: np.ndarray, logw: np.ndarray, confidence_level: floa
     :math:`\sum_i p_i \delta_{S_i} + p_{n+1}\delta_{+\infty}` (the mass strictly below
     :math:`S_{n+1}` is what decides).
     """
-    w = np.exp(logw - logw.max(axis=0, keepdims=True))
-    p = w / w.sum(axis=0, keepdims=True)
-    below = (scores[:-1] < scores[-1][None, :]) * p[:-1]
+    below = (scores[:-1] < scores[-1][None, :]) * _normalised(logw)[:-1]
     return below.sum(axis=0) < confidence_level
+
+
+def _normalised(logw: np.ndarray) -> np.ndarray:
+    r"""The weights :math:`p_i = w_i / \sum_j w_j` per candidate (column) from log-weights, shifted by the
+    column maximum first so no exponential overflows (eq. 6's normalisation, feedback and standard shift alike)."""
+    w = np.exp(logw - logw.max(axis=0, keepdims=True))
+    return w / w.sum(axis=0, keepdims=True)
+
+
+def _logsumexp(z: np.ndarray) -> float:
+    r""":math:`\log \sum_u e^{z_u}`, shifted by the maximum (the design density's normaliser :math:`\log Z`)."""
+    return z.max() + np.log(np.exp(z - z.max()).sum())
+
+
+def _conformal_set(grid, scores, logw, confidence_level: float, shift: str) -> ConformalSet:
+    """The set, its scores and its normalised weights from the augmented scores and log-weights."""
+    in_set = set_from_scores(scores, logw, confidence_level)
+    return ConformalSet(grid=grid, in_set=in_set, scores=scores, weights=_normalised(logw), shift=shift)
 
 
 def feedback_conformal_set(
@@ -552,9 +568,7 @@ def conformal_set_from_loo(
     scores[:n] = np.abs(y[:, None] - (c_own[:n, None] + grid[None, :] * a_own[:n, None]))
     scores[n] = np.abs(grid - c_own[n])
     logw = _weights(loo if design is None else design, lam, grid, shift, ptrain)
-    in_set = set_from_scores(scores, logw, confidence_level)
-    w = np.exp(logw - logw.max(axis=0, keepdims=True))
-    return ConformalSet(grid=grid, in_set=in_set, scores=scores, weights=w / w.sum(axis=0), shift=shift)
+    return _conformal_set(grid, scores, logw, confidence_level, shift)
 
 
 def refit_conformal_set(
@@ -619,14 +633,10 @@ def refit_conformal_set(
                 pred = smoother.fit_predict(S[keep], y_aug[keep], E)
             scores[i, k] = abs(y_aug[i] - pred[i])
             if shift == "feedback" and use_pool:
-                z = lam * pred[n + 1 :]
-                logw[i, k] = lam * pred[i] - (z.max() + np.log(np.exp(z - z.max()).sum())) - np.log(ptrain[i])
+                logw[i, k] = lam * pred[i] - _logsumexp(lam * pred[n + 1 :]) - np.log(ptrain[i])
     if shift == "standard" and use_pool:
-        z = lam * mu_train[n + 1 :]
-        log_z = z.max() + np.log(np.exp(z - z.max()).sum())
+        log_z = _logsumexp(lam * mu_train[n + 1 :])
         logw[:] = (lam * mu_train[: n + 1] - log_z - np.log(ptrain))[:, None]
     elif not use_pool:
         logw[:] = -np.log(ptrain)[:, None]
-    in_set = set_from_scores(scores, logw, confidence_level)
-    w = np.exp(logw - logw.max(axis=0, keepdims=True))
-    return ConformalSet(grid=grid, in_set=in_set, scores=scores, weights=w / w.sum(axis=0), shift=shift)
+    return _conformal_set(grid, scores, logw, confidence_level, shift)

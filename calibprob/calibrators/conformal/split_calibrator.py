@@ -54,7 +54,7 @@ from calibprob.calibrators.conformal._intervals import (
 from calibprob.calibrators.conformal.scores import Score, get_score, invert
 from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.predictive import from_quantiles
-from calibprob.weights import Weights, check_attainable, on_small_of, resolve
+from calibprob.weights import Weights, check_attainable, on_small_of, resolve, resolve_test_weights
 
 __all__ = [
     "SplitConformalCalibrator",
@@ -258,20 +258,10 @@ def split_test_weights(model, weights, m: int, *, X=None, obs=None):
     Refuses weights at prediction after an unweighted fit, and an array-weighted fit without
     test weights (each names the fix).
     """
-    if model.calibration_weights_ is None:
-        if weights is not None:
-            raise ValueError(
-                "weights= at prediction needs weighted calibration: the calibration scores were not weighted. Pass "
-                "weights= (an array or a calibprob.weights object) when calibrating too."
-            )
-        return None
-    source = weights if weights is not None else model.weights_
-    if source is None:
-        raise ValueError(
-            "the calibration points were weighted by an array, so the test points need their weights too: pass "
-            "weights= (one per test point, e.g. the density ratio at each), or a calibprob.weights object."
-        )
-    return resolve(source, m, X=X, obs=obs, side="test"), source
+    weighted = getattr(model, "calibration_weights_", None) is not None
+    return resolve_test_weights(
+        weighted, weights, getattr(model, "weights_", None), m, owner=type(model).__name__, X=X, obs=obs
+    )
 
 
 def refuse_grouped_weights(weights) -> None:

@@ -55,10 +55,11 @@ import functools
 import inspect
 import warnings
 from fractions import Fraction
-from typing import Self
+from typing import Self, TypeAlias
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive, clone
 from calibprob._core.labels import refuse_kind_clash
@@ -75,7 +76,11 @@ from calibprob.predictive import (
     reach_variable,
 )
 from calibprob.registry import CLASSES, METHODS, load_object
-from calibprob.weights import GivenWeights, Weights, resolve, weight_support
+from calibprob.weights import GivenWeights, Weights, resolve, resolve_test_weights, weight_support
+
+#: What ``groups=`` takes on every calibrator: one label per row (array-like or a DataArray along ``obs``), the
+#: name of an ``obs`` coordinate holding them, or None (no grouping).
+GroupsLike: TypeAlias = ArrayLike | xr.DataArray | str | None
 
 __all__ = [
     "Mondrian",
@@ -481,27 +486,17 @@ class Mondrian(BaseEstimator):
 
     def _test_weights(self, pred: xr.Dataset, weights) -> np.ndarray | None:
         """The test weights of every row of ``pred`` for a conformal calibrator fitted with weights; else None."""
-        if not self.weighted_:
-            if weights is not None:
-                raise ValueError(
-                    "weights= at prediction needs a weighted fit: this Mondrian was fitted without weights. Pass "
-                    "weights= to fit too, or drop it here."
-                )
-            return None
-        if weight_support(self.calibrator) != "conformal":
+        if self.weighted_ and weight_support(self.calibrator) != "conformal":
             if weights is not None:
                 raise ValueError(
                     f"{type(self.calibrator).__name__} uses weights in its fitting loss only: pass weights= to fit, "
                     "not to the prediction."
                 )
             return None
-        source = weights if weights is not None else self.weights_
-        if source is None:
-            raise ValueError(
-                "the calibration points were weighted by an array, so the test points need their weights too: pass "
-                "weights= (one per test point, e.g. the density ratio at each), or a calibprob.weights object."
-            )
-        return resolve(source, pred.sizes["obs"], obs=pred, side="test")
+        test = resolve_test_weights(
+            self.weighted_, weights, self.weights_, pred.sizes["obs"], owner="Mondrian", obs=pred
+        )
+        return None if test is None else test[0]
 
     def _extrapolates(self) -> bool:
         """True when the inner calibrator defines every level itself (``extrapolate=True``)."""

@@ -52,6 +52,7 @@ improves Bayesian optimization. AISTATS, §4 (the recalibrated forecast :math:`Q
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from calibprob.calibrators.online.aci import aci_threshold
 
@@ -61,7 +62,7 @@ __all__ = ["central_pairs", "pit_scores", "aci_pit_map"]
 PAIR_TOL = 1e-9
 
 
-def central_pairs(levels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def central_pairs(levels: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Indices ``(lower, upper, middle)`` of the symmetric pairs ``(p, 1 - p)`` of increasing ``levels``.
 
     Parameters
@@ -102,7 +103,7 @@ def central_pairs(levels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return j, L - 1 - j, middle
 
 
-def pit_scores(pit) -> np.ndarray:
+def pit_scores(pit: ArrayLike) -> np.ndarray:
     r"""The central conformity score on the PIT scale, :math:`s = |2u - 1|`.
 
     Parameters
@@ -123,7 +124,7 @@ def pit_scores(pit) -> np.ndarray:
     return np.abs(2.0 * np.asarray(pit, float) - 1.0)
 
 
-def aci_pit_map(levels, sorted_scores, alpha) -> tuple[np.ndarray, np.ndarray]:
+def aci_pit_map(levels: ArrayLike, sorted_scores: np.ndarray, alpha: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     r"""The map :math:`R_t` at the tracked levels from the pairs' levels :math:`\alpha_t`, and each pair's :math:`r_t`.
 
     Parameters

@@ -51,6 +51,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from calibprob.calibrators.online.aci import aci_threshold
 from calibprob.predictive import CalibprobWarning
@@ -71,7 +72,7 @@ __all__ = [
 DTACI_GAMMAS = 0.001 * 2.0 ** np.arange(8)
 
 
-def dtaci_eta(alpha, k: int, window: int) -> np.ndarray:
+def dtaci_eta(alpha: float | np.ndarray, k: int, window: int) -> np.ndarray:
     r"""The paper's learning rate of the expert weights at miscoverage ``alpha``.
 
     Parameters
@@ -98,7 +99,7 @@ def dtaci_eta(alpha, k: int, window: int) -> np.ndarray:
     return np.sqrt(3.0 / window) * np.sqrt((np.log(k * window) + 2.0) / denom)
 
 
-def pinball(beta, theta, alpha):
+def pinball(beta: ArrayLike, theta: ArrayLike, alpha: float) -> np.ndarray:
     r"""The pinball loss :math:`\ell(\beta, \theta) = \alpha(\beta - \theta) - \min(0, \beta - \theta)` (non-negative).
 
     Examples
@@ -110,7 +111,7 @@ def pinball(beta, theta, alpha):
     return alpha * d - np.minimum(0.0, d)
 
 
-def conformal_beta(sorted_scores, s: float) -> float:
+def conformal_beta(sorted_scores: np.ndarray, s: float) -> float:
     r""":math:`\beta_t`: the supremum of the levels :math:`\alpha` whose conformal set covers score ``s``.
 
     With :math:`n` scores and :math:`m = \#\{S_j < s\}`, the set at :math:`\alpha`
@@ -128,12 +129,21 @@ def conformal_beta(sorted_scores, s: float) -> float:
     return 1.0 - m / (n + 1)
 
 
-def pit_threshold(sorted_scores, alpha: float) -> float:
+def pit_threshold(sorted_scores: np.ndarray, alpha: float) -> float:
     """The PIT-scale threshold at level ``alpha``: the conformal order statistic, 1 for the whole line."""
     return min(aci_threshold(sorted_scores, float(alpha), infinite="allow")[0], 1.0)
 
 
-def dtaci_step(expert_alpha, probs, sorted_scores, s: float, alpha: float, gammas, eta: float, sigma: float):
+def dtaci_step(
+    expert_alpha: np.ndarray,
+    probs: np.ndarray,
+    sorted_scores: np.ndarray,
+    s: float,
+    alpha: float,
+    gammas: np.ndarray,
+    eta: float,
+    sigma: float,
+) -> tuple[np.ndarray, np.ndarray, bool, np.ndarray, np.ndarray]:
     r"""One DtACI step for one central pair.
 
     Parameters
@@ -177,7 +187,9 @@ def dtaci_step(expert_alpha, probs, sorted_scores, s: float, alpha: float, gamma
     return nxt, probs_next / probs_next.sum(), bool(err), expert_err, losses
 
 
-def fixed_share_regret_bound(k: int, length, eta: float, sigma: float, second_moment) -> np.ndarray:
+def fixed_share_regret_bound(
+    k: int, length: ArrayLike, eta: float, sigma: float, second_moment: ArrayLike
+) -> np.ndarray:
     r"""Fixed share's adaptive regret bound on a window of ``length`` steps, against any single expert.
 
     For exponential weights with fixed share (:func:`dtaci_step`) and non-negative losses, on every

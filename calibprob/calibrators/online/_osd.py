@@ -71,6 +71,7 @@ probability curves without crossing. Econometrica 78(3) (rearrangement).
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.optimize import isotonic_regression
 
 __all__ = [
@@ -89,7 +90,7 @@ __all__ = [
 COUPLINGS = ("isotonic", "independent")
 
 
-def publish(theta, coupling: str = "isotonic") -> np.ndarray:
+def publish(theta: ArrayLike, coupling: str = "isotonic") -> np.ndarray:
     r"""The issued (monotone) recalibration map from the latent iterates.
 
     Parameters
@@ -135,7 +136,9 @@ def publish(theta, coupling: str = "isotonic") -> np.ndarray:
     return np.asarray(isotonic_regression(theta).x, float)
 
 
-def osd_step(theta, levels, pit: float, eta: float, coupling: str = "isotonic"):
+def osd_step(
+    theta: np.ndarray, levels: ArrayLike, pit: float, eta: float, coupling: str = "isotonic"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""One OSD step on every level.
 
     .. math::
@@ -186,7 +189,9 @@ def osd_step(theta, levels, pit: float, eta: float, coupling: str = "isotonic"):
     return theta + eta * (np.asarray(levels, float) - hit), issued, hit
 
 
-def osd_path(pit, levels, eta: float, *, coupling: str = "isotonic", theta0=None):
+def osd_path(
+    pit: ArrayLike, levels: ArrayLike, eta: float, *, coupling: str = "isotonic", theta0: ArrayLike | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Run OSD over a stream of PIT values.
 
     Parameters
@@ -241,7 +246,7 @@ def osd_path(pit, levels, eta: float, *, coupling: str = "isotonic", theta0=None
     return theta, issued, hit
 
 
-def coverage_bound(levels, eta: float, T, *, coupling: str = "isotonic") -> np.ndarray:
+def coverage_bound(levels: ArrayLike, eta: float, T: ArrayLike, *, coupling: str = "isotonic") -> np.ndarray:
     r"""Proven bound on :math:`|\frac1T\sum_t o_t(p_j) - p_j|`, per level.
 
     ``"independent"`` (Theorem 2, sharpened by starting at :math:`\theta_1 = p`):
@@ -306,7 +311,7 @@ def coverage_bound(levels, eta: float, T, *, coupling: str = "isotonic") -> np.n
     return num / (eta * T)
 
 
-def theorem2_bound(eta: float, T) -> np.ndarray:
+def theorem2_bound(eta: float, T: ArrayLike) -> np.ndarray:
     r"""Theorem 2's bound :math:`(1 + \eta)/(\eta T)` (Deshpande et al. 2024, eq. 10).
 
     Parameters
@@ -335,7 +340,7 @@ def theorem2_bound(eta: float, T) -> np.ndarray:
     return (1.0 + eta) / (eta * np.asarray(T, float))
 
 
-def interpolate_map(levels, issued, p) -> np.ndarray:
+def interpolate_map(levels: ArrayLike, issued: ArrayLike, p: ArrayLike) -> np.ndarray:
     r"""The recalibration map at arbitrary probabilities, monotone.
 
     Linear interpolation of :math:`(p_j, R(p_j))` extended by the knots
@@ -373,7 +378,7 @@ def interpolate_map(levels, issued, p) -> np.ndarray:
     return np.interp(np.asarray(p, float), xs, ys)
 
 
-def lemma4_counterexample():
+def lemma4_counterexample() -> tuple[np.ndarray, np.ndarray]:
     r"""Two per-level OSD iterates that cross after one step (eq. 9 as printed).
 
     Levels ``(0.5, 0.51)``, :math:`\eta = 1`, start at the identity, one

@@ -51,7 +51,10 @@ series prediction. NeurIPS 36, §2 (quantile tracking, Proposition 1), §3 (inte
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = [
     "SCORECASTERS",
@@ -67,6 +70,13 @@ __all__ = [
     "check_pid_params",
 ]
 
+
+class Scorecaster(Protocol):
+    """What a scorecaster is: a forecast of the next conformity score from the past ones (oldest first)."""
+
+    def forecast(self, history: np.ndarray) -> float: ...
+
+
 #: Built-in scorecasters by name (``None``: no scorecaster, the P + I controller).
 SCORECASTERS = ("ar",)
 #: How the P step scales with the scores: frozen after the burn-in, the authors' rolling window, or ``lr``.
@@ -75,7 +85,7 @@ PROPORTIONAL = ("burnin", "rolling", "none")
 DEFAULT_HISTORY = 10_000
 
 
-def saturation_log(x, t: int, csat: float, ki: float) -> np.ndarray:
+def saturation_log(x: ArrayLike, t: int, csat: float, ki: float) -> np.ndarray:
     r"""The integrator :math:`K_I \tan\bigl(x \log(t + 1) / (C_{\mathrm{sat}} (t + 1))\bigr)`, :math:`\pm\infty` past :math:`\pm\pi/2`.
 
     ``t`` counts the outcomes before the last one (the authors' ``t_pred``), so at the first step
@@ -116,11 +126,11 @@ class ARScorecaster:
     True
     """
 
-    def __init__(self, order: int = 3, window: int = 200):
+    def __init__(self, order: int = 3, window: int = 200) -> None:
         self.order = int(order)
         self.window = int(window)
 
-    def forecast(self, history) -> float:
+    def forecast(self, history: ArrayLike) -> float:
         h = np.asarray(history, float)[-self.window :]
         p = self.order
         if h.size < p + 2:
@@ -160,7 +170,8 @@ class BaseScorecaster:
     True
     """
 
-    def __init__(self, base, *, lags: int = 3, window: int = 200, refit_every: int = 25):
+    # Any: a calibprob base (PyMC ones included) whose predict gives a Dataset read through the .calib accessor
+    def __init__(self, base: Any, *, lags: int = 3, window: int = 200, refit_every: int = 25) -> None:
         self.base = base
         self.lags = int(lags)
         self.window = int(window)
@@ -171,7 +182,7 @@ class BaseScorecaster:
         rows = h.size - self.lags
         return np.column_stack([h[self.lags - 1 - j : self.lags - 1 - j + rows] for j in range(self.lags)])
 
-    def forecast(self, history) -> float:
+    def forecast(self, history: ArrayLike) -> float:
         h = np.asarray(history, float)[-self.window :]
         if h.size < self.lags + 3:
             return float(h.mean()) if h.size else 0.0
@@ -182,7 +193,7 @@ class BaseScorecaster:
         return float(np.asarray(self.base.predict(x).calib.mean().values, float).reshape(-1)[0])
 
 
-def make_scorecaster(spec):
+def make_scorecaster(spec: str | Scorecaster | None) -> Scorecaster | None:
     """``None``, ``"ar"`` (an :class:`ARScorecaster`) or an object with ``forecast(history)``."""
     if spec is None:
         return None
@@ -201,7 +212,7 @@ def make_scorecaster(spec):
     return spec
 
 
-def check_pid_params(lr, csat, ki, burnin) -> tuple[float, float, float, int]:
+def check_pid_params(lr: float, csat: float, ki: float, burnin: int) -> tuple[float, float, float, int]:
     """Validated ``(lr, csat, ki, burnin)``: ``lr > 0``, ``csat > 0``, ``ki >= 0``, ``burnin >= 1``."""
     vals = {}
     for name, v, lo, fix in (
@@ -224,7 +235,9 @@ def check_pid_params(lr, csat, ki, burnin) -> tuple[float, float, float, int]:
     return vals["lr"], vals["csat"], vals["ki"], int(burnin)
 
 
-def pid_new_state(q_start, history=(), *, n_keep: int = DEFAULT_HISTORY) -> dict:
+def pid_new_state(
+    q_start: ArrayLike, history: ArrayLike = (), *, n_keep: int = DEFAULT_HISTORY
+) -> dict[str, np.ndarray]:
     """A fresh PID state: one track per entry of ``q_start`` (the first thresholds), the given score history."""
     q = np.array(q_start, float).reshape(-1)
     k = q.size
@@ -263,7 +276,7 @@ def _step_size(state: dict, lr: float, burnin: int, proportional_lr: str) -> flo
 
 
 def pid_step(
-    state: dict,
+    state: dict[str, np.ndarray],
     s: float,
     alpha: np.ndarray,
     issued: np.ndarray,
@@ -273,7 +286,7 @@ def pid_step(
     ki: float,
     burnin: int,
     proportional_lr: str,
-    scorecaster,
+    scorecaster: Scorecaster | None,
     n_keep: int = DEFAULT_HISTORY,
     authors_indexing: bool = False,
 ) -> np.ndarray:
@@ -330,7 +343,7 @@ def pid_bound(state: dict, alpha: np.ndarray) -> np.ndarray:
 
 
 def pid_path(
-    scores,
+    scores: ArrayLike,
     alpha: float,
     *,
     lr: float = 0.1,
@@ -338,10 +351,10 @@ def pid_path(
     ki: float = 10.0,
     burnin: int = 100,
     proportional_lr: str = "burnin",
-    scorecaster=None,
+    scorecaster: Scorecaster | None = None,
     q_start: float = 0.0,
     authors_indexing: bool = False,
-) -> dict:
+) -> dict[str, np.ndarray]:
     r"""The PID thresholds along a whole stream of scores (one track, nothing clipped).
 
     Returns ``{"q": q_t issued before s_t, "err": err_t, "bound": pid_bound after T}``; with

@@ -20,9 +20,11 @@ its arithmetic is untouched.
 from __future__ import annotations
 
 from collections import deque
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.validation import check_array, check_choice, check_int
 from calibprob.calibrators.online._aci_pit import aci_pit_map, central_pairs
@@ -44,6 +46,9 @@ from calibprob.calibrators.online._pid import (
 from calibprob.calibrators.online.aci import aci_threshold
 from calibprob.calibrators.online.pid import check_burnin_fits, history_length
 
+if TYPE_CHECKING:  # the recalibrator imports these rules: its name for the annotations only
+    from calibprob.calibrators.online.recalibrator import OnlineQuantileRecalibrator
+
 __all__ = [
     "RULES",
     "check_rule",
@@ -59,7 +64,7 @@ __all__ = [
 RULES = ("osd", "aci", "dtaci", "pid")
 
 
-def expert_gammas(gammas) -> np.ndarray:
+def expert_gammas(gammas: ArrayLike | None) -> np.ndarray:
     """DtACI's expert step sizes: increasing, in (0, 1)."""
     if gammas is None:
         return DTACI_GAMMAS.copy()
@@ -72,7 +77,7 @@ def expert_gammas(gammas) -> np.ndarray:
     return g
 
 
-def check_rule(est, levels) -> None:
+def check_rule(est: OnlineQuantileRecalibrator, levels: np.ndarray) -> None:
     """Check the rule and every rule parameter of ``est`` (each is checked whatever the rule)."""
     check_choice(est.rule, "rule", RULES)
     try:
@@ -94,7 +99,7 @@ def check_rule(est, levels) -> None:
         central_pairs(np.asarray(levels, float))
 
 
-def reset_rule(est, levels: np.ndarray) -> None:
+def reset_rule(est: OnlineQuantileRecalibrator, levels: np.ndarray) -> None:
     """The rule's state at the identity map :math:`R_1(p) = p` (no scores yet)."""
     lower, _, _ = central_pairs(levels)
     est.alpha_start_ = 2.0 * levels[lower]  # alpha = 1 - c with c = 1 - 2p, exact in binary
@@ -115,16 +120,16 @@ def reset_rule(est, levels: np.ndarray) -> None:
     set_scores(est, np.empty(0))
 
 
-def _n_keep(est) -> int:
+def _n_keep(est: OnlineQuantileRecalibrator) -> int:
     return history_length(int(est.burnin), getattr(est, "_scorecaster", None))
 
 
-def _pid_r(est) -> np.ndarray:
+def _pid_r(est: OnlineQuantileRecalibrator) -> np.ndarray:
     """PID's thresholds on the PIT scale: the raw ones read on [0, 1]."""
     return np.clip(est.pid_state_["q"], 0.0, 1.0)
 
 
-def _map(est) -> tuple[np.ndarray, np.ndarray]:
+def _map(est: OnlineQuantileRecalibrator) -> tuple[np.ndarray, np.ndarray]:
     """The map :math:`R_t` at the tracked levels and each pair's threshold :math:`r_t`."""
     if est.rule != "pid":
         return aci_pit_map(est.levels_, est._sorted, est.alpha_)
@@ -136,7 +141,7 @@ def _map(est) -> tuple[np.ndarray, np.ndarray]:
     return R, r
 
 
-def set_scores(est, scores) -> None:
+def set_scores(est: OnlineQuantileRecalibrator, scores: ArrayLike) -> None:
     """The score window, and the map it gives at the current state."""
     est.scores_ = np.asarray(scores, float)
     est._sorted = np.sort(est.scores_)
@@ -145,7 +150,7 @@ def set_scores(est, scores) -> None:
     est.recalibration_ = publish(R, est.coupling)
 
 
-def calibrate_rule(est, scores: np.ndarray) -> None:
+def calibrate_rule(est: OnlineQuantileRecalibrator, scores: np.ndarray) -> None:
     """The calibration stream's PIT scores start the window (ACI, DtACI) or PID's history and thresholds."""
     if est.rule == "pid":
         check_burnin_fits(int(est.burnin), scores.size, "the calibration stream")
@@ -155,7 +160,7 @@ def calibrate_rule(est, scores: np.ndarray) -> None:
     set_scores(est, scores if est.window is None else scores[-int(est.window) :])
 
 
-def update_rule(est, u: np.ndarray, floor: float) -> None:
+def update_rule(est: OnlineQuantileRecalibrator, u: np.ndarray, floor: float) -> None:
     """One step of the rule per PIT value, on every central pair."""
     window = deque(est.scores_, maxlen=None if est.window is None else int(est.window))
     for ut in u:
@@ -195,7 +200,7 @@ def update_rule(est, u: np.ndarray, floor: float) -> None:
     est.recalibration_ = publish(R, est.coupling)
 
 
-def _dtaci_step(est, s_t: float) -> None:
+def _dtaci_step(est: OnlineQuantileRecalibrator, s_t: float) -> None:
     """Every pair's experts and weights after the score ``s_t``; ``alpha_`` becomes their weighted mean."""
     gammas = expert_gammas(est.gammas)
     horizon = int(est.regret_window)  # the paper's I
@@ -218,7 +223,7 @@ def _dtaci_step(est, s_t: float) -> None:
     est.alpha_ = np.sum(est.expert_weights_ * est.expert_alpha_, axis=1)
 
 
-def dtaci_pair_bounds(est) -> np.ndarray:
+def dtaci_pair_bounds(est: OnlineQuantileRecalibrator) -> np.ndarray:
     """Theorem 3.2's bound per pair at the pair's eta and sigma = 1/(2I), after ``n_updates_`` outcomes (warned if vacuous)."""
     gammas = expert_gammas(est.gammas)
     horizon = int(est.regret_window)
@@ -229,7 +234,7 @@ def dtaci_pair_bounds(est) -> np.ndarray:
     return bound
 
 
-def rule_to_dataset(est, ds: xr.Dataset) -> xr.Dataset:
+def rule_to_dataset(est: OnlineQuantileRecalibrator, ds: xr.Dataset) -> xr.Dataset:
     """``ds`` with the rule's state (nothing for ``rule="osd"``: it writes what it always wrote)."""
     if est.rule == "osd":
         return ds
@@ -293,7 +298,7 @@ def rule_params_from_dataset(ds: xr.Dataset) -> dict:
     return out
 
 
-def rule_state_from_dataset(est, ds: xr.Dataset) -> None:
+def rule_state_from_dataset(est: OnlineQuantileRecalibrator, ds: xr.Dataset) -> None:
     """Restore the rule's state written by :func:`rule_to_dataset`."""
     if est.rule == "osd":
         return

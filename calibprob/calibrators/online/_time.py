@@ -20,11 +20,11 @@ __all__ = ["TIME_COORD", "check_stream_times"]
 TIME_COORD = "time"
 
 
-def _show(value) -> str:
+def _show(value: np.ndarray | np.generic) -> str:
     return str(value.item() if hasattr(value, "item") and not np.issubdtype(value.dtype, np.datetime64) else value)
 
 
-def check_stream_times(pred: xr.Dataset, last, name: str = "pred"):
+def check_stream_times(pred: xr.Dataset, last: np.ndarray | None, name: str = "pred") -> np.ndarray | None:
     r"""The times of ``pred``'s rows, checked to be in stream order; ``None`` without a ``time`` coordinate.
 
     Parameters

@@ -35,19 +35,20 @@ refit-per-step protocol of :meth:`AdaptiveConformalInterval.calibrate`).
 from __future__ import annotations
 
 import warnings
-from collections import deque
 from typing import Self
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.ranks import upper_rank
 from calibprob._core.validation import check_choice, check_int, check_targets
 from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
-from calibprob.calibrators.conformal.scores import Score, get_score, invert
+from calibprob.calibrators.conformal.scores import Score, invert
 from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std
-from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
+from calibprob.calibrators.grouping.mondrian import GroupsLike, fit_with_groups
+from calibprob.calibrators.online._interval import OnlineInterval, symmetric_score
 from calibprob.calibrators.online._time import check_stream_times
 from calibprob.predictive import CalibprobWarning
 
@@ -98,7 +99,7 @@ def aci_threshold(sorted_scores: np.ndarray, alpha_t: float, *, infinite: str = 
     return float(sorted_scores[-1]), True
 
 
-class AdaptiveConformalInterval(BaseEstimator):
+class AdaptiveConformalInterval(OnlineInterval, BaseEstimator):
     r"""ACI: split-conformal intervals whose level adapts online to the misses (Gibbs & Candès 2021).
 
     ``fit`` scores a calibration set; ``predict_interval`` issues the interval at the current
@@ -160,14 +161,14 @@ class AdaptiveConformalInterval(BaseEstimator):
     def __init__(
         self,
         *,
-        confidence_level=0.9,
+        confidence_level: ArrayLike = 0.9,
         gamma: float = 0.005,
-        score="absolute",
+        score: str | Score = "absolute",
         beta: float = 1.0,
         eps: float = 0.0,
         window: int | None = None,
         infinite: str = "clip",
-    ):
+    ) -> None:
         self.confidence_level = confidence_level
         self.gamma = gamma
         self.score = score
@@ -175,6 +176,9 @@ class AdaptiveConformalInterval(BaseEstimator):
         self.eps = eps
         self.window = window
         self.infinite = infinite
+
+    _fitted = "alpha_"
+    _interval_method = "aci"
 
     def _check_params(self) -> tuple[np.ndarray, Score]:
         levels, _ = resolve_levels(self.confidence_level)
@@ -186,20 +190,10 @@ class AdaptiveConformalInterval(BaseEstimator):
         check_choice(self.infinite, "infinite", INFINITE)
         if self.window is not None:
             check_int(self.window, "window", minimum=1)
-        score = get_score(self.score, beta=self.beta, eps=self.eps)
-        if not score.symmetric:
-            raise ValueError(
-                f"score={score.name!r} is signed; ACI here adapts one symmetric threshold per level. Use "
-                "score='absolute' or 'normalized'."
-            )
-        return levels, score
-
-    def _mondrian_sides(self) -> int:
-        """1: before any outcome its interval is split conformal's with a symmetric score (one rank)."""
-        return 1
+        return levels, symmetric_score(self.score, self.beta, self.eps, "ACI here adapts")
 
     # -- state ----------------------------------------------------------------
-    def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
+    def fit(self, pred_cal: xr.Dataset, y_cal: ArrayLike, *, groups: GroupsLike = None) -> Self:
         """Score the calibration set and start every level at :math:`\\alpha_1 = 1 - c`; returns ``self``.
 
         With ``groups=`` (one label per calibration point, or an ``obs`` coordinate name) each
@@ -218,132 +212,39 @@ class AdaptiveConformalInterval(BaseEstimator):
         self.last_time_ = None
         return self.calibrate(pred_cal, y_cal)
 
-    def calibrate(self, pred_cal, y_cal) -> Self:
+    def calibrate(self, pred_cal: xr.Dataset, y_cal: ArrayLike) -> Self:
         """Replace the scores by a new calibration set's, keeping the levels :math:`\\alpha_t`; returns ``self``.
 
         For a base refitted at every step (Zaffran et al. 2022): refit, ``calibrate`` on its
         calibration part, ``predict_interval``, then ``update`` with the outcome.
         """
-        if getattr(self, "mondrian_", None) is not None:
-            raise ValueError(
-                "calibrate replaces one stream's scores, but this AdaptiveConformalInterval was fitted with groups "
-                "(one stream per group). Refit with fit(pred_cal, y_cal, groups=...) to rescore the groups."
-            )
-        check_is_fitted(self, "alpha_", method="fit")
-        pred = check_predictive(pred_cal, self, "pred_cal")
-        y = check_targets(y_cal, pred.sizes["obs"], "y_cal")
-        if self.window is not None and int(self.window) > y.size:
-            raise ValueError(
-                f"window={self.window!r} is larger than the history: pred_cal holds {y.size} calibration point(s), "
-                f"so the first intervals would be read from fewer scores than the window promises. Pass "
-                f"window <= {y.size}, or calibrate on at least {self.window} points."
-            )
-        mu, sigma = predictive_mean_std(pred)
-        scores = self.score_.score(y, mu, sigma)
-        if self.window is not None:
-            scores = scores[-int(self.window) :]
-        self.scores_ = np.asarray(scores, float)
-        self._sorted = np.sort(self.scores_)
+        self._calibration_scores(pred_cal, y_cal)
         return self
 
     #: the sorted scores are a view of ``scores_``: not saved, rebuilt on load
     _transient_attrs: tuple[str, ...] = ("_sorted",)
-
-    def _rebuild_after_load(self) -> None:
-        if getattr(self, "scores_", None) is not None:
-            self._sorted = np.sort(self.scores_)
 
     def _thresholds(self) -> tuple[np.ndarray, np.ndarray]:
         out = [aci_threshold(self._sorted, float(a), infinite=self.infinite) for a in self.alpha_]
         return np.array([t for t, _ in out]), np.array([c for _, c in out])
 
     # -- the online loop ------------------------------------------------------
-    def _level_mask(self, confidence_level) -> np.ndarray:
-        """Which of the fitted levels ``confidence_level`` asks for (each level is its own recursion)."""
-        if confidence_level is None:
-            return np.ones(self.levels_.size, dtype=bool)
-        asked, _ = resolve_levels(confidence_level)
-        hit = np.isclose(asked[:, None], self.levels_[None, :], rtol=0.0, atol=1e-12)
-        missing = asked[~hit.any(axis=1)]
-        if missing.size:
-            raise ValueError(
-                f"confidence_level={missing.tolist()} was not fitted: each level runs its own recursion from fit on, "
-                f"and this ACI tracks {self.levels_.tolist()}. Pass some of those, or refit with "
-                "confidence_level= including the new level."
-            )
-        return hit.any(axis=0)
-
-    def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
-        r"""Intervals at the current levels :math:`\alpha_t` for every row of ``pred``.
-
-        Parameters
-        ----------
-        pred : xarray.Dataset
-            The base's predictive distribution (any family of the contract).
-        confidence_level : float or sequence of float, optional
-            A subset of the fitted levels (default: all of them, as the constructor's ``confidence_level``
-            was given); a scalar drops the ``confidence_level`` dimension, a sequence keeps it.
-        groups : array_like, xarray.DataArray or str, optional
-            After a grouped :meth:`fit`: one label per row.
-
-        Returns
-        -------
-        xarray.Dataset
-            ``lower``, ``upper`` over (obs, confidence_level) (the *target* levels label the
-            dimension; ``alpha_t`` and ``clipped`` per level say what was issued).
-        """
-        mondrian = predict_with_groups(self, groups)
-        if mondrian is not None:
-            return mondrian.predict_interval(pred, confidence_level, groups=groups)
-        check_is_fitted(self, "alpha_", method="fit")
-        keep = self._level_mask(confidence_level)
-        pred = check_predictive(pred, self, "pred")
-        mu, sigma = predictive_mean_std(pred)
+    def _interval_parts(
+        self, mu: np.ndarray, sigma: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], dict[str, float]]:
+        """The ends at the current levels :math:`\\alpha_t` (``alpha_t`` and ``clipped`` per level say what was issued)."""
         thr, clipped = self._thresholds()
         scale = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)
-        lower, upper = self.score_.bounds(mu, scale, -thr[keep], thr[keep])
-        ds = interval_dataset(lower, upper, self.levels_[keep], False, method="aci", attrs={"gamma": float(self.gamma)})
-        ds = ds.assign_coords(obs=pred["obs"].values)
-        ds["alpha_t"] = ("confidence_level", self.alpha_[keep].copy())
-        ds["clipped"] = ("confidence_level", clipped[keep])
-        if np.ndim(self.confidence_level if confidence_level is None else confidence_level) == 0:
-            # the calib.interval convention: a scalar level (or, when none is asked, a scalar constructor level)
-            # drops the dimension, grouped or not (calibprob.testing.check_level_dims)
-            ds = ds.isel(confidence_level=0)
-        return keep_group_coord(ds, pred)
+        lower, upper = self.score_.bounds(mu, scale, -thr, thr)
+        return lower, upper, {"alpha_t": self.alpha_.copy(), "clipped": clipped}, {"gamma": float(self.gamma)}
 
-    def predict(self, pred, *, groups=None) -> xr.Dataset:
-        """The intervals at every fitted level, ``confidence_level`` kept as a dimension (the contract's
-        name for :meth:`predict_interval`)."""
-        mondrian = predict_with_groups(self, groups)
-        if mondrian is not None:
-            return mondrian.predict_interval(pred, mondrian.confidence_levels_.tolist(), groups=groups)
-        check_is_fitted(self, "alpha_", method="fit")
-        return self.predict_interval(pred, self.levels_.tolist())
-
-    def update(self, pred, y, *, groups=None) -> Self:
-        """Take outcomes in time order (row by row): count the misses, move each level; returns ``self``.
-
-        With a ``time`` coordinate along ``obs`` the rows must be strictly increasing in time and
-        later than every outcome already taken (``calibprob.calibrators.online._time.check_stream_times``).
-        """
-        mondrian = predict_with_groups(self, groups)
-        if mondrian is not None:
-            mondrian.update(pred, y, groups=groups)
-            return self
-        check_is_fitted(self, "alpha_", method="fit")
-        pred = check_predictive(pred, self, "pred")
-        y = check_targets(y, pred.sizes["obs"], "y")
-        times = check_stream_times(pred, self.last_time_)
-        mu, sigma = predictive_mean_std(pred)
+    def _take(self, mu: np.ndarray, sigma: np.ndarray, y: np.ndarray) -> None:
+        """Count each outcome's misses and move each level by :math:`\\gamma(\\alpha - \\mathrm{err}_t)`."""
         self._advance(np.asarray(self.score_.score(y, mu, sigma), float).reshape(-1))
-        if times is not None and times.size:
-            self.last_time_ = times[-1:].copy()
-        return self
 
     def _advance(self, s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The recursion over the scores ``s`` in order; the thresholds, clipped flags and levels each step issued."""
-        window = deque(self.scores_, maxlen=None if self.window is None else int(self.window))
+        window = self._score_window()
         thr_path = np.empty((s.size, self.levels_.size))
         clip_path = np.empty((s.size, self.levels_.size), bool)
         alpha_path = np.empty((s.size, self.levels_.size))
@@ -355,14 +256,11 @@ class AdaptiveConformalInterval(BaseEstimator):
             self.n_clipped_ += clipped
             self.alpha_ = self.alpha_ + float(self.gamma) * ((1.0 - self.levels_) - err)
             self.n_updates_ += 1
-            if self.window is not None:  # the new score joins the lookback window
-                window.append(st)
-                self.scores_ = np.asarray(window, float)
-                self._sorted = np.sort(self.scores_)
+            self._push_score(window, st)  # with a window, the new score joins the lookback
         return thr_path, clip_path, alpha_path
 
-    def predict_and_update(self, pred, y) -> xr.Dataset:
-        """One-step-ahead intervals for a stream: row ``t``'s interval at :math:`\alpha_t`, then its outcome.
+    def predict_and_update(self, pred: xr.Dataset, y: ArrayLike) -> xr.Dataset:
+        r"""One-step-ahead intervals for a stream: row ``t``'s interval at :math:`\alpha_t`, then its outcome.
 
         Equivalent to ``predict_interval(pred.isel(obs=[t]))`` then ``update(pred.isel(obs=[t]), y[t:t+1])``
         for each row in turn (the paper's online protocol), computed in one pass: the same intervals, the same

@@ -35,19 +35,18 @@ Gibbs, I. and Candès, E. (2021). Adaptive conformal inference under distributio
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Self
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
-from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
-from calibprob._core.validation import check_array, check_int, check_targets
-from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
-from calibprob.calibrators.conformal.scores import Score, get_score
-from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std
-from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
-from calibprob.calibrators.online._time import check_stream_times
+from calibprob._core.estimator import BaseEstimator
+from calibprob._core.validation import check_array, check_int
+from calibprob.calibrators.conformal._intervals import resolve_levels
+from calibprob.calibrators.conformal.scores import Score
+from calibprob.calibrators.grouping.mondrian import GroupsLike, fit_with_groups
+from calibprob.calibrators.online._interval import OnlineInterval, symmetric_score
 from calibprob.calibrators.online.aci import aci_threshold
 
 __all__ = ["AgACIInterval", "AGACI_GAMMAS", "boa_weights", "boa_update"]
@@ -79,7 +78,9 @@ def boa_weights(eta_inv2: np.ndarray, r_reg: np.ndarray) -> np.ndarray:
     return w / w.sum(axis=1, keepdims=True)
 
 
-def boa_update(eta_inv2, r_reg, experts, y, tau) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def boa_update(
+    eta_inv2: np.ndarray, r_reg: np.ndarray, experts: np.ndarray, y: float, tau: ArrayLike
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One BOA step with the gradient trick on the pinball loss at ``tau``; returns (eta_inv2, r_reg, aggregate).
 
     ``experts`` has shape (L, K): one row per interval level, each with its own state rows.
@@ -94,7 +95,7 @@ def boa_update(eta_inv2, r_reg, experts, y, tau) -> tuple[np.ndarray, np.ndarray
     return E, r_reg + reg, pred
 
 
-class AgACIInterval(BaseEstimator):
+class AgACIInterval(OnlineInterval, BaseEstimator):
     r"""AgACI: ACI experts over a grid of step sizes, their ends aggregated by BOA, per end (Zaffran et al. 2022).
 
     Parameters
@@ -136,7 +137,16 @@ class AgACIInterval(BaseEstimator):
     True
     """
 
-    def __init__(self, *, confidence_level=0.9, gammas=None, score="absolute", beta=1.0, eps=0.0, window=None):
+    def __init__(
+        self,
+        *,
+        confidence_level: ArrayLike = 0.9,
+        gammas: ArrayLike | None = None,
+        score: str | Score = "absolute",
+        beta: float = 1.0,
+        eps: float = 0.0,
+        window: int | None = None,
+    ) -> None:
         self.confidence_level = confidence_level
         self.gammas = gammas
         self.score = score
@@ -144,11 +154,10 @@ class AgACIInterval(BaseEstimator):
         self.eps = eps
         self.window = window
 
+    _fitted = "expert_alpha_"
+    _interval_method = "agaci"
+    #: the sorted scores are a view of ``scores_``: not saved, rebuilt on load
     _transient_attrs: tuple[str, ...] = ("_sorted",)
-
-    def _rebuild_after_load(self) -> None:
-        if getattr(self, "scores_", None) is not None:
-            self._sorted = np.sort(self.scores_)
 
     def _gammas(self) -> np.ndarray:
         if self.gammas is None:
@@ -166,19 +175,9 @@ class AgACIInterval(BaseEstimator):
         self._gammas()
         if self.window is not None:
             check_int(self.window, "window", minimum=1)
-        score = get_score(self.score, beta=self.beta, eps=self.eps)
-        if not score.symmetric:
-            raise ValueError(
-                f"score={score.name!r} is signed; AgACI's experts adapt one symmetric threshold each. Use "
-                "score='absolute' or 'normalized'."
-            )
-        return levels, score
+        return levels, symmetric_score(self.score, self.beta, self.eps, "AgACI's experts adapt")
 
-    def _mondrian_sides(self) -> int:
-        """1: before any outcome every expert is split conformal with a symmetric score (one rank)."""
-        return 1
-
-    def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
+    def fit(self, pred_cal: xr.Dataset, y_cal: ArrayLike, *, groups: GroupsLike = None) -> Self:
         """Score the calibration set, start every expert at the target level, BOA at uniform weights; returns ``self``.
 
         With ``groups=`` each group runs its own experts and aggregations (:class:`calibprob.Mondrian`).
@@ -197,25 +196,9 @@ class AgACIInterval(BaseEstimator):
         self.last_time_ = None
         return self.calibrate(pred_cal, y_cal)
 
-    def calibrate(self, pred_cal, y_cal) -> Self:
+    def calibrate(self, pred_cal: xr.Dataset, y_cal: ArrayLike) -> Self:
         """Replace the scores by a new calibration set's, keeping the experts and weights; returns ``self``."""
-        if getattr(self, "mondrian_", None) is not None:
-            raise ValueError(
-                "calibrate replaces one stream's scores, but this AgACIInterval was fitted with groups. Refit with "
-                "fit(pred_cal, y_cal, groups=...) to rescore the groups."
-            )
-        check_is_fitted(self, "expert_alpha_", method="fit")
-        pred = check_predictive(pred_cal, self, "pred_cal")
-        y = check_targets(y_cal, pred.sizes["obs"], "y_cal")
-        if self.window is not None and int(self.window) > y.size:
-            raise ValueError(
-                f"window={self.window!r} is larger than the history: pred_cal holds {y.size} calibration point(s). "
-                f"Pass window <= {y.size}, or calibrate on at least {self.window} points."
-            )
-        mu, sigma = predictive_mean_std(pred)
-        scores = np.asarray(self.score_.score(y, mu, sigma), float).reshape(-1)
-        self.scores_ = scores if self.window is None else scores[-int(self.window) :]
-        self._sorted = np.sort(self.scores_)
+        self._calibration_scores(pred_cal, y_cal)
         return self
 
     def _expert_thresholds(self) -> tuple[np.ndarray, np.ndarray]:
@@ -225,7 +208,9 @@ class AgACIInterval(BaseEstimator):
         )
         return raw, np.minimum(raw, float(self._sorted[-1]))
 
-    def _ends(self, mu, scale, thresholds=None):
+    def _ends(
+        self, mu: np.ndarray, scale: np.ndarray, thresholds: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row: the aggregated (lower, upper) over (obs, L), and whether some expert was thresholded."""
         raw, thr = self._expert_thresholds() if thresholds is None else thresholds
         p_lo = boa_weights(self.lower_state_["eta_inv2"], self.lower_state_["r_reg"])
@@ -234,60 +219,22 @@ class AgACIInterval(BaseEstimator):
         hi = mu[:, None] + scale[:, None] * np.sum(p_hi * thr, axis=1)[None, :]
         return lo, hi, np.isinf(raw).any(axis=1)
 
-    def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
-        """The aggregated intervals for every row of ``pred`` (``lower``, ``upper`` over obs, level)."""
-        mondrian = predict_with_groups(self, groups)
-        if mondrian is not None:
-            return mondrian.predict_interval(pred, confidence_level, groups=groups)
-        check_is_fitted(self, "expert_alpha_", method="fit")
-        pred = check_predictive(pred, self, "pred")
-        mu, sigma = predictive_mean_std(pred)
+    def _interval_parts(
+        self, mu: np.ndarray, sigma: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], dict[str, float]]:
+        """The aggregated ends (``thresholded`` per level: some expert's end was infinite and thresholded)."""
         scale = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)
-        lo, hi, thresholded = self._ends(np.asarray(mu, float), scale)
-        keep = np.ones(self.levels_.size, bool)
-        if confidence_level is not None:
-            asked, _ = resolve_levels(confidence_level)
-            hit = np.isclose(asked[:, None], self.levels_[None, :], rtol=0.0, atol=1e-12)
-            if not hit.any(axis=1).all():
-                raise ValueError(
-                    f"confidence_level={asked.tolist()} was not fitted: AgACI tracks {self.levels_.tolist()}. Pass "
-                    "some of those, or refit with confidence_level= including it."
-                )
-            keep = hit.any(axis=0)
-        ds = interval_dataset(lo[:, keep], hi[:, keep], self.levels_[keep], False, method="agaci")
-        ds = ds.assign_coords(obs=pred["obs"].values)
-        ds["thresholded"] = ("confidence_level", thresholded[keep])
-        if np.ndim(self.confidence_level if confidence_level is None else confidence_level) == 0:
-            # the calib.interval convention: a scalar level (or, when none is asked, a scalar constructor level)
-            # drops the dimension, grouped or not (calibprob.testing.check_level_dims)
-            ds = ds.isel(confidence_level=0)
-        return keep_group_coord(ds, pred)
+        lo, hi, thresholded = self._ends(mu, scale)
+        return lo, hi, {"thresholded": thresholded}, {}
 
-    def predict(self, pred, *, groups=None) -> xr.Dataset:
-        """The intervals at every fitted level (the contract's name for :meth:`predict_interval`)."""
-        mondrian = predict_with_groups(self, groups)
-        if mondrian is not None:
-            return mondrian.predict_interval(pred, mondrian.confidence_levels_.tolist(), groups=groups)
-        # every fitted level, the dimension kept (unfitted: predict_interval raises NotFittedError)
-        return self.predict_interval(pred, self.levels_.tolist() if hasattr(self, "levels_") else None)
-
-    def update(self, pred, y, *, groups=None) -> Self:
-        """Take outcomes in time order: the experts' ACI steps and both BOA steps per outcome; returns ``self``."""
-        mondrian = predict_with_groups(self, groups)
-        if mondrian is not None:
-            mondrian.update(pred, y, groups=groups)
-            return self
-        check_is_fitted(self, "expert_alpha_", method="fit")
-        pred = check_predictive(pred, self, "pred")
-        y = check_targets(y, pred.sizes["obs"], "y")
-        times = check_stream_times(pred, self.last_time_)
-        mu, sigma = predictive_mean_std(pred)
+    def _take(self, mu: np.ndarray, sigma: np.ndarray, y: np.ndarray) -> None:
+        """Per outcome: the aggregated interval's miss, both BOA steps, and every expert's ACI step."""
         scale = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), np.shape(mu))
         s = np.asarray(self.score_.score(y, mu, sigma), float).reshape(-1)
         gammas = self._gammas()
         alpha = 1.0 - self.levels_
-        window = deque(self.scores_, maxlen=None if self.window is None else int(self.window))
-        for i, (m, c, yt, st) in enumerate(zip(np.ravel(mu), np.ravel(scale), y, s, strict=True)):
+        window = self._score_window()
+        for m, c, yt, st in zip(np.ravel(mu), np.ravel(scale), y, s, strict=True):
             raw, thr = self._expert_thresholds()
             lo, hi, thresholded = self._ends(np.array([m]), np.array([c]), (raw, thr))
             self.misses_ += (yt < lo[0]) | (yt > hi[0])
@@ -304,16 +251,4 @@ class AgACIInterval(BaseEstimator):
             err = st > raw  # each expert's own (paper) set
             self.expert_alpha_ = self.expert_alpha_ + gammas[None, :] * (alpha[:, None] - err)
             self.n_updates_ += 1
-            if self.window is not None:
-                window.append(st)
-                self.scores_ = np.asarray(window, float)
-                self._sorted = np.sort(self.scores_)
-        if times is not None and times.size:
-            self.last_time_ = times[-1:].copy()
-        return self
-
-    def miss_rate(self) -> np.ndarray:
-        r"""The aggregated intervals' :math:`\frac1T\sum_t \mathrm{err}_t` per level (no bound: AgACI has none)."""
-        check_is_fitted(self, "expert_alpha_", method="fit")
-        n = self.n_updates_
-        return self.misses_ / n if n else np.full(self.levels_.size, np.nan)
+            self._push_score(window, st)

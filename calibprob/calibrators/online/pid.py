@@ -25,16 +25,19 @@ from typing import Self
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.validation import check_choice, check_targets
-from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
-from calibprob.calibrators.conformal.scores import Score, get_score
+from calibprob.calibrators.conformal._intervals import resolve_levels
+from calibprob.calibrators.conformal.scores import Score
 from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std
-from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
+from calibprob.calibrators.grouping.mondrian import GroupsLike, fit_with_groups
+from calibprob.calibrators.online._interval import OnlineInterval, symmetric_score
 from calibprob.calibrators.online._pid import (
     DEFAULT_HISTORY,
     PROPORTIONAL,
+    Scorecaster,
     check_pid_params,
     make_scorecaster,
     pid_bound,
@@ -47,7 +50,7 @@ from calibprob.calibrators.online.aci import aci_threshold
 __all__ = ["ConformalPIDInterval", "history_length", "check_burnin_fits"]
 
 
-def history_length(burnin: int, scorecaster) -> int:
+def history_length(burnin: int, scorecaster: Scorecaster | None) -> int:
     """How many past scores the PID state keeps: the burn-in window and what the scorecaster reads."""
     return max(int(burnin), int(getattr(scorecaster, "window", DEFAULT_HISTORY)) if scorecaster is not None else 1)
 
@@ -62,7 +65,7 @@ def check_burnin_fits(burnin: int, n: int, what: str) -> None:
         )
 
 
-class ConformalPIDInterval(BaseEstimator):
+class ConformalPIDInterval(OnlineInterval, BaseEstimator):
     r"""Conformal PID control: intervals whose score threshold is steered by a P, an I and a scorecaster term.
 
     For each confidence level :math:`c = 1 - \alpha` the threshold issued before outcome :math:`t + 1` is
@@ -128,18 +131,18 @@ class ConformalPIDInterval(BaseEstimator):
     def __init__(
         self,
         *,
-        confidence_level=0.9,
+        confidence_level: ArrayLike = 0.9,
         lr: float = 0.1,
         proportional_lr: str = "burnin",
         csat: float = 5.0,
         ki: float = 10.0,
         burnin: int = 50,
-        scorecaster="ar",
-        score="absolute",
+        scorecaster: str | Scorecaster | None = "ar",
+        score: str | Score = "absolute",
         beta: float = 1.0,
         eps: float = 0.0,
         allow_infinite: bool = False,
-    ):
+    ) -> None:
         self.confidence_level = confidence_level
         self.lr = lr
         self.proportional_lr = proportional_lr
@@ -152,6 +155,8 @@ class ConformalPIDInterval(BaseEstimator):
         self.eps = eps
         self.allow_infinite = allow_infinite
 
+    _fitted = "pid_state_"
+    _interval_method = "conformal-pid"
     #: the scorecaster object is rebuilt from the parameter on load
     _transient_attrs: tuple[str, ...] = ("_scorecaster",)
 
@@ -165,17 +170,7 @@ class ConformalPIDInterval(BaseEstimator):
         if not isinstance(self.allow_infinite, (bool, np.bool_)):
             raise TypeError(f"allow_infinite must be True or False; got {self.allow_infinite!r}.")
         make_scorecaster(self.scorecaster)
-        score = get_score(self.score, beta=self.beta, eps=self.eps)
-        if not score.symmetric:
-            raise ValueError(
-                f"score={score.name!r} is signed; this PID controller steers one symmetric threshold per level. Use "
-                "score='absolute' or 'normalized'."
-            )
-        return levels, score
-
-    def _mondrian_sides(self) -> int:
-        """1: before any outcome its interval is split conformal's with a symmetric score (one rank)."""
-        return 1
+        return levels, symmetric_score(self.score, self.beta, self.eps, "this PID controller steers")
 
     def _pid_kwargs(self) -> dict:
         lr, csat, ki, burnin = check_pid_params(self.lr, self.csat, self.ki, self.burnin)
@@ -189,7 +184,7 @@ class ConformalPIDInterval(BaseEstimator):
             "n_keep": history_length(burnin, self._scorecaster),
         }
 
-    def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
+    def fit(self, pred_cal: xr.Dataset, y_cal: ArrayLike, *, groups: GroupsLike = None) -> Self:
         """Score the calibration stream; its split-conformal threshold starts each controller; returns ``self``."""
         levels, score = self._check_params()
         if fit_with_groups(self, pred_cal, y_cal, groups):
@@ -221,57 +216,17 @@ class ConformalPIDInterval(BaseEstimator):
         hist = self.pid_state_["history"]
         return np.where(inf, float(hist.max()) if hist.size else 0.0, q), inf
 
-    def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
-        """Intervals at the current thresholds for every row of ``pred`` (``lower``, ``upper`` over obs, level)."""
-        mondrian = predict_with_groups(self, groups)
-        if mondrian is not None:
-            return mondrian.predict_interval(pred, confidence_level, groups=groups)
-        check_is_fitted(self, "pid_state_", method="fit")
-        levels = self.levels_
-        keep = np.ones(levels.size, bool)
-        if confidence_level is not None:
-            asked, _ = resolve_levels(confidence_level)
-            hit = np.isclose(asked[:, None], levels[None, :], rtol=0.0, atol=1e-12)
-            if not hit.any(axis=1).all():
-                raise ValueError(
-                    f"confidence_level={asked.tolist()} was not fitted: each level runs its own controller, and this "
-                    f"one tracks {levels.tolist()}. Pass some of those, or refit with confidence_level= including it."
-                )
-            keep = hit.any(axis=0)
-        pred = check_predictive(pred, self, "pred")
-        mu, sigma = predictive_mean_std(pred)
+    def _interval_parts(
+        self, mu: np.ndarray, sigma: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], dict[str, float]]:
+        """The ends at the current thresholds (``threshold`` and ``clipped`` per level say what was issued)."""
         thr, clipped = self._issued()
         scale = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)
-        lower, upper = self.score_.bounds(mu, scale, -thr[keep], thr[keep])
-        ds = interval_dataset(lower, upper, levels[keep], False, method="conformal-pid", attrs={"lr": float(self.lr)})
-        ds = ds.assign_coords(obs=pred["obs"].values)
-        ds["threshold"] = ("confidence_level", thr[keep])
-        ds["clipped"] = ("confidence_level", clipped[keep])
-        if np.ndim(self.confidence_level if confidence_level is None else confidence_level) == 0:
-            # the calib.interval convention: a scalar level (or, when none is asked, a scalar constructor level)
-            # drops the dimension, grouped or not (calibprob.testing.check_level_dims)
-            ds = ds.isel(confidence_level=0)
-        return keep_group_coord(ds, pred)
+        lower, upper = self.score_.bounds(mu, scale, -thr, thr)
+        return lower, upper, {"threshold": thr, "clipped": clipped}, {"lr": float(self.lr)}
 
-    def predict(self, pred, *, groups=None) -> xr.Dataset:
-        """The intervals at every fitted level (the contract's name for :meth:`predict_interval`)."""
-        mondrian = predict_with_groups(self, groups)
-        if mondrian is not None:
-            return mondrian.predict_interval(pred, mondrian.confidence_levels_.tolist(), groups=groups)
-        # every fitted level, the dimension kept (unfitted: predict_interval raises NotFittedError)
-        return self.predict_interval(pred, self.levels_.tolist() if hasattr(self, "levels_") else None)
-
-    def update(self, pred, y, *, groups=None) -> Self:
-        """Take outcomes in time order (row by row): count the misses, step every controller; returns ``self``."""
-        mondrian = predict_with_groups(self, groups)
-        if mondrian is not None:
-            mondrian.update(pred, y, groups=groups)
-            return self
-        check_is_fitted(self, "pid_state_", method="fit")
-        pred = check_predictive(pred, self, "pred")
-        y = check_targets(y, pred.sizes["obs"], "y")
-        times = check_stream_times(pred, self.last_time_)
-        mu, sigma = predictive_mean_std(pred)
+    def _take(self, mu: np.ndarray, sigma: np.ndarray, y: np.ndarray) -> None:
+        """Per outcome: count the miss and step every controller (``calibprob.calibrators.online._pid.pid_step``)."""
         s = np.asarray(self.score_.score(y, mu, sigma), float).reshape(-1)
         kwargs = self._pid_kwargs()
         for st in s:
@@ -280,15 +235,6 @@ class ConformalPIDInterval(BaseEstimator):
             err = pid_step(self.pid_state_, float(st), self.alpha_target_, thr, **kwargs)
             self.misses_ += err.astype(np.int64)
             self.n_updates_ += 1
-        if times is not None and times.size:
-            self.last_time_ = times[-1:].copy()
-        return self
-
-    def miss_rate(self) -> np.ndarray:
-        r""":math:`\frac1T\sum_t \mathrm{err}_t` per level (NaN before any outcome)."""
-        check_is_fitted(self, "pid_state_", method="fit")
-        n = self.n_updates_
-        return self.misses_ / n if n else np.full(self.levels_.size, np.nan)
 
     def coverage_error_bound(self) -> np.ndarray:
         r"""The bound on :math:`|\frac1T\sum_t \mathrm{err}_t - \alpha|` per level after the outcomes seen.

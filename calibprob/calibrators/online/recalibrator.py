@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 from scipy import special
 
 from calibprob._core.estimator import BaseEstimator, check_predictive
 from calibprob._core.validation import check_array, check_choice, check_levels, check_probability, check_targets
-from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
+from calibprob.calibrators.grouping.mondrian import GroupsLike, fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.online._aci_pit import pit_scores
 from calibprob.calibrators.online._osd import (
     COUPLINGS,
@@ -45,7 +46,7 @@ from calibprob.calibrators.online._osd import (
     publish,
     theorem2_bound,
 )
-from calibprob.calibrators.online._pid import make_scorecaster, pid_bound
+from calibprob.calibrators.online._pid import Scorecaster, make_scorecaster, pid_bound
 from calibprob.calibrators.online._rules import (
     RULES,
     calibrate_rule,
@@ -64,7 +65,7 @@ from calibprob.predictive import DEFAULT_LEVELS, from_quantiles
 __all__ = ["OnlineQuantileRecalibrator", "check_eta", "RULES"]
 
 
-def check_eta(eta, name: str = "eta") -> float:
+def check_eta(eta: float, name: str = "eta") -> float:
     r"""The OSD step size: a finite number > 0.
 
     Parameters
@@ -244,22 +245,22 @@ class OnlineQuantileRecalibrator(BaseEstimator):
     def __init__(
         self,
         *,
-        levels=None,
+        levels: ArrayLike | None = None,
         eta: float = 0.25,
         coupling: str = "isotonic",
         level_floor: float = 1e-3,
         rule: str = "osd",
         gamma: float = 0.005,
         window: int | None = None,
-        gammas=None,
+        gammas: ArrayLike | None = None,
         regret_window: int = 100,
         lr: float = 0.1,
         proportional_lr: str = "burnin",
         csat: float = 5.0,
         ki: float = 10.0,
         burnin: int = 50,
-        scorecaster=None,
-    ):
+        scorecaster: str | Scorecaster | None = None,
+    ) -> None:
         self.levels = levels
         self.eta = eta
         self.coupling = coupling
@@ -286,6 +287,12 @@ class OnlineQuantileRecalibrator(BaseEstimator):
 
     #: the sorted ACI scores are a view of ``scores_``, the scorecaster an object: rebuilt on load
     _transient_attrs: tuple[str, ...] = ("_sorted", "_scorecaster")
+    # the state the non-OSD rules keep (calibprob.calibrators.online._rules sets them at fit)
+    confidence_levels_: np.ndarray
+    n_floored_: np.ndarray
+    expert_alpha_: np.ndarray
+    expert_weights_: np.ndarray
+    expert_misses_: np.ndarray
 
     def _rebuild_after_load(self) -> None:
         if getattr(self, "scores_", None) is not None:
@@ -294,7 +301,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             self._scorecaster = make_scorecaster(self.scorecaster)
 
     # -- lifecycle ----------------------------------------------------------
-    def _check_params(self):
+    def _check_params(self) -> tuple[np.ndarray, float, float]:
         levels = DEFAULT_LEVELS if self.levels is None else check_levels(self.levels, "levels")
         eta = check_eta(self.eta)
         check_choice(self.coupling, "coupling", COUPLINGS)
@@ -317,7 +324,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             reset_rule(self, levels)
         return self
 
-    def _ensure_state(self):
+    def _ensure_state(self) -> None:
         if getattr(self, "theta_", None) is None:
             self.reset()
 
@@ -325,7 +332,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         """0: no finite-sample minimum group size (Theorem 2 holds on any stream, however short)."""
         return 0
 
-    def fit(self, forecast: xr.Dataset, y, *, groups=None) -> OnlineQuantileRecalibrator:
+    def fit(self, forecast: xr.Dataset, y: ArrayLike, *, groups: GroupsLike = None) -> OnlineQuantileRecalibrator:
         """Reset to the identity, then :meth:`update` on the whole stream; returns ``self``.
 
         With ``groups=`` (one label per observation, or an ``obs`` coordinate name) each group
@@ -337,7 +344,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             return self.reset()._calibrate_aci(forecast, y)
         return self.reset().update(forecast, y)
 
-    def _calibrate_aci(self, forecast: xr.Dataset, y) -> OnlineQuantileRecalibrator:
+    def _calibrate_aci(self, forecast: xr.Dataset, y: ArrayLike) -> OnlineQuantileRecalibrator:
         """``rule="aci"``: the calibration stream's PIT scores :math:`|2u - 1|` start the score window."""
         forecast = check_predictive(forecast, self, "forecast")
         y = check_targets(y, forecast.sizes["obs"], "y", obs=forecast["obs"].values, ndim=1)
@@ -353,7 +360,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             self.last_time_ = times[-1:].copy()
         return self
 
-    def update(self, forecast: xr.Dataset, y) -> OnlineQuantileRecalibrator:
+    def update(self, forecast: xr.Dataset, y: ArrayLike) -> OnlineQuantileRecalibrator:
         """Take outcomes ``y`` of the *base* forecasts, one OSD step each, in ``obs`` order.
 
         Parameters
@@ -377,7 +384,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             self.last_time_ = times[-1:].copy()
         return self
 
-    def update_pit(self, pit) -> OnlineQuantileRecalibrator:
+    def update_pit(self, pit: ArrayLike) -> OnlineQuantileRecalibrator:
         r"""Take outcomes given by their PIT values :math:`u_t = F_t(y_t)` under the base forecasts.
 
         Parameters
@@ -410,7 +417,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         return self
 
     # -- the map -------------------------------------------------------------
-    def recalibration_map(self, p=None, *, clip: bool = False) -> np.ndarray:
+    def recalibration_map(self, p: ArrayLike | None = None, *, clip: bool = False) -> np.ndarray:
         r"""The issued map :math:`R_t(p)` at probabilities ``p`` (default: the tracked levels).
 
         Parameters
@@ -435,7 +442,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             out = interpolate_map(self.levels_, self.recalibration_, p)
         return np.clip(out, floor, 1 - floor) if clip else out
 
-    def standardized_quantiles(self, levels=None) -> np.ndarray:
+    def standardized_quantiles(self, levels: ArrayLike | None = None) -> np.ndarray:
         r"""Recalibrated standard-normal quantiles :math:`\Phi^{-1}(R_t(p))` (clipped), shape (L,).
 
         For a Gaussian base :math:`N(\mu, \sigma^2)` the recalibrated quantile
@@ -534,7 +541,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         warn_vacuous(bound, a1, g, T)
         return bound
 
-    def predict(self, pred: xr.Dataset, *, levels=None, groups=None) -> xr.Dataset:
+    def predict(self, pred: xr.Dataset, *, levels: ArrayLike | None = None, groups: GroupsLike = None) -> xr.Dataset:
         """The recalibrated predictive distribution (the contract's name for :meth:`recalibrate`).
 
         ``fit(pred_cal, y_cal)`` then ``predict(pred)`` as every distribution
@@ -546,7 +553,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             return mondrian.predict(pred, levels=levels, groups=groups)
         return keep_group_coord(self.recalibrate(pred, levels=levels), pred)
 
-    def recalibrate(self, forecast: xr.Dataset, levels=None) -> xr.Dataset:
+    def recalibrate(self, forecast: xr.Dataset, levels: ArrayLike | None = None) -> xr.Dataset:
         r"""Issue :math:`Q_t \circ R_t`: the recalibrated predictive distribution.
 
         Parameters

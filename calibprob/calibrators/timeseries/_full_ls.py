@@ -38,13 +38,16 @@ fit weight with that of a random point :math:`K` drawn with probability :math:`\
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from calibprob._core.ranks import exact_level
 
 __all__ = ["ls_residual_lines", "full_conformal_hull", "swap_fit_weight"]
 
 
-def ls_residual_lines(X, y, x, fit_weights=None) -> tuple[np.ndarray, np.ndarray, float, float]:
+def ls_residual_lines(
+    X: np.ndarray, y: np.ndarray, x: np.ndarray, fit_weights: ArrayLike | None = None
+) -> tuple[np.ndarray, np.ndarray, float, float]:
     r"""``(a, b, a_test, b_test)``: every residual of the (weighted) least-squares refit as :math:`a + b\,y`.
 
     Parameters
@@ -72,7 +75,7 @@ def ls_residual_lines(X, y, x, fit_weights=None) -> tuple[np.ndarray, np.ndarray
     return a, b, float(-x @ beta0), float(1.0 - x @ ainv_x * t[-1])
 
 
-def _sets(a, b, a1, b1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _sets(a: np.ndarray, b: np.ndarray, a1: float, b1: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each :math:`E_i` as up to two closed intervals: ``(lo, hi, owner)`` with ``owner`` the index ``i``."""
     s1, c1 = b - b1, a - a1  # (b_i - b1) y + (a_i - a1)
     s2, c2 = b + b1, a + a1  # (b_i + b1) y + (a_i + a1)
@@ -101,7 +104,9 @@ def _sets(a, b, a1, b1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.concatenate(p) for p in zip(*parts, strict=True))  # type: ignore[return-value]
 
 
-def full_conformal_hull(a, b, a1, b1, weights, confidence_level: float) -> tuple[float, float]:
+def full_conformal_hull(
+    a: ArrayLike, b: ArrayLike, a1: float, b1: float, weights: ArrayLike, confidence_level: float
+) -> tuple[float, float]:
     r"""The hull ``(lower, upper)`` of the NexCP full-conformal set from the residual lines.
 
     Parameters
@@ -136,7 +141,7 @@ def full_conformal_hull(a, b, a1, b1, weights, confidence_level: float) -> tuple
     wr = w / ref
     total, mass = float(wr.sum()), float(wr.sum()) + 1.0 / ref
 
-    def keeps(strict):  # strict mass / all mass <= c, compared as den * strict <= num * all
+    def keeps(strict: float) -> bool:  # strict mass / all mass <= c, compared as den * strict <= num * all
         return q.denominator * strict <= q.numerator * mass
 
     if keeps(total):  # the test point's mass at infinity alone exceeds alpha: the whole line
@@ -157,7 +162,9 @@ def full_conformal_hull(a, b, a1, b1, weights, confidence_level: float) -> tuple
     return lower, upper
 
 
-def swap_fit_weight(fit_weights, conformal_weights, rng) -> tuple[np.ndarray, int]:
+def swap_fit_weight(
+    fit_weights: ArrayLike, conformal_weights: ArrayLike, rng: np.random.Generator | np.random.RandomState
+) -> tuple[np.ndarray, int]:
     r"""The fit weights with the test point's swapped for a random point's (nexCP+WLS's symmetrisation).
 
     :math:`K` is drawn with probability :math:`\tilde w_K` among the :math:`n + 1` points (the

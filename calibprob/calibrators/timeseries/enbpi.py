@@ -35,10 +35,11 @@ PMLR 139, 11559–11569 (Algorithm 1; the reference code hamrel-cxu/EnbPI, ``PI_
 from __future__ import annotations
 
 import warnings
-from typing import Any, Self
+from typing import Any, Protocol, Self
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive
 from calibprob._core.estimator import clone as calibprob_clone
@@ -63,7 +64,7 @@ _QUANTILE_METHODS = ("linear", "higher", "lower", "nearest", "midpoint", "invert
 _BETAS = 101  # points of the beta grid on [0, alpha]
 
 
-def loo_aggregate(predictions, in_bag, aggregation: str = "mean") -> np.ndarray:
+def loo_aggregate(predictions: ArrayLike, in_bag: ArrayLike, aggregation: str = "mean") -> np.ndarray:
     r"""Leave-one-out aggregates: per point :math:`i`, :math:`\varphi` of the models that did not see it.
 
     Parameters
@@ -98,7 +99,7 @@ def loo_aggregate(predictions, in_bag, aggregation: str = "mean") -> np.ndarray:
         return np.nanmedian(masked, axis=1)
 
 
-def check_window(window, history: int) -> int:
+def check_window(window: int | None, history: int) -> int:
     """The residual window: an integer in ``1 .. history`` (the residuals available at fit)."""
     window = check_int(window, "window", minimum=1)
     if window > history:
@@ -110,13 +111,23 @@ def check_window(window, history: int) -> int:
     return window
 
 
-def _clone(estimator):
+class Regressor(Protocol):
+    """What EnbPI fits per resample: ``fit(X, y)`` returning the fitted model, and ``predict(X)``
+    (``calibprob.calibrators.conformal._intervals.as_regressor`` wraps a ``fit_predict`` callable so)."""
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> Regressor: ...
+
+    def predict(self, X: np.ndarray) -> ArrayLike: ...
+
+
+def _clone(estimator: Regressor) -> Regressor:
     """A fresh copy: scikit-learn's clone for its estimators (pipelines included), calibprob's otherwise."""
     if hasattr(estimator, "__sklearn_clone__"):
         from sklearn.base import clone
 
         return clone(estimator)
-    return calibprob_clone(estimator)
+    # calibprob's clone deep-copies a model without get_params; its TypeVar is bound to BaseEstimator only
+    return calibprob_clone(estimator)  # type: ignore[type-var]
 
 
 class EnbPI(BaseEstimator):
@@ -178,9 +189,9 @@ class EnbPI(BaseEstimator):
 
     def __init__(
         self,
-        estimator=None,
+        estimator: object | None = None,
         *,
-        confidence_level=0.9,
+        confidence_level: ArrayLike = 0.9,
         n_bootstraps: int = 30,
         aggregation: str = "mean",
         center: str = "mean",
@@ -188,8 +199,8 @@ class EnbPI(BaseEstimator):
         step: int = 1,
         optimize_beta: bool = False,
         quantile_method: str = "linear",
-        random_state=0,
-    ):
+        random_state: int | np.random.Generator | np.random.RandomState = 0,
+    ) -> None:
         self.estimator = estimator
         self.confidence_level = confidence_level
         self.n_bootstraps = n_bootstraps
@@ -201,7 +212,7 @@ class EnbPI(BaseEstimator):
         self.quantile_method = quantile_method
         self.random_state = random_state
 
-    def _check_params(self):
+    def _check_params(self) -> tuple[np.ndarray, Regressor]:
         levels, _ = resolve_levels(self.confidence_level)
         check_int(self.n_bootstraps, "n_bootstraps", minimum=2)
         check_choice(self.aggregation, "aggregation", _AGGREGATIONS)
@@ -210,13 +221,13 @@ class EnbPI(BaseEstimator):
         check_int(self.step, "step", minimum=1)
         return levels, as_regressor(self.estimator)
 
-    def _rng(self):
+    def _rng(self) -> np.random.Generator | np.random.RandomState:
         if isinstance(self.random_state, (np.random.Generator, np.random.RandomState)):
             return self.random_state
         return np.random.default_rng(check_int(self.random_state, "random_state", minimum=0))
 
     # -- fitting --------------------------------------------------------------
-    def fit(self, X, y) -> Self:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Fit the :math:`B` bootstrap models and score the training series by its LOO residuals; returns ``self``.
 
         Raises
@@ -251,16 +262,16 @@ class EnbPI(BaseEstimator):
         self.window_ = self.n_loo_ if self.window is None else check_window(self.window, self.n_loo_)
         self.n_pending_ = 0
         self.n_updates_ = 0
-        self.last_time_ = None
+        self.last_time_: np.ndarray | None = None
         return self
 
     # -- the centre and the width -----------------------------------------------
-    def _loo_predictions(self, X) -> np.ndarray:
+    def _loo_predictions(self, X: ArrayLike) -> np.ndarray:
         """:math:`\\hat f_{-i}(x)` for every kept training point ``i`` (rows) at every row of ``X`` (columns)."""
         F = np.stack([_predict_once(m, X, False)[0] for m in self.models_])  # (B, m)
         return loo_aggregate(F, self.in_bag_, self.aggregation)
 
-    def _centers(self, X, levels) -> np.ndarray:
+    def _centers(self, X: ArrayLike, levels: np.ndarray) -> np.ndarray:
         """The centres, shape (m, L), in chunks of rows (the (n, m) LOO matrix stays ~32 MB)."""
         X = np.asarray(X, float)
         out = np.empty((X.shape[0], levels.size))
@@ -279,7 +290,7 @@ class EnbPI(BaseEstimator):
         admitted = self.residuals_[: self.residuals_.size - self.n_pending_]
         return admitted[-self.window_ :]
 
-    def _offsets(self, residuals, levels) -> tuple[np.ndarray, np.ndarray]:
+    def _offsets(self, residuals: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per level, the offsets ``(lo, hi)`` from the centre read from the window's residuals."""
         method: Any = self.quantile_method  # one of _QUANTILE_METHODS (checked at fit); numpy types it as a Literal
         if not self.optimize_beta:
@@ -295,12 +306,12 @@ class EnbPI(BaseEstimator):
             lo[j], hi[j] = q_lo[k], q_hi[k]
         return lo, hi
 
-    def _dataset(self, lower, upper, levels, scalar) -> xr.Dataset:
+    def _dataset(self, lower: np.ndarray, upper: np.ndarray, levels: np.ndarray, scalar: bool) -> xr.Dataset:
         attrs = {"n_bootstraps": int(self.n_bootstraps), "window": int(self.window_), "step": int(self.step)}
         return interval_dataset(lower, upper, levels, scalar, method="enbpi", attrs=attrs)
 
     # -- prediction and the online loop ---------------------------------------
-    def predict_interval(self, X, confidence_level=None) -> xr.Dataset:
+    def predict_interval(self, X: ArrayLike, confidence_level: ArrayLike | None = None) -> xr.Dataset:
         """Intervals for every row of ``X`` from the current residual window (no outcome taken).
 
         Returns
@@ -312,21 +323,21 @@ class EnbPI(BaseEstimator):
         check_not_predictive(X, self)
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
         check_columns(self, X)
-        X = check_Xy(X, np.zeros(len(X)))[0]
+        X = check_Xy(X, np.zeros(np.shape(X)[0]))[0]
         centers = self._centers(X, levels)
         lo, hi = self._offsets(self._window(), levels)
         return self._dataset(centers + lo, centers + hi, levels, scalar)
 
-    def predict(self, X, confidence_level=None) -> xr.Dataset:
+    def predict(self, X: ArrayLike, confidence_level: ArrayLike | None = None) -> xr.Dataset:
         """The intervals at ``confidence_level`` (default: the constructor's), the dimension kept."""
         levels = self.confidence_level if confidence_level is None else confidence_level
         return self.predict_interval(X, np.atleast_1d(levels).tolist())
 
-    def _new_residuals(self, X, y) -> np.ndarray:
+    def _new_residuals(self, X: ArrayLike, y: ArrayLike) -> np.ndarray:
         ref = self._centers(X, self.levels_[:1])[:, 0]  # "quantile": the first level's centre
         return y - ref
 
-    def update(self, X, y) -> Self:
+    def update(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Take outcomes in time order: their residuals join the window ``step`` at a time; returns ``self``.
 
         The models are not refitted (call :meth:`fit` again for that).
@@ -344,7 +355,9 @@ class EnbPI(BaseEstimator):
         self.n_pending_ = pending % int(self.step)
         self.n_updates_ += int(r.size)
 
-    def predict_and_update(self, X, y, confidence_level=None, *, times=None) -> xr.Dataset:
+    def predict_and_update(
+        self, X: ArrayLike, y: ArrayLike, confidence_level: ArrayLike | None = None, *, times: ArrayLike | None = None
+    ) -> xr.Dataset:
         """One-step-ahead intervals for a stream: row ``t``'s interval before its outcome, then the update.
 
         Equivalent to ``predict_interval(X[t:t+1])`` then ``update(X[t:t+1], y[t:t+1])`` for each
@@ -398,7 +411,7 @@ class EnbPI(BaseEstimator):
             ds = ds.assign_coords({TIME_COORD: ("obs", stamps)})
         return ds
 
-    def _check_times(self, times, m: int):
+    def _check_times(self, times: ArrayLike | None, m: int) -> np.ndarray | None:
         """The stream's times, strictly increasing and after the last seen (None without times)."""
         if times is None:
             return None

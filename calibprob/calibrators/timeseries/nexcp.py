@@ -40,13 +40,14 @@ from typing import Self
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.validation import check_array, check_int, check_targets
 from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
 from calibprob.calibrators.conformal.scores import Score, get_score
 from calibprob.calibrators.conformal.split_calibrator import conformal_thresholds, predictive_mean_std
-from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
+from calibprob.calibrators.grouping.mondrian import GroupsLike, fit_with_groups, keep_group_coord, predict_with_groups
 from calibprob.calibrators.online._time import TIME_COORD, check_stream_times
 from calibprob.calibrators.timeseries._full_ls import full_conformal_hull, ls_residual_lines, swap_fit_weight
 from calibprob.predictive import from_intervals
@@ -55,7 +56,7 @@ from calibprob.weights import DecayingWeights, diagnose
 __all__ = ["NexCP", "full_conformal_ls", "nexcp_least_squares", "check_rho", "check_burn_in"]
 
 
-def check_rho(rho) -> float:
+def check_rho(rho: float) -> float:
     """The decay :math:`\\rho \\in (0, 1]`, or a ValueError naming it and the fix."""
     try:
         r = float(rho)
@@ -69,7 +70,7 @@ def check_rho(rho) -> float:
     return r
 
 
-def check_burn_in(burn_in, n: int) -> int:
+def check_burn_in(burn_in: int, n: int) -> int:
     """A burn-in of at least 1 point and fewer than the ``n`` points of the stream."""
     burn_in = check_int(burn_in, "burn_in", minimum=1)
     if burn_in >= n:
@@ -123,7 +124,15 @@ class NexCP(BaseEstimator):
     True
     """
 
-    def __init__(self, *, confidence_level=0.9, rho: float = 0.99, score="absolute", beta: float = 1.0, eps=0.0):
+    def __init__(
+        self,
+        *,
+        confidence_level: ArrayLike = 0.9,
+        rho: float = 0.99,
+        score: str | Score = "absolute",
+        beta: float = 1.0,
+        eps: float = 0.0,
+    ) -> None:
         self.confidence_level = confidence_level
         self.rho = rho
         self.score = score
@@ -139,7 +148,7 @@ class NexCP(BaseEstimator):
         """1 for a symmetric score, 2 for a signed one: the minimum group size of the unweighted rule (rho = 1)."""
         return 1 if get_score(self.score, beta=self.beta, eps=self.eps).symmetric else 2
 
-    def fit(self, pred_cal, y_cal, *, groups=None) -> Self:
+    def fit(self, pred_cal: xr.Dataset, y_cal: ArrayLike, *, groups: GroupsLike = None) -> Self:
         """Score the calibration stretch (rows in time order); returns ``self``.
 
         With ``groups=`` (one label per point, or an ``obs`` coordinate name) each group is its
@@ -171,7 +180,7 @@ class NexCP(BaseEstimator):
         check_is_fitted(self, "scores_", method="fit")
         return DecayingWeights(check_rho(self.rho)).calibration(n=self.scores_.size)
 
-    def thresholds(self, confidence_level=None) -> tuple[np.ndarray, np.ndarray]:
+    def thresholds(self, confidence_level: ArrayLike | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Score thresholds ``(lo, hi)`` per level: the spine's weighted rule with the decaying weights."""
         levels, _ = resolve_levels(self.levels_ if confidence_level is None else confidence_level)
         w = self.calibration_weights()
@@ -180,7 +189,9 @@ class NexCP(BaseEstimator):
             self.scores_[order], levels, symmetric=self.score_.symmetric, weights=w[order], test_weight=1.0
         )
 
-    def predict_interval(self, pred, confidence_level=None, *, groups=None) -> xr.Dataset:
+    def predict_interval(
+        self, pred: xr.Dataset, confidence_level: ArrayLike | None = None, *, groups: GroupsLike = None
+    ) -> xr.Dataset:
         r"""NexCP intervals for every row of ``pred`` (each row the :math:`(n+1)`-th point).
 
         Returns
@@ -209,7 +220,7 @@ class NexCP(BaseEstimator):
             ds = ds.assign_coords({TIME_COORD: ("obs", pred.coords[TIME_COORD].values)})
         return keep_group_coord(ds, pred)
 
-    def predict(self, pred, *, groups=None) -> xr.Dataset:
+    def predict(self, pred: xr.Dataset, *, groups: GroupsLike = None) -> xr.Dataset:
         """The intervals at the constructor's levels, ``confidence_level`` kept as a dimension."""
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
@@ -217,7 +228,7 @@ class NexCP(BaseEstimator):
         check_is_fitted(self, "scores_", method="fit")
         return self.predict_interval(pred, self.levels_.tolist())
 
-    def update(self, pred, y, *, groups=None) -> Self:
+    def update(self, pred: xr.Dataset, y: ArrayLike, *, groups: GroupsLike = None) -> Self:
         """Append outcomes (rows in time order) as the newest calibration points; returns ``self``.
 
         With a ``time`` coordinate the rows must be strictly increasing and later than every
@@ -239,7 +250,7 @@ class NexCP(BaseEstimator):
             self.last_time_ = times[-1:].copy()
         return self
 
-    def coverage_gap_bound(self, *, tv=None, drift=None) -> float | None:
+    def coverage_gap_bound(self, *, tv: ArrayLike | None = None, drift: float | None = None) -> float | None:
         r"""Theorem 2's bound :math:`\sum_i \tilde w_i \delta_i` on the coverage shortfall.
 
         Parameters
@@ -258,7 +269,9 @@ class NexCP(BaseEstimator):
         return DecayingWeights(check_rho(self.rho)).coverage_gap_bound(self.calibration_weights(), tv=tv, drift=drift)
 
 
-def _rng(random_state):
+def _rng(
+    random_state: int | np.random.Generator | np.random.RandomState,
+) -> np.random.Generator | np.random.RandomState:
     """A Generator from a seed, or the given Generator / RandomState (the paper's draws need a RandomState)."""
     if isinstance(random_state, (np.random.Generator, np.random.RandomState)):
         return random_state
@@ -266,7 +279,14 @@ def _rng(random_state):
 
 
 def full_conformal_ls(
-    X, y, x, *, confidence_level: float = 0.9, rho: float | None = None, weighted_fit: bool = False, random_state=0
+    X: ArrayLike,
+    y: ArrayLike,
+    x: ArrayLike,
+    *,
+    confidence_level: float = 0.9,
+    rho: float | None = None,
+    weighted_fit: bool = False,
+    random_state: int | np.random.Generator | np.random.RandomState = 0,
 ) -> tuple[float, float]:
     r"""One full-conformal least-squares interval at ``x`` from the past ``(X, y)``: CP+LS or NexCP.
 
@@ -317,15 +337,15 @@ def full_conformal_ls(
 
 
 def nexcp_least_squares(
-    X,
-    y,
+    X: ArrayLike,
+    y: ArrayLike,
     *,
     burn_in: int = 100,
     rho: float | None = 0.99,
     weighted_fit: bool = False,
     confidence_level: float = 0.9,
-    random_state=0,
-    times=None,
+    random_state: int | np.random.Generator | np.random.RandomState = 0,
+    times: ArrayLike | None = None,
 ) -> xr.Dataset:
     r"""The paper's online protocol: at each time :math:`t \ge` ``burn_in``, the interval from all earlier points.
 

@@ -14,6 +14,9 @@ import pytest
 import calibprob
 from calibprob.calibrators.conformal import SplitConformalCalibrator, SplitConformalRegressor
 from calibprob.weights import DecayingWeights, DensityRatio, GivenWeights, LikelihoodRatio
+from tests.support.weighted import brute_threshold as brute_force_threshold
+from tests.support.weighted import gaussian_pred, tilted_coverage, tilted_draw
+from tests.support.weighted import heteroscedastic_data as _data
 
 LEVELS = [0.5, 0.8, 0.9, 0.95]
 
@@ -23,28 +26,9 @@ def ols(Xt, yt, Xn):
     return np.c_[np.ones(len(Xn)), Xn] @ np.linalg.lstsq(A, yt, rcond=None)[0]
 
 
-def _data(seed=0, n=400):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 2))
-    y = X[:, 0] + (1 + np.abs(X[:, 1])) * rng.normal(size=n)
-    return X, y
-
-
 def _pred(X, y=None):
     """A base's Gaussian predictive with a spread of its own (for the normalised and signed scores)."""
-    return calibprob.normal(X[:, 0], 1 + 0.5 * np.abs(X[:, 1]))
-
-
-def brute_force_threshold(scores, w, t, q):
-    """The level-q quantile of sum_i w_i/(W+t) delta_{R_i} + t/(W+t) delta_{+inf}, by a plain loop."""
-    order = sorted(range(len(scores)), key=lambda i: scores[i])
-    total = sum(w) + t
-    acc = 0.0
-    for i in order:
-        acc += w[i] / total
-        if acc >= q - 1e-12:
-            return scores[i]
-    return np.inf
+    return gaussian_pred(X)
 
 
 # ---------------------------------------------------------------------------
@@ -170,7 +154,10 @@ def test_misuse_is_refused_naming_the_fix():
         ).predict_interval(pred.isel(obs=slice(100, None)))
     cal, test = pred.isel(obs=slice(0, 100)), pred.isel(obs=slice(100, None))
     plain = SplitConformalCalibrator().fit(cal, y[:100])
-    with pytest.raises(ValueError, match=r"weights= at prediction needs weighted calibration"):
+    with pytest.raises(
+        ValueError,
+        match=r"weights= at prediction needs a weighted fit: this SplitConformal\w+ was calibrated without weights",
+    ):
         plain.predict_interval(test, weights=np.ones(200))
     arr = SplitConformalCalibrator().fit(cal, y[:100], weights=np.ones(100))
     with pytest.raises(ValueError, match=r"weighted by an array, so the test points need their weights too"):
@@ -225,20 +212,9 @@ def _tilted_coverage(reps: int, n: int = 100, m: int = 10, level: float = 0.9, s
     rng = np.random.default_rng(seed)
     weighted, plain = np.empty(reps), np.empty(reps)
     for r in range(reps):
-        xc, xt = rng.normal(size=n), rng.normal(1.0, 1.0, size=m)
-        yc = xc + (0.5 + xc**2 / 2) * rng.normal(size=n)
-        yt = xt + (0.5 + xt**2 / 2) * rng.normal(size=m)
-        cal = SplitConformalCalibrator().fit(
-            calibprob.normal(xc, np.ones(n)), yc, weights=GivenWeights(np.exp(xc - 0.5), on_small="ignore")
-        )
-        iv = cal.predict_interval(calibprob.normal(xt, np.ones(m)), level, weights=np.exp(xt - 0.5))
-        weighted[r] = np.mean((iv["lower"].values <= yt) & (yt <= iv["upper"].values))
-        iv0 = (
-            SplitConformalCalibrator()
-            .fit(calibprob.normal(xc, np.ones(n)), yc)
-            .predict_interval(calibprob.normal(xt, np.ones(m)), level)
-        )
-        plain[r] = np.mean((iv0["lower"].values <= yt) & (yt <= iv0["upper"].values))
+        draw = tilted_draw(rng, n, m)
+        weighted[r] = tilted_coverage(SplitConformalCalibrator, draw, level)
+        plain[r] = tilted_coverage(SplitConformalCalibrator, draw, level, weighted=False)
     return weighted, plain
 
 

@@ -20,19 +20,11 @@ from calibprob import ConformalizedQuantileRegression
 from calibprob.calibrators.conformal import ConformalPredictiveSystem, SplitConformalCalibrator
 from calibprob.calibrators.conformal.cqr import read_quantiles
 from calibprob.weights import GivenWeights, LikelihoodRatio
+from tests.support.weighted import brute_threshold, tilted_coverage, tilted_draw
+from tests.support.weighted import gaussian_pred as _pred
+from tests.support.weighted import heteroscedastic_data as _data
 
 LEVELS = [0.5, 0.8, 0.9]
-
-
-def _data(seed=0, n=400):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 2))
-    y = X[:, 0] + (1 + np.abs(X[:, 1])) * rng.normal(size=n)
-    return X, y
-
-
-def _pred(X):
-    return calibprob.normal(X[:, 0], 1 + 0.5 * np.abs(X[:, 1]))
 
 
 def _split(seed=0, n=400, n_cal=200):
@@ -50,18 +42,6 @@ def brute_cdf(scores, w, a, t, tau):
     below = sum(wi for si, wi in zip(scores, w) if si < a)
     tie = sum(wi for si, wi in zip(scores, w) if si == a)
     return (below + tau * (tie + t)) / (sum(w) + t)
-
-
-def brute_threshold(scores, w, t, q):
-    """The level-q quantile of sum_i w_i/(W+t) delta_{R_i} + t/(W+t) delta_{+inf}, by a plain loop."""
-    order = sorted(range(len(scores)), key=lambda i: scores[i])
-    total = sum(w) + t
-    acc = 0.0
-    for i in order:
-        acc += w[i] / total
-        if acc >= q - 1e-12:
-            return scores[i]
-    return np.inf
 
 
 # ---------------------------------------------------------------------------
@@ -326,14 +306,7 @@ def _tilted(make, reps: int, n: int = 100, m: int = 10, level: float = 0.9, seed
     rng = np.random.default_rng(seed)
     cov = np.empty(reps)
     for r in range(reps):
-        xc, xt = rng.normal(size=n), rng.normal(1.0, 1.0, size=m)
-        yc = xc + (0.5 + xc**2 / 2) * rng.normal(size=n)
-        yt = xt + (0.5 + xt**2 / 2) * rng.normal(size=m)
-        model = make().fit(
-            calibprob.normal(xc, np.ones(n)), yc, weights=GivenWeights(np.exp(xc - 0.5), on_small="ignore")
-        )
-        iv = model.predict_interval(calibprob.normal(xt, np.ones(m)), level, weights=np.exp(xt - 0.5))
-        cov[r] = np.mean((iv["lower"].values <= yt) & (yt <= iv["upper"].values))
+        cov[r] = tilted_coverage(make, tilted_draw(rng, n, m), level)
     return cov
 
 
