@@ -228,7 +228,7 @@ def fixed_share_regret_bound(
     return (np.log(k / sigma) + length * np.log(1.0 / (1.0 - sigma))) / eta + 0.5 * eta * np.asarray(second_moment)
 
 
-def dtaci_coverage_bound(gammas, eta, sigma, T: int) -> float:
+def dtaci_coverage_bound(gammas: ArrayLike, eta: ArrayLike, sigma: ArrayLike, T: int) -> float:
     r"""Gibbs & Candès's (2024) Theorem 3.2: the long-run coverage bound of the randomised DtACI.
 
     For the randomised DtACI (Algorithm 1 with the issued level :math:`\alpha_t = \alpha_t^i` drawn with
