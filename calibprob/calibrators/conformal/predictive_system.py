@@ -58,6 +58,7 @@ under covariate shift. NeurIPS 32 (the weights).
 from __future__ import annotations
 
 import functools
+from typing import cast
 
 import numpy as np
 import xarray as xr
@@ -286,4 +287,6 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
         if test is None:
             return cps_cdf(self.scores_, (y - mu) / scale, tau)
         t = checked_test_weights(self, [], test, {})
-        return weighted_cps_cdf(self.scores_, self.calibration_weights_, (y - mu) / scale, t, tau)
+        # a weighted fit (test weights given) always sets both
+        scores, cal_w = cast(np.ndarray, self.scores_), cast(np.ndarray, self.calibration_weights_)
+        return weighted_cps_cdf(scores, cal_w, (y - mu) / scale, t, tau)
