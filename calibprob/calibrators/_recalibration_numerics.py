@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 from scipy import optimize
 
 from calibprob._core.ranks import RANK_TOL as _RANK_TOL
@@ -26,7 +27,7 @@ _SCALE_GRID = 241
 # ===========================================================================
 
 
-def probit_interpolated_quantiles(sorted_scores, levels) -> np.ndarray:
+def probit_interpolated_quantiles(sorted_scores: ArrayLike, levels: ArrayLike) -> np.ndarray:
     r"""Empirical quantile function of calibration scores at ``levels``, interpolated in probit space.
 
     The piecewise-Gaussian quantile function of :mod:`calibprob.predictive`
@@ -56,7 +57,7 @@ def probit_interpolated_quantiles(sorted_scores, levels) -> np.ndarray:
     return quantile_ppf(s, knot_levels(s.size), np.asarray(levels, float))
 
 
-def weighted_knot_levels(weights) -> np.ndarray:
+def weighted_knot_levels(weights: ArrayLike) -> np.ndarray:
     r"""Knot levels of weighted order statistics: :math:`C_j / (W + \bar w)`, the :math:`N + 1` rule weighted.
 
     :math:`C_j` the cumulative weight of the sorted points, :math:`W = C_N` and :math:`\bar w` the
@@ -82,7 +83,9 @@ def weighted_knot_levels(weights) -> np.ndarray:
     return np.cumsum(w) / (w.sum() + w.mean())
 
 
-def isotonic_calibration_knots(pit_scores, weights=None) -> tuple[np.ndarray, np.ndarray]:
+def isotonic_calibration_knots(
+    pit_scores: ArrayLike, weights: ArrayLike | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Kuleshov et al.'s isotonic calibration map :math:`R` as knots.
 
     Kuleshov et al. (2018, Alg. 1) regress the observed frequency
@@ -132,7 +135,7 @@ def isotonic_calibration_knots(pit_scores, weights=None) -> tuple[np.ndarray, np
     return _collapse_knots(x, targets, counts.astype(float), 1.0 / (n + 1.0))
 
 
-def _weighted_isotonic_knots(pit_scores, weights) -> tuple[np.ndarray, np.ndarray]:
+def _weighted_isotonic_knots(pit_scores: ArrayLike, weights: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """:func:`isotonic_calibration_knots` with importance weights (ties pooled with their weight sums)."""
     s = np.asarray(pit_scores, float)
     v = np.asarray(weights, float)
@@ -146,7 +149,9 @@ def _weighted_isotonic_knots(pit_scores, weights) -> tuple[np.ndarray, np.ndarra
     return _collapse_knots(x, np.cumsum(tie) / total, tie, mean / total)
 
 
-def _collapse_knots(x, targets, tie_weights, lowest: float) -> tuple[np.ndarray, np.ndarray]:
+def _collapse_knots(
+    x: np.ndarray, targets: np.ndarray, tie_weights: np.ndarray, lowest: float
+) -> tuple[np.ndarray, np.ndarray]:
     """The isotonic fit of ``targets`` on the unique scores ``x``, flats collapsed, the lowest knot prepended."""
     R = optimize.isotonic_regression(targets, weights=tie_weights, increasing=True).x
     # collapse flat parts of R (set-valued inverse) to their midpoint
@@ -159,7 +164,7 @@ def _collapse_knots(x, targets, tie_weights, lowest: float) -> tuple[np.ndarray,
     return levels, scores
 
 
-def vovk_ranks(levels, n: int, tau) -> np.ndarray:
+def vovk_ranks(levels: ArrayLike, n: int, tau: ArrayLike) -> np.ndarray:
     r"""Ranks of the order statistics picked by Vovk's randomized calibrator.
 
     The split conformal calibrator's CDF at a test point whose score is
@@ -200,7 +205,7 @@ def vovk_ranks(levels, n: int, tau) -> np.ndarray:
     return np.clip(k, 0, n + 1)
 
 
-def variance_scale_factor(z) -> float:
+def variance_scale_factor(z: ArrayLike) -> float:
     r"""Maximum-likelihood σ multiplier of Gaussian predictions.
 
     With z-scores :math:`z_i = (y_i - \mu_i)/\sigma_i` the Gaussian

@@ -41,7 +41,10 @@ efficient versions of conformal predictive distributions. Neurocomputing 397, 29
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from calibprob._core.ranks import weighted_upper_rank
 from calibprob.predictive import DEFAULT_LEVELS
@@ -57,7 +60,7 @@ __all__ = [
 ]
 
 
-def _scaled(calibration_weights, test_weights) -> tuple[np.ndarray, np.ndarray]:
+def _scaled(calibration_weights: ArrayLike, test_weights: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Both sides divided by their smallest positive weight (scale-free; equal weights become exactly 1)."""
     w = np.asarray(calibration_weights, float)
     t = np.atleast_1d(np.asarray(test_weights, float))
@@ -65,14 +68,16 @@ def _scaled(calibration_weights, test_weights) -> tuple[np.ndarray, np.ndarray]:
     return w / ref, t / ref
 
 
-def equal_weights(calibration_weights, test_weights) -> bool:
+def equal_weights(calibration_weights: ArrayLike, test_weights: ArrayLike) -> bool:
     """True when every calibration and test weight is the same number (the unweighted method exactly)."""
     w = np.asarray(calibration_weights, float)
     t = np.atleast_1d(np.asarray(test_weights, float))
     return bool(np.all(w == w[0]) and np.all(t == w[0]))
 
 
-def weighted_thresholds(scores, calibration_weights, test_weights, level: float) -> np.ndarray:
+def weighted_thresholds(
+    scores: ArrayLike, calibration_weights: ArrayLike, test_weights: ArrayLike, level: float
+) -> np.ndarray:
     r"""Per test point, the level-``level`` quantile of :math:`\hat F_x` (module docstring); +inf where unreached.
 
     Parameters
@@ -106,7 +111,13 @@ def weighted_thresholds(scores, calibration_weights, test_weights, level: float)
     return out[which]
 
 
-def weighted_cps_cdf(sorted_scores, calibration_weights, test_scores, test_weights, tau=0.5) -> np.ndarray:
+def weighted_cps_cdf(
+    sorted_scores: ArrayLike,
+    calibration_weights: ArrayLike,
+    test_scores: ArrayLike,
+    test_weights: ArrayLike,
+    tau: ArrayLike = 0.5,
+) -> np.ndarray:
     r"""The weighted split-CPS value :math:`Q(a_j, \tau)` (module docstring) at the test scores.
 
     Parameters
@@ -138,7 +149,9 @@ def weighted_cps_cdf(sorted_scores, calibration_weights, test_scores, test_weigh
     return (cum[below] + np.asarray(tau, float) * (ties + t)) / (cum[-1] + t)
 
 
-def weighted_cps_knots(sorted_scores, calibration_weights, test_weight: float) -> tuple[np.ndarray, np.ndarray, float]:
+def weighted_cps_knots(
+    sorted_scores: ArrayLike, calibration_weights: ArrayLike, test_weight: float
+) -> tuple[np.ndarray, np.ndarray, float]:
     r"""``(positions, scores, total)``: the knots :math:`F(R_{(i)}) \cdot (W + t)` of the continuous CPS.
 
     Zero-weight scores carry no mass and are dropped (their knots would coincide). The
@@ -153,7 +166,9 @@ def weighted_cps_knots(sorted_scores, calibration_weights, test_weight: float) -
     return pos, R, float(np.sum(w) + test_weight)
 
 
-def _symmetric_knots(sorted_scores, calibration_weights, test_weight: float) -> tuple[np.ndarray, np.ndarray, float]:
+def _symmetric_knots(
+    sorted_scores: ArrayLike, calibration_weights: ArrayLike, test_weight: float
+) -> tuple[np.ndarray, np.ndarray, float]:
     r"""Knots of a symmetric score's weighted quantile function, mirrored around the centre.
 
     The unweighted function puts score :math:`R_{(i)}` at :math:`|2p - 1| = i/(n+1)` (and 0 at the
@@ -169,7 +184,12 @@ def _symmetric_knots(sorted_scores, calibration_weights, test_weight: float) -> 
 
 
 def weighted_cps_levels(
-    sorted_scores, calibration_weights, test_weights, levels=None, *, symmetric: bool = False
+    sorted_scores: ArrayLike,
+    calibration_weights: ArrayLike,
+    test_weights: ArrayLike,
+    levels: ArrayLike | None = None,
+    *,
+    symmetric: bool = False,
 ) -> np.ndarray:
     """The quantile levels every test point's weighted CPS resolves (inside its first and last knot).
 
@@ -216,7 +236,14 @@ def weighted_cps_levels(
     return wanted[inside]
 
 
-def weighted_cps_quantiles(sorted_scores, calibration_weights, test_weights, levels, *, symmetric=False) -> np.ndarray:
+def weighted_cps_quantiles(
+    sorted_scores: ArrayLike,
+    calibration_weights: ArrayLike,
+    test_weights: ArrayLike,
+    levels: ArrayLike,
+    *,
+    symmetric: bool = False,
+) -> np.ndarray:
     """Per test point, the continuous weighted CPS's scores at ``levels`` (module docstring), shape (m, L).
 
     Linear in the knot positions, as the unweighted system is in the continuous rank; a symmetric
@@ -245,20 +272,20 @@ class WeightedBlock:
     naming the group.
     """
 
-    def __init__(self, est, weights, label: str):
+    def __init__(self, est: Any, weights: ArrayLike, label: str) -> None:
         self._est, self._weights, self._label = est, weights, label
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._est, name)
 
-    def _call(self, method: str, *args, **kwargs):
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         try:
             return getattr(self._est, method)(*args, weights=self._weights, **kwargs)
         except ValueError as err:
             raise ValueError(f"group {self._label}: {err}") from err
 
-    def predict(self, pred, **kwargs):
+    def predict(self, pred: Any, **kwargs: Any) -> Any:
         return self._call("predict", pred, **kwargs)
 
-    def predict_interval(self, pred, confidence_level=None, **kwargs):
+    def predict_interval(self, pred: Any, confidence_level: ArrayLike | None = None, **kwargs: Any) -> Any:
         return self._call("predict_interval", pred, confidence_level, **kwargs)

@@ -34,6 +34,7 @@ import importlib
 import importlib.util
 import sys
 import types
+from typing import Any
 
 from calibprob import registry as _registry
 from calibprob.calibrators.grouping.bins import Bins, bins
@@ -53,7 +54,7 @@ class _Package(types.ModuleType):
     imported above, so ``calibprob.calibrators.conformal.bins(...)`` would then fail, depending on import order.
     """
 
-    def __setattr__(self, name: str, value) -> None:
+    def __setattr__(self, name: str, value: Any) -> None:
         if isinstance(value, types.ModuleType) and callable(self.__dict__.get(name)):
             return  # a function already holds the name: the submodule stays reachable through sys.modules
         super().__setattr__(name, value)
@@ -62,7 +63,7 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     if not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
@@ -70,5 +71,5 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))

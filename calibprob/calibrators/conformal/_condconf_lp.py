@@ -63,6 +63,8 @@ its dual, and the monotonicity of :math:`\eta_{n+1}(S)`).
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 from scipy.linalg import qr
 from scipy.optimize import linprog
@@ -81,7 +83,14 @@ ETA_TOL = 1e-9
 _HIGHS_OPTIONS = {"dual_feasibility_tolerance": 1e-10, "primal_feasibility_tolerance": 1e-10}
 
 
-def _highs(c, A_eq, b_eq, bounds, A_ub=None, b_ub=None):
+def _highs(
+    c: np.ndarray,
+    A_eq: np.ndarray | None,
+    b_eq: np.ndarray | None,
+    bounds: tuple[float | None, float | None],
+    A_ub: np.ndarray | None = None,
+    b_ub: np.ndarray | None = None,
+) -> Any:
     return linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method="highs", options=_HIGHS_OPTIONS)
 
 
@@ -89,7 +98,9 @@ def _tol(S: np.ndarray) -> float:
     return 1e-10 * (1.0 + float(np.max(np.abs(S))))
 
 
-def _screened_lp(S, Phi, b, tau, r0, order, k):
+def _screened_lp(
+    S: np.ndarray, Phi: np.ndarray, b: np.ndarray, tau: float, r0: np.ndarray, order: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray] | None:
     """The tilted dual LP on a working set, grown until the KKT conditions hold on every point.
 
     ``order`` sorts the points by :math:`|r_0|`. Returns ``(eta, beta)`` of the full LP, or
@@ -120,7 +131,7 @@ def _screened_lp(S, Phi, b, tau, r0, order, k):
         W |= bad
 
 
-def _exact_on(Phi_A, S_A, phi) -> float | None:
+def _exact_on(Phi_A: np.ndarray, S_A: np.ndarray, phi: np.ndarray) -> float | None:
     r"""``phi @ beta`` for ``Phi_A beta = S_A`` when that determines it (``phi`` in the row space), else None."""
     if Phi_A.shape[0] == 0:
         return None
@@ -132,7 +143,7 @@ def _exact_on(Phi_A, S_A, phi) -> float | None:
     return float(phi @ beta)
 
 
-def _min_over_minimisers(S, Phi, phi, eta, tau) -> float:
+def _min_over_minimisers(S: np.ndarray, Phi: np.ndarray, phi: np.ndarray, eta: np.ndarray, tau: float) -> float:
     r"""Smallest :math:`\varphi^\top\beta` over the dual solutions complementary to ``eta`` (step 3)."""
     inner = (eta > tau - 1.0 + ETA_TOL) & (eta < tau - ETA_TOL)
     upper = ~inner & (eta >= tau - ETA_TOL)
@@ -157,7 +168,16 @@ def _min_over_minimisers(S, Phi, phi, eta, tau) -> float:
     return float(phi @ beta) if exact is None else exact
 
 
-def tilted_threshold(S, Phi, phi, tau, theta, r0, order=None, k=None) -> float:
+def tilted_threshold(
+    S: np.ndarray,
+    Phi: np.ndarray,
+    phi: np.ndarray,
+    tau: float,
+    theta: float,
+    r0: np.ndarray,
+    order: np.ndarray | None = None,
+    k: int | None = None,
+) -> float:
     r"""The cutoff :math:`S^* = -h'(\theta^-)` of one test feature vector (module docstring).
 
     Parameters
@@ -202,7 +222,7 @@ def tilted_threshold(S, Phi, phi, tau, theta, r0, order=None, k=None) -> float:
 class _Start:
     """The calibration-only solution as a starting basis for the parametric pivots (step 2, fast path)."""
 
-    def __init__(self, S: np.ndarray, Phi: np.ndarray, tau: float):
+    def __init__(self, S: np.ndarray, Phi: np.ndarray, tau: float) -> None:
         res = _highs(-S, Phi.T, np.zeros(Phi.shape[1]), (tau - 1.0, tau))
         if res.status != 0:  # pragma: no cover - e = 0 is always feasible (eta = 0)
             raise RuntimeError(f"HiGHS failed on the calibration-only LP: {res.message}")
@@ -212,7 +232,7 @@ class _Start:
         self.order = np.argsort(np.abs(self.r0), kind="stable")
         self.basis = self._basis(Phi, _tol(S))
 
-    def _basis(self, Phi, tol):
+    def _basis(self, Phi: np.ndarray, tol: float) -> np.ndarray | None:
         """``d`` interpolated points with independent features, or None (then every cutoff uses the LP)."""
         d = Phi.shape[1]
         cand = np.flatnonzero(np.abs(self.r0) <= 1e3 * tol)
@@ -224,7 +244,9 @@ class _Start:
         return cand[np.sort(piv[:d])]
 
 
-def _leave(eta_B, g, tau, room):
+def _leave(
+    eta_B: np.ndarray, g: np.ndarray, tau: float, room: float
+) -> tuple[float, int, float] | tuple[float, None, None]:
     """Step to the first basic dual that reaches a bound, its index and that bound (None if beyond ``room``)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         steps = np.where(g > 0, (eta_B - (tau - 1.0)) / g, np.where(g < 0, (eta_B - tau) / g, np.inf))
@@ -237,7 +259,9 @@ def _leave(eta_B, g, tau, room):
     return float(steps[j]), j, (tau - 1.0 if g[j] > 0 else tau)
 
 
-def _enter(r, a, at_upper, nonbasic):
+def _enter(
+    r: np.ndarray, a: np.ndarray, at_upper: np.ndarray, nonbasic: np.ndarray
+) -> tuple[int, float] | tuple[None, None]:
     """Dual ratio test: the non-basic point whose residual first changes sign along the edge (None: unbounded)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         lam = np.where(at_upper & (a > 0), r / a, np.where(~at_upper & (a < 0), r / a, np.inf))
@@ -246,9 +270,12 @@ def _enter(r, a, at_upper, nonbasic):
     return (None, None) if not np.isfinite(lam[i]) else (i, max(float(lam[i]), 0.0))
 
 
-def _pivot_path(S, Phi, phi, theta, start: _Start, max_pivots: int = 500):
+def _pivot_path(
+    S: np.ndarray, Phi: np.ndarray, phi: np.ndarray, theta: float, start: _Start, max_pivots: int = 500
+) -> tuple[np.ndarray, np.ndarray | None] | None:
     r"""Follow the tilt :math:`e` from 0 to :math:`\theta` by dual-simplex pivots; ``(beta, eta)`` or None."""
-    tau, B = start.tau, start.basis.copy()
+    # fast_threshold calls this only when the start has a basis
+    tau, B = start.tau, cast(np.ndarray, start.basis).copy()
     n = S.size
     eta = np.where(start.r0 >= 0, tau, tau - 1.0)
     nonbasic = np.ones(n, dtype=bool)
@@ -278,7 +305,9 @@ def _pivot_path(S, Phi, phi, theta, start: _Start, max_pivots: int = 500):
     return None
 
 
-def _kkt_holds(S, Phi, phi, theta, tau, beta, eta) -> bool:
+def _kkt_holds(
+    S: np.ndarray, Phi: np.ndarray, phi: np.ndarray, theta: float, tau: float, beta: np.ndarray, eta: np.ndarray
+) -> bool:
     """Optimality of ``(eta, beta)`` for the tilted LP, checked on every point."""
     tol = _tol(S)
     if np.any(eta < tau - 1.0 - 1e-12) or np.any(eta > tau + 1e-12):
@@ -294,7 +323,7 @@ def _kkt_holds(S, Phi, phi, theta, tau, beta, eta) -> bool:
     )
 
 
-def fast_threshold(S, Phi, phi, tau, theta, start: _Start) -> float:
+def fast_threshold(S: np.ndarray, Phi: np.ndarray, phi: np.ndarray, tau: float, theta: float, start: _Start) -> float:
     r"""The cutoff by pivots from the calibration-only basis, verified; the LP route when it cannot be."""
     if not np.any(phi):
         return np.inf
@@ -309,7 +338,7 @@ def fast_threshold(S, Phi, phi, tau, theta, start: _Start) -> float:
     return tilted_threshold(S, Phi, phi, tau, theta, start.r0, start.order)
 
 
-def thresholds(S, Phi, phi_test, tau, theta) -> np.ndarray:
+def thresholds(S: np.ndarray, Phi: np.ndarray, phi_test: np.ndarray, tau: float, theta: np.ndarray) -> np.ndarray:
     r"""Cutoffs :math:`S^*` of every test point, one LP per distinct ``(phi, theta)``.
 
     Parameters

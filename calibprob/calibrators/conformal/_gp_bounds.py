@@ -4,7 +4,10 @@ the exact full-conformal GP bounds (Papadopoulos 2023; Pion eq. 9-10) on the kri
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 # the kriging algebra (one closed-form leave-one-out, shared with the GP base) lives with the GPs
 from calibprob.bases.gp.loo import KrigingSystem, loo_at_points
@@ -17,19 +20,22 @@ from calibprob.calibrators.conformal._intervals import (
 from calibprob.calibrators.conformal.jackknife import jackknife_plus_bounds, jackknife_plus_ranks
 from calibprob.calibrators.conformal.scores import Score, get_score, invert
 
+if TYPE_CHECKING:
+    from calibprob.bases.gp._sparse_loo import SparseKrigingSystem
+
 
 def jackknife_plus_gp_bounds(
     system: KrigingSystem,
-    lam,
-    mu,
-    var,
-    confidence_levels,
+    lam: np.ndarray,
+    mu: np.ndarray,
+    var: np.ndarray,
+    confidence_levels: ArrayLike,
     *,
     score: str | Score = "normalized",
     beta: float = 1.0,
     eps: float = 0.0,
     convention: str = "barber",
-):
+) -> tuple[np.ndarray, np.ndarray]:
     r"""J+GP (Pion eq. 11–12), asymJ+GP (eq. 13–14) or plain J+ from the closed-form LOO.
 
     Parameters
@@ -71,7 +77,16 @@ def jackknife_plus_gp_bounds(
     return both[: levels.size].T, both[levels.size :].T
 
 
-def _jackknife_plus_gp_bounds_test_major(system, lam_t, mu, var, levels, *, score: Score, convention: str):
+def _jackknife_plus_gp_bounds_test_major(
+    system: KrigingSystem | SparseKrigingSystem,
+    lam_t: np.ndarray,
+    mu: np.ndarray,
+    var: np.ndarray,
+    levels: ArrayLike,
+    *,
+    score: Score,
+    convention: str,
+) -> tuple[np.ndarray, np.ndarray]:
     r""":func:`jackknife_plus_gp_bounds` from test-point-major weights ``lam_t`` (c, n), in place.
 
     The same arithmetic, element for element, as :func:`loo_at_points` and
@@ -116,7 +131,7 @@ def _jackknife_plus_gp_bounds_test_major(system, lam_t, mu, var, levels, *, scor
     return both[:, : len(ranks_lo)], both[:, len(ranks_lo) :]
 
 
-def _select_rows(values: np.ndarray, ranks) -> np.ndarray:
+def _select_rows(values: np.ndarray, ranks: ArrayLike) -> np.ndarray:
     """The ``ranks``-th smallest (1-based) of every row, shape ``(rows, len(ranks))``; partitions in place."""
     idx = np.asarray(ranks, dtype=int) - 1
     values.partition(np.unique(idx), axis=1)
@@ -124,16 +139,16 @@ def _select_rows(values: np.ndarray, ranks) -> np.ndarray:
 
 
 def full_conformal_gp_bounds(
-    system: KrigingSystem,
-    lam,
-    mu,
-    var,
-    confidence_levels,
+    system: KrigingSystem | SparseKrigingSystem,
+    lam: ArrayLike,
+    mu: ArrayLike,
+    var: ArrayLike,
+    confidence_levels: ArrayLike,
     *,
     beta: float = 1.0,
     eps: float = 0.0,
-    extra_x=None,
-):
+    extra_x: ArrayLike | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Exact full-conformal GP intervals (Papadopoulos 2023; Pion eq. 9–10).
 
     See the module docstring for the derivation: scores affine in the
@@ -192,7 +207,7 @@ def full_conformal_gp_bounds(
     c2, s2 = A + A0, B + B0
     del A, B
 
-    def sign_at_minus_inf(c, s):
+    def sign_at_minus_inf(c: np.ndarray, s: np.ndarray) -> np.ndarray:
         return np.where(s != 0, -np.sign(s), np.sign(c))
 
     member0 = sign_at_minus_inf(c1, s1) * sign_at_minus_inf(c2, s2) < 0

@@ -24,9 +24,11 @@ real line and calibprob raises instead of returning infinite ends.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any, Self
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive
 from calibprob._core.ranks import least_n, lower_rank, upper_rank
@@ -83,7 +85,7 @@ def check_enough_points(confidence_level: float, n: int, *, what: str = "calibra
         )
 
 
-def order_statistic(values: np.ndarray, ranks, axis: int = 0) -> np.ndarray:
+def order_statistic(values: np.ndarray, ranks: ArrayLike, axis: int = 0) -> np.ndarray:
     """The ``ranks``-th smallest entries (1-based) along ``axis``, by partial sorting.
 
     Parameters
@@ -141,10 +143,10 @@ class CallableRegressor(BaseEstimator):
     array([7.])
     """
 
-    def __init__(self, *, fit_predict: Callable):
+    def __init__(self, *, fit_predict: Callable) -> None:
         self.fit_predict = fit_predict
 
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         """Store the training data; returns ``self``."""
         if not callable(self.fit_predict):
             raise TypeError(f"fit_predict must be callable; got {type(self.fit_predict).__name__}.")
@@ -152,7 +154,7 @@ class CallableRegressor(BaseEstimator):
         self.y_train_ = np.asarray(y, dtype=float)
         return self
 
-    def predict_mean_std(self, X, *, include_noise: bool = True):
+    def predict_mean_std(self, X: ArrayLike, *, include_noise: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
         """``(mu, sigma)``; ``sigma`` is ``None`` when the function returns only ``mu``."""
         check_is_fitted(self, "X_train_", method="fit")
         out = self.fit_predict(self.X_train_, self.y_train_, X)
@@ -162,7 +164,7 @@ class CallableRegressor(BaseEstimator):
         return np.asarray(out, dtype=float), None
 
 
-def as_regressor(estimator, name: str = "estimator"):
+def as_regressor(estimator: Any, name: str = "estimator") -> Any:
     """Return ``estimator`` if it can be fitted, else wrap a callable in :class:`CallableRegressor`."""
     if estimator is None:
         raise ValueError(
@@ -184,7 +186,7 @@ def as_regressor(estimator, name: str = "estimator"):
     )
 
 
-def _predict_once(estimator, X, need_sigma: bool):
+def _predict_once(estimator: Any, X: Any, need_sigma: bool) -> tuple[np.ndarray, np.ndarray | None]:
     if hasattr(estimator, "predict_mean_std"):
         mu, sigma = estimator.predict_mean_std(X)
     else:
@@ -219,7 +221,9 @@ def iter_chunks(n: int, chunk: int) -> Iterator[slice]:
         yield slice(start, min(start + chunk, n))
 
 
-def predict_mean_std_chunked(estimator, X, *, need_sigma: bool, chunk_size: int | None = None):
+def predict_mean_std_chunked(
+    estimator: Any, X: Any, *, need_sigma: bool, chunk_size: int | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Call the base's ``predict_mean_std`` on row chunks of ``X``.
 
     A GP predicting 100 000 points at once builds an ``n_train x 100 000``
@@ -246,13 +250,13 @@ def predict_mean_std_chunked(estimator, X, *, need_sigma: bool, chunk_size: int 
 
 
 def chunked_intervals(
-    confidence_level,
-    X,
+    confidence_level: ArrayLike,
+    X: ArrayLike,
     bounds: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
     *,
     chunk: int | None,
     method: str,
-    attrs=None,
+    attrs: dict | None = None,
 ) -> xr.Dataset:
     """The interval family of a model-aware interval method, its ends computed in test-point chunks.
 
@@ -282,7 +286,9 @@ def chunked_intervals(
     return interval_dataset(lower, upper, levels, scalar, method=method, attrs=attrs)
 
 
-def check_Xy(X, y, *, X_name: str = "X", y_name: str = "y", min_length: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def check_Xy(
+    X: ArrayLike, y: ArrayLike, *, X_name: str = "X", y_name: str = "y", min_length: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
     """Validate a design matrix (2-D) and a target vector (1-D, finite) of equal length."""
     X = check_array(X, X_name, ndim=2, min_length=min_length)
     y = check_array(y, y_name, ndim=1, min_length=min_length)
@@ -294,13 +300,15 @@ def check_Xy(X, y, *, X_name: str = "X", y_name: str = "y", min_length: int = 1)
     return X, y
 
 
-def resolve_levels(confidence_level):
+def resolve_levels(confidence_level: ArrayLike) -> tuple[np.ndarray, bool]:
     """``(levels ndarray, scalar?)`` from one level or a sequence, validated in (0, 1)."""
     scalar = np.ndim(confidence_level) == 0
     return check_confidence_levels(confidence_level, "confidence_level"), scalar
 
 
-def interval_dataset(lower, upper, levels, scalar: bool, *, method: str, attrs=None) -> xr.Dataset:
+def interval_dataset(
+    lower: np.ndarray, upper: np.ndarray, levels: np.ndarray, scalar: bool, *, method: str, attrs: dict | None = None
+) -> xr.Dataset:
     """The interval result: ``lower``/``upper`` over (obs, confidence_level).
 
     Follows the ``calib.interval`` convention: a scalar ``confidence_level``
@@ -310,7 +318,7 @@ def interval_dataset(lower, upper, levels, scalar: bool, *, method: str, attrs=N
     return ds.isel(confidence_level=0) if scalar else ds
 
 
-def level_form(ds: xr.Dataset, confidence_level, default) -> xr.Dataset:
+def level_form(ds: xr.Dataset, confidence_level: ArrayLike | None, default: ArrayLike) -> xr.Dataset:
     """The interval family's one rule for the ``confidence_level`` dimension of ``predict_interval``.
 
     ``ds`` holds the dimension. A scalar level asked for drops it (kept as a scalar coordinate: the
@@ -323,13 +331,15 @@ def level_form(ds: xr.Dataset, confidence_level, default) -> xr.Dataset:
     return ds.isel(confidence_level=0) if np.ndim(asked) == 0 else ds
 
 
-def reachable_levels(levels, n: int, *, sides: int) -> np.ndarray:
+def reachable_levels(levels: ArrayLike, n: int, *, sides: int) -> np.ndarray:
     """Mask of the confidence levels that ``n`` scores resolve (finite conformal ends)."""
     rule = "upper" if sides == 1 else "two-sided"
     return np.array([n >= least_n(float(c), rule=rule) for c in np.asarray(levels, float)], dtype=bool)
 
 
-def interval_prediction(model, X, confidence_level, *, n: int, sides: int) -> xr.Dataset:
+def interval_prediction(
+    model: Any, X: ArrayLike, confidence_level: ArrayLike | None, *, n: int, sides: int
+) -> xr.Dataset:
     """``predict`` of an intervals-only model-aware calibrator: the interval family of the contract.
 
     ``lower``/``upper`` over (obs, confidence_level) at every level asked for
@@ -381,7 +391,7 @@ class IntervalPredictor:
 
     _fitted = "scores_"
     # set by the subclass's __init__ and fit
-    confidence_level: object
+    confidence_level: ArrayLike
     n_train_: int
 
     def _interval_sides(self) -> int:
@@ -407,7 +417,7 @@ class IntervalPredictor:
             f"{type(self).__name__} must give its interval ends (_chunk_bounds) or override predict_interval."
         )
 
-    def predict(self, X, *, confidence_level=None) -> xr.Dataset:
+    def predict(self, X: ArrayLike, *, confidence_level: ArrayLike | None = None) -> xr.Dataset:
         """Intervals at the levels asked for, as the contract's interval family.
 
         Parameters
@@ -429,7 +439,7 @@ class IntervalPredictor:
         self._check_predict()
         return interval_prediction(self, X, confidence_level, n=self.n_train_, sides=self._interval_sides())
 
-    def predict_interval(self, X, confidence_level=None) -> xr.Dataset:
+    def predict_interval(self, X: ArrayLike, confidence_level: ArrayLike | None = None) -> xr.Dataset:
         """Intervals at one or several confidence levels, computed in test-point chunks.
 
         Parameters
@@ -465,7 +475,7 @@ def _needed_for_level(p: float, symmetric: bool) -> int:
     return least_n(p, rule="mirrored" if symmetric else "quantile")
 
 
-def valid_levels(levels, n: int, *, symmetric: bool) -> np.ndarray:
+def valid_levels(levels: ArrayLike | None, n: int, *, symmetric: bool) -> np.ndarray:
     r"""Quantile levels that ``n`` scores can resolve by rank interpolation.
 
     A signed score reaches levels :math:`p \in [1/(n+1), n/(n+1)]`; a
@@ -512,7 +522,7 @@ def valid_levels(levels, n: int, *, symmetric: bool) -> np.ndarray:
     return levels
 
 
-def rank_interpolated_quantiles(sorted_scores, levels, *, symmetric: bool) -> np.ndarray:
+def rank_interpolated_quantiles(sorted_scores: ArrayLike, levels: ArrayLike, *, symmetric: bool) -> np.ndarray:
     r"""Score at the continuous rank of each level (linear between order statistics).
 
     Signed: :math:`r(p) = R_{(t)}` at :math:`t = p(n+1) \in [1, n]`.
@@ -534,7 +544,13 @@ def rank_interpolated_quantiles(sorted_scores, levels, *, symmetric: bool) -> np
 
 
 def conformal_quantile_function(
-    mu, scale, sorted_scores, levels, *, symmetric: bool, chunk_size: int | None = None
+    mu: ArrayLike,
+    scale: ArrayLike,
+    sorted_scores: ArrayLike,
+    levels: ArrayLike,
+    *,
+    symmetric: bool,
+    chunk_size: int | None = None,
 ) -> np.ndarray:
     r"""Quantiles :math:`\mu(x) + s(x)\, r(p)` of the conformal predictive distribution.
 

@@ -77,11 +77,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Self
+from typing import Any, Self, cast
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.alignment import align_to_obs
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
@@ -98,7 +99,7 @@ from calibprob.weights import Weights, resolve
 __all__ = ["ConditionalConformal", "conditional_thresholds", "one_hot"]
 
 
-def one_hot(labels, categories=None) -> tuple[np.ndarray, np.ndarray]:
+def one_hot(labels: ArrayLike, categories: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Indicator columns of 1-D labels, and the categories (sorted, or the ones given).
 
     Raises ``ValueError`` for a label not among ``categories`` (a group calibration never saw).
@@ -120,7 +121,14 @@ def one_hot(labels, categories=None) -> tuple[np.ndarray, np.ndarray]:
     return (idx[:, None] == np.arange(categories.size)[None, :]).astype(float), categories
 
 
-def conditional_thresholds(scores, features, test_features, confidence_level: float, *, theta=None) -> np.ndarray:
+def conditional_thresholds(
+    scores: ArrayLike,
+    features: ArrayLike,
+    test_features: ArrayLike,
+    confidence_level: float,
+    *,
+    theta: ArrayLike | None = None,
+) -> np.ndarray:
     r"""Exact conditional-conformal score cutoffs :math:`S^*` of test points (NumPy layer).
 
     Parameters
@@ -165,7 +173,7 @@ def conditional_thresholds(scores, features, test_features, confidence_level: fl
     return thresholds(S, Phi, phi, tau, theta)
 
 
-def _short_names(names: list[str], idx, limit: int = 6) -> str:
+def _short_names(names: list[str], idx: np.ndarray, limit: int = 6) -> str:
     shown = [names[j] for j in idx[:limit]]
     return ", ".join(shown) + (f", ... ({len(idx) - limit} more)" if len(idx) > limit else "")
 
@@ -239,13 +247,13 @@ class ConditionalConformal(BaseEstimator):
         self,
         *,
         score: str = "absolute",
-        confidence_level=0.9,
+        confidence_level: ArrayLike = 0.9,
         feature_map: Callable | None = None,
-        intercept="auto",
+        intercept: bool | str = "auto",
         rank_deficient: str = "raise",
         randomize: bool = False,
-        random_state=None,
-    ):
+        random_state: int | np.random.Generator | None = None,
+    ) -> None:
         self.score = score
         self.confidence_level = confidence_level
         self.feature_map = feature_map
@@ -255,7 +263,9 @@ class ConditionalConformal(BaseEstimator):
         self.random_state = random_state
 
     # -- features -------------------------------------------------------------------------
-    def _raw_features(self, n: int, groups, features, X, *, fitting: bool) -> tuple[np.ndarray, list[str]]:
+    def _raw_features(
+        self, n: int, groups: Any, features: ArrayLike | None, X: Any, *, fitting: bool
+    ) -> tuple[np.ndarray, list[str]]:
         blocks, names = [], []
         if groups is not None:
             G, names_g = self._group_block(groups, n, fitting=fitting)
@@ -280,7 +290,7 @@ class ConditionalConformal(BaseEstimator):
             )
         return F
 
-    def _group_block(self, groups, n: int, *, fitting: bool):
+    def _group_block(self, groups: Any, n: int, *, fitting: bool) -> tuple[np.ndarray, list[str]]:
         if isinstance(groups, str):  # the name of a coordinate of the predictive Dataset
             pred = getattr(self, "_pred", None)  # the Dataset being fitted / predicted
             if pred is None or groups not in pred.coords:
@@ -310,7 +320,7 @@ class ConditionalConformal(BaseEstimator):
             self.categories_ = None
         return self._check_rows(G, n, "groups"), [f"group {j}" for j in range(G.shape[1])]
 
-    def _mapped(self, X, n: int) -> np.ndarray:
+    def _mapped(self, X: Any, n: int) -> np.ndarray:
         if self.feature_map is None or X is None:
             raise ValueError(
                 "feature_map and X go together: pass X=... to fit/predict for the constructor's feature_map, "
@@ -365,8 +375,11 @@ class ConditionalConformal(BaseEstimator):
         return Phi[:, self.kept_]
 
     # -- lifecycle --------------------------------------------------------------------------
-    def _scores(self, pred, y=None):
+    def _scores(
+        self, pred: xr.Dataset, y: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         check_choice(self.score, "score", ("absolute", "normalized"))
+        sigma: np.ndarray | None
         mu, sigma = predictive_mean_std(pred)
         if self.score == "normalized" and not np.all(sigma > 0):
             raise ValueError("score='normalized' needs the predictive std > 0 at every point; use score='absolute'.")
@@ -376,7 +389,16 @@ class ConditionalConformal(BaseEstimator):
         scale = np.broadcast_to(np.asarray(score.scale(sigma), float), mu.shape)
         return mu, scale, (None if y is None else score.score(y, mu, sigma))
 
-    def fit(self, pred_cal, y_cal, *, groups=None, features=None, X=None, weights=None) -> Self:
+    def fit(
+        self,
+        pred_cal: xr.Dataset,
+        y_cal: ArrayLike,
+        *,
+        groups: Any = None,
+        features: ArrayLike | None = None,
+        X: Any = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> Self:
         """Compute the calibration scores and features; returns ``self``.
 
         Parameters
@@ -418,7 +440,9 @@ class ConditionalConformal(BaseEstimator):
         self.n_calibration_ = int(n)
         return self
 
-    def _with_weights(self, Phi: np.ndarray, names: list[str], weights, pred) -> tuple[np.ndarray, list[str]]:
+    def _with_weights(
+        self, Phi: np.ndarray, names: list[str], weights: ArrayLike | Weights | None, pred: xr.Dataset
+    ) -> tuple[np.ndarray, list[str]]:
         """The calibration features with the weights' column (module docstring); equal weights add none."""
         self.weights_ = weights if isinstance(weights, Weights) else None
         self.calibration_weights_ = None
@@ -432,17 +456,26 @@ class ConditionalConformal(BaseEstimator):
         self.tilt_column_ = True
         return np.hstack([Phi, w[:, None]]), [*names, "weights"]
 
-    def _test_weight_column(self, phi: np.ndarray, weights, pred) -> np.ndarray:
+    def _test_weight_column(self, phi: np.ndarray, weights: ArrayLike | Weights | None, pred: xr.Dataset) -> np.ndarray:
         """The test features with the weights' column (after a weighted fit); refuses misuse, naming the fix."""
         test = split_test_weights(self, weights, phi.shape[0], obs=pred)
         if test is None:
             return phi
         return np.hstack([phi, test[0][:, None]]) if self.tilt_column_ else phi
 
-    def _theta(self, c: float, m: int, rng) -> np.ndarray:
+    def _theta(self, c: float, m: int, rng: np.random.Generator) -> np.ndarray:
         return rng.uniform(c - 1.0, c, size=m) if self.randomize else np.full(m, c)
 
-    def predict(self, pred, *, groups=None, features=None, X=None, confidence_level=None, weights=None) -> xr.Dataset:
+    def predict(
+        self,
+        pred: xr.Dataset,
+        *,
+        groups: Any = None,
+        features: ArrayLike | None = None,
+        X: Any = None,
+        confidence_level: ArrayLike | None = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> xr.Dataset:
         r"""Intervals :math:`\mu \pm S^*(x)\, s(x)` at every confidence level (the interval family).
 
         Parameters
@@ -473,8 +506,9 @@ class ConditionalConformal(BaseEstimator):
         self._pred = None
         phi = self._test_columns(self._test_weight_column(raw, weights, pred))
         rng = np.random.default_rng(self.random_state)
+        scores = cast(np.ndarray, self.scores_)  # checked fitted above: scores_ is the array
         cut = np.column_stack(
-            [thresholds(self.scores_, self.features_, phi, float(c), self._theta(c, m, rng)) for c in levels]
+            [thresholds(scores, self.features_, phi, float(c), self._theta(c, m, rng)) for c in levels]
         )
         self._warn_unbounded(cut, phi)
         lower, upper = invert(mu[:, None], scale[:, None], -cut), invert(mu[:, None], scale[:, None], cut)
@@ -483,7 +517,14 @@ class ConditionalConformal(BaseEstimator):
         return ds.assign_coords(obs=pred["obs"].values)
 
     def predict_interval(
-        self, pred, confidence_level=None, *, groups=None, features=None, X=None, weights=None
+        self,
+        pred: xr.Dataset,
+        confidence_level: ArrayLike | None = None,
+        *,
+        groups: Any = None,
+        features: ArrayLike | None = None,
+        X: Any = None,
+        weights: ArrayLike | Weights | None = None,
     ) -> xr.Dataset:
         """The interval family's entry point: :meth:`predict`, a scalar level dropping its dimension.
 

@@ -63,10 +63,12 @@ regression methods. Stat 9(1), e261.
 
 from __future__ import annotations
 
-from typing import Self
+from collections.abc import Sequence
+from typing import Any, Self, cast
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
@@ -96,7 +98,7 @@ VARIANTS = ("symmetric", "asymmetric", "cqr-r", "cqr-m")
 LEVEL_TOL = 1e-9
 
 
-def _check_sorted(q_lo, q_hi, q_med=None) -> None:
+def _check_sorted(q_lo: np.ndarray, q_hi: np.ndarray, q_med: np.ndarray | None = None) -> None:
     """Refuse crossing quantiles, naming how many rows cross and the fix."""
     pairs = (
         [("q_lo", q_lo, "q_hi", q_hi)]
@@ -113,7 +115,9 @@ def _check_sorted(q_lo, q_hi, q_med=None) -> None:
             )
 
 
-def _scale(q_lo, q_hi, q_med, variant: str, eps: float):
+def _scale(
+    q_lo: np.ndarray, q_hi: np.ndarray, q_med: np.ndarray | None, variant: str, eps: float
+) -> tuple[np.ndarray | float, np.ndarray | float]:
     """The per-point scale of the score: 1, the width (CQR-r), or the two half-widths (CQR-m)."""
     if variant == "cqr-r":
         pieces = [("q_hi - q_lo", q_hi - q_lo)]
@@ -136,7 +140,15 @@ def _scale(q_lo, q_hi, q_med, variant: str, eps: float):
 
 
 @renamed_keywords({"variant": "score"}, where="calibprob.calibrators.conformal.cqr.cqr_scores")
-def cqr_scores(y, q_lo, q_hi, *, score: str = "symmetric", q_med=None, eps: float = 0.0) -> np.ndarray:
+def cqr_scores(
+    y: ArrayLike,
+    q_lo: ArrayLike,
+    q_hi: ArrayLike,
+    *,
+    score: str = "symmetric",
+    q_med: ArrayLike | None = None,
+    eps: float = 0.0,
+) -> np.ndarray:
     r"""CQR conformity scores of calibration points (module docstring for the formulas).
 
     Parameters
@@ -190,7 +202,7 @@ def cqr_scores(y, q_lo, q_hi, *, score: str = "symmetric", q_med=None, eps: floa
 
 
 @renamed_keywords({"variant": "score"}, where="calibprob.calibrators.conformal.cqr.cqr_corrections")
-def cqr_corrections(scores, confidence_level: float, *, score: str = "symmetric") -> tuple[float, float]:
+def cqr_corrections(scores: ArrayLike, confidence_level: float, *, score: str = "symmetric") -> tuple[float, float]:
     r"""The corrections ``(Q_lo, Q_hi)``: exact order statistics of the scores.
 
     Two-sided, CQR-r, CQR-m: :math:`Q_{lo} = Q_{hi} = E_{(\lceil c(n+1) \rceil)}`;
@@ -230,7 +242,14 @@ def cqr_corrections(scores, confidence_level: float, *, score: str = "symmetric"
     return q, q
 
 
-def weighted_cqr_corrections(scores, calibration_weights, test_weights, confidence_level: float, *, score="symmetric"):
+def weighted_cqr_corrections(
+    scores: ArrayLike,
+    calibration_weights: ArrayLike,
+    test_weights: ArrayLike,
+    confidence_level: float,
+    *,
+    score: str = "symmetric",
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Per test point, the corrections ``(Q_lo, Q_hi)`` of weighted CQR (Tibshirani et al. 2019's rule).
 
     :func:`cqr_corrections` with the empirical law of the scores replaced by
@@ -269,7 +288,15 @@ def weighted_cqr_corrections(scores, calibration_weights, test_weights, confiden
 
 
 @renamed_keywords({"variant": "score"}, where="calibprob.calibrators.conformal.cqr.cqr_intervals")
-def cqr_intervals(q_lo, q_hi, corrections, *, score: str = "symmetric", q_med=None, eps: float = 0.0):
+def cqr_intervals(
+    q_lo: ArrayLike,
+    q_hi: ArrayLike,
+    corrections: Sequence[Any],
+    *,
+    score: str = "symmetric",
+    q_med: ArrayLike | None = None,
+    eps: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Intervals :math:`[\hat q_{lo} - Q_{lo} s_{lo},\ \hat q_{hi} + Q_{hi} s_{hi}]` at new points.
 
     Parameters
@@ -323,7 +350,7 @@ def _match_levels(pred: xr.Dataset, wanted: np.ndarray, missing: str) -> np.ndar
     return out
 
 
-def read_quantiles(pred: xr.Dataset, confidence_levels, *, median: bool, missing: str = "raise") -> dict:
+def read_quantiles(pred: xr.Dataset, confidence_levels: ArrayLike, *, median: bool, missing: str = "raise") -> dict:
     r"""The base's :math:`\hat q_{lo}, \hat q_{hi}` (and :math:`\hat q_{50}`) for every confidence level.
 
     Read through ``pred.calib.ppf`` at the stored levels :math:`(1 \mp c)/2` (and 0.5),
@@ -359,7 +386,7 @@ def read_quantiles(pred: xr.Dataset, confidence_levels, *, median: bool, missing
     return out
 
 
-def _checked_predictive(pred, owner, argument: str) -> xr.Dataset:
+def _checked_predictive(pred: xr.Dataset, owner: Any, argument: str) -> xr.Dataset:
     """``check_predictive`` with a CQR message for crossing quantiles."""
     try:
         return check_predictive(pred, owner, argument)
@@ -428,13 +455,20 @@ class ConformalizedQuantileRegression(BaseEstimator):
     weights_ = None
 
     @renamed_keywords({"variant": "score"})
-    def __init__(self, *, score: str = "symmetric", confidence_level=0.9, missing_levels: str = "raise", eps=0.0):
+    def __init__(
+        self,
+        *,
+        score: str = "symmetric",
+        confidence_level: ArrayLike = 0.9,
+        missing_levels: str = "raise",
+        eps: float = 0.0,
+    ) -> None:
         self.score = score
         self.confidence_level = confidence_level
         self.missing_levels = missing_levels
         self.eps = eps
 
-    def _check_params(self):
+    def _check_params(self) -> str:
         variant = check_choice(self.score, "score", VARIANTS)
         check_choice(self.missing_levels, "missing_levels", ("raise", "interpolate"))
         if not (np.isfinite(self.eps) and self.eps >= 0):
@@ -448,7 +482,14 @@ class ConformalizedQuantileRegression(BaseEstimator):
         # ceil((1 - alpha/2)(n+1)) <= n, the two-sided minimum.
         return 2 if self.score == "asymmetric" else 1
 
-    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> Self:
+    def fit(
+        self,
+        pred_cal: xr.Dataset,
+        y_cal: ArrayLike,
+        *,
+        groups: ArrayLike | None = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> Self:
         """Score the calibration points at every confidence level; returns ``self``.
 
         Parameters
@@ -494,7 +535,7 @@ class ConformalizedQuantileRegression(BaseEstimator):
         self.n_calibration_ = int(y.size)
         return self
 
-    def _level_index(self, confidence_level) -> tuple[np.ndarray, np.ndarray, bool]:
+    def _level_index(self, confidence_level: ArrayLike | None) -> tuple[np.ndarray, np.ndarray, bool]:
         check_is_fitted(self, "corrections_", method="fit")
         if confidence_level is None:
             # no level asked: the fitted ones, in the form the constructor was given (a scalar drops the
@@ -511,7 +552,14 @@ class ConformalizedQuantileRegression(BaseEstimator):
             )
         return levels, np.asarray(idx), scalar
 
-    def predict_interval(self, pred, confidence_level=None, *, groups=None, weights=None) -> xr.Dataset:
+    def predict_interval(
+        self,
+        pred: xr.Dataset,
+        confidence_level: ArrayLike | None = None,
+        *,
+        groups: ArrayLike | None = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> xr.Dataset:
         """CQR intervals at one or several of the fitted confidence levels.
 
         Parameters
@@ -554,18 +602,31 @@ class ConformalizedQuantileRegression(BaseEstimator):
         ds = interval_dataset(lower, upper, levels, scalar, method=f"cqr-{variant}", attrs=attrs)
         return ds.assign_coords(obs=pred["obs"].values)
 
-    def _row_corrections(self, pred, levels, idx, variant: str, weights, attrs: dict) -> list:
+    def _row_corrections(
+        self,
+        pred: xr.Dataset,
+        levels: np.ndarray,
+        idx: np.ndarray,
+        variant: str,
+        weights: ArrayLike | Weights | None,
+        attrs: dict,
+    ) -> list:
         """Per requested level, ``(Q_lo, Q_hi)``: the fitted numbers, or per row under weights."""
         test = split_test_weights(self, weights, pred.sizes["obs"], obs=pred)
         if test is None:
             return [tuple(np.asarray(self.corrections_)[k]) for k in idx]
         t = checked_test_weights(self, levels, test, attrs)
-        return [
-            weighted_cqr_corrections(self.scores_[:, k], self.calibration_weights_, t, c, score=variant)
-            for c, k in zip(levels, idx)
-        ]
+        cal_w = cast(np.ndarray, self.calibration_weights_)  # test weights exist only after a weighted fit
+        return [weighted_cqr_corrections(self.scores_[:, k], cal_w, t, c, score=variant) for c, k in zip(levels, idx)]
 
-    def predict(self, pred, *, confidence_level=None, groups=None, weights=None) -> xr.Dataset:
+    def predict(
+        self,
+        pred: xr.Dataset,
+        *,
+        confidence_level: ArrayLike | None = None,
+        groups: ArrayLike | None = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> xr.Dataset:
         """The interval family at every fitted level (or those asked for), ``confidence_level`` kept as a dimension.
 
         Parameters

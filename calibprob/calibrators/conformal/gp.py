@@ -119,16 +119,19 @@ Barber, R. F. et al. (2021). Predictive inference with the jackknife+. AoS 49(1)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Self
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
 from calibprob._core.tables import adopt_columns, check_columns, record_columns
 from calibprob._core.validation import check_choice
 
 # the kriging algebra (one closed-form leave-one-out, shared with the GP base) lives with the GPs
-from calibprob.bases.gp._sparse_loo import sparse_kriging_predict, sparse_kriging_system
+from calibprob.bases.gp._sparse_loo import SparseKrigingSystem, sparse_kriging_predict, sparse_kriging_system
 from calibprob.bases.gp.loo import KrigingSystem, _system_from_factor, kriging_predict, kriging_system, loo_at_points
 from calibprob.calibrators.conformal._gp_bounds import (
     _jackknife_plus_gp_bounds_test_major,
@@ -143,7 +146,7 @@ from calibprob.calibrators.conformal._intervals import (
     default_chunk_size,
     resolve_levels,
 )
-from calibprob.calibrators.conformal.scores import get_score
+from calibprob.calibrators.conformal.scores import Score, get_score
 
 __all__ = [
     "KrigingSystem",
@@ -166,13 +169,13 @@ class _GPView:
 
     X: np.ndarray
     system: KrigingSystem
-    kernel: object  # callable (X1, X2) -> latent covariance
+    kernel: Callable[..., np.ndarray]  # (X1, X2) -> latent covariance
     noise: float
     offset: float  # known mean added back to every prediction
     gls_mean: bool
     prior_var: float  # k(x, x) of the (stationary) kernel
 
-    def predict(self, Xt):
+    def predict(self, Xt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(lam, mu, var)`` at test points (outputs of :func:`kriging_predict`)."""
         Kc = self.kernel(self.X, Xt)
         # stationary kernels: k(x, x) = variance; the candidate observation carries the noise
@@ -181,7 +184,7 @@ class _GPView:
         # mu is on the centred scale (y - offset); callers add offset to the ends
         return kriging_predict(self.system, Kc, kd, P_test)
 
-    def predict_with_extra(self, Xt):
+    def predict_with_extra(self, Xt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """``(lam, mu, var, None)``: an exact GP has no unexplained prior variance."""
         return (*self.predict(Xt), None)
 
@@ -195,36 +198,36 @@ class _SparseGPView:
     """
 
     Z: np.ndarray
-    system: object  # calibprob.bases.gp._sparse_loo.SparseKrigingSystem
-    kernel: object  # callable (Z, X) -> k(Z, X)
+    system: SparseKrigingSystem
+    kernel: Callable[[np.ndarray, np.ndarray], np.ndarray]  # (Z, X) -> k(Z, X)
     offset: float
 
-    def predict_with_extra(self, Xt):
+    def predict_with_extra(self, Xt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         r"""``(lam, mu, var, extra)`` at test points; ``extra`` is :math:`\delta(x)`."""
         return sparse_kriging_predict(self.system, self.kernel(self.Z, Xt))
 
-    def predict(self, Xt):
+    def predict(self, Xt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(lam, mu, var)`` at test points (``var`` the sparse predictive variance)."""
         return self.predict_with_extra(Xt)[:3]
 
-    def predict_test_major(self, Xt):
+    def predict_test_major(self, Xt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(lam, mu, var)`` with ``lam`` of shape ``(c, n)``: one contiguous row per test point."""
         return sparse_kriging_predict(self.system, self.kernel(self.Z, Xt), test_major=True)[:3]
 
 
-def _sparse_gp_view(gp, refit_mean: bool) -> _SparseGPView:
+def _sparse_gp_view(gp: Any, refit_mean: bool) -> _SparseGPView:
     theta = dict(gp.theta_)
     constant = getattr(gp, "mean", "zero") == "constant"
     offset = float(theta.get("mean_", 0.0)) if constant else 0.0
     system = sparse_kriging_system(gp, offset=offset, gls=constant and refit_mean)
 
-    def kern(A, B):
+    def kern(A: np.ndarray, B: np.ndarray) -> np.ndarray:
         return gp._k(A, B, theta)
 
     return _SparseGPView(np.asarray(gp.inducing_points_, float), system, kern, offset)
 
 
-def _gp_view(gp, refit_mean: bool) -> _GPView:
+def _gp_view(gp: Any, refit_mean: bool) -> _GPView:
     """Extract training data, covariance and mean handling from a fitted GP."""
     check_is_fitted(gp, "theta_", method="fit")
     if hasattr(gp, "inducing_points_"):
@@ -235,7 +238,7 @@ def _gp_view(gp, refit_mean: bool) -> _GPView:
     y = np.asarray(gp.y_train_, float)
     noise = float(theta.get("noise", 0.0))
 
-    def kern(A, B=None):
+    def kern(A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
         return np.asarray(gp.kernel_matrix(A, A if B is None else B, theta=theta), float)
 
     constant = getattr(gp, "mean", "zero") == "constant"
@@ -263,6 +266,10 @@ class _GPConformalBase(IntervalPredictor):
     _min_sides = 1
     refit_mean: bool  # a parameter of both subclasses
     chunk_size: int | None  # a parameter of both subclasses
+    estimator: Any  # a parameter of both subclasses
+    prefit: bool  # a parameter of both subclasses
+    # each subclass's interval ends from the kriging weights: (lam, mu, var, levels, extra) -> (lower, upper)
+    _bounds: Callable[..., tuple[np.ndarray, np.ndarray]]
     _rows_per_point: int  # the subclass's temporaries per test point and training point
     #: the kriging view is derived from the fitted GP: not saved, rebuilt after loading
     _transient_attrs: tuple[str, ...] = ("view_",)
@@ -272,7 +279,7 @@ class _GPConformalBase(IntervalPredictor):
         if getattr(self, "estimator_", None) is not None:
             self.view_ = _gp_view(self.estimator_, self.refit_mean)
 
-    def fit(self, X=None, y=None):
+    def fit(self, X: ArrayLike | None = None, y: ArrayLike | None = None) -> Self:
         """Fit a clone of the GP (or take the prefitted one) and factorise it; returns ``self``.
 
         Parameters
@@ -310,10 +317,10 @@ class _GPConformalBase(IntervalPredictor):
         self.n_train_ = view.system.n
         return self
 
-    def _check_options(self):
+    def _check_options(self) -> None:
         pass
 
-    def _chunk_bounds(self, Xs, levels):
+    def _chunk_bounds(self, Xs: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Interval ends of one chunk of test points, shape ``(c, C)`` each."""
         lam, mu, var, extra = self.view_.predict_with_extra(Xs)
         return self._bounds(lam, mu, var, levels, extra)
@@ -393,16 +400,16 @@ class JackknifePlusGP(_GPConformalBase, BaseEstimator):
     def __init__(
         self,
         *,
-        estimator=None,
-        score="normalized",
+        estimator: Any = None,
+        score: str | Score = "normalized",
         beta: float = 1.0,
         eps: float = 0.0,
-        confidence_level=0.9,
+        confidence_level: ArrayLike = 0.9,
         prefit: bool = False,
         refit_mean: bool = True,
         convention: str = "barber",
         chunk_size: int | None = None,
-    ):
+    ) -> None:
         self.estimator = estimator
         self.score = score
         self.beta = beta
@@ -413,12 +420,12 @@ class JackknifePlusGP(_GPConformalBase, BaseEstimator):
         self.convention = convention
         self.chunk_size = chunk_size
 
-    def _check_options(self):
+    def _check_options(self) -> None:
         check_choice(self.convention, "convention", ("barber", "pion2024"))
         sc = get_score(self.score, beta=self.beta, eps=self.eps)
         self._min_sides = 1 if sc.symmetric else 2
 
-    def fit(self, X=None, y=None):
+    def fit(self, X: ArrayLike | None = None, y: ArrayLike | None = None) -> Self:
         super().fit(X, y)
         sc = get_score(self.score, beta=self.beta, eps=self.eps)
         s = self.view_.system
@@ -429,7 +436,7 @@ class JackknifePlusGP(_GPConformalBase, BaseEstimator):
 
     fit.__doc__ = _GPConformalBase.fit.__doc__
 
-    def _chunk_bounds(self, Xs, levels):
+    def _chunk_bounds(self, Xs: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if not isinstance(self.view_, _SparseGPView):
             return super()._chunk_bounds(Xs, levels)
         # sparse base: weights test-point-major, order statistics along contiguous rows
@@ -445,7 +452,14 @@ class JackknifePlusGP(_GPConformalBase, BaseEstimator):
         )
         return lo + self.view_.offset, hi + self.view_.offset
 
-    def _bounds(self, lam, mu, var, levels, extra=None):
+    def _bounds(
+        self,
+        lam: np.ndarray,
+        mu: np.ndarray,
+        var: np.ndarray,
+        levels: np.ndarray,
+        extra: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         # extra (sparse base) is already part of var, the test point's predictive variance
         lo, hi = jackknife_plus_gp_bounds(
             self.view_.system,
@@ -460,7 +474,7 @@ class JackknifePlusGP(_GPConformalBase, BaseEstimator):
         )
         return lo + self.view_.offset, hi + self.view_.offset
 
-    def _method_name(self):
+    def _method_name(self) -> str:
         sc = get_score(self.score, beta=self.beta, eps=self.eps)
         return {"normalized": "J+GP", "signed": "asymJ+GP"}.get(sc.name, f"jackknife+-gp-{sc.name}")
 
@@ -514,14 +528,14 @@ class FullConformalGP(_GPConformalBase, BaseEstimator):
     def __init__(
         self,
         *,
-        estimator=None,
+        estimator: Any = None,
         beta: float = 1.0,
         eps: float = 0.0,
-        confidence_level=0.9,
+        confidence_level: ArrayLike = 0.9,
         prefit: bool = False,
         refit_mean: bool = True,
         chunk_size: int | None = None,
-    ):
+    ) -> None:
         self.estimator = estimator
         self.beta = beta
         self.eps = eps
@@ -530,15 +544,22 @@ class FullConformalGP(_GPConformalBase, BaseEstimator):
         self.refit_mean = refit_mean
         self.chunk_size = chunk_size
 
-    def _check_options(self):
+    def _check_options(self) -> None:
         get_score("normalized", beta=self.beta, eps=self.eps)
 
-    def _bounds(self, lam, mu, var, levels, extra=None):
+    def _bounds(
+        self,
+        lam: np.ndarray,
+        mu: np.ndarray,
+        var: np.ndarray,
+        levels: np.ndarray,
+        extra: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         off = self.view_.offset
         lo, hi = full_conformal_gp_bounds(
             self.view_.system, lam, mu, var, levels, beta=self.beta, eps=self.eps, extra_x=extra
         )
         return lo + off, hi + off
 
-    def _method_name(self):
+    def _method_name(self) -> str:
         return "FCP-GP"

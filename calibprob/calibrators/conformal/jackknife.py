@@ -57,7 +57,12 @@ prediction, §2.4–2.5.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
+import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_not_predictive, clone
 from calibprob._core.tables import record_columns
@@ -76,13 +81,13 @@ from calibprob.calibrators.conformal._intervals import (
     upper_rank,
 )
 from calibprob.calibrators.conformal.cqr import read_quantiles
-from calibprob.calibrators.conformal.scores import CQRScore, get_score, invert
+from calibprob.calibrators.conformal.scores import CQRScore, Score, get_score, invert
 from calibprob.calibrators.conformal.split import conformal_thresholds
 
 __all__ = ["CrossConformalRegressor", "jackknife_plus_bounds"]
 
 
-def jackknife_plus_ranks(levels, n: int, *, symmetric: bool) -> tuple[list[int], list[int]]:
+def jackknife_plus_ranks(levels: ArrayLike, n: int, *, symmetric: bool) -> tuple[list[int], list[int]]:
     r"""1-based ranks of the lower and upper jackknife+ ends among ``n`` values, one per level.
 
     Symmetric scores: the :math:`\lfloor \alpha(n+1) \rfloor`-th smallest :math:`\xi^-`
@@ -103,15 +108,15 @@ def jackknife_plus_ranks(levels, n: int, *, symmetric: bool) -> tuple[list[int],
 
 
 def jackknife_plus_bounds(
-    mu_loo,
-    scale_loo,
-    scores,
-    confidence_levels,
+    mu_loo: ArrayLike,
+    scale_loo: ArrayLike,
+    scores: ArrayLike,
+    confidence_levels: ArrayLike,
     *,
     symmetric: bool = True,
     chunk_size: int | None = None,
-    mu_loo_upper=None,
-):
+    mu_loo_upper: ArrayLike | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Jackknife+ interval ends from leave-out predictions at test points.
 
     Parameters
@@ -252,16 +257,16 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
     def __init__(
         self,
         *,
-        estimator=None,
+        estimator: Any = None,
         method: str = "plus",
-        cv="loo",
-        score="absolute",
+        cv: int | str = "loo",
+        score: str | Score = "absolute",
         beta: float = 1.0,
         eps: float = 0.0,
-        confidence_level=0.9,
-        random_state=None,
+        confidence_level: ArrayLike = 0.9,
+        random_state: int | np.random.Generator | None = None,
         chunk_size: int | None = None,
-    ):
+    ) -> None:
         self.estimator = estimator
         self.method = method
         self.cv = cv
@@ -282,7 +287,7 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
         perm = np.random.default_rng(self.random_state).permutation(n)
         return [np.sort(f) for f in np.array_split(perm, K)]
 
-    def _setup(self, X, y):
+    def _setup(self, X: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray, Score, Any, list[np.ndarray]]:
         """Validated ``(X, y, score, base, folds)`` of a fit (every check of :meth:`fit`)."""
         check_choice(self.method, "method", ("plus", "base"))
         levels, _ = resolve_levels(self.confidence_level)
@@ -319,7 +324,7 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
         k = n if isinstance(self.cv, str) else check_int(self.cv, "cv", minimum=2)
         return k + (self.method == "base")
 
-    def fit_refit(self, X, y, k: int) -> tuple:
+    def fit_refit(self, X: ArrayLike, y: ArrayLike, k: int) -> tuple:
         """Refit ``k`` of :meth:`fit`: ``(index, scores, model)``, a pure function of ``X, y, k``.
 
         Refit ``k < K`` is the model without fold ``k``, its leave-out points' indices
@@ -356,7 +361,7 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
             raise ValueError(f"k must be < n_refits(n) = {self.n_refits(y.size)}; got {k}.")
         return self._refit(X, y, score, base, folds, k)
 
-    def _refit(self, X, y, score, base, folds, k: int) -> tuple:
+    def _refit(self, X: np.ndarray, y: np.ndarray, score: Score, base: Any, folds: list[np.ndarray], k: int) -> tuple:
         if k == len(folds):  # method="base": the model on every point
             return None, None, clone(base).fit(X, y)
         idx = folds[k]
@@ -370,7 +375,7 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
         mu, sigma = predict_mean_std_chunked(est, X[idx], need_sigma=score.needs_sigma, chunk_size=self.chunk_size)
         return idx, score.score(y[idx], mu, sigma), est
 
-    def fit(self, X, y) -> CrossConformalRegressor:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> CrossConformalRegressor:
         """Fit one model per fold and compute the leave-out scores; returns ``self``.
 
         Parameters
@@ -382,7 +387,7 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
         refits = [self._refit(X, y, score, base, folds, k) for k in range(len(folds) + (self.method == "base"))]
         return self._assemble(y.size, score, folds, refits)
 
-    def fit_from_refits(self, X, y, refits) -> CrossConformalRegressor:
+    def fit_from_refits(self, X: ArrayLike, y: ArrayLike, refits: Sequence[tuple]) -> CrossConformalRegressor:
         """Fitted from the results of :meth:`fit_refit` for every ``k`` in order: equal to :meth:`fit`.
 
         Parameters
@@ -409,7 +414,9 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
             )
         return self._assemble(y.size, score, folds, refits)
 
-    def _assemble(self, n: int, score, folds, refits) -> CrossConformalRegressor:
+    def _assemble(
+        self, n: int, score: Score, folds: list[np.ndarray], refits: Sequence[tuple]
+    ) -> CrossConformalRegressor:
         fold_of = np.empty(n, dtype=int)
         for k, idx in enumerate(folds):
             fold_of[idx] = k
@@ -429,7 +436,7 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
         self.estimator_ = refits[len(folds)][2] if self.method == "base" else None
         return self
 
-    def _loo_predictions(self, Xc):
+    def _loo_predictions(self, Xc: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """``(K, m)`` means and score normalisers of the leave-out models at ``Xc``."""
         needs = self.score_.needs_sigma
         K, m = len(self.estimators_), Xc.shape[0]
@@ -438,7 +445,7 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
         for k, est in enumerate(self.estimators_):
             mu, sigma = predict_mean_std_chunked(est, Xc, need_sigma=needs, chunk_size=self.chunk_size)
             M[k] = mu
-            if needs:
+            if S is not None:  # needs: S was allocated above
                 S[k] = self.score_.scale(sigma)
         return M, S
 
@@ -459,10 +466,10 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
     def _interval_attrs(self) -> dict:
         return {"n_train": self.n_train_, "n_folds": len(self.estimators_)}
 
-    def _chunk_bounds(self, X, levels):
+    def _chunk_bounds(self, X: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self._base_bounds(X, levels) if self.method == "base" else self._plus_bounds(X, levels)
 
-    def _base_bounds(self, X, levels):
+    def _base_bounds(self, X: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Jackknife / CV: the full model's mean (and scale) plus the score quantiles."""
         lo, hi = conformal_thresholds(np.sort(self.scores_), levels, symmetric=self.score_.symmetric)
         mu, sigma = predict_mean_std_chunked(
@@ -470,7 +477,7 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
         )
         return self.score_.bounds(mu, self.score_.scale(sigma), lo, hi)
 
-    def _cqr_scores(self, levels) -> np.ndarray:
+    def _cqr_scores(self, levels: Sequence[float] | np.ndarray) -> np.ndarray:
         r"""``(n, C)`` leave-out CQR scores :math:`E_i` at ``levels``, from the stored leave-out predictives."""
         E = np.empty((self.n_train_, len(levels)))
         for idx, y_k, pred in self.loo_predictives_:
@@ -478,7 +485,7 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
             E[idx] = self.score_.score(y_k[:, None], q["lo"], q["hi"])
         return E
 
-    def _cqr_plus_bounds(self, X, levels):
+    def _cqr_plus_bounds(self, X: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r"""CQR-jackknife+: order statistics of :math:`\hat q_{lo}^{-i}(x) - E_i` and :math:`\hat q_{hi}^{-i}(x) + E_i`."""
         K, m = len(self.estimators_), X.shape[0]
         q_lo, q_hi = np.empty((K, m, len(levels))), np.empty((K, m, len(levels)))
@@ -494,7 +501,7 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
             lower[:, j], upper[:, j] = lo[:, 0], up[:, 0]
         return lower, upper
 
-    def _plus_bounds(self, X, levels):
+    def _plus_bounds(self, X: np.ndarray, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Jackknife+ / CV+: each fold's prediction plus (minus) its scores, order statistics over folds."""
         if _is_cqr(self.score_):
             return self._cqr_plus_bounds(X, levels)
@@ -504,18 +511,18 @@ class CrossConformalRegressor(IntervalPredictor, BaseEstimator):
         return jackknife_plus_bounds(mu_loo, scale_loo, self.scores_, levels, symmetric=self.score_.symmetric)
 
 
-def _is_cqr(score) -> bool:
+def _is_cqr(score: Score) -> bool:
     return getattr(score, "needs_quantiles", False)
 
 
-def _resolve_score(score, *, beta: float, eps: float):
+def _resolve_score(score: str | Score, *, beta: float, eps: float) -> Score:
     """:func:`get_score`, plus ``"cqr"`` (jackknife+ / CV+ only: the other rules have no quantile path)."""
     if isinstance(score, str) and score == "cqr":
         return CQRScore()
     return get_score(score, beta=beta, eps=eps)
 
 
-def _predictive(est, X):
+def _predictive(est: Any, X: np.ndarray) -> xr.Dataset:
     """The refit's predictive Dataset at ``X``: ``score="cqr"`` reads its quantile pair."""
     pred = est.predict(X)
     if not hasattr(pred, "calib"):

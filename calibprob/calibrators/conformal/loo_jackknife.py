@@ -66,8 +66,11 @@ models (R package 0.1.3).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.dims import MCMC_DIMS, SAMPLE_DIMS
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
@@ -93,7 +96,9 @@ __all__ = ["LOOJackknifePlus", "loo_scores"]
 _SCORES = ("absolute", "normalized")
 
 
-def _weighted_moments(W: np.ndarray, Y: np.ndarray, denom: np.ndarray, need_sd: bool):
+def _weighted_moments(
+    W: np.ndarray, Y: np.ndarray, denom: np.ndarray, need_sd: bool
+) -> tuple[np.ndarray, np.ndarray | None]:
     """``(n, m)`` weighted means (and sds) of the columns of ``Y`` (S, m) under each column of ``W`` (S, n)."""
     center = Y.mean(axis=0)
     Yc = Y - center  # centred first: the variance as E[Y^2] - E[Y]^2 would cancel catastrophically
@@ -104,7 +109,9 @@ def _weighted_moments(W: np.ndarray, Y: np.ndarray, denom: np.ndarray, need_sd: 
     return M + center, np.sqrt(np.maximum(V, 0.0))
 
 
-def loo_scores(weights, y, draws_train, *, score: str = "absolute"):
+def loo_scores(
+    weights: np.ndarray, y: ArrayLike, draws_train: np.ndarray, *, score: str = "absolute"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""LOO means, standard deviations and jackknife+ scores of the training points.
 
     Parameters
@@ -193,13 +200,13 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
     def __init__(
         self,
         *,
-        estimator=None,
+        estimator: Any = None,
         prefit: bool = True,
         score: str = "absolute",
-        confidence_level=0.9,
-        random_state=None,
+        confidence_level: ArrayLike = 0.9,
+        random_state: int | np.random.Generator | None = None,
         chunk_size: int | None = None,
-    ):
+    ) -> None:
         self.estimator = estimator
         self.prefit = prefit
         self.score = score
@@ -213,7 +220,7 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
             raise TypeError(f"prefit must be True or False; got {self.prefit!r}.")
         resolve_levels(self.confidence_level)
 
-    def fit(self, X, y) -> LOOJackknifePlus:
+    def fit(self, X: ArrayLike, y: ArrayLike) -> LOOJackknifePlus:
         """Compute the LOO scores of the estimator's training points; returns ``self``.
 
         Parameters
@@ -249,7 +256,9 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
         self.estimator_ = est
         return self
 
-    def fit_tree(self, idata, y=None, *, var_name: str | None = None) -> LOOJackknifePlus:
+    def fit_tree(
+        self, idata: xr.DataTree, y: ArrayLike | None = None, *, var_name: str | None = None
+    ) -> LOOJackknifePlus:
         """Fit from a PyMC model's idata (``log_likelihood`` and ``posterior_predictive`` at the training points).
 
         Parameters
@@ -274,7 +283,7 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
         self.estimator_ = None
         return self
 
-    def _fit_from_tree(self, tree, y, *, var_name) -> None:
+    def _fit_from_tree(self, tree: xr.DataTree, y: ArrayLike | None, *, var_name: str | None) -> None:
         lw = loo_weights(tree, var_name=var_name)
         groups = check_tree(tree, ("posterior", "log_likelihood", "posterior_predictive"), var_name=lw.var_name)
         if "posterior_predictive" not in groups:
@@ -309,14 +318,20 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
                 "Pass the posterior-predictive draws at the new points to predict_draws(draws_new)."
             )
 
-    def predict_interval(self, X, confidence_level=None) -> xr.Dataset:
+    def predict_interval(self, X: ArrayLike, confidence_level: ArrayLike | None = None) -> xr.Dataset:
         """Intervals at ``X`` at levels that the ``n`` scores resolve (see :meth:`predict`)."""
         check_is_fitted(self, "scores_", method="fit")
         check_columns(self, X)
         draws = self.estimator_.sample_predictive(X, random_state=self.random_state)
         return self.predict_draws(draws, confidence_level=confidence_level)
 
-    def predict_draws(self, draws_new, *, confidence_level=None, var_name: str | None = None) -> xr.Dataset:
+    def predict_draws(
+        self,
+        draws_new: xr.DataTree | xr.Dataset | xr.DataArray | ArrayLike,
+        *,
+        confidence_level: ArrayLike | None = None,
+        var_name: str | None = None,
+    ) -> xr.Dataset:
         r"""Intervals from posterior-predictive draws at new points, from the posterior the weights refer to.
 
         Parameters
@@ -352,7 +367,9 @@ class LOOJackknifePlus(IntervalPredictor, BaseEstimator):
         out = out.assign_coords(obs=obs) if obs is not None else out
         return level_form(out, confidence_level, self.confidence_level)
 
-    def _new_draws(self, draws_new, var_name):
+    def _new_draws(
+        self, draws_new: xr.DataTree | xr.Dataset | xr.DataArray | ArrayLike, var_name: str | None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         S = self.weights_.shape[0]
         sel = _select_draws(draws_new, var_name, None)
         if isinstance(sel, xr.DataArray):

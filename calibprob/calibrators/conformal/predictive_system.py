@@ -58,9 +58,12 @@ under covariate shift. NeurIPS 32 (the weights).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.validation import check_choice, check_targets, check_tau
@@ -72,17 +75,20 @@ from calibprob.calibrators.conformal.split_calibrator import (
     split_test_weights,
 )
 
+if TYPE_CHECKING:
+    from calibprob.weights import Weights
+
 __all__ = ["ConformalPredictiveSystem", "cps_cdf"]
 
 
-def _score_of_normalize(normalize) -> str:
+def _score_of_normalize(normalize: bool) -> str:
     """The ``score`` of the deprecated ``normalize`` flag: True -> "signed", False -> "signed-absolute"."""
     if not isinstance(normalize, (bool, np.bool_)):
         raise TypeError(f"normalize must be True or False; got {normalize!r}. Better: pass score='signed' instead.")
     return "signed" if normalize else "signed-absolute"
 
 
-def cps_cdf(sorted_scores, test_scores, tau=0.5) -> np.ndarray:
+def cps_cdf(sorted_scores: ArrayLike, test_scores: ArrayLike, tau: ArrayLike = 0.5) -> np.ndarray:
     r"""Exact split-CPS value :math:`Q(y, \tau)` from the test point's own score.
 
     Parameters
@@ -106,7 +112,10 @@ def cps_cdf(sorted_scores, test_scores, tau=0.5) -> np.ndarray:
     return (below + np.asarray(tau, float) * (ties + 1)) / (R.size + 1)
 
 
-def _refuse_removed_form(init):
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _refuse_removed_form(init: _F) -> _F:
     """Refuse the model-aware keywords removed in 0.2.0 naming what to write instead (not a bare ``TypeError``).
 
     ``functools.wraps`` keeps the signature (``inspect.signature`` follows ``__wrapped__``), so ``get_params``
@@ -114,7 +123,7 @@ def _refuse_removed_form(init):
     """
 
     @functools.wraps(init)
-    def wrapper(self, *args, **kwargs):
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
         removed = sorted(set(kwargs) & set(ConformalPredictiveSystem._REMOVED_PARAMS))
         if removed:
             raise TypeError(
@@ -125,7 +134,7 @@ def _refuse_removed_form(init):
             )
         init(self, *args, **kwargs)
 
-    return wrapper
+    return wrapper  # type: ignore[return-value]  # functools.wraps keeps init's signature
 
 
 class ConformalPredictiveSystem(SplitConformalCalibrator):
@@ -197,14 +206,14 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
         score: str | Score = "signed",
         beta: float = 1.0,
         eps: float = 0.0,
-        confidence_level=0.9,
-    ):
+        confidence_level: ArrayLike = 0.9,
+    ) -> None:
         self.score = score
         self.beta = beta
         self.eps = eps
         self.confidence_level = confidence_level
 
-    def _score(self):
+    def _score(self) -> Score:
         if isinstance(self.score, Score):
             if self.score.symmetric:
                 raise ValueError(
@@ -218,7 +227,14 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
     def _method_name(self) -> str:
         return self._method
 
-    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> ConformalPredictiveSystem:
+    def fit(
+        self,
+        pred_cal: xr.Dataset,
+        y_cal: ArrayLike,
+        *,
+        groups: ArrayLike | None = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> ConformalPredictiveSystem:
         r"""Score the calibration predictions; returns ``self``.
 
         Parameters
@@ -239,7 +255,14 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
         """
         return super().fit(pred_cal, y_cal, groups=groups, weights=weights)
 
-    def predict(self, pred, *, levels=None, groups=None, weights=None) -> xr.Dataset:
+    def predict(
+        self,
+        pred: xr.Dataset,
+        *,
+        levels: ArrayLike | None = None,
+        groups: ArrayLike | None = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> xr.Dataset:
         """Predictive distribution per test point (see the module docstring); ``groups=`` as in :meth:`fit`.
 
         ``weights=``: after a weighted :meth:`fit`, one positive weight per row of ``pred`` (or a
@@ -252,7 +275,14 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
             return super().predict(pred, levels=levels, groups=groups, weights=weights)
         return super().predict(pred, levels=levels, weights=weights)
 
-    def predict_interval(self, pred, confidence_level=None, *, groups=None, weights=None) -> xr.Dataset:
+    def predict_interval(
+        self,
+        pred: xr.Dataset,
+        confidence_level: ArrayLike | None = None,
+        *,
+        groups: ArrayLike | None = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> xr.Dataset:
         r"""Exact conformal (signed-score) intervals; see :meth:`SplitConformalCalibrator.predict_interval`.
 
         ``weights=`` as there: each row's ends are the weighted quantiles of the scores at
@@ -262,7 +292,9 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
             return super().predict_interval(pred, confidence_level, groups=groups, weights=weights)
         return super().predict_interval(pred, confidence_level, weights=weights)
 
-    def predict_cdf(self, pred, y, *, tau=0.5, weights=None) -> np.ndarray:
+    def predict_cdf(
+        self, pred: xr.Dataset, y: ArrayLike, *, tau: ArrayLike = 0.5, weights: ArrayLike | Weights | None = None
+    ) -> np.ndarray:
         r"""Exact split-CPS CDF :math:`Q(y_j, \tau)` at the observed ``y``.
 
         Parameters
@@ -283,7 +315,9 @@ class ConformalPredictiveSystem(SplitConformalCalibrator):
         y = check_targets(y, mu.size, "y")
         tau = check_tau(tau, mu.size)
         test = split_test_weights(self, weights, mu.size, obs=pred)
+        scores = cast(np.ndarray, self.scores_)  # _mu_scale checked the fit: scores_ is the array
         if test is None:
-            return cps_cdf(self.scores_, (y - mu) / scale, tau)
+            return cps_cdf(scores, (y - mu) / scale, tau)
         t = checked_test_weights(self, [], test, {})
-        return weighted_cps_cdf(self.scores_, self.calibration_weights_, (y - mu) / scale, t, tau)
+        # a weighted fit (test weights given) sets the calibration weights
+        return weighted_cps_cdf(scores, cast(np.ndarray, self.calibration_weights_), (y - mu) / scale, t, tau)

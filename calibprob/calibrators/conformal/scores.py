@@ -28,7 +28,10 @@ Distribution-free predictive inference for regression. JASA 113(523).
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from calibprob._core.validation import check_finite
 
@@ -45,7 +48,16 @@ __all__ = [
 ]
 
 
-def invert(mu, scale, threshold):
+# an array in, an array out (arrays broadcast); three floats give a float
+@overload
+def invert(mu: float, scale: float, threshold: float) -> float: ...
+@overload
+def invert(mu: np.ndarray, scale: np.ndarray | float, threshold: np.ndarray | float) -> np.ndarray: ...
+@overload
+def invert(mu: np.ndarray | float, scale: np.ndarray, threshold: np.ndarray | float) -> np.ndarray: ...
+@overload
+def invert(mu: np.ndarray | float, scale: np.ndarray | float, threshold: np.ndarray) -> np.ndarray: ...
+def invert(mu: np.ndarray | float, scale: np.ndarray | float, threshold: np.ndarray | float) -> np.ndarray | float:
     r"""Interval end :math:`\mu + s\,t` of a score threshold :math:`t`: the one place a (centre, scale) score is inverted.
 
     Every score of this module is :math:`(y - \mu)/s` (or its absolute value), so the set
@@ -101,16 +113,18 @@ class Score:
     needs_sigma = False
     symmetric = True
 
-    def scale(self, sigma) -> np.ndarray | float:
+    def scale(self, sigma: ArrayLike | None) -> np.ndarray | float:
         """The normaliser :math:`s(\\sigma)` (1 for the absolute residual)."""
         return 1.0
 
-    def score(self, y, mu, sigma=None) -> np.ndarray:
+    def score(self, y: ArrayLike, mu: ArrayLike, sigma: ArrayLike | None = None) -> np.ndarray:
         """Score of observations ``y`` under predictions ``(mu, sigma)``; shapes broadcast."""
         r = (np.asarray(y, float) - np.asarray(mu, float)) / self.scale(sigma)
         return np.abs(r) if self.symmetric else r
 
-    def inverse(self, r, mu, sigma=None):
+    def inverse(
+        self, r: ArrayLike, mu: ArrayLike, sigma: ArrayLike | None = None
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """Interval ends from score thresholds (``invert``).
 
         Symmetric scores: ``(mu - r s, mu + r s)`` for a threshold ``r >= 0``.
@@ -123,7 +137,7 @@ class Score:
             return invert(mu, s, -r), invert(mu, s, r)
         return invert(mu, s, r)
 
-    def bounds(self, mu, scale, lo, hi) -> tuple[np.ndarray, np.ndarray]:
+    def bounds(self, mu: ArrayLike, scale: ArrayLike, lo: ArrayLike, hi: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         r"""Interval ends of every point at every level: :math:`\mu + s\,t_{lo}` and :math:`\mu + s\,t_{hi}`.
 
         Parameters
@@ -203,7 +217,7 @@ class NormalizedScore(Score):
     name = "normalized"
     needs_sigma = True
 
-    def __init__(self, beta: float = 1.0, eps: float = 0.0):
+    def __init__(self, beta: float = 1.0, eps: float = 0.0) -> None:
         beta, eps = float(beta), float(eps)
         if not (np.isfinite(beta) and beta > 0):
             raise ValueError(f"beta must be > 0 (the exponent of sigma in Pion eq. 9); got {beta}.")
@@ -212,7 +226,7 @@ class NormalizedScore(Score):
         self.beta = beta
         self.eps = eps
 
-    def scale(self, sigma) -> np.ndarray:
+    def scale(self, sigma: ArrayLike | None) -> np.ndarray:
         r""":math:`\max(\epsilon, \sigma^\beta)`, after checking :math:`\sigma`."""
         if sigma is None:
             raise ValueError(
@@ -328,12 +342,12 @@ class CQRScore(Score):
     needs_quantiles = True
 
     @staticmethod
-    def quantile_levels(confidence_levels) -> tuple[np.ndarray, np.ndarray]:
+    def quantile_levels(confidence_levels: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         r"""The base's quantile levels :math:`(\alpha/2, 1 - \alpha/2)` of each confidence level :math:`c = 1 - \alpha`."""
         c = np.asarray(confidence_levels, float)
         return (1.0 - c) / 2.0, (1.0 + c) / 2.0
 
-    def score(self, y, q_lo, q_hi=None) -> np.ndarray:
+    def score(self, y: ArrayLike, q_lo: ArrayLike, q_hi: ArrayLike | None = None) -> np.ndarray:
         r""":math:`E = \max(\hat q_{lo} - y,\ y - \hat q_{hi})`; shapes broadcast."""
         if q_hi is None:
             raise ValueError(
@@ -343,7 +357,9 @@ class CQRScore(Score):
         y = np.asarray(y, float)
         return np.maximum(np.asarray(q_lo, float) - y, y - np.asarray(q_hi, float))
 
-    def inverse(self, r, q_lo, q_hi=None):
+    def inverse(
+        self, r: ArrayLike, q_lo: ArrayLike, q_hi: ArrayLike | None = None
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         r"""Interval ends :math:`(\hat q_{lo} - r,\ \hat q_{hi} + r)` of a threshold ``r`` (``invert``, scale 1)."""
         if q_hi is None:
             raise ValueError("score='cqr' inverts onto the quantile pair: pass inverse(r, q_lo, q_hi); got q_hi=None.")
@@ -359,7 +375,7 @@ SCORES = {
 }
 
 
-def get_score(score, *, beta: float = 1.0, eps: float = 0.0) -> Score:
+def get_score(score: str | Score, *, beta: float = 1.0, eps: float = 0.0) -> Score:
     """A :class:`Score` from a name or an instance.
 
     Parameters

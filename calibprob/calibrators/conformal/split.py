@@ -43,8 +43,11 @@ prediction, §2.3 and eq. (9).
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive, clone
 from calibprob._core.tables import adopt_columns, check_columns, record_columns
@@ -134,14 +137,14 @@ class SplitConformalRegressor(BaseEstimator):
     def __init__(
         self,
         *,
-        estimator=None,
-        score="absolute",
+        estimator: Any = None,
+        score: str | Score = "absolute",
         beta: float = 1.0,
         eps: float = 0.0,
-        confidence_level=0.9,
+        confidence_level: ArrayLike = 0.9,
         prefit: bool = False,
         chunk_size: int | None = None,
-    ):
+    ) -> None:
         self.estimator = estimator
         self.score = score
         self.beta = beta
@@ -154,7 +157,7 @@ class SplitConformalRegressor(BaseEstimator):
     def _score(self) -> Score:
         return get_score(self.score, beta=self.beta, eps=self.eps)
 
-    def fit(self, X, y, *, groups=None) -> SplitConformalRegressor:
+    def fit(self, X: ArrayLike, y: ArrayLike, *, groups: ArrayLike | None = None) -> SplitConformalRegressor:
         """Fit a clone of the base on the training data; returns ``self``.
 
         Parameters
@@ -184,7 +187,7 @@ class SplitConformalRegressor(BaseEstimator):
         self.scores_ = None
         return self
 
-    def _as_predictive(self, X, score: Score) -> xr.Dataset:
+    def _as_predictive(self, X: np.ndarray, score: Score) -> xr.Dataset:
         """The base's (mu, sigma) at ``X`` as a Gaussian Dataset: what a grouped calibration scores.
 
         :class:`~calibprob.calibrators.conformal.SplitConformalCalibrator` reads back exactly these
@@ -196,7 +199,14 @@ class SplitConformalRegressor(BaseEstimator):
         )
         return normal(mu, np.ones_like(mu) if sigma is None else sigma)
 
-    def calibrate(self, X_cal, y_cal, *, groups=None, weights=None) -> SplitConformalRegressor:
+    def calibrate(
+        self,
+        X_cal: ArrayLike,
+        y_cal: ArrayLike,
+        *,
+        groups: ArrayLike | None = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> SplitConformalRegressor:
         """Score the calibration set; returns ``self``.
 
         Parameters
@@ -257,7 +267,7 @@ class SplitConformalRegressor(BaseEstimator):
         return self
 
     # -- prediction ---------------------------------------------------------
-    def _mu_scale(self, X):
+    def _mu_scale(self, X: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         check_is_fitted(self, "scores_", method="calibrate")
         check_not_predictive(X, self)
         check_columns(self, X)
@@ -268,7 +278,7 @@ class SplitConformalRegressor(BaseEstimator):
         scale = np.broadcast_to(np.asarray(self.score_.scale(sigma), float), mu.shape)
         return mu, scale
 
-    def _grouped(self, X, groups):
+    def _grouped(self, X: ArrayLike, groups: ArrayLike | None) -> tuple[Mondrian, xr.Dataset] | None:
         """``(Mondrian, predictive Dataset at X)`` after a grouped :meth:`calibrate`, else None."""
         check_is_fitted(self, "scores_", method="calibrate")
         mondrian = predict_with_groups(self, groups)
@@ -278,7 +288,14 @@ class SplitConformalRegressor(BaseEstimator):
         check_columns(self, X)
         return mondrian, self._as_predictive(check_array(X, "X", ndim=2), self.score_)
 
-    def predict_interval(self, X, confidence_level=None, *, groups=None, weights=None) -> xr.Dataset:
+    def predict_interval(
+        self,
+        X: ArrayLike,
+        confidence_level: ArrayLike | None = None,
+        *,
+        groups: ArrayLike | None = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> xr.Dataset:
         r"""Conformal intervals at one or several confidence levels.
 
         Parameters
@@ -315,13 +332,13 @@ class SplitConformalRegressor(BaseEstimator):
         mu, scale = self._mu_scale(X)
         attrs = {"n_calibration": self.n_calibration_}
         test = split_test_weights(self, weights, mu.size, X=X, obs=rows)
-        if test is None:
-            lower, upper = split_intervals(self.score_, self.scores_, mu, scale, levels)
+        if test is None:  # _mu_scale checked the calibration: scores_ is the array
+            lower, upper = split_intervals(self.score_, cast(np.ndarray, self.scores_), mu, scale, levels)
         else:
             lower, upper = weighted_prediction(self, levels, mu, scale, test, attrs)
         return interval_dataset(lower, upper, levels, scalar, method=f"split-conformal-{self.score_.name}", attrs=attrs)
 
-    def predict(self, X, *, levels=None, groups=None) -> xr.Dataset:
+    def predict(self, X: ArrayLike, *, levels: ArrayLike | None = None, groups: ArrayLike | None = None) -> xr.Dataset:
         r"""The conformal quantile function as a predictive Dataset.
 
         The quantile at level :math:`p` is the calibration score at the
@@ -354,7 +371,8 @@ class SplitConformalRegressor(BaseEstimator):
             return mondrian.predict(pred, levels=levels, groups=groups)
         refuse_weighted_quantiles(self)
         mu, scale = self._mu_scale(X)
-        q, levels = split_quantiles(self.score_, self.scores_, mu, scale, levels)
+        # _mu_scale checked the calibration: scores_ is the array
+        q, levels = split_quantiles(self.score_, cast(np.ndarray, self.scores_), mu, scale, levels)
         ds = from_quantiles(q, levels, method=f"split-conformal-{self.score_.name}")
         ds.attrs["n_calibration"] = self.n_calibration_
         return ds

@@ -33,10 +33,12 @@ predictive distributions. Neurocomputing 397 (the signed score as a predictive s
 
 from __future__ import annotations
 
-from typing import Self
+from collections.abc import Sequence
+from typing import Any, Self, cast
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_predictive
 from calibprob._core.ranks import weighted_upper_rank
@@ -81,7 +83,14 @@ def predictive_mean_std(pred: xr.Dataset) -> tuple[np.ndarray, np.ndarray]:
     return mu, sigma
 
 
-def conformal_thresholds(sorted_scores, confidence_levels, *, symmetric: bool = True, weights=None, test_weight=1.0):
+def conformal_thresholds(
+    sorted_scores: np.ndarray,
+    confidence_levels: Sequence[float] | np.ndarray,
+    *,
+    symmetric: bool = True,
+    weights: ArrayLike | None = None,
+    test_weight: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Score thresholds ``(lo, hi)`` of split-conformal intervals: the split threshold rule.
 
     The interval at a test point is ``[mu + lo * s, mu + hi * s]`` (:meth:`Score.bounds`).
@@ -151,26 +160,39 @@ def conformal_thresholds(sorted_scores, confidence_levels, *, symmetric: bool = 
 # ---------------------------------------------------------------------------
 
 
-def split_scores(score: Score, y, mu, sigma, levels) -> np.ndarray:
+def split_scores(
+    score: Score, y: ArrayLike, mu: ArrayLike, sigma: ArrayLike | None, levels: Sequence[float] | np.ndarray
+) -> np.ndarray:
     """The sorted calibration scores, checked early against every level (the message says how many points)."""
     R = np.sort(score.score(y, mu, sigma))
     conformal_thresholds(R, levels, symmetric=score.symmetric)
     return R
 
 
-def split_intervals(score: Score, sorted_scores, mu, scale, levels) -> tuple[np.ndarray, np.ndarray]:
+def split_intervals(
+    score: Score, sorted_scores: np.ndarray, mu: ArrayLike, scale: ArrayLike, levels: Sequence[float] | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Interval ends ``(lower, upper)``, each (m, L): the split thresholds inverted by the score."""
     lo, hi = conformal_thresholds(sorted_scores, levels, symmetric=score.symmetric)
     return score.bounds(mu, scale, lo, hi)
 
 
-def split_quantiles(score: Score, sorted_scores, mu, scale, levels) -> tuple[np.ndarray, np.ndarray]:
+def split_quantiles(
+    score: Score, sorted_scores: np.ndarray, mu: ArrayLike, scale: ArrayLike, levels: ArrayLike | None
+) -> tuple[np.ndarray, np.ndarray]:
     """``(quantiles (m, L), levels)`` of the conformal quantile function at the levels the scores resolve."""
     levels = valid_levels(levels, sorted_scores.size, symmetric=score.symmetric)
     return conformal_quantile_function(mu, scale, sorted_scores, levels, symmetric=score.symmetric), levels
 
 
-def weighted_split_scores(score: Score, y, mu, sigma, levels, weights) -> tuple[np.ndarray, np.ndarray]:
+def weighted_split_scores(
+    score: Score,
+    y: ArrayLike,
+    mu: ArrayLike,
+    sigma: ArrayLike | None,
+    levels: Sequence[float] | np.ndarray,
+    weights: ArrayLike,
+) -> tuple[np.ndarray, np.ndarray]:
     """``(sorted scores, their weights)``: :func:`split_scores` with the weights carried into the scores' order.
 
     The scores are bit for bit those of :func:`split_scores` (the same values, sorted).
@@ -183,7 +205,13 @@ def weighted_split_scores(score: Score, y, mu, sigma, levels, weights) -> tuple[
 
 
 def weighted_split_intervals(
-    score: Score, sorted_scores, calibration_weights, test_weights, mu, scale, levels
+    score: Score,
+    sorted_scores: np.ndarray,
+    calibration_weights: np.ndarray,
+    test_weights: np.ndarray,
+    mu: ArrayLike,
+    scale: ArrayLike,
+    levels: Sequence[float] | np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Interval ends ``(lower, upper)``, each (m, L), of weighted split conformal (Tibshirani et al. 2019).
 
@@ -206,7 +234,14 @@ def weighted_split_intervals(
     return invert(mu, scale, lo[which]), invert(mu, scale, hi[which])
 
 
-def weighted_prediction(model, levels, mu, scale, test, attrs: dict) -> tuple[np.ndarray, np.ndarray]:
+def weighted_prediction(
+    model: Any,
+    levels: np.ndarray,
+    mu: ArrayLike,
+    scale: ArrayLike,
+    test: tuple[np.ndarray, ArrayLike | Weights],
+    attrs: dict,
+) -> tuple[np.ndarray, np.ndarray]:
     """The weighted ends at the test points after the level check; the diagnostics go to ``model`` and ``attrs``.
 
     ``test`` is :func:`split_test_weights`' ``(weights, source)``.
@@ -217,7 +252,9 @@ def weighted_prediction(model, levels, mu, scale, test, attrs: dict) -> tuple[np
     )
 
 
-def checked_test_weights(model, levels, test, attrs: dict) -> np.ndarray:
+def checked_test_weights(
+    model: Any, levels: Sequence[float] | np.ndarray, test: tuple[np.ndarray, ArrayLike | Weights], attrs: dict
+) -> np.ndarray:
     """The test weights of ``test`` (:func:`split_test_weights`) after the attainable-level check.
 
     The one check every weighted method shares: the diagnostics of the calibration weights
@@ -234,7 +271,14 @@ def checked_test_weights(model, levels, test, attrs: dict) -> np.ndarray:
     return test_weights
 
 
-def weighted_quantiles(model, mu, scale, levels, test, attrs: dict) -> tuple[np.ndarray, np.ndarray]:
+def weighted_quantiles(
+    model: Any,
+    mu: ArrayLike,
+    scale: ArrayLike,
+    levels: ArrayLike | None,
+    test: tuple[np.ndarray, ArrayLike | Weights],
+    attrs: dict,
+) -> tuple[np.ndarray, np.ndarray]:
     r"""``(quantiles (m, L), levels)`` of the weighted conformal quantile function (Tibshirani et al. 2019).
 
     The unweighted function's knots (score :math:`R_{(i)}` at the continuous rank :math:`i`) move to
@@ -252,7 +296,14 @@ def weighted_quantiles(model, mu, scale, levels, test, attrs: dict) -> tuple[np.
     return np.asarray(mu, float)[:, None] + np.asarray(scale, float)[:, None] * r, grid
 
 
-def split_test_weights(model, weights, m: int, *, X=None, obs=None):
+def split_test_weights(
+    model: Any,
+    weights: ArrayLike | Weights | None,
+    m: int,
+    *,
+    X: ArrayLike | None = None,
+    obs: xr.Dataset | ArrayLike | None = None,
+) -> tuple[np.ndarray, ArrayLike | Weights] | None:
     """``(test weights, their source)`` of a (possibly) weighted split model; None for the unweighted path.
 
     Refuses weights at prediction after an unweighted fit, and an array-weighted fit without
@@ -264,7 +315,7 @@ def split_test_weights(model, weights, m: int, *, X=None, obs=None):
     )
 
 
-def refuse_grouped_weights(weights) -> None:
+def refuse_grouped_weights(weights: ArrayLike | Weights | None) -> None:
     """Weights within Mondrian groups are not built: refuse rather than drop them."""
     if weights is not None:
         raise ValueError(
@@ -272,7 +323,7 @@ def refuse_grouped_weights(weights) -> None:
         )
 
 
-def refuse_weighted_quantiles(model, weights=None) -> None:
+def refuse_weighted_quantiles(model: Any, weights: ArrayLike | Weights | None = None) -> None:
     """The quantile function of weighted split conformal is not built: refuse rather than drop the weights."""
     if weights is not None or getattr(model, "calibration_weights_", None) is not None:
         raise ValueError(
@@ -337,7 +388,9 @@ class SplitConformalCalibrator(BaseEstimator):
     calibration_weights_: np.ndarray | None = None
     weights_ = None
 
-    def __init__(self, *, score="absolute", beta: float = 1.0, eps: float = 0.0, confidence_level=0.9):
+    def __init__(
+        self, *, score: str | Score = "absolute", beta: float = 1.0, eps: float = 0.0, confidence_level: ArrayLike = 0.9
+    ) -> None:
         self.score = score
         self.beta = beta
         self.eps = eps
@@ -350,7 +403,14 @@ class SplitConformalCalibrator(BaseEstimator):
         """1 for a symmetric score (one rank per interval), 2 for a signed one (the Mondrian minimum size)."""
         return 1 if self._score().symmetric else 2
 
-    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> Self:
+    def fit(
+        self,
+        pred_cal: xr.Dataset,
+        y_cal: ArrayLike,
+        *,
+        groups: ArrayLike | None = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> Self:
         """Score the calibration predictions; returns ``self``.
 
         Parameters
@@ -395,7 +455,7 @@ class SplitConformalCalibrator(BaseEstimator):
         self.score_ = score
         return self
 
-    def _mu_scale(self, pred) -> tuple[xr.Dataset, np.ndarray, np.ndarray]:
+    def _mu_scale(self, pred: xr.Dataset) -> tuple[xr.Dataset, np.ndarray, np.ndarray]:
         check_is_fitted(self, "scores_", method="fit")
         pred = check_predictive(pred, self, "pred")
         mu, sigma = predictive_mean_std(pred)
@@ -405,7 +465,14 @@ class SplitConformalCalibrator(BaseEstimator):
     def _method_name(self) -> str:
         return f"{self._method}-{self.score_.name}"
 
-    def predict(self, pred, *, levels=None, groups=None, weights=None) -> xr.Dataset:
+    def predict(
+        self,
+        pred: xr.Dataset,
+        *,
+        levels: ArrayLike | None = None,
+        groups: ArrayLike | None = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> xr.Dataset:
         r"""The conformal quantile function around the Dataset's mean, as a predictive Dataset.
 
         The quantile at level :math:`p` is the calibration score at the
@@ -440,15 +507,22 @@ class SplitConformalCalibrator(BaseEstimator):
         pred, mu, scale = self._mu_scale(pred)
         attrs = {"n_calibration": self.n_calibration_}
         test = split_test_weights(self, weights, mu.size, obs=pred)
-        if test is None:
-            q, levels = split_quantiles(self.score_, self.scores_, mu, scale, levels)
+        if test is None:  # _mu_scale checked the fit: scores_ is the array
+            q, levels = split_quantiles(self.score_, cast(np.ndarray, self.scores_), mu, scale, levels)
         else:
             q, levels = weighted_quantiles(self, mu, scale, levels, test, attrs)
         ds = from_quantiles(q, levels, obs=pred["obs"].values, method=self._method_name())
         ds.attrs.update(attrs)
         return keep_group_coord(ds, pred)
 
-    def predict_interval(self, pred, confidence_level=None, *, groups=None, weights=None) -> xr.Dataset:
+    def predict_interval(
+        self,
+        pred: xr.Dataset,
+        confidence_level: ArrayLike | None = None,
+        *,
+        groups: ArrayLike | None = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> xr.Dataset:
         r"""Exact conformal intervals at one or several confidence levels.
 
         Parameters
@@ -484,8 +558,8 @@ class SplitConformalCalibrator(BaseEstimator):
         pred, mu, scale = self._mu_scale(pred)
         attrs = {"n_calibration": self.n_calibration_}
         test = split_test_weights(self, weights, mu.size, obs=pred)
-        if test is None:
-            lower, upper = split_intervals(self.score_, self.scores_, mu, scale, levels)
+        if test is None:  # _mu_scale checked the fit: scores_ is the array
+            lower, upper = split_intervals(self.score_, cast(np.ndarray, self.scores_), mu, scale, levels)
         else:
             lower, upper = weighted_prediction(self, levels, mu, scale, test, attrs)
         ds = interval_dataset(lower, upper, levels, scalar, method=self._method_name(), attrs=attrs)

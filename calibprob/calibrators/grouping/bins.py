@@ -34,6 +34,7 @@ from typing import Self
 import numpy as np
 import pandas as pd
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted
 from calibprob._core.labels import refuse_kind_clash
@@ -80,12 +81,12 @@ class Bins(BaseEstimator):
     Boström, Johansson & Löfström (2021), PMLR 152.
     """
 
-    def __init__(self, *, by: str = "feature", n_bins: int = 10, column: int | None = None):
+    def __init__(self, *, by: str = "feature", n_bins: int = 10, column: int | None = None) -> None:
         self.by = by
         self.n_bins = n_bins
         self.column = column
 
-    def _values(self, values, name: str) -> np.ndarray:
+    def _values(self, values: ArrayLike | xr.DataArray | xr.Dataset, name: str) -> np.ndarray:
         """The 1-D values the taxonomy reads from ``values``."""
         if self.by in ("sigma", "mean"):
             if not isinstance(values, xr.Dataset):
@@ -116,7 +117,7 @@ class Bins(BaseEstimator):
             raise ValueError(f"{name} has non-finite values; bin finite values only (impute or drop them first).")
         return arr
 
-    def _array(self, values) -> np.ndarray:
+    def _array(self, values: ArrayLike | xr.DataArray) -> np.ndarray:
         """``values`` as an array; category labels keep each label's type (``[1, "1"]`` stays two kinds)."""
         if isinstance(values, xr.DataArray):
             values = values.values
@@ -129,7 +130,7 @@ class Bins(BaseEstimator):
         # a list: np.asarray would turn [1, "1"] into two equal texts
         return np.asarray(values, dtype=object)
 
-    def fit(self, values) -> Self:
+    def fit(self, values: ArrayLike | xr.DataArray | xr.Dataset) -> Self:
         """Learn the categories or the bin thresholds; returns ``self``.
 
         Parameters
@@ -172,7 +173,7 @@ class Bins(BaseEstimator):
             )
         return self
 
-    def apply(self, values) -> np.ndarray:
+    def apply(self, values: ArrayLike | xr.DataArray | xr.Dataset) -> np.ndarray:
         """The group label of each value: its bin index ``0 .. n_bins_ - 1``, or its category.
 
         Parameters
@@ -204,7 +205,9 @@ class Bins(BaseEstimator):
         return (np.searchsorted(self.thresholds_[1:-1], v, side="right")).astype(np.int64)
 
 
-def bins(values, *, by: str = "feature", n_bins: int = 10, column: int | None = None) -> Bins:
+def bins(
+    values: ArrayLike | xr.DataArray | xr.Dataset, *, by: str = "feature", n_bins: int = 10, column: int | None = None
+) -> Bins:
     r"""A Mondrian taxonomy fitted on ``values``: ``bins(...).apply(x)`` gives the groups.
 
     Parameters

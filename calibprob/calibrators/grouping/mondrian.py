@@ -54,8 +54,9 @@ from __future__ import annotations
 import functools
 import inspect
 import warnings
+from collections.abc import Callable, Iterator
 from fractions import Fraction
-from typing import Self, TypeAlias
+from typing import Any, Self, TypeAlias, cast
 
 import numpy as np
 import xarray as xr
@@ -99,7 +100,7 @@ POOLED_COORD = "mondrian_pooled"
 _FALLBACKS = (None, "pooled")
 
 
-def min_group_size(confidence_level, method=None, *, sides: int = 1) -> int:
+def min_group_size(confidence_level: float, method: object = None, *, sides: int = 1) -> int:
     r"""The smallest group size whose conformal interval at ``confidence_level`` is finite.
 
     Computed in exact rational arithmetic on :math:`\alpha = 1 - c`:
@@ -152,7 +153,7 @@ def min_group_size(confidence_level, method=None, *, sides: int = 1) -> int:
     return max(least_n(confidence_level, rule="upper" if sides == 1 else "two-sided"), 1)
 
 
-def _method_instance(method):
+def _method_instance(method: object) -> Any:
     """An unfitted calibrator for ``method`` (a registry kind Mondrian can wrap, or an instance)."""
     if not isinstance(method, str):
         if not callable(getattr(method, "fit", None)):
@@ -170,10 +171,11 @@ def _method_instance(method):
         raise ValueError(
             f"method={method!r} {why}. Pass one of the kinds Mondrian wraps per group: {', '.join(wrappable)}."
         )
-    return load_object(CLASSES[entry.cls].target)(**dict(entry.fixed))
+    # a wrappable kind has a class (filtered above)
+    return load_object(CLASSES[cast(str, entry.cls)].target)(**dict(entry.fixed))
 
 
-def min_group_size_for_level(level, *, symmetric: bool = False) -> int:
+def min_group_size_for_level(level: float, *, symmetric: bool = False) -> int:
     r"""The smallest group size whose calibrated quantile at ``level`` is defined.
 
     A quantile function built on the :math:`n+1` convention (the :math:`j`-th smallest of
@@ -213,7 +215,7 @@ def min_group_size_for_level(level, *, symmetric: bool = False) -> int:
     return max(least_n(level, rule="mirrored" if symmetric else "quantile"), 1)
 
 
-def interval_sides(calibrator) -> int:
+def interval_sides(calibrator: Any) -> int:
     """1 if ``calibrator``'s intervals come from one symmetric rank, 0 if it needs no minimum, else 2.
 
     A calibrator declares it with a method ``_mondrian_sides()`` (split conformal: 1 or 2 by
@@ -225,7 +227,7 @@ def interval_sides(calibrator) -> int:
     return int(hook()) if callable(hook) else 2
 
 
-def _needed(calibrator, levels: np.ndarray) -> np.ndarray:
+def _needed(calibrator: Any, levels: np.ndarray) -> np.ndarray:
     """The minimum group size per confidence level for ``calibrator``."""
     sides = interval_sides(calibrator)
     if sides == 0:
@@ -245,7 +247,7 @@ def _normalise_labels(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def _describe(label) -> str:
+def _describe(label: Any) -> str:
     return repr(label.item() if hasattr(label, "item") else label)
 
 
@@ -336,7 +338,13 @@ class Mondrian(BaseEstimator):
     weights_ = None
     weighted_: bool = False
 
-    def __init__(self, calibrator=None, *, fallback=None, confidence_level=None):
+    def __init__(
+        self,
+        calibrator: Any = None,
+        *,
+        fallback: str | None = None,
+        confidence_level: ArrayLike | None = None,
+    ) -> None:
         self.calibrator = calibrator
         self.fallback = fallback
         self.confidence_level = confidence_level
@@ -358,7 +366,7 @@ class Mondrian(BaseEstimator):
         if self.fallback not in _FALLBACKS:
             raise ValueError(f"fallback must be None or 'pooled'; got {self.fallback!r}.")
 
-    def _level_param(self):
+    def _level_param(self) -> ArrayLike:
         level = self.confidence_level
         if level is None:
             level = getattr(self.calibrator, "confidence_level", None)
@@ -367,7 +375,7 @@ class Mondrian(BaseEstimator):
     def _levels(self) -> np.ndarray:
         return check_confidence_levels(self._level_param(), "confidence_level")
 
-    def _labels(self, groups, pred: xr.Dataset, name: str) -> np.ndarray:
+    def _labels(self, groups: ArrayLike | None, pred: xr.Dataset, name: str) -> np.ndarray:
         if groups is None:
             if GROUP_COORD not in pred.coords:
                 raise ValueError(
@@ -380,7 +388,9 @@ class Mondrian(BaseEstimator):
         return _normalise_labels(labels)
 
     # -- fit --------------------------------------------------------------------
-    def _fit_one(self, sub, y, ok: np.ndarray, levels: np.ndarray, weights=None):
+    def _fit_one(
+        self, sub: xr.Dataset, y: np.ndarray, ok: np.ndarray, levels: np.ndarray, weights: GivenWeights | None = None
+    ) -> Any:
         """A clone fitted on one group, told only the levels its size resolves (None if it cannot fit).
 
         A group too small for every requested level is still fitted at the highest level it
@@ -403,7 +413,14 @@ class Mondrian(BaseEstimator):
                 raise
             return None  # too small to fit at all: infinite bounds, warned above
 
-    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> Self:
+    def fit(
+        self,
+        pred_cal: xr.Dataset,
+        y_cal: ArrayLike,
+        *,
+        groups: ArrayLike | None = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> Self:
         """Fit one clone of ``calibrator`` per group; returns ``self``.
 
         Parameters
@@ -459,7 +476,7 @@ class Mondrian(BaseEstimator):
             self.pooled_ = self._fit_one(pred, y, pred.sizes["obs"] >= need, levels)
         return self
 
-    def _calibration_weights(self, weights, pred: xr.Dataset) -> np.ndarray | None:
+    def _calibration_weights(self, weights: ArrayLike | Weights | None, pred: xr.Dataset) -> np.ndarray | None:
         """The calibration weights of every row (None unweighted); remembers the weights object for prediction."""
         self.weights_, self.weighted_ = (weights if isinstance(weights, Weights) else None), weights is not None
         if weights is None:
@@ -477,14 +494,14 @@ class Mondrian(BaseEstimator):
             )
         return resolve(weights, pred.sizes["obs"], obs=pred, side="calibration")
 
-    def _rows_weights(self, w: np.ndarray | None, rows: np.ndarray):
+    def _rows_weights(self, w: np.ndarray | None, rows: np.ndarray) -> GivenWeights | None:
         """One group's calibration weights, carrying the weights object's ``on_small`` choice."""
         if w is None:
             return None
         on_small = self.weights_.on_small if self.weights_ is not None else "raise"
         return GivenWeights(w[rows], on_small=on_small)
 
-    def _test_weights(self, pred: xr.Dataset, weights) -> np.ndarray | None:
+    def _test_weights(self, pred: xr.Dataset, weights: ArrayLike | Weights | None) -> np.ndarray | None:
         """The test weights of every row of ``pred`` for a conformal calibrator fitted with weights; else None."""
         if self.weighted_ and weight_support(self.calibrator) != "conformal":
             if weights is not None:
@@ -537,13 +554,15 @@ class Mondrian(BaseEstimator):
             )
         return codes
 
-    def _prepare(self, pred, groups):
+    def _prepare(self, pred: xr.Dataset, groups: ArrayLike | None) -> tuple[xr.Dataset, np.ndarray, np.ndarray]:
         check_is_fitted(self, "groups_", method="fit")
         pred = check_predictive(pred, self, "pred")
         labels = self._labels(groups, pred, "groups")
         return pred, labels, self._codes(labels)
 
-    def _blocks(self, codes: np.ndarray, test_weights=None):
+    def _blocks(
+        self, codes: np.ndarray, test_weights: np.ndarray | None = None
+    ) -> Iterator[tuple[int, np.ndarray, Any]]:
         """``(group index or -1 for pooled rows, row indices, estimator)`` per non-empty block.
 
         With ``test_weights`` each estimator comes wrapped with its rows' weights (``WeightedBlock``).
@@ -555,7 +574,7 @@ class Mondrian(BaseEstimator):
                 est = WeightedBlock(est, test_weights[rows], _describe(self.groups_[k]))
             yield int(k), rows, est
 
-    def _finish(self, ds: xr.Dataset, pred: xr.Dataset, labels, pooled: np.ndarray | None) -> xr.Dataset:
+    def _finish(self, ds: xr.Dataset, pred: xr.Dataset, labels: np.ndarray, pooled: np.ndarray | None) -> xr.Dataset:
         inner = getattr(self.calibrator, "_method", type(self.calibrator).__name__)
         ds = ds.assign_coords({GROUP_COORD: ("obs", labels)})
         if self.fallback == "pooled" and pooled is not None:
@@ -566,7 +585,14 @@ class Mondrian(BaseEstimator):
         return ds.assign_coords(obs=pred["obs"].values)
 
     # -- predict ----------------------------------------------------------------
-    def predict(self, pred, *, levels=None, groups=None, weights=None) -> xr.Dataset:
+    def predict(
+        self,
+        pred: xr.Dataset,
+        *,
+        levels: ArrayLike | None = None,
+        groups: ArrayLike | None = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> xr.Dataset:
         r"""Each row calibrated by its own group's calibrator, as a predictive Dataset.
 
         Every group keeps the quantiles its own size resolves, each level on its own (as
@@ -677,7 +703,9 @@ class Mondrian(BaseEstimator):
         n = int(self.counts_.sum()) if k < 0 else int(self.counts_[k])
         return n >= _level_needs(tuple(grid.tolist()), interval_sides(self.calibrator) == 1)
 
-    def _block(self, k: int, est, sub: xr.Dataset, grid: np.ndarray, default):
+    def _block(
+        self, k: int, est: Any, sub: xr.Dataset, grid: np.ndarray, default: xr.Dataset | None
+    ) -> tuple[xr.Dataset, float, np.ndarray]:
         """One block's Dataset on ``grid``, its rows' reach, and the (rows, level) mask of pooled values."""
         inside = self._inside(k, grid)
         used = np.zeros((sub.sizes["obs"], grid.size), dtype=bool)
@@ -711,7 +739,7 @@ class Mondrian(BaseEstimator):
         r = max(r, 1.0 if pooled_reach is None else float(pooled_reach))
         return from_quantiles(q, grid, method=ds.attrs.get("method", "")), r, used
 
-    def _own_on_grid(self, k: int, est, sub: xr.Dataset, grid: np.ndarray, inside: np.ndarray) -> xr.Dataset:
+    def _own_on_grid(self, k: int, est: Any, sub: xr.Dataset, grid: np.ndarray, inside: np.ndarray) -> xr.Dataset:
         """``est``'s quantiles on ``grid``: its own at the levels it resolves, finite placeholders beyond.
 
         Beyond them: the calibrator's own values where it defines every level (variance scaling,
@@ -759,7 +787,7 @@ class Mondrian(BaseEstimator):
     def _need_text(self) -> str:
         return ", ".join(f"{c:g} needs {m}" for c, m in zip(self.confidence_levels_, self.min_sizes_))
 
-    def _predict_block(self, est, sub: xr.Dataset, levels, k: int) -> xr.Dataset:
+    def _predict_block(self, est: Any, sub: xr.Dataset, levels: np.ndarray | None, k: int) -> xr.Dataset:
         try:
             return est.predict(sub) if levels is None else est.predict(sub, levels=levels)
         except ValueError as err:
@@ -769,7 +797,7 @@ class Mondrian(BaseEstimator):
                 f"group {_describe(self.groups_[k])} ({int(self.counts_[k])} calibration points): {err}"
             ) from err
 
-    def update(self, pred, y, *, groups=None) -> Self:
+    def update(self, pred: xr.Dataset, y: ArrayLike, *, groups: ArrayLike | None = None) -> Self:
         """Continue each group's stream (online calibrators): ``update`` of every group's calibrator.
 
         Parameters
@@ -794,7 +822,14 @@ class Mondrian(BaseEstimator):
         return self
 
     # -- intervals --------------------------------------------------------------
-    def predict_interval(self, pred, confidence_level=None, *, groups=None, weights=None) -> xr.Dataset:
+    def predict_interval(
+        self,
+        pred: xr.Dataset,
+        confidence_level: ArrayLike | None = None,
+        *,
+        groups: ArrayLike | None = None,
+        weights: ArrayLike | Weights | None = None,
+    ) -> xr.Dataset:
         r"""Central intervals per row from its group's calibrator; infinite where the group is too small.
 
         A group with :math:`n_k` below :func:`min_group_size` at a level gets
@@ -875,7 +910,7 @@ def _reach_probabilities(n: int, sides: int) -> tuple[float, float]:
     return float(lo), float(1 - lo)
 
 
-def _gives_intervals(calibrator) -> bool:
+def _gives_intervals(calibrator: Any) -> bool:
     """True for an intervals-only post-processor: a ``predict_interval``, and a ``predict`` without ``levels``."""
     predict = getattr(calibrator, "predict", None)
     if not hasattr(calibrator, "predict_interval") or predict is None:
@@ -883,7 +918,15 @@ def _gives_intervals(calibrator) -> bool:
     return "levels" not in inspect.signature(predict).parameters
 
 
-def _fill(lower, upper, rows: np.ndarray, mask: np.ndarray, est, sub: xr.Dataset, levels: np.ndarray) -> None:
+def _fill(
+    lower: np.ndarray,
+    upper: np.ndarray,
+    rows: np.ndarray,
+    mask: np.ndarray,
+    est: Any,
+    sub: xr.Dataset,
+    levels: np.ndarray,
+) -> None:
     """Write ``est``'s interval ends at ``levels[mask]`` into the rows ``rows`` of ``lower``/``upper``."""
     if est is None or not mask.any():
         return
@@ -893,7 +936,9 @@ def _fill(lower, upper, rows: np.ndarray, mask: np.ndarray, est, sub: xr.Dataset
     upper[np.ix_(rows, cols)] = hi
 
 
-def _small_table(groups, counts, levels, need, present=None) -> list[tuple]:
+def _small_table(
+    groups: np.ndarray, counts: np.ndarray, levels: np.ndarray, need: np.ndarray, present: np.ndarray | None = None
+) -> list[tuple]:
     """``(group, n_k, [(level, needed size), ...])`` for every group below a level's minimum size."""
     keep = range(len(groups)) if present is None else present
     table = []
@@ -904,7 +949,7 @@ def _small_table(groups, counts, levels, need, present=None) -> list[tuple]:
     return table
 
 
-def _table_text(table: list[tuple], reach=None, limit: int = 20) -> str:
+def _table_text(table: list[tuple], reach: Callable[[int], Fraction | None] | None = None, limit: int = 20) -> str:
     """The table as one line: ``group 7 has 5 calibration point(s), 0.9 needs 9, reaches 0.8333; ...``.
 
     ``reach(n_k)`` gives the group's reach (:meth:`Mondrian._reach`): the largest central level its
@@ -920,7 +965,7 @@ def _table_text(table: list[tuple], reach=None, limit: int = 20) -> str:
     return "; ".join(rows[:limit]) + more
 
 
-def _reach_text(reach) -> str:
+def _reach_text(reach: Fraction | None) -> str:
     """The table's "levels reached" column: the largest central level the group's own calibration states."""
     if reach is None:
         return ", reaches every level"
@@ -947,7 +992,7 @@ def _assemble(parts: dict, n: int, levels: np.ndarray) -> xr.Dataset:
     return from_quantiles(q, levels, method=method)
 
 
-def _interval_ends(est, sub: xr.Dataset, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _interval_ends(est: Any, sub: xr.Dataset, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(lower, upper)``, each (rows, levels), from one fitted calibrator."""
     if hasattr(est, "predict_interval"):
         iv = est.predict_interval(sub, confidence_level=levels.tolist())
@@ -975,7 +1020,13 @@ def _interval_ends(est, sub: xr.Dataset, levels: np.ndarray) -> tuple[np.ndarray
 # ---------------------------------------------------------------------------
 
 
-def fit_with_groups(calibrator, pred_cal, y_cal, groups, weights=None) -> bool:
+def fit_with_groups(
+    calibrator: Any,
+    pred_cal: xr.Dataset,
+    y_cal: ArrayLike,
+    groups: ArrayLike | None,
+    weights: ArrayLike | Weights | None = None,
+) -> bool:
     """``calibrator.fit(..., groups=groups)``: fit ``calibrator.mondrian_``; False when ``groups`` is None.
 
     The one routing every post-processor's ``groups=`` uses: a clone of the calibrator (same
@@ -989,7 +1040,7 @@ def fit_with_groups(calibrator, pred_cal, y_cal, groups, weights=None) -> bool:
     return True
 
 
-def predict_with_groups(calibrator, groups) -> Mondrian | None:
+def predict_with_groups(calibrator: Any, groups: ArrayLike | None) -> Mondrian | None:
     """The fitted :class:`Mondrian` that serves ``predict(..., groups=)``, or None for the ungrouped path."""
     if not hasattr(calibrator, "mondrian_"):
         return None  # not fitted: the class's own check names fit

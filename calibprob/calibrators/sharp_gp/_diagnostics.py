@@ -2,13 +2,20 @@ r"""The calibration diagnostics of a fitted sharp GP (the ``calibration`` group)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 import xarray as xr
+
+if TYPE_CHECKING:
+    from calibprob.calibrators.sharp_gp._solver import _Knot
+    from calibprob.calibrators.sharp_gp.estimator import SharpCalibratedGP
 
 __all__ = ["calibration_dataset"]
 
 
-def _knot_columns(knots, kl) -> dict:
+def _knot_columns(knots: Sequence[_Knot], kl: np.ndarray) -> dict:
     """Per knot, the solver's record of the nearest fitted level.
 
     The cross-fitted variant fits θ at levels clipped to the other part's range;
@@ -20,7 +27,12 @@ def _knot_columns(knots, kl) -> dict:
     return {a: np.array([getattr(k, a) for k in nearest]) for a in attrs}
 
 
-def calibration_dataset(model, knots, kl, beta, coverage, repaired, skipped, r_b, sig, theta_R, n_fit, use_subset):
+# the signature packed by hand (fmt: skip): one parameter per line would take the function past the 80-line limit
+def calibration_dataset(
+    model: SharpCalibratedGP, knots: Sequence[_Knot], kl: np.ndarray, beta: np.ndarray, coverage: np.ndarray,
+    repaired: np.ndarray, skipped: np.ndarray, r_b: np.ndarray, sig: np.ndarray, theta_R: dict, n_fit: int,
+    use_subset: bool,
+) -> xr.Dataset:  # fmt: skip
     """Per-knot and per-node diagnostics of ``model`` (a fitted :class:`SharpCalibratedGP`).
 
     Parameters
@@ -122,7 +134,9 @@ def calibration_dataset(model, knots, kl, beta, coverage, repaired, skipped, r_b
     return ds
 
 
-def _attributes(model, n_b, n_fit, use_subset, theta_R, skipped) -> dict:
+def _attributes(
+    model: SharpCalibratedGP, n_b: int, n_fit: int, use_subset: bool, theta_R: dict, skipped: np.ndarray
+) -> dict:
     """The Dataset's attributes: variant, sizes, switches and the base's θ."""
     return {
         "method": f"sharp-gp/{model.variant}",

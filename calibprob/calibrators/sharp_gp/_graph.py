@@ -52,7 +52,7 @@ def _placeholder(kind: str) -> dict:
     return data
 
 
-def build_model(kind: str = "exact", kernel: str = "se", p: int = 2, data: dict | None = None):
+def build_model(kind: str = "exact", kernel: str = "se", p: int = 2, data: dict | None = None) -> Any:
     r"""The PyMC model of the single-level problem (6)–(7).
 
     Parameters
@@ -115,7 +115,7 @@ def build_model(kind: str = "exact", kernel: str = "se", p: int = 2, data: dict 
     return model
 
 
-def _vfe_variance(c: dict, kernel: str, p: int, ls, var, noise):
+def _vfe_variance(c: dict, kernel: str, p: int, ls: Any, var: Any, noise: Any) -> Any:
     r"""VFE predictive variance (latent, incl. the GLS-mean term) at the calibration inputs.
 
     :math:`\sigma^2 = k_{**} - k_*^\top K_{mm}^{-1} k_* + k_*^\top (K_{mm} + K_{mn}K_{nm}/\sigma_n^2)^{-1} k_*`
@@ -123,7 +123,7 @@ def _vfe_variance(c: dict, kernel: str, p: int, ls, var, noise):
     """
     import pytensor.tensor as pt
 
-    def k(A, B):
+    def k(A: Any, B: Any) -> Any:
         return kernels.kernel(kernel, A, B, ls, var, p=p, xp=pt)
 
     solve = pt.linalg.solve
@@ -143,7 +143,7 @@ def _vfe_variance(c: dict, kernel: str, p: int, ls, var, noise):
     return post + c["constant_mean"] * h * h / s11
 
 
-def _sharpness_potentials(c: dict, sigma, phi) -> None:
+def _sharpness_potentials(c: dict, sigma: Any, phi: Any) -> None:
     """β (eq. 6, through the sort), the sharpness (7) and the prior, added to the current model."""
     import pymc as pm
     import pytensor.tensor as pt
@@ -179,11 +179,11 @@ class _Compiled:
 
         pm.set_data(values, model=self.model)
 
-    def __call__(self, u: np.ndarray):
+    def __call__(self, u: np.ndarray) -> tuple[float, np.ndarray, float, float, np.ndarray, np.ndarray]:
         lp, g, beta, sharp, sigma, phi = self.fn(np.asarray(u, float))
         return float(lp), np.asarray(g, float), float(beta), float(sharp), np.asarray(sigma), np.asarray(phi)
 
-    def values(self, u: np.ndarray):
+    def values(self, u: np.ndarray) -> tuple[float, float, float, np.ndarray, np.ndarray]:
         """``(logp, β, sharpness, σ_cal, φ)`` at ``u``, without the gradient."""
         if self.value_fn is None:
             self.value_fn = _value_function(self.model, self.key.mode)
@@ -191,11 +191,11 @@ class _Compiled:
         return float(lp), float(beta), float(sharp), np.asarray(sigma), np.asarray(phi)
 
 
-def _outputs(model) -> list:
+def _outputs(model: Any) -> list:
     return model.replace_rvs_by_values([model["beta"], model["sharpness"], model["sigma_cal"], model["log_theta"]])
 
 
-def _value_function(model, mode):
+def _value_function(model: Any, mode: Any) -> Any:
     import pytensor
 
     u_value = model.rvs_to_values[model["u"]]

@@ -11,6 +11,7 @@ docstring (:mod:`calibprob.calibrators.sharp_gp`) for the equations.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import special
 
 from calibprob._core.ranks import RANK_TOL as _RANK_TOL
@@ -26,7 +27,7 @@ __all__ = [
 ]
 
 
-def q_lin(levels, scores) -> np.ndarray | float:
+def q_lin(levels: ArrayLike, scores: ArrayLike) -> np.ndarray | float:
     r"""Empirical quantile with the :math:`N + 1` convention, eq. (6) of the paper.
 
     .. math::
@@ -73,7 +74,9 @@ def q_lin(levels, scores) -> np.ndarray | float:
 required_calibration_points = min_calibration_points
 
 
-def monotone_knots(levels, beta, phi):
+def monotone_knots(
+    levels: ArrayLike, beta: ArrayLike, phi: ArrayLike
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     r"""Make knots admissible for a non-crossing quantile function (conservatively).
 
     Enforces, in this order,
@@ -143,7 +146,9 @@ def monotone_knots(levels, beta, phi):
     return d, b, f, repaired
 
 
-def interpolate_knots(nodes_level, nodes_beta, nodes_phi, levels):
+def interpolate_knots(
+    nodes_level: np.ndarray, nodes_beta: ArrayLike, nodes_phi: ArrayLike, levels: ArrayLike
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Evaluate :math:`\hat\beta(\delta)` and :math:`\hat\phi(\delta)` from interpolation nodes.
 
     Both are piecewise linear in :math:`\Phi^{-1}(\delta)` between the nodes
@@ -188,7 +193,9 @@ def interpolate_knots(nodes_level, nodes_beta, nodes_phi, levels):
     return beta, phi
 
 
-def interpolate_quantiles(nodes_level, nodes_beta, nodes_sigma, mu, levels) -> np.ndarray:
+def interpolate_quantiles(
+    nodes_level: np.ndarray, nodes_beta: ArrayLike, nodes_sigma: np.ndarray, mu: np.ndarray, levels: ArrayLike
+) -> np.ndarray:
     r"""Quantiles from the node quantiles, linear in :math:`\Phi^{-1}(\delta)` between nodes.
 
     With node quantiles :math:`Q_k(x) = \mu(x) + \beta_k\,\sigma(\phi_k, x)`, a level

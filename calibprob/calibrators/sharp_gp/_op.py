@@ -32,7 +32,9 @@ This module imports PyTensor at import time; :mod:`._graph` imports it lazily.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import sqrt
+from typing import Any, cast
 
 import numpy as np
 import pytensor.tensor as pt
@@ -64,14 +66,18 @@ def kernel_from_r2(kernel: str, p: int, r2: np.ndarray, var: float) -> np.ndarra
     return var * poly * np.exp(-u)
 
 
-def kernel_matrices(kernel: str, p: int, X, Xc, ls, var):
+def kernel_matrices(
+    kernel: str, p: int, X: np.ndarray, Xc: np.ndarray, ls: np.ndarray, var: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Scaled squared distances and kernel matrices ``(r2, r2s, K(X, X), K(X, Xc))``."""
     r2 = kernels.scaled_sqdist(X, None, ls, xp=np)
     r2s = kernels.scaled_sqdist(X, Xc, ls, xp=np)
     return r2, r2s, kernel_from_r2(kernel, p, r2, var), kernel_from_r2(kernel, p, r2s, var)
 
 
-def forward(kernel: str, p: int, X, Xc, ls, var: float, noise: float, cm: float):
+def forward(
+    kernel: str, p: int, X: np.ndarray, Xc: np.ndarray, ls: np.ndarray, var: float, noise: float, cm: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Latent posterior variance at ``Xc`` and the factors the pullback needs.
 
     Returns
@@ -115,7 +121,19 @@ def _symmetric_product(P: np.ndarray, g: np.ndarray) -> np.ndarray:
     return np.tril(out) + np.tril(out, -1).T
 
 
-def pullback(kernel: str, p: int, X, Xc, ls, var: float, cm: float, L, W, R, gb):
+def pullback(
+    kernel: str,
+    p: int,
+    X: np.ndarray,
+    Xc: np.ndarray,
+    ls: np.ndarray,
+    var: float,
+    cm: float,
+    L: np.ndarray,
+    W: np.ndarray,
+    R: np.ndarray,
+    gb: np.ndarray,
+) -> tuple[np.ndarray, float, float]:
     """Gradient of ``sum(gb * v)`` with respect to ``(ls, var, noise)`` (module docstring)."""
     n, N = X.shape[0], Xc.shape[0]
     r2, r2s = R[:, :n], R[:, n:]
@@ -145,14 +163,17 @@ class PosteriorVarianceGrad(Op):
 
     __props__ = ("kernel", "p")
 
-    def __init__(self, kernel: str, p: int):
+    def __init__(self, kernel: str, p: int) -> None:
         self.kernel, self.p = kernel, p
 
-    def make_node(self, X, Xc, ls, var, noise, cmean, L, W, R, gbar):
+    # PyTensor's Op declares make_node(*inputs); its own Ops name their inputs as here
+    def make_node(  # type: ignore[override]
+        self, X: Any, Xc: Any, ls: Any, var: Any, noise: Any, cmean: Any, L: Any, W: Any, R: Any, gbar: Any
+    ) -> Apply:
         ins = [pt.as_tensor_variable(v) for v in (X, Xc, ls, var, noise, cmean, L, W, R, gbar)]
         return Apply(self, ins, [ins[2].type(), pt.dscalar(), pt.dscalar()])
 
-    def perform(self, node, inputs, outputs):
+    def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[list[Any]]) -> None:
         X, Xc, ls, var, _, cm, L, W, R, gb = inputs
         g_ls, g_var, g_noise = pullback(self.kernel, self.p, X, Xc, ls, float(var), float(cm), L, W, R, gb)
         outputs[0][0] = g_ls
@@ -165,15 +186,17 @@ class PosteriorVariance(Op):
 
     __props__ = ("kernel", "p")
 
-    def __init__(self, kernel: str, p: int):
+    def __init__(self, kernel: str, p: int) -> None:
         self.kernel, self.p = kernel, p
         self.grad_op = PosteriorVarianceGrad(kernel, p)
 
-    def make_node(self, X, Xc, ls, var, noise, cmean):
+    def make_node(  # type: ignore[override]  # named inputs, as above
+        self, X: Any, Xc: Any, ls: Any, var: Any, noise: Any, cmean: Any
+    ) -> Apply:
         ins = [pt.as_tensor_variable(v) for v in (X, Xc, ls, var, noise, cmean)]
         return Apply(self, ins, [pt.dvector(), pt.dmatrix(), pt.dmatrix(), pt.dmatrix()])
 
-    def perform(self, node, inputs, outputs):
+    def perform(self, node: Apply, inputs: Sequence[Any], outputs: list[list[Any]]) -> None:
         X, Xc, ls, var, noise, cm = inputs
         v, L, W, R = forward(self.kernel, self.p, X, Xc, ls, float(var), float(noise), float(cm))
         outputs[0][0] = v
@@ -181,15 +204,16 @@ class PosteriorVariance(Op):
         outputs[2][0] = W
         outputs[3][0] = R
 
-    def connection_pattern(self, node):
+    def connection_pattern(self, node: Apply) -> list[list[bool]]:
         f = [False] * 4
         t = [True, False, False, False]
         return [f, f, t, t, t, f]
 
-    def pullback(self, inputs, outputs, cotangents):
+    def pullback(self, inputs: Sequence[Any], outputs: Sequence[Any], cotangents: Sequence[Any]) -> list[Any]:
         X, Xc, ls, var, noise, cmean = inputs
-        g_ls, g_var, g_noise = self.grad_op(
-            X, Xc, ls, var, noise, cmean, outputs[1], outputs[2], outputs[3], cotangents[0]
+        # the grad Op has three outputs: calling it gives their list
+        g_ls, g_var, g_noise = cast(
+            list, self.grad_op(X, Xc, ls, var, noise, cmean, outputs[1], outputs[2], outputs[3], cotangents[0])
         )
         d = disconnected_type
         return [d(), d(), g_ls, g_var, g_noise, d()]

@@ -11,13 +11,18 @@ is the one-factor line search of the paper's §6 (NumPy, no compiled graph).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import optimize
 
 from calibprob._core.ranks import RANK_TOL as _RANK_TOL
 from calibprob.calibrators.sharp_gp._knots import q_lin
+
+if TYPE_CHECKING:
+    from calibprob.calibrators.sharp_gp._graph import _Compiled
 
 # L-BFGS-B receives this when the covariance is not positive definite (NaN)
 _PENALTY = 1e25
@@ -57,7 +62,7 @@ class _Knot:
     u: np.ndarray | None = None
 
 
-def _passes(levels: np.ndarray, residual: np.ndarray):
+def _passes(levels: np.ndarray, residual: np.ndarray) -> tuple[list[tuple[str, np.ndarray]], np.ndarray]:
     """Split levels by the sign β must have; each pass ordered from its tail inward."""
     n = residual.size
     j0 = int(np.sum(residual < 0))
@@ -68,7 +73,9 @@ def _passes(levels: np.ndarray, residual: np.ndarray):
     return [("upper", upper[::-1]), ("lower", lower)], skipped
 
 
-def _backtrack(knot: _Knot, prev: _Knot | None, evaluate) -> None:
+def _backtrack(
+    knot: _Knot, prev: _Knot | None, evaluate: Callable[[float, np.ndarray], tuple[float, float, np.ndarray]]
+) -> None:
     """Move φ back toward the outer neighbour's until |β| no longer grows inward.
 
     Eq. (7) does not keep :math:`|\beta|` shrinking toward the median; at the outer
@@ -95,7 +102,19 @@ def _inward_ok(side: str, beta_new: float, beta_prev: float) -> bool:
 class _FullSolver:
     """MAP of the PyMC model per level, passes from the tails inward (Algorithm 1)."""
 
-    def __init__(self, entry, data: dict, phi_ref, free, *, n_restarts, maxiter, rng, warm_start=False, maxls=20):
+    def __init__(
+        self,
+        entry: _Compiled,
+        data: dict,
+        phi_ref: np.ndarray,
+        free: np.ndarray,
+        *,
+        n_restarts: int,
+        maxiter: int,
+        rng: np.random.Generator,
+        warm_start: bool = False,
+        maxls: int = 20,
+    ) -> None:
         self.entry = entry
         self.warm_start = warm_start
         self.data = data
@@ -107,11 +126,11 @@ class _FullSolver:
         self.ftol = _FTOL
         self.maxls = maxls  # L-BFGS-B line-search steps (scipy's default 20)
 
-    def _minimize(self, u0, bounds):
+    def _minimize(self, u0: np.ndarray, bounds: list[tuple[float, float]]) -> Any:
         entry = self.entry
         n_eval = [0]
 
-        def negative(u):
+        def negative(u: np.ndarray) -> tuple[float, np.ndarray]:
             n_eval[0] += 1
             lp, g = entry(u)[:2]
             if not (np.isfinite(lp) and np.all(np.isfinite(g))):
@@ -129,7 +148,7 @@ class _FullSolver:
         res.n_eval = n_eval[0]
         return res
 
-    def evaluate(self, level: float, phi: np.ndarray):
+    def evaluate(self, level: float, phi: np.ndarray) -> tuple[float, float, np.ndarray]:
         """β, sharpness and σ_cal at a given φ (unconstrained mode)."""
         self.entry.set_data({"level": np.asarray(level), "constrained": np.asarray(0.0)})
         _, beta, sharp, sigma, _ = self.entry.values(np.where(self.free > 0, phi, self.phi_ref))
@@ -193,7 +212,16 @@ class _FullSolver:
 class _ScaledSolver:
     """Line search over one lengthscale factor per level (NumPy, no gradient)."""
 
-    def __init__(self, sigma_fn, residual, phi_ref, d, *, grid: int = 17, bound: float = 4.0):
+    def __init__(
+        self,
+        sigma_fn: Callable[[np.ndarray], np.ndarray],
+        residual: np.ndarray,
+        phi_ref: np.ndarray,
+        d: int,
+        *,
+        grid: int = 17,
+        bound: float = 4.0,
+    ) -> None:
         self.sigma_fn = sigma_fn  # phi -> σ on the fit set
         self.r = residual
         self.phi_ref = phi_ref
@@ -202,15 +230,15 @@ class _ScaledSolver:
         self.bound = bound
         self.n_eval = 0
 
-    def _phi(self, c):
+    def _phi(self, c: float) -> np.ndarray:
         return self.phi_ref + c * self.e
 
-    def evaluate(self, level, phi):
+    def evaluate(self, level: float, phi: np.ndarray) -> tuple[float, float, np.ndarray]:
         sigma = self.sigma_fn(phi)
         beta = float(q_lin(level, self.r / sigma))
         return beta, float(np.mean((beta * sigma) ** 2)), sigma
 
-    def _objective(self, level, c):
+    def _objective(self, level: float, c: float) -> float:
         self.n_eval += 1
         return self.evaluate(level, self._phi(c))[1]
 
@@ -250,7 +278,9 @@ class _ScaledSolver:
         return knot
 
 
-def _phi_from_passes(knots, levels, passes, phi_ref) -> np.ndarray:
+def _phi_from_passes(
+    knots: Sequence[_Knot], levels: np.ndarray, passes: list[tuple[str, np.ndarray]], phi_ref: np.ndarray
+) -> np.ndarray:
     """φ at ``levels`` from the fitted knots of the pass with the same sign.
 
     Linear in δ between a pass's knots, constant beyond them (which keeps φ
@@ -273,7 +303,9 @@ def _phi_from_passes(knots, levels, passes, phi_ref) -> np.ndarray:
     return out
 
 
-def _fit_path(solver, levels: np.ndarray, residual: np.ndarray):
+def _fit_path(
+    solver: _FullSolver | _ScaledSolver, levels: np.ndarray, residual: np.ndarray
+) -> tuple[list[_Knot], np.ndarray]:
     """Algorithm 1: both passes from the tails inward; knots sorted by level."""
     passes, skipped = _passes(levels, residual)
     knots = []

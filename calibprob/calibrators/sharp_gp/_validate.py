@@ -2,6 +2,8 @@ r"""Input checks of :class:`~calibprob.calibrators.sharp_gp.SharpCalibratedGP` (
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import xarray as xr
 
@@ -9,6 +11,9 @@ from calibprob._core.estimator import check_is_fitted
 from calibprob._core.ranks import knot_levels, levels_in_range
 from calibprob._core.validation import check_choice, check_int, check_levels
 from calibprob.calibrators.sharp_gp._knots import required_calibration_points
+
+if TYPE_CHECKING:
+    from calibprob.calibrators.sharp_gp.estimator import _GP, SharpCalibratedGP
 
 __all__ = [
     "VARIANTS",
@@ -34,7 +39,7 @@ LARGE_N = 1000
 LARGE_MAXLS = 6
 
 
-def check_base(model):
+def check_base(model: SharpCalibratedGP) -> _GP:
     base = model.estimator
     if base is None:
         raise ValueError(
@@ -57,7 +62,7 @@ def check_base(model):
     return base
 
 
-def check_params(model) -> None:
+def check_params(model: SharpCalibratedGP) -> None:
     check_choice(model.variant, "variant", VARIANTS)
     check_choice(model.interpolate, "interpolate", ("auto", *INTERPOLATIONS))
     for name in ("include_noise", "fit_noise"):
@@ -88,7 +93,7 @@ def check_params(model) -> None:
         check_int(model.blas_threads, "blas_threads", minimum=1)
 
 
-def resolve_auto(model, n_cal: int) -> dict:
+def resolve_auto(model: SharpCalibratedGP, n_cal: int) -> dict:
     """The size-dependent settings for ``n_cal`` calibration rows (``LARGE_N``)."""
     large = n_cal > LARGE_N
     interpolate = model.interpolate if model.interpolate != "auto" else ("quantile" if large else "theta")
@@ -101,7 +106,7 @@ def resolve_auto(model, n_cal: int) -> dict:
     return {"interpolate": interpolate, "n_restarts": int(n_restarts), "warm_start": bool(warm), "maxls": int(maxls)}
 
 
-def check_knot_levels(model, n_beta: int) -> np.ndarray:
+def check_knot_levels(model: SharpCalibratedGP, n_beta: int) -> np.ndarray:
     if isinstance(model.levels, str):
         check_choice(model.levels, "levels", ("all",))
         return knot_levels(n_beta)

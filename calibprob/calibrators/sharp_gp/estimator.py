@@ -10,9 +10,11 @@ paper's eq. (18). The equations are in the package docstring.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any, Self, TypeAlias, cast
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 
 from calibprob._core.estimator import BaseEstimator, check_is_fitted, check_not_predictive
 from calibprob._core.pytensor_setup import get_compile_mode, limit_blas_threads
@@ -44,6 +46,13 @@ from calibprob.calibrators.sharp_gp._validate import (
     resolve_auto,
 )
 from calibprob.predictive import DEFAULT_LEVELS, from_quantiles
+
+if TYPE_CHECKING:
+    from calibprob.bases.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor
+    from calibprob.calibrators.sharp_gp._solver import _Knot
+
+    #: the base the sharp GP re-evaluates σ(θ, x) with
+    _GP: TypeAlias = GaussianProcessRegressor | SparseGaussianProcessRegressor
 
 __all__ = ["SharpCalibratedGP", "sharp_gp_ucb", "VARIANTS", "INTERPOLATIONS"]
 
@@ -219,9 +228,9 @@ class SharpCalibratedGP(BaseEstimator):
     def __init__(
         self,
         *,
-        estimator=None,
+        estimator: _GP | None = None,
         variant: str = "full",
-        levels=None,
+        levels: ArrayLike | str | None = None,
         n_levels: int = 21,
         include_noise: bool = True,
         fit_noise: bool = False,
@@ -235,9 +244,9 @@ class SharpCalibratedGP(BaseEstimator):
         maxiter: int = 100,
         maxls: int | None = None,
         blas_threads: int | None = 1,
-        compile_mode=None,
-        random_state=None,
-    ):
+        compile_mode: Any = None,
+        random_state: int | np.random.Generator | None = None,
+    ) -> None:
         self.estimator = estimator
         self.variant = variant
         self.levels = levels
@@ -258,17 +267,17 @@ class SharpCalibratedGP(BaseEstimator):
         self.random_state = random_state
 
     # -- validation (calibprob.calibrators.sharp_gp._validate) -----------------------
-    def _check_base(self):
+    def _check_base(self) -> _GP:
         return check_base(self)
 
-    def _check_params(self):
+    def _check_params(self) -> None:
         check_params(self)
 
     def _knot_levels(self, n_beta: int) -> np.ndarray:
         return check_knot_levels(self, n_beta)
 
     # -- fit -----------------------------------------------------------------------
-    def fit(self, X_cal, y_cal):
+    def fit(self, X_cal: ArrayLike, y_cal: ArrayLike) -> Self:
         """Fit β_δ and θ_δ on calibration data (Algorithm 1).
 
         Parameters
@@ -330,7 +339,16 @@ class SharpCalibratedGP(BaseEstimator):
         self.diagnostics_.attrs["fit_seconds"] = float(self.fit_seconds_)
         return self
 
-    def _fit(self, base, X, y, idx_fit, idx_beta, levels, rng):
+    def _fit(
+        self,
+        base: _GP,
+        X: np.ndarray,
+        y: np.ndarray,
+        idx_fit: np.ndarray,
+        idx_beta: np.ndarray,
+        levels: np.ndarray,
+        rng: np.random.Generator,
+    ) -> None:
         d = base.n_features_in_
         mu, _ = base.predict_mean_std(X)
         r = y - mu
@@ -373,12 +391,22 @@ class SharpCalibratedGP(BaseEstimator):
         }
         self._set_knots(base, X, r, idx_beta, levels, knots, skipped, phi_ref, info)
 
-    def _sigma(self, base, phi, X):
+    def _sigma(self, base: _GP, phi: np.ndarray, X: np.ndarray) -> np.ndarray:
         """σ(θ(φ), X) with the base's posterior on all its training data."""
         theta = _theta_from_phi(phi, base.n_features_in_)
         return base.predict_mean_std(X, theta=theta, include_noise=self.include_noise)[1]
 
-    def _graph_data(self, base, kind, X_tr, X_fit, r_fit, phi_ref, free, tied) -> dict:
+    def _graph_data(
+        self,
+        base: _GP,
+        kind: str,
+        X_tr: np.ndarray,
+        X_fit: np.ndarray,
+        r_fit: np.ndarray,
+        phi_ref: np.ndarray,
+        free: np.ndarray,
+        tied: float,
+    ) -> dict:
         """Values of the ``pm.Data`` containers of :func:`build_model`."""
         data = {
             "X_train": X_tr,
@@ -394,12 +422,15 @@ class SharpCalibratedGP(BaseEstimator):
             "constant_mean": np.asarray(float(getattr(base, "mean", "zero") == "constant")),
             "prior_sd": np.asarray(float(self.prior_sd)),
         }
-        if kind == "vfe":
-            data["Z"] = base.inducing_points_
-            data["jitter"] = np.asarray(float(base.jitter))
+        if kind == "vfe":  # only a sparse base gives the VFE graph
+            sparse = cast("SparseGaussianProcessRegressor", base)
+            data["Z"] = sparse.inducing_points_
+            data["jitter"] = np.asarray(float(sparse.jitter))
         return data
 
-    def _fit_full(self, base, kind, data, levels, r_fit, rng):
+    def _fit_full(
+        self, base: _GP, kind: str, data: dict, levels: np.ndarray, r_fit: np.ndarray, rng: np.random.Generator
+    ) -> tuple[list[_Knot], np.ndarray]:
         """Algorithm 1 with the compiled PyMC model, holding the graph's lock."""
         mode = get_compile_mode() if self.compile_mode is None else self.compile_mode
         key = _GraphKey(
@@ -427,7 +458,18 @@ class SharpCalibratedGP(BaseEstimator):
             finally:
                 entry.set_data(_placeholder(kind))  # drop references to the data
 
-    def _set_knots(self, base, X, r, idx_beta, levels, knots, skipped, phi_ref, info) -> None:
+    def _set_knots(
+        self,
+        base: _GP,
+        X: np.ndarray,
+        r: np.ndarray,
+        idx_beta: np.ndarray,
+        levels: np.ndarray,
+        knots: list[_Knot],
+        skipped: np.ndarray,
+        phi_ref: np.ndarray,
+        info: dict,
+    ) -> None:
         """β on the points that set it (σ on all training data), the repair and the fitted attributes."""
         d = base.n_features_in_
         if info["separate"]:
@@ -481,13 +523,13 @@ class SharpCalibratedGP(BaseEstimator):
         )
 
     # -- the quantile function ------------------------------------------------------
-    def calibration_beta(self, levels) -> np.ndarray:
+    def calibration_beta(self, levels: ArrayLike) -> np.ndarray:
         r""":math:`\hat\beta(\delta)` at ``levels`` (shape (L,))."""
         check_is_fitted(self, "nodes_level_", method="fit")
         lv = check_levels(levels, "levels", increasing=False)
         return interpolate_knots(self.nodes_level_, self.nodes_beta_, self.nodes_log_theta_, lv)[0]
 
-    def calibration_theta(self, levels) -> dict:
+    def calibration_theta(self, levels: ArrayLike) -> dict:
         r""":math:`\hat\theta(\delta)` at ``levels``: dict of ``lengthscale (L, d)``, ``variance (L,)``, ``noise (L,)``."""
         check_is_fitted(self, "nodes_level_", method="fit")
         lv = check_levels(levels, "levels", increasing=False)
@@ -495,7 +537,7 @@ class SharpCalibratedGP(BaseEstimator):
         d = self.n_features_in_
         return {"lengthscale": np.exp(-phi[:, :d]), "variance": np.exp(phi[:, d]), "noise": np.exp(phi[:, d + 1])}
 
-    def quantile(self, X, levels) -> np.ndarray:
+    def quantile(self, X: ArrayLike, levels: ArrayLike) -> np.ndarray:
         r"""Calibrated quantiles :math:`\mu(x) + \hat\beta(\delta)\sigma(\hat\theta(\delta), x)`.
 
         Parameters
@@ -538,12 +580,12 @@ class SharpCalibratedGP(BaseEstimator):
             q = np.maximum.accumulate(q, axis=1)
         return q[:, 0] if scalar else q
 
-    def _quantile_between_nodes(self, base, X, lv, mu) -> np.ndarray:
+    def _quantile_between_nodes(self, base: _GP, X: np.ndarray, lv: np.ndarray, mu: np.ndarray) -> np.ndarray:
         """``interpolate="quantile"``: σ at the nodes only (:func:`._knots.interpolate_quantiles`)."""
         sig = np.stack([self._sigma(base, ph, X) for ph in self.nodes_log_theta_], axis=1)
         return interpolate_quantiles(self.nodes_level_, self.nodes_beta_, sig, mu, lv)
 
-    def predict(self, X, *, levels=None) -> xr.Dataset:
+    def predict(self, X: ArrayLike, *, levels: ArrayLike | None = None) -> xr.Dataset:
         """The calibrated predictive distribution (the data contract of :mod:`calibprob.predictive`).
 
         The calibration diagnostics (β̂, θ̂ at the knots and the interpolation
@@ -572,11 +614,11 @@ class SharpCalibratedGP(BaseEstimator):
         ds.attrs["outside_knots"] = int(np.sum((lv < self.nodes_level_[0]) | (lv > self.nodes_level_[-1])))
         return ds
 
-    def predict_distribution(self, X, *, levels=None) -> xr.Dataset:
+    def predict_distribution(self, X: ArrayLike, *, levels: ArrayLike | None = None) -> xr.Dataset:
         """The same as :meth:`predict` (the name of earlier releases; kept as an alias)."""
         return self.predict(X, levels=levels)
 
-    def ucb(self, X, *, level: float = 0.99) -> np.ndarray:
+    def ucb(self, X: ArrayLike, *, level: float = 0.99) -> np.ndarray:
         r"""Calibrated upper confidence bound :math:`\mu + \hat\beta(\delta)\sigma(\hat\theta(\delta), x)` (eq. 18).
 
         ``level`` is the quantile level (0.99 = the paper's :math:`\delta = 0.01`
@@ -585,7 +627,7 @@ class SharpCalibratedGP(BaseEstimator):
         return self.quantile(X, float(level))
 
 
-def sharp_gp_ucb(calibrator: SharpCalibratedGP, X, *, level: float = 0.99) -> np.ndarray:
+def sharp_gp_ucb(calibrator: SharpCalibratedGP, X: ArrayLike, *, level: float = 0.99) -> np.ndarray:
     r"""UCB acquisition with calibrated quantiles, appendix eq. (18) of Capone et al. (2023).
 
     .. math::
