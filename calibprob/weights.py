@@ -110,7 +110,7 @@ def check_weights(
     n: int,
     name: str = "weights",
     *,
-    obs: xr.Dataset | xr.DataArray | None = None,
+    obs: xr.Dataset | xr.DataArray | ArrayLike | None = None,
     positive: bool = False,
 ) -> np.ndarray:
     """One weight per point, as a finite non-negative float array that is not all zero.
@@ -772,7 +772,7 @@ def resolve(
     n: int,
     *,
     X: ArrayLike | None = None,
-    obs: xr.Dataset | xr.DataArray | None = None,
+    obs: xr.Dataset | xr.DataArray | ArrayLike | None = None,  # or the rows' labels (a pandas index)
     side: str = "calibration",
     name: str = "weights",
 ) -> np.ndarray:
@@ -790,7 +790,7 @@ def resolve_test_weights(
     *,
     owner: str,
     X: ArrayLike | None = None,
-    obs: xr.Dataset | xr.DataArray | None = None,
+    obs: xr.Dataset | xr.DataArray | ArrayLike | None = None,
 ) -> tuple[np.ndarray, ArrayLike | Weights] | None:
     r"""The test weights of a conformal prediction, checked against how the calibration was weighted.
 

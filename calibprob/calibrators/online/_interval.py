@@ -69,7 +69,7 @@ class OnlineInterval:
     _fitted = "levels_"
     _interval_method = "online-interval"
     # set by the subclass's __init__ and fit
-    confidence_level: object
+    confidence_level: ArrayLike
     levels_: np.ndarray
     score_: Score
     misses_: np.ndarray

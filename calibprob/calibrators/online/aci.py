@@ -35,7 +35,7 @@ refit-per-step protocol of :meth:`AdaptiveConformalInterval.calibrate`).
 from __future__ import annotations
 
 import warnings
-from typing import Self, cast
+from typing import Self
 
 import numpy as np
 import xarray as xr
@@ -305,7 +305,7 @@ class AdaptiveConformalInterval(OnlineInterval, BaseEstimator):
             self.last_time_ = times[-1:].copy() if times.size else self.last_time_
         ds["alpha_t"] = (("obs", "confidence_level"), alpha)
         ds["clipped"] = (("obs", "confidence_level"), clipped)
-        return ds.isel(confidence_level=0) if np.ndim(cast(ArrayLike, self.confidence_level)) == 0 else ds
+        return ds.isel(confidence_level=0) if np.ndim(self.confidence_level) == 0 else ds
 
     # -- guarantees -----------------------------------------------------------
     def coverage_error_bound(self) -> np.ndarray:
