@@ -60,8 +60,9 @@ __all__ = [
     "minimize_on_box",
 ]
 
-#: Acquisition names accepted by :func:`acquisition_loss` and the BO loop.
-ACQUISITIONS = ("lcb", "ucb", "ei", "pi", "sharp-ucb")
+#: Acquisition names accepted by the BO loop (:func:`acquisition_loss` takes the first four;
+#: ``"sharp-ucb"`` is :mod:`calibprob.bo.sharp`, ``"cei"``/``"cucb"`` :mod:`calibprob.bo.stanton`).
+ACQUISITIONS = ("lcb", "ucb", "ei", "pi", "sharp-ucb", "cei", "cucb")
 
 _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
 

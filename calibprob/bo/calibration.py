@@ -18,6 +18,9 @@ computed under and says how the forecast of the next outcome is scored:
                    the lower confidence bound, its interval the feedback-shift
                    conformal set (``calibprob.bo.conformal``).
 ``"conformal-loo"`` the same design under the ``"loo"`` recalibration.
+``"conformal-acquisition"`` (``acquisition="cei"``/``"cucb"``) Stanton et al.'s
+                   acquisition integrated over each candidate's conformal set
+                   (``calibprob.bo.stanton``), with the ``"conformal"`` query set.
 =================  ===========================================================
 
 Every strategy has the same small interface (:class:`CalibrationStrategy`):
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -51,6 +55,7 @@ from calibprob.bo.acquisition import StandardizedLaw, acquisition_loss
 from calibprob.bo.conformal import design_probabilities, query_set
 from calibprob.bo.settings import BOSettings
 from calibprob.bo.sharp import sharp_lower_bound
+from calibprob.bo.stanton import CONFORMAL_ACQUISITIONS, N_SCREEN, conformal_acquisition
 from calibprob.calibrators.online import OnlineQuantileRecalibrator
 
 __all__ = [
@@ -309,6 +314,50 @@ class ConformalCalibration(_FeedbackDesign, CalibrationStrategy):
     name = "conformal"
 
 
+class ConformalAcquisitionCalibration(_FeedbackDesign, CalibrationStrategy):
+    """Stanton et al.'s conformal acquisition (``"cei"``/``"cucb"``) maximised over the screened pool.
+
+    The :data:`~calibprob.bo.stanton.N_SCREEN` best points of a fresh pool by the plain
+    acquisition (EI for ``"cei"``, the confidence bound for ``"cucb"``) get their conformal
+    acquisition (:func:`calibprob.bo.stanton.conformal_acquisition`); the query is the best of
+    them (Stanton et al. maximise the acquisition). The query's interval is the feedback-shift
+    conformal set, as for ``"conformal"``, its weights those of the softmax-of-LCB design.
+    """
+
+    name = "conformal-acquisition"
+
+    def design(
+        self, model: Any, data: ModelData, law: StandardizedLaw, rng: np.random.Generator
+    ) -> tuple[np.ndarray, float, np.ndarray]:
+        """The screened pool's best candidate by the conformal acquisition; ``(u, -value, pool)``."""
+        st = self.settings
+        assert st.interval_level is not None  # set for calibration="conformal" (BOSettings)
+        d = data.U.shape[1]
+        pool = rng.random((int(st.n_candidates or min(2000, 500 * d)), d))
+        mu, sd = model.predict_mean_std(pool)
+        base = "ei" if st.acquisition == "cei" else "lcb"
+        screen = acquisition_loss(base, mu, sd, law=law, best=data.best, kappa=st.kappa)
+        order = np.argsort(screen, kind="stable")[:N_SCREEN]
+        values = [
+            conformal_acquisition(
+                st.acquisition,
+                model,
+                data.U,
+                data.ys,
+                pool[j],
+                pool,
+                lam=st.design_lambda,
+                q=float(law.ppf(st.p_kappa)),
+                confidence_level=st.interval_level,
+                best=data.best,
+                kappa=st.kappa,
+            )
+            for j in order
+        ]
+        k = int(np.argmax(values))
+        return pool[order[k]], -float(values[k]), pool
+
+
 class ConformalLooCalibration(_FeedbackDesign, LooCalibration):
     """Deshpande et al.'s LOO recalibration with the softmax design and the conformal query set."""
 
@@ -326,11 +375,16 @@ CALIBRATION_STRATEGIES: dict[str, type[CalibrationStrategy]] = {
         SharpGPCalibration,
         ConformalCalibration,
         ConformalLooCalibration,
+        ConformalAcquisitionCalibration,
     )
 }
 
 
 def strategy_for(settings: BOSettings) -> CalibrationStrategy:
-    """A fresh strategy for a run: the sharp GP for ``"sharp-ucb"``, else the ``calibration`` entry."""
-    key = "sharp-gp" if settings.acquisition == "sharp-ucb" else settings.calibration
+    """A fresh strategy for a run: the sharp GP for ``"sharp-ucb"``, Stanton's for ``"cei"``/``"cucb"``, else the ``calibration`` entry."""
+    key = settings.calibration
+    if settings.acquisition == "sharp-ucb":
+        key = "sharp-gp"
+    elif settings.acquisition in CONFORMAL_ACQUISITIONS:
+        key = "conformal-acquisition"
     return CALIBRATION_STRATEGIES[key](settings)

@@ -45,10 +45,14 @@ prediction sets. AISTATS.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from calibprob.calibrators.conformal.feedback import (
     AffineLOO,
+    ConformalSet,
     KernelRidgeSmoother,
     conformal_set_from_loo,
     loo_affine,
@@ -60,7 +64,7 @@ __all__ = ["loo_std", "design_probabilities", "query_set", "label_grid", "GRID_S
 GRID_SIZE = 121
 
 
-def loo_std(gp, U, u_test, pool) -> np.ndarray:
+def loo_std(gp: Any, U: np.ndarray, u_test: np.ndarray, pool: np.ndarray) -> np.ndarray:
     r"""Predictive standard deviations (noise included) of every leave-one-out GP of the augmented data.
 
     Row :math:`i` (``n`` for the query) at the augmented inputs then the pool:
@@ -107,7 +111,18 @@ def label_grid(ys: np.ndarray) -> np.ndarray:
     return np.linspace(lo - 1.5 * w, hi + 1.5 * w, GRID_SIZE)
 
 
-def query_set(gp, U, ys, u_test, pool, *, lam: float, q: float, confidence_level: float) -> tuple:
+def query_set(
+    gp: Any,
+    U: np.ndarray,
+    ys: np.ndarray,
+    u_test: np.ndarray,
+    pool: np.ndarray,
+    *,
+    lam: float,
+    q: float,
+    confidence_level: float,
+    grid: np.ndarray | None = None,
+) -> tuple[ConformalSet, Callable[[float], bool]]:
     r"""The feedback-shift conformal set of the query ``u_test`` (standardised labels) and its exact membership.
 
     Parameters
@@ -124,11 +139,14 @@ def query_set(gp, U, ys, u_test, pool, *, lam: float, q: float, confidence_level
     q : float
         :math:`g(\Phi(-\kappa))`, the standardised quantile of the confidence bound.
     confidence_level : float
+    grid : ndarray, optional
+        Candidate labels of the set, strictly increasing; default :func:`label_grid` of ``ys``
+        (the conformal acquisitions of :mod:`calibprob.bo.stanton` pass a finer one).
 
     Returns
     -------
     cs : ConformalSet
-        On :func:`label_grid`.
+        On ``grid``.
     contains : callable
         ``contains(z) -> bool``: whether the label ``z`` itself is in the set (the same rule at
         ``z``, not at the nearest grid label: a nearly noise-free GP gives sets narrower than
@@ -139,9 +157,9 @@ def query_set(gp, U, ys, u_test, pool, *, lam: float, q: float, confidence_level
     # the design's exponent per left-out model: -(mu + q sd) = -c - y a - q sd
     design = AffineLOO(c=-loo.c - q * sd, a=-loo.a, n=loo.n)
 
-    def at(grid):
+    def at(labels: np.ndarray) -> ConformalSet:
         return conformal_set_from_loo(
-            loo, ys, grid, lam=lam, shift="feedback", confidence_level=confidence_level, design=design
+            loo, ys, labels, lam=lam, shift="feedback", confidence_level=confidence_level, design=design
         )
 
-    return at(label_grid(ys)), lambda z: bool(at(np.array([float(z)])).in_set[0])
+    return at(label_grid(ys) if grid is None else np.asarray(grid, float)), lambda z: bool(at(np.array([float(z)])).in_set[0])
