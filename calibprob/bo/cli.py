@@ -54,7 +54,8 @@ def add_bo_parser(subparsers):
         nargs="+",
         default=["calibrated", "uncalibrated"],
         choices=list(METHODS),
-        help="methods to compare; 'calibrated' (LOO, Algorithm 4) is the reference",
+        help="methods to compare; 'calibrated' (LOO, Algorithm 4) is the reference; 'stanton' runs the "
+        "conformal acquisitions of Stanton et al. (cucb for ucb/lcb, cei for ei)",
     )
     p.add_argument("--seeds", type=int, default=20, help="number of seeds (0..N-1), default 20")
     p.add_argument(
@@ -145,7 +146,7 @@ def _check_args(args) -> dict[str, Any]:
     }
     if args.interval_level is not None:
         config["interval_level"] = float(args.interval_level)
-    if any(m.startswith("conformal") for m in args.methods):
+    if any(m.startswith("conformal") or m == "stanton" for m in args.methods):
         config["design_lambda"] = float(args.design_lambda)
     if len(n_init) > 1:
         config["n_init_per_function"] = dict(zip(args.functions, map(int, n_init)))

@@ -22,6 +22,9 @@ Methods
                  confidence bound, each issued with its feedback-shift conformal
                  set (``calibprob.bo.conformal``); ``ucb``/``lcb`` only
 ``conformal-calibrated``  the same design under the ``calibrated`` (LOO) recalibration
+``stanton``      Stanton et al.'s conformal acquisition (``calibprob.bo.stanton``): the
+                 task's acquisition integrated over each candidate's feedback-shift
+                 conformal set, ``cucb`` for ``ucb``/``lcb``, ``cei`` for ``ei``
 
 With ``interval_level=`` (the conformal methods: 0.9 by default) every run logs, per query, the
 interval issued before the outcome and whether the outcome fell in it; :func:`bo_table` then
@@ -69,12 +72,18 @@ METHODS = {
     "sharp": {"calibration": "none", "acquisition": "sharp-ucb"},
     "conformal": {"calibration": "conformal"},
     "conformal-calibrated": {"calibration": "conformal-loo"},
+    # Stanton et al. (2023): the task's acquisition integrated over the conformal set (_STANTON)
+    "stanton": {"calibration": "conformal"},
 }
 _CONFORMAL_METHODS = ("conformal", "conformal-calibrated")
 _UCB = ("ucb", "lcb")
+#: The conformal acquisition (calibprob.bo.stanton) that method "stanton" runs for each task acquisition.
+_STANTON = {"ucb": "cucb", "lcb": "cucb", "ei": "cei"}
 
 
 def _applicable(method: str, acquisition: str) -> bool:
+    if method == "stanton":
+        return acquisition in _STANTON
     return (method != "sharp" and method not in _CONFORMAL_METHODS) or acquisition in _UCB
 
 
@@ -108,6 +117,8 @@ def run_task(config: dict, function: str, acquisition: str, method: str, seed: i
     opts.setdefault("acquisition", acquisition)
     if "acquisition" not in METHODS[method]:
         opts["acquisition"] = acquisition
+    if method == "stanton":
+        opts["acquisition"] = _STANTON[acquisition]
     t0 = time.perf_counter()
     res = minimize(function, seed=int(seed), **opts)
     run_time = time.perf_counter() - t0

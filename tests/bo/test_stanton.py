@@ -168,3 +168,15 @@ def test_bad_conformal_acquisition_input(problem, kw, match):
             args["name"], _gp(U, y), U, y, u, pool, lam=LAM, q=-KAPPA,
             confidence_level=args["confidence_level"], best=0.0, kappa=KAPPA, grid=args["grid"],
         )
+
+
+def test_stanton_method_in_the_experiment_and_the_cli(tmp_path, capsys):
+    from calibprob.bo import bo_table, run_experiment
+    from calibprob.cli import main
+
+    ds = run_experiment(["forrester"], ["ucb", "pi"], ["stanton"], 1, n_init=3, n_steps=1, progress=False)
+    assert np.isfinite(bo_table(ds)["query_coverage"].sel({"method": "stanton", "acquisition": "ucb"})).all()
+    assert "covered" in ds and ds["error"].sel(acquisition="pi").isnull().all()  # not applicable with PI
+    args = ["bo", "--functions", "forrester", "--acquisitions", "ei", "--methods", "stanton", "--seeds", "1"]
+    assert main([*args, "--n-steps", "1", "--no-progress"]) == 0
+    assert "stanton" in capsys.readouterr().out
