@@ -162,4 +162,5 @@ def query_set(
             loo, ys, labels, lam=lam, shift="feedback", confidence_level=confidence_level, design=design
         )
 
-    return at(label_grid(ys) if grid is None else np.asarray(grid, float)), lambda z: bool(at(np.array([float(z)])).in_set[0])
+    cs = at(label_grid(ys) if grid is None else np.asarray(grid, float))
+    return cs, lambda z: bool(at(np.array([float(z)])).in_set[0])

@@ -142,8 +142,14 @@ def test_conformal_acquisition_run_logs_query_coverage(acquisition):
 @pytest.mark.parametrize(
     ("kw", "match"),
     [
-        ({"acquisition": "cei", "calibration": "none"}, r"acquisition='cei' .* got calibration='none'\. Pass calibration='conformal'"),
-        ({"acquisition": "cucb", "calibration": "conformal-loo"}, r"got calibration='conformal-loo'\. Pass calibration='conformal'"),
+        (
+            {"acquisition": "cei", "calibration": "none"},
+            r"acquisition='cei' .* got calibration='none'\. Pass calibration='conformal'",
+        ),
+        (
+            {"acquisition": "cucb", "calibration": "conformal-loo"},
+            r"got calibration='conformal-loo'\. Pass calibration='conformal'",
+        ),
         ({"acquisition": "cei", "calibration": "conformal", "interval_level": 1.0}, "interval_level must be in"),
     ],
 )
@@ -165,8 +171,18 @@ def test_bad_conformal_acquisition_input(problem, kw, match):
     args = {"name": "cei", "confidence_level": 0.9, "grid": None} | kw
     with pytest.raises(ValueError, match=match):
         conformal_acquisition(
-            args["name"], _gp(U, y), U, y, u, pool, lam=LAM, q=-KAPPA,
-            confidence_level=args["confidence_level"], best=0.0, kappa=KAPPA, grid=args["grid"],
+            args["name"],
+            _gp(U, y),
+            U,
+            y,
+            u,
+            pool,
+            lam=LAM,
+            q=-KAPPA,
+            confidence_level=args["confidence_level"],
+            best=0.0,
+            kappa=KAPPA,
+            grid=args["grid"],
         )
 
 

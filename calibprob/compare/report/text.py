@@ -10,7 +10,20 @@ from calibprob.compare.ranking.text import _fmt
 from calibprob.compare.report.results import _flat
 
 #: Metrics where smaller is better. Coverage is judged by its distance to the nominal level.
-LOWER_IS_BETTER = {"ece", "iae", "nll", "crps", "pinball", "mse", "rmse", "std", "width", "median_width", "ueb_violation", "ueb_width"}
+LOWER_IS_BETTER = {
+    "ece",
+    "iae",
+    "nll",
+    "crps",
+    "pinball",
+    "mse",
+    "rmse",
+    "std",
+    "width",
+    "median_width",
+    "ueb_violation",
+    "ueb_width",
+}
 
 
 def _rows(results: xr.Dataset, metrics) -> list[tuple[str, str, float | None]]:
