@@ -27,12 +27,13 @@ The set's guarantee (Fannjiang et al., Theorem 1) is for one designed point afte
 training data; in a BO run the earlier queries were themselves designed, so the logged query
 coverage is what shows how close the loop comes (the issue's acceptance asks for it). With
 ``"conformal-loo"`` the recalibration map :math:`g` is held fixed in the weights (it is rebuilt
-from all the data, not per left-out model): an approximation, stated. Stanton et al. (2023)
-integrate the acquisition over the conformal set of every candidate and estimate the density
-ratio with a classifier; here the acquisition's own softmax is the design, so the ratio is known
-exactly and no classifier is needed, but the acquisition is not integrated over the set (only
-the lower confidence bound has label-free leave-one-out standard deviations; EI and PI would
-need the incumbent per left-out model and are refused).
+from all the data, not per left-out model): an approximation, stated. Here the acquisition's
+own softmax is the design, so the ratio is known exactly and no classifier is needed (only the
+lower confidence bound has label-free leave-one-out standard deviations; EI and PI would need
+the incumbent per left-out model and are refused as designs). Stanton et al. (2023) integrate the
+acquisition over the conformal set of every candidate and estimate the density ratio with a
+classifier: ``acquisition="cei"``/``"cucb"`` (:mod:`calibprob.bo.stanton`) does so over these
+sets, with this design's weights standing in for the ratio.
 
 References
 ----------
