@@ -18,7 +18,7 @@ from calibprob.compare.spec import load_spec
 from tests.support.paths import REPO_ROOT
 
 #: Repetitions run (the spec's first ones: the same splits as a full run).
-REPS = 6
+REPS = 12
 #: (data set, calibrator) -> the paper's mean coverage and median length (authors' rda/airfoil_sim.rda).
 PAPER = {
     ("airfoil", "unweighted"): (0.902, 16.09),
