@@ -45,7 +45,11 @@ setting (GP-UCB).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize, special
 
 from calibprob.predictive import quantile_cdf, quantile_pieces, quantile_ppf
@@ -60,8 +64,9 @@ __all__ = [
     "minimize_on_box",
 ]
 
-#: Acquisition names accepted by :func:`acquisition_loss` and the BO loop.
-ACQUISITIONS = ("lcb", "ucb", "ei", "pi", "sharp-ucb")
+#: Acquisition names accepted by the BO loop (:func:`acquisition_loss` takes the first four;
+#: ``"sharp-ucb"`` is :mod:`calibprob.bo.sharp`, ``"cei"``/``"cucb"`` :mod:`calibprob.bo.stanton`).
+ACQUISITIONS = ("lcb", "ucb", "ei", "pi", "sharp-ucb", "cei", "cucb")
 
 _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)
 
@@ -96,7 +101,7 @@ class StandardizedLaw:
     3.92
     """
 
-    def __init__(self, levels, z=None):
+    def __init__(self, levels: ArrayLike, z: ArrayLike | None = None) -> None:
         self.levels = np.asarray(levels, float)
         self.z = special.ndtri(self.levels) if z is None else np.asarray(z, float)
         if self.z.shape != self.levels.shape or self.levels.size < 2:
@@ -111,16 +116,16 @@ class StandardizedLaw:
         """True when :math:`g = \\Phi^{-1}` (no recalibration)."""
         return bool(np.allclose(self.z, special.ndtri(self.levels), rtol=0, atol=1e-12))
 
-    def ppf(self, p) -> np.ndarray:
+    def ppf(self, p: ArrayLike) -> np.ndarray:
         """Quantile function :math:`g(p)`."""
-        return quantile_ppf(self.z, self.levels, p)
+        return quantile_ppf(self.z, self.levels, np.asarray(p, float))
 
-    def cdf(self, c) -> np.ndarray:
+    def cdf(self, c: ArrayLike) -> np.ndarray:
         r""":math:`P(\tilde Z \le c)`, vectorised over ``c``."""
         c = np.asarray(c, float)
         return quantile_cdf(np.broadcast_to(self.z, c.shape + self.z.shape), self.levels, c)
 
-    def lower_partial_expectation(self, c) -> np.ndarray:
+    def lower_partial_expectation(self, c: ArrayLike) -> np.ndarray:
         r""":math:`E[(c - \tilde Z)^+]`, exact, vectorised over ``c``."""
         c = np.asarray(c, float)[..., None]
         a, b, lo, hi = self._a, self._b, self._lo, self._hi
@@ -132,7 +137,7 @@ class StandardizedLaw:
         return np.maximum(term.sum(axis=-1), 0.0)
 
 
-def lower_confidence_bound(mu, sigma, law: StandardizedLaw, kappa: float) -> np.ndarray:
+def lower_confidence_bound(mu: ArrayLike, sigma: ArrayLike, law: StandardizedLaw, kappa: float) -> np.ndarray:
     r""":math:`\tilde Q_x(\Phi(-\kappa)) = \mu + \sigma\, g(\Phi(-\kappa))` (to minimise).
 
     Parameters
@@ -168,7 +173,9 @@ def lower_confidence_bound(mu, sigma, law: StandardizedLaw, kappa: float) -> np.
     return np.asarray(mu, float) + np.asarray(sigma, float) * g
 
 
-def expected_improvement(mu, sigma, best: float, law: StandardizedLaw, xi: float = 0.0) -> np.ndarray:
+def expected_improvement(
+    mu: ArrayLike, sigma: ArrayLike, best: float, law: StandardizedLaw, xi: float = 0.0
+) -> np.ndarray:
     r""":math:`E[(y^\star - \xi - Y)^+]` under :math:`Y = \mu + \sigma\tilde Z` (to maximise).
 
     Parameters
@@ -206,7 +213,9 @@ def expected_improvement(mu, sigma, best: float, law: StandardizedLaw, xi: float
     return sigma * law.lower_partial_expectation((best - xi - mu) / sigma)
 
 
-def probability_of_improvement(mu, sigma, best: float, law: StandardizedLaw, xi: float = 0.0) -> np.ndarray:
+def probability_of_improvement(
+    mu: ArrayLike, sigma: ArrayLike, best: float, law: StandardizedLaw, xi: float = 0.0
+) -> np.ndarray:
     r""":math:`P(Y < y^\star - \xi)` under :math:`Y = \mu + \sigma\tilde Z` (to maximise).
 
     Parameters
@@ -245,7 +254,14 @@ def probability_of_improvement(mu, sigma, best: float, law: StandardizedLaw, xi:
 
 
 def acquisition_loss(
-    name: str, mu, sigma, *, law: StandardizedLaw, best: float, kappa: float = 2.0, xi: float = 0.0
+    name: str,
+    mu: ArrayLike,
+    sigma: ArrayLike,
+    *,
+    law: StandardizedLaw,
+    best: float,
+    kappa: float = 2.0,
+    xi: float = 0.0,
 ) -> np.ndarray:
     """The acquisition as a loss to *minimise* over x (``lcb``/``ucb``: the bound; ``ei``/``pi``: minus).
 
@@ -295,15 +311,15 @@ def acquisition_loss(
 
 
 def minimize_on_box(
-    fun,
+    fun: Callable[[np.ndarray], Any],
     d: int,
     rng: np.random.Generator,
     *,
     n_candidates: int | None = None,
     n_starts: int = 5,
-    extra_starts=None,
+    extra_starts: ArrayLike | None = None,
     maxiter: int = 200,
-):
+) -> tuple[np.ndarray, float]:
     r"""Minimise a vectorised function on :math:`[0, 1]^d` by multi-start L-BFGS-B.
 
     ``n_candidates`` seeded uniform points are screened (default
@@ -348,7 +364,7 @@ def minimize_on_box(
         starts += [np.clip(np.asarray(s, float), 0.0, 1.0) for s in np.atleast_2d(extra_starts)]
     best_x, best_v = U[order[0]].copy(), float(vals[order[0]])
 
-    def scalar(x):
+    def scalar(x: np.ndarray) -> float:
         v = float(fun(x[None, :])[0])
         return v if np.isfinite(v) else 1e300
 

@@ -18,6 +18,9 @@ computed under and says how the forecast of the next outcome is scored:
                    the lower confidence bound, its interval the feedback-shift
                    conformal set (``calibprob.bo.conformal``).
 ``"conformal-loo"`` the same design under the ``"loo"`` recalibration.
+``"conformal-acquisition"`` (``acquisition="cei"``/``"cucb"``) Stanton et al.'s
+                   acquisition integrated over each candidate's conformal set
+                   (``calibprob.bo.stanton``), with the ``"conformal"`` query set.
 =================  ===========================================================
 
 Every strategy has the same small interface (:class:`CalibrationStrategy`):
@@ -41,16 +44,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg
 import xarray as xr
+from numpy.typing import ArrayLike
 from scipy import special
 
 from calibprob.bo.acquisition import StandardizedLaw, acquisition_loss
 from calibprob.bo.conformal import design_probabilities, query_set
 from calibprob.bo.settings import BOSettings
 from calibprob.bo.sharp import sharp_lower_bound
+from calibprob.bo.stanton import CONFORMAL_ACQUISITIONS, N_SCREEN, conformal_acquisition
 from calibprob.calibrators.online import OnlineQuantileRecalibrator
 
 __all__ = [
@@ -85,7 +91,7 @@ class ModelData:
     s: float
 
     @classmethod
-    def from_history(cls, X, y, lo: np.ndarray, span: np.ndarray) -> ModelData:
+    def from_history(cls, X: ArrayLike, y: ArrayLike, lo: np.ndarray, span: np.ndarray) -> ModelData:
         """Map the evaluations to the model: non-finite values become the worst finite one so far.
 
         A failed evaluation kept at the worst finite value makes the acquisition
@@ -130,7 +136,7 @@ class Recalibration:
     state: xr.Dataset | None = None
 
 
-def _recalibrated(rec: OnlineQuantileRecalibrator, levels, n_calibration: int) -> Recalibration:
+def _recalibrated(rec: OnlineQuantileRecalibrator, levels: np.ndarray, n_calibration: int) -> Recalibration:
     law = StandardizedLaw(levels, rec.standardized_quantiles())
     return Recalibration(law, n_calibration, rec.to_dataset())
 
@@ -146,21 +152,21 @@ class CalibrationStrategy:
 
     name = "none"
 
-    def __init__(self, settings: BOSettings):
+    def __init__(self, settings: BOSettings) -> None:
         self.settings = settings
         self.levels = settings.recalibrator_levels
         self._identity = StandardizedLaw(self.levels)
 
-    def recalibrate(self, model, data: ModelData) -> Recalibration:
+    def recalibrate(self, model: Any, data: ModelData) -> Recalibration:
         """The law for this step's acquisition; the identity here."""
         return Recalibration(self._identity)
 
-    def acquisition(self, model, data: ModelData, law: StandardizedLaw, seed: int) -> Callable:
+    def acquisition(self, model: Any, data: ModelData, law: StandardizedLaw, seed: int) -> Callable:
         """Loss ``(m, d) -> (m,)`` over the unit box: the acquisition under ``law``."""
         st = self.settings
         best = data.best
 
-        def loss(Uc):
+        def loss(Uc: np.ndarray) -> np.ndarray:
             mu, sd = model.predict_mean_std(Uc)
             return acquisition_loss(st.acquisition, mu, sd, law=law, best=best, kappa=st.kappa, xi=st.xi)
 
@@ -173,7 +179,9 @@ class CalibrationStrategy:
     def observe(self, u_base: float) -> None:
         """Hear the base-GP PIT of a new finite outcome (only the online strategy learns from it)."""
 
-    def interval(self, model, data: ModelData, law: StandardizedLaw, u: np.ndarray, pool) -> tuple:
+    def interval(
+        self, model: Any, data: ModelData, law: StandardizedLaw, u: np.ndarray, pool: np.ndarray | None
+    ) -> tuple:
         """The central interval at ``interval_level`` of the forecast used for the decision (standardised units).
 
         Returns ``(lower, upper, covers)``: ``covers(z)`` says whether a standardised outcome is in it.
@@ -189,11 +197,11 @@ class CalibrationStrategy:
 class _RebuiltCalibration(CalibrationStrategy):
     """A recalibrator rebuilt from the identity every step by OSD over a calibration set (Algorithm 4)."""
 
-    def calibration_pit(self, model, data: ModelData) -> np.ndarray:
+    def calibration_pit(self, model: Any, data: ModelData) -> np.ndarray:
         """PITs of the calibration set (finite outcomes only)."""
         raise NotImplementedError
 
-    def recalibrate(self, model, data: ModelData) -> Recalibration:
+    def recalibrate(self, model: Any, data: ModelData) -> Recalibration:
         u_cal = self.calibration_pit(model, data)
         st = self.settings
         rec = OnlineQuantileRecalibrator(levels=self.levels, eta=st.eta, coupling=st.coupling).reset()
@@ -206,12 +214,12 @@ class LooCalibration(_RebuiltCalibration):
 
     name = "loo"
 
-    def calibration_pit(self, model, data: ModelData) -> np.ndarray:
+    def calibration_pit(self, model: Any, data: ModelData) -> np.ndarray:
         mu_c, sd_c = model.loo(include_noise=True)
         return special.ndtr((data.ys - mu_c) / sd_c)[data.finite]
 
 
-def time_series_pit(model, U: np.ndarray, ys: np.ndarray) -> np.ndarray:
+def time_series_pit(model: Any, U: np.ndarray, ys: np.ndarray) -> np.ndarray:
     r"""One-step-ahead PITs :math:`u_i = \Phi(e_i)`, :math:`e = L^{-1}(y - m)`, all splits from one Cholesky.
 
     Observation :math:`i` predicted from observations :math:`1..i-1` with the
@@ -231,7 +239,7 @@ class TimeSeriesCalibration(_RebuiltCalibration):
 
     name = "time-series"
 
-    def calibration_pit(self, model, data: ModelData) -> np.ndarray:
+    def calibration_pit(self, model: Any, data: ModelData) -> np.ndarray:
         return time_series_pit(model, data.U, data.ys)[1:][data.finite[1:]]
 
 
@@ -240,13 +248,13 @@ class OnlineCalibration(CalibrationStrategy):
 
     name = "online"
 
-    def __init__(self, settings: BOSettings):
+    def __init__(self, settings: BOSettings) -> None:
         super().__init__(settings)
         self.recalibrator = OnlineQuantileRecalibrator(
             levels=self.levels, eta=settings.eta, coupling=settings.coupling
         ).reset()
 
-    def recalibrate(self, model, data: ModelData) -> Recalibration:
+    def recalibrate(self, model: Any, data: ModelData) -> Recalibration:
         return _recalibrated(self.recalibrator, self.levels, self.recalibrator.n_updates_)
 
     def observe(self, u_base: float) -> None:
@@ -262,7 +270,7 @@ class SharpGPCalibration(CalibrationStrategy):
 
     name = "sharp-gp"
 
-    def acquisition(self, model, data: ModelData, law: StandardizedLaw, seed: int) -> Callable:
+    def acquisition(self, model: Any, data: ModelData, law: StandardizedLaw, seed: int) -> Callable:
         return sharp_lower_bound(model, data.U, data.ys, level=self.settings.sharp_level, seed=seed)
 
     def pit(self, law: StandardizedLaw, z: float) -> float:
@@ -274,7 +282,9 @@ class _FeedbackDesign:
 
     settings: BOSettings
 
-    def design(self, model, data: ModelData, law: StandardizedLaw, rng: np.random.Generator):
+    def design(
+        self, model: Any, data: ModelData, law: StandardizedLaw, rng: np.random.Generator
+    ) -> tuple[np.ndarray, float, np.ndarray]:
         """Draw the query from :math:`\\propto \\exp(-\\lambda\\,\\mathrm{LCB})` over a fresh pool; ``(u, loss, pool)``."""
         st = self.settings
         d = data.U.shape[1]
@@ -284,10 +294,13 @@ class _FeedbackDesign:
         j = int(rng.choice(pool.shape[0], p=design_probabilities(loss, st.design_lambda)))
         return pool[j], float(loss[j]), pool
 
-    def interval(self, model, data: ModelData, law: StandardizedLaw, u: np.ndarray, pool) -> tuple:
+    def interval(
+        self, model: Any, data: ModelData, law: StandardizedLaw, u: np.ndarray, pool: np.ndarray | None
+    ) -> tuple:
         """Hull of the query's feedback-shift conformal set and its membership rule (standardised units)."""
         st = self.settings
         assert st.interval_level is not None  # set for the conformal calibrations (BOSettings)
+        assert pool is not None  # the design's pool: the loop passes it for a design strategy
         # the model the design used: every point, failed ones at the worst finite value
         cs, contains = query_set(
             model,
@@ -309,6 +322,50 @@ class ConformalCalibration(_FeedbackDesign, CalibrationStrategy):
     name = "conformal"
 
 
+class ConformalAcquisitionCalibration(_FeedbackDesign, CalibrationStrategy):
+    """Stanton et al.'s conformal acquisition (``"cei"``/``"cucb"``) maximised over the screened pool.
+
+    The :data:`~calibprob.bo.stanton.N_SCREEN` best points of a fresh pool by the plain
+    acquisition (EI for ``"cei"``, the confidence bound for ``"cucb"``) get their conformal
+    acquisition (:func:`calibprob.bo.stanton.conformal_acquisition`); the query is the best of
+    them (Stanton et al. maximise the acquisition). The query's interval is the feedback-shift
+    conformal set, as for ``"conformal"``, its weights those of the softmax-of-LCB design.
+    """
+
+    name = "conformal-acquisition"
+
+    def design(
+        self, model: Any, data: ModelData, law: StandardizedLaw, rng: np.random.Generator
+    ) -> tuple[np.ndarray, float, np.ndarray]:
+        """The screened pool's best candidate by the conformal acquisition; ``(u, -value, pool)``."""
+        st = self.settings
+        assert st.interval_level is not None  # set for calibration="conformal" (BOSettings)
+        d = data.U.shape[1]
+        pool = rng.random((int(st.n_candidates or min(2000, 500 * d)), d))
+        mu, sd = model.predict_mean_std(pool)
+        base = "ei" if st.acquisition == "cei" else "lcb"
+        screen = acquisition_loss(base, mu, sd, law=law, best=data.best, kappa=st.kappa)
+        order = np.argsort(screen, kind="stable")[:N_SCREEN]
+        values = [
+            conformal_acquisition(
+                st.acquisition,
+                model,
+                data.U,
+                data.ys,
+                pool[j],
+                pool,
+                lam=st.design_lambda,
+                q=float(law.ppf(st.p_kappa)),
+                confidence_level=st.interval_level,
+                best=data.best,
+                kappa=st.kappa,
+            )
+            for j in order
+        ]
+        k = int(np.argmax(values))
+        return pool[order[k]], -float(values[k]), pool
+
+
 class ConformalLooCalibration(_FeedbackDesign, LooCalibration):
     """Deshpande et al.'s LOO recalibration with the softmax design and the conformal query set."""
 
@@ -326,11 +383,16 @@ CALIBRATION_STRATEGIES: dict[str, type[CalibrationStrategy]] = {
         SharpGPCalibration,
         ConformalCalibration,
         ConformalLooCalibration,
+        ConformalAcquisitionCalibration,
     )
 }
 
 
 def strategy_for(settings: BOSettings) -> CalibrationStrategy:
-    """A fresh strategy for a run: the sharp GP for ``"sharp-ucb"``, else the ``calibration`` entry."""
-    key = "sharp-gp" if settings.acquisition == "sharp-ucb" else settings.calibration
+    """A fresh strategy for a run: the sharp GP for ``"sharp-ucb"``, Stanton's for ``"cei"``/``"cucb"``, else the ``calibration`` entry."""
+    key = settings.calibration
+    if settings.acquisition == "sharp-ucb":
+        key = "sharp-gp"
+    elif settings.acquisition in CONFORMAL_ACQUISITIONS:
+        key = "conformal-acquisition"
     return CALIBRATION_STRATEGIES[key](settings)

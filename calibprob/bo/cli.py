@@ -14,12 +14,14 @@ the normalised area under the best-so-far curve.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xarray as xr
 
 from calibprob.bo.experiment import METHODS, bo_table, format_bo_table, run_experiment
 from calibprob.bo.plots import plot_best_so_far, plot_calibration_error
@@ -28,7 +30,7 @@ from calibprob.runs import check_output_path, check_scheduler_address, failure_t
 __all__ = ["add_bo_parser", "cmd_bo"]
 
 
-def add_bo_parser(subparsers):
+def add_bo_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``bo`` subcommand to an ``argparse`` subparsers object; returns the parser."""
     p = subparsers.add_parser(
         "bo",
@@ -54,7 +56,8 @@ def add_bo_parser(subparsers):
         nargs="+",
         default=["calibrated", "uncalibrated"],
         choices=list(METHODS),
-        help="methods to compare; 'calibrated' (LOO, Algorithm 4) is the reference",
+        help="methods to compare; 'calibrated' (LOO, Algorithm 4) is the reference; 'stanton' runs the "
+        "conformal acquisitions of Stanton et al. (cucb for ucb/lcb, cei for ei)",
     )
     p.add_argument("--seeds", type=int, default=20, help="number of seeds (0..N-1), default 20")
     p.add_argument(
@@ -85,7 +88,7 @@ def add_bo_parser(subparsers):
     return p
 
 
-def cmd_bo(args) -> int:
+def cmd_bo(args: argparse.Namespace) -> int:
     """Handler of ``calibprob bo``: run the grid, print the table (and failures), optionally write plots."""
     try:
         config = _check_args(args)
@@ -119,7 +122,7 @@ def cmd_bo(args) -> int:
     return 0
 
 
-def _check_args(args) -> dict[str, Any]:
+def _check_args(args: argparse.Namespace) -> dict[str, Any]:
     """Validate the command line before any task runs; the keyword options of :func:`run_experiment`."""
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers must be >= 1; got {args.workers}")
@@ -145,21 +148,21 @@ def _check_args(args) -> dict[str, Any]:
     }
     if args.interval_level is not None:
         config["interval_level"] = float(args.interval_level)
-    if any(m.startswith("conformal") for m in args.methods):
+    if any(m.startswith("conformal") or m == "stanton" for m in args.methods):
         config["design_lambda"] = float(args.design_lambda)
     if len(n_init) > 1:
         config["n_init_per_function"] = dict(zip(args.functions, map(int, n_init)))
     return config
 
 
-def _where(args) -> str:
+def _where(args: argparse.Namespace) -> str:
     """Where the runs execute, for the banner."""
     if args.scheduler:
         return f"Dask cluster at {args.scheduler}"
     return f"LocalCluster with {args.workers} workers" if args.workers else "serially"
 
 
-def _failed_runs(ds) -> tuple[list[tuple[str, str]], int]:
+def _failed_runs(ds: xr.Dataset) -> tuple[list[tuple[str, str]], int]:
     """``(label, message)`` of every failed run, and the number of runs that ran at all."""
     if "error" not in ds:
         return [], 0
@@ -173,7 +176,7 @@ def _failed_runs(ds) -> tuple[list[tuple[str, str]], int]:
     return failed, int(np.sum(ds["error"].values.astype(str) != "nan"))
 
 
-def _print_outcome(ds) -> bool:
+def _print_outcome(ds: xr.Dataset) -> bool:
     """Print the table (stdout) and the failures (stderr); False when every run failed."""
     failed, ran = _failed_runs(ds)
     all_failed = "best_so_far" not in ds or not np.isfinite(ds["best_so_far"].values).any()
@@ -192,7 +195,7 @@ def _print_outcome(ds) -> bool:
     return not all_failed
 
 
-def _write_plots(ds, outdir: Path):
+def _write_plots(ds: xr.Dataset, outdir: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")

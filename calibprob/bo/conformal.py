@@ -27,12 +27,13 @@ The set's guarantee (Fannjiang et al., Theorem 1) is for one designed point afte
 training data; in a BO run the earlier queries were themselves designed, so the logged query
 coverage is what shows how close the loop comes (the issue's acceptance asks for it). With
 ``"conformal-loo"`` the recalibration map :math:`g` is held fixed in the weights (it is rebuilt
-from all the data, not per left-out model): an approximation, stated. Stanton et al. (2023)
-integrate the acquisition over the conformal set of every candidate and estimate the density
-ratio with a classifier; here the acquisition's own softmax is the design, so the ratio is known
-exactly and no classifier is needed, but the acquisition is not integrated over the set (only
-the lower confidence bound has label-free leave-one-out standard deviations; EI and PI would
-need the incumbent per left-out model and are refused).
+from all the data, not per left-out model): an approximation, stated. Here the acquisition's
+own softmax is the design, so the ratio is known exactly and no classifier is needed (only the
+lower confidence bound has label-free leave-one-out standard deviations; EI and PI would need
+the incumbent per left-out model and are refused as designs). Stanton et al. (2023) integrate the
+acquisition over the conformal set of every candidate and estimate the density ratio with a
+classifier: ``acquisition="cei"``/``"cucb"`` (:mod:`calibprob.bo.stanton`) does so over these
+sets, with this design's weights standing in for the ratio.
 
 References
 ----------
@@ -45,10 +46,14 @@ prediction sets. AISTATS.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from calibprob.calibrators.conformal.feedback import (
     AffineLOO,
+    ConformalSet,
     KernelRidgeSmoother,
     conformal_set_from_loo,
     loo_affine,
@@ -60,7 +65,7 @@ __all__ = ["loo_std", "design_probabilities", "query_set", "label_grid", "GRID_S
 GRID_SIZE = 121
 
 
-def loo_std(gp, U, u_test, pool) -> np.ndarray:
+def loo_std(gp: Any, U: np.ndarray, u_test: np.ndarray, pool: np.ndarray) -> np.ndarray:
     r"""Predictive standard deviations (noise included) of every leave-one-out GP of the augmented data.
 
     Row :math:`i` (``n`` for the query) at the augmented inputs then the pool:
@@ -107,7 +112,18 @@ def label_grid(ys: np.ndarray) -> np.ndarray:
     return np.linspace(lo - 1.5 * w, hi + 1.5 * w, GRID_SIZE)
 
 
-def query_set(gp, U, ys, u_test, pool, *, lam: float, q: float, confidence_level: float) -> tuple:
+def query_set(
+    gp: Any,
+    U: np.ndarray,
+    ys: np.ndarray,
+    u_test: np.ndarray,
+    pool: np.ndarray,
+    *,
+    lam: float,
+    q: float,
+    confidence_level: float,
+    grid: np.ndarray | None = None,
+) -> tuple[ConformalSet, Callable[[float], bool]]:
     r"""The feedback-shift conformal set of the query ``u_test`` (standardised labels) and its exact membership.
 
     Parameters
@@ -124,11 +140,14 @@ def query_set(gp, U, ys, u_test, pool, *, lam: float, q: float, confidence_level
     q : float
         :math:`g(\Phi(-\kappa))`, the standardised quantile of the confidence bound.
     confidence_level : float
+    grid : ndarray, optional
+        Candidate labels of the set, strictly increasing; default :func:`label_grid` of ``ys``
+        (the conformal acquisitions of :mod:`calibprob.bo.stanton` pass a finer one).
 
     Returns
     -------
     cs : ConformalSet
-        On :func:`label_grid`.
+        On ``grid``.
     contains : callable
         ``contains(z) -> bool``: whether the label ``z`` itself is in the set (the same rule at
         ``z``, not at the nearest grid label: a nearly noise-free GP gives sets narrower than
@@ -139,9 +158,10 @@ def query_set(gp, U, ys, u_test, pool, *, lam: float, q: float, confidence_level
     # the design's exponent per left-out model: -(mu + q sd) = -c - y a - q sd
     design = AffineLOO(c=-loo.c - q * sd, a=-loo.a, n=loo.n)
 
-    def at(grid):
+    def at(labels: np.ndarray) -> ConformalSet:
         return conformal_set_from_loo(
-            loo, ys, grid, lam=lam, shift="feedback", confidence_level=confidence_level, design=design
+            loo, ys, labels, lam=lam, shift="feedback", confidence_level=confidence_level, design=design
         )
 
-    return at(label_grid(ys)), lambda z: bool(at(np.array([float(z)])).in_set[0])
+    cs = at(label_grid(ys) if grid is None else np.asarray(grid, float))
+    return cs, lambda z: bool(at(np.array([float(z)])).in_set[0])

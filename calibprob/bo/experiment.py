@@ -22,6 +22,9 @@ Methods
                  confidence bound, each issued with its feedback-shift conformal
                  set (``calibprob.bo.conformal``); ``ucb``/``lcb`` only
 ``conformal-calibrated``  the same design under the ``calibrated`` (LOO) recalibration
+``stanton``      Stanton et al.'s conformal acquisition (``calibprob.bo.stanton``): the
+                 task's acquisition integrated over each candidate's feedback-shift
+                 conformal set, ``cucb`` for ``ucb``/``lcb``, ``cei`` for ``ei``
 
 With ``interval_level=`` (the conformal methods: 0.9 by default) every run logs, per query, the
 interval issued before the outcome and whether the outcome fell in it; :func:`bo_table` then
@@ -45,7 +48,10 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -69,12 +75,18 @@ METHODS = {
     "sharp": {"calibration": "none", "acquisition": "sharp-ucb"},
     "conformal": {"calibration": "conformal"},
     "conformal-calibrated": {"calibration": "conformal-loo"},
+    # Stanton et al. (2023): the task's acquisition integrated over the conformal set (_STANTON)
+    "stanton": {"calibration": "conformal"},
 }
 _CONFORMAL_METHODS = ("conformal", "conformal-calibrated")
 _UCB = ("ucb", "lcb")
+#: The conformal acquisition (calibprob.bo.stanton) that method "stanton" runs for each task acquisition.
+_STANTON = {"ucb": "cucb", "lcb": "cucb", "ei": "cei"}
 
 
 def _applicable(method: str, acquisition: str) -> bool:
+    if method == "stanton":
+        return acquisition in _STANTON
     return (method != "sharp" and method not in _CONFORMAL_METHODS) or acquisition in _UCB
 
 
@@ -108,6 +120,8 @@ def run_task(config: dict, function: str, acquisition: str, method: str, seed: i
     opts.setdefault("acquisition", acquisition)
     if "acquisition" not in METHODS[method]:
         opts["acquisition"] = acquisition
+    if method == "stanton":
+        opts["acquisition"] = _STANTON[acquisition]
     t0 = time.perf_counter()
     res = minimize(function, seed=int(seed), **opts)
     run_time = time.perf_counter() - t0
@@ -135,22 +149,22 @@ def run_task(config: dict, function: str, acquisition: str, method: str, seed: i
     return ds.expand_dims(function=[function], acquisition=[acquisition], method=[method], seed=[int(seed)])
 
 
-def _failed(key, msg: str) -> xr.Dataset:
+def _failed(key: tuple, msg: str) -> xr.Dataset:
     function, acquisition, method, seed = key
     return xr.Dataset({"error": msg}).expand_dims(
         function=[function], acquisition=[acquisition], method=[method], seed=[int(seed)]
     )
 
 
-def _part_name(key) -> str:
+def _part_name(key: tuple) -> str:
     return "__".join(str(k) for k in key[:3]) + f"__seed{int(key[3]):04d}"
 
 
-def _coords(key) -> dict:
+def _coords(key: tuple) -> dict:
     return {"function": key[0], "acquisition": key[1], "method": key[2], "seed": int(key[3])}
 
 
-def _check_config(config: dict, acquisitions) -> None:
+def _check_config(config: dict, acquisitions: Sequence[str]) -> None:
     """Reject bad options of :func:`calibprob.bo.minimize` before any task runs."""
     known = {
         "n_init",
@@ -194,14 +208,14 @@ def _check_config(config: dict, acquisitions) -> None:
         raise ValueError(f"kappa (--kappa) must be a finite number; got {kappa!r}.")
 
 
-def _check_functions(functions) -> list[str]:
+def _check_functions(functions: Sequence[str]) -> list[str]:
     """Canonical names of a non-empty list of test functions."""
     if isinstance(functions, str) or not len(functions):
         raise ValueError(f"functions must be a non-empty list of test-function names; got {functions!r}.")
     return [get_function(f).name for f in functions]
 
 
-def _check_methods_and_acquisitions(methods, acquisitions) -> None:
+def _check_methods_and_acquisitions(methods: Sequence[str], acquisitions: Sequence[str]) -> None:
     """Every method a key of :data:`METHODS`; every acquisition one the paper's Table 1 uses."""
     for m in methods:
         if m not in METHODS:
@@ -211,29 +225,29 @@ def _check_methods_and_acquisitions(methods, acquisitions) -> None:
             raise ValueError(f"acquisitions must be among 'ucb', 'lcb', 'ei', 'pi'; got {a!r}.")
 
 
-def _check_seeds(seeds) -> list[int]:
+def _check_seeds(seeds: int | Sequence[int]) -> list[int]:
     """``n`` means seeds 0..n-1; a list must hold distinct non-negative integers."""
     if np.ndim(seeds) == 0:
         if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
             raise ValueError(f"seeds must be a positive number of seeds (or a list of seeds); got {seeds!r}.")
         return list(range(int(seeds)))
-    out = [int(s) for s in seeds]
+    out = [int(s) for s in seeds]  # type: ignore[union-attr]  # a scalar returned above
     if not out or len(set(out)) != len(out) or min(out) < 0:
         raise ValueError(f"seeds must be distinct non-negative integers; got {out!r}.")
     return out
 
 
 def run_experiment(
-    functions,
-    acquisitions=("ucb", "ei"),
-    methods=("calibrated", "uncalibrated"),
-    seeds=20,
+    functions: Sequence[str],
+    acquisitions: Sequence[str] = ("ucb", "ei"),
+    methods: Sequence[str] = ("calibrated", "uncalibrated"),
+    seeds: int | Sequence[int] = 20,
     *,
-    out=None,
+    out: str | Path | None = None,
     workers: int | None = None,
     scheduler: str | None = None,
     progress: bool = True,
-    **config,
+    **config: Any,
 ) -> xr.Dataset:
     """Run a grid of BO tasks (function × acquisition × method × seed) and combine the results.
 
@@ -294,7 +308,7 @@ def run_experiment(
         )
     fp = _fingerprint(config)
 
-    def run(output):
+    def run(output: Any) -> Any:
         return execute(
             run_task,
             config,
@@ -311,7 +325,7 @@ def run_experiment(
             unit="run",
         )
 
-    def combine(results):
+    def combine(results: Any) -> xr.Dataset:
         combined = _combine([results[k] for k in keys]).reindex(
             {"function": functions, "acquisition": list(acquisitions), "method": list(methods), "seed": seeds}
         )
@@ -333,7 +347,7 @@ def run_experiment(
     return combined
 
 
-def _combine(pieces) -> xr.Dataset:
+def _combine(pieces: Sequence[xr.Dataset]) -> xr.Dataset:
     clean = []
     for p in pieces:
         p = p.copy()
@@ -348,7 +362,7 @@ def _combine(pieces) -> xr.Dataset:
 
 
 # ---------------------------------------------------------------------------- table
-def _curves(ds: xr.Dataset, function, acquisition, method) -> np.ndarray:
+def _curves(ds: xr.Dataset, function: str, acquisition: str, method: str) -> np.ndarray:
     """Best-so-far over BO steps (end of the initial design .. last step), shape (seeds, T+1)."""
     sub = ds.sel({"function": function, "acquisition": acquisition, "method": method})
     n_init = sub["n_init"].values
@@ -407,7 +421,7 @@ def win_fraction(reference: np.ndarray, baseline: np.ndarray, tol: float) -> flo
 _TABLE_VARS = ("min_mean", "min_se", "win_fraction", "auc", "auc_seed_mean", "n_seeds", "final_calibration_error")
 
 
-def _finished_curves(ds, function, acquisition, methods) -> dict[str, np.ndarray]:
+def _finished_curves(ds: xr.Dataset, function: str, acquisition: str, methods: Sequence[str]) -> dict[str, np.ndarray]:
     """Best-so-far curves (seed, evaluation) of the methods with at least one finished seed."""
     curves = {}
     for m in methods:
@@ -469,10 +483,10 @@ def _method_row(curves: dict[str, np.ndarray], method: str, reference: str, scal
     return row
 
 
-def _final_calibration_error(ds, function, acquisition, method) -> float:
+def _final_calibration_error(ds: xr.Dataset, function: str, acquisition: str, method: str) -> float:
     """Mean over seeds of the last finite running ECE (NaN when no seed has one)."""
-    ce = ds["calibration_error"].sel({"function": function, "acquisition": acquisition, "method": method})
-    ce = ce.transpose("seed", "step").values
+    sel = ds["calibration_error"].sel({"function": function, "acquisition": acquisition, "method": method})
+    ce = sel.transpose("seed", "step").values
     last = np.array([row[np.isfinite(row)][-1] for row in ce if np.isfinite(row).any()])
     return float(last.mean()) if last.size else np.nan
 

@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 from scipy import special
 
 from calibprob._core.estimator import clone
@@ -78,7 +79,7 @@ __all__ = ["minimize", "CALIBRATIONS", "check_bounds", "default_gp"]
 _time_series_pit = time_series_pit
 
 
-def check_bounds(bounds, d: int | None = None) -> np.ndarray:
+def check_bounds(bounds: ArrayLike, d: int | None = None) -> np.ndarray:
     """Box bounds of shape (d, 2) with ``lower < upper`` and finite entries in every dimension.
 
     Parameters
@@ -125,7 +126,7 @@ def check_bounds(bounds, d: int | None = None) -> np.ndarray:
     return arr
 
 
-def default_gp():
+def default_gp() -> GaussianProcessRegressor:
     """The base GP of the BO loop: ARD squared exponential, zero mean, estimated noise, 3 ML starts.
 
     Returns
@@ -148,7 +149,9 @@ def default_gp():
     return GaussianProcessRegressor(kernel="se", mean="zero", noise=True, n_restarts=3)
 
 
-def _resolve_objective(objective, bounds, optimum, dim):
+def _resolve_objective(
+    objective: Any, bounds: ArrayLike | None, optimum: float | None, dim: int | None
+) -> tuple[Callable[[np.ndarray], Any], np.ndarray, float | None, str]:
     name = getattr(objective, "__name__", type(objective).__name__)
     if isinstance(objective, str):
         objective = get_function(objective, dim)
@@ -167,21 +170,21 @@ def _resolve_objective(objective, bounds, optimum, dim):
 
 
 def minimize(
-    objective,
+    objective: Any,
     *,
-    bounds=None,
+    bounds: ArrayLike | None = None,
     n_init: int = 5,
     n_steps: int = 25,
     acquisition: str = "ei",
     calibration: str = "loo",
     eta: float = 0.25,
     coupling: str = "isotonic",
-    levels=None,
+    levels: Any = None,
     kappa: float = 2.0,
     xi: float = 0.0,
-    gp=None,
+    gp: Any = None,
     refit_every: int = 1,
-    X_init=None,
+    X_init: ArrayLike | None = None,
     init_design: str = "uniform",
     n_candidates: int | None = None,
     n_starts: int = 5,
@@ -190,7 +193,7 @@ def minimize(
     design_lambda: float = 10.0,
     optimum: float | None = None,
     dim: int | None = None,
-    seed=0,
+    seed: Any = 0,
     blas_threads: int | None = 1,
 ) -> xr.DataTree:
     r"""Minimise a black-box function by (calibrated) Bayesian optimisation.
@@ -341,7 +344,7 @@ class _Problem:
     name: str
 
     @classmethod
-    def resolve(cls, objective, bounds, optimum, dim) -> _Problem:
+    def resolve(cls, objective: Any, bounds: ArrayLike | None, optimum: float | None, dim: int | None) -> _Problem:
         return cls(*_resolve_objective(objective, bounds, optimum, dim))
 
     @property
@@ -359,7 +362,7 @@ class _Problem:
             raise ValueError(f"objective must return one value per row of X ({X.shape[0]}); got {vals.shape[0]}.")
         return vals
 
-    def initial_design(self, X_init, n_init: int, method: str, seed) -> np.ndarray:
+    def initial_design(self, X_init: ArrayLike | None, n_init: int, method: str, seed: Any) -> np.ndarray:
         """``X_init`` checked against the box, or ``n_init`` points of ``method`` drawn with ``seed``."""
         d = self.box.shape[0]
         if X_init is None:
@@ -375,7 +378,9 @@ class _Problem:
         return X_init
 
 
-def _fit_gp(template, U, ys, theta, seed, refit: bool):
+def _fit_gp(
+    template: Any, U: np.ndarray, ys: np.ndarray, theta: dict | None, seed: int, refit: bool
+) -> GaussianProcessRegressor:
     params = template.get_params()
     if refit or theta is None:
         params.update(random_state=seed, optimize=True)
@@ -395,7 +400,7 @@ class _Loop:
     calibrations start from the same design.
     """
 
-    def __init__(self, problem: _Problem, settings: BOSettings, template, seed):
+    def __init__(self, problem: _Problem, settings: BOSettings, template: Any, seed: Any) -> None:
         self.problem, self.settings, self.template, self.seed = problem, settings, template, seed
         self.strategy: CalibrationStrategy = strategy_for(settings)
         self.recorder = StepRecorder()
@@ -407,7 +412,7 @@ class _Loop:
         self.X: list[np.ndarray] = []
         self.y: list[float] = []
 
-    def run(self, X_init) -> xr.DataTree:
+    def run(self, X_init: ArrayLike | None) -> xr.DataTree:
         st = self.settings
         X0 = self.problem.initial_design(X_init, st.n_init, st.init_design, self.s_design)
         self.X = list(X0)
@@ -485,7 +490,7 @@ class _Loop:
         if issued is not None:
             self._record_interval(issued, y_next, data)
 
-    def _record_interval(self, issued, y_next: float, data: ModelData) -> None:
+    def _record_interval(self, issued: tuple, y_next: float, data: ModelData) -> None:
         """The interval issued before the outcome (original units) and whether the outcome fell in it."""
         lo, hi, covers = issued
         covered = np.nan

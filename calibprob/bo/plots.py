@@ -8,8 +8,11 @@ curve per method), and returns the matplotlib ``Axes``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 from scipy import special
 
 from calibprob.bo.acquisition import StandardizedLaw
@@ -18,7 +21,7 @@ from calibprob.bo.loop import default_gp
 __all__ = ["plot_best_so_far", "plot_calibration_error", "plot_snapshot_1d", "snapshot"]
 
 
-def _axes(ax):
+def _axes(ax: Any) -> Any:
     if ax is None:
         import matplotlib.pyplot as plt
 
@@ -26,7 +29,7 @@ def _axes(ax):
     return ax
 
 
-def _as_runs(results):
+def _as_runs(results: Any) -> Any:
     if isinstance(results, xr.DataTree):
         return {results.attrs.get("calibration", "run"): results}
     if isinstance(results, dict):
@@ -34,7 +37,9 @@ def _as_runs(results):
     return None
 
 
-def _experiment_band(ds, var, function, acquisition, ax, step_dim):
+def _experiment_band(
+    ds: xr.Dataset, var: str, function: str | None, acquisition: str | None, ax: Any, step_dim: str
+) -> Any:
     function = ds["function"].values[0] if function is None else function
     acquisition = ds["acquisition"].values[0] if acquisition is None else acquisition
     for m in ds["method"].values:
@@ -67,7 +72,9 @@ def _experiment_band(ds, var, function, acquisition, ax, step_dim):
     return ax
 
 
-def plot_best_so_far(results, *, function=None, acquisition=None, regret: bool = False, ax=None):
+def plot_best_so_far(
+    results: Any, *, function: str | None = None, acquisition: str | None = None, regret: bool = False, ax: Any = None
+) -> Any:
     """Best value found so far against the BO step.
 
     Parameters
@@ -120,7 +127,9 @@ def plot_best_so_far(results, *, function=None, acquisition=None, regret: bool =
     return ax
 
 
-def plot_calibration_error(results, *, function=None, acquisition=None, base: bool = False, ax=None):
+def plot_calibration_error(
+    results: Any, *, function: str | None = None, acquisition: str | None = None, base: bool = False, ax: Any = None
+) -> Any:
     """Running calibration error (ECE over 21 levels) of the forecasts made before each observation.
 
     Parameters
@@ -167,7 +176,9 @@ def plot_calibration_error(results, *, function=None, acquisition=None, base: bo
     return ax
 
 
-def snapshot(result: xr.DataTree, step: int, grid, *, gp=None, confidence_level: float = 0.95):
+def snapshot(
+    result: xr.DataTree, step: int, grid: ArrayLike, *, gp: Any = None, confidence_level: float = 0.95
+) -> xr.Dataset:
     """Rebuild the model of a run at a step (the one that chose the step's point) on a grid.
 
     Parameters
@@ -246,8 +257,15 @@ def snapshot(result: xr.DataTree, step: int, grid, *, gp=None, confidence_level:
 
 
 def plot_snapshot_1d(
-    result: xr.DataTree, step: int, *, objective=None, grid=None, gp=None, confidence_level: float = 0.95, ax=None
-):
+    result: xr.DataTree,
+    step: int,
+    *,
+    objective: Any = None,
+    grid: ArrayLike | None = None,
+    gp: Any = None,
+    confidence_level: float = 0.95,
+    ax: Any = None,
+) -> Any:
     """Deshpande et al. Fig. 6: the model, its interval and the recalibrated interval at one step (1-D).
 
     Parameters

@@ -16,6 +16,8 @@ error of the issued forecasts, Fig. 3; simple and cumulative regret).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import xarray as xr
 
@@ -120,7 +122,7 @@ class StepRecorder:
     1
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.values: dict[str, list] = {k: [] for k in STEP_FIELDS}
         self.intervals: dict[str, list] = {k: [] for k in INTERVAL_FIELDS}
         self.states: list[xr.Dataset] = []
@@ -128,7 +130,7 @@ class StepRecorder:
     def __len__(self) -> int:
         return len(self.values["pit"])
 
-    def record(self, **fields) -> None:
+    def record(self, **fields: Any) -> None:
         """Append one step; every name of :data:`STEP_FIELDS` must be given."""
         missing = set(STEP_FIELDS) - set(fields)
         unknown = set(fields) - set(STEP_FIELDS)
@@ -140,7 +142,7 @@ class StepRecorder:
         for key, val in fields.items():
             self.values[key].append(val)
 
-    def record_interval(self, **fields) -> None:
+    def record_interval(self, **fields: Any) -> None:
         """Append the interval issued at this step and whether it covered (every name of :data:`INTERVAL_FIELDS`)."""
         if set(fields) != set(INTERVAL_FIELDS):
             raise ValueError(
@@ -158,7 +160,7 @@ class StepRecorder:
         """The recorded values of ``key`` over steps, with the field's dtype."""
         return np.asarray(self.values[key], STEP_FIELDS[key][0])
 
-    def steps_dataset(self, feature, n0: int, sharp: bool) -> xr.Dataset:
+    def steps_dataset(self, feature: Any, n0: int, sharp: bool) -> xr.Dataset:
         """Group ``steps`` (dim ``step`` = 1..T), with running calibration errors."""
         T = len(self)
         data: dict[str, tuple] = {"evaluation": ("step", n0 + np.arange(T))}
@@ -195,7 +197,7 @@ class StepRecorder:
         rs["n_calibration"] = ("step", self.array("n_calibration"))
         return rs
 
-    def to_datatree(self, X, y, n0: int, optimum: float | None, settings: dict) -> xr.DataTree:
+    def to_datatree(self, X: Any, y: Any, n0: int, optimum: float | None, settings: dict) -> xr.DataTree:
         """The result of :func:`calibprob.bo.minimize` (see its Returns section)."""
         evals = evaluations_dataset(np.asarray(X), np.asarray(y, float), n0, optimum)
         attrs = {

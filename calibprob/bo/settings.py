@@ -48,10 +48,11 @@ class BOSettings:
     n_init, n_steps, refit_every, n_starts : int
         Initial-design size (>= 1), BO steps (>= 0), hyperparameter refit
         period (>= 1), L-BFGS-B starts of the acquisition optimiser (>= 1).
-    acquisition : {"ei", "pi", "lcb", "ucb", "sharp-ucb"}
+    acquisition : {"ei", "pi", "lcb", "ucb", "sharp-ucb", "cei", "cucb"}
     calibration : {"loo", "time-series", "online", "none", "conformal", "conformal-loo"}
         ``"sharp-ucb"`` requires ``"none"`` (the sharp GP calibrates itself); the conformal
-        ones require ``"lcb"``/``"ucb"`` (``calibprob.bo.conformal``).
+        ones require ``"lcb"``/``"ucb"`` (``calibprob.bo.conformal``), and ``"cei"``/``"cucb"``
+        (``calibprob.bo.stanton``) require ``"conformal"``.
     coupling : {"isotonic", "independent"}
     eta : float
         OSD step size, > 0.
@@ -135,11 +136,17 @@ class BOSettings:
         """The query-interval options; the conformal designs need the confidence-bound acquisition."""
         norm = object.__setattr__
         conformal = self.calibration in CONFORMAL_CALIBRATIONS
-        if conformal and self.acquisition not in ("lcb", "ucb"):
+        if self.acquisition in ("cei", "cucb") and self.calibration != "conformal":
+            raise ValueError(
+                f"acquisition={self.acquisition!r} (Stanton et al.'s conformal acquisition) integrates over the "
+                f"feedback-shift conformal set of calibration='conformal'; got calibration={self.calibration!r}. "
+                "Pass calibration='conformal'."
+            )
+        if conformal and self.acquisition not in ("lcb", "ucb", "cei", "cucb"):
             raise ValueError(
                 f"calibration={self.calibration!r} draws each query from the softmax of the lower confidence "
                 f"bound (its leave-one-out spread does not depend on the label); acquisition={self.acquisition!r} "
-                "is not supported there. Pass acquisition='lcb' or 'ucb'."
+                "is not supported there. Pass acquisition='lcb' or 'ucb' (or the conformal acquisitions 'cei', 'cucb')."
             )
         level = self.interval_level
         if level is None and conformal:

@@ -30,6 +30,7 @@ processes. NeurIPS 36, appendix "Bayesian optimization", eq. (17)-(18).
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,9 @@ from calibprob.calibrators.sharp_gp import SharpCalibratedGP
 __all__ = ["sharp_lower_bound"]
 
 
-def sharp_lower_bound(model, U, ys, *, level: float = 0.01, seed=None, variant: str = "full"):
+def sharp_lower_bound(
+    model: Any, U: np.ndarray, ys: np.ndarray, *, level: float = 0.01, seed: Any = None, variant: str = "full"
+) -> Any:
     """Build the eq. (18) bound on the unit box for the current data.
 
     Parameters
@@ -94,10 +97,10 @@ def sharp_lower_bound(model, U, ys, *, level: float = 0.01, seed=None, variant: 
 class _Bound:
     """``mu(theta_R, x) + beta * sigma(theta_delta, x)`` on the unit box; ``fitted``: sharp GP calibrated."""
 
-    def __init__(self, model, beta: float, theta_delta: dict | None, fitted: bool):
+    def __init__(self, model: Any, beta: float, theta_delta: dict | None, fitted: bool) -> None:
         self.model, self.beta, self.theta_delta, self.fitted = model, beta, theta_delta, fitted
 
-    def __call__(self, Uc):
+    def __call__(self, Uc: np.ndarray) -> np.ndarray:
         mu, sd = self.model.predict_mean_std(Uc)
         if self.theta_delta is not None:
             sd = self.model.predict_mean_std(Uc, theta=self.theta_delta)[1]

@@ -341,6 +341,10 @@ def _posterior_loo(ctx: TaskContext) -> xr.Dataset:
         return from_loo(ctx.base.loo_tree(random_state=ctx.seed), levels=ctx.levels)  # type: ignore[attr-defined]
 
 
+#: Attribute of a post-processor's prediction holding its exact intervals (a shift data set's protocol).
+EXACT_INTERVALS = "exact_intervals"
+
+
 def task_weights(ctx: TaskContext, kind: str) -> tuple[np.ndarray, np.ndarray]:
     r"""A method's ``weights``: the likelihood ratio at the calibration and test rows of the task.
 
@@ -348,8 +352,9 @@ def task_weights(ctx: TaskContext, kind: str) -> tuple[np.ndarray, np.ndarray]:
     ``"logistic"``: :class:`~calibprob.weights.LikelihoodRatio` with unpenalised logistic regression,
     in-sample, unclipped (the airfoil script's ``glm``); ``"random-forest"``: 500 trees, out-of-bag
     probabilities clipped to [0.01, 0.99] (its ``randomForest``). The classifiers separate the
-    calibration part from the test part (the script fits them on the whole training half; here the
-    calibration part, whose rows the weights are for).
+    whole training half (the fit part and the calibration part, as the script's ``glm`` and
+    ``randomForest`` on its 752 training rows) from the test part; the weights are those of the
+    calibration rows (out-of-bag for the forest) and of the test rows.
     """
     if ctx.X_cal is None:
         raise ValueError("weights need a calibration part: give the spec's split a 'calibrate' fraction.")
@@ -360,14 +365,17 @@ def task_weights(ctx: TaskContext, kind: str) -> tuple[np.ndarray, np.ndarray]:
                 "entry, or use weights = 'logistic'."
             )
         return ctx.oracle_weights
+    # the protocol's reference side: the whole training half, fit part then calibration part (the
+    # script's glm / randomForest on the 752 training rows); the calibration rows keep their weights
+    reference = np.vstack([ctx.X_train, ctx.X_cal])
     if kind == "logistic":
-        ratio = LikelihoodRatio(cv=None, clip=None).fit(ctx.X_cal, ctx.X_test)
+        ratio = LikelihoodRatio(cv=None, clip=None).fit(reference, ctx.X_test)
     else:
         from sklearn.ensemble import RandomForestClassifier
 
         forest = RandomForestClassifier(n_estimators=500, random_state=ctx.seed, n_jobs=1)
-        ratio = LikelihoodRatio(forest, cv="oob", random_state=ctx.seed).fit(ctx.X_cal, ctx.X_test)
-    return ratio.calibration_weights_, ratio.test_weights_
+        ratio = LikelihoodRatio(forest, cv="oob", random_state=ctx.seed).fit(reference, ctx.X_test)
+    return ratio.calibration_weights_[len(ctx.X_train) :], ratio.test_weights_
 
 
 def _weights_object(ctx: TaskContext) -> GivenWeights | None:
@@ -401,8 +409,17 @@ def post_process(ctx: TaskContext, calibrator: Any, *, calibration_data: str = "
     pred_test = ctx.predict_base(ctx.X_test)
     kwargs = {} if groups is None else {"groups": groups[1]}
     if ctx.levels is None:
-        return calibrator.predict(pred_test, **kwargs)
-    return calibrator.predict(pred_test, levels=ctx.levels, **kwargs)
+        pred = calibrator.predict(pred_test, **kwargs)
+    else:
+        pred = calibrator.predict(pred_test, levels=ctx.levels, **kwargs)
+    if ctx.oracle_weights is not None and hasattr(calibrator, "predict_interval"):
+        # a data set declared with a shift (Tibshirani et al.'s protocol): the intervals scored are
+        # the exact weighted thresholds (the test row's mass at +inf), not the smoothed quantile
+        # function's ends, which sit below them; calibprob.compare.tasks scores these
+        pred.attrs[EXACT_INTERVALS] = calibrator.predict_interval(
+            pred_test, confidence_level=list(ctx.confidence_levels), **kwargs
+        )
+    return pred
 
 
 def interval_levels_reachable(ctx: TaskContext, n: int, sides: int) -> tuple[np.ndarray, np.ndarray]:

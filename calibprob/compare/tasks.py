@@ -23,6 +23,7 @@ from calibprob import datasets as cds
 from calibprob import registry
 from calibprob._core.validation import GROUP_COORD
 from calibprob.compare.methods import (
+    EXACT_INTERVALS,
     METHOD_KINDS,
     TaskContext,
     count_refits,
@@ -632,7 +633,35 @@ def _score(
         pred = pred.assign_coords(time=("obs", np.arange(pred.sizes["obs"])))
     if output == "intervals":  # jackknife+, CV+, J+GP, FCP-GP: coverage, width and IAE only
         return evaluate_intervals(pred, y_score, spec.confidence_levels, groups=groups)
-    return evaluate(pred, y_score, confidence_level=spec.confidence_levels, groups=groups)
+    exact = pred.attrs.get(EXACT_INTERVALS)
+    if exact is None:
+        return evaluate(pred, y_score, confidence_level=spec.confidence_levels, groups=groups)
+    pred = pred.copy()
+    del pred.attrs[EXACT_INTERVALS]
+    out = evaluate(pred, y_score, confidence_level=spec.confidence_levels, groups=groups)
+    return _exact_interval_scores(out, exact, y_score, spec.confidence_levels)
+
+
+def _exact_interval_scores(out: xr.Dataset, exact: xr.Dataset, y: np.ndarray, levels) -> xr.Dataset:
+    """Coverage and (mean, median) width of a shift data set's exact intervals, in place of the quantile function's.
+
+    Tibshirani et al. (2019) score the weighted split-conformal interval itself and report its
+    median length (a weighted interval is infinite where the test row's own mass exceeds
+    :math:`\alpha`, so its mean length can be infinite).
+    """
+    exact = exact.transpose("obs", "confidence_level").sel(confidence_level=list(levels))
+    lo, hi = exact["lower"].values, exact["upper"].values
+    yy = np.asarray(y, float)[:, None]
+    level = out["coverage"]["confidence_level"]
+    out = out.copy()
+    out["coverage"] = (level.dims, np.mean((lo <= yy) & (yy <= hi), axis=0), out["coverage"].attrs)
+    out["width"] = (level.dims, np.mean(hi - lo, axis=0), out["width"].attrs)
+    out["median_width"] = (
+        level.dims,
+        np.median(hi - lo, axis=0),
+        {"long_name": "median interval width", "description": "median over the test rows of upper - lower"},
+    )
+    return out
 
 
 def _method_context(ctx: TaskContext, m: MethodSpec) -> TaskContext:

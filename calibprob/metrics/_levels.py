@@ -21,6 +21,7 @@ METRIC_NAMES = (
     "std",
     "coverage",
     "width",
+    "median_width",
     "interval_score",
     "ueb_violation",
     "ueb_width",

@@ -438,10 +438,12 @@ def test_calibration_strategy_table_covers_every_calibration():
     from calibprob.bo.loop import CALIBRATIONS
     from calibprob.bo.settings import BOSettings
 
-    assert set(CALIBRATION_STRATEGIES) == set(CALIBRATIONS) | {"sharp-gp"}
+    assert set(CALIBRATION_STRATEGIES) == set(CALIBRATIONS) | {"sharp-gp", "conformal-acquisition"}
     for cal in CALIBRATIONS:
         assert strategy_for(BOSettings(calibration=cal, acquisition="lcb")).name == cal
     assert strategy_for(BOSettings(acquisition="sharp-ucb", calibration="none")).name == "sharp-gp"
+    for acq in ("cei", "cucb"):  # Stanton et al.'s conformal acquisitions
+        assert strategy_for(BOSettings(acquisition=acq, calibration="conformal")).name == "conformal-acquisition"
 
 
 def test_online_strategy_learns_only_from_observed_pits():

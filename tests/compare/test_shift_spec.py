@@ -109,3 +109,44 @@ def test_a_task_records_the_shift_and_the_oracle_weights_move_only_the_twin(monk
     width = lambda out, m: float(out["width"].sel(calibrator=m, confidence_level=0.9).squeeze())  # noqa: E731
     assert width(plain, "oracle") == pytest.approx(width(plain, "plain"), rel=1e-12)  # ratio 1: unweighted
     assert width(shifted, "oracle") > width(shifted, "plain")  # the tilt moves the test rows to noisier inputs
+
+
+def _exact(arrays, weights):
+    """Coverage and median length of weighted split conformal around OLS, by SplitConformalRegressor's exact rule."""
+    from calibprob.calibrators.conformal import SplitConformalRegressor
+    from calibprob.weights import GivenWeights
+
+    def ols(X, y, X_new):
+        beta = np.linalg.lstsq(np.c_[np.ones(len(X)), X], y, rcond=None)[0]
+        return np.c_[np.ones(len(X_new)), X_new] @ beta
+
+    (Xf, yf), (Xc, yc), (Xt, yt) = arrays["train"], arrays["calibrate"], arrays["test"]
+    g = GivenWeights(weights[0], test=weights[1], on_small="ignore")
+    model = SplitConformalRegressor(estimator=ols, confidence_level=0.9).fit(Xf, yf).calibrate(Xc, yc, weights=g)
+    iv = model.predict_interval(Xt, 0.9, weights=g)
+    lo, up = iv["lower"].values, iv["upper"].values
+    return float(np.mean((lo <= yt) & (yt <= up))), float(np.median(up - lo))
+
+
+def test_the_shift_protocol_scores_the_exact_weighted_intervals_and_fits_the_ratio_on_the_training_half(monkeypatch):
+    """Tibshirani et al.'s protocol, on one split: the exact thresholds (the test row's mass at +inf), their median
+    length, and the logistic ratio fitted on the whole training half (fit + calibration parts) against the test rows."""
+    from calibprob.weights import LikelihoodRatio
+
+    monkeypatch.setattr(tasks, "SHIFT_PERMUTATIONS", 9)
+    methods = {"oracle": {"kind": "split-conformal", "weights": "oracle"}}
+    methods["logistic"] = {"kind": "split-conformal", "weights": "logistic"}
+    spec = parse_spec(_spec(methods=methods, metrics=["coverage", "width", "median_width"]))
+    out = run_task(spec.to_dict(), "airfoil-shifted", 0)
+    _, arrays = _prepare(spec, "airfoil-shifted", 0)
+    X_half = np.vstack([arrays["train"][0], arrays["calibrate"][0]])
+    ratio = LikelihoodRatio(cv=None, clip=None).fit(X_half, arrays["test"][0])
+    n_fit = len(arrays["train"][0])
+    expected = {
+        "oracle": _exact(arrays, arrays["oracle_weights"]),
+        "logistic": _exact(arrays, (ratio.calibration_weights_[n_fit:], ratio.test_weights_)),
+    }
+    for method, (coverage, median) in expected.items():
+        row = out.sel(calibrator=method, confidence_level=0.9).squeeze()
+        assert float(row["coverage"]) == coverage, method
+        assert float(row["median_width"]) == pytest.approx(median, rel=1e-12), method

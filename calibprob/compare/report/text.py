@@ -12,7 +12,20 @@ from calibprob.compare.ranking.text import _fmt
 from calibprob.compare.report.results import _flat
 
 #: Metrics where smaller is better. Coverage is judged by its distance to the nominal level.
-LOWER_IS_BETTER = {"ece", "iae", "nll", "crps", "pinball", "mse", "rmse", "std", "width", "ueb_violation", "ueb_width"}
+LOWER_IS_BETTER = {
+    "ece",
+    "iae",
+    "nll",
+    "crps",
+    "pinball",
+    "mse",
+    "rmse",
+    "std",
+    "width",
+    "median_width",
+    "ueb_violation",
+    "ueb_width",
+}
 
 
 def _rows(results: xr.Dataset, metrics: Iterable[str]) -> list[tuple[str, str, float | None]]:
@@ -102,7 +115,7 @@ def _row_stats(results: xr.Dataset, var: str, c: float | None) -> dict[str, xr.D
         key = mean
     else:
         key = -mean
-    if var == "width" and c is not None and "coverage" in results:
+    if var in ("width", "median_width") and c is not None and "coverage" in results:
         # never the narrowest interval that under-covers: coverage short of nominal by more
         # than 2 standard errors (calibprob.compare.ranking.undercovers) rules a width out
         n_test = results["n_test"] if "n_test" in results else xr.full_like(da, np.nan)
