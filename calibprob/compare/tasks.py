@@ -642,7 +642,7 @@ def _score(
     return _exact_interval_scores(out, exact, y_score, spec.confidence_levels)
 
 
-def _exact_interval_scores(out: xr.Dataset, exact: xr.Dataset, y: np.ndarray, levels) -> xr.Dataset:
+def _exact_interval_scores(out: xr.Dataset, exact: xr.Dataset, y: np.ndarray, levels: Sequence[float]) -> xr.Dataset:
     """Coverage and (mean, median) width of a shift data set's exact intervals, in place of the quantile function's.
 
     Tibshirani et al. (2019) score the weighted split-conformal interval itself and report its
