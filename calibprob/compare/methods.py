@@ -100,6 +100,9 @@ class TaskContext:
     #: The test part's targets in time order, for online methods only (a ``[split] kind = "time"``; None otherwise):
     #: ``calibprob.compare.online.run_online`` reveals them one at a time, after each prediction.
     y_stream: np.ndarray | None = None
+    #: A time split's rows before the horizon (train and burn-in) in time order, ``(X, y)`` as the models see
+    #: them, for online methods that refit on every earlier row (None otherwise).
+    past: tuple | None = None
 
     def new_base(self):
         """A fresh, unfitted copy of the base model (for methods that refit it)."""

@@ -31,7 +31,9 @@ from calibprob.compare.methods import (
     share_base_predictions,
     task_weights,
 )
-from calibprob.compare.spec.model import METHOD_FALLBACKS, MIN_PART_ROWS, Spec, file_sha256
+from calibprob.compare.online import expanding_base_predictions
+from calibprob.compare.spec.data import time_split_counts
+from calibprob.compare.spec.model import METHOD_FALLBACKS, Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
 from calibprob.compare.spec.shift import draw_shifted, oracle_weights
 from calibprob.datasets import loaders as cds_loaders
@@ -115,6 +117,22 @@ def _task_seed(spec: Spec, dataset: str, repetition: int) -> int:
 
 def _load(spec: Spec, dataset: str, seed: int) -> xr.Dataset:
     d = next(d for d in spec.datasets if d.name == dataset)
+    data = _load_rows(spec, d, seed)
+    if d.permute is not None:  # the rows in a random order: a time split's exchangeable control
+        data = data.isel(obs=row_permutation(data.sizes["obs"], d.permute))
+    return data
+
+
+def row_permutation(n: int, seed: int) -> np.ndarray:
+    """The order of a data set's ``permute = seed`` rows: ``numpy.random.RandomState(seed).permutation(n)``.
+
+    The legacy generator, so that ``permute = 98765`` gives the permutation of Barber et al.'s (2023) code
+    (``RandomState(98765).choice(n, n, replace=False)`` draws this same permutation).
+    """
+    return np.random.RandomState(seed).permutation(n)
+
+
+def _load_rows(spec: Spec, d, seed: int) -> xr.Dataset:
     if d.path is not None:
         return _load_table(d)
     if d.function is not None and d.n is not None:  # the validator requires n for synthetic entries
@@ -136,7 +154,7 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
     split = d.split if d.split is not None else spec.split
     fractions = tuple(split[k] for k in ("train", "calibrate", "test") if k in split)
     if split.get("kind") == "time":
-        parts = _time_parts(data, split, dataset)
+        parts, past_order = _time_parts(data, split, dataset, seed)
     else:
         parts = cds.train_calibrate_test_split(data, fractions, seed=seed, stratify=_stratify_labels(d, split, data))
     parts, oracle = _shifted_parts(d, parts, seed)
@@ -168,6 +186,10 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
         arrays["frames"] = frames
     if split.get("kind") == "time":  # the test part is a stream: online methods see its outcomes one by one
         arrays["time_split"] = True
+        # every row before the horizon in time order, as the models see them (methods that refit on the past)
+        arrays["past"] = tuple(np.concatenate([arrays["train"][i], arrays["calibrate"][i]])[past_order] for i in (0, 1))
+        if split.get("refit_every"):
+            arrays["refit_every"] = int(split["refit_every"])
     if oracle is not None:
         arrays["oracle_weights"] = oracle
     if back is None:
@@ -177,21 +199,23 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
     return (seed, arrays, back, y_test) if scored else (seed, arrays)
 
 
-def _time_parts(data: xr.Dataset, split: dict, dataset: str) -> dict:
+def _time_parts(data: xr.Dataset, split: dict, dataset: str, seed: int) -> tuple[dict, np.ndarray]:
     """A time split's parts: consecutive stretches of rows in the data's order (train, burn-in, horizon).
 
-    The same for every repetition (only the bases' seeds differ); the horizon keeps its row order, the
-    stream an online method is scored on.
+    The same for every repetition (only the bases' seeds differ), unless ``shuffle``: the train and
+    burn-in rows are then drawn at random from their union with the task's seed, each part kept in
+    time order. The horizon keeps its row order, the stream an online method is scored on. Also
+    returns the order that sorts the train rows followed by the burn-in rows back into time order
+    (the past, for methods that refit on every earlier row).
     """
-    n = data.sizes["obs"]
-    sizes = [int(round(n * split[k])) for k in ("train", "burn_in", "horizon")]
-    if min(sizes) < MIN_PART_ROWS:
-        raise ValueError(
-            f"data set {dataset!r}: its time split gives {dict(zip(('train', 'burn_in', 'horizon'), sizes))} rows of "
-            f"{n}; each stretch needs at least {MIN_PART_ROWS}. Lengthen the short stretch or use more rows."
-        )
+    sizes = time_split_counts(split, data.sizes["obs"], dataset)
     edges = np.cumsum([0, *sizes])
-    return {k: data.isel(obs=slice(edges[i], edges[i + 1])) for i, k in enumerate(("train", "calibrate", "test"))}
+    rows = {k: np.arange(edges[i], edges[i + 1]) for i, k in enumerate(("train", "calibrate", "test"))}
+    if split.get("shuffle"):
+        past = np.random.default_rng(seed).permutation(edges[2])
+        rows["train"], rows["calibrate"] = np.sort(past[: sizes[0]]), np.sort(past[sizes[0] :])
+    order = np.argsort(np.concatenate([rows["train"], rows["calibrate"]]), kind="stable")
+    return {k: data.isel(obs=v) for k, v in rows.items()}, order
 
 
 def _shifted_parts(d, parts: dict, seed: int) -> tuple[dict, tuple | None]:
@@ -245,8 +269,10 @@ def _frames(spec: Spec, d, data: xr.Dataset, parts: dict) -> dict:
     features = [str(f) for f in data["feature"].values]
     same = [c for c in raw.columns if c in features and pd.api.types.is_numeric_dtype(raw[c])]
     X = data["X"].values
+    # the loaded rows in their (possibly permuted) order; the obs ids below stay the file's positions
+    seen = raw if d.permute is None else raw.iloc[row_permutation(len(raw), d.permute)]
     if len(raw) != data.sizes["obs"] or any(
-        not np.array_equal(raw[c].to_numpy(float), X[:, features.index(c)]) for c in same
+        not np.array_equal(seen[c].to_numpy(float), X[:, features.index(c)]) for c in same
     ):
         raise RuntimeError(f"data set {d.name!r}: its raw rows do not match the loaded rows; please report this.")
     out = {}
@@ -484,6 +510,8 @@ def _fit_stage(spec: Spec, dataset: str, repetition: int) -> dict:
             # --- shared base predictions (issue 37): once per (data set, repetition, base) ---
             t0 = time.perf_counter()
             ctx = share_base_predictions(ctx, spec.methods_on(base_name) if spec.bases is not None else spec.methods)
+            if arrays.get("refit_every"):  # a time split's expanding window: the base refitted along the stream
+                ctx = expanding_base_predictions(ctx, arrays["refit_every"])
             fits[base_name] = (ctx, base_time, time.perf_counter() - t0)
         except Exception as err:
             if spec.bases is None:
@@ -569,6 +597,7 @@ def _context(spec: Spec, table: dict, arrays: dict, seed: int, base):
         groups=arrays.get("groups"),
         max_method_minutes=spec.max_method_minutes,
         y_stream=parts["test"][1] if arrays.get("time_split") else None,
+        past=arrays.get("past"),
         oracle_weights=arrays.get("oracle_weights"),
     )
 
