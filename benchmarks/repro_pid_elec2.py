@@ -64,7 +64,7 @@ def run(y: np.ndarray, mu: np.ndarray, make) -> dict:
     for i in range(n):
         f = point(mu[BURNIN + i])
         ds = est.predict_interval(f)
-        lower[i], upper[i] = float(ds["lower"].values[0, 0]), float(ds["upper"].values[0, 0])
+        lower[i], upper[i] = float(ds["lower"].values.reshape(-1)[0]), float(ds["upper"].values.reshape(-1)[0])
         est.update(f, [yy[BURNIN + i]])
     return summary(yy[BURNIN:], lower, upper, est)
 
