@@ -32,7 +32,7 @@ from calibprob.compare.methods import (
     task_weights,
 )
 from calibprob.compare.online import expanding_base_predictions
-from calibprob.compare.spec.data import time_split_counts
+from calibprob.compare.spec.data import read_time_column, time_split_counts
 from calibprob.compare.spec.model import METHOD_FALLBACKS, Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
 from calibprob.compare.spec.shift import draw_shifted, oracle_weights
@@ -190,6 +190,9 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
         arrays["past"] = tuple(np.concatenate([arrays["train"][i], arrays["calibrate"][i]])[past_order] for i in (0, 1))
         if split.get("refit_every"):
             arrays["refit_every"] = int(split["refit_every"])
+        if d.time is not None:  # the horizon's own times (dates on the report's coverage over time)
+            rows = pd.Index(data["obs"].values).get_indexer(parts["test"]["obs"].values)
+            arrays["horizon_times"] = read_time_column(d.path, d.time)[rows]
     if oracle is not None:
         arrays["oracle_weights"] = oracle
     if back is None:
@@ -549,6 +552,8 @@ def _task_scores(
                 piece[k] = v.astype(float)
         pieces.append(piece.expand_dims(base=[base_name]) if named else piece)
     out = _merge_bases(spec, pieces, names) if named else pieces[0]
+    if "horizon_times" in arrays and "time" in out.dims:  # the step along the horizon -> the row's own time
+        out["time_stamp"] = ("time", arrays["horizon_times"])
     errors = [e for e in out["error"].values.ravel() if e]
     out["n_train"] = len(y_train)
     out["n_calibrate"] = 0 if y_cal is None else len(y_cal)

@@ -235,3 +235,52 @@ def test_the_reproduction_specs_parse_with_their_protocols(name, split, n_data):
     assert parse_spec(spec.to_dict()).fingerprint == spec.fingerprint
     for d in spec.datasets:
         assert len(pd.read_csv(d.path)) == n_data
+
+
+@pytest.fixture(scope="module")
+def dated(series, tmp_path_factory):
+    """The series with a ``date`` column (daily from 2020-01-01), and a copy whose dates are out of order."""
+    path, X, y = series
+    df = pd.read_csv(path)
+    df.insert(0, "date", pd.date_range("2020-01-01", periods=len(df), freq="D").strftime("%Y-%m-%d"))
+    folder = tmp_path_factory.mktemp("dated")
+    df.to_csv(folder / "dated.csv", index=False)
+    df.iloc[[1, 0, *range(2, len(df))]].to_csv(folder / "unordered.csv", index=False)
+    return folder
+
+
+def test_a_time_column_gives_the_horizon_its_dates_in_the_scores_and_the_report(dated, tmp_path):
+    from calibprob.compare.report.results import stack_pipelines
+    from calibprob.compare.report.time_plots import _horizon_axis
+
+    spec = _spec(dated / "dated.csv", methods={"aci": {"kind": "aci", "gamma": 0.05}})
+    spec["datasets"][0]["time"] = "date"
+    parsed = parse_spec(spec)
+    assert parsed.datasets[0].exclude == ("date",)  # not a feature
+    res = run(parsed, out=tmp_path / "r.nc")["/"].to_dataset()
+    stamps = res["time_stamp"].squeeze().values
+    np.testing.assert_array_equal(stamps, pd.date_range("2020-02-20", periods=70, freq="D").to_numpy())
+    x, dated_axis = _horizon_axis(stack_pipelines(res).sel(dataset="s", confidence_level=0.9))
+    assert dated_axis and x[0] == np.datetime64("2020-02-20")
+    # without a time column: the step along the horizon, as before
+    plain = _spec(dated / "dated.csv", methods={"aci": {"kind": "aci"}})
+    plain["datasets"][0]["exclude"] = ["date"]
+    plain = run(parse_spec(plain))["/"].to_dataset()
+    assert "time_stamp" not in plain
+
+
+@pytest.mark.parametrize(
+    ("file", "extra", "match"),
+    [
+        ("dated.csv", {"time": "when"}, r"datasets\[0\]\.time = 'when' is not a column"),
+        ("dated.csv", {"time": "y"}, r"datasets\[0\]\.time = 'y' is the target"),
+        ("dated.csv", {"time": "date", "permute": 1}, r"time reads the rows' times in file order; permute reorders"),
+        ("dated.csv", {"time": "date", "subsample": 50}, r"subsample reorders or drops rows"),
+        ("unordered.csv", {"time": "date"}, r"the times must be strictly increasing.*sort the file by time"),
+        ("dated.csv", {"time": "x1", "features": ["x1", "x2"]}, r"time = 'x1' is a feature"),
+    ],
+)
+def test_bad_time_columns_are_refused(dated, file, extra, match):
+    entry = {"name": "s", "path": str(dated / file), "target": "y", **extra}
+    with pytest.raises(ValueError, match=match):
+        parse_spec(_spec(dated / file, datasets=[entry]))

@@ -180,7 +180,7 @@ def _dataset_entry_kind(entry: dict, where: str) -> tuple[str, str]:
     if "path" in entry and "function" in entry:
         raise SpecError(f"{where} has both 'path' (a CSV) and 'function' (synthetic); keep one.")
     kind = "csv" if "path" in entry else "function" if "function" in entry else "bundled"
-    allowed = {"csv": _CSV_KEYS, "function": _FUNCTION_KEYS, "bundled": set()}[kind] | {"name", "split", "sha256"}
+    allowed = {"csv": _CSV_KEYS | {"time"}, "function": _FUNCTION_KEYS, "bundled": set()}[kind] | {"name", "split", "sha256"}
     if kind != "function":
         allowed = allowed | {"groups", "shift", "permute"}
     for key in entry:
@@ -200,7 +200,7 @@ def _dataset_entry_kind(entry: dict, where: str) -> tuple[str, str]:
                 "entry has no such column."
             )
         if key not in allowed:
-            applies = "CSV entries (with 'path')" if key in _CSV_KEYS else "synthetic entries (with 'function')"
+            applies = "CSV entries (with 'path')" if key in _CSV_KEYS | {"time"} else "synthetic entries (with 'function')"
             raise SpecError(f"{where}.{key} applies only to {applies}; this entry is a {kind} entry.")
     return name, kind
 
@@ -329,6 +329,10 @@ def _parse_csv_entry(
     subsample = None
     if "subsample" in entry:
         subsample = Int(1, None).check(entry["subsample"], f"{where}.subsample")
+    time = None
+    if "time" in entry:
+        time = _parse_time_column(entry, path, target, features, where)
+        exclude = None if features is not None else tuple(dict.fromkeys([*(exclude or ()), time]))
     try:
         sha = file_sha256(path)
     except OSError as err:
@@ -374,7 +378,45 @@ def _parse_csv_entry(
         sha256=sha,
         subsample_seed=seed if subsample is not None else None,
         groups=entry.get("groups"),
+        time=time,
     )
+
+
+def read_time_column(path, column: str) -> np.ndarray:
+    """A CSV column of times as ``datetime64`` (dates) or float (numbers), in file order."""
+    raw = pd.read_csv(path, usecols=[column])[column]
+    if pd.api.types.is_numeric_dtype(raw):
+        return raw.to_numpy(float)
+    return pd.to_datetime(raw).to_numpy()
+
+
+def _parse_time_column(entry: dict, path: Path, target: str, features, where: str) -> str:
+    """The entry's ``time`` column: present, not the target nor a feature, every row's time, strictly increasing."""
+    column = Str().check(entry["time"], f"{where}.time")
+    names = [str(c) for c in pd.read_csv(path, nrows=0).columns]
+    if column not in names or column == target or (features is not None and column in features):
+        what = "is the target" if column == target else "is a feature" if column in names else "is not a column"
+        raise SpecError(
+            f"{where}.time = {column!r} {what}.{_suggest(column, names)} Name the column of the rows' times (dates "
+            "or numbers); it is read as the time coordinate, not as a feature."
+        )
+    for key in ("permute", "subsample", "dropna"):
+        if entry.get(key) not in (None, False):
+            raise SpecError(
+                f"{where}.time reads the rows' times in file order; {key} reorders or drops rows. Drop {key} "
+                "or time."
+            )
+    try:
+        stamps = read_time_column(path, column)
+    except (ValueError, TypeError) as err:
+        raise SpecError(f"{where}.time = {column!r}: its values are neither numbers nor dates ({err}).") from None
+    steps = np.diff(stamps)
+    if pd.isna(stamps).any() or not (steps > np.zeros(1, steps.dtype)[0]).all():
+        raise SpecError(
+            f"{where}.time = {column!r}: the times must be strictly increasing, with no missing value (a time "
+            "split reads the rows in file order); sort the file by time and drop duplicated or empty times."
+        )
+    return column
 
 
 def _check_transform_domain(y, transform: str, where: str) -> None:
