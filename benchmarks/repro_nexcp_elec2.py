@@ -112,7 +112,9 @@ def summary(paths: dict[str, np.ndarray], Y: np.ndarray) -> dict[str, tuple[floa
 def main() -> None:
     default = Path(os.environ.get("CALIBPROB_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=default, help="folder holding elec2.csv (else the bundled extract)")
+    parser.add_argument(
+        "--data", type=Path, default=default, help="folder holding elec2.csv (else the bundled extract)"
+    )
     parser.add_argument("--authors-tags", action="store_true", help="reuse the swapped tags as the authors' code does")
     args = parser.parse_args()
     X, Y = load(args.data) if (args.data / "elec2.csv").exists() else load_bundled()

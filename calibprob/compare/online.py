@@ -40,6 +40,7 @@ import inspect
 import numpy as np
 import xarray as xr
 
+from calibprob.calibrators.timeseries import nexcp_least_squares
 from calibprob.compare.methods import TaskContext, _constructor_kwargs, base_predictive, calibration_prediction
 
 __all__ = [
@@ -176,16 +177,17 @@ def expanding_base_predictions(ctx: TaskContext, every: int) -> TaskContext:
         Without a time split, or for a base that sees the data as DataFrames (``pymc-model``, ``bambi``).
     """
     _need_stream(ctx, "refit_every")
-    if not all(isinstance(a, np.ndarray) for a in (ctx.X_train, ctx.X_cal, ctx.X_test)):
+    X_train, X_cal, X_test = ctx.X_train, ctx.X_cal, ctx.X_test
+    if not (isinstance(X_train, np.ndarray) and isinstance(X_cal, np.ndarray) and isinstance(X_test, np.ndarray)):
         raise ValueError(
             f"refit_every = {every} refits the base on numeric rows; base kind {ctx.base_spec.get('kind')!r} sees "
             "the data as DataFrames. Drop refit_every, or use a base of the numeric kinds."
         )
-    X_all = np.concatenate([ctx.X_train, ctx.X_cal, ctx.X_test])
-    y_all = np.concatenate([ctx.y_train, ctx.y_cal, ctx.y_stream])
+    X_all = np.concatenate([X_train, X_cal, X_test])
+    y_all = np.concatenate([ctx.y_train, ctx.y_cal, ctx.y_stream])  # type: ignore[list-item]  # a time split's
     shared = dict(ctx.shared or {})
-    start = ctx.X_train.shape[0]
-    for part, X_part in (("calibrate", ctx.X_cal), ("test", ctx.X_test)):
+    start = X_train.shape[0]
+    for part, X_part in (("calibrate", X_cal), ("test", X_test)):
         blocks = []
         for lo in range(0, X_part.shape[0], every):
             hi = min(lo + every, X_part.shape[0])
@@ -216,8 +218,6 @@ def run_full_conformal_ls(
     xarray.Dataset
         ``lower``, ``upper`` over (obs, confidence_level) at the spec's levels.
     """
-    from calibprob.calibrators.timeseries import nexcp_least_squares
-
     _need_stream(ctx, entry.kind)
     X_past, y_past = ctx.past  # type: ignore[misc]  # checked by _need_stream
     X = np.concatenate([X_past, ctx.X_test])

@@ -103,7 +103,9 @@ def test_refit_every_refits_the_base_on_every_earlier_row(series, tmp_path):
         iv = aci.predict_interval(f)
         lo[k], hi[k] = iv["lower"].values.ravel(), iv["upper"].values.ravel()
         aci.update(f, y[t : t + 1])
-    np.testing.assert_allclose(res["coverage"].sel(calibrator="aci").values.ravel(), _hits(lo, hi, y[50:80]), atol=1e-12)
+    np.testing.assert_allclose(
+        res["coverage"].sel(calibrator="aci").values.ravel(), _hits(lo, hi, y[50:80]), atol=1e-12
+    )
     np.testing.assert_allclose(res["width"].sel(calibrator="aci").values.ravel(), (hi - lo).mean(axis=0), rtol=1e-9)
 
 
@@ -127,12 +129,18 @@ def test_full_conformal_ls_kind_is_the_paper_protocol_by_hand(series, tmp_path):
     ):
         rng = np.random.default_rng(3)  # one generator for the stream, its swap drawn once per step
         ends = {
-            c: np.array([full_conformal_ls(XX[:t], y[:t], XX[t], confidence_level=c, **kw, random_state=rng)
-                         for t in range(50, 120)])  # fmt: skip
+            c: np.array(
+                [
+                    full_conformal_ls(XX[:t], y[:t], XX[t], confidence_level=c, **kw, random_state=rng)
+                    for t in range(50, 120)
+                ]
+            )  # fmt: skip
             for c in (0.8,)
         }
         if name != "wls":  # the WLS levels share each step's draw: checked at the first level only
-            ends[0.9] = np.array([full_conformal_ls(XX[:t], y[:t], XX[t], confidence_level=0.9, **kw) for t in range(50, 120)])
+            ends[0.9] = np.array(
+                [full_conformal_ls(XX[:t], y[:t], XX[t], confidence_level=0.9, **kw) for t in range(50, 120)]
+            )
         for c, iv in ends.items():
             got = res["coverage"].sel(calibrator=name, confidence_level=c).item()
             assert got == pytest.approx(_hits(iv[:, :1], iv[:, 1:], y[50:])[0], abs=1e-12), (name, c)
@@ -147,7 +155,9 @@ def test_enbpi_kind_fits_on_the_past_and_streams_the_horizon(series, tmp_path):
     model = EnbPI(LinearRegression(), n_bootstraps=10, center="quantile", confidence_level=[0.8, 0.9], random_state=5)
     iv = model.fit(X[:50], y[:50]).predict_and_update(X[50:], y[50:])
     lo, hi = iv["lower"].values, iv["upper"].values
-    np.testing.assert_allclose(res["coverage"].sel(calibrator="enbpi").values.ravel(), _hits(lo, hi, y[50:]), atol=1e-12)
+    np.testing.assert_allclose(
+        res["coverage"].sel(calibrator="enbpi").values.ravel(), _hits(lo, hi, y[50:]), atol=1e-12
+    )
     np.testing.assert_allclose(res["width"].sel(calibrator="enbpi").values.ravel(), (hi - lo).mean(axis=0), rtol=1e-9)
 
 
@@ -164,8 +174,14 @@ def test_the_new_kinds_are_online_and_refuse_a_random_split(series, tmp_path):
 @pytest.mark.parametrize(
     ("split", "match"),
     [
-        ({"kind": "time", "train": 30, "burn_in": 0.2, "horizon": 70}, r"split\.train must be a fraction in \(0, 1\) \(or give all three as row counts"),
-        ({"kind": "time", "train": 30, "burn_in": 1, "horizon": 70}, r"split\.burn_in = 1 rows is too short: each stretch needs at least 2"),
+        (
+            {"kind": "time", "train": 30, "burn_in": 0.2, "horizon": 70},
+            r"split\.train must be a fraction in \(0, 1\) \(or give all three as row counts",
+        ),
+        (
+            {"kind": "time", "train": 30, "burn_in": 1, "horizon": 70},
+            r"split\.burn_in = 1 rows is too short: each stretch needs at least 2",
+        ),
         ({"kind": "time", "train": 30, "burn_in": 20, "horizon": 71}, r"asks for .* rows, 121 in all, but it has 120\. Shorten a stretch"),
         ({"kind": "time", "train": 30, "burn_in": 20, "horizon": 70, "refit_every": 0}, r"split\.refit_every"),
         ({"kind": "time", "train": 30, "burn_in": 20, "horizon": 70, "shuffle": "yes"}, r"split\.shuffle"),
@@ -186,7 +202,10 @@ def test_bad_time_split_protocols_are_refused(series, split, match):
     [
         ({"permute": -1}, r"datasets\[0\]\.permute"),
         ({"permute": 1.5}, r"datasets\[0\]\.permute"),
-        ({"function": "forrester", "n": 50, "permute": 1}, r"permute shuffles the rows of a data file.*CSV entries only"),
+        (
+            {"function": "forrester", "n": 50, "permute": 1},
+            r"permute shuffles the rows of a data file.*CSV entries only",
+        ),
     ],
 )
 def test_bad_permute_is_refused(series, entry, match):

@@ -36,6 +36,7 @@ beyond exchangeability. Ann. Statist. 51(2), 816–845 (§3: the method; Theorem
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Self
 
 import numpy as np
@@ -323,7 +324,7 @@ def nexcp_least_squares(
     burn_in: int = 100,
     rho: float | None = 0.99,
     weighted_fit: bool = False,
-    confidence_level: float = 0.9,
+    confidence_level: float | Sequence[float] = 0.9,
     random_state=0,
     times=None,
 ) -> xr.Dataset:

@@ -34,7 +34,9 @@ def _horizon_axis(x: xr.Dataset) -> tuple[np.ndarray, bool]:
     for dim in [d for d in stamps.dims if d != "time"]:
         stamps = stamps.isel({dim: 0})
     values = np.asarray(stamps.values)
-    if values.shape != steps.shape or bool(np.any(np.isnat(values) if values.dtype.kind == "M" else ~np.isfinite(values))):
+    if values.shape != steps.shape or bool(
+        np.any(np.isnat(values) if values.dtype.kind == "M" else ~np.isfinite(values))
+    ):
         return steps, False
     return values, True
 

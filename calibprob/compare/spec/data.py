@@ -180,7 +180,11 @@ def _dataset_entry_kind(entry: dict, where: str) -> tuple[str, str]:
     if "path" in entry and "function" in entry:
         raise SpecError(f"{where} has both 'path' (a CSV) and 'function' (synthetic); keep one.")
     kind = "csv" if "path" in entry else "function" if "function" in entry else "bundled"
-    allowed = {"csv": _CSV_KEYS | {"time"}, "function": _FUNCTION_KEYS, "bundled": set()}[kind] | {"name", "split", "sha256"}
+    allowed = {"csv": _CSV_KEYS | {"time"}, "function": _FUNCTION_KEYS, "bundled": set()}[kind] | {
+        "name",
+        "split",
+        "sha256",
+    }
     if kind != "function":
         allowed = allowed | {"groups", "shift", "permute"}
     for key in entry:
@@ -200,7 +204,9 @@ def _dataset_entry_kind(entry: dict, where: str) -> tuple[str, str]:
                 "entry has no such column."
             )
         if key not in allowed:
-            applies = "CSV entries (with 'path')" if key in _CSV_KEYS | {"time"} else "synthetic entries (with 'function')"
+            applies = (
+                "CSV entries (with 'path')" if key in _CSV_KEYS | {"time"} else "synthetic entries (with 'function')"
+            )
             raise SpecError(f"{where}.{key} applies only to {applies}; this entry is a {kind} entry.")
     return name, kind
 
@@ -403,13 +409,15 @@ def _parse_time_column(entry: dict, path: Path, target: str, features, where: st
     for key in ("permute", "subsample", "dropna"):
         if entry.get(key) not in (None, False):
             raise SpecError(
-                f"{where}.time reads the rows' times in file order; {key} reorders or drops rows. Drop {key} "
-                "or time."
+                f"{where}.time reads the rows' times in file order; {key} reorders or drops rows. Drop {key} or time."
             )
     try:
         stamps = read_time_column(path, column)
     except (ValueError, TypeError) as err:
-        raise SpecError(f"{where}.time = {column!r}: its values are neither numbers nor dates ({err}).") from None
+        raise SpecError(
+            f"{where}.time = {column!r}: its values are neither numbers nor dates ({err}). Name a column of numbers "
+            "or of dates such as 2020-01-31 or 2020-01-31 12:30."
+        ) from None
     steps = np.diff(stamps)
     if pd.isna(stamps).any() or not (steps > np.zeros(1, steps.dtype)[0]).all():
         raise SpecError(
