@@ -141,13 +141,15 @@ def run_online(ctx: TaskContext, entry, **options) -> xr.Dataset:
     return stream_predictions(calibrator, ctx.predict_base(ctx.X_test), ctx.y_stream, levels=ctx.levels)
 
 
-def _need_stream(ctx: TaskContext, kind: str) -> None:
-    """An online kind runs on a time split only (its horizon is the stream, its past the rows before it)."""
-    if ctx.y_stream is None or ctx.past is None:
+def _need_stream(ctx: TaskContext, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """An online kind runs on a time split only (its horizon is the stream): the rows before it, in time order."""
+    past = ctx.past()
+    if ctx.y_stream is None or past is None:
         raise ValueError(
             f"kind {kind!r} is an online method: it predicts and updates along a stream, so it needs a "
             'time-ordered split. Use [split] kind = "time" with train, burn_in and horizon.'
         )
+    return past
 
 
 def expanding_base_predictions(ctx: TaskContext, every: int) -> TaskContext:
@@ -218,8 +220,7 @@ def run_full_conformal_ls(
     xarray.Dataset
         ``lower``, ``upper`` over (obs, confidence_level) at the spec's levels.
     """
-    _need_stream(ctx, entry.kind)
-    X_past, y_past = ctx.past  # type: ignore[misc]  # checked by _need_stream
+    X_past, y_past = _need_stream(ctx, entry.kind)
     X = np.concatenate([X_past, ctx.X_test])
     if fit_intercept:
         X = np.column_stack([np.ones(X.shape[0]), X])
@@ -240,13 +241,13 @@ def run_enbpi(ctx: TaskContext, entry, **options) -> xr.Dataset:
     """EnbPI around the task's base: its bootstrap copies fitted on the rows before the horizon, then streamed.
 
     :class:`calibprob.EnbPI` with ``estimator`` a fresh copy of the task's base, fitted on the train
-    and burn-in rows in time order (``ctx.past``), then :meth:`~calibprob.EnbPI.predict_and_update`
+    and burn-in rows in time order (:meth:`TaskContext.past`), then :meth:`~calibprob.EnbPI.predict_and_update`
     along the horizon: each interval issued before its outcome, whose residual then joins the
     sliding window. Intervals at the spec's levels.
     """
-    _need_stream(ctx, entry.kind)
+    past = _need_stream(ctx, entry.kind)
     kwargs = _constructor_kwargs(ctx, entry, options)
     kwargs.setdefault("confidence_level", list(ctx.confidence_levels))
     model = entry.load()(estimator=ctx.new_base(), **kwargs)
-    model.fit(*ctx.past)  # type: ignore[misc]  # checked by _need_stream
+    model.fit(*past)
     return model.predict_and_update(ctx.X_test, ctx.y_stream)

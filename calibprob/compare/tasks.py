@@ -186,8 +186,9 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
         arrays["frames"] = frames
     if split.get("kind") == "time":  # the test part is a stream: online methods see its outcomes one by one
         arrays["time_split"] = True
-        # every row before the horizon in time order, as the models see them (methods that refit on the past)
-        arrays["past"] = tuple(np.concatenate([arrays["train"][i], arrays["calibrate"][i]])[past_order] for i in (0, 1))
+        # how the rows before the horizon go back into time order (TaskContext.past, built only when a method asks:
+        # an array allocated here would move later allocations and, through BLAS alignment, other results' last bits)
+        arrays["past_order"] = past_order
         if split.get("refit_every"):
             arrays["refit_every"] = int(split["refit_every"])
         if d.time is not None:  # the horizon's own times (dates on the report's coverage over time)
@@ -202,23 +203,26 @@ def _prepare(spec: Spec, dataset: str, repetition: int, scored: bool = False):
     return (seed, arrays, back, y_test) if scored else (seed, arrays)
 
 
-def _time_parts(data: xr.Dataset, split: dict, dataset: str, seed: int) -> tuple[dict, np.ndarray]:
+def _time_parts(data: xr.Dataset, split: dict, dataset: str, seed: int) -> tuple[dict, np.ndarray | None]:
     """A time split's parts: consecutive stretches of rows in the data's order (train, burn-in, horizon).
 
     The same for every repetition (only the bases' seeds differ), unless ``shuffle``: the train and
     burn-in rows are then drawn at random from their union with the task's seed, each part kept in
     time order. The horizon keeps its row order, the stream an online method is scored on. Also
     returns the order that sorts the train rows followed by the burn-in rows back into time order
-    (the past, for methods that refit on every earlier row).
+    (the past, for methods that refit on every earlier row): None when they are in order already.
     """
     sizes = time_split_counts(split, data.sizes["obs"], dataset)
     edges = np.cumsum([0, *sizes])
-    rows = {k: np.arange(edges[i], edges[i + 1]) for i, k in enumerate(("train", "calibrate", "test"))}
-    if split.get("shuffle"):
-        past = np.random.default_rng(seed).permutation(edges[2])
-        rows["train"], rows["calibrate"] = np.sort(past[: sizes[0]]), np.sort(past[sizes[0] :])
+    names = ("train", "calibrate", "test")
+    if not split.get("shuffle"):  # slices: the same views (and so the same bits downstream) as before
+        return {k: data.isel(obs=slice(edges[i], edges[i + 1])) for i, k in enumerate(names)}, None
+    past = np.random.default_rng(seed).permutation(edges[2])
+    rows = {"train": np.sort(past[: sizes[0]]), "calibrate": np.sort(past[sizes[0] :])}
     order = np.argsort(np.concatenate([rows["train"], rows["calibrate"]]), kind="stable")
-    return {k: data.isel(obs=v) for k, v in rows.items()}, order
+    parts = {k: data.isel(obs=v) for k, v in rows.items()}
+    parts["test"] = data.isel(obs=slice(edges[2], edges[3]))
+    return parts, order
 
 
 def _shifted_parts(d, parts: dict, seed: int) -> tuple[dict, tuple | None]:
@@ -602,7 +606,7 @@ def _context(spec: Spec, table: dict, arrays: dict, seed: int, base):
         groups=arrays.get("groups"),
         max_method_minutes=spec.max_method_minutes,
         y_stream=parts["test"][1] if arrays.get("time_split") else None,
-        past=arrays.get("past"),
+        past_order=arrays.get("past_order"),
         oracle_weights=arrays.get("oracle_weights"),
     )
 

@@ -56,7 +56,7 @@ def test_a_time_split_in_row_counts_takes_those_rows_in_order(series):
     np.testing.assert_array_equal(arrays["train"][1], y[:30])
     np.testing.assert_array_equal(arrays["calibrate"][1], y[30:50])
     np.testing.assert_array_equal(arrays["test"][1], y[50:])
-    np.testing.assert_array_equal(arrays["past"][0], X[:50])
+    assert arrays["past_order"] is None  # in time order already: TaskContext.past() concatenates train and burn-in
 
 
 def test_shuffle_draws_train_and_burn_in_from_their_union_and_keeps_the_past_in_order(series):
@@ -69,7 +69,8 @@ def test_shuffle_draws_train_and_burn_in_from_their_union_and_keeps_the_past_in_
     assert sorted(np.concatenate(rows).tolist()) == list(range(50)) and rows[0].size == 25
     assert not np.array_equal(a0["train"][1], a1["train"][1])
     np.testing.assert_array_equal(a0["train"][1], y[rows[0]])
-    np.testing.assert_array_equal(a0["past"][1], y[:50])
+    past = np.concatenate([a0["train"][1], a0["calibrate"][1]])[a0["past_order"]]
+    np.testing.assert_array_equal(past, y[:50])
     np.testing.assert_array_equal(a0["test"][1], y[50:])
 
 
