@@ -41,6 +41,19 @@ def load(data_dir: Path) -> np.ndarray:
     return pd.read_csv(data_dir / "elec2.csv", usecols=["nswdemand"])["nswdemand"].to_numpy(float)[:N_ROWS]
 
 
+#: The series as the repository ships it (``models/data``): each half-hour from the 4th with its three lags.
+BUNDLED = Path(__file__).resolve().parents[1] / "models" / "data" / "angelopoulos2023_elec2_nswdemand.csv"
+
+
+def load_bundled(path: Path = BUNDLED) -> np.ndarray:
+    """The same 2000 values from the repository's extract (the first row's lags give the first three)."""
+    import pandas as pd
+
+    df = pd.read_csv(path)
+    first = df.iloc[0]
+    return np.r_[first["lag3"], first["lag2"], first["lag1"], df["nswdemand"].to_numpy(float)]
+
+
 def ar3_forecasts(y: np.ndarray, order: int = 3) -> np.ndarray:
     """One-step AR(order) forecasts with intercept, refitted by least squares on y[:t], for t = START .. end."""
     out = np.empty(y.size - START)
@@ -64,7 +77,7 @@ def run(y: np.ndarray, mu: np.ndarray, make) -> dict:
     for i in range(n):
         f = point(mu[BURNIN + i])
         ds = est.predict_interval(f)
-        lower[i], upper[i] = float(ds["lower"].values[0, 0]), float(ds["upper"].values[0, 0])
+        lower[i], upper[i] = float(ds["lower"].values.reshape(-1)[0]), float(ds["upper"].values.reshape(-1)[0])
         est.update(f, [yy[BURNIN + i]])
     return summary(yy[BURNIN:], lower, upper, est)
 
@@ -94,7 +107,7 @@ def compare(data_dir: Path) -> dict[str, dict]:
 
     import calibprob
 
-    y = load(data_dir)
+    y = load(data_dir) if (data_dir / "elec2.csv").exists() else load_bundled()
     mu = ar3_forecasts(y)
     out = {}
     for lr in PID_LRS:

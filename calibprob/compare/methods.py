@@ -103,6 +103,23 @@ class TaskContext:
     #: The test part's targets in time order, for online methods only (a ``[split] kind = "time"``; None otherwise):
     #: ``calibprob.compare.online.run_online`` reveals them one at a time, after each prediction.
     y_stream: np.ndarray | None = None
+    #: A time split's order of the train rows followed by the burn-in rows in time (a ``shuffle = true`` split);
+    #: None: already in time order. Read through :meth:`past`.
+    past_order: np.ndarray | None = None
+
+    def past(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """A time split's rows before the horizon (train and burn-in) in time order, ``(X, y)`` as the models see them.
+
+        For online methods that refit on every earlier row; None without a time split. Built on demand
+        (a spec without such a method allocates nothing more, so its results keep their bits).
+        """
+        if self.y_stream is None or self.X_cal is None or self.y_cal is None:
+            return None
+        X = np.concatenate([self.X_train, self.X_cal])
+        y = np.concatenate([self.y_train, self.y_cal])
+        if self.past_order is not None:
+            X, y = X[self.past_order], y[self.past_order]
+        return X, y
 
     def new_base(self) -> Any:
         """A fresh, unfitted copy of the base model (for methods that refit it)."""

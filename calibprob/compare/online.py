@@ -15,13 +15,26 @@ of a time split is the long-run coverage of the stream, and
 ``calibprob.compare.ranking`` ranks the online methods by its error :math:`|\text{coverage} - c|`
 and by width (Gibbs & Candès 2021, Proposition 4.1, bound this error for ACI).
 
+Two more kinds refit on the past instead of reading the base's forecasts: ``full-conformal-ls``
+(:func:`run_full_conformal_ls`: CP+LS, nexCP+LS and nexCP+WLS of Barber et al. 2023, least squares
+refitted on every earlier row at each step) and ``enbpi`` (:func:`run_enbpi`: Xu & Xie 2021's
+bootstrap ensemble of the base, fitted on the rows before the horizon). A time split's
+``refit_every = k`` gives every method an expanding-window base instead
+(:func:`expanding_base_predictions`).
+
 References
 ----------
 Gibbs, I. and Candès, E. (2021). Adaptive conformal inference under distribution shift. NeurIPS 34.
+
+Barber, R. F., Candès, E. J., Ramdas, A. and Tibshirani, R. J. (2023). Conformal prediction beyond
+exchangeability. Ann. Statist. 51(2), 816–845.
+
+Xu, C. and Xie, Y. (2021). Conformal prediction interval for dynamic time-series. ICML, PMLR 139.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any
 
@@ -29,10 +42,18 @@ import numpy as np
 import xarray as xr
 from numpy.typing import ArrayLike
 
-from calibprob.compare.methods import TaskContext, _constructor_kwargs, calibration_prediction
+from calibprob.calibrators.timeseries import nexcp_least_squares
+from calibprob.compare.methods import TaskContext, _constructor_kwargs, base_predictive, calibration_prediction
 from calibprob.registry._tables import MethodEntry
 
-__all__ = ["ONLINE_ADAPTER", "run_online", "stream_predictions"]
+__all__ = [
+    "ONLINE_ADAPTER",
+    "run_online",
+    "stream_predictions",
+    "expanding_base_predictions",
+    "run_full_conformal_ls",
+    "run_enbpi",
+]
 
 #: The adapter an online method kind registers (``adapter=ONLINE_ADAPTER``).
 ONLINE_ADAPTER = "calibprob.compare.online:run_online"
@@ -123,3 +144,115 @@ def run_online(ctx: TaskContext, entry: MethodEntry, **options: Any) -> xr.Datas
     pred_cal, y_cal = calibration_prediction(ctx)
     calibrator.fit(pred_cal, y_cal)
     return stream_predictions(calibrator, ctx.predict_base(ctx.X_test), ctx.y_stream, levels=ctx.levels)
+
+
+def _need_stream(ctx: TaskContext, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """An online kind runs on a time split only (its horizon is the stream): the rows before it, in time order."""
+    past = ctx.past()
+    if ctx.y_stream is None or past is None:
+        raise ValueError(
+            f"kind {kind!r} is an online method: it predicts and updates along a stream, so it needs a "
+            'time-ordered split. Use [split] kind = "time" with train, burn_in and horizon.'
+        )
+    return past
+
+
+def expanding_base_predictions(ctx: TaskContext, every: int) -> TaskContext:
+    r"""``ctx`` whose burn-in and horizon forecasts come from the base refitted on every earlier row.
+
+    A time split's ``refit_every = k``: before each block of :math:`k` rows of the burn-in and of
+    the horizon, a fresh copy of the base (:meth:`TaskContext.new_base`, the task's seed) is fitted
+    on all the rows before the block (train, burn-in, and the horizon's outcomes so far) and
+    predicts the block: the forecaster an online method wraps is then refitted as the series
+    grows (the conformal-PID experiments' AR forecaster, refitted at each step, is ``k = 1`` on lag
+    features). The forecasts replace the shared ones, so every method of the task reads them.
+
+    Parameters
+    ----------
+    ctx : TaskContext
+        A time split's task with its base fitted on the train stretch.
+    every : int
+        :math:`k \ge 1`.
+
+    Returns
+    -------
+    TaskContext
+
+    Raises
+    ------
+    ValueError
+        Without a time split, or for a base that sees the data as DataFrames (``pymc-model``, ``bambi``).
+    """
+    _need_stream(ctx, "refit_every")
+    X_train, X_cal, X_test = ctx.X_train, ctx.X_cal, ctx.X_test
+    if not (isinstance(X_train, np.ndarray) and isinstance(X_cal, np.ndarray) and isinstance(X_test, np.ndarray)):
+        raise ValueError(
+            f"refit_every = {every} refits the base on numeric rows; base kind {ctx.base_spec.get('kind')!r} sees "
+            "the data as DataFrames. Drop refit_every, or use a base of the numeric kinds."
+        )
+    X_all = np.concatenate([X_train, X_cal, X_test])
+    y_all = np.concatenate([ctx.y_train, ctx.y_cal, ctx.y_stream])  # type: ignore[list-item]  # a time split's
+    shared = dict(ctx.shared or {})
+    start = X_train.shape[0]
+    for part, X_part in (("calibrate", X_cal), ("test", X_test)):
+        blocks = []
+        for lo in range(0, X_part.shape[0], every):
+            hi = min(lo + every, X_part.shape[0])
+            base = ctx.new_base()
+            base.fit(X_all[: start + lo], y_all[: start + lo])
+            blocks.append(base_predictive(base, X_part[lo:hi], levels=ctx.levels))
+        pred = xr.concat(blocks, dim="obs", data_vars="all", combine_attrs="override")
+        shared[part] = pred.assign_coords(obs=np.arange(X_part.shape[0]))
+        start += X_part.shape[0]
+    return dataclasses.replace(ctx, shared=shared)
+
+
+def run_full_conformal_ls(
+    ctx: TaskContext, entry, *, rho=None, weighted_fit: bool = False, fit_intercept: bool = False, random_state=None
+) -> xr.Dataset:
+    """Full-conformal least squares along the horizon, refitted on every earlier row at each step.
+
+    The paper's online protocol (:func:`calibprob.calibrators.timeseries.nexcp_least_squares`): at
+    horizon step :math:`t` the interval of the least-squares refit on all rows before it (train,
+    burn-in and the horizon's outcomes so far) plus the test point, read in closed form. No ``rho``:
+    CP+LS; ``rho``: nexCP+LS (weights :math:`\rho^{n+1-i}`); with ``weighted_fit = true``: nexCP+WLS
+    (the same decay as least-squares weights, the test point's weight swapped with a random point's,
+    drawn with ``random_state``, the task's seed by default). The base is not used. On the inputs as
+    the spec gives them: set ``standardize = false`` for the paper's unscaled fit.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``lower``, ``upper`` over (obs, confidence_level) at the spec's levels.
+    """
+    X_past, y_past = _need_stream(ctx, entry.kind)
+    X = np.concatenate([X_past, ctx.X_test])
+    if fit_intercept:
+        X = np.column_stack([np.ones(X.shape[0]), X])
+    y = np.concatenate([y_past, ctx.y_stream])
+    ds = nexcp_least_squares(
+        X,
+        y,
+        burn_in=y_past.size,
+        rho=rho,
+        weighted_fit=weighted_fit,
+        confidence_level=list(ctx.confidence_levels),
+        random_state=np.random.default_rng(ctx.seed if random_state is None else random_state),
+    )
+    return ds.drop_vars("time").assign_coords(obs=np.arange(ctx.y_stream.size))  # type: ignore[union-attr]
+
+
+def run_enbpi(ctx: TaskContext, entry, **options) -> xr.Dataset:
+    """EnbPI around the task's base: its bootstrap copies fitted on the rows before the horizon, then streamed.
+
+    :class:`calibprob.EnbPI` with ``estimator`` a fresh copy of the task's base, fitted on the train
+    and burn-in rows in time order (:meth:`TaskContext.past`), then :meth:`~calibprob.EnbPI.predict_and_update`
+    along the horizon: each interval issued before its outcome, whose residual then joins the
+    sliding window. Intervals at the spec's levels.
+    """
+    past = _need_stream(ctx, entry.kind)
+    kwargs = _constructor_kwargs(ctx, entry, options)
+    kwargs.setdefault("confidence_level", list(ctx.confidence_levels))
+    model = entry.load()(estimator=ctx.new_base(), **kwargs)
+    model.fit(*past)
+    return model.predict_and_update(ctx.X_test, ctx.y_stream)

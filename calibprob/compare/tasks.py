@@ -34,7 +34,9 @@ from calibprob.compare.methods import (
     share_base_predictions,
     task_weights,
 )
-from calibprob.compare.spec.model import METHOD_FALLBACKS, MIN_PART_ROWS, DatasetSpec, MethodSpec, Spec, file_sha256
+from calibprob.compare.online import expanding_base_predictions
+from calibprob.compare.spec.data import read_time_column, time_split_counts
+from calibprob.compare.spec.model import METHOD_FALLBACKS, DatasetSpec, MethodSpec, Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
 from calibprob.compare.spec.shift import draw_shifted, oracle_weights
 from calibprob.datasets import loaders as cds_loaders
@@ -118,6 +120,22 @@ def _task_seed(spec: Spec, dataset: str, repetition: int) -> int:
 
 def _load(spec: Spec, dataset: str, seed: int) -> xr.Dataset:
     d = next(d for d in spec.datasets if d.name == dataset)
+    data = _load_rows(spec, d, seed)
+    if d.permute is not None:  # the rows in a random order: a time split's exchangeable control
+        data = data.isel(obs=row_permutation(data.sizes["obs"], d.permute))
+    return data
+
+
+def row_permutation(n: int, seed: int) -> np.ndarray:
+    """The order of a data set's ``permute = seed`` rows: ``numpy.random.RandomState(seed).permutation(n)``.
+
+    The legacy generator, so that ``permute = 98765`` gives the permutation of Barber et al.'s (2023) code
+    (``RandomState(98765).choice(n, n, replace=False)`` draws this same permutation).
+    """
+    return np.random.RandomState(seed).permutation(n)
+
+
+def _load_rows(spec: Spec, d, seed: int) -> xr.Dataset:
     if d.path is not None:
         return _load_table(d)
     if d.function is not None and d.n is not None:  # the validator requires n for synthetic entries
@@ -151,7 +169,7 @@ def _prepare(
     split = d.split if d.split is not None else spec.split
     fractions = tuple(split[k] for k in ("train", "calibrate", "test") if k in split)
     if split.get("kind") == "time":
-        parts = _time_parts(data, split, dataset)
+        parts, past_order = _time_parts(data, split, dataset, seed)
     else:
         parts = cds.train_calibrate_test_split(data, fractions, seed=seed, stratify=_stratify_labels(d, split, data))
     parts, oracle = _shifted_parts(d, parts, seed)
@@ -183,6 +201,14 @@ def _prepare(
         arrays["frames"] = frames
     if split.get("kind") == "time":  # the test part is a stream: online methods see its outcomes one by one
         arrays["time_split"] = True
+        # how the rows before the horizon go back into time order (TaskContext.past, built only when a method asks:
+        # an array allocated here would move later allocations and, through BLAS alignment, other results' last bits)
+        arrays["past_order"] = past_order
+        if split.get("refit_every"):
+            arrays["refit_every"] = int(split["refit_every"])
+        if d.time is not None:  # the horizon's own times (dates on the report's coverage over time)
+            rows = pd.Index(data["obs"].values).get_indexer(parts["test"]["obs"].values)
+            arrays["horizon_times"] = read_time_column(d.path, d.time)[rows]
     if oracle is not None:
         arrays["oracle_weights"] = oracle
     if back is None:
@@ -192,21 +218,26 @@ def _prepare(
     return (seed, arrays, back, y_test) if scored else (seed, arrays)
 
 
-def _time_parts(data: xr.Dataset, split: dict, dataset: str) -> dict:
+def _time_parts(data: xr.Dataset, split: dict, dataset: str, seed: int) -> tuple[dict, np.ndarray | None]:
     """A time split's parts: consecutive stretches of rows in the data's order (train, burn-in, horizon).
 
-    The same for every repetition (only the bases' seeds differ); the horizon keeps its row order, the
-    stream an online method is scored on.
+    The same for every repetition (only the bases' seeds differ), unless ``shuffle``: the train and
+    burn-in rows are then drawn at random from their union with the task's seed, each part kept in
+    time order. The horizon keeps its row order, the stream an online method is scored on. Also
+    returns the order that sorts the train rows followed by the burn-in rows back into time order
+    (the past, for methods that refit on every earlier row): None when they are in order already.
     """
-    n = data.sizes["obs"]
-    sizes = [int(round(n * split[k])) for k in ("train", "burn_in", "horizon")]
-    if min(sizes) < MIN_PART_ROWS:
-        raise ValueError(
-            f"data set {dataset!r}: its time split gives {dict(zip(('train', 'burn_in', 'horizon'), sizes))} rows of "
-            f"{n}; each stretch needs at least {MIN_PART_ROWS}. Lengthen the short stretch or use more rows."
-        )
+    sizes = time_split_counts(split, data.sizes["obs"], dataset)
     edges = np.cumsum([0, *sizes])
-    return {k: data.isel(obs=slice(edges[i], edges[i + 1])) for i, k in enumerate(("train", "calibrate", "test"))}
+    names = ("train", "calibrate", "test")
+    if not split.get("shuffle"):  # slices: the same views (and so the same bits downstream) as before
+        return {k: data.isel(obs=slice(edges[i], edges[i + 1])) for i, k in enumerate(names)}, None
+    past = np.random.default_rng(seed).permutation(edges[2])
+    rows = {"train": np.sort(past[: sizes[0]]), "calibrate": np.sort(past[sizes[0] :])}
+    order = np.argsort(np.concatenate([rows["train"], rows["calibrate"]]), kind="stable")
+    parts = {k: data.isel(obs=v) for k, v in rows.items()}
+    parts["test"] = data.isel(obs=slice(edges[2], edges[3]))
+    return parts, order
 
 
 def _shifted_parts(d: DatasetSpec, parts: dict, seed: int) -> tuple[dict, tuple | None]:
@@ -260,8 +291,10 @@ def _frames(spec: Spec, d: Any, data: xr.Dataset, parts: dict) -> dict:  # d: a 
     features = [str(f) for f in data["feature"].values]
     same = [c for c in raw.columns if c in features and pd.api.types.is_numeric_dtype(raw[c])]
     X = data["X"].values
+    # the loaded rows in their (possibly permuted) order; the obs ids below stay the file's positions
+    seen = raw if d.permute is None else raw.iloc[row_permutation(len(raw), d.permute)]
     if len(raw) != data.sizes["obs"] or any(
-        not np.array_equal(raw[c].to_numpy(float), X[:, features.index(c)]) for c in same
+        not np.array_equal(seen[c].to_numpy(float), X[:, features.index(c)]) for c in same
     ):
         raise RuntimeError(f"data set {d.name!r}: its raw rows do not match the loaded rows; please report this.")
     out = {}
@@ -499,6 +532,8 @@ def _fit_stage(spec: Spec, dataset: str, repetition: int) -> dict:
             # --- shared base predictions (issue 37): once per (data set, repetition, base) ---
             t0 = time.perf_counter()
             ctx = share_base_predictions(ctx, spec.methods_on(base_name) if spec.bases is not None else spec.methods)
+            if arrays.get("refit_every"):  # a time split's expanding window: the base refitted along the stream
+                ctx = expanding_base_predictions(ctx, arrays["refit_every"])
             fits[base_name] = (ctx, base_time, time.perf_counter() - t0)
         except Exception as err:
             if spec.bases is None:
@@ -536,6 +571,8 @@ def _task_scores(
                 piece[k] = v.astype(float)
         pieces.append(piece.expand_dims(base=[base_name]) if named else piece)
     out = _merge_bases(spec, pieces, names) if named else pieces[0]
+    if "horizon_times" in arrays and "time" in out.dims:  # the step along the horizon -> the row's own time
+        out["time_stamp"] = ("time", arrays["horizon_times"])
     errors = [e for e in out["error"].values.ravel() if e]
     out["n_train"] = len(y_train)
     out["n_calibrate"] = 0 if y_cal is None else len(y_cal)
@@ -584,6 +621,7 @@ def _context(spec: Spec, table: dict, arrays: dict, seed: int, base: Any) -> Tas
         groups=arrays.get("groups"),
         max_method_minutes=spec.max_method_minutes,
         y_stream=parts["test"][1] if arrays.get("time_split") else None,
+        past_order=arrays.get("past_order"),
         oracle_weights=arrays.get("oracle_weights"),
     )
 

@@ -397,6 +397,43 @@ register_method(
     needs_calibration_split=True,
 )
 register_method(
+    "full-conformal-ls",
+    None,
+    family="model-aware",
+    output="intervals",
+    options={
+        "rho": Float(0, 1, lo_open=True),
+        "weighted_fit": _BOOL,
+        "fit_intercept": _BOOL,
+        "random_state": Int(0, 2**63 - 1),
+    },
+    doc="Full-conformal least squares refitted on the past at each step of a time split's horizon: CP+LS, "
+    "nexCP+LS (rho) and nexCP+WLS (rho, weighted_fit) of Barber et al. 2023.",
+    adapter="calibprob.compare.online:run_full_conformal_ls",
+    needs_calibration_split=True,
+)
+register_method(
+    "enbpi",
+    "calibprob.calibrators.timeseries:EnbPI",
+    family="model-aware",
+    output="intervals",
+    options={
+        "n_bootstraps": Int(2, 100_000),
+        "aggregation": Choice(("mean", "median")),
+        "center": Choice(("mean", "quantile")),
+        "window": Int(1, None),
+        "step": Int(1, None),
+        "optimize_beta": _BOOL,
+        "quantile_method": Choice(("linear", "higher", "lower", "nearest", "midpoint", "inverted_cdf")),
+        "random_state": Int(0, 2**63 - 1),
+    },
+    doc="EnbPI (Xu & Xie 2021): bootstrap copies of the base fitted before a time split's horizon, a sliding "
+    "window of leave-one-out residuals along it.",
+    seed="random_state",
+    adapter="calibprob.compare.online:run_enbpi",
+    needs_calibration_split=True,
+)
+register_method(
     "base",
     None,
     family="distribution",

@@ -36,6 +36,7 @@ beyond exchangeability. Ann. Statist. 51(2), 816–845 (§3: the method; Theorem
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Self
 
 import numpy as np
@@ -343,7 +344,7 @@ def nexcp_least_squares(
     burn_in: int = 100,
     rho: float | None = 0.99,
     weighted_fit: bool = False,
-    confidence_level: float = 0.9,
+    confidence_level: float | Sequence[float] = 0.9,
     random_state: int | np.random.Generator | np.random.RandomState = 0,
     times: ArrayLike | None = None,
 ) -> xr.Dataset:
@@ -356,8 +357,11 @@ def nexcp_least_squares(
     y : array_like, shape (T,)
     burn_in : int, default 100
         Points before the first interval (the paper's ``train_lag``).
-    rho, weighted_fit, confidence_level, random_state
+    rho, weighted_fit, random_state
         As :func:`full_conformal_ls` (``rho=None``: CP+LS). One generator serves every step.
+    confidence_level : float or sequence of float, default 0.9
+        One level, or several read from the same refit at each step (the WLS swap drawn once per
+        step and shared by the levels).
     times : array_like, shape (T,), optional
         Time stamps, strictly increasing; default ``0 .. T-1``.
 
@@ -381,12 +385,21 @@ def nexcp_least_squares(
         raise ValueError(f"times has shape {stamps.shape} for {T} points; pass one time per row.")
     probe = xr.Dataset(coords={"obs": np.arange(T), TIME_COORD: ("obs", stamps)})
     check_stream_times(probe, None, "times")
+    levels, _ = resolve_levels(confidence_level)
+    if weighted_fit and rho is None:
+        raise ValueError("weighted_fit=True needs rho (the decay of the fit weights); pass e.g. rho=0.99.")
+    decay = None if rho is None else check_rho(rho)
     rng = _rng(random_state)
-    lo, hi = np.empty(T - start), np.empty(T - start)
+    lo, hi = np.empty((T - start, levels.size)), np.empty((T - start, levels.size))
     for k, t in enumerate(range(start, T)):
-        lo[k], hi[k] = full_conformal_ls(
-            X[:t], y[:t], X[t], confidence_level=confidence_level, rho=rho, weighted_fit=weighted_fit, random_state=rng
-        )
+        # one refit per step, every level read from the same residual lines (one swap draw per step for WLS)
+        w = np.ones(t) if decay is None else DecayingWeights(decay).calibration(n=t)
+        tags = None
+        if weighted_fit:
+            tags, _ = swap_fit_weight(decay ** np.arange(t, -1, -1, dtype=float), w, rng)  # type: ignore[operator]
+        a, b, a1, b1 = ls_residual_lines(X[:t], y[:t], X[t], tags)
+        for j, c in enumerate(levels):
+            lo[k, j], hi[k, j] = full_conformal_hull(a, b, a1, b1, w, float(c))
     name = "cp-ls" if rho is None else ("nexcp-wls" if weighted_fit else "nexcp-ls")
-    ds = from_intervals(lo[:, None], hi[:, None], [float(confidence_level)], method=name, check=False)
+    ds = from_intervals(lo, hi, [float(c) for c in levels], method=name, check=False)
     return ds.assign_coords(obs=np.arange(start, T), time=("obs", stamps[start:]))

@@ -4,6 +4,8 @@ Results of a ``[split] kind = "time"`` spec hold ``rolling_coverage(time, confid
 pipeline (:func:`calibprob.evaluate` on the horizon in time order); one figure per data set and
 level draws each pipeline's rolling coverage, averaged over repetitions, against the nominal level
 with the central 95 % of :math:`\\mathrm{Bin}(w, c)/w` shaded (:func:`calibprob.plots.binomial_band`).
+The x-axis is the rows' own time where the data carry one (a data set's ``time`` column, stored as
+``time_stamp``: dates on the axis), else the step along the horizon.
 """
 
 from __future__ import annotations
@@ -25,13 +27,33 @@ __all__ = ["TIME_SECTION", "time_coverage_html"]
 TIME_SECTION = "Coverage over time"
 
 
+def _horizon_axis(x: xr.Dataset) -> tuple[np.ndarray, bool]:
+    """The x values: the rows' own times when the data carry them (a spec's ``time`` column), else the steps.
+
+    ``time_stamp(time)`` holds each horizon step's time (the same in every repetition of a time split;
+    the first repetition's is read), dates or numbers; missing anywhere, the step index is used.
+    """
+    steps = x["time"].values
+    if "time_stamp" not in x:
+        return steps, False
+    stamps = x["time_stamp"]
+    for dim in [d for d in stamps.dims if d != "time"]:
+        stamps = stamps.isel({dim: 0})
+    values = np.asarray(stamps.values)
+    if values.shape != steps.shape or bool(
+        np.any(np.isnat(values) if values.dtype.kind == "M" else ~np.isfinite(values))
+    ):
+        return steps, False
+    return values, True
+
+
 def _figure(b: xr.Dataset, d: str, c: float, colors: dict) -> Figure:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 3.6))
     x = b.sel(confidence_level=c)
     roll = x["rolling_coverage"].mean("repetition", skipna=True) if "repetition" in x.dims else x["rolling_coverage"]
-    t = x["time"].values
+    t, dated = _horizon_axis(x)
     for p in x["pipeline"].values:
         y = roll.sel(pipeline=p).values
         if np.isfinite(y).any():
@@ -44,7 +66,9 @@ def _figure(b: xr.Dataset, d: str, c: float, colors: dict) -> Figure:
     by_time = roll.transpose("time", ...).values
     finite = np.flatnonzero(np.isfinite(by_time).any(axis=tuple(range(1, by_time.ndim))))
     w = int(x["rolling_coverage"].attrs.get("time_window", finite[0] + 1 if finite.size else 0))
-    ax.set_xlabel("step along the horizon")
+    ax.set_xlabel("time" if dated else "step along the horizon")
+    if dated and np.issubdtype(np.asarray(t).dtype, np.datetime64):
+        fig.autofmt_xdate()
     ax.set_ylabel(f"rolling coverage ({w} steps)")
     ax.set_title(f"{d}: rolling coverage at {float(c):g}")
     ax.legend(fontsize="small", ncol=2)

@@ -55,6 +55,12 @@ from calibprob.transforms import transform_target
 
 def _check_rows(n: int, split: dict, where: str) -> None:
     """Every part of the split gets at least MIN_PART_ROWS of the n rows."""
+    if split.get("kind") == "time":
+        try:
+            time_split_counts(split, n, where)
+        except ValueError as err:
+            raise SpecError(str(err)) from None
+        return
     names = [k for k in SPLIT_KEYS if k in split]
     counts = _allocate(n, np.asarray([split[k] for k in names], dtype=float))
     if counts.min() < MIN_PART_ROWS:
@@ -133,6 +139,9 @@ def _parse_datasets(
         else:
             out.append(_parse_bundled_entry(entry, name, bundled, own_split, eff_split, base_kind, where))
         _check_stratify(eff_split, kind, name, entry, root, where)
+        if "permute" in entry:
+            seed_ = Int(0, 2**32 - 1).check(entry["permute"], f"{where}.permute")
+            out.append(dataclasses.replace(out.pop(), permute=seed_))
         out.extend(_with_shift(out.pop(), entry, kind, root, where))
     _check_dataset_names([d.name for d in out])
     return tuple(out)
@@ -174,14 +183,23 @@ def _dataset_entry_kind(entry: dict, where: str) -> tuple[str, str]:
     if "path" in entry and "function" in entry:
         raise SpecError(f"{where} has both 'path' (a CSV) and 'function' (synthetic); keep one.")
     kind = "csv" if "path" in entry else "function" if "function" in entry else "bundled"
-    allowed = {"csv": _CSV_KEYS, "function": _FUNCTION_KEYS, "bundled": set()}[kind] | {"name", "split", "sha256"}
+    allowed = {"csv": _CSV_KEYS | {"time"}, "function": _FUNCTION_KEYS, "bundled": set()}[kind] | {
+        "name",
+        "split",
+        "sha256",
+    }
     if kind != "function":
-        allowed = allowed | {"groups", "shift"}
+        allowed = allowed | {"groups", "shift", "permute"}
     for key in entry:
         if key == "shift" and key not in allowed:
             raise SpecError(
                 f"{where}.shift tilts named data columns, so it applies to bundled and CSV entries only; a synthetic "
                 "entry has no such column."
+            )
+        if key == "permute" and key not in allowed:
+            raise SpecError(
+                f"{where}.permute shuffles the rows of a data file, so it applies to bundled and CSV entries only; a "
+                "synthetic entry's rows are drawn independently already."
             )
         if key == "groups" and key not in allowed:
             raise SpecError(
@@ -189,7 +207,9 @@ def _dataset_entry_kind(entry: dict, where: str) -> tuple[str, str]:
                 "entry has no such column."
             )
         if key not in allowed:
-            applies = "CSV entries (with 'path')" if key in _CSV_KEYS else "synthetic entries (with 'function')"
+            applies = (
+                "CSV entries (with 'path')" if key in _CSV_KEYS | {"time"} else "synthetic entries (with 'function')"
+            )
             raise SpecError(f"{where}.{key} applies only to {applies}; this entry is a {kind} entry.")
     return name, kind
 
@@ -332,6 +352,10 @@ def _parse_csv_entry(
     subsample = None
     if "subsample" in entry:
         subsample = Int(1, None).check(entry["subsample"], f"{where}.subsample")
+    time = None
+    if "time" in entry:
+        time = _parse_time_column(entry, path, target, features, where)
+        exclude = None if features is not None else tuple(dict.fromkeys([*(exclude or ()), time]))
     try:
         sha = file_sha256(path)
     except OSError as err:
@@ -377,7 +401,47 @@ def _parse_csv_entry(
         sha256=sha,
         subsample_seed=seed if subsample is not None else None,
         groups=entry.get("groups"),
+        time=time,
     )
+
+
+def read_time_column(path, column: str) -> np.ndarray:
+    """A CSV column of times as ``datetime64`` (dates) or float (numbers), in file order."""
+    raw = pd.read_csv(path, usecols=[column])[column]
+    if pd.api.types.is_numeric_dtype(raw):
+        return raw.to_numpy(float)
+    return pd.to_datetime(raw).to_numpy()
+
+
+def _parse_time_column(entry: dict, path: Path, target: str, features, where: str) -> str:
+    """The entry's ``time`` column: present, not the target nor a feature, every row's time, strictly increasing."""
+    column = Str().check(entry["time"], f"{where}.time")
+    names = [str(c) for c in pd.read_csv(path, nrows=0).columns]
+    if column not in names or column == target or (features is not None and column in features):
+        what = "is the target" if column == target else "is a feature" if column in names else "is not a column"
+        raise SpecError(
+            f"{where}.time = {column!r} {what}.{_suggest(column, names)} Name the column of the rows' times (dates "
+            "or numbers); it is read as the time coordinate, not as a feature."
+        )
+    for key in ("permute", "subsample", "dropna"):
+        if entry.get(key) not in (None, False):
+            raise SpecError(
+                f"{where}.time reads the rows' times in file order; {key} reorders or drops rows. Drop {key} or time."
+            )
+    try:
+        stamps = read_time_column(path, column)
+    except (ValueError, TypeError) as err:
+        raise SpecError(
+            f"{where}.time = {column!r}: its values are neither numbers nor dates ({err}). Name a column of numbers "
+            "or of dates such as 2020-01-31 or 2020-01-31 12:30."
+        ) from None
+    steps = np.diff(stamps)
+    if pd.isna(stamps).any() or not (steps > np.zeros(1, steps.dtype)[0]).all():
+        raise SpecError(
+            f"{where}.time = {column!r}: the times must be strictly increasing, with no missing value (a time "
+            "split reads the rows in file order); sort the file by time and drop duplicated or empty times."
+        )
+    return column
 
 
 def _check_transform_domain(y: ArrayLike, transform: str, where: str) -> None:
@@ -405,35 +469,92 @@ def _parse_dataset_split(value: object, n: int, where: str) -> dict:
     return _parse_split(value, where)
 
 
-#: The keys of a time-ordered split (``[split] kind = "time"``).
-TIME_SPLIT_KEYS = ("kind", "train", "burn_in", "horizon")
+#: The keys of a time-ordered split (``[split] kind = "time"``); ``refit_every`` and ``shuffle`` are optional.
+TIME_SPLIT_KEYS = ("kind", "train", "burn_in", "horizon", "refit_every", "shuffle")
+_TIME_PARTS = ("train", "burn_in", "horizon")
 
 
-def _parse_time_split(value: dict, where: str) -> dict:
-    """``kind = "time"``: train, burn-in and horizon fractions taken in row order (the data's time order).
+def _is_count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
-    The parts are the random split's ``train``, ``calibrate`` (the burn-in) and ``test`` (the horizon)
-    (``calibprob.compare.tasks``); the stored table is the one given, so it parses again as it is.
-    """
-    _check_keys(value, TIME_SPLIT_KEYS, where)
-    missing = [k for k in TIME_SPLIT_KEYS[1:] if k not in value]
-    if missing:
-        raise SpecError(
-            f"{where} of kind 'time' needs {', '.join(repr(k) for k in missing)}: fractions of the rows, in order, "
-            "that train the base, that the online method burns in on, and that it is scored on "
-            "(e.g. train = 0.5, burn_in = 0.1, horizon = 0.4)."
-        )
-    for k in TIME_SPLIT_KEYS[1:]:
-        v = value[k]
+
+def _time_sizes(value: dict, where: str) -> dict:
+    """The three stretches as fractions in (0, 1) summing to at most 1, or as row counts (all integers)."""
+    sizes = {k: value[k] for k in _TIME_PARTS}
+    if all(_is_count(v) for v in sizes.values()):
+        for k, v in sizes.items():
+            if v < MIN_PART_ROWS:
+                raise SpecError(
+                    f"{where}.{k} = {v} rows is too short: each stretch needs at least {MIN_PART_ROWS} rows. "
+                    "Give a larger count (or fractions of the rows)."
+                )
+        return {k: int(v) for k, v in sizes.items()}
+    for k, v in sizes.items():
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 < v < 1:
-            raise SpecError(f"{where}.{k} must be a fraction in (0, 1); got {_short(v)}.")
-    total = sum(float(value[k]) for k in TIME_SPLIT_KEYS[1:])
+            hint = " (or give all three as row counts, e.g. train = 50, burn_in = 50, horizon = 3344)"
+            raise SpecError(f"{where}.{k} must be a fraction in (0, 1){hint}; got {_short(v)}.")
+    total = sum(float(v) for v in sizes.values())
     if total > 1.0 + 1e-9:
         raise SpecError(
             f"{where}: train + burn_in + horizon = {total:g} exceeds 1 (they are consecutive stretches of the rows). "
             "Shorten one of them."
         )
-    return {"kind": "time", **{k: float(value[k]) for k in TIME_SPLIT_KEYS[1:]}}
+    return {k: float(v) for k, v in sizes.items()}
+
+
+def _parse_time_split(value: dict, where: str) -> dict:
+    """``kind = "time"``: train, burn-in and horizon stretches taken in row order (the data's time order).
+
+    Each stretch is a fraction of the rows, or (all three integers) a number of rows. The parts are the
+    random split's ``train``, ``calibrate`` (the burn-in) and ``test`` (the horizon)
+    (``calibprob.compare.tasks``). Optional: ``refit_every = k`` refits the base on every earlier row
+    before each block of ``k`` rows of the burn-in and the horizon (an expanding window), and
+    ``shuffle = true`` draws the train and burn-in rows at random from their union (seeded per
+    repetition; split conformal on a series as Xu & Xie 2021's "ICP"). The stored table is the one
+    given, so it parses again as it is.
+    """
+    _check_keys(value, TIME_SPLIT_KEYS, where)
+    missing = [k for k in _TIME_PARTS if k not in value]
+    if missing:
+        raise SpecError(
+            f"{where} of kind 'time' needs {', '.join(repr(k) for k in missing)}: fractions (or row counts) of the "
+            "rows, in order, that train the base, that the online method burns in on, and that it is scored on "
+            "(e.g. train = 0.5, burn_in = 0.1, horizon = 0.4)."
+        )
+    out: dict = {"kind": "time", **_time_sizes(value, where)}
+    if "refit_every" in value:
+        out["refit_every"] = Int(1, None).check(value["refit_every"], f"{where}.refit_every")
+    if "shuffle" in value:
+        out["shuffle"] = Bool().check(value["shuffle"], f"{where}.shuffle")
+    if out.get("shuffle") and "refit_every" in out:
+        raise SpecError(
+            f"{where}: refit_every refits the base on every row before each step, which needs the train and burn-in "
+            "stretches in time order; shuffle = true draws them at random. Keep one of the two."
+        )
+    return out
+
+
+def time_split_counts(split: dict, n: int, dataset: str) -> list[int]:
+    """The rows of a time split's train, burn-in and horizon stretches in a data set of ``n`` rows.
+
+    Raises
+    ------
+    ValueError
+        A stretch shorter than ``MIN_PART_ROWS`` rows, or counts that exceed the data.
+    """
+    sizes = [split[k] if _is_count(split[k]) else int(round(n * split[k])) for k in _TIME_PARTS]
+    named = dict(zip(_TIME_PARTS, sizes))
+    if sum(sizes) > n:
+        raise ValueError(
+            f"data set {dataset!r}: its time split asks for {named} rows, {sum(sizes)} in all, but it has {n}. "
+            "Shorten a stretch or use fractions."
+        )
+    if min(sizes) < MIN_PART_ROWS:
+        raise ValueError(
+            f"data set {dataset!r}: its time split gives {named} rows of {n}; each stretch needs at least "
+            f"{MIN_PART_ROWS}. Lengthen the short stretch or use more rows."
+        )
+    return sizes
 
 
 def _parse_split(value: object, where: str = "split") -> dict:

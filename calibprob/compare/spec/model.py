@@ -52,7 +52,7 @@ _CSV_KEYS = {"path", "target", "features", "exclude", "one_hot", "dropna", "subs
 _FUNCTION_KEYS = {"function", "n", "dim", "noise", "design"}
 
 
-DATASET_KEYS = {"name", "split", "sha256", "groups", "shift"} | _CSV_KEYS | _FUNCTION_KEYS
+DATASET_KEYS = {"name", "split", "sha256", "groups", "shift", "permute", "time"} | _CSV_KEYS | _FUNCTION_KEYS
 
 
 DEFAULT_METRICS = ("ece", "nll", "crps", "std", "rmse", "coverage", "width")
@@ -199,6 +199,11 @@ class DatasetSpec:
     shift: dict | None = None
     #: the entry whose data a shifted twin loads (None for a declared entry)
     source: str | None = None
+    #: the rows in the random order of ``numpy.random.RandomState(permute).permutation`` (a time split's control)
+    permute: int | None = None
+    #: a CSV column holding each row's time (dates or numbers, strictly increasing): not a feature; a time
+    #: split's scores carry the horizon's times as ``time_stamp`` (the report's dates)
+    time: str | None = None
 
     def to_dict(self) -> dict:
         out = {}

@@ -1,0 +1,84 @@
+"""The issue-38 reproductions as comparison specs (``models/``), run by ``calibprob compare``, against the
+published numbers: NexCP on ELEC2 (Barber et al. 2023), conformal PID beside ACI on ELEC2 demand
+(Angelopoulos, Candès & Tibshirani 2023), EnbPI on the Atlanta solar data (Xu & Xie 2021).
+
+Slow: each runs its whole spec (about 1.5, 2.5 and 1.5 minutes at load 9-12 on the shared two cores; see
+docs/benchmarks.md). The numbers are the published ones, as the scripts ``benchmarks/repro_*.py`` hold them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from calibprob.compare import load_spec, run
+from tests.support.paths import MODELS, load_benchmark
+
+
+def _scores(name: str, tmp_path):
+    tree = run(load_spec(MODELS / f"{name}.toml"), out=tmp_path / f"{name}.nc")
+    res = tree["/"].to_dataset()
+    assert not any(res["error"].values.ravel()), res["error"].values
+    return res
+
+
+def _at(res, var: str, dataset: str, calibrator: str) -> np.ndarray:
+    """One pipeline's value at 0.9 in every repetition."""
+    return res[var].sel(dataset=dataset, calibrator=calibrator, confidence_level=0.9).values.ravel()
+
+
+@pytest.mark.slow
+def test_nexcp_spec_reproduces_the_elec2_table(tmp_path):
+    """Coverage within 0.01 and width within 5 % of the six published figures (the issue's tolerance)."""
+    published = load_benchmark("repro_nexcp_elec2").PUBLISHED
+    res = _scores("barber2023-nexcp-elec2", tmp_path)
+    names = {"cp-ls": "CP+LS", "nexcp-ls": "nexCP+LS", "nexcp-wls": "nexCP+WLS"}
+    for dataset, suffix in (("elec2", ""), ("elec2-permuted", " permuted")):
+        assert int(res["n_test"].sel(dataset=dataset).item()) == 3344
+        for calibrator, paper in names.items():
+            pc, pw = published[paper + suffix]
+            cov, width = _at(res, "coverage", dataset, calibrator)[0], _at(res, "width", dataset, calibrator)[0]
+            assert abs(cov - pc) <= 0.01 and abs(width / pw - 1) <= 0.05, (dataset, calibrator, cov, width)
+    # the drift is real: on the data in time order the decaying weights lift CP+LS's 0.85 towards 0.9
+    assert _at(res, "coverage", "elec2", "nexcp-ls")[0] > _at(res, "coverage", "elec2", "cp-ls")[0] + 0.02
+
+
+@pytest.mark.slow
+def test_pid_spec_has_no_infinite_interval_where_aci_has_them(tmp_path):
+    """PID (lr 1 and 0.1) covers within 0.01 of 0.9 with no infinite or clipped interval; ACI issues infinite ones."""
+    res = _scores("angelopoulos2023-pid-elec2", tmp_path)
+    d = "elec2-nswdemand"
+    assert int(res["n_test"].sel(dataset=d).item()) == 1650
+    for calibrator in ("pid-lr1", "pid-lr01"):
+        assert abs(_at(res, "coverage", d, calibrator)[0] - 0.9) <= 0.01
+        assert _at(res, "n_infinite", d, calibrator)[0] == 0 and _at(res, "n_clipped", d, calibrator)[0] == 0
+        assert np.isfinite(_at(res, "width", d, calibrator)[0])
+    assert _at(res, "n_infinite", d, "aci")[0] > 0 and np.isinf(_at(res, "width", d, "aci")[0])
+    # Gibbs & Candès's Proposition 4.1 over the 1650 steps: |coverage - 0.9| <= (max(c, 1 - c) + gamma) / (gamma T)
+    assert abs(_at(res, "coverage", d, "aci")[0] - 0.9) <= (0.9 + 0.1) / (0.1 * 1650)
+
+
+#: The authors' per-trial standard deviation of split conformal's coverage at train size 1654, RidgeCV
+#: (hamrel-cxu/EnbPI Results/Solar_Atl_many_train_new.csv, 10 trials; ``../shared/data/reference``).
+AUTHORS_ICP_SD = 0.0218
+
+
+@pytest.mark.slow
+def test_enbpi_spec_reproduces_the_solar_table(tmp_path):
+    """EnbPI-Ridge within 0.02 / 10 % of 0.904 / 290; split conformal's width within 10 % of 133 and its coverage
+    within 0.02 of 0.657, or, the trials' random halves moving it by about 0.02 each, within three standard
+    errors of the difference between two 10-trial means (ours and the authors')."""
+    published = load_benchmark("repro_enbpi_solar").PUBLISHED
+    res = _scores("xu2021-enbpi-solar", tmp_path)
+    d = "solar-atl"
+    assert res.sizes["repetition"] == 10 and int(res["n_test"].sel(dataset=d).max()) == 7106
+    pc, pw = published["EnbPI-Ridge"]
+    cov, width = _at(res, "coverage", d, "enbpi-ridge"), _at(res, "width", d, "enbpi-ridge")
+    assert abs(cov.mean() - pc) <= 0.02 and abs(width.mean() / pw - 1) <= 0.10, (cov, width)
+    pc, pw = published["split CP (Ridge)"]
+    cov, width = _at(res, "coverage", d, "split-cp"), _at(res, "width", d, "split-cp")
+    se = np.sqrt(cov.var(ddof=1) / cov.size + AUTHORS_ICP_SD**2 / 10)
+    assert abs(cov.mean() - pc) <= max(0.02, 3 * se), (cov.mean(), se)
+    assert abs(width.mean() / pw - 1) <= 0.10, width.mean()
+    # the point of the table: EnbPI holds 0.9 on the drifting year where split conformal falls short
+    assert _at(res, "coverage", d, "enbpi-ridge").min() > cov.max()
