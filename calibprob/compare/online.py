@@ -208,7 +208,13 @@ def expanding_base_predictions(ctx: TaskContext, every: int) -> TaskContext:
 
 
 def run_full_conformal_ls(
-    ctx: TaskContext, entry, *, rho=None, weighted_fit: bool = False, fit_intercept: bool = False, random_state=None
+    ctx: TaskContext,
+    entry: MethodEntry,
+    *,
+    rho: float | None = None,
+    weighted_fit: bool = False,
+    fit_intercept: bool = False,
+    random_state: int | None = None,
 ) -> xr.Dataset:
     """Full-conformal least squares along the horizon, refitted on every earlier row at each step.
 
@@ -242,7 +248,7 @@ def run_full_conformal_ls(
     return ds.drop_vars("time").assign_coords(obs=np.arange(ctx.y_stream.size))  # type: ignore[union-attr]
 
 
-def run_enbpi(ctx: TaskContext, entry, **options) -> xr.Dataset:
+def run_enbpi(ctx: TaskContext, entry: MethodEntry, **options: Any) -> xr.Dataset:
     """EnbPI around the task's base: its bootstrap copies fitted on the rows before the horizon, then streamed.
 
     :class:`calibprob.EnbPI` with ``estimator`` a fresh copy of the task's base, fitted on the train

@@ -13,7 +13,7 @@ import dataclasses
 import time
 import traceback
 from collections.abc import Sequence
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
 import numpy as np
 import pandas as pd
@@ -135,7 +135,7 @@ def row_permutation(n: int, seed: int) -> np.ndarray:
     return np.random.RandomState(seed).permutation(n)
 
 
-def _load_rows(spec: Spec, d, seed: int) -> xr.Dataset:
+def _load_rows(spec: Spec, d: DatasetSpec, seed: int) -> xr.Dataset:
     if d.path is not None:
         return _load_table(d)
     if d.function is not None and d.n is not None:  # the validator requires n for synthetic entries
@@ -208,7 +208,7 @@ def _prepare(
             arrays["refit_every"] = int(split["refit_every"])
         if d.time is not None:  # the horizon's own times (dates on the report's coverage over time)
             rows = pd.Index(data["obs"].values).get_indexer(parts["test"]["obs"].values)
-            arrays["horizon_times"] = read_time_column(d.path, d.time)[rows]
+            arrays["horizon_times"] = read_time_column(cast(str, d.path), d.time)[rows]  # time is a CSV entry's key
     if oracle is not None:
         arrays["oracle_weights"] = oracle
     if back is None:

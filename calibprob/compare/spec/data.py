@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -405,7 +405,7 @@ def _parse_csv_entry(
     )
 
 
-def read_time_column(path, column: str) -> np.ndarray:
+def read_time_column(path: str | Path, column: str) -> np.ndarray:
     """A CSV column of times as ``datetime64`` (dates) or float (numbers), in file order."""
     raw = pd.read_csv(path, usecols=[column])[column]
     if pd.api.types.is_numeric_dtype(raw):
@@ -413,7 +413,7 @@ def read_time_column(path, column: str) -> np.ndarray:
     return pd.to_datetime(raw).to_numpy()
 
 
-def _parse_time_column(entry: dict, path: Path, target: str, features, where: str) -> str:
+def _parse_time_column(entry: dict, path: Path, target: str, features: Sequence[str] | None, where: str) -> str:
     """The entry's ``time`` column: present, not the target nor a feature, every row's time, strictly increasing."""
     column = Str().check(entry["time"], f"{where}.time")
     names = [str(c) for c in pd.read_csv(path, nrows=0).columns]
@@ -474,7 +474,7 @@ TIME_SPLIT_KEYS = ("kind", "train", "burn_in", "horizon", "refit_every", "shuffl
 _TIME_PARTS = ("train", "burn_in", "horizon")
 
 
-def _is_count(v) -> bool:
+def _is_count(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
