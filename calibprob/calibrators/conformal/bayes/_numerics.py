@@ -67,7 +67,8 @@ def aoi_block(
     *,
     check=None,
     scratch=None,
-):
+    point_weights: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Ranks of a block of rows, and the AOI weights' diagnostics.
 
     Parameters
@@ -90,11 +91,18 @@ def aoi_block(
         that is :math:`-\\infty` at every draw; ``None``: no check.
     scratch : Scratch, optional
         Per-thread buffers of the fused path (allocated per call without one).
+    point_weights : ndarray, shape (n,), optional
+        The training points' covariate-shift weights :math:`w(x_i)` (weighted conformal,
+        Tibshirani et al. 2019): the first output is then the weighted count
+        :math:`\sum_i w(x_i)\,\mathbf 1[\sigma_{r,i} \le \sigma_{r,n+1}]` (the candidate *not*
+        counted: its weight is the test point's, added by the caller). The comparisons are the
+        unweighted ones, bit for bit.
 
     Returns
     -------
     rank : ndarray of int, shape (R,)
-        :math:`1 + \#\{i : \sigma_{r,i} \le \sigma_{r,n+1}\}`, the candidate counted.
+        :math:`1 + \#\{i : \sigma_{r,i} \le \sigma_{r,n+1}\}`, the candidate counted (with
+        ``point_weights``: the weighted count above, float).
     ess : ndarray, shape (R,)
         :math:`1/\sum_s \bar w_{s,r}^2`, the effective sample size of the AOI weights.
     log_norm : ndarray, shape (R,)
@@ -103,7 +111,7 @@ def aoi_block(
     """
     S = logf.shape[0]
     if c.ndim == 0 and E32 is not None and logf.size >= FUSED_MIN:
-        return _fused_block(logf, log_lik, E, c, members, E32, check, scratch or Scratch())
+        return _fused_block(logf, log_lik, E, c, members, E32, check, scratch or Scratch(), point_weights)
     if check is not None and not np.isfinite(logf).all():  # one pass in the common case; details when needed
         check()
     # log-sum-exp by hand (one max, one exp in place), e = exp(logf - max) serving every quantity below
@@ -132,12 +140,19 @@ def aoi_block(
     if small.any():
         rows, cols = np.nonzero(small)
         below[rows, cols] = _exact_below(logf, log_lik, mx, total, log_new, rows, cols)
+    return _count(below, members, point_weights), ess, mx + np.log(total)
+
+
+def _count(below: np.ndarray, members: np.ndarray | None, point_weights: np.ndarray | None) -> np.ndarray:
+    """Per row: 1 + the number of training points at or below the candidate, or their total weight."""
     if members is not None:
         below &= members
-    return below.sum(axis=1) + 1, ess, mx + np.log(total)
+    if point_weights is None:
+        return below.sum(axis=1) + 1
+    return below @ point_weights  # a zero-weight point (or one outside the group) adds exactly 0
 
 
-def _fused_block(logf, log_lik, E, c, members, E32, check, scratch):
+def _fused_block(logf, log_lik, E, c, members, E32, check, scratch, point_weights=None):
     r""":func:`aoi_block` with one common shift, in three passes over the block (the fused path).
 
     Pass 1 (compiled): the maxima :math:`m_r = \max_s \lambda_{s,r}` and :math:`x = \lambda - m`
@@ -168,9 +183,7 @@ def _fused_block(logf, log_lik, E, c, members, E32, check, scratch):
     if small.any():
         rows, cols = np.nonzero(small)
         below[rows, cols] = _exact_below(logf, log_lik, mx, total, log_new, rows, cols)
-    if members is not None:
-        below &= members
-    return below.sum(axis=1) + 1, ess, mx + np.log(total)
+    return _count(below, members, point_weights), ess, mx + np.log(total)
 
 
 def _screened_unnormalised(e, total, E, E32, e32, thr):
