@@ -24,6 +24,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -57,7 +58,9 @@ def conformal_bayes(
     compile_mode=None,
     random_seed: int | None = 0,
     return_calibrator: bool = False,
-    **options,
+    weights: Any = None,
+    weights_new: Any = None,
+    **options: Any,
 ) -> xr.Dataset | tuple[xr.Dataset, ConformalBayes]:
     r"""Conformal Bayes prediction sets for new inputs of a fitted PyMC model, in one call.
 
@@ -109,6 +112,11 @@ def conformal_bayes(
         Seed of the posterior predictive draws that place the default grid on the ``logp`` path
         (fixed by default, so a call is reproducible; the sets' ends are refined on the exact
         p-value and move with the grid only within the refinement's tolerance).
+    weights, weights_new : array_like or calibprob.weights.Weights, optional
+        Weighted conformal Bayes under covariate shift (see :class:`calibprob.ConformalBayes`): ``weights`` are
+        the training points' likelihood ratios :math:`w(x_i)` (its ``fit(weights=)``), ``weights_new`` those of
+        the rows of ``X_new`` (its ``predict(weights=)``; default: the test weights of a ``weights`` object,
+        e.g. a :class:`~calibprob.weights.LikelihoodRatio` fitted on the training and new inputs).
     return_calibrator : bool, default False
         Also return the fitted :class:`calibprob.ConformalBayes` (it holds the training
         log-likelihood: save it with its ``save`` method, or call its ``predict`` on other test
@@ -149,7 +157,7 @@ def conformal_bayes(
     if _bambi.is_bambi_model(model):
         door = _bambi.BambiDoor(model, idata)
         var_name = door.var_name if var_name is None else var_name
-    cb.fit(idata, var_name=var_name, groups=groups)
+    cb.fit(idata, var_name=var_name, groups=groups, weights=weights)
     if not _bambi.is_bambi_model(model):
         door = _Door(model, idata, var_name, compile_mode)
     # labelled test groups (a Series, a DataArray with a coordinate) follow X_new's row labels when it has them
@@ -160,9 +168,12 @@ def conformal_bayes(
             f"idata: the posterior has {door.n_draws} draws but the log_likelihood group {cb.n_draws_}; "
             "recompute it with pm.compute_log_likelihood(idata) on this posterior."
         )
+    test_weights = cb._test_weights(weights_new, door.n_new(new))
     path = door.choose(method)
     log_density, g, rule = _density_and_grid(door, path, new, cb, grid, n_grid, random_seed)
-    pred, widened = _predict_widening(cb, log_density, g, groups_new, door.n_draws, widen=grid is None)
+    pred, widened = _predict_widening(
+        cb, log_density, g, groups_new, door.n_draws, widen=grid is None, test_weights=test_weights
+    )
     pred.attrs["log_density"] = path
     pred.attrs["grid_rule"] = rule + (_grid.EXTENDED.format(n=int(widened.sum())) if widened.any() else "")
     return (pred, cb) if return_calibrator else pred
@@ -224,7 +235,14 @@ def _door_groups(groups, groups_new, options: dict):
     return options.pop("train_groups"), groups
 
 
-def _predict(cb: ConformalBayes, log_density, g: np.ndarray, groups, n_draws: int) -> xr.Dataset:
+def _predict(
+    cb: ConformalBayes,
+    log_density: Any,
+    g: np.ndarray,
+    groups: Any,
+    n_draws: int,
+    test_weights: tuple[np.ndarray, Any] | None = None,
+) -> xr.Dataset:
     """The core over blocks of test points, each block's log densities in bounded memory."""
     m = g.shape[0]
     per = max(1, _BLOCK_BYTES // (8 * n_draws * g.shape[1]))
@@ -232,10 +250,19 @@ def _predict(cb: ConformalBayes, log_density, g: np.ndarray, groups, n_draws: in
     blocks = (
         (sl, functools.partial(log_density, sl, g[sl])) for sl in (slice(s, min(s + per, m)) for s in range(0, m, per))
     )
-    return cb._predict_blocks(blocks, g, groups=groups, log_density=log_density)
+    return cb._predict_blocks(blocks, g, groups=groups, log_density=log_density, test_weights=test_weights)
 
 
-def _predict_widening(cb: ConformalBayes, log_density, g, groups, n_draws: int, *, widen: bool):
+def _predict_widening(
+    cb: ConformalBayes,
+    log_density: Any,
+    g: np.ndarray,
+    groups: Any,
+    n_draws: int,
+    *,
+    widen: bool,
+    test_weights: tuple[np.ndarray, Any] | None = None,
+) -> tuple[xr.Dataset, np.ndarray]:
     """Predict; while a default grid is too narrow for a point's set (the set reaches its edge), widen it.
 
     Warnings of a pass that is done again are dropped: only the final pass's diagnostics reach the user.
@@ -245,14 +272,14 @@ def _predict_widening(cb: ConformalBayes, log_density, g, groups, n_draws: int, 
     for _ in range(_grid.GRID_EXTEND_ROUNDS if widen else 0):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            pred = _predict(cb, log_density, g, groups, n_draws)
+            pred = _predict(cb, log_density, g, groups, n_draws, test_weights)
         edge = _grid.reaches_edge(pred)
         if not edge.any():
             for w in caught:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             return pred, widened
         g, widened = _grid.widen_where(g, edge), widened | edge
-    return _predict(cb, log_density, g, groups, n_draws), widened
+    return _predict(cb, log_density, g, groups, n_draws, test_weights), widened
 
 
 def _rows(new, rows: slice):
