@@ -69,6 +69,7 @@ processes. NeurIPS, §7 and Table 1 (RK, RV, RM as baselines).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -599,6 +600,13 @@ class VarianceScalingRecalibrator(_Recalibrator):
     the closed form. Variance scaling corrects over-
     or under-confidence but not bias or shape: it is the parametric baseline.
 
+    Weights (``fit(..., weights=)``, e.g. a likelihood ratio :math:`v_i` under covariate shift)
+    make :math:`s` the maximiser of the importance-weighted log-likelihood
+    :math:`\sum_i v_i \log f_i(\cdot)` (Gaussian: :math:`s^2 = \sum_i v_i z_i^2 / \sum_i v_i`;
+    Shimodaira 2000's weighted maximum likelihood under covariate shift): a weighted *fitting
+    loss* with **no finite-sample guarantee** (``weights_guarantee_`` says so). Equal weights are
+    the unweighted fit exactly.
+
     Attributes
     ----------
     scale_factor_ : float
@@ -609,6 +617,8 @@ class VarianceScalingRecalibrator(_Recalibrator):
     ----------
     Kuleshov, Fenner & Ermon (2018) and Song et al. (2019) list σ scaling as
     the simplest recalibration (a one-parameter temperature scaling).
+    Shimodaira, H. (2000). Improving predictive inference under covariate shift by weighting
+    the log-likelihood function. J. Statist. Plann. Inference 90(2), 227–244 (the weights).
 
     Examples
     --------
@@ -624,19 +634,26 @@ class VarianceScalingRecalibrator(_Recalibrator):
 
     _method = "variance-scaling"
     _min_points = 1
+    _weights_support = "loss"  # calibprob.weights.weight_support: no finite-sample guarantee
+    weights_guarantee_: str | None = None
 
-    def __init__(self):
+    def __init__(self) -> None:
         pass
 
-    def fit(self, pred_cal, y_cal, *, groups=None) -> VarianceScalingRecalibrator:
-        """Fit :math:`s` on the base prediction ``pred_cal`` (n obs) and ``y_cal`` (n,)."""
-        if fit_with_groups(self, pred_cal, y_cal, groups):  # per group: a Mondrian of clones
+    def fit(self, pred_cal: Any, y_cal: Any, *, groups: Any = None, weights: Any = None) -> VarianceScalingRecalibrator:
+        """Fit :math:`s` on the base prediction ``pred_cal`` (n obs) and ``y_cal`` (n,).
+
+        ``weights``: one importance weight per calibration point, or a :mod:`calibprob.weights`
+        object (class docstring: a weighted log-likelihood, no finite-sample guarantee).
+        """
+        if fit_with_groups(self, pred_cal, y_cal, groups, weights):  # per group: a Mondrian of clones
             return self
         pred_cal, y = self._check_fit_input(pred_cal, y_cal)
+        v = self._loss_weights(weights, pred_cal, y.size)
         if pred_cal.calib.is_normal:
-            s = variance_scale_factor((y - pred_cal["loc"].values) / pred_cal["scale"].values)
+            s = variance_scale_factor((y - pred_cal["loc"].values) / pred_cal["scale"].values, v)
         else:
-            s = _quantile_family_scale(pred_cal, y)
+            s = _quantile_family_scale(pred_cal, y, v)
         if not s > 0:
             raise ValueError(
                 "every calibration point sits exactly at its predicted mean, so the ML scale factor "
@@ -678,19 +695,23 @@ class VarianceScalingRecalibrator(_Recalibrator):
         return ds
 
 
-def _quantile_family_scale(pred: xr.Dataset, y: np.ndarray) -> float:
-    """ML scale factor about the mean for a quantile-family prediction."""
+def _quantile_family_scale(pred: xr.Dataset, y: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """ML scale factor about the mean for a quantile-family prediction (importance-weighted with ``weights``)."""
     family = pred.calib.family
     m = np.asarray(pred.calib.mean().values, float)
     sd = np.asarray(pred.calib.std().values, float)
     # Gaussian quasi-likelihood start: exact for a Gaussian-shaped quantile function
-    s0 = variance_scale_factor((y - m) / sd)
+    s0 = variance_scale_factor((y - m) / sd, weights)
     if not s0 > 0:
         return 0.0
 
-    def nll(log_s):
+    def nll(log_s: float) -> float:
         s = np.exp(log_s)
-        return -(np.sum(family.logpdf(m + (y - m) / s)) - y.size * log_s)
+        if weights is None:
+            return -(np.sum(family.logpdf(m + (y - m) / s)) - y.size * log_s)
+        lp = family.logpdf(m + (y - m) / s)
+        # a zero-weight point counts for nothing, even where its density is 0 (0 * -inf would be NaN)
+        return -(np.sum(weights * np.where(weights > 0, lp, 0.0)) - np.sum(weights) * log_s)
 
     # The piecewise-Gaussian density jumps at the stored levels, so the likelihood
     # is bumpy in s: a grid over a factor e^(+-3) around the start finds the best
