@@ -39,6 +39,7 @@ class Problem:
     loc: float
     scale: float
     Z0: np.ndarray
+    weights: np.ndarray | None = None  # importance weights of the data terms (NumPy objective only)
     _graph: _Graph | None = field(default=None, repr=False)
 
     @property
@@ -47,10 +48,12 @@ class Problem:
 
     def objective(self) -> LogPosterior:
         """The full-batch NumPy log posterior."""
-        return LogPosterior(self.layout, self.X, self.u, self.log_jac, self.Z0)
+        return LogPosterior(self.layout, self.X, self.u, self.log_jac, self.Z0, self.weights)
 
     def graph(self) -> _Graph:
         """The PyMC model of this configuration (per-process cache) holding this fit's data."""
+        if self.weights is not None:  # the estimator refuses this combination first; a guard for direct use
+            raise ValueError("a weighted GP-Beta fit has no PyMC model: use the NumPy objective (full batch).")
         if self._graph is None:
             lay = self.layout
             self._graph = _graph(lay.n_inducing, lay.rank, lay.learn_inducing, self.batch)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -27,8 +28,10 @@ from calibprob.calibrators.gp_beta._objective import Layout
 from calibprob.calibrators.gp_beta._queries import calibration_map_dataset, posterior_predictive_tree
 from calibprob.calibrators.gp_beta._tree import held_out_elpd, make_tree, post_flat
 from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
+from calibprob.calibrators.recalibration import NO_GUARANTEE
 from calibprob.predictive import from_quantiles
 from calibprob.predictive._common import _levels_or_default
+from calibprob.weights import resolve
 
 __all__ = ["GPBetaCalibrator", "INFERENCE_METHODS", "AUTO_FULL_BATCH", "AUTO_BATCH_SIZE"]
 
@@ -110,6 +113,18 @@ class GPBetaCalibrator(BaseEstimator):
         k-means inducing inputs in standardised ``(mu, sigma)``.
     fit_time_ : float
         Seconds spent in :meth:`fit` (including any compilation).
+    weights_guarantee_ : str or None
+        After a weighted :meth:`fit`: that no finite-sample guarantee follows
+        (:data:`calibprob.calibrators.recalibration.NO_GUARANTEE`); None unweighted.
+
+    Weights (``fit(..., weights=)``, e.g. a likelihood ratio :math:`v_i` under covariate shift)
+    weight the data terms of the log posterior, :math:`\log p(\text{params}) + \sum_i v_i
+    \log\hat p_i(y_i)` with :math:`v` rescaled to mean 1 (so the prior keeps its weight against
+    :math:`n` points; Shimodaira 2000's weighted likelihood): a weighted *fitting loss* with **no
+    finite-sample guarantee**. The inducing inputs and the standardisation stay those of the
+    unweighted points (they place the GP, they are not fitted). The weighted objective is the
+    NumPy one: ``inference="map"``, ``"advi"``, ``"fullrank_advi"`` or ``"svi"`` on the full batch;
+    NUTS and minibatches (a PyMC graph) refuse weights. Equal weights are the unweighted fit exactly.
 
     Examples
     --------
@@ -217,7 +232,10 @@ class GPBetaCalibrator(BaseEstimator):
         return None if self.batch_size >= n else int(self.batch_size)
 
     # --------------------------------------------------------------------- fit
-    def fit(self, pred_cal, y_cal, *, groups=None) -> GPBetaCalibrator:
+    _weights_support = "loss"  # calibprob.weights.weight_support: no finite-sample guarantee
+    weights_guarantee_: str | None = None
+
+    def fit(self, pred_cal: Any, y_cal: Any, *, groups: Any = None, weights: Any = None) -> GPBetaCalibrator:
         r"""Fit the calibrator on the base's prediction for calibration data.
 
         Parameters
@@ -236,19 +254,24 @@ class GPBetaCalibrator(BaseEstimator):
             (:class:`calibprob.Mondrian`). Per group, not the group as a covariate: each group
             gets its own Beta map from its own points, which is what "calibrated within the
             group" means; a shared model would borrow the other groups' miscalibration.
+        weights : array_like or calibprob.weights.Weights, optional
+            One importance weight per calibration point (class docstring: a weighted likelihood,
+            no finite-sample guarantee). With ``groups``, the weights act within each group.
 
         Returns
         -------
         self
         """
-        if fit_with_groups(self, pred_cal, y_cal, groups):
+        if fit_with_groups(self, pred_cal, y_cal, groups, weights):
             return self
         t_start = time.perf_counter()
         self._check_params()
         pred_cal, _ = self._prediction("fit", pred_cal, ())
         y = self._targets(y_cal, pred_cal.sizes["obs"], "y_cal", obs=pred_cal["obs"].values)
+        v = self._loss_weights(weights, pred_cal, y.size)
         rng = np.random.default_rng(self.random_state)
         prob = self._problem(pred_cal, y, rng)
+        prob.weights = v
         seed = int(rng.integers(2**31 - 1))
         with _blas_single_thread():
             post, sample_stats, extra_groups = self._infer(prob, seed)
@@ -258,6 +281,26 @@ class GPBetaCalibrator(BaseEstimator):
         self.fit_time_ = time.perf_counter() - t_start
         self.idata_.attrs["fit_time"] = self.fit_time_
         return self
+
+    def _loss_weights(self, weights: Any, pred_cal: xr.Dataset, n: int) -> np.ndarray | None:
+        """The data terms' weights rescaled to mean 1 (None unweighted or all equal: the same fit exactly).
+
+        Sets ``weights_guarantee_``; refuses the inference paths that run on the PyMC graph.
+        """
+        self.weights_guarantee_ = None
+        if weights is None:
+            return None
+        w = resolve(weights, n, obs=pred_cal, side="calibration")
+        self.weights_guarantee_ = NO_GUARANTEE
+        if np.all(w == w[0]):
+            return None
+        if self.inference == "nuts" or self._batch(n) is not None:
+            what = "inference='nuts'" if self.inference == "nuts" else f"minibatches (batch_size={self.batch_size!r})"
+            raise ValueError(
+                f"weights= with {what}: the weighted GP-Beta likelihood is evaluated by the full-batch NumPy "
+                "objective only. Pass inference='map', 'advi', 'fullrank_advi' or 'svi' with batch_size=None."
+            )
+        return w * (w.size / np.sum(w))
 
     def _problem(self, pred_cal: xr.Dataset, y: np.ndarray, rng: np.random.Generator) -> Problem:
         """Standardise the covariates, place the inducing inputs (k-means) and collect the fit's data."""
