@@ -70,7 +70,6 @@ __all__ = [
     "checked_test_weights",
     "weighted_quantiles",
     "refuse_weighted_quantiles",
-    "refuse_grouped_weights",
 ]
 
 
@@ -272,14 +271,6 @@ def split_test_weights(model, weights, m: int, *, X=None, obs=None):
             "weights= (one per test point, e.g. the density ratio at each), or a calibprob.weights object."
         )
     return resolve(source, m, X=X, obs=obs, side="test"), source
-
-
-def refuse_grouped_weights(weights) -> None:
-    """Weights within Mondrian groups are not built: refuse rather than drop them."""
-    if weights is not None:
-        raise ValueError(
-            "weights= with groups= (weights within Mondrian groups) is not supported yet; pass one of them."
-        )
 
 
 def refuse_weighted_quantiles(model, weights=None) -> None:
