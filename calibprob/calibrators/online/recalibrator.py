@@ -299,6 +299,10 @@ class OnlineQuantileRecalibrator(BaseEstimator):
 
     # the state the non-OSD rules set (``calibprob.calibrators.online._rules``), declared for the type checker
     alpha_: np.ndarray
+    # the weighted stream's sums (None: unweighted), see the class Notes
+    weight_sum_: float | None = None
+    weight_max_: float | None = None
+    weighted_hits_: np.ndarray | None = None
     alpha_start_: np.ndarray
     misses_: np.ndarray
     scores_: np.ndarray
@@ -432,11 +436,11 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         for t, ut in enumerate(u):
             theta, _, hit = osd_step(theta, self.levels_, float(ut), eta, self.coupling, None if v is None else v[t])
             self.hits_ = self.hits_ + hit
-            if v is not None:
+            if v is not None and self.weighted_hits_ is not None:
                 self.weighted_hits_ = self.weighted_hits_ + v[t] * hit
         if v is not None and v.size:
-            self.weight_sum_ = float(self.weight_sum_ + np.sum(v))
-            self.weight_max_ = float(max(self.weight_max_, np.max(v)))
+            self.weight_sum_ = float((self.weight_sum_ or 0.0) + np.sum(v))
+            self.weight_max_ = float(max(self.weight_max_ or 0.0, np.max(v)))
         self.theta_ = theta
         self.recalibration_ = publish(theta, self.coupling)
         self.n_updates_ += int(u.size)
@@ -444,7 +448,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
 
     def _step_weights(self, weights: Any, n: int) -> np.ndarray | None:
         """The outcomes' step weights (None: the unweighted stream); starts the weighted state on first use."""
-        if weights is None and getattr(self, "weight_sum_", None) is None:
+        if weights is None and self.weight_sum_ is None:
             return None
         if weights is not None and self.rule != "osd":
             raise ValueError(
@@ -452,25 +456,30 @@ class OnlineQuantileRecalibrator(BaseEstimator):
                 "thresholds come from a window of unweighted scores. Use rule='osd', or drop weights=."
             )
         v = np.ones(n) if weights is None else resolve(weights, n, side="calibration")
-        if getattr(self, "weight_sum_", None) is None:  # every earlier outcome counted with v = 1
+        if self.weight_sum_ is None:  # every earlier outcome counted with v = 1
             self.weight_sum_, self.weight_max_ = float(self.n_updates_), 1.0 if self.n_updates_ else 0.0
             self.weighted_hits_ = self.hits_.astype(float).copy()
         return v
 
+    def _weighted_state(self) -> tuple[float, float, np.ndarray]:
+        """``(weight_sum_, weight_max_, weighted_hits_)``; refuses an unweighted stream, naming the fix."""
+        self._ensure_state()
+        if self.weight_sum_ is None or self.weight_max_ is None or self.weighted_hits_ is None:
+            raise ValueError("weighted_coverage() needs weighted updates: pass weights= to update(); else use coverage().")
+        return self.weight_sum_, self.weight_max_, self.weighted_hits_
+
     def weighted_coverage(self) -> np.ndarray:
         r""":math:`\sum_t v_t o_t(p_j) / \sum_t v_t`, shape (L,), after weighted updates (class Notes)."""
-        self._ensure_state()
-        if getattr(self, "weight_sum_", None) is None:
-            raise ValueError("weighted_coverage() needs weighted updates: pass weights= to update(); else use coverage().")
-        return self.weighted_hits_ / self.weight_sum_ if self.weight_sum_ > 0 else np.full(self.levels_.size, np.nan)
+        total, _, hits = self._weighted_state()
+        return hits / total if total > 0 else np.full(self.levels_.size, np.nan)
 
     def weighted_coverage_bound(self) -> np.ndarray:
         """The proven bound on ``|weighted_coverage() - levels|`` (``_osd.weighted_coverage_bound``), shape (L,)."""
         _, eta, _ = self._check_params()
-        self.weighted_coverage()  # the same refusal without weighted updates
-        if self.weight_sum_ <= 0:
+        total, vmax, _ = self._weighted_state()
+        if total <= 0:
             return np.full(self.levels_.size, np.inf)
-        return weighted_coverage_bound(self.levels_, eta, self.weight_sum_, self.weight_max_, coupling=self.coupling)
+        return weighted_coverage_bound(self.levels_, eta, total, vmax, coupling=self.coupling)
 
     # -- the map -------------------------------------------------------------
     def recalibration_map(self, p=None, *, clip: bool = False) -> np.ndarray:
@@ -650,9 +659,10 @@ class OnlineQuantileRecalibrator(BaseEstimator):
                 "prediction improves Bayesian optimization, AISTATS",
             }
         )
-        if getattr(self, "weight_sum_", None) is not None:  # a weighted stream: its sums too
-            ds["weighted_hits"] = ("level", self.weighted_hits_, {"long_name": "sum_t v_t o_t(p)"})
-            ds.attrs.update(weight_sum=float(self.weight_sum_), weight_max=float(self.weight_max_))
+        if self.weight_sum_ is not None:  # a weighted stream: its sums too
+            total, vmax, hits = self._weighted_state()
+            ds["weighted_hits"] = ("level", hits, {"long_name": "sum_t v_t o_t(p)"})
+            ds.attrs.update(weight_sum=total, weight_max=vmax)
         return rule_to_dataset(self, ds)  # rule="osd" writes exactly what it always wrote
 
     @classmethod

@@ -456,12 +456,13 @@ class ConformalBayes(BaseEstimator):
         E32 = E.astype(np.float32) if c.ndim == 0 else None
         ess = np.empty((m, G))
         n_ranked = np.full(m, self.n_train_, np.int64)
-        member = None
-        if labels is not None:
+        member: np.ndarray | None = None
+        if labels is not None and train_labels is not None:
             member = (train_labels[None, :] == labels[:, None]) | fallback[:, None]
             n_ranked = member.sum(axis=1)
         attrs: dict[str, Any] = {}
         shift = None if test_weights is None else self._shift(test_weights, levels, member, attrs)
+        rank: np.ndarray
         if shift is None:
             rank = np.empty((m, G), np.int64)
             thresholds = np.stack([lower_rank_vec(1.0 - float(lv), n_ranked) for lv in levels], axis=1)
@@ -659,7 +660,8 @@ class _EndRefiner:
     ) -> None:
         self.log_lik, self.E, self.c, self.E32 = log_lik, E, c, E32
         self.member, self.thresholds = member, thresholds
-        self.n_jobs, self.scratch = 1, None  # threads over each step's blocks of rows; per-thread buffers
+        self.n_jobs: int = 1  # threads over each step's blocks of rows
+        self.scratch: Scratch | None = None  # per-thread buffers
         self.point_weights: np.ndarray | None = None  # the shift weights (weighted conformal Bayes)
         self.test_weights: np.ndarray | None = None
         self._lock = threading.Lock()  # a user's log_density need not be thread-safe: one call at a time
