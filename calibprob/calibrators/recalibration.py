@@ -132,7 +132,7 @@ class _Recalibrator(BaseEstimator):
     n_calibration_: int
     predict: Callable[..., xr.Dataset]
 
-    def _loss_weights(self, weights, pred_cal: xr.Dataset, n: int) -> np.ndarray | None:
+    def _loss_weights(self, weights: Any, pred_cal: xr.Dataset, n: int) -> np.ndarray | None:
         """The calibration points' importance weights (None unweighted or all equal: the same fit exactly).
 
         Sets ``weights_guarantee_``: :data:`NO_GUARANTEE` after a weighted fit, None otherwise.
@@ -144,7 +144,7 @@ class _Recalibrator(BaseEstimator):
         self.weights_guarantee_ = NO_GUARANTEE
         return None if np.all(w == w[0]) else w
 
-    def _check_fit_input(self, pred_cal, y_cal) -> tuple[xr.Dataset, np.ndarray]:
+    def _check_fit_input(self, pred_cal: Any, y_cal: Any) -> tuple[xr.Dataset, np.ndarray]:
         pred_cal = check_predictive(pred_cal, self, "pred_cal")
         y = check_targets(y_cal, pred_cal.sizes["obs"], "y_cal", obs=pred_cal["obs"].values)
         if y.size < self._min_points:
@@ -154,7 +154,7 @@ class _Recalibrator(BaseEstimator):
             )
         return pred_cal, y
 
-    def _levels(self, pred: xr.Dataset, levels) -> np.ndarray:
+    def _levels(self, pred: xr.Dataset, levels: Any) -> np.ndarray:
         out = pred.calib.levels if levels is None else check_levels(levels, "levels")
         if out.size < 2:
             raise ValueError(f"levels must hold at least 2 levels to define a quantile function; got {out.size}.")
@@ -193,7 +193,7 @@ class _Recalibrator(BaseEstimator):
         ds.attrs["base_method"] = str(pred.attrs.get("method", ""))
         return keep_group_coord(ds, pred)
 
-    def transform(self, pred, *, levels=None) -> xr.Dataset:
+    def transform(self, pred: Any, *, levels: Any = None) -> xr.Dataset:
         """Alias of :meth:`predict`."""
         return self.predict(pred, levels=levels)
 
@@ -258,10 +258,10 @@ class IsotonicRecalibrator(_Recalibrator):
     _weights_support = "loss"  # calibprob.weights.weight_support: no finite-sample guarantee
     weights_guarantee_: str | None = None
 
-    def __init__(self, *, extrapolate: bool = False):
+    def __init__(self, *, extrapolate: bool = False) -> None:
         self.extrapolate = extrapolate
 
-    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> IsotonicRecalibrator:
+    def fit(self, pred_cal: Any, y_cal: Any, *, groups: Any = None, weights: Any = None) -> IsotonicRecalibrator:
         """Fit :math:`R` on the base prediction ``pred_cal`` (n obs) and ``y_cal`` (n,).
 
         ``weights``: one importance weight per calibration point, or a :mod:`calibprob.weights`
@@ -287,18 +287,18 @@ class IsotonicRecalibrator(_Recalibrator):
     def _score_quantiles(self, levels: np.ndarray) -> np.ndarray:
         return quantile_ppf(self.knot_scores_, self.knot_levels_, levels)
 
-    def inverse_map(self, levels) -> np.ndarray:
+    def inverse_map(self, levels: Any) -> np.ndarray:
         r""":math:`R^{-1}(p)` on the PIT scale: the base level whose quantile is returned at level ``p``."""
         check_is_fitted(self, "knot_levels_", method="fit")
         return special.ndtr(self._score_quantiles(check_levels(levels, "levels", increasing=False)))
 
-    def calibration_map(self, pit) -> np.ndarray:
+    def calibration_map(self, pit: Any) -> np.ndarray:
         r""":math:`R(u)`: the observed frequency of base PIT values at or below ``u`` (reliability curve)."""
         check_is_fitted(self, "knot_levels_", method="fit")
         u = np.asarray(pit, float)
         return quantile_cdf(self.knot_scores_, self.knot_levels_, special.ndtri(np.clip(u, 0.0, 1.0)))
 
-    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
+    def predict(self, pred: Any, *, levels: Any = None, groups: Any = None) -> xr.Dataset:
         """Recalibrated predictive Dataset for the base prediction ``pred``.
 
         Parameters
@@ -400,11 +400,11 @@ class VovkRecalibrator(_Recalibrator):
     weights_guarantee_: str | None = None
     score_weights_: np.ndarray | None = None
 
-    def __init__(self, *, extrapolate: bool = False, random_state=None):
+    def __init__(self, *, extrapolate: bool = False, random_state: Any = None) -> None:
         self.extrapolate = extrapolate
         self.random_state = random_state
 
-    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> VovkRecalibrator:
+    def fit(self, pred_cal: Any, y_cal: Any, *, groups: Any = None, weights: Any = None) -> VovkRecalibrator:
         """Store the sorted calibration scores of ``pred_cal`` (n obs) and ``y_cal`` (n,) (and their weights)."""
         if fit_with_groups(self, pred_cal, y_cal, groups, weights):  # per group: a Mondrian of clones
             return self
@@ -417,7 +417,7 @@ class VovkRecalibrator(_Recalibrator):
         self.n_calibration_ = int(y.size)
         return self
 
-    def predict(self, pred, *, levels=None, tau=None, groups=None) -> xr.Dataset:
+    def predict(self, pred: Any, *, levels: Any = None, tau: Any = None, groups: Any = None) -> xr.Dataset:
         """Recalibrated (randomised) predictive Dataset for the base prediction ``pred``.
 
         Parameters
@@ -538,11 +538,11 @@ class MarxRecalibrator(_Recalibrator):
     weights_guarantee_: str | None = None
     residual_levels_: np.ndarray | None = None
 
-    def __init__(self, *, center: str = "mean", extrapolate: bool = False):
+    def __init__(self, *, center: str = "mean", extrapolate: bool = False) -> None:
         self.center = center
         self.extrapolate = extrapolate
 
-    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> MarxRecalibrator:
+    def fit(self, pred_cal: Any, y_cal: Any, *, groups: Any = None, weights: Any = None) -> MarxRecalibrator:
         """Store the sorted residuals ``y_cal - mu(pred_cal)`` (and their weighted knots with ``weights``)."""
         if fit_with_groups(self, pred_cal, y_cal, groups, weights):  # per group: a Mondrian of clones
             return self
@@ -561,7 +561,7 @@ class MarxRecalibrator(_Recalibrator):
         self.n_calibration_ = int(y.size)
         return self
 
-    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
+    def predict(self, pred: Any, *, levels: Any = None, groups: Any = None) -> xr.Dataset:
         """Recalibrated predictive Dataset ``mu(pred) + r(level)``; same shapes as :meth:`IsotonicRecalibrator.predict`."""
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
@@ -663,7 +663,7 @@ class VarianceScalingRecalibrator(_Recalibrator):
         self.n_calibration_ = int(y.size)
         return self
 
-    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
+    def predict(self, pred: Any, *, levels: Any = None, groups: Any = None) -> xr.Dataset:
         """The base prediction with its spread multiplied by ``scale_factor_``.
 
         A Gaussian-family input gives a Gaussian-family output (exact); a

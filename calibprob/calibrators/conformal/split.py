@@ -242,7 +242,9 @@ class SplitConformalRegressor(BaseEstimator):
             inner = SplitConformalCalibrator(score=score, confidence_level=self.confidence_level)
             # weights within groups (Mondrian's rule): the numbers at X_cal, carrying the object's on_small choice
             within = GivenWeights(w, on_small=weights.on_small) if isinstance(weights, Weights) else w
-            self.mondrian_ = Mondrian(inner).fit(self._as_predictive(X_cal, score), y_cal, groups=groups, weights=within)
+            self.mondrian_ = Mondrian(inner).fit(
+                self._as_predictive(X_cal, score), y_cal, groups=groups, weights=within
+            )
             self.scores_, self.n_calibration_, self.score_ = np.zeros(0), int(y_cal.size), score
             return self
         mu, sigma = predict_mean_std_chunked(

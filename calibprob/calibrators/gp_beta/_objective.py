@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 from scipy import special
@@ -140,14 +141,14 @@ def cholesky_backward(L: np.ndarray, L_bar: np.ndarray) -> np.ndarray:
     return 0.5 * (P + P.T)
 
 
-def _kernel(X1: np.ndarray, X2: np.ndarray, theta: float):
+def _kernel(X1: np.ndarray, X2: np.ndarray, theta: float) -> Any:
     """Eq. 9 with its intermediates: ``(K, d, r)`` (:func:`._link.gaussian_embedding_kernel`'s formula)."""
     d = X1[:, None, 1] ** 2 + X2[None, :, 1] ** 2 + theta**2
     r = X1[:, None, 0] - X2[None, :, 0]
     return theta / np.sqrt(d) * np.exp(-(r * r) / (2.0 * d)), d, r
 
 
-def kernel_backward(X1, X2, theta: float, K: np.ndarray, G: np.ndarray, d=None, r=None):
+def kernel_backward(X1: Any, X2: Any, theta: float, K: np.ndarray, G: np.ndarray, d: Any = None, r: Any = None) -> Any:
     r"""Gradients of :math:`\sum_{ij} G_{ij} k(x_i, x'_j)` (eq. 9) in :math:`\log\theta`, ``X1`` and ``X2``.
 
     With :math:`d = s_1^2 + s_2^2 + \theta^2` and :math:`r = \mu_1 - \mu_2`,
@@ -204,7 +205,7 @@ def _log_sd(sd: float) -> float:
     return float(np.log(np.float32(sd))) if float(np.float32(sd)) == sd else float(np.log(sd))
 
 
-def _prior_vectors(layout: Layout, Z0: np.ndarray):
+def _prior_vectors(layout: Layout, Z0: np.ndarray) -> Any:
     """Flat prior means and standard deviations, and the sum of the Normal log-density constants."""
     means, sds, const = [], [], 0.0
     for k, shape in layout.shapes.items():
@@ -238,7 +239,7 @@ class LogPosterior:
     """
 
     def __init__(
-        self, layout: Layout, X: np.ndarray, u: np.ndarray, log_jac: np.ndarray, Z0: np.ndarray, weights=None
+        self, layout: Layout, X: np.ndarray, u: np.ndarray, log_jac: np.ndarray, Z0: np.ndarray, weights: Any = None
     ) -> None:
         self.layout = layout
         self.X = np.asarray(X, float)
@@ -292,7 +293,7 @@ class LogPosterior:
 class _Coregion:
     """``L_R = chol(R)``, ``R`` the correlation form of ``B = W W^T + diag(kappa)``, and its backward pass."""
 
-    def __init__(self, p: dict):
+    def __init__(self, p: dict) -> None:
         W = p["W"]
         self.kappa = np.exp(p["log_kappa"])
         self.B = W @ W.T + np.diag(self.kappa)

@@ -42,7 +42,7 @@ AUTO_FULL_BATCH = 4096
 AUTO_BATCH_SIZE = 256
 
 
-def _blas_single_thread():
+def _blas_single_thread() -> Any:
     # Small triangular solves are ~20x slower with 2 OpenBLAS threads than with 1
     # (thread start-up dominates); every fit and prediction runs single-threaded.
     return limit_blas_threads(1)
@@ -161,15 +161,15 @@ class GPBetaCalibrator(BaseEstimator):
         n_iter: int = 4000,
         learning_rate: float | None = None,
         obj_n_mc: int = 1,
-        batch_size="auto",
+        batch_size: Any = "auto",
         learn_inducing: bool = False,
         tune: int = 1000,
         chains: int = 2,
         target_accept: float = 0.9,
         n_grid: int = 256,
-        compile_mode=None,
-        random_state=None,
-    ):
+        compile_mode: Any = None,
+        random_state: Any = None,
+    ) -> None:
         self.n_inducing = n_inducing
         self.rank = rank
         self.inference = inference
@@ -221,7 +221,7 @@ class GPBetaCalibrator(BaseEstimator):
             return float(self.learning_rate)
         return 0.003 if self.inference == "fullrank_advi" else 0.01
 
-    def _mode(self):
+    def _mode(self) -> Any:
         return DEFAULT_COMPILE_MODE if self.compile_mode is None else self.compile_mode
 
     def _batch(self, n: int) -> int | None:
@@ -324,7 +324,7 @@ class GPBetaCalibrator(BaseEstimator):
         layout = Layout(m, self.rank, bool(self.learn_inducing))
         return Problem(layout, self._batch(n), mu, sigma, u, log_jac, loc, scale, Z0)
 
-    def _infer(self, prob: Problem, seed: int):
+    def _infer(self, prob: Problem, seed: int) -> Any:
         """Run the chosen inference: posterior draws (chain, draw, ...), sample_stats, extra groups."""
         extra_groups: dict = {}
         sample_stats = None
@@ -361,14 +361,14 @@ class GPBetaCalibrator(BaseEstimator):
     def _post_flat(self) -> dict:
         return post_flat(self.idata_["posterior"], self.rank_)
 
-    def _standardise(self, mu, sigma) -> np.ndarray:
+    def _standardise(self, mu: Any, sigma: Any) -> np.ndarray:
         return np.c_[(mu - self.loc_) / self.scale_, sigma / self.scale_]
 
-    def _latent(self, mu, sigma) -> np.ndarray:
+    def _latent(self, mu: Any, sigma: Any) -> np.ndarray:
         with _blas_single_thread():
             return _latent_numpy(self._post_flat(), self._standardise(mu, sigma), self.inducing_init_, self.rank_)
 
-    def _check_new(self, method: str, pred, rest: tuple, *, y_ndim=None):
+    def _check_new(self, method: str, pred: Any, rest: tuple, *, y_ndim: Any = None) -> Any:
         """Fitted check, the prediction (new or deprecated form), its covariates and optional targets."""
         check_is_fitted(self, "idata_", method="fit")
         pred, rest = self._prediction(method, pred, rest)
@@ -381,7 +381,7 @@ class GPBetaCalibrator(BaseEstimator):
             rest = rest[1:]
         return pred, mu, sigma, y, rest
 
-    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
+    def predict(self, pred: Any, *, levels: Any = None, groups: Any = None) -> xr.Dataset:
         r"""The calibrated predictive distribution for a new base prediction.
 
         Parameters
@@ -427,7 +427,7 @@ class GPBetaCalibrator(BaseEstimator):
         )
         return keep_group_coord(ds, pred)
 
-    def cdf(self, pred, y) -> np.ndarray:
+    def cdf(self, pred: Any, y: Any) -> np.ndarray:
         r"""Posterior-averaged calibrated CDF :math:`\bar F_i(y_i)`, shape (n,) or (n, k) like ``y``."""
         pred, mu, sigma, y, _ = self._check_new("cdf", pred, (y,), y_ndim=(1, 2))
         w = self._latent(mu, sigma)
@@ -436,7 +436,7 @@ class GPBetaCalibrator(BaseEstimator):
         F = beta_link_cdf_z(uu[None], w[..., 0, None], w[..., 1, None], w[..., 2, None]).mean(axis=0)
         return F if y.ndim == 2 else F[:, 0]
 
-    def log_likelihood(self, pred, y) -> np.ndarray:
+    def log_likelihood(self, pred: Any, y: Any) -> np.ndarray:
         r"""Pointwise log density per posterior draw, :math:`\log p(y_i \mid w_s)`, shape (chain, draw, n)."""
         pred, mu, sigma, y, _ = self._check_new("log_likelihood", pred, (y,), y_ndim=1)
         u, log_jac = self._observed_terms(pred, y)
@@ -447,7 +447,7 @@ class GPBetaCalibrator(BaseEstimator):
         post = self.idata_["posterior"]
         return ll.reshape(post.sizes["chain"], post.sizes["draw"], mu.size)
 
-    def logpdf(self, pred, y) -> np.ndarray:
+    def logpdf(self, pred: Any, y: Any) -> np.ndarray:
         r"""Log posterior-predictive density :math:`\log\frac1S\sum_s \hat p_s(y_i)`, exact (no grid).
 
         ``y`` has shape (n,) or (n, k) (k values per observation, e.g. a density grid).
@@ -460,7 +460,7 @@ class GPBetaCalibrator(BaseEstimator):
         out = special.logsumexp(ll, axis=0) - np.log(w.shape[0])
         return out if y.ndim == 2 else out[:, 0]
 
-    def held_out_tree(self, pred, y) -> xr.DataTree:
+    def held_out_tree(self, pred: Any, y: Any) -> xr.DataTree:
         """A DataTree (``posterior``, ``log_likelihood``, ``observed_data``) for held-out data.
 
         Its ``log_likelihood`` is :meth:`log_likelihood` on ``(pred, y)``, so
@@ -479,7 +479,7 @@ class GPBetaCalibrator(BaseEstimator):
             }
         )
 
-    def held_out_elpd(self, pred, y):
+    def held_out_elpd(self, pred: Any, y: Any) -> Any:
         """Exact held-out ELPD on ``(pred, y)`` as ``ELPDData`` (see :func:`held_out_elpd`).
 
         ``arviz.compare({"gp-beta": cal.held_out_elpd(pred, y), "base":
@@ -489,7 +489,9 @@ class GPBetaCalibrator(BaseEstimator):
         pred, rest = self._prediction("held_out_elpd", pred, (y,))
         return held_out_elpd(self.log_likelihood(pred, rest[0]))
 
-    def sample_posterior_predictive(self, pred, y=None, *, random_state=None, var_name: str = "y") -> xr.DataTree:
+    def sample_posterior_predictive(
+        self, pred: Any, y: Any = None, *, random_state: Any = None, var_name: str = "y"
+    ) -> xr.DataTree:
         r"""Posterior-predictive draws of the calibrated law, as an ArviZ DataTree.
 
         For every posterior draw :math:`s` and observation :math:`i` one value is
@@ -526,7 +528,7 @@ class GPBetaCalibrator(BaseEstimator):
         tree.attrs.update({"method": "gp-beta", "inference": self.inference})
         return tree
 
-    def beta_parameters(self, pred) -> xr.Dataset:
+    def beta_parameters(self, pred: Any) -> xr.Dataset:
         r"""Posterior draws of the Beta-map parameters :math:`a, b, c` at given base predictions.
 
         Returns
@@ -551,7 +553,7 @@ class GPBetaCalibrator(BaseEstimator):
             coords={"chain": post["chain"].values, "draw": post["draw"].values, "obs": np.arange(mu.size)},
         )
 
-    def calibration_map(self, pred, *args, confidence_level: float = 0.9) -> xr.Dataset:
+    def calibration_map(self, pred: Any, *args: Any, confidence_level: float = 0.9) -> xr.Dataset:
         r"""The calibration map :math:`p \mapsto c_\beta(p)` at given base predictions, with a credible band.
 
         Parameters

@@ -465,7 +465,9 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         """``(weight_sum_, weight_max_, weighted_hits_)``; refuses an unweighted stream, naming the fix."""
         self._ensure_state()
         if self.weight_sum_ is None or self.weight_max_ is None or self.weighted_hits_ is None:
-            raise ValueError("weighted_coverage() needs weighted updates: pass weights= to update(); else use coverage().")
+            raise ValueError(
+                "weighted_coverage() needs weighted updates: pass weights= to update(); else use coverage()."
+            )
         return self.weight_sum_, self.weight_max_, self.weighted_hits_
 
     def weighted_coverage(self) -> np.ndarray:

@@ -130,7 +130,9 @@ def test_refined_ends_use_the_weighted_p_value():
     step = (grid[1] - grid[0]) * 2.0**-10
     for j in range(3):  # each refined end is outside the set by the brute-force p-value, one bracket inside is in
         for end, inward in ((pred["upper"].values[j, 0], -step), (pred["lower"].values[j, 0], step)):
-            p_out, p_in = _brute_p_values(ll, log_density(slice(j, j + 1), np.array([[end, end + inward]])), w, t[j : j + 1])[0]
+            p_out, p_in = _brute_p_values(
+                ll, log_density(slice(j, j + 1), np.array([[end, end + inward]])), w, t[j : j + 1]
+            )[0]
             assert p_out <= 0.2 + 1e-12 and p_in > 0.2 - 1e-12
 
 

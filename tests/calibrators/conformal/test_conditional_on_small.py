@@ -31,9 +31,7 @@ def test_a_separating_ratio_is_refused_or_warned_by_choice():
     model = ConditionalConformal().fit(cal, y[:200], weights=LikelihoodRatio().fit(X[:200], X[200:]))
     with pytest.raises(ValueError, match=r"effective sample size is 1\.\d+ at the worst test point.*attainable level"):
         model.predict(test, confidence_level=0.9)
-    warned = ConditionalConformal().fit(
-        cal, y[:200], weights=LikelihoodRatio(on_small="warn").fit(X[:200], X[200:])
-    )
+    warned = ConditionalConformal().fit(cal, y[:200], weights=LikelihoodRatio(on_small="warn").fit(X[:200], X[200:]))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         iv = warned.predict(test, confidence_level=0.9)

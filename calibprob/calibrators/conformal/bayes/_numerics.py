@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import numpy as np
@@ -62,11 +63,11 @@ def aoi_block(
     log_lik: np.ndarray,
     E: np.ndarray,
     c: np.ndarray,
-    members=None,
-    E32=None,
+    members: np.ndarray | None = None,
+    E32: np.ndarray | None = None,
     *,
-    check=None,
-    scratch=None,
+    check: Callable[[], None] | None = None,
+    scratch: Scratch | None = None,
     point_weights: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Ranks of a block of rows, and the AOI weights' diagnostics.
@@ -152,7 +153,17 @@ def _count(below: np.ndarray, members: np.ndarray | None, point_weights: np.ndar
     return below @ point_weights  # a zero-weight point (or one outside the group) adds exactly 0
 
 
-def _fused_block(logf, log_lik, E, c, members, E32, check, scratch, point_weights=None):
+def _fused_block(
+    logf: np.ndarray,
+    log_lik: np.ndarray,
+    E: np.ndarray,
+    c: np.ndarray,
+    members: np.ndarray | None,
+    E32: np.ndarray,
+    check: Callable[[], None] | None,
+    scratch: Scratch,
+    point_weights: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r""":func:`aoi_block` with one common shift, in three passes over the block (the fused path).
 
     Pass 1 (compiled): the maxima :math:`m_r = \max_s \lambda_{s,r}` and :math:`x = \lambda - m`
@@ -186,7 +197,9 @@ def _fused_block(logf, log_lik, E, c, members, E32, check, scratch, point_weight
     return _count(below, members, point_weights), ess, mx + np.log(total)
 
 
-def _screened_unnormalised(e, total, E, E32, e32, thr):
+def _screened_unnormalised(
+    e: np.ndarray, total: np.ndarray, E: np.ndarray, E32: np.ndarray, e32: np.ndarray, thr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     r"""``(e^T E)_{r,i} / total_r <= thr_r`` decided exactly from the float32 product ``e32^T E32``.
 
     :func:`_screened_compare`'s bound, applied to :math:`\hat p = (e^\top E)_{r,i}` in float32 and
@@ -252,7 +265,7 @@ def _kernels() -> SimpleNamespace:
     import numba
 
     @numba.njit(nogil=True, cache=True)
-    def shift(lf, x, mx):  # pragma: no cover - compiled
+    def shift(lf: np.ndarray, x: np.ndarray, mx: np.ndarray) -> None:  # pragma: no cover - compiled
         # draws outer, rows inner: each draw's row segment is contiguous (streamed, vectorised); the
         # block is the first R columns of lf (see _c_rows)
         S, R = x.shape
@@ -267,7 +280,9 @@ def _kernels() -> SimpleNamespace:
                 x[s, j] = lf[s, j] - mx[j]
 
     @numba.njit(nogil=True, cache=True)
-    def sums_cast(x, e32, total, sq):  # pragma: no cover - compiled
+    def sums_cast(
+        x: np.ndarray, e32: np.ndarray, total: np.ndarray, sq: np.ndarray
+    ) -> None:  # pragma: no cover - compiled
         S, R = x.shape
         for j in range(R):
             total[j] = 0.0
@@ -280,7 +295,15 @@ def _kernels() -> SimpleNamespace:
                 e32[s, j] = v
 
     @numba.njit(nogil=True, cache=True)
-    def gather(e, total, E, rows, cols, w, Ec):  # pragma: no cover - compiled
+    def gather(
+        e: np.ndarray,
+        total: np.ndarray,
+        E: np.ndarray,
+        rows: np.ndarray,
+        cols: np.ndarray,
+        w: np.ndarray,
+        Ec: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
         # w[:, q] = e[:, rows[q]] / total[rows[q]] and Ec[:, q] = E[:, cols[q]], row by row (cache friendly)
         for s in range(e.shape[0]):
             for q in range(rows.size):
@@ -290,14 +313,22 @@ def _kernels() -> SimpleNamespace:
     return SimpleNamespace(shift=shift, sums_cast=sums_cast, gather=gather)
 
 
-def _exact_below(logf, log_lik, mx, total, log_new, rows, cols) -> np.ndarray:
+def _exact_below(
+    logf: np.ndarray,
+    log_lik: np.ndarray,
+    mx: np.ndarray,
+    total: np.ndarray,
+    log_new: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+) -> np.ndarray:
     """``sigma_{r,i} <= sigma_new_r`` by an exact log-sum-exp over the draws, for entries ``(rows, cols)``."""
     S = logf.shape[0]
     log_w = logf.reshape(S, -1)[:, rows] - (mx[rows] + np.log(total[rows]))
     return logsumexp(log_w + log_lik[:, cols], axis=0) <= log_new[rows]
 
 
-def _screened_compare(w: np.ndarray, E: np.ndarray, E32: np.ndarray, thr: np.ndarray):
+def _screened_compare(w: np.ndarray, E: np.ndarray, E32: np.ndarray, thr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     r"""``(w^T E)_{r,i} <= thr_r`` decided exactly, the product taken in float32 with a proven error bound.
 
     Returns the decisions and the mask of entries whose float64 product is below :data:`_TINY`

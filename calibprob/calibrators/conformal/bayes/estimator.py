@@ -74,6 +74,7 @@ from calibprob._core.estimator import BaseEstimator, check_is_fitted
 from calibprob._core.labels import refuse_kind_clash
 from calibprob._core.ranks import exact_level, lower_rank, min_conformal_points
 from calibprob._core.validation import check_choice, check_confidence_levels, check_int
+from calibprob.calibrators._weighted import equal_weights
 from calibprob.calibrators.conformal._intervals import level_form
 from calibprob.calibrators.conformal.bayes import _inputs
 from calibprob.calibrators.conformal.bayes._numerics import (
@@ -84,7 +85,6 @@ from calibprob.calibrators.conformal.bayes._numerics import (
     runs,
     shifted_likelihood,
 )
-from calibprob.calibrators._weighted import equal_weights
 from calibprob.calibrators.conformal.split_calibrator import checked_test_weights, split_test_weights
 from calibprob.predictive import CalibprobWarning
 from calibprob.weights import Weights, resolve
