@@ -62,6 +62,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -455,23 +456,10 @@ class ConformalBayes(BaseEstimator):
         E, c = shifted_likelihood(self.log_likelihood_)
         E32 = E.astype(np.float32) if c.ndim == 0 else None
         ess = np.empty((m, G))
-        n_ranked = np.full(m, self.n_train_, np.int64)
-        member: np.ndarray | None = None
-        if labels is not None and train_labels is not None:
-            member = (train_labels[None, :] == labels[:, None]) | fallback[:, None]
-            n_ranked = member.sum(axis=1)
         attrs: dict[str, Any] = {}
-        shift = None if test_weights is None else self._shift(test_weights, levels, member, attrs)
-        rank: np.ndarray
-        if shift is None:
-            rank = np.empty((m, G), np.int64)
-            thresholds = np.stack([lower_rank_vec(1.0 - float(lv), n_ranked) for lv in levels], axis=1)
-            denominator = n_ranked + 1.0
-        else:  # the weighted count of the training points at or below, plus the test point's own weight
-            point_w, t, total = shift
-            rank = np.empty((m, G))
-            thresholds = weighted_keep_thresholds(levels, total, t)
-            denominator = total + t
+        ranking = self._ranking(levels, G, labels, train_labels, fallback, test_weights, attrs)
+        member, n_ranked, shift = ranking.member, ranking.n_ranked, ranking.shift
+        rank, thresholds, denominator = ranking.rank, ranking.thresholds, ranking.denominator
         # the AOI log weights at each level's deciding point: Pareto k-hat per test point and level
         logw_focus = np.empty((self.n_draws_, m, len(levels)))
 
@@ -488,19 +476,12 @@ class ConformalBayes(BaseEstimator):
                 _check_support(logf, g[sl], sl.start)
 
             members = None if member is None else np.repeat(member[sl], G, axis=0)
+            point_w = None if shift is None else shift[0]
             r, e, log_norm = aoi_block(
-                logf,
-                self.log_likelihood_,
-                E,
-                c,
-                members,
-                E32,
-                check=check,
-                scratch=scratch,
-                point_weights=None if shift is None else point_w,
+                logf, self.log_likelihood_, E, c, members, E32, check=check, scratch=scratch, point_weights=point_w
             )
             self._check_mass(log_norm.reshape(b, G), g[sl], sl.start)
-            rank[sl] = r.reshape(b, G) if shift is None else r.reshape(b, G) + t[sl, None]
+            rank[sl] = r.reshape(b, G) if shift is None else r.reshape(b, G) + shift[1][sl, None]
             ess[sl] = e.reshape(b, G)
             for k in range(len(levels)):
                 focus = _focus_points(rank[sl], ess[sl], thresholds[sl, k])
@@ -510,10 +491,9 @@ class ConformalBayes(BaseEstimator):
         # a line once the work runs longer than a few seconds (the blocks' log densities, often the
         # PyMC door's, are computed as the loop asks for them, so the line times them too)
         with _progress.bar(desc="conformal Bayes", unit=" test points", total=m, progress=self.progress) as line:
-            # blocks write disjoint slices of the outputs, so they run in threads (NumPy's matrix product
-            # and element-wise work release the GIL); each block's arithmetic is the one-thread arithmetic,
-            # so the result is bitwise the same whatever n_jobs
-            # n_jobs is the call's whole thread budget: the BLAS products run one thread per block
+            # blocks write disjoint slices of the outputs, so they run in threads (NumPy's matrix product and
+            # element-wise work release the GIL); each block's arithmetic is the one-thread arithmetic, so the result
+            # is bitwise the same whatever n_jobs (the call's whole thread budget: BLAS runs one thread per block)
             with threadpool_limits(1, user_api="blas"):
                 for b in _bounded_map(work, blocks, _n_jobs(self.n_jobs)):
                     line.update(b)
@@ -525,7 +505,7 @@ class ConformalBayes(BaseEstimator):
                     ends = f"refined by bisection on the p-value ({REFINE_STEPS} halvings of the grid spacing)"
                     refine = _EndRefiner(self.log_likelihood_, E, c, E32, member, thresholds)
                     if shift is not None:
-                        refine.point_weights, refine.test_weights = point_w, t
+                        refine.point_weights, refine.test_weights = shift[0], shift[1]
                     refine.n_jobs, refine.scratch = _n_jobs(self.n_jobs), scratch
                     out["lower"], out["upper"] = refine(log_density, out, line)
         for key in ("lower_in", "upper_in", "lower_out", "upper_out"):
@@ -538,6 +518,41 @@ class ConformalBayes(BaseEstimator):
             ds["marginal_fallback"] = ("obs", fallback)
         self._warn(ds, levels, labels)
         return ds
+
+    def _ranking(
+        self,
+        levels: np.ndarray,
+        G: int,
+        labels: np.ndarray | None,
+        train_labels: np.ndarray | None,
+        fallback: np.ndarray,
+        test_weights: tuple[np.ndarray, Any] | None,
+        attrs: dict,
+    ) -> SimpleNamespace:
+        r"""Who each test point ranks among, and the rank's storage, keep thresholds and p-value denominator.
+
+        Unweighted: the integer rank :math:`1 + \#\{i : \sigma_i \le \sigma_{n+1}\}` against
+        :math:`\lfloor\alpha(n_j+1)\rfloor`; weighted (``shift`` set, :meth:`_shift`): the weighted count plus
+        the test point's own weight against :math:`\alpha(W_j + t_j)` (:func:`weighted_keep_thresholds`).
+        """
+        m = fallback.size
+        n_ranked = np.full(m, self.n_train_, np.int64)
+        member: np.ndarray | None = None
+        if labels is not None and train_labels is not None:
+            member = (train_labels[None, :] == labels[:, None]) | fallback[:, None]
+            n_ranked = member.sum(axis=1)
+        shift = None if test_weights is None else self._shift(test_weights, levels, member, attrs)
+        rank: np.ndarray
+        if shift is None:
+            thresholds = np.stack([lower_rank_vec(1.0 - float(lv), n_ranked) for lv in levels], axis=1)
+            rank, denominator = np.empty((m, G), np.int64), n_ranked + 1.0
+        else:  # the weighted count of the training points at or below, plus the test point's own weight
+            _, t, total = shift
+            thresholds = weighted_keep_thresholds(levels, total, t)
+            rank, denominator = np.empty((m, G)), total + t
+        return SimpleNamespace(
+            member=member, n_ranked=n_ranked, shift=shift, rank=rank, thresholds=thresholds, denominator=denominator
+        )
 
     def _shift(
         self, test_weights: tuple[np.ndarray, Any], levels: np.ndarray, member: np.ndarray | None, attrs: dict
