@@ -233,3 +233,31 @@ def test_weighted_conformal_bayes_covers_under_a_known_tilt_where_the_unweighted
     se = np.sqrt(level * (1 - level) / reps)
     assert hit_w.mean() >= level - 3 * se, (hit_w.mean(), hit_u.mean())
     assert hit_u.mean() < level - 3 * se, (hit_w.mean(), hit_u.mean())
+
+
+@pytest.mark.slow  # PyMC compiles the model's log-likelihood: 25 s at load 10
+def test_the_pymc_door_passes_weights_through():
+    """conformal_bayes(..., weights=, weights_new=) equals ConformalBayes fed by hand with the same weights."""
+    pm = pytest.importorskip("pymc")
+    az = pytest.importorskip("arviz")
+    from scipy import stats
+
+    rng = np.random.default_rng(9)
+    n, S = 40, 300
+    x = rng.normal(size=n)
+    y = 1.5 * x + rng.normal(size=n)
+    with pm.Model() as model:
+        xd, yd = pm.Data("x", x), pm.Data("y", y)
+        b, s = pm.Normal("b", 0, 5), pm.HalfNormal("s", 2)
+        pm.Normal("lik", b * xd, s, observed=yd, shape=xd.shape[0])
+    post = {"b": rng.normal(1.5, 0.1, size=(1, S)), "s": np.abs(rng.normal(1.0, 0.05, size=(1, S)))}
+    idata = az.from_dict({"posterior": post, "observed_data": {"lik": y}})
+    pm.compute_log_likelihood(idata, model=model, progressbar=False)
+    x_new, grid = np.array([-1.0, 0.5, 2.0]), np.linspace(-9, 9, 91)
+    w, t = np.exp(x), np.exp(x_new)
+    pred = calibprob.conformal_bayes(model, idata, {"x": x_new}, grid=grid, weights=w, weights_new=t)
+    bb, ss = post["b"].reshape(-1), post["s"].reshape(-1)
+    logf = stats.norm.logpdf(grid[None, None, :], (bb[:, None] * x_new[None, :])[:, :, None], ss[:, None, None])
+    by_hand = ConformalBayes().fit(idata, weights=w).predict(logf, grid, weights=t)
+    np.testing.assert_array_equal(pred["p_value"].values, by_hand["p_value"].values)
+    assert pred.attrs["weights_ess"] == by_hand.attrs["weights_ess"]
