@@ -198,6 +198,15 @@ def test_a_weighted_fit_saves_and_loads():
         again.predict(logf, grid, weights=np.exp(x_new))["p_value"].values,
         cb.predict(logf, grid, weights=np.exp(x_new))["p_value"].values,
     )
+    # a weights object is not written (it may hold a fitted classifier): after load, pass the test weights
+    obj = ConformalBayes(confidence_level=0.8).fit(ll, y=y, weights=GivenWeights(np.exp(x), test=np.exp(x_new)))
+    obj.save(path)
+    again = calibprob.load(path)
+    np.testing.assert_array_equal(
+        again.predict(logf, grid, weights=np.exp(x_new))["p_value"].values, obj.predict(logf, grid)["p_value"].values
+    )
+    with pytest.raises(ValueError, match="the test points need their weights too"):
+        again.predict(logf, grid)
 
 
 @pytest.mark.slow

@@ -188,6 +188,11 @@ class ConformalBayes(BaseEstimator):
     (('obs', 'confidence_level'), True)
     """
 
+    # a calibprob.weights object (may hold a fitted classifier) is not written by save(); pass weights= after load
+    _transient_attrs: tuple[str, ...] = ("weights_",)
+    weights_: Any = None
+    calibration_weights_: np.ndarray | None = None
+
     @renamed_keywords({"unseen_group": ("fallback", _fallback_of_unseen_group), "block_rows": "chunk_size"})
     def __init__(
         self,
@@ -377,8 +382,6 @@ class ConformalBayes(BaseEstimator):
 
     def _test_weights(self, weights: Any, m: int) -> tuple[np.ndarray, Any] | None:
         """``(test weights, their source)`` after a weighted fit (None unweighted); see :meth:`predict`."""
-        if not hasattr(self, "calibration_weights_"):  # fitted before weights existed (a loaded 0.2 file)
-            self.calibration_weights_, self.weights_ = None, None
         return split_test_weights(self, weights, m)
 
     def predict_interval(
