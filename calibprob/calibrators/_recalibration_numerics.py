@@ -205,7 +205,7 @@ def vovk_ranks(levels: ArrayLike, n: int, tau: ArrayLike) -> np.ndarray:
     return np.clip(k, 0, n + 1)
 
 
-def variance_scale_factor(z: ArrayLike) -> float:
+def variance_scale_factor(z: ArrayLike, weights: ArrayLike | None = None) -> float:
     r"""Maximum-likelihood σ multiplier of Gaussian predictions.
 
     With z-scores :math:`z_i = (y_i - \mu_i)/\sigma_i` the Gaussian
@@ -213,19 +213,33 @@ def variance_scale_factor(z: ArrayLike) -> float:
 
     .. math::
 
-        s^2 = \frac1n \sum_{i=1}^n z_i^2 .
+        s^2 = \frac1n \sum_{i=1}^n z_i^2,
+        \qquad\text{weighted: } s^2 = \frac{\sum_i v_i z_i^2}{\sum_i v_i}
+
+    (the maximiser of the importance-weighted log-likelihood :math:`\sum_i v_i \log
+    \phi(z_i/s)/s`).
 
     Parameters
     ----------
     z : ndarray, shape (n,)
+    weights : ndarray, shape (n,), optional
+        Non-negative importance weights :math:`v_i` (not all zero); None: the unweighted mean.
 
     Returns
     -------
     float
         :math:`s`.
+
+    Examples
+    --------
+    >>> variance_scale_factor([1.0, 3.0]) ** 2, variance_scale_factor([1.0, 3.0], [3.0, 1.0]) ** 2
+    (5.0, 3.0)
     """
     z = np.asarray(z, float)
-    return float(np.sqrt(np.mean(z * z)))
+    if weights is None:
+        return float(np.sqrt(np.mean(z * z)))
+    v = np.asarray(weights, float)
+    return float(np.sqrt(np.sum(v * z * z) / np.sum(v)))
 
 
 # ---------------------------------------------------------------------------

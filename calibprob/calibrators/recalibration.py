@@ -69,6 +69,7 @@ processes. NeurIPS, §7 and Table 1 (RK, RV, RM as baselines).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -131,7 +132,7 @@ class _Recalibrator(BaseEstimator):
     n_calibration_: int
     predict: Callable[..., xr.Dataset]
 
-    def _loss_weights(self, weights, pred_cal: xr.Dataset, n: int) -> np.ndarray | None:
+    def _loss_weights(self, weights: Any, pred_cal: xr.Dataset, n: int) -> np.ndarray | None:
         """The calibration points' importance weights (None unweighted or all equal: the same fit exactly).
 
         Sets ``weights_guarantee_``: :data:`NO_GUARANTEE` after a weighted fit, None otherwise.
@@ -143,7 +144,7 @@ class _Recalibrator(BaseEstimator):
         self.weights_guarantee_ = NO_GUARANTEE
         return None if np.all(w == w[0]) else w
 
-    def _check_fit_input(self, pred_cal, y_cal) -> tuple[xr.Dataset, np.ndarray]:
+    def _check_fit_input(self, pred_cal: Any, y_cal: Any) -> tuple[xr.Dataset, np.ndarray]:
         pred_cal = check_predictive(pred_cal, self, "pred_cal")
         y = check_targets(y_cal, pred_cal.sizes["obs"], "y_cal", obs=pred_cal["obs"].values)
         if y.size < self._min_points:
@@ -153,7 +154,7 @@ class _Recalibrator(BaseEstimator):
             )
         return pred_cal, y
 
-    def _levels(self, pred: xr.Dataset, levels) -> np.ndarray:
+    def _levels(self, pred: xr.Dataset, levels: Any) -> np.ndarray:
         out = pred.calib.levels if levels is None else check_levels(levels, "levels")
         if out.size < 2:
             raise ValueError(f"levels must hold at least 2 levels to define a quantile function; got {out.size}.")
@@ -192,7 +193,7 @@ class _Recalibrator(BaseEstimator):
         ds.attrs["base_method"] = str(pred.attrs.get("method", ""))
         return keep_group_coord(ds, pred)
 
-    def transform(self, pred, *, levels=None) -> xr.Dataset:
+    def transform(self, pred: Any, *, levels: Any = None) -> xr.Dataset:
         """Alias of :meth:`predict`."""
         return self.predict(pred, levels=levels)
 
@@ -257,10 +258,10 @@ class IsotonicRecalibrator(_Recalibrator):
     _weights_support = "loss"  # calibprob.weights.weight_support: no finite-sample guarantee
     weights_guarantee_: str | None = None
 
-    def __init__(self, *, extrapolate: bool = False):
+    def __init__(self, *, extrapolate: bool = False) -> None:
         self.extrapolate = extrapolate
 
-    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> IsotonicRecalibrator:
+    def fit(self, pred_cal: Any, y_cal: Any, *, groups: Any = None, weights: Any = None) -> IsotonicRecalibrator:
         """Fit :math:`R` on the base prediction ``pred_cal`` (n obs) and ``y_cal`` (n,).
 
         ``weights``: one importance weight per calibration point, or a :mod:`calibprob.weights`
@@ -286,18 +287,18 @@ class IsotonicRecalibrator(_Recalibrator):
     def _score_quantiles(self, levels: np.ndarray) -> np.ndarray:
         return quantile_ppf(self.knot_scores_, self.knot_levels_, levels)
 
-    def inverse_map(self, levels) -> np.ndarray:
+    def inverse_map(self, levels: Any) -> np.ndarray:
         r""":math:`R^{-1}(p)` on the PIT scale: the base level whose quantile is returned at level ``p``."""
         check_is_fitted(self, "knot_levels_", method="fit")
         return special.ndtr(self._score_quantiles(check_levels(levels, "levels", increasing=False)))
 
-    def calibration_map(self, pit) -> np.ndarray:
+    def calibration_map(self, pit: Any) -> np.ndarray:
         r""":math:`R(u)`: the observed frequency of base PIT values at or below ``u`` (reliability curve)."""
         check_is_fitted(self, "knot_levels_", method="fit")
         u = np.asarray(pit, float)
         return quantile_cdf(self.knot_scores_, self.knot_levels_, special.ndtri(np.clip(u, 0.0, 1.0)))
 
-    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
+    def predict(self, pred: Any, *, levels: Any = None, groups: Any = None) -> xr.Dataset:
         """Recalibrated predictive Dataset for the base prediction ``pred``.
 
         Parameters
@@ -399,11 +400,11 @@ class VovkRecalibrator(_Recalibrator):
     weights_guarantee_: str | None = None
     score_weights_: np.ndarray | None = None
 
-    def __init__(self, *, extrapolate: bool = False, random_state=None):
+    def __init__(self, *, extrapolate: bool = False, random_state: Any = None) -> None:
         self.extrapolate = extrapolate
         self.random_state = random_state
 
-    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> VovkRecalibrator:
+    def fit(self, pred_cal: Any, y_cal: Any, *, groups: Any = None, weights: Any = None) -> VovkRecalibrator:
         """Store the sorted calibration scores of ``pred_cal`` (n obs) and ``y_cal`` (n,) (and their weights)."""
         if fit_with_groups(self, pred_cal, y_cal, groups, weights):  # per group: a Mondrian of clones
             return self
@@ -416,7 +417,7 @@ class VovkRecalibrator(_Recalibrator):
         self.n_calibration_ = int(y.size)
         return self
 
-    def predict(self, pred, *, levels=None, tau=None, groups=None) -> xr.Dataset:
+    def predict(self, pred: Any, *, levels: Any = None, tau: Any = None, groups: Any = None) -> xr.Dataset:
         """Recalibrated (randomised) predictive Dataset for the base prediction ``pred``.
 
         Parameters
@@ -537,11 +538,11 @@ class MarxRecalibrator(_Recalibrator):
     weights_guarantee_: str | None = None
     residual_levels_: np.ndarray | None = None
 
-    def __init__(self, *, center: str = "mean", extrapolate: bool = False):
+    def __init__(self, *, center: str = "mean", extrapolate: bool = False) -> None:
         self.center = center
         self.extrapolate = extrapolate
 
-    def fit(self, pred_cal, y_cal, *, groups=None, weights=None) -> MarxRecalibrator:
+    def fit(self, pred_cal: Any, y_cal: Any, *, groups: Any = None, weights: Any = None) -> MarxRecalibrator:
         """Store the sorted residuals ``y_cal - mu(pred_cal)`` (and their weighted knots with ``weights``)."""
         if fit_with_groups(self, pred_cal, y_cal, groups, weights):  # per group: a Mondrian of clones
             return self
@@ -560,7 +561,7 @@ class MarxRecalibrator(_Recalibrator):
         self.n_calibration_ = int(y.size)
         return self
 
-    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
+    def predict(self, pred: Any, *, levels: Any = None, groups: Any = None) -> xr.Dataset:
         """Recalibrated predictive Dataset ``mu(pred) + r(level)``; same shapes as :meth:`IsotonicRecalibrator.predict`."""
         mondrian = predict_with_groups(self, groups)
         if mondrian is not None:
@@ -599,6 +600,13 @@ class VarianceScalingRecalibrator(_Recalibrator):
     the closed form. Variance scaling corrects over-
     or under-confidence but not bias or shape: it is the parametric baseline.
 
+    Weights (``fit(..., weights=)``, e.g. a likelihood ratio :math:`v_i` under covariate shift)
+    make :math:`s` the maximiser of the importance-weighted log-likelihood
+    :math:`\sum_i v_i \log f_i(\cdot)` (Gaussian: :math:`s^2 = \sum_i v_i z_i^2 / \sum_i v_i`;
+    Shimodaira 2000's weighted maximum likelihood under covariate shift): a weighted *fitting
+    loss* with **no finite-sample guarantee** (``weights_guarantee_`` says so). Equal weights are
+    the unweighted fit exactly.
+
     Attributes
     ----------
     scale_factor_ : float
@@ -609,6 +617,8 @@ class VarianceScalingRecalibrator(_Recalibrator):
     ----------
     Kuleshov, Fenner & Ermon (2018) and Song et al. (2019) list σ scaling as
     the simplest recalibration (a one-parameter temperature scaling).
+    Shimodaira, H. (2000). Improving predictive inference under covariate shift by weighting
+    the log-likelihood function. J. Statist. Plann. Inference 90(2), 227–244 (the weights).
 
     Examples
     --------
@@ -624,19 +634,26 @@ class VarianceScalingRecalibrator(_Recalibrator):
 
     _method = "variance-scaling"
     _min_points = 1
+    _weights_support = "loss"  # calibprob.weights.weight_support: no finite-sample guarantee
+    weights_guarantee_: str | None = None
 
-    def __init__(self):
+    def __init__(self) -> None:
         pass
 
-    def fit(self, pred_cal, y_cal, *, groups=None) -> VarianceScalingRecalibrator:
-        """Fit :math:`s` on the base prediction ``pred_cal`` (n obs) and ``y_cal`` (n,)."""
-        if fit_with_groups(self, pred_cal, y_cal, groups):  # per group: a Mondrian of clones
+    def fit(self, pred_cal: Any, y_cal: Any, *, groups: Any = None, weights: Any = None) -> VarianceScalingRecalibrator:
+        """Fit :math:`s` on the base prediction ``pred_cal`` (n obs) and ``y_cal`` (n,).
+
+        ``weights``: one importance weight per calibration point, or a :mod:`calibprob.weights`
+        object (class docstring: a weighted log-likelihood, no finite-sample guarantee).
+        """
+        if fit_with_groups(self, pred_cal, y_cal, groups, weights):  # per group: a Mondrian of clones
             return self
         pred_cal, y = self._check_fit_input(pred_cal, y_cal)
+        v = self._loss_weights(weights, pred_cal, y.size)
         if pred_cal.calib.is_normal:
-            s = variance_scale_factor((y - pred_cal["loc"].values) / pred_cal["scale"].values)
+            s = variance_scale_factor((y - pred_cal["loc"].values) / pred_cal["scale"].values, v)
         else:
-            s = _quantile_family_scale(pred_cal, y)
+            s = _quantile_family_scale(pred_cal, y, v)
         if not s > 0:
             raise ValueError(
                 "every calibration point sits exactly at its predicted mean, so the ML scale factor "
@@ -646,7 +663,7 @@ class VarianceScalingRecalibrator(_Recalibrator):
         self.n_calibration_ = int(y.size)
         return self
 
-    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
+    def predict(self, pred: Any, *, levels: Any = None, groups: Any = None) -> xr.Dataset:
         """The base prediction with its spread multiplied by ``scale_factor_``.
 
         A Gaussian-family input gives a Gaussian-family output (exact); a
@@ -678,19 +695,23 @@ class VarianceScalingRecalibrator(_Recalibrator):
         return ds
 
 
-def _quantile_family_scale(pred: xr.Dataset, y: np.ndarray) -> float:
-    """ML scale factor about the mean for a quantile-family prediction."""
+def _quantile_family_scale(pred: xr.Dataset, y: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """ML scale factor about the mean for a quantile-family prediction (importance-weighted with ``weights``)."""
     family = pred.calib.family
     m = np.asarray(pred.calib.mean().values, float)
     sd = np.asarray(pred.calib.std().values, float)
     # Gaussian quasi-likelihood start: exact for a Gaussian-shaped quantile function
-    s0 = variance_scale_factor((y - m) / sd)
+    s0 = variance_scale_factor((y - m) / sd, weights)
     if not s0 > 0:
         return 0.0
 
-    def nll(log_s):
+    def nll(log_s: float) -> float:
         s = np.exp(log_s)
-        return -(np.sum(family.logpdf(m + (y - m) / s)) - y.size * log_s)
+        if weights is None:
+            return -(np.sum(family.logpdf(m + (y - m) / s)) - y.size * log_s)
+        lp = family.logpdf(m + (y - m) / s)
+        # a zero-weight point counts for nothing, even where its density is 0 (0 * -inf would be NaN)
+        return -(np.sum(weights * np.where(weights > 0, lp, 0.0)) - np.sum(weights) * log_s)
 
     # The piecewise-Gaussian density jumps at the stored levels, so the likelihood
     # is bumpy in s: a grid over a factor e^(+-3) around the start finds the best

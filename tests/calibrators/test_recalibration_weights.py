@@ -62,3 +62,37 @@ def test_bad_weights_are_refused_and_prediction_takes_none(cls):
     grouped = cls().fit(pred, y, weights=np.exp(x), groups=(x > 0).astype(int))
     with pytest.raises(ValueError, match=r"uses weights in its fitting loss only: pass weights= to fit"):
         grouped.mondrian_.predict(pred, groups=(x > 0).astype(int), weights=np.ones(60))
+
+
+@pytest.mark.parametrize("family", ["normal", "quantile"])
+def test_variance_scaling_integer_weights_are_repeated_points(family):
+    """The weighted log-likelihood's maximiser is the repeated data's MLE (closed form for a Gaussian base)."""
+    x, y = _data(4)
+    w = np.tile([0.0, 1.0, 2.0], 20)
+    np.random.default_rng(5).shuffle(w)
+    rep = np.repeat(np.arange(60), w.astype(int))
+
+    def base(idx):
+        pred = calibprob.normal(x[idx], np.full(idx.size, 0.8))
+        if family == "quantile":  # a quantile-family base: the scale is searched on the exact likelihood
+            pred = calibprob.from_quantiles(pred.calib.quantiles, pred["level"].values)
+        return pred
+
+    weighted = calibprob.VarianceScalingRecalibrator().fit(base(np.arange(60)), y, weights=w)
+    repeated = calibprob.VarianceScalingRecalibrator().fit(base(rep), y[rep])
+    np.testing.assert_allclose(weighted.scale_factor_, repeated.scale_factor_, rtol=1e-9)
+    if family == "normal":  # s^2 = sum v z^2 / sum v
+        z = (y - x) / 0.8
+        assert weighted.scale_factor_ == pytest.approx(np.sqrt(np.sum(w * z * z) / np.sum(w)), rel=1e-12)
+    unweighted = calibprob.VarianceScalingRecalibrator().fit(base(np.arange(60)), y)
+    assert abs(weighted.scale_factor_ - unweighted.scale_factor_) > 1e-3  # the weights matter here
+    assert weighted.weights_guarantee_ == NO_GUARANTEE and unweighted.weights_guarantee_ is None
+
+
+def test_variance_scaling_refuses_bad_weights():
+    x, y = _data(6)
+    pred = calibprob.normal(x, np.ones(60))
+    with pytest.raises(ValueError, match=r"weights must be non-negative; got -1.0 at index 0"):
+        calibprob.VarianceScalingRecalibrator().fit(pred, y, weights=np.r_[-1.0, np.ones(59)])
+    with pytest.raises(ValueError, match=r"weights are all zero \(60 points\)"):
+        calibprob.VarianceScalingRecalibrator().fit(pred, y, weights=np.zeros(60))

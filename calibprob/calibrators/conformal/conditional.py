@@ -61,11 +61,16 @@ i.e. coverage :math:`\ge 1 - \alpha` when the test inputs follow :math:`f\,dP_X 
 one spelling ``fit(..., weights=)`` / ``predict(..., weights=)`` adds the likelihood ratio
 :math:`w` (its values at the calibration and the test points) as one more column of
 :math:`\Phi`, named ``"weights"``: coverage under the shift with ratio :math:`w`, together with
-the class's other guarantees (per group, marginal). Unlike weighted split conformal it needs no
-effective-sample-size rule: the LP's threshold is infinite where the class cannot reach the
-level (warned, as above). Calibration weights that are all equal are a constant, already in
-the class through the intercept: the column is not added and the result is the unweighted one
-bit for bit.
+the class's other guarantees (per group, marginal). A level the weights cannot support is
+handled as by every weighted calibrator of calibprob (:func:`calibprob.weights.check_attainable`:
+the effective sample size of the weights at the worst test point must reach :math:`1/(1-c)`):
+refused by default, naming the attainable level, or warned about with ``on_small="warn"`` on the
+weights object (a :class:`~calibprob.weights.GivenWeights` for plain numbers), in which case the
+LP's threshold is returned as it is, infinite where the class cannot reach the level (warned, as
+above). The diagnostics go to ``weight_diagnostics_`` and to the output's attributes
+(``weights_ess``, ``weights_attainable_level``). Calibration weights that are all equal are a
+constant, already in the class through the intercept: the column is not added and the result is
+the unweighted one bit for bit.
 
 References
 ----------
@@ -92,7 +97,11 @@ from calibprob._core.validation import check_array, check_choice, check_groups, 
 from calibprob.calibrators.conformal._condconf_lp import thresholds
 from calibprob.calibrators.conformal._intervals import interval_dataset, resolve_levels
 from calibprob.calibrators.conformal.scores import get_score, invert
-from calibprob.calibrators.conformal.split_calibrator import predictive_mean_std, split_test_weights
+from calibprob.calibrators.conformal.split_calibrator import (
+    checked_test_weights,
+    predictive_mean_std,
+    split_test_weights,
+)
 from calibprob.predictive import CalibprobWarning
 from calibprob.weights import Weights, resolve
 
@@ -456,11 +465,23 @@ class ConditionalConformal(BaseEstimator):
         self.tilt_column_ = True
         return np.hstack([Phi, w[:, None]]), [*names, "weights"]
 
-    def _test_weight_column(self, phi: np.ndarray, weights: ArrayLike | Weights | None, pred: xr.Dataset) -> np.ndarray:
-        """The test features with the weights' column (after a weighted fit); refuses misuse, naming the fix."""
+    def _test_weight_column(
+        self,
+        phi: np.ndarray,
+        weights: ArrayLike | Weights | None,
+        pred: xr.Dataset,
+        levels: ArrayLike = (),
+        attrs: dict | None = None,
+    ) -> np.ndarray:
+        """The test features with the weights' column (after a weighted fit); refuses misuse, naming the fix.
+
+        The weights' attainable-level check (``checked_test_weights``: refuse or warn per ``on_small``)
+        runs here, its diagnostics written to ``weight_diagnostics_`` and ``attrs``.
+        """
         test = split_test_weights(self, weights, phi.shape[0], obs=pred)
         if test is None:
             return phi
+        checked_test_weights(self, levels, test, {} if attrs is None else attrs)
         return np.hstack([phi, test[0][:, None]]) if self.tilt_column_ else phi
 
     def _theta(self, c: float, m: int, rng: np.random.Generator) -> np.ndarray:
@@ -504,7 +525,8 @@ class ConditionalConformal(BaseEstimator):
         self._pred = pred
         raw = self._raw_features(m, groups, features, X, fitting=False)[0]
         self._pred = None
-        phi = self._test_columns(self._test_weight_column(raw, weights, pred))
+        attrs: dict = {}
+        phi = self._test_columns(self._test_weight_column(raw, weights, pred, levels, attrs))
         rng = np.random.default_rng(self.random_state)
         scores = cast(np.ndarray, self.scores_)  # checked fitted above: scores_ is the array
         cut = np.column_stack(
@@ -513,7 +535,7 @@ class ConditionalConformal(BaseEstimator):
         self._warn_unbounded(cut, phi)
         lower, upper = invert(mu[:, None], scale[:, None], -cut), invert(mu[:, None], scale[:, None], cut)
         ds = interval_dataset(lower, upper, levels, False, method=f"conditional-conformal-{self.score}")
-        ds.attrs.update(n_calibration=self.n_calibration_, n_unbounded=int(np.isinf(cut).any(axis=1).sum()))
+        ds.attrs.update(n_calibration=self.n_calibration_, n_unbounded=int(np.isinf(cut).any(axis=1).sum()), **attrs)
         return ds.assign_coords(obs=pred["obs"].values)
 
     def predict_interval(
@@ -555,8 +577,9 @@ class ConditionalConformal(BaseEstimator):
             zero = int((~np.any(phi, axis=1)).sum())
             warnings.warn(
                 f"{int(inf.sum())} test points get an infinite interval: {zero} have features Phi(x) = 0 (no group "
-                "of the class contains them) and the others lie in groups with too few calibration points for the "
-                "level. Add calibration data in those groups, or add an intercept (intercept=True).",
+                "of the class contains them) and the others lie where the class cannot reach the level (a group with "
+                "too few calibration points, or a test weight too large for the calibration weights). Add calibration "
+                "data in those groups or near those test inputs, or add an intercept (intercept=True).",
                 CalibprobWarning,
                 stacklevel=3,
             )

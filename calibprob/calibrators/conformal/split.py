@@ -63,7 +63,6 @@ from calibprob.calibrators.conformal.scores import Score, get_score
 from calibprob.calibrators.conformal.split_calibrator import (
     SplitConformalCalibrator,
     conformal_thresholds,
-    refuse_grouped_weights,
     refuse_weighted_quantiles,
     split_intervals,
     split_quantiles,
@@ -74,7 +73,7 @@ from calibprob.calibrators.conformal.split_calibrator import (
 )
 from calibprob.calibrators.grouping.mondrian import Mondrian, predict_with_groups
 from calibprob.predictive import from_quantiles, normal
-from calibprob.weights import Weights, resolve
+from calibprob.weights import GivenWeights, Weights, resolve
 
 __all__ = ["SplitConformalRegressor", "conformal_thresholds"]
 
@@ -207,7 +206,7 @@ class SplitConformalRegressor(BaseEstimator):
         groups: ArrayLike | None = None,
         weights: ArrayLike | Weights | None = None,
     ) -> SplitConformalRegressor:
-        """Score the calibration set; returns ``self``.
+        r"""Score the calibration set; returns ``self``.
 
         Parameters
         ----------
@@ -223,7 +222,9 @@ class SplitConformalRegressor(BaseEstimator):
             cross-fitted ratio there; a :class:`~calibprob.weights.DensityRatio` is evaluated):
             weighted split conformal under covariate shift (Tibshirani et al. 2019), the test
             points' weights given to :meth:`predict_interval`. A Series with an index is aligned
-            to ``X_cal``'s index.
+            to ``X_cal``'s index. With ``groups``, the weights act *within* each group (as
+            :class:`calibprob.Mondrian` does): a group's threshold is the weighted quantile of its
+            own scores and weights, the test point's mass at :math:`+\infty`.
 
         Raises
         ------
@@ -245,13 +246,15 @@ class SplitConformalRegressor(BaseEstimator):
         rows = getattr(X_cal, "index", None)
         X_cal, y_cal = check_Xy(X_cal, y_cal, X_name="X_cal", y_name="y_cal")
         self.mondrian_ = None
-        if groups is not None:
-            refuse_grouped_weights(weights)
         w = None if weights is None else resolve(weights, y_cal.size, X=X_cal, obs=rows, side="calibration")
         self.calibration_weights_, self.weights_ = None, weights if isinstance(weights, Weights) else None
         if groups is not None:
             inner = SplitConformalCalibrator(score=score, confidence_level=self.confidence_level)
-            self.mondrian_ = Mondrian(inner).fit(self._as_predictive(X_cal, score), y_cal, groups=groups)
+            # weights within groups (Mondrian's rule): the numbers at X_cal, carrying the object's on_small choice
+            within = GivenWeights(w, on_small=weights.on_small) if isinstance(weights, Weights) else w
+            self.mondrian_ = Mondrian(inner).fit(
+                self._as_predictive(X_cal, score), y_cal, groups=groups, weights=within
+            )
             self.scores_, self.n_calibration_, self.score_ = np.zeros(0), int(y_cal.size), score
             return self
         mu, sigma = predict_mean_std_chunked(
@@ -323,9 +326,11 @@ class SplitConformalRegressor(BaseEstimator):
         """
         grouped = self._grouped(X, groups)
         if grouped is not None:
-            refuse_grouped_weights(weights)
             mondrian, pred = grouped
-            out = mondrian.predict_interval(pred, confidence_level, groups=groups)
+            source = weights if weights is not None else self.weights_
+            if source is not None:  # a weights object is evaluated at X here (the Mondrian sees no inputs)
+                source = resolve(source, pred.sizes["obs"], X=X, obs=getattr(X, "index", None), side="test")
+            out = mondrian.predict_interval(pred, confidence_level, groups=groups, weights=source)
             return out.assign_coords(obs=np.arange(pred.sizes["obs"]))
         levels, scalar = resolve_levels(self.confidence_level if confidence_level is None else confidence_level)
         rows = getattr(X, "index", None)
@@ -368,6 +373,7 @@ class SplitConformalRegressor(BaseEstimator):
         grouped = self._grouped(X, groups)
         if grouped is not None:
             mondrian, pred = grouped
+            refuse_weighted_quantiles(self, weights=True if mondrian.weighted_ else None)
             return mondrian.predict(pred, levels=levels, groups=groups)
         refuse_weighted_quantiles(self)
         mu, scale = self._mu_scale(X)

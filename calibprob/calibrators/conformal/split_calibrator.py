@@ -72,7 +72,6 @@ __all__ = [
     "checked_test_weights",
     "weighted_quantiles",
     "refuse_weighted_quantiles",
-    "refuse_grouped_weights",
 ]
 
 
@@ -313,14 +312,6 @@ def split_test_weights(
     return resolve_test_weights(
         weighted, weights, getattr(model, "weights_", None), m, owner=type(model).__name__, X=X, obs=obs
     )
-
-
-def refuse_grouped_weights(weights: ArrayLike | Weights | None) -> None:
-    """Weights within Mondrian groups are not built: refuse rather than drop them."""
-    if weights is not None:
-        raise ValueError(
-            "weights= with groups= (weights within Mondrian groups) is not supported yet; pass one of them."
-        )
 
 
 def refuse_weighted_quantiles(model: Any, weights: ArrayLike | Weights | None = None) -> None:

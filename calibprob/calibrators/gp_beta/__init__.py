@@ -111,6 +111,8 @@ References
 
 from __future__ import annotations
 
+from typing import Any
+
 # ruff: noqa: F401 - this package's namespace re-exports its modules' names (public, and the
 # private ones tests, benchmarks and the old single-module users import)
 from calibprob.calibrators.gp_beta._graph import (
@@ -178,7 +180,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
+def __getattr__(name: Any) -> Any:
     # The Covariance subclass needs PyMC; build it on first access so that
     # importing this package stays light.
     if name == "GaussianEmbeddingRBF":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,13 +30,13 @@ from calibprob.calibrators.gp_beta._objective import Layout
 DEFAULT_COMPILE_MODE = "CVM"
 
 
-def _pm():
+def _pm() -> Any:
     import pymc as pm
 
     return pm
 
 
-def _log_ndtr_pt(z):
+def _log_ndtr_pt(z: Any) -> Any:
     """log Phi(z), stable in both tails (the erfcx form PyMC uses for the normal log-CDF)."""
     import pytensor.tensor as pt
 
@@ -46,7 +47,7 @@ def _log_ndtr_pt(z):
     )
 
 
-def beta_link_logp(value, log_jac, log_a, log_b, c):
+def beta_link_logp(value: Any, log_jac: Any, log_a: Any, log_b: Any, c: Any) -> Any:
     r"""Elementwise log density of eq. 6–7 as a PyTensor graph (the ``pm.CustomDist`` logp).
 
     ``value`` is the base's probit PIT :math:`u` of the observation and
@@ -61,11 +62,11 @@ def beta_link_logp(value, log_jac, log_a, log_b, c):
     return -0.5 * value * value - _LOG_SQRT_2PI + log_jac + log_r
 
 
-def _gaussian_embedding_rbf_class():
+def _gaussian_embedding_rbf_class() -> Any:
     pm = _pm()
     import pytensor.tensor as pt
 
-    class _GaussianEmbeddingRBF(pm.gp.cov.Covariance):
+    class _GaussianEmbeddingRBF(pm.gp.cov.Covariance):  # type: ignore[name-defined]  # PyMC imported on use
         r"""Gaussian-embedding RBF kernel (Song et al. 2019, eq. 9) as a ``pm.gp.cov.Covariance``.
 
         Inputs are rows ``(mu, s)`` with ``s`` a standard deviation; see
@@ -79,11 +80,11 @@ def _gaussian_embedding_rbf_class():
             Two columns holding ``(mu, s)``; default ``[0, 1]``.
         """
 
-        def __init__(self, theta, active_dims=None):
+        def __init__(self, theta: Any, active_dims: Any = None) -> None:
             super().__init__(2, active_dims)
             self.theta = pt.as_tensor_variable(theta)
 
-        def full(self, X, Xs=None):
+        def full(self, X: Any, Xs: Any = None) -> Any:
             X, Xs = self._slice(X, Xs)
             if Xs is None:
                 Xs = X
@@ -91,7 +92,7 @@ def _gaussian_embedding_rbf_class():
             r2 = pt.square(X[:, 0][:, None] - Xs[:, 0][None, :])
             return self.theta / pt.sqrt(d) * pt.exp(-r2 / (2.0 * d))
 
-        def diag(self, X):
+        def diag(self, X: Any) -> Any:
             X, _ = self._slice(X, None)
             return self.theta / pt.sqrt(2.0 * pt.square(X[:, 1]) + pt.square(self.theta))
 
@@ -103,7 +104,7 @@ def _gaussian_embedding_rbf_class():
 _KERNEL_CLASS = None
 
 
-def kernel_class():
+def kernel_class() -> Any:
     """The ``GaussianEmbeddingRBF`` covariance class (built on first use: it needs PyMC)."""
     global _KERNEL_CLASS
     if _KERNEL_CLASS is None:
@@ -111,7 +112,7 @@ def kernel_class():
     return _KERNEL_CLASS
 
 
-def build_model(n_inducing: int, rank: int, learn_inducing: bool, batch_size: int | None):
+def build_model(n_inducing: int, rank: int, learn_inducing: bool, batch_size: int | None) -> Any:
     """The GP-Beta PyMC model on placeholder data (replaced by ``pm.set_data`` before use)."""
     pm = _pm()
     import pytensor.tensor as pt
@@ -202,7 +203,7 @@ class _Graph:
     advi: dict = field(default_factory=dict)
     logp_dlogp: dict = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.model = build_model(self.n_inducing, self.rank, self.learn_inducing, self.batch_size)
         self.layout = Layout(self.n_inducing, self.rank, self.learn_inducing)
         self.names = self.layout.names
@@ -210,7 +211,7 @@ class _Graph:
         if [v.name for v in self.model.free_RVs] != self.names:  # the flat order both sides share
             raise RuntimeError(f"GP-Beta model parameters {self.model.free_RVs} differ from the layout {self.names}.")
 
-    def set_data(self, mu, sigma, u, log_jac, loc, scale, Z0):
+    def set_data(self, mu: Any, sigma: Any, u: Any, log_jac: Any, loc: Any, scale: Any, Z0: Any) -> None:
         pm = _pm()
         coords = {"obs": np.arange(mu.size)} if self.batch_size is None else None
         pm.set_data(
@@ -228,7 +229,7 @@ class _Graph:
         )
 
     # -- flat vectors <-> named parameters (value vars are the RVs: no transforms)
-    def advi_step(self, method: str, obj_n_mc: int, mode):
+    def advi_step(self, method: str, obj_n_mc: int, mode: Any) -> Any:
         """Compiled ADVI step (cached per method, MC sample count and compile mode)."""
         key = (method, obj_n_mc, str(mode))
         if key not in self.advi:
@@ -258,7 +259,7 @@ class _Graph:
 
         reseed_rngs(find_rng_nodes([self.model.logp()]), seed)
 
-    def compiled_logp_dlogp(self, mode):
+    def compiled_logp_dlogp(self, mode: Any) -> Any:
         if str(mode) not in self.logp_dlogp:
             with _quiet_compile():
                 fn = self.model.logp_dlogp_function(ravel_inputs=True, mode=mode)
@@ -281,7 +282,7 @@ def clear_graph_cache() -> None:
 
 
 @contextlib.contextmanager
-def _quiet_compile():
+def _quiet_compile() -> Iterator[Any]:
     # The C backend warns once per compile that it found no BLAS to link; it then
     # uses NumPy's C-API dot, which is what these small matrices need anyway.
     with warnings.catch_warnings():

@@ -2,6 +2,8 @@ r"""Prediction from posterior draws: the averaged calibrated CDF on a per-observ
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy import special
 
@@ -12,7 +14,7 @@ from calibprob.calibrators.gp_beta._link import _tail_bounds
 _BLOCK = 10_000_000
 
 
-def cdf_on_grid(w: np.ndarray, n_grid: int, p_tail: float = 1e-7):
+def cdf_on_grid(w: np.ndarray, n_grid: int, p_tail: float = 1e-7) -> Any:
     """Posterior-averaged calibrated CDF on a per-observation z grid: (zgrid (n, G), F (n, G)).
 
     The grid spans, per observation, the union over draws of the closed-form
@@ -40,7 +42,7 @@ def cdf_on_grid(w: np.ndarray, n_grid: int, p_tail: float = 1e-7):
     return zg, np.maximum.accumulate(F, axis=1)
 
 
-def invert(zg, F, levels):
+def invert(zg: Any, F: Any, levels: Any) -> Any:
     """Quantiles in z by interpolating z against Phi^{-1}(F) (exact for Gaussian pieces)."""
     u = special.ndtri(np.clip(F, 1e-300, 1.0 - 1e-16))
     # strictly increasing abscissae for np.interp (flat numerical tails)
@@ -49,7 +51,7 @@ def invert(zg, F, levels):
     return np.stack([np.interp(ul, u[i], zg[i]) for i in range(u.shape[0])])
 
 
-def moments_from_grid(zg, F):
+def moments_from_grid(zg: Any, F: Any) -> Any:
     """Mean and standard deviation of the law with CDF ``F`` on the grid ``zg`` (response scale)."""
     # in units of a power of two near max|zg| per row (exact): no overflow of the second moment
     # at scale 1e200, no underflow at 1e-200 (calibprob.predictive._numerics)
@@ -58,7 +60,7 @@ def moments_from_grid(zg, F):
     return mean * unit[:, 0], std * unit[:, 0]
 
 
-def _unit_moments_from_grid(zg, F):
+def _unit_moments_from_grid(zg: Any, F: Any) -> Any:
     # mass between grid points sits at the midpoint; the tails (< 1e-6) at the ends
     # zg: the grid on the response scale, mapped monotonically from the probit grid
     mass = np.diff(F, axis=1)

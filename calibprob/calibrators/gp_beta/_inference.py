@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
@@ -39,6 +40,7 @@ class Problem:
     loc: float
     scale: float
     Z0: np.ndarray
+    weights: np.ndarray | None = None  # importance weights of the data terms (NumPy objective only)
     _graph: _Graph | None = field(default=None, repr=False)
 
     @property
@@ -47,10 +49,12 @@ class Problem:
 
     def objective(self) -> LogPosterior:
         """The full-batch NumPy log posterior."""
-        return LogPosterior(self.layout, self.X, self.u, self.log_jac, self.Z0)
+        return LogPosterior(self.layout, self.X, self.u, self.log_jac, self.Z0, self.weights)
 
     def graph(self) -> _Graph:
         """The PyMC model of this configuration (per-process cache) holding this fit's data."""
+        if self.weights is not None:  # the estimator refuses this combination first; a guard for direct use
+            raise ValueError("a weighted GP-Beta fit has no PyMC model: use the NumPy objective (full batch).")
         if self._graph is None:
             lay = self.layout
             self._graph = _graph(lay.n_inducing, lay.rank, lay.learn_inducing, self.batch)
@@ -58,7 +62,7 @@ class Problem:
         return self._graph
 
 
-def fit_advi(est, prob: Problem, seed: int):
+def fit_advi(est: Any, prob: Problem, seed: int) -> Any:
     """Mean-field or full-rank ADVI; flat draws by name and PyMC's loss per step."""
     full_rank = est.inference == "fullrank_advi"
     rng = np.random.default_rng(seed)
@@ -95,7 +99,7 @@ def fit_advi(est, prob: Problem, seed: int):
     return lay.unravel(flat), loss
 
 
-def _advi_pymc(est, g: _Graph, start: np.ndarray, seed: int, full_rank: bool):
+def _advi_pymc(est: Any, g: _Graph, start: np.ndarray, seed: int, full_rank: bool) -> Any:
     """PyMC's compiled ADVI step (minibatches through ``pm.Minibatch``): ``(mu, rho or L_tril, loss)``."""
     pm = _pm()
     inference, step, lr, rngs, state = g.advi_step(est.inference, est.obj_n_mc, est._mode())
@@ -115,7 +119,7 @@ def _advi_pymc(est, g: _Graph, start: np.ndarray, seed: int, full_rank: bool):
     return group.params_dict["mu"].get_value(), np.asarray(scale), loss
 
 
-def fit_svi(est, prob: Problem, seed: int):
+def fit_svi(est: Any, prob: Problem, seed: int) -> Any:
     """The sparse variational GP: Gaussian q over V, point hyperparameters; draws by name and loss."""
     rng = np.random.default_rng(seed)
     if prob.batch is None:
@@ -139,13 +143,13 @@ def fit_svi(est, prob: Problem, seed: int):
     return lay.unravel(flat), fit.loss
 
 
-def fit_map(est, prob: Problem, seed: int):
+def fit_map(est: Any, prob: Problem, seed: int) -> Any:
     """L-BFGS-B on the log posterior (NumPy value and gradient); the point by name and a summary."""
     fn = prob.objective()
     lay = prob.layout
     x0 = lay.ravel(lay.start_point(prob.Z0, np.random.default_rng(seed)))
 
-    def objective(x):
+    def objective(x: Any) -> Any:
         lp, grad = fn(x)
         if not np.isfinite(lp):
             return 1e300, np.zeros_like(x)
@@ -161,7 +165,7 @@ def fit_map(est, prob: Problem, seed: int):
     return lay.unravel(res.x), info
 
 
-def fit_nuts(est, g: _Graph, seed: int):
+def fit_nuts(est: Any, g: _Graph, seed: int) -> Any:
     """NUTS on the PyMC model (nutpie when installed), with PyMC's pointwise log-likelihood."""
     pm = _pm()
     sampler = "nutpie" if importlib.util.find_spec("nutpie") is not None else "pymc"
@@ -189,7 +193,7 @@ def fit_nuts(est, g: _Graph, seed: int):
     return idata
 
 
-def convergence(idata) -> dict:
+def convergence(idata: Any) -> dict:
     """PyMC's convergence checks on a NUTS fit: warn on divergences and r-hat > 1.01; return them."""
     # r-hat on the identifiable quantities only: W (and with it the whitened inducing values)
     # is sign-symmetric, so its chains may sit in mirror modes of one posterior

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import xarray as xr
 
@@ -11,7 +13,7 @@ from calibprob.calibrators.gp_beta._link import _LOG_SQRT_2PI
 from calibprob.predictive import validate
 
 
-def prediction(method: str, pred, rest: tuple) -> tuple[xr.Dataset, tuple]:
+def prediction(method: str, pred: Any, rest: tuple) -> tuple[xr.Dataset, tuple]:
     """The base's predictive Dataset (validated), and the remaining positional arguments.
 
     The 0.1 form ``(mu, sigma, ...)`` (two arrays) was removed in 0.2.0: an array is refused by
@@ -54,7 +56,7 @@ def observed_terms(pred: xr.Dataset, y: np.ndarray) -> tuple[np.ndarray, np.ndar
     return (u, jac) if y.ndim == 2 else (u[:, 0], jac[:, 0])
 
 
-def targets(y, n: int, name: str, ndim=1, obs=None) -> np.ndarray:
+def targets(y: Any, n: int, name: str, ndim: Any = 1, obs: Any = None) -> np.ndarray:
     """Observed values through the library's one validator, ``calibprob._core.validation.check_targets``.
 
     ``ndim=(1, 2)`` also takes a 2-D DataArray (several values per observation, e.g. a density grid).

@@ -9,6 +9,8 @@ posterior draws at new inputs.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy import special
 
@@ -28,7 +30,7 @@ PRIORS = {
 }
 
 
-def gaussian_embedding_kernel(X1, X2, theta) -> np.ndarray:
+def gaussian_embedding_kernel(X1: Any, X2: Any, theta: Any) -> np.ndarray:
     r"""Gaussian-embedding RBF kernel of Song et al. (2019), eq. 9 (NumPy).
 
     .. math::
@@ -61,11 +63,11 @@ def gaussian_embedding_kernel(X1, X2, theta) -> np.ndarray:
     return th / np.sqrt(d) * np.exp(-((X1[..., :, None, 0] - X2[..., None, :, 0]) ** 2) / (2.0 * d))
 
 
-def _beta_t(log_q, log_1mq, log_a, log_b, c):
+def _beta_t(log_q: Any, log_1mq: Any, log_a: Any, log_b: Any, c: Any) -> Any:
     return np.exp(log_a) * log_q - np.exp(log_b) * log_1mq + c
 
 
-def beta_link_logpdf_z(u, log_jac, log_a, log_b, c) -> np.ndarray:
+def beta_link_logpdf_z(u: Any, log_jac: Any, log_a: Any, log_b: Any, c: Any) -> np.ndarray:
     r"""Log density of a Beta-calibrated base law, from the base's probit PIT (stable).
 
     For any base law with CDF :math:`F` and density :math:`f`, write
@@ -104,7 +106,7 @@ def beta_link_logpdf_z(u, log_jac, log_a, log_b, c) -> np.ndarray:
     return -0.5 * u * u - _LOG_SQRT_2PI + log_jac + log_r
 
 
-def beta_link_logpdf(y, mu, sigma, log_a, log_b, c) -> np.ndarray:
+def beta_link_logpdf(y: Any, mu: Any, sigma: Any, log_a: Any, log_b: Any, c: Any) -> np.ndarray:
     r"""Log density of the Beta-calibrated Gaussian (Song et al. 2019, eq. 6–7), stable.
 
     :func:`beta_link_logpdf_z` with :math:`u = (y-\mu)/\sigma` and
@@ -129,18 +131,18 @@ def beta_link_logpdf(y, mu, sigma, log_a, log_b, c) -> np.ndarray:
     return beta_link_logpdf_z((np.asarray(y, float) - mu) / sigma, -np.log(sigma), log_a, log_b, c)
 
 
-def beta_link_cdf_z(u, log_a, log_b, c) -> np.ndarray:
+def beta_link_cdf_z(u: Any, log_a: Any, log_b: Any, c: Any) -> np.ndarray:
     r"""CDF of a Beta-calibrated base law from the base's probit PIT: :math:`c_\beta(\Phi(u))` (broadcast)."""
     u = np.asarray(u, float)
     return special.expit(_beta_t(special.log_ndtr(u), special.log_ndtr(-u), log_a, log_b, c))
 
 
-def beta_link_cdf(y, mu, sigma, log_a, log_b, c) -> np.ndarray:
+def beta_link_cdf(y: Any, mu: Any, sigma: Any, log_a: Any, log_b: Any, c: Any) -> np.ndarray:
     r"""CDF of the Beta-calibrated Gaussian, :math:`c_\beta(\Phi((y-\mu)/\sigma))` (broadcast)."""
     return beta_link_cdf_z((np.asarray(y, float) - mu) / sigma, log_a, log_b, c)
 
 
-def beta_link_ppf_z(p, log_a, log_b, c, *, n_iter: int = 80) -> np.ndarray:
+def beta_link_ppf_z(p: Any, log_a: Any, log_b: Any, c: Any, *, n_iter: int = 80) -> np.ndarray:
     r"""Inverse of :func:`beta_link_cdf_z`: the probit PIT :math:`u` with :math:`c_\beta(\Phi(u)) = p`.
 
     :math:`c_\beta\circ\Phi` is strictly increasing (``a, b > 0``), so bisection on
@@ -173,7 +175,7 @@ def beta_link_ppf_z(p, log_a, log_b, c, *, n_iter: int = 80) -> np.ndarray:
     return 0.5 * (lo + hi)
 
 
-def beta_calibration_map(p, log_a, log_b, c) -> np.ndarray:
+def beta_calibration_map(p: Any, log_a: Any, log_b: Any, c: Any) -> np.ndarray:
     r"""The Beta calibration map :math:`c_\beta(p) = \operatorname{expit}(a\log p - b\log(1-p) + c)`.
 
     The identity for :math:`a = b = 1, c = 0` (Kull et al. 2017; Song et al. 2019, eq. 2, 7).
@@ -182,7 +184,7 @@ def beta_calibration_map(p, log_a, log_b, c) -> np.ndarray:
     return special.expit(_beta_t(np.log(p), np.log1p(-p), log_a, log_b, c))
 
 
-def _tail_bounds(log_a, log_b, c, p_tail: float):
+def _tail_bounds(log_a: Any, log_b: Any, c: Any, p_tail: float) -> Any:
     r"""z-values outside which a Beta-calibrated standard normal has at most ``p_tail`` mass per side.
 
     For :math:`q \le 1/2`, :math:`-b\log(1-q) \le b\log 2`, so
@@ -245,7 +247,7 @@ def _latent_numpy(post: dict, X: np.ndarray, Z0: np.ndarray, rank: int, chunk: i
     return out
 
 
-def _pointwise_loglik(post, X, u, log_jac, Z0, rank, chunk: int = 1024) -> np.ndarray:
+def _pointwise_loglik(post: Any, X: Any, u: Any, log_jac: Any, Z0: Any, rank: Any, chunk: int = 1024) -> np.ndarray:
     """log p(y_i | w_s) for every draw and point, shape (S, n), in blocks of ``chunk`` points.
 
     ``X`` are the standardised covariates, ``u``/``log_jac`` the base's probit PIT

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 from scipy import special
@@ -140,14 +141,14 @@ def cholesky_backward(L: np.ndarray, L_bar: np.ndarray) -> np.ndarray:
     return 0.5 * (P + P.T)
 
 
-def _kernel(X1: np.ndarray, X2: np.ndarray, theta: float):
+def _kernel(X1: np.ndarray, X2: np.ndarray, theta: float) -> Any:
     """Eq. 9 with its intermediates: ``(K, d, r)`` (:func:`._link.gaussian_embedding_kernel`'s formula)."""
     d = X1[:, None, 1] ** 2 + X2[None, :, 1] ** 2 + theta**2
     r = X1[:, None, 0] - X2[None, :, 0]
     return theta / np.sqrt(d) * np.exp(-(r * r) / (2.0 * d)), d, r
 
 
-def kernel_backward(X1, X2, theta: float, K: np.ndarray, G: np.ndarray, d=None, r=None):
+def kernel_backward(X1: Any, X2: Any, theta: float, K: np.ndarray, G: np.ndarray, d: Any = None, r: Any = None) -> Any:
     r"""Gradients of :math:`\sum_{ij} G_{ij} k(x_i, x'_j)` (eq. 9) in :math:`\log\theta`, ``X1`` and ``X2``.
 
     With :math:`d = s_1^2 + s_2^2 + \theta^2` and :math:`r = \mu_1 - \mu_2`,
@@ -169,22 +170,27 @@ def kernel_backward(X1, X2, theta: float, K: np.ndarray, G: np.ndarray, d=None, 
     return g_log_theta, g1, g2
 
 
-def _beta_link_terms(w, lq, l1q):
+def _beta_link_terms(
+    w: np.ndarray, lq: np.ndarray, l1q: np.ndarray, weights: np.ndarray | None = None
+) -> tuple[float, np.ndarray]:
     r"""Data log density (parameter-dependent part) and its gradient in :math:`w = (\log a, \log b, c)`.
 
     With :math:`t = a\log q - b\log(1-q) + c`, :math:`A = \log a + \log(1-q)`, :math:`B = \log b + \log q`:
     the summand is :math:`\log\sigma(t) + \log\sigma(-t) + \operatorname{logaddexp}(A, B)`, whose
     derivatives are :math:`(1-2\sigma(t))\,\partial t + \sigma(A-B)\,\partial A + \sigma(B-A)\,\partial B`.
+    With ``weights`` :math:`v_i`, each summand and its gradient row are multiplied by :math:`v_i`
+    (the importance-weighted log-likelihood).
     """
     la, lb, c = w[:, 0], w[:, 1], w[:, 2]
     a, b = np.exp(la), np.exp(lb)
     t = a * lq - b * l1q + c
     A, B = la + l1q, lb + lq
-    value = float(np.sum(-np.logaddexp(0.0, -t) - np.logaddexp(0.0, t) + np.logaddexp(A, B)))
+    terms = -np.logaddexp(0.0, -t) - np.logaddexp(0.0, t) + np.logaddexp(A, B)
+    value = float(np.sum(terms if weights is None else weights * terms))
     dt = 1.0 - 2.0 * special.expit(t)
     sA = special.expit(A - B)
     grad = np.stack([dt * a * lq + sA, -dt * b * l1q + (1.0 - sA), dt], axis=1)
-    return value, grad
+    return value, grad if weights is None else grad * weights[:, None]
 
 
 def _log_sd(sd: float) -> float:
@@ -199,7 +205,7 @@ def _log_sd(sd: float) -> float:
     return float(np.log(np.float32(sd))) if float(np.float32(sd)) == sd else float(np.log(sd))
 
 
-def _prior_vectors(layout: Layout, Z0: np.ndarray):
+def _prior_vectors(layout: Layout, Z0: np.ndarray) -> Any:
     """Flat prior means and standard deviations, and the sum of the Normal log-density constants."""
     means, sds, const = [], [], 0.0
     for k, shape in layout.shapes.items():
@@ -226,19 +232,25 @@ class LogPosterior:
         The base's probit PIT at the observations and its log Jacobian.
     Z0 : ndarray, shape (m, 2)
         Inducing inputs (fixed, or the prior mean of learned ones).
+    weights : ndarray, shape (n,), optional
+        Importance weights :math:`v_i` of the data terms: the log density becomes
+        :math:`\log p(x) + \sum_i v_i \log \hat p(u_i \mid w_i)` (no PyMC counterpart: the weighted
+        fit runs on this objective only). None: every :math:`v_i = 1`, the model's density.
     """
 
-    def __init__(self, layout: Layout, X, u, log_jac, Z0):
+    def __init__(
+        self, layout: Layout, X: np.ndarray, u: np.ndarray, log_jac: np.ndarray, Z0: np.ndarray, weights: Any = None
+    ) -> None:
         self.layout = layout
         self.X = np.asarray(X, float)
         self.Z0 = np.asarray(Z0, float)
+        self.weights = None if weights is None else np.asarray(weights, float)
         u = np.asarray(u, float)
         self.lq, self.l1q = special.log_ndtr(u), special.log_ndtr(-u)
         self.prior_mean, self.prior_sd, prior_const = _prior_vectors(layout, self.Z0)
         # the parameter-free part of every log density: log phi(u) + log J - log q - log(1-q), and the priors'
-        self.const = prior_const + float(
-            np.sum(-0.5 * u * u - _LOG_SQRT_2PI + np.asarray(log_jac, float) - self.lq - self.l1q)
-        )
+        free = -0.5 * u * u - _LOG_SQRT_2PI + np.asarray(log_jac, float) - self.lq - self.l1q
+        self.const = prior_const + float(np.sum(free if self.weights is None else self.weights * free))
         self.n_calls = 0
 
     def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
@@ -259,7 +271,7 @@ class LogPosterior:
         Kxz, d_xz, r_xz = _kernel(self.X, Z, theta)
         F = Kxz @ U
         inv_gamma = np.exp(-p["log_gamma"])
-        data, g_w = _beta_link_terms(F * inv_gamma + p["delta"], self.lq, self.l1q)
+        data, g_w = _beta_link_terms(F * inv_gamma + p["delta"], self.lq, self.l1q, self.weights)
         # reverse mode: w -> (delta, log_gamma, F) -> (K_XZ, U) -> (L_K, V L_R^T) -> kernel, V, W, kappa
         grad["delta"] += g_w.sum(axis=0)
         grad["log_gamma"] -= np.sum(g_w * F * inv_gamma, axis=0)
@@ -281,7 +293,7 @@ class LogPosterior:
 class _Coregion:
     """``L_R = chol(R)``, ``R`` the correlation form of ``B = W W^T + diag(kappa)``, and its backward pass."""
 
-    def __init__(self, p: dict):
+    def __init__(self, p: dict) -> None:
         W = p["W"]
         self.kappa = np.exp(p["log_kappa"])
         self.B = W @ W.T + np.diag(self.kappa)

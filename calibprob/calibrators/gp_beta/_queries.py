@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import xarray as xr
 
@@ -9,7 +11,7 @@ from calibprob._core.dims import check_obs_dim
 from calibprob.calibrators.gp_beta._link import _latent_numpy, beta_calibration_map, beta_link_ppf_z
 
 
-def _obs_dim(pred: xr.Dataset, y, n: int):
+def _obs_dim(pred: xr.Dataset, y: Any, n: int) -> Any:
     """The obs dim name and labels: the prediction's, or a 1-D DataArray ``y``'s own (e.g. PyMC's ``obs_id``)."""
     obs_dim = str(pred.attrs.get("obs_dim", "obs"))
     obs_values = pred["obs"].values
@@ -21,7 +23,9 @@ def _obs_dim(pred: xr.Dataset, y, n: int):
     return obs_dim, obs_values
 
 
-def posterior_predictive_tree(est, pred: xr.Dataset, X: np.ndarray, y, random_state, var_name: str) -> xr.DataTree:
+def posterior_predictive_tree(
+    est: Any, pred: xr.Dataset, X: np.ndarray, y: Any, random_state: Any, var_name: str
+) -> xr.DataTree:
     """One inverse-transform draw per posterior draw and observation (see ``sample_posterior_predictive``)."""
     n = X.shape[0]
     obs_dim, obs_values = _obs_dim(pred, y, n)
@@ -50,7 +54,7 @@ def posterior_predictive_tree(est, pred: xr.Dataset, X: np.ndarray, y, random_st
     return xr.DataTree.from_dict(groups)
 
 
-def calibration_map_dataset(w: np.ndarray, p: np.ndarray, c_level: float, post, mu, sigma) -> xr.Dataset:
+def calibration_map_dataset(w: np.ndarray, p: np.ndarray, c_level: float, post: Any, mu: Any, sigma: Any) -> xr.Dataset:
     """Every draw's map at base CDF values ``p``, their mean and equal-tailed ``c_level`` band."""
     maps = beta_calibration_map(p[None, None, :], w[..., 0, None], w[..., 1, None], w[..., 2, None])
     C, D = post.sizes["chain"], post.sizes["draw"]

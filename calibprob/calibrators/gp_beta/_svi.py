@@ -11,7 +11,9 @@ reproduces ``pm.ADVI`` / ``pm.FullRankADVI`` step for step (tested).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import special
@@ -41,9 +43,9 @@ class SVIResult:
 
 
 def svi_fit(
-    logp_dlogp,
-    x0,
-    variational,
+    logp_dlogp: Any,
+    x0: Any,
+    variational: Any,
     *,
     n_iter: int,
     learning_rate: float,
@@ -140,7 +142,9 @@ def svi_fit(
     return SVIResult(mean=mean, chol=avg_L, variational=variational, loss=loss)
 
 
-def _check_svi_args(logp_dlogp, x0, variational, n_iter, n_mc, learning_rate, init_scale, rng):
+def _check_svi_args(
+    logp_dlogp: Any, x0: Any, variational: Any, n_iter: Any, n_mc: Any, learning_rate: Any, init_scale: Any, rng: Any
+) -> Any:
     """Validate :func:`svi_fit`'s arguments; return ``(x0, variational, n_iter, n_mc)``."""
     if not callable(logp_dlogp):
         raise TypeError(f"logp_dlogp must be a callable x -> (log p, gradient); got {type(logp_dlogp).__name__}.")
@@ -194,7 +198,9 @@ class _PyMCAdam:
     :math:`a_t = \eta\sqrt{1-\beta_2^t}/(1-\beta_1^t)`, one step counter shared by every parameter.
     """
 
-    def __init__(self, shapes, learning_rate: float, beta1=0.9, beta2=0.999, epsilon=1e-8):
+    def __init__(
+        self, shapes: Any, learning_rate: float, beta1: Any = 0.9, beta2: Any = 0.999, epsilon: Any = 1e-8
+    ) -> None:
         self.lr, self.beta1, self.beta2, self.eps = float(learning_rate), beta1, beta2, epsilon
         self.m = [np.zeros(s) for s in shapes]
         self.v = [np.zeros(s) for s in shapes]
@@ -211,7 +217,7 @@ class _PyMCAdam:
         return out
 
 
-def _meanfield_loss_grads(logp_dlogp, mu, rho, eps):
+def _meanfield_loss_grads(logp_dlogp: Any, mu: Any, rho: Any, eps: Any) -> Any:
     """PyMC mean-field KL loss and its gradients in ``mu`` and ``rho`` at the draws ``eps`` (n_mc, D)."""
     std = np.logaddexp(0.0, rho)  # rho2sigma = softplus
     g_sum, lp_sum = np.zeros_like(mu), 0.0
@@ -229,7 +235,7 @@ def _meanfield_loss_grads(logp_dlogp, mu, rho, eps):
     return loss, [-g_sum / n, g_rho]
 
 
-def _fullrank_loss_grads(logp_dlogp, mu, L_tril, eps):
+def _fullrank_loss_grads(logp_dlogp: Any, mu: Any, L_tril: Any, eps: Any) -> Any:
     """PyMC full-rank KL loss and its gradients in ``mu`` and ``L_tril`` (softplus diagonal)."""
     d = mu.size
     tril, diag = np.tril_indices(d), np.diag_indices(d)
@@ -252,7 +258,15 @@ def _fullrank_loss_grads(logp_dlogp, mu, L_tril, eps):
 
 
 def advi_fit(
-    logp_dlogp, x0, *, full_rank: bool, n_iter: int, learning_rate: float, n_mc: int, seed: int, init_sd=None
+    logp_dlogp: Any,
+    x0: Any,
+    *,
+    full_rank: bool,
+    n_iter: int,
+    learning_rate: float,
+    n_mc: int,
+    seed: int,
+    init_sd: Any = None,
 ) -> ADVIResult:
     r"""PyMC's ADVI (``pm.ADVI`` / ``pm.FullRankADVI`` with ``pm.adam``) on a NumPy log density.
 
@@ -291,7 +305,7 @@ def advi_fit(
     if full_rank:
         diag0 = 1.0 if init_sd is None else np.log(np.expm1(init_sd))
         scale = (diag0 * np.eye(d))[np.tril_indices(d)]
-        loss_grads = _fullrank_loss_grads
+        loss_grads: Callable[..., Any] = _fullrank_loss_grads
     else:
         scale = np.zeros(d)
         loss_grads = _meanfield_loss_grads

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import xarray as xr
 
@@ -20,7 +22,7 @@ _DIMS = {
 }
 
 
-def post_flat(posterior, rank: int) -> dict:
+def post_flat(posterior: Any, rank: int) -> dict:
     """Posterior draws by name with (chain, draw) flattened to one sample axis."""
     names = ["log_theta", "log_gamma", "delta", "V"] + (["W", "log_kappa"] if rank > 0 else [])
     if "Z" in posterior:
@@ -46,7 +48,7 @@ def _posterior(post: dict, coords: dict, rank: int) -> xr.Dataset:
     return xr.Dataset(data, coords={k: v for k, v in coords.items() if k != "obs"})
 
 
-def make_tree(est, post: dict, data, y, sample_stats, extra_groups: dict) -> xr.DataTree:
+def make_tree(est: Any, post: dict, data: Any, y: Any, sample_stats: Any, extra_groups: dict) -> xr.DataTree:
     """Assemble ``idata_`` from posterior draws ``post`` (name -> (chain, draw, ...)) and the fit's data.
 
     ``data`` is the fit's :class:`._inference.Problem`; ``extra_groups`` may carry
@@ -103,7 +105,7 @@ def make_tree(est, post: dict, data, y, sample_stats, extra_groups: dict) -> xr.
     return tree
 
 
-def _constant_data(est, data, coords: dict) -> xr.Dataset:
+def _constant_data(est: Any, data: Any, coords: dict) -> xr.Dataset:
     return xr.Dataset(
         {
             "base_mu": ("obs", data.mu),
@@ -118,7 +120,7 @@ def _constant_data(est, data, coords: dict) -> xr.Dataset:
     )
 
 
-def held_out_elpd(log_lik):
+def held_out_elpd(log_lik: Any) -> Any:
     r"""Held-out expected log predictive density as an ArviZ ``ELPDData`` (for ``arviz.compare``).
 
     With pointwise log-likelihoods :math:`\ell_{si} = \log p(y_i\mid\vartheta_s)` of

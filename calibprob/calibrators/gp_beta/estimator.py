@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -27,8 +28,10 @@ from calibprob.calibrators.gp_beta._objective import Layout
 from calibprob.calibrators.gp_beta._queries import calibration_map_dataset, posterior_predictive_tree
 from calibprob.calibrators.gp_beta._tree import held_out_elpd, make_tree, post_flat
 from calibprob.calibrators.grouping.mondrian import fit_with_groups, keep_group_coord, predict_with_groups
+from calibprob.calibrators.recalibration import NO_GUARANTEE
 from calibprob.predictive import from_quantiles
 from calibprob.predictive._common import _levels_or_default
+from calibprob.weights import resolve
 
 __all__ = ["GPBetaCalibrator", "INFERENCE_METHODS", "AUTO_FULL_BATCH", "AUTO_BATCH_SIZE"]
 
@@ -39,7 +42,7 @@ AUTO_FULL_BATCH = 4096
 AUTO_BATCH_SIZE = 256
 
 
-def _blas_single_thread():
+def _blas_single_thread() -> Any:
     # Small triangular solves are ~20x slower with 2 OpenBLAS threads than with 1
     # (thread start-up dominates); every fit and prediction runs single-threaded.
     return limit_blas_threads(1)
@@ -110,6 +113,18 @@ class GPBetaCalibrator(BaseEstimator):
         k-means inducing inputs in standardised ``(mu, sigma)``.
     fit_time_ : float
         Seconds spent in :meth:`fit` (including any compilation).
+    weights_guarantee_ : str or None
+        After a weighted :meth:`fit`: that no finite-sample guarantee follows
+        (:data:`calibprob.calibrators.recalibration.NO_GUARANTEE`); None unweighted.
+
+    Weights (``fit(..., weights=)``, e.g. a likelihood ratio :math:`v_i` under covariate shift)
+    weight the data terms of the log posterior, :math:`\log p(\text{params}) + \sum_i v_i
+    \log\hat p_i(y_i)` with :math:`v` rescaled to mean 1 (so the prior keeps its weight against
+    :math:`n` points; Shimodaira 2000's weighted likelihood): a weighted *fitting loss* with **no
+    finite-sample guarantee**. The inducing inputs and the standardisation stay those of the
+    unweighted points (they place the GP, they are not fitted). The weighted objective is the
+    NumPy one: ``inference="map"``, ``"advi"``, ``"fullrank_advi"`` or ``"svi"`` on the full batch;
+    NUTS and minibatches (a PyMC graph) refuse weights. Equal weights are the unweighted fit exactly.
 
     Examples
     --------
@@ -146,15 +161,15 @@ class GPBetaCalibrator(BaseEstimator):
         n_iter: int = 4000,
         learning_rate: float | None = None,
         obj_n_mc: int = 1,
-        batch_size="auto",
+        batch_size: Any = "auto",
         learn_inducing: bool = False,
         tune: int = 1000,
         chains: int = 2,
         target_accept: float = 0.9,
         n_grid: int = 256,
-        compile_mode=None,
-        random_state=None,
-    ):
+        compile_mode: Any = None,
+        random_state: Any = None,
+    ) -> None:
         self.n_inducing = n_inducing
         self.rank = rank
         self.inference = inference
@@ -206,7 +221,7 @@ class GPBetaCalibrator(BaseEstimator):
             return float(self.learning_rate)
         return 0.003 if self.inference == "fullrank_advi" else 0.01
 
-    def _mode(self):
+    def _mode(self) -> Any:
         return DEFAULT_COMPILE_MODE if self.compile_mode is None else self.compile_mode
 
     def _batch(self, n: int) -> int | None:
@@ -217,7 +232,10 @@ class GPBetaCalibrator(BaseEstimator):
         return None if self.batch_size >= n else int(self.batch_size)
 
     # --------------------------------------------------------------------- fit
-    def fit(self, pred_cal, y_cal, *, groups=None) -> GPBetaCalibrator:
+    _weights_support = "loss"  # calibprob.weights.weight_support: no finite-sample guarantee
+    weights_guarantee_: str | None = None
+
+    def fit(self, pred_cal: Any, y_cal: Any, *, groups: Any = None, weights: Any = None) -> GPBetaCalibrator:
         r"""Fit the calibrator on the base's prediction for calibration data.
 
         Parameters
@@ -236,19 +254,24 @@ class GPBetaCalibrator(BaseEstimator):
             (:class:`calibprob.Mondrian`). Per group, not the group as a covariate: each group
             gets its own Beta map from its own points, which is what "calibrated within the
             group" means; a shared model would borrow the other groups' miscalibration.
+        weights : array_like or calibprob.weights.Weights, optional
+            One importance weight per calibration point (class docstring: a weighted likelihood,
+            no finite-sample guarantee). With ``groups``, the weights act within each group.
 
         Returns
         -------
         self
         """
-        if fit_with_groups(self, pred_cal, y_cal, groups):
+        if fit_with_groups(self, pred_cal, y_cal, groups, weights):
             return self
         t_start = time.perf_counter()
         self._check_params()
         pred_cal, _ = self._prediction("fit", pred_cal, ())
         y = self._targets(y_cal, pred_cal.sizes["obs"], "y_cal", obs=pred_cal["obs"].values)
+        v = self._loss_weights(weights, pred_cal, y.size)
         rng = np.random.default_rng(self.random_state)
         prob = self._problem(pred_cal, y, rng)
+        prob.weights = v
         seed = int(rng.integers(2**31 - 1))
         with _blas_single_thread():
             post, sample_stats, extra_groups = self._infer(prob, seed)
@@ -258,6 +281,26 @@ class GPBetaCalibrator(BaseEstimator):
         self.fit_time_ = time.perf_counter() - t_start
         self.idata_.attrs["fit_time"] = self.fit_time_
         return self
+
+    def _loss_weights(self, weights: Any, pred_cal: xr.Dataset, n: int) -> np.ndarray | None:
+        """The data terms' weights rescaled to mean 1 (None unweighted or all equal: the same fit exactly).
+
+        Sets ``weights_guarantee_``; refuses the inference paths that run on the PyMC graph.
+        """
+        self.weights_guarantee_ = None
+        if weights is None:
+            return None
+        w = resolve(weights, n, obs=pred_cal, side="calibration")
+        self.weights_guarantee_ = NO_GUARANTEE
+        if np.all(w == w[0]):
+            return None
+        if self.inference == "nuts" or self._batch(n) is not None:
+            what = "inference='nuts'" if self.inference == "nuts" else f"minibatches (batch_size={self.batch_size!r})"
+            raise ValueError(
+                f"weights= with {what}: the weighted GP-Beta likelihood is evaluated by the full-batch NumPy "
+                "objective only. Pass inference='map', 'advi', 'fullrank_advi' or 'svi' with batch_size=None."
+            )
+        return w * (w.size / np.sum(w))
 
     def _problem(self, pred_cal: xr.Dataset, y: np.ndarray, rng: np.random.Generator) -> Problem:
         """Standardise the covariates, place the inducing inputs (k-means) and collect the fit's data."""
@@ -281,7 +324,7 @@ class GPBetaCalibrator(BaseEstimator):
         layout = Layout(m, self.rank, bool(self.learn_inducing))
         return Problem(layout, self._batch(n), mu, sigma, u, log_jac, loc, scale, Z0)
 
-    def _infer(self, prob: Problem, seed: int):
+    def _infer(self, prob: Problem, seed: int) -> Any:
         """Run the chosen inference: posterior draws (chain, draw, ...), sample_stats, extra groups."""
         extra_groups: dict = {}
         sample_stats = None
@@ -318,14 +361,14 @@ class GPBetaCalibrator(BaseEstimator):
     def _post_flat(self) -> dict:
         return post_flat(self.idata_["posterior"], self.rank_)
 
-    def _standardise(self, mu, sigma) -> np.ndarray:
+    def _standardise(self, mu: Any, sigma: Any) -> np.ndarray:
         return np.c_[(mu - self.loc_) / self.scale_, sigma / self.scale_]
 
-    def _latent(self, mu, sigma) -> np.ndarray:
+    def _latent(self, mu: Any, sigma: Any) -> np.ndarray:
         with _blas_single_thread():
             return _latent_numpy(self._post_flat(), self._standardise(mu, sigma), self.inducing_init_, self.rank_)
 
-    def _check_new(self, method: str, pred, rest: tuple, *, y_ndim=None):
+    def _check_new(self, method: str, pred: Any, rest: tuple, *, y_ndim: Any = None) -> Any:
         """Fitted check, the prediction (new or deprecated form), its covariates and optional targets."""
         check_is_fitted(self, "idata_", method="fit")
         pred, rest = self._prediction(method, pred, rest)
@@ -338,7 +381,7 @@ class GPBetaCalibrator(BaseEstimator):
             rest = rest[1:]
         return pred, mu, sigma, y, rest
 
-    def predict(self, pred, *, levels=None, groups=None) -> xr.Dataset:
+    def predict(self, pred: Any, *, levels: Any = None, groups: Any = None) -> xr.Dataset:
         r"""The calibrated predictive distribution for a new base prediction.
 
         Parameters
@@ -384,7 +427,7 @@ class GPBetaCalibrator(BaseEstimator):
         )
         return keep_group_coord(ds, pred)
 
-    def cdf(self, pred, y) -> np.ndarray:
+    def cdf(self, pred: Any, y: Any) -> np.ndarray:
         r"""Posterior-averaged calibrated CDF :math:`\bar F_i(y_i)`, shape (n,) or (n, k) like ``y``."""
         pred, mu, sigma, y, _ = self._check_new("cdf", pred, (y,), y_ndim=(1, 2))
         w = self._latent(mu, sigma)
@@ -393,7 +436,7 @@ class GPBetaCalibrator(BaseEstimator):
         F = beta_link_cdf_z(uu[None], w[..., 0, None], w[..., 1, None], w[..., 2, None]).mean(axis=0)
         return F if y.ndim == 2 else F[:, 0]
 
-    def log_likelihood(self, pred, y) -> np.ndarray:
+    def log_likelihood(self, pred: Any, y: Any) -> np.ndarray:
         r"""Pointwise log density per posterior draw, :math:`\log p(y_i \mid w_s)`, shape (chain, draw, n)."""
         pred, mu, sigma, y, _ = self._check_new("log_likelihood", pred, (y,), y_ndim=1)
         u, log_jac = self._observed_terms(pred, y)
@@ -404,7 +447,7 @@ class GPBetaCalibrator(BaseEstimator):
         post = self.idata_["posterior"]
         return ll.reshape(post.sizes["chain"], post.sizes["draw"], mu.size)
 
-    def logpdf(self, pred, y) -> np.ndarray:
+    def logpdf(self, pred: Any, y: Any) -> np.ndarray:
         r"""Log posterior-predictive density :math:`\log\frac1S\sum_s \hat p_s(y_i)`, exact (no grid).
 
         ``y`` has shape (n,) or (n, k) (k values per observation, e.g. a density grid).
@@ -417,7 +460,7 @@ class GPBetaCalibrator(BaseEstimator):
         out = special.logsumexp(ll, axis=0) - np.log(w.shape[0])
         return out if y.ndim == 2 else out[:, 0]
 
-    def held_out_tree(self, pred, y) -> xr.DataTree:
+    def held_out_tree(self, pred: Any, y: Any) -> xr.DataTree:
         """A DataTree (``posterior``, ``log_likelihood``, ``observed_data``) for held-out data.
 
         Its ``log_likelihood`` is :meth:`log_likelihood` on ``(pred, y)``, so
@@ -436,7 +479,7 @@ class GPBetaCalibrator(BaseEstimator):
             }
         )
 
-    def held_out_elpd(self, pred, y):
+    def held_out_elpd(self, pred: Any, y: Any) -> Any:
         """Exact held-out ELPD on ``(pred, y)`` as ``ELPDData`` (see :func:`held_out_elpd`).
 
         ``arviz.compare({"gp-beta": cal.held_out_elpd(pred, y), "base":
@@ -446,7 +489,9 @@ class GPBetaCalibrator(BaseEstimator):
         pred, rest = self._prediction("held_out_elpd", pred, (y,))
         return held_out_elpd(self.log_likelihood(pred, rest[0]))
 
-    def sample_posterior_predictive(self, pred, y=None, *, random_state=None, var_name: str = "y") -> xr.DataTree:
+    def sample_posterior_predictive(
+        self, pred: Any, y: Any = None, *, random_state: Any = None, var_name: str = "y"
+    ) -> xr.DataTree:
         r"""Posterior-predictive draws of the calibrated law, as an ArviZ DataTree.
 
         For every posterior draw :math:`s` and observation :math:`i` one value is
@@ -483,7 +528,7 @@ class GPBetaCalibrator(BaseEstimator):
         tree.attrs.update({"method": "gp-beta", "inference": self.inference})
         return tree
 
-    def beta_parameters(self, pred) -> xr.Dataset:
+    def beta_parameters(self, pred: Any) -> xr.Dataset:
         r"""Posterior draws of the Beta-map parameters :math:`a, b, c` at given base predictions.
 
         Returns
@@ -508,7 +553,7 @@ class GPBetaCalibrator(BaseEstimator):
             coords={"chain": post["chain"].values, "draw": post["draw"].values, "obs": np.arange(mu.size)},
         )
 
-    def calibration_map(self, pred, *args, confidence_level: float = 0.9) -> xr.Dataset:
+    def calibration_map(self, pred: Any, *args: Any, confidence_level: float = 0.9) -> xr.Dataset:
         r"""The calibration map :math:`p \mapsto c_\beta(p)` at given base predictions, with a credible band.
 
         Parameters

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from calibprob.predictive import normal
 
 
-def plot_calibration_map(calibrator, pred, *, at=None, isotonic=None, confidence_level: float = 0.68, axes=None):
+def plot_calibration_map(
+    calibrator: Any,
+    pred: Any,
+    *,
+    at: Any = None,
+    isotonic: Any = None,
+    confidence_level: float = 0.68,
+    axes: Any = None,
+) -> Any:
     r"""The paper's Fig. 2: latent a, b, c along the base mean, and calibration maps at chosen means.
 
     Parameters

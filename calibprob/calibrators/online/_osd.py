@@ -80,6 +80,7 @@ __all__ = [
     "osd_step",
     "osd_path",
     "coverage_bound",
+    "weighted_coverage_bound",
     "theorem2_bound",
     "interpolate_map",
     "lemma4_counterexample",
@@ -137,7 +138,12 @@ def publish(theta: ArrayLike, coupling: str = "isotonic") -> np.ndarray:
 
 
 def osd_step(
-    theta: np.ndarray, levels: ArrayLike, pit: float, eta: float, coupling: str = "isotonic"
+    theta: np.ndarray,
+    levels: ArrayLike,
+    pit: float,
+    eta: float,
+    coupling: str = "isotonic",
+    weight: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""One OSD step on every level.
 
@@ -146,7 +152,9 @@ def osd_step(
         \theta_{t+1}(p) = \theta_t(p) + \eta\,\bigl(p - o_t(p)\bigr)
 
     with :math:`o_t(p) = \mathbb 1\{u_t \le R_t(p)\}` (``"isotonic"``) or
-    :math:`\mathbb 1\{u_t \le \theta_t(p)\}` (``"independent"``, eq. 9).
+    :math:`\mathbb 1\{u_t \le \theta_t(p)\}` (``"independent"``, eq. 9). With an importance
+    ``weight`` :math:`v_t \ge 0` the step is :math:`\eta v_t (p - o_t(p))`: online subgradient
+    descent on the weighted pinball loss :math:`v_t \ell_{tp}` (:func:`weighted_coverage_bound`).
 
     Parameters
     ----------
@@ -157,6 +165,8 @@ def osd_step(
     eta : float
         Step size :math:`\eta > 0`.
     coupling : {"isotonic", "independent"}
+    weight : float, optional
+        :math:`v_t`; None is the unweighted step (the same arithmetic as ever).
 
     Returns
     -------
@@ -186,7 +196,8 @@ def osd_step(
     issued = publish(theta, coupling)
     anchor = issued if coupling == "isotonic" else theta
     hit = pit <= anchor
-    return theta + eta * (np.asarray(levels, float) - hit), issued, hit
+    step = eta if weight is None else eta * weight
+    return theta + step * (np.asarray(levels, float) - hit), issued, hit
 
 
 def osd_path(
@@ -309,6 +320,52 @@ def coverage_bound(levels: ArrayLike, eta: float, T: ArrayLike, *, coupling: str
     num = np.maximum(p + eta * (1 - p) + below, 1 - p + eta * p + above)
     T = np.asarray(T, float)[..., None]
     return num / (eta * T)
+
+
+def weighted_coverage_bound(
+    levels: ArrayLike, eta: float, weight_sum: float, weight_max: float, *, coupling: str = "isotonic"
+) -> np.ndarray:
+    r"""Proven bound on the importance-weighted coverage error :math:`|\sum_t v_t (o_t(p_j) - p_j)| / \sum_t v_t`.
+
+    Importance-weighted OSD (:func:`osd_step` with ``weight``) moves each iterate by at most
+    :math:`\eta v_{\max}` per outcome, so :func:`coverage_bound`'s argument (Lemma 3's
+    induction, and the isotonic coupling's facts (i)-(iii)) holds with :math:`\eta v_{\max}` in
+    place of :math:`\eta` in the iterates' range, while the telescoping sum
+    :math:`\theta_{T+1} - \theta_1 = \eta \sum_t v_t (p - o_t)` puts :math:`\eta \sum_t v_t` in
+    the denominator:
+
+    .. math::
+
+        \frac{|\sum_t v_t (o_t(p) - p)|}{\sum_t v_t} \le
+        \frac{\max\{p + \eta v_{\max}(1-p),\ 1 - p + \eta v_{\max} p\}}{\eta \sum_t v_t}
+        \quad(\text{``independent''}),
+
+    plus :math:`\eta v_{\max} j/2` and :math:`\eta v_{\max}(L-1-j)/2` for ``"isotonic"``. For any
+    sequence of outcomes and bounded weights; all :math:`v_t = 1` is :func:`coverage_bound`.
+    With :math:`v_t = d\tilde P_X/dP_X(x_t)` (a covariate shift of the stream towards
+    :math:`\tilde P`) the weighted average estimates the coverage under :math:`\tilde P`.
+
+    Parameters
+    ----------
+    levels : array_like, shape (L,)
+    eta : float
+    weight_sum, weight_max : float
+        :math:`\sum_t v_t > 0` and :math:`\max_t v_t` over the outcomes seen.
+    coupling : {"isotonic", "independent"}
+
+    Returns
+    -------
+    ndarray, shape (L,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from calibprob.calibrators.online._osd import coverage_bound, weighted_coverage_bound
+    >>> bool(np.allclose(weighted_coverage_bound([0.1, 0.9], 0.5, 100.0, 1.0), coverage_bound([0.1, 0.9], 0.5, 100)))
+    True
+    """
+    vmax = float(weight_max)
+    return coverage_bound(levels, eta * vmax, float(weight_sum) / vmax, coupling=coupling)
 
 
 def theorem2_bound(eta: float, T: ArrayLike) -> np.ndarray:

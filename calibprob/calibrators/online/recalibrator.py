@@ -45,6 +45,7 @@ from calibprob.calibrators.online._osd import (
     osd_step,
     publish,
     theorem2_bound,
+    weighted_coverage_bound,
 )
 from calibprob.calibrators.online._pid import Scorecaster, make_scorecaster, pid_bound
 from calibprob.calibrators.online._rules import (
@@ -61,6 +62,7 @@ from calibprob.calibrators.online._rules import (
 from calibprob.calibrators.online._time import check_stream_times
 from calibprob.calibrators.online.aci import warn_vacuous
 from calibprob.predictive import DEFAULT_LEVELS, from_quantiles
+from calibprob.weights import Weights, resolve
 
 __all__ = ["OnlineQuantileRecalibrator", "check_eta", "RULES"]
 
@@ -219,10 +221,31 @@ class OnlineQuantileRecalibrator(BaseEstimator):
     pid_state_ : dict of ndarray
         ``rule="pid"``: the pairs' PID controllers (P part, integrator, scorecast, step record, score history).
 
+    weight_sum_, weight_max_ : float or None
+        After an update with ``weights=``: :math:`\sum_t v_t` and :math:`\max_t v_t` (an unweighted
+        outcome counts :math:`v_t = 1` once the stream is weighted); None for an unweighted stream.
+    weighted_hits_ : ndarray, shape (L,) or None
+        :math:`\sum_t v_t\, o_t(p_j)` (:meth:`weighted_coverage` divides it by ``weight_sum_``).
+
     Notes
     -----
     An unupdated recalibrator is the identity :math:`R_1(p) = p` (the start of
     the recursion), so ``recalibrate`` works before any ``update``.
+
+    **Weights** (``update(..., weights=)``, ``rule="osd"``): importance-weighted OSD, each
+    outcome's step multiplied by its weight :math:`v_t \ge 0`, i.e. online subgradient descent on
+    the weighted pinball loss :math:`v_t\,\ell_{tp}`. Under a covariate shift of the stream
+    towards a target law :math:`\tilde P` with :math:`v_t = d\tilde P_X/dP_X(x_t)` (mean 1 under
+    the stream's law, so :math:`v_t = 1` is the unweighted step), the guarantee becomes
+    *importance-weighted* long-run calibration, for any sequence and bounded weights:
+    :math:`|\sum_t v_t(o_t(p) - p)| / \sum_t v_t \le` :meth:`weighted_coverage_bound` (Theorem 2's
+    argument with :math:`\eta v_{\max}` the largest step and :math:`\eta\sum_t v_t` the
+    telescoped total; ``calibprob.calibrators.online._osd.weighted_coverage_bound``). It is not a
+    finite-sample guarantee under :math:`\tilde P`: it says the weighted frequency, which estimates
+    the coverage under :math:`\tilde P`, tracks the level. The weights are step multipliers, not
+    invariant to a common factor (a factor :math:`c` is the step size :math:`c\eta`): scale a
+    ratio to mean 1 on the stream. The ACI, DtACI and PID rules refuse weights (their thresholds
+    are read from a window of unweighted scores; a weighted window is not built).
 
     References
     ----------
@@ -279,6 +302,10 @@ class OnlineQuantileRecalibrator(BaseEstimator):
 
     # the state the non-OSD rules set (``calibprob.calibrators.online._rules``), declared for the type checker
     alpha_: np.ndarray
+    # the weighted stream's sums (None: unweighted), see the class Notes
+    weight_sum_: float | None = None
+    weight_max_: float | None = None
+    weighted_hits_: np.ndarray | None = None
     alpha_start_: np.ndarray
     misses_: np.ndarray
     scores_: np.ndarray
@@ -319,6 +346,7 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         self.recalibration_ = levels.copy()
         self.hits_ = np.zeros(levels.size)
         self.n_updates_ = 0
+        self.weight_sum_ = self.weight_max_ = self.weighted_hits_ = None
         self.__dict__.pop("last_time_", None)
         if self.rule != "osd":
             reset_rule(self, levels)
@@ -360,8 +388,10 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             self.last_time_ = times[-1:].copy()
         return self
 
-    def update(self, forecast: xr.Dataset, y: ArrayLike) -> OnlineQuantileRecalibrator:
-        """Take outcomes ``y`` of the *base* forecasts, one OSD step each, in ``obs`` order.
+    def update(
+        self, forecast: xr.Dataset, y: ArrayLike, *, weights: ArrayLike | Weights | None = None
+    ) -> OnlineQuantileRecalibrator:
+        r"""Take outcomes ``y`` of the *base* forecasts, one OSD step each, in ``obs`` order.
 
         Parameters
         ----------
@@ -369,6 +399,9 @@ class OnlineQuantileRecalibrator(BaseEstimator):
             Base (not recalibrated) predictive distributions, ``n`` observations.
         y : array_like, shape (n,)
             Outcomes; must be finite.
+        weights : array_like or calibprob.weights.GivenWeights, optional
+            One importance weight :math:`v_t \ge 0` per outcome (class Notes: importance-weighted
+            OSD, ``rule="osd"`` only); a labelled array is aligned to ``forecast``'s ``obs``.
 
         Returns
         -------
@@ -379,18 +412,21 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         y = check_targets(y, forecast.sizes["obs"], "y", obs=forecast["obs"].values, ndim=1)
         times = check_stream_times(forecast, getattr(self, "last_time_", None), "forecast")
         u = np.asarray(forecast.calib.pit(y).values, float).reshape(-1)
-        self.update_pit(u)
+        v = None if weights is None else resolve(weights, u.size, obs=forecast, side="calibration")
+        self.update_pit(u, weights=v)
         if times is not None and times.size:
             self.last_time_ = times[-1:].copy()
         return self
 
-    def update_pit(self, pit: ArrayLike) -> OnlineQuantileRecalibrator:
+    def update_pit(self, pit: ArrayLike, *, weights: ArrayLike | Weights | None = None) -> OnlineQuantileRecalibrator:
         r"""Take outcomes given by their PIT values :math:`u_t = F_t(y_t)` under the base forecasts.
 
         Parameters
         ----------
         pit : array_like, shape (T,)
             Values in [0, 1], in stream order.
+        weights : array_like, shape (T,), optional
+            Importance weights :math:`v_t \ge 0` (:meth:`update`).
 
         Returns
         -------
@@ -404,17 +440,60 @@ class OnlineQuantileRecalibrator(BaseEstimator):
                 f"pit values must lie in [0, 1]; got range [{u.min():.3g}, {u.max():.3g}]. "
                 "Pass F_t(y_t), the base forecast's CDF at the outcome."
             )
+        v = self._step_weights(weights, u.size)
         if self.rule != "osd":
             update_rule(self, u, self._check_params()[2])
             return self
         theta = self.theta_
-        for ut in u:
-            theta, _, hit = osd_step(theta, self.levels_, float(ut), eta, self.coupling)
+        for t, ut in enumerate(u):
+            theta, _, hit = osd_step(theta, self.levels_, float(ut), eta, self.coupling, None if v is None else v[t])
             self.hits_ = self.hits_ + hit
+            if v is not None and self.weighted_hits_ is not None:
+                self.weighted_hits_ = self.weighted_hits_ + v[t] * hit
+        if v is not None and v.size:
+            self.weight_sum_ = float((self.weight_sum_ or 0.0) + np.sum(v))
+            self.weight_max_ = float(max(self.weight_max_ or 0.0, np.max(v)))
         self.theta_ = theta
         self.recalibration_ = publish(theta, self.coupling)
         self.n_updates_ += int(u.size)
         return self
+
+    def _step_weights(self, weights: ArrayLike | Weights | None, n: int) -> np.ndarray | None:
+        """The outcomes' step weights (None: the unweighted stream); starts the weighted state on first use."""
+        if weights is None and self.weight_sum_ is None:
+            return None
+        if weights is not None and self.rule != "osd":
+            raise ValueError(
+                f"weights= is importance-weighted OSD (rule='osd'); this recalibrator runs rule={self.rule!r}, whose "
+                "thresholds come from a window of unweighted scores. Use rule='osd', or drop weights=."
+            )
+        v = np.ones(n) if weights is None else resolve(weights, n, side="calibration")
+        if self.weight_sum_ is None:  # every earlier outcome counted with v = 1
+            self.weight_sum_, self.weight_max_ = float(self.n_updates_), 1.0 if self.n_updates_ else 0.0
+            self.weighted_hits_ = self.hits_.astype(float).copy()
+        return v
+
+    def _weighted_state(self) -> tuple[float, float, np.ndarray]:
+        """``(weight_sum_, weight_max_, weighted_hits_)``; refuses an unweighted stream, naming the fix."""
+        self._ensure_state()
+        if self.weight_sum_ is None or self.weight_max_ is None or self.weighted_hits_ is None:
+            raise ValueError(
+                "weighted_coverage() needs weighted updates: pass weights= to update(); else use coverage()."
+            )
+        return self.weight_sum_, self.weight_max_, self.weighted_hits_
+
+    def weighted_coverage(self) -> np.ndarray:
+        r""":math:`\sum_t v_t o_t(p_j) / \sum_t v_t`, shape (L,), after weighted updates (class Notes)."""
+        total, _, hits = self._weighted_state()
+        return hits / total if total > 0 else np.full(self.levels_.size, np.nan)
+
+    def weighted_coverage_bound(self) -> np.ndarray:
+        """The proven bound on ``|weighted_coverage() - levels|`` (``_osd.weighted_coverage_bound``), shape (L,)."""
+        _, eta, _ = self._check_params()
+        total, vmax, _ = self._weighted_state()
+        if total <= 0:
+            return np.full(self.levels_.size, np.inf)
+        return weighted_coverage_bound(self.levels_, eta, total, vmax, coupling=self.coupling)
 
     # -- the map -------------------------------------------------------------
     def recalibration_map(self, p: ArrayLike | None = None, *, clip: bool = False) -> np.ndarray:
@@ -618,6 +697,10 @@ class OnlineQuantileRecalibrator(BaseEstimator):
                 "prediction improves Bayesian optimization, AISTATS",
             }
         )
+        if self.weight_sum_ is not None:  # a weighted stream: its sums too
+            total, vmax, hits = self._weighted_state()
+            ds["weighted_hits"] = ("level", hits, {"long_name": "sum_t v_t o_t(p)"})
+            ds.attrs.update(weight_sum=total, weight_max=vmax)
         return rule_to_dataset(self, ds)  # rule="osd" writes exactly what it always wrote
 
     @classmethod
@@ -645,4 +728,8 @@ class OnlineQuantileRecalibrator(BaseEstimator):
         est.hits_ = np.asarray(ds["hits"].values, float).copy()
         # a per-step stack (the BO loop's ``recalibrator`` group) carries n_updates as a variable
         est.n_updates_ = int(ds["n_updates"].values) if "n_updates" in ds else int(ds.attrs.get("n_updates", 0))
+        est.weight_sum_ = est.weight_max_ = est.weighted_hits_ = None
+        if "weighted_hits" in ds:
+            est.weighted_hits_ = np.asarray(ds["weighted_hits"].values, float).copy()
+            est.weight_sum_, est.weight_max_ = float(ds.attrs["weight_sum"]), float(ds.attrs["weight_max"])
         return est

@@ -238,3 +238,41 @@ def test_a_weighted_calibrator_saves_and_loads(tmp_path):
     a, b = model.predict_interval(test, 0.8), back.predict_interval(test, 0.8, weights=np.ones(100))
     assert np.array_equal(a["upper"].values, b["upper"].values)
     assert np.array_equal(back.calibration_weights_, model.calibration_weights_)
+
+
+def test_groups_with_weights_are_weighted_within_each_group_as_brute_force():
+    """SplitConformalRegressor(groups=, weights=): each group's weighted quantile of its own scores (Mondrian's rule)."""
+    X, y = _data(12, 700)
+    ratio = DensityRatio(lambda Z: np.exp(0.6 * Z[:, 0]))
+    g = np.where(X[:, 1] > 0, "pos", "neg")
+    model = SplitConformalRegressor(estimator=ols).fit(X[:200], y[:200])
+    model.calibrate(X[200:500], y[200:500], groups=g[200:500], weights=ratio)
+    iv = model.predict_interval(X[500:], LEVELS, groups=g[500:])
+    mu = ols(X[:200], y[:200], X[500:])
+    scores = np.abs(y[200:500] - ols(X[:200], y[:200], X[200:500]))
+    w_cal, t_test = ratio.ratio(X[200:500]), ratio.ratio(X[500:])
+    for j in range(0, 200, 7):
+        own = g[200:500] == g[500 + j]
+        for k, c in enumerate(LEVELS):
+            r = brute_force_threshold(list(scores[own]), list(w_cal[own]), t_test[j], c)
+            assert iv["upper"].values[j, k] == pytest.approx(mu[j] + r, rel=1e-12)
+            assert iv["lower"].values[j, k] == pytest.approx(mu[j] - r, rel=1e-12)
+    # the same numbers as arrays on both sides; equal weights are the grouped unweighted intervals bit for bit
+    by_array = SplitConformalRegressor(estimator=ols).fit(X[:200], y[:200])
+    by_array.calibrate(X[200:500], y[200:500], groups=g[200:500], weights=w_cal)
+    again = by_array.predict_interval(X[500:], LEVELS, groups=g[500:], weights=t_test)
+    np.testing.assert_array_equal(again["upper"].values, iv["upper"].values)
+    plain = SplitConformalRegressor(estimator=ols).fit(X[:200], y[:200])
+    plain.calibrate(X[200:500], y[200:500], groups=g[200:500])
+    equal = SplitConformalRegressor(estimator=ols).fit(X[:200], y[:200])
+    equal.calibrate(X[200:500], y[200:500], groups=g[200:500], weights=np.full(300, 0.37))
+    a = plain.predict_interval(X[500:], LEVELS, groups=g[500:])
+    b = equal.predict_interval(X[500:], LEVELS, groups=g[500:], weights=np.full(200, 0.37))
+    np.testing.assert_array_equal(a["lower"].values, b["lower"].values)
+    np.testing.assert_array_equal(a["upper"].values, b["upper"].values)
+    with pytest.raises(ValueError, match=r"weighted by an array, so the test points need their weights too"):
+        by_array.predict_interval(X[500:], LEVELS, groups=g[500:])
+    with pytest.raises(ValueError, match=r"weights= at prediction needs a weighted fit"):
+        plain.predict_interval(X[500:], LEVELS, groups=g[500:], weights=t_test)
+    with pytest.raises(ValueError, match=r"predict\(\) after a weighted calibration would ignore the weights"):
+        model.predict(X[500:], groups=g[500:])

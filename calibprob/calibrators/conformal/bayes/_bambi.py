@@ -23,6 +23,7 @@ Python. Journal of Statistical Software 103(15).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -36,7 +37,7 @@ _CLOSED_FORM = {"Normal": ("NormalRV", ("mu", "sigma")), "StudentT": ("StudentTR
 _BLOCK_BYTES = 64 * 2**20
 
 
-def is_bambi_model(model) -> bool:
+def is_bambi_model(model: Any) -> bool:
     """Whether ``model`` is a ``bambi.Model`` (checked without importing bambi)."""
     return any(c.__module__.split(".")[0] == "bambi" and c.__name__ == "Model" for c in type(model).__mro__)
 
@@ -44,7 +45,7 @@ def is_bambi_model(model) -> bool:
 class BambiDoor:
     """A fitted bambi model, its response and its posterior, evaluated through bambi's own calls."""
 
-    def __init__(self, model, idata):
+    def __init__(self, model: Any, idata: Any) -> None:
         if getattr(model, "backend", None) is None:
             raise ValueError(
                 "model: this bambi model has not been built; fit it first (idata = model.fit(...)), then call "
@@ -65,7 +66,7 @@ class BambiDoor:
         sizes = idata["posterior"].sizes
         self.n_draws = int(np.prod([sizes[d] for d in _inputs.SAMPLE_DIMS if d in sizes]))
 
-    def new_data(self, X_new):
+    def new_data(self, X_new: Any) -> Any:
         if not isinstance(X_new, pd.DataFrame):
             raise ValueError(
                 f"X_new: a bambi model takes new rows as a pandas DataFrame with its predictor columns; got "
@@ -76,7 +77,7 @@ class BambiDoor:
         return X_new.reset_index(drop=True)
 
     @staticmethod
-    def n_new(new) -> int:
+    def n_new(new: Any) -> int:
         return len(new)
 
     def choose(self, method: str) -> str:
@@ -87,13 +88,13 @@ class BambiDoor:
             )
         return "logp" if method == "logp" or self.likelihood not in _CLOSED_FORM else "closed-form"
 
-    def closed_form_params(self, new, m: int) -> tuple[str, list[np.ndarray]]:
+    def closed_form_params(self, new: Any, m: int) -> tuple[str, list[np.ndarray]]:
         """The family and its parameters (draws, m) at the new rows, by bambi's ``predict``."""
         family, names = _CLOSED_FORM[self.likelihood]
         post = self.model.predict(self.slim, kind="response_params", data=new, inplace=False)["posterior"]
         return family, [self._per_draw(post[name], m) for name in names]
 
-    def predictive_draws(self, new, m: int, random_seed) -> np.ndarray:
+    def predictive_draws(self, new: Any, m: int, random_seed: Any) -> np.ndarray:
         """One posterior predictive draw per posterior draw at each new row, (draws, m), by bambi's ``predict``."""
         tree = self.model.predict(self.slim, kind="response", data=new, inplace=False, random_seed=random_seed)
         values, _ = _inputs.sample_matrix(tree["posterior_predictive"][self.response], "bambi predictive draws")
@@ -104,7 +105,7 @@ class BambiDoor:
         values, _ = _inputs.sample_matrix(da, "bambi parameter")
         return np.broadcast_to(values.reshape(self.n_draws, -1), (self.n_draws, m))
 
-    def logp_blocks(self, new, g) -> Iterator[tuple[slice, np.ndarray]]:
+    def logp_blocks(self, new: Any, g: Any) -> Iterator[tuple[slice, np.ndarray]]:
         """bambi's log-likelihood of the rows (test row j, grid value y_g), blocked over test points."""
         m, G = g.shape
         per = max(1, _BLOCK_BYTES // (8 * self.n_draws * G))
@@ -118,7 +119,7 @@ class BambiDoor:
             yield sl, np.ascontiguousarray(values.reshape(self.n_draws, b, G))
 
 
-def _aliased(model) -> str:
+def _aliased(model: Any) -> str:
     from bambi.utils import get_aliased_name
 
     return str(get_aliased_name(model.response_term))

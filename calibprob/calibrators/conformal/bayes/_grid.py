@@ -24,6 +24,8 @@ Fong, E. and Holmes, C. (2021). Conformal Bayesian computation. NeurIPS 34, sect
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy import special
 
@@ -59,7 +61,9 @@ GRID_RULES = {
 EXTENDED = "; widened (x3 about its centre) at {n} test point(s) whose set reached the grid's edge"
 
 
-def default_grid(grid, y_train, n_grid: int, m: int, *, family=None, params=None, log_likelihood=None):
+def default_grid(
+    grid: Any, y_train: Any, n_grid: int, m: int, *, family: Any = None, params: Any = None, log_likelihood: Any = None
+) -> Any:
     r"""The candidate grid: the user's, or a default.
 
     With a closed-form likelihood the default is per test point :math:`j`, from its own
@@ -122,13 +126,13 @@ def _linspace(lo: np.ndarray, hi: np.ndarray, n: int) -> np.ndarray:
     return lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, n)[None, :]
 
 
-def reaches_edge(pred) -> np.ndarray:
+def reaches_edge(pred: Any) -> np.ndarray:
     """Per test point: does a set at any level reach the grid's edge (not a too-small group's whole line)?"""
     edge = pred["touches_edge"].values & (pred["grid_length"].values >= 0)
     return edge.any(axis=1)
 
 
-def _log_density_floor(log_likelihood) -> float | None:
+def _log_density_floor(log_likelihood: Any) -> float | None:
     r""":math:`\log(c \min_i \frac1S \sum_s e^{\ell_{si}})`, or None without a log-likelihood."""
     if log_likelihood is None:
         return None
@@ -137,7 +141,7 @@ def _log_density_floor(log_likelihood) -> float | None:
     return float(np.log(GRID_DENSITY_FLOOR) + log_p.min())
 
 
-def _predictive_span(family: str, params, tail: float, log_floor: float | None) -> tuple[np.ndarray, np.ndarray]:
+def _predictive_span(family: str, params: Any, tail: float, log_floor: float | None) -> tuple[np.ndarray, np.ndarray]:
     """Per test point, the union over draws of the central ``1 - tail`` interval and the density-floor region."""
     p = 1.0 - tail / 2
     if family == "NormalRV":

@@ -5,6 +5,8 @@ Every message names the parameter, the value received and the fix.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -23,7 +25,7 @@ def _fix_ll() -> str:
     )
 
 
-def _pick(ds, var_name, where: str, param: str = "var_name") -> xr.DataArray:
+def _pick(ds: Any, var_name: Any, where: str, param: str = "var_name") -> xr.DataArray:
     names = list(ds.data_vars)
     if var_name is None:
         if len(names) != 1:
@@ -36,7 +38,7 @@ def _pick(ds, var_name, where: str, param: str = "var_name") -> xr.DataArray:
     return ds[var_name]
 
 
-def _tree_log_likelihood(tree: xr.DataTree, var_name):
+def _tree_log_likelihood(tree: xr.DataTree, var_name: Any) -> Any:
     groups = {g.lstrip("/") for g in tree.groups}
     if "log_likelihood" not in groups or not tree["log_likelihood"].data_vars:
         raise ValueError(
@@ -68,7 +70,7 @@ def sample_matrix(da: xr.DataArray, name: str) -> tuple[np.ndarray, tuple[int, .
     return values.reshape((int(np.prod(shape)),) + values.shape[len(sample) :]), shape
 
 
-def train_log_likelihood(log_likelihood, var_name):
+def train_log_likelihood(log_likelihood: Any, var_name: Any) -> Any:
     """``(ll (S, n), sample shape or None, observed DataArray or None, ll DataArray or None)``."""
     obs = da = None
     if isinstance(log_likelihood, xr.DataTree):
@@ -111,7 +113,7 @@ def check_log_density(values: np.ndarray, name: str, *, allow_minus_inf: bool) -
         )
 
 
-def test_density_array(test_log_density, n_draws: int, sample_shape) -> np.ndarray | xr.DataArray:
+def test_density_array(test_log_density: Any, n_draws: int, sample_shape: Any) -> np.ndarray | xr.DataArray:
     """The (S, m, G) test log densities as an array-like (sliced lazily), after shape checks."""
     if isinstance(test_log_density, xr.DataArray):
         sample = [d for d in SAMPLE_DIMS if d in test_log_density.dims]
@@ -143,7 +145,7 @@ def test_density_array(test_log_density, n_draws: int, sample_shape) -> np.ndarr
     return arr
 
 
-def check_grid(grid, m: int, n_grid: int) -> np.ndarray:
+def check_grid(grid: Any, m: int, n_grid: int) -> np.ndarray:
     """The (m, G) candidate grid: increasing and equispaced per test point."""
     g = np.asarray(grid, dtype=float)
     if g.ndim == 1:
@@ -180,7 +182,7 @@ def check_grid_covers(g: np.ndarray, y_train: np.ndarray | None) -> None:
         )
 
 
-def row_labels(values, *, skip=()) -> tuple[str, pd.Index] | None:
+def row_labels(values: Any, *, skip: Any = ()) -> tuple[str, pd.Index] | None:
     """``(dim, labels)`` of the observations of a DataArray (its one dim besides draws and ``skip``), or None.
 
     Also the row labels of new inputs that carry them: a pandas ``DataFrame`` / ``Series`` with a
@@ -198,7 +200,7 @@ def row_labels(values, *, skip=()) -> tuple[str, pd.Index] | None:
     return None
 
 
-def aligned(value, ref: tuple[str, pd.Index] | None, name: str, whose: str):
+def aligned(value: Any, ref: tuple[str, pd.Index] | None, name: str, whose: str) -> Any:
     """Labelled group labels (a Series, a 1-D DataArray with a coordinate) in the order of ``ref``'s rows.
 
     The package's one alignment reader (``calibprob._core.alignment.align_by_label``): aligned by
@@ -213,7 +215,7 @@ def aligned(value, ref: tuple[str, pd.Index] | None, name: str, whose: str):
     return align_by_label(value, ours, name, dim=dim, whose=whose)
 
 
-def group_labels(value, n: int, name: str, ref=None, whose: str = "") -> np.ndarray:
+def group_labels(value: Any, n: int, name: str, ref: Any = None, whose: str = "") -> np.ndarray:
     """Group labels as a 1-D NumPy array of length ``n`` (strings or integers).
 
     Read by the package's one groups reader (``calibprob._core.validation.check_groups``: length,
@@ -229,7 +231,7 @@ def group_labels(value, n: int, name: str, ref=None, whose: str = "") -> np.ndar
     return arr
 
 
-def train_groups_from(train_groups, n: int, obs, da) -> np.ndarray | None:
+def train_groups_from(train_groups: Any, n: int, obs: Any, da: Any) -> np.ndarray | None:
     """Training groups (``fit(groups=)``): labels, or the name of a coordinate of observed_data / the log-likelihood."""
     if train_groups is None:
         return None

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import numpy as np
@@ -62,12 +63,13 @@ def aoi_block(
     log_lik: np.ndarray,
     E: np.ndarray,
     c: np.ndarray,
-    members=None,
-    E32=None,
+    members: np.ndarray | None = None,
+    E32: np.ndarray | None = None,
     *,
-    check=None,
-    scratch=None,
-):
+    check: Callable[[], None] | None = None,
+    scratch: Scratch | None = None,
+    point_weights: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Ranks of a block of rows, and the AOI weights' diagnostics.
 
     Parameters
@@ -90,11 +92,18 @@ def aoi_block(
         that is :math:`-\\infty` at every draw; ``None``: no check.
     scratch : Scratch, optional
         Per-thread buffers of the fused path (allocated per call without one).
+    point_weights : ndarray, shape (n,), optional
+        The training points' covariate-shift weights :math:`w(x_i)` (weighted conformal,
+        Tibshirani et al. 2019): the first output is then the weighted count
+        :math:`\sum_i w(x_i)\,\mathbf 1[\sigma_{r,i} \le \sigma_{r,n+1}]` (the candidate *not*
+        counted: its weight is the test point's, added by the caller). The comparisons are the
+        unweighted ones, bit for bit.
 
     Returns
     -------
     rank : ndarray of int, shape (R,)
-        :math:`1 + \#\{i : \sigma_{r,i} \le \sigma_{r,n+1}\}`, the candidate counted.
+        :math:`1 + \#\{i : \sigma_{r,i} \le \sigma_{r,n+1}\}`, the candidate counted (with
+        ``point_weights``: the weighted count above, float).
     ess : ndarray, shape (R,)
         :math:`1/\sum_s \bar w_{s,r}^2`, the effective sample size of the AOI weights.
     log_norm : ndarray, shape (R,)
@@ -103,7 +112,7 @@ def aoi_block(
     """
     S = logf.shape[0]
     if c.ndim == 0 and E32 is not None and logf.size >= FUSED_MIN:
-        return _fused_block(logf, log_lik, E, c, members, E32, check, scratch or Scratch())
+        return _fused_block(logf, log_lik, E, c, members, E32, check, scratch or Scratch(), point_weights)
     if check is not None and not np.isfinite(logf).all():  # one pass in the common case; details when needed
         check()
     # log-sum-exp by hand (one max, one exp in place), e = exp(logf - max) serving every quantity below
@@ -132,12 +141,29 @@ def aoi_block(
     if small.any():
         rows, cols = np.nonzero(small)
         below[rows, cols] = _exact_below(logf, log_lik, mx, total, log_new, rows, cols)
+    return _count(below, members, point_weights), ess, mx + np.log(total)
+
+
+def _count(below: np.ndarray, members: np.ndarray | None, point_weights: np.ndarray | None) -> np.ndarray:
+    """Per row: 1 + the number of training points at or below the candidate, or their total weight."""
     if members is not None:
         below &= members
-    return below.sum(axis=1) + 1, ess, mx + np.log(total)
+    if point_weights is None:
+        return below.sum(axis=1) + 1
+    return below @ point_weights  # a zero-weight point (or one outside the group) adds exactly 0
 
 
-def _fused_block(logf, log_lik, E, c, members, E32, check, scratch):
+def _fused_block(
+    logf: np.ndarray,
+    log_lik: np.ndarray,
+    E: np.ndarray,
+    c: np.ndarray,
+    members: np.ndarray | None,
+    E32: np.ndarray,
+    check: Callable[[], None] | None,
+    scratch: Scratch,
+    point_weights: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r""":func:`aoi_block` with one common shift, in three passes over the block (the fused path).
 
     Pass 1 (compiled): the maxima :math:`m_r = \max_s \lambda_{s,r}` and :math:`x = \lambda - m`
@@ -168,12 +194,12 @@ def _fused_block(logf, log_lik, E, c, members, E32, check, scratch):
     if small.any():
         rows, cols = np.nonzero(small)
         below[rows, cols] = _exact_below(logf, log_lik, mx, total, log_new, rows, cols)
-    if members is not None:
-        below &= members
-    return below.sum(axis=1) + 1, ess, mx + np.log(total)
+    return _count(below, members, point_weights), ess, mx + np.log(total)
 
 
-def _screened_unnormalised(e, total, E, E32, e32, thr):
+def _screened_unnormalised(
+    e: np.ndarray, total: np.ndarray, E: np.ndarray, E32: np.ndarray, e32: np.ndarray, thr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     r"""``(e^T E)_{r,i} / total_r <= thr_r`` decided exactly from the float32 product ``e32^T E32``.
 
     :func:`_screened_compare`'s bound, applied to :math:`\hat p = (e^\top E)_{r,i}` in float32 and
@@ -239,7 +265,7 @@ def _kernels() -> SimpleNamespace:
     import numba
 
     @numba.njit(nogil=True, cache=True)
-    def shift(lf, x, mx):  # pragma: no cover - compiled
+    def shift(lf: np.ndarray, x: np.ndarray, mx: np.ndarray) -> None:  # pragma: no cover - compiled
         # draws outer, rows inner: each draw's row segment is contiguous (streamed, vectorised); the
         # block is the first R columns of lf (see _c_rows)
         S, R = x.shape
@@ -254,7 +280,9 @@ def _kernels() -> SimpleNamespace:
                 x[s, j] = lf[s, j] - mx[j]
 
     @numba.njit(nogil=True, cache=True)
-    def sums_cast(x, e32, total, sq):  # pragma: no cover - compiled
+    def sums_cast(
+        x: np.ndarray, e32: np.ndarray, total: np.ndarray, sq: np.ndarray
+    ) -> None:  # pragma: no cover - compiled
         S, R = x.shape
         for j in range(R):
             total[j] = 0.0
@@ -267,7 +295,15 @@ def _kernels() -> SimpleNamespace:
                 e32[s, j] = v
 
     @numba.njit(nogil=True, cache=True)
-    def gather(e, total, E, rows, cols, w, Ec):  # pragma: no cover - compiled
+    def gather(
+        e: np.ndarray,
+        total: np.ndarray,
+        E: np.ndarray,
+        rows: np.ndarray,
+        cols: np.ndarray,
+        w: np.ndarray,
+        Ec: np.ndarray,
+    ) -> None:  # pragma: no cover - compiled
         # w[:, q] = e[:, rows[q]] / total[rows[q]] and Ec[:, q] = E[:, cols[q]], row by row (cache friendly)
         for s in range(e.shape[0]):
             for q in range(rows.size):
@@ -277,14 +313,22 @@ def _kernels() -> SimpleNamespace:
     return SimpleNamespace(shift=shift, sums_cast=sums_cast, gather=gather)
 
 
-def _exact_below(logf, log_lik, mx, total, log_new, rows, cols) -> np.ndarray:
+def _exact_below(
+    logf: np.ndarray,
+    log_lik: np.ndarray,
+    mx: np.ndarray,
+    total: np.ndarray,
+    log_new: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+) -> np.ndarray:
     """``sigma_{r,i} <= sigma_new_r`` by an exact log-sum-exp over the draws, for entries ``(rows, cols)``."""
     S = logf.shape[0]
     log_w = logf.reshape(S, -1)[:, rows] - (mx[rows] + np.log(total[rows]))
     return logsumexp(log_w + log_lik[:, cols], axis=0) <= log_new[rows]
 
 
-def _screened_compare(w: np.ndarray, E: np.ndarray, E32: np.ndarray, thr: np.ndarray):
+def _screened_compare(w: np.ndarray, E: np.ndarray, E32: np.ndarray, thr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     r"""``(w^T E)_{r,i} <= thr_r`` decided exactly, the product taken in float32 with a proven error bound.
 
     Returns the decisions and the mask of entries whose float64 product is below :data:`_TINY`

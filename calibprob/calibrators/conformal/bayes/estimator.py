@@ -26,10 +26,31 @@ The *grouped* version (partially exchangeable data, hierarchical models; Fong an
 :math:`\pi_j(y) = \frac{1}{n_j+1}\sum_{i \in j \cup \{n+1\}} \mathbf 1[\sigma_i \le \sigma_{n+1}]`,
 which covers with probability :math:`\ge 1-\alpha` within every group.
 
+Under *covariate shift* (the test inputs drawn from :math:`\tilde P_X`, the law of :math:`Y \mid X`
+unchanged) the ranks are weighted by the likelihood ratio :math:`w(x) = d\tilde P_X/dP_X(x)`
+(Tibshirani, Barber, Candès and Ramdas 2019, weighted full conformal, their Lemma 3):
+
+.. math::
+
+    \pi_w(y) = \frac{\sum_{i=1}^n w(x_i)\,\mathbf 1[\sigma_i(y) \le \sigma_{n+1}(y)] + w(x_{n+1})}
+                    {\sum_{i=1}^n w(x_i) + w(x_{n+1})},\qquad
+    C_\alpha(x_{n+1}) = \{y : \pi_w(y) > \alpha\}.
+
+The conformity scores :math:`\sigma_i(y)` are the add-one-in ones above: they are symmetric in the
+:math:`n+1` augmented points (the posterior given all of them), so the test point is *weighted*
+exchangeable with the training points and, for the true ratio and exact :math:`\sigma`,
+:math:`P(Y_{n+1} \in C_\alpha) \ge 1 - \alpha` under the shift. The two importance weightings
+compose and do not interact: the add-one-in weights :math:`\bar w_s(y)` act over the posterior
+*draws* (they give the scores), the shift weights :math:`w(x_i)` over the *points* (they give the
+rank). Grouped and weighted, the sums run over the test point's group. Equal weights are the
+unweighted ranks exactly (the same code path).
+
 References
 ----------
 Fong, E. and Holmes, C. (2021). Conformal Bayesian computation. NeurIPS 34 (arXiv 2106.06137).
 Vovk, V., Gammerman, A. and Shafer, G. (2005). Algorithmic Learning in a Random World (full conformal).
+Tibshirani, R. J., Barber, R. F., Candès, E. J. and Ramdas, A. (2019). Conformal prediction under
+covariate shift. NeurIPS 32.
 """
 
 from __future__ import annotations
@@ -38,8 +59,11 @@ import os
 import threading
 import warnings
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -49,8 +73,9 @@ from calibprob._core import progress as _progress
 from calibprob._core.deprecation import renamed_keywords
 from calibprob._core.estimator import BaseEstimator, check_is_fitted
 from calibprob._core.labels import refuse_kind_clash
-from calibprob._core.ranks import lower_rank, min_conformal_points
+from calibprob._core.ranks import exact_level, lower_rank, min_conformal_points
 from calibprob._core.validation import check_choice, check_confidence_levels, check_int
+from calibprob.calibrators._weighted import equal_weights
 from calibprob.calibrators.conformal._intervals import level_form
 from calibprob.calibrators.conformal.bayes import _inputs
 from calibprob.calibrators.conformal.bayes._numerics import (
@@ -61,7 +86,9 @@ from calibprob.calibrators.conformal.bayes._numerics import (
     runs,
     shifted_likelihood,
 )
+from calibprob.calibrators.conformal.split_calibrator import checked_test_weights, split_test_weights
 from calibprob.predictive import CalibprobWarning
+from calibprob.weights import Weights, resolve
 
 __all__ = ["ConformalBayes"]
 
@@ -69,7 +96,7 @@ __all__ = ["ConformalBayes"]
 _BLOCK_BYTES = 32 * 2**20
 
 
-def _fallback_of_unseen_group(unseen_group) -> str | None:
+def _fallback_of_unseen_group(unseen_group: str) -> str | None:
     """The ``fallback`` of the deprecated ``unseen_group``: "raise" -> None, "marginal" -> "pooled"."""
     check_choice(unseen_group, "unseen_group", ("raise", "marginal"))
     return None if unseen_group == "raise" else "pooled"
@@ -128,6 +155,20 @@ class ConformalBayes(BaseEstimator):
     y_train_ : ndarray or None
         The observed targets (from the tree's ``observed_data``, or ``y=``), to check the grid.
     train_groups_ : ndarray or None
+    calibration_weights_ : ndarray or None
+        The training points' covariate-shift weights (``fit(weights=)``; None unweighted).
+    weights_ : calibprob.weights.Weights or None
+        The weights object given to :meth:`fit` (its test weights are the default at :meth:`predict`,
+        its ``on_small`` decides what a level the weights cannot attain does).
+    weight_diagnostics_ : calibprob.weights.WeightDiagnostics
+        After a weighted :meth:`predict`: effective sample sizes, largest weight, attainable level.
+
+    Weights (covariate shift: ``fit(..., weights=)`` for the training points, ``predict(...,
+    weights=)`` for the test points, each an array or a :mod:`calibprob.weights` object) weight
+    the conformal rank as in the module docstring (Tibshirani et al. 2019), with their finite-sample
+    guarantee for the true ratio; a level above the weights' attainable one (the
+    :func:`calibprob.weights.check_attainable` rule) is refused, or warned about with
+    ``on_small="warn"`` on the weights object.
 
     References
     ----------
@@ -147,11 +188,16 @@ class ConformalBayes(BaseEstimator):
     (('obs', 'confidence_level'), True)
     """
 
+    # a calibprob.weights object (may hold a fitted classifier) is not written by save(); pass weights= after load
+    _transient_attrs: tuple[str, ...] = ("weights_",)
+    weights_: Any = None
+    calibration_weights_: np.ndarray | None = None
+
     @renamed_keywords({"unseen_group": ("fallback", _fallback_of_unseen_group), "block_rows": "chunk_size"})
     def __init__(
         self,
         *,
-        confidence_level=0.9,
+        confidence_level: float | Sequence[float] = 0.9,
         min_grid_mass: float = 0.99,
         min_ess: float = 100.0,
         max_pareto_k: float = 0.7,
@@ -160,7 +206,7 @@ class ConformalBayes(BaseEstimator):
         chunk_size: int | None = None,
         n_jobs: int | None = None,
         progress: bool | None = None,
-    ):
+    ) -> None:
         self.confidence_level = confidence_level
         self.min_grid_mass = min_grid_mass
         self.min_ess = min_ess
@@ -172,8 +218,16 @@ class ConformalBayes(BaseEstimator):
         self.progress = progress
 
     @renamed_keywords({"train_groups": "groups"})
-    def fit(self, log_likelihood, *, var_name=None, groups=None, y=None) -> ConformalBayes:
-        """Store the training log-likelihood of the posterior draws.
+    def fit(
+        self,
+        log_likelihood: Any,
+        *,
+        var_name: str | None = None,
+        groups: Any = None,
+        y: Any = None,
+        weights: Any = None,
+    ) -> ConformalBayes:
+        r"""Store the training log-likelihood of the posterior draws.
 
         Parameters
         ----------
@@ -190,6 +244,12 @@ class ConformalBayes(BaseEstimator):
             ``FutureWarning`` until 0.3.0).
         y : array_like, optional
             The training targets, when ``log_likelihood`` is not a tree (to check the grid).
+        weights : array_like or calibprob.weights.Weights, optional
+            One covariate-shift weight :math:`w(x_i) \ge 0` per training point (the likelihood ratio
+            of the test inputs' law to the training inputs'), or a :mod:`calibprob.weights` object
+            (a :class:`~calibprob.weights.LikelihoodRatio` fitted on these training rows, a
+            :class:`~calibprob.weights.GivenWeights`; a :class:`~calibprob.weights.DensityRatio`
+            needs inputs: pass ``ratio(X_train)`` instead). Weighted conformal Bayes (class docstring).
 
         Returns
         -------
@@ -206,6 +266,8 @@ class ConformalBayes(BaseEstimator):
             if y.shape[0] != n or not np.isfinite(y).all():
                 raise ValueError(f"y must hold {n} finite training targets (one per column of log_likelihood).")
         self.train_groups_ = _inputs.train_groups_from(groups, n, obs, da)
+        self.weights_ = weights if isinstance(weights, Weights) else None
+        self.calibration_weights_ = None if weights is None else resolve(weights, n, side="calibration")
         self.log_likelihood_ = ll
         self.n_train_, self.n_draws_ = n, ll.shape[0]
         self.sample_shape_ = None if shape is None else list(shape)
@@ -230,7 +292,16 @@ class ConformalBayes(BaseEstimator):
             check_int(self.n_jobs, "n_jobs", minimum=1)
         _progress._check_progress(self.progress)
 
-    def predict(self, test_log_density, grid, *, groups=None, confidence_level=None, log_density=None) -> xr.Dataset:
+    def predict(
+        self,
+        test_log_density: Any,
+        grid: Any,
+        *,
+        groups: Any = None,
+        confidence_level: Any = None,
+        log_density: Callable[[slice, np.ndarray], np.ndarray] | None = None,
+        weights: Any = None,
+    ) -> xr.Dataset:
         r"""Conformal Bayes sets on the grid at the test points.
 
         Parameters
@@ -255,6 +326,10 @@ class ConformalBayes(BaseEstimator):
             outer end of the final bracket; without it, the end is the first grid point *outside*
             the set. Either way the reported interval contains the set's hull on the grid's span,
             so its coverage is at least the set's (``attrs["interval_ends"]`` says which).
+        weights : array_like or calibprob.weights.Weights, optional
+            After a weighted :meth:`fit`: one positive weight :math:`w(x_j)` per test point (default: the
+            weights object given to :meth:`fit`, e.g. a ``LikelihoodRatio``'s test rows). Refused after
+            an unweighted fit.
 
         Returns
         -------
@@ -266,7 +341,8 @@ class ConformalBayes(BaseEstimator):
             interval), ``touches_edge``, ``grid_length`` (kept grid points × spacing, Fong and
             Holmes's length); per test point ``p_value`` and ``ess`` over the grid (``grid``),
             per test point *and level* ``min_ess`` and ``pareto_k`` (at that level's set boundary),
-            ``n_ranked``; and with groups ``group`` and ``marginal_fallback``.
+            ``n_ranked``; and with groups ``group`` and ``marginal_fallback``. Weighted, ``p_value`` is
+            :math:`\pi_w` and ``attrs`` hold ``weights_ess`` and ``weights_attainable_level``.
         """
         check_is_fitted(self, "log_likelihood_", method="fit")
         # labelled test groups follow the test points' labels of a DataArray of test densities
@@ -274,6 +350,7 @@ class ConformalBayes(BaseEstimator):
         groups = _inputs.aligned(groups, ref, "groups", "test_log_density")
         arr = _inputs.test_density_array(test_log_density, self.n_draws_, self.sample_shape_)
         m, G = arr.shape[1], arr.shape[2]
+        test_weights = self._test_weights(weights, m)
         g = _inputs.check_grid(grid, m, G)
         if np.ndim(grid) == 1:
             # one grid for every point must span the training targets (Fong and Holmes's rule); a grid per
@@ -295,11 +372,27 @@ class ConformalBayes(BaseEstimator):
                 f"{type(log_density).__name__}. Pass None to report the outer grid neighbours instead."
             )
         return self._predict_blocks(
-            blocks(), g, groups=groups, confidence_level=confidence_level, log_density=log_density
+            blocks(),
+            g,
+            groups=groups,
+            confidence_level=confidence_level,
+            log_density=log_density,
+            test_weights=test_weights,
         )
 
+    def _test_weights(self, weights: Any, m: int) -> tuple[np.ndarray, Any] | None:
+        """``(test weights, their source)`` after a weighted fit (None unweighted); see :meth:`predict`."""
+        return split_test_weights(self, weights, m)
+
     def predict_interval(
-        self, test_log_density, grid, confidence_level=None, *, groups=None, log_density=None
+        self,
+        test_log_density: Any,
+        grid: Any,
+        confidence_level: Any = None,
+        *,
+        groups: Any = None,
+        log_density: Callable[[slice, np.ndarray], np.ndarray] | None = None,
+        weights: Any = None,
     ) -> xr.Dataset:
         """The interval family's name for :meth:`predict` (every interval method has one; here they agree).
 
@@ -311,7 +404,12 @@ class ConformalBayes(BaseEstimator):
         (``calibprob.calibrators.conformal._intervals.level_form``).
         """
         out = self.predict(
-            test_log_density, grid, groups=groups, confidence_level=confidence_level, log_density=log_density
+            test_log_density,
+            grid,
+            groups=groups,
+            confidence_level=confidence_level,
+            log_density=log_density,
+            weights=weights,
         )
         return level_form(out, confidence_level, self.confidence_level)
 
@@ -319,7 +417,7 @@ class ConformalBayes(BaseEstimator):
         rows = self.chunk_size or max(1, _BLOCK_BYTES // (8 * self.n_draws_))
         return max(1, rows // G)
 
-    def _members(self, groups, m: int):
+    def _members(self, groups: Any, m: int) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
         """Per test point: the training points it ranks among, and whether that is a fallback."""
         if groups is None:
             return None, None, np.zeros(m, bool)
@@ -340,9 +438,19 @@ class ConformalBayes(BaseEstimator):
         return labels, self.train_groups_, fallback
 
     def _predict_blocks(
-        self, blocks, g: np.ndarray, *, groups=None, confidence_level=None, log_density=None
+        self,
+        blocks: Iterable[tuple[slice, Any]],
+        g: np.ndarray,
+        *,
+        groups: Any = None,
+        confidence_level: Any = None,
+        log_density: Callable[[slice, np.ndarray], np.ndarray] | None = None,
+        test_weights: tuple[np.ndarray, Any] | None = None,
     ) -> xr.Dataset:
-        """The core loop over blocks ``(slice of test points, logf (S, b, G))``; see :meth:`predict`."""
+        """The core loop over blocks ``(slice of test points, logf (S, b, G))``; see :meth:`predict`.
+
+        ``test_weights``: :meth:`_test_weights`' ``(weights, source)`` after a weighted fit, else None.
+        """
         levels = check_confidence_levels(
             self.confidence_level if confidence_level is None else confidence_level, "confidence_level"
         )
@@ -350,19 +458,17 @@ class ConformalBayes(BaseEstimator):
         labels, train_labels, fallback = self._members(groups, m)
         E, c = shifted_likelihood(self.log_likelihood_)
         E32 = E.astype(np.float32) if c.ndim == 0 else None
-        rank = np.empty((m, G), np.int64)
         ess = np.empty((m, G))
-        n_ranked = np.full(m, self.n_train_, np.int64)
-        if labels is not None:
-            member = (train_labels[None, :] == labels[:, None]) | fallback[:, None]
-            n_ranked = member.sum(axis=1)
-        thresholds = np.stack([lower_rank_vec(1.0 - float(lv), n_ranked) for lv in levels], axis=1)
+        attrs: dict[str, Any] = {}
+        ranking = self._ranking(levels, G, labels, train_labels, fallback, test_weights, attrs)
+        member, n_ranked, shift = ranking.member, ranking.n_ranked, ranking.shift
+        rank, thresholds, denominator = ranking.rank, ranking.thresholds, ranking.denominator
         # the AOI log weights at each level's deciding point: Pareto k-hat per test point and level
         logw_focus = np.empty((self.n_draws_, m, len(levels)))
 
         scratch = Scratch()  # per-thread buffers of the fused path, freed with this call
 
-        def work(item) -> int:
+        def work(item: tuple[slice, Any]) -> int:
             sl, logf = item
             if callable(logf):  # a door's block, evaluated in this thread (its model work runs in parallel too)
                 logf = logf()
@@ -372,10 +478,13 @@ class ConformalBayes(BaseEstimator):
                 _inputs.check_log_density(logf, "test_log_density", allow_minus_inf=True)
                 _check_support(logf, g[sl], sl.start)
 
-            members = None if labels is None else np.repeat(member[sl], G, axis=0)
-            r, e, log_norm = aoi_block(logf, self.log_likelihood_, E, c, members, E32, check=check, scratch=scratch)
+            members = None if member is None else np.repeat(member[sl], G, axis=0)
+            point_w = None if shift is None else shift[0]
+            r, e, log_norm = aoi_block(
+                logf, self.log_likelihood_, E, c, members, E32, check=check, scratch=scratch, point_weights=point_w
+            )
             self._check_mass(log_norm.reshape(b, G), g[sl], sl.start)
-            rank[sl] = r.reshape(b, G)
+            rank[sl] = r.reshape(b, G) if shift is None else r.reshape(b, G) + shift[1][sl, None]
             ess[sl] = e.reshape(b, G)
             for k in range(len(levels)):
                 focus = _focus_points(rank[sl], ess[sl], thresholds[sl, k])
@@ -385,10 +494,9 @@ class ConformalBayes(BaseEstimator):
         # a line once the work runs longer than a few seconds (the blocks' log densities, often the
         # PyMC door's, are computed as the loop asks for them, so the line times them too)
         with _progress.bar(desc="conformal Bayes", unit=" test points", total=m, progress=self.progress) as line:
-            # blocks write disjoint slices of the outputs, so they run in threads (NumPy's matrix product
-            # and element-wise work release the GIL); each block's arithmetic is the one-thread arithmetic,
-            # so the result is bitwise the same whatever n_jobs
-            # n_jobs is the call's whole thread budget: the BLAS products run one thread per block
+            # blocks write disjoint slices of the outputs, so they run in threads (NumPy's matrix product and
+            # element-wise work release the GIL); each block's arithmetic is the one-thread arithmetic, so the result
+            # is bitwise the same whatever n_jobs (the call's whole thread budget: BLAS runs one thread per block)
             with threadpool_limits(1, user_api="blas"):
                 for b in _bounded_map(work, blocks, _n_jobs(self.n_jobs)):
                     line.update(b)
@@ -398,20 +506,76 @@ class ConformalBayes(BaseEstimator):
                     out["lower"], out["upper"] = out.pop("lower_out"), out.pop("upper_out")
                 else:
                     ends = f"refined by bisection on the p-value ({REFINE_STEPS} halvings of the grid spacing)"
-                    refine = _EndRefiner(
-                        self.log_likelihood_, E, c, E32, None if labels is None else member, thresholds
-                    )
+                    refine = _EndRefiner(self.log_likelihood_, E, c, E32, member, thresholds)
+                    if shift is not None:
+                        refine.point_weights, refine.test_weights = shift[0], shift[1]
                     refine.n_jobs, refine.scratch = _n_jobs(self.n_jobs), scratch
                     out["lower"], out["upper"] = refine(log_density, out, line)
         for key in ("lower_in", "upper_in", "lower_out", "upper_out"):
             out.pop(key, None)
-        ds = self._assemble(out, rank, ess, n_ranked, g, levels, thresholds, logw_focus)
+        ds = self._assemble(out, rank, denominator, ess, n_ranked, g, levels, thresholds, logw_focus)
         ds.attrs["interval_ends"] = ends
+        ds.attrs.update(attrs)
         if labels is not None:
             ds["group"] = ("obs", labels)
             ds["marginal_fallback"] = ("obs", fallback)
         self._warn(ds, levels, labels)
         return ds
+
+    def _ranking(
+        self,
+        levels: np.ndarray,
+        G: int,
+        labels: np.ndarray | None,
+        train_labels: np.ndarray | None,
+        fallback: np.ndarray,
+        test_weights: tuple[np.ndarray, Any] | None,
+        attrs: dict,
+    ) -> SimpleNamespace:
+        r"""Who each test point ranks among, and the rank's storage, keep thresholds and p-value denominator.
+
+        Unweighted: the integer rank :math:`1 + \#\{i : \sigma_i \le \sigma_{n+1}\}` against
+        :math:`\lfloor\alpha(n_j+1)\rfloor`; weighted (``shift`` set, :meth:`_shift`): the weighted count plus
+        the test point's own weight against :math:`\alpha(W_j + t_j)` (:func:`weighted_keep_thresholds`).
+        """
+        m = fallback.size
+        n_ranked = np.full(m, self.n_train_, np.int64)
+        member: np.ndarray | None = None
+        if labels is not None and train_labels is not None:
+            member = (train_labels[None, :] == labels[:, None]) | fallback[:, None]
+            n_ranked = member.sum(axis=1)
+        shift = None if test_weights is None else self._shift(test_weights, levels, member, attrs)
+        rank: np.ndarray
+        if shift is None:
+            thresholds = np.stack([lower_rank_vec(1.0 - float(lv), n_ranked) for lv in levels], axis=1)
+            rank, denominator = np.empty((m, G), np.int64), n_ranked + 1.0
+        else:  # the weighted count of the training points at or below, plus the test point's own weight
+            _, t, total = shift
+            thresholds = weighted_keep_thresholds(levels, total, t)
+            rank, denominator = np.empty((m, G)), total + t
+        return SimpleNamespace(
+            member=member, n_ranked=n_ranked, shift=shift, rank=rank, thresholds=thresholds, denominator=denominator
+        )
+
+    def _shift(
+        self, test_weights: tuple[np.ndarray, Any], levels: np.ndarray, member: np.ndarray | None, attrs: dict
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        r"""``(training weights, test weights, each test point's training total)``; None for equal weights.
+
+        The attainable-level check of every weighted method runs first (``checked_test_weights``:
+        refuse or warn per the weights' ``on_small``, diagnostics to ``weight_diagnostics_`` and
+        ``attrs``). All-equal weights are the unweighted method, computed by it (bit for bit). The
+        weights are divided by their smallest positive value (the rule is scale-free), so integer
+        weights stay exact integers in the sums.
+        """
+        t = checked_test_weights(self, levels, test_weights, attrs)
+        w = np.asarray(self.calibration_weights_, float)
+        if equal_weights(w, t):
+            return None
+        ref = float(np.min(np.concatenate([w[w > 0], t])))
+        w, t = w / ref, t / ref
+        total = np.full(t.size, w.sum()) if member is None else member @ w
+        return w, t, total
 
     def _check_mass(self, log_norm: np.ndarray, g: np.ndarray, start: int) -> None:
         """Refuse test points whose posterior predictive leaves the grid (the set would be clipped)."""
@@ -426,11 +590,22 @@ class ConformalBayes(BaseEstimator):
                 "grid and would be clipped. Widen the grid to cover the predictive's bulk (or lower min_grid_mass)."
             )
 
-    def _assemble(self, out, rank, ess, n_ranked, g, levels, thresholds, logw_focus) -> xr.Dataset:
+    def _assemble(
+        self,
+        out: dict[str, np.ndarray],
+        rank: np.ndarray,
+        denominator: np.ndarray,
+        ess: np.ndarray,
+        n_ranked: np.ndarray,
+        g: np.ndarray,
+        levels: np.ndarray,
+        thresholds: np.ndarray,
+        logw_focus: np.ndarray,
+    ) -> xr.Dataset:
         m, G = rank.shape
         L = len(levels)
         focus_ess = np.array(
-            [[ess[j][_focus_mask(rank[j], int(thresholds[j, k]))].min() for k in range(L)] for j in range(m)]
+            [[ess[j][_focus_mask(rank[j], thresholds[j, k])].min() for k in range(L)] for j in range(m)]
         ).reshape(m, L)
         if self.pareto_k:
             khat = np.stack([self._pareto_k(logw_focus[:, :, k]) for k in range(L)], axis=1)
@@ -440,7 +615,7 @@ class ConformalBayes(BaseEstimator):
             {name: (("obs", "confidence_level"), v) for name, v in out.items()},
             coords={"obs": np.arange(m), "confidence_level": levels, "grid_point": np.arange(G)},
         )
-        ds["p_value"] = (("obs", "grid_point"), rank / (n_ranked[:, None] + 1.0))
+        ds["p_value"] = (("obs", "grid_point"), rank / denominator[:, None])
         ds["grid"] = (("obs", "grid_point"), np.ascontiguousarray(g))
         ds["ess"] = (("obs", "grid_point"), ess)
         ds["min_ess"] = (("obs", "confidence_level"), focus_ess)
@@ -453,13 +628,20 @@ class ConformalBayes(BaseEstimator):
         # arviz-stats' psislw k-hat (matched to 1e-12 in the tests), vectorised over the test points
         return pareto_khat(logw)
 
-    def _warn(self, ds: xr.Dataset, levels, labels) -> None:
+    def _warn(self, ds: xr.Dataset, levels: np.ndarray, labels: np.ndarray | None) -> None:
         """One warning per call, a line per problem and level (diagnostics are per test point and level)."""
         lines = _diagnostic_lines(ds, self.min_ess, self.max_pareto_k)
         small = np.isinf(ds["lower"].values) & np.isinf(ds["upper"].values) & (ds["grid_length"].values < 0)
         for k, c in enumerate(levels):
             rows = np.flatnonzero(small[:, k])
-            if rows.size:
+            if rows.size and "weights_ess" in ds.attrs:
+                lines.append(
+                    f"confidence_level={c:g}: at {rows.size} test point(s) the point's own weight t/(W + t) exceeds "
+                    f"alpha = {1 - c:g} (the weights' attainable level is "
+                    f"{ds.attrs['weights_attainable_level']:.4g}): they get the whole real line (-inf, inf). "
+                    "Lower the level, or add training points near those test inputs."
+                )
+            elif rows.size:
                 need = min_conformal_points(float(c))
                 who = sorted({str(labels[j]) for j in rows}) if labels is not None else ["(all training points)"]
                 lines.append(
@@ -481,16 +663,30 @@ class _EndRefiner:
     The p-value :math:`\pi(y)` is computed exactly (up to the draws' Monte Carlo error) at any
     candidate by the same add-one-in ranks as on the grid; each end's bracket (last grid point
     inside, first outside) is halved ``REFINE_STEPS`` times and the *outer* end of the final
-    bracket is reported, so the interval contains the set near that end.
+    bracket is reported, so the interval contains the set near that end. Weighted (``point_weights``
+    and ``test_weights`` set), the rank is the weighted count of the module docstring.
     """
 
-    def __init__(self, log_lik, E, c, E32, member, thresholds):
+    def __init__(
+        self,
+        log_lik: np.ndarray,
+        E: np.ndarray,
+        c: np.ndarray,
+        E32: np.ndarray | None,
+        member: np.ndarray | None,
+        thresholds: np.ndarray,
+    ) -> None:
         self.log_lik, self.E, self.c, self.E32 = log_lik, E, c, E32
         self.member, self.thresholds = member, thresholds
-        self.n_jobs, self.scratch = 1, None  # threads over each step's blocks of rows; per-thread buffers
+        self.n_jobs: int = 1  # threads over each step's blocks of rows
+        self.scratch: Scratch | None = None  # per-thread buffers
+        self.point_weights: np.ndarray | None = None  # the shift weights (weighted conformal Bayes)
+        self.test_weights: np.ndarray | None = None
         self._lock = threading.Lock()  # a user's log_density need not be thread-safe: one call at a time
 
-    def __call__(self, log_density, out, line=None) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(
+        self, log_density: Callable[[slice, np.ndarray], np.ndarray], out: dict[str, np.ndarray], line: Any = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         lo_in, lo_out = out["lower_in"].copy(), out["lower_out"].copy()
         up_in, up_out = out["upper_in"].copy(), out["upper_out"].copy()
         m, L = lo_in.shape
@@ -516,7 +712,7 @@ class _EndRefiner:
             keep = np.zeros_like(act)
             chunks = [rows_needed[start : start + per] for start in range(0, rows_needed.size, per)]
 
-            def step(rows, mid=mid):
+            def step(rows: np.ndarray, mid: np.ndarray = mid) -> tuple[np.ndarray, np.ndarray]:
                 return rows, self._inside(log_density, rows, mid[rows], thr[rows], act[rows])
 
             for rows, inside_rows in _bounded_map(step, chunks, self.n_jobs):
@@ -527,7 +723,14 @@ class _EndRefiner:
             outside = np.where(act & ~keep, mid, outside)
         return outside[:, :L], outside[:, L:]
 
-    def _inside(self, log_density, rows, y, thr, act) -> np.ndarray:
+    def _inside(
+        self,
+        log_density: Callable[[slice, np.ndarray], np.ndarray],
+        rows: np.ndarray,
+        y: np.ndarray,
+        thr: np.ndarray,
+        act: np.ndarray,
+    ) -> np.ndarray:
         # the callable takes a slice of consecutive test points: ask for the span, use the rows needed
         sl = slice(int(rows[0]), int(rows[-1]) + 1)
         span = np.zeros((sl.stop - sl.start, y.shape[1]))
@@ -542,9 +745,19 @@ class _EndRefiner:
         logf = logf[:, rows - sl.start]
         members = None if self.member is None else np.repeat(self.member[rows], y.shape[1], axis=0)
         r, _, _ = aoi_block(
-            np.ascontiguousarray(logf), self.log_lik, self.E, self.c, members, self.E32, scratch=self.scratch
+            np.ascontiguousarray(logf),
+            self.log_lik,
+            self.E,
+            self.c,
+            members,
+            self.E32,
+            scratch=self.scratch,
+            point_weights=self.point_weights,
         )
-        return (r.reshape(y.shape) > thr) & act
+        r = r.reshape(y.shape)
+        if self.test_weights is not None:
+            r = r + self.test_weights[rows, None]
+        return (r > thr) & act
 
 
 def _check_support(logf: np.ndarray, g: np.ndarray, start: int) -> None:
@@ -568,7 +781,7 @@ def _n_jobs(n_jobs: int | None) -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _bounded_map(fn, items, n_jobs: int):
+def _bounded_map(fn: Callable[[Any], Any], items: Iterable[Any], n_jobs: int) -> Iterator[Any]:
     """``fn`` over ``items`` in ``n_jobs`` threads, at most ``2 n_jobs`` in flight.
 
     A generator of blocks is not drained ahead (memory stays a few blocks); results come in
@@ -592,7 +805,24 @@ def lower_rank_vec(alpha: float, n: np.ndarray) -> np.ndarray:
     return np.array([lower_rank(alpha, int(v)) for v in np.atleast_1d(n)], np.int64)
 
 
-def _focus_mask(rank_row: np.ndarray, k: int) -> np.ndarray:
+def weighted_keep_thresholds(levels: np.ndarray, total: np.ndarray, test_weights: np.ndarray) -> np.ndarray:
+    r"""Per test point and level, the weighted count a candidate must exceed: :math:`\alpha (W_j + t_j)`, shape (m, L).
+
+    :math:`\pi_w(y) > \alpha \iff \sum_i w_i \mathbf 1[\sigma_i \le \sigma_{n+1}] + t_j > \alpha (W_j + t_j)`,
+    :math:`W_j` the training weights' total (in the point's group), :math:`t_j` its own weight. The product
+    is taken in exact rational arithmetic (:math:`\alpha` as :func:`~calibprob._core.ranks.exact_level`,
+    :math:`W_j + t_j` as its float) and rounded once, so integer weights decide exactly as the
+    unweighted :math:`\lfloor\alpha(n+1)\rfloor`. Where :math:`t_j` alone exceeds it every candidate
+    passes: 0, the marker of the whole line (as a group too small for the level).
+    """
+    out = np.empty((test_weights.size, len(levels)))
+    for k, lv in enumerate(levels):
+        alpha = 1 - exact_level(float(lv))
+        out[:, k] = [float(alpha * Fraction(float(v))) for v in total + test_weights]
+    return np.where(test_weights[:, None] > out, 0.0, out)
+
+
+def _focus_mask(rank_row: np.ndarray, k: float) -> np.ndarray:
     """Grid points that decide the set: the widest level's set dilated by one point (or the mode)."""
     kept = rank_row > k
     if not kept.any() or kept.all():
@@ -607,7 +837,7 @@ def _focus_points(rank: np.ndarray, ess: np.ndarray, k: np.ndarray) -> np.ndarra
     """Per test point, the grid index of least ESS among its deciding points."""
     out = np.empty(rank.shape[0], np.int64)
     for j in range(rank.shape[0]):
-        e = np.where(_focus_mask(rank[j], int(k[j])), ess[j], np.inf)
+        e = np.where(_focus_mask(rank[j], k[j]), ess[j], np.inf)
         out[j] = int(np.argmin(e))
     return out
 
@@ -652,7 +882,7 @@ def _set_summaries(rank: np.ndarray, thresholds: np.ndarray, g: np.ndarray) -> d
     }
 
 
-def _levels_where(mask: np.ndarray, levels) -> str:
+def _levels_where(mask: np.ndarray, levels: np.ndarray) -> str:
     """``"0.8 (3 points), 0.9 (5 points)"``: the levels at which a (obs, level) mask holds, with counts."""
     return ", ".join(f"{lv:g} ({int(n)} point{'s' if n != 1 else ''})" for lv, n in zip(levels, mask.sum(0)) if n)
 

@@ -24,6 +24,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -43,21 +44,23 @@ _CLOSED_FORM = {"NormalRV": ("mu", "sigma"), "StudentTRV": ("nu", "mu", "sigma")
 
 
 def conformal_bayes(
-    model,
-    idata,
-    X_new,
+    model: Any,
+    idata: Any,
+    X_new: Any,
     *,
-    confidence_level=0.9,
-    groups=None,
-    groups_new=None,
-    grid=None,
+    confidence_level: Any = 0.9,
+    groups: Any = None,
+    groups_new: Any = None,
+    grid: Any = None,
     n_grid: int = 100,
     var_name: str | None = None,
     method: str = "auto",
-    compile_mode=None,
+    compile_mode: Any = None,
     random_seed: int | None = 0,
     return_calibrator: bool = False,
-    **options,
+    weights: Any = None,
+    weights_new: Any = None,
+    **options: Any,
 ) -> xr.Dataset | tuple[xr.Dataset, ConformalBayes]:
     r"""Conformal Bayes prediction sets for new inputs of a fitted PyMC model, in one call.
 
@@ -109,6 +112,11 @@ def conformal_bayes(
         Seed of the posterior predictive draws that place the default grid on the ``logp`` path
         (fixed by default, so a call is reproducible; the sets' ends are refined on the exact
         p-value and move with the grid only within the refinement's tolerance).
+    weights, weights_new : array_like or calibprob.weights.Weights, optional
+        Weighted conformal Bayes under covariate shift (see :class:`calibprob.ConformalBayes`): ``weights`` are
+        the training points' likelihood ratios :math:`w(x_i)` (its ``fit(weights=)``), ``weights_new`` those of
+        the rows of ``X_new`` (its ``predict(weights=)``; default: the test weights of a ``weights`` object,
+        e.g. a :class:`~calibprob.weights.LikelihoodRatio` fitted on the training and new inputs).
     return_calibrator : bool, default False
         Also return the fitted :class:`calibprob.ConformalBayes` (it holds the training
         log-likelihood: save it with its ``save`` method, or call its ``predict`` on other test
@@ -149,7 +157,7 @@ def conformal_bayes(
     if _bambi.is_bambi_model(model):
         door = _bambi.BambiDoor(model, idata)
         var_name = door.var_name if var_name is None else var_name
-    cb.fit(idata, var_name=var_name, groups=groups)
+    cb.fit(idata, var_name=var_name, groups=groups, weights=weights)
     if not _bambi.is_bambi_model(model):
         door = _Door(model, idata, var_name, compile_mode)
     # labelled test groups (a Series, a DataArray with a coordinate) follow X_new's row labels when it has them
@@ -160,15 +168,20 @@ def conformal_bayes(
             f"idata: the posterior has {door.n_draws} draws but the log_likelihood group {cb.n_draws_}; "
             "recompute it with pm.compute_log_likelihood(idata) on this posterior."
         )
+    test_weights = cb._test_weights(weights_new, door.n_new(new))
     path = door.choose(method)
     log_density, g, rule = _density_and_grid(door, path, new, cb, grid, n_grid, random_seed)
-    pred, widened = _predict_widening(cb, log_density, g, groups_new, door.n_draws, widen=grid is None)
+    pred, widened = _predict_widening(
+        cb, log_density, g, groups_new, door.n_draws, widen=grid is None, test_weights=test_weights
+    )
     pred.attrs["log_density"] = path
     pred.attrs["grid_rule"] = rule + (_grid.EXTENDED.format(n=int(widened.sum())) if widened.any() else "")
     return (pred, cb) if return_calibrator else pred
 
 
-def _density_and_grid(door, path: str, new, cb: ConformalBayes, grid, n_grid: int, random_seed):
+def _density_and_grid(
+    door: Any, path: str, new: Any, cb: ConformalBayes, grid: Any, n_grid: int, random_seed: Any
+) -> Any:
     """The test log density ``f(rows, y) -> (S, b, K)``, the (m, G) grid and the grid's rule."""
     m = door.n_new(new)
     if path == "closed-form":
@@ -200,7 +213,7 @@ def _density_and_grid(door, path: str, new, cb: ConformalBayes, grid, n_grid: in
     return logp, g, "given" if grid is not None else _grid.GRID_RULES["training"]
 
 
-def _door_groups(groups, groups_new, options: dict):
+def _door_groups(groups: Any, groups_new: Any, options: dict) -> Any:
     """``(training labels, X_new's labels)``, reading a 0.1 call (``train_groups=``, ``groups=`` the test rows').
 
     In 0.1 the door's ``groups=`` were the test rows' labels and ``train_groups=`` the training points'; 0.2.0
@@ -224,7 +237,14 @@ def _door_groups(groups, groups_new, options: dict):
     return options.pop("train_groups"), groups
 
 
-def _predict(cb: ConformalBayes, log_density, g: np.ndarray, groups, n_draws: int) -> xr.Dataset:
+def _predict(
+    cb: ConformalBayes,
+    log_density: Any,
+    g: np.ndarray,
+    groups: Any,
+    n_draws: int,
+    test_weights: tuple[np.ndarray, Any] | None = None,
+) -> xr.Dataset:
     """The core over blocks of test points, each block's log densities in bounded memory."""
     m = g.shape[0]
     per = max(1, _BLOCK_BYTES // (8 * n_draws * g.shape[1]))
@@ -232,10 +252,19 @@ def _predict(cb: ConformalBayes, log_density, g: np.ndarray, groups, n_draws: in
     blocks = (
         (sl, functools.partial(log_density, sl, g[sl])) for sl in (slice(s, min(s + per, m)) for s in range(0, m, per))
     )
-    return cb._predict_blocks(blocks, g, groups=groups, log_density=log_density)
+    return cb._predict_blocks(blocks, g, groups=groups, log_density=log_density, test_weights=test_weights)
 
 
-def _predict_widening(cb: ConformalBayes, log_density, g, groups, n_draws: int, *, widen: bool):
+def _predict_widening(
+    cb: ConformalBayes,
+    log_density: Any,
+    g: np.ndarray,
+    groups: Any,
+    n_draws: int,
+    *,
+    widen: bool,
+    test_weights: tuple[np.ndarray, Any] | None = None,
+) -> tuple[xr.Dataset, np.ndarray]:
     """Predict; while a default grid is too narrow for a point's set (the set reaches its edge), widen it.
 
     Warnings of a pass that is done again are dropped: only the final pass's diagnostics reach the user.
@@ -245,17 +274,17 @@ def _predict_widening(cb: ConformalBayes, log_density, g, groups, n_draws: int, 
     for _ in range(_grid.GRID_EXTEND_ROUNDS if widen else 0):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            pred = _predict(cb, log_density, g, groups, n_draws)
+            pred = _predict(cb, log_density, g, groups, n_draws, test_weights)
         edge = _grid.reaches_edge(pred)
         if not edge.any():
             for w in caught:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             return pred, widened
         g, widened = _grid.widen_where(g, edge), widened | edge
-    return _predict(cb, log_density, g, groups, n_draws), widened
+    return _predict(cb, log_density, g, groups, n_draws, test_weights), widened
 
 
-def _rows(new, rows: slice):
+def _rows(new: Any, rows: slice) -> Any:
     """The test points ``rows`` of the new inputs (a dict of arrays, or a bambi DataFrame)."""
     if isinstance(new, dict):
         return {k: v[rows] for k, v in new.items()}
@@ -271,7 +300,7 @@ _SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 class _Shared:
     """A model's transform-free clone, its observed variable, the compiled functions and their lock."""
 
-    def __init__(self, model, var_name):
+    def __init__(self, model: Any, var_name: Any) -> None:
         from pymc.model.transform.conditioning import remove_value_transforms
 
         self.clone = remove_value_transforms(model)
@@ -289,7 +318,7 @@ class _Shared:
         self.lock = threading.RLock()
 
     @classmethod
-    def of(cls, model, var_name, mode) -> _Shared:
+    def of(cls, model: Any, var_name: Any, mode: Any) -> _Shared:
         mode_key = mode if isinstance(mode, str) or mode is None else id(mode)
         key = (var_name, mode_key, tuple((k, id(v)) for k, v in model.named_vars.items()))
         try:
@@ -305,7 +334,7 @@ class _Shared:
 class _Door:
     """One model's transform-free clone, its observed variable and compiled log densities."""
 
-    def __init__(self, model, idata, var_name, compile_mode):
+    def __init__(self, model: Any, idata: Any, var_name: Any, compile_mode: Any) -> None:
         self.mode = get_compile_mode() if compile_mode is None else compile_mode
         self.shared = _Shared.of(model, var_name, self.mode)
         self.clone, self.rv = self.shared.clone, self.shared.rv
@@ -315,7 +344,7 @@ class _Door:
         self.data_names = {v.name for v in self.clone.data_vars}
         self.target = target.name if target.name in self.data_names else None
 
-    def _posterior_values(self, idata) -> dict[str, np.ndarray]:
+    def _posterior_values(self, idata: Any) -> dict[str, np.ndarray]:
         post = idata["posterior"]
         out = {}
         for v in self.clone.value_vars:
@@ -327,7 +356,7 @@ class _Door:
             out[v.name], _ = _inputs.sample_matrix(post[v.name], f"posterior {v.name!r}")
         return out
 
-    def new_data(self, X_new) -> dict[str, np.ndarray]:
+    def new_data(self, X_new: Any) -> dict[str, np.ndarray]:
         inputs = sorted(self.data_names - {self.target})
         if not isinstance(X_new, dict):
             if len(inputs) != 1:
@@ -384,7 +413,7 @@ class _Door:
                 coords[dims[0]] = np.arange(n)
         pm.set_data(data, model=self.clone, coords=coords or None)
 
-    def predictive_draws(self, new, m: int, random_seed) -> np.ndarray | None:
+    def predictive_draws(self, new: Any, m: int, random_seed: Any) -> np.ndarray | None:
         """One posterior predictive draw per posterior draw at each test input, (draws, m).
 
         None when the likelihood is not univariate (one coordinate cannot be drawn alone).
@@ -399,7 +428,7 @@ class _Door:
             self._set(data)
             return self._draw(m, random_seed)
 
-    def _draw(self, m: int, random_seed) -> np.ndarray:
+    def _draw(self, m: int, random_seed: Any) -> np.ndarray:
         import pytensor.tensor as pt
         from pytensor.tensor.type_other import NoneTypeT
 
@@ -417,7 +446,7 @@ class _Door:
             out[sl] = np.asarray(fn(sl)[0], float).reshape(sl.stop - sl.start, m)
         return out
 
-    def _compile(self, outs, *, draws: bool = False, random_seed=None, kind=None):
+    def _compile(self, outs: Any, *, draws: bool = False, random_seed: Any = None, kind: Any = None) -> Any:
         """A function of a slice of draws; with ``kind``, compiled once per model and reused."""
         entry = None if kind is None else self.shared.fns.get(kind)
         if entry is None:
@@ -427,7 +456,7 @@ class _Door:
         fn, names, self.batched = entry
         return lambda sl: fn(*(self.values[k][sl] for k in names))
 
-    def _build(self, outs, draws: bool, random_seed):
+    def _build(self, outs: Any, draws: bool, random_seed: Any) -> Any:
         import pytensor
         import pytensor.tensor as pt
         from pymc.pytensorf import compile as compile_with_rngs
@@ -454,7 +483,7 @@ class _Door:
         for start in range(0, self.n_draws, per):
             yield slice(start, min(start + per, self.n_draws))
 
-    def closed_form_params(self, new, m: int) -> tuple[str, list[np.ndarray]]:
+    def closed_form_params(self, new: Any, m: int) -> tuple[str, list[np.ndarray]]:
         """The likelihood's family and parameters (draws, m) at the m test inputs, for all draws."""
         data = dict(new)
         if self.target is not None:
@@ -470,7 +499,7 @@ class _Door:
                     params[k][sl] = _per_draw(np.asarray(p, float), sl.stop - sl.start, m, self.batched[k])
         return family, params
 
-    def logp_blocks(self, new, g) -> Iterator[tuple[slice, np.ndarray]]:
+    def logp_blocks(self, new: Any, g: Any) -> Iterator[tuple[slice, np.ndarray]]:
         """The model's elementwise logp of the observed variable at (test input, grid value) rows."""
         m, G = g.shape
         per = max(1, _BLOCK_BYTES // (8 * self.n_draws * G))
@@ -496,7 +525,7 @@ def _per_draw(p: np.ndarray, n_draws: int, m: int, batched: bool) -> np.ndarray:
     return np.broadcast_to(p.reshape(-1), (n_draws, m))
 
 
-def _closed_form_logpdf(family: str, params, y) -> np.ndarray:
+def _closed_form_logpdf(family: str, params: Any, y: Any) -> np.ndarray:
     """Normal or Student-t log density, broadcast over (draws, test points, grid)."""
     if family == "NormalRV":
         mu, sigma = params
@@ -527,12 +556,14 @@ def _normal_logpdf(mu: np.ndarray, sigma: np.ndarray, y: np.ndarray) -> np.ndarr
 
 
 @functools.cache
-def _normal_kernel():
+def _normal_kernel() -> Any:
     """The compiled loop of :func:`_normal_logpdf` (Numba, cached on disk, releases the GIL)."""
     import numba
 
     @numba.njit(nogil=True, cache=True)
-    def normal(mu, sigma, log_sigma, y, half_log_2pi, out):  # pragma: no cover - compiled
+    def normal(
+        mu: Any, sigma: Any, log_sigma: Any, y: Any, half_log_2pi: Any, out: Any
+    ) -> None:  # pragma: no cover - compiled
         S, b = mu.shape
         K = y.shape[1]
         for s in range(S):
