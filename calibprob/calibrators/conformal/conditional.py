@@ -81,7 +81,7 @@ conditional guarantees. arXiv:2305.12616.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Self, cast
 
 import numpy as np
@@ -470,7 +470,7 @@ class ConditionalConformal(BaseEstimator):
         phi: np.ndarray,
         weights: ArrayLike | Weights | None,
         pred: xr.Dataset,
-        levels: ArrayLike = (),
+        levels: Sequence[float] | np.ndarray = (),
         attrs: dict | None = None,
     ) -> np.ndarray:
         """The test features with the weights' column (after a weighted fit); refuses misuse, naming the fix.

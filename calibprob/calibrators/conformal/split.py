@@ -251,7 +251,7 @@ class SplitConformalRegressor(BaseEstimator):
         if groups is not None:
             inner = SplitConformalCalibrator(score=score, confidence_level=self.confidence_level)
             # weights within groups (Mondrian's rule): the numbers at X_cal, carrying the object's on_small choice
-            within = GivenWeights(w, on_small=weights.on_small) if isinstance(weights, Weights) else w
+            within = GivenWeights(cast(np.ndarray, w), on_small=weights.on_small) if isinstance(weights, Weights) else w
             self.mondrian_ = Mondrian(inner).fit(
                 self._as_predictive(X_cal, score), y_cal, groups=groups, weights=within
             )
