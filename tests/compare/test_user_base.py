@@ -127,13 +127,16 @@ def test_a_pymc_builder_and_a_sklearn_style_object_run_rank_and_report(tmp_path,
     np.testing.assert_allclose(
         res["nll"].sel(base="ridge", calibrator="b"), res["nll"].sel(base="ols", calibrator="b"), rtol=0.05
     )
-    # the PyMC Normal regression's posterior predictive is close to OLS as well (its NLL is that of
-    # the quantile function of 500 draws, a little rougher than the closed form)
-    gap = res["nll"].sel(base="pymc", calibrator="b") / res["nll"].sel(base="ols", calibrator="b") - 1
-    record_property("pymc_over_ols_nll_rel_gap", float(np.max(np.abs(gap.values))))
-    np.testing.assert_allclose(
-        res["nll"].sel(base="pymc", calibrator="b"), res["nll"].sel(base="ols", calibrator="b"), rtol=0.15
-    )
+    # the PyMC Normal regression's posterior predictive is close to OLS as well, compared by CRPS: its NLL is that of
+    # the density of the quantile function of 500 draws, rough where the draws are sparse, and sat 4.9-15.6 % above
+    # OLS's over the seed sweep (seeds 0..19, 2026-11-29; the former rtol of 0.15 on it broke at seeds 0 and 15),
+    # while the CRPS integrates the quantile function and reads the draws' spread, not their roughness: 0.16-1.8 %
+    # from OLS's over the same sweep (limit 5 %)
+    crps = {b: res["crps"].sel(base=b, calibrator="b") for b in ("pymc", "ols")}
+    nll_gap = res["nll"].sel(base="pymc", calibrator="b") / res["nll"].sel(base="ols", calibrator="b") - 1
+    record_property("pymc_over_ols_nll_rel_gap", float(np.max(np.abs(nll_gap.values))))
+    record_property("pymc_over_ols_crps_rel_gap", float(np.max(np.abs((crps["pymc"] / crps["ols"] - 1).values))))
+    np.testing.assert_allclose(crps["pymc"], crps["ols"], rtol=0.05)
     pipes = tree["ranking"].to_dataset()["pipeline"].values.tolist()
     assert {"pymc/b", "pymc/iso", "ridge/cps"} <= set(pipes)
     html = write_html(res, tmp_path / "r.html").read_text()
