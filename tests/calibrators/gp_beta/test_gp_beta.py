@@ -470,9 +470,11 @@ def test_fig1_fit_approaches_the_best_beta_link_map_which_is_unimodal(fig1, reco
     # one there at its likelihood optimum: the brute-force best (a, b, c) for the true mixture
     # at x = 40 (a = 0.47, b = 0.49) gives a flat-topped density with a single mode, and any
     # bimodal member (a = b <= 0.4) costs >= 0.027 nats per point more. GP-Beta is checked
-    # against that optimum: the ADVI posterior-average density is within 0.06 nats of it at
-    # x = 10, 20, 30, 40 (measured excess 0.005, 0.024, 0.025, 0.049: the posterior spread is
-    # widest at the edge of the data); MAP within 0.02 (slow test, measured <= 0.014).
+    # against that optimum: the ADVI posterior-average density is within 0.045 nats of it at
+    # x = 10, 20, 30 and 0.08 at x = 40, the edge of the data, where the posterior spread is widest
+    # (seed 1: excess 0.005, 0.024, 0.025, 0.049; over the seed sweep, seeds 0..19, 2026-11-29: at most
+    # 0.011, 0.030, 0.032 and 0.061 — one limit of 0.06 for all four broke at x = 40 at seed 8; a fit that
+    # misses the link, like the OLS base, is 0.29 nats worse); MAP within 0.02 (slow test, measured <= 0.014).
     rng = np.random.default_rng(7)
     s = float(fig1["sd"][0])
     for x0 in (10.0, 20.0, 30.0, 40.0):
@@ -484,7 +486,7 @@ def test_fig1_fit_approaches_the_best_beta_link_map_which_is_unimodal(fig1, reco
         fitted = -np.mean(fig1["cal"].logpdf(calibprob.normal(np.full(y.size, m), np.full(y.size, s)), y))
         record_property(f"excess_nats_x{x0:.0f}", float(fitted - best))
         assert best <= fitted + 1e-3  # the brute-force optimum is a lower bound ...
-        assert fitted - best < 0.06, (x0, fitted, best)  # ... which GP-Beta's posterior average nears
+        assert fitted - best < (0.08 if x0 == 40.0 else 0.045), (x0, fitted, best)  # ... which GP-Beta nears
         if x0 == 40.0:
             grid = np.linspace(m - 4 * s, m + 4 * s, 2001)
             dens = beta_link_logpdf(grid, m, s, log_a, log_b, c)
@@ -931,8 +933,13 @@ def test_advi_fit_recovers_the_mean_field_optimum_of_a_gaussian(seed, record_pro
     )
     record_property("mean_gap", float(np.max(np.abs(fit.mu - m))))
     record_property("sd_gap", float(np.max(np.abs(np.diag(fit.chol()) - 1 / np.sqrt(np.diag(P))))))
-    np.testing.assert_allclose(fit.mu, m, atol=0.05)
-    np.testing.assert_allclose(np.diag(fit.chol()), 1 / np.sqrt(np.diag(P)), atol=0.05)
+    # the last iterate of stochastic-gradient ADVI (8 Monte Carlo draws a step) sits within Monte Carlo noise of the
+    # optimum: over the seed sweep (seeds 0..19, 2026-11-29) 0.058 for the mean and 0.061 for the sd at worst (an
+    # atol of 0.05 broke at seeds 14 and 19); 0.08 still tells the mean-field sds (0.74, 0.66) from the marginal
+    # ones (1.0, 0.89) a fit that ignored the factorisation would give
+    np.testing.assert_allclose(fit.mu, m, atol=0.08)
+    np.testing.assert_allclose(np.diag(fit.chol()), 1 / np.sqrt(np.diag(P)), atol=0.08)
+    assert np.all(np.abs(np.diag(fit.chol()) - np.sqrt(np.diag(S))) > 0.15)
 
 
 def test_advi_fit_rejects_bad_input():
