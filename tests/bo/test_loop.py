@@ -195,12 +195,18 @@ def test_online_calibration_obeys_theorem2_inside_bo():
     assert np.all(np.abs(final.coverage() - final.levels_) <= final.coverage_bound() + 1e-12)
 
 
-def test_plain_callable_with_bounds_and_custom_gp():
+@pytest.mark.seeded(0)
+def test_plain_callable_with_bounds_and_custom_gp(seed, record_property):
+    """7 evaluations (3 random, 4 by EI) of a quadratic on [-1, 1] reach within 0.22 of its minimiser; the loop's
+    seed (initial design and hyperparameter restarts) from the seed sweep, 0 in the default run. Swept at seeds 0..19
+    (2026-11-29): the best value found is 3.3e-4 at worst (limit 0.05)."""
+
     def f(X):
         return np.sum((X - 0.3) ** 2, axis=1)
 
     gp = default_gp().set_params(n_restarts=1)
-    res = minimize(f, bounds=[[-1.0, 1.0]], n_init=3, n_steps=4, acquisition="ei", calibration="loo", gp=gp, seed=0)
+    res = minimize(f, bounds=[[-1.0, 1.0]], n_init=3, n_steps=4, acquisition="ei", calibration="loo", gp=gp, seed=seed)
+    record_property("best_so_far", float(res["evaluations"]["best_so_far"][-1]))
     assert float(res["evaluations"]["best_so_far"][-1]) < 0.05
     assert "simple_regret" not in res["evaluations"]
 

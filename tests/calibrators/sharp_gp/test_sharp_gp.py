@@ -73,9 +73,17 @@ def toy():
     return {"gp": gp, "Xc": Xc, "yc": yc, "Xt": Xt, "yt": yt}
 
 
+#: The tests that read the full fit take its seed (the random restarts of the per-level hyperparameter search) from
+#: the seed sweep (tests/conftest.py): 1 in the default run, as always; 0..19 under ``make test-seeds``. The toy data
+#: and the base GP stay those of seed 20230 and 0. Swept at seeds 0..19 (2026-11-29): every recorded statistic of the
+#: full fit is the same at all 20 seeds (knot coverage 0.59 of its tolerance, base gap 2.9x the calibrated one, 95 %
+#: of the levels converged): its restarts end at the same optimum. Cross-fitted: 0.62 of its tolerance at worst.
+SEEDED = pytest.mark.seeded(1, scope="module")
+
+
 @pytest.fixture(scope="module")
-def full_fit(toy):
-    return SharpCalibratedGP(estimator=toy["gp"], random_state=1).fit(toy["Xc"], toy["yc"])
+def full_fit(toy, seed):
+    return SharpCalibratedGP(estimator=toy["gp"], random_state=seed).fit(toy["Xc"], toy["yc"])
 
 
 def _fixed_gp(X, y, **kw):
@@ -255,7 +263,8 @@ def _coverage_tolerance(levels, n_cal, n_test, k=3.0):
     return 1.0 / (n_cal + 1) + k * sd
 
 
-def test_theorem_5_4_coverage_knots_and_interpolated(toy, full_fit):
+@SEEDED
+def test_theorem_5_4_coverage_knots_and_interpolated(toy, full_fit, record_property):
     yt = toy["yt"]
     n_cal = full_fit.n_calibration_
     # knots: exact on the calibration set, within the theorem's band on held-out data
@@ -263,18 +272,26 @@ def test_theorem_5_4_coverage_knots_and_interpolated(toy, full_fit):
     np.testing.assert_allclose(full_fit.diagnostics_["coverage"].values, knots * (n_cal + 1) / n_cal, atol=1.5 / n_cal)
     qk = full_fit.quantile(toy["Xt"], knots)
     cov = np.mean(yt[:, None] <= qk, axis=0)
+    record_property(
+        "knot_gap_over_tolerance", float(np.max(np.abs(cov - knots) / _coverage_tolerance(knots, n_cal, yt.size)))
+    )
     assert np.all(np.abs(cov - knots) <= _coverage_tolerance(knots, n_cal, yt.size))
     # the interpolated quantile function at levels that are not knots
     lv = np.array([0.02, 0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 0.93, 0.98])
     q = full_fit.quantile(toy["Xt"], lv)
     cov = np.mean(yt[:, None] <= q, axis=0)
+    record_property(
+        "level_gap_over_tolerance", float(np.max(np.abs(cov - lv) / _coverage_tolerance(lv, n_cal, yt.size)))
+    )
     assert np.all(np.abs(cov - lv) <= _coverage_tolerance(lv, n_cal, yt.size))
     # the base GP is miscalibrated on this toy (what the calibration repairs)
     mu, sd = toy["gp"].predict_mean_std(toy["Xt"])
     base_cov = np.mean(yt[:, None] <= mu[:, None] + sd[:, None] * special.ndtri(lv), axis=0)
+    record_property("base_gap_over_calibrated_gap", float(np.max(np.abs(base_cov - lv)) / np.max(np.abs(cov - lv))))
     assert np.max(np.abs(base_cov - lv)) > 2 * np.max(np.abs(cov - lv))
 
 
+@SEEDED
 def test_quantiles_never_cross_and_monotone_structure(toy, full_fit):
     lv = np.linspace(0.001, 0.999, 301)
     q = full_fit.quantile(toy["Xt"][:500], lv)
@@ -293,7 +310,8 @@ def test_quantiles_never_cross_and_monotone_structure(toy, full_fit):
     assert not full_fit.diagnostics_["repaired"].any()
 
 
-def test_predict_contract_diagnostics_and_roundtrip(tmp_path, toy, full_fit):
+@SEEDED
+def test_predict_contract_diagnostics_and_roundtrip(tmp_path, toy, full_fit, record_property):
     pred = full_fit.predict(toy["Xt"][:50], levels=[0.05, 0.25, 0.5, 0.75, 0.95])
     assert isinstance(pred, xr.Dataset)  # the contract; the diagnostics live in diagnostics_
     assert pred["quantile"].dims == ("obs", "level") and pred.sizes["obs"] == 50
@@ -302,6 +320,7 @@ def test_predict_contract_diagnostics_and_roundtrip(tmp_path, toy, full_fit):
     cal = tree["calibration"].dataset
     for var in ("beta", "lengthscale", "variance", "objective", "coverage", "converged", "node_log_theta"):
         assert var in cal
+    record_property("share_converged", float(cal["converged"].values.mean()))
     assert cal["converged"].values.mean() >= 0.8
     path = tmp_path / "sharp.nc"
     tree.to_netcdf(path)
@@ -316,6 +335,7 @@ def test_predict_contract_diagnostics_and_roundtrip(tmp_path, toy, full_fit):
     assert np.all(np.isfinite(ds.calib.logpdf(toy["yt"][:5]).values))
 
 
+@SEEDED
 def test_ucb_is_the_calibrated_upper_quantile(toy, full_fit):
     X = toy["Xt"][:20]
     u = sharp_gp_ucb(full_fit, X, level=0.99)
@@ -337,7 +357,8 @@ def test_fit_is_deterministic_under_seed(toy):
 # ---------------------------------------------------------------------------
 
 
-def test_scaled_variant_is_a_one_factor_family(toy, full_fit):
+@SEEDED
+def test_scaled_variant_is_a_one_factor_family(toy, full_fit, record_property):
     s = SharpCalibratedGP(estimator=toy["gp"], variant="scaled").fit(toy["Xc"], toy["yc"])
     th = toy["gp"].theta_
     np.testing.assert_allclose(s.knot_variance_, th["variance"])
@@ -347,11 +368,16 @@ def test_scaled_variant_is_a_one_factor_family(toy, full_fit):
     cov = np.mean(yt[:, None] <= q, axis=0)
     assert np.all(np.abs(cov - s.knot_level_) <= _coverage_tolerance(s.knot_level_, 200, yt.size))
     # the full variant searches a superset (and starts from the line search): no worse
+    record_property(
+        "full_over_scaled_objective",
+        float(np.mean(full_fit.diagnostics_["objective"]) / np.mean(s.diagnostics_["objective"])),
+    )
     assert np.mean(full_fit.diagnostics_["objective"]) <= np.mean(s.diagnostics_["objective"]) * 1.02
 
 
-def test_cross_fitted_variant(toy):
-    s = SharpCalibratedGP(estimator=toy["gp"], variant="cross-fitted", n_levels=11, random_state=3).fit(
+@pytest.mark.seeded(3)
+def test_cross_fitted_variant(toy, seed, record_property):
+    s = SharpCalibratedGP(estimator=toy["gp"], variant="cross-fitted", n_levels=11, random_state=seed).fit(
         toy["Xc"], toy["yc"]
     )
     assert s.n_calibration_ == 100 and s.diagnostics_.attrs["n_fit"] == 100
@@ -361,6 +387,9 @@ def test_cross_fitted_variant(toy):
     q = s.quantile(toy["Xt"], k)
     assert np.all(np.diff(s.quantile(toy["Xt"][:300], np.linspace(0.01, 0.99, 99)), axis=1) >= 0)
     cov = np.mean(yt[:, None] <= q, axis=0)
+    record_property(
+        "knot_gap_over_tolerance", float(np.max(np.abs(cov - k) / _coverage_tolerance(k, 100, yt.size, k=3.5)))
+    )
     assert np.all(np.abs(cov - k) <= _coverage_tolerance(k, 100, yt.size, k=3.5))
 
 
@@ -400,8 +429,13 @@ def test_value_only_function_matches_the_gradient_function():
             entry.set_data(_placeholder("exact"))
 
 
-def test_calibration_subset_fits_theta_on_part_and_beta_on_all(toy):
-    """n_cal_subset: θ on a subset, β on all N points (exact calibration-set coverage at the knots)."""
+def test_calibration_subset_fits_theta_on_part_and_beta_on_all(toy, record_property):
+    """n_cal_subset: θ on a subset, β on all N points (exact calibration-set coverage at the knots).
+
+    Not in the seed sweep: swept at seeds 0..19 (2026-11-29) the calibration-set coverage at a knot was off the
+    exact k (N + 1) / N at seeds 11, 16, 17 and 19 (e.g. 0.08 for 0.10 at seed 11), where the monotone repair
+    moved that knot (diagnostics_["repaired"]); at seed 2 a repaired knot stays within 1.5 / N. Open: what the
+    repaired knots guarantee."""
     s = SharpCalibratedGP(estimator=toy["gp"], n_cal_subset=80, n_levels=9, random_state=2).fit(toy["Xc"], toy["yc"])
     n = 200
     assert s.diagnostics_.attrs["n_fit"] == 80 and s.n_calibration_ == n
@@ -410,6 +444,7 @@ def test_calibration_subset_fits_theta_on_part_and_beta_on_all(toy):
     np.testing.assert_allclose(s.diagnostics_["coverage"].values, k * (n + 1) / n, atol=1.5 / n)
     yt = toy["yt"]
     cov = np.mean(yt[:, None] <= s.quantile(toy["Xt"], k), axis=0)
+    record_property("knot_gap_over_tolerance", float(np.max(np.abs(cov - k) / _coverage_tolerance(k, n, yt.size))))
     assert np.all(np.abs(cov - k) <= _coverage_tolerance(k, n, yt.size))
     assert np.all(np.diff(s.quantile(toy["Xt"][:300], np.linspace(0.01, 0.99, 99)), axis=1) >= 0)
     # the default (1000) leaves N = 200 alone: the same fit as n_cal_subset=None
@@ -419,9 +454,10 @@ def test_calibration_subset_fits_theta_on_part_and_beta_on_all(toy):
     np.testing.assert_array_equal(a.nodes_log_theta_, b.nodes_log_theta_)
 
 
-def test_quantile_interpolation_between_nodes(toy, full_fit):
+@SEEDED
+def test_quantile_interpolation_between_nodes(toy, full_fit, seed):
     """interpolate="quantile": equal at the nodes, linear in Φ⁻¹(δ) between them, monotone, calibrated."""
-    fast = SharpCalibratedGP(estimator=toy["gp"], random_state=1, interpolate="quantile").fit(toy["Xc"], toy["yc"])
+    fast = SharpCalibratedGP(estimator=toy["gp"], random_state=seed, interpolate="quantile").fit(toy["Xc"], toy["yc"])
     np.testing.assert_array_equal(fast.nodes_log_theta_, full_fit.nodes_log_theta_)  # same fit
     X = toy["Xt"][:400]
     nodes = full_fit.nodes_level_
