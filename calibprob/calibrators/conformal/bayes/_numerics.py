@@ -235,7 +235,7 @@ class Scratch(threading.local):
 
 @functools.cache
 def _kernels() -> SimpleNamespace:
-    """The fused path's two loops, compiled by Numba on first use (cached on disk), releasing the GIL."""
+    """The fused path's loops, compiled by Numba on first use (cached on disk), releasing the GIL."""
     import numba
 
     @numba.njit(nogil=True, cache=True)
@@ -267,6 +267,19 @@ def _kernels() -> SimpleNamespace:
                 e32[s, j] = v
 
     @numba.njit(nogil=True, cache=True)
+    def sums(x, total, sq):  # pragma: no cover - compiled
+        # sums_cast without the float32 copy (the end-only mode casts only the rows it ranks)
+        S, R = x.shape
+        for j in range(R):
+            total[j] = 0.0
+            sq[j] = 0.0
+        for s in range(S):
+            for j in range(R):
+                v = x[s, j]
+                total[j] += v
+                sq[j] += v * v
+
+    @numba.njit(nogil=True, cache=True)
     def gather(e, total, E, rows, cols, w, Ec):  # pragma: no cover - compiled
         # w[:, q] = e[:, rows[q]] / total[rows[q]] and Ec[:, q] = E[:, cols[q]], row by row (cache friendly)
         for s in range(e.shape[0]):
@@ -274,7 +287,7 @@ def _kernels() -> SimpleNamespace:
                 w[s, q] = e[s, rows[q]] / total[rows[q]]
                 Ec[s, q] = E[s, cols[q]]
 
-    return SimpleNamespace(shift=shift, sums_cast=sums_cast, gather=gather)
+    return SimpleNamespace(shift=shift, sums_cast=sums_cast, sums=sums, gather=gather)
 
 
 def _exact_below(logf, log_lik, mx, total, log_new, rows, cols) -> np.ndarray:
