@@ -45,6 +45,7 @@ from calibprob.calibrators.conformal.bayes._numerics import (
     _exact_below,
     _kernels,
     _screened_unnormalised,
+    _sums_kernel,
 )
 
 #: Spacing of the coarse scan in grid indices (3 halvings refine an end to its neighbour pair).
@@ -68,7 +69,7 @@ def row_stats(logf: np.ndarray, check, scratch) -> SimpleNamespace:
         k = _kernels()
         k.shift(_c_rows(lf), e, mx)
         np.exp(e, out=e)
-        k.sums(e, total, sq)
+        _sums_kernel()(e, total, sq)
     else:
         mx = lf.max(axis=0)
         with np.errstate(invalid="ignore"):  # a NaN or an all -inf row: reported by check below

@@ -267,8 +267,24 @@ def _kernels() -> SimpleNamespace:
                 e32[s, j] = v
 
     @numba.njit(nogil=True, cache=True)
+    def gather(e, total, E, rows, cols, w, Ec):  # pragma: no cover - compiled
+        # w[:, q] = e[:, rows[q]] / total[rows[q]] and Ec[:, q] = E[:, cols[q]], row by row (cache friendly)
+        for s in range(e.shape[0]):
+            for q in range(rows.size):
+                w[s, q] = e[s, rows[q]] / total[rows[q]]
+                Ec[s, q] = E[s, cols[q]]
+
+    return SimpleNamespace(shift=shift, sums_cast=sums_cast, gather=gather)
+
+
+@functools.cache
+def _sums_kernel():
+    """``sums_cast`` without the float32 copy (the end-only mode casts only the rows it ranks); Numba."""
+    import numba
+
+    @numba.njit(nogil=True, cache=True)
     def sums(x, total, sq):  # pragma: no cover - compiled
-        # sums_cast without the float32 copy (the end-only mode casts only the rows it ranks)
+        # over the draws in order, as sums_cast: the same sums bit for bit
         S, R = x.shape
         for j in range(R):
             total[j] = 0.0
@@ -279,15 +295,7 @@ def _kernels() -> SimpleNamespace:
                 total[j] += v
                 sq[j] += v * v
 
-    @numba.njit(nogil=True, cache=True)
-    def gather(e, total, E, rows, cols, w, Ec):  # pragma: no cover - compiled
-        # w[:, q] = e[:, rows[q]] / total[rows[q]] and Ec[:, q] = E[:, cols[q]], row by row (cache friendly)
-        for s in range(e.shape[0]):
-            for q in range(rows.size):
-                w[s, q] = e[s, rows[q]] / total[rows[q]]
-                Ec[s, q] = E[s, cols[q]]
-
-    return SimpleNamespace(shift=shift, sums_cast=sums_cast, sums=sums, gather=gather)
+    return sums
 
 
 def _exact_below(logf, log_lik, mx, total, log_new, rows, cols) -> np.ndarray:

@@ -380,9 +380,8 @@ class ConformalBayes(BaseEstimator):
         logw_focus = np.empty((self.n_draws_, m, len(levels)))
 
         scratch = Scratch()  # per-thread buffers of the fused path, freed with this call
-        # end-only evaluation needs the float32 screen of one common shift; else the full grid
-        ends = self.grid_mode == "ends" and E32 is not None
-        done, n_full = np.ones((m, G), bool), np.zeros(m, bool)
+        ends = self.grid_mode == "ends" and E32 is not None  # needs one common shift's float32 screen
+        marks = np.ones((m, G), bool), np.zeros(m, bool)  # end-only mode: values ranked, points on the full grid
 
         def work(item) -> int:
             sl, logf = item
@@ -395,9 +394,7 @@ class ConformalBayes(BaseEstimator):
                 _check_support(logf, g[sl], sl.start)
 
             if ends:
-                r, e, log_norm, done[sl], n_full[sl] = self._end_block(
-                    logf, E, c, E32, member, sl, thresholds, check, scratch
-                )
+                r, e, log_norm = self._end_block(logf, E, c, E32, member, sl, thresholds, check, scratch, marks)
             else:
                 members = None if labels is None else np.repeat(member[sl], G, axis=0)
                 r, e, log_norm = aoi_block(logf, self.log_likelihood_, E, c, members, E32, check=check, scratch=scratch)
@@ -435,17 +432,16 @@ class ConformalBayes(BaseEstimator):
         ds = self._assemble(out, rank, ess, n_ranked, g, levels, thresholds, logw_focus)
         ds.attrs["interval_ends"] = ends
         if self.grid_mode == "ends":
-            ds["p_value"] = ds["p_value"].where(done)
-            ds["evaluated"] = (("obs", "grid_point"), done)
-            ds.attrs.update(grid_mode="ends", n_full_grid=int(n_full.sum()), n_evaluated=int(done.sum()))
+            _mark_evaluated(ds, *marks)
         if labels is not None:
             ds["group"] = ("obs", labels)
             ds["marginal_fallback"] = ("obs", fallback)
         self._warn(ds, levels, labels)
         return ds
 
-    def _end_block(self, logf, E, c, E32, member, sl, thresholds, check, scratch):
-        """Ranks of a block by end-only evaluation (:mod:`._ends`): ranks, ESS, log norms, evaluated, full."""
+    def _end_block(self, logf, E, c, E32, member, sl, thresholds, check, scratch, marks):
+        """Ranks, ESS and log norms of a block by end-only evaluation (:mod:`._ends`); ``marks`` (the values
+        ranked, the points on the full grid) are filled in for the block's points."""
         b, G = logf.shape[1], logf.shape[2]
         st = _ends.row_stats(logf, check, scratch)
 
@@ -453,8 +449,8 @@ class ConformalBayes(BaseEstimator):
             members = None if member is None else member[sl][pts]
             return _ends.ranks_at(st, pts * G + idx, logf, self.log_likelihood_, E, c, E32, members)
 
-        r, done, full = _ends.end_ranks(evaluate, b, G, thresholds[sl])
-        return r, st.ess, st.log_norm, done, full
+        r, marks[0][sl], marks[1][sl] = _ends.end_ranks(evaluate, b, G, thresholds[sl])
+        return r, st.ess, st.log_norm
 
     def _check_mass(self, log_norm: np.ndarray, g: np.ndarray, start: int) -> None:
         """Refuse test points whose posterior predictive leaves the grid (the set would be clipped)."""
@@ -588,6 +584,13 @@ class _EndRefiner:
             np.ascontiguousarray(logf), self.log_lik, self.E, self.c, members, self.E32, scratch=self.scratch
         )
         return (r.reshape(y.shape) > thr) & act
+
+
+def _mark_evaluated(ds: xr.Dataset, done: np.ndarray, n_full: np.ndarray) -> None:
+    """End-only mode's output: p-values NaN where not ranked, the ``evaluated`` mask and the counts."""
+    ds["p_value"] = ds["p_value"].where(done)
+    ds["evaluated"] = (("obs", "grid_point"), done)
+    ds.attrs.update(grid_mode="ends", n_full_grid=int(n_full.sum()), n_evaluated=int(done.sum()))
 
 
 def _check_support(logf: np.ndarray, g: np.ndarray, start: int) -> None:
