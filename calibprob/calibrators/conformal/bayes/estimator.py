@@ -123,11 +123,11 @@ class ConformalBayes(BaseEstimator):
         the bisection of each set end on grid indices (about 20 of 100 values per test point), the
         other values taking the smaller rank of their evaluated neighbours; a test point whose set
         the scan sees in several pieces (or empty) is evaluated on the full grid, counted in
-        ``attrs["n_full_grid"]`` (:mod:`calibprob.calibrators.conformal.bayes._ends`). The sets equal
+        ``attrs["n_full_grid"]`` (``calibprob.calibrators.conformal.bayes._ends``). The sets equal
         the full mode's where the p-value does not dip between two evaluated values inside the set
         (always for a unimodal p-value); ``p_value`` is NaN at the values not evaluated (the
         ``evaluated`` mask), ``ess``, ``min_ess`` and ``pareto_k`` are the full mode's. It needs one
-        common shift of the log-likelihood (:func:`._numerics.shifted_likelihood`; real data): otherwise
+        common shift of the log-likelihood (``_numerics.shifted_likelihood``; real data): otherwise
         the full grid is used.
 
     Attributes
@@ -440,7 +440,7 @@ class ConformalBayes(BaseEstimator):
         return ds
 
     def _end_block(self, logf, E, c, E32, member, sl, thresholds, check, scratch, marks):
-        """Ranks, ESS and log norms of a block by end-only evaluation (:mod:`._ends`); ``marks`` (the values
+        """Ranks, ESS and log norms of a block by end-only evaluation (``_ends``); ``marks`` (the values
         ranked, the points on the full grid) are filled in for the block's points."""
         b, G = logf.shape[1], logf.shape[2]
         st = _ends.row_stats(logf, check, scratch)
