@@ -380,7 +380,7 @@ class ConformalBayes(BaseEstimator):
         logw_focus = np.empty((self.n_draws_, m, len(levels)))
 
         scratch = Scratch()  # per-thread buffers of the fused path, freed with this call
-        ends = self.grid_mode == "ends" and E32 is not None  # needs one common shift's float32 screen
+        end_only = self.grid_mode == "ends" and E32 is not None  # needs one common shift's float32 screen
         marks = np.ones((m, G), bool), np.zeros(m, bool)  # end-only mode: values ranked, points on the full grid
 
         def work(item) -> int:
@@ -393,10 +393,10 @@ class ConformalBayes(BaseEstimator):
                 _inputs.check_log_density(logf, "test_log_density", allow_minus_inf=True)
                 _check_support(logf, g[sl], sl.start)
 
-            if ends:
+            if end_only:
                 r, e, log_norm = self._end_block(logf, E, c, E32, member, sl, thresholds, check, scratch, marks)
             else:
-                members = None if labels is None else np.repeat(member[sl], G, axis=0)
+                members = None if member is None else np.repeat(member[sl], G, axis=0)
                 r, e, log_norm = aoi_block(logf, self.log_likelihood_, E, c, members, E32, check=check, scratch=scratch)
             self._check_mass(log_norm.reshape(b, G), g[sl], sl.start)
             rank[sl] = r.reshape(b, G)
