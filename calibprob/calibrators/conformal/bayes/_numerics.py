@@ -261,7 +261,7 @@ class Scratch(threading.local):
 
 @functools.cache
 def _kernels() -> SimpleNamespace:
-    """The fused path's two loops, compiled by Numba on first use (cached on disk), releasing the GIL."""
+    """The fused path's loops, compiled by Numba on first use (cached on disk), releasing the GIL."""
     import numba
 
     @numba.njit(nogil=True, cache=True)
@@ -311,6 +311,27 @@ def _kernels() -> SimpleNamespace:
                 Ec[s, q] = E[s, cols[q]]
 
     return SimpleNamespace(shift=shift, sums_cast=sums_cast, gather=gather)
+
+
+@functools.cache
+def _sums_kernel() -> Callable[..., None]:
+    """``sums_cast`` without the float32 copy (the end-only mode casts only the rows it ranks); Numba."""
+    import numba
+
+    @numba.njit(nogil=True, cache=True)
+    def sums(x: np.ndarray, total: np.ndarray, sq: np.ndarray) -> None:  # pragma: no cover - compiled
+        # over the draws in order, as sums_cast: the same sums bit for bit
+        S, R = x.shape
+        for j in range(R):
+            total[j] = 0.0
+            sq[j] = 0.0
+        for s in range(S):
+            for j in range(R):
+                v = x[s, j]
+                total[j] += v
+                sq[j] += v * v
+
+    return sums
 
 
 def _exact_below(

@@ -63,7 +63,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
@@ -77,7 +77,7 @@ from calibprob._core.ranks import exact_level, lower_rank, min_conformal_points
 from calibprob._core.validation import check_choice, check_confidence_levels, check_int
 from calibprob.calibrators._weighted import equal_weights
 from calibprob.calibrators.conformal._intervals import level_form
-from calibprob.calibrators.conformal.bayes import _inputs
+from calibprob.calibrators.conformal.bayes import _ends, _inputs
 from calibprob.calibrators.conformal.bayes._numerics import (
     Scratch,
     aoi_block,
@@ -145,6 +145,17 @@ class ConformalBayes(BaseEstimator):
         A progress line (test points done, then the set ends refined) once a call has run a few
         seconds: ``True`` shows it, ``False`` hides it; default: :func:`calibprob.show_progress`'s
         setting, else shown on a terminal or in a notebook (``calibprob._core.progress``).
+    grid_mode : {"full", "ends"}, default "full"
+        ``"full"``: ranks at every grid value. ``"ends"``: ranks at a coarse scan of the grid and at
+        the bisection of each set end on grid indices (about 20 of 100 values per test point), the
+        other values taking the smaller rank of their evaluated neighbours; a test point whose set
+        the scan sees in several pieces (or empty) is evaluated on the full grid, counted in
+        ``attrs["n_full_grid"]`` (``calibprob.calibrators.conformal.bayes._ends``). The sets equal
+        the full mode's where the p-value does not dip between two evaluated values inside the set
+        (always for a unimodal p-value); ``p_value`` is NaN at the values not evaluated (the
+        ``evaluated`` mask), ``ess``, ``min_ess`` and ``pareto_k`` are the full mode's. It needs one
+        common shift of the log-likelihood (``_numerics.shifted_likelihood``; real data): otherwise
+        the full grid is used.
 
     Attributes
     ----------
@@ -206,6 +217,7 @@ class ConformalBayes(BaseEstimator):
         chunk_size: int | None = None,
         n_jobs: int | None = None,
         progress: bool | None = None,
+        grid_mode: Literal["full", "ends"] = "full",
     ) -> None:
         self.confidence_level = confidence_level
         self.min_grid_mass = min_grid_mass
@@ -216,6 +228,7 @@ class ConformalBayes(BaseEstimator):
         self.chunk_size = chunk_size
         self.n_jobs = n_jobs
         self.progress = progress
+        self.grid_mode = grid_mode
 
     @renamed_keywords({"train_groups": "groups"})
     def fit(
@@ -291,6 +304,11 @@ class ConformalBayes(BaseEstimator):
         if self.n_jobs is not None:
             check_int(self.n_jobs, "n_jobs", minimum=1)
         _progress._check_progress(self.progress)
+        if self.grid_mode not in ("full", "ends"):
+            raise ValueError(
+                f"grid_mode must be 'full' (ranks at every grid value) or 'ends' (a coarse scan and the set "
+                f"ends refined); got {self.grid_mode!r}."
+            )
 
     def predict(
         self,
@@ -467,6 +485,9 @@ class ConformalBayes(BaseEstimator):
         logw_focus = np.empty((self.n_draws_, m, len(levels)))
 
         scratch = Scratch()  # per-thread buffers of the fused path, freed with this call
+        # end-only needs one common shift's float32 screen and integer ranks: weighted ranks (shift) use the full grid
+        end_only = self.grid_mode == "ends" and E32 is not None and shift is None
+        marks = np.ones((m, G), bool), np.zeros(m, bool)  # end-only mode: values ranked, points on the full grid
 
         def work(item: tuple[slice, Any]) -> int:
             sl, logf = item
@@ -478,11 +499,14 @@ class ConformalBayes(BaseEstimator):
                 _inputs.check_log_density(logf, "test_log_density", allow_minus_inf=True)
                 _check_support(logf, g[sl], sl.start)
 
-            members = None if member is None else np.repeat(member[sl], G, axis=0)
-            point_w = None if shift is None else shift[0]
-            r, e, log_norm = aoi_block(
-                logf, self.log_likelihood_, E, c, members, E32, check=check, scratch=scratch, point_weights=point_w
-            )
+            if end_only and E32 is not None:  # end_only implies the common float32 screen
+                r, e, log_norm = self._end_block(logf, E, c, E32, member, sl, thresholds, check, scratch, marks)
+            else:
+                members = None if member is None else np.repeat(member[sl], G, axis=0)
+                point_w = None if shift is None else shift[0]
+                r, e, log_norm = aoi_block(
+                    logf, self.log_likelihood_, E, c, members, E32, check=check, scratch=scratch, point_weights=point_w
+                )
             self._check_mass(log_norm.reshape(b, G), g[sl], sl.start)
             rank[sl] = r.reshape(b, G) if shift is None else r.reshape(b, G) + shift[1][sl, None]
             ess[sl] = e.reshape(b, G)
@@ -516,6 +540,8 @@ class ConformalBayes(BaseEstimator):
         ds = self._assemble(out, rank, denominator, ess, n_ranked, g, levels, thresholds, logw_focus)
         ds.attrs["interval_ends"] = ends
         ds.attrs.update(attrs)
+        if self.grid_mode == "ends":
+            _mark_evaluated(ds, *marks)
         if labels is not None:
             ds["group"] = ("obs", labels)
             ds["marginal_fallback"] = ("obs", fallback)
@@ -576,6 +602,31 @@ class ConformalBayes(BaseEstimator):
         w, t = w / ref, t / ref
         total = np.full(t.size, w.sum()) if member is None else member @ w
         return w, t, total
+
+    def _end_block(
+        self,
+        logf: np.ndarray,
+        E: np.ndarray,
+        c: np.ndarray,
+        E32: np.ndarray,
+        member: np.ndarray | None,
+        sl: slice,
+        thresholds: np.ndarray,
+        check: Callable[[], None],
+        scratch: Scratch,
+        marks: tuple[np.ndarray, np.ndarray],
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Ranks, ESS and log norms of a block by end-only evaluation (``_ends``); ``marks`` (the values
+        ranked, the points on the full grid) are filled in for the block's points."""
+        b, G = logf.shape[1], logf.shape[2]
+        st = _ends.row_stats(logf, check, scratch)
+
+        def evaluate(pts: np.ndarray, idx: np.ndarray) -> np.ndarray:
+            members = None if member is None else member[sl][pts]
+            return _ends.ranks_at(st, pts * G + idx, logf, self.log_likelihood_, E, c, E32, members)
+
+        r, marks[0][sl], marks[1][sl] = _ends.end_ranks(evaluate, b, G, thresholds[sl])
+        return r, st.ess, st.log_norm
 
     def _check_mass(self, log_norm: np.ndarray, g: np.ndarray, start: int) -> None:
         """Refuse test points whose posterior predictive leaves the grid (the set would be clipped)."""
@@ -758,6 +809,13 @@ class _EndRefiner:
         if self.test_weights is not None:
             r = r + self.test_weights[rows, None]
         return (r > thr) & act
+
+
+def _mark_evaluated(ds: xr.Dataset, done: np.ndarray, n_full: np.ndarray) -> None:
+    """End-only mode's output: p-values NaN where not ranked, the ``evaluated`` mask and the counts."""
+    ds["p_value"] = ds["p_value"].where(done)
+    ds["evaluated"] = (("obs", "grid_point"), done)
+    ds.attrs.update(grid_mode="ends", n_full_grid=int(n_full.sum()), n_evaluated=int(done.sum()))
 
 
 def _check_support(logf: np.ndarray, g: np.ndarray, start: int) -> None:
