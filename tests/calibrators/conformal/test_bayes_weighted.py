@@ -159,7 +159,7 @@ def test_bad_weights_are_refused_naming_the_fix():
         ConformalBayes().fit(ll, weights=np.zeros(n))
     with pytest.raises(ValueError, match="weights has 3 entries for 40 points"):
         ConformalBayes().fit(ll, weights=np.ones(3))
-    with pytest.raises(ValueError, match="needs weighted calibration"):
+    with pytest.raises(ValueError, match="needs a weighted fit"):
         ConformalBayes().fit(ll, y=y).predict(logf, grid, weights=np.ones(3))
     with pytest.raises(ValueError, match="the test points need their weights too"):
         ConformalBayes().fit(ll, y=y, weights=np.ones(n)).predict(logf, grid)
@@ -270,3 +270,17 @@ def test_the_pymc_door_passes_weights_through():
     by_hand = ConformalBayes().fit(idata, weights=w).predict(logf, grid, weights=t)
     np.testing.assert_array_equal(pred["p_value"].values, by_hand["p_value"].values)
     assert pred.attrs["weights_ess"] == by_hand.attrs["weights_ess"]
+
+
+def test_end_only_mode_ranks_weighted_points_on_the_full_grid():
+    """grid_mode="ends" searches integer ranks; weighted ranks are ranked on the whole grid, so equal full mode's."""
+    rng = np.random.default_rng(3)
+    x, y, ll, x_new, grid, logf = _regression(rng, S=1500, G=241)
+    w, t = np.exp(0.5 * x), np.exp(0.5 * x_new)
+    full = ConformalBayes(confidence_level=[0.8, 0.9]).fit(ll, y=y, weights=w).predict(logf, grid, weights=t)
+    ends = ConformalBayes(confidence_level=[0.8, 0.9], grid_mode="ends").fit(ll, y=y, weights=w)
+    out = ends.predict(logf, grid, weights=t)
+    assert np.array_equal(out["p_value"].values, full["p_value"].values)
+    assert bool(out["evaluated"].all())
+    for v in ("lower", "upper"):
+        assert np.array_equal(out[v].values, full[v].values)
