@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 #: Acquisition names accepted by the BO loop (:func:`acquisition_loss` takes the first four;
-#: ``"sharp-ucb"`` is :mod:`calibprob.bo.sharp`, ``"cei"``/``"cucb"`` :mod:`calibprob.bo.stanton`).
+#: ``"sharp-ucb"`` is ``calibprob.bo.sharp``, ``"cei"``/``"cucb"`` ``calibprob.bo.stanton``).
 ACQUISITIONS = ("lcb", "ucb", "ei", "pi", "sharp-ucb", "cei", "cucb")
 
 _INV_SQRT_2PI = 1.0 / np.sqrt(2.0 * np.pi)

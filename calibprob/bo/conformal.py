@@ -32,7 +32,7 @@ own softmax is the design, so the ratio is known exactly and no classifier is ne
 lower confidence bound has label-free leave-one-out standard deviations; EI and PI would need
 the incumbent per left-out model and are refused as designs). Stanton et al. (2023) integrate the
 acquisition over the conformal set of every candidate and estimate the density ratio with a
-classifier: ``acquisition="cei"``/``"cucb"`` (:mod:`calibprob.bo.stanton`) does so over these
+classifier: ``acquisition="cei"``/``"cucb"`` (``calibprob.bo.stanton``) does so over these
 sets, with this design's weights standing in for the ratio.
 
 References
@@ -142,7 +142,7 @@ def query_set(
     confidence_level : float
     grid : ndarray, optional
         Candidate labels of the set, strictly increasing; default :func:`label_grid` of ``ys``
-        (the conformal acquisitions of :mod:`calibprob.bo.stanton` pass a finer one).
+        (the conformal acquisitions of ``calibprob.bo.stanton`` pass a finer one).
 
     Returns
     -------

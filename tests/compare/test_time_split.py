@@ -25,7 +25,7 @@ def _spec(**over):
         "split": {"kind": "time", "train": 0.5, "burn_in": 0.45, "horizon": 0.05},
         "base": {"kind": "ols"},
         "standardize": False,
-        "confidence_levels": [0.8, 0.9],
+        "confidence_level": [0.8, 0.9],
         "methods": {
             "aci": {"kind": "aci", "gamma": 0.04},
             "online-aci": {"kind": "online-recalibration", "rule": "aci"},

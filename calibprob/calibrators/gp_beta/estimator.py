@@ -115,7 +115,7 @@ class GPBetaCalibrator(BaseEstimator):
         Seconds spent in :meth:`fit` (including any compilation).
     weights_guarantee_ : str or None
         After a weighted :meth:`fit`: that no finite-sample guarantee follows
-        (:data:`calibprob.calibrators.recalibration.NO_GUARANTEE`); None unweighted.
+        (``calibprob.calibrators.recalibration.NO_GUARANTEE``); None unweighted.
 
     Weights (``fit(..., weights=)``, e.g. a likelihood ratio :math:`v_i` under covariate shift)
     weight the data terms of the log posterior, :math:`\log p(\text{params}) + \sum_i v_i

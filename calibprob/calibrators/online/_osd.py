@@ -154,7 +154,7 @@ def osd_step(
     with :math:`o_t(p) = \mathbb 1\{u_t \le R_t(p)\}` (``"isotonic"``) or
     :math:`\mathbb 1\{u_t \le \theta_t(p)\}` (``"independent"``, eq. 9). With an importance
     ``weight`` :math:`v_t \ge 0` the step is :math:`\eta v_t (p - o_t(p))`: online subgradient
-    descent on the weighted pinball loss :math:`v_t \ell_{tp}` (:func:`weighted_coverage_bound`).
+    descent on the weighted pinball loss :math:`v_t \ell_{tp}` (``weighted_coverage_bound``).
 
     Parameters
     ----------

@@ -319,6 +319,22 @@ def _bundled_rows(name: str) -> int:
     return _resolve(name).rows
 
 
+def _csv_columns(entry: dict, where: str) -> tuple[Any, Any, Any, bool | None, int | None]:
+    """A CSV entry's column choices: ``(features, exclude, one_hot, dropna, subsample)``, each checked."""
+    cols = ListOf(Str())
+    features = tuple(cols.check(entry["features"], f"{where}.features")) if "features" in entry else None
+    exclude = tuple(cols.check(entry["exclude"], f"{where}.exclude")) if "exclude" in entry else None
+    if features is not None and exclude is not None:
+        raise SpecError(f"{where} has both 'features' (columns to use) and 'exclude' (columns to drop); keep one.")
+    one_hot = None
+    if "one_hot" in entry:
+        one_hot = AnyOf((Bool(), ListOf(Str()))).check(entry["one_hot"], f"{where}.one_hot")
+        one_hot = tuple(one_hot) if isinstance(one_hot, list) else one_hot
+    dropna = Bool().check(entry["dropna"], f"{where}.dropna") if "dropna" in entry else None
+    subsample = Int(1, None).check(entry["subsample"], f"{where}.subsample") if "subsample" in entry else None
+    return features, exclude, one_hot, dropna, subsample
+
+
 def _parse_csv_entry(
     entry: dict,
     name: str,
@@ -339,19 +355,7 @@ def _parse_csv_entry(
     if "target" not in entry:
         raise SpecError(f"{where} reads a CSV and needs 'target' (the column to predict).")
     target = Str().check(entry["target"], f"{where}.target")
-    cols = ListOf(Str())
-    features = tuple(cols.check(entry["features"], f"{where}.features")) if "features" in entry else None
-    exclude = tuple(cols.check(entry["exclude"], f"{where}.exclude")) if "exclude" in entry else None
-    if features is not None and exclude is not None:
-        raise SpecError(f"{where} has both 'features' (columns to use) and 'exclude' (columns to drop); keep one.")
-    one_hot = None
-    if "one_hot" in entry:
-        one_hot = AnyOf((Bool(), ListOf(Str()))).check(entry["one_hot"], f"{where}.one_hot")
-        one_hot = tuple(one_hot) if isinstance(one_hot, list) else one_hot
-    dropna = Bool().check(entry["dropna"], f"{where}.dropna") if "dropna" in entry else None
-    subsample = None
-    if "subsample" in entry:
-        subsample = Int(1, None).check(entry["subsample"], f"{where}.subsample")
+    features, exclude, one_hot, dropna, subsample = _csv_columns(entry, where)
     time = None
     if "time" in entry:
         time = _parse_time_column(entry, path, target, features, where)

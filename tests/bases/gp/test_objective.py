@@ -302,7 +302,7 @@ def test_cli_path_with_standardize_false_and_an_offset_is_a_clear_task_error(tmp
             "standardize": False,
             "base": {"kind": "gp", "n_restarts": 1},
             "methods": {"b": {"kind": "base"}},
-            "confidence_levels": [0.9],
+            "confidence_level": [0.9],
         }
     )
     # the base fit fails, so the whole task does; the CLI prints it in its failed-tasks table

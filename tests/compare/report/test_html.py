@@ -33,7 +33,7 @@ SPEC = {
         "isotonic": {"kind": "isotonic", "extrapolate": True},
         "J+": {"kind": "jackknife-plus"},
     },
-    "confidence_levels": [0.5, 0.9],
+    "confidence_level": [0.5, 0.9],
 }
 
 
