@@ -525,16 +525,8 @@ class ConformalBayes(BaseEstimator):
                 for b in _bounded_map(work, blocks, _n_jobs(self.n_jobs)):
                     line.update(b)
                 out = _set_summaries(rank, thresholds, g)
-                if log_density is None:
-                    ends = "outer grid neighbours"
-                    out["lower"], out["upper"] = out.pop("lower_out"), out.pop("upper_out")
-                else:
-                    ends = f"refined by bisection on the p-value ({REFINE_STEPS} halvings of the grid spacing)"
-                    refine = _EndRefiner(self.log_likelihood_, E, c, E32, member, thresholds)
-                    if shift is not None:
-                        refine.point_weights, refine.test_weights = shift[0], shift[1]
-                    refine.n_jobs, refine.scratch = _n_jobs(self.n_jobs), scratch
-                    out["lower"], out["upper"] = refine(log_density, out, line)
+                refiner = _EndRefiner(self.log_likelihood_, E, c, E32, member, thresholds)
+                ends = self._interval_ends(out, refiner, log_density, shift, scratch, line)
         for key in ("lower_in", "upper_in", "lower_out", "upper_out"):
             out.pop(key, None)
         ds = self._assemble(out, rank, denominator, ess, n_ranked, g, levels, thresholds, logw_focus)
@@ -547,6 +539,26 @@ class ConformalBayes(BaseEstimator):
             ds["marginal_fallback"] = ("obs", fallback)
         self._warn(ds, levels, labels)
         return ds
+
+    def _interval_ends(
+        self,
+        out: dict,
+        refine: _EndRefiner,
+        log_density: Callable[[slice, np.ndarray], np.ndarray] | None,
+        shift: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+        scratch: Scratch,
+        line: Any,
+    ) -> str:
+        """Set ``out``'s ``lower`` / ``upper``: the outer grid neighbours, or refined by bisection when the
+        log density can be evaluated off the grid; returns how the ends were found (``attrs["interval_ends"]``)."""
+        if log_density is None:
+            out["lower"], out["upper"] = out.pop("lower_out"), out.pop("upper_out")
+            return "outer grid neighbours"
+        if shift is not None:
+            refine.point_weights, refine.test_weights = shift[0], shift[1]
+        refine.n_jobs, refine.scratch = _n_jobs(self.n_jobs), scratch
+        out["lower"], out["upper"] = refine(log_density, out, line)
+        return f"refined by bisection on the p-value ({REFINE_STEPS} halvings of the grid spacing)"
 
     def _ranking(
         self,
