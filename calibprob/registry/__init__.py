@@ -604,6 +604,7 @@ register_method(
         "min_ess": _POS,
         "max_pareto_k": _POS,
         "pareto_k": _BOOL,
+        "grid_mode": Choice(("full", "ends")),
     },
     doc="Conformal Bayes (Fong & Holmes 2021): full-conformal sets from the PyMC base's posterior, no calibration split.",
     serves=POSTERIOR_BASES,
