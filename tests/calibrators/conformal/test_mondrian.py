@@ -196,7 +196,7 @@ def test_model_aware_split_conformal_per_group_bitwise():
 )
 @pytest.mark.seeded(30)
 def test_every_post_processor_takes_groups(make, seed, record_property):
-    """Grouped = each group alone, bitwise; each group's 90 % coverage within 4 SE (the draw's seed from the seed
+    """Grouped = each group alone, bitwise; each group's 90 % coverage within 4 sds (the draw's seed from the seed
     sweep, 30 in the default run)."""
     data = _split_problem(seed)
     (pc, yc, gc), (pt, yt, gt) = data["cal"], data["test"]
@@ -210,9 +210,13 @@ def test_every_post_processor_takes_groups(make, seed, record_property):
         np.testing.assert_array_equal(pred.calib.quantiles[rt], alone.calib.quantiles)
         if not isinstance(cal, calibprob.OnlineQuantileRecalibrator):
             hit = (yt[rt] >= alone.calib.quantiles[:, 0]) & (yt[rt] <= alone.calib.quantiles[:, 2])
-            worst = max(worst, abs(hit.mean() - 0.9) / np.sqrt(0.09 / rt.size))
-            assert abs(hit.mean() - 0.9) < 4 * np.sqrt(0.09 / rt.size)
+            # the coverage's sd given the data: the test points' binomial sd and the calibration set's own (the
+            # group's fitted map moves with its ~500 calibration points as much as its ~500 test points vary); the
+            # test points' sd alone (4 sd) broke at 4 of 100 (seed, post-processor) pairs of the seed sweep
+            se = np.sqrt(0.09 * (1 / rt.size + 1 / rc.size))
+            worst = max(worst, abs(hit.mean() - 0.9) / se)
     record_property("coverage_error_se", worst)
+    assert worst < 4  # seeds 0..19, all five post-processors: worst 3.2 sds
     np.testing.assert_array_equal(pred["group"].values, gt)
     # the ungrouped path keeps a group coordinate it is given
     plain = make().fit(pc, yc).predict(pt, levels=[0.05, 0.5, 0.95])
