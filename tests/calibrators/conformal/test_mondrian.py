@@ -8,7 +8,6 @@ coverage guarantee c <= P(Y in C | group) < c + 1/(n_k + 1) over seeded repetiti
 from __future__ import annotations
 
 import functools
-
 import math
 import warnings
 from fractions import Fraction

@@ -48,8 +48,8 @@ def test_randomized_pit_is_exactly_uniform(seed, record_property):
 
 @pytest.mark.seeded(1)
 def test_stored_quantiles_are_calibrated_level_by_level(seed, record_property):
-    """floor(p(n+1))/(n+1) <= P(Y <= Q(p)) <= ceil(p(n+1))/(n+1) at every stored level (the draws' seed from the seed sweep, 1 in the default
-    run)."""
+    """floor(p(n+1))/(n+1) <= P(Y <= Q(p)) <= ceil(p(n+1))/(n+1) at every stored level (the draws' seed from the
+    seed sweep, 1 in the default run)."""
     rng = np.random.default_rng(seed)
     n_cal, m, reps = 30, 20, 400
     levels = np.array([0.05, 0.2, 0.5, 0.7, 0.95])
@@ -68,8 +68,8 @@ def test_stored_quantiles_are_calibrated_level_by_level(seed, record_property):
 
 @pytest.mark.seeded(2)
 def test_contract_and_scores_match_true_distribution(seed, record_property):
-    """With many calibration points the CPS recovers the (skewed) truth: NLL near the true NLL (the draws' seed from the seed sweep, 2 in the
-    default run)."""
+    """With many calibration points the CPS recovers the (skewed) truth: NLL near the true NLL (the draws' seed from
+    the seed sweep, 2 in the default run)."""
     rng = np.random.default_rng(seed)
     X, y = draw(rng, 5000)
     cps = ConformalPredictiveSystem().fit(base_pred(X[:3000]), y[:3000])
