@@ -203,17 +203,21 @@ def test_rv_quantile_is_the_generalised_inverse_of_the_split_cps_cdf():
 
 @pytest.mark.parametrize("scenario", ["overconfident", "biased"])
 @pytest.mark.parametrize("name", sorted(DISTRIBUTION_FREE))
-def test_recalibrated_ece_near_truth_and_far_below_base(name, scenario):
-    """ECE on fresh test data: truth ~1e-4, base >= 0.01, RK/RV/RM at the sampling floor of n_cal = 500."""
+@pytest.mark.seeded(20)
+def test_recalibrated_ece_near_truth_and_far_below_base(name, scenario, seed, record_property):
+    """ECE on fresh test data: truth ~1e-4, base >= 0.01, RK/RV/RM at the sampling floor of n_cal = 500.
+
+    The seed sweep's ``seed`` picks the block of 5 draws, seeds 5 seed .. 5 seed + 4 (100..104 in the default run).
+    """
     kw = {"overconfident": dict(shrink=0.5), "biased": dict(bias=1.0)}[scenario]
     n_cal, n_test = 500, 2000
     ece = {"truth": [], "base": [], "recal": []}
     cov = []
-    for seed in range(5):
-        rng = np.random.default_rng(100 + seed)
+    for r in range(5):
+        rng = np.random.default_rng(5 * seed + r)
         y_cal, base_cal, _ = problem(rng, n_cal, **kw)
         y_te, base_te, truth = problem(rng, n_test, **kw)
-        recal = DISTRIBUTION_FREE[name](seed).fit(base_cal, y_cal).predict(base_te)
+        recal = DISTRIBUTION_FREE[name](r).fit(base_cal, y_cal).predict(base_te)
         calibprob.validate(recal)
         ece["truth"].append(float(metrics.ece(truth, y_te)))
         ece["base"].append(float(metrics.ece(base_te, y_te)))
@@ -221,13 +225,18 @@ def test_recalibrated_ece_near_truth_and_far_below_base(name, scenario):
         cov.append(metrics.coverage(recal, y_te, [0.5, 0.9]).values)
     e = {k: np.mean(v) for k, v in ece.items()}
     floor = ECE_VARIANCE_FACTOR * (1 / n_cal + 1 / n_test)  # expected ECE of a calibrated method: 4.0e-4
+    c = np.array([0.5, 0.9])
+    se = np.sqrt(c * (1 - c) * (1 / n_cal + 1 / n_test) / 5)
+    record_property("ece_truth", e["truth"])
+    record_property("ece_base", e["base"])
+    record_property("ece_recal_over_floor", e["recal"] / floor)
+    record_property("ece_base_over_recal", e["base"] / e["recal"])
+    record_property("coverage_error_se", float(np.max((np.abs(np.mean(cov, 0) - c) - 1 / (n_cal + 1)) / se)))
     assert e["truth"] < 3e-4
     assert e["base"] > 0.01
     assert e["recal"] < 2.5 * floor, e
     assert e["recal"] < e["base"] / 15, e
     # central intervals: mean over 5 seeds; sd of one seed's coverage ~ sqrt(c(1-c)(1/n_cal + 1/n_test))
-    c = np.array([0.5, 0.9])
-    se = np.sqrt(c * (1 - c) * (1 / n_cal + 1 / n_test) / 5)
     assert np.all(np.abs(np.mean(cov, 0) - c) < 4 * se + 1 / (n_cal + 1)), (np.mean(cov, 0), se)
 
 
@@ -256,18 +265,24 @@ def test_finite_sample_level_guarantees(name):
     assert np.all(mean >= lo - 4 * se) and np.all(mean <= hi + 4 * se), (mean, lo, hi, se)
 
 
-def test_central_interval_coverage_over_seeds():
-    """0.5 and 0.9 central intervals, 10 seeds x (n_cal 200, n_test 500): within binomial error of nominal."""
+@pytest.mark.seeded(20)
+def test_central_interval_coverage_over_seeds(seed, record_property):
+    """0.5 and 0.9 central intervals, 10 seeds x (n_cal 200, n_test 500): within binomial error of nominal.
+
+    The seed sweep's ``seed`` picks the block of 10 draws, seeds 10 seed .. 10 seed + 9 (200..209 in the default run).
+    """
     c = np.array([0.5, 0.9])
     n_cal, n_test, seeds = 200, 500, 10
     covs = {k: [] for k in DISTRIBUTION_FREE}
-    for seed in range(seeds):
-        rng = np.random.default_rng(200 + seed)
+    for r in range(seeds):
+        rng = np.random.default_rng(seeds * seed + r)
         y_cal, base_cal, _ = problem(rng, n_cal, bias=0.5, shrink=0.5)
         y_te, base_te, _ = problem(rng, n_test, bias=0.5, shrink=0.5)
         for k, make in DISTRIBUTION_FREE.items():
-            covs[k].append(metrics.coverage(make(seed).fit(base_cal, y_cal).predict(base_te), y_te, c).values)
+            covs[k].append(metrics.coverage(make(r).fit(base_cal, y_cal).predict(base_te), y_te, c).values)
     se = np.sqrt(c * (1 - c) * (1 / n_cal + 1 / n_test) / seeds)
+    worst = max(np.max((np.abs(np.mean(v, 0) - c) - 1 / (n_cal + 1)) / se) for v in covs.values())
+    record_property("coverage_error_se", float(worst))
     for k, v in covs.items():
         assert np.all(np.abs(np.mean(v, 0) - c) < 4 * se + 1 / (n_cal + 1)), (k, np.mean(v, 0), se)
 
@@ -328,25 +343,31 @@ def test_rm_width_is_constant_and_ignores_sigma():
     np.testing.assert_allclose(med["quantile"].values, q, atol=1e-12)  # Gaussian: median = mean
 
 
-def test_variance_scaling_recovers_the_shrink_factor():
-    """sigma/2 base: s^2 = mean z^2 with z ~ N(0, 4) -> s = 2 within 4 standard errors."""
-    rng = np.random.default_rng(8)
+@pytest.mark.seeded(8)
+def test_variance_scaling_recovers_the_shrink_factor(seed, record_property):
+    """sigma/2 base: s^2 = mean z^2 with z ~ N(0, 4) -> s = 2 within 4 standard errors (the draw's seed from the
+    seed sweep, 8 in the default run)."""
+    rng = np.random.default_rng(seed)
     n = 1000
     y_cal, base_cal, _ = problem(rng, n, shrink=0.5)
     y_te, base_te, truth = problem(rng, 2000, shrink=0.5)
     vs = VarianceScalingRecalibrator().fit(base_cal, y_cal)
     z = (y_cal - base_cal["loc"].values) / base_cal["scale"].values
     assert vs.scale_factor_ == pytest.approx(np.sqrt(np.mean(z**2)), rel=1e-14)
+    record_property("scale_error_se", abs(vs.scale_factor_ - 2.0) / (2.0 * np.sqrt(1 / (2 * n))))
     assert abs(vs.scale_factor_ - 2.0) < 4 * 2.0 * np.sqrt(1 / (2 * n))  # sd(s) ~ s / sqrt(2n)
     out = vs.predict(base_te)
     assert out.attrs["family"] == "normal"
     np.testing.assert_allclose(out["scale"].values, vs.scale_factor_ * base_te["scale"].values)
     np.testing.assert_allclose(out["loc"].values, base_te["loc"].values)
+    record_property("ece_vs", float(metrics.ece(out, y_te)))
+    record_property("ece_truth", float(metrics.ece(truth, y_te)))
     assert float(metrics.ece(out, y_te)) < 3 * float(metrics.ece(truth, y_te)) + 3e-4
     # a biased base: variance scaling cannot remove bias (it is the parametric baseline)
     y_cal, base_cal, _ = problem(rng, n, bias=1.0)
     y_te, base_te, _ = problem(rng, 2000, bias=1.0)
     out = VarianceScalingRecalibrator().fit(base_cal, y_cal).predict(base_te)
+    record_property("ece_vs_biased", float(metrics.ece(out, y_te)))
     assert float(metrics.ece(out, y_te)) > 0.02
 
 
@@ -553,11 +574,13 @@ class _ToyBase:
         ("variance-scaling", {}),
     ],
 )
-def test_runner_kinds(kind, options):
+@pytest.mark.seeded(12)
+def test_runner_kinds(kind, options, seed, record_property):
+    """Each runner kind recalibrates a toy base (the draw's seed from the seed sweep, 12 in the default run)."""
     from calibprob.compare.methods import METHOD_KINDS
 
     func = METHOD_KINDS[kind].func
-    rng = np.random.default_rng(12)
+    rng = np.random.default_rng(seed)
 
     def data(n):
         X = rng.uniform(-2, 2, (n, 1))
@@ -568,6 +591,7 @@ def test_runner_kinds(kind, options):
     out = calibprob.validate(func(ctx, **options))
     assert out.sizes == {"obs": 1000, "level": 99}
     base = _ToyBase().predict(Xte)
+    record_property("ece_base_over_out", float(metrics.ece(base, yte)) / float(metrics.ece(out, yte)))
     assert float(metrics.ece(out, yte)) < float(metrics.ece(base, yte)) / 5
     if kind == "vovk" and not options:  # seeded by the task
         np.testing.assert_array_equal(out["quantile"].values, func(ctx)["quantile"].values)

@@ -59,9 +59,11 @@ def test_integer_weights_equal_repeated_draws():
     assert np.all(np.abs(cdf - [0.1, 0.5, 0.9]) <= k.max() / k.sum() + 1e-12)
 
 
-def test_weighted_draws_of_a_normal_mixture_reweighted_to_a_target():
-    # importance weights N(1, 1) / N(0, 2) turn N(0, 2) draws into N(1, 1): quantiles within MC error
-    rng = np.random.default_rng(3)
+@pytest.mark.seeded(3)
+def test_weighted_draws_of_a_normal_mixture_reweighted_to_a_target(seed, record_property):
+    # importance weights N(1, 1) / N(0, 2) turn N(0, 2) draws into N(1, 1): quantiles within MC error (the draws'
+    # seed from the seed sweep, 3 in the default run)
+    rng = np.random.default_rng(seed)
     x = rng.normal(0.0, 2.0, size=(20000, 1))
     lw = stats.norm.logpdf(x, 1.0, 1.0) - stats.norm.logpdf(x, 0.0, 2.0)
     w = np.exp(lw - lw.max())
@@ -70,6 +72,9 @@ def test_weighted_draws_of_a_normal_mixture_reweighted_to_a_target():
     pred = calibprob.from_draws(x, weights=w, levels=levels)
     ess = 1.0 / np.sum(w**2)
     se = np.sqrt(levels * (1 - levels) / ess) / stats.norm.pdf(stats.norm.ppf(levels))
+    err = np.abs(pred["quantile"].values[0] - (1.0 + stats.norm.ppf(levels)))
+    record_property("quantile_error_se", float(np.max(err / se)))
+    record_property("std_error_se", abs(float(pred["std"][0]) - 1.0) * np.sqrt(ess))
     assert np.all(np.abs(pred["quantile"].values[0] - (1.0 + stats.norm.ppf(levels))) < 5 * se)
     assert abs(float(pred["std"][0]) - 1.0) < 5 / np.sqrt(ess)
 
@@ -113,10 +118,16 @@ def test_weights_dataarray_with_other_dims_refused():
 # ---------------------------------------------------------------------------
 
 
-def test_from_loo_matches_closed_form_conjugate_loo():
+@pytest.mark.seeded(10)
+def test_from_loo_matches_closed_form_conjugate_loo(seed, record_property):
     """Conjugate regression, exact posterior draws: mean, sd and quantiles of each point's LOO predictive
-    within 5 Monte Carlo standard errors (ESS = 1/sum w^2 of the point's PSIS weights) of the closed form."""
-    rng = np.random.default_rng(10)
+    within 5 Monte Carlo standard errors (ESS = 1/sum w^2 of the point's PSIS weights) of the closed form.
+
+    The comparison holds where the importance ratio is well estimated (Pareto k < 0.5, ESS > 1000: all 30 points
+    at the default seed 10); a design draw of the seed sweep may hold a high-leverage point (k up to 0.72, ESS
+    down to 140 over seeds 0..19), which is left out, and at least 27 of the 30 points must qualify.
+    """
+    rng = np.random.default_rng(seed)
     n, s, tau = 30, 1.0, 3.0
     X = _design(rng, n)
     y = X @ [0.5, 1.0, -1.0] + s * rng.standard_normal(n)
@@ -126,16 +137,21 @@ def test_from_loo_matches_closed_form_conjugate_loo():
     m, sd = loo_predictive(X, y, s, tau)
     w = loo_weights(idata).matrix()
     ess = 1.0 / np.sum(w**2, axis=0)
-    assert ess.min() > 1000  # the weights are good here: the comparison is a real test of the estimator
-    assert np.all(np.abs(pred["mean"].values - m) < 5 * sd / np.sqrt(ess))
-    assert np.all(np.abs(pred["std"].values - sd) < 5 * sd / np.sqrt(2 * ess) * 1.5)
+    good = (ess > 1000) & (pred["pareto_k"].values < 0.5)
+    record_property("good_points", int(good.sum()))
+    assert good.sum() >= 27  # the weights are good here: the comparison is a real test of the estimator
+    m, sd, ess = m[good], sd[good], ess[good]
     exact = m[:, None] + sd[:, None] * stats.norm.ppf(levels)
     se = np.sqrt(levels * (1 - levels) / ess[:, None]) * sd[:, None] / stats.norm.pdf(stats.norm.ppf(levels))
-    assert np.all(np.abs(pred["quantile"].values - exact) < 5 * se)
+    record_property("mean_error_se", float(np.max(np.abs(pred["mean"].values[good] - m) / (sd / np.sqrt(ess)))))
+    record_property("quantile_error_se", float(np.max(np.abs(pred["quantile"].values[good] - exact) / se)))
+    assert np.all(np.abs(pred["mean"].values[good] - m) < 5 * sd / np.sqrt(ess))
+    assert np.all(np.abs(pred["std"].values[good] - sd) < 5 * sd / np.sqrt(2 * ess) * 1.5)
+    assert np.all(np.abs(pred["quantile"].values[good] - exact) < 5 * se)
     # and it is not the full-data posterior predictive: LOO is wider where a point pulls the fit
     full = calibprob.from_draws(idata)
-    assert np.all(pred["std"].values >= full["std"].values - 5 * sd / np.sqrt(ess))
-    assert pred["pareto_k"].dims == ("obs",) and np.all(pred["pareto_k"].values < 0.5)
+    assert np.all(pred["std"].values[good] >= full["std"].values[good] - 5 * sd / np.sqrt(ess))
+    assert pred["pareto_k"].dims == ("obs",)
     assert pred.attrs["method"] == "loo" and pred.attrs["good_k"] == pytest.approx(good_k_threshold(4000))
 
 

@@ -7,6 +7,7 @@ coverage guarantee c <= P(Y in C | group) < c + 1/(n_k + 1) over seeded repetiti
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from fractions import Fraction
@@ -112,14 +113,20 @@ def test_min_group_size_bad_input():
 # ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def data():
-    rng = np.random.default_rng(30)
+@functools.lru_cache(maxsize=1)
+def _split_problem(seed):
+    """3 000 draws of ``_problem``, halved into calibration and test (the seed sweep of the grouped test varies it)."""
+    rng = np.random.default_rng(seed)
     base, y, g = _problem(3000, rng)
     return {
         "cal": (base.isel(obs=slice(0, 1500)), y[:1500], g[:1500]),
         "test": (base.isel(obs=slice(1500, None)), y[1500:], g[1500:]),
     }
+
+
+@pytest.fixture(scope="module")
+def data():
+    return _split_problem(30)
 
 
 MAKERS = {
@@ -186,8 +193,13 @@ def test_model_aware_split_conformal_per_group_bitwise():
     ],
     ids=["isotonic", "vovk", "marx", "variance-scaling", "online"],
 )
-def test_every_post_processor_takes_groups(make, data):
+@pytest.mark.seeded(30)
+def test_every_post_processor_takes_groups(make, seed, record_property):
+    """Grouped = each group alone, bitwise; each group's 90 % coverage within 4 sds (the draw's seed from the seed
+    sweep, 30 in the default run)."""
+    data = _split_problem(seed)
     (pc, yc, gc), (pt, yt, gt) = data["cal"], data["test"]
+    worst = 0.0
     pc, pt = pc.assign_coords(group=("obs", gc)), pt.assign_coords(group=("obs", gt))
     cal = make().fit(pc, yc, groups="group")
     pred = cal.predict(pt, levels=[0.05, 0.5, 0.95])  # groups from pred's coordinate
@@ -197,7 +209,13 @@ def test_every_post_processor_takes_groups(make, data):
         np.testing.assert_array_equal(pred.calib.quantiles[rt], alone.calib.quantiles)
         if not isinstance(cal, calibprob.OnlineQuantileRecalibrator):
             hit = (yt[rt] >= alone.calib.quantiles[:, 0]) & (yt[rt] <= alone.calib.quantiles[:, 2])
-            assert abs(hit.mean() - 0.9) < 4 * np.sqrt(0.09 / rt.size)
+            # the coverage's sd given the data: the test points' binomial sd and the calibration set's own (the
+            # group's fitted map moves with its ~500 calibration points as much as its ~500 test points vary); the
+            # test points' sd alone (4 sd) broke at 4 of 100 (seed, post-processor) pairs of the seed sweep
+            se = np.sqrt(0.09 * (1 / rt.size + 1 / rc.size))
+            worst = max(worst, abs(hit.mean() - 0.9) / se)
+    record_property("coverage_error_se", worst)
+    assert worst < 4  # seeds 0..19, all five post-processors: worst 3.2 sds
     np.testing.assert_array_equal(pred["group"].values, gt)
     # the ungrouped path keeps a group coordinate it is given
     plain = make().fit(pc, yc).predict(pt, levels=[0.05, 0.5, 0.95])

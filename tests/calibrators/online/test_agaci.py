@@ -88,13 +88,18 @@ def test_one_expert_is_aci_with_its_infinite_ends_thresholded(window):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_long_run_coverage_measured_on_adversarial_sequences(kind):
-    """No bound exists for AgACI (regret guarantees only): measured, within 0.02 of nominal at T = 1500."""
-    rng = np.random.default_rng(21)
+@pytest.mark.seeded(21)
+def test_long_run_coverage_measured_on_adversarial_sequences(kind, seed, record_property):
+    """No bound exists for AgACI (regret guarantees only): measured, within 0.03 of nominal at T = 1500 (the
+    stream's seed from the seed sweep, 21 in the default run)."""
+    rng = np.random.default_rng(seed)
     ag = AgACIInterval(confidence_level=[0.8, 0.9], window=50)
     ag.fit(_gauss(np.zeros(50), np.ones(50)), rng.normal(size=50))
     ag.update(_gauss(np.zeros(1500), np.ones(1500)), adversarial_stream(kind, 1500, rng))
-    assert np.all(np.abs(ag.miss_rate() - [0.2, 0.1]) < 0.02), ag.miss_rate()
+    record_property("miss_rate_gap", float(np.max(np.abs(ag.miss_rate() - [0.2, 0.1]))))
+    # 0.03 is 3 binomial sds of 1500 independent misses at 0.2 (0.0103): the old 0.02 broke at seed 17 (seasonal),
+    # the sweep's worst over seeds 0..19 and the three streams, 0.0233
+    assert np.all(np.abs(ag.miss_rate() - [0.2, 0.1]) < 0.03), ag.miss_rate()
 
 
 def test_bad_input_names_the_parameter_and_the_fix():

@@ -185,13 +185,15 @@ def test_recalibrated_forecast_monotone_and_identity_start():
     assert out["level"].size == levels.size
 
 
-def test_overconfident_base_is_widened_to_the_true_quantiles():
+@pytest.mark.seeded(4)
+def test_overconfident_base_is_widened_to_the_true_quantiles(seed, record_property):
     """Base N(0, 1), truth N(0, 2^2): R(p) hovers around Phi(2 Phi^-1(p)) (closed form), coverage -> p.
 
     With a constant step the iterates fluctuate (spread ~ sqrt(eta)); their time average over the
-    second half of the stream is compared with the closed form.
+    second half of the stream is compared with the closed form. The stream's seed from the seed sweep, 4 in the
+    default run.
     """
-    rng = np.random.default_rng(4)
+    rng = np.random.default_rng(seed)
     levels = np.array([0.05, 0.25, 0.5, 0.75, 0.95])
     n, eta = 20000, 0.02
     y = 2.0 * rng.standard_normal(n)
@@ -200,7 +202,12 @@ def test_overconfident_base_is_widened_to_the_true_quantiles():
     _, issued, _ = osd_path(special.ndtr(y), levels, eta, coupling="isotonic")
     np.testing.assert_allclose(issued[-1], rec.recalibration_)  # class == NumPy layer
     target = special.ndtr(2.0 * special.ndtri(levels))
-    np.testing.assert_allclose(issued[n // 2 :].mean(axis=0), target, atol=0.02)  # identity: 0.16 off
+    record_property("issued_gap", float(np.max(np.abs(issued[n // 2 :].mean(axis=0) - target))))
+    record_property("coverage_gap", float(np.max(np.abs(rec.coverage() - levels))))
+    # the iterates' spread ~ sqrt(eta) = 0.14 and their memory ~ 1 / eta = 50 steps: ~200 independent blocks in the
+    # 10 000 averaged, a sd of ~0.01. The old atol 0.02 broke at seed 10 (0.0238, the sweep's worst over seeds 0..19);
+    # now 3 sds. The identity is 0.16 off.
+    np.testing.assert_allclose(issued[n // 2 :].mean(axis=0), target, atol=0.03)
     np.testing.assert_allclose(rec.coverage(), levels, atol=0.01)
     # the issued 90% interval at the averaged map is about twice as wide as the base's
     z = special.ndtri(np.clip(issued[n // 2 :].mean(axis=0), 1e-3, 1 - 1e-3))
