@@ -65,12 +65,17 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg
+from numpy.typing import ArrayLike
 
 from calibprob._core.validation import check_array, check_choice, check_probability
 from calibprob.predictive import CalibprobWarning
+
+#: A training-input density: a callable X -> (len(X),) densities, or the densities themselves.
+Density = Callable[[np.ndarray], np.ndarray] | ArrayLike
 
 __all__ = [
     "RidgeSmoother",
@@ -171,7 +176,7 @@ class KernelRidgeSmoother:
     mean: float = 0.0
 
     @classmethod
-    def from_gp(cls, gp) -> KernelRidgeSmoother:
+    def from_gp(cls, gp: Any) -> KernelRidgeSmoother:
         """The posterior mean of a fitted :class:`~calibprob.GaussianProcessRegressor` (hyperparameters fixed)."""
         theta = dict(gp.theta_)
         return cls(
@@ -199,6 +204,10 @@ def _spd_solve(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # the leave-one-out fits of the augmented data, affine in the candidate label
 # ---------------------------------------------------------------------------
+#: A linear smoother with closed-form leave-one-out updates (ridge, kernel ridge, the exact GP mean).
+Smoother = RidgeSmoother | KernelRidgeSmoother
+
+
 @dataclass(frozen=True)
 class AffineLOO:
     r"""Leave-one-out fitted values of the augmented data, affine in the test label :math:`y`.
@@ -228,7 +237,9 @@ class AffineLOO:
         return self.c[:, self.n + 1 :], self.a[:, self.n + 1 :]
 
 
-def loo_affine(smoother, X, y, x_test, pool=None) -> AffineLOO:
+def loo_affine(
+    smoother: Smoother, X: np.ndarray, y: np.ndarray, x_test: np.ndarray, pool: np.ndarray | None = None
+) -> AffineLOO:
     r"""All leave-one-out fits of the augmented data from one smoother matrix (rank-one downdates).
 
     Parameters
@@ -315,7 +326,7 @@ class ConformalSet:
         return bool(np.any(np.abs(self.values - float(y_true)) < step / 2))
 
 
-def check_lam(lam) -> float:
+def check_lam(lam: float) -> float:
     """The inverse temperature: a finite real number."""
     try:
         value = float(lam)
@@ -329,7 +340,7 @@ def check_lam(lam) -> float:
     return value
 
 
-def check_grid(grid, y, *, on_outside: str = "warn") -> np.ndarray:
+def check_grid(grid: ArrayLike, y: np.ndarray, *, on_outside: str = "warn") -> np.ndarray:
     """A strictly increasing finite grid of candidate labels; warns or refuses when it misses the data."""
     g = check_array(grid, "grid", ndim=1)
     if g.size < 2 or np.any(np.diff(g) <= 0):
@@ -351,7 +362,9 @@ def check_grid(grid, y, *, on_outside: str = "warn") -> np.ndarray:
     return g
 
 
-def _check_inputs(X, y, x_test, pool, train_density):
+def _check_inputs(
+    X: ArrayLike, y: ArrayLike, x_test: ArrayLike, pool: ArrayLike | None, train_density: Density | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
     X = check_array(X, "X", ndim=2)
     y = check_array(y, "y", ndim=1)
     if y.shape[0] != X.shape[0]:
@@ -378,7 +391,7 @@ def _check_inputs(X, y, x_test, pool, train_density):
     return X, y, x_test, pool, ptrain
 
 
-def _log_normaliser(c_pool, a_pool, lam, grid) -> np.ndarray:
+def _log_normaliser(c_pool: np.ndarray, a_pool: np.ndarray, lam: float, grid: np.ndarray) -> np.ndarray:
     r""":math:`\log Z_i(y) = \log \sum_u \exp(\lambda (c_{iu} + y a_{iu}))`, shape (n + 1, k).
 
     One point :math:`i` at a time in a reused (k, m) buffer (a fresh array per chunk spent most
@@ -397,7 +410,7 @@ def _log_normaliser(c_pool, a_pool, lam, grid) -> np.ndarray:
     return out
 
 
-def _weights(loo: AffineLOO, lam, grid, shift, ptrain) -> np.ndarray:
+def _weights(loo: AffineLOO, lam: float, grid: np.ndarray, shift: str, ptrain: np.ndarray) -> np.ndarray:
     """Unnormalised log-weights, shape (n + 1, k)."""
     n = loo.n
     n1 = n + 1
@@ -438,24 +451,26 @@ def _logsumexp(z: np.ndarray) -> float:
     return z.max() + np.log(np.exp(z - z.max()).sum())
 
 
-def _conformal_set(grid, scores, logw, confidence_level: float, shift: str) -> ConformalSet:
+def _conformal_set(
+    grid: np.ndarray, scores: np.ndarray, logw: np.ndarray, confidence_level: float, shift: str
+) -> ConformalSet:
     """The set, its scores and its normalised weights from the augmented scores and log-weights."""
     in_set = set_from_scores(scores, logw, confidence_level)
     return ConformalSet(grid=grid, in_set=in_set, scores=scores, weights=_normalised(logw), shift=shift)
 
 
 def feedback_conformal_set(
-    X,
-    y,
-    x_test,
+    X: ArrayLike,
+    y: ArrayLike,
+    x_test: ArrayLike,
     *,
-    smoother,
+    smoother: Smoother,
     lam: float,
-    grid,
-    pool=None,
+    grid: ArrayLike,
+    pool: ArrayLike | None = None,
     confidence_level: float = 0.9,
     shift: str = "feedback",
-    train_density=None,
+    train_density: Density | None = None,
     on_outside: str = "warn",
 ) -> ConformalSet:
     r"""Weighted full-conformal set of one designed input, by closed-form leave-one-out updates.
@@ -526,12 +541,12 @@ def feedback_conformal_set(
 
 def conformal_set_from_loo(
     loo: AffineLOO,
-    y,
-    grid,
+    y: np.ndarray,
+    grid: np.ndarray,
     *,
     lam: float,
     shift: str = "feedback",
-    ptrain=None,
+    ptrain: np.ndarray | None = None,
     confidence_level: float = 0.9,
     design: AffineLOO | None = None,
 ) -> ConformalSet:
@@ -572,17 +587,17 @@ def conformal_set_from_loo(
 
 
 def refit_conformal_set(
-    X,
-    y,
-    x_test,
+    X: ArrayLike,
+    y: ArrayLike,
+    x_test: ArrayLike,
     *,
-    smoother,
+    smoother: Smoother,
     lam: float,
-    grid,
-    pool=None,
+    grid: ArrayLike,
+    pool: ArrayLike | None = None,
     confidence_level: float = 0.9,
     shift: str = "feedback",
-    train_density=None,
+    train_density: Density | None = None,
     on_outside: str = "warn",
 ) -> ConformalSet:
     r"""The same set as :func:`feedback_conformal_set` by refitting the model :math:`(n+1)|\mathcal Y|` times.
@@ -621,7 +636,7 @@ def refit_conformal_set(
     scores = np.empty((n + 1, grid.size))
     logw = np.empty((n + 1, grid.size))
     # the model fitted on the training data alone: the test score and the standard weights
-    E = np.vstack([S, pool]) if use_pool else S
+    E = np.vstack([S, pool]) if use_pool and pool is not None else S
     mu_train = smoother.fit_predict(X, y, E)
     for k, yk in enumerate(grid):
         y_aug = np.append(y, yk)
