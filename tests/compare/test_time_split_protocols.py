@@ -292,6 +292,17 @@ def test_a_time_column_gives_the_horizon_its_dates_in_the_scores_and_the_report(
     assert "time_stamp" not in plain
 
 
+def test_a_missing_cell_in_a_dated_series_names_the_fix_that_works(dated, tmp_path):
+    """dropna cannot go with time (the times are read in file order): the missing-value error says to fix the file."""
+    df = pd.read_csv(dated / "dated.csv")
+    df.insert(1, "store", ["north", "south"] * (len(df) // 2) + ["north"] * (len(df) % 2))
+    df.loc[3, "store"] = None
+    df.to_csv(tmp_path / "holes.csv", index=False)
+    entry = {"name": "s", "path": str(tmp_path / "holes.csv"), "target": "y", "time": "date", "one_hot": ["store"]}
+    with pytest.raises(ValueError, match=r"missing value.*With time = 'date', dropna is not available.*fill or drop"):
+        parse_spec(_spec(tmp_path / "holes.csv", datasets=[entry]))
+
+
 @pytest.mark.parametrize(
     ("file", "extra", "match"),
     [

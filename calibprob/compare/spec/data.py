@@ -380,7 +380,13 @@ def _parse_csv_entry(
             groups=Str().check(entry["groups"], f"{where}.groups") if "groups" in entry else None,
         )
     except (ValueError, TypeError, OSError) as err:
-        raise SpecError(f"{where} ({path.name}): {err}") from None
+        hint = ""
+        if time is not None and "dropna" in str(err):  # dropna would shift the rows against their times
+            hint = (
+                f" With time = {time!r}, dropna is not available (the rows' times are read in file order): fill or "
+                "drop those rows in the file itself, keeping it sorted by time."
+            )
+        raise SpecError(f"{where} ({path.name}): {err}{hint}") from None
     n = int(data.sizes["obs"])
     _check_rows(n, eff_split, where)
     y = data["y"].values
