@@ -208,6 +208,8 @@ def _prepare(
             arrays["refit_every"] = int(split["refit_every"])
         if d.time is not None:  # the horizon's own times (dates on the report's coverage over time)
             rows = pd.Index(data["obs"].values).get_indexer(parts["test"]["obs"].values)
+            if "file_row" in data.coords:  # dropna dropped lines of the file: each observation's own line
+                rows = data["file_row"].values[rows]
             arrays["horizon_times"] = read_time_column(cast(str, d.path), d.time)[rows]  # time is a CSV entry's key
     if oracle is not None:
         arrays["oracle_weights"] = oracle

@@ -431,6 +431,7 @@ def load_csv(
     path = os.fspath(path)
     base = os.path.basename(path)
     frame, labels, used, n_dropped = _csv_rows(path, target, features, exclude, dropna, subsample, seed, groups)
+    file_rows = frame.index.to_numpy(copy=True)  # the kept rows' positions in the file (the frame is read 0..N-1)
     frame = frame.reset_index(drop=True)
     if one_hot:
         frame = _one_hot(
@@ -448,6 +449,8 @@ def load_csv(
     )
     if dropna:
         ds.attrs["rows_dropped"] = int(n_dropped)
+        # which line of the file each observation is, so a column read later (a time, a label) stays with its row
+        ds = ds.assign_coords(file_row=("obs", file_rows.astype(np.int64)))
     return ds if labels is None else _with_groups(ds, labels, groups)
 
 

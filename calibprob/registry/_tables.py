@@ -332,7 +332,7 @@ def register_method(
     --------
     >>> from calibprob.registry import METHODS
     >>> METHODS["isotonic"].family, METHODS["isotonic"].output, sorted(METHODS["isotonic"].options)
-    ('distribution', 'distribution', ['extrapolate'])
+    ('distribution', 'distribution', ['calibration_data', 'extrapolate'])
     >>> METHODS["jackknife-plus-gp"].output, METHODS["jackknife-plus-gp"].serves
     ('intervals', ('gp',))
     """

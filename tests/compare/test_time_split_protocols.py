@@ -292,15 +292,32 @@ def test_a_time_column_gives_the_horizon_its_dates_in_the_scores_and_the_report(
     assert "time_stamp" not in plain
 
 
-def test_a_missing_cell_in_a_dated_series_names_the_fix_that_works(dated, tmp_path):
-    """dropna cannot go with time (the times are read in file order): the missing-value error says to fix the file."""
+def test_dropna_in_a_dated_series_keeps_each_row_with_its_own_time(dated, tmp_path):
+    """dropna drops a row with a missing cell and every kept row keeps its own date: the same scores and dates as
+    the file with those rows deleted by hand (a missing cell in the training part and one in the horizon)."""
     df = pd.read_csv(dated / "dated.csv")
     df.insert(1, "store", ["north", "south"] * (len(df) // 2) + ["north"] * (len(df) % 2))
-    df.loc[3, "store"] = None
-    df.to_csv(tmp_path / "holes.csv", index=False)
-    entry = {"name": "s", "path": str(tmp_path / "holes.csv"), "target": "y", "time": "date", "one_hot": ["store"]}
-    with pytest.raises(ValueError, match=r"missing value.*With time = 'date', dropna is not available.*fill or drop"):
-        parse_spec(_spec(tmp_path / "holes.csv", datasets=[entry]))
+    holes = df.copy()
+    holes.loc[3, "store"] = None  # training part
+    holes.loc[100, "x1"] = None  # horizon
+    holes.to_csv(tmp_path / "holes.csv", index=False)
+    df.drop(index=[3, 100]).to_csv(tmp_path / "deleted.csv", index=False)
+    methods = {"aci": {"kind": "aci", "gamma": 0.05}}
+    split = {"kind": "time", "train": 30, "burn_in": 20, "horizon": 68}
+    common = {"name": "s", "target": "y", "time": "date", "one_hot": ["store"]}
+    with pytest.raises(ValueError, match=r"missing value.*dropna"):  # without dropna: refused, naming dropna
+        parse_spec(_spec(tmp_path / "holes.csv", datasets=[{**common, "path": str(tmp_path / "holes.csv")}]))
+    runs = {}
+    for name, extra in (("holes", {"dropna": True}), ("deleted", {})):
+        entry = {**common, "path": str(tmp_path / f"{name}.csv"), **extra}
+        spec = _spec(tmp_path / f"{name}.csv", datasets=[entry], split=split, methods=methods)
+        runs[name] = run(parse_spec(spec), out=tmp_path / f"{name}.nc")["/"].to_dataset()
+    kept_dates = pd.to_datetime(df.drop(index=[3, 100])["date"]).to_numpy()[50:]
+    for res in runs.values():
+        np.testing.assert_array_equal(res["time_stamp"].squeeze().values, kept_dates)
+    assert np.datetime64("2020-04-10") not in runs["holes"]["time_stamp"].values  # row 100's date is gone with it
+    for var in ("coverage", "width"):
+        np.testing.assert_array_equal(runs["holes"][var].values, runs["deleted"][var].values)
 
 
 @pytest.mark.parametrize(
@@ -309,7 +326,7 @@ def test_a_missing_cell_in_a_dated_series_names_the_fix_that_works(dated, tmp_pa
         ("dated.csv", {"time": "when"}, r"datasets\[0\]\.time = 'when' is not a column"),
         ("dated.csv", {"time": "y"}, r"datasets\[0\]\.time = 'y' is the target"),
         ("dated.csv", {"time": "date", "permute": 1}, r"time reads the rows' times in file order; permute reorders"),
-        ("dated.csv", {"time": "date", "subsample": 50}, r"subsample reorders or drops rows"),
+        ("dated.csv", {"time": "date", "subsample": 50}, r"subsample reorders or subsamples rows"),
         ("unordered.csv", {"time": "date"}, r"the times must be strictly increasing.*sort the file by time"),
         ("dated.csv", {"time": "x1", "features": ["x1", "x2"]}, r"time = 'x1' is a feature"),
     ],

@@ -318,7 +318,7 @@ def full_conformal_ls(
     >>> X = np.c_[np.ones(200), rng.normal(size=200)]; y = X @ [1.0, 2.0] + rng.normal(size=200)
     >>> lo, hi = full_conformal_ls(X, y, np.array([1.0, 0.0]))
     >>> bool(lo < 1.0 < hi), round(hi - lo, 1)
-    (True, 3.2)
+    (True, 3.1)
     """
     X = check_array(X, "X", ndim=2)
     y = check_targets(y, X.shape[0], "y")

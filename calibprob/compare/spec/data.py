@@ -380,13 +380,7 @@ def _parse_csv_entry(
             groups=Str().check(entry["groups"], f"{where}.groups") if "groups" in entry else None,
         )
     except (ValueError, TypeError, OSError) as err:
-        hint = ""
-        if time is not None and "dropna" in str(err):  # dropna would shift the rows against their times
-            hint = (
-                f" With time = {time!r}, dropna is not available (the rows' times are read in file order): fill or "
-                "drop those rows in the file itself, keeping it sorted by time."
-            )
-        raise SpecError(f"{where} ({path.name}): {err}{hint}") from None
+        raise SpecError(f"{where} ({path.name}): {err}") from None
     n = int(data.sizes["obs"])
     _check_rows(n, eff_split, where)
     y = data["y"].values
@@ -433,10 +427,11 @@ def _parse_time_column(entry: dict, path: Path, target: str, features: Sequence[
             f"{where}.time = {column!r} {what}.{_suggest(column, names)} Name the column of the rows' times (dates "
             "or numbers); it is read as the time coordinate, not as a feature."
         )
-    for key in ("permute", "subsample", "dropna"):
+    for key in ("permute", "subsample"):  # dropna keeps the order, and each kept row keeps its own time (file_row)
         if entry.get(key) not in (None, False):
             raise SpecError(
-                f"{where}.time reads the rows' times in file order; {key} reorders or drops rows. Drop {key} or time."
+                f"{where}.time reads the rows' times in file order; {key} reorders or subsamples rows. Drop {key} or "
+                "time."
             )
     try:
         stamps = read_time_column(path, column)

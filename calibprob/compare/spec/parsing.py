@@ -554,7 +554,7 @@ def _first_line(lines: list[str], before: int, pattern: re.Pattern) -> int | Non
 
 
 def toml_error_message(err: tomllib.TOMLDecodeError, text: str) -> str:
-    """The parser's error as a message that names the key or table, its line and the fix.
+    r"""The parser's error as a message that names the key or table, its line and the fix.
 
     Examples
     --------
