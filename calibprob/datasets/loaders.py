@@ -376,8 +376,11 @@ def load_csv(
     dropna : bool, default False
         Drop rows with a missing value in the used columns or an empty,
         whitespace-only or missing cell in the ``groups`` column (the number
-        dropped is recorded in the attribute ``rows_dropped``). By default
-        missing values raise (a missing group is never a group of its own).
+        dropped is recorded in the attribute ``rows_dropped``, and each kept
+        observation's line of the file, counted from 0 after the header, in
+        the coordinate ``file_row`` on ``obs``, so a column read later stays
+        with its row). By default missing values raise (a missing group is
+        never a group of its own).
     subsample : int, optional
         Keep this many rows drawn at random without replacement (after
         ``dropna``; all rows if the file has fewer), in file order.
