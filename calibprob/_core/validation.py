@@ -497,8 +497,8 @@ def describe_unreadable_path(path: Any, what: str = "file") -> str | None:
     >>> import tempfile
     >>> from calibprob._core.validation import describe_unreadable_path
     >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     print(describe_unreadable_path(tmp)[-62:])
-    s a directory, not a file. Give the path of the file inside it.
+    ...     print(describe_unreadable_path(tmp)[-61:])
+    a directory, not a file. Give the path of the file inside it.
     """
     text = os.fspath(path)
     if os.path.isfile(text):

@@ -232,7 +232,7 @@ def variance_scale_factor(z: ArrayLike, weights: ArrayLike | None = None) -> flo
 
     Examples
     --------
-    >>> variance_scale_factor([1.0, 3.0]) ** 2, variance_scale_factor([1.0, 3.0], [3.0, 1.0]) ** 2
+    >>> round(variance_scale_factor([1.0, 3.0]) ** 2, 12), round(variance_scale_factor([1.0, 3.0], [3.0, 1.0]) ** 2, 12)
     (5.0, 3.0)
     """
     z = np.asarray(z, float)

@@ -47,7 +47,7 @@ def auc(scores_negative: ArrayLike, scores_positive: ArrayLike) -> float:
     Examples
     --------
     >>> auc([0.1, 0.2], [0.3, 0.2])
-    0.625
+    0.875
     """
     a = np.asarray(scores_negative, float)
     b = np.asarray(scores_positive, float)

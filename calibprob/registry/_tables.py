@@ -334,7 +334,7 @@ def register_method(
     >>> METHODS["isotonic"].family, METHODS["isotonic"].output, sorted(METHODS["isotonic"].options)
     ('distribution', 'distribution', ['calibration_data', 'extrapolate'])
     >>> METHODS["jackknife-plus-gp"].output, METHODS["jackknife-plus-gp"].serves
-    ('intervals', ('gp',))
+    ('intervals', ('gp', 'sparse-gp'))
     """
     _check_choice(family, "family", FAMILIES)
     _check_choice(output, "output", OUTPUTS)

@@ -226,7 +226,7 @@ class Work:
         return sum(c * float(r) ** 3 / 3.0 for c, r in self.factorisations)
 
     def describe(self) -> str:
-        """The factorisations by size, e.g. ``"1260 of 12000 x 12000 (21 knots' L-BFGS-B evaluations)"``."""
+        """The factorisations by size, e.g. ``"6300 of 12000 x 12000 (21 knots' L-BFGS-B evaluations)"``."""
         sizes: dict[int, float] = {}
         for c, r in self.factorisations:
             sizes[r] = sizes.get(r, 0.0) + c
@@ -312,7 +312,7 @@ def method_work(kind: str, options: dict, base_spec: dict, n_train: int, refits:
     --------
     >>> from calibprob.runs.faults import method_work
     >>> method_work("sharp-gp", {}, {"kind": "gp"}, 2000).describe()
-    "1260 of 2000 x 2000 (21 knots' L-BFGS-B evaluations)"
+    "6300 of 2000 x 2000 (21 knots' L-BFGS-B evaluations)"
     >>> method_work("sharp-gp", {}, {"kind": "sparse-gp"}, 2000).flops
     0
     """
