@@ -594,11 +594,14 @@ class VarianceScalingRecalibrator(_Recalibrator):
     the predictive mean, :math:`Q_i'(p) = m_i + s\,(Q_i(p) - m_i)`, and
     :math:`s` maximises the exact log-likelihood
     :math:`\sum_i \log f_i(m_i + (y_i - m_i)/s) - \log s` of that family.
-    That likelihood is not smooth (the piecewise-Gaussian density jumps at the
-    stored levels), so :math:`\log s` is searched on a grid of 241 points
-    over :math:`\pm 3` around the Gaussian estimate and refined by bounded
-    Brent in the best cell; for a base that is exactly Gaussian it reproduces
-    the closed form. Variance scaling corrects over-
+    That likelihood is not smooth (the piecewise-Gaussian density jumps where a
+    scaled point crosses a stored quantile), a saw of up to :math:`nL` teeth,
+    each convex in :math:`1/s` with its optimum in closed form: the fit takes
+    the best tooth exactly (``quantile_scale_candidates`` in ``_recalibration_numerics``),
+    checked against a grid of 241 points in :math:`\log s` over :math:`\pm 3`
+    around the Gaussian estimate refined by bounded Brent (a back-transformed
+    base, whose density carries a Jacobian, uses that search alone); for a
+    base that is exactly Gaussian it reproduces the closed form. Variance scaling corrects over-
     or under-confidence but not bias or shape: it is the parametric baseline.
 
     Weights (``fit(..., weights=)``, e.g. a likelihood ratio :math:`v_i` under covariate shift)

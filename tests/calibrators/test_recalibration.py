@@ -305,8 +305,10 @@ def test_quantile_family_base_is_recalibrated(seed, record_property):
     y_te, base_te, _ = draw(n_test)
     e_base = float(metrics.ece(base_te, y_te))
     assert e_base > 0.005
+    record_property("base_ece", e_base)
     for cal in [IsotonicRecalibrator(), VovkRecalibrator(random_state=0), MarxRecalibrator()]:
         out = cal.fit(base_cal, y_cal).predict(base_te)
+        record_property(f"{type(cal).__name__}_ece_over_limit", float(metrics.ece(out, y_te)) / min(0.002, e_base / 5))
         assert float(metrics.ece(out, y_te)) < min(0.002, e_base / 5), type(cal).__name__
     vs = VarianceScalingRecalibrator().fit(base_cal, y_cal)
     out = vs.predict(base_te)
