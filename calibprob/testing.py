@@ -107,7 +107,9 @@ def coverage_limit(n_cal: int, n_test: int, level: float = 0.9, sds: float = COV
     """
     for name, n in (("n_cal", n_cal), ("n_test", n_test)):
         if not (isinstance(n, (int, np.integer)) and n >= 1):
-            raise ValueError(f"coverage_limit: {name} must be a positive integer; got {n!r}. Pass the number of points.")
+            raise ValueError(
+                f"coverage_limit: {name} must be a positive integer; got {n!r}. Pass the number of points."
+            )
     if not 0.0 < level < 1.0:
         raise ValueError(f"coverage_limit: level must be in (0, 1); got {level!r}. Pass e.g. 0.9.")
     if not sds >= 0:

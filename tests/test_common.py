@@ -57,7 +57,8 @@ def _data(n, rng):
     return X, y
 
 
-PROBLEM_SEED = 2026  # the default run's draw of the problem (the sweep draws seeds 0..19, test_*_passes_check_calibrator)
+# the default run's draw of the problem (the sweep draws seeds 0..19 in test_*_passes_check_calibrator)
+PROBLEM_SEED = 2026
 
 
 @pytest.fixture(scope="module")

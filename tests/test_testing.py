@@ -332,7 +332,8 @@ def test_an_uncalibrated_base_fails_check_coverage(problem):
     """The base itself (sd halved) fails the check (the limit stays a real check)."""
     measured = {}
     with pytest.raises(
-        CheckFailed, match=r"^check_coverage failed for Uncalibrated: 90 % intervals cover 0\.\d+ .*\(>= 0\.796 expected"
+        CheckFailed,
+        match=r"^check_coverage failed for Uncalibrated: 90 % intervals cover 0\.\d+ .*\(>= 0\.796 expected",
     ):
         check_calibrator(Uncalibrated(), problem=problem, measured=measured)
     assert measured["coverage_normal"] < coverage_limit(200, 400)

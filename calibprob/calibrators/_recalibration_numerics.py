@@ -312,8 +312,9 @@ def quantile_scale_candidates(
     a, b, _, _ = quantile_pieces(q, levels)  # (n, L + 1): piece j lies between q[j-1] and q[j]
     alpha = (m[:, None] - a) / b
     beta = d[:, None] / b
-    terms = np.stack([v[:, None] * alpha * alpha, v[:, None] * alpha * beta, v[:, None] * beta * beta,
-                      v[:, None] * np.log(b)])  # (4, n, L + 1)
+    terms = np.stack(
+        [v[:, None] * alpha * alpha, v[:, None] * alpha * beta, v[:, None] * beta * beta, v[:, None] * np.log(b)]
+    )  # (4, n, L + 1)
     up = d > 0
     # the piece at t -> 0+: x just above m (going up) or just below (going down), as _locate counts
     start = np.where(up, np.count_nonzero(q <= m[:, None], axis=1), np.count_nonzero(q < m[:, None], axis=1))

@@ -357,8 +357,9 @@ def test_variance_scaling_finds_the_best_tooth_of_the_quantile_likelihood(seed, 
     edges = [0.05] + edges + [50.0]
     brute = -np.inf
     for lo, hi in zip(edges[:-1], edges[1:]):
-        res = optimize.minimize_scalar(lambda s: -loglik(s), bounds=(lo, hi), method="bounded",
-                                       options={"xatol": 1e-12 * hi})
+        res = optimize.minimize_scalar(
+            lambda s: -loglik(s), bounds=(lo, hi), method="bounded", options={"xatol": 1e-12 * hi}
+        )
         brute = max(brute, -res.fun, loglik(0.5 * (lo + hi)))
     fit = VarianceScalingRecalibrator().fit(base, y, weights=None if not weighted else v)
     assert abs(loglik(fit.scale_factor_) - brute) < 1e-6, (fit.scale_factor_, loglik(fit.scale_factor_), brute)
