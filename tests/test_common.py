@@ -43,7 +43,7 @@ import calibprob
 from calibprob import registry
 from calibprob._core.estimator import DistributionCalibrator, ModelAwareCalibrator, NotFittedError
 from calibprob.metrics import is_interval_family
-from calibprob.testing import MODEL_AWARE_CHECKS, POST_PROCESSOR_CHECKS, check_calibrator
+from calibprob.testing import MODEL_AWARE_CHECKS, POST_PROCESSOR_CHECKS, CheckFailed, check_calibrator, coverage_limit
 from tests.support.bases import BASES, X_TE, X_TR, Y_TR, build_base, fitted_base, samples_posterior
 
 # ---------------------------------------------------------------------------
@@ -57,9 +57,24 @@ def _data(n, rng):
     return X, y
 
 
+# the default run's draw of the problem (the sweep draws seeds 0..19 in test_*_passes_check_calibrator)
+PROBLEM_SEED = 2026
+
+
 @pytest.fixture(scope="module")
 def problem():
-    rng = np.random.default_rng(2026)
+    return _problem(PROBLEM_SEED)
+
+
+@pytest.fixture(scope="module")
+def seeded_problem(seed, problem):
+    """The problem drawn at the seed sweep's ``seed`` (the module's own ``problem`` at the default seed 2026)."""
+    return problem if seed == PROBLEM_SEED else _problem(seed)
+
+
+def _problem(seed):
+    """60 training, 200 calibration, 400 test points; a GP fitted on the training part, its bases made over-confident."""
+    rng = np.random.default_rng(seed)
     X_tr, y_tr = _data(60, rng)
     X_cal, y_cal = _data(200, rng)
     X_te, y_te = _data(400, rng)
@@ -227,14 +242,49 @@ def fitted_post(problem):
     return out
 
 
+def _record_coverage(record_property, measured, n_cal, n_test):
+    """The sweep's statistics: the least coverage the checks measured and its margin over the limit, in sds."""
+    got = min(measured.values())
+    sd = np.sqrt(0.09 * (1 / n_cal + 1 / n_test))
+    record_property("coverage", got)
+    record_property("coverage_sds_below_0.9", (0.9 - got) / sd)
+
+
+#: (class, sweep seed) where a calibrator without a finite-sample guarantee falls below check_coverage's limit: an
+#: open question of the method, asserted to fail so that a fix shows (the other checks still run there).
+#: GP-Beta at seed 1: 0.780 on the 400 test points (4.6 sds below 0.9; the default ADVI fit 0.803), where it
+#: covers 0.895 of its own 200 calibration points and split conformal 0.878 of the same test points: its
+#: calibration map, fitted on the base's predictions, does not carry its coverage to new points on this draw.
+COVERAGE_SHORTFALLS = {("GPBetaCalibrator", 1)}
+
+
+@pytest.mark.seeded(PROBLEM_SEED, scope="module")
 @pytest.mark.parametrize("name", sorted(POST_PROCESSORS))
-def test_post_processor_passes_check_calibrator(name, problem):
-    """The public checks (calibprob.testing.check_calibrator) on every registered post-processor, on this problem."""
+def test_post_processor_passes_check_calibrator(name, seed, seeded_problem, record_property):
+    """The public checks (calibprob.testing.check_calibrator) on every registered post-processor, on this problem.
+
+    The sweep's ``seed`` draws the problem (2026 in the default run): check_coverage's limit is 4 sds of the
+    200 calibration and 400 test points below 0.9 (calibprob.testing.coverage_limit).
+    """
+    problem = seeded_problem
+    n_cal, n_test = problem["y_cal"].size, problem["y_te"].size
     base = calibprob.evaluate(problem["normal"][1], problem["y_te"], confidence_level=[0.9])
-    assert float(base["coverage"].sel(confidence_level=0.9)) < 0.8  # the base needs calibrating: coverage means it
+    record_property("base_coverage", float(base["coverage"].sel(confidence_level=0.9)))
+    # the base needs calibrating: coverage means it (the Student-t draws base covers up to 0.80, so only the normal)
+    assert float(base["coverage"].sel(confidence_level=0.9)) < coverage_limit(n_cal, n_test)
     cal = POST_PROCESSORS[name](problem)
     assert isinstance(cal, DistributionCalibrator)
-    assert check_calibrator(cal, problem=problem) == [c.__name__ for c in POST_PROCESSOR_CHECKS]
+    checks = [c.__name__ for c in POST_PROCESSOR_CHECKS]
+    measured = {}
+    try:
+        if (name, seed) in COVERAGE_SHORTFALLS:
+            with pytest.raises(CheckFailed, match=rf"^check_coverage failed for {name}: "):
+                check_calibrator(cal, problem=problem, checks=["check_coverage"], measured=measured)
+            checks.remove("check_coverage")
+        assert check_calibrator(cal, problem=problem, checks=checks, measured=measured) == checks
+    finally:
+        if measured:
+            _record_coverage(record_property, measured, n_cal, n_test)
 
 
 def _values(pred):
@@ -320,13 +370,25 @@ def test_evaluate_scores_an_interval_only_prediction_at_its_own_levels(name, pro
         calibprob.evaluate(pred, problem["y_te"], confidence_level=[0.5])
 
 
+@pytest.mark.seeded(PROBLEM_SEED, scope="module")
 @pytest.mark.parametrize("name", sorted(MODEL_AWARE))
-def test_model_aware_passes_check_calibrator(name, problem):
-    """The public checks on every registered model-aware calibrator; the current names raise no deprecation."""
+def test_model_aware_passes_check_calibrator(name, seeded_problem, record_property):
+    """The public checks on every registered model-aware calibrator; the current names raise no deprecation.
+
+    The sweep's ``seed`` draws the problem (2026 in the default run); a method calibrated on the GP's 60 training
+    points (jackknife+, full conformal) is held to 4 sds of those and the 400 test points.
+    """
+    problem = seeded_problem
+    measured = {}
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
         model = MODEL_AWARE[name](problem)
-        ran = check_calibrator(model, problem=problem)
+        try:
+            ran = check_calibrator(model, problem=problem, measured=measured)
+        finally:
+            if measured:
+                n_cal = problem["y_tr"].size if lifecycle(name) in ("training", "prefit") else problem["y_cal"].size
+                _record_coverage(record_property, measured, n_cal, problem["y_te"].size)
     assert isinstance(model, ModelAwareCalibrator) and ran == [c.__name__ for c in MODEL_AWARE_CHECKS]
 
 

@@ -17,7 +17,15 @@ import xarray as xr
 import calibprob
 from calibprob import registry
 from calibprob.predictive import from_intervals
-from calibprob.testing import MODEL_AWARE_CHECKS, POST_PROCESSOR_CHECKS, CheckFailed, check_calibrator, make_problem
+from calibprob.testing import (
+    COVERAGE_SDS,
+    MODEL_AWARE_CHECKS,
+    POST_PROCESSOR_CHECKS,
+    CheckFailed,
+    check_calibrator,
+    coverage_limit,
+    make_problem,
+)
 
 
 def _conformal_quantile(scores: np.ndarray, c: float) -> float:
@@ -288,3 +296,78 @@ def test_bad_arguments_are_refused():
         check_calibrator(ToyScaling(), checks=["check_nothing"])
     with pytest.raises(TypeError, match=r"ConformalBayes is of family 'posterior'"):
         check_calibrator(calibprob.ConformalBayes())
+
+
+# --- check_coverage's limit ---------------------------------------------------------------------------------------
+
+
+class Uncalibrated(ToyScaling):
+    def _scale(self) -> float:
+        super()._scale()
+        return 1.0  # the base as it is
+
+
+def test_coverage_limit_is_four_sds_of_the_calibration_and_test_points():
+    """Closed form, and the sd it rests on against exact split conformal over 20 000 calibration / test draws.
+
+    With exchangeable continuous scores the split threshold at 0.9 is the k-th of n_cal uniforms,
+    k = ceil(0.9 (n_cal + 1)) (its conditional coverage is Beta(k, n_cal + 1 - k)), and the test coverage is
+    Binomial(n_test, that) / n_test: its sd must be sqrt(0.09 (1/n_test + 1/n_cal)) to within a few percent.
+    """
+    assert COVERAGE_SDS == 4.0
+    assert coverage_limit(200, 400) == pytest.approx(0.9 - 4 * np.sqrt(0.09 * (1 / 400 + 1 / 200)), abs=1e-15)
+    assert coverage_limit(60, 400) == pytest.approx(0.73386, abs=1e-5)
+    assert coverage_limit(200, 400, level=0.8, sds=0) == 0.8
+    rng = np.random.default_rng(0)
+    for n_cal, n_test in ((200, 400), (60, 400)):
+        k = int(np.ceil(0.9 * (n_cal + 1)))
+        cover = rng.beta(k, n_cal + 1 - k, size=20_000)  # the k-th order statistic of n_cal uniforms
+        got = rng.binomial(n_test, cover) / n_test
+        sd = (0.9 - coverage_limit(n_cal, n_test)) / 4
+        assert abs(got.std() / sd - 1) < 0.06, (n_cal, got.std(), sd)
+        assert abs(got.mean() - k / (n_cal + 1)) < 4 * got.std() / np.sqrt(got.size)
+
+
+def test_an_uncalibrated_base_fails_check_coverage(problem):
+    """The base itself (sd halved) fails the check (the limit stays a real check)."""
+    measured = {}
+    with pytest.raises(
+        CheckFailed,
+        match=r"^check_coverage failed for Uncalibrated: 90 % intervals cover 0\.\d+ .*\(>= 0\.796 expected",
+    ):
+        check_calibrator(Uncalibrated(), problem=problem, measured=measured)
+    assert measured["coverage_normal"] < coverage_limit(200, 400)
+
+
+@pytest.mark.slow
+def test_the_bases_of_make_problem_fail_the_limit_at_every_seed(record_property):
+    """The over-confident bases cover below the limit at every seed 0..19 of make_problem, both of them."""
+    worst = 0.0
+    for seed in range(20):
+        p = make_problem(seed)
+        for kind in ("normal", "draws"):
+            got = calibprob.evaluate(p[kind][1], p["y_te"], confidence_level=[0.9])["coverage"]
+            worst = max(worst, float(got.sel(confidence_level=0.9)))
+    record_property("base_coverage", worst)
+    assert worst < coverage_limit(200, 400), worst
+
+
+def test_measured_holds_the_coverages_of_a_passing_calibrator(problem):
+    measured = {}
+    check_calibrator(ToyScaling(), problem=problem, checks=["check_coverage"], measured=measured)
+    assert set(measured) == {"coverage_normal", "coverage_draws"}
+    assert all(coverage_limit(200, 400) <= v <= 1 for v in measured.values())
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n_cal": 0, "n_test": 400}, r"n_cal must be a positive integer; got 0\. Pass the number of points"),
+        ({"n_cal": 200, "n_test": 2.5}, r"n_test must be a positive integer; got 2\.5"),
+        ({"n_cal": 200, "n_test": 400, "level": 1.0}, r"level must be in \(0, 1\); got 1\.0\. Pass e\.g\. 0\.9"),
+        ({"n_cal": 200, "n_test": 400, "sds": -1.0}, r"sds must be >= 0; got -1\.0"),
+    ],
+)
+def test_coverage_limit_refuses_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        coverage_limit(**kwargs)

@@ -85,6 +85,7 @@ from calibprob.calibrators._recalibration_numerics import (
     _probit_pit,
     isotonic_calibration_knots,
     probit_interpolated_quantiles,
+    quantile_scale_candidates,
     variance_scale_factor,
     vovk_ranks,
     weighted_knot_levels,
@@ -593,11 +594,14 @@ class VarianceScalingRecalibrator(_Recalibrator):
     the predictive mean, :math:`Q_i'(p) = m_i + s\,(Q_i(p) - m_i)`, and
     :math:`s` maximises the exact log-likelihood
     :math:`\sum_i \log f_i(m_i + (y_i - m_i)/s) - \log s` of that family.
-    That likelihood is not smooth (the piecewise-Gaussian density jumps at the
-    stored levels), so :math:`\log s` is searched on a grid of 241 points
-    over :math:`\pm 3` around the Gaussian estimate and refined by bounded
-    Brent in the best cell; for a base that is exactly Gaussian it reproduces
-    the closed form. Variance scaling corrects over-
+    That likelihood is not smooth (the piecewise-Gaussian density jumps where a
+    scaled point crosses a stored quantile), a saw of up to :math:`nL` teeth,
+    each convex in :math:`1/s` with its optimum in closed form: the fit takes
+    the best tooth exactly (``quantile_scale_candidates`` in ``_recalibration_numerics``),
+    checked against a grid of 241 points in :math:`\log s` over :math:`\pm 3`
+    around the Gaussian estimate refined by bounded Brent (a back-transformed
+    base, whose density carries a Jacobian, uses that search alone); for a
+    base that is exactly Gaussian it reproduces the closed form. Variance scaling corrects over-
     or under-confidence but not bias or shape: it is the parametric baseline.
 
     Weights (``fit(..., weights=)``, e.g. a likelihood ratio :math:`v_i` under covariate shift)
@@ -714,8 +718,12 @@ def _quantile_family_scale(pred: xr.Dataset, y: np.ndarray, weights: np.ndarray 
         return -(np.sum(weights * np.where(weights > 0, lp, 0.0)) - np.sum(weights) * log_s)
 
     # The piecewise-Gaussian density jumps at the stored levels, so the likelihood
-    # is bumpy in s: a grid over a factor e^(+-3) around the start finds the best
-    # basin, bounded Brent refines it.
+    # is a saw in s: a grid over a factor e^(+-3) around the start finds a good
+    # basin and bounded Brent refines it, but the best tooth can sit between two
+    # grid points (issue 40). For the plain quantile family every tooth's optimum
+    # is known in closed form (quantile_scale_candidates); the best of grid, Brent
+    # and those optima on this nll is kept, so the fit never does worse than the
+    # grid alone. The transformed family (a Jacobian in y) keeps the grid.
     grid = np.log(s0) + np.linspace(-3.0, 3.0, _SCALE_GRID)
     values = np.array([nll(g) for g in grid])
     j = int(np.argmin(values))
@@ -723,5 +731,8 @@ def _quantile_family_scale(pred: xr.Dataset, y: np.ndarray, weights: np.ndarray 
     res = optimize.minimize_scalar(
         nll, bounds=(grid[j] - step, grid[j] + step), method="bounded", options={"xatol": 1e-10}
     )
-    best = res.x if res.fun <= values[j] else grid[j]
-    return float(np.exp(best))
+    tried = [(values[j], grid[j]), (res.fun, res.x)]
+    if family.name == "quantile":
+        q = family.arrays()[0]
+        tried += [(nll(g), g) for g in np.log(quantile_scale_candidates(q, family.levels, m, y, weights))]
+    return float(np.exp(min(tried, key=lambda c: c[0])[1]))
