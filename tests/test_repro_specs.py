@@ -61,16 +61,17 @@ def test_pid_spec_has_no_infinite_interval_where_aci_has_them(tmp_path):
     assert abs(_at(res, "coverage", d, "aci")[0] - 0.9) <= (0.9 + 0.1) / (0.1 * 1650)
 
 
-#: The authors' per-trial standard deviation of split conformal's coverage at train size 1654, RidgeCV
-#: (hamrel-cxu/EnbPI Results/Solar_Atl_many_train_new.csv, 10 trials; ``../shared/data/reference``).
-AUTHORS_ICP_SD = 0.0218
+#: The authors' split conformal ("ICP", RidgeCV, train 1654) coverage in trials 0-9
+#: (hamrel-cxu/EnbPI Results/Solar_Atl_many_train_new.csv; ``../shared/data/reference``). Their halves are
+#: ``RandomState(98765 + k).choice(1654, 827, replace=False)``, the spec's ``shuffle = 98765``.
+AUTHORS_ICP = (0.636645, 0.654095, 0.644948, 0.685336, 0.638897, 0.674782, 0.682803, 0.665072, 0.618773, 0.664368)
 
 
 @pytest.mark.slow
 def test_enbpi_spec_reproduces_the_solar_table(tmp_path):
-    """EnbPI-Ridge within 0.02 / 10 % of 0.904 / 290; split conformal's width within 10 % of 133 and its coverage
-    within 0.02 of 0.657, or, the trials' random halves moving it by about 0.02 each, within three standard
-    errors of the difference between two 10-trial means (ours and the authors')."""
+    """EnbPI-Ridge within 0.02 / 10 % of 0.904 / 290 and split conformal within 0.02 / 10 % of 0.657 / 133; on the
+    authors' own halves split conformal covers each trial as theirs does, a little more (the conformal rank 746 of
+    827 residuals against their 90th linear percentile, between ranks 744 and 745)."""
     published = load_benchmark("repro_enbpi_solar").PUBLISHED
     res = _scores("xu2021-enbpi-solar", tmp_path)
     d = "solar-atl"
@@ -80,8 +81,8 @@ def test_enbpi_spec_reproduces_the_solar_table(tmp_path):
     assert abs(cov.mean() - pc) <= 0.02 and abs(width.mean() / pw - 1) <= 0.10, (cov, width)
     pc, pw = published["split CP (Ridge)"]
     cov, width = _at(res, "coverage", d, "split-cp"), _at(res, "width", d, "split-cp")
-    se = np.sqrt(cov.var(ddof=1) / cov.size + AUTHORS_ICP_SD**2 / 10)
-    assert abs(cov.mean() - pc) <= max(0.02, 3 * se), (cov.mean(), se)
-    assert abs(width.mean() / pw - 1) <= 0.10, width.mean()
+    assert abs(cov.mean() - pc) <= 0.02 and abs(width.mean() / pw - 1) <= 0.10, (cov.mean(), width.mean())
+    gap = cov - np.array(AUTHORS_ICP)  # the same halves: only the wider rank (two residuals up) moves a trial
+    assert np.all(gap >= 0) and np.all(gap <= 0.01), gap
     # the point of the table: EnbPI holds 0.9 on the drifting year where split conformal falls short
     assert _at(res, "coverage", d, "enbpi-ridge").min() > cov.max()

@@ -75,6 +75,25 @@ def test_shuffle_draws_train_and_burn_in_from_their_union_and_keeps_the_past_in_
     np.testing.assert_array_equal(a0["test"][1], y[50:])
 
 
+@pytest.mark.parametrize("seed", [98765, 0])
+def test_an_integer_shuffle_draws_xu_and_xie_s_halves_with_the_legacy_generator(series, seed):
+    """shuffle = s: repetition r trains on np.random.seed(s + r); np.random.choice(50, 25, replace=False),
+    the authors' ICP half (hamrel-cxu/EnbPI compute_PIs_ICP_online), and calibrates on the other rows."""
+    path, X, y = series
+    split = {"kind": "time", "train": 25, "burn_in": 25, "horizon": 70, "shuffle": seed}
+    spec = parse_spec(_spec(path, split=split))
+    assert spec.split["shuffle"] == seed and parse_spec(spec.to_dict()).fingerprint == spec.fingerprint
+    for r in (0, 3):
+        np.random.seed(seed + r)  # the authors' global draw, exactly as their code makes it
+        proper = np.sort(np.random.choice(50, 25, replace=False))
+        _, arrays = _prepare(spec, "s", r)
+        np.testing.assert_array_equal(arrays["train"][1], y[proper])
+        np.testing.assert_array_equal(arrays["calibrate"][1], np.delete(y[:50], proper))
+        np.testing.assert_array_equal(arrays["test"][1], y[50:])
+        past = np.concatenate([arrays["train"][1], arrays["calibrate"][1]])[arrays["past_order"]]
+        np.testing.assert_array_equal(past, y[:50])
+
+
 def test_permute_shuffles_the_rows_with_the_legacy_generator(series):
     path, X, y = series
     spec = parse_spec(_spec(path, datasets=[{"name": "p", "path": str(path), "target": "y", "permute": 98765}]))
@@ -188,6 +207,14 @@ def test_the_new_kinds_are_online_and_refuse_a_random_split(series, tmp_path):
         ({"kind": "time", "train": 30, "burn_in": 20, "horizon": 70, "refit_every": 0}, r"split\.refit_every"),
         ({"kind": "time", "train": 30, "burn_in": 20, "horizon": 70, "shuffle": "yes"}, r"split\.shuffle"),
         (
+            {"kind": "time", "train": 30, "burn_in": 20, "horizon": 70, "shuffle": -1},
+            r"split\.shuffle must be true, false or an integer seed in \[0, .*got -1",
+        ),
+        (
+            {"kind": "time", "train": 30, "burn_in": 20, "horizon": 70, "shuffle": 0, "refit_every": 1},
+            r"refit_every refits the base on every row before each step.*Keep one of the two",
+        ),
+        (
             {"kind": "time", "train": 30, "burn_in": 20, "horizon": 70, "shuffle": True, "refit_every": 1},
             r"refit_every refits the base on every row before each step.*Keep one of the two",
         ),
@@ -242,7 +269,7 @@ def test_wls_without_rho_is_an_error_naming_the_fix(series, tmp_path):
     ("name", "split", "n_data"),
     [
         ("barber2023-nexcp-elec2", {"kind": "time", "train": 50, "burn_in": 50, "horizon": 3344}, 3444),
-        ("xu2021-enbpi-solar", {"kind": "time", "train": 827, "burn_in": 827, "horizon": 7106, "shuffle": True}, 8760),
+        ("xu2021-enbpi-solar", {"kind": "time", "train": 827, "burn_in": 827, "horizon": 7106, "shuffle": 98765}, 8760),
         (
             "angelopoulos2023-pid-elec2",
             {"kind": "time", "train": 47, "burn_in": 300, "horizon": 1650, "refit_every": 1},
