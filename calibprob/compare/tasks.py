@@ -34,7 +34,7 @@ from calibprob.compare.methods import (
     share_base_predictions,
     task_weights,
 )
-from calibprob.compare.online import expanding_base_predictions
+from calibprob.compare.online import expanding_base_predictions, sliding_base_predictions
 from calibprob.compare.spec.data import read_time_column, time_split_counts
 from calibprob.compare.spec.model import METHOD_FALLBACKS, DatasetSpec, MethodSpec, Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
@@ -206,6 +206,7 @@ def _prepare(
         arrays["past_order"] = past_order
         if split.get("refit_every"):
             arrays["refit_every"] = int(split["refit_every"])
+            arrays["slide"] = bool(split.get("slide", False))
         if d.time is not None:  # the horizon's own times (dates on the report's coverage over time)
             rows = pd.Index(data["obs"].values).get_indexer(parts["test"]["obs"].values)
             arrays["horizon_times"] = read_time_column(cast(str, d.path), d.time)[rows]  # time is a CSV entry's key
@@ -552,8 +553,9 @@ def _fit_stage(spec: Spec, dataset: str, repetition: int) -> dict:
             # --- shared base predictions (issue 37): once per (data set, repetition, base) ---
             t0 = time.perf_counter()
             ctx = share_base_predictions(ctx, spec.methods_on(base_name) if spec.bases is not None else spec.methods)
-            if arrays.get("refit_every"):  # a time split's expanding window: the base refitted along the stream
-                ctx = expanding_base_predictions(ctx, arrays["refit_every"])
+            if arrays.get("refit_every"):  # a time split's expanding (or sliding) window: the base refitted
+                refit = sliding_base_predictions if arrays.get("slide") else expanding_base_predictions
+                ctx = refit(ctx, arrays["refit_every"])
             fits[base_name] = (ctx, base_time, time.perf_counter() - t0)
         except Exception as err:
             if spec.bases is None:

@@ -479,8 +479,8 @@ def _parse_dataset_split(value: object, n: int, where: str) -> dict:
     return _parse_split(value, where)
 
 
-#: The keys of a time-ordered split (``[split] kind = "time"``); ``refit_every`` and ``shuffle`` are optional.
-TIME_SPLIT_KEYS = ("kind", "train", "burn_in", "horizon", "refit_every", "shuffle")
+#: The keys of a time-ordered split (``[split] kind = "time"``); ``refit_every``, ``slide`` and ``shuffle`` are optional.
+TIME_SPLIT_KEYS = ("kind", "train", "burn_in", "horizon", "refit_every", "slide", "shuffle")
 _TIME_PARTS = ("train", "burn_in", "horizon")
 
 
@@ -519,6 +519,9 @@ def _parse_time_split(value: dict, where: str) -> dict:
     random split's ``train``, ``calibrate`` (the burn-in) and ``test`` (the horizon)
     (``calibprob.compare.tasks``). Optional: ``refit_every = k`` refits the base on every earlier row
     before each block of ``k`` rows of the burn-in and the horizon (an expanding window), and
+    ``slide = true`` (with ``refit_every``) makes that window slide: each refit trains on the
+    train-length stretch ending a burn-in before the block, whose burn-in-length stretch renews the
+    online methods' calibration (Zaffran et al. 2022's protocol; ``calibprob.compare.online``);
     ``shuffle = true`` draws the train and burn-in rows at random from their union (seeded per
     repetition; split conformal on a series as Xu & Xie 2021's "ICP"); ``shuffle = s`` (an integer)
     draws them as the authors' code does, ``numpy.random.RandomState(s + repetition)``
@@ -538,6 +541,13 @@ def _parse_time_split(value: dict, where: str) -> dict:
         out["refit_every"] = Int(1, None).check(value["refit_every"], f"{where}.refit_every")
     if "shuffle" in value:
         out["shuffle"] = _shuffle(value["shuffle"], f"{where}.shuffle")
+    if "slide" in value:
+        out["slide"] = Bool().check(value["slide"], f"{where}.slide")
+        if out["slide"] and "refit_every" not in out:
+            raise SpecError(
+                f"{where}: slide = true slides the train and burn-in stretches along the stream at each refit, so it "
+                "needs refit_every (e.g. refit_every = 1 for a daily refit)."
+            )
     if out.get("shuffle", False) is not False and "refit_every" in out:
         raise SpecError(
             f"{where}: refit_every refits the base on every row before each step, which needs the train and burn-in "
