@@ -134,7 +134,9 @@ def main() -> None:
     if has_ref:  # the authors' halves and rule give their ten trials themselves
         mine = np.array([r["split CP, authors' rule"] for r in trials])
         gap = np.abs(mine - authors_trials(args.data)).max(axis=0)
-        print(f"split CP, authors' rule vs the file, per trial: max |coverage diff| {gap[0]:.2g}, max |width diff| {gap[1]:.2g}")
+        print(
+            f"split CP, authors' rule vs the file, per trial: max |coverage diff| {gap[0]:.2g}, max |width diff| {gap[1]:.2g}"
+        )
 
 
 if __name__ == "__main__":
