@@ -16,6 +16,10 @@ The protocol of Zaffran et al.'s ``ACP`` runs as MAPIE's reproduction example sp
 * the authors' bounds: ``reference/zaffran2022_aci_reference.csv`` (MAPIE's copy of their
   ``ACP_0.04_RF.pkl``): coverage 0.896, mean width 12.84 €/MWh.
 
+The same protocol as a comparison spec: ``models/zaffran2022-aci-prices.toml`` (``[split] slide = true``,
+``refit_every = 1``, the forest ``calibprob.examples.aci_prices:forest``), which calibrates on 545
+residuals a day (the window's last day included) where this script, as the example it follows, takes 544.
+
 Run (about 10 minutes on one core; the forecasts are cached)::
 
     python benchmarks/repro_aci_prices.py [--data ../shared/data]

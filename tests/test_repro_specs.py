@@ -1,6 +1,7 @@
 """The issue-38 reproductions as comparison specs (``models/``), run by ``calibprob compare``, against the
 published numbers: NexCP on ELEC2 (Barber et al. 2023), conformal PID beside ACI on ELEC2 demand
-(Angelopoulos, Candès & Tibshirani 2023), EnbPI on the Atlanta solar data (Xu & Xie 2021).
+(Angelopoulos, Candès & Tibshirani 2023), EnbPI on the Atlanta solar data (Xu & Xie 2021), ACI on the French
+prices (Zaffran et al. 2022; its first 20 days: the whole year's 366 forests are too slow for a test).
 
 Slow: each runs its whole spec (about 1.5, 2.5 and 1.5 minutes at load 9-12 on the shared two cores; see
 docs/benchmarks.md). The numbers are the published ones, as the scripts ``benchmarks/repro_*.py`` hold them.
@@ -11,13 +12,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calibprob.compare import load_spec, run
+from calibprob.compare import load_spec, parse_spec, run
 from tests.support.elec2 import elec2_extracts
 from tests.support.paths import MODELS, load_benchmark
 
 
-def _scores(name: str, tmp_path):
-    tree = run(load_spec(MODELS / f"{name}.toml"), out=tmp_path / f"{name}.nc")
+def _scores(name: str, tmp_path, **split):
+    spec = load_spec(MODELS / f"{name}.toml")
+    if split:  # a documented subset of the spec (the same protocol on a shorter stream)
+        spec = parse_spec({**spec.to_dict(), "split": {**spec.split, **split}}, root=MODELS)
+    tree = run(spec, out=tmp_path / f"{name}.nc")
     res = tree["/"].to_dataset()
     assert not any(res["error"].values.ravel()), res["error"].values
     return res
@@ -61,16 +65,17 @@ def test_pid_spec_has_no_infinite_interval_where_aci_has_them(tmp_path):
     assert abs(_at(res, "coverage", d, "aci")[0] - 0.9) <= (0.9 + 0.1) / (0.1 * 1650)
 
 
-#: The authors' per-trial standard deviation of split conformal's coverage at train size 1654, RidgeCV
-#: (hamrel-cxu/EnbPI Results/Solar_Atl_many_train_new.csv, 10 trials; ``../shared/data/reference``).
-AUTHORS_ICP_SD = 0.0218
+#: The authors' split conformal ("ICP", RidgeCV, train 1654) coverage in trials 0-9
+#: (hamrel-cxu/EnbPI Results/Solar_Atl_many_train_new.csv; ``../shared/data/reference``). Their halves are
+#: ``RandomState(98765 + k).choice(1654, 827, replace=False)``, the spec's ``shuffle = 98765``.
+AUTHORS_ICP = (0.636645, 0.654095, 0.644948, 0.685336, 0.638897, 0.674782, 0.682803, 0.665072, 0.618773, 0.664368)
 
 
 @pytest.mark.slow
 def test_enbpi_spec_reproduces_the_solar_table(tmp_path):
-    """EnbPI-Ridge within 0.02 / 10 % of 0.904 / 290; split conformal's width within 10 % of 133 and its coverage
-    within 0.02 of 0.657, or, the trials' random halves moving it by about 0.02 each, within three standard
-    errors of the difference between two 10-trial means (ours and the authors')."""
+    """EnbPI-Ridge within 0.02 / 10 % of 0.904 / 290 and split conformal within 0.02 / 10 % of 0.657 / 133; on the
+    authors' own halves split conformal covers each trial as theirs does, a little more (the conformal rank 746 of
+    827 residuals against their 90th linear percentile, between ranks 744 and 745)."""
     published = load_benchmark("repro_enbpi_solar").PUBLISHED
     res = _scores("xu2021-enbpi-solar", tmp_path)
     d = "solar-atl"
@@ -80,8 +85,29 @@ def test_enbpi_spec_reproduces_the_solar_table(tmp_path):
     assert abs(cov.mean() - pc) <= 0.02 and abs(width.mean() / pw - 1) <= 0.10, (cov, width)
     pc, pw = published["split CP (Ridge)"]
     cov, width = _at(res, "coverage", d, "split-cp"), _at(res, "width", d, "split-cp")
-    se = np.sqrt(cov.var(ddof=1) / cov.size + AUTHORS_ICP_SD**2 / 10)
-    assert abs(cov.mean() - pc) <= max(0.02, 3 * se), (cov.mean(), se)
-    assert abs(width.mean() / pw - 1) <= 0.10, width.mean()
+    assert abs(cov.mean() - pc) <= 0.02 and abs(width.mean() / pw - 1) <= 0.10, (cov.mean(), width.mean())
+    gap = cov - np.array(AUTHORS_ICP)  # the same halves: only the wider rank (two residuals up) moves a trial
+    assert np.all(gap >= 0) and np.all(gap <= 0.01), gap
     # the point of the table: EnbPI holds 0.9 on the drifting year where split conformal falls short
     assert _at(res, "coverage", d, "enbpi-ridge").min() > cov.max()
+
+
+#: The authors' ACI bounds over the first 20 days of 2019 (reference/zaffran2022_aci_reference.csv, MAPIE's copy of
+#: Zaffran et al.'s ACP_0.04_RF.pkl, against the prices of models/data/zaffran2022_prices_hour0_rf.csv): 18 days
+#: covered, mean width 19.0151 EUR/MWh. Over the 365 days: 0.896 and 12.84 (the published row).
+AUTHORS_ACI_20_DAYS = (18, 19.015120)
+
+
+@pytest.mark.slow
+def test_aci_spec_follows_the_authors_bounds_over_the_first_days_of_2019(tmp_path):
+    """The spec's protocol (a forest of 1000 trees refitted daily on the sliding window, ACI at gamma 0.04) on its
+    first 20 days, a documented subset (21 forests: 4.7 min at load 12; the whole spec's 366 forests are too slow
+    for a test, docs/benchmarks.md gives its run): the same 18 days covered as by the authors' bounds and the mean
+    width within 3 % of theirs (the forests are the authors'; ACI here reads one more calibration residual a day)."""
+    res = _scores("zaffran2022-aci-prices", tmp_path, horizon=20)
+    d = "prices-hour0"
+    assert int(res["n_test"].sel(dataset=d).item()) == 20
+    covered, width = AUTHORS_ACI_20_DAYS
+    assert round(20 * _at(res, "coverage", d, "aci")[0]) == covered
+    assert abs(_at(res, "width", d, "aci")[0] / width - 1) <= 0.03, _at(res, "width", d, "aci")
+    assert np.isfinite(_at(res, "width", d, "agaci")[0])  # AgACI beside it, on the same forests

@@ -20,7 +20,8 @@ Two more kinds refit on the past instead of reading the base's forecasts: ``full
 refitted on every earlier row at each step) and ``enbpi`` (:func:`run_enbpi`: Xu & Xie 2021's
 bootstrap ensemble of the base, fitted on the rows before the horizon). A time split's
 ``refit_every = k`` gives every method an expanding-window base instead
-(:func:`expanding_base_predictions`).
+(:func:`expanding_base_predictions`), and with ``slide = true`` a window that slides, whose every
+refit also renews the online methods' calibration set (:func:`sliding_base_predictions`).
 
 References
 ----------
@@ -30,6 +31,9 @@ Barber, R. F., Candès, E. J., Ramdas, A. and Tibshirani, R. J. (2023). Conforma
 exchangeability. Ann. Statist. 51(2), 816–845.
 
 Xu, C. and Xie, Y. (2021). Conformal prediction interval for dynamic time-series. ICML, PMLR 139.
+
+Zaffran, M., Féron, O., Goude, Y., Josse, J. and Dieuleveut, A. (2022). Adaptive conformal predictions
+for time series. ICML, PMLR 162.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ __all__ = [
     "run_online",
     "stream_predictions",
     "expanding_base_predictions",
+    "sliding_base_predictions",
     "run_full_conformal_ls",
     "run_enbpi",
 ]
@@ -63,6 +68,9 @@ def stream_predictions(
     calibrator: Any, pred: xr.Dataset, y: ArrayLike, *, levels: ArrayLike | None = None
 ) -> xr.Dataset:
     """Each row's forecast issued before its outcome, then the outcome taken; the rows concatenated.
+
+    A calibrator with ``predict_and_update(pred, y)`` (:class:`~calibprob.calibrators.online.AdaptiveConformalInterval`)
+    runs the stream in that one call, which issues the same forecasts as the row loop.
 
     Parameters
     ----------
@@ -92,6 +100,11 @@ def stream_predictions(
     """
     y = np.asarray(y, float).ravel()
     takes_levels = levels is not None and "levels" in inspect.signature(calibrator.predict).parameters
+    one_pass = getattr(calibrator, "predict_and_update", None)
+    if not takes_levels and callable(one_pass) and list(inspect.signature(one_pass).parameters)[:2] == ["pred", "y"]:
+        # the same loop inside the calibrator, without a Dataset in and out per row (ACI: the same intervals, bit
+        # for bit, and the same state afterwards; tests/compare/test_online_stream.py)
+        return one_pass(pred, y)
     rows = []
     for i in range(y.size):
         row = pred.isel(obs=[i])
@@ -143,6 +156,9 @@ def run_online(ctx: TaskContext, entry: MethodEntry, **options: Any) -> xr.Datas
     calibrator = cls(**kwargs)
     pred_cal, y_cal = calibration_prediction(ctx)
     calibrator.fit(pred_cal, y_cal)
+    recalibration = (ctx.shared or {}).get("recalibration")
+    if recalibration is not None:  # a sliding window: each block's own calibration set
+        return _stream_sliding(calibrator, ctx, entry.kind, recalibration)
     return stream_predictions(calibrator, ctx.predict_base(ctx.X_test), ctx.y_stream, levels=ctx.levels)
 
 
@@ -183,13 +199,7 @@ def expanding_base_predictions(ctx: TaskContext, every: int) -> TaskContext:
     ValueError
         Without a time split, or for a base that sees the data as DataFrames (``pymc-model``, ``bambi``).
     """
-    _need_stream(ctx, "refit_every")
-    X_train, X_cal, X_test = ctx.X_train, ctx.X_cal, ctx.X_test
-    if not (isinstance(X_train, np.ndarray) and isinstance(X_cal, np.ndarray) and isinstance(X_test, np.ndarray)):
-        raise ValueError(
-            f"refit_every = {every} refits the base on numeric rows; base kind {ctx.base_spec.get('kind')!r} sees "
-            "the data as DataFrames. Drop refit_every, or use a base of the numeric kinds."
-        )
+    X_train, X_cal, X_test = _numeric_parts(ctx, every)
     X_all = np.concatenate([X_train, X_cal, X_test])
     y_all = np.concatenate([ctx.y_train, ctx.y_cal, ctx.y_stream])  # type: ignore[list-item]  # a time split's
     shared = dict(ctx.shared or {})
@@ -205,6 +215,83 @@ def expanding_base_predictions(ctx: TaskContext, every: int) -> TaskContext:
         shared[part] = pred.assign_coords(obs=np.arange(X_part.shape[0]))
         start += X_part.shape[0]
     return dataclasses.replace(ctx, shared=shared)
+
+
+def _numeric_parts(ctx: TaskContext, every: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A time split's train, burn-in and horizon inputs as arrays, for refits along the stream."""
+    _need_stream(ctx, "refit_every")
+    X_train, X_cal, X_test = ctx.X_train, ctx.X_cal, ctx.X_test
+    if not (isinstance(X_train, np.ndarray) and isinstance(X_cal, np.ndarray) and isinstance(X_test, np.ndarray)):
+        raise ValueError(
+            f"refit_every = {every} refits the base on numeric rows; base kind {ctx.base_spec.get('kind')!r} sees "
+            "the data as DataFrames. Drop refit_every, or use a base of the numeric kinds."
+        )
+    return X_train, X_cal, X_test
+
+
+def sliding_base_predictions(ctx: TaskContext, every: int) -> TaskContext:
+    r"""``ctx`` whose horizon forecasts and calibration sets come from a window that slides with the stream.
+
+    A time split's ``slide = true`` with ``refit_every = k`` (Zaffran et al. 2022's online split conformal):
+    the train and burn-in stretches move forward with the stream. Before the block of :math:`k` horizon
+    rows starting at step :math:`s`, a fresh copy of the base (:meth:`TaskContext.new_base`, the task's
+    seed) is fitted on the :math:`n_	ext{train}` rows :math:`[s, s + n_	ext{train})` of the series
+    (train, burn-in and horizon in time order) and predicts the next :math:`n_	ext{burn}` rows, the
+    block's calibration set, and the block. With :math:`s = 0` these are the split's own train and
+    burn-in stretches. The block forecasts replace the shared ones (every method reads them); the
+    calibration sets are kept for the online methods, which renew their calibration with each
+    (:func:`run_online`: ``calibrate(pred, y)`` before the block).
+
+    Parameters
+    ----------
+    ctx : TaskContext
+        A time split's task with its base fitted on the train stretch.
+    every : int
+        :math:`k \ge 1`.
+
+    Returns
+    -------
+    TaskContext
+        ``shared["test"]`` the block forecasts, ``shared["recalibration"]`` a list of
+        ``(start, stop, pred_cal, y_cal)``, one per block.
+
+    Raises
+    ------
+    ValueError
+        Without a time split, or for a base that sees the data as DataFrames.
+    """
+    X_train, X_cal, X_test = _numeric_parts(ctx, every)
+    X_all = np.concatenate([X_train, X_cal, X_test])
+    y_all = np.concatenate([ctx.y_train, ctx.y_cal, ctx.y_stream])  # type: ignore[list-item]  # a time split's
+    n_train, n_cal = X_train.shape[0], X_cal.shape[0]
+    blocks, recalibration = [], []
+    for lo in range(0, X_test.shape[0], every):
+        hi = min(lo + every, X_test.shape[0])
+        base = ctx.new_base()
+        base.fit(X_all[lo : lo + n_train], y_all[lo : lo + n_train])
+        cal = slice(lo + n_train, lo + n_train + n_cal)  # the n_cal rows just before the block
+        pred_cal = base_predictive(base, X_all[cal], levels=ctx.levels)
+        recalibration.append((lo, hi, pred_cal.assign_coords(obs=np.arange(n_cal)), y_all[cal].copy()))
+        blocks.append(base_predictive(base, X_test[lo:hi], levels=ctx.levels))
+    pred = xr.concat(blocks, dim="obs", data_vars="all", combine_attrs="override")
+    shared = {**(ctx.shared or {}), "test": pred.assign_coords(obs=np.arange(X_test.shape[0]))}
+    shared["recalibration"] = recalibration
+    return dataclasses.replace(ctx, shared=shared)
+
+
+def _stream_sliding(calibrator: Any, ctx: TaskContext, kind: str, recalibration: list) -> xr.Dataset:
+    """Each block's calibration renewed (``calibrate``), then its rows streamed (a ``slide = true`` split)."""
+    if not callable(getattr(calibrator, "calibrate", None)):
+        raise ValueError(
+            f"kind {kind!r} has no calibrate(pred, y) method, which a sliding time split (slide = true) calls to "
+            "renew each block's calibration set. Drop slide, or run a kind that recalibrates (aci, agaci)."
+        )
+    pred, y = ctx.predict_base(ctx.X_test), np.asarray(ctx.y_stream, float)
+    rows = []
+    for lo, hi, pred_cal, y_cal in recalibration:
+        calibrator.calibrate(pred_cal.copy(deep=True), y_cal)
+        rows.append(stream_predictions(calibrator, pred.isel(obs=slice(lo, hi)), y[lo:hi], levels=ctx.levels))
+    return xr.concat(rows, dim="obs", data_vars="all", combine_attrs="override")
 
 
 def run_full_conformal_ls(

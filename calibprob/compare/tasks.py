@@ -34,7 +34,7 @@ from calibprob.compare.methods import (
     share_base_predictions,
     task_weights,
 )
-from calibprob.compare.online import expanding_base_predictions
+from calibprob.compare.online import expanding_base_predictions, sliding_base_predictions
 from calibprob.compare.spec.data import read_time_column, time_split_counts
 from calibprob.compare.spec.model import METHOD_FALLBACKS, DatasetSpec, MethodSpec, Spec, file_sha256
 from calibprob.compare.spec.parsing import parse_spec
@@ -169,7 +169,7 @@ def _prepare(
     split = d.split if d.split is not None else spec.split
     fractions = tuple(split[k] for k in ("train", "calibrate", "test") if k in split)
     if split.get("kind") == "time":
-        parts, past_order = _time_parts(data, split, dataset, seed)
+        parts, past_order = _time_parts(data, split, dataset, seed, repetition)
     else:
         parts = cds.train_calibrate_test_split(data, fractions, seed=seed, stratify=_stratify_labels(d, split, data))
     parts, oracle = _shifted_parts(d, parts, seed)
@@ -206,6 +206,7 @@ def _prepare(
         arrays["past_order"] = past_order
         if split.get("refit_every"):
             arrays["refit_every"] = int(split["refit_every"])
+            arrays["slide"] = bool(split.get("slide", False))
         if d.time is not None:  # the horizon's own times (dates on the report's coverage over time)
             rows = pd.Index(data["obs"].values).get_indexer(parts["test"]["obs"].values)
             if "file_row" in data.coords:  # dropna dropped lines of the file: each observation's own line
@@ -220,26 +221,46 @@ def _prepare(
     return (seed, arrays, back, y_test) if scored else (seed, arrays)
 
 
-def _time_parts(data: xr.Dataset, split: dict, dataset: str, seed: int) -> tuple[dict, np.ndarray | None]:
+def _time_parts(
+    data: xr.Dataset, split: dict, dataset: str, seed: int, repetition: int
+) -> tuple[dict, np.ndarray | None]:
     """A time split's parts: consecutive stretches of rows in the data's order (train, burn-in, horizon).
 
     The same for every repetition (only the bases' seeds differ), unless ``shuffle``: the train and
-    burn-in rows are then drawn at random from their union with the task's seed, each part kept in
-    time order. The horizon keeps its row order, the stream an online method is scored on. Also
+    burn-in rows are then drawn at random from their union with the task's seed (``shuffle = true``)
+    or with the legacy generator seeded ``shuffle + repetition`` (:func:`legacy_train_rows`), each
+    part kept in time order. The horizon keeps its row order, the stream an online method is scored on. Also
     returns the order that sorts the train rows followed by the burn-in rows back into time order
     (the past, for methods that refit on every earlier row): None when they are in order already.
     """
     sizes = time_split_counts(split, data.sizes["obs"], dataset)
     edges = np.cumsum([0, *sizes])
     names = ("train", "calibrate", "test")
-    if not split.get("shuffle"):  # slices: the same views (and so the same bits downstream) as before
+    shuffle = split.get("shuffle", False)
+    if shuffle is False:  # slices: the same views (and so the same bits downstream) as before
         return {k: data.isel(obs=slice(edges[i], edges[i + 1])) for i, k in enumerate(names)}, None
-    past = np.random.default_rng(seed).permutation(edges[2])
+    if shuffle is True:
+        past = np.random.default_rng(seed).permutation(edges[2])
+    else:  # an integer: the authors' own draw (bool is an int: True is handled above)
+        train = legacy_train_rows(edges[2], sizes[0], shuffle + repetition)
+        past = np.concatenate([train, np.setdiff1d(np.arange(edges[2]), train)])
     rows = {"train": np.sort(past[: sizes[0]]), "calibrate": np.sort(past[sizes[0] :])}
     order = np.argsort(np.concatenate([rows["train"], rows["calibrate"]]), kind="stable")
     parts = {k: data.isel(obs=v) for k, v in rows.items()}
     parts["test"] = data.isel(obs=slice(edges[2], edges[3]))
     return parts, order
+
+
+def legacy_train_rows(n: int, size: int, seed: int) -> np.ndarray:
+    """The rows a ``shuffle = s`` time split trains on: ``RandomState(seed).choice(n, size, replace=False)``.
+
+    Xu & Xie's (2021) split conformal ("ICP", hamrel-cxu/EnbPI ``PI_class_EnbPI.compute_PIs_ICP_online``)
+    trains on ``np.random.choice(n, n // 2, replace=False)`` right after ``np.random.seed(98765 + itrial)``
+    and calibrates on the other rows; the legacy generator's ``choice`` without replacement is the head of
+    ``permutation(n)``, drawn here so that ``shuffle = 98765`` gives trial ``r`` of their results file in
+    repetition ``r``.
+    """
+    return np.random.RandomState(seed).permutation(n)[:size]
 
 
 def _shifted_parts(d: DatasetSpec, parts: dict, seed: int) -> tuple[dict, tuple | None]:
@@ -534,8 +555,9 @@ def _fit_stage(spec: Spec, dataset: str, repetition: int) -> dict:
             # --- shared base predictions (issue 37): once per (data set, repetition, base) ---
             t0 = time.perf_counter()
             ctx = share_base_predictions(ctx, spec.methods_on(base_name) if spec.bases is not None else spec.methods)
-            if arrays.get("refit_every"):  # a time split's expanding window: the base refitted along the stream
-                ctx = expanding_base_predictions(ctx, arrays["refit_every"])
+            if arrays.get("refit_every"):  # a time split's expanding (or sliding) window: the base refitted
+                refit = sliding_base_predictions if arrays.get("slide") else expanding_base_predictions
+                ctx = refit(ctx, arrays["refit_every"])
             fits[base_name] = (ctx, base_time, time.perf_counter() - t0)
         except Exception as err:
             if spec.bases is None:

@@ -75,6 +75,25 @@ def test_shuffle_draws_train_and_burn_in_from_their_union_and_keeps_the_past_in_
     np.testing.assert_array_equal(a0["test"][1], y[50:])
 
 
+@pytest.mark.parametrize("seed", [98765, 0])
+def test_an_integer_shuffle_draws_xu_and_xie_s_halves_with_the_legacy_generator(series, seed):
+    """shuffle = s: repetition r trains on np.random.seed(s + r); np.random.choice(50, 25, replace=False),
+    the authors' ICP half (hamrel-cxu/EnbPI compute_PIs_ICP_online), and calibrates on the other rows."""
+    path, X, y = series
+    split = {"kind": "time", "train": 25, "burn_in": 25, "horizon": 70, "shuffle": seed}
+    spec = parse_spec(_spec(path, split=split))
+    assert spec.split["shuffle"] == seed and parse_spec(spec.to_dict()).fingerprint == spec.fingerprint
+    for r in (0, 3):
+        np.random.seed(seed + r)  # the authors' global draw, exactly as their code makes it
+        proper = np.sort(np.random.choice(50, 25, replace=False))
+        _, arrays = _prepare(spec, "s", r)
+        np.testing.assert_array_equal(arrays["train"][1], y[proper])
+        np.testing.assert_array_equal(arrays["calibrate"][1], np.delete(y[:50], proper))
+        np.testing.assert_array_equal(arrays["test"][1], y[50:])
+        past = np.concatenate([arrays["train"][1], arrays["calibrate"][1]])[arrays["past_order"]]
+        np.testing.assert_array_equal(past, y[:50])
+
+
 def test_permute_shuffles_the_rows_with_the_legacy_generator(series):
     path, X, y = series
     spec = parse_spec(_spec(path, datasets=[{"name": "p", "path": str(path), "target": "y", "permute": 98765}]))
@@ -109,6 +128,46 @@ def test_refit_every_refits_the_base_on_every_earlier_row(series, tmp_path):
         res["coverage"].sel(calibrator="aci").values.ravel(), _hits(lo, hi, y[50:80]), atol=1e-12
     )
     np.testing.assert_allclose(res["width"].sel(calibrator="aci").values.ravel(), (hi - lo).mean(axis=0), rtol=1e-9)
+
+
+def test_slide_refits_on_a_sliding_window_and_renews_aci_s_calibration_by_hand(series, tmp_path):
+    """slide = true, refit_every = 2 (Zaffran et al.'s protocol): before the block at step s, OLS on rows [s, s + 30),
+    ACI recalibrated on the forecasts of rows [s + 30, s + 50), the level carried on; the base's forecasts too."""
+    path, X, y = series
+    split = {"kind": "time", "train": 30, "burn_in": 20, "horizon": 31, "refit_every": 2, "slide": True}
+    methods = {"aci": {"kind": "aci", "gamma": 0.05}, "b": {"kind": "base"}}
+    spec = parse_spec(_spec(path, split=split, methods=methods))
+    assert spec.split["slide"] is True and parse_spec(spec.to_dict()).fingerprint == spec.fingerprint
+    res = run(spec, out=tmp_path / "r.nc")["/"].to_dataset()
+    assert not any(res["error"].values.ravel()), res["error"].values
+    aci, lo, hi, mean = None, np.empty((31, 2)), np.empty((31, 2)), np.empty(31)
+    for s in range(0, 31, 2):
+        model = LinearRegression().fit(X[s : s + 30], y[s : s + 30])
+        cal = model.predict(X[s + 30 : s + 50])
+        if aci is None:
+            aci = AdaptiveConformalInterval(confidence_level=[0.8, 0.9], gamma=0.05).fit(cal, y[30:50])
+        aci.calibrate(cal, y[s + 30 : s + 50])
+        for t in range(s, min(s + 2, 31)):
+            f = model.predict(X[50 + t : 51 + t])
+            iv = aci.predict_interval(f)
+            lo[t], hi[t], mean[t] = iv["lower"].values.ravel(), iv["upper"].values.ravel(), f.calib.mean().item()
+            aci.update(f, y[50 + t : 51 + t])
+    got = res["coverage"].sel(calibrator="aci").values.ravel()
+    np.testing.assert_allclose(got, _hits(lo, hi, y[50:81]), atol=1e-12)
+    np.testing.assert_allclose(res["width"].sel(calibrator="aci").values.ravel(), (hi - lo).mean(axis=0), rtol=1e-9)
+    # the expanding window (no slide) gives other intervals: the test can tell the two apart
+    plain = parse_spec(_spec(path, split={**split, "slide": False}, methods=methods))
+    other = run(plain, out=tmp_path / "p.nc")["/"].to_dataset()
+    assert not np.allclose(other["width"].sel(calibrator="aci").values.ravel(), (hi - lo).mean(axis=0), rtol=1e-6)
+
+
+def test_slide_refuses_an_online_kind_that_cannot_recalibrate(series, tmp_path):
+    path, _, _ = series
+    split = {"kind": "time", "train": 30, "burn_in": 20, "horizon": 10, "refit_every": 1, "slide": True}
+    spec = parse_spec(_spec(path, split=split, methods={"pid": {"kind": "pid", "burnin": 10}}))
+    res = run(spec, out=tmp_path / "r.nc")["/"].to_dataset()
+    assert "kind 'pid' has no calibrate(pred, y) method" in str(res["error"].values.ravel()[0])
+    assert "Drop slide, or run a kind that recalibrates" in str(res["error"].values.ravel()[0])
 
 
 def test_full_conformal_ls_kind_is_the_paper_protocol_by_hand(series, tmp_path):
@@ -188,10 +247,23 @@ def test_the_new_kinds_are_online_and_refuse_a_random_split(series, tmp_path):
         ({"kind": "time", "train": 30, "burn_in": 20, "horizon": 70, "refit_every": 0}, r"split\.refit_every"),
         ({"kind": "time", "train": 30, "burn_in": 20, "horizon": 70, "shuffle": "yes"}, r"split\.shuffle"),
         (
+            {"kind": "time", "train": 30, "burn_in": 20, "horizon": 70, "shuffle": -1},
+            r"split\.shuffle must be true, false or an integer seed in \[0, .*got -1",
+        ),
+        (
+            {"kind": "time", "train": 30, "burn_in": 20, "horizon": 70, "shuffle": 0, "refit_every": 1},
+            r"refit_every refits the base on every row before each step.*Keep one of the two",
+        ),
+        (
             {"kind": "time", "train": 30, "burn_in": 20, "horizon": 70, "shuffle": True, "refit_every": 1},
             r"refit_every refits the base on every row before each step.*Keep one of the two",
         ),
         ({"kind": "time", "train": 30, "burn_in": 20, "horizon": 70, "window": 5}, r"unknown key 'window' in split"),
+        (
+            {"kind": "time", "train": 30, "burn_in": 20, "horizon": 70, "slide": True},
+            r"split: slide = true slides the train and burn-in stretches .* needs refit_every",
+        ),
+        ({"kind": "time", "train": 30, "burn_in": 20, "horizon": 70, "refit_every": 1, "slide": 1}, r"split\.slide"),
     ],
 )  # fmt: skip
 def test_bad_time_split_protocols_are_refused(series, split, match):
@@ -242,7 +314,12 @@ def test_wls_without_rho_is_an_error_naming_the_fix(series, tmp_path):
     ("name", "split", "n_data"),
     [
         ("barber2023-nexcp-elec2", {"kind": "time", "train": 50, "burn_in": 50, "horizon": 3344}, 3444),
-        ("xu2021-enbpi-solar", {"kind": "time", "train": 827, "burn_in": 827, "horizon": 7106, "shuffle": True}, 8760),
+        ("xu2021-enbpi-solar", {"kind": "time", "train": 827, "burn_in": 827, "horizon": 7106, "shuffle": 98765}, 8760),
+        (
+            "zaffran2022-aci-prices",
+            {"kind": "time", "train": 544, "burn_in": 545, "horizon": 365, "refit_every": 1, "slide": True},
+            1454,
+        ),
         (
             "angelopoulos2023-pid-elec2",
             {"kind": "time", "train": 47, "burn_in": 300, "horizon": 1650, "refit_every": 1},

@@ -474,8 +474,8 @@ def _parse_dataset_split(value: object, n: int, where: str) -> dict:
     return _parse_split(value, where)
 
 
-#: The keys of a time-ordered split (``[split] kind = "time"``); ``refit_every`` and ``shuffle`` are optional.
-TIME_SPLIT_KEYS = ("kind", "train", "burn_in", "horizon", "refit_every", "shuffle")
+#: The keys of a time-ordered split (``[split] kind = "time"``); ``refit_every``, ``slide`` and ``shuffle`` are optional.
+TIME_SPLIT_KEYS = ("kind", "train", "burn_in", "horizon", "refit_every", "slide", "shuffle")
 _TIME_PARTS = ("train", "burn_in", "horizon")
 
 
@@ -514,9 +514,14 @@ def _parse_time_split(value: dict, where: str) -> dict:
     random split's ``train``, ``calibrate`` (the burn-in) and ``test`` (the horizon)
     (``calibprob.compare.tasks``). Optional: ``refit_every = k`` refits the base on every earlier row
     before each block of ``k`` rows of the burn-in and the horizon (an expanding window), and
+    ``slide = true`` (with ``refit_every``) makes that window slide: each refit trains on the
+    train-length stretch ending a burn-in before the block, whose burn-in-length stretch renews the
+    online methods' calibration (Zaffran et al. 2022's protocol; ``calibprob.compare.online``);
     ``shuffle = true`` draws the train and burn-in rows at random from their union (seeded per
-    repetition; split conformal on a series as Xu & Xie 2021's "ICP"). The stored table is the one
-    given, so it parses again as it is.
+    repetition; split conformal on a series as Xu & Xie 2021's "ICP"); ``shuffle = s`` (an integer)
+    draws them as the authors' code does, ``numpy.random.RandomState(s + repetition)``
+    (``calibprob.compare.tasks.legacy_train_rows``). The stored table is the one given, so it parses
+    again as it is.
     """
     _check_keys(value, TIME_SPLIT_KEYS, where)
     missing = [k for k in _TIME_PARTS if k not in value]
@@ -530,13 +535,32 @@ def _parse_time_split(value: dict, where: str) -> dict:
     if "refit_every" in value:
         out["refit_every"] = Int(1, None).check(value["refit_every"], f"{where}.refit_every")
     if "shuffle" in value:
-        out["shuffle"] = Bool().check(value["shuffle"], f"{where}.shuffle")
-    if out.get("shuffle") and "refit_every" in out:
+        out["shuffle"] = _shuffle(value["shuffle"], f"{where}.shuffle")
+    if "slide" in value:
+        out["slide"] = Bool().check(value["slide"], f"{where}.slide")
+        if out["slide"] and "refit_every" not in out:
+            raise SpecError(
+                f"{where}: slide = true slides the train and burn-in stretches along the stream at each refit, so it "
+                "needs refit_every (e.g. refit_every = 1 for a daily refit)."
+            )
+    if out.get("shuffle", False) is not False and "refit_every" in out:
         raise SpecError(
             f"{where}: refit_every refits the base on every row before each step, which needs the train and burn-in "
-            "stretches in time order; shuffle = true draws them at random. Keep one of the two."
+            "stretches in time order; shuffle draws them at random. Keep one of the two."
         )
     return out
+
+
+def _shuffle(value: object, where: str) -> bool | int:
+    """A time split's ``shuffle``: true/false, or the seed of the legacy generator (an integer in [0, 2**32 - 2**16))."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and 0 <= value < 2**32 - 2**16:  # room for the repetitions' seeds s + r
+        return value
+    raise SpecError(
+        f"{where} must be true, false or an integer seed in [0, {2**32 - 2**16}) (the legacy generator's seed of "
+        f"the first repetition, e.g. shuffle = 98765 for Xu & Xie's trials); got {_short(value)}."
+    )
 
 
 def time_split_counts(split: dict, n: int, dataset: str) -> list[int]:
