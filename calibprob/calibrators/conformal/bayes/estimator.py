@@ -94,6 +94,8 @@ __all__ = ["ConformalBayes"]
 
 #: Bytes the per-block temporaries (draws x rows) may take by default.
 _BLOCK_BYTES = 32 * 2**20
+#: End-only mode's blocks of a C-ordered input (views, no copy) are this many times larger.
+_ENDS_BLOCKS = 8
 
 
 def _fallback_of_unseen_group(unseen_group: str) -> str | None:
@@ -374,8 +376,8 @@ class ConformalBayes(BaseEstimator):
             # one grid for every point must span the training targets (Fong and Holmes's rule); a grid per
             # test point is placed on that point's predictive, and min_grid_mass checks it holds its bulk
             _inputs.check_grid_covers(g, self.y_train_)
-        per = self._points_per_block(G)
         contiguous = isinstance(arr, np.ndarray) and arr.dtype == np.float64 and arr.flags.c_contiguous
+        per = self._points_per_block(G, m, views=contiguous)
 
         def blocks() -> Iterator[tuple[slice, np.ndarray]]:
             for start in range(0, m, per):
@@ -431,9 +433,22 @@ class ConformalBayes(BaseEstimator):
         )
         return level_form(out, confidence_level, self.confidence_level)
 
-    def _points_per_block(self, G: int) -> int:
+    def _points_per_block(self, G: int, m: int, *, views: bool = False) -> int:
+        """Test points per block: ``chunk_size`` rows, or temporaries of about ``_BLOCK_BYTES``.
+
+        End-only mode on a C-ordered input (``views``: each block is a view, and its element-wise pass
+        keeps no block-sized temporary, ``_ends.row_stats``) takes :data:`_ENDS_BLOCKS` times larger blocks,
+        as many per thread as can be (the ranked rows of a block are a few matrix products, each streaming
+        the training matrix: more rows per product run nearer the floor; measured), in a multiple of the
+        threads' count of about equal blocks.
+        """
         rows = self.chunk_size or max(1, _BLOCK_BYTES // (8 * self.n_draws_))
-        return max(1, rows // G)
+        per = max(1, rows // G)
+        if views and self.grid_mode == "ends" and self.chunk_size is None:
+            jobs = _n_jobs(self.n_jobs)
+            n_blocks = jobs * -(-m // (jobs * _ENDS_BLOCKS * per))
+            per = -(-m // n_blocks)
+        return per
 
     def _members(self, groups: Any, m: int) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
         """Per test point: the training points it ranks among, and whether that is a fallback."""
@@ -635,7 +650,7 @@ class ConformalBayes(BaseEstimator):
 
         def evaluate(pts: np.ndarray, idx: np.ndarray) -> np.ndarray:
             members = None if member is None else member[sl][pts]
-            return _ends.ranks_at(st, pts * G + idx, logf, self.log_likelihood_, E, c, E32, members)
+            return _ends.ranks_at(st, pts * G + idx, logf, self.log_likelihood_, E, c, E32, members, scratch)
 
         r, marks[0][sl], marks[1][sl] = _ends.end_ranks(evaluate, b, G, thresholds[sl])
         return r, st.ess, st.log_norm
