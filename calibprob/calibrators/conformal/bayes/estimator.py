@@ -445,9 +445,7 @@ class ConformalBayes(BaseEstimator):
         rows = self.chunk_size or max(1, _BLOCK_BYTES // (8 * self.n_draws_))
         per = max(1, rows // G)
         if views and self.grid_mode == "ends" and self.chunk_size is None:
-            jobs = _n_jobs(self.n_jobs)
-            n_blocks = jobs * -(-m // (jobs * _ENDS_BLOCKS * per))
-            per = -(-m // n_blocks)
+            per = balanced_block(_ENDS_BLOCKS * per, m, self.n_jobs)
         return per
 
     def _members(self, groups: Any, m: int) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
@@ -820,7 +818,8 @@ class _EndRefiner:
                 f"log_density(rows, y) must return shape (S, len(rows), K) = ({self.log_lik.shape[0]}, "
                 f"{span.shape[0]}, {span.shape[1]}); got {logf.shape}. Return the same draws' log densities."
             )
-        logf = logf[:, rows - sl.start]
+        if rows.size < span.shape[0]:  # a gap in the rows: their columns only (else the block as it came)
+            logf = logf[:, rows - sl.start]
         members = None if self.member is None else np.repeat(self.member[rows], y.shape[1], axis=0)
         r, _, _ = aoi_block(
             np.ascontiguousarray(logf),
@@ -854,6 +853,14 @@ def _check_support(logf: np.ndarray, g: np.ndarray, start: int) -> None:
             f"test_log_density is -inf at every draw for test point {start + j}, grid value {g[j, k]:.6g}: "
             "the add-one-in weights are undefined there. Restrict the grid to the likelihood's support."
         )
+
+
+def balanced_block(per: int, m: int, n_jobs: int | None) -> int:
+    """Points per block, at most ``per``, for a multiple of the threads' count (``n_jobs``, None: the cores) of
+    blocks of about equal size over ``m`` points (the threads finish together)."""
+    jobs = _n_jobs(n_jobs)
+    n_blocks = jobs * -(-m // (jobs * max(1, per)))
+    return max(1, -(-m // n_blocks))
 
 
 def _n_jobs(n_jobs: int | None) -> int:

@@ -34,7 +34,7 @@ from calibprob._core.deprecation import warn_renamed
 from calibprob._core.pytensor_setup import get_compile_mode
 from calibprob._core.validation import check_choice, check_int
 from calibprob.calibrators.conformal.bayes import _bambi, _grid, _inputs
-from calibprob.calibrators.conformal.bayes.estimator import ConformalBayes
+from calibprob.calibrators.conformal.bayes.estimator import ConformalBayes, balanced_block
 
 __all__ = ["conformal_bayes"]
 
@@ -206,14 +206,14 @@ def _density_and_grid(
     lock = threading.Lock()
 
     def logp(rows: slice, y: np.ndarray) -> np.ndarray:
-        out = None
+        out: np.ndarray | None = None
         with lock:  # the model's containers (PyMC's or bambi's) hold one block's data at a time
             for sl, v in door.logp_blocks(_rows(new, rows), y):
                 if sl.start == 0 and sl.stop == y.shape[0]:
                     return v  # one block (the usual case: the core asks for a block at a time): no copy
                 out = np.empty((door.n_draws, *y.shape)) if out is None else out
                 out[:, sl] = v
-        return out
+        return np.empty((door.n_draws, *y.shape)) if out is None else out  # None: no rows asked
 
     draws = None if grid is not None else door.predictive_draws(new, m, random_seed)
     if draws is not None:
@@ -257,6 +257,10 @@ def _predict(
     """The core over blocks of test points, each block's log densities in bounded memory."""
     m = g.shape[0]
     per = max(1, _BLOCK_BYTES // (8 * n_draws * g.shape[1]))
+    if cb.grid_mode == "ends":
+        # end-only mode keeps no block-sized temporary beside the block (the full mode two): twice the block in less
+        # memory, more rows per matrix product (nearer the floor), in about equal blocks for the threads
+        per = balanced_block(2 * per, m, cb.n_jobs)
     # each block's log densities are evaluated by the thread that ranks it (lazily: memory stays a few blocks)
     blocks = (
         (sl, functools.partial(log_density, sl, g[sl])) for sl in (slice(s, min(s + per, m)) for s in range(0, m, per))
