@@ -316,3 +316,27 @@ def test_the_compiled_normal_density_is_numpys_bit_for_bit():
     ref = _closed_form_logpdf("NormalRV", [mu[:, :, None], sigma[:, :, None]], y[None])
     assert np.array_equal(_normal_logpdf(mu, sigma, y), ref)
     np.testing.assert_allclose(ref, stats.norm.logpdf(y[None], mu[:, :, None], sigma[:, :, None]), rtol=1e-13)
+
+
+@pytest.mark.parametrize("method", ["closed-form", "logp"])
+def test_end_only_mode_through_the_door_gives_the_full_grids_sets(problem, method, monkeypatch):
+    """``grid_mode="ends"`` passed to the door: the same refined sets and diagnostics as the full grid, on the
+    fused path (the large-block arithmetic) and with each point's default grid."""
+    from calibprob.calibrators.conformal.bayes import _numerics as nm
+
+    monkeypatch.setattr(nm, "FUSED_MIN", 0)
+    model = _model(problem["X"], problem["y"], "laplace" if method == "logp" else "normal")
+    idata = _idata(problem, model)
+    x_new = np.r_[problem["X_new"], problem["X_new"][:3] * 2.5]
+    out = {}
+    for mode in ("full", "ends"):
+        out[mode] = calibprob.conformal_bayes(
+            model, idata, x_new, method=method, confidence_level=[0.5, 0.8, 0.9], min_ess=0.0, grid_mode=mode
+        )
+    full, ends = out["full"], out["ends"]
+    for v in ("lower", "upper", "n_pieces", "touches_edge", "grid_length", "min_ess", "pareto_k", "ess", "grid"):
+        np.testing.assert_array_equal(ends[v].values, full[v].values, err_msg=v)
+    ev = ends["evaluated"].values
+    assert ends.attrs["grid_mode"] == "ends" and ends.attrs["n_full_grid"] == 0 and ev.mean() < 0.45
+    np.testing.assert_array_equal(ends["p_value"].values[ev], full["p_value"].values[ev])
+    assert np.isfinite(ends["lower"].values).all() and ends.attrs["interval_ends"] == full.attrs["interval_ends"]
