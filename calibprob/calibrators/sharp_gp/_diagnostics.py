@@ -108,7 +108,10 @@ def calibration_dataset(
             "repaired": (
                 "knot",
                 repaired.astype(int),
-                {"long_name": "monotone repair after recomputing β: 1 β widened, 2 φ raised, 3 both"},
+                {
+                    "long_name": "monotone repair after recomputing β: 4 φ moved toward the outer knot's "
+                    "(β exact), 1 β widened (rounding), 2 φ raised, added"
+                },
             ),
             "side": ("knot", cols["side"].astype(str)),
             "seconds": ("knot", cols["seconds"].astype(float)),

@@ -25,10 +25,10 @@ from calibprob.calibrators.sharp_gp._graph import _compiled, _GraphKey, _placeho
 from calibprob.calibrators.sharp_gp._knots import (
     _phi_from_theta,
     _theta_from_phi,
+    exact_monotone_knots,
     interpolate_knots,
     interpolate_quantiles,
     monotone_knots,
-    q_lin,
 )
 from calibprob.calibrators.sharp_gp._solver import (
     _fit_path,
@@ -482,9 +482,13 @@ class SharpCalibratedGP(BaseEstimator):
         else:
             kl, knot_phi = np.array([k.level for k in knots]), np.array([k.phi for k in knots])
         X_b, r_b = X[idx_beta], r[idx_beta]
-        sig_b = np.array([self._sigma(base, ph, X_b) for ph in knot_phi])  # (K, N_B)
-        beta = np.array([q_lin(lv, r_b / s) for lv, s in zip(kl, sig_b)])
+        # β exact on its points, made monotone by moving φ toward the outer knot's (Theorem 5.4 needs
+        # both); the widening of monotone_knots is then left with rounding only
+        knot_phi, beta, sig_b, moved = exact_monotone_knots(
+            kl, knot_phi, r_b, lambda ph: self._sigma(base, ph, X_b)
+        )  # sig_b: (K, N_B)
         nodes_lv, nodes_b, nodes_phi, repaired = monotone_knots(kl, beta, knot_phi)
+        repaired = repaired + 4 * moved
         keep = np.isin(nodes_lv, kl)
         beta_final, phi_final = nodes_b[keep], nodes_phi[keep]
         # σ again only where the repair moved φ
