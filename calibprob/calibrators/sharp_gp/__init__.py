@@ -174,6 +174,7 @@ Package layout
 
 from calibprob.calibrators.sharp_gp._graph import build_model, clear_cache
 from calibprob.calibrators.sharp_gp._knots import (
+    exact_monotone_knots,
     interpolate_knots,
     interpolate_quantiles,
     knot_levels,
@@ -193,6 +194,7 @@ __all__ = [
     "q_lin",
     "knot_levels",
     "required_calibration_points",
+    "exact_monotone_knots",
     "monotone_knots",
     "interpolate_knots",
     "interpolate_quantiles",
