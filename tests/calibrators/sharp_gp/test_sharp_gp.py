@@ -421,6 +421,9 @@ def test_cross_fitted_variant(toy, seed, record_property):
     assert s.n_calibration_ == 100 and s.diagnostics_.attrs["n_fit"] == 100
     k = s.knot_level_
     np.testing.assert_allclose(k * 101, np.round(k * 101))  # knots j/(N_B + 1)
+    # j of the N_B points that set β at or below the knot j/(N_B + 1), at knots the repair moved too
+    np.testing.assert_allclose(s.diagnostics_["coverage"].values, k * 101 / 100, atol=1.5 / 100)
+    record_property("knots_moved", int(np.sum(s.diagnostics_["repaired"].values & 4 > 0)))
     yt = toy["yt"]
     q = s.quantile(toy["Xt"], k)
     assert np.all(np.diff(s.quantile(toy["Xt"][:300], np.linspace(0.01, 0.99, 99)), axis=1) >= 0)
