@@ -615,7 +615,6 @@ def test_finite_sample_level_guarantees_many_draws(name):
         lo = hi = levels
     else:
         lo, hi = np.floor(levels * (n + 1)) / (n + 1), np.ceil(levels * (n + 1)) / (n + 1)
-    record_property("se_outside", float(np.max(np.maximum(lo - mean, mean - hi) / se)))
     assert np.all(mean >= lo - 4 * se) and np.all(mean <= hi + 4 * se), (mean, lo, hi, se)
 
 

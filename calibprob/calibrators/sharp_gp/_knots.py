@@ -10,9 +10,9 @@ docstring (:mod:`calibprob.calibrators.sharp_gp`) for the equations.
 
 from __future__ import annotations
 
-import numpy as np
 from collections.abc import Callable
 
+import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special
 
