@@ -827,7 +827,9 @@ def test_song_table1_boston_rows_from_the_shipped_spec(spec_name, seed, record_p
 
     The seed sweep's ``seed`` picks the block: repetitions 3 seed .. 3 seed + 2 of the spec's protocol
     (a repetition's split and seeds come from the spec's seed and the repetition's index alone, as in
-    ``calibprob compare --repetitions``), so the default run (seed 0) keeps the first three.
+    ``calibprob compare --repetitions``), so the default run (seed 0) keeps the first three. Swept at seeds 0..19
+    (2026-11-29, 60 repetitions per base): GP-Beta's mean NLL 0.167 below the base's at worst (OLS, repetitions
+    18..20; the margin 0.1) and 0.155 below isotonic's; in every split at least 0.037 below the base.
     Measured on these three repetitions: OLS base 2.959, isotonic 2.973, GP-Beta 2.726 (means);
     Bayesian ridge 2.977, 2.973, 2.735 — the same values as the spec's own run (all five
     repetitions in docs/benchmarks.md: OLS 2.91 -> 2.70, Bayesian ridge 2.94 -> 2.72).
