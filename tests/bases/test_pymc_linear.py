@@ -149,13 +149,14 @@ def test_spec_options_are_typed():
         parse_spec({**base, "bases": {"g": {"kind": "pymc-linear"}}, "methods": {"j": {"kind": "jackknife-plus-gp"}}})
 
 
-def test_pymc_glm_runs_as_one_of_several_bases(tmp_path):
+@pytest.mark.seeded(5)
+def test_pymc_glm_runs_as_one_of_several_bases(tmp_path, seed, record_property):
     spec = parse_spec(
         {
             "name": "glm",
             "datasets": [{"name": "lin", "function": "branin", "n": 100, "noise": 0.5}],
             "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2},
-            "seed": 5,
+            "seed": seed,  # the data's draw, the split and the NUTS seed
             "confidence_level": [0.5, 0.9],
             "bases": {
                 "ols": {"kind": "ols"},
@@ -172,6 +173,8 @@ def test_pymc_glm_runs_as_one_of_several_bases(tmp_path):
     # a linear model on branin: both linear bases score alike (their predictive sds differ only by
     # the t tails and the posterior spread), and the GLM's convergence diagnostics are stored per base
     nll = out["nll"].sel(calibrator="b").squeeze()
+    record_property("nll_gap", abs(float(nll.sel(base="glm")) - float(nll.sel(base="ols"))))
+    record_property("rhat", float(out["rhat"].sel(base="glm").squeeze()))
     assert abs(float(nll.sel(base="glm")) - float(nll.sel(base="ols"))) < 0.5
     assert out["rhat"].dims == ("dataset", "repetition", "base")
     assert np.isfinite(out["rhat"].sel(base="glm")).all() and np.isnan(out["rhat"].sel(base="ols")).all()
@@ -203,7 +206,8 @@ def test_advi_option_approximates_the_posterior(data, seed, record_property):
     assert all(np.isnan(float(m.diagnostics_[k])) for k in ("rhat", "ess_bulk", "divergences"))
 
 
-def test_compare_flags_a_base_whose_sampler_did_not_converge(tmp_path, capsys):
+@pytest.mark.seeded(5)
+def test_compare_flags_a_base_whose_sampler_did_not_converge(tmp_path, capsys, seed, record_property):
     """No tuning and 10 draws: NUTS cannot converge, so `calibprob compare` flags the base."""
     import re
 
@@ -212,11 +216,12 @@ def test_compare_flags_a_base_whose_sampler_did_not_converge(tmp_path, capsys):
     from calibprob.cli import main
 
     spec = tmp_path / "s.toml"
-    spec.write_text("""
+    spec.write_text(
+        """
 name = "tiny-glm"
 datasets = [{ name = "lin", function = "branin", n = 80, noise = 0.5 }]
 repetitions = 1
-seed = 5
+seed = SEED
 confidence_level = [0.9]
 [split]
 train = 0.6
@@ -229,7 +234,8 @@ tune = 0
 chains = 2
 [methods.b]
 kind = "base"
-""")
+""".replace("SEED", str(seed))
+    )
     out = tmp_path / "r.nc"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -241,6 +247,7 @@ kind = "base"
         flag = str(tree["ranking"].to_dataset()["base_flag"].sel(dataset="lin", pipeline="b").item())
     finally:
         tree.close()
+    record_property("rhat", rhat)
     assert rhat > 1.01  # the stored diagnostic itself says "not converged"
     assert flag.startswith(f"max r̂ {rhat:.3f} > 1.01 in 1 of 1 repetition(s)")
     # the scores table and the ranking both say so
