@@ -78,6 +78,8 @@ def test_weights_towards_one_regime_fit_that_regime(seed, record_property):
     w_q = weighted.predict(test).calib.quantiles
     p_q = plain.predict(test).calib.quantiles
     w_width, p_width = w_q[:, 1] - w_q[:, 0], p_q[:, 1] - p_q[:, 0]
+    # swept at seeds 0..19 of the data (2026-11-29): 9.4 % from 1.645 at worst (rel 0.1: thin, but it held at all 20),
+    # weighted over unweighted wide width 0.36 (0.5), unweighted wide width 6.17 (5)
     record_property("narrow_width_rel_gap", float(abs(w_width[0] / (2 * 1.645 * 0.5) - 1)))
     record_property("wide_width", float(p_width[1]))
     record_property("weighted_over_plain_wide", float(w_width[1] / p_width[1]))
