@@ -149,13 +149,14 @@ def test_spec_options_are_typed():
         parse_spec({**base, "bases": {"g": {"kind": "pymc-linear"}}, "methods": {"j": {"kind": "jackknife-plus-gp"}}})
 
 
-def test_pymc_glm_runs_as_one_of_several_bases(tmp_path):
+@pytest.mark.seeded(5)
+def test_pymc_glm_runs_as_one_of_several_bases(tmp_path, seed, record_property):
     spec = parse_spec(
         {
             "name": "glm",
             "datasets": [{"name": "lin", "function": "branin", "n": 100, "noise": 0.5}],
             "split": {"train": 0.6, "calibrate": 0.2, "test": 0.2},
-            "seed": 5,
+            "seed": seed,  # the data's draw, the split and the NUTS seed
             "confidence_level": [0.5, 0.9],
             "bases": {
                 "ols": {"kind": "ols"},
@@ -172,7 +173,11 @@ def test_pymc_glm_runs_as_one_of_several_bases(tmp_path):
     # a linear model on branin: both linear bases score alike (their predictive sds differ only by
     # the t tails and the posterior spread), and the GLM's convergence diagnostics are stored per base
     nll = out["nll"].sel(calibrator="b").squeeze()
-    assert abs(float(nll.sel(base="glm")) - float(nll.sel(base="ols"))) < 0.5
+    record_property("nll_gap", abs(float(nll.sel(base="glm")) - float(nll.sel(base="ols"))))
+    record_property("rhat", float(out["rhat"].sel(base="glm").squeeze()))
+    # swept at seeds 0..19 (2026-11-29): 0.68 at seed 4 (GLM 2.02, OLS 1.35; r-hat 1.07 at worst over the sweep),
+    # 0.5 broke there; 1.0 now
+    assert abs(float(nll.sel(base="glm")) - float(nll.sel(base="ols"))) < 1.0
     assert out["rhat"].dims == ("dataset", "repetition", "base")
     assert np.isfinite(out["rhat"].sel(base="glm")).all() and np.isnan(out["rhat"].sel(base="ols")).all()
     assert float(out["divergences"].sel(base="glm").squeeze()) >= 0
@@ -203,7 +208,8 @@ def test_advi_option_approximates_the_posterior(data, seed, record_property):
     assert all(np.isnan(float(m.diagnostics_[k])) for k in ("rhat", "ess_bulk", "divergences"))
 
 
-def test_compare_flags_a_base_whose_sampler_did_not_converge(tmp_path, capsys):
+@pytest.mark.seeded(5)
+def test_compare_flags_a_base_whose_sampler_did_not_converge(tmp_path, capsys, seed, record_property):
     """No tuning and 10 draws: NUTS cannot converge, so `calibprob compare` flags the base."""
     import re
 
@@ -212,11 +218,12 @@ def test_compare_flags_a_base_whose_sampler_did_not_converge(tmp_path, capsys):
     from calibprob.cli import main
 
     spec = tmp_path / "s.toml"
-    spec.write_text("""
+    spec.write_text(
+        """
 name = "tiny-glm"
 datasets = [{ name = "lin", function = "branin", n = 80, noise = 0.5 }]
 repetitions = 1
-seed = 5
+seed = SEED
 confidence_level = [0.9]
 [split]
 train = 0.6
@@ -229,7 +236,8 @@ tune = 0
 chains = 2
 [methods.b]
 kind = "base"
-""")
+""".replace("SEED", str(seed))
+    )
     out = tmp_path / "r.nc"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -241,10 +249,12 @@ kind = "base"
         flag = str(tree["ranking"].to_dataset()["base_flag"].sel(dataset="lin", pipeline="b").item())
     finally:
         tree.close()
+    record_property("rhat", rhat)
     assert rhat > 1.01  # the stored diagnostic itself says "not converged"
     assert flag.startswith(f"max r̂ {rhat:.3f} > 1.01 in 1 of 1 repetition(s)")
     # the scores table and the ranking both say so
-    assert re.search(r"== lin .*\n! base not converged for b: max r̂ \d\.\d{3} > 1\.01 in 1 of 1", printed)
+    # r-hat is inf when a chain never moved (seeds 3, 9, 12 of the sweep: the flag then said only "divergent")
+    assert re.search(r"== lin .*\n! base not converged for b: max r̂ (\d\.\d{3}|inf) > 1\.01 in 1 of 1", printed)
     assert re.search(r"\n\s+1\s+b\s.*best, ! base not converged\n", printed)
     assert printed.count("! base not converged for b") == 2
 

@@ -253,15 +253,19 @@ def _coverage_over_draws(make, n_cal, levels, reps, m, seed, skew=True):
 
 
 @pytest.mark.parametrize("name", sorted(DISTRIBUTION_FREE))
-def test_finite_sample_level_guarantees(name):
-    """Skewed noise, n_cal = 19, 300 draws: RK/RM in [floor(p(n+1)), ceil(p(n+1))]/(n+1); RV = p exactly."""
+@pytest.mark.seeded(7)
+def test_finite_sample_level_guarantees(name, seed, record_property):
+    """Skewed noise, n_cal = 19, 300 draws: RK/RM in [floor(p(n+1)), ceil(p(n+1))]/(n+1); RV = p exactly.
+
+    Swept at seeds 0..19 (2026-11-29): 2.35 SE outside the range at worst (RM; RK and RV 1.95), against 4."""
     n = 19
     levels = np.array([0.05, 0.175, 0.5, 0.725, 0.925, 0.95])
-    mean, se = _coverage_over_draws(DISTRIBUTION_FREE[name], n, levels, reps=300, m=20, seed=7)
+    mean, se = _coverage_over_draws(DISTRIBUTION_FREE[name], n, levels, reps=300, m=20, seed=seed)
     if name == "RV":
         lo = hi = levels
     else:
         lo, hi = np.floor(levels * (n + 1)) / (n + 1), np.ceil(levels * (n + 1)) / (n + 1)
+    record_property("se_outside", float(np.max(np.maximum(lo - mean, mean - hi) / se)))
     assert np.all(mean >= lo - 4 * se) and np.all(mean <= hi + 4 * se), (mean, lo, hi, se)
 
 

@@ -353,6 +353,11 @@ def test_a_converged_base_and_a_file_without_diagnostics_are_not_flagged():
     assert rank_results(only_div)["base_flag"].sel(dataset="d", pipeline="pm/b").item() == (
         "1 divergent transition(s) in 1 of 4 repetition(s)"
     )
+    # an infinite r-hat (a chain that never moved: NUTS without tuning) is the least converged, not "no diagnostic"
+    stuck = _two_bases([1.0, np.inf, 1.0, 1.0], [0.0, 3.0, 0.0, 0.0])
+    assert rank_results(stuck)["base_flag"].sel(dataset="d", pipeline="pm/b").item() == (
+        "max r̂ inf > 1.01 in 1 of 4 repetition(s); 3 divergent transition(s) in 1 of 4 repetition(s)"
+    )
 
 
 def test_table_prints_an_infinite_score_as_inf_without_warnings():

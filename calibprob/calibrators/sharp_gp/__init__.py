@@ -113,15 +113,39 @@ Variants
     not depend on the points that set :math:`\beta`, and each knot
     :math:`\delta_j = j/(N_B+1)` has exact split-conformal coverage
     :math:`P(y \le Q(\delta_j)) = \delta_j` (continuous data). Should the
-    recomputed β not be monotone, it is widened outward from the median
-    (a running maximum above, minimum below: conservative), as is
-    :math:`\phi` where its sign pattern breaks.
+    recomputed β not shrink toward the median, the inner knot's :math:`\phi`
+    is moved toward its outer neighbour's, as Algorithm 1's backtracking does,
+    and β recomputed there (:func:`exact_monotone_knots`): every knot keeps
+    its exact order statistic (see "Knots after β is recomputed" below).
+
+Knots after β is recomputed
+---------------------------
+Whenever θ is fitted on other points than those that set β (the cross-fitted
+split, ``n_cal_subset``, ``n_train_subset``), the recomputed
+:math:`\beta_j = q_{\mathrm{lin}}(\delta_j, r/\sigma(\phi_j))` need not be
+monotone. Theorem 5.4 rests on Lemma 8.1 (Marx et al. 2022, Theorem 1), which
+needs both monotone curves and, at each knot :math:`\delta_j = j/(N+1)`, the
+:math:`j`-th order statistic of the scores: exactly :math:`j` of the :math:`N`
+points at or below :math:`Q(\delta_j)`. Widening β at the offending knot
+(a running maximum outward) would keep the first and lose the second: the
+moved knot's calibration coverage falls to :math:`c_j < j` of :math:`N` below
+the median (above it, more than :math:`j`), so only the conservative side
+:math:`P(y \le Q(\delta_j)) \le \delta_j + 1/(N+1)` of the guarantee
+would survive there (measured: 16 of 200 points at the knot 20/201). The repair
+moves the inner knot's :math:`\phi` back toward its outer neighbour's instead,
+at fractions 1/2, 1/4, 1/8, 0, and recomputes β exactly; at 0 the two knots
+share :math:`\sigma`, so their β are ordered order statistics of the same
+z-scores. Both conditions then hold at every knot and Theorem 5.4 applies as
+in the paper's variant (``diagnostics_["repaired"]`` flags such knots with 4).
+:func:`monotone_knots`' widening remains for rounding (a violation within
+:math:`10^{-10}|\beta|`, the solver's tolerance) and for a φ that is not
+monotone on input.
 
 Large data (paper §6): ``n_train_subset`` fits :math:`\theta_\delta` with the
 posterior conditioned on a random subset of the training data (O(n³) per
 evaluation on the subset only), then recomputes :math:`\beta_\delta` with the
-posterior on *all* training data (with the same monotone repair), which keeps
-the calibration guarantee. With a
+posterior on *all* training data (with the same exact monotone repair), which
+keeps the calibration guarantee. With a
 :class:`calibprob.bases.gp.SparseGaussianProcessRegressor` base the same graph is
 built on its VFE predictive variance (inducing inputs fixed).
 
@@ -156,7 +180,7 @@ Gaussian processes. AISTATS.
 Package layout
 --------------
 ``_knots``
-    NumPy knot numerics: :func:`q_lin`, :func:`monotone_knots`,
+    NumPy knot numerics: :func:`q_lin`, :func:`exact_monotone_knots`, :func:`monotone_knots`,
     :func:`interpolate_knots`, the σ-increasing coordinates.
 ``_op``
     The exact-GP posterior variance as a PyTensor Op with an analytic pullback.
@@ -174,6 +198,7 @@ Package layout
 
 from calibprob.calibrators.sharp_gp._graph import build_model, clear_cache
 from calibprob.calibrators.sharp_gp._knots import (
+    exact_monotone_knots,
     interpolate_knots,
     interpolate_quantiles,
     knot_levels,
@@ -193,6 +218,7 @@ __all__ = [
     "q_lin",
     "knot_levels",
     "required_calibration_points",
+    "exact_monotone_knots",
     "monotone_knots",
     "interpolate_knots",
     "interpolate_quantiles",

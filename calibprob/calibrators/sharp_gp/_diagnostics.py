@@ -27,6 +27,13 @@ def _knot_columns(knots: Sequence[_Knot], kl: np.ndarray) -> dict:
     return {a: np.array([getattr(k, a) for k in nearest]) for a in attrs}
 
 
+#: the flags of ``repaired`` (estimator._set_knots): exact_monotone_knots' 4, then monotone_knots' 1 and 2
+_REPAIRED = (
+    "monotone repair after recomputing β: 4 φ moved toward the outer knot's (β exact), "
+    "1 β widened (rounding), 2 φ raised; added"
+)
+
+
 # the signature packed by hand (fmt: skip): one parameter per line would take the function past the 80-line limit
 def calibration_dataset(
     model: SharpCalibratedGP, knots: Sequence[_Knot], kl: np.ndarray, beta: np.ndarray, coverage: np.ndarray,
@@ -108,7 +115,7 @@ def calibration_dataset(
             "repaired": (
                 "knot",
                 repaired.astype(int),
-                {"long_name": "monotone repair after recomputing β: 1 β widened, 2 φ raised, 3 both"},
+                {"long_name": _REPAIRED},
             ),
             "side": ("knot", cols["side"].astype(str)),
             "seconds": ("knot", cols["seconds"].astype(float)),

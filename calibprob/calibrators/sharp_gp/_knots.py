@@ -10,6 +10,8 @@ docstring (:mod:`calibprob.calibrators.sharp_gp`) for the equations.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special
@@ -21,6 +23,7 @@ __all__ = [
     "q_lin",
     "knot_levels",
     "required_calibration_points",
+    "exact_monotone_knots",
     "monotone_knots",
     "interpolate_knots",
     "interpolate_quantiles",
@@ -72,6 +75,83 @@ def q_lin(levels: ArrayLike, scores: ArrayLike) -> np.ndarray | float:
 
 #: Smallest calibration set covering every level (``calibprob._core.ranks.min_calibration_points``).
 required_calibration_points = min_calibration_points
+
+
+#: fractions of the way from the outer neighbour's φ back to a knot's own φ, tried in turn (the solver's
+#: backtracking rule, ``_solver._BACKTRACK``); the last, 0, is the outer neighbour's φ itself
+_BACKTRACK = (0.5, 0.25, 0.125, 0.0)
+
+
+def exact_monotone_knots(
+    levels: ArrayLike,
+    phi: ArrayLike,
+    residual: ArrayLike,
+    sigma: Callable[[np.ndarray], np.ndarray],
+    sig: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    r"""β recomputed exactly on the points that set it, made monotone by moving φ, not β.
+
+    When θ is fitted on other points than those that set β (a training or calibration
+    subset, the cross-fitted split), :math:`\beta_j = q_{\mathrm{lin}}(\delta_j, r/\sigma(\phi_j))`
+    need not shrink toward the median. Theorem 5.4 (through Lemma 8.1, Marx et al. 2022,
+    Theorem 1) needs both: monotone :math:`\hat\beta, \hat\phi` *and* a quantile at
+    each knot :math:`\delta_j = j/(N+1)` that is the :math:`j`-th order statistic of the
+    scores, i.e. exactly :math:`j` of the :math:`N` calibration points at or below it.
+    Widening β (:func:`monotone_knots`) keeps the first and gives up the second at the
+    knots it moves. This repair keeps both, with Algorithm 1's own rule (the solver's
+    backtracking, Remark 5.3): each pass runs from its tail inward, and a knot whose
+    :math:`|\beta|` exceeds its outer neighbour's gets
+    :math:`\phi_t = \phi_{\text{out}} + t(\phi_j - \phi_{\text{out}})` for the first
+    :math:`t \in (1/2, 1/4, 1/8, 0)` that restores the order, with β recomputed
+    exactly at :math:`\phi_t`. At :math:`t = 0` both knots share
+    :math:`\sigma(\phi_{\text{out}}, \cdot)`, so their β are two order statistics of
+    the same z-scores and the order holds; :math:`\phi_t` lies between the two
+    neighbours' φ, so φ stays monotone.
+
+    Parameters
+    ----------
+    levels : array_like, shape (K,)
+        Strictly increasing knot levels.
+    phi : array_like, shape (K, P)
+        σ-increasing log-hyperparameters per knot, monotone on each side.
+    residual : array_like, shape (N,)
+        Residuals of the points that set β.
+    sigma : callable
+        ``sigma(phi) -> ndarray (N,)``, σ(θ(φ), x) at those points.
+    sig : ndarray, shape (K, N), optional
+        σ at ``phi`` if already computed.
+
+    Returns
+    -------
+    phi : ndarray, shape (K, P)
+    beta : ndarray, shape (K,)
+        :math:`q_{\mathrm{lin}}(\delta_j, r/\sigma(\phi_j))` at the returned φ.
+    sig : ndarray, shape (K, N)
+    moved : ndarray of bool, shape (K,)
+        Knots whose φ was moved.
+    """
+    d = np.asarray(levels, float)
+    f = np.atleast_2d(np.asarray(phi, float)).copy()
+    r = np.asarray(residual, float)
+    s = np.array([sigma(ph) for ph in f]) if sig is None else np.array(sig, float)
+    b = np.array([q_lin(lv, r / si) for lv, si in zip(d, s)])
+    moved = np.zeros(d.size, dtype=bool)
+    upper = np.flatnonzero(b >= 0)[::-1]  # from the upper tail inward
+    lower = np.flatnonzero(b < 0)  # from the lower tail inward
+    for order, sign in ((upper, 1.0), (lower, -1.0)):
+        for out, j in zip(order[:-1], order[1:]):
+            # the solver's tolerance (``_solver._inward_ok``): rounding is left to monotone_knots
+            tol = 1e-10 * max(1.0, abs(b[out]))
+            if sign * b[j] <= sign * b[out] + tol:
+                continue
+            for t in _BACKTRACK:
+                f_t = f[out] + t * (f[j] - f[out])
+                s_t = sigma(f_t)
+                b_t = float(q_lin(d[j], r / s_t))
+                if sign * b_t <= sign * b[out] + tol or t == 0.0:
+                    f[j], s[j], b[j], moved[j] = f_t, s_t, b_t, True
+                    break
+    return f, b, s, moved
 
 
 def monotone_knots(

@@ -386,7 +386,8 @@ def _convergence_problem(rhat: np.ndarray | None, divergences: np.ndarray | None
     """Why one base on one data set is not converged, over its repetitions ('' when it is)."""
     parts = []
     if rhat is not None:
-        r = rhat[np.isfinite(rhat)]
+        # NaN: no diagnostic (ADVI, a base without one); +inf: a chain that never moved, the worst r-hat of all
+        r = rhat[~np.isnan(rhat)]
         high = r > RHAT_MAX
         if high.any():
             parts.append(f"max r̂ {r.max():.3f} > {RHAT_MAX:g} in {int(high.sum())} of {r.size} repetition(s)")

@@ -224,10 +224,12 @@ def coverage_draws(method, n, c, reps, seed):
 
 
 @pytest.mark.parametrize("method", ["fcp", "normalized", "signed"])
-def test_gp_conformal_coverage_fast(method):
+@pytest.mark.seeded(3)
+def test_gp_conformal_coverage_fast(method, seed, record_property):
     c = 0.8
-    mean, se = coverage_draws(method, 19, c, reps=300, seed=3)
+    mean, se = coverage_draws(method, 19, c, reps=300, seed=seed)
     bound = c if method == "fcp" else 2 * c - 1
+    record_property("se_below_bound", float((bound - mean) / se))  # swept at seeds 0..19: 1.68 at worst (3)
     assert mean >= bound - 3 * se, (mean, se)
 
 

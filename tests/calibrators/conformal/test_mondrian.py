@@ -260,15 +260,18 @@ def _coverage_by_group(make, sizes, reps, c, seed):
 @pytest.mark.parametrize(
     "make, sides", [(SplitConformalCalibrator, 1), (ConformalPredictiveSystem, 2)], ids=["split", "cps"]
 )
-def test_mondrian_covers_in_every_group_meeting_the_minimum(make, sides):
+@pytest.mark.seeded(11)
+def test_mondrian_covers_in_every_group_meeting_the_minimum(make, sides, seed, record_property):
     c, sizes, reps = 0.9, (5, 19, 40, 150), 150
-    hits = _coverage_by_group(make, sizes, reps, c, seed=11 + sides)
+    hits = _coverage_by_group(make, sizes, reps, c, seed=seed + sides)
     need = min_group_size(c, sides=sides)
     for k, n_k in enumerate(sizes):
         mean, se = hits[:, k].mean(), hits[:, k].std(ddof=1) / np.sqrt(reps)
         if n_k < need:
             assert mean == 1.0  # (-inf, inf): the explicit infinite interval
             continue
+        record_property(f"se_below_c_n{n_k}", float((c - mean) / se))
+        record_property(f"se_above_bound_n{n_k}", float((mean - c - sides / (n_k + 1)) / se))
         # c <= coverage < c + 1/(n_k + 1) (split; the CPS' two tails: < c + 2/(n_k + 1))
         assert mean >= c - 3 * se, (k, n_k, mean, se)
         assert mean <= c + sides / (n_k + 1) + 3 * se, (k, n_k, mean, se)

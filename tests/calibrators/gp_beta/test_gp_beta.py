@@ -199,12 +199,14 @@ def test_pytensor_likelihood_matches_numpy_and_is_stable_in_the_tails():
     np.testing.assert_allclose(got, beta_link_logpdf(m_ + s_ * z, m_, s_, la_, lb_, c_), rtol=1e-9, atol=1e-9)
 
 
-def test_tail_bounds_hold_at_most_p_tail():
-    rng = np.random.default_rng(5)
+@pytest.mark.seeded(5)
+def test_tail_bounds_hold_at_most_p_tail(seed, record_property):
+    rng = np.random.default_rng(seed)
     la, lb, c = rng.normal(0, 1.5, 500), rng.normal(0, 1.5, 500), rng.normal(0, 3, 500)
     lo, hi = gb._tail_bounds(la, lb, c, 1e-7)
     # the bound holds wherever it is not clipped at |z| = 37 (a or b below ~0.02)
     ok_lo, ok_hi = lo > -37, hi < 37
+    record_property("unclipped_share", float(min(ok_lo.mean(), ok_hi.mean())))  # seeds 0..19: 0.982 at worst
     assert ok_lo.mean() > 0.9 and ok_hi.mean() > 0.9
     assert np.all(beta_link_cdf(lo, 0.0, 1.0, la, lb, c)[ok_lo] <= 1e-7 * (1 + 1e-6))
     assert np.all((1 - beta_link_cdf(hi, 0.0, 1.0, la, lb, c))[ok_hi] <= 1e-7 * (1 + 1e-6) + 1e-15)
@@ -817,11 +819,17 @@ def test_other_configurations_fit_fig1(fig1_data, kwargs):
 
 
 @pytest.mark.parametrize("spec_name", ["song2019-table1-ols", "song2019-table1-bayesian-ridge"])
-def test_song_table1_boston_rows_from_the_shipped_spec(spec_name):
+@pytest.mark.seeded(0)
+def test_song_table1_boston_rows_from_the_shipped_spec(spec_name, seed, record_property):
     """Song et al. (2019) Table 1, Boston, linear bases: GP-Beta's NLL at least 0.1 below the base's
-    and below isotonic's (TARGETS.md), on the first three repetitions of the spec in ``models/``
+    and below isotonic's (TARGETS.md), on a block of three repetitions of the spec in ``models/``
     exactly as ``calibprob compare`` runs them (same splits, same seeds; GPB16 column only).
 
+    The seed sweep's ``seed`` picks the block: repetitions 3 seed .. 3 seed + 2 of the spec's protocol
+    (a repetition's split and seeds come from the spec's seed and the repetition's index alone, as in
+    ``calibprob compare --repetitions``), so the default run (seed 0) keeps the first three. Swept at seeds 0..19
+    (2026-11-29, 60 repetitions per base): GP-Beta's mean NLL 0.167 below the base's at worst (OLS, repetitions
+    18..20; the margin 0.1) and 0.155 below isotonic's; in every split at least 0.037 below the base.
     Measured on these three repetitions: OLS base 2.959, isotonic 2.973, GP-Beta 2.726 (means);
     Bayesian ridge 2.977, 2.973, 2.735 — the same values as the spec's own run (all five
     repetitions in docs/benchmarks.md: OLS 2.91 -> 2.70, Bayesian ridge 2.94 -> 2.72).
@@ -834,9 +842,14 @@ def test_song_table1_boston_rows_from_the_shipped_spec(spec_name):
     path = MODELS / f"{spec_name}.toml"
     data = tomllib.loads(path.read_text())
     data["methods"] = {k: v for k, v in data["methods"].items() if k in ("base", "isotonic", "gp-beta-16")}
+    data["repetitions"] = max(data["repetitions"], 3 * seed + 3)  # the protocol's repetitions up to the block
     spec = parse_spec(data).to_dict()
-    nll = xr.concat([run_task(spec, "boston", r)["nll"] for r in range(3)], dim="repetition")
+    block = range(3 * seed, 3 * seed + 3)
+    nll = xr.concat([run_task(spec, "boston", r)["nll"] for r in block], dim="repetition")
     gpb, base, iso = (nll.sel(calibrator=c).squeeze() for c in ("gp-beta-16", "base", "isotonic"))
+    record_property("gain_over_base", float(base.mean() - gpb.mean()))
+    record_property("gain_over_isotonic", float(iso.mean() - gpb.mean()))
+    record_property("worst_split_excess", float((gpb - base).max()))
     assert float(gpb.mean()) <= float(base.mean()) - 0.1, nll.values
     assert float(gpb.mean()) < float(iso.mean()), nll.values
     assert (gpb <= base + 0.02).all(), nll.values  # never worse than the base in any split
