@@ -196,11 +196,14 @@ def _with_feedback(d: DatasetSpec, entry: dict, where: str) -> list[DatasetSpec]
     return feedback_twins(dataclasses.replace(d, feedback=fb))
 
 
-def _feedback_exclude(entry: dict, features: Any, exclude: Any, where: str) -> Any:
-    """``exclude`` with a feedback table's ``label_sd`` column added (the noise SDs are not an input)."""
+def _feedback_exclude(entry: dict, path: Path, target: str, features: Any, exclude: Any, where: str) -> Any:
+    """``exclude`` with a feedback table's ``label_sd`` column added (the noise SDs are not an input).
+
+    A ``label_sd`` that is not a column, or is the target, is left to :func:`parse_feedback` to refuse.
+    """
     table = entry.get("feedback")
     column = table.get("label_sd") if isinstance(table, dict) else None
-    if not isinstance(column, str):
+    if not isinstance(column, str) or column == target or column not in pd.read_csv(path, nrows=0).columns:
         return exclude
     if features is not None:
         if column in features:
@@ -413,7 +416,7 @@ def _parse_csv_entry(
         raise SpecError(f"{where} reads a CSV and needs 'target' (the column to predict).")
     target = Str().check(entry["target"], f"{where}.target")
     features, exclude, one_hot, dropna, subsample = _csv_columns(entry, where)
-    exclude = _feedback_exclude(entry, features, exclude, where)
+    exclude = _feedback_exclude(entry, path, target, features, exclude, where)
     time = None
     if "time" in entry:
         time = _parse_time_column(entry, path, target, features, where)
