@@ -22,6 +22,7 @@ import xarray as xr
 from calibprob import datasets as cds
 from calibprob import registry
 from calibprob._core.validation import GROUP_COORD
+from calibprob.compare.feedback import GRID_SETS, feedback_arrays, grid_set_scores
 from calibprob.compare.methods import (
     EXACT_INTERVALS,
     METHOD_KINDS,
@@ -34,7 +35,6 @@ from calibprob.compare.methods import (
     share_base_predictions,
     task_weights,
 )
-from calibprob.compare.feedback import GRID_SETS, feedback_arrays, grid_set_scores
 from calibprob.compare.online import expanding_base_predictions
 from calibprob.compare.spec.data import read_time_column, time_split_counts
 from calibprob.compare.spec.model import METHOD_FALLBACKS, DatasetSpec, MethodSpec, Spec, file_sha256
@@ -169,8 +169,8 @@ def _prepare(
     data = _load(spec, dataset, seed)
     d = next(d for d in spec.datasets if d.name == dataset)
     if d.feedback is not None:  # a designed test row: not split (calibprob.compare.feedback)
-        arrays = feedback_arrays(d, data, seed)
-        return (seed, arrays, None, arrays["test"][1]) if scored else (seed, arrays)
+        designed = feedback_arrays(d, data, seed)
+        return (seed, designed, None, designed["test"][1]) if scored else (seed, designed)
     split = d.split if d.split is not None else spec.split
     fractions = tuple(split[k] for k in ("train", "calibrate", "test") if k in split)
     if split.get("kind") == "time":

@@ -133,7 +133,9 @@ def test_the_runs_of_a_repetition_share_the_training_rows_and_design_in_turn(tmp
     spec = parse_spec(_spec(tmp_path / "pool.csv"))
     parts = [tasks._prepare(spec, d, 1)[1] for d in spec.dataset_names]
     for p in parts[1:]:
-        assert np.array_equal(p["train"][0], parts[0]["train"][0]) and np.array_equal(p["train"][1], parts[0]["train"][1])
+        assert np.array_equal(p["train"][0], parts[0]["train"][0]) and np.array_equal(
+            p["train"][1], parts[0]["train"][1]
+        )
     assert [p["feedback"]["lam"] for p in parts] == list(LAMBDAS)
     assert all("calibrate" not in p and p["test"][0].shape == (1, 22) for p in parts)
     # the noisy labels are clipped at the floor, each near its row's brightness (sd <= 0.1)
@@ -201,7 +203,10 @@ def test_the_kind_refuses_a_task_without_a_design(tmp_path):
         ({"model": {"kind": "gp"}}, r'model must be a table with kind = "ridge"'),
         ({"model": {"kind": "ridge", "penalty": 0.0}}, r"model.penalty must be a finite number > 0"),
         ({"model": {"kind": "ridge", "alpha": 1.0}}, r"model has unknown key\(s\) \['alpha'\]"),
-        ({"model": {"kind": "ridge", "walsh_hadamard": 7}}, r"walsh_hadamard must be an integer order from 1 to the number of inputs \(6\)"),
+        (
+            {"model": {"kind": "ridge", "walsh_hadamard": 7}},
+            r"walsh_hadamard must be an integer order from 1 to .* \(6\)",
+        ),
     ],
 )
 def test_bad_feedback_tables_are_refused_naming_the_fix(tmp_path, change, match):

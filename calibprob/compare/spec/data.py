@@ -32,6 +32,7 @@ from calibprob._core.options import (
     _suggest,
 )
 from calibprob._core.validation import describe_unreadable_path
+from calibprob.compare.spec.feedback import design_features, feedback_twins, parse_feedback
 from calibprob.compare.spec.model import (
     _CSV_KEYS,
     _FUNCTION_KEYS,
@@ -44,7 +45,6 @@ from calibprob.compare.spec.model import (
     _limit,
     file_sha256,
 )
-from calibprob.compare.spec.feedback import design_features, feedback_twins, parse_feedback
 from calibprob.compare.spec.shift import parse_shift, shifted_copy
 from calibprob.datasets import available_datasets, available_functions, load_csv
 from calibprob.datasets.functions import get_function
@@ -186,7 +186,8 @@ def _with_feedback(d: DatasetSpec, entry: dict, where: str) -> list[DatasetSpec]
     path = Path(str(d.path))
     names = [str(c) for c in pd.read_csv(path, nrows=0).columns]
     data = load_csv(path, str(d.target), features=list(d.features) if d.features else None,
-                    exclude=list(d.exclude) if d.exclude else None, one_hot=d.one_hot or False)  # fmt: skip
+                    exclude=list(d.exclude) if d.exclude else None,
+                    one_hot=list(d.one_hot) if isinstance(d.one_hot, tuple) else bool(d.one_hot))  # fmt: skip
     fb = parse_feedback(entry, names, str(d.target), int(data.sizes["feature"]), where)
     assert fb is not None  # the entry has the key
     try:

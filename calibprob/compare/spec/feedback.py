@@ -86,7 +86,7 @@ def _number(value: object) -> bool:
 
 def _parse_lambdas(value: object, where: str) -> tuple[float, ...]:
     """``lambda``: one finite number or a non-empty list of distinct finite numbers."""
-    values = value if isinstance(value, list) else [value]
+    values: list = value if isinstance(value, list) else [value]
     if not values or not all(_number(v) and math.isfinite(v) for v in values):
         raise SpecError(
             f"{where}.lambda must be a finite number or a non-empty list of them (the design's inverse "
@@ -102,8 +102,8 @@ def _parse_model(value: object, n_inputs: int, where: str) -> dict:
     """``model``: ``{kind = "ridge", penalty > 0, walsh_hadamard = k}`` (k optional, 1..number of inputs)."""
     if not isinstance(value, dict) or value.get("kind") != "ridge":
         raise SpecError(
-            f"{where}.model must be a table with kind = \"ridge\" (the design's model, linear in the labels, so "
-            f"the conformal sets need no refits); got {_short(value)}. E.g. model = {{ kind = \"ridge\", "
+            f'{where}.model must be a table with kind = "ridge" (the design\'s model, linear in the labels, so '
+            f'the conformal sets need no refits); got {_short(value)}. E.g. model = {{ kind = "ridge", '
             "penalty = 10.0, walsh_hadamard = 2 }."
         )
     unknown = sorted(str(k) for k in set(value) - set(FEEDBACK_MODEL_KEYS))
@@ -169,7 +169,11 @@ def parse_feedback(entry: dict, columns: list[str], target: str, n_inputs: int, 
     if missing:
         raise SpecError(f"{where}.feedback needs {', '.join(missing)}; e.g. {_EXAMPLE}.")
     n_train = table["n_train"]
-    if isinstance(n_train, bool) or not isinstance(n_train, int) or not MIN_FEEDBACK_TRAIN <= n_train <= MAX_FEEDBACK_TRAIN:
+    if (
+        isinstance(n_train, bool)
+        or not isinstance(n_train, int)
+        or not MIN_FEEDBACK_TRAIN <= n_train <= MAX_FEEDBACK_TRAIN
+    ):
         raise SpecError(
             f"{where}.feedback.n_train must be an integer from {MIN_FEEDBACK_TRAIN} to {MAX_FEEDBACK_TRAIN} (the "
             f"training rows drawn per repetition, with replacement); got {_short(n_train)}. E.g. n_train = 96."
@@ -201,9 +205,7 @@ def twin_name(name: str, lam: float) -> str:
 def feedback_twins(d: DatasetSpec) -> list[DatasetSpec]:
     """One data set per ``lambda`` of the entry's ``feedback`` table, each loading the entry's data."""
     assert d.feedback is not None  # the parser calls this for a feedback entry only
-    return [
-        dataclasses.replace(d, name=twin_name(d.name, lam), source=d.name, lam=lam) for lam in d.feedback["lambda"]
-    ]
+    return [dataclasses.replace(d, name=twin_name(d.name, lam), source=d.name, lam=lam) for lam in d.feedback["lambda"]]
 
 
 def walsh_hadamard(bits: np.ndarray, order: int) -> np.ndarray:

@@ -53,7 +53,9 @@ _CSV_KEYS = {"path", "target", "features", "exclude", "one_hot", "dropna", "subs
 _FUNCTION_KEYS = {"function", "n", "dim", "noise", "design"}
 
 
-DATASET_KEYS = {"name", "split", "sha256", "groups", "shift", "permute", "time", "feedback"} | _CSV_KEYS | _FUNCTION_KEYS
+DATASET_KEYS = (
+    {"name", "split", "sha256", "groups", "shift", "permute", "time", "feedback"} | _CSV_KEYS | _FUNCTION_KEYS
+)
 
 
 DEFAULT_METRICS = ("ece", "nll", "crps", "std", "rmse", "coverage", "width")
@@ -214,7 +216,7 @@ class DatasetSpec:
     def to_dict(self) -> dict:
         if self.lam is not None:  # a feedback twin writes its declared entry (every lambda in its table)
             return dataclasses.replace(self, name=str(self.source), source=None, lam=None).to_dict()
-        out = {}
+        out: dict = {}
         for k, v in self.__dict__.items():
             if v is None or k == "subsample_seed":  # the seed is derived from the spec's seed
                 continue
