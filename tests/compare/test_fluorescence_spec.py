@@ -26,7 +26,7 @@ from calibprob.registry import METHODS
 from tests.support.paths import REPO_ROOT, load_benchmark
 
 SPEC = REPO_ROOT / "models" / "fannjiang2022-fluorescence.toml"
-#: Repetitions of the slow test (the spec's first ones): about 3.5 s each (four lambda) on one busy core.
+#: Repetitions of the slow test (the spec's first ones): 80 s in all at a load of 1.6 (0.2 s a task), about 20 min at 13.
 REPS = 100
 #: The published means over 2 000 seeds (blue, n = 96) at lambda = 0, 2, 4, 6.
 PAPER = {"feedback": (0.903, 0.912, 0.921, 0.924), "standard": (0.903, 0.949, 0.959, 0.968)}
