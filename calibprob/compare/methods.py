@@ -106,6 +106,9 @@ class TaskContext:
     #: A time split's order of the train rows followed by the burn-in rows in time (a ``shuffle = true`` split);
     #: None: already in time order. Read through :meth:`past`.
     past_order: np.ndarray | None = None
+    #: A feedback twin's design (``calibprob.compare.feedback.feedback_arrays``): ``{"lam", "pool", "model",
+    #: "test_row"}``; None for every other data set.
+    feedback: dict | None = None
 
     def past(self) -> tuple[np.ndarray, np.ndarray] | None:
         """A time split's rows before the horizon (train and burn-in) in time order, ``(X, y)`` as the models see them.

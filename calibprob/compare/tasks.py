@@ -22,6 +22,7 @@ import xarray as xr
 from calibprob import datasets as cds
 from calibprob import registry
 from calibprob._core.validation import GROUP_COORD
+from calibprob.compare.feedback import GRID_SETS, feedback_arrays, grid_set_scores
 from calibprob.compare.methods import (
     EXACT_INTERVALS,
     METHOD_KINDS,
@@ -113,8 +114,9 @@ def task_keys(spec: Spec) -> list[tuple[str, int]]:
 def _task_seed(spec: Spec, dataset: str, repetition: int) -> int:
     # Independent of execution order and worker: a function of the spec seed and the task only.
     # a shifted twin shares its declared entry's seed: the same split, the test part drawn under the tilt
+    # (and so do the runs of a feedback entry at each lambda: the same training rows)
     d = next(d for d in spec.datasets if d.name == dataset)
-    idx = spec.dataset_names.index(d.source or dataset)
+    idx = next(i for i, e in enumerate(spec.datasets) if (e.source or e.name) == (d.source or d.name))
     return int(np.random.SeedSequence([spec.seed, idx, repetition]).generate_state(1)[0])
 
 
@@ -166,6 +168,9 @@ def _prepare(
     seed = _task_seed(spec, dataset, repetition)
     data = _load(spec, dataset, seed)
     d = next(d for d in spec.datasets if d.name == dataset)
+    if d.feedback is not None:  # a designed test row: not split (calibprob.compare.feedback)
+        designed = feedback_arrays(d, data, seed)
+        return (seed, designed, None, designed["test"][1]) if scored else (seed, designed)
     split = d.split if d.split is not None else spec.split
     fractions = tuple(split[k] for k in ("train", "calibrate", "test") if k in split)
     if split.get("kind") == "time":
@@ -647,6 +652,7 @@ def _context(spec: Spec, table: dict, arrays: dict, seed: int, base: Any) -> Tas
         y_stream=parts["test"][1] if arrays.get("time_split") else None,
         past_order=arrays.get("past_order"),
         oracle_weights=arrays.get("oracle_weights"),
+        feedback=arrays.get("feedback"),
     )
 
 
@@ -694,7 +700,13 @@ def _score(
     if stream:
         pred = pred.assign_coords(time=("obs", np.arange(pred.sizes["obs"])))
     if output == "intervals":  # jackknife+, CV+, J+GP, FCP-GP: coverage, width and IAE only
-        return evaluate_intervals(pred, y_score, spec.confidence_levels, groups=groups)
+        sets = pred.attrs.get(GRID_SETS)
+        if sets is None:
+            return evaluate_intervals(pred, y_score, spec.confidence_levels, groups=groups)
+        pred = pred.copy()
+        del pred.attrs[GRID_SETS]  # a set on a label grid (feedback-conformal): scored as a set, not its hull
+        out = evaluate_intervals(pred, y_score, spec.confidence_levels, groups=groups)
+        return grid_set_scores(out, sets, y_score, spec.confidence_levels)
     exact = pred.attrs.get(EXACT_INTERVALS)
     if exact is None:
         return evaluate(pred, y_score, confidence_level=spec.confidence_levels, groups=groups)

@@ -413,6 +413,16 @@ register_method(
     needs_calibration_split=True,
 )
 register_method(
+    "feedback-conformal",
+    None,
+    family="model-aware",
+    output="intervals",
+    options={"grid": ListOf(Float()), "shift": Choice(("feedback", "standard", "none"))},
+    doc="Weighted full conformal of a designed test row under feedback covariate shift (Fannjiang et al. 2022), "
+    "closed-form leave-one-out ridge, on a data set with a feedback table; grid = [start, stop, step] of labels.",
+    adapter="calibprob.compare.feedback:run_feedback_conformal",
+)
+register_method(
     "enbpi",
     "calibprob.calibrators.timeseries:EnbPI",
     family="model-aware",

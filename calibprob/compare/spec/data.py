@@ -32,6 +32,7 @@ from calibprob._core.options import (
     _suggest,
 )
 from calibprob._core.validation import describe_unreadable_path
+from calibprob.compare.spec.feedback import design_features, feedback_twins, parse_feedback
 from calibprob.compare.spec.model import (
     _CSV_KEYS,
     _FUNCTION_KEYS,
@@ -143,6 +144,7 @@ def _parse_datasets(
             seed_ = Int(0, 2**32 - 1).check(entry["permute"], f"{where}.permute")
             out.append(dataclasses.replace(out.pop(), permute=seed_))
         out.extend(_with_shift(out.pop(), entry, kind, root, where))
+        out.extend(_with_feedback(out.pop(), entry, where))
     _check_dataset_names([d.name for d in out])
     return tuple(out)
 
@@ -160,6 +162,58 @@ def _with_shift(d: DatasetSpec, entry: dict, kind: str, root: Path, where: str) 
         columns = _bundled_columns(d.name)
     d = dataclasses.replace(d, shift=parse_shift(entry, columns, where))
     return [d, shifted_copy(d)]
+
+
+#: Keys a ``feedback`` entry refuses: its rows are the design pool as the file has them, and it is not split.
+_NOT_WITH_FEEDBACK = {
+    "split": "the entry is not split (n_train rows are drawn per repetition, the test row is designed)",
+    "shift": "the designed test row is the shift",
+    "groups": "the feedback-conformal sets are not grouped",
+    "permute": "the rows are drawn at random already",
+    "time": "the rows are a pool, not a series",
+    "subsample": "the pool is every row of the file",
+    "dropna": "the pool is every row of the file (drop the rows in the file itself)",
+}
+
+
+def _with_feedback(d: DatasetSpec, entry: dict, where: str) -> list[DatasetSpec]:
+    """``[d]``, or one twin per ``lambda`` when the entry declares a ``feedback`` table (``spec/feedback.py``)."""
+    if "feedback" not in entry:
+        return [d]
+    for key, why in _NOT_WITH_FEEDBACK.items():
+        if entry.get(key) not in (None, False):
+            raise SpecError(f"{where}.feedback cannot go with {key}: {why}. Drop {key}.")
+    path = Path(str(d.path))
+    names = [str(c) for c in pd.read_csv(path, nrows=0).columns]
+    data = load_csv(path, str(d.target), features=list(d.features) if d.features else None,
+                    exclude=list(d.exclude) if d.exclude else None,
+                    one_hot=list(d.one_hot) if isinstance(d.one_hot, tuple) else bool(d.one_hot))  # fmt: skip
+    fb = parse_feedback(entry, names, str(d.target), int(data.sizes["feature"]), where)
+    assert fb is not None  # the entry has the key
+    try:
+        design_features(data["X"].values, fb["model"], where)
+    except ValueError as err:
+        raise SpecError(str(err)) from None
+    return feedback_twins(dataclasses.replace(d, feedback=fb))
+
+
+def _feedback_exclude(entry: dict, path: Path, target: str, features: Any, exclude: Any, where: str) -> Any:
+    """``exclude`` with a feedback table's ``label_sd`` column added (the noise SDs are not an input).
+
+    A ``label_sd`` that is not a column, or is the target, is left to :func:`parse_feedback` to refuse.
+    """
+    table = entry.get("feedback")
+    column = table.get("label_sd") if isinstance(table, dict) else None
+    if not isinstance(column, str) or column == target or column not in pd.read_csv(path, nrows=0).columns:
+        return exclude
+    if features is not None:
+        if column in features:
+            raise SpecError(
+                f"{where}.features lists {column!r}, the feedback table's label_sd (each row's noise SD): it is "
+                "not an input. Remove it from features."
+            )
+        return exclude
+    return tuple(dict.fromkeys([*(exclude or ()), column]))
 
 
 def _parse_bundled_name(entry: str, bundled: Collection[str], split: dict, base_kind: str, where: str) -> DatasetSpec:
@@ -190,7 +244,14 @@ def _dataset_entry_kind(entry: dict, where: str) -> tuple[str, str]:
     }
     if kind != "function":
         allowed = allowed | {"groups", "shift", "permute"}
+    if kind == "csv":
+        allowed = allowed | {"feedback"}
     for key in entry:
+        if key == "feedback" and key not in allowed:
+            raise SpecError(
+                f"{where}.feedback draws rows from a CSV file's pool with its noise column, so it applies to CSV "
+                "entries (with 'path' and 'target') only."
+            )
         if key == "shift" and key not in allowed:
             raise SpecError(
                 f"{where}.shift tilts named data columns, so it applies to bundled and CSV entries only; a synthetic "
@@ -356,6 +417,7 @@ def _parse_csv_entry(
         raise SpecError(f"{where} reads a CSV and needs 'target' (the column to predict).")
     target = Str().check(entry["target"], f"{where}.target")
     features, exclude, one_hot, dropna, subsample = _csv_columns(entry, where)
+    exclude = _feedback_exclude(entry, path, target, features, exclude, where)
     time = None
     if "time" in entry:
         time = _parse_time_column(entry, path, target, features, where)

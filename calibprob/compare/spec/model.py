@@ -7,6 +7,7 @@ the public names.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -52,7 +53,9 @@ _CSV_KEYS = {"path", "target", "features", "exclude", "one_hot", "dropna", "subs
 _FUNCTION_KEYS = {"function", "n", "dim", "noise", "design"}
 
 
-DATASET_KEYS = {"name", "split", "sha256", "groups", "shift", "permute", "time"} | _CSV_KEYS | _FUNCTION_KEYS
+DATASET_KEYS = (
+    {"name", "split", "sha256", "groups", "shift", "permute", "time", "feedback"} | _CSV_KEYS | _FUNCTION_KEYS
+)
 
 
 DEFAULT_METRICS = ("ece", "nll", "crps", "std", "rmse", "coverage", "width")
@@ -204,11 +207,21 @@ class DatasetSpec:
     #: a CSV column holding each row's time (dates or numbers, strictly increasing): not a feature; a time
     #: split's scores carry the horizon's times as ``time_stamp`` (the report's dates)
     time: str | None = None
+    #: a designed test point (``calibprob.compare.spec.feedback``): ``{"lambda": (...), "n_train": n, "label_sd": column,
+    #: "label_floor": f, "model": {...}}``; its runs at each lambda are twins named ``<name>-lambda<λ>``
+    feedback: dict | None = None
+    #: a feedback twin's inverse temperature (None for every other entry)
+    lam: float | None = None
 
     def to_dict(self) -> dict:
-        out = {}
+        if self.lam is not None:  # a feedback twin writes its declared entry (every lambda in its table)
+            return dataclasses.replace(self, name=str(self.source), source=None, lam=None).to_dict()
+        out: dict = {}
         for k, v in self.__dict__.items():
             if v is None or k == "subsample_seed":  # the seed is derived from the spec's seed
+                continue
+            if k == "feedback":
+                out[k] = _feedback_table(v)
                 continue
             if k in ("noise", "design") and self.function is None:
                 continue
@@ -252,6 +265,22 @@ class MethodSpec:
         if self.weights is not None:
             out["weights"] = self.weights
         return out
+
+
+def _feedback_table(fb: dict) -> dict:
+    """A ``feedback`` table as the spec gives it (lists for tuples, no unset keys): it parses again as it is."""
+    out = {k: (list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, dict) else v) for k, v in fb.items()}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _declared(datasets: tuple[DatasetSpec, ...]) -> list[dict]:
+    """The data set entries as declared: the twins (shifted, or one per feedback lambda) folded into their entry."""
+    out, seen = [], set()
+    for d in datasets:
+        if d.source is None or (d.lam is not None and d.source not in seen):
+            out.append(d.to_dict())
+            seen.add(d.source if d.lam is not None else d.name)
+    return out
 
 
 #: Values of a method's ``fallback`` key (with ``groups = true``) and :class:`calibprob.Mondrian`'s ``fallback``.
@@ -344,8 +373,8 @@ class Spec:
         out = {
             "name": self.name,
             "description": self.description,
-            # a shifted twin is rebuilt from its declared entry's shift table
-            "datasets": [d.to_dict() for d in self.datasets if d.source is None],
+            # a shifted twin is rebuilt from its declared entry's shift table, feedback twins from their entry's
+            "datasets": _declared(self.datasets),
             "split": dict(self.split),
             "standardize": self.standardize,
             "repetitions": self.repetitions,

@@ -272,6 +272,43 @@ def _check_method_groups(methods: Sequence[MethodSpec], datasets: Sequence[Datas
             )
 
 
+def _check_feedback(
+    methods: Sequence[MethodSpec], datasets: Sequence[DatasetSpec], standardize: bool, target_transform: str | None
+) -> None:
+    """Feedback entries on the features as encoded; ``feedback-conformal`` methods with a grid, and such an entry."""
+    fed = [d.name for d in datasets if d.feedback is not None]
+    if fed and (standardize or target_transform is not None):
+        key = "standardize = true" if standardize else f"target_transform = {target_transform!r}"
+        raise SpecError(
+            f"data set {fed[0]!r} has a feedback table, whose ridge penalty and label grid are on the data as "
+            f"they are; {key} would change both. Set standardize = false and drop target_transform."
+        )
+    for m in methods:
+        if m.kind != "feedback-conformal":
+            continue
+        if not fed:
+            raise SpecError(
+                f"methods.{m.name} (kind 'feedback-conformal') needs a data set with a feedback table (the design's "
+                'pool, lambda and model): add feedback = { lambda = [...], n_train = ..., model = { kind = "ridge", '
+                "penalty = ... } } to a CSV data set entry."
+            )
+        grid = m.options.get("grid")
+        if grid is None or len(grid) != 3 or not grid[2] > 0 or not grid[1] > grid[0]:
+            raise SpecError(
+                f"methods.{m.name}.grid must be [start, stop, step] of the candidate labels with stop > start and "
+                f"step > 0; got {grid!r}. E.g. grid = [0.0, 2.2, 0.02] (the authors' 111 labels)."
+            )
+        if (grid[1] - grid[0]) / grid[2] > MAX_GRID_LABELS:
+            raise SpecError(
+                f"methods.{m.name}.grid = {grid!r} has more than {MAX_GRID_LABELS} labels (each costs a pass over "
+                "the pool per training row); use a larger step."
+            )
+
+
+#: Most candidate labels of a ``feedback-conformal`` grid.
+MAX_GRID_LABELS = 100_000
+
+
 def parse_spec(data: dict, *, source: str = "", root: str | Path = ".") -> Spec:
     """Validate a spec given as a dict (the parsed TOML).
 
@@ -376,6 +413,7 @@ def _parse_spec(data: Any, *, source: str, root: str | Path) -> Spec:
     datasets = _parse_datasets(data["datasets"], root, split, seed, base_kind, target_transform)
     methods = _check_method_bases(_parse_methods(data["methods"], bases is not None), tables)
     _check_method_groups(methods, datasets)
+    _check_feedback(methods, datasets, standardize, target_transform)
     return Spec(
         name=name,
         description=description,
