@@ -166,3 +166,30 @@ def test_synthetic_dataset_may_carry_its_own_split_in_counts():
         parse_spec(
             base | {"datasets": [{"name": "b", "function": "branin", "n": 60, "split": {"train": 20, "test": 30}}]}
         )
+
+
+def test_a_csv_specs_fingerprint_follows_the_files_content_not_its_folder(tmp_path):
+    """A project moved or cloned elsewhere keeps its finished tasks (same content, same fingerprint); a data file
+    edited in place does not (its content hash is part of the fingerprint)."""
+    text = "x1,x2,y\n" + "".join(f"{i},{(i * 7) % 5},{i % 3 + 0.5 * i}\n" for i in range(40))
+    specs = {}
+    for folder in ("here", "there"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "d.csv").write_text(text)
+        specs[folder] = parse_spec(
+            {
+                "name": "moved",
+                "datasets": [{"name": "d", "path": str(tmp_path / folder / "d.csv"), "target": "y"}],
+                "split": {"train": 0.5, "calibrate": 0.25, "test": 0.25},
+                "methods": {"b": {"kind": "base"}},
+                "base": {"kind": "ols"},
+            }
+        )
+    assert specs["here"].datasets[0].path != specs["there"].datasets[0].path
+    assert specs["here"].fingerprint == specs["there"].fingerprint
+    (tmp_path / "there" / "d.csv").write_text(text.replace("\n1,", "\n2,", 1))  # one cell edited
+    edited = parse_spec(
+        specs["there"].to_dict()
+        | {"datasets": [{"name": "d", "path": str(tmp_path / "there" / "d.csv"), "target": "y"}]}
+    )
+    assert edited.fingerprint != specs["here"].fingerprint

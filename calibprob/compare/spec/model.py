@@ -413,6 +413,12 @@ class Spec:
             payload["bases"] = {n: _python_label(t) for n, t in payload["bases"].items()}
         elif payload.get("base", {}).get("kind") in CODE_BASES:
             payload["base"] = _python_label(payload["base"])
+        # a CSV entry by its content hash, not its absolute path: a project moved or cloned elsewhere keeps its
+        # finished tasks, and a file edited in place changes the hash (and so the fingerprint)
+        payload["datasets"] = [
+            {k: v for k, v in d.items() if k != "path"} if isinstance(d, dict) and "sha256" in d else d
+            for d in payload.get("datasets", [])
+        ]
         payload.pop("description", None)
         payload.pop("metrics", None)  # display only
         payload.pop("rank_by", None)  # display only: the ranking is recomputed from the scores
