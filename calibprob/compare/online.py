@@ -235,8 +235,8 @@ def sliding_base_predictions(ctx: TaskContext, every: int) -> TaskContext:
     A time split's ``slide = true`` with ``refit_every = k`` (Zaffran et al. 2022's online split conformal):
     the train and burn-in stretches move forward with the stream. Before the block of :math:`k` horizon
     rows starting at step :math:`s`, a fresh copy of the base (:meth:`TaskContext.new_base`, the task's
-    seed) is fitted on the :math:`n_	ext{train}` rows :math:`[s, s + n_	ext{train})` of the series
-    (train, burn-in and horizon in time order) and predicts the next :math:`n_	ext{burn}` rows, the
+    seed) is fitted on the :math:`n_\text{train}` rows :math:`[s, s + n_\text{train})` of the series
+    (train, burn-in and horizon in time order) and predicts the next :math:`n_\text{burn}` rows, the
     block's calibration set, and the block. With :math:`s = 0` these are the split's own train and
     burn-in stretches. The block forecasts replace the shared ones (every method reads them); the
     calibration sets are kept for the online methods, which renew their calibration with each

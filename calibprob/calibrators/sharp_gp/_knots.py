@@ -133,7 +133,13 @@ def exact_monotone_knots(
     d = np.asarray(levels, float)
     f = np.atleast_2d(np.asarray(phi, float)).copy()
     r = np.asarray(residual, float)
+    _check_knot_inputs(d, f, r)
     s = np.array([sigma(ph) for ph in f]) if sig is None else np.array(sig, float)
+    if s.shape != (d.size, r.size) or not (np.isfinite(s).all() and (s > 0).all()):
+        raise ValueError(
+            f"sig must be sigma at each knot's phi, shape (K, N) = ({d.size}, {r.size}) with every value finite and "
+            f"> 0; got shape {s.shape}. Pass sig=None to have it computed from sigma(phi)."
+        )
     b = np.array([q_lin(lv, r / si) for lv, si in zip(d, s)])
     moved = np.zeros(d.size, dtype=bool)
     upper = np.flatnonzero(b >= 0)[::-1]  # from the upper tail inward
@@ -152,6 +158,29 @@ def exact_monotone_knots(
                     f[j], s[j], b[j], moved[j] = f_t, s_t, b_t, True
                     break
     return f, b, s, moved
+
+
+def _check_knot_inputs(levels: np.ndarray, phi: np.ndarray, residual: np.ndarray) -> None:
+    """Knot levels strictly increasing in (0, 1), one row of phi per knot, finite residuals, or a ValueError."""
+    if (
+        levels.ndim != 1
+        or levels.size == 0
+        or not (np.all((levels > 0) & (levels < 1)) and np.all(np.diff(levels) > 0))
+    ):
+        raise ValueError(
+            f"levels must be strictly increasing knot levels inside (0, 1); got {levels!r}. Pass e.g. "
+            "calibprob._core.ranks.knot_levels(K, N)."
+        )
+    if phi.shape[0] != levels.size or not np.isfinite(phi).all():
+        raise ValueError(
+            f"phi must hold one finite row of log-hyperparameters per knot, shape ({levels.size}, P); got shape "
+            f"{phi.shape}{' with NaN or inf' if phi.shape[0] == levels.size else ''}. Pass the knots' fitted phi."
+        )
+    if residual.ndim != 1 or residual.size == 0 or not np.isfinite(residual).all():
+        raise ValueError(
+            f"residual must be a 1-D array of finite residuals of the points that set beta; got shape "
+            f"{residual.shape}. Drop or impute the rows with NaN or inf."
+        )
 
 
 def monotone_knots(

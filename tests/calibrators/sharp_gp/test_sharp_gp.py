@@ -713,3 +713,23 @@ def test_bad_input(toy):
         SharpCalibratedGP(estimator=gp).predict(Xc)
     with pytest.raises(TypeError, match="needs σ"):
         SharpCalibratedGP(estimator=object()).fit(Xc, yc)
+
+
+@pytest.mark.parametrize(
+    ("levels", "phi", "residual", "match"),
+    [
+        ([0.2, 0.1], [[0.0], [0.0]], [0.1, -0.2], r"levels must be strictly increasing knot levels inside \(0, 1\)"),
+        ([0.2, 1.0], [[0.0], [0.0]], [0.1, -0.2], r"levels must be strictly increasing"),
+        ([0.2, 0.8], [[0.0]], [0.1, -0.2], r"phi must hold one finite row .* shape \(2, P\); got shape \(1, 1\)"),
+        ([0.2, 0.8], [[0.0], [np.nan]], [0.1, -0.2], r"phi must hold .* with NaN or inf"),
+        ([0.2, 0.8], [[0.0], [0.0]], [0.1, np.nan], r"residual must be a 1-D array of finite residuals.*impute"),
+    ],
+)
+def test_exact_monotone_knots_rejects_bad_input(levels, phi, residual, match):
+    with pytest.raises(ValueError, match=match):
+        exact_monotone_knots(levels, phi, residual, lambda ph: np.ones(len(residual)))
+
+
+def test_exact_monotone_knots_rejects_a_sig_of_the_wrong_shape():
+    with pytest.raises(ValueError, match=r"sig must be sigma at each knot's phi, shape \(K, N\) = \(2, 3\)"):
+        exact_monotone_knots([0.2, 0.8], [[0.0], [0.0]], [0.1, -0.2, 0.3], lambda ph: np.ones(3), sig=np.ones((2, 2)))
