@@ -153,26 +153,25 @@ def test_a_bad_grid_mode_is_refused():
 
 
 def test_chunked_element_wise_pass_equals_the_full_modes_bit_for_bit(monkeypatch):
-    """row_stats over chunks of draws (a ragged last one) and row_weights' recomputed columns against the full
-    mode's fused pass (its shift kernel, NumPy's exp over the whole block, its sums): equal bit for bit."""
+    """row_stats over chunks of draws (a ragged last one) and row_weights' recomputed columns against the NumPy
+    path's arithmetic on the whole block (NumPy's max, subtraction and exp, sum(axis=0), einsum): equal bit for bit."""
     rng = np.random.default_rng(7)
     S, b, G = 303, 3, 50
     logf = -np.abs(rng.normal(0, 20, size=(S, b, G)))
     logf[::5, 1, ::3] -= rng.exponential(700, size=logf[::5, 1, ::3].shape)  # some exp underflow to 0
     monkeypatch.setattr(nm, "FUSED_MIN", 0)
-    monkeypatch.setattr(_ends, "CHUNK_BYTES", 8 * b * G * 7)  # chunks of 7 draws, the last of 2 (303 = 43 x 7 + 2)
+    monkeypatch.setattr(nm, "CHUNK_BYTES", 8 * b * G * 7)  # chunks of 7 draws, the last of 2 (303 = 43 x 7 + 2)
     st = _ends.row_stats(logf, None, nm.Scratch())
     assert st.e is None  # the chunked path keeps no block-sized array
     R = b * G
-    x, mx, total, sq = np.empty((S, R)), np.empty(R), np.empty(R), np.empty(R)
-    k = nm._kernels()
-    k.shift(logf.reshape(S, R), x, mx)
-    np.exp(x, out=x)
-    k.sums_cast(x, np.empty((S, R), np.float32), total, sq)
+    lf = logf.reshape(S, R)
+    mx = lf.max(axis=0)
+    x = np.exp(lf - mx)
+    total, sq = x.sum(axis=0), np.einsum("sr,sr->r", x, x)
     assert np.array_equal(st.mx, mx) and np.array_equal(st.total, total)
     assert np.array_equal(st.ess, total * total / sq)
     cols = np.array([0, 7, 8, 64, 149, 3])
     assert np.array_equal(_ends.row_weights(st, cols), x[:, cols])
-    monkeypatch.setattr(_ends, "CHUNK_BYTES", 8 * b * G * S)  # one chunk: the same numbers
+    monkeypatch.setattr(nm, "CHUNK_BYTES", 8 * b * G * S)  # one chunk: the same numbers
     st1 = _ends.row_stats(logf, None, nm.Scratch())
     assert np.array_equal(st1.total, st.total) and np.array_equal(st1.log_new, st.log_new)

@@ -59,7 +59,9 @@ def test_pareto_khat_is_nan_on_flat_weights_and_needs_25_draws():
         nm.pareto_khat(np.zeros((20, 1)))
 
 
-def test_float32_screen_gives_the_float64_decision_on_every_entry():
+@pytest.mark.parametrize("screen_draws", [512, 7, 10**9])  # chunks of 512 (the default), of 7, one product
+def test_float32_screen_gives_the_float64_decision_on_every_entry(monkeypatch, screen_draws):
+    monkeypatch.setattr(nm, "SCREEN_DRAWS", screen_draws)
     rng = np.random.default_rng(7)
     S, R, n = 3000, 60, 40
     e = np.exp(rng.normal(0, 2, size=(S, R)))
@@ -91,8 +93,29 @@ def _aoi_problem(rng, S=400, n=30, R=90):
     return ll, logf
 
 
+def test_chunked_float32_product_is_within_its_rounding_bound(monkeypatch):
+    """product32 in chunks of K draws against the exact (float64 of float32 inputs) product: within
+    gamma_{h+3} p + S 2^-146 with h = K - 1 + ceil(S/K) - 1 additions, the bound the screen uses."""
+    rng = np.random.default_rng(21)
+    S, R, n = 2000, 40, 30
+    a = np.exp(rng.normal(-1, 2, size=(S, R))).clip(max=1).astype(np.float32)
+    b = np.exp(rng.normal(-2, 3, size=(S, n))).clip(max=1).astype(np.float32)
+    exact = a.astype(float).T @ b.astype(float)  # exact to float64's rounding, far inside the bound
+    for K in (64, 333, 2000, 10**6):
+        monkeypatch.setattr(nm, "SCREEN_DRAWS", K)
+        prod, h = nm.product32(a, b)
+        assert h == (S - 1 if S <= K else K - 1 + -(-S // K) - 1)
+        gamma = 1.01 * (h + 3) * 2.0**-24
+        assert (np.abs(prod - exact) <= gamma * exact + S * 2.0**-146).all()
+    # the bound's point: a chunked product's additions are far fewer than S's
+    monkeypatch.setattr(nm, "SCREEN_DRAWS", 512)
+    assert nm.product32(np.ones((8000, 2), np.float32), np.ones((8000, 2), np.float32))[1] == 511 + 15
+
+
 @pytest.mark.parametrize("grouped", [False, True])
-def test_fused_block_gives_the_numpy_paths_ranks_ess_and_norm_bit_for_bit(monkeypatch, grouped):
+@pytest.mark.parametrize("screen_draws", [512, 37])  # S = 400: one product, or 11 chunks (a ragged last one)
+def test_fused_block_gives_the_numpy_paths_ranks_ess_and_norm_bit_for_bit(monkeypatch, grouped, screen_draws):
+    monkeypatch.setattr(nm, "SCREEN_DRAWS", screen_draws)
     rng = np.random.default_rng(11)
     ll, logf = _aoi_problem(rng)
     E, c = nm.shifted_likelihood(ll)

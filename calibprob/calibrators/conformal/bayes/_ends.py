@@ -38,7 +38,6 @@ Fong, E. and Holmes, C. (2021). Conformal Bayesian computation. NeurIPS 34, §3.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -54,8 +53,6 @@ from calibprob.calibrators.conformal.bayes._numerics import (
 
 #: Spacing of the coarse scan in grid indices (3 halvings refine an end to its neighbour pair).
 COARSE_STEP = 8
-#: Bytes of one chunk of draws in :func:`row_stats` (within a core's L2 cache).
-CHUNK_BYTES = 2**19
 
 
 def row_stats(logf: np.ndarray, check: Callable[[], None] | None, scratch: Any) -> SimpleNamespace:
@@ -64,10 +61,9 @@ def row_stats(logf: np.ndarray, check: Callable[[], None] | None, scratch: Any) 
     Returns ``mx``, ``total`` (:math:`\sum_s e`), ``log_new`` (:math:`\log\sigma_{n+1}`), ``ess`` and
     ``log_norm`` per row, and ``lf`` (the block as (S, R) rows) for :func:`row_weights`; the same
     arithmetic as :func:`._numerics.aoi_block`, so the ESS and the grid mass equal the full mode's bit
-    for bit. Large blocks (compiled loops) do not keep :math:`e`: after one pass for the maxima, the draws
-    are taken in chunks of :data:`CHUNK_BYTES` (shift, NumPy's ``exp`` in place, sums), each chunk in
-    the core's cache, and the sums run over the draws in order as the full mode's; :func:`row_weights`
-    recomputes :math:`e` for the few rows ranked. Small blocks (NumPy) keep ``e``.
+    for bit. Large blocks take the full mode's chunked pass (:func:`._numerics.chunked_sums`) without its
+    float32 copy: no block-sized array is kept, and :func:`row_weights` recomputes :math:`e` for the few
+    rows ranked. Small blocks (NumPy) keep ``e``.
     """
     S = logf.shape[0]
     lf = logf.reshape(S, -1)
@@ -75,16 +71,7 @@ def row_stats(logf: np.ndarray, check: Callable[[], None] | None, scratch: Any) 
     e = None
     if logf.size >= _numerics.FUSED_MIN:  # read at call time (the tests move it)
         lf = _c_rows(lf)
-        mx, total, sq = np.empty(R), np.zeros(R), np.zeros(R)
-        k = _chunk_kernels()
-        k.maxima(lf, mx)
-        step = max(1, CHUNK_BYTES // (8 * R))
-        buf = scratch.chunk(step * R)
-        for s0 in range(0, S, step):
-            x = buf[: min(step, S - s0) * R].reshape(-1, R)
-            k.shift(lf, s0, mx, x)
-            np.exp(x, out=x)  # NumPy's exp, element by element the full mode's (its compiled loops' exp differs)
-            k.accumulate(x, total, sq)
+        mx, total, sq = _numerics.chunked_sums(lf, R, scratch)
     else:
         mx = lf.max(axis=0)
         with np.errstate(invalid="ignore"):  # a NaN or an all -inf row: reported by check below
@@ -102,50 +89,11 @@ def row_stats(logf: np.ndarray, check: Callable[[], None] | None, scratch: Any) 
 def row_weights(st: SimpleNamespace, cols: np.ndarray) -> np.ndarray:
     r""":math:`e^{\lambda - m}` (S, len(cols)) of the rows ``cols``, C-ordered, bit for bit the full mode's.
 
-    Recomputed from the block where :func:`row_stats` did not keep it: the same float64 subtraction and
-    NumPy's ``exp`` (element-wise, so its value does not depend on the array around it: tested).
+    Recomputed from the block where :func:`row_stats` did not keep it (:func:`._numerics.row_weights`).
     """
     if st.e is not None:
         return np.take(st.e, cols, axis=1)  # 3x faster than the fancy index st.e[:, cols] (measured)
-    x = np.take(st.lf, cols, axis=1)
-    np.subtract(x, st.mx[cols], out=x)
-    return np.exp(x, out=x)
-
-
-@functools.cache
-def _chunk_kernels() -> SimpleNamespace:
-    """:func:`row_stats`' compiled loops (Numba, cached on disk, releasing the GIL)."""
-    import numba
-
-    @numba.njit(nogil=True, cache=True)
-    def maxima(lf: np.ndarray, mx: np.ndarray) -> None:  # pragma: no cover - compiled
-        # as _numerics' shift: draws outer, rows inner, the first R columns of lf (a NaN reaches the sums)
-        S, R = lf.shape[0], mx.size
-        for j in range(R):
-            mx[j] = lf[0, j]
-        for s in range(1, S):
-            for j in range(R):
-                v = lf[s, j]
-                mx[j] = v if v > mx[j] else mx[j]
-
-    @numba.njit(nogil=True, cache=True)
-    def shift(lf: np.ndarray, s0: int, mx: np.ndarray, x: np.ndarray) -> None:  # pragma: no cover - compiled
-        C, R = x.shape
-        for s in range(C):
-            for j in range(R):
-                x[s, j] = lf[s0 + s, j] - mx[j]
-
-    @numba.njit(nogil=True, cache=True)
-    def accumulate(x: np.ndarray, total: np.ndarray, sq: np.ndarray) -> None:  # pragma: no cover - compiled
-        # over the chunk's draws in order, continuing the sums: _numerics' sums_cast bit for bit
-        C, R = x.shape
-        for s in range(C):
-            for j in range(R):
-                v = x[s, j]
-                total[j] += v
-                sq[j] += v * v
-
-    return SimpleNamespace(maxima=maxima, shift=shift, accumulate=accumulate)
+    return _numerics.row_weights(st.lf, st.mx, cols)
 
 
 def ranks_at(
@@ -167,7 +115,9 @@ def ranks_at(
     """
     e = row_weights(st, cols)
     thr = np.exp(st.log_new[cols] - c)
-    below, small = _screened_unnormalised(e, st.total[cols], E, E32, e.astype(np.float32), thr, scratch)
+    below, small = _screened_unnormalised(
+        lambda rows: np.take(e, rows, axis=1), st.total[cols], E, E32, e.astype(np.float32), thr, scratch
+    )
     if small.any():
         r, i = np.nonzero(small)
         below[r, i] = _exact_below(logf, log_lik, st.mx, st.total, st.log_new, cols[r], i)

@@ -96,6 +96,8 @@ __all__ = ["ConformalBayes"]
 _BLOCK_BYTES = 32 * 2**20
 #: End-only mode's blocks of a C-ordered input (views, no copy) are this many times larger.
 _ENDS_BLOCKS = 8
+#: The full mode's: its only block-sized temporary is the float32 copy of the weights (half a float64 block).
+_FULL_BLOCKS = 2
 
 
 def _fallback_of_unseen_group(unseen_group: str) -> str | None:
@@ -438,16 +440,16 @@ class ConformalBayes(BaseEstimator):
     def _points_per_block(self, G: int, m: int, *, views: bool = False) -> int:
         """Test points per block: ``chunk_size`` rows, or temporaries of about ``_BLOCK_BYTES``.
 
-        End-only mode on a C-ordered input (``views``: each block is a view, and its element-wise pass
-        keeps no block-sized temporary, ``_ends.row_stats``) takes :data:`_ENDS_BLOCKS` times larger blocks,
-        as many per thread as can be (the ranked rows of a block are a few matrix products, each streaming
-        the training matrix: more rows per product run nearer the floor; measured), in a multiple of the
-        threads' count of about equal blocks.
+        On a C-ordered input (``views``: each block is a view, no copy) the blocks are larger, in a multiple
+        of the threads' count of about equal blocks (the threads finish together): end-only mode's element-wise
+        pass keeps no block-sized temporary (``_ends.row_stats``), so :data:`_ENDS_BLOCKS` times larger; the
+        full mode keeps only the float32 weights (``_numerics.chunked_sums``), so :data:`_FULL_BLOCKS` times
+        (more rows per matrix product, each streaming the training matrix, run nearer the floor; measured).
         """
         rows = self.chunk_size or max(1, _BLOCK_BYTES // (8 * self.n_draws_))
         per = max(1, rows // G)
-        if views and self.grid_mode == "ends" and self.chunk_size is None:
-            per = balanced_block(_ENDS_BLOCKS * per, m, self.n_jobs)
+        if views and self.chunk_size is None:
+            per = balanced_block((_ENDS_BLOCKS if self.grid_mode == "ends" else _FULL_BLOCKS) * per, m, self.n_jobs)
         return per
 
     def _members(self, groups: Any, m: int) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
