@@ -192,9 +192,7 @@ def _fused_block(
     log_new = np.log(sq) - np.log(total) + mx
     ess = total * total / sq
     thr = np.exp(log_new - c)
-    below, small = _screened_unnormalised(
-        lambda rows: row_weights(lf, mx, rows), total, E, E32, e32, thr, scratch
-    )
+    below, small = _screened_unnormalised(lambda rows: row_weights(lf, mx, rows), total, E, E32, e32, thr, scratch)
     if small.any():
         rows, cols = np.nonzero(small)
         below[rows, cols] = _exact_below(logf, log_lik, mx, total, log_new, rows, cols)
@@ -316,7 +314,7 @@ def _screened_unnormalised(
         urows, at = np.unique(rows, return_inverse=True)
         e, tot = weights_of(urows), total[urows]
         w, Ec = (scratch or Scratch()).recheck(S)
-        gather = _kernels().gather
+        gather = _gather()
         for k in range(0, rows.size, _RECHECK):
             q, i = at[k : k + _RECHECK], cols[k : k + _RECHECK]
             # e[:, q] / tot[q] and E[:, i] by one compiled pass (4x faster than NumPy's fancy indexing)
@@ -372,8 +370,8 @@ class Scratch(threading.local):
 
 @functools.cache
 def _kernels() -> SimpleNamespace:
-    """The element-wise pass's loops (:func:`chunked_sums`) and the rechecks' gather, compiled by Numba on
-    first use (cached on disk), releasing the GIL."""
+    """The element-wise pass's loops (:func:`chunked_sums`), compiled by Numba on first use (cached on disk),
+    releasing the GIL."""
     import numba
 
     @numba.njit(nogil=True, cache=True)
@@ -417,6 +415,14 @@ def _kernels() -> SimpleNamespace:
                 sq[j] += v * v
                 e32[s0 + s, j] = v
 
+    return SimpleNamespace(maxima=maxima, shift=shift, accumulate=accumulate, accumulate_cast=accumulate_cast)
+
+
+@functools.cache
+def _gather() -> Callable[..., None]:
+    """The rechecks' gather (:func:`_screened_unnormalised`), compiled by Numba on first use (cached on disk)."""
+    import numba
+
     @numba.njit(nogil=True, cache=True)
     def gather(
         e: np.ndarray,
@@ -433,7 +439,7 @@ def _kernels() -> SimpleNamespace:
                 w[s, q] = e[s, rows[q]] / total[rows[q]]
                 Ec[s, q] = E[s, cols[q]]
 
-    return SimpleNamespace(maxima=maxima, shift=shift, accumulate=accumulate, accumulate_cast=accumulate_cast, gather=gather)
+    return gather  # type: ignore[no-any-return]
 
 
 def _exact_below(
