@@ -33,13 +33,13 @@ import bench_conformal_bayes as bench  # noqa: E402
 
 
 def phases(p, logf) -> dict[str, float]:
-    """Thread CPU seconds of each pass of the fused path, one thread, summed over 500-row blocks."""
+    """Thread CPU seconds of each pass of the fused path, one thread, summed over the full mode's blocks."""
     from calibprob.calibrators.conformal.bayes import _numerics as nm
 
     E, c = nm.shifted_likelihood(p["ll"])
     E32 = E.astype(np.float32)
     S, m, G = logf.shape
-    per = max(1, (32 * 2**20 // (8 * S)) // G)
+    per = 2 * max(1, (32 * 2**20 // (8 * S)) // G)  # the full mode's blocks of a C-ordered input
     k, scratch, out = nm._kernels(), nm.Scratch(), {}
 
     def tick(name, t0):
@@ -53,17 +53,23 @@ def phases(p, logf) -> dict[str, float]:
             R = lf.shape[1]
             lf = nm._c_rows(lf)
             t = time.thread_time()
-            x, e32 = scratch.buffers(S, R)
-            mx, total, sq = np.empty(R), np.empty(R), np.empty(R)
-            k.shift(lf, x, mx)
-            t = tick("max and shift (compiled)", t)
-            np.exp(x, out=x)
-            t = tick("exp (NumPy, in place)", t)
-            k.sums_cast(x, e32, total, sq)
-            t = tick("sums and float32 copy (compiled)", t)
+            e32 = scratch.e32(S, R)
+            mx, total, sq = np.empty(R), np.zeros(R), np.zeros(R)
+            k.maxima(lf, mx)
+            t = tick("maxima (compiled)", t)
+            step = max(1, nm.CHUNK_BYTES // (8 * R))
+            buf = scratch.chunk(step * R)
+            for s0 in range(0, S, step):
+                x = buf[: min(step, S - s0) * R].reshape(-1, R)
+                k.shift(lf, s0, mx, x)
+                np.exp(x, out=x)
+                k.accumulate_cast(x, total, sq, e32, s0)
+            t = tick("chunks: shift, exp, sums, float32 copy", t)
             thr = np.exp(np.log(sq) - np.log(total) + mx - c)
-            nm._screened_unnormalised(x, total, E, E32, e32, thr)
-            tick("float32 product, screen, float64 rechecks", t)
+            nm.product32(e32, E32)
+            t = tick("float32 product (chunks of 512 draws)", t)
+            nm._screened_unnormalised(lambda r, lf=lf, mx=mx: nm.row_weights(lf, mx, r), total, E, E32, e32, thr)
+            tick("screen again with float64 rechecks", t)
     return out
 
 
