@@ -124,7 +124,11 @@ def main() -> None:
         n_inducing=args.n_inducing, mean="constant", optimize=False, theta=theta, random_state=0
     ).fit(X, y)
     print(f"\nsparse GP, n = {args.sparse_n}, m = {args.n_inducing}: fit {time.perf_counter() - t0:.2f} s")
-    compare(f"sparse GP, n = {args.sparse_n}, m = {args.n_inducing}, {args.n_test} test points", context(sgp, "sparse-gp", X, y, Xt), args.repeats)
+    compare(
+        f"sparse GP, n = {args.sparse_n}, m = {args.n_inducing}, {args.n_test} test points",
+        context(sgp, "sparse-gp", X, y, Xt),
+        args.repeats,
+    )
 
 
 if __name__ == "__main__":
