@@ -21,7 +21,7 @@ import calibprob.calibrators.conformal.gp as cgp
 from calibprob.bases.gp import GaussianProcessRegressor
 from calibprob.calibrators.conformal import FullConformalGP, JackknifePlusGP
 from calibprob.compare import methods as cm
-from calibprob.compare import run_task
+from calibprob.compare import parse_spec, run_comparison, run_task
 from calibprob.compare import tasks as ct
 
 EXACT = {"kind": "gp", "kernel": "matern", "p": 1, "mean": "constant", "n_restarts": 1}
@@ -119,7 +119,7 @@ def test_sparse_loo_calibration_reads_the_shared_system(monkeypatch):
     assert len(systems) == 1
     _unshared(monkeypatch)
     alone = run_task(_spec(SPARSE, methods), "forrester", 0)
-    assert len(systems) == 3  # unshared: the view's pass, then loo()'s own
+    assert len(systems) == 3  # the run without sharing adds two: loo()'s own pass and J+GP's
     assert not any(shared["error"].values.ravel())
     assert _metrics(shared).identical(_metrics(alone))
 
@@ -165,3 +165,26 @@ def test_view_entry_points_need_prefit():
     view = JackknifePlusGP(estimator=gp, prefit=True).kriging_view()
     with pytest.raises(ValueError, match="fit_with_view needs prefit=True .* got prefit=False"):
         JackknifePlusGP(estimator=gp).fit_with_view(view)
+
+
+def _scores(path) -> xr.Dataset:
+    return xr.open_datatree(path, engine="h5netcdf").to_dataset().load()
+
+
+def test_method_granularity_with_the_view_equals_task_granularity(tmp_path):
+    # each method a task of its own on the one fitted stage (and its one view): the task's results
+    spec = parse_spec(_spec(SPARSE, {**GP_METHODS, "vs": {"kind": "variance-scaling", "calibration_data": "loo"}}))
+    run_comparison(spec, tmp_path / "task.nc", progress=False, granularity="task")
+    run_comparison(spec, tmp_path / "method.nc", progress=False, granularity="method")
+    xr.testing.assert_identical(_scores(tmp_path / "task.nc"), _scores(tmp_path / "method.nc"))
+
+
+@pytest.mark.slow
+def test_the_view_travels_to_two_workers(tmp_path):
+    # on a Dask LocalCluster the fitted stage, its view included, is pickled to the workers
+    spec = parse_spec(_spec(EXACT, GP_METHODS))
+    run_comparison(spec, tmp_path / "serial.nc", progress=False)
+    run_comparison(spec, tmp_path / "dask.nc", progress=False, workers=2, granularity="method")
+    a, b = _scores(tmp_path / "serial.nc"), _scores(tmp_path / "dask.nc")
+    assert not any(a["error"].values.ravel())
+    xr.testing.assert_identical(a, b)
