@@ -188,3 +188,31 @@ def test_the_view_travels_to_two_workers(tmp_path):
     a, b = _scores(tmp_path / "serial.nc"), _scores(tmp_path / "dask.nc")
     assert not any(a["error"].values.ravel())
     xr.testing.assert_identical(a, b)
+
+
+@pytest.mark.parametrize("base", [EXACT, SPARSE], ids=["exact", "sparse"])
+def test_the_base_is_factorised_once_whatever_the_number_of_methods(monkeypatch, base):
+    # the K (exact) or K_mm and m x m (sparse) Cholesky factors at the fitted theta: once, in the base's fit;
+    # every method reads them (predictions, the kriging view, the closed-form LOO)
+    cls = GaussianProcessRegressor if base is EXACT else sparse_module.SparseGaussianProcessRegressor
+    calls: list = []
+    real = cls._factorize
+
+    def counting(self, theta):
+        calls.append(id(self))
+        return real(self, theta)
+
+    monkeypatch.setattr(cls, "_factorize", counting)
+    holdout = {"train": 0.5, "calibrate": 0.25, "test": 0.25}
+    everything = {
+        "raw": {"kind": "base"},
+        "iso": {"kind": "isotonic", "extrapolate": True},
+        "cps": {"kind": "conformal-predictive"},
+        "split": {"kind": "split-conformal"},
+        **GP_METHODS,
+    }
+    for methods in ({"raw": {"kind": "base"}}, everything):
+        calls.clear()
+        out = run_task(_spec(base, methods, holdout), "forrester", 0)
+        assert not any(out["error"].values.ravel())
+        assert len(calls) == 1

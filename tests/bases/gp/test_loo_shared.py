@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.linalg
 
 from calibprob.bases.gp import GaussianProcessRegressor, SparseGaussianProcessRegressor, loo_from_kernel
 from calibprob.bases.gp._sparse_loo import sparse_kriging_system
@@ -97,3 +98,21 @@ def test_sparse_loo_from_system_rejects_another_mean_handling(data):
     fixed_mean = sparse_kriging_system(gp, offset=gp.mean_, gls=False)
     with pytest.raises(ValueError, match=r"system must be this GP's kriging system with gls=True .* got gls=False"):
         gp.loo_from_system(fixed_mean)
+
+
+def test_exact_loo_factorises_nothing_at_theta_(data, monkeypatch):
+    # at the fitted theta no Cholesky runs (the fit's factor); at another theta its own K is factorised
+    X, y = data
+    gp = GaussianProcessRegressor(optimize=False, theta=THETA, mean="constant").fit(X, y)
+    calls: list = []
+    real = scipy.linalg.cholesky
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scipy.linalg, "cholesky", counting)
+    gp.loo()
+    assert calls == []
+    gp.loo(theta={**THETA, "variance": 2.0})
+    assert calls == [1]
