@@ -99,7 +99,8 @@ class TaskContext:
     #: The weights ``(calibration, test)`` of a method's ``weights`` key (:func:`task_weights`), else None.
     weights: tuple | None = None
     #: The base's predictives computed once in the task's shared stage (:func:`share_base_predictions`):
-    #: part name (``"train"``, ``"calibrate"``, ``"test"``) -> Dataset, and ``"loo"`` -> (mean, std).
+    #: part name (``"train"``, ``"calibrate"``, ``"test"``) -> Dataset, ``"loo"`` -> (mean, std), and
+    #: ``("kriging", gls)`` -> the GP's kriging view where several methods need it (:func:`shared_kriging_views`).
     shared: dict | None = None
     #: The test part's targets in time order, for online methods only (a ``[split] kind = "time"``; None otherwise):
     #: ``calibprob.compare.online.run_online`` reveals them one at a time, after each prediction.
