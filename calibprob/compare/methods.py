@@ -48,6 +48,7 @@ __all__ = [
     "make_base",
     "base_predictive",
     "share_base_predictions",
+    "shared_kriging_views",
     "calibration_prediction",
     "post_process",
     "run_kind",
@@ -98,7 +99,8 @@ class TaskContext:
     #: The weights ``(calibration, test)`` of a method's ``weights`` key (:func:`task_weights`), else None.
     weights: tuple | None = None
     #: The base's predictives computed once in the task's shared stage (:func:`share_base_predictions`):
-    #: part name (``"train"``, ``"calibrate"``, ``"test"``) -> Dataset, and ``"loo"`` -> (mean, std).
+    #: part name (``"train"``, ``"calibrate"``, ``"test"``) -> Dataset, ``"loo"`` -> (mean, std), and
+    #: ``("kriging", gls)`` -> the GP's kriging view where several methods need it (:func:`shared_kriging_views`).
     shared: dict | None = None
     #: The test part's targets in time order, for online methods only (a ``[split] kind = "time"``; None otherwise):
     #: ``calibprob.compare.online.run_online`` reveals them one at a time, after each prediction.
@@ -294,18 +296,90 @@ def share_base_predictions(ctx: TaskContext, methods: Sequence[MethodSpec]) -> T
     (issue 37). The same call with the same arrays gives the same bits, so the results are
     unchanged. A prediction that raises is left out: the methods that need it ask the
     base themselves and record its error as before.
+
+    The GP's kriging view (:func:`shared_kriging_views`) is shared too where two or more of
+    the task's computations coincide: J+GP, asymJ+GP and the full-conformal GP on the one
+    GP, and a sparse GP's closed-form LOO, which is read off the same view.
     """
     shared: dict = {}
     arrays = {"train": ctx.X_train, "calibrate": ctx.X_cal, "test": ctx.X_test}
-    for part in shared_parts(ctx, methods):
+    parts = shared_parts(ctx, methods)
+    shared.update(shared_kriging_views(ctx, methods, loo="loo" in parts))
+    for part in parts:
         try:
             if part == "loo":
-                shared[part] = ctx.base.loo()  # type: ignore[attr-defined]  # shared_parts checked it
+                shared[part] = _base_loo_of(ctx.base, shared)
             else:
                 shared[part] = base_predictive(ctx.base, arrays[part], levels=ctx.levels)
         except Exception:  # the method that needs it raises it again, and records it
             continue
     return dataclasses.replace(ctx, shared=shared)
+
+
+# ---------------------------------------------------------------------------
+# The GP's kriging view, shared by the methods whose computations coincide (issue 37)
+# ---------------------------------------------------------------------------
+
+
+def _gp_conformal_model(ctx: TaskContext, entry: MethodEntry, options: dict) -> tuple[Any, np.ndarray]:
+    """The kind's J+GP / asymJ+GP / full-conformal GP on the task's fitted GP (``prefit``, unfitted) and its levels."""
+    kwargs = _constructor_kwargs(ctx, entry, options)
+    levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), _interval_sides(kwargs))
+    return entry.load()(estimator=ctx.base, prefit=True, confidence_level=ok, **kwargs), levels
+
+
+def _sparse_loo_key(base: Any) -> tuple[str, bool] | None:
+    """The kriging view a sparse GP's ``loo()`` coincides with (``loo_from_system``), None for any other base."""
+    if not callable(getattr(base, "loo_from_system", None)):
+        return None
+    return ("kriging", getattr(base, "mean", "zero") == "constant")
+
+
+def shared_kriging_views(ctx: TaskContext, methods: Sequence[MethodSpec], *, loo: bool = False) -> dict:
+    r"""The GP's kriging views that two or more computations of the task would make: ``key -> view``.
+
+    A view (``calibprob.calibrators.conformal.gp``) is the part of J+GP, asymJ+GP and the
+    full-conformal GP that depends on the fitted GP only: :math:`L^{-1}`, :math:`\operatorname{diag}Q^{-1}`,
+    :math:`Q^{-1}y` of an exact GP (:math:`O(n^3)`), :math:`T = L_B^{-1}L_m^{-1}K_{mn}/\sigma` and the
+    leave-one-out terms of a sparse GP (:math:`O(nm^2)`), keyed by whether the constant mean is
+    re-estimated (``kriging_view_key``). Methods with the same key on the task's base compute the same
+    view, bit for bit; so does a sparse GP's closed-form LOO (``loo``: the task shares it) when
+    its mean handling is the view's. Computed here once when at least two of them need it; one
+    alone computes it itself as before (so a task with one such method ships nothing more to
+    its workers). A method refused for its n x n work (:func:`check_method_work`) does not count,
+    and a view whose computation raises is left out (its methods raise it themselves).
+    """
+    wanted: dict[tuple, list] = {}
+    for m in methods:
+        entry = registry.METHODS.get(m.kind)
+        if entry is None or entry.adapter not in _GP_CONFORMAL:
+            continue
+        options = {**entry.defaults, **m.options}
+        try:
+            check_method_work(ctx, m.kind, options)
+            model, _ = _gp_conformal_model(ctx, entry, options)
+            key = model.kriging_view_key()
+        except Exception:  # refused or invalid: the method raises it itself, and records it
+            continue
+        wanted.setdefault(key, []).append(model)
+    loo_key = _sparse_loo_key(ctx.base) if loo else None
+    views: dict = {}
+    for key, models in wanted.items():
+        if len(models) + (key == loo_key) < 2:
+            continue
+        try:
+            views[key] = models[0].kriging_view()
+        except Exception:
+            continue
+    return views
+
+
+def _base_loo_of(base: Any, shared: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The base's closed-form LOO: read off a shared kriging view where it coincides, else ``base.loo()``."""
+    key = _sparse_loo_key(base)
+    if key is not None and key in shared:
+        return base.loo_from_system(shared[key].system)
+    return base.loo()
 
 
 def run_base(ctx: TaskContext, entry: MethodEntry | None = None) -> xr.Dataset:
@@ -680,11 +754,19 @@ def run_loo_jackknife(ctx: TaskContext, entry: MethodEntry, **options: Any) -> x
 
 
 def run_gp_conformal(ctx: TaskContext, entry: MethodEntry, **options: Any) -> xr.Dataset:
-    """J+GP, asymJ+GP, full-conformal GP: the task's fitted GP (``prefit``), its closed-form LOO."""
-    kwargs = _constructor_kwargs(ctx, entry, options)
-    levels, ok = interval_levels_reachable(ctx, len(ctx.y_train), _interval_sides(kwargs))
-    model = entry.load()(estimator=ctx.base, prefit=True, confidence_level=ok, **kwargs)
-    return model.fit().predict(ctx.X_test, confidence_level=levels)
+    """J+GP, asymJ+GP, full-conformal GP: the task's fitted GP (``prefit``), its closed-form LOO.
+
+    On the GP's kriging view of the shared stage when the task computed it once for several
+    methods (:func:`shared_kriging_views`), else on its own: the same numbers.
+    """
+    model, levels = _gp_conformal_model(ctx, entry, options)
+    view = (ctx.shared or {}).get(model.kriging_view_key())
+    fitted = model.fit() if view is None else model.fit_with_view(view)
+    return fitted.predict(ctx.X_test, confidence_level=levels)
+
+
+#: The adapter of the kinds whose fit is the GP's kriging view (:func:`shared_kriging_views`).
+_GP_CONFORMAL = ("calibprob.compare.methods:run_gp_conformal", run_gp_conformal)
 
 
 def run_conformal_bayes(

@@ -66,7 +66,7 @@ from calibprob.bases.gp import _objective, _pymc
 from calibprob.bases.gp._shared import _BLOCK_ELEMENTS, _CHUNK, _GPBase, check_memory
 from calibprob.bases.gp._shared import MEMORY_ENV as MEMORY_ENV  # re-exported: the memory cap is documented here
 from calibprob.bases.gp._shared import available_memory as available_memory
-from calibprob.bases.gp.loo import loo_from_kernel
+from calibprob.bases.gp.loo import loo_from_factor, loo_from_kernel
 
 __all__ = ["GaussianProcessRegressor"]
 
@@ -395,9 +395,15 @@ class GaussianProcessRegressor(_GPBase):
         """
         th = self._theta_for(theta)
         check_memory(self.X_train_.shape[0], PEAK_N_BY_N["loo"], "the leave-one-out predictions", self)
-        K = self._k(self.X_train_, None, th)
-        K[np.diag_indices_from(K)] += th["noise"]
-        mu, sd = loo_from_kernel(K, self._y_centred(), mean=self.mean)
+        factor = self._state.get("factor") if theta is None else None
+        if isinstance(factor, tuple) and factor[1]:
+            # the fit's Cholesky of the same K (kernel + noise at theta_), not a second n x n factorisation:
+            # the same LAPACK call on the same matrix, so the same factor (tests/bases/gp/test_loo_shared.py)
+            mu, sd = loo_from_factor(factor[0], self._y_centred(), mean=self.mean)
+        else:
+            K = self._k(self.X_train_, None, th)
+            K[np.diag_indices_from(K)] += th["noise"]
+            mu, sd = loo_from_kernel(K, self._y_centred(), mean=self.mean)
         mu = mu + self._y_shift
         if not include_noise:
             sd = np.sqrt(np.maximum(sd**2 - th["noise"], np.finfo(float).tiny))

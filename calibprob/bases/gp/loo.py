@@ -41,6 +41,7 @@ from calibprob._core.validation import check_array, check_choice, check_same_len
 
 __all__ = [
     "loo_from_kernel",
+    "loo_from_factor",
     "KrigingSystem",
     "kriging_system",
     "kriging_predict",
@@ -98,6 +99,44 @@ def loo_from_kernel(K: ArrayLike, y: ArrayLike, mean: str = "zero") -> tuple[np.
         )
     P = np.ones((n, 1)) if mean == "constant" else None
     system = kriging_system(K, y, P)
+    return y - system.loo_residual, system.loo_std
+
+
+def loo_from_factor(L: ArrayLike, y: ArrayLike, mean: str = "zero") -> tuple[np.ndarray, np.ndarray]:
+    r""":func:`loo_from_kernel` from a lower Cholesky factor :math:`L L^\top = K` computed elsewhere.
+
+    A fitted GP hands over the factor of its fit (one factorisation per θ): :math:`L^{-1}`,
+    :math:`\operatorname{diag} Q^{-1}` and :math:`Q^{-1}y` follow as in :func:`loo_from_kernel`,
+    whose Cholesky of the same ``K`` gives the same factor (the same LAPACK ``potrf``), hence the
+    same numbers.
+
+    Parameters
+    ----------
+    L : array_like, shape (n, n)
+        Lower Cholesky factor of the observations' covariance; its upper triangle is not read.
+    y : array_like, shape (n,)
+    mean : {"zero", "constant"}, default "zero"
+
+    Returns
+    -------
+    mu_loo, sigma_loo : ndarray, shape (n,)
+
+    References
+    ----------
+    Dubrule, O. (1983). Cross validation of kriging in a unique neighborhood.
+    Mathematical Geology 15, 687–699.
+    """
+    L = check_array(L, "L", ndim=2)
+    y = check_array(y, "y", ndim=1)
+    check_choice(mean, "mean", ("zero", "constant"))
+    if L.shape != (y.size, y.size):
+        raise ValueError(f"L must have shape ({y.size}, {y.size}) to match y; got {L.shape}. Pass the n x n factor.")
+    n = y.size
+    if n < (2 if mean == "zero" else 3):
+        raise ValueError(
+            f"leave-one-out needs at least {2 if mean == 'zero' else 3} observations with mean={mean!r}; got {n}."
+        )
+    system = _system_from_factor(L, y, np.ones((n, 1)) if mean == "constant" else None)
     return y - system.loo_residual, system.loo_std
 
 

@@ -64,7 +64,7 @@ from scipy.cluster.vq import kmeans2
 from calibprob._core.validation import check_array, check_int
 from calibprob.bases.gp import _pymc, _sparse_numerics
 from calibprob.bases.gp._shared import _GPBase
-from calibprob.bases.gp._sparse_loo import sparse_kriging_system
+from calibprob.bases.gp._sparse_loo import SparseKrigingSystem, sparse_kriging_system
 
 __all__ = ["SparseGaussianProcessRegressor", "kmeans_inducing_points"]
 
@@ -436,10 +436,39 @@ class SparseGaussianProcessRegressor(_GPBase):
         view = _StateView(self, state)
         offset = float(state["m"]) if self.mean == "constant" else 0.0
         system = sparse_kriging_system(view, offset=offset, gls=self.mean == "constant", keep_T=False)
+        return self.loo_from_system(system, include_noise=include_noise)
+
+    def loo_from_system(
+        self, system: SparseKrigingSystem, *, include_noise: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        r""":meth:`loo` from a kriging system of this GP computed elsewhere (its :math:`O(nm^2)` pass done once).
+
+        The J+GP view of a fitted sparse GP (``calibprob.calibrators.conformal.gp``) holds the
+        same system as :meth:`loo` at ``theta_`` when its mean handling is the same (a constant mean
+        re-estimated by GLS, ``refit_mean=True``; or a zero mean): the comparison runner computes it
+        once for both. The same arithmetic as :meth:`loo`, so the same bits.
+
+        Parameters
+        ----------
+        system : SparseKrigingSystem
+            From ``calibprob.bases.gp._sparse_loo.sparse_kriging_system`` of this GP, with
+            ``gls = (mean == "constant")`` and the offset ``mean_`` (0 for a zero mean).
+        include_noise : bool, default True
+
+        Returns
+        -------
+        mu_loo, sigma_loo : ndarray, shape (n,)
+        """
+        if system.n != len(self.y_train_) or system.gls != (self.mean == "constant"):
+            raise ValueError(
+                f"system must be this GP's kriging system with gls={self.mean == 'constant'} on its "
+                f"{len(self.y_train_)} training rows; got gls={system.gls} on {system.n} rows. Build it with "
+                "sparse_kriging_system(gp, offset=gp.mean_, gls=gp.mean == 'constant'), or call loo()."
+            )
         mu = self.y_train_ - system.loo_residual
         var = 1.0 / system.qdiag + system.extra
         if not include_noise:
-            var = var - state["theta"]["noise"]
+            var = var - system.noise
         return mu, np.sqrt(np.maximum(var, np.finfo(float).tiny))
 
 

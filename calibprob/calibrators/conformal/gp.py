@@ -215,16 +215,30 @@ class _SparseGPView:
         return sparse_kriging_predict(self.system, self.kernel(self.Z, Xt), test_major=True)[:3]
 
 
+@dataclass(frozen=True)
+class _Kernel:
+    """``k_θ(A, B)`` of a fitted GP at fixed θ, as an object (not a closure) so that a view pickles.
+
+    ``exact``: the exact GP's :meth:`kernel_matrix` (``B`` defaults to ``A``); else the sparse GP's
+    ``_k`` on the inducing inputs. The same calls, so the same numbers, as the closures they replace.
+    """
+
+    gp: Any
+    theta: dict
+    exact: bool
+
+    def __call__(self, A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
+        if not self.exact:
+            return self.gp._k(A, B, self.theta)
+        return np.asarray(self.gp.kernel_matrix(A, A if B is None else B, theta=self.theta), float)
+
+
 def _sparse_gp_view(gp: Any, refit_mean: bool) -> _SparseGPView:
     theta = dict(gp.theta_)
     constant = getattr(gp, "mean", "zero") == "constant"
     offset = float(theta.get("mean_", 0.0)) if constant else 0.0
     system = sparse_kriging_system(gp, offset=offset, gls=constant and refit_mean)
-
-    def kern(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-        return gp._k(A, B, theta)
-
-    return _SparseGPView(np.asarray(gp.inducing_points_, float), system, kern, offset)
+    return _SparseGPView(np.asarray(gp.inducing_points_, float), system, _Kernel(gp, theta, False), offset)
 
 
 def _gp_view(gp: Any, refit_mean: bool) -> _GPView:
@@ -237,10 +251,7 @@ def _gp_view(gp: Any, refit_mean: bool) -> _GPView:
     X = np.asarray(gp.X_train_, float)
     y = np.asarray(gp.y_train_, float)
     noise = float(theta.get("noise", 0.0))
-
-    def kern(A: np.ndarray, B: np.ndarray | None = None) -> np.ndarray:
-        return np.asarray(gp.kernel_matrix(A, A if B is None else B, theta=theta), float)
-
+    kern = _Kernel(gp, theta, True)
     constant = getattr(gp, "mean", "zero") == "constant"
     gls = constant and refit_mean
     # Subtract the fitted constant whether or not it is re-estimated: the GLS re-estimate
@@ -309,13 +320,54 @@ class _GPConformalBase(IntervalPredictor):
                 f"kernel_matrix); {type(gp).__name__} has no 'kernel_matrix'. For other bases use "
                 "CrossConformalRegressor (jackknife+ with refits)."
             )
-        view = _gp_view(gp, self.refit_mean)
+        # a view computed once for several methods on this GP (fit_with_view), else computed here
+        view = getattr(self, "_given_view", None) if self.prefit else None
+        if view is None:
+            view = _gp_view(gp, self.refit_mean)
         for c in levels:
             check_enough_points(c, view.system.n, what="training points", sides=self._min_sides)
         self.estimator_ = gp
         self.view_ = view
         self.n_train_ = view.system.n
         return self
+
+    def kriging_view(self) -> _GPView | _SparseGPView:
+        """The kriging view :meth:`fit` computes of the prefit GP (``prefit=True``), for :meth:`fit_with_view`.
+
+        The :math:`O(n^3)` (exact GP: :math:`L^{-1}`, :math:`\\operatorname{diag} Q^{-1}`, :math:`Q^{-1}y`)
+        or :math:`O(nm^2)` (sparse GP: :math:`T = L_B^{-1}L_m^{-1}K_{mn}/\\sigma` and the leave-one-out
+        terms) part of the fit; it depends on the GP and :meth:`kriging_view_key` only, so J+GP,
+        asymJ+GP and the full-conformal GP on one GP can share it.
+        """
+        if not self.prefit or self.estimator is None:
+            raise ValueError(
+                f"kriging_view needs prefit=True and a fitted GP as estimator; got prefit={self.prefit!r}, "
+                f"estimator={type(self.estimator).__name__}. Pass prefit=True with the fitted GP."
+            )
+        return _gp_view(self.estimator, self.refit_mean)
+
+    def kriging_view_key(self) -> tuple[str, bool]:
+        """What :meth:`kriging_view` depends on besides the GP: whether the constant mean is re-estimated (GLS).
+
+        Two models on the same fitted GP with equal keys compute the same view, bit for bit (a
+        zero-mean GP's view is the same for either ``refit_mean``): the comparison runner computes it
+        once per task for all of them (``calibprob.compare.methods.share_base_predictions``).
+        """
+        return ("kriging", bool(getattr(self.estimator, "mean", "zero") == "constant" and self.refit_mean))
+
+    def fit_with_view(self, view: _GPView | _SparseGPView) -> Self:
+        """:meth:`fit` (``prefit=True``) on a view computed once elsewhere by :meth:`kriging_view`: the same numbers.
+
+        ``view`` must come from a model with the same GP and an equal :meth:`kriging_view_key` (the
+        comparison runner's shared stage guarantees it). It is read, never written.
+        """
+        if not self.prefit:
+            raise ValueError("fit_with_view needs prefit=True (the view is of the prefitted GP); got prefit=False.")
+        self._given_view = view
+        try:
+            return self.fit()
+        finally:
+            del self._given_view
 
     def _check_options(self) -> None:
         pass
