@@ -55,6 +55,7 @@ covariate shift. NeurIPS 32.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import warnings
@@ -782,23 +783,27 @@ class _EndRefiner:
         if line is not None:
             line.set_description("conformal Bayes: refining set ends")
             line.reset(total=REFINE_STEPS * rows_needed.size)
-        for _ in range(REFINE_STEPS):
-            mid = 0.5 * (inside + outside)
-            # inactive entries are evaluated at an active candidate of their row (a finite value in the support)
-            fill = mid[np.arange(m), np.argmax(act, axis=1)]
-            mid = np.where(act, mid, fill[:, None])
-            keep = np.zeros_like(act)
-            chunks = [rows_needed[start : start + per] for start in range(0, rows_needed.size, per)]
+        chunks = [rows_needed[start : start + per] for start in range(0, rows_needed.size, per)]
+        # a log density that says it is thread-safe (the PyMC door's) is called without the refiner's lock
+        lock = contextlib.nullcontext() if getattr(log_density, "thread_safe", False) else self._lock
+        # one pool for every step (the steps are sequential, each step's chunks run in parallel)
+        with _pool(min(self.n_jobs, len(chunks))) as pool:
+            for _ in range(REFINE_STEPS):
+                mid = 0.5 * (inside + outside)
+                # inactive entries are evaluated at an active candidate of their row (a finite value in the support)
+                fill = mid[np.arange(m), np.argmax(act, axis=1)]
+                mid = np.where(act, mid, fill[:, None])
+                keep = np.zeros_like(act)
 
-            def step(rows: np.ndarray, mid: np.ndarray = mid) -> tuple[np.ndarray, np.ndarray]:
-                return rows, self._inside(log_density, rows, mid[rows], thr[rows], act[rows])
+                def step(rows: np.ndarray, mid: np.ndarray = mid) -> tuple[np.ndarray, np.ndarray]:
+                    return rows, self._inside(log_density, rows, mid[rows], thr[rows], act[rows], lock)
 
-            for rows, inside_rows in _bounded_map(step, chunks, self.n_jobs):
-                keep[rows] = inside_rows
-                if line is not None:
-                    line.update(rows.size)
-            inside = np.where(act & keep, mid, inside)
-            outside = np.where(act & ~keep, mid, outside)
+                for rows, inside_rows in map(step, chunks) if pool is None else pool.map(step, chunks):
+                    keep[rows] = inside_rows
+                    if line is not None:
+                        line.update(rows.size)
+                inside = np.where(act & keep, mid, inside)
+                outside = np.where(act & ~keep, mid, outside)
         return outside[:, :L], outside[:, L:]
 
     def _inside(
@@ -808,12 +813,16 @@ class _EndRefiner:
         y: np.ndarray,
         thr: np.ndarray,
         act: np.ndarray,
+        lock: Any,
     ) -> np.ndarray:
         # the callable takes a slice of consecutive test points: ask for the span, use the rows needed
         sl = slice(int(rows[0]), int(rows[-1]) + 1)
-        span = np.zeros((sl.stop - sl.start, y.shape[1]))
-        span[rows - sl.start] = y
-        with self._lock:
+        if rows.size == sl.stop - sl.start:
+            span = y  # no gap: the rows are the span (y is a fresh array of this step's chunk)
+        else:
+            span = np.zeros((sl.stop - sl.start, y.shape[1]))
+            span[rows - sl.start] = y
+        with lock:
             logf = np.asarray(log_density(sl, span), dtype=float)
         if logf.shape != (self.log_lik.shape[0], span.shape[0], span.shape[1]):
             raise ValueError(
@@ -873,6 +882,16 @@ def _n_jobs(n_jobs: int | None) -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+@contextlib.contextmanager
+def _pool(n_jobs: int) -> Iterator[ThreadPoolExecutor | None]:
+    """A thread pool of ``n_jobs`` workers for the block's duration; None for one (the caller's thread)."""
+    if n_jobs <= 1:
+        yield None
+        return
+    with ThreadPoolExecutor(max_workers=n_jobs) as pool:
+        yield pool
 
 
 def _bounded_map(fn: Callable[[Any], Any], items: Iterable[Any], n_jobs: int) -> Iterator[Any]:
