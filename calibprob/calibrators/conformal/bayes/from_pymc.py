@@ -23,7 +23,7 @@ import functools
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -212,14 +212,17 @@ def _density_and_grid(
     lock = threading.Lock()
 
     def logp(rows: slice, y: np.ndarray) -> np.ndarray:
-        out: np.ndarray | None = None
-        with lock:  # the model's containers (PyMC's or bambi's) hold one block's data at a time
-            for sl, v in door.logp_blocks(_rows(new, rows), y, buffer=buffers.get):
-                if sl.start == 0 and sl.stop == y.shape[0]:
-                    return v  # one block (the usual case: the core asks for a block at a time): no copy
-                out = np.empty((door.n_draws, *y.shape)) if out is None else out
-                out[:, sl] = v
-        return np.empty((door.n_draws, *y.shape)) if out is None else out  # None: no rows asked
+        if not isinstance(door, _Door):  # bambi's blocks come as new arrays: gathered into one
+            out = buffers.get((door.n_draws, *y.shape))
+            with lock:  # the model's containers hold one block's data at a time
+                for sl, v in door.logp_blocks(_rows(new, rows), y):
+                    out[:, sl] = v
+            return out
+        out = buffers.get((door.n_draws, *y.shape))
+        with lock:  # the model's containers hold one block's data at a time
+            for _ in door.logp_blocks(_rows(new, rows), y, out=out):
+                pass  # each block is written in place, into its slice of out
+        return out
 
     logp.thread_safe = True  # type: ignore[attr-defined]  # it serialises the model's containers itself
 
@@ -532,22 +535,21 @@ class _Door:
                     params[k][sl] = _per_draw(np.asarray(p, float), sl.stop - sl.start, m, self.batched[k])
         return family, params
 
-    def logp_blocks(
-        self, new: Any, g: Any, buffer: Callable[[tuple[int, ...]], np.ndarray] | None = None
-    ) -> Iterator[tuple[slice, np.ndarray]]:
+    def logp_blocks(self, new: Any, g: Any, out: np.ndarray | None = None) -> Iterator[tuple[slice, np.ndarray]]:
         """The model's elementwise logp of the observed variable at (test input, grid value) rows.
 
-        ``buffer(shape)``: where a block is written (the door's per-thread buffer, reused; the
-        caller uses a block before asking for the next); default a new array per block.
+        ``out`` (draws, m, G): written in place, each block a view of its slice (the door's reused
+        per-thread buffer: no fresh pages per block); default a new array per block.
         """
         m, G = g.shape
         per = max(1, _BLOCK_BYTES // (8 * self.n_draws * G))
+        whole = out
         for start in range(0, m, per):
             sl = slice(start, min(start + per, m))
             b = sl.stop - sl.start
             data = {k: np.repeat(v[sl], G, axis=0) for k, v in new.items()}  # row j * G + g
             data[str(self.target)] = g[sl].reshape(-1)
-            out = np.empty((self.n_draws, b, G)) if buffer is None else buffer((self.n_draws, b, G))
+            out = np.empty((self.n_draws, b, G)) if whole is None else whole[:, sl]
             with self.shared.lock:
                 self._set(data)
                 # compiled once per model: refinement, a second call and a base reuse it
