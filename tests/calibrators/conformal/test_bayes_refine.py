@@ -205,3 +205,21 @@ def test_the_door_reuses_one_buffer_per_thread():
     assert a.flags.c_contiguous and b.flags.c_contiguous and np.shares_memory(a, b)
     c = bufs.get((5, 4, 5))  # larger: grown
     assert c.shape == (5, 4, 5) and not np.shares_memory(a, c)
+
+
+@pytest.mark.parametrize("family", ["NormalRV", "StudentTRV"])
+def test_the_doors_closed_form_density_is_numpys_bit_for_bit_on_any_rows(family):
+    # the door's parameters come as (draws, m) views, a per-draw sigma broadcast over the points (stride 0),
+    # and its terms free of the candidate are computed once for all points, then sliced per block
+    rng = np.random.default_rng(6)
+    n_draws, m = 70, 11
+    mu = rng.normal(size=(n_draws, m))
+    sigma = np.broadcast_to(rng.uniform(0.2, 2.0, size=(n_draws, 1)), (n_draws, m))
+    params = [mu, sigma] if family == "NormalRV" else [np.broadcast_to(4.5, (n_draws, m)), mu, sigma]
+    density = fp._ClosedForm(family, params)
+    for rows, K in ((slice(0, m), 23), (slice(3, 8), 2), (slice(10, 11), 1)):
+        y = rng.normal(0, 2, size=(rows.stop - rows.start, K))
+        ref = fp._closed_form_logpdf(family, [p[:, rows, None] for p in params], y[None])
+        out = np.empty((n_draws, *y.shape))
+        assert density(rows, y, out) is out
+        assert np.array_equal(out, ref)

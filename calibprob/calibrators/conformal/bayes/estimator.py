@@ -139,7 +139,7 @@ class ConformalBayes(BaseEstimator):
         ``block_rows`` before 0.2.0 (warns ``FutureWarning`` until 0.3.0).
     n_jobs : int, optional
         Threads over blocks of test points (at most :math:`2\,n_\text{jobs}` blocks in memory),
-        and over each refinement step's rows; default: the cores this process may use
+        and over the refinement's rows (each thread bisects its own rows); default: the cores this process may use
         (``os.sched_getaffinity``). It is the call's whole thread budget: BLAS runs one thread per
         block while the call lasts (``threadpoolctl``), so ``n_jobs=1`` uses one core. The sets are
         bitwise the same whatever ``n_jobs``. Large blocks take a fused path compiled with Numba
@@ -777,33 +777,33 @@ class _EndRefiner:
         outside = np.concatenate([lo_out, up_out], axis=1)
         thr = np.concatenate([self.thresholds, self.thresholds], axis=1)
         rows_needed = np.flatnonzero(act.any(axis=1))
-        # each step's rows split over the threads (a step's blocks are independent), within the memory cap
+        # the rows split over the threads, within the memory cap; a row's bisection depends on its own row only,
+        # so each chunk runs all its steps in one task (no barrier between steps)
         cap = max(1, _BLOCK_BYTES // (8 * self.log_lik.shape[0] * 2 * L))
         per = max(1, min(cap, -(-rows_needed.size // self.n_jobs)))
-        if line is not None:
-            line.set_description("conformal Bayes: refining set ends")
-            line.reset(total=REFINE_STEPS * rows_needed.size)
         chunks = [rows_needed[start : start + per] for start in range(0, rows_needed.size, per)]
         # a log density that says it is thread-safe (the PyMC door's) is called without the refiner's lock
         lock = contextlib.nullcontext() if getattr(log_density, "thread_safe", False) else self._lock
-        # one pool for every step (the steps are sequential, each step's chunks run in parallel)
-        with _pool(min(self.n_jobs, len(chunks))) as pool:
+        if line is not None:
+            line.set_description("conformal Bayes: refining set ends")
+            line.reset(total=REFINE_STEPS * rows_needed.size)
+
+        def bisect(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            ins, outs, a, t = inside[rows], outside[rows], act[rows], thr[rows]
             for _ in range(REFINE_STEPS):
-                mid = 0.5 * (inside + outside)
+                mid = 0.5 * (ins + outs)
                 # inactive entries are evaluated at an active candidate of their row (a finite value in the support)
-                fill = mid[np.arange(m), np.argmax(act, axis=1)]
-                mid = np.where(act, mid, fill[:, None])
-                keep = np.zeros_like(act)
+                fill = mid[np.arange(rows.size), np.argmax(a, axis=1)]
+                mid = np.where(a, mid, fill[:, None])
+                keep = self._inside(log_density, rows, mid, t, a, lock)
+                ins = np.where(a & keep, mid, ins)
+                outs = np.where(a & ~keep, mid, outs)
+            return rows, outs
 
-                def step(rows: np.ndarray, mid: np.ndarray = mid) -> tuple[np.ndarray, np.ndarray]:
-                    return rows, self._inside(log_density, rows, mid[rows], thr[rows], act[rows], lock)
-
-                for rows, inside_rows in map(step, chunks) if pool is None else pool.map(step, chunks):
-                    keep[rows] = inside_rows
-                    if line is not None:
-                        line.update(rows.size)
-                inside = np.where(act & keep, mid, inside)
-                outside = np.where(act & ~keep, mid, outside)
+        for rows, outs in _bounded_map(bisect, chunks, min(self.n_jobs, len(chunks))):
+            outside[rows] = outs
+            if line is not None:
+                line.update(REFINE_STEPS * rows.size)
         return outside[:, :L], outside[:, L:]
 
     def _inside(
@@ -882,16 +882,6 @@ def _n_jobs(n_jobs: int | None) -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
-
-
-@contextlib.contextmanager
-def _pool(n_jobs: int) -> Iterator[ThreadPoolExecutor | None]:
-    """A thread pool of ``n_jobs`` workers for the block's duration; None for one (the caller's thread)."""
-    if n_jobs <= 1:
-        yield None
-        return
-    with ThreadPoolExecutor(max_workers=n_jobs) as pool:
-        yield pool
 
 
 def _bounded_map(fn: Callable[[Any], Any], items: Iterable[Any], n_jobs: int) -> Iterator[Any]:

@@ -197,11 +197,10 @@ def _density_and_grid(
     buffers = _ThreadBuffers()
     if path == "closed-form":
         family, params = door.closed_form_params(new, m)
+        density = _ClosedForm(family, params)
 
         def closed(rows: slice, y: np.ndarray) -> np.ndarray:
-            out = buffers.get((door.n_draws, *y.shape))
-            # one compiled pass per block, NumPy's arithmetic bit for bit
-            return _closed_form_kernel(family, [p[:, rows] for p in params], y, out)
+            return density(rows, y, buffers.get((door.n_draws, *y.shape)))
 
         closed.thread_safe = True  # type: ignore[attr-defined]  # see _EndRefiner: no lock needed
         g = _grid.default_grid(
@@ -583,52 +582,84 @@ def _closed_form_logpdf(family: str, params: Any, y: Any) -> np.ndarray:
     )
 
 
-def _normal_logpdf(mu: np.ndarray, sigma: np.ndarray, y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def _normal_logpdf(
+    mu: np.ndarray, sigma: np.ndarray, y: np.ndarray, out: np.ndarray | None = None, log_sigma: Any = None
+) -> np.ndarray:
     r"""(S, b, K) Normal log densities :math:`-\tfrac12 z^2 - \log\sigma - \tfrac12\log 2\pi`, one pass.
 
-    ``mu``, ``sigma`` (S, b) per draw and test point, ``y`` (b, K) candidates; ``out`` (S, b, K), C-ordered,
-    is written (default: a new array). The same operations in the same order as
-    :func:`_closed_form_logpdf` (``log sigma`` by NumPy), so the result is its result bit for bit,
-    without its four temporaries of the block's size.
+    ``mu``, ``sigma`` (S, b) per draw and test point (any strides: read in place), ``y`` (b, K)
+    candidates; ``out`` (S, b, K), C-ordered, is written (default: a new array); ``log_sigma``:
+    ``np.log(sigma)`` when the caller has it. The same operations in the same order as
+    :func:`_closed_form_logpdf` (``log sigma`` by NumPy, whose ``log`` does not depend on the array
+    around a value: tested), so the result is its result bit for bit, without its four temporaries of
+    the block's size.
     """
     out = np.empty((*np.shape(mu), y.shape[1])) if out is None else out
-    mu, sigma = np.ascontiguousarray(mu, float), np.ascontiguousarray(sigma, float)
-    _kernels().normal(mu, sigma, np.log(sigma), np.ascontiguousarray(y, float), 0.5 * np.log(2 * np.pi), out)
+    log_sigma = np.log(sigma) if log_sigma is None else log_sigma
+    _kernels().normal(mu, sigma, log_sigma, np.ascontiguousarray(y, float), 0.5 * np.log(2 * np.pi), out)
     return out
 
 
+def _student_t_terms(nu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""The Student-t log density's terms free of the candidate, per (draw, test point).
+
+    :math:`\log\Gamma(\tfrac{\nu+1}2) - \log\Gamma(\tfrac\nu2) - \tfrac12\log(\nu\pi) - \log\sigma`,
+    summed left to right as :func:`_closed_form_logpdf` sums them, and :math:`(\nu+1)/2`.
+    """
+    const = special.gammaln((nu + 1) / 2) - special.gammaln(nu / 2) - 0.5 * np.log(nu * np.pi) - np.log(sigma)
+    return const, (nu + 1) / 2
+
+
 def _student_t_logpdf(
-    nu: np.ndarray, mu: np.ndarray, sigma: np.ndarray, y: np.ndarray, out: np.ndarray | None = None
+    nu: np.ndarray,
+    mu: np.ndarray,
+    sigma: np.ndarray,
+    y: np.ndarray,
+    out: np.ndarray | None = None,
+    terms: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
-    r"""(S, b, K) Student-t log densities in one pass, :func:`_closed_form_logpdf`'s result bit for bit.
+    r"""(S, b, K) Student-t log densities without a temporary, :func:`_closed_form_logpdf`'s result bit for bit.
 
     .. math::
 
         \log\Gamma\big(\tfrac{\nu+1}2\big) - \log\Gamma\big(\tfrac\nu2\big) - \tfrac12\log(\nu\pi)
         - \log\sigma - \tfrac{\nu+1}2 \log\big(1 + z^2/\nu\big),\qquad z = (y - \mu)/\sigma.
 
-    The terms that do not depend on the candidate are summed per (draw, test point) by NumPy, in the
-    order :func:`_closed_form_logpdf` takes them (left to right). Per candidate, three passes over
-    ``out`` and no temporary: a compiled one writes :math:`z^2/\nu`, NumPy's ``log1p`` runs in place on
-    the same (S, b, K) array as :func:`_closed_form_logpdf`'s (Numba's ``log1p``, the C library's,
-    differs from NumPy's in the last bit on a few per cent of values: measured), a compiled one
-    finishes the subtraction.
+    The terms that do not depend on the candidate come from :func:`_student_t_terms` (``terms``, when
+    the caller has them). Per candidate, three passes over ``out``: a compiled one writes
+    :math:`z^2/\nu`, NumPy's ``log1p`` runs in place (Numba's ``log1p``, the C library's, differs from
+    NumPy's in the last bit on a few per cent of values: measured), a compiled one finishes the
+    subtraction.
     """
     out = np.empty((*np.shape(mu), y.shape[1])) if out is None else out
-    nu, mu, sigma = (np.ascontiguousarray(np.broadcast_to(p, np.shape(mu)), float) for p in (nu, mu, sigma))
-    const = special.gammaln((nu + 1) / 2) - special.gammaln(nu / 2) - 0.5 * np.log(nu * np.pi) - np.log(sigma)
+    nu, sigma = (np.broadcast_to(p, np.shape(mu)) for p in (nu, sigma))
+    const, half_nu1 = _student_t_terms(nu, sigma) if terms is None else terms
     k = _kernels()
     k.student_t_arg(nu, mu, sigma, np.ascontiguousarray(y, float), out)
     np.log1p(out, out=out)
-    k.student_t_finish(const, (nu + 1) / 2, out)
+    k.student_t_finish(const, half_nu1, out)
     return out
 
 
-def _closed_form_kernel(family: str, params: list[np.ndarray], y: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """:func:`_closed_form_logpdf` of the parameters (S, b) at candidates ``y`` (b, K), written into ``out``."""
-    if family == "NormalRV":
-        return _normal_logpdf(params[0], params[1], y, out)
-    return _student_t_logpdf(params[0], params[1], params[2], y, out)
+class _ClosedForm:
+    """A Normal or Student-t likelihood's log density at any (test points, candidates), from its parameters
+    (S, m); the terms free of the candidate are computed once for every test point (one ``log`` per draw and
+    point, not one per block and refinement step)."""
+
+    def __init__(self, family: str, params: list[np.ndarray]) -> None:
+        self.family, self.params = family, params
+        if family == "NormalRV":
+            self.terms: tuple[np.ndarray, ...] = (np.log(params[1]),)
+        else:
+            self.terms = _student_t_terms(params[0], params[2])
+
+    def __call__(self, rows: slice, y: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """:func:`_closed_form_logpdf` at test points ``rows`` and candidates ``y`` (b, K), into ``out``."""
+        p = [v[:, rows] for v in self.params]
+        if self.family == "NormalRV":
+            return _normal_logpdf(p[0], p[1], y, out, self.terms[0][:, rows])
+        const, half = self.terms
+        return _student_t_logpdf(p[0], p[1], p[2], y, out, (const[:, rows], half[:, rows]))
 
 
 class _ThreadBuffers(threading.local):
