@@ -15,7 +15,7 @@ The inputs are those of ``bench_conformal_bayes.py`` (n = 309, 8 000 draws, 100 
 
 Run::
 
-    PYTHONPATH=. .venv/bin/python benchmarks/profile_conformal_bayes.py [--no-door] [--top 12]
+    PYTHONPATH=. .venv/bin/python benchmarks/profile_conformal_bayes.py [--no-door | --door-only] [--top 12]
 """
 
 from __future__ import annotations
@@ -101,12 +101,17 @@ def profiled(fn, top: int) -> tuple[float, str]:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-door", action="store_true")
+    ap.add_argument("--door-only", action="store_true", help="skip the core's phases and profiles")
     ap.add_argument("--top", type=int, default=12)
     args = ap.parse_args(argv)
     import calibprob
 
     print("load average (1, 5, 15 min) at start: " + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
     p = bench.make_problem()
+    if args.door_only:
+        door(p, args.top)
+        print("load average (1, 5, 15 min) at end: " + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
+        return
     logf = np.ascontiguousarray(np.stack([bench.test_log_density(p, i).T for i in range(bench.M)], axis=1))
     cb = calibprob.ConformalBayes(confidence_level=0.8, min_ess=0.0, n_jobs=1).fit(p["ll"], y=p["y"])
     cb.predict(logf, p["grid"])  # compile and warm
@@ -155,7 +160,12 @@ def door(p, top: int) -> None:
     parts: dict[str, float] = {}
     lock = threading.Lock()
 
-    def timed(owner, name, key, clock):
+    def add(key, t0, c0, clock):
+        with lock:
+            parts[key + " wall"] = parts.get(key + " wall", 0.0) + time.perf_counter() - t0
+            parts[key + " CPU"] = parts.get(key + " CPU", 0.0) + clock() - c0
+
+    def timed(owner, name, key, clock, generator=False):
         original = getattr(owner, name)
 
         def wrapper(*a, **k):
@@ -163,15 +173,25 @@ def door(p, top: int) -> None:
             try:
                 return original(*a, **k)
             finally:
-                with lock:
-                    parts[key + " wall"] = parts.get(key + " wall", 0.0) + time.perf_counter() - t0
-                    parts[key + " CPU"] = parts.get(key + " CPU", 0.0) + clock() - c0
+                add(key, t0, c0, clock)
 
-        setattr(owner, name, wrapper)
+        def gen_wrapper(*a, **k):  # a generator's work runs as it is consumed: time each step
+            it = original(*a, **k)
+            while True:
+                t0, c0 = time.perf_counter(), clock()
+                try:
+                    item = next(it)
+                except StopIteration:
+                    return
+                finally:
+                    add(key, t0, c0, clock)
+                yield item
+
+        setattr(owner, name, gen_wrapper if generator else wrapper)
 
     timed(estimator._EndRefiner, "__call__", "refinement", time.process_time)
     timed(from_pymc._ClosedForm, "__call__", "closed-form density", time.thread_time)
-    timed(from_pymc._Door, "logp_blocks", "logp density", time.thread_time)
+    timed(from_pymc._Door, "logp_blocks", "logp density", time.thread_time, generator=True)
     for mode in ("full", "ends"):
         cb = calibprob.ConformalBayes(confidence_level=0.8, min_ess=0.0, grid_mode=mode).fit(p["ll"], y=p["y"])
         cb.predict(logf, p["grid"])
