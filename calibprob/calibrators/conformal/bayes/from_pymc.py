@@ -24,6 +24,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -676,8 +677,6 @@ class _ThreadBuffers(threading.local):
 @functools.cache
 def _kernels() -> Any:
     """The closed-form log densities' compiled loops (Numba, cached on disk, release the GIL)."""
-    from types import SimpleNamespace
-
     import numba
 
     @numba.njit(nogil=True, cache=True)
