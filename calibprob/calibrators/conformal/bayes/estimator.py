@@ -349,6 +349,8 @@ class ConformalBayes(BaseEstimator):
             outer end of the final bracket; without it, the end is the first grid point *outside*
             the set. Either way the reported interval contains the set's hull on the grid's span,
             so its coverage is at least the set's (``attrs["interval_ends"]`` says which).
+            It is called from one thread at a time, unless it has an attribute ``thread_safe = True``
+            (then the threads of ``n_jobs`` call it at once, each bisecting its own test points).
         weights : array_like or calibprob.weights.Weights, optional
             After a weighted :meth:`fit`: one positive weight :math:`w(x_j)` per test point (default: the
             weights object given to :meth:`fit`, e.g. a ``LikelihoodRatio``'s test rows). Refused after
