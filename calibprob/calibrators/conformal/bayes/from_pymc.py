@@ -19,6 +19,7 @@ are left as they were.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import warnings
@@ -219,12 +220,13 @@ def _density_and_grid(
                     out[:, sl] = v
             return out
         out = buffers.get((door.n_draws, *y.shape))
-        with lock:  # the model's containers hold one block's data at a time
-            for _ in door.logp_blocks(_rows(new, rows), y, out=out):
-                pass  # each block is written in place, into its slice of out
+        # each block is written in place, into its slice of out; the PyMC door's logp takes the data as inputs,
+        # each thread with its own copy of the function: no lock
+        for _ in door.logp_blocks(_rows(new, rows), y, out=out):
+            pass
         return out
 
-    logp.thread_safe = True  # type: ignore[attr-defined]  # it serialises the model's containers itself
+    logp.thread_safe = True  # type: ignore[attr-defined]  # bambi's containers under the lock, PyMC's as inputs
 
     draws = None if grid is not None else door.predictive_draws(new, m, random_seed)
     if draws is not None:
@@ -473,45 +475,71 @@ class _Door:
 
     def _compile(self, outs: Any, *, draws: bool = False, random_seed: Any = None, kind: Any = None) -> Any:
         """A function of a slice of draws; with ``kind``, compiled once per model and reused."""
-        key = (kind, self.logp_mode) if kind == "logp" else kind
-        entry = None if kind is None else self.shared.fns.get(key)
+        entry = None if kind is None else self.shared.fns.get(kind)
         if entry is None:
             graph = outs() if callable(outs) else outs
-            entry = self._build_logp(graph) if kind == "logp" else self._build(graph, draws, random_seed, self.mode)
+            entry = self._build(graph, draws, random_seed, self.mode)
             if kind is not None:
-                self.shared.fns[key] = entry
+                self.shared.fns[kind] = entry
         fn, names, self.batched = entry
         return lambda sl: fn(*(self.values[k][sl] for k in names))
 
-    def _build_logp(self, graph: Any) -> Any:
-        """The ``logp`` path's function: in Numba by default, in the door's mode where Numba fails to compile it."""
-        if self.logp_mode != _LOGP_MODE:
-            return self._build(graph, False, None, self.logp_mode)
-        try:
-            return self._build(graph, False, None, _LOGP_MODE)
-        except Exception:  # noqa: BLE001 - an op Numba cannot lower: the default mode runs every PyTensor op
-            return self._build(graph, False, None, self.mode)
+    def _logp_function(self) -> _LogpFunction:
+        """The observed variable's elementwise logp, the data containers as inputs (compiled once per model)."""
+        key = ("logp", self.logp_mode)
+        entry = self.shared.fns.get(key)
+        if entry is None:
+            entry = self.shared.fns[key] = self._build_logp(self.clone.logp(vars=[self.rv], sum=False, jacobian=False))
+        return entry
 
-    def _build(self, outs: Any, draws: bool, random_seed: Any, mode: Any) -> Any:
+    def _build_logp(self, graph: Any) -> _LogpFunction:
+        """The ``logp`` path's function: in Numba by default, in the door's mode where Numba fails to compile it.
+
+        The model's ``pm.Data`` containers are replaced by inputs of the function (and a dimension whose
+        length follows a container, by that input's length), so that calls need not set the shared
+        containers: threads evaluate their blocks at once, each with its own copy of the function.
+        """
+        import pytensor.tensor as pt
+
+        data = {d: pt.tensor(name=d.name, shape=(None,) * d.ndim, dtype=d.dtype) for d in self.clone.data_vars}
+        lengths = {}
+        for d, sym in data.items():
+            dims = self.clone.named_vars_to_dims.get(d.name)
+            length = self.clone.dim_lengths.get(dims[0]) if dims else None
+            if length is not None and length not in data and hasattr(length, "get_value"):
+                lengths[length] = pt.cast(sym.shape[0], length.dtype)
+        replace = {**data, **lengths}
+        if self.logp_mode != _LOGP_MODE:
+            built = self._build(graph, False, None, self.logp_mode, replace)
+        else:
+            try:
+                built = self._build(graph, False, None, _LOGP_MODE, replace)
+            except Exception:  # noqa: BLE001 - an op Numba cannot lower: the default mode runs every PyTensor op
+                built = self._build(graph, False, None, self.mode, replace)
+        return _LogpFunction(built[0], built[1], [d.name for d in data])
+
+    def _build(self, outs: Any, draws: bool, random_seed: Any, mode: Any, replace: Any = None) -> Any:
         import pytensor
         import pytensor.tensor as pt
         from pymc.pytensorf import compile as compile_with_rngs
-        from pytensor.graph.replace import vectorize_graph
+        from pytensor.graph.replace import graph_replace, vectorize_graph
 
         batched = {
             v: pt.tensor(name=f"{v.name}_draws", shape=(None, *v.type.shape), dtype=v.dtype)
             for v in self.clone.value_vars
         }
         plain = self.clone.replace_rvs_by_values(outs)
+        inputs = list(batched.values())
+        if replace:  # shared containers (and their dimensions' lengths) as inputs: the first len(data) are inputs
+            plain = graph_replace(plain, replace=replace, strict=False)
+            inputs += [v for v in replace.values() if v.owner is None]
         outs = vectorize_graph(plain, replace=batched)
         # an output that does not depend on the draws (a constant nu) keeps its shape: no draw axis
         flags = [o.type.ndim == p.type.ndim + 1 for o, p in zip(outs, plain, strict=True)]
         if not draws:
-            fn = pytensor.function(list(batched.values()), outs, on_unused_input="ignore", mode=mode)
+            fn = pytensor.function(inputs, outs, on_unused_input="ignore", mode=mode)
         else:  # PyMC's compile seeds the graph's random generators and updates them between calls
-            fn = compile_with_rngs(
-                list(batched.values()), outs, random_seed=random_seed, on_unused_input="ignore", mode=mode
-            )
+            fn = compile_with_rngs(inputs, outs, random_seed=random_seed, on_unused_input="ignore", mode=mode)
         return fn, [v.name for v in self.clone.value_vars], flags
 
     def _draw_batches(self, row_bytes: int) -> Iterator[slice]:
@@ -544,19 +572,44 @@ class _Door:
         m, G = g.shape
         per = max(1, _BLOCK_BYTES // (8 * self.n_draws * G))
         whole = out
+        logp = self._logp_function()  # compiled once per model: refinement, a second call and a base reuse it
         for start in range(0, m, per):
             sl = slice(start, min(start + per, m))
             b = sl.stop - sl.start
             data = {k: np.repeat(v[sl], G, axis=0) for k, v in new.items()}  # row j * G + g
             data[str(self.target)] = g[sl].reshape(-1)
             out = np.empty((self.n_draws, b, G)) if whole is None else whole[:, sl]
-            with self.shared.lock:
-                self._set(data)
-                # compiled once per model: refinement, a second call and a base reuse it
-                fn = self._compile(lambda: self.clone.logp(vars=[self.rv], sum=False, jacobian=False), kind="logp")
+            # containers not given keep their values (as pm.set_data of the others would leave them)
+            args = [data[k] if k in data else self.clone[k].get_value() for k in logp.data_names]
+            with logp.copy() as fn:  # this thread's copy: no shared container is set, no lock held
                 for ds in self._draw_batches(8 * b * G * 3):
-                    out[ds] = np.asarray(fn(ds)[0]).reshape(ds.stop - ds.start, b, G)
+                    values = [self.values[k][ds] for k in logp.names]
+                    out[ds] = np.asarray(fn(*values, *args)[0]).reshape(ds.stop - ds.start, b, G)
             yield sl, out
+
+
+class _LogpFunction:
+    """A compiled logp of (posterior values, data inputs), lent to threads one copy each.
+
+    A PyTensor function holds its inputs' and outputs' storage, so one object cannot serve two threads
+    at once; its copies share the compiled code (a copy takes milliseconds, measured) and are kept for
+    the next call.
+    """
+
+    def __init__(self, fn: Any, names: list[str], data_names: list[str]) -> None:
+        self.fn, self.names, self.data_names = fn, names, data_names
+        self._free: list = []
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def copy(self) -> Iterator[Any]:
+        with self._lock:
+            fn = self._free.pop() if self._free else self.fn.copy()
+        try:
+            yield fn
+        finally:
+            with self._lock:
+                self._free.append(fn)
 
 
 def _per_draw(p: np.ndarray, n_draws: int, m: int, batched: bool) -> np.ndarray:
