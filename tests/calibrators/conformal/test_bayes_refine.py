@@ -223,3 +223,44 @@ def test_the_doors_closed_form_density_is_numpys_bit_for_bit_on_any_rows(family)
         out = np.empty((n_draws, *y.shape))
         assert density(rows, y, out) is out
         assert np.array_equal(out, ref)
+
+
+def test_the_logp_path_takes_containers_with_dims_and_an_index_as_inputs():
+    # containers tied to a model dimension (coords), a group index among them: the compiled logp takes them as
+    # inputs (the dimension's length follows the rows given), evaluated by two threads at once, and leaves the
+    # model's own containers as they were
+    rng = np.random.default_rng(8)
+    X, grp = rng.normal(size=(N, 2)), np.arange(N) % 3
+    y = X @ np.array([1.0, -1.0]) + 0.5 * grp + rng.normal(size=N)
+    with pm.Model(coords={"obs": np.arange(N), "feat": ["a", "b"], "group": [0, 1, 2]}) as model:
+        xd = pm.Data("X", X, dims=("obs", "feat"))
+        gd = pm.Data("g", grp, dims="obs")
+        yd = pm.Data("y", y, dims="obs")
+        b = pm.Normal("b", 0, 5, dims="feat")
+        a = pm.Normal("a", 0, 5, dims="group")
+        s = pm.HalfNormal("s", 1)
+        pm.Normal("lik", xd @ b + a[gd], s, observed=yd, dims="obs")
+    post = {
+        "b": rng.normal([1.0, -1.0], 0.1, size=(2, S // 2, 2)),
+        "a": rng.normal([0.0, 0.5, 1.0], 0.1, size=(2, S // 2, 3)),
+        "s": np.abs(rng.normal(1.0, 0.05, (2, S // 2))),
+    }
+    idata = az.from_dict(
+        {"posterior": post, "observed_data": {"lik": y}},
+        dims={"b": ["feat"], "a": ["group"], "lik": ["obs"]},
+        coords={"feat": ["a", "b"], "group": [0, 1, 2], "obs": np.arange(N)},
+    )
+    pm.compute_log_likelihood(idata, model=model, progressbar=False)
+    X_new = {"X": rng.normal(size=(M, 2)), "g": np.arange(M) % 3}
+    kw = {"confidence_level": 0.8, "min_ess": 0.0, "n_jobs": 2}
+    closed = calibprob.conformal_bayes(model, idata, X_new, method="closed-form", **kw)
+    logp = calibprob.conformal_bayes(model, idata, X_new, method="logp", grid=closed["grid"].values, **kw)
+    np.testing.assert_array_equal(logp["p_value"].values, closed["p_value"].values)
+    np.testing.assert_allclose(logp["upper"].values, closed["upper"].values, rtol=0, atol=1e-9)
+    door = fp._Door(model, idata, None, None)
+    g = closed["grid"].values
+    by_logp = np.concatenate([v for _, v in door.logp_blocks(door.new_data(X_new), g)], axis=1)
+    mu = post["b"].reshape(-1, 2) @ X_new["X"].T + post["a"].reshape(-1, 3)[:, X_new["g"]]
+    ref = stats.norm.logpdf(g[None], mu[:, :, None], post["s"].reshape(-1)[:, None, None])
+    np.testing.assert_allclose(by_logp, ref, rtol=0, atol=1e-10)
+    assert model["X"].get_value().shape == (N, 2) and model.dim_lengths["obs"].eval() == N

@@ -580,7 +580,10 @@ class _Door:
             data[str(self.target)] = g[sl].reshape(-1)
             out = np.empty((self.n_draws, b, G)) if whole is None else whole[:, sl]
             # containers not given keep their values (as pm.set_data of the others would leave them)
-            args = [data[k] if k in data else self.clone[k].get_value() for k in logp.data_names]
+            args = [
+                np.asarray(data[k]).astype(self.clone[k].dtype, copy=False) if k in data else self.clone[k].get_value()
+                for k in logp.data_names
+            ]  # in the container's dtype, as pm.set_data casts (an int64 index to PyMC's int32, say)
             with logp.copy() as fn:  # this thread's copy: no shared container is set, no lock held
                 for ds in self._draw_batches(8 * b * G * 3):
                     values = [self.values[k][ds] for k in logp.names]
