@@ -264,3 +264,41 @@ def test_the_logp_path_takes_containers_with_dims_and_an_index_as_inputs():
     ref = stats.norm.logpdf(g[None], mu[:, :, None], post["s"].reshape(-1)[:, None, None])
     np.testing.assert_allclose(by_logp, ref, rtol=0, atol=1e-10)
     assert model["X"].get_value().shape == (N, 2) and model.dim_lengths["obs"].eval() == N
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("grid_mode", ["full", "ends"])
+def test_at_the_diabetes_shape_the_doors_ends_equal_the_plain_bisection(captured, grid_mode):
+    # benchmarks/bench_conformal_bayes.py's shape (n = 309, 8 000 draws, 133 test points, 100 grid values), both
+    # paths, both cores: 2 660 candidates per path checked one by one (about 10 s each on a quiet machine)
+    from tests.support.paths import load_benchmark
+
+    bench = load_benchmark("bench_conformal_bayes")
+    p = bench.make_problem()
+    with pm.Model() as model:
+        xd = pm.Data("X", p["X"])
+        yd = pm.Data("y", p["y"])
+        b = pm.Normal("b", 0, 1, shape=bench.D)
+        b0 = pm.Normal("b0", 0, 1)
+        s = pm.HalfNormal("s", 1)
+        pm.Normal("obs", xd @ b + b0, s, observed=yd, shape=xd.shape[0])
+    post = {"b": p["beta"].reshape(4, -1, bench.D), "b0": p["intercept"].reshape(4, -1), "s": p["sigma"].reshape(4, -1)}
+    idata = az.from_dict({"posterior": post, "observed_data": {"obs": p["y"]}})
+    pm.compute_log_likelihood(idata, model=model, progressbar=False)
+    preds = [
+        calibprob.conformal_bayes(
+            model,
+            idata,
+            p["X_test"],
+            grid=p["grid"],
+            method=method,
+            min_ess=0.0,
+            confidence_level=0.8,
+            grid_mode=grid_mode,
+            n_jobs=2,
+        )  # fmt: skip
+        for method in ("closed-form", "logp")
+    ]
+    assert len(captured) == 2
+    _assert_reference(captured)
+    np.testing.assert_array_equal(preds[0]["upper"].values, preds[1]["upper"].values)
