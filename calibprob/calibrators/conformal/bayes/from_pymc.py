@@ -530,7 +530,7 @@ class _Door:
         }
         plain = self.clone.replace_rvs_by_values(outs)
         inputs = list(batched.values())
-        if replace:  # shared containers (and their dimensions' lengths) as inputs: the first len(data) are inputs
+        if replace:  # the shared containers become inputs; a dimension's length, an expression of its container's
             plain = graph_replace(plain, replace=replace, strict=False)
             inputs += [v for v in replace.values() if v.owner is None]
         outs = vectorize_graph(plain, replace=batched)
@@ -647,9 +647,9 @@ def _normal_logpdf(
     ``mu``, ``sigma`` (S, b) per draw and test point (any strides: read in place), ``y`` (b, K)
     candidates; ``out`` (S, b, K), C-ordered, is written (default: a new array); ``log_sigma``:
     ``np.log(sigma)`` when the caller has it. The same operations in the same order as
-    :func:`_closed_form_logpdf` (``log sigma`` by NumPy, whose ``log`` does not depend on the array
-    around a value: tested), so the result is its result bit for bit, without its four temporaries of
-    the block's size.
+    :func:`_closed_form_logpdf` (``log sigma`` by NumPy, whose ``log`` of a value does not depend on the
+    array around it: compared on sliced rows in ``tests/calibrators/conformal/test_bayes_refine.py``), so
+    the result is its result bit for bit, without its four temporaries of the block's size.
     """
     out = np.empty((*np.shape(mu), y.shape[1])) if out is None else out
     log_sigma = np.log(sigma) if log_sigma is None else log_sigma
