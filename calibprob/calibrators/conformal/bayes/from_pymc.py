@@ -570,7 +570,9 @@ class _Door:
         per-thread buffer: no fresh pages per block); default a new array per block.
         """
         m, G = g.shape
-        per = max(1, _BLOCK_BYTES // (8 * self.n_draws * G))
+        # the block bound caps a new array per block; into the caller's buffer the request is one block (the
+        # draws' batches below bound the compiled function's own temporaries either way)
+        per = m if out is not None else max(1, _BLOCK_BYTES // (8 * self.n_draws * G))
         whole = out
         logp = self._logp_function()  # compiled once per model: refinement, a second call and a base reuse it
         for start in range(0, m, per):
