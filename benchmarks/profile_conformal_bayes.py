@@ -7,12 +7,15 @@ The inputs are those of ``bench_conformal_bayes.py`` (n = 309, 8 000 draws, 100 
   :func:`calibprob.calibrators.conformal.bayes._numerics.aoi_block`'s fused path, summed over
   the blocks), beside the float32 floor (the same multiply-add count as one product);
 * a cProfile summary (top functions by own time) of the core's warm call;
-* the PyMC door's first and second call (closed form and ``logp``), wall time and a cProfile
-  summary each.
+* the PyMC door's first and second call in four configurations (full and end-only grid, closed
+  form and ``logp``) beside the core's warm call in the same grid mode (both on both cores), the
+  door's own parts of the second call (the set ends' refinement, the log densities), and a cProfile
+  summary of a third call. A sampling profile of the threads: ``py-spy record --nonblocking -f raw``
+  on the process (the report of issue 37 gives one).
 
 Run::
 
-    PYTHONPATH=. .venv/bin/python benchmarks/profile_conformal_bayes.py [--no-door] [--top 12]
+    PYTHONPATH=. .venv/bin/python benchmarks/profile_conformal_bayes.py [--no-door | --door-only] [--top 12]
 """
 
 from __future__ import annotations
@@ -104,12 +107,17 @@ def profiled(fn, top: int) -> tuple[float, str]:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-door", action="store_true")
+    ap.add_argument("--door-only", action="store_true", help="skip the core's phases and profiles")
     ap.add_argument("--top", type=int, default=12)
     args = ap.parse_args(argv)
     import calibprob
 
     print("load average (1, 5, 15 min) at start: " + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
     p = bench.make_problem()
+    if args.door_only:
+        door(p, args.top)
+        print("load average (1, 5, 15 min) at end: " + ", ".join(f"{v:.2f}" for v in os.getloadavg()))
+        return
     logf = np.ascontiguousarray(np.stack([bench.test_log_density(p, i).T for i in range(bench.M)], axis=1))
     cb = calibprob.ConformalBayes(confidence_level=0.8, min_ess=0.0, n_jobs=1).fit(p["ll"], y=p["y"])
     cb.predict(logf, p["grid"])  # compile and warm
@@ -128,10 +136,16 @@ def main(argv=None) -> None:
 
 
 def door(p, top: int) -> None:
+    """The door's second call in four configurations (full / ends grid, closed form / ``logp``) against the
+    core's warm call in the same grid mode, both on both cores: wall and CPU, and the door's own parts —
+    the set ends' refinement (wall, process CPU) and the log densities (thread CPU, summed over threads)."""
+    import threading
+
     import arviz as az
     import pymc as pm
 
     import calibprob
+    from calibprob.calibrators.conformal.bayes import estimator, from_pymc
 
     with pm.Model() as model:
         xd = pm.Data("X", p["X"])
@@ -148,15 +162,74 @@ def door(p, top: int) -> None:
     }
     idata = az.from_dict({"posterior": post, "observed_data": {"obs": p["y"]}})
     pm.compute_log_likelihood(idata, model=model, progressbar=False)
-    for method in ("closed-form", "logp"):
-        for call in ("first", "second"):
-            wall, table = profiled(
-                lambda method=method: calibprob.conformal_bayes(
-                    model, idata, p["X_test"], grid=p["grid"], method=method, min_ess=0.0, confidence_level=0.8
-                ),
-                top,
+    logf = np.ascontiguousarray(np.stack([bench.test_log_density(p, i).T for i in range(bench.M)], axis=1))
+    parts: dict[str, float] = {}
+    lock = threading.Lock()
+
+    def add(key, t0, c0, clock):
+        with lock:
+            parts[key + " wall"] = parts.get(key + " wall", 0.0) + time.perf_counter() - t0
+            parts[key + " CPU"] = parts.get(key + " CPU", 0.0) + clock() - c0
+
+    def timed(owner, name, key, clock, generator=False):
+        original = getattr(owner, name)
+
+        def wrapper(*a, **k):
+            t0, c0 = time.perf_counter(), clock()
+            try:
+                return original(*a, **k)
+            finally:
+                add(key, t0, c0, clock)
+
+        def gen_wrapper(*a, **k):  # a generator's work runs as it is consumed: time each step
+            it = original(*a, **k)
+            while True:
+                t0, c0 = time.perf_counter(), clock()
+                try:
+                    item = next(it)
+                except StopIteration:
+                    return
+                finally:
+                    add(key, t0, c0, clock)
+                yield item
+
+        setattr(owner, name, gen_wrapper if generator else wrapper)
+
+    timed(estimator._EndRefiner, "__call__", "refinement", time.process_time)
+    timed(from_pymc._ClosedForm, "__call__", "closed-form density", time.thread_time)
+    timed(from_pymc._Door, "logp_blocks", "logp density", time.thread_time, generator=True)
+    for mode in ("full", "ends"):
+        cb = calibprob.ConformalBayes(confidence_level=0.8, min_ess=0.0, grid_mode=mode).fit(p["ll"], y=p["y"])
+        cb.predict(logf, p["grid"])
+        core = min((_clocked(lambda cb=cb: cb.predict(logf, p["grid"])) for _ in range(3)), key=lambda t: t[0])
+        for method in ("closed-form", "logp"):
+
+            def call(method=method, mode=mode):
+                return calibprob.conformal_bayes(
+                    model, idata, p["X_test"], grid=p["grid"], method=method, min_ess=0.0, confidence_level=0.8,
+                    grid_mode=mode,
+                )  # fmt: skip
+
+            first = _clocked(call)
+            parts.clear()
+            second = _clocked(call)
+            own = dict(parts)
+            wall, table = profiled(call, top)
+            print(
+                f"\nPyMC door, grid_mode={mode!r}, {method}: first call {first[0]:.3f} s wall / {first[1]:.3f} s CPU, "
+                f"second {second[0]:.3f} s / {second[1]:.3f} s; the core's warm call {core[0]:.3f} s / {core[1]:.3f} s: "
+                f"ratio {second[0] / core[0]:.2f}x, extra {second[0] - core[0]:.3f} s wall / {second[1] - core[1]:.3f} s "
+                "CPU. The door's own parts in the second call: "
+                + ", ".join(f"{k} {v:.3f} s" for k, v in own.items() if "density wall" not in k)
             )
-            print(f"\nPyMC door, {method}, {call} call: {wall:.3f} s wall under cProfile; top by own time:\n{table}")
+            print(f"third call under cProfile, {wall:.3f} s wall; top by own time:\n{table}")
+
+
+def _clocked(fn) -> tuple[float, float]:
+    """(wall, process CPU) seconds of one call."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 if __name__ == "__main__":

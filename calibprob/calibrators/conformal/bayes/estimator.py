@@ -55,6 +55,7 @@ covariate shift. NeurIPS 32.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import warnings
@@ -140,7 +141,7 @@ class ConformalBayes(BaseEstimator):
         ``block_rows`` before 0.2.0 (warns ``FutureWarning`` until 0.3.0).
     n_jobs : int, optional
         Threads over blocks of test points (at most :math:`2\,n_\text{jobs}` blocks in memory),
-        and over each refinement step's rows; default: the cores this process may use
+        and over the refinement's rows (each thread bisects its own rows); default: the cores this process may use
         (``os.sched_getaffinity``). It is the call's whole thread budget: BLAS runs one thread per
         block while the call lasts (``threadpoolctl``), so ``n_jobs=1`` uses one core. The sets are
         bitwise the same whatever ``n_jobs``. Large blocks take a fused path compiled with Numba
@@ -350,6 +351,8 @@ class ConformalBayes(BaseEstimator):
             outer end of the final bracket; without it, the end is the first grid point *outside*
             the set. Either way the reported interval contains the set's hull on the grid's span,
             so its coverage is at least the set's (``attrs["interval_ends"]`` says which).
+            It is called from one thread at a time, unless it has an attribute ``thread_safe = True``
+            (then the threads of ``n_jobs`` call it at once, each bisecting its own test points).
         weights : array_like or calibprob.weights.Weights, optional
             After a weighted :meth:`fit`: one positive weight :math:`w(x_j)` per test point (default: the
             weights object given to :meth:`fit`, e.g. a ``LikelihoodRatio``'s test rows). Refused after
@@ -778,29 +781,33 @@ class _EndRefiner:
         outside = np.concatenate([lo_out, up_out], axis=1)
         thr = np.concatenate([self.thresholds, self.thresholds], axis=1)
         rows_needed = np.flatnonzero(act.any(axis=1))
-        # each step's rows split over the threads (a step's blocks are independent), within the memory cap
+        # the rows split over the threads, within the memory cap; a row's bisection depends on its own row only,
+        # so each chunk runs all its steps in one task (no barrier between steps)
         cap = max(1, _BLOCK_BYTES // (8 * self.log_lik.shape[0] * 2 * L))
         per = max(1, min(cap, -(-rows_needed.size // self.n_jobs)))
+        chunks = [rows_needed[start : start + per] for start in range(0, rows_needed.size, per)]
+        # a log density that says it is thread-safe (the PyMC door's) is called without the refiner's lock
+        lock = contextlib.nullcontext() if getattr(log_density, "thread_safe", False) else self._lock
         if line is not None:
             line.set_description("conformal Bayes: refining set ends")
             line.reset(total=REFINE_STEPS * rows_needed.size)
-        for _ in range(REFINE_STEPS):
-            mid = 0.5 * (inside + outside)
-            # inactive entries are evaluated at an active candidate of their row (a finite value in the support)
-            fill = mid[np.arange(m), np.argmax(act, axis=1)]
-            mid = np.where(act, mid, fill[:, None])
-            keep = np.zeros_like(act)
-            chunks = [rows_needed[start : start + per] for start in range(0, rows_needed.size, per)]
 
-            def step(rows: np.ndarray, mid: np.ndarray = mid) -> tuple[np.ndarray, np.ndarray]:
-                return rows, self._inside(log_density, rows, mid[rows], thr[rows], act[rows])
+        def bisect(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            ins, outs, a, t = inside[rows], outside[rows], act[rows], thr[rows]
+            for _ in range(REFINE_STEPS):
+                mid = 0.5 * (ins + outs)
+                # inactive entries are evaluated at an active candidate of their row (a finite value in the support)
+                fill = mid[np.arange(rows.size), np.argmax(a, axis=1)]
+                mid = np.where(a, mid, fill[:, None])
+                keep = self._inside(log_density, rows, mid, t, a, lock)
+                ins = np.where(a & keep, mid, ins)
+                outs = np.where(a & ~keep, mid, outs)
+            return rows, outs
 
-            for rows, inside_rows in _bounded_map(step, chunks, self.n_jobs):
-                keep[rows] = inside_rows
-                if line is not None:
-                    line.update(rows.size)
-            inside = np.where(act & keep, mid, inside)
-            outside = np.where(act & ~keep, mid, outside)
+        for rows, outs in _bounded_map(bisect, chunks, min(self.n_jobs, len(chunks))):
+            outside[rows] = outs
+            if line is not None:
+                line.update(REFINE_STEPS * rows.size)
         return outside[:, :L], outside[:, L:]
 
     def _inside(
@@ -810,12 +817,16 @@ class _EndRefiner:
         y: np.ndarray,
         thr: np.ndarray,
         act: np.ndarray,
+        lock: Any,
     ) -> np.ndarray:
         # the callable takes a slice of consecutive test points: ask for the span, use the rows needed
         sl = slice(int(rows[0]), int(rows[-1]) + 1)
-        span = np.zeros((sl.stop - sl.start, y.shape[1]))
-        span[rows - sl.start] = y
-        with self._lock:
+        if rows.size == sl.stop - sl.start:
+            span = y  # no gap: the rows are the span (y is a fresh array of this step's chunk)
+        else:
+            span = np.zeros((sl.stop - sl.start, y.shape[1]))
+            span[rows - sl.start] = y
+        with lock:
             logf = np.asarray(log_density(sl, span), dtype=float)
         if logf.shape != (self.log_lik.shape[0], span.shape[0], span.shape[1]):
             raise ValueError(

@@ -19,11 +19,13 @@ are left as they were.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import warnings
 import weakref
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -190,14 +192,19 @@ def _density_and_grid(
 ) -> Any:
     """The test log density ``f(rows, y) -> (S, b, K)``, the (m, G) grid and the grid's rule."""
     m = door.n_new(new)
+    # each thread writes its blocks into one buffer of its own, reused block after block: a fresh array of a
+    # block's size (tens of MB) is new pages from the kernel every time, and their first-touch faults cost
+    # the closed-form pass three times its arithmetic (measured at the diabetes shape). The core consumes a
+    # block before the thread asks for the next one, so a returned block is never overwritten while in use.
+    buffers = _ThreadBuffers()
     if path == "closed-form":
         family, params = door.closed_form_params(new, m)
+        density = _ClosedForm(family, params)
 
         def closed(rows: slice, y: np.ndarray) -> np.ndarray:
-            if family == "NormalRV":  # one compiled pass, NumPy's arithmetic bit for bit
-                return _normal_logpdf(params[0][:, rows], params[1][:, rows], y)
-            return _closed_form_logpdf(family, [p[:, rows, None] for p in params], y[None, :, :])
+            return density(rows, y, buffers.get((door.n_draws, *y.shape)))
 
+        closed.thread_safe = True  # type: ignore[attr-defined]  # see _EndRefiner: no lock needed
         g = _grid.default_grid(
             grid, cb.y_train_, n_grid, m, family=family, params=params, log_likelihood=cb.log_likelihood_
         )
@@ -206,14 +213,20 @@ def _density_and_grid(
     lock = threading.Lock()
 
     def logp(rows: slice, y: np.ndarray) -> np.ndarray:
-        out: np.ndarray | None = None
-        with lock:  # the model's containers (PyMC's or bambi's) hold one block's data at a time
-            for sl, v in door.logp_blocks(_rows(new, rows), y):
-                if sl.start == 0 and sl.stop == y.shape[0]:
-                    return v  # one block (the usual case: the core asks for a block at a time): no copy
-                out = np.empty((door.n_draws, *y.shape)) if out is None else out
-                out[:, sl] = v
-        return np.empty((door.n_draws, *y.shape)) if out is None else out  # None: no rows asked
+        if not isinstance(door, _Door):  # bambi's blocks come as new arrays: gathered into one
+            out = buffers.get((door.n_draws, *y.shape))
+            with lock:  # the model's containers hold one block's data at a time
+                for sl, v in door.logp_blocks(_rows(new, rows), y):
+                    out[:, sl] = v
+            return out
+        out = buffers.get((door.n_draws, *y.shape))
+        # each block is written in place, into its slice of out; the PyMC door's logp takes the data as inputs,
+        # each thread with its own copy of the function: no lock
+        for _ in door.logp_blocks(_rows(new, rows), y, out=out):
+            pass
+        return out
+
+    logp.thread_safe = True  # type: ignore[attr-defined]  # bambi's containers under the lock, PyMC's as inputs
 
     draws = None if grid is not None else door.predictive_draws(new, m, random_seed)
     if draws is not None:
@@ -462,45 +475,71 @@ class _Door:
 
     def _compile(self, outs: Any, *, draws: bool = False, random_seed: Any = None, kind: Any = None) -> Any:
         """A function of a slice of draws; with ``kind``, compiled once per model and reused."""
-        key = (kind, self.logp_mode) if kind == "logp" else kind
-        entry = None if kind is None else self.shared.fns.get(key)
+        entry = None if kind is None else self.shared.fns.get(kind)
         if entry is None:
             graph = outs() if callable(outs) else outs
-            entry = self._build_logp(graph) if kind == "logp" else self._build(graph, draws, random_seed, self.mode)
+            entry = self._build(graph, draws, random_seed, self.mode)
             if kind is not None:
-                self.shared.fns[key] = entry
+                self.shared.fns[kind] = entry
         fn, names, self.batched = entry
         return lambda sl: fn(*(self.values[k][sl] for k in names))
 
-    def _build_logp(self, graph: Any) -> Any:
-        """The ``logp`` path's function: in Numba by default, in the door's mode where Numba fails to compile it."""
-        if self.logp_mode != _LOGP_MODE:
-            return self._build(graph, False, None, self.logp_mode)
-        try:
-            return self._build(graph, False, None, _LOGP_MODE)
-        except Exception:  # noqa: BLE001 - an op Numba cannot lower: the default mode runs every PyTensor op
-            return self._build(graph, False, None, self.mode)
+    def _logp_function(self) -> _LogpFunction:
+        """The observed variable's elementwise logp, the data containers as inputs (compiled once per model)."""
+        key = ("logp", self.logp_mode)
+        entry = self.shared.fns.get(key)
+        if entry is None:
+            entry = self.shared.fns[key] = self._build_logp(self.clone.logp(vars=[self.rv], sum=False, jacobian=False))
+        return entry
 
-    def _build(self, outs: Any, draws: bool, random_seed: Any, mode: Any) -> Any:
+    def _build_logp(self, graph: Any) -> _LogpFunction:
+        """The ``logp`` path's function: in Numba by default, in the door's mode where Numba fails to compile it.
+
+        The model's ``pm.Data`` containers are replaced by inputs of the function (and a dimension whose
+        length follows a container, by that input's length), so that calls need not set the shared
+        containers: threads evaluate their blocks at once, each with its own copy of the function.
+        """
+        import pytensor.tensor as pt
+
+        data = {d: pt.tensor(name=d.name, shape=(None,) * d.ndim, dtype=d.dtype) for d in self.clone.data_vars}
+        lengths = {}
+        for d, sym in data.items():
+            dims = self.clone.named_vars_to_dims.get(d.name)
+            length = self.clone.dim_lengths.get(dims[0]) if dims else None
+            if length is not None and length not in data and hasattr(length, "get_value"):
+                lengths[length] = pt.cast(sym.shape[0], length.dtype)
+        replace = {**data, **lengths}
+        if self.logp_mode != _LOGP_MODE:
+            built = self._build(graph, False, None, self.logp_mode, replace)
+        else:
+            try:
+                built = self._build(graph, False, None, _LOGP_MODE, replace)
+            except Exception:  # noqa: BLE001 - an op Numba cannot lower: the default mode runs every PyTensor op
+                built = self._build(graph, False, None, self.mode, replace)
+        return _LogpFunction(built[0], built[1], [d.name for d in data])
+
+    def _build(self, outs: Any, draws: bool, random_seed: Any, mode: Any, replace: Any = None) -> Any:
         import pytensor
         import pytensor.tensor as pt
         from pymc.pytensorf import compile as compile_with_rngs
-        from pytensor.graph.replace import vectorize_graph
+        from pytensor.graph.replace import graph_replace, vectorize_graph
 
         batched = {
             v: pt.tensor(name=f"{v.name}_draws", shape=(None, *v.type.shape), dtype=v.dtype)
             for v in self.clone.value_vars
         }
         plain = self.clone.replace_rvs_by_values(outs)
+        inputs = list(batched.values())
+        if replace:  # the shared containers become inputs; a dimension's length, an expression of its container's
+            plain = graph_replace(plain, replace=replace, strict=False)
+            inputs += [v for v in replace.values() if v.owner is None]
         outs = vectorize_graph(plain, replace=batched)
         # an output that does not depend on the draws (a constant nu) keeps its shape: no draw axis
         flags = [o.type.ndim == p.type.ndim + 1 for o, p in zip(outs, plain, strict=True)]
         if not draws:
-            fn = pytensor.function(list(batched.values()), outs, on_unused_input="ignore", mode=mode)
+            fn = pytensor.function(inputs, outs, on_unused_input="ignore", mode=mode)
         else:  # PyMC's compile seeds the graph's random generators and updates them between calls
-            fn = compile_with_rngs(
-                list(batched.values()), outs, random_seed=random_seed, on_unused_input="ignore", mode=mode
-            )
+            fn = compile_with_rngs(inputs, outs, random_seed=random_seed, on_unused_input="ignore", mode=mode)
         return fn, [v.name for v in self.clone.value_vars], flags
 
     def _draw_batches(self, row_bytes: int) -> Iterator[slice]:
@@ -524,23 +563,58 @@ class _Door:
                     params[k][sl] = _per_draw(np.asarray(p, float), sl.stop - sl.start, m, self.batched[k])
         return family, params
 
-    def logp_blocks(self, new: Any, g: Any) -> Iterator[tuple[slice, np.ndarray]]:
-        """The model's elementwise logp of the observed variable at (test input, grid value) rows."""
+    def logp_blocks(self, new: Any, g: Any, out: np.ndarray | None = None) -> Iterator[tuple[slice, np.ndarray]]:
+        """The model's elementwise logp of the observed variable at (test input, grid value) rows.
+
+        ``out`` (draws, m, G): written in place, each block a view of its slice (the door's reused
+        per-thread buffer: no fresh pages per block); default a new array per block.
+        """
         m, G = g.shape
-        per = max(1, _BLOCK_BYTES // (8 * self.n_draws * G))
+        # the block bound caps a new array per block; into the caller's buffer the request is one block (the
+        # draws' batches below bound the compiled function's own temporaries either way)
+        per = m if out is not None else max(1, _BLOCK_BYTES // (8 * self.n_draws * G))
+        whole = out
+        logp = self._logp_function()  # compiled once per model: refinement, a second call and a base reuse it
         for start in range(0, m, per):
             sl = slice(start, min(start + per, m))
             b = sl.stop - sl.start
             data = {k: np.repeat(v[sl], G, axis=0) for k, v in new.items()}  # row j * G + g
             data[str(self.target)] = g[sl].reshape(-1)
-            out = np.empty((self.n_draws, b, G))
-            with self.shared.lock:
-                self._set(data)
-                # compiled once per model: refinement, a second call and a base reuse it
-                fn = self._compile(lambda: self.clone.logp(vars=[self.rv], sum=False, jacobian=False), kind="logp")
+            out = np.empty((self.n_draws, b, G)) if whole is None else whole[:, sl]
+            # containers not given keep their values (as pm.set_data of the others would leave them)
+            args = [
+                np.asarray(data[k]).astype(self.clone[k].dtype, copy=False) if k in data else self.clone[k].get_value()
+                for k in logp.data_names
+            ]  # in the container's dtype, as pm.set_data casts (an int64 index to PyMC's int32, say)
+            with logp.copy() as fn:  # this thread's copy: no shared container is set, no lock held
                 for ds in self._draw_batches(8 * b * G * 3):
-                    out[ds] = np.asarray(fn(ds)[0]).reshape(ds.stop - ds.start, b, G)
+                    values = [self.values[k][ds] for k in logp.names]
+                    out[ds] = np.asarray(fn(*values, *args)[0]).reshape(ds.stop - ds.start, b, G)
             yield sl, out
+
+
+class _LogpFunction:
+    """A compiled logp of (posterior values, data inputs), lent to threads one copy each.
+
+    A PyTensor function holds its inputs' and outputs' storage, so one object cannot serve two threads
+    at once; its copies share the compiled code (a copy takes milliseconds, measured) and are kept for
+    the next call.
+    """
+
+    def __init__(self, fn: Any, names: list[str], data_names: list[str]) -> None:
+        self.fn, self.names, self.data_names = fn, names, data_names
+        self._free: list = []
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def copy(self) -> Iterator[Any]:
+        with self._lock:
+            fn = self._free.pop() if self._free else self.fn.copy()
+        try:
+            yield fn
+        finally:
+            with self._lock:
+                self._free.append(fn)
 
 
 def _per_draw(p: np.ndarray, n_draws: int, m: int, batched: bool) -> np.ndarray:
@@ -567,22 +641,100 @@ def _closed_form_logpdf(family: str, params: Any, y: Any) -> np.ndarray:
     )
 
 
-def _normal_logpdf(mu: np.ndarray, sigma: np.ndarray, y: np.ndarray) -> np.ndarray:
+def _normal_logpdf(
+    mu: np.ndarray, sigma: np.ndarray, y: np.ndarray, out: np.ndarray | None = None, log_sigma: Any = None
+) -> np.ndarray:
     r"""(S, b, K) Normal log densities :math:`-\tfrac12 z^2 - \log\sigma - \tfrac12\log 2\pi`, one pass.
 
-    ``mu``, ``sigma`` (S, b) per draw and test point, ``y`` (b, K) candidates. The same operations in
-    the same order as :func:`_closed_form_logpdf` (``log sigma`` by NumPy), so the result is its
-    result bit for bit, without its four temporaries of the block's size.
+    ``mu``, ``sigma`` (S, b) per draw and test point (any strides: read in place), ``y`` (b, K)
+    candidates; ``out`` (S, b, K), C-ordered, is written (default: a new array); ``log_sigma``:
+    ``np.log(sigma)`` when the caller has it. The same operations in the same order as
+    :func:`_closed_form_logpdf` (``log sigma`` by NumPy, whose ``log`` of a value does not depend on the
+    array around it: compared on sliced rows in ``tests/calibrators/conformal/test_bayes_refine.py``), so
+    the result is its result bit for bit, without its four temporaries of the block's size.
     """
-    mu, sigma = np.ascontiguousarray(mu, float), np.ascontiguousarray(sigma, float)
-    out = np.empty((*mu.shape, y.shape[1]))
-    _normal_kernel()(mu, sigma, np.log(sigma), np.ascontiguousarray(y, float), 0.5 * np.log(2 * np.pi), out)
+    out = np.empty((*np.shape(mu), y.shape[1])) if out is None else out
+    log_sigma = np.log(sigma) if log_sigma is None else log_sigma
+    _kernels().normal(mu, sigma, log_sigma, np.ascontiguousarray(y, float), 0.5 * np.log(2 * np.pi), out)
     return out
 
 
+def _student_t_terms(nu: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""The Student-t log density's terms free of the candidate, per (draw, test point).
+
+    :math:`\log\Gamma(\tfrac{\nu+1}2) - \log\Gamma(\tfrac\nu2) - \tfrac12\log(\nu\pi) - \log\sigma`,
+    summed left to right as :func:`_closed_form_logpdf` sums them, and :math:`(\nu+1)/2`.
+    """
+    const = special.gammaln((nu + 1) / 2) - special.gammaln(nu / 2) - 0.5 * np.log(nu * np.pi) - np.log(sigma)
+    return const, (nu + 1) / 2
+
+
+def _student_t_logpdf(
+    nu: np.ndarray,
+    mu: np.ndarray,
+    sigma: np.ndarray,
+    y: np.ndarray,
+    out: np.ndarray | None = None,
+    terms: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    r"""(S, b, K) Student-t log densities without a temporary, :func:`_closed_form_logpdf`'s result bit for bit.
+
+    .. math::
+
+        \log\Gamma\big(\tfrac{\nu+1}2\big) - \log\Gamma\big(\tfrac\nu2\big) - \tfrac12\log(\nu\pi)
+        - \log\sigma - \tfrac{\nu+1}2 \log\big(1 + z^2/\nu\big),\qquad z = (y - \mu)/\sigma.
+
+    The terms that do not depend on the candidate come from :func:`_student_t_terms` (``terms``, when
+    the caller has them). Per candidate, three passes over ``out``: a compiled one writes
+    :math:`z^2/\nu`, NumPy's ``log1p`` runs in place (Numba's ``log1p``, the C library's, differs from
+    NumPy's in the last bit on a few per cent of values: measured), a compiled one finishes the
+    subtraction.
+    """
+    out = np.empty((*np.shape(mu), y.shape[1])) if out is None else out
+    nu, sigma = (np.broadcast_to(p, np.shape(mu)) for p in (nu, sigma))
+    const, half_nu1 = _student_t_terms(nu, sigma) if terms is None else terms
+    k = _kernels()
+    k.student_t_arg(nu, mu, sigma, np.ascontiguousarray(y, float), out)
+    np.log1p(out, out=out)
+    k.student_t_finish(const, half_nu1, out)
+    return out
+
+
+class _ClosedForm:
+    """A Normal or Student-t likelihood's log density at any (test points, candidates), from its parameters
+    (S, m); the terms free of the candidate are computed once for every test point (one ``log`` per draw and
+    point, not one per block and refinement step)."""
+
+    def __init__(self, family: str, params: list[np.ndarray]) -> None:
+        self.family, self.params = family, params
+        if family == "NormalRV":
+            self.terms: tuple[np.ndarray, ...] = (np.log(params[1]),)
+        else:
+            self.terms = _student_t_terms(params[0], params[2])
+
+    def __call__(self, rows: slice, y: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """:func:`_closed_form_logpdf` at test points ``rows`` and candidates ``y`` (b, K), into ``out``."""
+        p = [v[:, rows] for v in self.params]
+        if self.family == "NormalRV":
+            return _normal_logpdf(p[0], p[1], y, out, self.terms[0][:, rows])
+        const, half = self.terms
+        return _student_t_logpdf(p[0], p[1], p[2], y, out, (const[:, rows], half[:, rows]))
+
+
+class _ThreadBuffers(threading.local):
+    """One float64 buffer per thread, grown when a block is larger, handed out as C-ordered views."""
+
+    def get(self, shape: tuple[int, ...]) -> np.ndarray:
+        size = int(np.prod(shape))
+        buf = getattr(self, "buf", None)
+        if buf is None or buf.size < size:
+            self.buf = buf = np.empty(size)
+        return buf[:size].reshape(shape)
+
+
 @functools.cache
-def _normal_kernel() -> Any:
-    """The compiled loop of :func:`_normal_logpdf` (Numba, cached on disk, releases the GIL)."""
+def _kernels() -> Any:
+    """The closed-form log densities' compiled loops (Numba, cached on disk, release the GIL)."""
     import numba
 
     @numba.njit(nogil=True, cache=True)
@@ -598,4 +750,24 @@ def _normal_kernel() -> Any:
                     z = (y[j, k] - m) / sd
                     out[s, j, k] = -0.5 * z * z - ls - half_log_2pi
 
-    return normal
+    @numba.njit(nogil=True, cache=True)
+    def student_t_arg(nu: Any, mu: Any, sigma: Any, y: Any, out: Any) -> None:  # pragma: no cover - compiled
+        S, b = mu.shape
+        K = y.shape[1]
+        for s in range(S):
+            for j in range(b):
+                n, m, sd = nu[s, j], mu[s, j], sigma[s, j]
+                for k in range(K):
+                    z = (y[j, k] - m) / sd
+                    out[s, j, k] = z * z / n
+
+    @numba.njit(nogil=True, cache=True)
+    def student_t_finish(const: Any, half_nu1: Any, out: Any) -> None:  # pragma: no cover - compiled
+        S, b, K = out.shape
+        for s in range(S):
+            for j in range(b):
+                c, h = const[s, j], half_nu1[s, j]
+                for k in range(K):
+                    out[s, j, k] = c - h * out[s, j, k]
+
+    return SimpleNamespace(normal=normal, student_t_arg=student_t_arg, student_t_finish=student_t_finish)
